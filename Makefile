@@ -1,0 +1,44 @@
+# compactor — see README.md. Every target works offline on a fresh clone except `interop`,
+# which runs the real Pi through ../shared/oracle/pi-oracle (Node + the npm registry).
+GO       ?= go
+BIN      ?= bin
+PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
+PKGS     := ./...
+
+.PHONY: all build test vet bench proptest fuzz interop demo clean
+
+all: build
+
+build:
+	$(GO) build -o $(BIN)/compactor ./cmd/compactor
+	$(GO) build -o $(BIN)/enqueue ./cmd/enqueue
+
+vet:
+	$(GO) vet $(PKGS)
+	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
+
+# The README's test command: vet + gofmt + every test with the race detector. Needs no
+# network and no services: NATS tests start an embedded nats-server themselves.
+test: vet
+	$(GO) test -race -count=1 -timeout 9m $(PKGS)
+
+# Benchmarks (not part of `make test`).
+bench:
+	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(PKGS)
+
+# Property tests at full size: at least 10,000 generated sessions per policy.
+proptest:
+	$(GO) test -count=1 -timeout 60m -run 'Property' ./cutpoint/ -rapid.checks=10000
+
+# Fuzz the session reader (FUZZTIME=5m by default).
+FUZZTIME ?= 5m
+fuzz:
+	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./sessionio/
+
+# Re-check every golden against the live Pi (installs the pinned npm package once).
+interop:
+	$(PI_ORACLE) install
+	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) $(GO) test -count=1 -timeout 30m $(PKGS)
+
+clean:
+	rm -rf $(BIN)

@@ -1,0 +1,161 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+)
+
+// runCLI runs a compactor subcommand in process and returns its exit code and output.
+func runCLI(t *testing.T, args ...string) (int, string, string) {
+	t.Helper()
+	var out, errb bytes.Buffer
+	code := Run(context.Background(), &Env{Args: args, Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+	return code, out.String(), errb.String()
+}
+
+func repoRoot(t *testing.T) string {
+	t.Helper()
+	root, err := filepath.Abs("../..")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return root
+}
+
+// corpusFiles lists every session file whose Pi output is in testdata/expected.
+func corpusFiles(t *testing.T) []string {
+	t.Helper()
+	root := repoRoot(t)
+	var files []string
+	for _, pattern := range []string{"testdata/corpus/*.jsonl", "testdata/corpus/pi-repo/*.jsonl", "testdata/corpus/pi-generated/synthetic-v3-session.jsonl"} {
+		m, err := filepath.Glob(filepath.Join(root, pattern))
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, m...)
+	}
+	if len(files) < 15 {
+		t.Fatalf("found only %d corpus files; is testdata/ complete?", len(files))
+	}
+	return files
+}
+
+func decodeJSON(t *testing.T, data []byte) map[string]any {
+	t.Helper()
+	var v map[string]any
+	if err := json.Unmarshal(data, &v); err != nil {
+		t.Fatalf("decode: %v\n%.300s", err, data)
+	}
+	return v
+}
+
+// TestContextMatchesPi compares `compactor context --json` with what the real Pi printed
+// (pi-oracle context) for every corpus file.
+func TestContextMatchesPi(t *testing.T) {
+	t.Parallel()
+	for _, file := range corpusFiles(t) {
+		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", name+".context.json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runCLI(t, "context", file, "--json")
+			if code != 0 {
+				t.Fatalf("exit %d: %s", code, stderr)
+			}
+			got, exp := decodeJSON(t, []byte(stdout)), decodeJSON(t, want)
+			gc, ec := got["context"].(map[string]any), exp["context"].(map[string]any)
+			for _, k := range []string{"messages", "thinkingLevel", "model"} {
+				if !reflect.DeepEqual(gc[k], ec[k]) {
+					t.Errorf("context.%s differs from Pi's", k)
+					if k == "messages" {
+						reportFirstDiff(t, gc[k], ec[k])
+					} else {
+						t.Logf("got %v, Pi %v", gc[k], ec[k])
+					}
+				}
+			}
+			v3 := got["version"].(float64) == 3
+			if v3 {
+				for _, k := range []string{"leafId", "pathIds", "messageEntryIds", "sessionName", "labels", "entryCount"} {
+					if !reflect.DeepEqual(got[k], exp[k]) {
+						t.Errorf("%s: got %v, Pi %v", k, got[k], exp[k])
+					}
+				}
+			} else if len(got["pathIds"].([]any)) != len(exp["pathIds"].([]any)) {
+				t.Errorf("pathIds length: got %d, Pi %d", len(got["pathIds"].([]any)), len(exp["pathIds"].([]any)))
+			}
+		})
+	}
+}
+
+func reportFirstDiff(t *testing.T, got, want any) {
+	t.Helper()
+	g, _ := got.([]any)
+	w, _ := want.([]any)
+	if len(g) != len(w) {
+		t.Logf("message count: got %d, Pi %d", len(g), len(w))
+	}
+	for i := 0; i < len(g) && i < len(w); i++ {
+		if !reflect.DeepEqual(g[i], w[i]) {
+			gb, _ := json.Marshal(g[i])
+			wb, _ := json.Marshal(w[i])
+			t.Logf("first difference at message %d:\n got %.400s\n Pi  %.400s", i, gb, wb)
+			return
+		}
+	}
+}
+
+// TestContextBadFiles checks the documented outcome for every file in corpus/bad: exit 2
+// with a message naming the file for the ones Pi cannot load, Pi's context plus a
+// diagnostic for the ones it loads.
+func TestContextBadFiles(t *testing.T) {
+	t.Parallel()
+	bad := filepath.Join(repoRoot(t), "testdata/corpus/bad")
+	unreadable := map[string]string{
+		"empty.jsonl":     "file is empty",
+		"no-header.jsonl": "no valid session header",
+		"not-json.jsonl":  "no valid session header",
+	}
+	for name, reason := range unreadable {
+		code, stdout, stderr := runCLI(t, "context", filepath.Join(bad, name), "--json")
+		if code != 2 || stdout != "" || !strings.Contains(stderr, name) || !strings.Contains(stderr, reason) {
+			t.Errorf("%s: exit %d, stdout %q, stderr %q; want exit 2 naming the file and %q", name, code, stdout, stderr, reason)
+		}
+	}
+	readable := map[string]string{
+		"malformed-line": `"kind": "malformed-line"`,
+		"orphan-and-dup": `"kind": "duplicate-id"`,
+		"legacy-v1":      `"kind": "migrated"`,
+	}
+	for name, diag := range readable {
+		code, stdout, stderr := runCLI(t, "context", filepath.Join(bad, name+".jsonl"), "--json")
+		if code != 0 {
+			t.Fatalf("%s: exit %d: %s", name, code, stderr)
+		}
+		if !strings.Contains(stdout, diag) {
+			t.Errorf("%s: no %s diagnostic in output", name, diag)
+		}
+		want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", "bad-"+name+".context.json"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		got, exp := decodeJSON(t, []byte(stdout)), decodeJSON(t, want)
+		if !reflect.DeepEqual(got["context"], exp["context"]) {
+			t.Errorf("%s: context differs from Pi's", name)
+		}
+	}
+	// The malformed line is reported with the line number Pi's harness gives.
+	_, stdout, _ := runCLI(t, "context", filepath.Join(bad, "malformed-line.jsonl"), "--json")
+	if !strings.Contains(stdout, `"line": 3`) {
+		t.Errorf("malformed line not reported as line 3:\n%s", stdout)
+	}
+}

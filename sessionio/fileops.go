@@ -1,0 +1,249 @@
+package sessionio
+
+import (
+	"encoding/json"
+	"sort"
+	"strings"
+	"unicode/utf16"
+)
+
+// FileOps is Pi's file-operation tracking (pi-session-format.md §4.7): the paths the
+// summarized part of a session read, wrote and edited. Both compaction (cutpoint) and
+// branch summaries (summarize) need it, so it lives here, next to the messages it reads.
+//
+// The maps are the sets; the order slices remember insertion order, because Pi's sets are
+// JavaScript Sets (iteration = insertion order) and `pi-oracle cut` prints them that way.
+// Use Add* and the Seed/AddFromMessage methods rather than writing the maps directly, or
+// ReadSet/WrittenSet/EditedSet will list the extra paths after the ordered ones.
+type FileOps struct {
+	Read, Written, Edited map[string]struct{}
+
+	readOrder, writtenOrder, editedOrder []string
+}
+
+// NewFileOps returns empty file operations.
+func NewFileOps() *FileOps {
+	return &FileOps{
+		Read:    map[string]struct{}{},
+		Written: map[string]struct{}{},
+		Edited:  map[string]struct{}{},
+	}
+}
+
+func addTo(set map[string]struct{}, order *[]string, path string) {
+	if _, ok := set[path]; ok {
+		return
+	}
+	set[path] = struct{}{}
+	*order = append(*order, path)
+}
+
+// AddRead records a read path.
+func (f *FileOps) AddRead(path string) { addTo(f.Read, &f.readOrder, path) }
+
+// AddWritten records a written path.
+func (f *FileOps) AddWritten(path string) { addTo(f.Written, &f.writtenOrder, path) }
+
+// AddEdited records an edited path.
+func (f *FileOps) AddEdited(path string) { addTo(f.Edited, &f.editedOrder, path) }
+
+// AddFromMessage is Pi's extractFileOpsFromMessage: for an assistant message, every
+// toolCall named read, write or edit whose arguments.path is a non-empty string adds that
+// path to Read, Written or Edited. Other roles and tools (bash included) are ignored.
+func (f *FileOps) AddFromMessage(m *Message) {
+	if m == nil || m.Role != RoleAssistant || m.Content.IsString {
+		return
+	}
+	for _, b := range m.Content.Blocks {
+		if b.Type != BlockToolCall {
+			continue
+		}
+		var add func(string)
+		switch b.Name {
+		case "read":
+			add = f.AddRead
+		case "write":
+			add = f.AddWritten
+		case "edit":
+			add = f.AddEdited
+		default:
+			continue
+		}
+		if p, ok := pathArgument(b.Arguments); ok && p != "" {
+			add(p)
+		}
+	}
+}
+
+// pathArgument returns arguments.path when arguments is an object whose "path" is a string.
+func pathArgument(args json.RawMessage) (string, bool) {
+	if len(args) == 0 || args[0] != '{' {
+		return "", false
+	}
+	var obj map[string]json.RawMessage
+	if err := json.Unmarshal(args, &obj); err != nil {
+		return "", false
+	}
+	raw, ok := obj["path"]
+	if !ok || len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	return unquoteJS(raw)
+}
+
+// SeedFromCompaction carries a previous compaction's file lists forward, as Pi's
+// prepareCompaction does: only for a compaction compactor or Pi wrote itself (fromHook
+// false) with details; details.readFiles go to Read, details.modifiedFiles to Edited.
+// Anything that is not an array of strings is ignored (an extension may store any JSON).
+func (f *FileOps) SeedFromCompaction(e *Entry) {
+	if e == nil || e.Type != TypeCompaction {
+		return
+	}
+	f.seedFromDetails(e)
+}
+
+// SeedFromBranchSummary is the same for a branch_summary entry (Pi's prepareBranchEntries
+// first pass).
+func (f *FileOps) SeedFromBranchSummary(e *Entry) {
+	if e == nil || e.Type != TypeBranchSummary {
+		return
+	}
+	f.seedFromDetails(e)
+}
+
+func (f *FileOps) seedFromDetails(e *Entry) {
+	if e.FromHook || len(e.Details) == 0 || e.Details[0] != '{' {
+		return
+	}
+	var d map[string]json.RawMessage
+	if err := json.Unmarshal(e.Details, &d); err != nil {
+		return
+	}
+	for _, p := range stringArray(d["readFiles"]) {
+		f.AddRead(p)
+	}
+	for _, p := range stringArray(d["modifiedFiles"]) {
+		f.AddEdited(p)
+	}
+}
+
+// stringArray returns the string elements of a JSON array, skipping other elements.
+func stringArray(raw json.RawMessage) []string {
+	if len(raw) == 0 || raw[0] != '[' {
+		return nil
+	}
+	var elems []json.RawMessage
+	if err := json.Unmarshal(raw, &elems); err != nil {
+		return nil
+	}
+	out := make([]string, 0, len(elems))
+	for _, el := range elems {
+		if len(el) == 0 || el[0] != '"' {
+			continue
+		}
+		if s, ok := unquoteJS(el); ok {
+			out = append(out, s)
+		}
+	}
+	return out
+}
+
+// Lists is Pi's computeFileLists: modifiedFiles = sorted unique Edited ∪ Written, readFiles
+// = sorted Read minus modifiedFiles, both in JavaScript's default sort order (UTF-16 code
+// units). These are the lists stored in a compaction's details.
+func (f *FileOps) Lists() (readFiles, modifiedFiles []string) {
+	modified := map[string]struct{}{}
+	modifiedFiles = []string{}
+	for _, p := range append(f.EditedSet(), f.WrittenSet()...) {
+		if _, ok := modified[p]; !ok {
+			modified[p] = struct{}{}
+			modifiedFiles = append(modifiedFiles, p)
+		}
+	}
+	readFiles = []string{}
+	for _, p := range f.ReadSet() {
+		if _, ok := modified[p]; !ok {
+			readFiles = append(readFiles, p)
+		}
+	}
+	sortUTF16(modifiedFiles)
+	sortUTF16(readFiles)
+	return readFiles, modifiedFiles
+}
+
+// ReadSet returns the read paths in insertion order (Pi's Set iteration order).
+func (f *FileOps) ReadSet() []string { return ordered(f.Read, f.readOrder) }
+
+// WrittenSet returns the written paths in insertion order.
+func (f *FileOps) WrittenSet() []string { return ordered(f.Written, f.writtenOrder) }
+
+// EditedSet returns the edited paths in insertion order.
+func (f *FileOps) EditedSet() []string { return ordered(f.Edited, f.editedOrder) }
+
+func ordered(set map[string]struct{}, order []string) []string {
+	out := make([]string, 0, len(set))
+	seen := make(map[string]struct{}, len(order))
+	for _, p := range order {
+		if _, ok := set[p]; ok {
+			if _, dup := seen[p]; !dup {
+				seen[p] = struct{}{}
+				out = append(out, p)
+			}
+		}
+	}
+	if len(out) < len(set) { // paths put into the map directly: sorted, after the rest
+		var extra []string
+		for p := range set {
+			if _, ok := seen[p]; !ok {
+				extra = append(extra, p)
+			}
+		}
+		sortUTF16(extra)
+		out = append(out, extra...)
+	}
+	return out
+}
+
+// FormatFileLists is Pi's formatFileOperations: "" when both lists are empty, otherwise
+// "\n\n" followed by a <read-files> and/or <modified-files> section (non-empty ones only,
+// one path per line), sections separated by a blank line. It is appended to a summary.
+func FormatFileLists(read, modified []string) string {
+	var sections []string
+	if len(read) > 0 {
+		sections = append(sections, "<read-files>\n"+strings.Join(read, "\n")+"\n</read-files>")
+	}
+	if len(modified) > 0 {
+		sections = append(sections, "<modified-files>\n"+strings.Join(modified, "\n")+"\n</modified-files>")
+	}
+	if len(sections) == 0 {
+		return ""
+	}
+	return "\n\n" + strings.Join(sections, "\n\n")
+}
+
+func sortUTF16(s []string) {
+	sort.SliceStable(s, func(i, j int) bool { return compareUTF16(s[i], s[j]) < 0 })
+}
+
+// unquoteJS decodes a JSON string literal.
+func unquoteJS(raw json.RawMessage) (string, bool) {
+	var s string
+	if err := json.Unmarshal(raw, &s); err != nil {
+		return "", false
+	}
+	return s, true
+}
+
+// compareUTF16 orders strings by UTF-16 code units, as JavaScript's default sort does.
+func compareUTF16(a, b string) int {
+	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
+	for i := 0; i < len(ua) && i < len(ub); i++ {
+		if ua[i] != ub[i] {
+			if ua[i] < ub[i] {
+				return -1
+			}
+			return 1
+		}
+	}
+	return len(ua) - len(ub)
+}

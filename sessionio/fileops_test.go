@@ -1,0 +1,150 @@
+package sessionio
+
+import (
+	"encoding/json"
+	"reflect"
+	"testing"
+)
+
+func mustMessage(t *testing.T, raw string) *Message {
+	t.Helper()
+	m, err := DecodeMessage(json.RawMessage(raw))
+	if err != nil {
+		t.Fatalf("DecodeMessage(%s): %v", raw, err)
+	}
+	return m
+}
+
+func TestFileOpsAddFromMessage(t *testing.T) {
+	t.Parallel()
+	f := NewFileOps()
+	f.AddFromMessage(mustMessage(t, `{"role":"assistant","content":[
+		{"type":"text","text":"x"},
+		{"type":"toolCall","id":"1","name":"read","arguments":{"path":"b.go"}},
+		{"type":"toolCall","id":"2","name":"read","arguments":{"path":"a.go","offset":3}},
+		{"type":"toolCall","id":"3","name":"write","arguments":{"path":"w.go","content":"..."}},
+		{"type":"toolCall","id":"4","name":"edit","arguments":{"path":"a.go"}},
+		{"type":"toolCall","id":"5","name":"bash","arguments":{"path":"ignored.go"}},
+		{"type":"toolCall","id":"6","name":"read","arguments":{"path":""}},
+		{"type":"toolCall","id":"7","name":"read","arguments":{"path":7}},
+		{"type":"toolCall","id":"8","name":"read","arguments":["path"]},
+		{"type":"toolCall","id":"9","name":"read"},
+		{"type":"toolCall","id":"10","name":"read","arguments":{"path":"b.go"}}
+	],"stopReason":"toolUse"}`))
+	// Not an assistant: ignored even with a matching shape.
+	f.AddFromMessage(mustMessage(t, `{"role":"user","content":[{"type":"toolCall","name":"read","arguments":{"path":"u.go"}}]}`))
+	f.AddFromMessage(nil)
+
+	if got, want := f.ReadSet(), []string{"b.go", "a.go"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadSet = %q, want %q (insertion order)", got, want)
+	}
+	if got, want := f.WrittenSet(), []string{"w.go"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("WrittenSet = %q, want %q", got, want)
+	}
+	if got, want := f.EditedSet(), []string{"a.go"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("EditedSet = %q, want %q", got, want)
+	}
+	read, modified := f.Lists()
+	if want := []string{"b.go"}; !reflect.DeepEqual(read, want) {
+		t.Errorf("readFiles = %q, want %q", read, want)
+	}
+	if want := []string{"a.go", "w.go"}; !reflect.DeepEqual(modified, want) {
+		t.Errorf("modifiedFiles = %q, want %q", modified, want)
+	}
+}
+
+func TestFileOpsSeed(t *testing.T) {
+	t.Parallel()
+	details := json.RawMessage(`{"readFiles":["r1","r2",3,null],"modifiedFiles":["m1"]}`)
+	tests := []struct {
+		name       string
+		e          *Entry
+		seedBranch bool
+		wantRead   []string
+		wantEdited []string
+	}{
+		{"compaction", &Entry{Type: TypeCompaction, Details: details}, false, []string{"r1", "r2"}, []string{"m1"}},
+		{"compaction from hook", &Entry{Type: TypeCompaction, Details: details, FromHook: true}, false, nil, nil},
+		{"compaction no details", &Entry{Type: TypeCompaction}, false, nil, nil},
+		{"compaction details not object", &Entry{Type: TypeCompaction, Details: json.RawMessage(`"x"`)}, false, nil, nil},
+		{"compaction lists not arrays", &Entry{Type: TypeCompaction, Details: json.RawMessage(`{"readFiles":"a","modifiedFiles":{"b":1}}`)}, false, nil, nil},
+		{"branch summary", &Entry{Type: TypeBranchSummary, Details: details}, true, []string{"r1", "r2"}, []string{"m1"}},
+		{"wrong type for compaction", &Entry{Type: TypeBranchSummary, Details: details}, false, nil, nil},
+		{"wrong type for branch", &Entry{Type: TypeCompaction, Details: details}, true, nil, nil},
+	}
+	for _, tc := range tests {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			f := NewFileOps()
+			if tc.seedBranch {
+				f.SeedFromBranchSummary(tc.e)
+			} else {
+				f.SeedFromCompaction(tc.e)
+			}
+			if got := f.ReadSet(); !(len(got) == 0 && len(tc.wantRead) == 0) && !reflect.DeepEqual(got, tc.wantRead) {
+				t.Errorf("read = %q, want %q", got, tc.wantRead)
+			}
+			if got := f.EditedSet(); !(len(got) == 0 && len(tc.wantEdited) == 0) && !reflect.DeepEqual(got, tc.wantEdited) {
+				t.Errorf("edited = %q, want %q", got, tc.wantEdited)
+			}
+			if len(f.WrittenSet()) != 0 {
+				t.Errorf("written = %q, want none", f.WrittenSet())
+			}
+		})
+	}
+}
+
+func TestFileOpsListsUTF16Order(t *testing.T) {
+	t.Parallel()
+	f := NewFileOps()
+	// U+FF5E sorts after U+1F600 in UTF-16 (0xFF5E > 0xD83D) but before it by code point.
+	for _, p := range []string{"\uff5e.txt", "\U0001F600.txt", "Z.txt", "a.txt", "B.txt"} {
+		f.AddRead(p)
+	}
+	f.AddWritten("z")
+	f.AddEdited("z") // in both: listed once
+	f.AddEdited("a.txt")
+	read, modified := f.Lists()
+	if want := []string{"B.txt", "Z.txt", "\U0001F600.txt", "\uff5e.txt"}; !reflect.DeepEqual(read, want) {
+		t.Errorf("readFiles = %q, want %q", read, want)
+	}
+	if want := []string{"a.txt", "z"}; !reflect.DeepEqual(modified, want) {
+		t.Errorf("modifiedFiles = %q, want %q", modified, want)
+	}
+}
+
+func TestFileOpsListsEmptyAreNotNil(t *testing.T) {
+	t.Parallel()
+	read, modified := NewFileOps().Lists()
+	if read == nil || modified == nil {
+		t.Fatalf("Lists() = %#v, %#v; want empty non-nil slices (JSON [])", read, modified)
+	}
+}
+
+func TestFormatFileLists(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		read, modified []string
+		want           string
+	}{
+		{nil, nil, ""},
+		{[]string{"a", "b"}, nil, "\n\n<read-files>\na\nb\n</read-files>"},
+		{nil, []string{"m"}, "\n\n<modified-files>\nm\n</modified-files>"},
+		{[]string{"a"}, []string{"m", "n"}, "\n\n<read-files>\na\n</read-files>\n\n<modified-files>\nm\nn\n</modified-files>"},
+	}
+	for _, tc := range tests {
+		if got := FormatFileLists(tc.read, tc.modified); got != tc.want {
+			t.Errorf("FormatFileLists(%q, %q) = %q, want %q", tc.read, tc.modified, got, tc.want)
+		}
+	}
+}
+
+func TestFileOpsDirectMapWrites(t *testing.T) {
+	t.Parallel()
+	f := NewFileOps()
+	f.AddRead("b")
+	f.Read["a"] = struct{}{} // written directly: still listed, after the ordered ones
+	if got, want := f.ReadSet(), []string{"b", "a"}; !reflect.DeepEqual(got, want) {
+		t.Errorf("ReadSet = %q, want %q", got, want)
+	}
+}
