@@ -4,7 +4,8 @@ import (
 	"encoding/json"
 	"sort"
 	"strings"
-	"unicode/utf16"
+
+	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
 
 // FileOps is Pi's file-operation tracking (pi-session-format.md §4.7): the paths the
@@ -222,28 +223,15 @@ func FormatFileLists(read, modified []string) string {
 }
 
 func sortUTF16(s []string) {
-	sort.SliceStable(s, func(i, j int) bool { return compareUTF16(s[i], s[j]) < 0 })
+	sort.SliceStable(s, func(i, j int) bool { return jsjson.CompareUTF16(s[i], s[j]) < 0 })
 }
 
-// unquoteJS decodes a JSON string literal.
+// unquoteJS decodes a JSON string literal as JSON.parse does, keeping lone surrogates (as
+// WTF-8), so a path with one survives into the details compactor writes.
 func unquoteJS(raw json.RawMessage) (string, bool) {
-	var s string
-	if err := json.Unmarshal(raw, &s); err != nil {
+	s, err := jsjson.Unquote(raw)
+	if err != nil {
 		return "", false
 	}
 	return s, true
-}
-
-// compareUTF16 orders strings by UTF-16 code units, as JavaScript's default sort does.
-func compareUTF16(a, b string) int {
-	ua, ub := utf16.Encode([]rune(a)), utf16.Encode([]rune(b))
-	for i := 0; i < len(ua) && i < len(ub); i++ {
-		if ua[i] != ub[i] {
-			if ua[i] < ub[i] {
-				return -1
-			}
-			return 1
-		}
-	}
-	return len(ua) - len(ub)
 }

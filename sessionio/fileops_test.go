@@ -148,3 +148,13 @@ func TestFileOpsDirectMapWrites(t *testing.T) {
 		t.Errorf("ReadSet = %q, want %q", got, want)
 	}
 }
+
+func TestFileOpsKeepsLoneSurrogates(t *testing.T) {
+	t.Parallel()
+	f := NewFileOps()
+	f.AddFromMessage(mustMessage(t, `{"role":"assistant","content":[{"type":"toolCall","id":"1","name":"edit","arguments":{"path":"a\ud800b.go"}}]}`))
+	got := f.EditedSet()
+	if len(got) != 1 || got[0] != "a\xed\xa0\x80b.go" {
+		t.Fatalf("EditedSet = %q, want the lone surrogate kept as WTF-8 (\"a\\xed\\xa0\\x80b.go\")", got)
+	}
+}

@@ -228,3 +228,23 @@ func decodeMessage(raw json.RawMessage) (*Message, error) {
 		CustomType: rm.CustomType, Summary: rm.Summary, FromID: rm.FromID, TokensBefore: rm.TokensBefore,
 	}, err
 }
+
+// decodeMessageLight decodes everything but the content (Options.Light).
+func decodeMessageLight(raw json.RawMessage) (*Message, error) {
+	var rm struct {
+		Role       string  `json:"role"`
+		API        string  `json:"api"`
+		Provider   string  `json:"provider"`
+		Model      string  `json:"model"`
+		StopReason string  `json:"stopReason"`
+		Usage      *Usage  `json:"usage"`
+		Timestamp  float64 `json:"timestamp"`
+	}
+	err := json.Unmarshal(raw, &rm)
+	var te *json.UnmarshalTypeError
+	if err != nil && !errors.As(err, &te) {
+		return nil, err
+	}
+	return &Message{Role: rm.Role, Raw: raw, API: rm.API, Provider: rm.Provider, Model: rm.Model,
+		StopReason: rm.StopReason, Usage: rm.Usage, Timestamp: rm.Timestamp}, err
+}

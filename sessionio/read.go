@@ -47,11 +47,24 @@ func (e *FileError) Unwrap() error { return e.Err }
 
 // ReadFile reads and indexes a session file. It never modifies the file.
 func ReadFile(path string) (*Session, error) {
+	return ReadFileWith(path, Options{})
+}
+
+// Options tune reading.
+type Options struct {
+	// Light skips decoding message content (text, thinking, tool calls): Message.Content is
+	// left empty and only role, provider, model, stop reason, usage and timestamp are set.
+	// Enough to build a context and print it from the raw bytes with about half the memory.
+	Light bool
+}
+
+// ReadFileWith is ReadFile with options.
+func ReadFileWith(path string, opts Options) (*Session, error) {
 	data, err := os.ReadFile(path)
 	if err != nil {
 		return nil, &FileError{File: path, Err: err}
 	}
-	return Parse(data, path)
+	return ParseWith(data, path, opts)
 }
 
 // rawEntry is the union of the fields compactor reads from an entry line.
@@ -85,15 +98,20 @@ type rawEntry struct {
 
 // msgField decodes an entry's message in the same pass as the entry and keeps its bytes.
 type msgField struct {
-	m   *Message
-	err error
+	light bool
+	m     *Message
+	err   error
 }
 
 func (f *msgField) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || b[0] != '{' {
 		return nil
 	}
-	f.m, f.err = decodeMessage(b)
+	if f.light {
+		f.m, f.err = decodeMessageLight(b)
+	} else {
+		f.m, f.err = decodeMessage(b)
+	}
 	return nil
 }
 
@@ -111,6 +129,11 @@ type parsedLine struct {
 // string id. v1 and v2 files are migrated in memory exactly as Pi migrates them on load;
 // the bytes on disk are never changed.
 func Parse(data []byte, file string) (*Session, error) {
+	return ParseWith(data, file, Options{})
+}
+
+// ParseWith is Parse with options.
+func ParseWith(data []byte, file string, opts Options) (*Session, error) {
 	s := &Session{File: file, Size: int64(len(data))}
 	s.EndsWithNewline = len(data) > 0 && data[len(data)-1] == '\n'
 
@@ -128,7 +151,7 @@ func Parse(data []byte, file string) (*Session, error) {
 		if isBlank(line) {
 			continue
 		}
-		var re rawEntry
+		re := rawEntry{Message: msgField{light: opts.Light}}
 		err := json.Unmarshal(line, &re)
 		var syn *json.SyntaxError
 		switch {

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"bufio"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -48,7 +49,7 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if len(args) != 1 {
 		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
 	}
-	s, err := sessionio.ReadFile(args[0])
+	s, err := sessionio.ReadFileWith(args[0], sessionio.Options{Light: true})
 	if err != nil {
 		return &UsageError{Err: err}
 	}
@@ -88,10 +89,13 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if !*asJSON {
 		return printContextText(env, s, &out)
 	}
-	enc := json.NewEncoder(env.Stdout)
+	w := bufio.NewWriterSize(env.Stdout, 64<<10)
+	enc := json.NewEncoder(w)
 	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(out)
+	if err := enc.Encode(out); err != nil {
+		return err
+	}
+	return w.Flush()
 }
 
 func printContextText(env *Env, s *sessionio.Session, out *contextOutput) error {

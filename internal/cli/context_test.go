@@ -132,9 +132,9 @@ func TestContextBadFiles(t *testing.T) {
 		}
 	}
 	readable := map[string]string{
-		"malformed-line": `"kind": "malformed-line"`,
-		"orphan-and-dup": `"kind": "duplicate-id"`,
-		"legacy-v1":      `"kind": "migrated"`,
+		"malformed-line": `"kind":"malformed-line"`,
+		"orphan-and-dup": `"kind":"duplicate-id"`,
+		"legacy-v1":      `"kind":"migrated"`,
 	}
 	for name, diag := range readable {
 		code, stdout, stderr := runCLI(t, "context", filepath.Join(bad, name+".jsonl"), "--json")
@@ -155,7 +155,7 @@ func TestContextBadFiles(t *testing.T) {
 	}
 	// The malformed line is reported with the line number Pi's harness gives.
 	_, stdout, _ := runCLI(t, "context", filepath.Join(bad, "malformed-line.jsonl"), "--json")
-	if !strings.Contains(stdout, `"line": 3`) {
+	if !strings.Contains(stdout, `{"line":3,"kind":"malformed-line"`) {
 		t.Errorf("malformed line not reported as line 3:\n%s", stdout)
 	}
 }

@@ -1,0 +1,73 @@
+package fakellm
+
+import (
+	"encoding/json"
+	"io"
+	"net/http"
+	"strings"
+	"sync"
+	"testing"
+)
+
+func post(t *testing.T, url, body string) (int, http.Header, map[string]any) {
+	t.Helper()
+	req, _ := http.NewRequest(http.MethodPost, url, strings.NewReader(body))
+	req.Header.Set("Authorization", "Bearer k")
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	var out map[string]any
+	_ = json.Unmarshal(b, &out)
+	return resp.StatusCode, resp.Header, out
+}
+
+func TestServerScriptAndWindow(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	s.Enqueue(Behavior{Status: 429, RetryAfter: "2"})
+	s.SetWindow(5)
+	body := `{"model":"m","messages":[{"role":"user","content":"## Goal please"}]}`
+	if st, h, _ := post(t, s.URL()+"/chat/completions", body); st != 429 || h.Get("Retry-After") != "2" {
+		t.Fatalf("scripted 429: %d %v", st, h)
+	}
+	st, _, out := post(t, s.URL()+"/chat/completions", body)
+	if st != 200 {
+		t.Fatalf("status %d", st)
+	}
+	text := out["choices"].([]any)[0].(map[string]any)["message"].(map[string]any)["content"].(string)
+	if !strings.Contains(text, "## Next Steps") || strings.Contains(text, "Critical Context") {
+		t.Fatalf("branch-shaped prompt got %q", text)
+	}
+	long := `{"model":"m","messages":[{"role":"user","content":"` + strings.Repeat("x", 100) + `"}]}`
+	st, _, out = post(t, strings.TrimSuffix(s.URL(), "/v1")+"/chat/completions", long)
+	if st != 400 || out["error"].(map[string]any)["code"] != "context_length_exceeded" {
+		t.Fatalf("window: %d %v", st, out)
+	}
+	reqs := s.Requests()
+	if len(reqs) != 3 || reqs[2].PromptTokens != 25 || reqs[0].Header.Get("Authorization") != "Bearer k" || reqs[2].Status != 400 {
+		t.Fatalf("recorded %+v", reqs)
+	}
+}
+
+func TestServerConcurrentUse(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	var wg sync.WaitGroup
+	for range 20 {
+		wg.Go(func() {
+			s.Enqueue(Behavior{})
+			post(t, s.URL()+"/chat/completions", `{"model":"m","messages":[]}`)
+			_ = s.Requests()
+		})
+	}
+	wg.Wait()
+	if s.Count() != 20 || s.MaxInFlight() < 1 {
+		t.Fatalf("count %d", s.Count())
+	}
+	if Summary(nil) != Summary(nil) {
+		t.Fatal("summary not deterministic")
+	}
+}

@@ -1,0 +1,281 @@
+package summarize
+
+import (
+	"context"
+	"errors"
+	"os"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
+
+// recorder is a Summarizer that records requests and answers "<kind>:<n messages>".
+type recorder struct {
+	mu   sync.Mutex
+	reqs []Request
+	fail Kind
+	err  error
+}
+
+func (r *recorder) Summarize(ctx context.Context, req Request) (Result, error) {
+	r.mu.Lock()
+	r.reqs = append(r.reqs, req)
+	r.mu.Unlock()
+	if r.err != nil && req.Kind == r.fail {
+		return Result{}, r.err
+	}
+	return Result{Text: req.Kind.String() + ":" + itoa(len(req.Messages)), InputTokens: 10, OutputTokens: 2, Calls: 1}, nil
+}
+
+func readCall(path string) *sessionio.Message {
+	return &sessionio.Message{Role: sessionio.RoleAssistant, Content: sessionio.Content{Blocks: []sessionio.Block{
+		{Type: sessionio.BlockToolCall, ID: "c-" + path, Name: "read", Arguments: []byte(`{"path":"` + path + `"}`)},
+	}}}
+}
+
+func TestCompactionSummaryShapes(t *testing.T) {
+	t.Parallel()
+	hist := []*sessionio.Message{userMsg("a"), readCall("b.go")}
+	prefix := []*sessionio.Message{userMsg("c")}
+	f := ExtractFileOps(nil, hist, prefix)
+	f.AddEdited("z.go")
+
+	r := &recorder{}
+	out, err := CompactionSummary(context.Background(), r, CompactionInput{
+		MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev",
+		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := "update:2" + SplitTurnSeparator + "turn-prefix:1" + "\n\n<read-files>\nb.go\n</read-files>\n\n<modified-files>\nz.go\n</modified-files>"
+	if out.Summary != want {
+		t.Fatalf("summary %q\nwant %q", out.Summary, want)
+	}
+	if out.InputTokens != 20 || out.OutputTokens != 4 || out.Calls != 2 {
+		t.Fatalf("usage %+v", out)
+	}
+	for _, q := range r.reqs {
+		switch q.Kind {
+		case KindUpdate:
+			if q.MaxTokens != 800 || q.PreviousSummary != "prev" || q.CustomInstructions != "focus" {
+				t.Errorf("history request %+v", q)
+			}
+		case KindTurnPrefix:
+			if q.MaxTokens != 500 || q.PreviousSummary != "" || q.CustomInstructions != "" {
+				t.Errorf("prefix request %+v", q)
+			}
+		default:
+			t.Errorf("unexpected kind %v", q.Kind)
+		}
+	}
+
+	// Split turn with no history: "No prior history." and the previous summary is dropped.
+	r = &recorder{}
+	out, err = CompactionSummary(context.Background(), r, CompactionInput{TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if out.Summary != NoPriorHistory+SplitTurnSeparator+"turn-prefix:1" || len(r.reqs) != 1 {
+		t.Fatalf("summary %q after %d requests", out.Summary, len(r.reqs))
+	}
+	if r.reqs[0].MaxTokens != TurnPrefixMaxTokens(DefaultReserveTokens) || TurnPrefixMaxTokens(DefaultReserveTokens) != 8192 || HistoryMaxTokens(DefaultReserveTokens) != 13107 {
+		t.Fatalf("limits %d", r.reqs[0].MaxTokens)
+	}
+
+	// Split flag with an empty prefix behaves as not split; an empty span is still summarized.
+	r = &recorder{}
+	out, err = CompactionSummary(context.Background(), r, CompactionInput{IsSplitTurn: true})
+	if err != nil || out.Summary != "history:0" || len(out.ReadFiles) != 0 || out.ModifiedFiles == nil {
+		t.Fatalf("%+v %v", out, err)
+	}
+
+	// A failing prefix fails the whole summary.
+	boom := errors.New("boom")
+	r = &recorder{fail: KindTurnPrefix, err: boom}
+	if _, err := CompactionSummary(context.Background(), r, CompactionInput{MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true}); !errors.Is(err, boom) {
+		t.Fatalf("err %v", err)
+	}
+}
+
+func TestPromptLayout(t *testing.T) {
+	t.Parallel()
+	msgs := []*sessionio.Message{userMsg("hi")}
+	p := BuildPrompt(Request{Kind: KindHistory, Messages: msgs, PreviousSummary: "old", CustomInstructions: "tests"})
+	want := "<conversation>\n[User]: hi\n</conversation>\n\n<previous-summary>\nold\n</previous-summary>\n\n" + UpdatePrompt + "\n\nAdditional focus: tests"
+	if p != want {
+		t.Fatalf("prompt %q", p)
+	}
+	if p := BuildPrompt(Request{Kind: KindTurnPrefix, Messages: msgs, CustomInstructions: "ignored"}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
+		t.Fatalf("turn prefix prompt %q", p)
+	}
+	if p := BuildPrompt(Request{Kind: KindBranch, Messages: msgs, CustomInstructions: "only this", ReplaceInstructions: true}); !strings.HasSuffix(p, "</conversation>\n\nonly this") {
+		t.Fatalf("replace instructions %q", p)
+	}
+	for _, h := range []string{"## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress", "### Blocked", "## Key Decisions", "## Next Steps", "## Critical Context"} {
+		if !strings.Contains(HistoryPrompt, h) || !strings.Contains(UpdatePrompt, h) {
+			t.Errorf("history/update prompt lacks %q", h)
+		}
+		if h != "## Critical Context" && !strings.Contains(BranchPrompt, h) {
+			t.Errorf("branch prompt lacks %q", h)
+		}
+	}
+	if strings.Contains(BranchPrompt, "Critical Context") {
+		t.Error("the branch prompt has no Critical Context section")
+	}
+	for _, h := range []string{"## Original Request", "## Early Progress", "## Context for Suffix"} {
+		if !strings.Contains(TurnPrefixPrompt, h) {
+			t.Errorf("turn prefix prompt lacks %q", h)
+		}
+	}
+}
+
+// TestChunkedRollingSummary: a span far larger than the endpoint's window ends in one
+// summary, made by sequential update calls that each fit.
+func TestChunkedRollingSummary(t *testing.T) {
+	t.Parallel()
+	var msgs []*sessionio.Message
+	for i := range 60 {
+		msgs = append(msgs, userMsg("request "+itoa(i)+" "+strings.Repeat("lorem ipsum ", 150)), assistantMsg("answer "+itoa(i)+" "+strings.Repeat("dolor sit ", 120)))
+	}
+	const window = 3000 // tokens; the span is ~50k
+	for _, configured := range []int{window, 0, window * 2} {
+		srv := fakellm.Start(t)
+		srv.SetWindow(window)
+		c, _, _ := newClient(t, srv, func(c *OpenAIConfig) { c.MaxInputTokens = configured })
+		res, err := c.Summarize(context.Background(), Request{Kind: KindHistory, Messages: msgs, MaxTokens: 500})
+		if err != nil {
+			t.Fatalf("configured window %d: %v", configured, err)
+		}
+		reqs := srv.Requests()
+		ok := 0
+		for i, r := range reqs {
+			if r.Status != 200 {
+				continue
+			}
+			ok++
+			if r.PromptTokens > window {
+				t.Fatalf("request %d has %d tokens", i, r.PromptTokens)
+			}
+			if ok > 1 && !strings.Contains(r.Messages[1].Content, "<previous-summary>\n## Goal") {
+				t.Fatalf("request %d does not carry the rolling summary", i)
+			}
+		}
+		if res.Calls != ok || ok < 10 || !strings.Contains(res.Text, "previous summary: true") {
+			t.Fatalf("configured %d: %d calls (%d ok of %d), text %q", configured, res.Calls, ok, len(reqs), res.Text)
+		}
+		t.Logf("configured window %d: %d requests, %d ok, summary %d chars", configured, len(reqs), ok, len(res.Text))
+		if configured == window && ok != len(reqs) {
+			t.Errorf("with the right window no request should overflow (%d of %d)", len(reqs)-ok, len(reqs))
+		}
+		// Every message made it into some request.
+		all := ""
+		for _, r := range reqs {
+			if r.Status == 200 {
+				all += r.Messages[1].Content
+			}
+		}
+		for i := range 60 {
+			if !strings.Contains(all, "request "+itoa(i)+" ") || !strings.Contains(all, "answer "+itoa(i)+" ") {
+				t.Fatalf("configured %d: message %d never sent", configured, i)
+			}
+		}
+	}
+}
+
+func TestChunkedHugeSingleMessage(t *testing.T) {
+	t.Parallel()
+	srv := fakellm.Start(t)
+	srv.SetWindow(2000)
+	c, _, _ := newClient(t, srv, func(c *OpenAIConfig) { c.MaxInputTokens = 2000 })
+	huge := userMsg("START " + strings.Repeat("0123456789", 20000) + " END")
+	res, err := c.Summarize(context.Background(), Request{Kind: KindBranch, Messages: []*sessionio.Message{huge}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := srv.Requests()[0]
+	if res.Calls != 1 || r.PromptTokens > 2000 || !strings.Contains(r.Messages[1].Content, "START") || !strings.Contains(r.Messages[1].Content, "END") {
+		t.Fatalf("calls %d, prompt %d tokens", res.Calls, r.PromptTokens)
+	}
+}
+
+func TestBranchSummaryAssembly(t *testing.T) {
+	t.Parallel()
+	out, err := BranchSummary(context.Background(), &recorder{}, nil, nil, BranchOptions{})
+	if err != nil || out.Summary != NoContentToSummarize || out.ReadFiles == nil || len(out.ModifiedFiles) != 0 {
+		t.Fatalf("%+v %v", out, err)
+	}
+	s := loadCorpus(t, "03-branches-labels-name.jsonl.gz")
+	entries, _, err := CollectBranch(s, s.LeafID(), "e729c9f5")
+	if err != nil {
+		t.Fatal(err)
+	}
+	msgs, f, _ := PrepareBranch(entries, 0, tokenize.Estimate())
+	r := &recorder{}
+	out, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{CustomInstructions: "x"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	read, mod := ComputeFileLists(f)
+	if out.Summary != BranchSummaryPreamble+"branch:"+itoa(len(msgs))+FormatFileOperations(read, mod) {
+		t.Fatalf("summary %q", out.Summary)
+	}
+	if r.reqs[0].MaxTokens != BranchMaxTokens || r.reqs[0].CustomInstructions != "x" {
+		t.Fatalf("request %+v", r.reqs[0])
+	}
+	if _, _, err := CollectBranch(s, s.LeafID(), "nope"); err == nil {
+		t.Fatal("unknown target must fail")
+	}
+}
+
+func TestExtractive(t *testing.T) {
+	t.Parallel()
+	s := loadCorpus(t, "08-large.jsonl.gz")
+	path, err := s.Path("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	ctx := sessionio.BuildContext(path)
+	x := NewExtractive()
+	span := SerializeConversation(ctx.Messages)
+	res, err := x.Summarize(context.Background(), Request{Kind: KindHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, h := range []string{"## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress", "### Blocked", "## Key Decisions", "## Next Steps", "## Critical Context"} {
+		if !strings.Contains(res.Text, h) {
+			t.Errorf("missing %q", h)
+		}
+	}
+	t.Logf("extractive: %d messages, span %d chars, summary %d chars", len(ctx.Messages), len(span), len(res.Text))
+	if len(res.Text) > 8000 || len(res.Text)*20 > len(span) {
+		t.Fatalf("summary %d chars for a %d-char span", len(res.Text), len(span))
+	}
+	again, _ := x.Summarize(context.Background(), Request{Kind: KindHistory, Messages: ctx.Messages})
+	if again.Text != res.Text {
+		t.Fatal("extractive summary is not deterministic")
+	}
+	upd, _ := x.Summarize(context.Background(), Request{Kind: KindUpdate, Messages: ctx.Messages[:5], PreviousSummary: res.Text})
+	if !strings.Contains(upd.Text, "## Critical Context") || len(upd.Text) > 8000 {
+		t.Fatalf("update %q", upd.Text)
+	}
+	tp, _ := x.Summarize(context.Background(), Request{Kind: KindTurnPrefix, Messages: ctx.Messages[:5]})
+	if !strings.HasPrefix(tp.Text, "## Original Request") || !strings.Contains(tp.Text, "## Context for Suffix") {
+		t.Fatalf("turn prefix %q", tp.Text)
+	}
+	br, _ := x.Summarize(context.Background(), Request{Kind: KindBranch, Messages: ctx.Messages[:5]})
+	if strings.Contains(br.Text, "Critical Context") || !strings.Contains(br.Text, "## Next Steps") {
+		t.Fatalf("branch %q", br.Text)
+	}
+	// Works through the same assembly as the LLM.
+	out, err := CompactionSummary(context.Background(), x, CompactionInput{MessagesToSummarize: ctx.Messages[:10], TurnPrefix: ctx.Messages[10:12], IsSplitTurn: true})
+	if err != nil || !strings.Contains(out.Summary, SplitTurnSeparator) {
+		t.Fatalf("%v %q", err, out.Summary)
+	}
+}

@@ -1,0 +1,112 @@
+package summarize
+
+import (
+	"context"
+	"fmt"
+
+	"golang.org/x/sync/errgroup"
+
+	"github.com/compactor-dev/compactor/sessionio"
+)
+
+// CompactionInput is what a cut-point Plan hands to the summarizer.
+type CompactionInput struct {
+	// MessagesToSummarize is the history before the kept part (or before the split turn).
+	MessagesToSummarize []*sessionio.Message
+	// TurnPrefix is the first part of a split turn (empty when the turn is not split, or
+	// when the cut lands on a bash/custom/branch-summary message).
+	TurnPrefix  []*sessionio.Message
+	IsSplitTurn bool
+	// PreviousSummary is the summary of the previous compaction on the path, if any.
+	PreviousSummary    string
+	CustomInstructions string
+	// ReserveTokens sets the output limits (Pi's default 16384).
+	ReserveTokens int
+	// FileOps are the plan's file operations (ExtractFileOps); nil means none.
+	FileOps *FileOps
+}
+
+// DefaultReserveTokens is Pi's default reserveTokens.
+const DefaultReserveTokens = 16384
+
+// CompactionSummary writes a compaction summary as Pi's compact() does (§4.6):
+//
+//   - a split turn with a non-empty prefix makes two requests in parallel: the history
+//     (or the literal "No prior history." when there is none, which drops the previous
+//     summary) and the turn prefix, joined by SplitTurnSeparator;
+//   - otherwise one history request (an update when there is a previous summary), even
+//     for an empty span;
+//
+// then the file lists are appended. Both requests are cancelled when one fails.
+func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (CompactionOutput, error) {
+	reserve := in.ReserveTokens
+	if reserve <= 0 {
+		reserve = DefaultReserveTokens
+	}
+	history := Request{
+		Kind:               KindHistory,
+		Messages:           in.MessagesToSummarize,
+		PreviousSummary:    in.PreviousSummary,
+		CustomInstructions: in.CustomInstructions,
+		MaxTokens:          HistoryMaxTokens(reserve),
+	}
+	if in.PreviousSummary != "" {
+		history.Kind = KindUpdate
+	}
+	var out CompactionOutput
+	var text string
+	if in.IsSplitTurn && len(in.TurnPrefix) > 0 {
+		var hist, prefix Result
+		g, gctx := errgroup.WithContext(ctx)
+		if len(in.MessagesToSummarize) > 0 {
+			g.Go(func() error {
+				r, err := s.Summarize(gctx, history)
+				if err != nil {
+					return fmt.Errorf("history summary: %w", err)
+				}
+				hist = r
+				return nil
+			})
+		} else {
+			hist = Result{Text: NoPriorHistory}
+		}
+		g.Go(func() error {
+			r, err := s.Summarize(gctx, Request{
+				Kind:      KindTurnPrefix,
+				Messages:  in.TurnPrefix,
+				MaxTokens: TurnPrefixMaxTokens(reserve),
+			})
+			if err != nil {
+				return fmt.Errorf("turn prefix summary: %w", err)
+			}
+			prefix = r
+			return nil
+		})
+		if err := g.Wait(); err != nil {
+			return CompactionOutput{}, fmt.Errorf("compaction summary: %w", err)
+		}
+		text = hist.Text + SplitTurnSeparator + prefix.Text
+		out.add(hist)
+		out.add(prefix)
+	} else {
+		r, err := s.Summarize(ctx, history)
+		if err != nil {
+			return CompactionOutput{}, fmt.Errorf("compaction summary: history summary: %w", err)
+		}
+		text = r.Text
+		out.add(r)
+	}
+	out.ReadFiles, out.ModifiedFiles = ComputeFileLists(in.FileOps)
+	out.Summary = text + FormatFileOperations(out.ReadFiles, out.ModifiedFiles)
+	return out, nil
+}
+
+// CompactionOutput is a finished compaction summary: Summary goes into the entry's
+// "summary", ReadFiles/ModifiedFiles into its details.
+type CompactionOutput = SummaryOutput
+
+func (o *SummaryOutput) add(r Result) {
+	o.InputTokens += r.InputTokens
+	o.OutputTokens += r.OutputTokens
+	o.Calls += r.Calls
+}

@@ -1,0 +1,37 @@
+package summarize
+
+import "github.com/compactor-dev/compactor/sessionio"
+
+// FileOps is Pi's file-operation tracking (read, written, edited path sets in insertion
+// order). It lives in sessionio so that cutpoint and summarize share one implementation.
+type FileOps = sessionio.FileOps
+
+// ExtractFileOps is Pi's compaction file tracking (§4.7): seeded from the previous
+// compaction's details (unless it came from an extension, fromHook), then every assistant
+// tool call read/write/edit in each message list (the summarized messages, then the turn
+// prefix of a split turn). prevCompaction may be nil.
+func ExtractFileOps(prevCompaction *sessionio.Entry, lists ...[]*sessionio.Message) *FileOps {
+	f := sessionio.NewFileOps()
+	f.SeedFromCompaction(prevCompaction)
+	for _, msgs := range lists {
+		for _, m := range msgs {
+			f.AddFromMessage(m)
+		}
+	}
+	return f
+}
+
+// ComputeFileLists is Pi's computeFileLists: modifiedFiles = sorted(edited ∪ written),
+// readFiles = sorted(read − modified), in UTF-16 order. A nil f gives two empty lists.
+func ComputeFileLists(f *FileOps) (readFiles, modifiedFiles []string) {
+	if f == nil {
+		return []string{}, []string{}
+	}
+	return f.Lists()
+}
+
+// FormatFileOperations is Pi's formatFileOperations: the <read-files>/<modified-files>
+// block appended to a summary ("" when both lists are empty).
+func FormatFileOperations(readFiles, modifiedFiles []string) string {
+	return sessionio.FormatFileLists(readFiles, modifiedFiles)
+}

@@ -1,0 +1,348 @@
+package summarize
+
+import (
+	"bytes"
+	"compress/gzip"
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"io"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync"
+	"testing"
+
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/jsjson"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// The goldens in testdata/golden were produced by the real Pi 0.73.1
+// (testdata/gen-goldens.mjs) from the session files in testdata/corpus.
+
+type textRef struct {
+	Len    int    `json:"len"`
+	SHA256 string `json:"sha256"`
+}
+
+// jsString and jsStrings decode JSON strings as JavaScript does (jsjson.Unquote keeps
+// lone surrogates as WTF-8), where encoding/json would turn them into U+FFFD.
+type jsString string
+
+func (j *jsString) UnmarshalJSON(b []byte) error {
+	s, err := jsjson.Unquote(b)
+	*j = jsString(s)
+	return err
+}
+
+type jsStrings []string
+
+func (j *jsStrings) UnmarshalJSON(b []byte) error {
+	var raws []json.RawMessage
+	if err := json.Unmarshal(b, &raws); err != nil {
+		return err
+	}
+	*j = make(jsStrings, len(raws))
+	for i, r := range raws {
+		s, err := jsjson.Unquote(r)
+		if err != nil {
+			return err
+		}
+		(*j)[i] = s
+	}
+	return nil
+}
+
+type goldenFileOps struct {
+	Read          jsStrings `json:"read"`
+	Written       jsStrings `json:"written"`
+	Edited        jsStrings `json:"edited"`
+	ReadFiles     jsStrings `json:"readFiles"`
+	ModifiedFiles jsStrings `json:"modifiedFiles"`
+}
+
+type goldenCut struct {
+	LeafID               string        `json:"leafId"`
+	KeepRecentTokens     int           `json:"keepRecentTokens"`
+	Prepared             bool          `json:"prepared"`
+	IsSplitTurn          bool          `json:"isSplitTurn"`
+	PreviousCompactionID *string       `json:"previousCompactionId"`
+	PreviousSummary      *string       `json:"previousSummary"`
+	MessagesToSummarize  []string      `json:"messagesToSummarize"`
+	TurnPrefix           []string      `json:"turnPrefix"`
+	SerializedHistory    textRef       `json:"serializedHistory"`
+	SerializedPrefix     textRef       `json:"serializedPrefix"`
+	FileOps              goldenFileOps `json:"fileOps"`
+	Formatted            jsString      `json:"formatted"`
+}
+
+type goldenBranch struct {
+	FromID           string        `json:"fromId"`
+	ToID             string        `json:"toId"`
+	TokenBudget      int           `json:"tokenBudget"`
+	CommonAncestorID *string       `json:"commonAncestorId"`
+	Entries          []string      `json:"entries"`
+	Messages         []string      `json:"messages"`
+	TotalTokens      int           `json:"totalTokens"`
+	Serialized       textRef       `json:"serialized"`
+	FileOps          goldenFileOps `json:"fileOps"`
+}
+
+type golden struct {
+	File    string `json:"file"`
+	LeafID  string `json:"leafId"`
+	Context struct {
+		IDs        []string `json:"ids"`
+		Serialized textRef  `json:"serialized"`
+	} `json:"context"`
+	Cuts     []goldenCut       `json:"cuts"`
+	Branches []goldenBranch    `json:"branches"`
+	Texts    map[string]string `json:"texts"`
+}
+
+var (
+	corpusMu    sync.Mutex
+	corpusCache = map[string]*sessionio.Session{}
+)
+
+// loadCorpus reads a session from testdata/corpus (gzip-compressed or plain), once per
+// test binary: the tests only read sessions.
+func loadCorpus(t testing.TB, name string) *sessionio.Session {
+	t.Helper()
+	corpusMu.Lock()
+	defer corpusMu.Unlock()
+	if s, ok := corpusCache[name]; ok {
+		return s
+	}
+	p := filepath.Join("testdata", "corpus", name)
+	data, err := os.ReadFile(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if strings.HasSuffix(name, ".gz") {
+		zr, err := gzip.NewReader(bytes.NewReader(data))
+		if err != nil {
+			t.Fatal(err)
+		}
+		if data, err = io.ReadAll(zr); err != nil {
+			t.Fatal(err)
+		}
+	}
+	s, err := sessionio.Parse(data, p)
+	if err != nil {
+		t.Fatalf("parse %s: %v", name, err)
+	}
+	corpusCache[name] = s
+	return s
+}
+
+func loadGoldens(t *testing.T) map[string]*golden {
+	t.Helper()
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
+	if err != nil || len(files) == 0 {
+		t.Fatalf("no goldens: %v", err)
+	}
+	out := map[string]*golden{}
+	for _, f := range files {
+		data, err := os.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var g golden
+		if err := json.Unmarshal(data, &g); err != nil {
+			t.Fatalf("%s: %v", f, err)
+		}
+		out[strings.TrimSuffix(filepath.Base(f), ".json")] = &g
+	}
+	return out
+}
+
+// checkText compares a serialization with a golden reference (UTF-16 length + sha256).
+func checkText(t *testing.T, what string, got string, want textRef, texts map[string]string) {
+	t.Helper()
+	sum := sha256.Sum256([]byte(got))
+	if hex.EncodeToString(sum[:]) == want.SHA256 {
+		return
+	}
+	if w, ok := texts[want.SHA256]; ok {
+		t.Errorf("%s differs from Pi:\n got: %q\nwant: %q", what, clipForLog(got), clipForLog(w))
+		return
+	}
+	t.Errorf("%s differs from Pi: got %d UTF-16 units, want %d (sha %s)", what, jsjson.UTF16Len(got), want.Len, want.SHA256[:12])
+}
+
+func clipForLog(s string) string {
+	if len(s) > 3000 {
+		return s[:3000] + "..."
+	}
+	return s
+}
+
+func messagesFor(t *testing.T, s *sessionio.Session, ids []string) []*sessionio.Message {
+	t.Helper()
+	out := make([]*sessionio.Message, 0, len(ids))
+	for _, id := range ids {
+		e := s.Get(id)
+		if e == nil {
+			t.Fatalf("entry %s not found", id)
+		}
+		m := sessionio.AsMessage(e)
+		if m == nil {
+			t.Fatalf("entry %s (%s) yields no message", id, e.Type)
+		}
+		out = append(out, m)
+	}
+	return out
+}
+
+func checkFileOps(t *testing.T, what string, f *FileOps, want goldenFileOps) {
+	t.Helper()
+	eq := func(field string, got, want []string) {
+		if len(got) == 0 && len(want) == 0 {
+			return
+		}
+		if !slices.Equal(got, want) {
+			t.Errorf("%s: %s = %q, Pi %q", what, field, got, want)
+		}
+	}
+	eq("read", f.ReadSet(), want.Read)
+	eq("written", f.WrittenSet(), want.Written)
+	eq("edited", f.EditedSet(), want.Edited)
+	read, modified := ComputeFileLists(f)
+	eq("readFiles", read, want.ReadFiles)
+	eq("modifiedFiles", modified, want.ModifiedFiles)
+}
+
+func corpusName(g *golden) string { return g.File }
+
+// TestSerializeContextGolden: the serialization of every corpus file's whole context.
+func TestSerializeContextGolden(t *testing.T) {
+	t.Parallel()
+	for name, g := range loadGoldens(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := loadCorpus(t, corpusName(g))
+			got := SerializeConversation(messagesFor(t, s, g.Context.IDs))
+			checkText(t, "context serialization", got, g.Context.Serialized, g.Texts)
+		})
+	}
+}
+
+// TestCutGolden: for every cut Pi prepared (many leaves and keepRecentTokens values),
+// the serialization of the summarized messages and of the turn prefix, the file
+// operations in Pi's set order, the sorted lists and the formatted block.
+func TestCutGolden(t *testing.T) {
+	t.Parallel()
+	for name, g := range loadGoldens(t) {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := loadCorpus(t, corpusName(g))
+			n := 0
+			for _, c := range g.Cuts {
+				if !c.Prepared {
+					continue
+				}
+				n++
+				what := name + " leaf " + c.LeafID + " keep " + itoa(c.KeepRecentTokens)
+				hist := messagesFor(t, s, c.MessagesToSummarize)
+				prefix := messagesFor(t, s, c.TurnPrefix)
+				checkText(t, what+" history", SerializeConversation(hist), c.SerializedHistory, g.Texts)
+				checkText(t, what+" prefix", SerializeConversation(prefix), c.SerializedPrefix, g.Texts)
+				var prev *sessionio.Entry
+				if c.PreviousCompactionID != nil {
+					prev = s.Get(*c.PreviousCompactionID)
+				}
+				f := ExtractFileOps(prev, hist, prefix)
+				checkFileOps(t, what, f, c.FileOps)
+				read, modified := ComputeFileLists(f)
+				if got := FormatFileOperations(read, modified); got != string(c.Formatted) {
+					t.Errorf("%s: formatted file lists %q, Pi %q", what, got, c.Formatted)
+				}
+				if t.Failed() {
+					return
+				}
+			}
+			if n == 0 && !strings.HasPrefix(name, "09-") {
+				t.Fatalf("no prepared cut in %s", name)
+			}
+		})
+	}
+}
+
+// TestBranchGolden: CollectBranch and PrepareBranch against Pi's
+// collectEntriesForBranchSummary and prepareBranchEntries, for every (tip, target,
+// budget) the generator tried, and the serialization of the prepared messages.
+func TestBranchGolden(t *testing.T) {
+	t.Parallel()
+	est := tokenize.Estimate()
+	total := 0
+	for name, g := range loadGoldens(t) {
+		if len(g.Branches) == 0 {
+			continue
+		}
+		total += len(g.Branches)
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			s := loadCorpus(t, corpusName(g))
+			for _, b := range g.Branches {
+				what := name + " " + b.FromID + "→" + b.ToID + " budget " + itoa(b.TokenBudget)
+				entries, ancestor, err := CollectBranch(s, b.FromID, b.ToID)
+				if err != nil {
+					t.Fatalf("%s: %v", what, err)
+				}
+				wantAnc := ""
+				if b.CommonAncestorID != nil {
+					wantAnc = *b.CommonAncestorID
+				}
+				if ancestor != wantAnc {
+					t.Errorf("%s: common ancestor %q, Pi %q", what, ancestor, wantAnc)
+				}
+				var ids []string
+				for _, e := range entries {
+					ids = append(ids, e.ID)
+				}
+				if !slices.Equal(ids, b.Entries) && (len(ids) > 0 || len(b.Entries) > 0) {
+					t.Errorf("%s: entries %v, Pi %v", what, ids, b.Entries)
+					continue
+				}
+				msgs, f, tokens := PrepareBranch(entries, b.TokenBudget, est)
+				if len(msgs) != len(b.Messages) {
+					t.Errorf("%s: %d messages, Pi %d (%v)", what, len(msgs), len(b.Messages), b.Messages)
+				}
+				if tokens != b.TotalTokens {
+					t.Errorf("%s: totalTokens %d, Pi %d", what, tokens, b.TotalTokens)
+				}
+				checkFileOps(t, what, f, b.FileOps)
+				checkText(t, what+" serialization", SerializeConversation(msgs), b.Serialized, g.Texts)
+				if t.Failed() {
+					return
+				}
+			}
+		})
+	}
+	if total < 500 {
+		t.Errorf("only %d branch goldens", total)
+	}
+}
+
+// TestSerializeSyntheticV3Golden: Pi's own serializeConversation output shipped with the
+// shared corpus — the span its compaction summarized (history up to the split turn).
+func TestSerializeSyntheticV3Golden(t *testing.T) {
+	t.Parallel()
+	s := loadCorpus(t, "synthetic-v3-session.jsonl")
+	want, err := os.ReadFile(filepath.Join("testdata", "corpus", "synthetic-v3-session.serializeConversation.txt"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	// compaction f0398941 keeps 75c27ff3 (an assistant): the turn started at 8651b18c,
+	// so the history is everything before it that yields a message.
+	ids := []string{"abd4e31a", "e1aeb4c4", "b576be37", "8c71f6e5", "448287a6", "9ef025ce", "1bccc52e", "74d2b0e0"}
+	got := SerializeConversation(messagesFor(t, s, ids))
+	if got != string(want) {
+		t.Fatalf("serializeConversation differs from Pi:\n got %q\nwant %q", got, want)
+	}
+}
+
+func itoa(n int) string { return string(jsjson.AppendNumber(nil, float64(n))) }

@@ -1,0 +1,103 @@
+// Package summarize turns a span of a Pi session into the text of a compaction or
+// branch summary.
+//
+// It owns everything between "these messages must go" and "this is the summary":
+// serializing the span exactly as Pi does (SerializeConversation), the prompts (our own
+// wording with Pi's section structure), an LLM client for any OpenAI-compatible endpoint
+// (OpenAI: retries, backoff, Retry-After, context-length detection, concurrency and rate
+// limits, key redaction), a rolling chunked summary for spans larger than the model's
+// input window, a deterministic extractive summarizer that needs no network
+// (Extractive), and the assembly of Pi's final summary formats (CompactionSummary,
+// BranchSummary, with file lists). Branch collection and preparation (CollectBranch,
+// PrepareBranch) reproduce Pi's /tree summarization input.
+package summarize
+
+import (
+	"context"
+	"fmt"
+	"math"
+
+	"github.com/compactor-dev/compactor/sessionio"
+)
+
+// Kind selects the prompt of a summarization request.
+type Kind int
+
+const (
+	// KindHistory summarizes the older part of a session (fresh checkpoint, or an update
+	// when PreviousSummary is set).
+	KindHistory Kind = iota
+	// KindUpdate merges Messages into PreviousSummary (same as KindHistory with a
+	// previous summary; a fresh checkpoint when PreviousSummary is empty).
+	KindUpdate
+	// KindTurnPrefix summarizes the first part of a split turn.
+	KindTurnPrefix
+	// KindBranch summarizes a branch the user is leaving.
+	KindBranch
+)
+
+func (k Kind) String() string {
+	switch k {
+	case KindHistory:
+		return "history"
+	case KindUpdate:
+		return "update"
+	case KindTurnPrefix:
+		return "turn-prefix"
+	case KindBranch:
+		return "branch"
+	}
+	return fmt.Sprintf("kind(%d)", int(k))
+}
+
+// Request is one summarization: what to summarize and how.
+type Request struct {
+	Kind     Kind
+	Messages []*sessionio.Message
+	// PreviousSummary is merged into the new summary (update prompt) when non-empty.
+	PreviousSummary string
+	// CustomInstructions are appended as "Additional focus: ..." (history and branch).
+	CustomInstructions string
+	// ReplaceInstructions (branch only): use CustomInstructions instead of the prompt.
+	ReplaceInstructions bool
+	// MaxTokens is the output limit; 0 lets the summarizer choose.
+	MaxTokens int
+}
+
+// Result is a summary and what it cost.
+type Result struct {
+	Text string
+	// InputTokens and OutputTokens are the usage the endpoint reported, summed over every
+	// call made for the request (0 for the extractive summarizer).
+	InputTokens, OutputTokens int
+	// Calls is the number of completed model calls (more than 1 when chunked).
+	Calls int
+}
+
+// Summarizer writes the text of one summary. Implementations: *OpenAI, *Extractive.
+type Summarizer interface {
+	Summarize(ctx context.Context, req Request) (Result, error)
+}
+
+// Output limits as Pi sets them (pi-session-format.md §4.6, §5.4).
+
+// HistoryMaxTokens is the output limit of a history summary: floor(0.8 × reserveTokens).
+// It is computed in float64 as JavaScript does, so it agrees with Pi for every input.
+func HistoryMaxTokens(reserveTokens int) int { return int(math.Floor(0.8 * float64(reserveTokens))) }
+
+// TurnPrefixMaxTokens is the output limit of a turn-prefix summary: floor(0.5 × reserveTokens).
+func TurnPrefixMaxTokens(reserveTokens int) int { return int(math.Floor(0.5 * float64(reserveTokens))) }
+
+// BranchMaxTokens is the fixed output limit of a branch summary.
+const BranchMaxTokens = 2048
+
+// TextCounter counts the tokens of a text (tokenize's tiktoken counter satisfies it).
+type TextCounter interface {
+	CountText(s string) int
+}
+
+// MessageCounter counts the tokens of a message the way Pi's estimateTokens does
+// (tokenize.Estimate() satisfies it).
+type MessageCounter interface {
+	Count(m *sessionio.Message) int
+}
