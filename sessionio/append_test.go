@@ -114,7 +114,8 @@ func appendRaw(t *testing.T, p, s string) {
 func TestAppendAddsMissingNewlineAndTimestampNotEarlier(t *testing.T) {
 	t.Parallel()
 	late := strings.Replace(asst("b", "a", "yo"), `"timestamp":2}`, `"timestamp":4102444800000}`, 1) // year 2100
-	p := writeTemp(t, hdr+"\n"+user("a", "", "hi")+"\n"+late) // no final newline
+	// No final newline:
+	p := writeTemp(t, hdr+"\n"+user("a", "", "hi")+"\n"+late)
 	s, _ := ReadFile(p)
 	ap, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 3})
 	if err != nil {
