@@ -28,7 +28,7 @@ bench:
 
 # Property tests at full size: at least 10,000 generated sessions per policy.
 proptest:
-	$(GO) test -count=1 -timeout 60m -run 'Property' ./cutpoint/ -rapid.checks=10000
+	$(GO) test -count=1 -timeout 60m -run 'TestProperty' ./cutpoint/ -rapid.checks=10000
 
 # Fuzz the session reader (FUZZTIME=5m by default).
 FUZZTIME ?= 5m

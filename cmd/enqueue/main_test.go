@@ -1,0 +1,147 @@
+package main
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+const session = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a6b9-f316c6e71060","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}
+{"type":"message","id":"a9835828","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}
+`
+
+// service starts a real worker (embedded nats-server on a random port) whose handler
+// appends a line, or blocks while block is open, or fails for reason "fail".
+func service(t *testing.T, dir string, block chan struct{}) string {
+	t.Helper()
+	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+		if block != nil {
+			<-block
+		}
+		if job.Reason == "fail" {
+			return pipeline.Result{}, pipeline.Permanent(fmt.Errorf("model refused"))
+		}
+		f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+		if err != nil {
+			return pipeline.Result{}, err
+		}
+		defer f.Close()
+		_, err = fmt.Fprintf(f, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
+		return pipeline.Result{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}, err
+	})
+	s, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, DataDir: t.TempDir(), EmbeddedPort: -1, Idle: -1, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() {
+		cancel()
+		<-done
+		s.Close()
+	})
+	return s.ClientURL()
+}
+
+func writeFile(t *testing.T, dir, rel string) string {
+	p := filepath.Join(dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, []byte(session), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+func runCLI(args ...string) (int, string, string) {
+	var out, errb bytes.Buffer
+	code := run(context.Background(), args, &out, &errb, func(string) string { return "" })
+	return code, out.String(), errb.String()
+}
+
+func TestEnqueueWaitPrintsEvent(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	url := service(t, dir, nil)
+	file := writeFile(t, dir, "sessions/--tmp--/x.jsonl")
+	code, out, errs := runCLI(file, "--store-dir", dir, "--wait", "--timeout", "20s", "--nats-url", url)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errs)
+	}
+	var ev pipeline.Event
+	if err := json.Unmarshal([]byte(out), &ev); err != nil {
+		t.Fatalf("stdout %q: %v", out, err)
+	}
+	if ev.Outcome != pipeline.OutcomeDone || ev.EntryID != "c0ffee00" || ev.Path != "sessions/--tmp--/x.jsonl" || ev.SessionID != "019a48fc-d300-72c8-a6b9-f316c6e71060" {
+		t.Errorf("event %+v", ev)
+	}
+	// A failing job exits 1 and still prints its event.
+	file2 := writeFile(t, dir, "y.jsonl")
+	data, _ := os.ReadFile(file2)
+	_ = os.WriteFile(file2, bytes.Replace(data, []byte("019a48fc-d300"), []byte("019a48fc-d301"), 1), 0o644)
+	code, out, _ = runCLI(file2, "--store-dir", dir, "--wait", "--reason", "fail", "--nats-url", url)
+	if code != 1 || !strings.Contains(out, `"outcome":"failed"`) || !strings.Contains(out, "model refused") {
+		t.Errorf("failed job: exit %d, %s", code, out)
+	}
+}
+
+func TestEnqueueAlreadyQueued(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	block := make(chan struct{})
+	url := service(t, dir, block)
+	file := writeFile(t, dir, "x.jsonl")
+	code, _, errs := runCLI(file, "--store-dir", dir, "--nats-url", url)
+	if code != 0 || !strings.HasPrefix(errs, "queued: job") {
+		t.Fatalf("first: exit %d %q", code, errs)
+	}
+	// Same session, different request (forced): refused per subject → "already queued", exit 0.
+	code, _, errs = runCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--kind", "compact", "--reason", "again")
+	time.Sleep(10 * time.Millisecond)
+	close(block)
+	if code != 0 {
+		t.Fatalf("second: exit %d %q", code, errs)
+	}
+	if !strings.HasPrefix(errs, "already queued") && !strings.HasPrefix(errs, "duplicate") {
+		t.Errorf("second: %q", errs)
+	}
+}
+
+func TestEnqueueBadInput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	file := writeFile(t, dir, "x.jsonl")
+	other := writeFile(t, t.TempDir(), "o.jsonl")
+	for _, c := range []struct {
+		args []string
+		want string
+	}{
+		{nil, "exactly one session FILE"},
+		{[]string{file, "--kind", "nope", "--store-dir", dir}, "--kind"},
+		{[]string{file, "--kind", "branch_summary", "--store-dir", dir}, "needs --to"},
+		{[]string{other, "--store-dir", dir}, "not inside the store"},
+		{[]string{file, "--store-dir", dir, "--store", "a.b"}, "--store"},
+		{[]string{file}, "none of the stores"},
+	} {
+		code, _, errs := runCLI(c.args...)
+		if code != 2 || !strings.Contains(errs, c.want) {
+			t.Errorf("%v: exit %d %q, want 2 with %q", c.args, code, errs, c.want)
+		}
+	}
+	if code, out, _ := runCLI("--help"); code != 0 || !strings.Contains(out, "Examples:") {
+		t.Errorf("--help: %d %q", code, out)
+	}
+}

@@ -1,0 +1,225 @@
+// Package cutpoint decides where a compaction cuts a session's current path: which entries
+// are summarized, which turn prefix (if any) gets its own summary, and which entries stay
+// verbatim. A Policy produces a Plan; CheckInvariants verifies the guarantees of design §4
+// for any plan, so experiments can compare policies that are all known to be safe.
+//
+// Three policies exist:
+//
+//   - "pi" reproduces Pi 0.73.1's prepareCompaction/findCutPoint exactly (quirks included,
+//     see docs/policies.md), with any token counter;
+//   - "turn" cuts only where a user turn starts, so no turn is ever split;
+//   - "nearest" cuts at the safe cut point whose kept part is closest to keepRecentTokens,
+//     in either direction.
+package cutpoint
+
+import (
+	"encoding/json"
+	"fmt"
+	"strings"
+
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/jsjson"
+)
+
+// Settings are the compaction settings a policy plans with.
+type Settings struct {
+	// KeepRecentTokens is roughly how many recent tokens stay verbatim (Pi: 20000).
+	KeepRecentTokens int
+	// ReserveTokens is the headroom kept free in the context window (Pi: 16384).
+	ReserveTokens int
+	// ContextWindow is the model's window; 0 means unknown (then every session is over
+	// budget, as in Pi with a window of 0).
+	ContextWindow int
+}
+
+// Pi's DEFAULT_COMPACTION_SETTINGS.
+const (
+	DefaultKeepRecentTokens = 20000
+	DefaultReserveTokens    = 16384
+)
+
+// DefaultSettings returns Pi's defaults (no context window: the caller knows the model).
+func DefaultSettings() Settings {
+	return Settings{KeepRecentTokens: DefaultKeepRecentTokens, ReserveTokens: DefaultReserveTokens}
+}
+
+// Counter counts one message's tokens. tokenize's Pi estimate and tiktoken counters
+// satisfy it; a policy calls it for every message it weighs.
+type Counter interface {
+	Name() string
+	Count(m *sessionio.Message) int
+}
+
+// Policy chooses a cut for a path (root first, as sessionio.Session.Path returns it).
+type Policy interface {
+	Name() string
+	Plan(path []*sessionio.Entry, s Settings, c Counter) (*Plan, error)
+}
+
+// Policy names.
+const (
+	PolicyPi      = "pi"
+	PolicyTurn    = "turn"
+	PolicyNearest = "nearest"
+)
+
+// Names lists the policies ByName knows, in a stable order.
+func Names() []string { return []string{PolicyPi, PolicyTurn, PolicyNearest} }
+
+// ByName returns the policy with that name.
+func ByName(name string) (Policy, error) {
+	switch name {
+	case PolicyPi:
+		return Pi{}, nil
+	case PolicyTurn:
+		return Turn{}, nil
+	case PolicyNearest:
+		return Nearest{}, nil
+	}
+	return nil, fmt.Errorf("cutpoint: unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
+}
+
+// Reasons a plan is not prepared (the texts pi-oracle cut prints).
+const (
+	ReasonAlreadyCompacted = "last entry on the branch is a compaction (Pi: 'Already compacted')"
+	ReasonEmpty            = "no entry with an id at the cut point (empty branch / needs migration)"
+)
+
+// FileOps are the file operations of the summarized part: Pi's raw sets (insertion order,
+// as Pi's JavaScript Sets iterate) and the lists stored in the compaction's details.
+type FileOps struct {
+	Read          []string `json:"read"`
+	Written       []string `json:"written"`
+	Edited        []string `json:"edited"`
+	ReadFiles     []string `json:"readFiles"`
+	ModifiedFiles []string `json:"modifiedFiles"`
+}
+
+// Plan is a policy's decision for one path. Indices are positions in the path. Its JSON
+// uses the field names `pi-oracle cut` prints wherever a field means the same thing.
+type Plan struct {
+	// Prepared is false when there is nothing to plan (empty path, or the path already
+	// ends in a compaction); Reason says which.
+	Prepared bool
+	Reason   string
+	Policy   string
+	Counter  string
+
+	FirstKeptEntryID    string
+	FirstKeptEntryIndex int
+	IsSplitTurn         bool
+	TurnStartIndex      int // -1 when none
+	TurnStartEntryID    string
+
+	// TokensBefore is the current context's size: the usage of the last assistant message
+	// that is neither aborted nor an error, plus the counter's count of every context
+	// message after it (Pi's estimateContextTokens over buildSessionContext).
+	TokensBefore int
+
+	// BoundaryStartIndex is where this compaction's range starts: the previous
+	// compaction's firstKeptEntryId on the path, else just after the previous compaction,
+	// else 0. Nothing before it is summarized again.
+	BoundaryStartIndex   int
+	BoundaryStartEntryID string
+	PreviousCompactionID string  // "" when none (JSON null)
+	PreviousSummary      *string // nil when none (JSON null)
+
+	// MessagesToSummarize and TurnPrefix are entry ids; Summarize and Prefix are the same
+	// entries as the messages the summarizer reads (compaction entries excluded).
+	MessagesToSummarize []string
+	TurnPrefix          []string
+	Summarize           []*sessionio.Message
+	Prefix              []*sessionio.Message
+
+	FileOps FileOps
+
+	// Token counts with the plan's counter: the kept part (every context message from
+	// FirstKeptEntryIndex on), the summarized messages and the turn prefix.
+	KeptTokens       int
+	SummarizedTokens int
+	TurnPrefixTokens int
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// MarshalJSON writes the plan with pi-oracle cut's field names, in its order, as
+// JSON.stringify would (so a path with a lone surrogate prints as Pi prints it); ids that
+// do not exist are null and lists are never null, as in the oracle's output. An unprepared
+// plan has only prepared, reason, policy, counter and tokensBefore.
+func (p *Plan) MarshalJSON() ([]byte, error) {
+	if !p.Prepared {
+		return jsjson.Marshal(jsjson.Fields{
+			{Key: "prepared", Value: false}, {Key: "reason", Value: p.Reason},
+			{Key: "policy", Value: p.Policy}, {Key: "counter", Value: p.Counter},
+			{Key: "tokensBefore", Value: p.TokensBefore},
+		})
+	}
+	str := func(s string) any {
+		if s == "" {
+			return nil
+		}
+		return s
+	}
+	var turnStart, prevSummary any
+	if p.TurnStartIndex >= 0 {
+		turnStart = str(p.TurnStartEntryID)
+	}
+	if p.PreviousSummary != nil {
+		prevSummary = *p.PreviousSummary
+	}
+	return jsjson.Marshal(jsjson.Fields{
+		{Key: "prepared", Value: true},
+		{Key: "policy", Value: p.Policy},
+		{Key: "counter", Value: p.Counter},
+		{Key: "firstKeptEntryId", Value: p.FirstKeptEntryID},
+		{Key: "firstKeptEntryIndex", Value: p.FirstKeptEntryIndex},
+		{Key: "isSplitTurn", Value: p.IsSplitTurn},
+		{Key: "turnStartIndex", Value: p.TurnStartIndex},
+		{Key: "turnStartEntryId", Value: turnStart},
+		{Key: "tokensBefore", Value: p.TokensBefore},
+		{Key: "boundaryStartIndex", Value: p.BoundaryStartIndex},
+		{Key: "boundaryStartEntryId", Value: str(p.BoundaryStartEntryID)},
+		{Key: "previousCompactionId", Value: str(p.PreviousCompactionID)},
+		{Key: "previousSummary", Value: prevSummary},
+		{Key: "messagesToSummarize", Value: nonNil(p.MessagesToSummarize)},
+		{Key: "turnPrefix", Value: nonNil(p.TurnPrefix)},
+		{Key: "fileOps", Value: jsjson.Fields{
+			{Key: "read", Value: nonNil(p.FileOps.Read)},
+			{Key: "written", Value: nonNil(p.FileOps.Written)},
+			{Key: "edited", Value: nonNil(p.FileOps.Edited)},
+			{Key: "readFiles", Value: nonNil(p.FileOps.ReadFiles)},
+			{Key: "modifiedFiles", Value: nonNil(p.FileOps.ModifiedFiles)},
+		}},
+		{Key: "keptTokens", Value: p.KeptTokens},
+		{Key: "summarizedTokens", Value: p.SummarizedTokens},
+		{Key: "turnPrefixTokens", Value: p.TurnPrefixTokens},
+	})
+}
+
+// Details returns the compaction entry's details for this plan, byte for byte as Pi
+// writes them: {"readFiles":[...],"modifiedFiles":[...]}.
+func (p *Plan) Details() json.RawMessage {
+	b, _ := jsjson.Marshal(jsjson.Fields{
+		{Key: "readFiles", Value: nonNil(p.FileOps.ReadFiles)},
+		{Key: "modifiedFiles", Value: nonNil(p.FileOps.ModifiedFiles)},
+	})
+	return b
+}
+
+// CountPath returns the counter's tokens for every entry of the path that yields a message
+// (compaction entries as their summary); -1 for entries that yield none. Used by inspect.
+func CountPath(path []*sessionio.Entry, c Counter) []int {
+	out := make([]int, len(path))
+	for i, e := range path {
+		out[i] = -1
+		if m := sessionio.AsMessage(e); m != nil {
+			out[i] = c.Count(m)
+		}
+	}
+	return out
+}

@@ -1,0 +1,127 @@
+package cutpoint
+
+import (
+	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"testing"
+
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/tokenize"
+	"pgregory.net/rapid"
+)
+
+func TestByName(t *testing.T) {
+	t.Parallel()
+	for _, n := range Names() {
+		p, err := ByName(n)
+		if err != nil || p.Name() != n {
+			t.Errorf("ByName(%q) = %v, %v", n, p, err)
+		}
+	}
+	if _, err := ByName("bogus"); err == nil {
+		t.Error("ByName(bogus) succeeded")
+	}
+}
+
+func TestOverBudget(t *testing.T) {
+	t.Parallel()
+	s := Settings{ReserveTokens: 16384, ContextWindow: 200000}
+	if OverBudget(183616, s) || !OverBudget(183617, s) {
+		t.Error("threshold must be strictly greater than window - reserve")
+	}
+	if !OverBudget(0, Settings{ReserveTokens: 16384}) {
+		t.Error("an unknown window (0) is always over budget, as in Pi")
+	}
+}
+
+func TestPlanJSONShapes(t *testing.T) {
+	t.Parallel()
+	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "09-ends-with-compaction.jsonl"))
+	p, err := Pi{}.Plan(path, DefaultSettings(), tokenize.Estimate())
+	if err != nil {
+		t.Fatal(err)
+	}
+	b, err := json.Marshal(p)
+	if err != nil {
+		t.Fatal(err)
+	}
+	want := `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","tokensBefore":19068}`
+	if string(b) != want {
+		t.Errorf("unprepared JSON\n got %s\nwant %s", b, want)
+	}
+
+	path, _ = loadPath(t, filepath.Join(repoTestdata, "corpus", "01-minimal.jsonl"))
+	p, _ = Pi{}.Plan(path, DefaultSettings(), tokenize.Estimate())
+	var m map[string]any
+	b, _ = json.Marshal(p)
+	if err := json.Unmarshal(b, &m); err != nil {
+		t.Fatal(err)
+	}
+	if m["previousCompactionId"] != nil || m["previousSummary"] != nil || m["turnStartEntryId"] != nil {
+		t.Errorf("absent ids must be null: %s", b)
+	}
+	if l, ok := m["messagesToSummarize"].([]any); !ok || len(l) != 0 {
+		t.Errorf("messagesToSummarize must be [], got %s", b)
+	}
+	if got := string(p.Details()); got != `{"readFiles":[],"modifiedFiles":[]}` {
+		t.Errorf("Details() = %s", got)
+	}
+}
+
+// TestDifferentialAgainstPi compares the pi policy with the real Pi on random sessions
+// from the property-test generator. It needs the oracle: set PI_ORACLE to the pi-oracle
+// wrapper (../shared/oracle/pi-oracle) and optionally CUTPOINT_DIFF_N (default 40).
+func TestDifferentialAgainstPi(t *testing.T) {
+	oracle := os.Getenv("PI_ORACLE")
+	if oracle == "" {
+		t.Skip("set PI_ORACLE=/path/to/pi-oracle to compare with the real Pi")
+	}
+	n := 40
+	if v, err := strconv.Atoi(os.Getenv("CUTPOINT_DIFF_N")); err == nil && v > 0 {
+		n = v
+	}
+	gen := rapid.Custom(genSession)
+	dir := t.TempDir()
+	for i := 0; i < n; i++ {
+		data := gen.Example(i)
+		file := filepath.Join(dir, "gen-"+strconv.Itoa(i)+".jsonl")
+		if err := os.WriteFile(file, data, 0o644); err != nil {
+			t.Fatal(err)
+		}
+		keep := []int{0, 300, 2000, 20000}[i%4]
+		out, err := exec.Command(oracle, "cut", file, "--keep-recent-tokens", strconv.Itoa(keep), "--compact").Output()
+		if err != nil {
+			t.Fatalf("%s: pi-oracle: %v", file, err)
+		}
+		var want oracleCut
+		if err := json.Unmarshal(out, &want); err != nil {
+			t.Fatal(err)
+		}
+		s, err := sessionio.Parse(data, file)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, _ := s.Path("")
+		settings := DefaultSettings()
+		settings.KeepRecentTokens = keep
+		got, _ := Pi{}.Plan(path, settings, tokenize.Estimate())
+		gb, _ := json.Marshal([]any{got.Prepared, got.FirstKeptEntryID, got.IsSplitTurn, got.TurnStartIndex, got.TokensBefore,
+			ids(got.MessagesToSummarize), ids(got.TurnPrefix), got.FileOps.Read, got.FileOps.Written, got.FileOps.Edited, got.FileOps.ReadFiles, got.FileOps.ModifiedFiles})
+		if !want.Prepared {
+			gb, _ = json.Marshal(got.Prepared)
+		}
+		wb, _ := json.Marshal([]any{want.Prepared, want.FirstKeptEntryID, want.IsSplitTurn, want.TurnStartIndex, want.TokensBefore,
+			ids(want.MessagesToSummarize), ids(want.TurnPrefix), nonNil(want.FileOps.Read), nonNil(want.FileOps.Written), nonNil(want.FileOps.Edited), nonNil(want.FileOps.ReadFiles), nonNil(want.FileOps.ModifiedFiles)})
+		if !want.Prepared {
+			wb, _ = json.Marshal(want.Prepared)
+		}
+		if string(gb) != string(wb) {
+			keepFile := filepath.Join(os.TempDir(), "cutpoint-diff-"+strconv.Itoa(i)+".jsonl")
+			_ = os.WriteFile(keepFile, data, 0o644)
+			t.Errorf("session %d (keep %d, saved as %s):\n got %s\nwant %s", i, keep, keepFile, trunc(gb), trunc(wb))
+		}
+	}
+}

@@ -1,0 +1,138 @@
+package cli
+
+import (
+	"flag"
+	"fmt"
+	"log/slog"
+	"strings"
+	"time"
+
+	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/summarize"
+)
+
+// summarizerFlags are the flags that choose and configure the summarizer; every command
+// that summarizes (compact, branch-summary, run) shares them. Environment variables fill
+// what the flags leave empty, so a deployment can configure the LLM once.
+type summarizerFlags struct {
+	kind         string
+	baseURL      string
+	model        string
+	apiKeyEnv    string
+	apiKeyFile   string
+	organization string
+	headers      stringList
+	timeout      time.Duration
+	maxTokensKey string
+	maxInput     int
+	concurrency  int
+	rps          float64
+}
+
+type stringList []string
+
+func (s *stringList) String() string     { return strings.Join(*s, ",") }
+func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
+
+func (f *summarizerFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.kind, "summarizer", "", "openai or extractive (default: openai when a base URL or model is configured, else extractive; env COMPACTOR_SUMMARIZER)")
+	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env COMPACTOR_LLM_BASE_URL)")
+	fs.StringVar(&f.model, "model", "", "model id sent to the endpoint (env COMPACTOR_LLM_MODEL)")
+	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY)")
+	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file holding the API key (env COMPACTOR_LLM_API_KEY_FILE)")
+	fs.StringVar(&f.organization, "organization", "", "OpenAI organization header (env COMPACTOR_LLM_ORGANIZATION)")
+	fs.Var(&f.headers, "header", "extra request header 'Name: value' (repeatable)")
+	fs.DurationVar(&f.timeout, "llm-timeout", 120*time.Second, "timeout of one LLM request")
+	fs.StringVar(&f.maxTokensKey, "max-tokens-field", "max_tokens", "how the output limit is sent: max_tokens or max_completion_tokens")
+	fs.IntVar(&f.maxInput, "llm-max-input-tokens", 0, "the summarizer model's input window; larger spans are summarized in chunks (0 = unknown)")
+	fs.IntVar(&f.concurrency, "llm-concurrency", 4, "LLM requests in flight at most")
+	fs.Float64Var(&f.rps, "llm-rps", 0, "LLM requests per second at most (0 = no limit)")
+}
+
+func (f *summarizerFlags) fill(getenv func(string) string) {
+	set := func(dst *string, env string) {
+		if *dst == "" {
+			*dst = getenv(env)
+		}
+	}
+	set(&f.kind, "COMPACTOR_SUMMARIZER")
+	set(&f.baseURL, "COMPACTOR_LLM_BASE_URL")
+	set(&f.model, "COMPACTOR_LLM_MODEL")
+	set(&f.apiKeyFile, "COMPACTOR_LLM_API_KEY_FILE")
+	set(&f.organization, "COMPACTOR_LLM_ORGANIZATION")
+	if f.apiKeyEnv == "" {
+		f.apiKeyEnv = "OPENAI_API_KEY"
+	}
+	if f.kind == "" {
+		if f.baseURL != "" || f.model != "" {
+			f.kind = "openai"
+		} else {
+			f.kind = "extractive"
+		}
+	}
+}
+
+// build returns the configured summarizer.
+func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger) (summarize.Summarizer, error) {
+	f.fill(getenv)
+	switch f.kind {
+	case "extractive":
+		return summarize.NewExtractive(), nil
+	case "openai":
+	default:
+		return nil, usageErrorf("--summarizer: unknown summarizer %q (want openai or extractive)", f.kind)
+	}
+	if f.baseURL == "" {
+		f.baseURL = "https://api.openai.com/v1"
+	}
+	if f.model == "" {
+		return nil, usageErrorf("--model: the openai summarizer needs a model id (or set COMPACTOR_LLM_MODEL)")
+	}
+	hdrs := map[string]string{}
+	for _, h := range f.headers {
+		k, v, ok := strings.Cut(h, ":")
+		if !ok {
+			return nil, usageErrorf("--header %q: want 'Name: value'", h)
+		}
+		hdrs[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	var useMCT bool
+	switch f.maxTokensKey {
+	case "max_tokens":
+	case "max_completion_tokens":
+		useMCT = true
+	default:
+		return nil, usageErrorf("--max-tokens-field %q: want max_tokens or max_completion_tokens", f.maxTokensKey)
+	}
+	s, err := summarize.NewOpenAI(summarize.OpenAIConfig{
+		BaseURL: f.baseURL, Model: f.model, APIKeyEnv: f.apiKeyEnv, APIKeyFile: f.apiKeyFile,
+		Organization: f.organization, Headers: hdrs, Timeout: f.timeout, UseMaxCompletionTokens: useMCT,
+		MaxInputTokens: f.maxInput, MaxConcurrent: f.concurrency, RequestsPerSecond: f.rps, Logger: logger,
+	})
+	if err != nil {
+		return nil, fmt.Errorf("summarizer: %w", err)
+	}
+	return s, nil
+}
+
+// engineFlags are the planning settings shared by compact, branch-summary, sweep and run.
+type engineFlags struct {
+	policy        string
+	counter       string
+	keepRecent    int
+	reserve       int
+	contextWindow int
+}
+
+func (f *engineFlags) register(fs *flag.FlagSet) {
+	fs.StringVar(&f.policy, "policy", "pi", "cut-point policy: pi, turn or nearest")
+	fs.StringVar(&f.counter, "counter", "tiktoken", "token counter: tiktoken or estimate (Pi's chars/4)")
+	fs.IntVar(&f.keepRecent, "keep-recent-tokens", 20000, "recent tokens kept verbatim (Pi's keepRecentTokens)")
+	fs.IntVar(&f.reserve, "reserve-tokens", 16384, "tokens kept free in the context window (Pi's reserveTokens)")
+	fs.IntVar(&f.contextWindow, "context-window", 0, "override the model catalog's context window (0 = from the catalog)")
+}
+
+func (f *engineFlags) settings() engine.Settings {
+	return engine.Settings{Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
+		ReserveTokens: f.reserve, ContextWindow: f.contextWindow}
+}

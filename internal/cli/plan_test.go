@@ -1,0 +1,139 @@
+package cli
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+)
+
+// TestPlanMatchesPiOracle runs `compactor plan --json --counter estimate` (policy pi) on
+// v3 corpus files and compares the fields pi-oracle cut printed for them.
+func TestPlanMatchesPiOracle(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	for _, name := range []string{"05-compactions", "07-long-outputs", "10-tricky-parallel", "12-tricky-custom-message-cut", "09-ends-with-compaction"} {
+		for _, n := range []string{"20000", "5000"} {
+			t.Run(name+"-"+n, func(t *testing.T) {
+				t.Parallel()
+				code, out, errOut := runCLI(t, "plan", filepath.Join(root, "testdata/corpus", name+".jsonl"), "--json", "--counter", "estimate", "--keep-recent-tokens", n)
+				if code != 0 {
+					t.Fatalf("exit %d: %s", code, errOut)
+				}
+				got := decodeJSON(t, []byte(out))
+				raw, err := os.ReadFile(filepath.Join(root, "testdata/expected", name+".cut-"+n+".json"))
+				if err != nil {
+					t.Fatal(err)
+				}
+				want := decodeJSON(t, raw)
+				keys := []string{"prepared", "firstKeptEntryId", "firstKeptEntryIndex", "isSplitTurn", "turnStartIndex", "turnStartEntryId",
+					"tokensBefore", "boundaryStartIndex", "boundaryStartEntryId", "previousCompactionId", "previousSummary",
+					"messagesToSummarize", "turnPrefix", "fileOps"}
+				if want["prepared"] == false {
+					keys = []string{"prepared", "reason"}
+				}
+				for _, k := range keys {
+					g, _ := json.Marshal(got[k])
+					w, _ := json.Marshal(want[k])
+					if string(g) != string(w) {
+						t.Errorf("%s = %.200s, want %.200s", k, g, w)
+					}
+				}
+				extra := []string{"policy", "counter", "contextWindow", "shouldCompact", "overBudget"}
+				if want["prepared"] == true {
+					extra = append(extra, "keptTokens", "summarizedTokens", "turnPrefixTokens")
+				}
+				for _, k := range extra {
+					if _, ok := got[k]; !ok {
+						t.Errorf("missing field %s", k)
+					}
+				}
+			})
+		}
+	}
+}
+
+func TestPlanBudgetAndPolicies(t *testing.T) {
+	t.Parallel()
+	file := filepath.Join(repoRoot(t), "testdata/corpus/10-tricky-parallel.jsonl")
+	// 31120 tokens against 40000 - 16384: over budget.
+	code, out, errOut := runCLI(t, "plan", file, "--json", "--context-window", "40000", "--policy", "nearest", "--counter", "estimate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got := decodeJSON(t, []byte(out))
+	if got["shouldCompact"] != true || got["contextWindow"] != float64(40000) || got["policy"] != "nearest" {
+		t.Errorf("shouldCompact %v contextWindow %v policy %v", got["shouldCompact"], got["contextWindow"], got["policy"])
+	}
+	if got["firstKeptEntryId"] != "aaaa0006" {
+		t.Errorf("nearest firstKeptEntryId = %v, want aaaa0006", got["firstKeptEntryId"])
+	}
+	// Default window from the catalog (claude-sonnet-4-5: 200000) and the tiktoken counter.
+	code, out, errOut = runCLI(t, "plan", file, "--json")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	got = decodeJSON(t, []byte(out))
+	if got["shouldCompact"] != false || got["contextWindow"] != float64(200000) || !strings.HasPrefix(got["counter"].(string), "tiktoken") {
+		t.Errorf("defaults: shouldCompact %v contextWindow %v counter %v", got["shouldCompact"], got["contextWindow"], got["counter"])
+	}
+	// Human summary.
+	code, out, _ = runCLI(t, "plan", file, "--counter", "estimate")
+	if code != 0 || !strings.Contains(out, "first kept aaaa000a") || !strings.Contains(out, "kept 16 tokens") {
+		t.Errorf("summary (exit %d):\n%s", code, out)
+	}
+}
+
+func TestPlanErrors(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	tests := []struct {
+		args []string
+		want string
+	}{
+		{[]string{"plan", filepath.Join(root, "testdata/corpus/bad/not-json.jsonl")}, "not-json.jsonl"},
+		{[]string{"plan", filepath.Join(root, "testdata/corpus/bad/empty.jsonl")}, "empty.jsonl"},
+		{[]string{"plan", filepath.Join(root, "testdata/corpus/does-not-exist.jsonl")}, "does-not-exist.jsonl"},
+		{[]string{"plan", filepath.Join(root, "testdata/corpus/01-minimal.jsonl"), "--policy", "bogus"}, "bogus"},
+		{[]string{"plan", filepath.Join(root, "testdata/corpus/01-minimal.jsonl"), "--counter", "bogus"}, "bogus"},
+		{[]string{"plan", filepath.Join(root, "testdata/corpus/01-minimal.jsonl"), "--leaf", "nope"}, "nope"},
+		{[]string{"plan"}, "FILE"},
+		{[]string{"inspect", filepath.Join(root, "testdata/corpus/bad/no-header.jsonl")}, "no-header.jsonl"},
+	}
+	for _, tc := range tests {
+		code, _, errOut := runCLI(t, tc.args...)
+		if code != 2 || !strings.Contains(errOut, tc.want) {
+			t.Errorf("%v: exit %d, stderr %q; want exit 2 naming %q", tc.args[1:], code, errOut, tc.want)
+		}
+	}
+}
+
+func TestInspect(t *testing.T) {
+	t.Parallel()
+	root := repoRoot(t)
+	code, out, errOut := runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/10-tricky-parallel.jsonl"), "--counter", "estimate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"==== CUT (pi)", "* K aaaa000a", "* P aaaa0007", "10000", "moves FORWARD", "within budget"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+	// Branches and labels.
+	code, out, errOut = runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/03-branches-labels-name.jsonl"), "--counter", "estimate")
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"+-- branch 1 of 2", "[label \"start\"]", "branch_summary"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("inspect output lacks %q:\n%s", want, out)
+		}
+	}
+	// A compacted session shows the range start.
+	code, out, _ = runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/05-compactions.jsonl"), "--counter", "estimate", "--path-only")
+	if code != 0 || !strings.Contains(out, "range start") || !strings.Contains(out, "compaction: keeps from") {
+		t.Errorf("inspect 05 (exit %d) lacks the range start or compaction line", code)
+	}
+}

@@ -1,0 +1,57 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+// run --once and sweep through the NewPipelineHandler hook. Not parallel: it sets the hook.
+func TestRunOnceAndSweepCommands(t *testing.T) {
+	dir := t.TempDir()
+	env := func(args ...string) (*Env, *bytes.Buffer, *bytes.Buffer) {
+		var out, errb bytes.Buffer
+		return &Env{Args: args, Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
+			if k == "COMPACTOR_DATA_DIR" {
+				return filepath.Join(dir, "data")
+			}
+			return ""
+		}}, &out, &errb
+	}
+	old := NewPipelineHandler
+	t.Cleanup(func() { NewPipelineHandler = old })
+
+	file := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"session","version":3,"id":"abc","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
+		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
+		})
+		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
+			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
+		})
+		return h, a, nil
+	}
+	e, out, errb := env("run", "--once", "--store", "default="+dir, "--idle", "0", "--log-format", "json")
+	if code := Run(context.Background(), e); code != ExitOK {
+		t.Fatalf("run --once: exit %d\n%s\n%s", code, out, errb)
+	}
+	if !strings.Contains(out.String(), "sweep: 1 files") || !strings.Contains(out.String(), "1 jobs: 0 done, 1 skipped") {
+		t.Errorf("run --once output:\n%s", out)
+	}
+	e, _, errb = env("run", "--store", "bad.name="+dir)
+	if code := Run(context.Background(), e); code != ExitBadUse {
+		t.Errorf("bad store: exit %d %q", code, errb)
+	}
+	e, out, _ = env("sweep", "--help")
+	if code := Run(context.Background(), e); code != ExitOK || !strings.Contains(out.String(), "Examples:") {
+		t.Errorf("sweep --help: %d %s", code, out)
+	}
+}

@@ -1,0 +1,358 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"reflect"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
+)
+
+var interop = os.Getenv("COMPACTOR_INTEROP") == "1"
+
+func copyFile(t *testing.T, src string) string {
+	t.Helper()
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	dst := filepath.Join(t.TempDir(), filepath.Base(src))
+	if err := os.WriteFile(dst, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dst
+}
+
+func v3Corpus(t *testing.T) []string {
+	t.Helper()
+	files, _ := filepath.Glob("../../testdata/corpus/*.jsonl")
+	files = append(files, "../../testdata/corpus/pi-generated/synthetic-v3-session.jsonl")
+	if len(files) < 13 {
+		t.Fatalf("corpus incomplete: %d files", len(files))
+	}
+	return files
+}
+
+func openAI(t *testing.T, url string, mut func(*summarize.OpenAIConfig)) summarize.Summarizer {
+	t.Helper()
+	cfg := summarize.OpenAIConfig{BaseURL: url, Model: "fake-model", APIKey: "sk-test-SECRET", MaxRetries: -1,
+		Timeout: 2 * time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+	if mut != nil {
+		mut(&cfg)
+	}
+	s, err := summarize.NewOpenAI(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// keptIDs is what a plan promises to keep: the ids of the context messages that come from
+// path entries at or after the first kept entry (compaction summaries excluded).
+func keptIDs(path []*sessionio.Entry, firstKept string) []string {
+	idx := -1
+	for i, e := range path {
+		if e.ID == firstKept {
+			idx = i
+		}
+	}
+	pos := map[string]int{}
+	for i, e := range path {
+		pos[e.ID] = i
+	}
+	c := sessionio.BuildContext(path)
+	var out []string
+	for i, id := range c.EntryIDs {
+		if c.Messages[i].Role == sessionio.RoleCompactionSummary {
+			continue
+		}
+		if pos[id] >= idx {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+// TestCompactCorpus compacts a copy of every v3 corpus file at keepRecentTokens 5000 with
+// the extractive summarizer and with an OpenAI-compatible server over HTTP, then checks
+// what Pi will load: the compaction is the leaf, its summary leads the context, exactly the
+// kept messages the plan promised follow, and a second run writes nothing.
+func TestCompactCorpus(t *testing.T) {
+	t.Parallel()
+	llm := fakellm.Start(t)
+	summarizers := map[string]summarize.Summarizer{
+		"extractive": summarize.NewExtractive(),
+		"openai":     openAI(t, llm.URL(), nil),
+	}
+	compacted := 0
+	for _, src := range v3Corpus(t) {
+		for sname, sum := range summarizers {
+			name := strings.TrimSuffix(filepath.Base(src), ".jsonl") + "/" + sname
+			t.Run(name, func(t *testing.T) {
+				file := copyFile(t, src)
+				eng, err := New(sum, Settings{KeepRecentTokens: 5000})
+				if err != nil {
+					t.Fatal(err)
+				}
+				before, _ := sessionio.ReadFile(file)
+				oldPath, _ := before.Path("")
+				res, err := eng.Compact(context.Background(), Request{File: file})
+				if reason, ok := Skipped(err); ok {
+					after, _ := os.ReadFile(file)
+					if int64(len(after)) != before.Size {
+						t.Fatalf("skipped (%s) but the file changed", reason)
+					}
+					t.Logf("skipped: %s", reason)
+					return
+				}
+				if err != nil {
+					t.Fatal(err)
+				}
+				compacted++
+				s, err := sessionio.ReadFile(file)
+				if err != nil {
+					t.Fatal(err)
+				}
+				leaf := s.Get(s.LeafID())
+				if leaf.ID != res.EntryID || leaf.Type != sessionio.TypeCompaction || leaf.ParentID != before.LeafID() {
+					t.Fatalf("leaf %s (%s), want the new compaction %s after %s", leaf.ID, leaf.Type, res.EntryID, before.LeafID())
+				}
+				if leaf.FirstKeptEntryID != res.FirstKeptEntryID || int(leaf.TokensBefore) != res.TokensBefore {
+					t.Errorf("entry fields differ from the result")
+				}
+				if sname == "openai" && !strings.Contains(leaf.Summary, "fake summary") {
+					t.Errorf("summary does not come from the endpoint: %.80q", leaf.Summary)
+				}
+				path, _ := s.Path("")
+				c := sessionio.BuildContext(path)
+				if c.Messages[0].Role != sessionio.RoleCompactionSummary || c.Messages[0].Summary != leaf.Summary {
+					t.Fatalf("context does not start with our summary")
+				}
+				want := keptIDs(oldPath, res.FirstKeptEntryID)
+				if got := c.EntryIDs[1:]; !reflect.DeepEqual(got, want) {
+					t.Fatalf("kept messages %v, plan promised %v", got, want)
+				}
+				if res.TokensAfter >= res.TokensBefore {
+					t.Errorf("tokens after %d not below before %d", res.TokensAfter, res.TokensBefore)
+				}
+				if interop {
+					checkPiLoads(t, file, leaf, want)
+				}
+				size := s.Size
+				if _, err := eng.Compact(context.Background(), Request{File: file}); err == nil {
+					t.Fatal("second compaction succeeded")
+				} else if reason, ok := Skipped(err); !ok || !strings.Contains(reason, "already compacted") {
+					t.Fatalf("second run: %v", err)
+				}
+				if st, _ := os.Stat(file); st.Size() != size {
+					t.Fatal("second run wrote to the file")
+				}
+			})
+		}
+	}
+	t.Cleanup(func() {
+		if compacted < 10 {
+			t.Errorf("only %d compactions; the corpus should give more", compacted)
+		}
+	})
+}
+
+// checkPiLoads asks the real Pi what it builds from the compacted file.
+func checkPiLoads(t *testing.T, file string, leaf *sessionio.Entry, kept []string) {
+	t.Helper()
+	oracle := os.Getenv("PI_ORACLE")
+	if oracle == "" {
+		oracle = "../../../shared/oracle/pi-oracle"
+	}
+	out, err := exec.Command(oracle, "context", file, "--compact").Output()
+	if err != nil {
+		t.Fatalf("pi-oracle context: %v", err)
+	}
+	var pi struct {
+		LeafID          string   `json:"leafId"`
+		MessageEntryIDs []string `json:"messageEntryIds"`
+		Context         struct {
+			Messages []struct {
+				Role    string `json:"role"`
+				Summary string `json:"summary"`
+			} `json:"messages"`
+		} `json:"context"`
+	}
+	if err := json.Unmarshal(out, &pi); err != nil {
+		t.Fatal(err)
+	}
+	if pi.LeafID != leaf.ID || pi.Context.Messages[0].Role != "compactionSummary" || pi.Context.Messages[0].Summary != leaf.Summary {
+		t.Errorf("Pi: leaf %s, first message %s", pi.LeafID, pi.Context.Messages[0].Role)
+	}
+	if !reflect.DeepEqual(pi.MessageEntryIDs[1:], kept) {
+		t.Errorf("Pi keeps %v, plan promised %v", pi.MessageEntryIDs[1:], kept)
+	}
+	out, err = exec.Command(oracle, "cut", file, "--compact").Output()
+	if err != nil {
+		t.Fatalf("pi-oracle cut: %v", err)
+	}
+	if !bytes.Contains(out, []byte(`"prepared":false`)) {
+		t.Errorf("Pi would compact again: %.200s", out)
+	}
+}
+
+// TestCompactLLMFailuresWriteNothing: every way the endpoint can fail ends in a clear
+// error and an untouched file.
+func TestCompactLLMFailuresWriteNothing(t *testing.T) {
+	t.Parallel()
+	cases := map[string]struct {
+		b    fakellm.Behavior
+		want string
+	}{
+		"timeout":        {fakellm.Behavior{Hang: true}, "timeout"},
+		"malformed json": {fakellm.Behavior{Garbage: true}, "cannot decode"},
+		"empty":          {fakellm.Behavior{Empty: true}, "no text"},
+		"context length": {fakellm.Behavior{Status: 400, Code: "context_length_exceeded", Message: "This model's maximum context length is 1000 tokens"}, "context"},
+		"server error":   {fakellm.Behavior{Status: 500}, "500"},
+	}
+	for name, tc := range cases {
+		t.Run(name, func(t *testing.T) {
+			t.Parallel()
+			llm := fakellm.Start(t)
+			llm.SetDefault(tc.b)
+			sum := openAI(t, llm.URL(), func(c *summarize.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
+			eng, _ := New(sum, Settings{KeepRecentTokens: 5000})
+			file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
+			before, _ := os.ReadFile(file)
+			_, err := eng.Compact(context.Background(), Request{File: file})
+			if err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.want) {
+				t.Fatalf("error %v, want one mentioning %q", err, tc.want)
+			}
+			if strings.Contains(err.Error(), "SECRET") {
+				t.Fatalf("API key in error: %v", err)
+			}
+			after, _ := os.ReadFile(file)
+			if !bytes.Equal(before, after) {
+				t.Fatal("file changed after a failed summary")
+			}
+		})
+	}
+}
+
+// TestCompactRetriesThen429 honours a 429 with Retry-After, then succeeds.
+func TestCompactRateLimitedThenSucceeds(t *testing.T) {
+	t.Parallel()
+	llm := fakellm.Start(t)
+	llm.Enqueue(fakellm.Behavior{Status: 429, RetryAfter: "3"}, fakellm.Behavior{Status: 500})
+	var slept []time.Duration
+	sum := openAI(t, llm.URL(), func(c *summarize.OpenAIConfig) {
+		c.MaxRetries = 3
+		c.Sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
+	})
+	eng, _ := New(sum, Settings{KeepRecentTokens: 5000})
+	file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
+	res, err := eng.Compact(context.Background(), Request{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != OutcomeCompacted || len(slept) < 2 || slept[0] < 3*time.Second {
+		t.Fatalf("outcome %s, waits %v; want a wait of at least the Retry-After of 3s first", res.Outcome, slept)
+	}
+}
+
+// TestGuardRefusesLargerContext: a summary larger than what it replaces is not written.
+func TestGuardRefusesLargerContext(t *testing.T) {
+	t.Parallel()
+	llm := fakellm.Start(t)
+	llm.SetDefault(fakellm.Behavior{Text: strings.Repeat("padding words ", 200000)})
+	eng, _ := New(openAI(t, llm.URL(), nil), Settings{KeepRecentTokens: 5000})
+	file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
+	before, _ := os.ReadFile(file)
+	_, err := eng.Compact(context.Background(), Request{File: file})
+	var ge *GuardError
+	if !errors.As(err, &ge) || !strings.Contains(err.Error(), "not be smaller") {
+		t.Fatalf("got %v", err)
+	}
+	after, _ := os.ReadFile(file)
+	if !bytes.Equal(before, after) {
+		t.Fatal("file changed")
+	}
+}
+
+// TestBranchSummaryWherePiPutsIt summarizes the branch left for several targets in
+// 03-branches-labels-name and checks where the entry lands and what the context shows.
+func TestBranchSummaryWherePiPutsIt(t *testing.T) {
+	t.Parallel()
+	src := "../../testdata/corpus/03-branches-labels-name.jsonl"
+	s, err := sessionio.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	onPath := map[string]bool{}
+	p, _ := s.Path("")
+	for _, e := range p {
+		onPath[e.ID] = true
+	}
+	var targets []*sessionio.Entry
+	seenUser, seenOther := false, false
+	for _, e := range s.Entries {
+		if onPath[e.ID] || e.Type != sessionio.TypeMessage {
+			continue
+		}
+		isUser := e.IsMessage(sessionio.RoleUser)
+		if isUser && !seenUser || e.IsMessage(sessionio.RoleAssistant) && !seenOther {
+			targets = append(targets, e)
+			seenUser = seenUser || isUser
+			seenOther = seenOther || !isUser
+		}
+	}
+	if len(targets) < 2 {
+		t.Fatalf("want a user and an assistant target off the current path, got %d", len(targets))
+	}
+	for _, target := range targets {
+		t.Run(target.ID, func(t *testing.T) {
+			file := copyFile(t, src)
+			eng, _ := New(summarize.NewExtractive(), Settings{})
+			res, err := eng.BranchSummary(context.Background(), Request{File: file, TargetID: target.ID})
+			if err != nil {
+				t.Fatal(err)
+			}
+			wantParent := target.ID
+			if target.IsMessage(sessionio.RoleUser) {
+				wantParent = target.ParentID
+			}
+			s2, _ := sessionio.ReadFile(file)
+			e := s2.Get(res.EntryID)
+			if e == nil || e.Type != sessionio.TypeBranchSummary || e.ParentID != wantParent || e.FromID != wantParent {
+				t.Fatalf("entry %+v; want a branch_summary with parent and fromId %s", e, wantParent)
+			}
+			if !strings.HasPrefix(e.Summary, summarize.BranchSummaryPreamble) {
+				t.Errorf("summary lacks Pi's preamble")
+			}
+			path, _ := s2.Path("")
+			c := sessionio.BuildContext(path)
+			last := c.Messages[len(c.Messages)-1]
+			if last.Role != sessionio.RoleBranchSummary || last.FromID != wantParent {
+				t.Fatalf("context does not end with the branch summary")
+			}
+			if interop {
+				out, err := exec.Command(piOracle(), "context", file, "--compact").Output()
+				if err != nil || !bytes.Contains(out, []byte(`"leafId":"`+res.EntryID+`"`)) || !bytes.Contains(out, []byte(`"role":"branchSummary"`)) {
+					t.Errorf("Pi does not show the branch summary as the leaf: %v %.300s", err, out)
+				}
+			}
+		})
+	}
+}
+
+func piOracle() string {
+	if o := os.Getenv("PI_ORACLE"); o != "" {
+		return o
+	}
+	return "../../../shared/oracle/pi-oracle"
+}

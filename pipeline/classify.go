@@ -1,0 +1,181 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"time"
+)
+
+// Outcome is how a job ended (or, for OutcomeRetry, how this delivery ended).
+type Outcome string
+
+// Outcomes.
+const (
+	OutcomeDone    Outcome = "done"    // the entry was appended
+	OutcomeSkipped Outcome = "skipped" // nothing to do, with a reason (already compacted, active, v1 file...)
+	OutcomeRetry   Outcome = "retry"   // transient failure: redelivered later
+	OutcomeFailed  Outcome = "failed"  // permanent failure: terminated and dead-lettered
+)
+
+// Result is what a Handler reports for a job. Only metadata: never the summary text.
+type Result struct {
+	Outcome      Outcome `json:"outcome"`
+	Reason       string  `json:"reason,omitempty"`
+	EntryID      string  `json:"entryId,omitempty"`
+	TokensBefore int     `json:"tokensBefore,omitempty"`
+	TokensAfter  int     `json:"tokensAfter,omitempty"`
+	LLMTokens    int     `json:"llmTokens,omitempty"`
+	// LeafID is the session's leaf after the job (the new entry for done); the worker's
+	// re-check uses it to tell whether something was appended meanwhile.
+	LeafID string `json:"leafId,omitempty"`
+}
+
+// Handler does the work of one job on a resolved absolute path. It returns either a Result
+// (Outcome done or skipped; empty means done) or an error, classified by Classify: use
+// Skip, RetryAfter, Retry or Permanent, or return errors that implement
+// interface{ RetryAfter() time.Duration } or interface{ Permanent() bool }.
+// A handler must be idempotent: given job.ExpectLeafID, it refuses to compact a state that
+// was already compacted, so a redelivered job never produces a second entry.
+type Handler interface {
+	Handle(ctx context.Context, job Job, file string) (Result, error)
+}
+
+// HandlerFunc adapts a function to Handler.
+type HandlerFunc func(ctx context.Context, job Job, file string) (Result, error)
+
+// Handle calls f.
+func (f HandlerFunc) Handle(ctx context.Context, job Job, file string) (Result, error) {
+	return f(ctx, job, file)
+}
+
+// SkipError ends a job as skipped with a reason.
+type SkipError struct{ Reason string }
+
+func (e *SkipError) Error() string { return "skipped: " + e.Reason }
+
+// Skip returns an error that ends the job as skipped.
+func Skip(reason string) error { return &SkipError{Reason: reason} }
+
+// RetryError asks for a later redelivery, no earlier than After (0: the backoff alone).
+type RetryError struct {
+	After time.Duration
+	Err   error
+}
+
+func (e *RetryError) Error() string {
+	if e.After > 0 {
+		return fmt.Sprintf("retry after %s: %v", e.After, e.Err)
+	}
+	return fmt.Sprintf("retry: %v", e.Err)
+}
+func (e *RetryError) Unwrap() error             { return e.Err }
+func (e *RetryError) RetryAfter() time.Duration { return e.After }
+
+// RetryAfter marks err as transient with a hint (for example an HTTP Retry-After).
+func RetryAfter(d time.Duration, err error) error { return &RetryError{After: d, Err: err} }
+
+// Retry marks err as transient.
+func Retry(err error) error { return &RetryError{Err: err} }
+
+// PermanentError is a failure that no retry will fix.
+type PermanentError struct{ Err error }
+
+func (e *PermanentError) Error() string   { return e.Err.Error() }
+func (e *PermanentError) Unwrap() error   { return e.Err }
+func (e *PermanentError) Permanent() bool { return true }
+
+// Permanent marks err as permanent: the job is terminated and dead-lettered.
+func Permanent(err error) error { return &PermanentError{Err: err} }
+
+type retryAfterer interface{ RetryAfter() time.Duration }
+type permanenter interface{ Permanent() bool }
+
+// Decision is what the worker does with a delivery.
+type Decision struct {
+	Outcome Outcome
+	Reason  string
+	Delay   time.Duration // for OutcomeRetry
+	Err     error         // the handler's error, if any
+}
+
+// Backoff is the redelivery delay after the attempt-th delivery failed (attempt ≥ 1):
+// base·2^(attempt-1), capped at max. A pure function so the schedule is predictable and
+// testable; the RetryAfter hint of an error can only lengthen it.
+func Backoff(attempt int, base, max time.Duration) time.Duration {
+	if attempt < 1 {
+		attempt = 1
+	}
+	d := base
+	for i := 1; i < attempt; i++ {
+		d *= 2
+		if d >= max || d <= 0 {
+			return max
+		}
+	}
+	if d > max {
+		return max
+	}
+	return d
+}
+
+// Classify is the single place where a handler's answer becomes a Decision.
+//
+//   - nil error: the Result's outcome (empty = done); a Result saying retry/failed is honoured.
+//   - *SkipError: skipped with its reason.
+//   - an error with Permanent() true: failed.
+//   - context.Canceled / DeadlineExceeded, errors with RetryAfter(), and anything else:
+//     retry, delayed by Backoff(attempt) or the hint, whichever is longer. Unknown errors are
+//     treated as transient because MaxDeliver bounds them anyway.
+//   - a retry on the last allowed delivery (attempt ≥ maxDeliver) becomes failed with the
+//     reason "max deliveries", so the message is dead-lettered instead of stuck.
+func Classify(res Result, err error, attempt, maxDeliver int, base, max time.Duration) Decision {
+	d := classify(res, err)
+	if d.Outcome == OutcomeRetry {
+		delay := Backoff(attempt, base, max)
+		var ra retryAfterer
+		if errors.As(err, &ra) && ra.RetryAfter() > delay {
+			delay = ra.RetryAfter()
+		}
+		d.Delay = delay
+		if maxDeliver > 0 && attempt >= maxDeliver {
+			d.Outcome = OutcomeFailed
+			d.Reason = fmt.Sprintf("max deliveries (%d) exhausted: %s", maxDeliver, d.Reason)
+			d.Delay = 0
+		}
+	}
+	return d
+}
+
+func classify(res Result, err error) Decision {
+	if err == nil {
+		switch res.Outcome {
+		case "", OutcomeDone:
+			return Decision{Outcome: OutcomeDone, Reason: res.Reason}
+		case OutcomeSkipped:
+			return Decision{Outcome: OutcomeSkipped, Reason: res.Reason}
+		case OutcomeRetry:
+			return Decision{Outcome: OutcomeRetry, Reason: orDefault(res.Reason, "handler asked for a retry")}
+		case OutcomeFailed:
+			return Decision{Outcome: OutcomeFailed, Reason: orDefault(res.Reason, "handler reported failure")}
+		default:
+			return Decision{Outcome: OutcomeFailed, Reason: fmt.Sprintf("handler returned unknown outcome %q", res.Outcome)}
+		}
+	}
+	var se *SkipError
+	if errors.As(err, &se) {
+		return Decision{Outcome: OutcomeSkipped, Reason: se.Reason}
+	}
+	var pe permanenter
+	if errors.As(err, &pe) && pe.Permanent() {
+		return Decision{Outcome: OutcomeFailed, Reason: err.Error(), Err: err}
+	}
+	return Decision{Outcome: OutcomeRetry, Reason: err.Error(), Err: err}
+}
+
+func orDefault(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
+}

@@ -1,0 +1,336 @@
+package pipeline
+
+import (
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/nats-io/nats.go"
+)
+
+// Defaults. Every zero field of Config takes the value here (see Config.withDefaults).
+const (
+	DefaultStoreName       = "default"
+	DefaultEmbeddedHost    = "127.0.0.1"
+	DefaultEmbeddedPort    = 4222
+	DefaultConcurrency     = 4
+	DefaultIdle            = 10 * time.Minute
+	DefaultAckWait         = 60 * time.Second
+	DefaultMaxDeliver      = 5
+	DefaultLeaseTTL        = 90 * time.Second
+	DefaultLeaseBusyDelay  = 5 * time.Second
+	DefaultBackoffBase     = 5 * time.Second
+	DefaultBackoffMax      = 10 * time.Minute
+	DefaultDuplicateWindow = 2 * time.Minute
+	DefaultShutdownTimeout = 30 * time.Second
+	DefaultEventsMaxAge    = 24 * time.Hour
+	DefaultDLQMaxAge       = 30 * 24 * time.Hour
+)
+
+// Store is a named session directory. Jobs name the store and a path relative to Dir.
+type Store struct {
+	Name string
+	Dir  string
+}
+
+// ParseStore parses "name=DIR" (or a bare DIR, which becomes the store "default").
+func ParseStore(s string) (Store, error) {
+	name, dir, ok := strings.Cut(s, "=")
+	if !ok {
+		name, dir = DefaultStoreName, s
+	}
+	st := Store{Name: name, Dir: dir}
+	if err := ValidateStoreName(name); err != nil {
+		return Store{}, fmt.Errorf("store %q: %w", s, err)
+	}
+	if dir == "" {
+		return Store{}, fmt.Errorf("store %q: directory is empty", s)
+	}
+	return st, nil
+}
+
+// NATSConfig says how to reach NATS. An empty URL means: start an embedded server.
+// Secrets here are never logged (see String).
+type NATSConfig struct {
+	URL          string
+	User         string
+	Password     string
+	Token        string
+	NKeySeedFile string
+	CredsFile    string
+	TLSCA        string
+	TLSCert      string
+	TLSKey       string
+	// Name is the client connection name shown by the server.
+	Name string
+}
+
+// String describes the config without secrets.
+func (c NATSConfig) String() string {
+	var auth []string
+	if c.User != "" {
+		auth = append(auth, "user")
+	}
+	if c.Token != "" {
+		auth = append(auth, "token")
+	}
+	if c.NKeySeedFile != "" {
+		auth = append(auth, "nkey")
+	}
+	if c.CredsFile != "" {
+		auth = append(auth, "creds")
+	}
+	if c.TLSCA != "" || c.TLSCert != "" {
+		auth = append(auth, "tls")
+	}
+	url := c.URL
+	if url == "" {
+		url = "(embedded)"
+	}
+	return fmt.Sprintf("%s auth=%s", url, strings.Join(auth, ","))
+}
+
+func (c NATSConfig) validate(prefix string) error {
+	n := 0
+	for _, set := range []bool{c.User != "" || c.Password != "", c.Token != "", c.NKeySeedFile != "", c.CredsFile != ""} {
+		if set {
+			n++
+		}
+	}
+	if n > 1 {
+		return fmt.Errorf("%s: choose one of user/password, token, nkey seed file, creds file", prefix)
+	}
+	if c.Password != "" && c.User == "" {
+		return fmt.Errorf("%s.User: a password needs a user", prefix)
+	}
+	if (c.TLSCert == "") != (c.TLSKey == "") {
+		return fmt.Errorf("%s.TLSCert/TLSKey: give both or neither", prefix)
+	}
+	for field, f := range map[string]string{"NKeySeedFile": c.NKeySeedFile, "CredsFile": c.CredsFile, "TLSCA": c.TLSCA, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey} {
+		if f == "" {
+			continue
+		}
+		if _, err := os.Stat(f); err != nil {
+			return fmt.Errorf("%s.%s: %w", prefix, field, err)
+		}
+	}
+	return nil
+}
+
+// Options turns the config into nats.Options.
+func (c NATSConfig) Options() ([]nats.Option, error) {
+	opts := []nats.Option{nats.MaxReconnects(-1), nats.RetryOnFailedConnect(false)}
+	if c.Name != "" {
+		opts = append(opts, nats.Name(c.Name))
+	}
+	switch {
+	case c.User != "":
+		opts = append(opts, nats.UserInfo(c.User, c.Password))
+	case c.Token != "":
+		opts = append(opts, nats.Token(c.Token))
+	case c.NKeySeedFile != "":
+		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
+		if err != nil {
+			return nil, fmt.Errorf("nats: nkey seed %s: %w", c.NKeySeedFile, err)
+		}
+		opts = append(opts, o)
+	case c.CredsFile != "":
+		opts = append(opts, nats.UserCredentials(c.CredsFile))
+	}
+	if c.TLSCA != "" || c.TLSCert != "" {
+		tc := &tls.Config{MinVersion: tls.VersionTLS12}
+		if c.TLSCA != "" {
+			pem, err := os.ReadFile(c.TLSCA)
+			if err != nil {
+				return nil, fmt.Errorf("nats: TLS CA: %w", err)
+			}
+			pool := x509.NewCertPool()
+			if !pool.AppendCertsFromPEM(pem) {
+				return nil, fmt.Errorf("nats: TLS CA %s: no certificate found", c.TLSCA)
+			}
+			tc.RootCAs = pool
+		}
+		if c.TLSCert != "" {
+			cert, err := tls.LoadX509KeyPair(c.TLSCert, c.TLSKey)
+			if err != nil {
+				return nil, fmt.Errorf("nats: TLS client certificate: %w", err)
+			}
+			tc.Certificates = []tls.Certificate{cert}
+		}
+		opts = append(opts, nats.Secure(tc))
+	}
+	return opts, nil
+}
+
+// Connect dials NATS with the config (URL must be set).
+func (c NATSConfig) Connect() (*nats.Conn, error) {
+	if c.URL == "" {
+		return nil, errors.New("nats: no URL configured")
+	}
+	opts, err := c.Options()
+	if err != nil {
+		return nil, err
+	}
+	nc, err := nats.Connect(c.URL, opts...)
+	if err != nil {
+		return nil, fmt.Errorf("nats: connect %s: %w", c.URL, err)
+	}
+	return nc, nil
+}
+
+// Config is the whole configuration of a Service, in one place. Zero values take the
+// Default* constants; Validate names the first bad field.
+type Config struct {
+	Stores []Store
+	NATS   NATSConfig
+
+	// Embedded server (used when NATS.URL is empty).
+	DataDir      string // JetStream file store; required for the embedded server
+	EmbeddedHost string // default 127.0.0.1
+	EmbeddedPort int    // default 4222; -1 picks a random port (tests)
+
+	Concurrency int           // jobs running at once on this worker
+	Idle        time.Duration // sessions modified more recently are active: skipped unless forced. <0 disables
+	SweepEvery  time.Duration // periodic sweep in Run; 0 = none
+
+	AckWait         time.Duration // redelivery if neither acked nor heartbeated for this long
+	MaxDeliver      int           // deliveries before a job is dead-lettered
+	LeaseTTL        time.Duration // per-session lease lifetime, renewed at LeaseTTL/3
+	LeaseBusyDelay  time.Duration // NakWithDelay when the session's lease is held elsewhere
+	BackoffBase     time.Duration // retry delay after the first failed delivery, doubled each time
+	BackoffMax      time.Duration
+	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
+	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
+	Replicas        int           // stream replicas on a clustered NATS; default 1
+
+	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
+
+	Handler  Handler  // required for Run and RunOnce
+	Assessor Assessor // required for sweeps and the after-job re-check; nil disables both
+	Logger   *slog.Logger
+	// Progress receives sweep progress: a bar when it is a terminal, else one summary line.
+	// nil = silent.
+	Progress io.Writer
+}
+
+func (c Config) withDefaults() Config {
+	set := func(d *time.Duration, v time.Duration) {
+		if *d == 0 {
+			*d = v
+		}
+	}
+	if c.EmbeddedHost == "" {
+		c.EmbeddedHost = DefaultEmbeddedHost
+	}
+	if c.EmbeddedPort == 0 {
+		c.EmbeddedPort = DefaultEmbeddedPort
+	}
+	if c.Concurrency == 0 {
+		c.Concurrency = DefaultConcurrency
+	}
+	set(&c.Idle, DefaultIdle)
+	set(&c.AckWait, DefaultAckWait)
+	if c.MaxDeliver == 0 {
+		c.MaxDeliver = DefaultMaxDeliver
+	}
+	set(&c.LeaseTTL, DefaultLeaseTTL)
+	set(&c.LeaseBusyDelay, DefaultLeaseBusyDelay)
+	set(&c.BackoffBase, DefaultBackoffBase)
+	set(&c.BackoffMax, DefaultBackoffMax)
+	set(&c.DuplicateWindow, DefaultDuplicateWindow)
+	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	if c.Replicas == 0 {
+		c.Replicas = 1
+	}
+	if c.Logger == nil {
+		c.Logger = slog.New(slog.DiscardHandler)
+	}
+	return c
+}
+
+// Validate reports the first invalid field, by name. It checks the config as given, after
+// defaults are applied.
+func (c Config) Validate() error {
+	c = c.withDefaults()
+	if len(c.Stores) == 0 {
+		return errors.New("config: Stores: at least one store is needed")
+	}
+	seen := map[string]bool{}
+	for i, s := range c.Stores {
+		if err := ValidateStoreName(s.Name); err != nil {
+			return fmt.Errorf("config: Stores[%d].Name: %w", i, err)
+		}
+		if seen[s.Name] {
+			return fmt.Errorf("config: Stores[%d].Name: store %q given twice", i, s.Name)
+		}
+		seen[s.Name] = true
+		if s.Dir == "" {
+			return fmt.Errorf("config: Stores[%d].Dir: empty", i)
+		}
+		fi, err := os.Stat(s.Dir)
+		if err != nil {
+			return fmt.Errorf("config: Stores[%d].Dir: %w", i, err)
+		}
+		if !fi.IsDir() {
+			return fmt.Errorf("config: Stores[%d].Dir: %s is not a directory", i, s.Dir)
+		}
+	}
+	if err := c.NATS.validate("config: NATS"); err != nil {
+		return err
+	}
+	if c.NATS.URL == "" && c.DataDir == "" {
+		return errors.New("config: DataDir: needed for the embedded NATS server (or set NATS.URL)")
+	}
+	if c.EmbeddedPort < -1 || c.EmbeddedPort > 65535 {
+		return fmt.Errorf("config: EmbeddedPort: %d out of range", c.EmbeddedPort)
+	}
+	if c.Concurrency < 1 {
+		return fmt.Errorf("config: Concurrency: %d, need at least 1", c.Concurrency)
+	}
+	if c.SweepEvery < 0 {
+		return fmt.Errorf("config: SweepEvery: %s is negative", c.SweepEvery)
+	}
+	if c.AckWait < 100*time.Millisecond {
+		return fmt.Errorf("config: AckWait: %s is too short (min 100ms)", c.AckWait)
+	}
+	if c.MaxDeliver < 1 {
+		return fmt.Errorf("config: MaxDeliver: %d, need at least 1", c.MaxDeliver)
+	}
+	if c.LeaseTTL < time.Second {
+		return fmt.Errorf("config: LeaseTTL: %s is too short (min 1s, the KV bucket's TTL resolution)", c.LeaseTTL)
+	}
+	if c.LeaseBusyDelay < 0 || c.BackoffBase < 0 || c.BackoffMax < c.BackoffBase {
+		return fmt.Errorf("config: BackoffBase/BackoffMax/LeaseBusyDelay: need 0 ≤ base ≤ max (got %s, %s, %s)", c.BackoffBase, c.BackoffMax, c.LeaseBusyDelay)
+	}
+	if c.DuplicateWindow < time.Second {
+		return fmt.Errorf("config: DuplicateWindow: %s is too short", c.DuplicateWindow)
+	}
+	if c.ShutdownTimeout < 0 {
+		return fmt.Errorf("config: ShutdownTimeout: %s is negative", c.ShutdownTimeout)
+	}
+	if c.Replicas < 1 || c.Replicas > 5 {
+		return fmt.Errorf("config: Replicas: %d, need 1..5", c.Replicas)
+	}
+	return nil
+}
+
+// rootOf resolves a store's directory once (symlinks included), so the check in resolve
+// compares real paths with real paths.
+func rootOf(s Store) (string, error) {
+	abs, err := filepath.Abs(s.Dir)
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", s.Name, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", s.Name, err)
+	}
+	return real, nil
+}

@@ -1,0 +1,144 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// EnqueueResult says what happened to an enqueue.
+type EnqueueResult struct {
+	JobID string `json:"jobId"`
+	// Seq is the stream sequence of the job message that will answer this request: the new
+	// one, the original of a duplicate, or the pending job when AlreadyQueued.
+	Seq uint64 `json:"seq"`
+	// Duplicate: the same request (same Nats-Msg-Id) was stored within the duplicate window.
+	Duplicate bool `json:"duplicate,omitempty"`
+	// AlreadyQueued: another job of this kind is pending or running for the session (err_code
+	// 10077); that job answers the request. Not an error.
+	AlreadyQueued bool `json:"alreadyQueued,omitempty"`
+	// Event is the job's final event when waiting.
+	Event *Event `json:"event,omitempty"`
+}
+
+// ErrNoService means no COMPACTOR_JOBS stream answered: no compactor service has run on
+// this NATS yet.
+var ErrNoService = errors.New("no COMPACTOR_JOBS stream on this NATS server (is `compactor run` running?)")
+
+// publishJob validates and publishes a job. A refusal because the session already has a
+// pending job of that kind is reported as AlreadyQueued with that job's sequence and id.
+func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueResult, error) {
+	job.Normalize(time.Now())
+	if err := job.Validate(); err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
+	}
+	data, err := json.Marshal(job)
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
+	}
+	for attempt := 0; ; attempt++ {
+		ack, err := js.Publish(ctx, job.Subject(), data, jetstream.WithMsgID(job.ID), jetstream.WithExpectStream(StreamJobs))
+		if err == nil {
+			return EnqueueResult{JobID: job.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
+		}
+		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
+			return EnqueueResult{}, fmt.Errorf("enqueue: %w", ErrNoService)
+		}
+		if !IsAlreadyQueued(err) {
+			return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), err)
+		}
+		stream, serr := js.Stream(ctx, StreamJobs)
+		if serr != nil {
+			return EnqueueResult{}, fmt.Errorf("enqueue: %w", serr)
+		}
+		pending, gerr := stream.GetLastMsgForSubject(ctx, job.Subject())
+		if gerr == nil {
+			var pj Job
+			_ = json.Unmarshal(pending.Data, &pj)
+			return EnqueueResult{JobID: pj.ID, Seq: pending.Sequence, AlreadyQueued: true}, nil
+		}
+		if !errors.Is(gerr, jetstream.ErrMsgNotFound) || attempt >= 20 {
+			return EnqueueResult{}, fmt.Errorf("enqueue %s: already queued, and the pending job cannot be read: %w", job.Subject(), gerr)
+		}
+		// The pending job finished between the refusal and the lookup: publish again.
+		select {
+		case <-ctx.Done():
+			return EnqueueResult{}, ctx.Err()
+		case <-time.After(50 * time.Millisecond):
+		}
+	}
+}
+
+// Enqueue publishes job (filling v, requestedAt and id) and, with wait, waits up to timeout
+// (0 = until ctx ends) for the job's final event: done, skipped or failed.
+//
+// The wait cannot miss its event: an ordered consumer on the session's event subject is
+// created before publishing and replays the events still in COMPACTOR_EVENTS, so an event
+// published before the consumer existed (a duplicate of a finished request, or a fast
+// worker) is found as well as a later one. Events are matched by job id and job sequence.
+func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration) (EnqueueResult, error) {
+	if timeout > 0 {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, timeout)
+		defer cancel()
+	}
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
+	}
+	if !wait {
+		return publishJob(ctx, js, &job)
+	}
+	if err := ValidateStoreName(job.Store); err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
+	}
+	if job.SessionID == "" {
+		return EnqueueResult{}, errors.New("enqueue: job: sessionId is empty")
+	}
+	events := make(chan jetstream.Msg, 64)
+	oc, err := js.OrderedConsumer(ctx, StreamEvents, jetstream.OrderedConsumerConfig{
+		FilterSubjects: []string{EventSubject(job.Store, job.SessionID)},
+		DeliverPolicy:  jetstream.DeliverAllPolicy,
+	})
+	if err != nil {
+		if errors.Is(err, jetstream.ErrStreamNotFound) {
+			return EnqueueResult{}, fmt.Errorf("enqueue: %w", ErrNoService)
+		}
+		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
+	}
+	cc, err := oc.Consume(func(m jetstream.Msg) {
+		select {
+		case events <- m:
+		case <-ctx.Done():
+		}
+	})
+	if err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
+	}
+	defer cc.Stop()
+
+	res, err := publishJob(ctx, js, &job)
+	if err != nil {
+		return res, err
+	}
+	for {
+		select {
+		case <-ctx.Done():
+			return res, fmt.Errorf("enqueue: waiting for job %s (seq %d): %w", res.JobID, res.Seq, ctx.Err())
+		case m := <-events:
+			var ev Event
+			if json.Unmarshal(m.Data(), &ev) != nil {
+				continue
+			}
+			if ev.JobSeq == res.Seq && ev.JobID == res.JobID && ev.Final() {
+				res.Event = &ev
+				return res, nil
+			}
+		}
+	}
+}

@@ -1,0 +1,189 @@
+// Package pipeline runs compactor's jobs over NATS JetStream: the job schema, the streams,
+// consumers and KV buckets, the worker pool with per-session leases, retries, dead letters,
+// result events, sweeps of session directories, metrics and the enqueue client.
+//
+// The compaction work itself (plan, summarize, append) is not here: workers call a Handler,
+// and sweeps call an Assessor, both small interfaces implemented elsewhere. pipeline only
+// guarantees that a job reaches exactly one handler at a time, with a resolved path that is
+// safely inside its store, and that every outcome is classified in one place (classify.go).
+package pipeline
+
+import (
+	"crypto/sha256"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"strings"
+	"time"
+	"unicode"
+)
+
+// JobVersion is the version of the job payload this package writes and understands.
+const JobVersion = 1
+
+// Job kinds.
+const (
+	KindCompact       = "compact"
+	KindBranchSummary = "branch_summary"
+)
+
+// Job is the JSON payload of a message on COMPACTOR_JOBS. It names a session by store and a
+// path relative to the store's root: a job never carries an absolute path, so a worker can
+// only touch files inside the roots it mounts.
+type Job struct {
+	V           int       `json:"v"`
+	Kind        string    `json:"kind"`
+	Store       string    `json:"store"`
+	Path        string    `json:"path"`
+	SessionID   string    `json:"sessionId"`
+	Reason      string    `json:"reason,omitempty"`
+	RequestedAt time.Time `json:"requestedAt"`
+	// ExpectLeafID is the leaf the requester saw. The handler refuses (skips) when the
+	// session was already compacted from that state, which makes redelivery harmless.
+	ExpectLeafID string `json:"expectLeafId,omitempty"`
+	// TargetID and FromID are for branch summaries.
+	TargetID string `json:"targetId,omitempty"`
+	FromID   string `json:"fromId,omitempty"`
+	// Force overrides the idle check (and, for the handler, the budget check).
+	Force bool `json:"force,omitempty"`
+	// Per-job overrides; zero values mean the worker's configuration.
+	Policy           string `json:"policy,omitempty"`
+	KeepRecentTokens int    `json:"keepRecentTokens,omitempty"`
+	Instructions     string `json:"instructions,omitempty"`
+	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
+	ID string `json:"id"`
+}
+
+// Validate checks what a worker relies on before it touches anything.
+func (j *Job) Validate() error {
+	if j.V != JobVersion {
+		return fmt.Errorf("job: unsupported version v=%d (want %d)", j.V, JobVersion)
+	}
+	if j.Kind != KindCompact && j.Kind != KindBranchSummary {
+		return fmt.Errorf("job: kind %q is not %q or %q", j.Kind, KindCompact, KindBranchSummary)
+	}
+	if err := ValidateStoreName(j.Store); err != nil {
+		return fmt.Errorf("job: %w", err)
+	}
+	if j.Path == "" {
+		return errors.New("job: path is empty")
+	}
+	if j.SessionID == "" {
+		return errors.New("job: sessionId is empty")
+	}
+	if j.Kind == KindBranchSummary && j.TargetID == "" {
+		return errors.New("job: branch_summary needs targetId")
+	}
+	if j.KeepRecentTokens < 0 {
+		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
+	}
+	return nil
+}
+
+// Subject is the subject the job is published on.
+func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind) }
+
+// MsgID is the de-duplication id: store, session, kind and leaf (plus target and source for
+// branch summaries). The same request for the same state within the duplicate window is
+// stored once. It is hashed when long so it always fits a header comfortably.
+func (j *Job) MsgID() string {
+	parts := []string{j.Store, j.SessionID, j.Kind, j.ExpectLeafID}
+	if j.Kind == KindBranchSummary {
+		parts = append(parts, j.TargetID, j.FromID)
+	}
+	id := strings.Join(parts, ":")
+	if len(id) > 200 {
+		sum := sha256.Sum256([]byte(id))
+		id = j.Kind + ":" + hex.EncodeToString(sum[:16])
+	}
+	return id
+}
+
+// Normalize fills V, RequestedAt and ID when they are empty.
+func (j *Job) Normalize(now time.Time) {
+	if j.V == 0 {
+		j.V = JobVersion
+	}
+	if j.RequestedAt.IsZero() {
+		j.RequestedAt = now.UTC()
+	}
+	if j.ID == "" {
+		j.ID = j.MsgID()
+	}
+}
+
+// DecodeJob parses and validates a job payload.
+func DecodeJob(data []byte) (Job, error) {
+	var j Job
+	if err := json.Unmarshal(data, &j); err != nil {
+		return Job{}, fmt.Errorf("job: malformed payload: %w", err)
+	}
+	if err := j.Validate(); err != nil {
+		return j, err
+	}
+	return j, nil
+}
+
+// Subject roots.
+const (
+	jobsPrefix   = "compactor.jobs."
+	eventsPrefix = "compactor.events."
+	dlqPrefix    = "compactor.dlq."
+)
+
+// JobSubject is compactor.jobs.<store>.<session token>.<kind>.
+func JobSubject(store, sessionID, kind string) string {
+	return jobsPrefix + store + "." + SessionToken(sessionID) + "." + kind
+}
+
+// EventSubject is compactor.events.<store>.<session token>.
+func EventSubject(store, sessionID string) string {
+	return eventsPrefix + store + "." + SessionToken(sessionID)
+}
+
+// DLQSubject is compactor.dlq.<store>.<session token>.
+func DLQSubject(store, sessionID string) string {
+	return dlqPrefix + store + "." + SessionToken(sessionID)
+}
+
+// ValidateStoreName reports whether name can be a subject token and a consumer name:
+// letters, digits, '-' and '_', at most 64 characters.
+func ValidateStoreName(name string) error {
+	if name == "" {
+		return errors.New("store name is empty")
+	}
+	if len(name) > 64 {
+		return fmt.Errorf("store name %q is longer than 64 characters", name)
+	}
+	for _, r := range name {
+		if !(r == '-' || r == '_' || (r < 128 && (unicode.IsLetter(r) || unicode.IsDigit(r)))) {
+			return fmt.Errorf("store name %q: only ASCII letters, digits, '-' and '_' are allowed (%q is not)", name, r)
+		}
+	}
+	return nil
+}
+
+// SessionToken maps a session id to a subject token. Pi's ids (UUIDs) are used as they
+// are; an id that cannot be a token (it holds '.', '*', '>', spaces or control characters,
+// or is very long) is replaced by "h-" and a hash of it, so every session still gets its
+// own subject and the mapping is stable.
+func SessionToken(id string) string {
+	if validToken(id) && !strings.HasPrefix(id, "h-") {
+		return id
+	}
+	sum := sha256.Sum256([]byte(id))
+	return "h-" + hex.EncodeToString(sum[:16])
+}
+
+func validToken(s string) bool {
+	if s == "" || len(s) > 128 {
+		return false
+	}
+	for _, r := range s {
+		if r <= ' ' || r == '.' || r == '*' || r == '>' || r == 0x7f || r > 127 {
+			return false
+		}
+	}
+	return true
+}

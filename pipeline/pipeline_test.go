@@ -1,0 +1,671 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// 200 enqueues for 50 sessions from 8 goroutines, with duplicates, over two workers:
+// exactly one compaction per session.
+func TestManyEnqueuesExactlyOnce(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	type sess struct{ rel, sid, leaf string }
+	var sessions []sess
+	for i := range 50 {
+		rel := fmt.Sprintf("sessions/--home-u-p%d--/2026-01-01T00-00-00-000Z_%d.jsonl", i%5, i)
+		sid, leaf := writeSession(t, b.dir, rel)
+		sessions = append(sessions, sess{rel, sid, leaf})
+	}
+	h := &fakeHandler{delay: 20 * time.Millisecond}
+	cfg := b.config(h)
+	b.run(b.service(cfg))
+	b.run(b.service(cfg))
+
+	var wg sync.WaitGroup
+	var mu sync.Mutex
+	counts := map[string]int{}
+	for g := range 8 {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := g; i < 200; i += 8 {
+				s := sessions[i%50]
+				job := Job{Kind: KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, Reason: "test"}
+				if i%3 != 0 {
+					job.ExpectLeafID = s.leaf
+				}
+				r, err := Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				switch {
+				case r.AlreadyQueued:
+					counts["queued"]++
+				case r.Duplicate:
+					counts["dup"]++
+				default:
+					counts["new"]++
+				}
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	t.Logf("enqueue answers: %v", counts)
+	eventually(t, 30*time.Second, "all sessions compacted and queue empty", func() bool {
+		for _, s := range sessions {
+			if countType(t, filepath.Join(b.dir, s.rel), "compaction") == 0 {
+				return false
+			}
+		}
+		return b.pending() == 0
+	})
+	time.Sleep(300 * time.Millisecond) // let any stray redelivery happen
+	for _, s := range sessions {
+		if n := countType(t, filepath.Join(b.dir, s.rel), "compaction"); n != 1 {
+			t.Errorf("%s: %d compactions, want 1", s.rel, n)
+		}
+	}
+	if _, maxActive := h.stats(); maxActive > 1 {
+		t.Errorf("a session was handled by %d jobs at once", maxActive)
+	}
+}
+
+// Paths outside the store, a symlink escaping it, a non-.jsonl file, a directory and a
+// malformed payload are dead-lettered with the reason; nothing is written.
+func TestUnsafeJobsDeadLettered(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	outsideDir := t.TempDir()
+	outside := filepath.Join(outsideDir, "victim.jsonl")
+	sid, _ := writeSession(t, outsideDir, "victim.jsonl")
+	before, _ := os.ReadFile(outside)
+	if err := os.Symlink(outside, filepath.Join(b.dir, "link.jsonl")); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(b.dir, "notes.txt"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Mkdir(filepath.Join(b.dir, "dir.jsonl"), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	rel, _ := filepath.Rel(b.dir, outside)
+	h := &fakeHandler{}
+	b.run(b.service(b.config(h)))
+
+	cases := map[string]string{ // path → expected reason fragment
+		rel:                  "leaves the store root",
+		outside:              "is absolute",
+		"link.jsonl":         "resolves outside the store root",
+		"notes.txt":          "not a .jsonl file",
+		"dir.jsonl":          "not a regular file",
+		"missing/none.jsonl": "does not exist",
+	}
+	i := 0
+	for p := range cases {
+		i++
+		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: p, SessionID: fmt.Sprintf("%s-%d", sid, i)})
+	}
+	// A malformed payload, published straight to a job subject.
+	if _, err := b.js.Publish(context.Background(), JobSubject("default", "garbage", KindCompact), []byte("{not json")); err != nil {
+		t.Fatal(err)
+	}
+	// A payload whose store disagrees with its subject.
+	bad := fmt.Sprintf(`{"v":1,"kind":"compact","store":"other","path":"x.jsonl","sessionId":"s1","requestedAt":"2026-01-01T00:00:00Z","id":"x"}`)
+	if _, err := b.js.Publish(context.Background(), JobSubject("default", "s1", KindCompact), []byte(bad)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 15*time.Second, "8 dead letters", func() bool { return len(b.deadLetters()) == 8 })
+	var reasons []string
+	for _, dl := range b.deadLetters() {
+		reasons = append(reasons, dl.Reason)
+		if dl.Deliveries != 1 || dl.JobSeq == 0 || dl.Subject == "" {
+			t.Errorf("dead letter lacks delivery data: %+v", dl)
+		}
+	}
+	all := strings.Join(reasons, "\n")
+	for p, frag := range cases {
+		if !strings.Contains(all, frag) {
+			t.Errorf("no dead letter for %q with %q in:\n%s", p, frag, all)
+		}
+	}
+	for _, frag := range []string{"invalid job: job: malformed payload", "does not match its payload"} {
+		if !strings.Contains(all, frag) {
+			t.Errorf("no dead letter with %q in:\n%s", frag, all)
+		}
+	}
+	if calls, _ := h.stats(); calls != 0 {
+		t.Errorf("handler called %d times for refused jobs", calls)
+	}
+	after, _ := os.ReadFile(outside)
+	if string(after) != string(before) {
+		t.Error("the file outside the store was modified")
+	}
+	if n := b.pending(); n != 0 {
+		t.Errorf("%d jobs left in the queue", n)
+	}
+}
+
+// A rate-limit error with a RetryAfter hint is retried no earlier than the hint and the
+// job then completes.
+func TestRetryAfterHonoured(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	var mu sync.Mutex
+	var attempts []time.Time
+	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+		mu.Lock()
+		defer mu.Unlock()
+		attempts = append(attempts, time.Now())
+		if len(attempts) == 1 {
+			return fmt.Errorf("llm: %w", RetryAfter(700*time.Millisecond, errors.New("429 rate limited")))
+		}
+		return nil
+	}}
+	b.run(b.service(b.config(h)))
+	r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Event == nil || r.Event.Outcome != OutcomeDone || r.Event.Attempt != 2 {
+		t.Fatalf("event = %+v, want done on attempt 2", r.Event)
+	}
+	mu.Lock()
+	gap := attempts[1].Sub(attempts[0])
+	mu.Unlock()
+	if gap < 700*time.Millisecond {
+		t.Errorf("retried after %s, before the 700ms hint", gap)
+	}
+	var retry *Event
+	for _, ev := range b.events() {
+		if ev.Outcome == OutcomeRetry {
+			retry = &ev
+		}
+	}
+	if retry == nil || retry.RetryInMs != 700 || !strings.Contains(retry.Error, "429") {
+		t.Errorf("retry event = %+v", retry)
+	}
+	if n := countType(t, filepath.Join(b.dir, "s.jsonl"), "compaction"); n != 1 {
+		t.Errorf("%d compactions", n)
+	}
+}
+
+// A worker that stops mid-job without acking (its connection dies): the job is redelivered
+// to another worker, which waits for the dead worker's lease to expire, and the effect
+// happens exactly once even when the first worker's handler later wakes up and tries.
+func TestCrashedWorkerRedelivered(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	entered := make(chan struct{})
+	wake := make(chan struct{})
+	var once sync.Once
+	crashed := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		once.Do(func() { close(entered) })
+		<-wake // deaf to ctx: a stuck process
+		return nil
+	}}
+	a := b.service(b.config(crashed))
+	stopA := b.run(a)
+	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	<-entered
+	a.Conn().Close() // the worker is gone: no heartbeat, no ack, no lease renewal
+
+	good := &fakeHandler{}
+	b.run(b.service(b.config(good)))
+	eventually(t, 20*time.Second, "the redelivered job to complete", func() bool {
+		return countType(t, file, "compaction") == 1 && b.pending() == 0
+	})
+	close(wake) // the stuck handler wakes up and tries to append: refused, leaf moved
+	stopA()
+	if n := countType(t, file, "compaction"); n != 1 {
+		t.Errorf("%d compactions, want 1", n)
+	}
+	if calls, _ := good.stats(); calls != 1 {
+		t.Errorf("second worker's handler called %d times", calls)
+	}
+}
+
+// Two workers, and two jobs of one session (compact and branch_summary): never at once,
+// each effect once.
+func TestLeaseSerializesSession(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, _ := writeSession(t, b.dir, "s.jsonl")
+	h := &fakeHandler{delay: 300 * time.Millisecond}
+	b.run(b.service(b.config(h)))
+	b.run(b.service(b.config(h)))
+	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid})
+	b.enqueue(Job{Kind: KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: "t1"})
+	eventually(t, 20*time.Second, "both jobs", func() bool {
+		return countType(t, file, "compaction") == 1 && countType(t, file, "branch_summary") == 1 && b.pending() == 0
+	})
+	if _, maxActive := h.stats(); maxActive != 1 {
+		t.Errorf("max jobs at once on one session = %d, want 1", maxActive)
+	}
+}
+
+func TestLeaseAcquireRelease(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	s := b.service(b.config(&fakeHandler{}))
+	ctx := context.Background()
+	kv := s.res.leases
+	l1, err := acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w1", "j1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	_, err = acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w2", "j2")
+	var busy *errLeaseBusy
+	if !errors.As(err, &busy) || busy.holder.Worker != "w1" {
+		t.Fatalf("second acquire: %v, want busy held by w1", err)
+	}
+	if err := l1.renew(ctx); err != nil {
+		t.Fatal(err)
+	}
+	if err := l1.release(ctx); err != nil {
+		t.Fatal(err)
+	}
+	l2, err := acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w2", "j2")
+	if err != nil {
+		t.Fatalf("after release: %v", err)
+	}
+	if err := l1.release(ctx); err == nil {
+		t.Error("a stale holder released someone else's lease")
+	}
+	// Abandoned: expires by itself after the bucket TTL.
+	_ = l2
+	eventually(t, 10*time.Second, "abandoned lease to expire", func() bool {
+		l, err := acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w3", "j3")
+		return err == nil && l != nil
+	})
+}
+
+// Graceful shutdown: jobs running when Run's context ends are finished (stage one) or, past
+// ShutdownTimeout, cancelled and given back (stage two); jobs not yet fetched stay queued.
+// Another worker then finishes everything: no job is lost, none runs twice.
+func TestGracefulShutdownLosesNoJob(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	h1 := &fakeHandler{delay: 150 * time.Millisecond}
+	cfg1 := b.config(h1)
+	cfg1.Concurrency = 2
+	s1 := b.service(cfg1)
+	var files []string
+	for i := range 12 {
+		rel := fmt.Sprintf("s%02d.jsonl", i)
+		sid, leaf := writeSession(t, b.dir, rel)
+		files = append(files, filepath.Join(b.dir, rel))
+		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+	}
+	// Worker 1: stage one (jobs finish within the timeout).
+	stop1 := b.run(s1)
+	eventually(t, 10*time.Second, "a job to start", func() bool { c, _ := h1.stats(); return c > 0 })
+	stop1()
+	if s1.inflight.Load() != 0 {
+		t.Fatal("jobs still in flight after Run returned")
+	}
+	// Worker 2: stage two (jobs outlive the timeout and are given back).
+	h2 := &fakeHandler{delay: time.Minute}
+	cfg2 := b.config(h2)
+	cfg2.Concurrency = 3
+	cfg2.ShutdownTimeout = 100 * time.Millisecond
+	s2 := b.service(cfg2)
+	stop2 := b.run(s2)
+	eventually(t, 10*time.Second, "jobs to start", func() bool { c, _ := h2.stats(); return c >= 3 })
+	stop2()
+	given := 0
+	for _, f := range files {
+		given += 1 - countType(t, f, "compaction")
+	}
+	if given == 0 {
+		t.Fatal("nothing left for worker 3; test is not exercising shutdown")
+	}
+	// Worker 3 finishes the rest.
+	h3 := &fakeHandler{}
+	b.run(b.service(b.config(h3)))
+	eventually(t, 20*time.Second, "all jobs done", func() bool {
+		for _, f := range files {
+			if countType(t, f, "compaction") != 1 {
+				return false
+			}
+		}
+		return b.pending() == 0
+	})
+	for _, f := range files {
+		if n := countType(t, f, "compaction"); n != 1 {
+			t.Errorf("%s: %d compactions", f, n)
+		}
+	}
+	for _, ev := range b.events() {
+		if ev.Outcome == OutcomeFailed {
+			t.Errorf("job failed: %+v", ev)
+		}
+	}
+}
+
+// A job that keeps failing transiently is dead-lettered on its last allowed delivery and
+// its subject is free again: a new enqueue for the session is accepted and runs.
+func TestMaxDeliverExhaustion(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	var fail sync.Map
+	fail.Store(leaf, true)
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		if _, ok := fail.Load(job.ExpectLeafID); ok {
+			return errors.New("upstream 500")
+		}
+		return nil
+	}}
+	cfg := b.config(h)
+	cfg.MaxDeliver = 3
+	b.run(b.service(cfg))
+	r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Event.Outcome != OutcomeFailed || !strings.Contains(r.Event.Reason, "max deliveries (3) exhausted") || r.Event.Attempt != 3 {
+		t.Fatalf("event = %+v", r.Event)
+	}
+	dls := b.deadLetters()
+	if len(dls) != 1 || dls[0].Deliveries != 3 || !strings.Contains(dls[0].Error, "upstream 500") {
+		t.Fatalf("dead letters = %+v", dls)
+	}
+	// The session changed; a new job is accepted (not "already queued") and completes.
+	newLeaf, err := appendLine(file, "message", leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r2, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r2.AlreadyQueued || r2.Event.Outcome != OutcomeDone {
+		t.Fatalf("second job: %+v event %+v", r2, r2.Event)
+	}
+}
+
+// A message whose deliveries run out without any final answer (the worker died on its last
+// delivery) is caught through JetStream's max-deliveries advisory: dead-lettered, deleted,
+// and the subject is unblocked.
+func TestMaxDeliveriesAdvisory(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	entered := make(chan struct{})
+	var once sync.Once
+	stuck := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		once.Do(func() { close(entered) })
+		select {} // never answers
+	}}
+	a := b.service(b.config(stuck))
+	good := &fakeHandler{}
+	w := b.service(b.config(good))
+	// Both are started (resources ensured); now make deliveries scarce, as after many crashes.
+	ctx := context.Background()
+	if _, err := b.js.UpdateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{
+		Durable: ConsumerName("default"), FilterSubject: jobsPrefix + "default.>", AckPolicy: jetstream.AckExplicitPolicy,
+		AckWait: time.Second, MaxDeliver: 1, MaxAckPending: 10000,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	go func() { _ = a.Run(context.Background()) }()
+	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	<-entered
+	a.Conn().Close()
+	b.run(w)
+	eventually(t, 20*time.Second, "dead letter from the advisory", func() bool { return len(b.deadLetters()) == 1 })
+	dl := b.deadLetters()[0]
+	if dl.JobSeq != r.Seq || !strings.Contains(dl.Reason, "max deliveries exhausted") {
+		t.Errorf("dead letter = %+v", dl)
+	}
+	eventually(t, 10*time.Second, "the job message deleted", func() bool { return b.pending() == 0 })
+	newLeaf, _ := appendLine(file, "message", leaf)
+	r2 := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
+	if r2.AlreadyQueued {
+		t.Fatal("subject still blocked")
+	}
+}
+
+// Enqueue --wait, already queued, and a duplicate of a finished request (its event was
+// published before the waiter existed), against the embedded server a Service starts.
+func TestEnqueueWaitEmbedded(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	sid, leaf := writeSession(t, dir, "sessions/--tmp--/a.jsonl")
+	release := make(chan struct{})
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		if job.Reason == "slow" {
+			<-release
+		}
+		return nil
+	}}
+	s, err := New(Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: t.TempDir(), EmbeddedPort: -1, Idle: -1, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := s.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = s.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; s.Close() })
+	nc := s.Conn()
+
+	job := Job{Kind: KindCompact, Store: "default", Path: "sessions/--tmp--/a.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	r, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if r.Event == nil || r.Event.Outcome != OutcomeDone || r.Event.EntryID == "" || r.Event.TokensBefore != 1000 {
+		t.Fatalf("event = %+v", r.Event)
+	}
+	// Same request again: a duplicate within the window; its event is found in the stream.
+	r2, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !r2.Duplicate || r2.Event == nil || r2.Event.EntryID != r.Event.EntryID {
+		t.Fatalf("duplicate: %+v event %+v", r2, r2.Event)
+	}
+	// A slow job is running; a second request for the session is "already queued" and
+	// answered by the running job's event.
+	slow := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
+	r3 := make(chan EnqueueResult, 1)
+	go func() {
+		r, err := Enqueue(context.Background(), nc, slow, true, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		r3 <- r
+	}()
+	eventually(t, 10*time.Second, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
+	other := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
+	r4c := make(chan EnqueueResult, 1)
+	go func() {
+		r, err := Enqueue(context.Background(), nc, other, true, 10*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		r4c <- r
+	}()
+	time.Sleep(200 * time.Millisecond)
+	close(release)
+	got3, got4 := <-r3, <-r4c
+	if !got4.AlreadyQueued || got4.Seq != got3.Seq || got4.Event == nil || got4.Event.JobSeq != got3.Seq {
+		t.Fatalf("already queued: %+v (event %+v), running job %+v", got4, got4.Event, got3)
+	}
+	if got3.Event.Outcome != OutcomeSkipped || !strings.Contains(got3.Event.Reason, "already compacted") {
+		t.Errorf("slow job event = %+v", got3.Event)
+	}
+}
+
+// A trigger arriving while a job runs is not lost: the enqueue is refused (already queued),
+// the running job refuses the moved leaf, and the after-job re-check enqueues the new leaf.
+func TestTriggerDuringJobRechecked(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	entered := make(chan struct{})
+	release := make(chan struct{})
+	var once sync.Once
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		if job.ExpectLeafID == leaf {
+			once.Do(func() { close(entered) })
+			<-release
+		}
+		return nil
+	}}
+	cfg := b.config(h)
+	cfg.Assessor = leafAssessor
+	b.run(b.service(cfg))
+	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	<-entered
+	// The agent writes more and triggers again while the job runs.
+	newLeaf, err := appendLine(file, "message", leaf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
+	if !r.AlreadyQueued {
+		t.Fatalf("second trigger: %+v, want already queued", r)
+	}
+	close(release)
+	eventually(t, 15*time.Second, "the new leaf compacted", func() bool {
+		ls := readLines(t, file)
+		return ls[len(ls)-1].Type == "compaction" && b.pending() == 0
+	})
+	ls := readLines(t, file)
+	if n := countType(t, file, "compaction"); n != 1 || ls[len(ls)-1].ParentID != newLeaf {
+		t.Errorf("%d compactions, last parent %s, want 1 on %s", n, ls[len(ls)-1].ParentID, newLeaf)
+	}
+}
+
+// Sweeps find Pi's layout and nested files, skip active and unchanged files, and enqueue
+// what is over budget; RunOnce then processes everything and reports it.
+func TestSweepAndRunOnce(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	var rels []string
+	for i := range 6 {
+		rel := fmt.Sprintf("sessions/--home-u-p%d--/2026-01-0%dT00-00-00-000Z_x.jsonl", i%2, i+1)
+		writeSession(t, b.dir, rel)
+		rels = append(rels, rel)
+	}
+	rels = append(rels, "deep/a/b/c.jsonl")
+	writeSession(t, b.dir, "deep/a/b/c.jsonl")
+	if err := os.WriteFile(filepath.Join(b.dir, "readme.md"), []byte("x"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	old := time.Now().Add(-time.Hour)
+	for _, rel := range rels[1:] {
+		if err := os.Chtimes(filepath.Join(b.dir, rel), old, old); err != nil {
+			t.Fatal(err)
+		}
+	}
+	h := &fakeHandler{}
+	cfg := b.config(h)
+	cfg.Assessor = leafAssessor
+	cfg.Idle = 10 * time.Minute
+	var progress strings.Builder
+	cfg.Progress = &progress
+	s := b.service(cfg)
+	rep, err := s.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st := rep.Sweep; st.Files != 7 || st.Active != 1 || st.Assessed != 6 || st.Enqueued != 6 {
+		t.Errorf("sweep stats = %+v", *st)
+	}
+	if rep.Counts[OutcomeDone] != 6 || len(rep.Rows) != 6 {
+		t.Errorf("report counts %v, rows %d", rep.Counts, len(rep.Rows))
+	}
+	table := rep.Table()
+	if !strings.Contains(table, "6 jobs: 6 done") || !strings.Contains(table, "TOKENS BEFORE") {
+		t.Errorf("table:\n%s", table)
+	}
+	if !strings.HasPrefix(progress.String(), "sweep: 7 files") {
+		t.Errorf("progress output %q", progress.String())
+	}
+	if countType(t, filepath.Join(b.dir, rels[0]), "compaction") != 0 {
+		t.Error("active session compacted")
+	}
+	// Second sweep: the compacted files changed, were just written (active), the rest unchanged.
+	st, err := s.Sweep(context.Background(), nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Assessed != 0 || st.Enqueued != 0 || st.Active != 7 {
+		t.Errorf("second sweep = %+v", st)
+	}
+	// Once idle again: compacted files are assessed once (not over budget), then unchanged.
+	for _, rel := range rels {
+		_ = os.Chtimes(filepath.Join(b.dir, rel), old, old)
+	}
+	st, _ = s.Sweep(context.Background(), nil)
+	if st.Assessed != 7 || st.Enqueued != 1 {
+		t.Errorf("third sweep = %+v", st)
+	}
+	st, _ = s.Sweep(context.Background(), nil)
+	if st.Unchanged != 7 || st.Assessed != 0 {
+		t.Errorf("fourth sweep = %+v", st)
+	}
+}
+
+func TestMetricsAndHealthz(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, _ := writeSession(t, b.dir, "s.jsonl")
+	cfg := b.config(&fakeHandler{})
+	cfg.MetricsAddr = "127.0.0.1:0"
+	s := b.service(cfg)
+	b.run(s)
+	if _, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	get := func(path string) (int, string) {
+		resp, err := http.Get("http://" + s.MetricsAddr().String() + path)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		return resp.StatusCode, string(body)
+	}
+	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+		t.Errorf("/healthz = %d %q", code, body)
+	}
+	wants := []string{`compactor_jobs_total{kind="compact",outcome="done",store="default"} 1`, "compactor_llm_tokens_total", "compactor_jobs_in_flight 0", "compactor_job_duration_seconds_bucket"}
+	eventually(t, 5*time.Second, "metrics after the job (in-flight drops just after the event)", func() bool {
+		_, body := get("/metrics")
+		for _, want := range wants {
+			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return true
+	})
+}

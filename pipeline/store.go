@@ -1,0 +1,90 @@
+package pipeline
+
+import (
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// ErrUnsafePath is the cause of every refusal by resolve: the job is dead-lettered with it
+// and nothing is written.
+var ErrUnsafePath = errors.New("unsafe path")
+
+// resolve maps a job's relative path to an absolute file inside root (a real path, as
+// returned by rootOf). Symlinks are followed, and the result must still be inside root,
+// be a regular file and end in .jsonl.
+func resolve(root, rel string) (string, error) {
+	if rel == "" {
+		return "", fmt.Errorf("%w: empty path", ErrUnsafePath)
+	}
+	if filepath.IsAbs(rel) || strings.HasPrefix(rel, "/") || strings.HasPrefix(rel, `\`) {
+		return "", fmt.Errorf("%w: %q is absolute; jobs carry paths relative to the store root", ErrUnsafePath, rel)
+	}
+	if strings.ContainsRune(rel, 0) {
+		return "", fmt.Errorf("%w: %q contains a NUL byte", ErrUnsafePath, rel)
+	}
+	if !strings.HasSuffix(rel, ".jsonl") {
+		return "", fmt.Errorf("%w: %q is not a .jsonl file", ErrUnsafePath, rel)
+	}
+	joined := filepath.Join(root, filepath.FromSlash(rel))
+	if !within(root, joined) {
+		return "", fmt.Errorf("%w: %q leaves the store root", ErrUnsafePath, rel)
+	}
+	real, err := filepath.EvalSymlinks(joined)
+	if err != nil {
+		if errors.Is(err, os.ErrNotExist) {
+			return "", fmt.Errorf("%w: %q does not exist", ErrUnsafePath, rel)
+		}
+		return "", fmt.Errorf("%w: %q: %v", ErrUnsafePath, rel, err)
+	}
+	if !within(root, real) {
+		return "", fmt.Errorf("%w: %q resolves outside the store root", ErrUnsafePath, rel)
+	}
+	if !strings.HasSuffix(real, ".jsonl") {
+		return "", fmt.Errorf("%w: %q resolves to %s, not a .jsonl file", ErrUnsafePath, rel, filepath.Base(real))
+	}
+	fi, err := os.Lstat(real)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrUnsafePath, rel, err)
+	}
+	if !fi.Mode().IsRegular() {
+		return "", fmt.Errorf("%w: %q is not a regular file", ErrUnsafePath, rel)
+	}
+	return real, nil
+}
+
+// within reports whether p is root or below it (both cleaned absolute paths).
+func within(root, p string) bool {
+	r, err := filepath.Rel(root, p)
+	if err != nil {
+		return false
+	}
+	return r != ".." && !strings.HasPrefix(r, ".."+string(filepath.Separator)) && !filepath.IsAbs(r)
+}
+
+// RelPath returns file's path relative to the store root dir, with forward slashes, after
+// resolving symlinks on both; it fails if file is not inside dir. The enqueue client uses it.
+func RelPath(dir, file string) (string, error) {
+	root, err := rootOf(Store{Name: "store", Dir: dir})
+	if err != nil {
+		return "", err
+	}
+	abs, err := filepath.Abs(file)
+	if err != nil {
+		return "", err
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", err
+	}
+	if !within(root, real) {
+		return "", fmt.Errorf("%s is not inside the store directory %s", file, dir)
+	}
+	rel, err := filepath.Rel(root, real)
+	if err != nil {
+		return "", err
+	}
+	return filepath.ToSlash(rel), nil
+}

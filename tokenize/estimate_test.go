@@ -1,0 +1,159 @@
+package tokenize
+
+import (
+	"encoding/json"
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/compactor-dev/compactor/sessionio"
+)
+
+// corpusDir is the project's copy of the shared corpus.
+const corpusDir = "../testdata/corpus"
+
+// goldenFiles maps a file name in estimate-goldens.json to its path under corpusDir.
+var goldenFiles = map[string]string{
+	"synthetic-v3-session.jsonl":          "pi-generated/synthetic-v3-session.jsonl",
+	"before-compaction.migrated-v3.jsonl": "pi-generated/before-compaction.migrated-v3.jsonl",
+	"before-compaction.jsonl":             "pi-repo/before-compaction.jsonl",
+	"large-session.jsonl":                 "pi-repo/large-session.jsonl",
+}
+
+type estimateGolden struct {
+	Version int `json:"version"`
+	Paths   []struct {
+		Leaf    string              `json:"leaf"`
+		Entries [][]json.RawMessage `json:"entries"` // [id, type, tokens|null]
+	} `json:"paths"`
+}
+
+// TestEstimateMatchesPi checks Estimate against the real Pi's estimateTokens for every
+// message entry of the corpus (every leaf's path, so side branches are covered too).
+// Goldens: testdata/gen-estimate-goldens.mjs, which runs `pi-oracle cut --per-entry`.
+func TestEstimateMatchesPi(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("testdata/estimate-goldens.json")
+	if err != nil {
+		t.Fatal(err)
+	}
+	var goldens map[string]estimateGolden
+	if err := json.Unmarshal(data, &goldens); err != nil {
+		t.Fatal(err)
+	}
+	if len(goldens) < 16 {
+		t.Fatalf("only %d golden files", len(goldens))
+	}
+	est := Estimate()
+	checked := 0
+	for name, g := range goldens {
+		rel := goldenFiles[name]
+		if rel == "" {
+			rel = name
+		}
+		s, err := sessionio.ReadFile(filepath.Join(corpusDir, rel))
+		if err != nil {
+			t.Fatalf("%s: %v", name, err)
+		}
+		for _, gp := range g.Paths {
+			path, err := s.Path(gp.Leaf)
+			if err != nil {
+				t.Fatalf("%s leaf %q: %v", name, gp.Leaf, err)
+			}
+			if len(path) != len(gp.Entries) {
+				t.Fatalf("%s leaf %q: path has %d entries, Pi's %d", name, gp.Leaf, len(path), len(gp.Entries))
+			}
+			for i, ge := range gp.Entries {
+				var id, typ string
+				var want *int
+				_ = json.Unmarshal(ge[0], &id)
+				_ = json.Unmarshal(ge[1], &typ)
+				_ = json.Unmarshal(ge[2], &want)
+				e := path[i]
+				// v1 files get fresh random ids when migrated (by Pi and by sessionio alike):
+				// compare those by position and type.
+				if g.Version >= 3 && e.ID != id {
+					t.Fatalf("%s leaf %q index %d: id %s, Pi %s", name, gp.Leaf, i, e.ID, id)
+				}
+				if gotType := strings.SplitN(typ, ":", 2)[0]; e.Type != gotType {
+					t.Fatalf("%s index %d: type %s, Pi %s", name, i, e.Type, typ)
+				}
+				if want == nil {
+					if e.Type == sessionio.TypeMessage {
+						t.Errorf("%s %s: Pi did not count a message entry", name, id)
+					}
+					continue
+				}
+				if got := est.Count(e.Message); got != *want {
+					t.Errorf("%s %s (%s): estimate %d, Pi %d", name, id, typ, got, *want)
+				}
+				checked++
+			}
+		}
+	}
+	t.Logf("%d message entries checked against Pi", checked)
+	if checked < 5000 {
+		t.Errorf("only %d entries checked", checked)
+	}
+}
+
+func msg(t *testing.T, raw string) *sessionio.Message {
+	t.Helper()
+	m, err := sessionio.DecodeMessage(json.RawMessage(raw))
+	if err != nil {
+		t.Fatalf("decode %s: %v", raw, err)
+	}
+	return m
+}
+
+// TestEstimateRules pins the per-role rules on small hand-made messages, including the
+// UTF-16 and JSON.stringify subtleties the corpus may not exercise.
+func TestEstimateRules(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		name string
+		raw  string
+		want int
+	}{
+		{"user string", `{"role":"user","content":"abcde"}`, 2},
+		{"user blocks, image free", `{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image","data":"AAAA","mimeType":"image/png"},{"type":"text","text":""}]}`, 1},
+		{"astral char is 2 units", `{"role":"user","content":"😀😀😀"}`, 2},
+		{"assistant all parts", `{"role":"assistant","content":[{"type":"text","text":"ab"},{"type":"thinking","thinking":"cd","thinkingSignature":"zzzzzzzzzzzz"},{"type":"toolCall","id":"x","name":"read","arguments":{"path":"a\nb"}}]}`, 6}, // 2+2+4+15 = 23 → 6
+		{"tool args reformatted", `{"role":"assistant","content":[{"type":"toolCall","id":"x","name":"","arguments":{ "n" : 1.50 , "b":[true, null] }}]}`, 7},                                                                                    // {"n":1.5,"b":[true,null]} = 25 → 7
+		{"toolResult image 4800", `{"role":"toolResult","toolCallId":"x","toolName":"read","content":[{"type":"image","data":"AA","mimeType":"image/png"},{"type":"text","text":"abcd"}],"isError":false}`, 1201},
+		{"custom string", `{"role":"custom","customType":"x","content":"abcdefgh","display":true}`, 2},
+		{"bash", `{"role":"bashExecution","command":"ls","output":"a\nb","exitCode":0,"cancelled":false,"truncated":false}`, 2},
+		{"bash excluded still counts (as Pi)", `{"role":"bashExecution","command":"ls","output":"abc","excludeFromContext":true}`, 2},
+		{"branch summary", `{"role":"branchSummary","summary":"abcdefghi","fromId":"x"}`, 3},
+		{"compaction summary", `{"role":"compactionSummary","summary":"abcd","tokensBefore":5}`, 1},
+		{"unknown role", `{"role":"system","content":"abcdefgh"}`, 0},
+		{"empty", `{"role":"user","content":""}`, 0},
+	}
+	for _, tc := range tests {
+		if got := Estimate().Count(msg(t, tc.raw)); got != tc.want {
+			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		}
+	}
+	if Estimate().Count(nil) != 0 {
+		t.Error("nil message")
+	}
+}
+
+func TestOverBudget(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		tokens, window, reserve int
+		want                    bool
+	}{
+		{183616, 200000, 16384, false}, // exactly at the threshold: still fits (Pi: strictly greater)
+		{183617, 200000, 16384, true},
+		{0, 0, 16384, true}, // unknown window (0), as in Pi
+		{1000, 128000, 16384, false},
+	}
+	for _, tc := range tests {
+		if got := OverBudget(tc.tokens, tc.window, tc.reserve); got != tc.want {
+			t.Errorf("OverBudget(%d, %d, %d) = %v", tc.tokens, tc.window, tc.reserve, got)
+		}
+	}
+}
