@@ -40,5 +40,12 @@ interop:
 	$(PI_ORACLE) install
 	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) $(GO) test -count=1 -timeout 30m $(PKGS)
 
+# The README's main command: the service on its embedded defaults (embedded NATS,
+# extractive summarizer) over a scratch copy of the example store, once, with a report.
+demo:
+	rm -rf .compactor/demo && mkdir -p .compactor/demo
+	cp -R examples/sessions .compactor/demo/sessions
+	$(GO) run ./cmd/compactor run --once --config configs/example.json
+
 clean:
 	rm -rf $(BIN)

@@ -152,11 +152,16 @@ running jobs get --shutdown-timeout to finish, the rest are given back.
 Examples:
   compactor run --store default=$HOME/.pi/agent/sessions --concurrency 8 --sweep-every 10m
   compactor run --nats-url nats://nats:4222 --creds /etc/compactor/nats.creds --store team=/srv/sessions
-  compactor run --once --store default=./sessions     # sweep, process everything, print a report`)
+  compactor run --once --store default=./sessions     # sweep, process everything, print a report
+  compactor run --once --config configs/example.json  # settings from a file (flags win)`)
 	var f serviceFlags
 	f.bind(fs, env, true)
+	cfgFile := configFlag(fs, env)
 	pos, err := parseFlags(fs, env.Args)
 	if err != nil {
+		return err
+	}
+	if err := applyConfigFile(fs, *cfgFile); err != nil {
 		return err
 	}
 	if len(pos) > 0 {

@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // run --once and sweep through the NewPipelineHandler hook. Not parallel: it sets the hook.
@@ -53,5 +54,57 @@ func TestRunOnceAndSweepCommands(t *testing.T) {
 	e, out, _ = env("sweep", "--help")
 	if code := Run(context.Background(), e); code != ExitOK || !strings.Contains(out.String(), "Examples:") {
 		t.Errorf("sweep --help: %d %s", code, out)
+	}
+}
+
+// TestDemoRunOnce is `make demo` in process: the service on its embedded defaults with the
+// example config over a copy of examples/sessions. Every session over budget is compacted
+// once, the rest are left alone, and the files end in a compaction Pi will load.
+func TestDemoRunOnce(t *testing.T) {
+	root := repoRoot(t)
+	dir := t.TempDir()
+	sessions := filepath.Join(dir, "sessions")
+	if err := os.CopyFS(sessions, os.DirFS(filepath.Join(root, "examples/sessions"))); err != nil {
+		t.Fatal(err)
+	}
+	before := map[string]int64{}
+	files, _ := filepath.Glob(filepath.Join(sessions, "*", "*.jsonl"))
+	for _, f := range files {
+		st, _ := os.Stat(f)
+		before[f] = st.Size()
+	}
+	if len(files) < 5 {
+		t.Fatalf("examples/sessions has %d files", len(files))
+	}
+	code, out, errOut := runCLI(t, "run", "--once", "--config", filepath.Join(root, "configs/example.json"),
+		"--store", "example="+sessions, "--data-dir", filepath.Join(dir, "nats"), "--log-level", "warn")
+	if code != ExitOK {
+		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
+	}
+	if !strings.Contains(out, "4 jobs: 4 done, 0 skipped, 0 failed") {
+		t.Fatalf("report:\n%s", out)
+	}
+	compacted := 0
+	for _, f := range files {
+		s, err := sessionio.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		leaf := s.Get(s.LeafID())
+		if s.Size != before[f] {
+			if leaf.Type != sessionio.TypeCompaction {
+				t.Errorf("%s grew but its leaf is a %s", f, leaf.Type)
+			}
+			compacted++
+		}
+	}
+	if compacted != 4 {
+		t.Fatalf("%d files compacted, want 4", compacted)
+	}
+	// A second run finds nothing new to do.
+	code, out, _ = runCLI(t, "run", "--once", "--config", filepath.Join(root, "configs/example.json"),
+		"--store", "example="+sessions, "--data-dir", filepath.Join(dir, "nats"), "--log-level", "warn")
+	if code != ExitOK || !strings.Contains(out, "3 unchanged") || !strings.Contains(out, "0 jobs: 0 done") {
+		t.Fatalf("second run: exit %d\n%s", code, out)
 	}
 }
