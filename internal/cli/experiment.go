@@ -1,0 +1,187 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"fmt"
+	"io"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"golang.org/x/term"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/experiment"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+func init() {
+	register(&Command{Name: "experiment", Summary: "compare cut-point policies over a directory of sessions (no LLM, no writes)", Run: runExperiment})
+}
+
+func runExperiment(ctx context.Context, env *Env) error {
+	fs := newFlagSet(env, "experiment", "compactor experiment --dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay] [--summarizer extractive|none] [--summary-tokens N] [--format table|json|csv|html] [--out FILE] [--workers N]",
+		`Plan every session (*.jsonl, recursively) under DIR with each policy and keepRecentTokens
+setting and compare: tokens kept verbatim, summarized and in a split turn's prefix, distance
+from the target, invariant violations, agreement with Pi. With --replay each session's current
+path is also grown entry by entry and compacted in memory whenever it goes over budget (window
+- reserve) at the end of an agent run, with the extractive summarizer or a fixed-size stand-in
+(--summarizer none): compactions, tokens sent to the summarizer, verbatim context after each
+compaction, largest context. Nothing is written to the sessions and no LLM is called.
+
+The window defaults to each session's model window from the catalog (what the service uses);
+--context-window overrides it, e.g. 64000 to make ordinary sessions compact. A file that cannot
+be read is listed under errors and skipped. CSV holds the replay rows with --replay, else the
+snapshot rows; JSON and HTML hold everything.`)
+	dir := fs.String("dir", "", "directory of session files (searched recursively for *.jsonl)")
+	policies := fs.String("policies", strings.Join(cutpoint.Names(), ","), "comma-separated policies to compare")
+	counter := fs.String("counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
+	keeps := fs.String("keep-recent-tokens", strconv.Itoa(cutpoint.DefaultKeepRecentTokens), "comma-separated keepRecentTokens settings")
+	window := fs.Int("context-window", 0, "context window for every session (default: the catalog window of each session's model)")
+	reserve := fs.Int("reserve-tokens", cutpoint.DefaultReserveTokens, "tokens kept free in the context window")
+	replay := fs.Bool("replay", false, "also replay each session and compact it in memory when over budget")
+	summarizer := fs.String("summarizer", experiment.SummarizerExtractive, "replay summarizer: extractive|none")
+	summaryTokens := fs.Int("summary-tokens", experiment.DefaultSummaryTokens, "size of the stand-in summary with --summarizer none")
+	format := fs.String("format", "", "output: table|json|csv|html (default: from --out's extension, else table)")
+	out := fs.String("out", "", "write the output to FILE instead of standard output")
+	workers := fs.Int("workers", 0, "sessions processed at once (default: the number of CPUs)")
+	args, err := parseFlags(fs, env.Args)
+	if err != nil {
+		return err
+	}
+	if *dir == "" && len(args) == 1 {
+		*dir, args = args[0], nil
+	}
+	if *dir == "" {
+		return usageErrorf("--dir is required (see --help)")
+	}
+	if len(args) > 0 {
+		return usageErrorf("unexpected arguments %q", args)
+	}
+	cfg := experiment.Config{
+		Counter: *counter, ContextWindow: *window, ReserveTokens: *reserve, Replay: *replay,
+		Summarizer: *summarizer, SummaryTokens: *summaryTokens, Workers: *workers,
+	}
+	for _, p := range strings.Split(*policies, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			cfg.Policies = append(cfg.Policies, p)
+		}
+	}
+	for _, k := range strings.Split(*keeps, ",") {
+		if k = strings.TrimSpace(k); k == "" {
+			continue
+		}
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			return usageErrorf("--keep-recent-tokens: %q is not a number", k)
+		}
+		cfg.KeepRecentTokens = append(cfg.KeepRecentTokens, n)
+	}
+	if *reserve < 0 || *summaryTokens < 0 || *workers < 0 {
+		return usageErrorf("--reserve-tokens, --summary-tokens and --workers must not be negative")
+	}
+	if err := cfg.Validate(); err != nil {
+		return &UsageError{Err: err}
+	}
+	f := *format
+	if f == "" {
+		f = experiment.FormatTable
+		switch strings.ToLower(filepath.Ext(*out)) {
+		case ".json":
+			f = experiment.FormatJSON
+		case ".csv":
+			f = experiment.FormatCSV
+		case ".html", ".htm":
+			f = experiment.FormatHTML
+		}
+	}
+	known := false
+	for _, k := range experiment.Formats() {
+		known = known || k == f
+	}
+	if !known {
+		return usageErrorf("--format: unknown format %q (want %s)", f, strings.Join(experiment.Formats(), ", "))
+	}
+	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+		if err == nil {
+			err = fmt.Errorf("not a directory")
+		}
+		return usageErrorf("--dir %s: %v", *dir, err)
+	}
+
+	files, walkErrs, err := experiment.Files(*dir)
+	if err != nil {
+		return &UsageError{Err: err}
+	}
+	if len(files) == 0 {
+		return usageErrorf("--dir %s: no *.jsonl session files", *dir)
+	}
+	bar := newProgressBar(env.Stderr)
+	cfg.Progress = bar.update
+	start := time.Now()
+	res, err := experiment.RunFiles(ctx, *dir, files, cfg)
+	bar.done()
+	if err != nil {
+		return err
+	}
+	res.Errors = append(res.Errors, walkErrs...)
+
+	var buf bytes.Buffer
+	if err := experiment.Write(&buf, res, f); err != nil {
+		return err
+	}
+	if *out == "" {
+		_, err = env.Stdout.Write(buf.Bytes())
+		return err
+	}
+	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", *out, err)
+	}
+	fmt.Fprintf(env.Stderr, "compactor experiment: %d sessions (%d skipped) in %s; wrote %s\n",
+		res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *out)
+	return nil
+}
+
+// progressBar draws "[#####.....] done/total files" on a terminal, at most ten times a
+// second; on anything else (a pipe, a file, a test buffer) it draws nothing.
+type progressBar struct {
+	w    io.Writer
+	mu   sync.Mutex
+	last time.Time
+	drew bool
+}
+
+func newProgressBar(stderr io.Writer) *progressBar {
+	f, ok := stderr.(*os.File)
+	if !ok || !term.IsTerminal(int(f.Fd())) {
+		return &progressBar{}
+	}
+	return &progressBar{w: stderr}
+}
+
+func (p *progressBar) update(done, total int) {
+	if p.w == nil {
+		return
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	now := time.Now()
+	if done < total && now.Sub(p.last) < 100*time.Millisecond {
+		return
+	}
+	p.last = now
+	const width = 30
+	n := width * done / max(1, total)
+	fmt.Fprintf(p.w, "\r[%s%s] %d/%d files", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total)
+	p.drew = true
+}
+
+func (p *progressBar) done() {
+	if p.w != nil && p.drew {
+		fmt.Fprint(p.w, "\r\033[K")
+	}
+}

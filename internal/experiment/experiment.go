@@ -1,0 +1,326 @@
+// Package experiment replays Pi sessions to compare cut-point policies without spending
+// anything on an LLM: how much each policy keeps verbatim, how much it sends to the
+// summarizer, whether it splits turns, whether it breaks a cut invariant, and whether it
+// agrees with Pi.
+//
+// Two modes run over every *.jsonl file under a directory:
+//
+//   - Snapshot: one plan per session, policy and keepRecentTokens setting, for the
+//     session's current path as it is on disk (existing compactions included).
+//   - Replay: the session's current path is grown entry by entry as it happened, its own
+//     compaction entries dropped, and whenever the context goes over budget at a point
+//     where Pi would check (the end of an agent run, or just before a new user prompt) it
+//     is compacted in memory with the policy and a summarizer that needs no network (the
+//     extractive one, or a fixed-size stand-in). Each compaction becomes a synthetic
+//     compaction entry in the replayed path, so the next plan starts where Pi's would.
+//
+// Sessions are processed by a bounded pool of workers; one bad file is reported in
+// Result.Errors and skipped. The result is deterministic (sorted rows, no timings), so
+// reports generated from the same corpus are byte-identical.
+package experiment
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io/fs"
+	"path/filepath"
+	"runtime"
+	"slices"
+	"sort"
+	"strings"
+	"sync"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// Summarizer names for Config.Summarizer.
+const (
+	SummarizerExtractive = "extractive"
+	SummarizerNone       = "none"
+)
+
+// DefaultSummaryTokens is the size of the stand-in summary of SummarizerNone.
+const DefaultSummaryTokens = 1000
+
+// Config selects what an experiment runs. Zero values mean the defaults.
+type Config struct {
+	// Policies to compare (default: every cutpoint policy).
+	Policies []string
+	// Counter is "tiktoken" (default) or "estimate" (Pi's chars/4).
+	Counter string
+	// KeepRecentTokens settings to try (default: 20000, Pi's).
+	KeepRecentTokens []int
+	// ReserveTokens is Pi's reserveTokens (default 16384).
+	ReserveTokens int
+	// ContextWindow overrides the model catalog's window of each session's model
+	// (0: the catalog's). Small windows make small sessions compact in a replay.
+	ContextWindow int
+	// Replay also replays every session (Result.Replay); otherwise only snapshots.
+	Replay bool
+	// Summarizer is "extractive" (default) or "none" (a fixed-size stand-in summary of
+	// SummaryTokens tokens).
+	Summarizer    string
+	SummaryTokens int
+	// Workers is the number of sessions processed at once (default runtime.NumCPU()).
+	Workers int
+	// Progress, when set, is called after each file with the number of files done and
+	// the total, from one goroutine at a time.
+	Progress func(done, total int)
+}
+
+// WithDefaults returns c with every zero value replaced by its default.
+func (c Config) WithDefaults() Config {
+	if len(c.Policies) == 0 {
+		c.Policies = cutpoint.Names()
+	}
+	if c.Counter == "" {
+		c.Counter = tokenize.CounterTiktoken
+	}
+	if len(c.KeepRecentTokens) == 0 {
+		c.KeepRecentTokens = []int{cutpoint.DefaultKeepRecentTokens}
+	}
+	if c.ReserveTokens <= 0 {
+		c.ReserveTokens = cutpoint.DefaultReserveTokens
+	}
+	if c.Summarizer == "" {
+		c.Summarizer = SummarizerExtractive
+	}
+	if c.SummaryTokens <= 0 {
+		c.SummaryTokens = DefaultSummaryTokens
+	}
+	if c.Workers <= 0 {
+		c.Workers = runtime.NumCPU()
+	}
+	return c
+}
+
+// Validate names the first bad setting.
+func (c Config) Validate() error {
+	c = c.WithDefaults()
+	seen := map[string]bool{}
+	for _, p := range c.Policies {
+		if _, err := cutpoint.ByName(p); err != nil {
+			return fmt.Errorf("experiment: policies: %w", err)
+		}
+		if seen[p] {
+			return fmt.Errorf("experiment: policies: %q given twice", p)
+		}
+		seen[p] = true
+	}
+	switch c.Counter {
+	case tokenize.CounterTiktoken, tokenize.CounterEstimate:
+	default:
+		return fmt.Errorf("experiment: counter: unknown counter %q (want tiktoken or estimate)", c.Counter)
+	}
+	for _, k := range c.KeepRecentTokens {
+		if k < 0 {
+			return fmt.Errorf("experiment: keepRecentTokens: %d is negative", k)
+		}
+	}
+	if c.ContextWindow < 0 {
+		return errors.New("experiment: contextWindow must not be negative")
+	}
+	switch c.Summarizer {
+	case SummarizerExtractive, SummarizerNone:
+	default:
+		return fmt.Errorf("experiment: summarizer: unknown summarizer %q (want extractive or none)", c.Summarizer)
+	}
+	return nil
+}
+
+// Result is everything an experiment measured. JSON, CSV, the table and the HTML report
+// are all rendered from it.
+type Result struct {
+	Dir              string   `json:"dir"`
+	Policies         []string `json:"policies"`
+	Counter          string   `json:"counter"`
+	KeepRecentTokens []int    `json:"keepRecentTokens"`
+	ReserveTokens    int      `json:"reserveTokens"`
+	// ContextWindow is the override; 0 means each session's catalog window (rows say
+	// which window they used).
+	ContextWindow int    `json:"contextWindow"`
+	Replayed      bool   `json:"replayed"`
+	Summarizer    string `json:"summarizer"`
+	SummaryTokens int    `json:"summaryTokens,omitempty"`
+
+	Files    int `json:"files"`    // *.jsonl files found
+	Sessions int `json:"sessions"` // files read and planned
+
+	Snapshot       []SnapshotRow   `json:"snapshot"`
+	SnapshotTotals []SnapshotTotal `json:"snapshotTotals"`
+	Replay         []ReplayRow     `json:"replay"`
+	ReplayTotals   []ReplayTotal   `json:"replayTotals"`
+	Errors         []FileError     `json:"errors"`
+}
+
+// FileError is a file that was skipped, and why.
+type FileError struct {
+	File   string `json:"file"`
+	Reason string `json:"reason"`
+}
+
+// Files returns every *.jsonl file under dir (recursively), sorted. Unreadable
+// subdirectories are returned as FileErrors rather than failing the walk.
+func Files(dir string) ([]string, []FileError, error) {
+	var files []string
+	var bad []FileError
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if p == dir {
+				return err
+			}
+			bad = append(bad, FileError{File: p, Reason: err.Error()})
+			if d != nil && d.IsDir() {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.IsDir() && strings.HasSuffix(d.Name(), ".jsonl") {
+			files = append(files, p)
+		}
+		return nil
+	})
+	if err != nil {
+		return nil, nil, fmt.Errorf("experiment: walk %s: %w", dir, err)
+	}
+	sort.Strings(files)
+	return files, bad, nil
+}
+
+// Run runs the experiment over every *.jsonl file under dir.
+func Run(ctx context.Context, dir string, cfg Config) (*Result, error) {
+	files, bad, err := Files(dir)
+	if err != nil {
+		return nil, err
+	}
+	res, err := RunFiles(ctx, dir, files, cfg)
+	if err != nil {
+		return nil, err
+	}
+	res.Errors = append(res.Errors, bad...)
+	sortErrors(res.Errors)
+	return res, nil
+}
+
+// RunFiles runs the experiment over the given files; rows name each file relative to
+// root (root may be "").
+func RunFiles(ctx context.Context, root string, files []string, cfg Config) (*Result, error) {
+	if err := cfg.Validate(); err != nil {
+		return nil, err
+	}
+	cfg = cfg.WithDefaults()
+	res := &Result{
+		Dir: root, Policies: cfg.Policies, Counter: cfg.Counter, KeepRecentTokens: cfg.KeepRecentTokens,
+		ReserveTokens: cfg.ReserveTokens, ContextWindow: cfg.ContextWindow, Replayed: cfg.Replay,
+		Files: len(files), Snapshot: []SnapshotRow{}, Replay: []ReplayRow{}, Errors: []FileError{},
+		SnapshotTotals: []SnapshotTotal{}, ReplayTotals: []ReplayTotal{},
+	}
+	if cfg.Replay {
+		res.Summarizer = cfg.Summarizer
+		if cfg.Summarizer == SummarizerNone {
+			res.SummaryTokens = cfg.SummaryTokens
+		}
+	}
+	// The stand-in summary is built once per counter name (encodings may differ).
+	sr := newSessionRunner(cfg)
+
+	type out struct {
+		sr  *sessionResult
+		err *FileError
+	}
+	jobs := make(chan int)
+	results := make(chan out)
+	var wg sync.WaitGroup
+	workers := min(cfg.Workers, max(1, len(files)))
+	for range workers {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := range jobs {
+				name := relName(root, files[i])
+				r, err := sr.run(ctx, files[i], name)
+				if err != nil {
+					results <- out{err: &FileError{File: name, Reason: err.Error()}}
+					continue
+				}
+				results <- out{sr: r}
+			}
+		}()
+	}
+	go func() {
+		defer close(jobs)
+		for i := range files {
+			select {
+			case jobs <- i:
+			case <-ctx.Done():
+				return
+			}
+		}
+	}()
+	go func() { wg.Wait(); close(results) }()
+
+	done := 0
+	for o := range results {
+		done++
+		if o.err != nil {
+			res.Errors = append(res.Errors, *o.err)
+		} else {
+			res.Sessions++
+			res.Snapshot = append(res.Snapshot, o.sr.snapshot...)
+			res.Replay = append(res.Replay, o.sr.replay...)
+		}
+		if cfg.Progress != nil {
+			cfg.Progress(done, len(files))
+		}
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	order := policyOrder(cfg.Policies)
+	slices.SortFunc(res.Snapshot, func(a, b SnapshotRow) int {
+		return cmpRow(a.File, b.File, a.KeepRecentTokens, b.KeepRecentTokens, order[a.Policy], order[b.Policy])
+	})
+	slices.SortFunc(res.Replay, func(a, b ReplayRow) int {
+		return cmpRow(a.File, b.File, a.KeepRecentTokens, b.KeepRecentTokens, order[a.Policy], order[b.Policy])
+	})
+	sortErrors(res.Errors)
+	res.SnapshotTotals = snapshotTotals(res.Snapshot, cfg.Policies, cfg.KeepRecentTokens)
+	if cfg.Replay {
+		res.ReplayTotals = replayTotals(res.Replay, cfg.Policies, cfg.KeepRecentTokens)
+	}
+	return res, nil
+}
+
+func relName(root, file string) string {
+	if root == "" {
+		return filepath.ToSlash(file)
+	}
+	if r, err := filepath.Rel(root, file); err == nil {
+		return filepath.ToSlash(r)
+	}
+	return filepath.ToSlash(file)
+}
+
+func policyOrder(policies []string) map[string]int {
+	m := make(map[string]int, len(policies))
+	for i, p := range policies {
+		m[p] = i
+	}
+	return m
+}
+
+func cmpRow(fa, fb string, ka, kb, pa, pb int) int {
+	if c := strings.Compare(fa, fb); c != 0 {
+		return c
+	}
+	if ka != kb {
+		return ka - kb
+	}
+	return pa - pb
+}
+
+func sortErrors(e []FileError) {
+	slices.SortFunc(e, func(a, b FileError) int { return strings.Compare(a.File, b.File) })
+}

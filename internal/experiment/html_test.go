@@ -1,0 +1,292 @@
+package experiment
+
+import (
+	"encoding/json"
+	"encoding/xml"
+	"fmt"
+	"math"
+	"regexp"
+	"slices"
+	"strconv"
+	"strings"
+	"testing"
+)
+
+// node is an element of a parsed SVG.
+type node struct {
+	name     string
+	attrs    map[string]string
+	text     string
+	children []*node
+}
+
+func parseSVG(t *testing.T, src string) *node {
+	t.Helper()
+	dec := xml.NewDecoder(strings.NewReader(src))
+	var stack []*node
+	var root *node
+	for {
+		tok, err := dec.Token()
+		if err != nil {
+			break
+		}
+		switch tk := tok.(type) {
+		case xml.StartElement:
+			n := &node{name: tk.Name.Local, attrs: map[string]string{}}
+			for _, a := range tk.Attr {
+				n.attrs[a.Name.Local] = a.Value
+			}
+			if len(stack) > 0 {
+				p := stack[len(stack)-1]
+				p.children = append(p.children, n)
+			} else {
+				root = n
+			}
+			stack = append(stack, n)
+		case xml.EndElement:
+			stack = stack[:len(stack)-1]
+		case xml.CharData:
+			if len(stack) > 0 {
+				stack[len(stack)-1].text += string(tk)
+			}
+		}
+	}
+	if root == nil || len(stack) != 0 {
+		t.Fatalf("SVG does not parse as XML: %.200s", src)
+	}
+	return root
+}
+
+func (n *node) walk(f func(*node)) {
+	f(n)
+	for _, c := range n.children {
+		c.walk(f)
+	}
+}
+
+func (n *node) float(t *testing.T, key string) float64 {
+	t.Helper()
+	v, err := strconv.ParseFloat(n.attrs[key], 64)
+	if err != nil {
+		t.Fatalf("<%s %s=%q>: %v", n.name, key, n.attrs[key], err)
+	}
+	return v
+}
+
+var svgRe = regexp.MustCompile(`(?s)<svg .*?</svg>`)
+var dataRe = regexp.MustCompile(`(?s)<script type="application/json" id="data">(.*?)</script>`)
+
+// TestHTMLNumbersMatchJSON renders the corpus report and checks that every number drawn
+// in its SVG charts (bars, points, value labels, titles, setting labels, axis ticks) is the
+// number in the embedded JSON, that bar lengths and point positions follow one linear
+// scale per chart, and that every total is drawn.
+func TestHTMLNumbersMatchJSON(t *testing.T) {
+	t.Parallel()
+	r := corpusResult(t)
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	if strings.Contains(page, "<link") || strings.Contains(page, "src=") || strings.Contains(page, "http://") && !strings.Contains(page, `xmlns="http://www.w3.org/2000/svg"`) {
+		t.Error("the report refers to external assets")
+	}
+	m := dataRe.FindStringSubmatch(page)
+	if m == nil {
+		t.Fatal("no embedded JSON")
+	}
+	var data map[string]any
+	if err := json.Unmarshal([]byte(m[1]), &data); err != nil {
+		t.Fatalf("embedded JSON: %v", err)
+	}
+	// The embedded JSON is the result.
+	var want strings.Builder
+	if err := WriteJSON(&want, r); err != nil {
+		t.Fatal(err)
+	}
+	var wantData map[string]any
+	_ = json.Unmarshal([]byte(want.String()), &wantData)
+	if fmt.Sprint(wantData) != fmt.Sprint(data) {
+		t.Fatal("embedded JSON differs from the result")
+	}
+
+	rows := func(kind string) []map[string]any {
+		key := map[string]string{"snapshot": "snapshot", "replay": "replay", "snapshotTotal": "snapshotTotals", "replayTotal": "replayTotals"}[kind]
+		var out []map[string]any
+		for _, v := range data[key].([]any) {
+			out = append(out, v.(map[string]any))
+		}
+		return out
+	}
+	find := func(n *node) map[string]any {
+		kind := n.attrs["data-kind"]
+		var hit map[string]any
+		for _, row := range rows(kind) {
+			if row["policy"] != n.attrs["data-policy"] || fmt.Sprint(row["keepRecentTokens"]) != n.attrs["data-keep"] {
+				continue
+			}
+			if f, ok := n.attrs["data-file"]; ok && row["file"] != f {
+				continue
+			}
+			if hit != nil {
+				t.Errorf("%v matches two %s rows", n.attrs, kind)
+			}
+			hit = row
+		}
+		if hit == nil {
+			t.Fatalf("%v matches no %s row", n.attrs, kind)
+		}
+		return hit
+	}
+	checkValue := func(n *node, metricKey, valueKey string) {
+		row := find(n)
+		got, ok := row[n.attrs[metricKey]].(float64)
+		if !ok {
+			t.Fatalf("%v: JSON row has no number %q", n.attrs, n.attrs[metricKey])
+		}
+		if strconv.Itoa(int(got)) != n.attrs[valueKey] {
+			t.Errorf("%v: drawn %s = %s, JSON %v", n.attrs, n.attrs[metricKey], n.attrs[valueKey], got)
+		}
+	}
+	noCommas := func(s string) string { return strings.ReplaceAll(s, ",", "") }
+	keeps := map[string]bool{}
+	for _, k := range r.KeepRecentTokens {
+		keeps[strconv.Itoa(k)] = true
+	}
+	files := map[string]bool{}
+	for _, s := range r.Snapshot {
+		files[s.File] = true
+	}
+
+	svgs := svgRe.FindAllString(page, -1)
+	if len(svgs) < 10 {
+		t.Fatalf("%d charts", len(svgs))
+	}
+	drawn := map[string]int{} // kind/metric -> marks
+	numbers := 0
+	for _, src := range svgs {
+		svg := parseSVG(t, src)
+		var scale, sx, sy float64
+		if _, ok := svg.attrs["data-scale"]; ok {
+			scale = svg.float(t, "data-scale")
+		} else {
+			sx, sy = svg.float(t, "data-scale-x"), svg.float(t, "data-scale-y")
+		}
+		barLeft := math.NaN()
+		var originX, originY []float64
+		var ticks []*node
+		svg.walk(func(n *node) {
+			switch {
+			case n.name == "rect" && n.attrs["class"] == "bar":
+				checkValue(n, "data-metric", "data-value")
+				numbers++
+				v := n.float(t, "data-value")
+				if w := n.float(t, "width"); math.Abs(w-v*scale) > 0.01 {
+					t.Errorf("%v: width %v, want %v x %v", n.attrs, w, v, scale)
+				}
+				if x := n.float(t, "x"); math.IsNaN(barLeft) {
+					barLeft = x
+				} else if x != barLeft {
+					t.Errorf("bars start at %v and %v", barLeft, x)
+				}
+				drawn[n.attrs["data-kind"]+"/"+n.attrs["data-metric"]]++
+				title := noCommas(n.children[0].text)
+				if !strings.HasSuffix(title, n.attrs["data-metric"]+" "+n.attrs["data-value"]) {
+					t.Errorf("title %q does not end with %s %s", title, n.attrs["data-metric"], n.attrs["data-value"])
+				}
+			case n.name == "circle":
+				checkValue(n, "data-metric", "data-value")
+				checkValue(n, "data-metric2", "data-value2")
+				numbers += 2
+				originX = append(originX, n.float(t, "cx")-n.float(t, "data-value")*sx)
+				originY = append(originY, n.float(t, "cy")+n.float(t, "data-value2")*sy)
+				drawn[n.attrs["data-kind"]+"/point"]++
+				title := noCommas(n.children[0].text)
+				for _, k := range []string{"data-metric", "data-metric2"} {
+					v := map[string]string{"data-metric": "data-value", "data-metric2": "data-value2"}[k]
+					if !strings.Contains(title, n.attrs[k]+" "+n.attrs[v]) {
+						t.Errorf("title %q lacks %s %s", title, n.attrs[k], n.attrs[v])
+					}
+				}
+			case n.name == "text" && n.attrs["class"] == "value":
+				checkValue(n, "data-metric", "data-value")
+				numbers++
+				if noCommas(n.text) != n.attrs["data-value"] {
+					t.Errorf("value label %q, data-value %s", n.text, n.attrs["data-value"])
+				}
+			case n.name == "text" && n.attrs["class"] == "tick":
+				ticks = append(ticks, n)
+				if noCommas(n.text) != n.attrs["data-tick"] {
+					t.Errorf("tick label %q, data-tick %s", n.text, n.attrs["data-tick"])
+				}
+			case n.name == "text" && n.attrs["data-kind"] == "setting":
+				if !keeps[n.attrs["data-keep"]] || !strings.Contains(n.text, n.attrs["data-keep"]) {
+					t.Errorf("setting label %q (keep %s) is not a keepRecentTokens of the result", n.text, n.attrs["data-keep"])
+				}
+				if p, ok := n.attrs["data-policy"]; ok && !slices.Contains(r.Policies, p) {
+					t.Errorf("label names policy %q", p)
+				}
+			case n.name == "text" && n.attrs["class"] == "group":
+				label := strings.TrimPrefix(n.text, "…")
+				ok := false
+				for f := range files {
+					ok = ok || strings.HasSuffix(f, label)
+				}
+				if !ok {
+					t.Errorf("group label %q is not a session file", n.text)
+				}
+			case n.name == "text" && regexp.MustCompile(`[0-9]`).MatchString(n.text):
+				t.Errorf("unchecked number drawn: <text %v>%s", n.attrs, n.text)
+			}
+		})
+		// Ticks sit on the same scale as the data.
+		for _, tk := range ticks {
+			if scale > 0 && !math.IsNaN(barLeft) {
+				if x := tk.float(t, "x"); math.Abs(x-(barLeft+tk.float(t, "data-tick")*scale)) > 0.01 {
+					t.Errorf("tick %s at x=%v, want %v", tk.attrs["data-tick"], x, barLeft+tk.float(t, "data-tick")*scale)
+				}
+			}
+		}
+		for i := range originX {
+			if math.Abs(originX[i]-originX[0]) > 0.01 || math.Abs(originY[i]-originY[0]) > 0.01 {
+				t.Errorf("scatter points are not on one linear scale: origins %v, %v", originX, originY)
+				break
+			}
+		}
+	}
+	// Every total is drawn, once per chart of it.
+	for key, want := range map[string]int{
+		"replayTotal/point":            len(r.ReplayTotals),
+		"replayTotal/summarizerTokens": len(r.ReplayTotals),
+		"replayTotal/meanKeptTokens":   len(r.ReplayTotals),
+		"snapshotTotal/meanKeptTokens": len(r.SnapshotTotals),
+		"snapshotTotal/violations":     len(r.SnapshotTotals),
+		"snapshot/keptTokens":          len(r.Snapshot), // the corpus is under MaxSessionsCharted
+		"replay/summarizerTokens":      len(r.Replay),
+	} {
+		if drawn[key] != want {
+			t.Errorf("%s drawn %d times, want %d", key, drawn[key], want)
+		}
+	}
+	t.Logf("%d charts, %d numbers checked", len(svgs), numbers)
+}
+
+func TestHTMLCapsSessions(t *testing.T) {
+	t.Parallel()
+	r := &Result{Policies: []string{"pi"}, KeepRecentTokens: []int{100}, Counter: "estimate"}
+	for i := range MaxSessionsCharted + 10 {
+		r.Snapshot = append(r.Snapshot, SnapshotRow{File: fmt.Sprintf("s%03d.jsonl", i), Policy: "pi", KeepRecentTokens: 100,
+			TokensBefore: i, KeptTokens: i, Prepared: true})
+	}
+	files := chartedFiles(r)
+	if len(files) != MaxSessionsCharted || files[0] != "s010.jsonl" {
+		t.Fatalf("charted %d files starting with %s; want the %d largest", len(files), files[0], MaxSessionsCharted)
+	}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), fmt.Sprintf("The %d largest of %d sessions", MaxSessionsCharted, MaxSessionsCharted+10)) {
+		t.Error("the report does not say that sessions were left out")
+	}
+}

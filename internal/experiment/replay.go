@@ -1,0 +1,221 @@
+package experiment
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/jsjson"
+	"github.com/compactor-dev/compactor/summarize"
+)
+
+// checkContextHook, when set (tests), is called after every replay step with the replayed
+// path and the context size the replay tracks incrementally, so a test can recompute it.
+var checkContextHook func(path []*sessionio.Entry, tokens int)
+
+// isCheckpoint reports whether Pi would check the budget after orig[i]: at the end of an
+// agent run (an assistant message that does not stop for tool use), just before the
+// user's next prompt, and at the end of the session. Pi never compacts between the turns
+// of one run, and a background service only sees a session at rest.
+func isCheckpoint(orig []*sessionio.Entry, i int) bool {
+	if i == len(orig)-1 {
+		return true
+	}
+	if e := orig[i]; e.IsMessage(sessionio.RoleAssistant) && e.Message.StopReason != "toolUse" {
+		return true
+	}
+	return orig[i+1].IsMessage(sessionio.RoleUser)
+}
+
+// replay grows the session's current path entry by entry and compacts it with the policy
+// whenever it is over budget at a checkpoint.
+//
+// The context size is the counter's count of every context message (the latest
+// compaction's summary plus every message from its first kept entry on). Pi's own formula
+// takes the last assistant's recorded usage instead, but after a compaction that exists
+// only in the replay the recorded usage still measures the uncompacted context, so the
+// replay never uses it. It is tracked incrementally: each entry is counted once.
+func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, keep int) (ReplayRow, error) {
+	pol, err := cutpoint.ByName(policy)
+	if err != nil {
+		return ReplayRow{}, err
+	}
+	st := ss.settings(r.cfg, keep)
+	budget := st.ContextWindow - st.ReserveTokens
+	row := ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep,
+		ContextWindow: st.ContextWindow, Budget: budget}
+
+	orig := make([]*sessionio.Entry, 0, len(ss.path))
+	for _, e := range ss.path {
+		if e.Type != sessionio.TypeCompaction {
+			orig = append(orig, e)
+		}
+	}
+	row.Entries = len(orig)
+	rp := make([]*sessionio.Entry, 0, len(orig)+16)
+	tokens := 0 // current context size
+	from := 0   // index in rp of the last compaction's first kept entry
+	for i, e := range orig {
+		if i%256 == 0 {
+			if err := ctx.Err(); err != nil {
+				return row, err
+			}
+		}
+		rp = append(rp, e)
+		tokens += ss.entryTokens(e)
+		row.MaxContextTokens = max(row.MaxContextTokens, tokens)
+		if checkContextHook != nil {
+			checkContextHook(rp, tokens)
+		}
+		if tokens <= budget || !isCheckpoint(orig, i) {
+			continue
+		}
+		// Plan on the part of the path from the last compaction's first kept entry on:
+		// nothing before it can be summarized again or enter the context, so every
+		// policy and the invariant check see the same range, context and previous
+		// compaction, and a long replay does not re-read its whole history per plan.
+		sub := rp[from:]
+		p, err := pol.Plan(sub, st, ss.mc)
+		if err != nil {
+			return row, fmt.Errorf("replay %s: plan at entry %s: %w", policy, e.ID, err)
+		}
+		if !p.Prepared || (len(p.Summarize) == 0 && len(p.Prefix) == 0) {
+			row.Stuck++
+			continue
+		}
+		if v := cutpoint.CheckInvariants(sub, p); len(v) > 0 {
+			if row.Violations == 0 {
+				row.Violation = v[0].String()
+			}
+			row.Violations += len(v)
+		}
+		row.SummarizerTokens += ss.cost(p)
+		summary, readFiles, modifiedFiles, err := r.summary(ctx, ss, p)
+		if err != nil {
+			return row, fmt.Errorf("replay %s: summarize at entry %s: %w", policy, e.ID, err)
+		}
+		comp, err := compactionEntry(fmt.Sprintf("replay-compaction-%d", row.Compactions+row.Refused+1), e,
+			summary, p.FirstKeptEntryID, tokens, readFiles, modifiedFiles)
+		if err != nil {
+			return row, err
+		}
+		kept := 0
+		for _, k := range sub[p.FirstKeptEntryIndex:] {
+			kept += ss.entryTokens(k)
+		}
+		after := ss.mc.Count(sessionio.AsMessage(comp)) + kept
+		if after >= tokens {
+			row.Refused++
+			continue
+		}
+		from += p.FirstKeptEntryIndex
+		rp = append(rp, comp)
+		tokens = after
+		row.Compactions++
+		row.KeptTokensSum += kept
+		if row.Compactions == 1 || kept < row.MinKeptTokens {
+			row.MinKeptTokens = kept
+		}
+		if tokens > budget {
+			row.StillOverBudget++
+		}
+		if checkContextHook != nil {
+			checkContextHook(rp, tokens)
+		}
+	}
+	row.FinalContextTokens = tokens
+	if row.Compactions > 0 {
+		row.MeanKeptTokens = roundDiv(row.KeptTokensSum, row.Compactions)
+	}
+	return row, nil
+}
+
+func roundDiv(a, b int) int { return (a + b/2) / b }
+
+// cost is what the summarizer reads for a plan, as summarize.CompactionSummary sends it:
+// a split turn with a prefix sends the prefix, and the history with the previous summary
+// only when there is history (otherwise "No prior history." stands in and the previous
+// summary is not sent); any other plan sends the history with the previous summary.
+func (ss *session) cost(p *cutpoint.Plan) int {
+	hist := 0
+	for _, m := range p.Summarize {
+		hist += ss.ser.get(m)
+	}
+	if p.PreviousSummary != nil {
+		hist += ss.text(*p.PreviousSummary)
+	}
+	if p.IsSplitTurn && len(p.Prefix) > 0 {
+		pre := 0
+		for _, m := range p.Prefix {
+			pre += ss.ser.get(m)
+		}
+		if len(p.Summarize) == 0 {
+			return pre
+		}
+		return hist + pre
+	}
+	return hist
+}
+
+// summary writes the replayed compaction's summary with the configured summarizer.
+func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Plan) (string, []string, []string, error) {
+	if r.cfg.Summarizer == SummarizerNone {
+		return r.standInSummary(ss), p.FileOps.ReadFiles, p.FileOps.ModifiedFiles, nil
+	}
+	prev := ""
+	if p.PreviousSummary != nil {
+		prev = *p.PreviousSummary
+	}
+	fo := sessionio.NewFileOps()
+	for _, f := range p.FileOps.Read {
+		fo.AddRead(f)
+	}
+	for _, f := range p.FileOps.Written {
+		fo.AddWritten(f)
+	}
+	for _, f := range p.FileOps.Edited {
+		fo.AddEdited(f)
+	}
+	out, err := summarize.CompactionSummary(ctx, r.extractive, summarize.CompactionInput{
+		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
+		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo,
+	})
+	if err != nil {
+		return "", nil, nil, err
+	}
+	return out.Summary, out.ReadFiles, out.ModifiedFiles, nil
+}
+
+// compactionEntry builds an in-memory compaction entry as Pi would append it after leaf,
+// with Raw written like Pi's line so sessionio.AsMessage and BuildContext read it.
+func compactionEntry(id string, leaf *sessionio.Entry, summary, firstKept string, tokensBefore int, readFiles, modifiedFiles []string) (*sessionio.Entry, error) {
+	if readFiles == nil {
+		readFiles = []string{}
+	}
+	if modifiedFiles == nil {
+		modifiedFiles = []string{}
+	}
+	details, err := jsjson.Marshal(jsjson.Fields{{Key: "readFiles", Value: readFiles}, {Key: "modifiedFiles", Value: modifiedFiles}})
+	if err != nil {
+		return nil, fmt.Errorf("replay: compaction details: %w", err)
+	}
+	raw, err := jsjson.Marshal(jsjson.Fields{
+		{Key: "type", Value: sessionio.TypeCompaction},
+		{Key: "id", Value: id},
+		{Key: "parentId", Value: leaf.ID},
+		{Key: "timestamp", Value: leaf.Timestamp},
+		{Key: "summary", Value: summary},
+		{Key: "firstKeptEntryId", Value: firstKept},
+		{Key: "tokensBefore", Value: tokensBefore},
+		{Key: "details", Value: jsjson.Fields{{Key: "readFiles", Value: readFiles}, {Key: "modifiedFiles", Value: modifiedFiles}}},
+		{Key: "fromHook", Value: false},
+	})
+	if err != nil {
+		return nil, fmt.Errorf("replay: compaction entry: %w", err)
+	}
+	return &sessionio.Entry{
+		Type: sessionio.TypeCompaction, ID: id, ParentID: leaf.ID, Timestamp: leaf.Timestamp, Raw: raw,
+		Summary: summary, FirstKeptEntryID: firstKept, TokensBefore: float64(tokensBefore), Details: details,
+	}, nil
+}
