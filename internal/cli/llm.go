@@ -7,6 +7,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -125,7 +126,7 @@ type engineFlags struct {
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
-	fs.StringVar(&f.policy, "policy", "pi", "cut-point policy: pi, turn or nearest")
+	fs.StringVar(&f.policy, "policy", cutpoint.PolicyNearest, "cut-point policy: nearest, pi (exactly what Pi would do) or turn; see docs/policies.md")
 	fs.StringVar(&f.counter, "counter", "tiktoken", "token counter: tiktoken or estimate (Pi's chars/4)")
 	fs.IntVar(&f.keepRecent, "keep-recent-tokens", 20000, "recent tokens kept verbatim (Pi's keepRecentTokens)")
 	fs.IntVar(&f.reserve, "reserve-tokens", 16384, "tokens kept free in the context window (Pi's reserveTokens)")

@@ -26,7 +26,7 @@ type planFlags struct {
 
 func addPlanFlags(fs *flag.FlagSet) *planFlags {
 	f := &planFlags{}
-	fs.StringVar(&f.policy, "policy", cutpoint.PolicyPi, "cut-point policy: "+strings.Join(cutpoint.Names(), "|"))
+	fs.StringVar(&f.policy, "policy", cutpoint.PolicyNearest, "cut-point policy: "+strings.Join(cutpoint.Names(), "|")+" (pi = exactly what Pi would do)")
 	fs.StringVar(&f.counter, "counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
 	fs.IntVar(&f.keep, "keep-recent-tokens", cutpoint.DefaultKeepRecentTokens, "tokens to keep verbatim")
 	fs.IntVar(&f.reserve, "reserve-tokens", cutpoint.DefaultReserveTokens, "tokens kept free in the context window")

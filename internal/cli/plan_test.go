@@ -17,7 +17,7 @@ func TestPlanMatchesPiOracle(t *testing.T) {
 		for _, n := range []string{"20000", "5000"} {
 			t.Run(name+"-"+n, func(t *testing.T) {
 				t.Parallel()
-				code, out, errOut := runCLI(t, "plan", filepath.Join(root, "testdata/corpus", name+".jsonl"), "--json", "--counter", "estimate", "--keep-recent-tokens", n)
+				code, out, errOut := runCLI(t, "plan", filepath.Join(root, "testdata/corpus", name+".jsonl"), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", n)
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, errOut)
 				}
@@ -79,7 +79,7 @@ func TestPlanBudgetAndPolicies(t *testing.T) {
 		t.Errorf("defaults: shouldCompact %v contextWindow %v counter %v", got["shouldCompact"], got["contextWindow"], got["counter"])
 	}
 	// Human summary.
-	code, out, _ = runCLI(t, "plan", file, "--counter", "estimate")
+	code, out, _ = runCLI(t, "plan", file, "--counter", "estimate", "--policy", "pi")
 	if code != 0 || !strings.Contains(out, "first kept aaaa000a") || !strings.Contains(out, "kept 16 tokens") {
 		t.Errorf("summary (exit %d):\n%s", code, out)
 	}
@@ -112,7 +112,7 @@ func TestPlanErrors(t *testing.T) {
 func TestInspect(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
-	code, out, errOut := runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/10-tricky-parallel.jsonl"), "--counter", "estimate")
+	code, out, errOut := runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/10-tricky-parallel.jsonl"), "--counter", "estimate", "--policy", "pi")
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errOut)
 	}

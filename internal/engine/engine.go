@@ -20,7 +20,7 @@ import (
 
 // Settings choose how sessions are planned and counted. Zero values mean the defaults.
 type Settings struct {
-	Policy           string // pi (default), turn, nearest
+	Policy           string // nearest (default), pi, turn
 	Counter          string // tiktoken (default) or estimate
 	KeepRecentTokens int    // default 20000 (Pi)
 	ReserveTokens    int    // default 16384 (Pi)
@@ -32,7 +32,7 @@ type Settings struct {
 
 func (s Settings) withDefaults() Settings {
 	if s.Policy == "" {
-		s.Policy = cutpoint.PolicyPi
+		s.Policy = cutpoint.PolicyNearest // the service default: see docs/policies.md
 	}
 	if s.Counter == "" {
 		s.Counter = tokenize.CounterTiktoken
