@@ -38,7 +38,7 @@ fuzz:
 # Re-check every golden against the live Pi (installs the pinned npm package once).
 interop:
 	$(PI_ORACLE) install
-	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) $(GO) test -count=1 -timeout 30m $(PKGS)
+	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(PKGS)
 
 # The README's main command: the service on its embedded defaults (embedded NATS,
 # extractive summarizer) over a scratch copy of the example store, once, with a report.

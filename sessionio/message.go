@@ -229,22 +229,54 @@ func decodeMessage(raw json.RawMessage) (*Message, error) {
 	}, err
 }
 
-// decodeMessageLight decodes everything but the content (Options.Light).
+// decodeMessageLight decodes everything but the content (Options.Light): one pass over
+// the message to find its members, then only the small ones are decoded.
 func decodeMessageLight(raw json.RawMessage) (*Message, error) {
-	var rm struct {
-		Role       string  `json:"role"`
-		API        string  `json:"api"`
-		Provider   string  `json:"provider"`
-		Model      string  `json:"model"`
-		StopReason string  `json:"stopReason"`
-		Usage      *Usage  `json:"usage"`
-		Timestamp  float64 `json:"timestamp"`
+	ms, notObject, err := scanObject(raw, make([]member, 0, 12))
+	if err != nil || notObject {
+		return nil, errors.New("message is not a JSON object")
 	}
-	err := json.Unmarshal(raw, &rm)
-	var te *json.UnmarshalTypeError
-	if err != nil && !errors.As(err, &te) {
-		return nil, err
+	m := &Message{Raw: raw}
+	var firstErr error
+	str := func(key string, dst *string) {
+		if v := get(ms, key); v != nil {
+			if s, ok := jsonStringFast(v); ok {
+				*dst = s
+			} else if string(v) != "null" && firstErr == nil {
+				firstErr = fmt.Errorf("message %s: not a string", key)
+			}
+		}
 	}
-	return &Message{Role: rm.Role, Raw: raw, API: rm.API, Provider: rm.Provider, Model: rm.Model,
-		StopReason: rm.StopReason, Usage: rm.Usage, Timestamp: rm.Timestamp}, err
+	str("role", &m.Role)
+	str("api", &m.API)
+	str("provider", &m.Provider)
+	str("model", &m.Model)
+	str("stopReason", &m.StopReason)
+	if v := get(ms, "usage"); v != nil && string(v) != "null" {
+		var u Usage
+		if err := json.Unmarshal(v, &u); err == nil {
+			m.Usage = &u
+		} else if firstErr == nil {
+			firstErr = fmt.Errorf("message usage: %w", err)
+		}
+	}
+	if v := get(ms, "timestamp"); v != nil {
+		_ = json.Unmarshal(v, &m.Timestamp)
+	}
+	return m, firstErr
+}
+
+// jsonStringFast decodes a JSON string literal, without encoding/json for plain ASCII.
+func jsonStringFast(raw []byte) (string, bool) {
+	if len(raw) == 0 || raw[0] != '"' {
+		return "", false
+	}
+	if plainASCII(raw) {
+		return string(raw[1 : len(raw)-1]), true
+	}
+	var v string
+	if err := json.Unmarshal(raw, &v); err != nil {
+		return "", false
+	}
+	return v, true
 }

@@ -1,7 +1,6 @@
 package sessionio
 
 import (
-	"bytes"
 	"encoding/json"
 	"fmt"
 )
@@ -82,52 +81,46 @@ func mustJSON(v any) []byte {
 // and appends new keys at the end (JS property order), leaving every other value's bytes
 // untouched.
 func editObject(raw []byte, drop []string, add []kv, replace map[string][]byte) ([]byte, error) {
-	dec := json.NewDecoder(bytes.NewReader(raw))
-	tok, err := dec.Token()
-	if err != nil || tok != json.Delim('{') {
+	ms, notObject, err := scanObject(raw, nil)
+	if err != nil || notObject {
 		return nil, fmt.Errorf("edit object: not an object")
 	}
-	var fields []kv
-	for dec.More() {
-		kt, err := dec.Token()
-		if err != nil {
-			return nil, fmt.Errorf("edit object: %w", err)
-		}
-		key, _ := kt.(string)
-		var val json.RawMessage
-		if err := dec.Decode(&val); err != nil {
-			return nil, fmt.Errorf("edit object: %w", err)
-		}
-		fields = append(fields, kv{key, val})
-	}
-	out := []byte{'{'}
-	emit := func(k string, v []byte) {
+	out := make([]byte, 0, len(raw)+64)
+	out = append(out, '{')
+	emit := func(k []byte, quoted bool, v []byte) {
 		if len(out) > 1 {
 			out = append(out, ',')
 		}
-		out = append(out, mustJSON(k)...)
+		if quoted {
+			out = append(out, '"')
+			out = append(out, k...)
+			out = append(out, '"')
+		} else {
+			out = append(out, k...)
+		}
 		out = append(out, ':')
 		out = append(out, v...)
 	}
 	seen := map[string]bool{}
-	for _, f := range fields {
-		if contains(drop, f.key) {
+	for _, m := range ms {
+		key := string(m.key) // keys compactor edits have no escapes
+		if contains(drop, key) {
 			continue
 		}
-		seen[f.key] = true
-		if r, ok := replace[f.key]; ok {
-			emit(f.key, r)
+		seen[key] = true
+		if r, ok := replace[key]; ok {
+			emit(m.key, true, r)
 			continue
 		}
-		if i := indexKV(add, f.key); i >= 0 {
-			emit(f.key, add[i].val) // an existing key keeps its position (JS assignment)
+		if i := indexKV(add, key); i >= 0 {
+			emit(m.key, true, add[i].val) // an existing key keeps its position (JS assignment)
 			continue
 		}
-		emit(f.key, f.val)
+		emit(m.key, true, m.val)
 	}
 	for _, a := range add {
 		if !seen[a.key] {
-			emit(a.key, a.val)
+			emit(mustJSON(a.key), false, a.val)
 		}
 	}
 	return append(out, '}'), nil

@@ -115,6 +115,76 @@ func (f *msgField) UnmarshalJSON(b []byte) error {
 	return nil
 }
 
+// fillEntry takes the fields compactor reads from an entry's members (the last of
+// duplicate keys wins, as in JSON.parse). Values are sub-slices of the line: nothing is
+// copied.
+func fillEntry(ms []member, light bool) rawEntry {
+	var re rawEntry
+	for _, m := range ms {
+		key := m.key
+		if bytes.IndexByte(key, '\\') >= 0 {
+			var k string
+			if json.Unmarshal(append(append([]byte{'"'}, key...), '"'), &k) != nil {
+				continue
+			}
+			key = []byte(k)
+		}
+		v := json.RawMessage(m.val)
+		switch string(key) {
+		case "type":
+			re.Type, _ = jsonString(v)
+		case "id":
+			re.ID = v
+		case "parentId":
+			re.ParentID = v
+		case "timestamp":
+			re.Timestamp = v
+		case "message":
+			re.Message = msgField{light: light}
+			_ = re.Message.UnmarshalJSON(v)
+		case "summary":
+			re.Summary = v
+		case "firstKeptEntryId":
+			re.FirstKeptEntryID = v
+		case "firstKeptEntryIndex":
+			re.FirstKeptEntryIndex = v
+		case "tokensBefore":
+			re.TokensBefore = v
+		case "details":
+			re.Details = v
+		case "fromHook":
+			re.FromHook = v
+		case "fromId":
+			re.FromID = v
+		case "customType":
+			re.CustomType = v
+		case "content":
+			re.Content = v
+		case "display":
+			re.Display = v
+		case "provider":
+			re.Provider = v
+		case "modelId":
+			re.ModelID = v
+		case "thinkingLevel":
+			re.ThinkingLevel = v
+		case "targetId":
+			re.TargetID = v
+		case "label":
+			re.Label = v
+		case "name":
+			re.Name = v
+		case "version":
+			re.Version = v
+		case "cwd":
+			re.Cwd = v
+		case "parentSession":
+			re.ParentSession = v
+		}
+	}
+	return re
+}
+
 type parsedLine struct {
 	line int
 	raw  []byte
@@ -139,6 +209,7 @@ func ParseWith(data []byte, file string, opts Options) (*Session, error) {
 
 	content, lineNo := jsTrim(data)
 	var lines []parsedLine
+	var members []member
 	for len(content) > 0 {
 		var line []byte
 		if i := bytes.IndexByte(content, '\n'); i >= 0 {
@@ -151,19 +222,19 @@ func ParseWith(data []byte, file string, opts Options) (*Session, error) {
 		if isBlank(line) {
 			continue
 		}
-		re := rawEntry{Message: msgField{light: opts.Light}}
-		err := json.Unmarshal(line, &re)
-		var syn *json.SyntaxError
+		var notObject bool
+		var err error
+		members, notObject, err = scanObject(line, members[:0])
 		switch {
-		case errors.As(err, &syn):
+		case err != nil:
 			s.diag(Diagnostic{Line: n, Kind: DiagMalformedLine, Message: "line is not valid JSON; skipped (Pi skips it too)"})
-		case err != nil && bytes.TrimLeft(line, " \t\r")[0] != '{':
+		case notObject:
 			// Valid JSON that is not an object (a number, a string, an array...): Pi would keep
 			// it as an entry and fail on it later; compactor skips it and says so.
 			s.diag(Diagnostic{Line: n, Kind: DiagMalformedLine, Message: "line is JSON but not an entry object; skipped"})
 		default:
 			// A field of an unexpected type is reported where it is used (decodeEntry).
-			lines = append(lines, parsedLine{line: n, raw: line, re: re})
+			lines = append(lines, parsedLine{line: n, raw: line, re: fillEntry(members, opts.Light)})
 		}
 	}
 	if len(lines) == 0 {
@@ -393,11 +464,28 @@ func jsonString(raw json.RawMessage) (string, bool) {
 	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
+	if plainASCII(raw) {
+		return string(raw[1 : len(raw)-1]), true
+	}
 	var v string
 	if err := json.Unmarshal(raw, &v); err != nil {
 		return "", false
 	}
 	return v, true
+}
+
+// plainASCII reports whether a JSON string literal needs no decoding: printable ASCII, no
+// escapes.
+func plainASCII(raw []byte) bool {
+	if len(raw) < 2 || raw[len(raw)-1] != '"' {
+		return false
+	}
+	for _, c := range raw[1 : len(raw)-1] {
+		if c < 0x20 || c >= 0x80 || c == '\\' || c == '"' {
+			return false
+		}
+	}
+	return true
 }
 
 func jsonNumber(raw json.RawMessage) (float64, bool) {

@@ -2,9 +2,11 @@ package cli
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"sort"
 
 	"github.com/compactor-dev/compactor/sessionio"
@@ -89,12 +91,37 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if !*asJSON {
 		return printContextText(env, s, &out)
 	}
-	w := bufio.NewWriterSize(env.Stdout, 64<<10)
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	if err := enc.Encode(out); err != nil {
+	return writeContextJSON(env.Stdout, &out)
+}
+
+// writeContextJSON streams the output: the messages are written as the raw bytes read from
+// the file (already validated while reading), not re-encoded.
+func writeContextJSON(stdout io.Writer, out *contextOutput) error {
+	w := bufio.NewWriterSize(stdout, 64<<10)
+	msgs := out.Context.Messages
+	out.Context.Messages = nil
+	head, err := json.Marshal(out)
+	if err != nil {
 		return err
 	}
+	// head ends with ...,"context":{"messages":null,"thinkingLevel":...}...: splice the
+	// messages in where the null is.
+	const marker = `"context":{"messages":null`
+	i := bytes.Index(head, []byte(marker))
+	if i < 0 {
+		return fmt.Errorf("context output: marker not found")
+	}
+	w.Write(head[:i])
+	w.WriteString(`"context":{"messages":[`)
+	for j, m := range msgs {
+		if j > 0 {
+			w.WriteByte(',')
+		}
+		w.Write(m)
+	}
+	w.WriteByte(']')
+	w.Write(head[i+len(marker):])
+	w.WriteByte('\n')
 	return w.Flush()
 }
 

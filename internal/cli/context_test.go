@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
@@ -157,5 +158,49 @@ func TestContextBadFiles(t *testing.T) {
 	_, stdout, _ := runCLI(t, "context", filepath.Join(bad, "malformed-line.jsonl"), "--json")
 	if !strings.Contains(stdout, `{"line":3,"kind":"malformed-line"`) {
 		t.Errorf("malformed line not reported as line 3:\n%s", stdout)
+	}
+}
+
+// TestGoldensAgainstLivePi (make interop) re-runs the real Pi on every corpus file and
+// checks that the committed goldens are still what it prints, for context and for cut at
+// both budgets. Without COMPACTOR_INTEROP=1 it is skipped: `make test` needs no Node.
+func TestGoldensAgainstLivePi(t *testing.T) {
+	if os.Getenv("COMPACTOR_INTEROP") != "1" {
+		t.Skip("set COMPACTOR_INTEROP=1 (make interop) to run the real Pi")
+	}
+	oracle := os.Getenv("PI_ORACLE")
+	if oracle == "" {
+		oracle = filepath.Join(repoRoot(t), "../shared/oracle/pi-oracle")
+	}
+	for _, file := range corpusFiles(t) {
+		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
+		v3 := !strings.Contains(file, "pi-repo")
+		for _, kind := range []string{"context", "cut-20000", "cut-5000"} {
+			args := []string{"context", file}
+			if kind != "context" {
+				args = []string{"cut", file, "--keep-recent-tokens", strings.TrimPrefix(kind, "cut-")}
+			}
+			out, err := exec.Command(oracle, args...).Output()
+			if err != nil {
+				t.Fatalf("%s %s: %v", name, kind, err)
+			}
+			golden, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", name+"."+kind+".json"))
+			if err != nil {
+				t.Fatal(err)
+			}
+			live, want := decodeJSON(t, out), decodeJSON(t, golden)
+			keys := []string{"context", "leafId", "pathIds"}
+			if kind != "context" {
+				keys = []string{"prepared", "firstKeptEntryId", "isSplitTurn", "turnStartEntryId", "messagesToSummarize", "turnPrefix", "tokensBefore", "fileOps"}
+			}
+			for _, k := range keys {
+				if !v3 && k != "context" && k != "tokensBefore" && k != "prepared" && k != "isSplitTurn" {
+					continue // v1 ids are random per Pi run
+				}
+				if !reflect.DeepEqual(live[k], want[k]) {
+					t.Errorf("%s %s: the live Pi's %s differs from the golden", name, kind, k)
+				}
+			}
+		}
 	}
 }
