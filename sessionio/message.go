@@ -1,9 +1,11 @@
 package sessionio
 
 import (
+	"bytes"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 )
 
 // Message roles as Pi writes them (AgentMessage union). Roles compactor does not know
@@ -126,157 +128,222 @@ func (u *Usage) ContextTokens() float64 {
 	return u.Input + u.Output + u.CacheRead + u.CacheWrite
 }
 
-type rawBlock struct {
-	Type      string          `json:"type"`
-	Text      string          `json:"text"`
-	Thinking  string          `json:"thinking"`
-	ID        string          `json:"id"`
-	Name      string          `json:"name"`
-	Arguments json.RawMessage `json:"arguments"`
-	MimeType  string          `json:"mimeType"`
-	Data      dataLen         `json:"data"`
-}
-
-// dataLen records the length of an image's base64 data without copying it.
-type dataLen int
-
-func (d *dataLen) UnmarshalJSON(b []byte) error {
-	if len(b) >= 2 && b[0] == '"' {
-		*d = dataLen(len(b) - 2)
-	}
-	return nil
-}
-
 // UnmarshalJSON accepts a string or an array of blocks; any other shape is no content, as
 // Pi's code treats it.
 func (c *Content) UnmarshalJSON(b []byte) error {
-	*c = Content{}
-	if len(b) == 0 {
-		return nil
-	}
-	switch b[0] {
-	case '"':
-		c.IsString = true
-		return json.Unmarshal(b, &c.Text)
-	case '[':
-	default:
-		return nil
-	}
-	var raws []rawBlock
-	err := json.Unmarshal(b, &raws)
-	c.Blocks = make([]Block, len(raws))
-	for i, rb := range raws {
-		c.Blocks[i] = Block{Type: rb.Type, Text: rb.Text, Thinking: rb.Thinking, ID: rb.ID, Name: rb.Name,
-			Arguments: rb.Arguments, MimeType: rb.MimeType, DataLen: int(rb.Data)}
-	}
-	if err != nil {
-		return fmt.Errorf("content: %w", err)
-	}
-	return nil
-}
-
-type rawMessage struct {
-	Role               string   `json:"role"`
-	Content            Content  `json:"content"`
-	API                string   `json:"api"`
-	Provider           string   `json:"provider"`
-	Model              string   `json:"model"`
-	StopReason         string   `json:"stopReason"`
-	Usage              *Usage   `json:"usage"`
-	Timestamp          float64  `json:"timestamp"`
-	ToolCallID         string   `json:"toolCallId"`
-	ToolName           string   `json:"toolName"`
-	IsError            bool     `json:"isError"`
-	Command            string   `json:"command"`
-	Output             string   `json:"output"`
-	ExitCode           *float64 `json:"exitCode"`
-	Cancelled          bool     `json:"cancelled"`
-	Truncated          bool     `json:"truncated"`
-	FullOutputPath     string   `json:"fullOutputPath"`
-	ExcludeFromContext bool     `json:"excludeFromContext"`
-	CustomType         string   `json:"customType"`
-	Summary            string   `json:"summary"`
-	FromID             string   `json:"fromId"`
-	TokensBefore       float64  `json:"tokensBefore"`
+	var err error
+	*c, err = decodeContent(b)
+	return err
 }
 
 // DecodeMessage decodes one AgentMessage object. raw is kept (not copied) as Message.Raw.
 func DecodeMessage(raw json.RawMessage) (*Message, error) {
-	m, err := decodeMessage(raw)
-	if err != nil {
-		return nil, err
+	if _, notObject, err := scanObject(raw, nil); err != nil || notObject {
+		return nil, errors.New("message is not a JSON object")
+	}
+	return decodeMessage(raw, false)
+}
+
+// fieldErr remembers the first field of an unexpected type; decoding goes on without it,
+// as encoding/json does with a type error.
+type fieldErr struct{ err error }
+
+func (f *fieldErr) set(key string, want string) {
+	if f.err == nil {
+		f.err = fmt.Errorf("field %q is not %s", key, want)
+	}
+}
+
+func (f *fieldErr) str(key string, v []byte, dst *string) {
+	switch {
+	case len(v) > 0 && v[0] == '"':
+		*dst = unquote(v)
+	case string(v) != "null":
+		f.set(key, "a string")
+	}
+}
+
+func (f *fieldErr) num(key string, v []byte, dst *float64) {
+	if len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+		x, err := strconv.ParseFloat(string(v), 64)
+		if err == nil {
+			*dst = x
+			return
+		}
+	}
+	if string(v) != "null" {
+		f.set(key, "a number")
+	}
+}
+
+func (f *fieldErr) boolean(key string, v []byte, dst *bool) {
+	switch string(v) {
+	case "true":
+		*dst = true
+	case "false":
+		*dst = false
+	case "null":
+	default:
+		f.set(key, "a boolean")
+	}
+}
+
+// memberKey returns a member's key, decoding escapes if it has any.
+func memberKey(k []byte) string {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return string(k)
+	}
+	lit := make([]byte, 0, len(k)+2)
+	lit = append(append(append(lit, '"'), k...), '"')
+	return unquote(lit)
+}
+
+// decodeMessage decodes a message whose bytes are already validated (part of a line the
+// scanner accepted). Members are applied in order, so the last of duplicate keys wins, as
+// in JSON.parse. On a field of an unexpected type it returns the message without that
+// field together with the error. light skips the content.
+func decodeMessage(raw json.RawMessage, light bool) (*Message, error) {
+	var buf [24]member
+	ms := trustedMembers(raw, buf[:0])
+	m := &Message{Raw: raw}
+	var fe fieldErr
+	for _, mb := range ms {
+		v := mb.val
+		switch key := memberKey(mb.key); key {
+		case "role":
+			fe.str(key, v, &m.Role)
+		case "content":
+			if light {
+				continue
+			}
+			c, err := decodeContent(v)
+			m.Content = c
+			if err != nil && fe.err == nil {
+				fe.err = err
+			}
+		case "api":
+			fe.str(key, v, &m.API)
+		case "provider":
+			fe.str(key, v, &m.Provider)
+		case "model":
+			fe.str(key, v, &m.Model)
+		case "stopReason":
+			fe.str(key, v, &m.StopReason)
+		case "usage":
+			m.Usage = nil
+			if string(v) == "null" {
+				continue
+			}
+			var u Usage
+			if err := json.Unmarshal(v, &u); err != nil {
+				fe.set(key, "a usage object")
+				continue
+			}
+			m.Usage = &u
+		case "timestamp":
+			fe.num(key, v, &m.Timestamp)
+		case "toolCallId":
+			fe.str(key, v, &m.ToolCallID)
+		case "toolName":
+			fe.str(key, v, &m.ToolName)
+		case "isError":
+			fe.boolean(key, v, &m.IsError)
+		case "command":
+			fe.str(key, v, &m.Command)
+		case "output":
+			fe.str(key, v, &m.Output)
+		case "exitCode":
+			m.ExitCode = nil
+			var x float64
+			if string(v) != "null" {
+				if fe.num(key, v, &x); len(v) > 0 && (v[0] == '-' || v[0] >= '0' && v[0] <= '9') {
+					m.ExitCode = &x
+				}
+			}
+		case "cancelled":
+			fe.boolean(key, v, &m.Cancelled)
+		case "truncated":
+			fe.boolean(key, v, &m.Truncated)
+		case "fullOutputPath":
+			fe.str(key, v, &m.FullOutputPath)
+		case "excludeFromContext":
+			fe.boolean(key, v, &m.ExcludeFromContext)
+		case "customType":
+			fe.str(key, v, &m.CustomType)
+		case "summary":
+			fe.str(key, v, &m.Summary)
+		case "fromId":
+			fe.str(key, v, &m.FromID)
+		case "tokensBefore":
+			fe.num(key, v, &m.TokensBefore)
+		}
+	}
+	if fe.err != nil {
+		return m, fmt.Errorf("message: %w", fe.err)
 	}
 	return m, nil
 }
 
-// decodeMessage decodes what it can: on a field of an unexpected type it still returns the
-// message (with that field empty) together with the error.
-func decodeMessage(raw json.RawMessage) (*Message, error) {
-	var rm rawMessage
-	err := json.Unmarshal(raw, &rm)
-	var te *json.UnmarshalTypeError
-	if err != nil && !errors.As(err, &te) {
-		return nil, err
+// decodeContent decodes validated content: a string, or an array of blocks.
+func decodeContent(v []byte) (Content, error) {
+	var c Content
+	if len(v) == 0 {
+		return c, nil
 	}
-	return &Message{
-		Role: rm.Role, Raw: raw, Content: rm.Content,
-		API: rm.API, Provider: rm.Provider, Model: rm.Model, StopReason: rm.StopReason, Usage: rm.Usage,
-		Timestamp:  rm.Timestamp,
-		ToolCallID: rm.ToolCallID, ToolName: rm.ToolName, IsError: rm.IsError,
-		Command: rm.Command, Output: rm.Output, ExitCode: rm.ExitCode, Cancelled: rm.Cancelled,
-		Truncated: rm.Truncated, FullOutputPath: rm.FullOutputPath, ExcludeFromContext: rm.ExcludeFromContext,
-		CustomType: rm.CustomType, Summary: rm.Summary, FromID: rm.FromID, TokensBefore: rm.TokensBefore,
-	}, err
-}
-
-// decodeMessageLight decodes everything but the content (Options.Light): one pass over
-// the message to find its members, then only the small ones are decoded.
-func decodeMessageLight(raw json.RawMessage) (*Message, error) {
-	ms, notObject, err := scanObject(raw, make([]member, 0, 12))
-	if err != nil || notObject {
-		return nil, errors.New("message is not a JSON object")
+	switch v[0] {
+	case '"':
+		c.IsString = true
+		c.Text = unquote(v)
+		return c, nil
+	case '[':
+	default:
+		return c, nil
 	}
-	m := &Message{Raw: raw}
-	var firstErr error
-	str := func(key string, dst *string) {
-		if v := get(ms, key); v != nil {
-			if s, ok := jsonStringFast(v); ok {
-				*dst = s
-			} else if string(v) != "null" && firstErr == nil {
-				firstErr = fmt.Errorf("message %s: not a string", key)
+	var ebuf [8][]byte
+	elems := trustedElems(v, ebuf[:0])
+	c.Blocks = make([]Block, len(elems))
+	var fe fieldErr
+	var mbuf [12]member
+	for i, el := range elems {
+		if len(el) == 0 || el[0] != '{' {
+			fe.set("content", "an array of objects")
+			continue
+		}
+		b := &c.Blocks[i]
+		for _, mb := range trustedMembers(el, mbuf[:0]) {
+			v := mb.val
+			switch key := memberKey(mb.key); key {
+			case "type":
+				fe.str(key, v, &b.Type)
+			case "text":
+				fe.str(key, v, &b.Text)
+			case "thinking":
+				fe.str(key, v, &b.Thinking)
+			case "id":
+				fe.str(key, v, &b.ID)
+			case "name":
+				fe.str(key, v, &b.Name)
+			case "arguments":
+				b.Arguments = json.RawMessage(v)
+			case "mimeType":
+				fe.str(key, v, &b.MimeType)
+			case "data":
+				if len(v) >= 2 && v[0] == '"' {
+					b.DataLen = len(v) - 2
+				}
 			}
 		}
 	}
-	str("role", &m.Role)
-	str("api", &m.API)
-	str("provider", &m.Provider)
-	str("model", &m.Model)
-	str("stopReason", &m.StopReason)
-	if v := get(ms, "usage"); v != nil && string(v) != "null" {
-		var u Usage
-		if err := json.Unmarshal(v, &u); err == nil {
-			m.Usage = &u
-		} else if firstErr == nil {
-			firstErr = fmt.Errorf("message usage: %w", err)
-		}
+	if fe.err != nil {
+		return c, fmt.Errorf("content: %w", fe.err)
 	}
-	if v := get(ms, "timestamp"); v != nil {
-		_ = json.Unmarshal(v, &m.Timestamp)
-	}
-	return m, firstErr
+	return c, nil
 }
 
-// jsonStringFast decodes a JSON string literal, without encoding/json for plain ASCII.
+// jsonStringFast decodes a validated JSON string literal.
 func jsonStringFast(raw []byte) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
+	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
-	if plainASCII(raw) {
-		return string(raw[1 : len(raw)-1]), true
-	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", false
-	}
-	return v, true
+	return unquote(raw), true
 }

@@ -107,11 +107,7 @@ func (f *msgField) UnmarshalJSON(b []byte) error {
 	if len(b) == 0 || b[0] != '{' {
 		return nil
 	}
-	if f.light {
-		f.m, f.err = decodeMessageLight(b)
-	} else {
-		f.m, f.err = decodeMessage(b)
-	}
+	f.m, f.err = decodeMessage(b, f.light)
 	return nil
 }
 
