@@ -151,4 +151,3 @@ func FuzzDecodeMessage(f *testing.F) {
 		}
 	})
 }
-
