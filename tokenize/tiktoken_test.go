@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	tiktoken "github.com/pkoukk/tiktoken-go"
+	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 	"pgregory.net/rapid"
 )
 
@@ -330,5 +331,32 @@ func TestTiktokenMessageRules(t *testing.T) {
 	}
 	if tk.Count(nil) != 0 {
 		t.Error("nil message")
+	}
+}
+
+// TestParseRanksMatchesLoader: compactor's vocabulary parser builds exactly the map
+// tiktoken-go-loader builds, for both encodings.
+func TestParseRanksMatchesLoader(t *testing.T) {
+	t.Parallel()
+	for _, enc := range []string{O200KBase, CL100KBase} {
+		want, err := tiktokenloader.NewOfflineLoader().LoadTiktokenBpe(enc + ".tiktoken")
+		if err != nil {
+			t.Fatal(err)
+		}
+		v, err := loadVocab(enc)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if len(v.ranks) != len(want) || len(want) < 100000 {
+			t.Fatalf("%s: %d ranks, loader %d", enc, len(v.ranks), len(want))
+		}
+		for k, r := range want {
+			if got, ok := v.ranks[k]; !ok || got != r {
+				t.Fatalf("%s: rank of %q = %d (%v), loader %d", enc, k, got, ok, r)
+			}
+		}
+	}
+	if _, err := parseRanks([]byte("QUJD 1\nnot-base64!! 2\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
+		t.Errorf("bad vocabulary line: %v", err)
 	}
 }
