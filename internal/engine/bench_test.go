@@ -14,6 +14,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
 )
 
 // BenchmarkPipelineEngine pushes 500 sessions through the whole service: an embedded
@@ -107,9 +108,46 @@ func benchPipeline(b *testing.B, conc, n int, latency time.Duration) {
 	if rep.Counts[pipeline.OutcomeDone] != n {
 		b.Fatalf("report: %v", rep.Counts)
 	}
+	var jobTime time.Duration
+	for _, r := range rep.Rows {
+		jobTime += r.Duration
+	}
+	b.ReportMetric(float64(jobTime.Milliseconds())/float64(len(rep.Rows)), "job-ms")
 	jobsPerSec := float64(n) / wall.Seconds()
 	b.ReportMetric(jobsPerSec, "jobs/s")
 	b.ReportMetric(jobsPerSec/(float64(conc)/latency.Seconds()), "fraction-of-ideal")
 	b.ReportMetric(float64(cpu.Microseconds())/1000/float64(n), "cpu-ms/job")
 	b.ReportMetric(wall.Seconds(), "wall-s")
+}
+
+// BenchmarkPlan08Large is what a worker does before summarizing 08-large.jsonl (3.6 MB):
+// read, count with tiktoken, plan with the pi policy. "cold" starts each iteration with an
+// empty count cache (the vocabulary is loaded once per process either way); "cached" is a
+// long-running worker that has seen these entries before (counts are cached by entry
+// content). Compare with `pi-oracle cut` on the same file (docs/performance.md).
+func BenchmarkPlan08Large(b *testing.B) {
+	const file = "../../testdata/corpus/08-large.jsonl"
+	for _, mode := range []string{"cold", "cached"} {
+		b.Run(mode, func(b *testing.B) {
+			eng, err := New(summarize.NewExtractive(), Settings{Policy: "pi"})
+			if err != nil {
+				b.Fatal(err)
+			}
+			if _, err := eng.load(file); err != nil { // vocabulary loaded, cache warmed
+				b.Fatal(err)
+			}
+			for b.Loop() {
+				if mode == "cold" {
+					eng.Cache = tokenize.NewCache(0)
+				}
+				st, err := eng.load(file)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, _, err := eng.plan(st, Request{}); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
 }
