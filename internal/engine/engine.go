@@ -120,6 +120,8 @@ type Result struct {
 	FirstKeptEntryID string         `json:"firstKeptEntryId,omitempty"`
 	TokensBefore     int            `json:"tokensBefore"`
 	TokensAfter      int            `json:"tokensAfter"`
+	Model            string         `json:"model"`
+	ModelKnown       bool           `json:"modelKnown"`
 	ContextWindow    int            `json:"contextWindow"`
 	OverBudget       bool           `json:"overBudget"`
 	Policy           string         `json:"policy,omitempty"`
@@ -190,11 +192,17 @@ func (e *Engine) load(file string) (*sessionState, error) {
 		return nil, err
 	}
 	st := &sessionState{s: s, path: path}
-	modelID := ""
+	// The session's model (the latest model_change or assistant message on the path) sets
+	// the window and the encoding; the provider matters, as one id can have different
+	// windows at different providers. An unknown model gets the catalog's default, and the
+	// result says so (modelKnown false).
+	st.model, st.known = configs.DefaultModel, false
 	if c := sessionio.BuildContext(path); c.Model != nil {
-		modelID = c.Model.ModelID
+		st.model.ID = c.Model.ModelID
+		if m, ok := configs.LookupProvider(c.Model.Provider, c.Model.ModelID); ok {
+			st.model, st.known = m, true
+		}
 	}
-	st.model, st.known = configs.LookupOr(modelID, configs.DefaultModel)
 	st.window = st.model.ContextWindow
 	if e.Settings.ContextWindow > 0 {
 		st.window = e.Settings.ContextWindow
@@ -234,7 +242,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, ContextWindow: st.window, Counter: st.counter.Name()}
+	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -327,7 +335,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
+	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
 	skip := func(reason string) (*Result, error) {
 		res.Outcome, res.Reason = OutcomeSkipped, reason
 		res.DurationMS = time.Since(start).Milliseconds()

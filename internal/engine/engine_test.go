@@ -356,3 +356,29 @@ func piOracle() string {
 	}
 	return "../../../shared/oracle/pi-oracle"
 }
+
+// TestUnknownModelUsesDefaultAndSaysSo: a model the catalog does not know gets the
+// default window and encoding, and the result says the model was unknown.
+func TestUnknownModelUsesDefaultAndSaysSo(t *testing.T) {
+	t.Parallel()
+	data, err := os.ReadFile("../../testdata/corpus/10-tricky-parallel.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(file, bytes.ReplaceAll(data, []byte(`"claude-sonnet-4-5"`), []byte(`"mystery-model-9000"`)), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	eng, _ := New(summarize.NewExtractive(), Settings{})
+	res, err := eng.Compact(context.Background(), Request{File: file, DryRun: true})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.ModelKnown || res.Model != "mystery-model-9000" || res.ContextWindow != 128000 || res.Counter != "tiktoken:o200k_base" {
+		t.Fatalf("model %q known %v window %d counter %s", res.Model, res.ModelKnown, res.ContextWindow, res.Counter)
+	}
+	known, err := eng.Compact(context.Background(), Request{File: "../../testdata/corpus/10-tricky-parallel.jsonl", DryRun: true})
+	if err != nil || !known.ModelKnown || known.ContextWindow != 200000 {
+		t.Fatalf("known model: %+v %v", known, err)
+	}
+}
