@@ -456,32 +456,9 @@ func (s *Session) HasAssistant() bool {
 	return false
 }
 
+// jsonString decodes a string value of a validated line ("" and false for other types).
 func jsonString(raw json.RawMessage) (string, bool) {
-	if len(raw) == 0 || raw[0] != '"' {
-		return "", false
-	}
-	if plainASCII(raw) {
-		return string(raw[1 : len(raw)-1]), true
-	}
-	var v string
-	if err := json.Unmarshal(raw, &v); err != nil {
-		return "", false
-	}
-	return v, true
-}
-
-// plainASCII reports whether a JSON string literal needs no decoding: printable ASCII, no
-// escapes.
-func plainASCII(raw []byte) bool {
-	if len(raw) < 2 || raw[len(raw)-1] != '"' {
-		return false
-	}
-	for _, c := range raw[1 : len(raw)-1] {
-		if c < 0x20 || c >= 0x80 || c == '\\' || c == '"' {
-			return false
-		}
-	}
-	return true
+	return jsonStringFast(raw)
 }
 
 func jsonNumber(raw json.RawMessage) (float64, bool) {

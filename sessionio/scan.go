@@ -29,70 +29,35 @@ type scanner struct {
 	b     []byte
 	i     int
 	depth int
+	// collect makes the next object() (the top-level one) record its members.
+	collect bool
+	members []member
 }
 
 // scanObject validates b as a single JSON value that must be an object, surrounded by
 // optional whitespace, and appends its members to dst. notObject reports valid JSON that is
 // not an object.
 func scanObject(b []byte, dst []member) (members []member, notObject bool, err error) {
-	s := scanner{b: b}
+	s := scanner{b: b, members: dst}
 	s.ws()
 	if s.i >= len(b) {
 		return dst, false, errScan
 	}
-	if b[s.i] != '{' {
-		if err := s.value(); err != nil {
-			return dst, false, err
-		}
-		s.ws()
-		if s.i != len(b) {
-			return dst, false, errScan
-		}
-		return dst, true, nil
-	}
-	s.i++
-	s.ws()
-	if s.i < len(b) && b[s.i] == '}' {
-		s.i++
+	notObject = b[s.i] != '{'
+	if notObject {
+		err = s.value()
 	} else {
-		for {
-			s.ws()
-			ks := s.i
-			if err := s.str(); err != nil {
-				return dst, false, err
-			}
-			key := b[ks+1 : s.i-1]
-			s.ws()
-			if s.i >= len(b) || b[s.i] != ':' {
-				return dst, false, errScan
-			}
-			s.i++
-			s.ws()
-			vs := s.i
-			if err := s.value(); err != nil {
-				return dst, false, err
-			}
-			dst = append(dst, member{key: key, val: b[vs:s.i]})
-			s.ws()
-			if s.i >= len(b) {
-				return dst, false, errScan
-			}
-			if b[s.i] == ',' {
-				s.i++
-				continue
-			}
-			if b[s.i] == '}' {
-				s.i++
-				break
-			}
-			return dst, false, errScan
-		}
+		s.collect = true
+		err = s.object()
+	}
+	if err != nil {
+		return dst, false, err
 	}
 	s.ws()
 	if s.i != len(b) {
 		return dst, false, errScan
 	}
-	return dst, false, nil
+	return s.members, notObject, nil
 }
 
 // get returns the value of the last member named key (JSON.parse keeps the last duplicate).
@@ -166,19 +131,27 @@ func (s *scanner) object() error {
 		s.depth--
 		return nil
 	}
+	collect := s.collect
+	s.collect = false
 	for {
 		s.ws()
+		ks := s.i
 		if err := s.str(); err != nil {
 			return err
 		}
+		key := s.b[ks+1 : s.i-1]
 		s.ws()
 		if s.i >= len(s.b) || s.b[s.i] != ':' {
 			return errScan
 		}
 		s.i++
 		s.ws()
+		vs := s.i
 		if err := s.value(); err != nil {
 			return err
+		}
+		if collect {
+			s.members = append(s.members, member{key: key, val: s.b[vs:s.i]})
 		}
 		s.ws()
 		if s.i >= len(s.b) {
