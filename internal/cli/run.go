@@ -40,6 +40,7 @@ type serviceFlags struct {
 	logLevel        string
 	sum             summarizerFlags
 	eng             engineFlags
+	configFile      *string
 }
 
 func (f *serviceFlags) bind(fs *flag.FlagSet, env *Env, worker bool) {
@@ -48,6 +49,7 @@ func (f *serviceFlags) bind(fs *flag.FlagSet, env *Env, worker bool) {
 	fs.DurationVar(&f.idle, "idle", pipeline.DefaultIdle, "sessions modified more recently are active and left alone")
 	fs.StringVar(&f.logFormat, "log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
 	fs.StringVar(&f.logLevel, "log-level", "info", "log level debug|info|warn|error")
+	f.configFile = configFlag(fs, env)
 	f.eng.register(fs)
 	if !worker {
 		return
@@ -65,6 +67,22 @@ func (f *serviceFlags) bind(fs *flag.FlagSet, env *Env, worker bool) {
 	fs.BoolVar(&f.once, "once", false, "sweep, process everything queued, print a report and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", pipeline.DefaultShutdownTimeout, "on stop, how long running jobs may finish before they are given back")
+}
+
+// parse parses the command line, fills what it left unset from --config, refuses
+// positional arguments, and returns the pipeline configuration.
+func (f *serviceFlags) parse(fs *flag.FlagSet, env *Env) (pipeline.Config, error) {
+	pos, err := parseFlags(fs, env.Args)
+	if err != nil {
+		return pipeline.Config{}, err
+	}
+	if err := applyConfigFile(fs, *f.configFile); err != nil {
+		return pipeline.Config{}, err
+	}
+	if len(pos) > 0 {
+		return pipeline.Config{}, usageErrorf("unexpected argument %q", pos[0])
+	}
+	return f.config(env)
 }
 
 // config turns the flags into a pipeline.Config and builds the logger.
@@ -156,18 +174,7 @@ Examples:
   compactor run --once --config configs/example.json  # settings from a file (flags win)`)
 	var f serviceFlags
 	f.bind(fs, env, true)
-	cfgFile := configFlag(fs, env)
-	pos, err := parseFlags(fs, env.Args)
-	if err != nil {
-		return err
-	}
-	if err := applyConfigFile(fs, *cfgFile); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	cfg, err := f.config(env)
+	cfg, err := f.parse(fs, env)
 	if err != nil {
 		return err
 	}

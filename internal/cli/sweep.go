@@ -25,18 +25,7 @@ Examples:
 	var f serviceFlags
 	f.bind(fs, env, false)
 	asJSON := fs.Bool("json", false, "print the stats as JSON")
-	cfgFile := configFlag(fs, env)
-	pos, err := parseFlags(fs, env.Args)
-	if err != nil {
-		return err
-	}
-	if err := applyConfigFile(fs, *cfgFile); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
-	}
-	cfg, err := f.config(env)
+	cfg, err := f.parse(fs, env)
 	if err != nil {
 		return err
 	}
