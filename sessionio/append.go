@@ -1,11 +1,13 @@
 package sessionio
 
 import (
+	"bytes"
 	"context"
 	"errors"
 	"fmt"
 	"io"
 	"os"
+	"sync"
 	"syscall"
 	"time"
 
@@ -73,14 +75,35 @@ type NewBranchSummary struct {
 	ModifiedFiles []string
 }
 
-// Appended describes a line that was written.
+// Appended describes an entry that was written and where it landed.
+//
+// A live Pi may append at any instant without a lock. When its lines land between
+// compactor's final check and its write (Intruders), the entry hangs off a leaf that is no
+// longer the last entry Pi wrote: it is on a side branch, and Restores lists the entries
+// written after it so that the file's leaf is Pi's again (see appendEntry). When Pi's lines
+// land after it without descending from it (Followers), Pi had not reloaded the file and
+// its next entry made the new one a side branch. Either way the entry is Superseded: it is
+// in the file, harmless, and not part of the context Pi loads.
 type Appended struct {
 	ID        string
 	ParentID  string
 	Timestamp string
 	Offset    int64 // where the line starts in the file
 	Line      []byte
+	// Intruders are ids of entries another writer appended between the final check and
+	// this write, in file order.
+	Intruders []string
+	// Followers are ids of entries another writer appended after this one without
+	// descending from it (seen while verifying the write).
+	Followers []string
+	// Restores are ids of the entries compactor appended to give the leaf back to the
+	// other writer's newest entry.
+	Restores []string
 }
+
+// Superseded reports whether the entry ended on a side branch: the leaf Pi loads does not
+// descend from it.
+func (a *Appended) Superseded() bool { return len(a.Intruders) > 0 || len(a.Followers) > 0 }
 
 // now and randomID are the clock and the id source for new entries; tests replace them to
 // make appended lines reproducible.
@@ -179,10 +202,44 @@ func fileDetails(read, modified []string) jsjson.Fields {
 
 type planFunc func(s *Session) (parent string, path []*Entry, build func(id, ts string) jsjson.Fields, err error)
 
-// appendEntry is the conditional append: under an exclusive advisory lock it re-reads the
-// file through the same descriptor, checks it against expect and the general rules, then
-// writes one line (preceded by "\n" if the file lacks a final newline) with a single write
-// on an O_APPEND descriptor and fsyncs it.
+// testHooks maps a file to a function a test wants called at the named points of
+// appendEntry on that file ("write": after the final check, just before the write;
+// "verify": after the write, before it is verified; "restore": just before a restore entry
+// is written), so a test can append a line exactly where a live Pi could.
+var testHooks sync.Map // string → func(point string)
+
+func hook(file, point string) {
+	if h, ok := testHooks.Load(file); ok {
+		h.(func(string))(point)
+	}
+}
+
+// appendEntry is the conditional append. It is correct next to a writer that takes no
+// lock and may append at any instant (a live Pi: one write per line, each hanging off its
+// own in-memory leaf):
+//
+//  1. Under an exclusive advisory lock (which serializes compactor processes; Pi ignores
+//     it) the file is read through the descriptor, checked against expect and the general
+//     rules, and the line is encoded. Everything that takes time happens here.
+//  2. The final check is one fstat: the size must still be expect.Size. Pi only ever
+//     appends, so an unchanged size means an unchanged file. Nothing is read or parsed
+//     between this check and the write, which follows at once: a single write of the whole
+//     line (preceded by "\n" if the file lacks its final newline) on an O_APPEND
+//     descriptor, then fsync.
+//  3. The write lands at the end of the file whatever happened since the check (O_APPEND),
+//     but a Pi line may have landed between the check and the write. The region after the
+//     planned size is read back to find where the line landed. Lines before it are
+//     intruders: Pi's newest entry is now one our entry does not descend from. If our line
+//     is then the file's last entry, Pi would load our entry as its leaf and lose its own
+//     newest entries from the path; so a restore entry (a "custom" entry, which never
+//     enters the context) is appended whose parent is the last entry Pi wrote. The leaf is
+//     Pi's again and our entry is a harmless side branch. The restore is verified the same
+//     way and repeated if Pi wrote again meanwhile.
+//
+// The invariant after appendEntry returns: the last entry line of the file is either one
+// another writer wrote, or one of ours whose parent is the newest entry another writer
+// wrote (or the planned leaf, when nobody else wrote). Either way every entry on the other
+// writer's branch is on the path Pi loads.
 func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc) (*Appended, error) {
 	fail := func(err error) (*Appended, error) {
 		return nil, &FileError{File: file, Err: fmt.Errorf("append: %w", err)}
@@ -239,21 +296,173 @@ func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc)
 		return fail(err)
 	}
 	buf := make([]byte, 0, len(line)+2)
-	offset := st.Size()
-	if !s.EndsWithNewline && st.Size() > 0 {
+	if !s.EndsWithNewline && len(data) > 0 {
 		buf = append(buf, '\n')
-		offset++
 	}
 	buf = append(buf, line...)
 	buf = append(buf, '\n')
-	n, err := f.Write(buf)
-	if err != nil {
+	// The verification scan starts at the beginning of the file's last (possibly torn)
+	// line, so that a Pi line glued onto a torn tail is seen as the one line it becomes.
+	scanFrom := int64(bytes.LastIndexByte(data, '\n') + 1)
+
+	// The final check, then the write, with nothing in between.
+	if st, err = f.Stat(); err != nil {
+		return fail(err)
+	}
+	if st.Size() != expect.Size {
+		return fail(&ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID})
+	}
+	hook(file, "write")
+	if n, err := f.Write(buf); err != nil {
 		return fail(fmt.Errorf("write (%d of %d bytes written): %w", n, len(buf), err))
 	}
 	if err := f.Sync(); err != nil {
 		return fail(fmt.Errorf("fsync: %w", err))
 	}
-	return &Appended{ID: id, ParentID: parent, Timestamp: ts, Offset: offset, Line: line}, nil
+	ap := &Appended{ID: id, ParentID: parent, Timestamp: ts, Line: line}
+	if err := settle(ctx, f, scanFrom, expect.LeafID, ts, s, ap); err != nil {
+		return fail(err)
+	}
+	return ap, nil
+}
+
+// maxRestores bounds the restore loop. Each round closes a window of microseconds; a
+// writer that lands a line in every one of them is not a coding agent.
+const maxRestores = 16
+
+// settle finds where ap's line landed and, if another writer's lines came first, appends
+// restore entries until the leaf is the other writer's again (see appendEntry). lastOther
+// starts as the planned leaf: the newest entry anyone else had written at the final check.
+func settle(ctx context.Context, f *os.File, from int64, lastOther, ts string, s *Session, ap *Appended) error {
+	ours := map[string]bool{ap.ID: true}
+	for round := 0; ; round++ {
+		if round == 0 {
+			hook(f.Name(), "verify")
+		}
+		region, err := readSettled(ctx, f, from)
+		if err != nil {
+			return err
+		}
+		ap.Intruders, ap.Followers = ap.Intruders[:0], ap.Followers[:0]
+		other := lastOther
+		var last regionLine
+		found := false
+		for _, l := range region {
+			switch {
+			case l.line != nil && bytes.Equal(l.line, ap.Line):
+				found = true
+				ap.Offset = from + l.offset
+			case l.id == "", ours[l.id]:
+				// a blank, torn or malformed line (Pi skips it too), or one of our restores
+			case !found:
+				ap.Intruders = append(ap.Intruders, l.id)
+			default:
+				if l.parent != ap.ID {
+					ap.Followers = append(ap.Followers, l.id)
+				}
+			}
+			if l.id != "" {
+				last = l
+				if !ours[l.id] {
+					other = l.id
+				}
+			}
+		}
+		if !found {
+			return errors.New("the line just written is not in the file (was the file truncated or replaced?)")
+		}
+		// Safe: the newest entry is someone else's, or ours hangs off the newest of theirs.
+		if !ours[last.id] || last.parent == other {
+			return nil
+		}
+		if round >= maxRestores {
+			return fmt.Errorf("another writer kept appending: leaf not restored after %d restore entries", maxRestores)
+		}
+		rid := s.newID()
+		for ours[rid] {
+			rid = s.newID()
+		}
+		rts := now().UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
+		if rts < ts {
+			rts = ts
+		}
+		rline, err := jsjson.Marshal(jsjson.Fields{
+			{Key: "type", Value: TypeCustom},
+			{Key: "customType", Value: RestoreCustomType},
+			{Key: "data", Value: jsjson.Fields{{Key: "sideBranch", Value: ap.ID}, {Key: "leaf", Value: other}}},
+			{Key: "id", Value: rid},
+			{Key: "parentId", Value: other},
+			{Key: "timestamp", Value: rts},
+		})
+		if err != nil {
+			return err
+		}
+		hook(f.Name(), "restore")
+		if _, err := f.Write(append(rline, '\n')); err != nil {
+			return fmt.Errorf("write restore entry: %w", err)
+		}
+		if err := f.Sync(); err != nil {
+			return fmt.Errorf("fsync restore entry: %w", err)
+		}
+		ours[rid] = true
+		ap.Restores = append(ap.Restores, rid)
+	}
+}
+
+// RestoreCustomType is the customType of the entry compactor appends to give the leaf back
+// to a live agent whose lines landed before compactor's (see appendEntry). Pi keeps custom
+// entries out of the context.
+const RestoreCustomType = "compactor.restore-leaf"
+
+// regionLine is one line of the region after the planned size: its offset in the region,
+// its bytes, and for a complete entry line its id and parent.
+type regionLine struct {
+	offset     int64
+	line       []byte
+	id, parent string
+}
+
+// readSettled reads the file from offset from to its end and splits it into lines. A
+// region that does not end with a newline is a write in progress (Pi writes a line and
+// its newline at once): it is read again shortly, for a bounded time.
+func readSettled(ctx context.Context, f *os.File, from int64) ([]regionLine, error) {
+	for wait := 0; ; wait++ {
+		st, err := f.Stat()
+		if err != nil {
+			return nil, err
+		}
+		buf := make([]byte, st.Size()-from)
+		if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
+			return nil, err
+		}
+		if len(buf) > 0 && buf[len(buf)-1] != '\n' && wait < 200 {
+			select {
+			case <-ctx.Done():
+				return nil, ctx.Err()
+			case <-time.After(time.Millisecond):
+			}
+			continue
+		}
+		var out []regionLine
+		var members []member
+		for off := 0; off < len(buf); {
+			end := bytes.IndexByte(buf[off:], '\n')
+			if end < 0 {
+				end = len(buf) - off
+			}
+			line := buf[off : off+end]
+			rl := regionLine{offset: int64(off), line: line}
+			var notObject bool
+			members, notObject, err = scanObject(line, members[:0])
+			if err == nil && !notObject {
+				rl.id, _ = jsonString(get(members, "id"))
+				rl.parent, _ = jsonString(get(members, "parentId"))
+			}
+			out = append(out, rl)
+			off += end + 1
+		}
+		return out, nil
+	}
 }
 
 // lockFile takes an exclusive advisory lock, waiting until ctx is done. Pi takes no lock;

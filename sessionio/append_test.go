@@ -17,6 +17,10 @@ import (
 )
 
 func TestMain(m *testing.M) {
+	if os.Getenv(piWriterEnv) != "" {
+		runPiWriter()
+		os.Exit(0)
+	}
 	// Reproducible appends: a fixed clock and a counter for ids.
 	fixed := time.Date(2026, 1, 2, 3, 4, 5, 678e6, time.UTC)
 	now = func() time.Time { return fixed }

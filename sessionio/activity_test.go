@@ -1,0 +1,55 @@
+package sessionio
+
+import (
+	"strings"
+	"testing"
+)
+
+func TestActivity(t *testing.T) {
+	t.Parallel()
+	const (
+		callRead = `{"type":"message","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"x"}}],"api":"x","provider":"p","model":"m","stopReason":"toolUse","timestamp":3}}`
+		result   = `{"type":"message","id":"d","parentId":"c","timestamp":"2025-01-01T00:00:04.000Z","message":{"role":"toolResult","toolCallId":"t1","toolName":"read","content":[{"type":"text","text":"data"}],"isError":false,"timestamp":4}}`
+		bash     = `{"type":"message","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","message":{"role":"bashExecution","command":"ls","output":"","exitCode":0,"cancelled":false,"truncated":false,"timestamp":3}}`
+		label    = `{"type":"label","id":"z","parentId":"c","timestamp":"2025-01-01T00:00:05.000Z","targetId":"b","label":"x"}`
+		custMsg  = `{"type":"custom_message","customType":"ext","content":"hi","display":true,"id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z"}`
+		comp     = `{"type":"compaction","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:09.000Z","summary":"x","firstKeptEntryId":"a","tokensBefore":1}`
+	)
+	base := hdr + "\n" + user("a", "", "hi") + "\n" + asst("b", "a", "yo") + "\n"
+	aborted := strings.Replace(callRead, `"stopReason":"toolUse"`, `"stopReason":"aborted"`, 1)
+	cases := []struct {
+		name, content string
+		light         bool
+		want          string // "" = idle; else a substring of the reason
+		torn          int
+	}{
+		{"idle after an answer", base, false, "", 0},
+		{"user waiting", base + user("c", "b", "next") + "\n", false, "user message c is waiting for the model", 0},
+		{"tools running", base + callRead + "\n", false, "assistant message c is running tool calls", 0},
+		{"tools running, light read", base + callRead + "\n", true, "assistant message c is running tool calls", 0},
+		{"tool result going back", base + callRead + "\n" + result + "\n", false, "tool result d is going back to the model", 0},
+		{"aborted tool call", base + aborted + "\n", false, "", 0},
+		{"bash execution", base + bash + "\n", false, "bash execution c has no answer yet", 0},
+		{"label after a user message", base + user("c", "b", "next") + "\n" + label + "\n", false, "user message c is waiting", 0},
+		{"extension message", base + custMsg + "\n", false, "extension message c is waiting", 0},
+		{"compaction", base + comp + "\n", false, "", 0},
+		{"torn tail", base + `{"type":"message","id":"c","par`, false, "", 4},
+		{"no final newline, complete line", strings.TrimSuffix(base, "\n"), false, "", 0},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			s, err := ParseWith([]byte(tc.content), "t.jsonl", Options{Light: tc.light})
+			if err != nil {
+				t.Fatal(err)
+			}
+			a := s.Activity()
+			if (tc.want == "") == a.TurnInProgress || !strings.Contains(a.Reason, tc.want) {
+				t.Fatalf("activity %+v, want turn in progress %v (%q)", a, tc.want != "", tc.want)
+			}
+			if a.TornLine != tc.torn {
+				t.Fatalf("torn line %d, want %d", a.TornLine, tc.torn)
+			}
+		})
+	}
+}

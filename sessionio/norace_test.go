@@ -1,0 +1,5 @@
+//go:build !race
+
+package sessionio
+
+const raceEnabled = false
