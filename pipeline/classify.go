@@ -12,8 +12,11 @@ type Outcome string
 
 // Outcomes.
 const (
-	OutcomeDone    Outcome = "done"    // the entry was appended
+	OutcomeDone    Outcome = "done"    // the entry was appended (or found appended by an earlier delivery)
 	OutcomeSkipped Outcome = "skipped" // nothing to do, with a reason (already compacted, active, v1 file...)
+	// OutcomeSuperseded: the entry was appended, but a live agent's entries landed around
+	// it, so it is on a side branch that Pi does not load; nothing was lost.
+	OutcomeSuperseded Outcome = "superseded"
 	OutcomeRetry   Outcome = "retry"   // transient failure: redelivered later
 	OutcomeFailed  Outcome = "failed"  // permanent failure: terminated and dead-lettered
 )
@@ -35,8 +38,9 @@ type Result struct {
 // (Outcome done or skipped; empty means done) or an error, classified by Classify: use
 // Skip, RetryAfter, Retry or Permanent, or return errors that implement
 // interface{ RetryAfter() time.Duration } or interface{ Permanent() bool }.
-// A handler must be idempotent: given job.ExpectLeafID, it refuses to compact a state that
-// was already compacted, so a redelivered job never produces a second entry.
+// A handler must be idempotent: a job can be delivered again after its effect was written
+// (a crash between the append and the ack); given job.ExpectLeafID, the handler finds that
+// effect and reports it as done, so a redelivered job never produces a second entry.
 type Handler interface {
 	Handle(ctx context.Context, job Job, file string) (Result, error)
 }
@@ -154,6 +158,8 @@ func classify(res Result, err error) Decision {
 			return Decision{Outcome: OutcomeDone, Reason: res.Reason}
 		case OutcomeSkipped:
 			return Decision{Outcome: OutcomeSkipped, Reason: res.Reason}
+		case OutcomeSuperseded:
+			return Decision{Outcome: OutcomeSuperseded, Reason: res.Reason}
 		case OutcomeRetry:
 			return Decision{Outcome: OutcomeRetry, Reason: orDefault(res.Reason, "handler asked for a retry")}
 		case OutcomeFailed:

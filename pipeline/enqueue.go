@@ -19,9 +19,14 @@ type EnqueueResult struct {
 	Seq uint64 `json:"seq"`
 	// Duplicate: the same request (same Nats-Msg-Id) was stored within the duplicate window.
 	Duplicate bool `json:"duplicate,omitempty"`
-	// AlreadyQueued: another job of this kind is pending or running for the session (err_code
-	// 10077); that job answers the request. Not an error.
+	// AlreadyQueued: a job of this kind is pending or running for the session (err_code
+	// 10077). When it is the same request (JobID equals the request's id) it answers the
+	// request; otherwise (Other) the request was not queued: with wait, Enqueue waits for
+	// that job to end and then queues the request.
 	AlreadyQueued bool `json:"alreadyQueued,omitempty"`
+	Other         bool `json:"other,omitempty"`
+	// WaitedFor lists the other requests' jobs that ran before this one (wait only).
+	WaitedFor []string `json:"waitedFor,omitempty"`
 	// Event is the job's final event when waiting.
 	Event *Event `json:"event,omitempty"`
 }
@@ -60,7 +65,7 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 		if gerr == nil {
 			var pj Job
 			_ = json.Unmarshal(pending.Data, &pj)
-			return EnqueueResult{JobID: pj.ID, Seq: pending.Sequence, AlreadyQueued: true}, nil
+			return EnqueueResult{JobID: pj.ID, Seq: pending.Sequence, AlreadyQueued: true, Other: pj.ID != job.ID}, nil
 		}
 		if !errors.Is(gerr, jetstream.ErrMsgNotFound) || attempt >= 20 {
 			return EnqueueResult{}, fmt.Errorf("enqueue %s: already queued, and the pending job cannot be read: %w", job.Subject(), gerr)
@@ -122,22 +127,48 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 	}
 	defer cc.Stop()
 
-	res, err := publishJob(ctx, js, &job)
-	if err != nil {
-		return res, err
+	var waited []string
+	var done uint64 // the other job last waited for: its message may linger briefly after its event
+	for {
+		res, err := publishJob(ctx, js, &job)
+		if err != nil {
+			return res, err
+		}
+		if res.Other && res.Seq == done {
+			select {
+			case <-ctx.Done():
+				return res, fmt.Errorf("enqueue: waiting for job %s (seq %d) to leave the queue: %w", res.JobID, res.Seq, ctx.Err())
+			case <-time.After(50 * time.Millisecond):
+			}
+			continue
+		}
+		ev, err := waitFinal(ctx, events, res.Seq, res.JobID)
+		if err != nil {
+			return res, err
+		}
+		if !res.Other {
+			res.Event, res.WaitedFor = ev, waited
+			return res, nil
+		}
+		// Another request held the subject; it has ended, so the subject is free (a final
+		// event is published after the job's DoubleAck): queue ours now.
+		waited, done = append(waited, res.JobID), res.Seq
 	}
+}
+
+// waitFinal returns the final event of the job with that sequence and id.
+func waitFinal(ctx context.Context, events <-chan jetstream.Msg, seq uint64, jobID string) (*Event, error) {
 	for {
 		select {
 		case <-ctx.Done():
-			return res, fmt.Errorf("enqueue: waiting for job %s (seq %d): %w", res.JobID, res.Seq, ctx.Err())
+			return nil, fmt.Errorf("enqueue: waiting for job %s (seq %d): %w", jobID, seq, ctx.Err())
 		case m := <-events:
 			var ev Event
 			if json.Unmarshal(m.Data(), &ev) != nil {
 				continue
 			}
-			if ev.JobSeq == res.Seq && ev.JobID == res.JobID && ev.Final() {
-				res.Event = &ev
-				return res, nil
+			if ev.JobSeq == seq && ev.JobID == jobID && ev.Final() {
+				return &ev, nil
 			}
 		}
 	}

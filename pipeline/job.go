@@ -39,16 +39,23 @@ type Job struct {
 	SessionID   string    `json:"sessionId"`
 	Reason      string    `json:"reason,omitempty"`
 	RequestedAt time.Time `json:"requestedAt"`
-	// ExpectLeafID is the leaf the requester saw. The handler refuses (skips) when the
-	// session was already compacted from that state, which makes redelivery harmless.
+	// ExpectLeafID is the leaf the requester saw. A handler that finds the entry this job
+	// asks for already made from that leaf (a redelivery after the append, before the ack)
+	// reports it as done instead of doing it again.
 	ExpectLeafID string `json:"expectLeafId,omitempty"`
 	// TargetID and FromID are for branch summaries.
 	TargetID string `json:"targetId,omitempty"`
 	FromID   string `json:"fromId,omitempty"`
-	// Force overrides the idle check (and, for the handler, the budget check).
+	// Force overrides the worker's idle check (a session modified within Idle). It never
+	// overrides the handler's live-agent checks (a turn in progress).
 	Force bool `json:"force,omitempty"`
+	// OnlyOverBudget: compact only if the session is over its model's budget. Sweeps and
+	// re-checks set it; an on-demand request, like `compactor compact` or Pi's /compact,
+	// compacts whatever the budget says.
+	OnlyOverBudget bool `json:"onlyOverBudget,omitempty"`
 	// Per-job overrides; zero values mean the worker's configuration.
 	Policy           string `json:"policy,omitempty"`
+	Counter          string `json:"counter,omitempty"`
 	KeepRecentTokens int    `json:"keepRecentTokens,omitempty"`
 	Instructions     string `json:"instructions,omitempty"`
 	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
@@ -84,20 +91,16 @@ func (j *Job) Validate() error {
 // Subject is the subject the job is published on.
 func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind) }
 
-// MsgID is the de-duplication id: store, session, kind and leaf (plus target and source for
-// branch summaries). The same request for the same state within the duplicate window is
-// stored once. It is hashed when long so it always fits a header comfortably.
+// MsgID is the de-duplication id (Nats-Msg-Id). It covers everything that changes what
+// the job does: kind, store, path, session, leaf, target and source, force, the budget
+// condition and every override. The same request for the same state within the duplicate
+// window is stored once; a request that differs in anything (another path, --force, other
+// instructions) is a new job, never answered by an older result.
 func (j *Job) MsgID() string {
-	parts := []string{j.Store, j.SessionID, j.Kind, j.ExpectLeafID}
-	if j.Kind == KindBranchSummary {
-		parts = append(parts, j.TargetID, j.FromID)
-	}
-	id := strings.Join(parts, ":")
-	if len(id) > 200 {
-		sum := sha256.Sum256([]byte(id))
-		id = j.Kind + ":" + hex.EncodeToString(sum[:16])
-	}
-	return id
+	ident, _ := json.Marshal([]any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
+		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions})
+	sum := sha256.Sum256(ident)
+	return j.Kind + ":" + SessionToken(j.SessionID) + ":" + hex.EncodeToString(sum[:12])
 }
 
 // Normalize fills V, RequestedAt and ID when they are empty.

@@ -489,8 +489,8 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	if !r2.Duplicate || r2.Event == nil || r2.Event.EntryID != r.Event.EntryID {
 		t.Fatalf("duplicate: %+v event %+v", r2, r2.Event)
 	}
-	// A slow job is running; a second request for the session is "already queued" and
-	// answered by the running job's event.
+	// A slow job is running; a second, different request for the session waits for it to
+	// end and then runs itself: it is never answered by another request's result.
 	slow := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
 	r3 := make(chan EnqueueResult, 1)
 	go func() {
@@ -513,8 +513,8 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	time.Sleep(200 * time.Millisecond)
 	close(release)
 	got3, got4 := <-r3, <-r4c
-	if !got4.AlreadyQueued || got4.Seq != got3.Seq || got4.Event == nil || got4.Event.JobSeq != got3.Seq {
-		t.Fatalf("already queued: %+v (event %+v), running job %+v", got4, got4.Event, got3)
+	if len(got4.WaitedFor) != 1 || got4.WaitedFor[0] != got3.JobID || got4.Seq == got3.Seq || got4.Event == nil || got4.Event.JobSeq != got4.Seq || got4.Event.JobID != other.MsgID() {
+		t.Fatalf("second request: %+v (event %+v), running job %+v", got4, got4.Event, got3)
 	}
 	if got3.Event.Outcome != OutcomeSkipped || !strings.Contains(got3.Event.Reason, "already compacted") {
 		t.Errorf("slow job event = %+v", got3.Event)

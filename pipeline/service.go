@@ -306,6 +306,16 @@ func (s *Service) process(ctx context.Context, store string, msg jetstream.Msg) 
 	log := s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", seq, "delivery", delivered)
 
 	file, err := resolve(s.roots[store], job.Path)
+	if errors.Is(err, errNotExist) {
+		// Renamed or moved while queued: the job carries the session id, and Pi's file
+		// names end in it, so look for the one file in the store that holds this session.
+		var rel string
+		rel, file, err = refind(s.roots[store], job.Path, job.SessionID)
+		if err == nil {
+			log.Info("session file moved while queued; found it by session id", "old_path", job.Path, "path", rel)
+			ev.Path, job.Path = rel, rel
+		}
+	}
 	if err != nil {
 		s.deadLetter(ctx, msg, seq, delivered, ev, start, "refused path", err)
 		return
@@ -400,7 +410,7 @@ func (s *Service) finish(ctx context.Context, msg jetstream.Msg, log *slog.Logge
 		ev.Error = dec.Err.Error()
 	}
 	switch dec.Outcome {
-	case OutcomeDone, OutcomeSkipped:
+	case OutcomeDone, OutcomeSkipped, OutcomeSuperseded:
 		// DoubleAck: once it returns, the subject is free and a follow-up enqueue is accepted.
 		if err := msg.DoubleAck(actx); err != nil {
 			log.Warn("ack failed; the job will be redelivered and refused as already done", "err", err)
@@ -508,7 +518,8 @@ func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file s
 		return
 	}
 	next := Job{Kind: KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
-		ExpectLeafID: a.LeafID, Policy: job.Policy, KeepRecentTokens: job.KeepRecentTokens, Instructions: job.Instructions}
+		ExpectLeafID: a.LeafID, OnlyOverBudget: true, Policy: job.Policy, Counter: job.Counter,
+		KeepRecentTokens: job.KeepRecentTokens, Instructions: job.Instructions}
 	r, err := publishJob(ctx, s.res.js, &next)
 	switch {
 	case err != nil:

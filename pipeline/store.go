@@ -1,8 +1,12 @@
 package pipeline
 
 import (
+	"bufio"
+	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,6 +15,10 @@ import (
 // ErrUnsafePath is the cause of every refusal by resolve: the job is dead-lettered with it
 // and nothing is written.
 var ErrUnsafePath = errors.New("unsafe path")
+
+// errNotExist is resolve's error for a path that does not exist (inside the root): the
+// worker then looks for the session elsewhere in the store (refind).
+var errNotExist = errors.New("session file not found")
 
 // resolve maps a job's relative path to an absolute file inside root (a real path, as
 // returned by rootOf). Symlinks are followed, and the result must still be inside root,
@@ -35,7 +43,7 @@ func resolve(root, rel string) (string, error) {
 	real, err := filepath.EvalSymlinks(joined)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%w: %q does not exist", ErrUnsafePath, rel)
+			return "", fmt.Errorf("%w: %q does not exist", errNotExist, rel)
 		}
 		return "", fmt.Errorf("%w: %q: %v", ErrUnsafePath, rel, err)
 	}
@@ -87,4 +95,58 @@ func RelPath(dir, file string) (string, error) {
 		return "", err
 	}
 	return filepath.ToSlash(rel), nil
+}
+
+// refind looks in the store under root for the file of a session whose recorded path is
+// gone (renamed or moved while its job was queued). Pi names session files
+// "<timestamp>_<sessionId>.jsonl"; a candidate must also carry the id in its header line
+// and pass resolve. Exactly one file must match: copies of a session are ambiguous.
+func refind(root, oldRel, sessionID string) (rel, abs string, err error) {
+	if sessionID == "" || strings.ContainsAny(sessionID, `/\`) {
+		return "", "", fmt.Errorf("%w: %q does not exist, and its session id cannot name another file", errNotExist, oldRel)
+	}
+	suffix := "_" + sessionID + ".jsonl"
+	var found []string
+	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if d != nil && d.IsDir() && p != root {
+				return fs.SkipDir
+			}
+			return nil
+		}
+		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), suffix) || headerID(p) != sessionID {
+			return nil
+		}
+		if r, err := filepath.Rel(root, p); err == nil {
+			found = append(found, filepath.ToSlash(r))
+		}
+		return nil
+	})
+	switch len(found) {
+	case 0:
+		return "", "", fmt.Errorf("%w: %q does not exist, and no file in the store holds session %s", errNotExist, oldRel, sessionID)
+	case 1:
+		abs, err := resolve(root, found[0])
+		return found[0], abs, err
+	default:
+		return "", "", fmt.Errorf("%w: %q does not exist, and %d files hold session %s (%s): copies are ambiguous", ErrUnsafePath, oldRel, len(found), sessionID, strings.Join(found, ", "))
+	}
+}
+
+// headerID returns the id in a file's header line ("" if it has none).
+func headerID(path string) string {
+	f, err := os.Open(path)
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	line, _ := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
+	var h struct {
+		Type string `json:"type"`
+		ID   string `json:"id"`
+	}
+	if json.Unmarshal(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")), &h) != nil || h.Type != "session" {
+		return ""
+	}
+	return h.ID
 }

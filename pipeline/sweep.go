@@ -170,7 +170,7 @@ func (s *Service) sweepOne(ctx context.Context, store, rel, abs string, st *Swee
 				add(func() { st.Ineligible++ })
 				result = "ineligible"
 			} else {
-				job := Job{Kind: KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID}
+				job := Job{Kind: KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID, OnlyOverBudget: true}
 				r, err := publishJob(ctx, s.res.js, &job)
 				switch {
 				case err != nil:

@@ -236,10 +236,12 @@ func hook(file, point string) {
 //     Pi's again and our entry is a harmless side branch. The restore is verified the same
 //     way and repeated if Pi wrote again meanwhile.
 //
-// The invariant after appendEntry returns: the last entry line of the file is either one
-// another writer wrote, or one of ours whose parent is the newest entry another writer
-// wrote (or the planned leaf, when nobody else wrote). Either way every entry on the other
-// writer's branch is on the path Pi loads.
+// The invariant after appendEntry returns: if nobody else wrote after the final check, our
+// entry is the file's last entry line, as planned (a compaction hangs off the planned
+// leaf; a branch summary moves the leaf to another branch, as Pi's /tree does). Otherwise
+// the last entry line is one another writer wrote, or a restore entry whose parent is the
+// newest entry another writer wrote: every entry on the other writer's branch is on the
+// path Pi loads.
 func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc) (*Appended, error) {
 	fail := func(err error) (*Appended, error) {
 		return nil, &FileError{File: file, Err: fmt.Errorf("append: %w", err)}
@@ -320,7 +322,7 @@ func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc)
 		return fail(fmt.Errorf("fsync: %w", err))
 	}
 	ap := &Appended{ID: id, ParentID: parent, Timestamp: ts, Line: line}
-	if err := settle(ctx, f, scanFrom, expect.LeafID, ts, s, ap); err != nil {
+	if err := settle(ctx, f, scanFrom, expect, ts, s, ap); err != nil {
 		return fail(err)
 	}
 	return ap, nil
@@ -331,9 +333,12 @@ func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc)
 const maxRestores = 16
 
 // settle finds where ap's line landed and, if another writer's lines came first, appends
-// restore entries until the leaf is the other writer's again (see appendEntry). lastOther
-// starts as the planned leaf: the newest entry anyone else had written at the final check.
-func settle(ctx context.Context, f *os.File, from int64, lastOther, ts string, s *Session, ap *Appended) error {
+// restore entries until the leaf is the other writer's again (see appendEntry). The scan
+// starts at from, the start of the file's last line at the final check; lines that start
+// before expect.Size were in the file then (the planned leaf, or a torn tail that a Pi
+// line may have been glued onto, which Pi skips).
+func settle(ctx context.Context, f *os.File, from int64, expect Expect, ts string, s *Session, ap *Appended) error {
+	lastOther := expect.LeafID
 	ours := map[string]bool{ap.ID: true}
 	for round := 0; ; round++ {
 		if round == 0 {
@@ -344,10 +349,13 @@ func settle(ctx context.Context, f *os.File, from int64, lastOther, ts string, s
 			return err
 		}
 		ap.Intruders, ap.Followers = ap.Intruders[:0], ap.Followers[:0]
-		other := lastOther
+		other, others := lastOther, 0
 		var last regionLine
 		found := false
 		for _, l := range region {
+			if from+l.offset < expect.Size {
+				continue
+			}
 			switch {
 			case l.line != nil && bytes.Equal(l.line, ap.Line):
 				found = true
@@ -365,14 +373,16 @@ func settle(ctx context.Context, f *os.File, from int64, lastOther, ts string, s
 				last = l
 				if !ours[l.id] {
 					other = l.id
+					others++
 				}
 			}
 		}
 		if !found {
 			return errors.New("the line just written is not in the file (was the file truncated or replaced?)")
 		}
-		// Safe: the newest entry is someone else's, or ours hangs off the newest of theirs.
-		if !ours[last.id] || last.parent == other {
+		// Safe: nobody else wrote (our entry is the leaf, as planned), or the newest entry is
+		// someone else's, or our newest is a restore hanging off the newest of theirs.
+		if others == 0 || !ours[last.id] || (last.id != ap.ID && last.parent == other) {
 			return nil
 		}
 		if round >= maxRestores {
@@ -512,4 +522,14 @@ func timestampAfter(path []*Entry) string {
 		}
 	}
 	return time.UnixMilli(int64(latest)).UTC().Format("2006-01-02T15:04:05.000Z")
+}
+
+// CheckWritable reports, without writing anything, whether file can be opened for
+// appending: compactor checks this before it pays for a summary.
+func CheckWritable(file string) error {
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		return &FileError{File: file, Err: fmt.Errorf("not writable: %w", err)}
+	}
+	return f.Close()
 }

@@ -30,7 +30,13 @@ session id and leaf read from FILE.
 A second request for a session that already has a pending job of that kind is answered
 "already queued" (exit 0); with --wait, the pending job's result is awaited.
 
-Exit codes: 0 queued or done/skipped, 1 the job failed (or waiting timed out), 2 bad usage or input.
+A request is identified by everything that changes its outcome (path, leaf, --force, the
+overrides): the same request twice within the duplicate window is stored once, a different
+one is a new job. With --wait, a different request pending for the session is waited for
+first; without it, this request is not queued (exit 1).
+
+Exit codes: 0 queued or done/skipped/superseded, 1 the job failed, was not queued, or waiting
+timed out, 2 bad usage or input.
 
 Examples:
   enqueue ~/.pi/agent/sessions/--home-u-proj--/2026-05-07T10-11-12-345Z_0196....jsonl --store-dir ~/.pi/agent/sessions
@@ -57,7 +63,8 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		kind       = fs.String("kind", pipeline.KindCompact, "job kind: compact or branch_summary")
 		to         = fs.String("to", "", "branch_summary: the entry id being navigated to")
 		from       = fs.String("from", "", "branch_summary: the entry id the branch is left from (default: the leaf)")
-		force      = fs.Bool("force", false, "run even if the session was modified recently (active)")
+		force      = fs.Bool("force", false, "run even if the session was modified recently (the worker's --idle); a turn in progress is never compacted")
+		onlyOver   = fs.Bool("only-over-budget", false, "compact only if the session is over its model's budget (default: compact now, as compactor compact and Pi's /compact do)")
 		wait       = fs.Bool("wait", false, "wait for the job's result event, print it as JSON, exit 1 if it failed")
 		timeout    = fs.Duration("timeout", 10*time.Minute, "with --wait: how long to wait")
 		reason     = fs.String("reason", "on-demand", "why the job was requested (shown in logs)")
@@ -124,7 +131,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		return bad("%s: no session id in the header", file)
 	}
 	job := pipeline.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
-		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, Policy: *policy,
+		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
 	if ncfg.URL == "" {
@@ -142,7 +149,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		fmt.Fprintf(stderr, "enqueue: %v\n", err)
 		return 1
 	}
+	for _, id := range res.WaitedFor {
+		fmt.Fprintf(stderr, "waited for another request's job %s on this session to end first\n", id)
+	}
 	switch {
+	case res.AlreadyQueued && res.Other:
+		fmt.Fprintf(stderr, "not queued: another request (job %s, seq %d) is pending for session %s; run again when it ends, or use --wait to queue this one after it\n", res.JobID, res.Seq, job.SessionID)
+		return 1
 	case res.AlreadyQueued:
 		fmt.Fprintf(stderr, "already queued: job %s (seq %d) is pending for session %s\n", res.JobID, res.Seq, job.SessionID)
 	case res.Duplicate:

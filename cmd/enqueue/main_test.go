@@ -108,15 +108,27 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(errs, "queued: job") {
 		t.Fatalf("first: exit %d %q", code, errs)
 	}
-	// Same session, different request (forced): refused per subject → "already queued", exit 0.
+	// Same session, a different request (forced) while the first is pending: it is not
+	// answered by the first job; without --wait it is not queued (exit 1, said so).
 	code, _, errs = runCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--kind", "compact", "--reason", "again")
-	time.Sleep(10 * time.Millisecond)
-	close(block)
-	if code != 0 {
+	if code != 1 || !strings.HasPrefix(errs, "not queued: another request") {
 		t.Fatalf("second: exit %d %q", code, errs)
 	}
-	if !strings.HasPrefix(errs, "already queued") && !strings.HasPrefix(errs, "duplicate") {
-		t.Errorf("second: %q", errs)
+	// With --wait it is queued after the first job ends, and runs.
+	type out struct {
+		code       int
+		stdout, se string
+	}
+	third := make(chan out, 1)
+	go func() {
+		c, o, e := runCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again")
+		third <- out{c, o, e}
+	}()
+	time.Sleep(100 * time.Millisecond)
+	close(block)
+	r := <-third
+	if r.code != 0 || !strings.Contains(r.se, "waited for another request's job") || !strings.Contains(r.stdout, `"outcome":"done"`) {
+		t.Fatalf("third: exit %d %q %q", r.code, r.se, r.stdout)
 	}
 }
 

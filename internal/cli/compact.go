@@ -4,7 +4,9 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"fmt"
 	"log/slog"
+	"os"
 
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -91,17 +93,24 @@ func newEngine(env *Env, sf *summarizerFlags, ef *engineFlags) (*engine.Engine, 
 }
 
 // printResult prints the JSON result; a skip is a successful outcome (exit 0) with its
-// reason; bad input exits 2; anything else exits 1.
+// reason; bad input exits 2; anything else exits 1. Warnings go to stderr.
 func printResult(env *Env, res *engine.Result, err error, keepPlan bool) error {
 	if _, skipped := engine.Skipped(err); skipped {
 		err = nil
 	}
 	if err != nil {
 		var fe *sessionio.FileError
-		if errors.As(err, &fe) && !errors.Is(err, sessionio.ErrChanged) {
+		var ie *engine.InputError
+		switch {
+		case errors.As(err, &ie):
+			return &UsageError{Err: err}
+		case errors.As(err, &fe) && !errors.Is(err, sessionio.ErrChanged) && !errors.Is(err, os.ErrPermission):
 			return &UsageError{Err: err}
 		}
 		return err
+	}
+	for _, w := range res.Warnings {
+		fmt.Fprintf(env.Stderr, "warning: %s: %s\n", res.File, w)
 	}
 	if !keepPlan {
 		res.Plan = nil

@@ -118,11 +118,12 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger)
 
 // engineFlags are the planning settings shared by compact, branch-summary, sweep and run.
 type engineFlags struct {
-	policy        string
-	counter       string
-	keepRecent    int
-	reserve       int
-	contextWindow int
+	policy         string
+	counter        string
+	keepRecent     int
+	reserve        int
+	contextWindow  int
+	abandonedAfter time.Duration
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
@@ -131,9 +132,10 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.keepRecent, "keep-recent-tokens", 20000, "recent tokens kept verbatim (Pi's keepRecentTokens)")
 	fs.IntVar(&f.reserve, "reserve-tokens", 16384, "tokens kept free in the context window (Pi's reserveTokens)")
 	fs.IntVar(&f.contextWindow, "context-window", 0, "override the model catalog's context window (0 = from the catalog)")
+	fs.DurationVar(&f.abandonedAfter, "abandoned-after", engine.DefaultAbandonedAfter, "a session whose file ends mid-turn is left alone (a live agent is working) unless untouched this long")
 }
 
 func (f *engineFlags) settings() engine.Settings {
 	return engine.Settings{Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
-		ReserveTokens: f.reserve, ContextWindow: f.contextWindow}
+		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter}
 }

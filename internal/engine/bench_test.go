@@ -159,14 +159,14 @@ func BenchmarkPlan08Large(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := eng.load(file); err != nil { // vocabulary loaded, cache warmed
+			if _, err := eng.load(file, ""); err != nil { // vocabulary loaded, cache warmed
 				b.Fatal(err)
 			}
 			for b.Loop() {
 				if mode == "cold" {
 					eng.Cache = tokenize.NewCache(0)
 				}
-				st, err := eng.load(file)
+				st, err := eng.load(file, "")
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -8,6 +8,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"os"
 	"strings"
 	"time"
 
@@ -28,7 +29,14 @@ type Settings struct {
 	ContextWindow int
 	// BranchReserveTokens is Pi's branchSummary.reserveTokens (default 16384).
 	BranchReserveTokens int
+	// AbandonedAfter: a session whose file ends mid-turn (or with an incomplete line) and
+	// was modified within this long belongs to a running agent, and nothing is appended to
+	// it; left like that for longer, it is taken as abandoned and compactable. Default 1h.
+	AbandonedAfter time.Duration
 }
+
+// DefaultAbandonedAfter is Settings.AbandonedAfter's default.
+const DefaultAbandonedAfter = time.Hour
 
 func (s Settings) withDefaults() Settings {
 	if s.Policy == "" {
@@ -46,6 +54,9 @@ func (s Settings) withDefaults() Settings {
 	if s.BranchReserveTokens <= 0 {
 		s.BranchReserveTokens = cutpoint.DefaultReserveTokens
 	}
+	if s.AbandonedAfter == 0 {
+		s.AbandonedAfter = DefaultAbandonedAfter
+	}
 	return s
 }
 
@@ -61,6 +72,9 @@ func (s Settings) Validate() error {
 	}
 	if s.KeepRecentTokens < 0 || s.ReserveTokens < 0 || s.ContextWindow < 0 {
 		return errors.New("settings: token settings must not be negative")
+	}
+	if s.AbandonedAfter < 0 {
+		return errors.New("settings: abandoned-after must not be negative")
 	}
 	return nil
 }
@@ -89,8 +103,14 @@ type Request struct {
 	File string
 	// Overrides of the engine's settings for this request ("" / 0: keep).
 	Policy           string
+	Counter          string
 	KeepRecentTokens int
 	Instructions     string
+	// ExpectLeafID is the leaf the requester saw (jobs carry it). If the file has moved on
+	// and already holds the entry this request asked for, made from that leaf (a job
+	// redelivered after its append, or Pi compacting the same state), the request is done
+	// with that entry. A branch summary leaves this leaf unless FromID says otherwise.
+	ExpectLeafID string
 	// OnlyOverBudget skips a session that is not over its model's budget (jobs from
 	// sweeps); a manual `compactor compact` compacts whatever the budget says.
 	OnlyOverBudget bool
@@ -105,9 +125,17 @@ type Request struct {
 const (
 	OutcomeCompacted  = "compacted"
 	OutcomeSummarized = "branch-summarized"
+	// OutcomeSuperseded: the entry was written, but a live agent's lines landed around it,
+	// so it is on a side branch and Pi does not load it (see sessionio's append). Nothing
+	// was lost; the session will be compacted again when it is idle.
+	OutcomeSuperseded = "superseded"
 	OutcomeDryRun     = "dry-run"
 	OutcomeSkipped    = "skipped"
 )
+
+// ReloadNote is told with every compaction and branch summary: a running Pi never re-reads
+// its file, so it must reload the session to use the new entry.
+const ReloadNote = "a running Pi keeps its leaf in memory: reload the session (RPC switch_session, /resume) before its next prompt, or its next entry leaves this one on a side branch"
 
 // Result reports what happened; it never contains the summary text.
 type Result struct {
@@ -132,7 +160,18 @@ type Result struct {
 	LLMOutputTokens  int            `json:"llmOutputTokens"`
 	LLMCalls         int            `json:"llmCalls"`
 	DurationMS       int64          `json:"durationMs"`
-	Plan             *cutpoint.Plan `json:"plan,omitempty"`
+	// Salvaged: the file grew while the summary was being written, by entries after the
+	// planned leaf only; the summary (which covers entries before the cut) was appended
+	// against the new leaf, with tokensBefore counted again.
+	Salvaged bool `json:"salvaged,omitempty"`
+	// Found: the entry was already in the file (a redelivered job); nothing was written.
+	Found bool `json:"found,omitempty"`
+	// Intruders and Restores: see sessionio.Appended (superseded outcomes).
+	Intruders []string       `json:"intruders,omitempty"`
+	Restores  []string       `json:"restores,omitempty"`
+	Note      string         `json:"note,omitempty"`
+	Warnings  []string       `json:"warnings,omitempty"`
+	Plan      *cutpoint.Plan `json:"plan,omitempty"`
 }
 
 // SkipError is a request that ends without writing for a reason that is not a failure
@@ -149,6 +188,16 @@ func Skipped(err error) (string, bool) {
 	}
 	return "", false
 }
+
+// InputError is a request that names something the file does not have (an entry id):
+// bad input, not a failure of compactor (exit code 2 on the command line).
+type InputError struct{ Err error }
+
+func (e *InputError) Error() string { return e.Err.Error() }
+func (e *InputError) Unwrap() error { return e.Err }
+
+// Permanent: the same request can never succeed.
+func (e *InputError) Permanent() bool { return true }
 
 // GuardError is a compaction refused by a guard before anything was written.
 type GuardError struct{ Reason string }
@@ -175,6 +224,7 @@ func (c cached) Count(m *sessionio.Message) int {
 // sessionState is one read of a session with everything planning needs.
 type sessionState struct {
 	s       *sessionio.Session
+	mtime   time.Time
 	path    []*sessionio.Entry
 	model   configs.Model
 	known   bool
@@ -182,7 +232,13 @@ type sessionState struct {
 	window  int
 }
 
-func (e *Engine) load(file string) (*sessionState, error) {
+func (e *Engine) load(file, counter string) (*sessionState, error) {
+	// The time is taken before the read: if the file changes in between, the content read
+	// is at least as new as the time, which errs on the side of "active".
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, &sessionio.FileError{File: file, Err: err}
+	}
 	s, err := sessionio.ReadFile(file)
 	if err != nil {
 		return nil, err
@@ -191,7 +247,7 @@ func (e *Engine) load(file string) (*sessionState, error) {
 	if err != nil {
 		return nil, err
 	}
-	st := &sessionState{s: s, path: path}
+	st := &sessionState{s: s, mtime: fi.ModTime(), path: path}
 	// The session's model (the latest model_change or assistant message on the path) sets
 	// the window and the encoding; the provider matters, as one id can have different
 	// windows at different providers. An unknown model gets the catalog's default, and the
@@ -207,7 +263,10 @@ func (e *Engine) load(file string) (*sessionState, error) {
 	if e.Settings.ContextWindow > 0 {
 		st.window = e.Settings.ContextWindow
 	}
-	tc, err := tokenize.New(e.Settings.Counter, st.model.Encoding)
+	if counter == "" {
+		counter = e.Settings.Counter
+	}
+	tc, err := tokenize.New(counter, st.model.Encoding)
 	if err != nil {
 		return nil, err
 	}
@@ -235,10 +294,93 @@ func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.S
 	return p, cs, nil
 }
 
+// live checks what the file says about a running agent (design §9, docs/live-agents.md):
+// while a turn is in progress, or a line is being written, Pi will append again from its
+// in-memory leaf and anything appended now ends on a side branch, so the request is
+// skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
+// and an incomplete last line is only warned about (Pi skips it; a newline is written
+// before the new entry). --force does not override this.
+func (e *Engine) live(st *sessionState) (skip string, warnings []string) {
+	act := st.s.Activity()
+	age := time.Since(st.mtime)
+	recent := age < e.Settings.AbandonedAfter
+	ago := age.Round(time.Second)
+	if act.TornLine > 0 {
+		if recent {
+			return fmt.Sprintf("write in progress: line %d is incomplete (modified %s ago; a file left like this for %s is treated as abandoned)", act.TornLine, ago, e.Settings.AbandonedAfter), nil
+		}
+		warnings = append(warnings, fmt.Sprintf("line %d is incomplete and ignored, as Pi ignores it; a newline is written before the new entry", act.TornLine))
+	}
+	if act.TurnInProgress {
+		if recent {
+			return fmt.Sprintf("turn in progress: %s (modified %s ago; a session left mid-turn for %s is treated as abandoned)", act.Reason, ago, e.Settings.AbandonedAfter), nil
+		}
+		warnings = append(warnings, fmt.Sprintf("the session was left mid-turn %s ago (%s); compacting it as abandoned", ago, act.Reason))
+	}
+	return "", warnings
+}
+
+// findCompaction looks for the compaction a request asked for, already in the file: one
+// whose parent is the leaf the requester saw, written after it. It returns nil when the
+// request carries no leaf, the leaf is still current, or there is none.
+func findCompaction(s *sessionio.Session, expectLeaf string) *sessionio.Entry {
+	return findAfter(s, expectLeaf, func(e *sessionio.Entry) bool {
+		return e.Type == sessionio.TypeCompaction && e.ParentID == expectLeaf
+	})
+}
+
+// findAfter returns the last entry after expectLeaf's line (in file order) that matches.
+func findAfter(s *sessionio.Session, expectLeaf string, match func(*sessionio.Entry) bool) *sessionio.Entry {
+	if expectLeaf == "" || expectLeaf == s.LeafID() {
+		return nil
+	}
+	from := s.Get(expectLeaf)
+	if from == nil {
+		return nil
+	}
+	var found *sessionio.Entry
+	for _, e := range s.Entries {
+		if e.Line > from.Line && match(e) {
+			found = e
+		}
+	}
+	return found
+}
+
+// onPath reports whether the entry with id is on path.
+func onPath(path []*sessionio.Entry, id string) bool {
+	for _, e := range path {
+		if e.ID == id {
+			return true
+		}
+	}
+	return false
+}
+
+// extends reports whether newPath is oldPath followed by entries that are not compactions:
+// the session only grew on the same branch, and nobody compacted it meanwhile. Ids never
+// change in an append-only file, so comparing ids compares entries.
+func extends(oldPath, newPath []*sessionio.Entry) (ok bool, why string) {
+	if len(newPath) < len(oldPath) {
+		return false, "the current path is shorter than the planned one (the branch changed)"
+	}
+	for i, e := range oldPath {
+		if newPath[i].ID != e.ID {
+			return false, fmt.Sprintf("the current path leaves the planned one at entry %s (the branch changed)", e.ID)
+		}
+	}
+	for _, e := range newPath[len(oldPath):] {
+		if e.Type == sessionio.TypeCompaction {
+			return false, fmt.Sprintf("the session was compacted meanwhile (entry %s)", e.ID)
+		}
+	}
+	return true, ""
+}
+
 // Compact plans, summarizes and appends one compaction entry, or says why not.
 func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	st, err := e.load(req.File)
+	st, err := e.load(req.File, req.Counter)
 	if err != nil {
 		return nil, err
 	}
@@ -259,6 +401,23 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	}
 	if !st.s.HasAssistant() {
 		return skip("no assistant message yet (Pi would duplicate the file's content on its next write)")
+	}
+	if c := findCompaction(st.s, req.ExpectLeafID); c != nil {
+		res.EntryID, res.ParentID, res.FirstKeptEntryID, res.TokensBefore = c.ID, c.ParentID, c.FirstKeptEntryID, int(c.TokensBefore)
+		res.Found = true
+		res.Reason = fmt.Sprintf("compaction %s of leaf %s is already in the file (this request was done before)", c.ID, req.ExpectLeafID)
+		if !onPath(st.path, c.ID) {
+			return finish(OutcomeSuperseded)
+		}
+		return finish(OutcomeCompacted)
+	}
+	reason, warnings := e.live(st)
+	res.Warnings = warnings
+	if reason != "" && !req.DryRun {
+		return skip(reason)
+	}
+	if reason != "" {
+		res.Warnings = append(res.Warnings, "not compactable now: "+reason)
 	}
 	p, cs, err := e.plan(st, req)
 	if err != nil {
@@ -285,23 +444,17 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		res.TokensAfter = p.KeptTokens
 		return finish(OutcomeDryRun)
 	}
+	// Pay for a summary only if it can be written.
+	if err := sessionio.CheckWritable(req.File); err != nil {
+		return nil, err
+	}
 	prev := ""
 	if p.PreviousSummary != nil {
 		prev = *p.PreviousSummary
 	}
-	fo := sessionio.NewFileOps()
-	for _, f := range p.FileOps.Read {
-		fo.Read[f] = struct{}{}
-	}
-	for _, f := range p.FileOps.Written {
-		fo.Written[f] = struct{}{}
-	}
-	for _, f := range p.FileOps.Edited {
-		fo.Edited[f] = struct{}{}
-	}
 	out, err := summarize.CompactionSummary(ctx, e.Summarizer, summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
+		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: planFileOps(p),
 	})
 	if err != nil {
 		return nil, err
@@ -311,31 +464,127 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
 	}
 	summaryTokens := st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
-	res.TokensAfter = summaryTokens + p.KeptTokens
-	if res.TokensAfter >= p.TokensBefore {
-		return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
-	}
-	ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(st.s), sessionio.NewCompaction{
+	nc := sessionio.NewCompaction{
 		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
 		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
-	})
-	if err != nil {
-		return nil, err
 	}
-	res.EntryID, res.ParentID = ap.ID, ap.ParentID
-	return finish(OutcomeCompacted)
+	for attempt := 1; ; attempt++ {
+		res.TokensAfter = summaryTokens + p.KeptTokens
+		if res.TokensAfter >= p.TokensBefore {
+			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
+		}
+		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(st.s), nc)
+		if err == nil {
+			res.EntryID, res.ParentID = ap.ID, ap.ParentID
+			res.Intruders, res.Restores = ap.Intruders, ap.Restores
+			if ap.Superseded() {
+				res.Reason = supersededReason(ap)
+				return finish(OutcomeSuperseded)
+			}
+			res.Note = ReloadNote
+			return finish(OutcomeCompacted)
+		}
+		if !errors.Is(err, sessionio.ErrChanged) {
+			return nil, err
+		}
+		// The agent wrote while the summary was being made. The summary covers entries
+		// before the cut; if the session only grew after the planned leaf, it still holds.
+		if attempt > maxSalvage {
+			return skip(fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt))
+		}
+		st2, p2, why, err := e.salvage(st, req, p)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return skip("busy: " + why)
+		}
+		st, p = st2, p2
+		nc.TokensBefore = p.TokensBefore
+		res.TokensBefore, res.Salvaged, res.Plan = p.TokensBefore, true, p
+		res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
+	}
 }
 
-// BranchSummary summarizes the branch being left for req.TargetID (from req.FromID or the
-// current leaf) and appends the branch_summary entry where Pi's /tree navigation puts it:
-// at the target, or at its parent when the target is a user message or a custom_message.
+// maxSalvage bounds how often one summary is carried over to a newer leaf.
+const maxSalvage = 3
+
+// salvage re-reads a session that changed after planning and, if the paid summary still
+// applies (the path only grew, nobody compacted, no turn in progress now), returns the
+// new state and the plan moved to it: same cut, tokensBefore and the kept part counted
+// again on the new path. why says why not otherwise.
+func (e *Engine) salvage(old *sessionState, req Request, p *cutpoint.Plan) (*sessionState, *cutpoint.Plan, string, error) {
+	st, err := e.load(req.File, req.Counter)
+	if err != nil {
+		return nil, nil, "", err
+	}
+	if ok, why := extends(old.path, st.path); !ok {
+		return nil, nil, "the session changed while its summary was written: " + why, nil
+	}
+	act := st.s.Activity()
+	if act.TurnInProgress {
+		return nil, nil, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
+	}
+	if act.TornLine > 0 {
+		return nil, nil, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
+	}
+	np := *p
+	np.TokensBefore = cutpoint.ContextTokens(st.path, st.counter)
+	np.KeptTokens = 0
+	for _, e := range st.path[p.FirstKeptEntryIndex:] {
+		if e.Type == sessionio.TypeCompaction {
+			continue
+		}
+		if m := sessionio.AsMessage(e); m != nil {
+			np.KeptTokens += st.counter.Count(m)
+		}
+	}
+	if v := cutpoint.CheckInvariants(st.path, &np); len(v) > 0 {
+		return nil, nil, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
+	}
+	return st, &np, "", nil
+}
+
+func supersededReason(ap *sessionio.Appended) string {
+	switch {
+	case len(ap.Intruders) > 0:
+		return fmt.Sprintf("the agent appended %d entries just before this one (%v): it is on a side branch, and restore entry %v gives the leaf back to the agent; nothing was lost", len(ap.Intruders), ap.Intruders, ap.Restores)
+	default:
+		return fmt.Sprintf("the agent appended %d entries right after this one without reloading (%v): it is on a side branch; nothing was lost", len(ap.Followers), ap.Followers)
+	}
+}
+
+// planFileOps copies a plan's file operations into the summarizer's input.
+func planFileOps(p *cutpoint.Plan) *sessionio.FileOps {
+	fo := sessionio.NewFileOps()
+	for _, f := range p.FileOps.Read {
+		fo.AddRead(f)
+	}
+	for _, f := range p.FileOps.Written {
+		fo.AddWritten(f)
+	}
+	for _, f := range p.FileOps.Edited {
+		fo.AddEdited(f)
+	}
+	return fo
+}
+
+// BranchSummary summarizes the branch being left for req.TargetID (from req.FromID, else
+// the leaf the requester saw, else the current leaf) and appends the branch_summary entry
+// where Pi's /tree navigation puts it: at the target, or at its parent when the target is
+// a user message or a custom_message.
 func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	st, err := e.load(req.File)
+	st, err := e.load(req.File, tokenize.CounterEstimate)
 	if err != nil {
 		return nil, err
 	}
 	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
+	finish := func(outcome string) (*Result, error) {
+		res.Outcome = outcome
+		res.DurationMS = time.Since(start).Milliseconds()
+		return res, nil
+	}
 	skip := func(reason string) (*Result, error) {
 		res.Outcome, res.Reason = OutcomeSkipped, reason
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -349,14 +598,40 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	}
 	target := st.s.Get(req.TargetID)
 	if req.TargetID == "" || target == nil {
-		return nil, &GuardError{Reason: fmt.Sprintf("target entry %q is not in the file", req.TargetID)}
+		return nil, &InputError{Err: fmt.Errorf("%s: --to %q: no entry with this id in the file", req.File, req.TargetID)}
+	}
+	parent := target.ID
+	if target.IsMessage(sessionio.RoleUser) || target.Type == sessionio.TypeCustomMessage {
+		parent = target.ParentID
+	}
+	res.ParentID = parent
+	if b := findAfter(st.s, req.ExpectLeafID, func(e *sessionio.Entry) bool {
+		return e.Type == sessionio.TypeBranchSummary && e.ParentID == parent
+	}); b != nil {
+		res.EntryID, res.Found = b.ID, true
+		res.Reason = fmt.Sprintf("branch summary %s at %s is already in the file (this request was done before)", b.ID, parent)
+		if !onPath(st.path, b.ID) {
+			return finish(OutcomeSuperseded)
+		}
+		return finish(OutcomeSummarized)
 	}
 	from := req.FromID
 	if from == "" {
+		from = req.ExpectLeafID
+	}
+	if from == "" {
 		from = st.s.LeafID()
+	}
+	if st.s.Get(from) == nil {
+		return nil, &InputError{Err: fmt.Errorf("%s: --from %q: no entry with this id in the file", req.File, from)}
 	}
 	if from == req.TargetID {
 		return skip("the target is the leaf: nothing is left behind")
+	}
+	reason, warnings := e.live(st)
+	res.Warnings = warnings
+	if reason != "" && !req.DryRun {
+		return skip(reason)
 	}
 	entries, _, err := summarize.CollectBranch(st.s, from, req.TargetID)
 	if err != nil {
@@ -372,15 +647,11 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	msgs, fo, _ := summarize.PrepareBranch(entries, window-e.Settings.BranchReserveTokens, tokenize.Estimate())
 	res.Summarized = len(msgs)
 	res.PromptChars = len(summarize.SerializeConversation(msgs))
-	parent := target.ID
-	if target.IsMessage(sessionio.RoleUser) || target.Type == sessionio.TypeCustomMessage {
-		parent = target.ParentID
-	}
-	res.ParentID = parent
 	if req.DryRun {
-		res.Outcome = OutcomeDryRun
-		res.DurationMS = time.Since(start).Milliseconds()
-		return res, nil
+		return finish(OutcomeDryRun)
+	}
+	if err := sessionio.CheckWritable(req.File); err != nil {
+		return nil, err
 	}
 	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions})
 	if err != nil {
@@ -393,13 +664,23 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(st.s), sessionio.NewBranchSummary{
 		ParentID: parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
 	})
+	if errors.Is(err, sessionio.ErrChanged) {
+		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
+		// meanwhile is still on the branch being left, and its next entry would leave the
+		// summary behind. Try again when the session is idle.
+		return skip("busy: the session changed while its branch summary was written: " + err.Error())
+	}
 	if err != nil {
 		return nil, err
 	}
 	res.EntryID = ap.ID
-	res.Outcome = OutcomeSummarized
-	res.DurationMS = time.Since(start).Milliseconds()
-	return res, nil
+	res.Intruders, res.Restores = ap.Intruders, ap.Restores
+	if ap.Superseded() {
+		res.Reason = supersededReason(ap)
+		return finish(OutcomeSuperseded)
+	}
+	res.Note = ReloadNote
+	return finish(OutcomeSummarized)
 }
 
 // Assessment is what a sweep needs to know about a session.
@@ -419,7 +700,7 @@ type Assessment struct {
 
 // Assess counts a session's current context and checks it against its model's budget.
 func (e *Engine) Assess(ctx context.Context, file string) (*Assessment, error) {
-	st, err := e.load(file)
+	st, err := e.load(file, "")
 	if err != nil {
 		return nil, err
 	}

@@ -4,24 +4,20 @@ import (
 	"context"
 	"errors"
 	"os"
-	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
-// changedRetryDelay is how long a job waits after the file changed under it (the agent is
-// still writing, most likely).
-const changedRetryDelay = 30 * time.Second
-
 // Handler adapts the engine to the pipeline: a job runs exactly what `compactor compact`
 // (or `branch-summary`) runs, and the engine's errors are mapped onto the pipeline's
 // outcome classes here, in one place.
 func (e *Engine) Handler() pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		req := Request{File: file, Policy: job.Policy, KeepRecentTokens: job.KeepRecentTokens,
-			Instructions: job.Instructions, OnlyOverBudget: !job.Force, TargetID: job.TargetID, FromID: job.FromID}
+		req := Request{File: file, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens,
+			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
+			TargetID: job.TargetID, FromID: job.FromID}
 		var res *Result
 		var err error
 		if job.Kind == pipeline.KindBranchSummary {
@@ -32,8 +28,12 @@ func (e *Engine) Handler() pipeline.Handler {
 		if err != nil {
 			return pipeline.Result{}, classify(err)
 		}
-		return pipeline.Result{Outcome: pipeline.OutcomeDone, EntryID: res.EntryID, LeafID: res.EntryID,
-			TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens}, nil
+		out := pipeline.Result{Outcome: pipeline.OutcomeDone, Reason: res.Reason, EntryID: res.EntryID, LeafID: res.EntryID,
+			TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens}
+		if res.Outcome == OutcomeSuperseded {
+			out.Outcome, out.LeafID = pipeline.OutcomeSuperseded, ""
+		}
+		return out, nil
 	})
 }
 
@@ -46,7 +46,9 @@ func classify(err error) error {
 	case errors.Is(err, sessionio.ErrNotV3), errors.Is(err, sessionio.ErrNoAssistant), errors.Is(err, sessionio.ErrAlreadyCompacted):
 		return pipeline.Skip(err.Error())
 	case errors.Is(err, sessionio.ErrChanged):
-		return pipeline.RetryAfter(changedRetryDelay, err)
+		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
+		// requester asking again).
+		return pipeline.Skip("busy: " + err.Error())
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
 		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
 		return pipeline.Permanent(err)

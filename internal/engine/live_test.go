@@ -1,0 +1,334 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+
+	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sessionio"
+)
+
+// liveBundle is a real worker: an embedded nats-server on a random port, the real engine
+// (tiktoken, nearest policy, a fake OpenAI-compatible endpoint over HTTP), a store in a
+// temp dir. wrap, if set, wraps the engine's handler.
+type liveBundle struct {
+	dir string // the store's root
+	llm *fakellm.Server
+	svc *pipeline.Service
+	nc  *nats.Conn
+	eng *Engine
+}
+
+const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
+
+func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler) pipeline.Handler, start bool) *liveBundle {
+	t.Helper()
+	b := &liveBundle{dir: t.TempDir(), llm: fakellm.Start(t)}
+	eng, err := New(openAI(t, b.llm.URL(), nil), Settings{KeepRecentTokens: 2000, ContextWindow: 20000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	b.eng = eng
+	h := eng.Handler()
+	if wrap != nil {
+		h = wrap(h)
+	}
+	b.svc, err = pipeline.New(pipeline.Config{
+		Stores: []pipeline.Store{{Name: "default", Dir: b.dir}}, DataDir: t.TempDir(), EmbeddedPort: -1,
+		Idle: idle, Handler: h, Assessor: eng.Assessor(), BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := b.svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.svc.Close)
+	b.nc, err = nats.Connect(b.svc.ClientURL())
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(b.nc.Close)
+	if start {
+		b.run(t)
+	}
+	return b
+}
+
+// run starts the workers until the test ends.
+func (b *liveBundle) run(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = b.svc.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done })
+}
+
+// session copies the corpus session into the store under rel with its own session id.
+func (b *liveBundle) session(t *testing.T, rel, id string) string {
+	t.Helper()
+	data, err := os.ReadFile(liveSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	data = []byte(strings.Replace(string(data), "019ad9b0-0000-7000-8000-00000000aaaa", id, 1))
+	p := filepath.Join(b.dir, rel)
+	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(p, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return p
+}
+
+// job is an on-demand compact job for the file as it is now.
+func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
+	t.Helper()
+	s, err := sessionio.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	rel, err := pipeline.RelPath(b.dir, file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: rel, SessionID: s.Header.ID, Reason: "test", ExpectLeafID: s.LeafID()}
+}
+
+func (b *liveBundle) enqueue(t *testing.T, j pipeline.Job) pipeline.EnqueueResult {
+	t.Helper()
+	r, err := pipeline.Enqueue(context.Background(), b.nc, j, true, 60*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
+
+// entries returns the entries of type typ in the file.
+func entriesOf(t *testing.T, file, typ string) []*sessionio.Entry {
+	t.Helper()
+	s, err := sessionio.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var out []*sessionio.Entry
+	for _, e := range s.Entries {
+		if e.Type == typ {
+			out = append(out, e)
+		}
+	}
+	return out
+}
+
+// A retry with --force is a new job: it is not answered by the earlier skipped result.
+func TestLiveForceRetryIsANewJob(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, time.Hour, nil, true)
+	file := b.session(t, "--p--/a_019a0000-0000-7000-8000-000000000001.jsonl", "019a0000-0000-7000-8000-000000000001")
+	j := b.job(t, file)
+	r := b.enqueue(t, j)
+	if r.Event.Outcome != pipeline.OutcomeSkipped || !strings.Contains(r.Event.Reason, "active") {
+		t.Fatalf("first (not forced, file just written): %+v", r.Event)
+	}
+	j.Force = true
+	r2 := b.enqueue(t, j)
+	if r2.Duplicate || r2.Event.JobSeq == r.Event.JobSeq || r2.Event.Outcome != pipeline.OutcomeDone || r2.Event.EntryID == "" {
+		t.Fatalf("forced retry answered by the earlier job or not run: %+v %+v", r2, r2.Event)
+	}
+	if n := len(entriesOf(t, file, sessionio.TypeCompaction)); n != 1 {
+		t.Fatalf("%d compactions in the file, want 1", n)
+	}
+}
+
+// A copy of a session under another name gets its own job and its own entry.
+func TestLiveCopyUnderAnotherName(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, -1, nil, true)
+	const id = "019a0000-0000-7000-8000-000000000002"
+	orig := b.session(t, "--p--/a_"+id+".jsonl", id)
+	copied := b.session(t, "--p--/copy-of-a.jsonl", id)
+	r1 := b.enqueue(t, b.job(t, orig))
+	r2 := b.enqueue(t, b.job(t, copied))
+	if r1.Event.Outcome != pipeline.OutcomeDone || r2.Event.Outcome != pipeline.OutcomeDone || r2.Duplicate || r2.Event.JobSeq == r1.Event.JobSeq {
+		t.Fatalf("original %+v, copy %+v %+v", r1.Event, r2, r2.Event)
+	}
+	for _, f := range []string{orig, copied} {
+		if n := len(entriesOf(t, f, sessionio.TypeCompaction)); n != 1 {
+			t.Fatalf("%s: %d compactions, want 1", filepath.Base(f), n)
+		}
+	}
+}
+
+// A session renamed while its job is queued is found by its id and compacted.
+func TestLiveRenameWhileQueued(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, -1, nil, false)
+	const id = "019a0000-0000-7000-8000-000000000003"
+	file := b.session(t, "--p--/2026-01-01T00-00-00-000Z_"+id+".jsonl", id)
+	j := b.job(t, file)
+	events := make(chan pipeline.EnqueueResult, 1)
+	go func() {
+		r, err := pipeline.Enqueue(context.Background(), b.nc, j, true, 60*time.Second)
+		if err != nil {
+			t.Error(err)
+		}
+		events <- r
+	}()
+	// The job is queued (no worker runs yet); then the file moves to another project dir.
+	eventually(t, func() bool {
+		js, _ := b.nc.JetStream()
+		info, err := js.StreamInfo(pipeline.StreamJobs)
+		return err == nil && info.State.Msgs == 1
+	})
+	moved := filepath.Join(b.dir, "--q--", filepath.Base(file))
+	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.Rename(file, moved); err != nil {
+		t.Fatal(err)
+	}
+	b.run(t)
+	r := <-events
+	if r.Event.Outcome != pipeline.OutcomeDone || r.Event.Path != "--q--/"+filepath.Base(file) {
+		t.Fatalf("event %+v", r.Event)
+	}
+	if n := len(entriesOf(t, moved, sessionio.TypeCompaction)); n != 1 {
+		t.Fatalf("%d compactions in the moved file, want 1", n)
+	}
+}
+
+// crashOnce runs the real handler, then makes the first delivery end without an answer
+// (as a worker that crashed after its append and before its ack): the job is delivered
+// again, and the second delivery must find the entry instead of appending another.
+func crashOnce(calls *atomic.Int32) func(pipeline.Handler) pipeline.Handler {
+	return func(h pipeline.Handler) pipeline.Handler {
+		return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+			res, err := h.Handle(ctx, job, file)
+			if calls.Add(1) == 1 && err == nil {
+				return pipeline.Result{}, pipeline.Retry(fmt.Errorf("worker crashed after appending %s", res.EntryID))
+			}
+			return res, err
+		})
+	}
+}
+
+func TestLiveRedeliveryFindsTheEntry(t *testing.T) {
+	t.Parallel()
+	for _, kind := range []string{pipeline.KindCompact, pipeline.KindBranchSummary} {
+		t.Run(kind, func(t *testing.T) {
+			t.Parallel()
+			var calls atomic.Int32
+			b := newLiveBundle(t, -1, crashOnce(&calls), true)
+			const id = "019a0000-0000-7000-8000-000000000004"
+			file := b.session(t, "--p--/a_"+id+".jsonl", id)
+			j := b.job(t, file)
+			typ := sessionio.TypeCompaction
+			if kind == pipeline.KindBranchSummary {
+				j.Kind, j.TargetID, typ = kind, "bbbb0004", sessionio.TypeBranchSummary
+			}
+			r := b.enqueue(t, j)
+			if calls.Load() != 2 || r.Event.Outcome != pipeline.OutcomeDone || r.Event.Attempt != 2 {
+				t.Fatalf("%d handler calls, event %+v", calls.Load(), r.Event)
+			}
+			got := entriesOf(t, file, typ)
+			if len(got) != 1 || got[0].ID != r.Event.EntryID || !strings.Contains(r.Event.Reason, "already in the file") {
+				t.Fatalf("%d %s entries (event entry %s, reason %q), want exactly the one the first delivery wrote", len(got), typ, r.Event.EntryID, r.Event.Reason)
+			}
+		})
+	}
+}
+
+// appendPi appends lines to file the way Pi does (one write each, no lock).
+func appendPi(t *testing.T, file string, lines ...string) {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	for _, l := range lines {
+		if _, err := f.WriteString(l + "\n"); err != nil {
+			t.Fatal(err)
+		}
+	}
+}
+
+func piUser(id, parent string) string {
+	return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":[{"type":"text","text":"and now?"}],"timestamp":1767225601000}}`, id, parent)
+}
+
+func piAssistant(id, parent string) string {
+	return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"api":"openai-completions","provider":"p","model":"m","usage":{"input":9000,"output":5,"cacheRead":0,"cacheWrite":0,"totalTokens":9005},"stopReason":"stop","timestamp":1767225602000}}`, id, parent)
+}
+
+// A session that grows while its summary is written: when the growth is a finished turn,
+// the paid summary is appended against the new leaf; while a turn is still in progress,
+// the job is skipped (busy), neither dead-lettered nor retried, and nothing is written.
+func TestLiveBusySession(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		name  string
+		lines func(leaf string) []string
+		want  pipeline.Outcome
+	}{
+		{"finished turn: salvaged", func(leaf string) []string { return []string{piUser("pu000001", leaf), piAssistant("pa000001", "pu000001")} }, pipeline.OutcomeDone},
+		{"turn in progress: skipped", func(leaf string) []string { return []string{piUser("pu000001", leaf)} }, pipeline.OutcomeSkipped},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			b := newLiveBundle(t, -1, nil, true)
+			b.llm.SetDefault(fakellm.Behavior{Latency: 700 * time.Millisecond})
+			const id = "019a0000-0000-7000-8000-000000000005"
+			file := b.session(t, "--p--/a_"+id+".jsonl", id)
+			j := b.job(t, file)
+			go func() {
+				// Pi writes while the summary is being written.
+				for b.llm.Count() == 0 {
+					time.Sleep(5 * time.Millisecond)
+				}
+				appendPi(t, file, tc.lines(j.ExpectLeafID)...)
+			}()
+			r := b.enqueue(t, j)
+			if r.Event.Outcome != tc.want || r.Event.Attempt != 1 {
+				t.Fatalf("event %+v, want %s at the first attempt", r.Event, tc.want)
+			}
+			comps := entriesOf(t, file, sessionio.TypeCompaction)
+			s, _ := sessionio.ReadFile(file)
+			path, _ := s.Path("")
+			switch tc.want {
+			case pipeline.OutcomeDone:
+				if len(comps) != 1 || comps[0].ParentID != "pa000001" || s.LeafID() != comps[0].ID || len(path) < 3 || path[len(path)-2].ID != "pa000001" {
+					t.Fatalf("want one compaction hanging off Pi's new leaf pa000001; got %d, leaf %s", len(comps), s.LeafID())
+				}
+			default:
+				if len(comps) != 0 || !strings.Contains(r.Event.Reason, "turn in progress") || s.LeafID() != "pu000001" {
+					t.Fatalf("want nothing written and a turn-in-progress reason; %d compactions, reason %q", len(comps), r.Event.Reason)
+				}
+			}
+			if n := b.llm.Count(); n != 1 {
+				t.Errorf("%d LLM calls, want 1 (the summary is paid once)", n)
+			}
+		})
+	}
+}
+
+// eventually polls cond for up to 10 s.
+func eventually(t *testing.T, cond func() bool) {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
+		if cond() {
+			return
+		}
+	}
+	t.Fatal("condition not met in 10s")
+}
+
