@@ -99,13 +99,16 @@ func FinalText(prompt string) string {
 // repository: it writes a file of generated notes into the workspace with bash, reads it
 // back with read (together with a bash listing, two calls in one turn), sometimes greps
 // it, and ends with a text answer. Everything is derived from Seed and the prompt text,
-// so a run is reproducible and the outputs are large (Lines lines of about 75
+// so a run is reproducible and the outputs are large (Lines lines of about 90
 // characters, some non-ASCII), which makes a session grow by about 2,300 tokens per prompt
-// at the default size.
+// at the default size (24 prompts: about 55k tokens).
 type Workload struct {
 	Seed  uint64
-	Lines int // lines per generated file (default 50)
+	Lines int // lines per generated file (default DefaultLines)
 }
+
+// DefaultLines is the notes file size of a Workload that does not set Lines.
+const DefaultLines = 28
 
 // Prompt is the n-th prompt (from 1) of a workload run: distinct, deterministic text.
 func (w Workload) Prompt(n int) string {
@@ -149,7 +152,7 @@ var words = []string{"parser", "session", "leaf", "entry", "token", "budget", "c
 func (w Workload) notes(prompt string) string {
 	lines := w.Lines
 	if lines <= 0 {
-		lines = 50
+		lines = DefaultLines
 	}
 	r := w.rng("notes", prompt)
 	var sb strings.Builder

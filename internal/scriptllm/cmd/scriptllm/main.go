@@ -25,7 +25,7 @@ func main() {
 	summaryDelay := flag.Duration("summary-delay", scriptllm.DefaultSummaryDelay, "how long summarization requests take")
 	agentDelay := flag.Duration("agent-delay", 0, "how long agent turns take before they stream")
 	seed := flag.Uint64("seed", 1, "workload seed")
-	lines := flag.Int("lines", 50, "lines per generated notes file")
+	lines := flag.Int("lines", scriptllm.DefaultLines, "lines per generated notes file")
 	logFile := flag.String("log", "", "append every request as a JSON line to this file")
 	flag.Parse()
 
