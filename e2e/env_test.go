@@ -192,5 +192,5 @@ func (e *Env) NextAgentRequest(mark int) scriptllm.Request {
 // figure logs a measured value in a form that is easy to find and quote.
 func figure(t testing.TB, name string, value any) {
 	t.Helper()
-	t.Logf("FIGURE %s: %v", name, value)
+	t.Logf("FIGURE %s %s: %v", t.Name(), name, value)
 }
