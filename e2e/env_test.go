@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"strings"
 	"testing"
 	"time"
 
@@ -82,6 +83,7 @@ func NewEnv(t *testing.T, cfg Config) *Env {
 			t.Fatal(err)
 		}
 	}
+	t.Cleanup(e.keepArtifacts)
 	e.Plan = scriptllm.NewPlan(e.Work)
 	delay := scriptllm.DefaultSummaryDelay
 	if cfg.SummaryDelay != nil {
@@ -96,6 +98,21 @@ func NewEnv(t *testing.T, cfg Config) *Env {
 	e.writeAgentDir()
 	e.Pi = e.StartPi("")
 	return e
+}
+
+// keepArtifacts copies a failed test's sessions, agent dir and request log to
+// $E2E_ARTIFACTS/<test> (the temp dir is removed when the test ends).
+func (e *Env) keepArtifacts() {
+	root := os.Getenv("E2E_ARTIFACTS")
+	if root == "" || !e.t.Failed() {
+		return
+	}
+	dst := filepath.Join(root, strings.NewReplacer("/", "_", " ", "_").Replace(e.t.Name()))
+	if err := os.CopyFS(dst, os.DirFS(e.Dir)); err != nil {
+		e.t.Logf("keeping artifacts: %v", err)
+		return
+	}
+	e.t.Logf("artifacts (sessions, agent dir, requests.jsonl) kept in %s", dst)
 }
 
 // writeAgentDir writes models.json (the scripted provider on loopback) and settings.json.
