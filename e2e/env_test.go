@@ -89,12 +89,17 @@ func NewEnv(t *testing.T, cfg Config) *Env {
 	if cfg.SummaryDelay != nil {
 		delay = *cfg.SummaryDelay
 	}
-	logf, err := os.Create(filepath.Join(dir, "requests.jsonl"))
-	if err != nil {
-		t.Fatal(err)
+	opts := []scriptllm.Option{scriptllm.WithScript(e.Plan), scriptllm.WithSummaryDelay(delay)}
+	if os.Getenv("E2E_ARTIFACTS") != "" {
+		// The request log (tens of MB per test) is written only when it can be kept.
+		logf, err := os.Create(filepath.Join(dir, "requests.jsonl"))
+		if err != nil {
+			t.Fatal(err)
+		}
+		t.Cleanup(func() { logf.Close() })
+		opts = append(opts, scriptllm.WithLog(logf))
 	}
-	e.LLM = scriptllm.StartTest(t, scriptllm.WithScript(e.Plan), scriptllm.WithSummaryDelay(delay), scriptllm.WithLog(logf))
-	t.Cleanup(func() { logf.Close() })
+	e.LLM = scriptllm.StartTest(t, opts...)
 	e.writeAgentDir()
 	e.Pi = e.StartPi("")
 	return e
