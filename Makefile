@@ -5,7 +5,7 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build test vet bench proptest fuzz interop demo clean
+.PHONY: all build test vet bench proptest fuzz interop e2e demo clean
 
 all: build
 
@@ -42,6 +42,15 @@ fuzz:
 interop:
 	$(PI_ORACLE) install
 	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(PKGS)
+
+# End to end with the real Pi (RPC mode) against the scripted model of internal/scriptllm:
+# the live-agent scenarios and Pi's own compaction timings (e2e/README.md). Not part of
+# `make test`: it needs Node and, the first time, the npm registry. One test:
+# make e2e E2E_RUN=TestScenarioA
+E2E_RUN ?= .
+e2e:
+	$(PI_ORACLE) install
+	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 30m -run '$(E2E_RUN)' ./e2e/
 
 # The README's main command: the service on its embedded defaults (embedded NATS,
 # extractive summarizer) over a scratch copy of the example store, once, with a report.

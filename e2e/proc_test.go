@@ -1,0 +1,258 @@
+//go:build e2e
+
+package e2e
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"os"
+	"os/exec"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Result is one finished command.
+type Result struct {
+	Code           int
+	Stdout, Stderr string
+	Start, End     time.Time
+}
+
+// Duration is the command's wall time.
+func (r Result) Duration() time.Duration { return r.End.Sub(r.Start) }
+
+// Proc is a command started in its own process group (so that everything it starts can
+// be stopped with it).
+type Proc struct {
+	cmd    *exec.Cmd
+	mu     sync.Mutex
+	stdout bytes.Buffer
+	stderr bytes.Buffer
+	start  time.Time
+	done   chan struct{}
+	res    Result
+}
+
+// StartProc starts name args with env added to the test's environment; it is stopped
+// (SIGTERM, then SIGKILL to its group) and reaped when the test ends.
+func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
+	t.Helper()
+	p := &Proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
+	p.cmd.Env = append(os.Environ(), env...)
+	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
+	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
+	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p.start = time.Now()
+	if err := p.cmd.Start(); err != nil {
+		t.Fatalf("start %s: %v", name, err)
+	}
+	go func() {
+		err := p.cmd.Wait()
+		p.mu.Lock()
+		p.res = Result{Code: exitCode(err), Stdout: p.stdout.String(), Stderr: p.stderr.String(), Start: p.start, End: time.Now()}
+		p.mu.Unlock()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		p.Stop()
+		if t.Failed() {
+			r := p.Wait(context.Background())
+			t.Logf("%s %s exited %d\n--- stderr ---\n%s", name, strings.Join(args, " "), r.Code, tail(r.Stderr, 6000))
+		}
+	})
+	return p
+}
+
+func exitCode(err error) int {
+	var ee *exec.ExitError
+	switch {
+	case err == nil:
+		return 0
+	case errors.As(err, &ee):
+		if ee.ExitCode() >= 0 {
+			return ee.ExitCode()
+		}
+		return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
+	default:
+		return -1
+	}
+}
+
+// Wait waits for the process to exit (or ctx to end: then it is stopped).
+func (p *Proc) Wait(ctx context.Context) Result {
+	select {
+	case <-p.done:
+	case <-ctx.Done():
+		p.Stop()
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.res
+}
+
+// Exited reports whether the process has ended.
+func (p *Proc) Exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// Stderr is what it wrote to stderr so far.
+func (p *Proc) Stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
+// Stop sends SIGTERM to the process group, then SIGKILL, and waits for the exit.
+func (p *Proc) Stop() {
+	if p.Exited() {
+		return
+	}
+	pgid := p.cmd.Process.Pid
+	_ = syscall.Kill(-pgid, syscall.SIGTERM)
+	select {
+	case <-p.done:
+		return
+	case <-time.After(10 * time.Second):
+	}
+	_ = syscall.Kill(-pgid, syscall.SIGKILL)
+	<-p.done
+}
+
+// RunProc runs a command to its end (bounded by timeout).
+func RunProc(t testing.TB, timeout time.Duration, env []string, name string, args ...string) Result {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	return StartProc(t, env, name, args...).Wait(ctx)
+}
+
+// llmEnv is the environment that points compactor's summarizer at nothing secret.
+var llmEnv = []string{"OPENAI_API_KEY=scripted-key"}
+
+// llmFlags point compactor's summarizer at the scripted model.
+func (e *Env) llmFlags() []string {
+	return []string{"--base-url", e.LLM.URL(), "--model", modelName}
+}
+
+// CompactResult is the JSON `compactor compact` prints (the fields the tests use).
+type CompactResult struct {
+	Outcome          string `json:"outcome"`
+	Reason           string `json:"reason"`
+	EntryID          string `json:"entryId"`
+	ParentID         string `json:"parentId"`
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	TokensBefore     int    `json:"tokensBefore"`
+	TokensAfter      int    `json:"tokensAfter"`
+	LLMCalls         int    `json:"llmCalls"`
+}
+
+// ParseCompact decodes compactor compact's output ("" outcome when it printed none).
+func ParseCompact(t testing.TB, r Result) CompactResult {
+	t.Helper()
+	var c CompactResult
+	if s := strings.TrimSpace(r.Stdout); s != "" {
+		if err := json.Unmarshal([]byte(s), &c); err != nil {
+			t.Errorf("compactor compact printed no JSON result: %v\n%s", err, s)
+		}
+	}
+	return c
+}
+
+// JobEvent is the result event `enqueue --wait` prints (the fields the tests use).
+type JobEvent struct {
+	Outcome      string `json:"outcome"`
+	Reason       string `json:"reason"`
+	EntryID      string `json:"entryId"`
+	Error        string `json:"error"`
+	TokensBefore int    `json:"tokensBefore"`
+	TokensAfter  int    `json:"tokensAfter"`
+	DurationMs   int64  `json:"durationMs"`
+}
+
+// ParseJobEvent finds the event's JSON line in enqueue's output (its stdout, or a bash
+// tool's output that mixes stdout and stderr).
+func ParseJobEvent(out string) (JobEvent, bool) {
+	for _, line := range strings.Split(out, "\n") {
+		line = strings.TrimSpace(line)
+		if !strings.HasPrefix(line, "{") {
+			continue
+		}
+		var ev JobEvent
+		if json.Unmarshal([]byte(line), &ev) == nil && ev.Outcome != "" {
+			return ev, true
+		}
+	}
+	return JobEvent{}, false
+}
+
+// StartNATS runs a real nats-server with JetStream in the test process, on a random
+// loopback port with its store in a temp dir, and returns its client URL.
+func StartNATS(t testing.TB) string {
+	t.Helper()
+	ns, err := server.NewServer(&server.Options{
+		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(10 * time.Second) {
+		t.Fatal("nats-server did not start")
+	}
+	t.Cleanup(func() {
+		ns.Shutdown()
+		ns.WaitForShutdown()
+	})
+	return ns.ClientURL()
+}
+
+// StartService runs `compactor run` against the NATS at url with the env's session dir as
+// store "default" and the scripted model as summarizer, and waits until its job stream
+// exists (the stream name is the design's COMPACTOR_JOBS).
+func (e *Env) StartService(url string, extra ...string) *Proc {
+	e.t.Helper()
+	args := append([]string{"run", "--nats-url", url, "--store", "default=" + e.SessionDir,
+		"--data-dir", e.t.TempDir(), "--log-format", "json", "--log-level", "debug", "--concurrency", "2"}, e.llmFlags()...)
+	p := StartProc(e.t, llmEnv, compactorBin(), append(args, extra...)...)
+	nc, err := nats.Connect(url)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	defer nc.Close()
+	js, err := jetstream.New(nc)
+	if err != nil {
+		e.t.Fatal(err)
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.Stream(ctx, "COMPACTOR_JOBS")
+		cancel()
+		if err == nil {
+			return p
+		}
+		if p.Exited() || time.Now().After(deadline) {
+			e.t.Fatalf("compactor run did not create its job stream: %v\n%s", err, tail(p.Stderr(), 4000))
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+}
+
+// enqueueArgs is the enqueue command for the env's session file against url.
+func (e *Env) enqueueArgs(file, url string, extra ...string) []string {
+	return append([]string{file, "--store-dir", e.SessionDir, "--nats-url", url}, extra...)
+}
