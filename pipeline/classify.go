@@ -17,8 +17,8 @@ const (
 	// OutcomeSuperseded: the entry was appended, but a live agent's entries landed around
 	// it, so it is on a side branch that Pi does not load; nothing was lost.
 	OutcomeSuperseded Outcome = "superseded"
-	OutcomeRetry   Outcome = "retry"   // transient failure: redelivered later
-	OutcomeFailed  Outcome = "failed"  // permanent failure: terminated and dead-lettered
+	OutcomeRetry      Outcome = "retry"  // transient failure: redelivered later
+	OutcomeFailed     Outcome = "failed" // permanent failure: terminated and dead-lettered
 )
 
 // Result is what a Handler reports for a job. Only metadata: never the summary text.

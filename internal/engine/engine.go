@@ -139,27 +139,27 @@ const ReloadNote = "a running Pi keeps its leaf in memory: reload the session (R
 
 // Result reports what happened; it never contains the summary text.
 type Result struct {
-	Outcome          string         `json:"outcome"`
-	Reason           string         `json:"reason,omitempty"`
-	File             string         `json:"file"`
-	SessionID        string         `json:"sessionId"`
-	EntryID          string         `json:"entryId,omitempty"`
-	ParentID         string         `json:"parentId,omitempty"`
-	FirstKeptEntryID string         `json:"firstKeptEntryId,omitempty"`
-	TokensBefore     int            `json:"tokensBefore"`
-	TokensAfter      int            `json:"tokensAfter"`
-	Model            string         `json:"model"`
-	ModelKnown       bool           `json:"modelKnown"`
-	ContextWindow    int            `json:"contextWindow"`
-	OverBudget       bool           `json:"overBudget"`
-	Policy           string         `json:"policy,omitempty"`
-	Counter          string         `json:"counter,omitempty"`
-	Summarized       int            `json:"messagesSummarized"`
-	PromptChars      int            `json:"promptChars,omitempty"`
-	LLMInputTokens   int            `json:"llmInputTokens"`
-	LLMOutputTokens  int            `json:"llmOutputTokens"`
-	LLMCalls         int            `json:"llmCalls"`
-	DurationMS       int64          `json:"durationMs"`
+	Outcome          string `json:"outcome"`
+	Reason           string `json:"reason,omitempty"`
+	File             string `json:"file"`
+	SessionID        string `json:"sessionId"`
+	EntryID          string `json:"entryId,omitempty"`
+	ParentID         string `json:"parentId,omitempty"`
+	FirstKeptEntryID string `json:"firstKeptEntryId,omitempty"`
+	TokensBefore     int    `json:"tokensBefore"`
+	TokensAfter      int    `json:"tokensAfter"`
+	Model            string `json:"model"`
+	ModelKnown       bool   `json:"modelKnown"`
+	ContextWindow    int    `json:"contextWindow"`
+	OverBudget       bool   `json:"overBudget"`
+	Policy           string `json:"policy,omitempty"`
+	Counter          string `json:"counter,omitempty"`
+	Summarized       int    `json:"messagesSummarized"`
+	PromptChars      int    `json:"promptChars,omitempty"`
+	LLMInputTokens   int    `json:"llmInputTokens"`
+	LLMOutputTokens  int    `json:"llmOutputTokens"`
+	LLMCalls         int    `json:"llmCalls"`
+	DurationMS       int64  `json:"durationMs"`
 	// Salvaged: the file grew while the summary was being written, by entries after the
 	// planned leaf only; the summary (which covers entries before the cut) was appended
 	// against the new leaf, with tokensBefore counted again.

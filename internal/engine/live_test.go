@@ -280,7 +280,9 @@ func TestLiveBusySession(t *testing.T) {
 		lines func(leaf string) []string
 		want  pipeline.Outcome
 	}{
-		{"finished turn: salvaged", func(leaf string) []string { return []string{piUser("pu000001", leaf), piAssistant("pa000001", "pu000001")} }, pipeline.OutcomeDone},
+		{"finished turn: salvaged", func(leaf string) []string {
+			return []string{piUser("pu000001", leaf), piAssistant("pa000001", "pu000001")}
+		}, pipeline.OutcomeDone},
 		{"turn in progress: skipped", func(leaf string) []string { return []string{piUser("pu000001", leaf)} }, pipeline.OutcomeSkipped},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
@@ -331,4 +333,3 @@ func eventually(t *testing.T, cond func() bool) {
 	}
 	t.Fatal("condition not met in 10s")
 }
-
