@@ -168,8 +168,13 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 	}
 	b, _ := json.Marshal(res.Event)
 	fmt.Fprintln(stdout, string(b))
-	if res.Event.Outcome == pipeline.OutcomeFailed {
+	switch res.Event.Outcome {
+	case pipeline.OutcomeFailed:
 		return 1
+	case pipeline.OutcomeDone:
+		if res.Event.EntryID != "" {
+			fmt.Fprintln(stderr, "note: a running Pi keeps its leaf in memory: reload the session (RPC switch_session, /resume) before its next prompt, or its next entry leaves the new one on a side branch")
+		}
 	}
 	return 0
 }
