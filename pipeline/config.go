@@ -209,6 +209,7 @@ type Config struct {
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
 	Replicas        int           // stream replicas on a clustered NATS; default 1
+	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
 
@@ -246,6 +247,7 @@ func (c Config) withDefaults() Config {
 	set(&c.BackoffMax, DefaultBackoffMax)
 	set(&c.DuplicateWindow, DefaultDuplicateWindow)
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
+	set(&c.PreparedTTL, DefaultPreparedTTL)
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}

@@ -26,6 +26,10 @@ const JobVersion = 1
 const (
 	KindCompact       = "compact"
 	KindBranchSummary = "branch_summary"
+	// KindPrepare plans and summarizes a session at its current leaf and stores the result
+	// in COMPACTOR_PREPARED, writing nothing to the session (zero-wait compaction: Pi's
+	// extension hands it to Pi, which writes the entry itself).
+	KindPrepare = "prepare"
 )
 
 // Job is the JSON payload of a message on COMPACTOR_JOBS. It names a session by store and a
@@ -67,8 +71,8 @@ func (j *Job) Validate() error {
 	if j.V != JobVersion {
 		return fmt.Errorf("job: unsupported version v=%d (want %d)", j.V, JobVersion)
 	}
-	if j.Kind != KindCompact && j.Kind != KindBranchSummary {
-		return fmt.Errorf("job: kind %q is not %q or %q", j.Kind, KindCompact, KindBranchSummary)
+	if j.Kind != KindCompact && j.Kind != KindBranchSummary && j.Kind != KindPrepare {
+		return fmt.Errorf("job: kind %q is not %q, %q or %q", j.Kind, KindCompact, KindBranchSummary, KindPrepare)
 	}
 	if err := ValidateStoreName(j.Store); err != nil {
 		return fmt.Errorf("job: %w", err)

@@ -321,7 +321,8 @@ func (s *Service) process(ctx context.Context, store string, msg jetstream.Msg) 
 		return
 	}
 
-	if !job.Force && s.cfg.Idle > 0 {
+	// A preparation writes nothing to the session: live sessions are what it is for.
+	if !job.Force && s.cfg.Idle > 0 && job.Kind != KindPrepare {
 		if fi, err := os.Stat(file); err == nil {
 			if age := time.Since(fi.ModTime()); age < s.cfg.Idle {
 				s.finish(ctx, msg, log, ev, job, start, nil, Decision{Outcome: OutcomeSkipped,

@@ -40,13 +40,14 @@ func IsAlreadyQueued(err error) bool {
 }
 
 type resources struct {
-	js     jetstream.JetStream
-	jobs   jetstream.Stream
-	events jetstream.Stream
-	dlq    jetstream.Stream
-	leases jetstream.KeyValue
-	sweep  jetstream.KeyValue
-	cons   map[string]jetstream.Consumer // by store
+	js       jetstream.JetStream
+	jobs     jetstream.Stream
+	events   jetstream.Stream
+	dlq      jetstream.Stream
+	leases   jetstream.KeyValue
+	sweep    jetstream.KeyValue
+	prepared jetstream.KeyValue
+	cons     map[string]jetstream.Consumer // by store
 }
 
 // ensure creates or updates every stream, bucket and the stores' consumers.
@@ -116,6 +117,9 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config) (*resources
 	})
 	if err != nil {
 		return nil, fmt.Errorf("ensure bucket %s: %w", BucketSweep, err)
+	}
+	if r.prepared, err = ensurePrepared(ctx, js, cfg); err != nil {
+		return nil, err
 	}
 	for _, st := range cfg.Stores {
 		c, err := js.CreateOrUpdateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{

@@ -279,3 +279,47 @@ func TestExtractive(t *testing.T) {
 		t.Fatalf("%v %q", err, out.Summary)
 	}
 }
+
+// An incremental preparation merges only the new messages into the base history, and
+// reuses the base without a request when nothing is new.
+func TestCompactionSummaryBaseHistory(t *testing.T) {
+	t.Parallel()
+	base := "base history"
+	newMsgs := []*sessionio.Message{userMsg("n1"), userMsg("n2")}
+	prefix := []*sessionio.Message{userMsg("p")}
+	cases := []struct {
+		name     string
+		in       CompactionInput
+		want     string
+		requests []string // kind:messages:previous
+	}{
+		{"new messages", CompactionInput{MessagesToSummarize: newMsgs, PreviousSummary: "ignored", BaseHistory: &base},
+			"update:2", []string{"update:2:base history"}},
+		{"nothing new", CompactionInput{BaseHistory: &base}, "base history", nil},
+		{"nothing new, split turn", CompactionInput{TurnPrefix: prefix, IsSplitTurn: true, BaseHistory: &base},
+			"base history" + SplitTurnSeparator + "turn-prefix:1", []string{"turn-prefix:1:"}},
+	}
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			t.Parallel()
+			r := &recorder{}
+			out, err := CompactionSummary(context.Background(), r, tc.in)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if out.Summary != tc.want {
+				t.Fatalf("summary %q, want %q", out.Summary, tc.want)
+			}
+			var got []string
+			for _, q := range r.reqs {
+				got = append(got, q.Kind.String()+":"+itoa(len(q.Messages))+":"+q.PreviousSummary)
+			}
+			if strings.Join(got, "|") != strings.Join(tc.requests, "|") {
+				t.Fatalf("requests %v, want %v", got, tc.requests)
+			}
+			if want := strings.SplitN(tc.want, SplitTurnSeparator, 2)[0]; out.History != want {
+				t.Fatalf("history part %q, want %q", out.History, want)
+			}
+		})
+	}
+}

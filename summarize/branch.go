@@ -146,6 +146,9 @@ type SummaryOutput struct {
 	// InputTokens and OutputTokens sum the model usage of every call made.
 	InputTokens, OutputTokens int
 	Calls                     int
+	// History is a compaction summary's history part alone (without the split turn's
+	// prefix summary and the file lists): what a later, incremental preparation builds on.
+	History string
 }
 
 // BranchOptions are the optional parts of a branch summary request.

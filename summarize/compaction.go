@@ -24,6 +24,12 @@ type CompactionInput struct {
 	ReserveTokens int
 	// FileOps are the plan's file operations (ExtractFileOps); nil means none.
 	FileOps *FileOps
+	// BaseHistory, when set, is a history summary already made of the span's beginning
+	// (an earlier preparation at an older cut): MessagesToSummarize are then only the
+	// messages after what it covers, merged into it with the update prompt, and
+	// PreviousSummary is ignored (BaseHistory already holds it). With no new messages the
+	// base is used as it is, without a request.
+	BaseHistory *string
 }
 
 // DefaultReserveTokens is Pi's default reserveTokens.
@@ -50,17 +56,27 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		CustomInstructions: in.CustomInstructions,
 		MaxTokens:          HistoryMaxTokens(reserve),
 	}
-	if in.PreviousSummary != "" {
+	if in.BaseHistory != nil {
+		history.PreviousSummary = *in.BaseHistory
+	}
+	if history.PreviousSummary != "" {
 		history.Kind = KindUpdate
+	}
+	// summarizeHistory makes the history part, or reuses the base when nothing is new.
+	summarizeHistory := func(ctx context.Context) (Result, error) {
+		if in.BaseHistory != nil && len(in.MessagesToSummarize) == 0 {
+			return Result{Text: *in.BaseHistory}, nil
+		}
+		return s.Summarize(ctx, history)
 	}
 	var out CompactionOutput
 	var text string
 	if in.IsSplitTurn && len(in.TurnPrefix) > 0 {
 		var hist, prefix Result
 		g, gctx := errgroup.WithContext(ctx)
-		if len(in.MessagesToSummarize) > 0 {
+		if len(in.MessagesToSummarize) > 0 || in.BaseHistory != nil {
 			g.Go(func() error {
-				r, err := s.Summarize(gctx, history)
+				r, err := summarizeHistory(gctx)
 				if err != nil {
 					return fmt.Errorf("history summary: %w", err)
 				}
@@ -86,14 +102,16 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 			return CompactionOutput{}, fmt.Errorf("compaction summary: %w", err)
 		}
 		text = hist.Text + SplitTurnSeparator + prefix.Text
+		out.History = hist.Text
 		out.add(hist)
 		out.add(prefix)
 	} else {
-		r, err := s.Summarize(ctx, history)
+		r, err := summarizeHistory(ctx)
 		if err != nil {
 			return CompactionOutput{}, fmt.Errorf("compaction summary: history summary: %w", err)
 		}
 		text = r.Text
+		out.History = r.Text
 		out.add(r)
 	}
 	out.ReadFiles, out.ModifiedFiles = ComputeFileLists(in.FileOps)

@@ -10,6 +10,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"golang.org/x/term"
@@ -136,6 +137,10 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, usageErrorf("--log-format: %q is not text or json", format)
 }
 
+// servicePtr is the service of this process (one per `compactor run`), for handlers that
+// need its resources.
+var servicePtr atomic.Pointer[pipeline.Service]
+
 // withImplementation fills Handler and Assessor: the engine (the same code path as
 // `compactor compact`), configured by the summarizer and planning flags.
 func withImplementation(cfg pipeline.Config, f *serviceFlags, env *Env) (pipeline.Config, error) {
@@ -155,7 +160,16 @@ func withImplementation(cfg pipeline.Config, f *serviceFlags, env *Env) (pipelin
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
-	cfg.Handler, cfg.Assessor = eng.Handler(), eng.Assessor()
+	// Prepare jobs store their result in the service's bucket, which exists once the
+	// service has started: the handler looks it up then.
+	svc := &servicePtr
+	cfg.Handler = eng.HandlerWith(engine.HandlerOptions{Prepared: func() pipeline.PreparedStore {
+		if s := svc.Load(); s != nil {
+			return s.Prepared()
+		}
+		return nil
+	}})
+	cfg.Assessor = eng.Assessor()
 	cfg.Logger.Info("summarizer", "kind", f.sum.kind, "model", f.sum.model, "policy", f.eng.policy, "counter", f.eng.counter)
 	return cfg, nil
 }
@@ -195,6 +209,7 @@ Examples:
 	if err != nil {
 		return &UsageError{Err: err}
 	}
+	servicePtr.Store(svc)
 	defer svc.Close()
 	if f.once {
 		rep, err := svc.RunOnce(ctx)

@@ -530,15 +530,7 @@ func (e *Engine) salvage(old *sessionState, req Request, p *cutpoint.Plan) (*ses
 	}
 	np := *p
 	np.TokensBefore = cutpoint.ContextTokens(st.path, st.counter)
-	np.KeptTokens = 0
-	for _, e := range st.path[p.FirstKeptEntryIndex:] {
-		if e.Type == sessionio.TypeCompaction {
-			continue
-		}
-		if m := sessionio.AsMessage(e); m != nil {
-			np.KeptTokens += st.counter.Count(m)
-		}
-	}
+	np.KeptTokens = keptTokens(st.path, p.FirstKeptEntryIndex, st.counter)
 	if v := cutpoint.CheckInvariants(st.path, &np); len(v) > 0 {
 		return nil, nil, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
 	}

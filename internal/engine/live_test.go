@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"os"
 	"path/filepath"
@@ -38,7 +39,7 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		t.Fatal(err)
 	}
 	b.eng = eng
-	h := eng.Handler()
+	h := eng.HandlerWith(HandlerOptions{Prepared: func() pipeline.PreparedStore { return b.svc.Prepared() }})
 	if wrap != nil {
 		h = wrap(h)
 	}
@@ -332,4 +333,52 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not met in 10s")
+}
+
+// A prepare job on a session with a turn in progress (a live agent, which is what
+// preparations are for) stores its result in COMPACTOR_PREPARED and writes nothing to the
+// session; a second one after the session grew builds on the first.
+func TestLivePrepareJob(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, time.Hour, nil, true)
+	const id = "019a0000-0000-7000-8000-000000000006"
+	file := b.session(t, "--p--/a_"+id+".jsonl", id)
+	j := b.job(t, file)
+	appendPi(t, file, piUser("pu000001", j.ExpectLeafID)) // mid-turn, just modified
+	before, _ := os.ReadFile(file)
+	j = b.job(t, file)
+	j.Kind = pipeline.KindPrepare
+	r := b.enqueue(t, j)
+	if r.Event.Outcome != pipeline.OutcomeDone {
+		t.Fatalf("event %+v", r.Event)
+	}
+	raw, err := b.svc.Prepared().Get(context.Background(), "default", id)
+	if err != nil || raw == nil {
+		t.Fatalf("no prepared value: %v", err)
+	}
+	var pr Prepared
+	if err := json.Unmarshal(raw, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.LeafID != "pu000001" || pr.Path != j.Path || pr.Store != "default" || pr.Summary == "" || pr.Incremental {
+		t.Fatalf("prepared %+v", pr)
+	}
+	if after, _ := os.ReadFile(file); string(after) != string(before) {
+		t.Fatal("a prepare job wrote to the session")
+	}
+	// The agent goes on; the next preparation is incremental.
+	appendPi(t, file, piAssistant("pa000001", "pu000001"), piUser("pu000002", "pa000001"), piAssistant("pa000002", "pu000002"))
+	j2 := b.job(t, file)
+	j2.Kind = pipeline.KindPrepare
+	if r := b.enqueue(t, j2); r.Event.Outcome != pipeline.OutcomeDone {
+		t.Fatalf("second: %+v", r.Event)
+	}
+	raw, _ = b.svc.Prepared().Get(context.Background(), "default", id)
+	var pr2 Prepared
+	if err := json.Unmarshal(raw, &pr2); err != nil {
+		t.Fatal(err)
+	}
+	if pr2.LeafID != "pa000002" || !pr2.Incremental || *pr2.BasedOnLeafID != pr.LeafID {
+		t.Fatalf("second preparation %+v", pr2)
+	}
 }

@@ -2,7 +2,9 @@ package engine
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
+	"fmt"
 	"os"
 
 	"github.com/compactor-dev/compactor/pipeline"
@@ -12,17 +14,30 @@ import (
 
 // Handler adapts the engine to the pipeline: a job runs exactly what `compactor compact`
 // (or `branch-summary`) runs, and the engine's errors are mapped onto the pipeline's
-// outcome classes here, in one place.
-func (e *Engine) Handler() pipeline.Handler {
+// outcome classes here, in one place. Prepare jobs need HandlerWith and a store.
+func (e *Engine) Handler() pipeline.Handler { return e.HandlerWith(HandlerOptions{}) }
+
+// HandlerOptions are what some job kinds need beyond the engine.
+type HandlerOptions struct {
+	// Prepared returns the store of prepared summaries (the service's, which exists only
+	// once it has started, hence a function).
+	Prepared func() pipeline.PreparedStore
+}
+
+// HandlerWith is Handler with options.
+func (e *Engine) HandlerWith(opts HandlerOptions) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
 		req := Request{File: file, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens,
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *Result
 		var err error
-		if job.Kind == pipeline.KindBranchSummary {
+		switch job.Kind {
+		case pipeline.KindBranchSummary:
 			res, err = e.BranchSummary(ctx, req)
-		} else {
+		case pipeline.KindPrepare:
+			res, err = e.prepareJob(ctx, job, req, opts)
+		default:
 			res, err = e.Compact(ctx, req)
 		}
 		if err != nil {
@@ -35,6 +50,39 @@ func (e *Engine) Handler() pipeline.Handler {
 		}
 		return out, nil
 	})
+}
+
+// prepareJob makes a preparation on top of the session's previous one and stores it.
+func (e *Engine) prepareJob(ctx context.Context, job pipeline.Job, req Request, opts HandlerOptions) (*Result, error) {
+	var store pipeline.PreparedStore
+	if opts.Prepared != nil {
+		store = opts.Prepared()
+	}
+	if store == nil {
+		return nil, pipeline.Permanent(errors.New("prepare: this worker has no store of prepared summaries"))
+	}
+	var prev *Prepared
+	if raw, err := store.Get(ctx, job.Store, job.SessionID); err != nil {
+		return nil, pipeline.Retry(err)
+	} else if raw != nil {
+		var p Prepared
+		if json.Unmarshal(raw, &p) == nil && p.Path == job.Path {
+			prev = &p
+		}
+	}
+	pr, res, err := e.Prepare(ctx, req, prev)
+	if err != nil {
+		return res, err
+	}
+	pr.Store, pr.Path = job.Store, job.Path
+	b, err := json.Marshal(pr)
+	if err != nil {
+		return nil, fmt.Errorf("prepare: %w", err)
+	}
+	if err := store.Put(ctx, job.Store, job.SessionID, b); err != nil {
+		return nil, pipeline.Retry(err)
+	}
+	return res, nil
 }
 
 // classify turns engine, sessionio and summarize errors into pipeline classes.

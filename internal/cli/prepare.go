@@ -1,0 +1,61 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"os"
+
+	"github.com/compactor-dev/compactor/internal/engine"
+)
+
+func init() {
+	register(&Command{Name: "prepare", Summary: "prepare a compaction summary for one session ahead of time (writes nothing)", Run: runPrepare})
+}
+
+func runPrepare(ctx context.Context, env *Env) error {
+	fs := newFlagSet(env, "prepare", "compactor prepare FILE [--previous PREPARED.json] [--instructions TEXT] [summarizer and planning flags]",
+		`Plan and summarize the session at its current leaf, as the workers do for a "prepare" job,
+and print the prepared result as JSON (the value the COMPACTOR_PREPARED bucket holds, which
+Pi's extension hands to Pi when it compacts: docs/live-agents.md). Nothing is written to the
+session, and a turn in progress does not stop it.
+
+With --previous, an earlier result of this command (or of the bucket) for the same session is
+the base: only what is new since its cut is summarized, merged into its history with the
+update prompt (the result says "incremental": true and how many LLM input tokens it took).`)
+	var sf summarizerFlags
+	var ef engineFlags
+	sf.register(fs)
+	ef.register(fs)
+	instructions := fs.String("instructions", "", "custom instructions (a preparation is valid only for the same instructions)")
+	previous := fs.String("previous", "", "a previous preparation (JSON) to build on incrementally")
+	args, err := parseFlags(fs, env.Args)
+	if err != nil {
+		return err
+	}
+	if len(args) != 1 {
+		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
+	}
+	var prev *engine.Prepared
+	if *previous != "" {
+		b, err := os.ReadFile(*previous)
+		if err != nil {
+			return usageErrorf("--previous: %v", err)
+		}
+		prev = &engine.Prepared{}
+		if err := json.Unmarshal(b, prev); err != nil {
+			return usageErrorf("--previous %s: not a prepared summary: %v", *previous, err)
+		}
+	}
+	eng, err := newEngine(env, &sf, &ef)
+	if err != nil {
+		return err
+	}
+	pr, res, err := eng.Prepare(ctx, engine.Request{File: args[0], Instructions: *instructions}, prev)
+	if err != nil {
+		return printResult(env, res, err, false) // a skip prints the result with its reason
+	}
+	enc := json.NewEncoder(env.Stdout)
+	enc.SetEscapeHTML(false)
+	enc.SetIndent("", "  ")
+	return enc.Encode(pr)
+}

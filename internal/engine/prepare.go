@@ -1,0 +1,233 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// PreparedVersion is the version of the Prepared JSON this package writes.
+const PreparedVersion = 1
+
+// Prepared is a compaction made ahead of time for a live agent, without writing anything
+// to its session. Pi's extension (extensions/pi) returns it from Pi's
+// session_before_compact hook when it is still valid for the branch, and Pi appends the
+// compaction entry itself from its in-memory leaf: no reload, no side branch, no wait.
+// Its JSON is the value of the COMPACTOR_PREPARED bucket; the field names are the
+// contract with the extension (extensions/pi/README.md, docs/live-agents.md).
+type Prepared struct {
+	V         int    `json:"v"`
+	Store     string `json:"store"`
+	Path      string `json:"path"`
+	SessionID string `json:"sessionId"`
+	// LeafID is the leaf the preparation was planned at.
+	LeafID           string `json:"leafId"`
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	// PreviousCompactionID is the latest compaction on the path at LeafID (null if none):
+	// the preparation builds on its summary and starts where it kept.
+	PreviousCompactionID *string `json:"previousCompactionId"`
+	BoundaryStartEntryID string  `json:"boundaryStartEntryId"`
+	// SummarizedEntryIDs are, in path order, the entries whose messages the summary covers
+	// (the history, then the split turn's prefix).
+	SummarizedEntryIDs []string        `json:"summarizedEntryIds"`
+	TokensBefore       int             `json:"tokensBefore"`
+	Summary            string          `json:"summary"`
+	Details            PreparedDetails `json:"details"`
+	// Estimates with Pi's chars/4 estimateTokens, as the extension checks the window with:
+	// the kept part from FirstKeptEntryID to LeafID, and the summary as Pi will wrap it.
+	KeptTokensEstimate    int              `json:"keptTokensEstimate"`
+	SummaryTokensEstimate int              `json:"summaryTokensEstimate"`
+	Policy                string           `json:"policy"`
+	Counter               string           `json:"counter"`
+	Settings              PreparedSettings `json:"settings"`
+	CustomInstructions    string           `json:"customInstructions"`
+	CreatedAt             time.Time        `json:"createdAt"`
+	LLMInputTokens        int              `json:"llmInputTokens"`
+	LLMOutputTokens       int              `json:"llmOutputTokens"`
+	LLMCalls              int              `json:"llmCalls"`
+	// Incremental: the history was an earlier preparation's, updated with only the
+	// messages after it; BasedOnLeafID is that preparation's leaf.
+	Incremental   bool    `json:"incremental"`
+	BasedOnLeafID *string `json:"basedOnLeafId"`
+	// History is the summary's history part alone (no split-turn prefix, no file lists),
+	// covering the entries up to HistoryEndEntryID (exclusive): what the next, incremental
+	// preparation builds on.
+	History           string `json:"history"`
+	HistoryEndEntryID string `json:"historyEndEntryId"`
+}
+
+// PreparedDetails are the compaction's details as Pi stores them.
+type PreparedDetails struct {
+	ReadFiles     []string `json:"readFiles"`
+	ModifiedFiles []string `json:"modifiedFiles"`
+}
+
+// PreparedSettings are the settings the preparation was planned with.
+type PreparedSettings struct {
+	KeepRecentTokens int `json:"keepRecentTokens"`
+	ReserveTokens    int `json:"reserveTokens"`
+	ContextWindow    int `json:"contextWindow"`
+}
+
+// OutcomePrepared: a preparation was made (nothing was written to the session).
+const OutcomePrepared = "prepared"
+
+// Prepare plans a compaction of the session at its current leaf with the configured
+// policy and summarizes it, writing nothing to the session file. Unlike Compact it runs
+// while a turn is in progress: that is when a live agent needs it.
+//
+// prev is the session's latest preparation, if any. When it still applies (same previous
+// compaction and range start, same policy and instructions, its history end on the
+// current path at or before the new one), only the messages between its history end and
+// the new one are summarized, merged into its history with the update prompt, as Pi
+// updates a previous summary; otherwise the summary is made from scratch.
+func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Prepared, *Result, error) {
+	start := time.Now()
+	st, err := e.load(req.File, req.Counter)
+	if err != nil {
+		return nil, nil, err
+	}
+	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
+	skip := func(reason string) (*Prepared, *Result, error) {
+		res.Outcome, res.Reason = OutcomeSkipped, reason
+		res.DurationMS = time.Since(start).Milliseconds()
+		return nil, res, &SkipError{Reason: reason}
+	}
+	if st.s.Version() != 3 {
+		return skip(fmt.Sprintf("format v%d: Pi rewrites such a file with new ids when it opens it", st.s.Version()))
+	}
+	if !st.s.HasAssistant() {
+		return skip("no assistant message yet")
+	}
+	p, cs, err := e.plan(st, req)
+	if err != nil {
+		return nil, nil, err
+	}
+	res.Plan, res.Policy, res.TokensBefore = p, p.Policy, p.TokensBefore
+	res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
+	if !p.Prepared {
+		return skip("already compacted: " + p.Reason)
+	}
+	if len(p.Summarize) == 0 && len(p.Prefix) == 0 {
+		return skip(fmt.Sprintf("nothing to summarize: the whole context (%d tokens) fits in keepRecentTokens %d", p.TokensBefore, cs.KeepRecentTokens))
+	}
+	if v := cutpoint.CheckInvariants(st.path, p); len(v) > 0 {
+		return nil, nil, &GuardError{Reason: fmt.Sprintf("the %s plan breaks a cut invariant (%s); try --policy nearest", p.Policy, v[0])}
+	}
+	historyEnd := p.FirstKeptEntryIndex
+	if p.IsSplitTurn {
+		historyEnd = p.TurnStartIndex
+	}
+	in := summarize.CompactionInput{
+		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
+		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: planFileOps(p),
+	}
+	if p.PreviousSummary != nil {
+		in.PreviousSummary = *p.PreviousSummary
+	}
+	var basedOn *string
+	if from, ok := incrementalFrom(prev, st, p, req, historyEnd); ok {
+		base := prev.History
+		in.BaseHistory = &base
+		in.MessagesToSummarize = messagesBetween(st.path, from, historyEnd)
+		leaf := prev.LeafID
+		basedOn = &leaf
+	}
+	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if strings.TrimSpace(out.Summary) == "" {
+		return nil, nil, &GuardError{Reason: "the summarizer returned an empty summary"}
+	}
+	est := tokenize.Estimate()
+	pr := &Prepared{
+		V: PreparedVersion, SessionID: st.s.Header.ID, LeafID: st.path[len(st.path)-1].ID,
+		FirstKeptEntryID: p.FirstKeptEntryID, BoundaryStartEntryID: p.BoundaryStartEntryID,
+		SummarizedEntryIDs: append(append([]string{}, p.MessagesToSummarize...), p.TurnPrefix...),
+		TokensBefore:       p.TokensBefore, Summary: out.Summary,
+		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
+		KeptTokensEstimate:    keptTokens(st.path, p.FirstKeptEntryIndex, est),
+		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
+		Policy:                p.Policy, Counter: p.Counter,
+		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
+		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
+		LLMInputTokens: out.InputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
+		Incremental: basedOn != nil, BasedOnLeafID: basedOn,
+		History: out.History, HistoryEndEntryID: st.path[historyEnd].ID,
+	}
+	if p.PreviousCompactionID != "" {
+		id := p.PreviousCompactionID
+		pr.PreviousCompactionID = &id
+	}
+	res.Outcome = OutcomePrepared
+	res.FirstKeptEntryID = p.FirstKeptEntryID
+	res.Summarized = len(pr.SummarizedEntryIDs)
+	res.LLMInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.OutputTokens, out.Calls
+	res.TokensAfter = st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
+	res.DurationMS = time.Since(start).Milliseconds()
+	if pr.Incremental {
+		res.Reason = fmt.Sprintf("incremental: built on the preparation at leaf %s", prev.LeafID)
+	}
+	return pr, res, nil
+}
+
+// incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
+// path index its history ends at (where the new messages start).
+func incrementalFrom(prev *Prepared, st *sessionState, p *cutpoint.Plan, req Request, historyEnd int) (int, bool) {
+	if prev == nil || prev.V != PreparedVersion || prev.SessionID != st.s.Header.ID || prev.History == "" ||
+		prev.History == summarize.NoPriorHistory || prev.Policy != p.Policy || prev.CustomInstructions != req.Instructions ||
+		prev.BoundaryStartEntryID != p.BoundaryStartEntryID {
+		return 0, false
+	}
+	prevComp := ""
+	if prev.PreviousCompactionID != nil {
+		prevComp = *prev.PreviousCompactionID
+	}
+	if prevComp != p.PreviousCompactionID {
+		return 0, false
+	}
+	for i, e := range st.path {
+		if e.ID == prev.HistoryEndEntryID {
+			return i, i > p.BoundaryStartIndex && i <= historyEnd && onPath(st.path, prev.LeafID)
+		}
+	}
+	return 0, false
+}
+
+// messagesBetween returns the messages of path[from:to) as a summary reads them
+// (compaction entries excluded).
+func messagesBetween(path []*sessionio.Entry, from, to int) []*sessionio.Message {
+	var out []*sessionio.Message
+	for _, e := range path[from:to] {
+		if e.Type == sessionio.TypeCompaction {
+			continue
+		}
+		if m := sessionio.AsMessage(e); m != nil {
+			out = append(out, m)
+		}
+	}
+	return out
+}
+
+// keptTokens counts the context messages from path[first] to the end with c.
+func keptTokens(path []*sessionio.Entry, first int, c cutpoint.Counter) int {
+	n := 0
+	for _, m := range messagesBetween(path, first, len(path)) {
+		n += c.Count(m)
+	}
+	return n
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}

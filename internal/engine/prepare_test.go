@@ -1,0 +1,102 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+
+	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/sessionio"
+)
+
+// growSession appends turns [from, to) to a session file the way Pi writes them: a user
+// prompt, an assistant reading a file, the tool result, and the assistant's answer with
+// its usage. It returns the new leaf.
+func growSession(t *testing.T, file, leaf string, from, to int) string {
+	t.Helper()
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND|os.O_CREATE, 0o644)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	line := func(id, parent, msg string) string {
+		p := "null"
+		if parent != "" {
+			p = fmt.Sprintf("%q", parent)
+		}
+		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%s,"timestamp":"2026-01-01T00:%02d:%02d.000Z","message":%s}`+"\n", id, p, (from/60)%60, from%60, msg)
+	}
+	for i := from; i < to; i++ {
+		u, a, r, b := fmt.Sprintf("u%07d", i), fmt.Sprintf("a%07d", i), fmt.Sprintf("r%07d", i), fmt.Sprintf("b%07d", i)
+		ts := 1767225600000 + int64(i)*1000
+		body := strings.Repeat(fmt.Sprintf("line %d of src/mod%d.go: func f%d() {} // ", i, i, i), 40)
+		lines := line(u, leaf, fmt.Sprintf(`{"role":"user","content":[{"type":"text","text":"Step %d: look at src/mod%d.go and fix it."}],"timestamp":%d}`, i, i, ts)) +
+			line(a, u, fmt.Sprintf(`{"role":"assistant","content":[{"type":"toolCall","id":"call%d","name":"read","arguments":{"path":"src/mod%d.go"}}],"api":"openai-completions","provider":"openai","model":"gpt-4o","usage":{"input":%d,"output":20,"cacheRead":0,"cacheWrite":0,"totalTokens":%d},"stopReason":"toolUse","timestamp":%d}`, i, i, 1000+i*600, 1020+i*600, ts+1)) +
+			line(r, a, fmt.Sprintf(`{"role":"toolResult","toolCallId":"call%d","toolName":"read","content":[{"type":"text","text":%q}],"isError":false,"timestamp":%d}`, i, body, ts+2)) +
+			line(b, r, fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"Fixed f%d in src/mod%d.go."}],"api":"openai-completions","provider":"openai","model":"gpt-4o","usage":{"input":%d,"output":30,"cacheRead":0,"cacheWrite":0,"totalTokens":%d},"stopReason":"stop","timestamp":%d}`, i, i, 1500+i*600, 1530+i*600, ts+3))
+		if _, err := f.WriteString(lines); err != nil {
+			t.Fatal(err)
+		}
+		leaf = b
+	}
+	return leaf
+}
+
+// TestPrepareIncrementalGrownInSteps grows a session in 5 steps and prepares it at each
+// step twice: from scratch, and incrementally on the previous step's preparation. Both
+// plan the same cut; the incremental one sends the model only what is new since the last
+// cut, so its LLM input is a fraction of the full one's from the second step on.
+func TestPrepareIncrementalGrownInSteps(t *testing.T) {
+	t.Parallel()
+	llm := fakellm.Start(t)
+	eng, err := New(openAI(t, llm.URL(), nil), Settings{KeepRecentTokens: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000beef","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	leaf := ""
+	var prevInc *Prepared
+	var fullSum, incSum int
+	const steps, turnsPerStep = 5, 8
+	for step := range steps {
+		leaf = growSession(t, file, leaf, step*turnsPerStep, (step+1)*turnsPerStep)
+		full, fres, err := eng.Prepare(context.Background(), Request{File: file}, nil)
+		if err != nil {
+			t.Fatalf("step %d, full: %v", step+1, err)
+		}
+		inc, ires, err := eng.Prepare(context.Background(), Request{File: file}, prevInc)
+		if err != nil {
+			t.Fatalf("step %d, incremental: %v", step+1, err)
+		}
+		if full.LeafID != leaf || inc.LeafID != leaf || full.FirstKeptEntryID != inc.FirstKeptEntryID || !slices.Equal(full.SummarizedEntryIDs, inc.SummarizedEntryIDs) {
+			t.Fatalf("step %d: the two preparations planned different cuts", step+1)
+		}
+		if step > 0 && (!inc.Incremental || *inc.BasedOnLeafID != prevInc.LeafID) {
+			t.Fatalf("step %d: not built on the previous preparation (%v)", step+1, inc.Incremental)
+		}
+		if step > 0 && ires.LLMInputTokens >= fres.LLMInputTokens {
+			t.Errorf("step %d: incremental input %d tokens, not less than the full %d", step+1, ires.LLMInputTokens, fres.LLMInputTokens)
+		}
+		if !strings.Contains(inc.Summary, "src/mod") || inc.Details.ReadFiles == nil {
+			t.Errorf("step %d: summary or file lists missing", step+1)
+		}
+		fullSum += fres.LLMInputTokens
+		incSum += ires.LLMInputTokens
+		t.Logf("FIGURE step %d: %d entries summarized; LLM input tokens: full %d, incremental %d (%.0f%%)",
+			step+1, len(inc.SummarizedEntryIDs), fres.LLMInputTokens, ires.LLMInputTokens, 100*float64(ires.LLMInputTokens)/float64(fres.LLMInputTokens))
+		prevInc = inc
+	}
+	t.Logf("FIGURE total over %d steps: full %d LLM input tokens, incremental %d (%.0f%%)", steps, fullSum, incSum, 100*float64(incSum)/float64(fullSum))
+	// Nothing was written to the session.
+	s, err := sessionio.ReadFile(file)
+	if err != nil || s.LeafID() != leaf {
+		t.Fatalf("the session changed: leaf %s, %v", s.LeafID(), err)
+	}
+}
