@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -663,6 +664,41 @@ func TestMetricsAndHealthz(t *testing.T) {
 		_, body := get("/metrics")
 		for _, want := range wants {
 			if !strings.Contains(body, want) {
+				return false
+			}
+		}
+		return true
+	})
+}
+
+// The extension's reports of Pi's hook runs are counted once per report (a queue group),
+// by outcome, with their lookup latency.
+func TestHookReportsMetrics(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	cfg := b.config(&fakeHandler{})
+	cfg.MetricsAddr = "127.0.0.1:0"
+	s := b.service(cfg)
+	b.run(s)
+	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	for _, r := range []HookReport{{Outcome: HookHit, LatencyMs: 3}, {Outcome: HookHit, LatencyMs: 4}, {Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2}} {
+		r.V, r.Store, r.SessionID = 1, "default", "s1"
+		data, _ := json.Marshal(r)
+		if err := b.nc.Publish(HookSubject("default", "s1"), data); err != nil {
+			t.Fatal(err)
+		}
+	}
+	wants := []string{`compactor_prepared_lookups_total{outcome="hit",store="default"} 2`, `compactor_prepared_lookups_total{outcome="stale",store="default"} 1`,
+		`compactor_prepared_lookup_seconds_count{store="default"} 3`}
+	eventually(t, 5*time.Second, "hook metrics", func() bool {
+		resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		body, _ := io.ReadAll(resp.Body)
+		for _, want := range wants {
+			if !strings.Contains(string(body), want) {
 				return false
 			}
 		}

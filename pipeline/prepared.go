@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"github.com/prometheus/client_golang/prometheus"
 )
 
 // BucketPrepared holds one prepared summary per session (job kind "prepare"), keyed by
@@ -70,4 +73,91 @@ func (s *Service) Prepared() PreparedStore {
 		return nil
 	}
 	return kvPrepared{kv: s.res.prepared}
+}
+
+// HookSubject is where Pi's extension reports each run of Pi's session_before_compact hook
+// (a HookReport): compactor.hooks.<store>.<session token>.
+func HookSubject(store, sessionID string) string {
+	return "compactor.hooks." + store + "." + SessionToken(sessionID)
+}
+
+// Hook outcomes.
+const (
+	HookHit   = "hit"   // a prepared summary was valid and handed to Pi
+	HookMiss  = "miss"  // none was ready within the deadline
+	HookStale = "stale" // one was there but no longer valid for the branch (Reason says why)
+	HookError = "error" // the lookup failed (Reason says why)
+)
+
+// HookReport is what the extension publishes after Pi's hook ran.
+type HookReport struct {
+	V         int     `json:"v"`
+	Store     string  `json:"store"`
+	SessionID string  `json:"sessionId"`
+	Outcome   string  `json:"outcome"`
+	Reason    string  `json:"reason,omitempty"`
+	LatencyMs float64 `json:"latencyMs"`
+	LeafID    string  `json:"leafId,omitempty"`
+}
+
+// hookMetrics count the extension's reports.
+type hookMetrics struct {
+	lookups *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+func newHookMetrics(reg prometheus.Registerer) *hookMetrics {
+	m := &hookMetrics{
+		lookups: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_prepared_lookups_total",
+			Help: "Runs of Pi's session_before_compact hook reported by the extension, by outcome (hit, miss, stale, error).",
+		}, []string{"store", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "compactor_prepared_lookup_seconds",
+			Help:    "Time the extension spent in Pi's hook looking up the prepared summary.",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1},
+		}, []string{"store"}),
+	}
+	m.lookups = registered(reg, m.lookups)
+	m.latency = registered(reg, m.latency)
+	return m
+}
+
+// registered registers c, or returns the collector already registered under its name
+// (a service that starts its workers twice, as RunOnce then Run, counts on one series).
+func registered[T prometheus.Collector](reg prometheus.Registerer, c T) T {
+	if err := reg.Register(c); err != nil {
+		var are prometheus.AlreadyRegisteredError
+		if errors.As(err, &are) {
+			if existing, ok := are.ExistingCollector.(T); ok {
+				return existing
+			}
+		}
+		panic(err)
+	}
+	return c
+}
+
+// watchHookReports counts the extension's reports for this worker's stores. A queue group
+// makes one worker of the fleet count each report.
+func (s *Service) watchHookReports() ([]*nats.Subscription, error) {
+	hm := newHookMetrics(s.m.reg)
+	var subs []*nats.Subscription
+	for _, st := range s.cfg.Stores {
+		subj := "compactor.hooks." + st.Name + ".*"
+		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
+			var r HookReport
+			if json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+				return
+			}
+			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
+			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)
+			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "reason", r.Reason, "latency_ms", r.LatencyMs)
+		})
+		if err != nil {
+			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nil
 }

@@ -193,6 +193,11 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return nil, err
 	}
+	hooks, err := s.watchHookReports()
+	if err != nil {
+		return nil, err
+	}
+	subs = append(subs, hooks...)
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	var loops sync.WaitGroup
 	for _, st := range s.cfg.Stores {
