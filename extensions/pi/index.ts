@@ -95,8 +95,10 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 	pi.on("turn_end", (_event, ctx) => {
 		try {
 			const st = state;
-			if (!cfg || !client || !st || st.asking) return;
-			askIfDue(cfg, client, st, ctx);
+			if (!cfg || !client || !st) return;
+			// The agent is working: have the connection ready before Pi ever compacts.
+			client.warm();
+			if (!st.asking) askIfDue(cfg, client, st, ctx);
 		} catch (err) {
 			log(`turn_end: ${errText(err)}`);
 		}

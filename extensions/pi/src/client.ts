@@ -23,13 +23,17 @@ export type PublishOutcome = "queued" | "duplicate" | "pending";
 export interface ClientOptions {
 	/** Give up opening a connection after this long (nats.js `timeout`). */
 	connectTimeoutMs: number;
-	/** After a failed connect, fail fast for this long instead of dialing again. */
+	/**
+	 * After a failed connect, fail fast for this long instead of dialing again; it doubles with
+	 * each further failure, up to maxCooldownMs, and resets once a connection is made.
+	 */
 	cooldownMs: number;
+	maxCooldownMs: number;
 	/** How long a publish waits for JetStream's acknowledgement. */
 	publishTimeoutMs: number;
 }
 
-const DEFAULT_OPTIONS: ClientOptions = { connectTimeoutMs: 2000, cooldownMs: 1000, publishTimeoutMs: 5000 };
+const DEFAULT_OPTIONS: ClientOptions = { connectTimeoutMs: 2000, cooldownMs: 1000, maxCooldownMs: 60_000, publishTimeoutMs: 5000 };
 
 export class CompactorClient {
 	readonly #settings: NatsSettings;
@@ -39,11 +43,24 @@ export class CompactorClient {
 	#kv: Promise<KV> | undefined;
 	#connecting: Promise<NatsConnection> | undefined;
 	#failedAt = -Infinity;
+	#failures = 0;
 	#closed = false;
 
 	constructor(settings: NatsSettings, opts: Partial<ClientOptions> = {}) {
 		this.#settings = settings;
 		this.#opts = { ...DEFAULT_OPTIONS, ...opts };
+	}
+
+	/**
+	 * warm opens the connection and binds the bucket in the background, so that the first
+	 * session_before_compact does not pay for them. Failures are ignored (and back off).
+	 */
+	warm(): void {
+		if (this.#closed || this.#connecting || (this.#nc && !this.#nc.isClosed() && this.#kv)) return;
+		if (this.#coolingDown()) return;
+		this.#connection()
+			.then(() => this.#bucket())
+			.catch(() => {});
 	}
 
 	/** publishPrepare publishes a prepare job with its id as Nats-Msg-Id. */
@@ -94,7 +111,7 @@ export class CompactorClient {
 		if (this.#closed) return Promise.reject(new Error("compactor client is closed"));
 		if (this.#nc && !this.#nc.isClosed()) return Promise.resolve(this.#nc);
 		if (this.#connecting) return this.#connecting;
-		if (performance.now() - this.#failedAt < this.#opts.cooldownMs) {
+		if (this.#coolingDown()) {
 			return Promise.reject(new Error("NATS was unreachable a moment ago; not dialing again yet"));
 		}
 		const p = this.#dial().then(
@@ -104,6 +121,7 @@ export class CompactorClient {
 					throw new Error("compactor client is closed");
 				}
 				this.#nc = nc;
+				this.#failures = 0;
 				this.#js = jetstream(nc);
 				this.#kv = undefined;
 				void nc.closed().then(() => {
@@ -113,6 +131,7 @@ export class CompactorClient {
 			},
 			(err) => {
 				this.#failedAt = performance.now();
+				this.#failures++;
 				throw err;
 			},
 		);
@@ -122,6 +141,12 @@ export class CompactorClient {
 		};
 		p.then(clear, clear);
 		return p;
+	}
+
+	#coolingDown(): boolean {
+		if (this.#failures === 0) return false;
+		const wait = Math.min(this.#opts.cooldownMs * 2 ** (this.#failures - 1), this.#opts.maxCooldownMs);
+		return performance.now() - this.#failedAt < wait;
 	}
 
 	async #dial(): Promise<NatsConnection> {

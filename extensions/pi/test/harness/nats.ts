@@ -52,15 +52,20 @@ export interface NatsServer {
 	port: number;
 	/** A connection of the test itself (streams, KV writes, job inspection). */
 	nc: NatsConnection;
+	/** The HTTP monitoring endpoint (connz, varz), when started with monitor. */
+	monitorUrl?: string;
 	stop(): Promise<void>;
 }
 
 /** startNats starts nats-server with JetStream on a random port and creates compactor's resources. */
-export async function startNats(): Promise<NatsServer> {
+export async function startNats(opts: { monitor?: boolean } = {}): Promise<NatsServer> {
 	const bin = await natsServerBinary();
 	const port = await freePort();
+	const mport = opts.monitor ? await freePort() : undefined;
 	const store = mkdtempSync(join(tmpdir(), "compactor-pi-ext-js-"));
-	const proc = spawn(bin, ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", store], { stdio: ["ignore", "ignore", "pipe"] });
+	const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", store];
+	if (mport) args.push("-m", String(mport));
+	const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
 	let log = "";
 	proc.stderr?.on("data", (d) => {
 		log += d;
@@ -73,6 +78,7 @@ export async function startNats(): Promise<NatsServer> {
 		url,
 		port,
 		nc,
+		monitorUrl: mport ? `http://127.0.0.1:${mport}` : undefined,
 		async stop() {
 			if (stopped) return;
 			stopped = true;
