@@ -15,7 +15,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { sessionToken } from "../src/session.ts";
 import { FakeModel } from "./harness/fakemodel.ts";
 import { freePort, type NatsServer, silentListener, startNats } from "./harness/nats.ts";
-import { makeWorld, PiRpc, type PiWorld } from "./harness/pi.ts";
+import { makeWorld, PiRpc, type PiWorld, stopAll } from "./harness/pi.ts";
 import { compactorBinary, type Plan, plan, valueFromPlan } from "./harness/prepared.ts";
 
 const STORE = "t";
@@ -63,6 +63,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		await fm.start();
 	});
 	after(async () => {
+		await stopAll();
 		await fm.stop();
 		await nats.stop();
 		const f = figures;
@@ -197,18 +198,34 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		await jsm.consumers.add("COMPACTOR_JOBS", { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: `compactor.jobs.${STORE}.>` });
 		const consumer = await jetstream(nats.nc).consumers.get("COMPACTOR_JOBS", durable);
 		const jobs: Array<{ subject: string; msgId: string | undefined; job: Record<string, unknown>; summary: string; plan: Plan }> = [];
+		const ignored: Array<Record<string, unknown>> = [];
+		const workerErrors: unknown[] = [];
+		let accepting = true;
 		const messages = await consumer.consume();
 		// A stand-in for compactor's worker: plan the file at the job's path, write the value.
+		// It stops preparing before the run that triggers the compaction, so the value Pi gets
+		// is known (a real worker racing Pi's compaction would find the session compacted).
 		const worker = (async () => {
 			for await (const m of messages) {
 				const job = m.json<Record<string, unknown>>();
-				const file = `${world.sessionDir}/${job.path as string}`;
-				const p = await plan(file, SETTINGS);
-				const summary = `PREPARED automatically #${jobs.length + 1}`;
-				const value = valueFromPlan(p, { store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS });
-				await kv.put(`${STORE}.${sessionToken(job.sessionId as string)}`, JSON.stringify(value));
-				jobs.push({ subject: m.subject, msgId: m.headers?.get("Nats-Msg-Id"), job, summary, plan: p });
-				m.ack();
+				try {
+					if (!accepting) {
+						m.ack();
+						ignored.push(job);
+						continue;
+					}
+					const file = `${world.sessionDir}/${job.path as string}`;
+					const p = await plan(file, SETTINGS);
+					const summary = `PREPARED automatically #${jobs.length + 1}`;
+					const value = valueFromPlan(p, { store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS });
+					await kv.put(`${STORE}.${sessionToken(job.sessionId as string)}`, JSON.stringify(value));
+					// acknowledged for sure before the test looks, so the session's subject is free again
+					await m.ackAck();
+					jobs.push({ subject: m.subject, msgId: m.headers?.get("Nats-Msg-Id"), job, summary, plan: p });
+				} catch (err) {
+					workerErrors.push(err);
+					m.ack();
+				}
 			}
 		})();
 		const summariesBefore = fm.summaryRequests;
@@ -235,6 +252,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			await pi.prompt("another task");
 			await waitUntil(() => jobs.length >= 2, "second prepare job");
 
+			accepting = false;
 			fm.promptTokens = 17_000; // past the threshold, under the window: Pi compacts after this run
 			const from = pi.mark();
 			await pi.prompt("the task that fills the window");
@@ -251,11 +269,13 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			assert.equal(last.summary, latest.summary);
 			assert.deepEqual(pi.events.slice(from).filter((e) => e.msg.type === "extension_error" || e.msg.errorMessage), []);
 			figures.autoBlockedMs.push(end.at - start.at);
+			await waitUntil(() => ignored.length >= 1, "the request made when the context grew again");
+			assert.deepEqual(workerErrors, []);
 		} finally {
 			fm.promptTokens = undefined;
 			messages.stop();
-			await worker;
 			await pi.stop();
+			await worker;
 		}
 	});
 

@@ -296,3 +296,23 @@ describe("checkPrepared on the session files Pi wrote (corpus)", () => {
 		assert.ok(withPrevious > 0 && split > 0, `previous compactions ${withPrevious}, split turns ${split}`);
 	});
 });
+
+describe("what Pi does with the details of a compaction the hook made (a fact of Pi 0.73.1)", () => {
+	test("Pi carries file lists forward from its own compactions only, not from fromHook ones", () => {
+		const lists = { readFiles: ["docs/only-in-the-earlier-compaction.md"], modifiedFiles: ["src/only-in-the-earlier-compaction.ts"] };
+		const seen: Record<string, string[]> = {};
+		for (const fromHook of [false, true]) {
+			const sm = session(5);
+			const prep = prepareCompaction(branchOf(sm), settings(2000));
+			assert.ok(prep);
+			sm.appendCompaction("Earlier summary", prep.firstKeptEntryId, prep.tokensBefore, lists, fromHook);
+			for (let i = 0; i < 5; i++) turn(sm, 80 + i);
+			const next = prepareCompaction(branchOf(sm), settings(2000));
+			assert.ok(next);
+			const files = computeFileLists(next.fileOps);
+			seen[String(fromHook)] = [...files.readFiles, ...files.modifiedFiles];
+		}
+		assert.ok(seen.false.includes("docs/only-in-the-earlier-compaction.md") && seen.false.includes("src/only-in-the-earlier-compaction.ts"));
+		assert.ok(!seen.true.some((f) => f.includes("only-in-the-earlier-compaction")), "fromHook details are not carried forward by Pi");
+	});
+});

@@ -74,6 +74,13 @@ function piCommand(): { cmd: string; args: string[] } {
 	return { cmd: process.execPath, args: [join(EXT_DIR, "node_modules", "@mariozechner", "pi-coding-agent", "dist", "cli.js")] };
 }
 
+const running = new Set<PiRpc>();
+
+/** stopAll stops every Pi still running (a test that failed half-way leaves none behind). */
+export async function stopAll(): Promise<void> {
+	await Promise.all([...running].map((p) => p.stop()));
+}
+
 /** A running `pi --mode rpc -e extensions/pi/index.ts`. */
 export class PiRpc {
 	readonly events: RpcEvent[] = [];
@@ -101,6 +108,7 @@ export class PiRpc {
 			world.sessionDir,
 			...extraArgs,
 		];
+		running.add(this);
 		this.#proc = spawn(cmd, full, {
 			cwd: world.cwd,
 			env: { ...process.env, PI_CODING_AGENT_DIR: world.agentDir, PI_OFFLINE: "1", ...env },
@@ -216,6 +224,7 @@ export class PiRpc {
 	}
 
 	async stop(): Promise<void> {
+		running.delete(this);
 		this.#proc.stdin?.end();
 		await killAndWait(this.#proc);
 	}
