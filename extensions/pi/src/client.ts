@@ -1,0 +1,211 @@
+// The extension's only link to compactor: one NATS connection, opened lazily on first use and
+// kept (nats.js reconnects it by itself), through which prepare jobs are published to
+// COMPACTOR_JOBS and prepared values are read from the COMPACTOR_PREPARED bucket.
+// Callers bound every call with withDeadline; a call that outlives its deadline is left to
+// finish (or fail) in the background, its result dropped, never an unhandled rejection.
+
+import { readFile } from "node:fs/promises";
+import { JetStreamApiError, jetstream, type JetStreamClient } from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
+import {
+	connect,
+	credsAuthenticator,
+	type NatsConnection,
+	type NodeConnectionOptions,
+	nkeyAuthenticator,
+} from "@nats-io/transport-node";
+import type { NatsSettings } from "./config.ts";
+import { ERR_CODE_PENDING, PREPARED_BUCKET, type PrepareJob } from "./session.ts";
+
+/** How a prepare request ended: stored, already stored (same id), or refused because one is pending. */
+export type PublishOutcome = "queued" | "duplicate" | "pending";
+
+export interface ClientOptions {
+	/** Give up opening a connection after this long (nats.js `timeout`). */
+	connectTimeoutMs: number;
+	/**
+	 * After a failed connect, fail fast for this long instead of dialing again; it doubles with
+	 * each further failure, up to maxCooldownMs, and resets once a connection is made.
+	 */
+	cooldownMs: number;
+	maxCooldownMs: number;
+	/** How long a publish waits for JetStream's acknowledgement. */
+	publishTimeoutMs: number;
+}
+
+const DEFAULT_OPTIONS: ClientOptions = { connectTimeoutMs: 2000, cooldownMs: 1000, maxCooldownMs: 60_000, publishTimeoutMs: 5000 };
+
+export class CompactorClient {
+	readonly #settings: NatsSettings;
+	readonly #opts: ClientOptions;
+	#nc: NatsConnection | undefined;
+	#js: JetStreamClient | undefined;
+	#kv: Promise<KV> | undefined;
+	#connecting: Promise<NatsConnection> | undefined;
+	#failedAt = -Infinity;
+	#failures = 0;
+	#closed = false;
+
+	constructor(settings: NatsSettings, opts: Partial<ClientOptions> = {}) {
+		this.#settings = settings;
+		this.#opts = { ...DEFAULT_OPTIONS, ...opts };
+	}
+
+	/**
+	 * warm opens the connection and binds the bucket in the background, so that the first
+	 * session_before_compact does not pay for them. Failures are ignored (and back off).
+	 */
+	warm(): void {
+		if (this.#closed || this.#connecting || (this.#nc && !this.#nc.isClosed() && this.#kv)) return;
+		if (this.#coolingDown()) return;
+		this.#connection()
+			.then(() => this.#bucket())
+			.catch(() => {});
+	}
+
+	/** publishPrepare publishes a prepare job with its id as Nats-Msg-Id. */
+	async publishPrepare(subject: string, job: PrepareJob): Promise<PublishOutcome> {
+		await this.#connection();
+		const js = this.#js as JetStreamClient;
+		try {
+			const ack = await js.publish(subject, JSON.stringify(job), { msgID: job.id, timeout: this.#opts.publishTimeoutMs });
+			return ack.duplicate ? "duplicate" : "queued";
+		} catch (err) {
+			if (err instanceof JetStreamApiError && err.code === ERR_CODE_PENDING) return "pending";
+			throw err;
+		}
+	}
+
+	/**
+	 * getPrepared reads the prepared value under key: its parsed JSON, or undefined when there
+	 * is none (never written, deleted or expired). A value that is not JSON throws.
+	 */
+	async getPrepared(key: string): Promise<unknown> {
+		await this.#connection();
+		const kv = await this.#bucket();
+		const e = await kv.get(key);
+		if (!e || e.operation !== "PUT") return undefined;
+		return e.json();
+	}
+
+	/** close ends the connection (and one being opened); later calls fail. */
+	async close(): Promise<void> {
+		this.#closed = true;
+		const nc = this.#nc;
+		this.#nc = undefined;
+		if (nc && !nc.isClosed()) await nc.close();
+	}
+
+	#bucket(): Promise<KV> {
+		if (!this.#kv) {
+			// open() binds without a round trip; a missing bucket shows up as a failed get.
+			this.#kv = new Kvm(this.#js as JetStreamClient).open(PREPARED_BUCKET);
+			this.#kv.catch(() => {
+				this.#kv = undefined;
+			});
+		}
+		return this.#kv;
+	}
+
+	#connection(): Promise<NatsConnection> {
+		if (this.#closed) return Promise.reject(new Error("compactor client is closed"));
+		if (this.#nc && !this.#nc.isClosed()) return Promise.resolve(this.#nc);
+		if (this.#connecting) return this.#connecting;
+		if (this.#coolingDown()) {
+			return Promise.reject(new Error("NATS was unreachable a moment ago; not dialing again yet"));
+		}
+		const p = this.#dial().then(
+			(nc) => {
+				if (this.#closed) {
+					void nc.close().catch(() => {});
+					throw new Error("compactor client is closed");
+				}
+				this.#nc = nc;
+				this.#failures = 0;
+				this.#js = jetstream(nc);
+				this.#kv = undefined;
+				void nc.closed().then(() => {
+					if (this.#nc === nc) this.#nc = undefined;
+				});
+				return nc;
+			},
+			(err) => {
+				this.#failedAt = performance.now();
+				this.#failures++;
+				throw err;
+			},
+		);
+		this.#connecting = p;
+		const clear = () => {
+			if (this.#connecting === p) this.#connecting = undefined;
+		};
+		p.then(clear, clear);
+		return p;
+	}
+
+	#coolingDown(): boolean {
+		if (this.#failures === 0) return false;
+		const wait = Math.min(this.#opts.cooldownMs * 2 ** (this.#failures - 1), this.#opts.maxCooldownMs);
+		return performance.now() - this.#failedAt < wait;
+	}
+
+	async #dial(): Promise<NatsConnection> {
+		const s = this.#settings;
+		const opts: NodeConnectionOptions = {
+			servers: s.url
+				.split(",")
+				.map((u) => u.trim())
+				.filter((u) => u !== ""),
+			name: "compactor-pi-extension",
+			timeout: this.#opts.connectTimeoutMs,
+			reconnect: true,
+			maxReconnectAttempts: -1,
+			waitOnFirstConnect: false,
+		};
+		if (s.user) {
+			opts.user = s.user;
+			opts.pass = s.password;
+		} else if (s.token) {
+			opts.token = s.token;
+		} else if (s.credsFile) {
+			opts.authenticator = credsAuthenticator(await readFile(s.credsFile));
+		} else if (s.nkeySeedFile) {
+			const seed = (await readFile(s.nkeySeedFile, "utf8")).trim();
+			opts.authenticator = nkeyAuthenticator(new TextEncoder().encode(seed));
+		}
+		if (s.tlsCaFile || s.tlsCertFile || s.tlsKeyFile) {
+			opts.tls = { caFile: s.tlsCaFile, certFile: s.tlsCertFile, keyFile: s.tlsKeyFile };
+		}
+		return connect(opts);
+	}
+}
+
+export type Deadlined<T> =
+	| { ok: true; value: T }
+	| { ok: false; reason: "timeout" | "aborted" }
+	| { ok: false; reason: "error"; error: unknown };
+
+/**
+ * withDeadline waits for p at most ms milliseconds (and not past signal's abort). It never
+ * rejects: a late or failed p is reported, and its eventual outcome is swallowed.
+ */
+export function withDeadline<T>(p: Promise<T>, ms: number, signal?: AbortSignal): Promise<Deadlined<T>> {
+	return new Promise((resolve) => {
+		let done = false;
+		const finish = (r: Deadlined<T>) => {
+			if (done) return;
+			done = true;
+			clearTimeout(timer);
+			signal?.removeEventListener("abort", onAbort);
+			resolve(r);
+		};
+		const onAbort = () => finish({ ok: false, reason: "aborted" });
+		const timer = setTimeout(() => finish({ ok: false, reason: "timeout" }), Math.max(0, ms));
+		if (signal?.aborted) onAbort();
+		else signal?.addEventListener("abort", onAbort, { once: true });
+		p.then(
+			(value) => finish({ ok: true, value }),
+			(error) => finish({ ok: false, reason: "error", error }),
+		);
+	});
+}

@@ -1,0 +1,127 @@
+// Naming a Pi session the way compactor's Go side does: the subject token of its id, the
+// store that holds its file and the file's path relative to that store's root, the KV key
+// of its prepared summary and the prepare job published for it.
+
+import { createHash } from "node:crypto";
+import { realpath } from "node:fs/promises";
+import { isAbsolute, relative, resolve, sep } from "node:path";
+import type { Store } from "./config.ts";
+
+export const JOBS_STREAM = "COMPACTOR_JOBS";
+export const PREPARED_BUCKET = "COMPACTOR_PREPARED";
+/** JetStream err_code for "maximum messages per subject exceeded": a job is already pending. */
+export const ERR_CODE_PENDING = 10077;
+
+/**
+ * sessionToken maps a session id to a NATS subject token exactly as compactor's
+ * pipeline.SessionToken: the id itself when it is a safe token (1-128 ASCII characters, no
+ * whitespace or control characters, no '.', '*', '>', DEL, not starting with "h-"), else
+ * "h-" + the first 16 bytes of sha256(id) in lowercase hex.
+ */
+export function sessionToken(id: string): string {
+	if (isSafeToken(id) && !id.startsWith("h-")) return id;
+	return `h-${sha256hex(id).slice(0, 32)}`;
+}
+
+function isSafeToken(s: string): boolean {
+	if (s.length === 0 || s.length > 128) return false;
+	for (let i = 0; i < s.length; i++) {
+		const c = s.charCodeAt(i);
+		// c <= 32: controls and space; 46 '.', 42 '*', 62 '>', 127 DEL, > 127 non-ASCII
+		if (c <= 32 || c === 46 || c === 42 || c === 62 || c >= 127) return false;
+	}
+	return true;
+}
+
+/** Where a session file lives for compactor. */
+export interface SessionLocation {
+	store: string;
+	/** Path relative to the store root, forward slashes. */
+	path: string;
+	sessionId: string;
+	token: string;
+}
+
+/**
+ * locateSession finds the first configured store (in configuration order, as the enqueue
+ * CLI does) whose root contains the session file, after resolving symlinks on both. It
+ * returns undefined when the file does not exist yet (Pi writes it at the first assistant
+ * message) or lies in no store.
+ */
+export async function locateSession(
+	file: string,
+	sessionId: string,
+	stores: Store[],
+	cwd: string = process.cwd(),
+): Promise<SessionLocation | undefined> {
+	let real: string;
+	try {
+		real = await realpath(resolve(cwd, file));
+	} catch {
+		return undefined;
+	}
+	for (const st of stores) {
+		let root: string;
+		try {
+			root = await realpath(resolve(cwd, st.dir));
+		} catch {
+			continue;
+		}
+		const rel = relative(root, real);
+		if (rel === "" || rel === ".." || rel.startsWith(`..${sep}`) || isAbsolute(rel)) continue;
+		return { store: st.name, path: rel.split(sep).join("/"), sessionId, token: sessionToken(sessionId) };
+	}
+	return undefined;
+}
+
+/** preparedKey is the COMPACTOR_PREPARED key of a session: <store>.<session token>. */
+export function preparedKey(loc: SessionLocation): string {
+	return `${loc.store}.${loc.token}`;
+}
+
+/** The JSON payload of a prepare job (compactor's pipeline.Job, kind "prepare"). */
+export interface PrepareJob {
+	v: 1;
+	kind: "prepare";
+	store: string;
+	path: string;
+	sessionId: string;
+	reason: "extension";
+	requestedAt: string;
+	expectLeafId: string;
+	instructions?: string;
+	id: string;
+}
+
+/** prepareSubject is compactor.jobs.<store>.<session token>.prepare. */
+export function prepareSubject(loc: SessionLocation): string {
+	return `compactor.jobs.${loc.store}.${loc.token}.prepare`;
+}
+
+/**
+ * prepareJob builds the job for the session at leafId. Its id (also the Nats-Msg-Id) changes
+ * whenever the request changes: store, session, leaf, and a hash of path and instructions.
+ */
+export function prepareJob(loc: SessionLocation, leafId: string, instructions: string | undefined, now: Date): PrepareJob {
+	const instr = instructions?.trim() || undefined;
+	const h = sha256hex(`${loc.path}\n${instr ?? ""}`).slice(0, 16);
+	let id = `prepare:${loc.store}:${loc.sessionId}:${leafId}:${h}`;
+	// A header value must stay short and on one line, whatever the session id holds.
+	if (id.length > 200 || /[\x00-\x1f\x7f]/.test(id)) id = `prepare:${sha256hex(id).slice(0, 32)}`;
+	return {
+		v: 1,
+		kind: "prepare",
+		store: loc.store,
+		path: loc.path,
+		sessionId: loc.sessionId,
+		reason: "extension",
+		requestedAt: now.toISOString(),
+		expectLeafId: leafId,
+		...(instr !== undefined ? { instructions: instr } : {}),
+		id,
+	};
+}
+
+function sha256hex(s: string): string {
+	return createHash("sha256").update(s, "utf8").digest("hex");
+}

@@ -1,0 +1,415 @@
+// The extension inside the real Pi (0.73.1, RPC mode), with a real nats-server, the real
+// `compactor plan` for the cut, and a fake OpenAI-compatible model over real HTTP.
+//
+// Hits: /compact and automatic compaction take the prepared summary (no summary request to
+// the model, Pi writes the compaction itself with fromHook true). Fallbacks: every stale or
+// missing value, NATS stopped, unreachable or hanging: Pi compacts by itself, no error reaches
+// the client, and the hook returns within its deadline. Figures are printed at the end.
+
+import assert from "node:assert/strict";
+import { readFileSync, realpathSync } from "node:fs";
+import { relative } from "node:path";
+import { after, before, describe, test } from "node:test";
+import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
+import { type KV, Kvm } from "@nats-io/kv";
+import { sessionToken } from "../src/session.ts";
+import { FakeModel } from "./harness/fakemodel.ts";
+import { freePort, type NatsServer, silentListener, startNats } from "./harness/nats.ts";
+import { makeWorld, PiRpc, type PiWorld, stopAll } from "./harness/pi.ts";
+import { compactorBinary, type Plan, plan, valueFromPlan } from "./harness/prepared.ts";
+
+const STORE = "t";
+const DEADLINE_MS = 200;
+// Pi's threshold is 20000 - 4000 = 16000 tokens; preparing starts at 0.7 of it (11200).
+const SETTINGS = { contextWindow: 20_000, reserveTokens: 4_000, keepRecentTokens: 1_500 };
+const FILES = { "a.txt": "alpha bravo ".repeat(250), "b.txt": "charlie delta ".repeat(260), "c.txt": "echo foxtrot ".repeat(240) };
+/** Slack for timer and scheduling latency on a busy 2-core machine, on top of the deadline. */
+const SLACK_MS = 150;
+/** A hung step fails its test instead of hanging the suite. */
+const TEST_TIMEOUT_MS = 180_000;
+
+interface Entry {
+	type: string;
+	id: string;
+	parentId: string | null;
+	[k: string]: unknown;
+}
+
+const figures = { hitHookMs: [] as number[], hitRpcMs: [] as number[], autoBlockedMs: [] as number[], fallbackHookMs: new Map<string, number>() };
+
+function entries(file: string): Entry[] {
+	return readFileSync(file, "utf8")
+		.split("\n")
+		.filter((l) => l.trim() !== "")
+		.map((l) => JSON.parse(l) as Entry)
+		.filter((e) => e.type !== "session");
+}
+
+const median = (xs: number[]) => {
+	const s = [...xs].sort((a, b) => a - b);
+	return s.length ? s[Math.floor((s.length - 1) / 2)] : Number.NaN;
+};
+
+describe("the extension in the real Pi (RPC mode)", () => {
+	let nats: NatsServer;
+	let kv: KV;
+	let fm: FakeModel;
+
+	before(async () => {
+		[nats] = await Promise.all([startNats(), compactorBinary()]);
+		kv = await new Kvm(nats.nc).open("COMPACTOR_PREPARED");
+		fm = new FakeModel();
+		fm.files = Object.keys(FILES);
+		await fm.start();
+	});
+	after(async () => {
+		await stopAll();
+		await fm.stop();
+		await nats.stop();
+		const f = figures;
+		console.log(
+			`figures: hook on a hit median ${median(f.hitHookMs).toFixed(1)} ms, max ${Math.max(...f.hitHookMs).toFixed(1)} ms over ${f.hitHookMs.length}; ` +
+				`RPC compact round trip on a hit median ${median(f.hitRpcMs).toFixed(1)} ms; ` +
+				`automatic compaction blocked the agent median ${median(f.autoBlockedMs).toFixed(1)} ms, max ${Math.max(...f.autoBlockedMs).toFixed(1)} ms over ${f.autoBlockedMs.length} (compaction_start to compaction_end); ` +
+				`fallback hook times ${[...f.fallbackHookMs].map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ")} ms`,
+		);
+	});
+
+	/** A Pi bound to a fresh world, with the extension pointed at url. */
+	function startPi(url: string, extraEnv: Record<string, string> = {}, args: string[] = []): { pi: PiRpc; world: PiWorld } {
+		const world = makeWorld({ baseUrl: fm.baseUrl, ...SETTINGS, files: FILES });
+		const pi = new PiRpc(
+			world,
+			{
+				COMPACTOR_NATS_URL: url,
+				COMPACTOR_STORES: `${STORE}=${world.sessionDir}`,
+				COMPACTOR_PREPARE_DEADLINE_MS: String(DEADLINE_MS),
+				COMPACTOR_DEBUG: "1",
+				...extraEnv,
+			},
+			args,
+		);
+		return { pi, world };
+	}
+
+	async function where(pi: PiRpc, world: PiWorld) {
+		const st = await pi.state();
+		const rel = relative(realpathSync(world.sessionDir), realpathSync(st.sessionFile)).split("\\").join("/");
+		return { ...st, rel, key: `${STORE}.${sessionToken(st.sessionId)}` };
+	}
+
+	/** prepare writes the value compactor would write for the session as it is on disk now. */
+	async function prepare(pi: PiRpc, world: PiWorld, summary: string, edit: (v: Record<string, unknown>, p: Plan) => void = () => {}) {
+		const w = await where(pi, world);
+		const p = await plan(w.sessionFile, SETTINGS);
+		const value = valueFromPlan(p, { store: STORE, path: w.rel, sessionId: w.sessionId, summary, settings: SETTINGS });
+		edit(value, p);
+		await kv.put(w.key, JSON.stringify(value));
+		return { ...w, plan: p, value };
+	}
+
+	/** compact runs RPC compact and returns what a client and the file see. */
+	async function compact(pi: PiRpc, sessionFile: string, customInstructions?: string) {
+		const summariesBefore = fm.summaryRequests;
+		const hooksBefore = pi.hookLines().length;
+		const from = pi.mark();
+		const t0 = performance.now();
+		const r = await pi.send(customInstructions ? { type: "compact", customInstructions } : { type: "compact" });
+		const rpcMs = performance.now() - t0;
+		const end = await pi.waitFor((e) => e.msg.type === "compaction_end", from);
+		const start = await pi.waitFor((e) => e.msg.type === "compaction_start", from);
+		const errors = pi.events.slice(from).filter((e) => e.msg.type === "extension_error" || (e.msg.type === "compaction_end" && e.msg.errorMessage));
+		// stderr (the extension's debug lines) and stdout (events) are separate pipes
+		await waitUntil(() => pi.hookLines().length > hooksBefore, "the hook's debug line", 5000);
+		const hook = pi.hookLines().slice(hooksBefore);
+		assert.equal(hook.length, 1, `one hook call: ${hook.join("\n")}`);
+		const hookMs = Number(/ in ([\d.]+) ms$/.exec(hook[0])?.[1]);
+		const last = entries(sessionFile).at(-1) as Entry;
+		return { r, rpcMs, blockedMs: end.at - start.at, errors, hook: hook[0], hookMs, summaryRequests: fm.summaryRequests - summariesBefore, last };
+	}
+
+	/** assertPiCompactedItself: the fallback path, seen from outside. */
+	function assertPiCompactedItself(c: Awaited<ReturnType<typeof compact>>, label: string, hookPattern: RegExp) {
+		assert.equal(c.r.success, true, `${label}: ${JSON.stringify(c.r)}`);
+		assert.ok(c.summaryRequests >= 1, `${label}: Pi asked the model for its own summary`);
+		assert.equal(c.last.type, "compaction");
+		assert.equal(c.last.fromHook, false, `${label}: Pi's own compaction`);
+		assert.match(String(c.last.summary), /Pi's own summary/);
+		assert.deepEqual(c.errors, [], `${label}: no error reaches the client`);
+		assert.match(c.hook, hookPattern, label);
+		assert.ok(c.hookMs <= DEADLINE_MS + SLACK_MS, `${label}: hook took ${c.hookMs} ms`);
+		figures.fallbackHookMs.set(label, c.hookMs);
+	}
+
+	function assertHit(c: Awaited<ReturnType<typeof compact>>, summary: string, p: Plan) {
+		assert.equal(c.r.success, true, JSON.stringify(c.r));
+		const data = c.r.data as { summary: string; firstKeptEntryId: string; tokensBefore: number; details: unknown };
+		assert.equal(data.summary, summary);
+		assert.equal(c.summaryRequests, 0, "no summary request reached the model");
+		assert.equal(c.last.type, "compaction");
+		assert.equal(c.last.fromHook, true);
+		assert.equal(c.last.summary, summary);
+		assert.equal(c.last.firstKeptEntryId, p.firstKeptEntryId);
+		assert.deepEqual(c.last.details, { readFiles: p.fileOps.readFiles ?? [], modifiedFiles: p.fileOps.modifiedFiles ?? [] });
+		assert.equal(c.last.tokensBefore, data.tokensBefore);
+		assert.deepEqual(c.errors, []);
+		assert.match(c.hook, /: hit /);
+		figures.hitHookMs.push(c.hookMs);
+		figures.hitRpcMs.push(c.rpcMs);
+	}
+
+	test("/compact takes the prepared summary; the next request is summary + kept messages; a value made before that compaction is then stale", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url);
+		try {
+			for (let i = 0; i < 4; i++) await pi.prompt(`task ${i}`);
+			const prep = await prepare(pi, world, "PREPARED summary one");
+			assert.ok((prep.value.summarizedEntryIds as string[]).length > 0);
+			const c = await compact(pi, prep.sessionFile);
+			assertHit(c, "PREPARED summary one", prep.plan);
+			assert.equal(c.last.parentId, prep.plan.leafId, "Pi appended at its own leaf");
+
+			// What Pi sends next: the summary wrapped as a user message, then exactly the kept messages.
+			const before = fm.requests.length;
+			await pi.prompt("continue");
+			const body = fm.requests[before].body;
+			const wrapped = body.messages.findIndex((m) => JSON.stringify(m.content ?? "").includes("PREPARED summary one"));
+			assert.equal(body.messages[wrapped].role, "user");
+			assert.match(JSON.stringify(body.messages[wrapped].content), /compacted into the following summary/);
+			assert.notEqual(body.messages[wrapped + 1].role, "tool", "no orphan tool result after the summary");
+			const fileEntries = entries(prep.sessionFile);
+			const kept = fileEntries.slice(fileEntries.findIndex((e) => e.id === prep.plan.firstKeptEntryId), fileEntries.findIndex((e) => e.type === "compaction"));
+			const keptMessages = kept.filter((e) => e.type === "message");
+			assert.equal(body.messages.length, wrapped + 1 + keptMessages.length + 1, "summary, kept messages, new prompt");
+
+			// The old value builds on no compaction; the branch now has one: stale, Pi compacts by itself.
+			await pi.prompt("more");
+			const old = await kv.get(prep.key);
+			assert.ok(old?.json<{ previousCompactionId: null }>().previousCompactionId === null);
+			assertPiCompactedItself(await compact(pi, prep.sessionFile), "prepared before the last compaction", /stale \(previous-compaction/);
+		} finally {
+			await pi.stop();
+		}
+	});
+
+	test("automatic compaction takes a preparation the extension asked for at turn_end", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url);
+		const jsm = await jetstreamManager(nats.nc);
+		const durable = `w${Date.now()}`;
+		await jsm.consumers.add("COMPACTOR_JOBS", { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: `compactor.jobs.${STORE}.>` });
+		const consumer = await jetstream(nats.nc).consumers.get("COMPACTOR_JOBS", durable);
+		const jobs: Array<{ subject: string; msgId: string | undefined; job: Record<string, unknown>; summary: string; plan: Plan }> = [];
+		const ignored: Array<Record<string, unknown>> = [];
+		const workerErrors: unknown[] = [];
+		let accepting = true;
+		const messages = await consumer.consume();
+		// A stand-in for compactor's worker: plan the file at the job's path, write the value.
+		// It stops preparing before the run that triggers the compaction, so the value Pi gets
+		// is known (a real worker racing Pi's compaction would find the session compacted).
+		const worker = (async () => {
+			for await (const m of messages) {
+				const job = m.json<Record<string, unknown>>();
+				try {
+					if (!accepting) {
+						m.ack();
+						ignored.push(job);
+						continue;
+					}
+					const file = `${world.sessionDir}/${job.path as string}`;
+					const p = await plan(file, SETTINGS);
+					const summary = `PREPARED automatically #${jobs.length + 1}`;
+					const value = valueFromPlan(p, { store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS });
+					await kv.put(`${STORE}.${sessionToken(job.sessionId as string)}`, JSON.stringify(value));
+					// acknowledged for sure before the test looks, so the session's subject is free again
+					await m.ackAck();
+					jobs.push({ subject: m.subject, msgId: m.headers?.get("Nats-Msg-Id"), job, summary, plan: p });
+				} catch (err) {
+					workerErrors.push(err);
+					m.ack();
+				}
+			}
+		})();
+		const summariesBefore = fm.summaryRequests;
+		try {
+			fm.promptTokens = undefined;
+			await pi.prompt("small task 1");
+			await pi.prompt("small task 2");
+			assert.equal(jobs.length, 0, "below 0.7 of the threshold: no request");
+
+			fm.promptTokens = 11_500; // past 0.7 of the 16k threshold
+			await pi.prompt("bigger task");
+			await waitUntil(() => jobs.length >= 1, "first prepare job");
+			const w = await where(pi, world);
+			const j = jobs[0];
+			assert.equal(j.subject, `compactor.jobs.${STORE}.${sessionToken(w.sessionId)}.prepare`);
+			assert.equal(j.msgId, j.job.id);
+			assert.deepEqual(Object.keys(j.job), ["v", "kind", "store", "path", "sessionId", "reason", "requestedAt", "expectLeafId", "id"]);
+			assert.deepEqual([j.job.v, j.job.kind, j.job.store, j.job.path, j.job.sessionId, j.job.reason], [1, "prepare", STORE, w.rel, w.sessionId, "extension"]);
+			assert.ok(entries(w.sessionFile).some((e) => e.id === j.job.expectLeafId), "expectLeafId is an entry of the session");
+			await new Promise((r) => setTimeout(r, 300));
+			assert.equal(jobs.length, 1, "the second turn of the run grew by less than a step: no new request");
+
+			fm.promptTokens = 13_300; // grew by more than a step (0.1 x 16000)
+			await pi.prompt("another task");
+			await waitUntil(() => jobs.length >= 2, "second prepare job");
+
+			accepting = false;
+			fm.promptTokens = 17_000; // past the threshold, under the window: Pi compacts after this run
+			const from = pi.mark();
+			await pi.prompt("the task that fills the window");
+			const end = await pi.waitFor((e) => e.msg.type === "compaction_end", from);
+			const start = await pi.waitFor((e) => e.msg.type === "compaction_start", from);
+			assert.equal(start.msg.reason, "threshold");
+			const latest = jobs[jobs.length - 1];
+			const result = end.msg.result as { summary: string; firstKeptEntryId: string };
+			assert.equal(result.summary, latest.summary);
+			assert.equal(result.firstKeptEntryId, latest.plan.firstKeptEntryId);
+			assert.equal(fm.summaryRequests, summariesBefore, "no summary request reached the model");
+			const last = entries(w.sessionFile).filter((e) => e.type === "compaction").at(-1) as Entry;
+			assert.equal(last.fromHook, true);
+			assert.equal(last.summary, latest.summary);
+			assert.deepEqual(pi.events.slice(from).filter((e) => e.msg.type === "extension_error" || e.msg.errorMessage), []);
+			figures.autoBlockedMs.push(end.at - start.at);
+			await waitUntil(() => ignored.length >= 1, "the request made when the context grew again");
+			assert.deepEqual(workerErrors, []);
+		} finally {
+			fm.promptTokens = undefined;
+			messages.stop();
+			await pi.stop();
+			await worker;
+		}
+	});
+
+	test("stale or missing values: Pi compacts by itself, within the deadline, no error", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url);
+		try {
+			const rounds: Array<{ label: string; instr?: string; edit?: (v: Record<string, unknown>, p: Plan) => void; none?: boolean; hook: RegExp }> = [
+				{ label: "nothing prepared", none: true, hook: /miss \(nothing prepared\)/ },
+				{ label: "leaf not on the branch", edit: (v) => void (v.leafId = "0f0f0f0f"), hook: /stale \(leaf-off-branch/ },
+				{ label: "summarized entries differ", edit: (v) => void (v.summarizedEntryIds = (v.summarizedEntryIds as string[]).slice(1)), hook: /stale \(entries-differ/ },
+				{ label: "other instructions", instr: "Focus on b.txt", hook: /stale \(instructions/ },
+				{ label: "does not fit", edit: (v) => void (v.summary = "x".repeat(70_000)), hook: /stale \(too-big/ },
+				{ label: "another previous compaction", edit: (v) => void (v.previousCompactionId = "0e0e0e0e"), hook: /stale \(previous-compaction/ },
+				{ label: "malformed details", edit: (v) => void (v.details = { details: v.details }), hook: /stale \(malformed/ },
+			];
+			for (const round of rounds) {
+				for (let i = 0; i < 3; i++) await pi.prompt(`${round.label} ${i}`);
+				const w = await where(pi, world);
+				if (round.none) await kv.delete(w.key);
+				else await prepare(pi, world, `PREPARED for ${round.label}`, round.edit);
+				assertPiCompactedItself(await compact(pi, w.sessionFile, round.instr), round.label, round.hook);
+			}
+			// Control in the same session: the same instructions on both sides make it a hit.
+			for (let i = 0; i < 3; i++) await pi.prompt(`focused ${i}`);
+			const prep = await prepare(pi, world, "PREPARED with focus", (v) => void (v.customInstructions = "Focus on b.txt"));
+			assertHit(await compact(pi, prep.sessionFile, "Focus on b.txt"), "PREPARED with focus", prep.plan);
+		} finally {
+			await pi.stop();
+		}
+	});
+
+	test("NATS stopped under a connected Pi: the next compaction is Pi's own, within the deadline", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const own = await startNats();
+		const { pi, world } = startPi(own.url);
+		try {
+			for (let i = 0; i < 3; i++) await pi.prompt(`task ${i}`);
+			const w = await where(pi, world);
+			const p = await plan(w.sessionFile, SETTINGS);
+			const ownKv = await new Kvm(own.nc).open("COMPACTOR_PREPARED");
+			await ownKv.put(w.key, JSON.stringify(valueFromPlan(p, { store: STORE, path: w.rel, sessionId: w.sessionId, summary: "PREPARED before the outage", settings: SETTINGS })));
+			assertHit(await compact(pi, w.sessionFile), "PREPARED before the outage", p);
+			await own.stop();
+			fm.promptTokens = 12_000; // turn_end now tries to publish prepare jobs into the void
+			for (let i = 0; i < 3; i++) await pi.prompt(`during the outage ${i}`);
+			fm.promptTokens = undefined;
+			assertPiCompactedItself(await compact(pi, w.sessionFile), "NATS stopped", /miss \((timeout|.*)\)/);
+		} finally {
+			fm.promptTokens = undefined;
+			await pi.stop();
+			await own.stop();
+		}
+	});
+
+	test("unreachable or hanging NATS: Pi compacts by itself, within the deadline", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const silent = await silentListener();
+		const cases = [
+			{ label: "refused port", url: `nats://127.0.0.1:${await freePort()}` },
+			{ label: "hanging server", url: silent.url },
+		];
+		try {
+			for (const c of cases) {
+				const { pi, world } = startPi(c.url);
+				try {
+					fm.promptTokens = 12_000; // a prepare request is attempted too
+					for (let i = 0; i < 3; i++) await pi.prompt(`task ${i}`);
+					fm.promptTokens = undefined;
+					const w = await where(pi, world);
+					assertPiCompactedItself(await compact(pi, w.sessionFile), c.label, /miss \(/);
+					await waitUntil(() => pi.stderr.includes("prepare request failed"), `${c.label}: the failed request logged at debug level`, 5000);
+				} finally {
+					fm.promptTokens = undefined;
+					await pi.stop();
+				}
+			}
+		} finally {
+			await silent.close();
+		}
+	});
+
+	test("switched off (--compactor-off): a valid prepared value is ignored", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url, {}, ["--compactor-off"]);
+		try {
+			for (let i = 0; i < 3; i++) await pi.prompt(`task ${i}`);
+			const prep = await prepare(pi, world, "PREPARED but unused");
+			const before = fm.summaryRequests;
+			const r = await pi.send({ type: "compact" });
+			assert.equal(r.success, true);
+			assert.ok(fm.summaryRequests > before);
+			assert.equal(entries(prep.sessionFile).at(-1)?.fromHook, false);
+			assert.match(pi.stderr, /Z disabled$/m);
+		} finally {
+			await pi.stop();
+		}
+	});
+
+	test("ten automatic compactions in a row from prepared values (time the agent is blocked)", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url);
+		const summariesBefore = fm.summaryRequests;
+		try {
+			for (let round = 0; round < 10; round++) {
+				fm.promptTokens = undefined;
+				await pi.prompt(`round ${round} task`);
+				const prep = await prepare(pi, world, `PREPARED round ${round}`);
+				if (round > 0) assert.ok(prep.plan.previousCompactionId, "builds on the previous (hook-made) compaction");
+				const hooksBefore = pi.hookLines().length;
+				fm.promptTokens = 17_000; // the run ends past the threshold: Pi compacts by itself, automatically
+				const from = pi.mark();
+				await pi.prompt(`round ${round} big task`);
+				const start = await pi.waitFor((e) => e.msg.type === "compaction_start", from);
+				const end = await pi.waitFor((e) => e.msg.type === "compaction_end", from);
+				assert.equal(start.msg.reason, "threshold");
+				assert.equal((end.msg.result as { summary: string }).summary, `PREPARED round ${round}`);
+				await waitUntil(() => pi.hookLines().length > hooksBefore, "the hook's debug line", 5000);
+				const hook = pi.hookLines()[hooksBefore];
+				assert.match(hook, /: hit /);
+				figures.hitHookMs.push(Number(/ in ([\d.]+) ms$/.exec(hook)?.[1]));
+				figures.autoBlockedMs.push(end.at - start.at);
+				const last = entries(prep.sessionFile).at(-1) as Entry;
+				assert.equal(last.type, "compaction");
+				assert.equal(last.fromHook, true);
+			}
+			assert.equal(fm.summaryRequests, summariesBefore, "no summary request reached the model");
+			assert.ok(figures.autoBlockedMs.length >= 10);
+		} finally {
+			fm.promptTokens = undefined;
+			await pi.stop();
+		}
+	});
+});
+
+async function waitUntil(cond: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
+	const until = performance.now() + timeoutMs;
+	while (!cond()) {
+		if (performance.now() > until) throw new Error(`timed out waiting for ${what}`);
+		await new Promise((r) => setTimeout(r, 20));
+	}
+}
