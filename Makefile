@@ -5,7 +5,7 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build test vet bench proptest fuzz interop e2e demo clean
+.PHONY: all build test vet bench proptest fuzz interop e2e test-extension demo clean
 
 all: build
 
@@ -50,7 +50,13 @@ interop:
 E2E_RUN ?= .
 e2e:
 	$(PI_ORACLE) install
-	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 30m -run '$(E2E_RUN)' ./e2e/
+	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
+	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
+
+# The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
+test-extension:
+	$(PI_ORACLE) install
+	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error && npm run typecheck && npm test
 
 # The README's main command: the service on its embedded defaults (embedded NATS,
 # extractive summarizer) over a scratch copy of the example store, once, with a report.

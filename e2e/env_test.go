@@ -7,6 +7,7 @@ import (
 	"encoding/json"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -31,10 +32,16 @@ type Config struct {
 	Compaction               Compaction
 	// SummaryDelay of the scripted model (nil: scriptllm.DefaultSummaryDelay).
 	SummaryDelay *time.Duration
+	// AgentDelay is how long every agent turn of the scripted model takes (default 0).
+	AgentDelay time.Duration
 	// Extensions and extra arguments/environment for Pi.
 	Extensions []string
 	PiArgs     []string
 	PiEnv      []string
+	// piEnvFunc adds environment that depends on the env (its session dir); beforePi runs
+	// once everything is set up, just before Pi starts (to start a compactor service).
+	piEnvFunc func(*Env) []string
+	beforePi  func(*Env)
 }
 
 // Env is one test's world: the scripted model on loopback, an agent dir, a workspace, a
@@ -89,7 +96,7 @@ func NewEnv(t *testing.T, cfg Config) *Env {
 	if cfg.SummaryDelay != nil {
 		delay = *cfg.SummaryDelay
 	}
-	opts := []scriptllm.Option{scriptllm.WithScript(e.Plan), scriptllm.WithSummaryDelay(delay)}
+	opts := []scriptllm.Option{scriptllm.WithScript(e.Plan), scriptllm.WithSummaryDelay(delay), scriptllm.WithAgentDelay(cfg.AgentDelay)}
 	if os.Getenv("E2E_ARTIFACTS") != "" {
 		// The request log (tens of MB per test) is written only when it can be kept.
 		logf, err := os.Create(filepath.Join(dir, "requests.jsonl"))
@@ -101,6 +108,9 @@ func NewEnv(t *testing.T, cfg Config) *Env {
 	}
 	e.LLM = scriptllm.StartTest(t, opts...)
 	e.writeAgentDir()
+	if cfg.beforePi != nil {
+		cfg.beforePi(e)
+	}
 	e.Pi = e.StartPi("")
 	return e
 }
@@ -147,9 +157,13 @@ func (e *Env) writeAgentDir() {
 
 // StartPi starts another Pi on this env (session "" = a new one).
 func (e *Env) StartPi(session string) *Pi {
+	env := e.cfg.PiEnv
+	if e.cfg.piEnvFunc != nil {
+		env = append(slices.Clone(env), e.cfg.piEnvFunc(e)...)
+	}
 	return StartPi(e.t, PiConfig{
 		Provider: providerName, Model: modelName, AgentDir: e.AgentDir, SessionDir: e.SessionDir,
-		Workspace: e.Workspace, Session: session, Extensions: e.cfg.Extensions, Args: e.cfg.PiArgs, Env: e.cfg.PiEnv,
+		Workspace: e.Workspace, Session: session, Extensions: e.cfg.Extensions, Args: e.cfg.PiArgs, Env: env,
 	})
 }
 

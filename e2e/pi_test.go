@@ -400,6 +400,13 @@ func (p *Pi) SwitchSession(ctx context.Context, file string) error {
 	return nil
 }
 
+// Stderr is what Pi wrote on its stderr so far (extensions' debug lines go there).
+func (p *Pi) Stderr() string {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.stderr.String()
+}
+
 // Close stops Pi: stdin closed (RPC mode exits on EOF), then SIGTERM, then SIGKILL to its
 // process group, and reaps it. On a failed test it logs Pi's stderr and last records.
 func (p *Pi) Close() {

@@ -203,6 +203,12 @@ func ParseJobEvent(out string) (JobEvent, bool) {
 // loopback port with its store in a temp dir, and returns its client URL.
 func StartNATS(t testing.TB) string {
 	t.Helper()
+	return startNATSServer(t).ClientURL()
+}
+
+// startNATSServer is StartNATS, returning the server so a test can stop it.
+func startNATSServer(t testing.TB) *server.Server {
+	t.Helper()
 	ns, err := server.NewServer(&server.Options{
 		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
 	})
@@ -217,7 +223,7 @@ func StartNATS(t testing.TB) string {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
-	return ns.ClientURL()
+	return ns
 }
 
 // StartService runs `compactor run` against the NATS at url with the env's session dir as

@@ -19,7 +19,7 @@ import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent, Session
 import { estimateTokens, getAgentDir } from "@mariozechner/pi-coding-agent";
 import { CompactorClient, withDeadline } from "./src/client.ts";
 import { type Config, describeNats, type FlagValues, loadConfig, type PiCompactionSettings, readPiCompactionSettings } from "./src/config.ts";
-import { locateSession, prepareJob, prepareSubject, preparedKey, type SessionLocation } from "./src/session.ts";
+import { type HookReport, hookSubject, locateSession, prepareJob, prepareSubject, preparedKey, type SessionLocation } from "./src/session.ts";
 import { type LastAsk, shouldAsk } from "./src/trigger.ts";
 import { type AgentMessage, checkPrepared, lastCompactionIndex } from "./src/validate.ts";
 
@@ -148,19 +148,23 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 	pi.on("session_before_compact", async (event, ctx) => {
 		const t0 = performance.now();
 		let outcome = "skipped";
+		let kind: HookReport["outcome"] | undefined;
+		let loc: SessionLocation | undefined;
 		try {
 			const c = cfg;
 			const st = state;
 			if (!c || !client || !st) return undefined;
 			const remaining = () => c.deadlineMs - (performance.now() - t0);
-			const loc = await location(st);
+			loc = await location(st);
 			if (!loc) {
 				outcome = "miss (session in no store)";
 				return undefined;
 			}
+			kind = "miss";
 			const got = await withDeadline(client.getPrepared(preparedKey(loc)), remaining(), event.signal);
 			if (!got.ok) {
 				outcome = got.reason === "error" ? `miss (${errText(got.error)})` : `miss (${got.reason})`;
+				if (got.reason === "error") kind = "error";
 				return undefined;
 			}
 			if (got.value === undefined) {
@@ -169,20 +173,33 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 			}
 			const r = check(got.value, st, loc, event, ctx);
 			if (!r.ok) {
+				kind = "stale";
 				outcome = `stale (${r.refusal}: ${r.detail})`;
 				return undefined;
 			}
 			if (event.signal.aborted) {
+				kind = undefined;
 				outcome = "aborted";
 				return undefined;
 			}
+			kind = "hit";
 			outcome = `hit (firstKept ${r.compaction.firstKeptEntryId}, summary ${r.summaryTokens} + kept ${r.keptTokens} <= ${r.threshold} tokens)`;
 			return { compaction: r.compaction };
 		} catch (err) {
+			kind = "error";
 			outcome = `error (${errText(err)})`;
 			return undefined;
 		} finally {
-			log(`session_before_compact: ${outcome} in ${(performance.now() - t0).toFixed(1)} ms`);
+			const ms = performance.now() - t0;
+			log(`session_before_compact: ${outcome} in ${ms.toFixed(1)} ms`);
+			if (kind && loc && client && state) {
+				const report: HookReport = {
+					v: 1, store: loc.store, sessionId: state.sessionId, outcome: kind, latencyMs: ms,
+					leafId: ctx.sessionManager.getLeafId() ?? undefined,
+				};
+				if (kind !== "hit") report.reason = outcome;
+				client.report(hookSubject(loc), report);
+			}
 		}
 	});
 

@@ -88,6 +88,20 @@ export class CompactorClient {
 		return e.json();
 	}
 
+	/**
+	 * report publishes a fire-and-forget message (core NATS, no acknowledgement) when a
+	 * connection is open; otherwise it drops it. It never waits and never throws.
+	 */
+	report(subject: string, data: unknown): void {
+		const nc = this.#nc;
+		if (this.#closed || !nc || nc.isClosed()) return;
+		try {
+			nc.publish(subject, JSON.stringify(data));
+		} catch {
+			// a report is best effort
+		}
+	}
+
 	/** close ends the connection (and one being opened); later calls fail. */
 	async close(): Promise<void> {
 		this.#closed = true;

@@ -99,6 +99,25 @@ export function prepareSubject(loc: SessionLocation): string {
 }
 
 /**
+ * hookSubject is where the extension reports each run of Pi's session_before_compact hook
+ * (compactor counts them: compactor_prepared_lookups_total, compactor_prepared_lookup_seconds).
+ */
+export function hookSubject(loc: SessionLocation): string {
+	return `compactor.hooks.${loc.store}.${loc.token}`;
+}
+
+/** HookReport is the message published on hookSubject. */
+export interface HookReport {
+	v: 1;
+	store: string;
+	sessionId: string;
+	outcome: "hit" | "miss" | "stale" | "error";
+	reason?: string;
+	latencyMs: number;
+	leafId?: string;
+}
+
+/**
  * prepareJob builds the job for the session at leafId. Its id (also the Nats-Msg-Id) changes
  * whenever the request changes: store, session, leaf, and a hash of path and instructions.
  */

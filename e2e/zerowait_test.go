@@ -1,0 +1,489 @@
+//go:build e2e
+
+package e2e
+
+// Zero-wait compaction (issue 10) with the real Pi: compactor's workers prepare summaries
+// in the background (job kind "prepare", bucket COMPACTOR_PREPARED) and the Pi extension in
+// extensions/pi hands them to Pi's session_before_compact hook, so Pi appends the
+// compaction itself without calling its summarizer. Compared with Pi alone on the same
+// workload, and checked in every fallback: compactor down, NATS down, a stale preparation
+// (the branch switched with /tree, other custom instructions): Pi compacts by itself and
+// the agent sees no error.
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"net/http"
+	"os"
+	"path/filepath"
+	"regexp"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/compactor-dev/compactor/internal/scriptllm"
+)
+
+// zeroWaitSettings make Pi compact every few prompts: a 20k window with 4k reserved (the
+// threshold is about 15.9k tokens) and about 4k kept verbatim. Agent turns take 1 s, as a
+// model's do; summaries take the usual 5 s, for Pi and for compactor alike.
+func zeroWaitSettings() Config {
+	return Config{
+		ContextWindow: 20000, MaxTokens: 4096, AgentDelay: time.Second,
+		Compaction: Compaction{Enabled: true, ReserveTokens: 4096, KeepRecentTokens: 4000},
+	}
+}
+
+// zeroWaitPrompts is enough prompts for at least 10 automatic compactions.
+const zeroWaitPrompts = 60
+
+// extensionPath is the Pi extension of this repository.
+func extensionPath() string { return filepath.Join(repoRoot, "extensions", "pi", "index.ts") }
+
+// withExtension loads the extension in Pi, pointed at the NATS url and at the env's
+// session dir as store "default".
+func withExtension(cfg Config, url string) Config {
+	cfg.Extensions = append(cfg.Extensions, extensionPath())
+	cfg.PiEnv = append(cfg.PiEnv, "COMPACTOR_NATS_URL="+url, "COMPACTOR_DEBUG=1")
+	cfg.piEnvFunc = func(e *Env) []string { return []string{"COMPACTOR_STORES=default=" + e.SessionDir} }
+	return cfg
+}
+
+// piSummaryCalls counts the summary requests Pi made (streamed: compactor's own summary
+// requests are not) that arrived during [from, to], with a second of slack before from
+// (Pi's events are timestamped as the test reads them).
+func piSummaryCalls(e *Env, from, to time.Time) int {
+	n := 0
+	for _, r := range e.LLM.Requests() {
+		if r.Kind == scriptllm.KindSummary && r.Stream && !r.Time.Before(from.Add(-time.Second)) && !r.Time.After(to) {
+			n++
+		}
+	}
+	return n
+}
+
+// compactionSpans returns the (start, end) times and outcome of every compaction Pi ran,
+// from its events.
+type compactionSpan struct {
+	Start, End    time.Time
+	Reason, Error string
+	Aborted       bool
+}
+
+func compactionSpans(e *Env) []compactionSpan {
+	var out []compactionSpan
+	var cur *compactionSpan
+	for _, ev := range e.Pi.Events(0) {
+		switch ev.Type {
+		case "compaction_start":
+			var s struct {
+				Reason string `json:"reason"`
+			}
+			_ = ev.Decode(&s)
+			cur = &compactionSpan{Start: ev.At, Reason: s.Reason}
+		case "compaction_end":
+			if cur == nil {
+				continue
+			}
+			var end struct {
+				Aborted      bool   `json:"aborted"`
+				ErrorMessage string `json:"errorMessage"`
+			}
+			_ = ev.Decode(&end)
+			cur.End, cur.Error, cur.Aborted = ev.At, end.ErrorMessage, end.Aborted
+			out = append(out, *cur)
+			cur = nil
+		}
+	}
+	return out
+}
+
+// noErrorsShown fails if Pi reported an extension error or a failed compaction.
+func noErrorsShown(t *testing.T, e *Env) {
+	t.Helper()
+	for _, ev := range e.Pi.Events(0) {
+		if ev.Type == "extension_error" {
+			t.Errorf("Pi reported an extension error: %s", tail(string(ev.Raw), 400))
+		}
+	}
+	for _, c := range compactionSpans(e) {
+		if c.Error != "" || c.Aborted {
+			t.Errorf("a compaction ended with an error or aborted: %q", c.Error)
+		}
+	}
+}
+
+// hookLines returns the extension's debug lines about its hook ("hit (...)", "stale (...)").
+func hookLines(e *Env) []string {
+	var out []string
+	for _, l := range strings.Split(e.Pi.Stderr(), "\n") {
+		if i := strings.Index(l, "session_before_compact: "); i >= 0 {
+			out = append(out, l[i+len("session_before_compact: "):])
+		}
+	}
+	return out
+}
+
+var metricsAddrRe = regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
+
+// scrapeMetric returns the lines of the service's /metrics that start with name.
+func scrapeMetric(t *testing.T, svc *Proc, name string) []string {
+	t.Helper()
+	m := metricsAddrRe.FindStringSubmatch(svc.Stderr())
+	if m == nil {
+		t.Fatalf("compactor run did not log its metrics address")
+	}
+	resp, err := http.Get("http://" + m[1] + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	var b strings.Builder
+	buf := make([]byte, 32<<10)
+	for {
+		n, err := resp.Body.Read(buf)
+		b.Write(buf[:n])
+		if err != nil {
+			break
+		}
+	}
+	var out []string
+	for _, l := range strings.Split(b.String(), "\n") {
+		if strings.HasPrefix(l, name) {
+			out = append(out, l)
+		}
+	}
+	return out
+}
+
+func median(ds []time.Duration) time.Duration {
+	s := slices.Clone(ds)
+	slices.Sort(s)
+	return s[len(s)/2]
+}
+
+// TestZeroWaitAutoCompaction: the agent works through the workload with automatic
+// compaction on, once with compactor preparing summaries and the extension loaded, once
+// with Pi alone. With the extension the agent is blocked for milliseconds and Pi makes no
+// summary call during its compactions; alone it waits for its summarizer each time.
+func TestZeroWaitAutoCompaction(t *testing.T) {
+	for _, with := range []bool{true, false} {
+		name := "pi-alone"
+		if with {
+			name = "with-extension"
+		}
+		t.Run(name, func(t *testing.T) {
+			cfg := zeroWaitSettings()
+			var svc *Proc
+			var e *Env
+			if with {
+				url := StartNATS(t)
+				cfg = withExtension(cfg, url)
+				cfg.beforePi = func(env *Env) {
+					e = env
+					svc = env.StartService(url, "--metrics-addr", "127.0.0.1:0", "--keep-recent-tokens", "4000", "--counter", "estimate")
+				}
+			}
+			env, comps := RunAutoCompactions(t, cfg, zeroWaitPrompts)
+			e = env
+			var blocked []time.Duration
+			hits, piCalls := 0, 0
+			spans := compactionSpans(e)
+			if len(spans) != len(comps) {
+				t.Fatalf("%d compaction spans in Pi's events, %d compactions", len(spans), len(comps))
+			}
+			for i, c := range comps {
+				var fromHook bool
+				_ = c.Entry.Field("fromHook", &fromHook)
+				calls := piSummaryCalls(e, spans[i].Start, spans[i].End)
+				piCalls += calls
+				if fromHook {
+					hits++
+				}
+				blocked = append(blocked, c.Blocked)
+				figure(t, name+".compaction", fmt.Sprintf("after prompt %d: blocked %s, %d summary calls by Pi during it, fromHook %v",
+					c.Prompt, c.Blocked.Round(100*time.Microsecond), calls, fromHook))
+			}
+			if len(comps) < 10 {
+				t.Fatalf("%d automatic compactions over %d prompts, want at least 10", len(comps), zeroWaitPrompts)
+			}
+			figure(t, name+".compactions", len(comps))
+			figure(t, name+".blocked_median", median(blocked).Round(100*time.Microsecond))
+			figure(t, name+".blocked_max", slices.Max(blocked).Round(100*time.Microsecond))
+			figure(t, name+".prepared_hits", hits)
+			figure(t, name+".pi_summary_calls_during_compactions", piCalls)
+			noErrorsShown(t, e)
+			if !with {
+				if median(blocked) < scriptllm.DefaultSummaryDelay || hits != 0 {
+					t.Errorf("Pi alone: median blocked %s, %d hook compactions; want >= %s and 0", median(blocked), hits, scriptllm.DefaultSummaryDelay)
+				}
+				return
+			}
+			if median(blocked) > 50*time.Millisecond {
+				t.Errorf("median blocked %s with the extension, want <= 50ms", median(blocked))
+			}
+			// Every compaction whose preparation was ready used it; the first (before any
+			// preparation could finish) may be Pi's own.
+			if hits < len(comps)-1 {
+				t.Errorf("%d of %d compactions used a prepared summary; hook: %v", hits, len(comps), hookLines(e))
+			}
+			for _, c := range comps {
+				var fromHook bool
+				_ = c.Entry.Field("fromHook", &fromHook)
+				if fromHook && c.Blocked > time.Second {
+					t.Errorf("a prepared compaction blocked the agent %s", c.Blocked)
+				}
+			}
+			if piCalls > 2*(len(comps)-hits) {
+				t.Errorf("%d summary calls by Pi during compactions, %d compactions were its own", piCalls, len(comps)-hits)
+			}
+			total := piSummaryCalls(e, time.Time{}.Add(time.Second), time.Now())
+			figure(t, name+".pi_summary_calls_in_the_whole_run", total)
+			if hits == len(comps) && total != 0 {
+				t.Errorf("every compaction used a prepared summary, yet Pi made %d summary requests", total)
+			}
+			lines := scrapeMetric(t, svc, "compactor_prepared_lookups_total")
+			figure(t, name+".metrics", strings.Join(lines, "; "))
+			if !slices.ContainsFunc(lines, func(l string) bool { return strings.Contains(l, `outcome="hit"`) }) {
+				t.Errorf("no hit counted in the service's metrics: %v", lines)
+			}
+			svc.Stop()
+		})
+	}
+}
+
+// preparedValue polls COMPACTOR_PREPARED for the session until pred accepts the value.
+func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any) bool) map[string]any {
+	t.Helper()
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	deadline := time.Now().Add(2 * time.Minute)
+	for time.Now().Before(deadline) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		kv, err := js.KeyValue(ctx, "COMPACTOR_PREPARED")
+		if err == nil {
+			if e, err := kv.Get(ctx, "default."+sessionID); err == nil {
+				var v map[string]any
+				if json.Unmarshal(e.Value(), &v) == nil && pred(v) {
+					cancel()
+					return v
+				}
+			}
+		}
+		cancel()
+		time.Sleep(200 * time.Millisecond)
+	}
+	t.Fatalf("no prepared summary for %s after 2 minutes", sessionID)
+	return nil
+}
+
+// sessionID reads the header id of Pi's session file.
+func sessionID(t *testing.T, file string) string {
+	t.Helper()
+	b := readFile(t, file)
+	line, _, _ := strings.Cut(string(b), "\n")
+	var h struct {
+		ID string `json:"id"`
+	}
+	if err := json.Unmarshal([]byte(line), &h); err != nil {
+		t.Fatal(err)
+	}
+	return h.ID
+}
+
+// manualCompact runs RPC compact and returns how long the agent was blocked, Pi's summary
+// calls meanwhile and the compaction entry.
+func manualCompact(t *testing.T, e *Env, instructions string) (time.Duration, int, Entry) {
+	t.Helper()
+	cmd := map[string]any{"type": "compact"}
+	if instructions != "" {
+		cmd["customInstructions"] = instructions
+	}
+	mark := e.Pi.Mark()
+	if _, err := e.Pi.Call(e.Ctx(2*time.Minute), cmd); err != nil {
+		t.Fatal(err)
+	}
+	startEv, i, err := e.Pi.WaitEvent(e.Ctx(time.Minute), mark, IsType("compaction_start"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	endEv, _, err := e.Pi.WaitEvent(e.Ctx(2*time.Minute), i, IsType("compaction_end"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	comp := lastEntry(t, e.SessionFile())
+	if comp.Type != "compaction" {
+		t.Fatalf("the last entry is %s, not a compaction", comp.Type)
+	}
+	return endEv.At.Sub(startEv.At), piSummaryCalls(e, startEv.At, endEv.At), comp
+}
+
+func fromHook(c Entry) bool {
+	var v bool
+	_ = c.Field("fromHook", &v)
+	return v
+}
+
+// manualSettings: a 40k window with 4k reserved and auto-compaction off, so the
+// extension's trigger (0.7 of the 35.9k threshold) fires during the workload and the
+// compactions are the test's own.
+func manualSettings() Config {
+	return Config{ContextWindow: 40000, MaxTokens: 4096, Compaction: Compaction{Enabled: false, ReserveTokens: 4096, KeepRecentTokens: 8000}}
+}
+
+// TestZeroWaitManualCompact: RPC compact with a prepared summary ready takes milliseconds
+// and no summary call; with custom instructions (the preparation was made without them)
+// the preparation is not valid and Pi compacts by itself, using the instructions.
+func TestZeroWaitManualCompact(t *testing.T) {
+	url := StartNATS(t)
+	var e *Env
+	cfg := withExtension(manualSettings(), url)
+	cfg.beforePi = func(env *Env) {
+		e = env
+		env.StartService(url, "--keep-recent-tokens", "8000")
+	}
+	e = NewEnv(t, cfg)
+	e.Workload(1, 14)
+	file := e.SessionFile()
+	sid := sessionID(t, file)
+	pr := preparedValue(t, url, sid, func(map[string]any) bool { return true })
+	figure(t, "manual.prepared_leaf", pr["leafId"])
+	before := e.LastAgentRequest()
+	blocked, calls, comp := manualCompact(t, e, "")
+	figure(t, "manual.blocked", blocked.Round(100*time.Microsecond))
+	figure(t, "manual.pi_summary_calls", calls)
+	if !fromHook(comp) || calls != 0 || blocked > time.Second {
+		t.Errorf("manual compact with a preparation ready: fromHook %v, %d summary calls, blocked %s; hook: %v", fromHook(comp), calls, blocked, hookLines(e))
+	}
+	llmMark := e.LLM.Count()
+	if _, err := e.Pi.Prompt(e.Ctx(2*time.Minute), e.Work.Prompt(15)); err != nil {
+		t.Fatal(err)
+	}
+	checkCompactedRequest(t, e.NextAgentRequest(llmMark), file, comp, before)
+
+	// Again, once a preparation builds on that compaction, now with custom instructions.
+	e.Workload(16, 30)
+	preparedValue(t, url, sid, func(v map[string]any) bool { return v["previousCompactionId"] == comp.ID })
+	const focus = "Focus on the retry counts in the notes."
+	before = e.LastAgentRequest()
+	blocked, calls, comp2 := manualCompact(t, e, focus)
+	figure(t, "manual.instructions.blocked", blocked.Round(time.Millisecond))
+	figure(t, "manual.instructions.pi_summary_calls", calls)
+	if fromHook(comp2) || calls == 0 {
+		t.Errorf("custom instructions: fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp2), calls)
+	}
+	if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale") && strings.Contains(l, "instructions") }) {
+		t.Errorf("the extension did not refuse the preparation for its instructions: %v", hookLines(e))
+	}
+	with := 0
+	for _, r := range e.LLM.Requests() {
+		if r.Kind == scriptllm.KindSummary && r.Stream && strings.Contains(r.Messages[len(r.Messages)-1].Content, focus) {
+			with++
+		}
+	}
+	if with == 0 {
+		t.Errorf("Pi's summary request lacks the custom instructions")
+	}
+	llmMark = e.LLM.Count()
+	if _, err := e.Pi.Prompt(e.Ctx(2*time.Minute), e.Work.Prompt(31)); err != nil {
+		t.Fatal(err)
+	}
+	checkCompactedRequest(t, e.NextAgentRequest(llmMark), file, comp2, before)
+	noErrorsShown(t, e)
+	CheckContextsEqual(t, file)
+	CheckAllOnPath(t, file)
+}
+
+// treeExtension is a test-only Pi extension: the command /e2e-tree ID moves the leaf to
+// ID as /tree does (no summary), since RPC has no tree navigation.
+const treeExtension = `export default function (pi) {
+	pi.registerCommand("e2e-tree", {
+		description: "move the leaf like /tree (e2e tests)",
+		handler: async (args, ctx) => { await ctx.navigateTree(args.trim(), { summarize: false }); },
+	});
+}
+`
+
+// TestZeroWaitFallbacks: whenever no valid preparation can be had, Pi compacts by itself
+// (its summarizer is called) and the agent sees no error: compactor down (NATS up, no
+// worker), NATS down (stopped mid-session), the branch switched with /tree after the
+// preparation.
+func TestZeroWaitFallbacks(t *testing.T) {
+	t.Run("compactor down", func(t *testing.T) {
+		url := StartNATS(t)
+		var e *Env
+		e = NewEnv(t, withExtension(manualSettings(), url))
+		e.Workload(1, 14)
+		blocked, calls, comp := manualCompact(t, e, "")
+		figure(t, "fallback.compactor_down", fmt.Sprintf("blocked %s, %d summary calls, fromHook %v", blocked.Round(time.Millisecond), calls, fromHook(comp)))
+		if fromHook(comp) || calls == 0 {
+			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
+		}
+		noErrorsShown(t, e)
+	})
+	t.Run("nats down", func(t *testing.T) {
+		ns := startNATSServer(t)
+		var e *Env
+		cfg := withExtension(manualSettings(), ns.ClientURL())
+		cfg.beforePi = func(env *Env) { e = env; env.StartService(ns.ClientURL(), "--keep-recent-tokens", "8000") }
+		e = NewEnv(t, cfg)
+		e.Workload(1, 14)
+		preparedValue(t, ns.ClientURL(), sessionID(t, e.SessionFile()), func(map[string]any) bool { return true })
+		ns.Shutdown()
+		ns.WaitForShutdown()
+		blocked, calls, comp := manualCompact(t, e, "")
+		figure(t, "fallback.nats_down", fmt.Sprintf("blocked %s, %d summary calls, fromHook %v", blocked.Round(time.Millisecond), calls, fromHook(comp)))
+		if fromHook(comp) || calls == 0 {
+			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
+		}
+		if blocked < scriptllm.DefaultSummaryDelay || blocked > scriptllm.DefaultSummaryDelay+2*time.Second {
+			t.Errorf("blocked %s: Pi's own summary (%s) plus at most the hook's deadline", blocked, scriptllm.DefaultSummaryDelay)
+		}
+		noErrorsShown(t, e)
+	})
+	t.Run("branch switched", func(t *testing.T) {
+		url := StartNATS(t)
+		var e *Env
+		cfg := withExtension(manualSettings(), url)
+		tree := filepath.Join(t.TempDir(), "tree.js")
+		if err := os.WriteFile(tree, []byte(treeExtension), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		cfg.Extensions = append(cfg.Extensions, tree)
+		cfg.beforePi = func(env *Env) { e = env; env.StartService(url, "--keep-recent-tokens", "8000") }
+		e = NewEnv(t, cfg)
+		e.Workload(1, 14)
+		file := e.SessionFile()
+		pr := preparedValue(t, url, sessionID(t, file), func(map[string]any) bool { return true })
+		// Back to an early assistant answer, then on along another branch.
+		var target string
+		for _, en := range ReadEntries(t, file) {
+			if messageRole(en) == "assistant" && target == "" {
+				target = en.ID
+			}
+		}
+		if _, err := e.Pi.Call(e.Ctx(time.Minute), map[string]any{"type": "prompt", "message": "/e2e-tree " + target}); err != nil {
+			t.Fatal(err)
+		}
+		e.Workload(15, 16)
+		blocked, calls, comp := manualCompact(t, e, "")
+		figure(t, "fallback.branch_switched", fmt.Sprintf("prepared at %v; blocked %s, %d summary calls, fromHook %v; hook %v", pr["leafId"], blocked.Round(time.Millisecond), calls, fromHook(comp), hookLines(e)))
+		if fromHook(comp) || calls == 0 {
+			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
+		}
+		if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale") }) {
+			t.Errorf("the extension did not refuse the preparation as stale: %v", hookLines(e))
+		}
+		noErrorsShown(t, e)
+		CheckContextsEqual(t, file)
+	})
+}
