@@ -450,6 +450,33 @@ func TestZeroWaitFallbacks(t *testing.T) {
 		}
 		noErrorsShown(t, e)
 	})
+	t.Run("session moved on", func(t *testing.T) {
+		// The preparation builds on no compaction; then Pi compacts by itself (custom
+		// instructions), and the agent goes on: the preparation now builds on the wrong
+		// compaction, and the next /compact must not use it.
+		url := StartNATS(t)
+		var e *Env
+		cfg := withExtension(manualSettings(), url)
+		cfg.beforePi = func(env *Env) { e = env; env.StartService(url, "--keep-recent-tokens", "8000") }
+		e = NewEnv(t, cfg)
+		e.Workload(1, 14)
+		file := e.SessionFile()
+		pr := preparedValue(t, url, sessionID(t, file), func(map[string]any) bool { return true })
+		if _, calls, comp := manualCompact(t, e, "Keep the notes."); fromHook(comp) || calls == 0 {
+			t.Fatalf("the compaction with instructions was not Pi's own")
+		}
+		e.Workload(15, 15)
+		blocked, calls, comp := manualCompact(t, e, "")
+		figure(t, "fallback.session_moved_on", fmt.Sprintf("prepared at %v before Pi compacted; blocked %s, %d summary calls, fromHook %v; hook %v", pr["leafId"], blocked.Round(time.Millisecond), calls, fromHook(comp), hookLines(e)))
+		if fromHook(comp) || calls == 0 {
+			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
+		}
+		if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale (previous-compaction") }) {
+			t.Errorf("the extension did not refuse the preparation as built on another compaction: %v", hookLines(e))
+		}
+		noErrorsShown(t, e)
+		CheckContextsEqual(t, file)
+	})
 	t.Run("branch switched", func(t *testing.T) {
 		url := StartNATS(t)
 		var e *Env
