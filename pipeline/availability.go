@@ -64,12 +64,13 @@ func unavailable(err error) bool {
 
 // diagnose finds out why stream did not answer (cause is the error seen) and returns a
 // *StreamError, or cause itself when the stream looks healthy now. It makes at most two
-// short requests of its own, even when ctx has ended.
+// requests of its own (2 s each), even when ctx has ended, unless ctx was cancelled.
 func diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause error) error {
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return cause
 	}
-	dctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 3*time.Second)
+	base := context.WithoutCancel(ctx)
+	dctx, cancel := context.WithTimeout(base, 2*time.Second)
 	defer cancel()
 	se := &StreamError{Stream: stream, Err: cause}
 	str, err := js.Stream(dctx, stream)
@@ -95,7 +96,9 @@ func diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause 
 		return se
 	}
 	// The stream did not answer. If the JetStream API does, the stream itself is down.
-	if _, aerr := js.AccountInfo(dctx); aerr == nil {
+	actx, acancel := context.WithTimeout(base, 2*time.Second)
+	defer acancel()
+	if _, aerr := js.AccountInfo(actx); aerr == nil {
 		se.Kind, se.Detail = ErrStreamOffline, "JetStream answers but the stream does not: the servers holding it are down or electing its leader"+electionHint
 		return se
 	}

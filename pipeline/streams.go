@@ -169,7 +169,7 @@ func explainReplicas(err error, replicas int) error {
 	switch apiErr.ErrorCode {
 	case errCodeReplicasNotSupported:
 		return fmt.Errorf("%w (--replicas %d needs a clustered NATS; this server is not clustered: use --replicas 1)", err, replicas)
-	case errCodeInsufficientResources:
+	case errCodeInsufficientResources, errCodeClusterNoPeers:
 		return fmt.Errorf("%w (%d replicas need %d JetStream servers up in the cluster)", err, replicas, replicas)
 	}
 	return err
@@ -177,6 +177,7 @@ func explainReplicas(err error, replicas int) error {
 
 // JetStream API error codes the pipeline tells apart (nats-server's errors.json).
 const (
+	errCodeClusterNoPeers        jetstream.ErrorCode = 10005 // "no suitable peers for placement": too few servers up (yet)
 	errCodeClusterNotAvail       jetstream.ErrorCode = 10008 // "JetStream system temporarily unavailable"
 	errCodeClusterNotLeader      jetstream.ErrorCode = 10009
 	errCodeInsufficientResources jetstream.ErrorCode = 10023
@@ -201,7 +202,7 @@ func transient(err error) bool {
 		switch apiErr.ErrorCode {
 		case errCodeDiscardNewPerSubject:
 			return false // "already queued" is a 503 too, and an answer
-		case errCodeClusterNotAvail, errCodeClusterNotLeader, errCodeInsufficientResources, errCodeStreamOffline, errCodeStreamOfflineReason:
+		case errCodeClusterNoPeers, errCodeClusterNotAvail, errCodeClusterNotLeader, errCodeInsufficientResources, errCodeStreamOffline, errCodeStreamOfflineReason:
 			return true
 		}
 		return apiErr.Code == 503
