@@ -139,3 +139,29 @@ func RunningService(dataDir string) *ServiceInfo {
 	}
 	return info
 }
+
+// DefaultDataDir is the data directory used when none is given: $COMPACTOR_DATA_DIR, else
+// ~/.compactor (getenv may be nil).
+func DefaultDataDir(getenv func(string) string) string {
+	if getenv != nil {
+		if d := getenv("COMPACTOR_DATA_DIR"); d != "" {
+			return d
+		}
+	}
+	if home, err := os.UserHomeDir(); err == nil {
+		return filepath.Join(home, ".compactor")
+	}
+	return ""
+}
+
+// LocalClientURL is where a client on this machine looks for NATS when no URL is given:
+// the embedded server of the service running on dataDir (it may listen on a port of its
+// choosing, see --listen), else DefaultClientURL.
+func LocalClientURL(dataDir string) string {
+	if dataDir != "" {
+		if info := RunningService(dataDir); info != nil && info.ClientURL != "" {
+			return info.ClientURL
+		}
+	}
+	return DefaultClientURL
+}
