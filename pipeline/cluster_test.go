@@ -192,6 +192,15 @@ func newCluster(t testing.TB) *cluster {
 	return c
 }
 
+// newClusterClient starts a cluster and connects a client to it (closed at the end).
+func newClusterClient(t testing.TB) (*cluster, *nats.Conn, jetstream.JetStream) {
+	c := newCluster(t)
+	nc := c.connect()
+	t.Cleanup(nc.Close)
+	js, _ := jetstream.New(nc)
+	return c, nc, js
+}
+
 // urls is the client URL list of the nodes (all of them unless some are given).
 func (c *cluster) urls(which ...int) string {
 	if len(which) == 0 {
@@ -251,11 +260,8 @@ func TestClusterLeaderKill(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test: -short")
 	}
-	c := newCluster(t)
+	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
-	nc := c.connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
 
 	h := &fakeHandler{delay: 400 * time.Millisecond}
 	newWorker := func(urls string, replicas int) (*Service, error) {
@@ -277,12 +283,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		}
 		return s
 	}
-	run := func(s *Service) {
-		ctx, cancel := context.WithCancel(context.Background())
-		done := make(chan struct{})
-		go func() { _ = s.Run(ctx); close(done) }()
-		t.Cleanup(func() { cancel(); <-done })
-	}
+	run := func(s *Service) { runService(t, s) }
 	a := worker(c.urls(), 3)
 	b := worker(c.urls(), 0) // the default: must not lower the replicas
 	for _, name := range []string{StreamJobs, StreamEvents, StreamDLQ, "KV_" + BucketLeases, "KV_" + BucketSweep, "KV_" + BucketAttempts} {
@@ -402,25 +403,18 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	if testing.Short() {
 		t.Skip("cluster test: -short")
 	}
-	c := newCluster(t)
+	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
-	nc := c.connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	s, err := New(Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Idle: -1, Handler: &fakeHandler{}})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	defer s.Close()
+	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Idle: -1, Handler: &fakeHandler{}})
 	info := streamInfo(t, js, StreamJobs)
 	victim := c.node(info.Cluster.Leader)
 	c.nodes[victim].kill()
 	sid, leaf := writeSession(t, dir, "s.jsonl")
 	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
-	var r EnqueueResult
+	var (
+		r   EnqueueResult
+		err error
+	)
 	eventually(t, 30*time.Second, "enqueue to name the offline stream", func() bool {
 		r, err = Enqueue(context.Background(), nc, job, false, 10*time.Second)
 		return errors.Is(err, ErrStreamOffline)

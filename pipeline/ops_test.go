@@ -116,18 +116,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
 		ShutdownTimeout: 5 * time.Second, Handler: h, Logger: logs.logger()}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
-	ctx, cancel := context.WithCancel(context.Background())
-	runDone := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(runDone) }()
-	t.Cleanup(func() { cancel(); <-runDone })
+	runService(t, startService(t, cfg))
 
 	nc, err := nats.Connect(n.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
@@ -165,6 +154,11 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 		}
 		return false
 	})
+	for _, line := range []string{"NATS disconnected; reconnecting", "NATS reconnected", "connected to NATS"} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no %q line in the log", line)
+		}
+	}
 	if strings.Contains(logs.String(), "lease lost") {
 		t.Errorf("the outage was taken for a lost lease:\n%s", logs.String())
 	}
@@ -237,14 +231,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
 		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor}
-	s, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(s.Close)
+	s := startService(t, cfg)
 	nc, err := nats.Connect(n.url())
 	if err != nil {
 		t.Fatal(err)

@@ -225,6 +225,9 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 			return nil, err
 		}
 		if !transient(err) {
+			if unavailable(err) {
+				return nil, diagnose(ctx, js, StreamJobs, err)
+			}
 			return nil, err
 		}
 		if time.Now().Add(wait).After(deadline) {

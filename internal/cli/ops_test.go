@@ -29,17 +29,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	if err := os.WriteFile(conf, []byte(`{"ack-wait": "2m", "max-deliver": 7, "lease-ttl": "30s", "duplicate-window": "5m", "replicas": 1, "startup-timeout": "10s"}`), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	old := NewPipelineHandler
-	t.Cleanup(func() { NewPipelineHandler = old })
-	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
-		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
-		})
-		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
-			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
-		})
-		return h, a, nil
-	}
+	useSkippingHandler(t)
 	run := func(ctx context.Context, token string, args ...string) (int, string, string) {
 		var out, errb bytes.Buffer
 		code := Run(ctx, &Env{Args: args, Stdout: &out, Stderr: &errb, Getenv: func(k string) string {
@@ -119,5 +109,21 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	}
 	if code, _, errOut := run(context.Background(), "", "run", "--store", "default="+dir, "--data-dir", t.TempDir(), "--listen", "nonsense"); code != ExitBadUse || !strings.Contains(errOut, "--listen") {
 		t.Errorf("bad --listen: exit %d %s", code, errOut)
+	}
+}
+
+// useSkippingHandler sets the NewPipelineHandler hook, until the test ends, to a handler
+// that skips every job and an assessor that finds session "abc" over budget.
+func useSkippingHandler(t *testing.T) {
+	old := NewPipelineHandler
+	t.Cleanup(func() { NewPipelineHandler = old })
+	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
+		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
+		})
+		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
+			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
+		})
+		return h, a, nil
 	}
 }
