@@ -100,7 +100,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.L
 	for _, st := range streams {
 		sc := st.cfg
 		sc.Storage = jetstream.FileStorage
-		sc.Replicas = keepReplicas(ctx, js, sc.Name, cfg.Replicas, log)
+		var err error
+		if sc.Replicas, err = keepReplicas(ctx, js, sc.Name, cfg.Replicas, log); err != nil {
+			return nil, err
+		}
 		str, err := js.CreateOrUpdateStream(ctx, sc)
 		if err != nil {
 			return nil, fmt.Errorf("ensure stream %s: %w", sc.Name, explainReplicas(err, sc.Replicas))
@@ -118,7 +121,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.L
 	for _, b := range buckets {
 		kc := b.cfg
 		kc.History, kc.Storage = 1, jetstream.FileStorage
-		kc.Replicas = keepReplicas(ctx, js, "KV_"+kc.Bucket, cfg.Replicas, log)
+		var err error
+		if kc.Replicas, err = keepReplicas(ctx, js, "KV_"+kc.Bucket, cfg.Replicas, log); err != nil {
+			return nil, err
+		}
 		kv, err := js.CreateOrUpdateKeyValue(ctx, kc)
 		if err != nil {
 			return nil, fmt.Errorf("ensure bucket %s: %w", kc.Bucket, explainReplicas(err, kc.Replicas))
@@ -145,19 +151,23 @@ func ensure(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.L
 }
 
 // keepReplicas returns the replica count to configure on stream name: want, or the
-// stream's current count when that is higher. A stream that cannot be read (absent, or
-// not answering: ensure then reports why) gets want.
-func keepReplicas(ctx context.Context, js jetstream.JetStream, name string, want int, log *slog.Logger) int {
+// stream's current count when that is higher. A stream that exists but cannot be read
+// (its leader is being elected) is an error, retried by ensureUntil: updating it blind
+// could lower its replicas.
+func keepReplicas(ctx context.Context, js jetstream.JetStream, name string, want int, log *slog.Logger) (int, error) {
 	str, err := js.Stream(ctx, name)
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return want, nil
+	}
 	if err != nil {
-		return want
+		return 0, fmt.Errorf("read stream %s: %w", name, err)
 	}
 	have := str.CachedInfo().Config.Replicas
 	if have > want {
 		log.Info("keeping the replicas set on the server (higher than --replicas)", "stream", name, "replicas", have, "configured", want)
-		return have
+		return have, nil
 	}
-	return want
+	return want, nil
 }
 
 // explainReplicas adds what an operator can do to the errors a replica count causes.
