@@ -7,8 +7,10 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -30,6 +32,7 @@ const (
 	DefaultBackoffMax      = 10 * time.Minute
 	DefaultDuplicateWindow = 2 * time.Minute
 	DefaultShutdownTimeout = 30 * time.Second
+	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
 )
@@ -89,6 +92,9 @@ func (c NATSConfig) String() string {
 	}
 	if c.TLSCA != "" || c.TLSCert != "" {
 		auth = append(auth, "tls")
+	}
+	if len(auth) == 0 {
+		auth = append(auth, "none")
 	}
 	url := c.URL
 	if url == "" {
@@ -169,8 +175,8 @@ func (c NATSConfig) Options() ([]nats.Option, error) {
 	return opts, nil
 }
 
-// Connect dials NATS with the config (URL must be set).
-func (c NATSConfig) Connect() (*nats.Conn, error) {
+// Connect dials NATS with the config (URL must be set) and the extra options.
+func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 	if c.URL == "" {
 		return nil, errors.New("nats: no URL configured")
 	}
@@ -178,11 +184,54 @@ func (c NATSConfig) Connect() (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
-	nc, err := nats.Connect(c.URL, opts...)
+	nc, err := nats.Connect(c.URL, append(opts, extra...)...)
 	if err != nil {
-		return nil, fmt.Errorf("nats: connect %s: %w", c.URL, err)
+		hint := ""
+		switch {
+		case errors.Is(err, nats.ErrNoServers):
+			hint = " (no NATS server answers there: start `compactor run`, which embeds one, or give --nats-url)"
+		case errors.Is(err, nats.ErrAuthorization):
+			hint = " (give the server's credentials: --nats-token or --nats-user/--nats-password, or NATS_TOKEN, NATS_USER, NATS_PASSWORD)"
+		}
+		return nil, fmt.Errorf("nats: connect %s: %w%s", c.URL, err, hint)
 	}
 	return nc, nil
+}
+
+// authMode names the client authentication configured ("none", "token", "user", ...),
+// never the secret.
+func (c NATSConfig) authMode() string {
+	switch {
+	case c.User != "":
+		return "user"
+	case c.Token != "":
+		return "token"
+	case c.NKeySeedFile != "":
+		return "nkey"
+	case c.CredsFile != "":
+		return "creds"
+	}
+	return "none"
+}
+
+// ParseListen parses --listen HOST:PORT for the embedded server. Port 0 picks a free port
+// (it is logged, and written to the data directory for clients on this machine).
+func ParseListen(s string) (host string, port int, err error) {
+	h, p, err := net.SplitHostPort(s)
+	if err != nil {
+		return "", 0, fmt.Errorf("listen %q: want HOST:PORT: %w", s, err)
+	}
+	n, err := strconv.Atoi(p)
+	if err != nil || n < 0 || n > 65535 {
+		return "", 0, fmt.Errorf("listen %q: port %q is not 0..65535", s, p)
+	}
+	if h == "" {
+		h = "0.0.0.0"
+	}
+	if n == 0 {
+		n = -1 // nats-server's "random port"
+	}
+	return h, n, nil
 }
 
 // Config is the whole configuration of a Service, in one place. Zero values take the
@@ -194,7 +243,7 @@ type Config struct {
 	// Embedded server (used when NATS.URL is empty).
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
-	EmbeddedPort int    // default 4222; -1 picks a random port (tests)
+	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
 
 	Concurrency int           // jobs running at once on this worker
 	Idle        time.Duration // sessions modified more recently are active: skipped unless forced. <0 disables
@@ -208,8 +257,17 @@ type Config struct {
 	BackoffMax      time.Duration
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
-	Replicas        int           // stream replicas on a clustered NATS; default 1
 	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
+	// Replicas of every stream and bucket on a clustered NATS; default 1. A stream that
+	// already has more (set by an operator) keeps them.
+	Replicas int
+	// StartupTimeout bounds how long Start retries while JetStream is not ready (a cluster
+	// electing leaders after a restart).
+	StartupTimeout time.Duration
+	// JoinRunning: when DataDir is locked by a running service, connect to that service's
+	// embedded server as a client (run --once next to a running service) instead of
+	// failing. The service writes its client URL into DataDir.
+	JoinRunning bool
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
 
@@ -248,6 +306,7 @@ func (c Config) withDefaults() Config {
 	set(&c.DuplicateWindow, DefaultDuplicateWindow)
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	set(&c.PreparedTTL, DefaultPreparedTTL)
+	set(&c.StartupTimeout, DefaultStartupTimeout)
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
@@ -287,8 +346,17 @@ func (c Config) Validate() error {
 	if err := c.NATS.validate("config: NATS"); err != nil {
 		return err
 	}
-	if c.NATS.URL == "" && c.DataDir == "" {
-		return errors.New("config: DataDir: needed for the embedded NATS server (or set NATS.URL)")
+	if c.NATS.URL == "" {
+		if c.DataDir == "" {
+			return errors.New("config: DataDir: needed for the embedded NATS server (or set NATS.URL)")
+		}
+		n := c.NATS
+		if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCA != "" || n.TLSCert != "" {
+			return errors.New("config: NATS: the embedded server supports token or user/password auth only; nkey, creds and TLS need an external NATS (set NATS.URL)")
+		}
+		if n.User != "" && n.Password == "" {
+			return errors.New("config: NATS.Password: the embedded server's user needs a password")
+		}
 	}
 	if c.EmbeddedPort < -1 || c.EmbeddedPort > 65535 {
 		return fmt.Errorf("config: EmbeddedPort: %d out of range", c.EmbeddedPort)
@@ -313,6 +381,9 @@ func (c Config) Validate() error {
 	}
 	if c.DuplicateWindow < time.Second {
 		return fmt.Errorf("config: DuplicateWindow: %s is too short", c.DuplicateWindow)
+	}
+	if c.StartupTimeout < 0 {
+		return fmt.Errorf("config: StartupTimeout: %s is negative", c.StartupTimeout)
 	}
 	if c.ShutdownTimeout < 0 {
 		return fmt.Errorf("config: ShutdownTimeout: %s is negative", c.ShutdownTimeout)

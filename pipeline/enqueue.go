@@ -31,10 +31,6 @@ type EnqueueResult struct {
 	Event *Event `json:"event,omitempty"`
 }
 
-// ErrNoService means no COMPACTOR_JOBS stream answered: no compactor service has run on
-// this NATS yet.
-var ErrNoService = errors.New("no COMPACTOR_JOBS stream on this NATS server (is `compactor run` running?)")
-
 // publishJob validates and publishes a job. A refusal because the session already has a
 // pending job of that kind is reported as AlreadyQueued with that job's sequence and id.
 func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueResult, error) {
@@ -51,10 +47,12 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 		if err == nil {
 			return EnqueueResult{JobID: job.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}
-		if errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrNoResponders) {
-			return EnqueueResult{}, fmt.Errorf("enqueue: %w", ErrNoService)
-		}
 		if !IsAlreadyQueued(err) {
+			if unavailable(err) {
+				// No responders (no stream takes the subject), a timeout (no leader), ...:
+				// find out which, so the operator reads the real problem.
+				return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), diagnose(ctx, js, StreamJobs, err))
+			}
 			return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), err)
 		}
 		stream, serr := js.Stream(ctx, StreamJobs)
@@ -111,8 +109,8 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 		DeliverPolicy:  jetstream.DeliverAllPolicy,
 	})
 	if err != nil {
-		if errors.Is(err, jetstream.ErrStreamNotFound) {
-			return EnqueueResult{}, fmt.Errorf("enqueue: %w", ErrNoService)
+		if unavailable(err) {
+			err = diagnose(ctx, js, StreamEvents, err)
 		}
 		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
 	}

@@ -69,21 +69,27 @@ func (b *bundle) config(h Handler) Config {
 	}
 }
 
-func (b *bundle) service(cfg Config) *Service {
-	b.t.Helper()
+func (b *bundle) service(cfg Config) *Service { return startService(b.t, cfg) }
+
+// startService creates and starts a Service, closed when the test ends.
+func startService(t testing.TB, cfg Config) *Service {
+	t.Helper()
 	s, err := New(cfg)
 	if err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
+	t.Cleanup(s.Close)
 	if err := s.Start(context.Background()); err != nil {
-		b.t.Fatal(err)
+		t.Fatal(err)
 	}
-	b.t.Cleanup(s.Close)
 	return s
 }
 
-// run starts s.Run and returns a stop function that cancels it and waits for it.
-func (b *bundle) run(s *Service) (stop func()) {
+func (b *bundle) run(s *Service) (stop func()) { return runService(b.t, s) }
+
+// runService starts s.Run and returns a stop function that cancels it and waits for it;
+// it is called when the test ends at the latest.
+func runService(t testing.TB, s *Service) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
@@ -92,11 +98,11 @@ func (b *bundle) run(s *Service) (stop func()) {
 		once.Do(func() {
 			cancel()
 			if err := <-done; err != nil {
-				b.t.Errorf("Run: %v", err)
+				t.Errorf("Run: %v", err)
 			}
 		})
 	}
-	b.t.Cleanup(stop)
+	t.Cleanup(stop)
 	return stop
 }
 

@@ -19,6 +19,9 @@ type lease struct {
 	key string
 	val []byte
 	rev uint64
+	// written is when the last successful write (acquire or renewal) was sent: the
+	// server stored it after that, so the lease lasts at least until written + TTL.
+	written time.Time
 }
 
 type leaseValue struct {
@@ -41,10 +44,11 @@ func leaseKey(store, sessionID string) string { return "s." + store + "." + Sess
 
 func acquireLease(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
 	key := leaseKey(store, sessionID)
-	val, _ := json.Marshal(leaseValue{Worker: worker, JobID: jobID, Since: time.Now().UTC()})
+	sent := time.Now()
+	val, _ := json.Marshal(leaseValue{Worker: worker, JobID: jobID, Since: sent.UTC()})
 	rev, err := kv.Create(ctx, key, val)
 	if err == nil {
-		return &lease{kv: kv, key: key, val: val, rev: rev}, nil
+		return &lease{kv: kv, key: key, val: val, rev: rev, written: sent}, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, fmt.Errorf("lease %s: %w", key, err)
@@ -60,14 +64,32 @@ func acquireLease(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration,
 	return nil, busy
 }
 
-// renew rewrites the lease so its age restarts; it fails if someone else took it over.
+// renew rewrites the lease so its age restarts. An error for which leaseLost is true
+// means someone else has the session; any other error (a timeout during a NATS outage)
+// leaves the lease as it was, valid until written + TTL.
 func (l *lease) renew(ctx context.Context) error {
+	sent := time.Now()
 	rev, err := l.kv.Update(ctx, l.key, l.val, l.rev)
 	if err != nil {
 		return fmt.Errorf("renew lease %s: %w", l.key, err)
 	}
-	l.rev = rev
+	l.rev, l.written = rev, sent
 	return nil
+}
+
+// leaseLost reports whether a renewal error proves the lease is no longer ours: the key
+// has another revision (it expired and someone took it, or it was deleted) or is gone.
+// Timeouts and connection errors prove nothing: the lease may still be valid.
+func leaseLost(err error) bool {
+	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) ||
+		errors.Is(err, jetstream.ErrKeyDeleted) || isWrongLastSeq(err)
+}
+
+// isWrongLastSeq matches a compare-and-set refusal by its code (10071, or 10164 on
+// replicated streams), whatever the client wrapped around it.
+func isWrongLastSeq(err error) bool {
+	c := apiCode(err)
+	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }
 
 // release deletes the lease if it is still ours.
@@ -76,42 +98,4 @@ func (l *lease) release(ctx context.Context) error {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil
-}
-
-// freeKey counts the deliveries of one job message (by stream sequence) that did not reach
-// the handler: busy leases and give-backs at shutdown. They are subtracted from
-// NumDelivered so contention does not use up a job's attempts. The key lives in the lease
-// bucket and expires with its TTL; busy delays are kept below LeaseTTL/2 so it is
-// refreshed in time.
-func freeKey(seq uint64) string { return fmt.Sprintf("free.%d", seq) }
-
-func freeDeliveries(ctx context.Context, kv jetstream.KeyValue, seq uint64) int {
-	e, err := kv.Get(ctx, freeKey(seq))
-	if err != nil {
-		return 0
-	}
-	var n int
-	_ = json.Unmarshal(e.Value(), &n)
-	return n
-}
-
-func addFreeDelivery(ctx context.Context, kv jetstream.KeyValue, seq uint64) {
-	for range 5 {
-		e, err := kv.Get(ctx, freeKey(seq))
-		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			if _, err := kv.Create(ctx, freeKey(seq), []byte("1")); err == nil {
-				return
-			}
-			continue
-		}
-		if err != nil {
-			return
-		}
-		var n int
-		_ = json.Unmarshal(e.Value(), &n)
-		b, _ := json.Marshal(n + 1)
-		if _, err := kv.Update(ctx, freeKey(seq), b, e.Revision()); err == nil {
-			return
-		}
-	}
 }

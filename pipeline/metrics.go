@@ -7,7 +7,10 @@ import (
 	"log/slog"
 	"net"
 	"net/http"
+	"sync"
 	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -54,8 +57,55 @@ func newMetrics() *metrics {
 	return m
 }
 
-// serveMetrics serves /metrics and /healthz until ctx ends. healthy reports readiness.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error, log *slog.Logger) (net.Addr, error) {
+// queueCollector reports the depth of each store's queue when scraped, from JetStream
+// itself (the same figures whichever worker is scraped): jobs waiting for a worker, jobs
+// delivered and not answered yet (running, or waiting for a retry's delay), and dead
+// letters. A store whose figures cannot be read within 2 s is left out of that scrape.
+type queueCollector struct{ s *Service }
+
+var (
+	descPending  = prometheus.NewDesc("compactor_queue_pending", "Jobs queued and not yet delivered to a worker.", []string{"store"}, nil)
+	descInFlight = prometheus.NewDesc("compactor_queue_in_flight",
+		"Jobs delivered and not answered yet: running, or waiting for a retry's delay.", []string{"store"}, nil)
+	descDead = prometheus.NewDesc("compactor_queue_dead_letters", "Dead letters kept in COMPACTOR_DLQ (see compactor dlq).", []string{"store"}, nil)
+)
+
+func (c *queueCollector) Describe(ch chan<- *prometheus.Desc) {
+	ch <- descPending
+	ch <- descInFlight
+	ch <- descDead
+}
+
+func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+	defer cancel()
+	for _, st := range c.s.cfg.Stores {
+		if ci, err := c.s.res.cons[st.Name].Info(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ci.NumPending), st.Name)
+			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(ci.NumAckPending), st.Name)
+		}
+		if n, err := countSubjects(ctx, c.s.res.dlq, dlqPrefix+st.Name+".>"); err == nil {
+			ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(n), st.Name)
+		}
+	}
+}
+
+// countSubjects counts the messages of stream str under the subject filter.
+func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (uint64, error) {
+	info, err := str.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
+	}
+	return n, nil
+}
+
+// serveMetrics serves /metrics and /healthz until ctx ends; wait returns once the server
+// has stopped. healthy reports readiness.
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error, log *slog.Logger) (net.Addr, func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -67,19 +117,22 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, he
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {
-		return nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
+		return nil, nil, fmt.Errorf("metrics: listen %s: %w", addr, err)
 	}
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
-	go func() {
+	var wg sync.WaitGroup
+	wg.Go(func() {
 		if err := srv.Serve(ln); err != nil && !errors.Is(err, http.ErrServerClosed) {
 			log.Error("metrics server stopped", "err", err)
 		}
-	}()
-	go func() {
+	})
+	wg.Go(func() {
 		<-ctx.Done()
-		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), shutdownGrace)
 		defer cancel()
-		_ = srv.Shutdown(sctx)
-	}()
-	return ln.Addr(), nil
+		if srv.Shutdown(sctx) != nil {
+			_ = srv.Close()
+		}
+	})
+	return ln.Addr(), wg.Wait, nil
 }

@@ -51,22 +51,6 @@ func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []by
 	return nil
 }
 
-// ensurePrepared creates or updates the prepared-summaries bucket.
-func ensurePrepared(ctx context.Context, js jetstream.JetStream, cfg Config) (jetstream.KeyValue, error) {
-	kv, err := js.CreateOrUpdateKeyValue(ctx, jetstream.KeyValueConfig{
-		Bucket:      BucketPrepared,
-		Description: "compaction summaries prepared ahead of time for live agents (one per session)",
-		TTL:         cfg.PreparedTTL,
-		History:     1,
-		Storage:     jetstream.FileStorage,
-		Replicas:    cfg.Replicas,
-	})
-	if err != nil {
-		return nil, fmt.Errorf("ensure bucket %s: %w", BucketPrepared, err)
-	}
-	return kv, nil
-}
-
 // Prepared is the store of prepared summaries (nil before Start).
 func (s *Service) Prepared() PreparedStore {
 	if s.res == nil || s.res.prepared == nil {

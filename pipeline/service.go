@@ -20,7 +20,8 @@ import (
 )
 
 // Service is a compactor worker: it owns a NATS connection (and, without a URL, an embedded
-// server), the JetStream resources, and a bounded pool of job handlers.
+// server on a locked data directory), the JetStream resources, and a bounded pool of job
+// handlers.
 type Service struct {
 	cfg    Config
 	log    *slog.Logger
@@ -30,7 +31,9 @@ type Service struct {
 	startOnce sync.Once
 	startErr  error
 	ns        *server.Server
+	dd        *dataDir // the locked data directory of the embedded server
 	nc        *nats.Conn
+	server    atomic.Pointer[string] // the NATS server last connected to, for disconnect logs
 	res       *resources
 	m         *metrics
 
@@ -72,7 +75,8 @@ func (s *Service) Config() Config { return s.cfg }
 func (s *Service) WorkerID() string { return s.worker }
 
 // Start connects to NATS (starting the embedded server when no URL is configured) and
-// creates or updates the streams, buckets and consumers. It is idempotent.
+// creates or updates the streams, buckets and consumers, retrying within StartupTimeout
+// while JetStream is not ready. It is idempotent.
 func (s *Service) Start(ctx context.Context) error {
 	s.startOnce.Do(func() { s.startErr = s.start(ctx) })
 	return s.startErr
@@ -81,36 +85,106 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) start(ctx context.Context) error {
 	nc := s.cfg.NATS
 	if nc.URL == "" {
-		ns, err := startEmbedded(s.cfg)
+		url, err := s.embedded()
 		if err != nil {
 			return err
 		}
-		s.ns = ns
-		nc.URL = ns.ClientURL()
-		s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir())
+		nc.URL = url
 	}
 	if nc.Name == "" {
 		nc.Name = "compactor " + s.worker
 	}
-	conn, err := nc.Connect()
+	conn, err := nc.Connect(s.connEvents()...)
 	if err != nil {
-		s.shutdownEmbedded()
+		s.Close()
 		return err
 	}
 	s.nc = conn
+	s.noteServer(conn)
+	s.log.Info("connected to NATS", "url", conn.ConnectedUrlRedacted(), "server", conn.ConnectedServerName(),
+		"cluster", conn.ConnectedClusterName(), "auth", nc.authMode())
 	js, err := jetstream.New(conn)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	res, err := ensure(ctx, js, s.cfg)
+	res, err := ensureUntil(ctx, js, s.cfg, s.log)
 	if err != nil {
 		s.Close()
 		return err
 	}
 	s.res = res
-	s.log.Info("compactor pipeline ready", "nats", nc.String(), "stores", len(s.cfg.Stores), "concurrency", s.cfg.Concurrency, "worker", s.worker)
+	s.m.reg.MustRegister(&queueCollector{s: s})
+	s.log.Info("compactor pipeline ready", "nats", nc.String(), "server", conn.ConnectedServerName(), "stores", len(s.cfg.Stores),
+		"concurrency", s.cfg.Concurrency, "replicas", s.cfg.Replicas, "worker", s.worker)
 	return nil
+}
+
+// embedded starts the embedded server on the locked data directory and returns its client
+// URL. When another process holds the lock and JoinRunning is set, it returns that
+// process's URL instead (this Service is then only a client of it).
+func (s *Service) embedded() (string, error) {
+	dd, err := lockDataDir(s.cfg.DataDir)
+	var busy *DataDirBusyError
+	if errors.As(err, &busy) && s.cfg.JoinRunning && busy.Info != nil && busy.Info.ClientURL != "" {
+		if busy.Info.Auth != "none" && s.cfg.NATS.authMode() == "none" {
+			return "", fmt.Errorf("data directory %s belongs to a running compactor (pid %d) whose NATS at %s requires %s authentication: give the same --nats-token or --nats-user/--nats-password (or NATS_TOKEN, NATS_USER and NATS_PASSWORD)",
+				busy.Dir, busy.Info.PID, busy.Info.ClientURL, busy.Info.Auth)
+		}
+		s.log.Info("data directory in use by a running service: working through its NATS as a client",
+			"data_dir", busy.Dir, "pid", busy.Info.PID, "url", busy.Info.ClientURL)
+		return busy.Info.ClientURL, nil
+	}
+	if err != nil {
+		return "", err
+	}
+	ns, err := startEmbedded(s.cfg)
+	if err != nil {
+		dd.release()
+		return "", err
+	}
+	s.ns, s.dd = ns, dd
+	auth := "none"
+	if s.cfg.NATS.Token != "" || s.cfg.NATS.User != "" {
+		auth = s.cfg.NATS.authMode()
+	}
+	if err := dd.writeInfo(ServiceInfo{PID: os.Getpid(), ClientURL: ns.ClientURL(), Auth: auth, Worker: s.worker, Started: time.Now().UTC()}); err != nil {
+		s.log.Warn("service file not written; run --once and clients will not find this server", "err", err)
+	}
+	s.log.Info("embedded NATS started", "url", ns.ClientURL(), "store_dir", ns.StoreDir(), "auth", auth)
+	return ns.ClientURL(), nil
+}
+
+// connEvents logs what happens to the connection: an operator must see a worker lose its
+// server, and which server it found again.
+func (s *Service) connEvents() []nats.Option {
+	return []nats.Option{
+		nats.DisconnectErrHandler(func(c *nats.Conn, err error) {
+			if c.IsClosed() {
+				return
+			}
+			s.log.Warn("NATS disconnected; reconnecting", "server", s.lastServer(), "err", err)
+		}),
+		nats.ReconnectHandler(func(c *nats.Conn) {
+			s.noteServer(c)
+			s.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted(), "server", c.ConnectedServerName())
+		}),
+		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
+			s.log.Warn("NATS error", "err", err)
+		}),
+	}
+}
+
+func (s *Service) noteServer(c *nats.Conn) {
+	v := c.ConnectedServerName() + " " + c.ConnectedUrlRedacted()
+	s.server.Store(&v)
+}
+
+func (s *Service) lastServer() string {
+	if p := s.server.Load(); p != nil {
+		return *p
+	}
+	return ""
 }
 
 // Conn is the NATS connection (nil before Start).
@@ -120,6 +194,9 @@ func (s *Service) Conn() *nats.Conn { return s.nc }
 func (s *Service) ClientURL() string {
 	if s.ns != nil {
 		return s.ns.ClientURL()
+	}
+	if s.nc != nil {
+		return s.nc.ConnectedUrlRedacted()
 	}
 	return s.cfg.NATS.URL
 }
@@ -131,18 +208,20 @@ func (s *Service) MetricsAddr() net.Addr {
 	return s.metrics
 }
 
-// Close drops the NATS connection and stops the embedded server. Call it after Run returns.
+// Close drops the NATS connection, stops the embedded server and unlocks the data
+// directory. Call it after Run returns.
 func (s *Service) Close() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
-	s.shutdownEmbedded()
-}
-
-func (s *Service) shutdownEmbedded() {
 	if s.ns != nil {
 		s.ns.Shutdown()
 		s.ns.WaitForShutdown()
+		s.ns = nil
+	}
+	if s.dd != nil {
+		s.dd.release()
+		s.dd = nil
 	}
 }
 
@@ -155,7 +234,9 @@ func (s *Service) healthy() error {
 
 // Run works jobs until ctx ends, then shuts down in two stages: it stops fetching, lets
 // running jobs finish within ShutdownTimeout, and then cancels the rest, which are given
-// back (Nak) for another worker. With SweepEvery set it also sweeps periodically.
+// back (Nak) for another worker. With SweepEvery set it also sweeps periodically. Every
+// goroutine it started has ended when it returns, at most ShutdownTimeout + 2s after ctx
+// ended, even when NATS is unreachable.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Handler == nil {
 		return errors.New("config: Handler: required to run workers")
@@ -167,70 +248,131 @@ func (s *Service) Run(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
+	var sweeps sync.WaitGroup
 	if s.cfg.SweepEvery > 0 && s.cfg.Assessor != nil {
-		go s.sweepLoop(ctx)
+		sweeps.Go(func() { s.sweepLoop(ctx) })
 	}
 	<-ctx.Done()
 	stop()
+	sweeps.Wait()
 	return nil
+}
+
+// shutdownGrace is what the bookkeeping of cancelled jobs (give-back, lease release) gets
+// after ShutdownTimeout, when NATS does not answer; and again for handlers deaf to their
+// context, which are then left behind.
+const shutdownGrace = time.Second
+
+// work holds the two contexts of running jobs: handlers end with jobs (stage two of a
+// shutdown); the answers to JetStream, events and leases use book, which ends
+// shutdownGrace later so that a NATS outage cannot hold a shutdown.
+type work struct {
+	jobs, book context.Context
 }
 
 // startWorkers starts metrics, the max-deliveries advisory listener and one fetch loop per
 // store, all ending with ctx. The returned stop waits for them and for running jobs (the
 // two-stage shutdown).
 func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
+	w := work{jobs: jobCtx, book: bookCtx}
+	bg := &tasks{}
+	subs, err := s.watchMaxDeliveries(bookCtx, bg)
+	if err == nil {
+		var hooks []*nats.Subscription
+		hooks, err = s.watchHookReports()
+		subs = append(subs, hooks...)
+	}
+	if err != nil {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+		cancelJobs()
+		cancelBook()
+		return nil, err
+	}
+	waitMetrics := func() {}
 	if s.cfg.MetricsAddr != "" {
-		addr, err := serveMetrics(ctx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
+		addr, wait, err := serveMetrics(ctx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
 		if err != nil {
+			for _, sub := range subs {
+				_ = sub.Unsubscribe()
+			}
+			cancelJobs()
+			cancelBook()
 			return nil, err
 		}
+		waitMetrics = wait
 		s.mu.Lock()
 		s.metrics = addr
 		s.mu.Unlock()
 		s.log.Info("metrics listening", "addr", addr.String())
 	}
-	subs, err := s.watchMaxDeliveries()
-	if err != nil {
-		return nil, err
-	}
-	hooks, err := s.watchHookReports()
-	if err != nil {
-		return nil, err
-	}
-	subs = append(subs, hooks...)
-	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	var loops sync.WaitGroup
 	for _, st := range s.cfg.Stores {
-		loops.Add(1)
-		go func() {
-			defer loops.Done()
-			s.fetchLoop(ctx, jobCtx, st.Name)
-		}()
+		loops.Go(func() { s.fetchLoop(ctx, w, st.Name) })
 	}
 	return func() {
+		t0 := time.Now()
+		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
+			if n := s.inflight.Load(); n > 0 {
+				s.log.Warn("shutdown timeout: cancelling running jobs; they are given back", "in_flight", n)
+			}
+			cancelJobs()
+		})
+		hard := time.AfterFunc(s.cfg.ShutdownTimeout+shutdownGrace, cancelBook)
 		loops.Wait() // stage 1: no more fetches (ctx is done)
 		done := make(chan struct{})
 		go func() { s.jobs.Wait(); close(done) }()
 		select {
 		case <-done:
-		case <-time.After(s.cfg.ShutdownTimeout):
-			s.log.Warn("shutdown timeout: cancelling running jobs; they are given back", "in_flight", s.inflight.Load())
-			cancelJobs() // stage 2
-			<-done
+		case <-time.After(time.Until(t0.Add(s.cfg.ShutdownTimeout + 2*shutdownGrace))):
+			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", s.inflight.Load())
 		}
+		stage2.Stop()
+		hard.Stop()
 		cancelJobs()
+		cancelBook()
 		for _, sub := range subs {
 			_ = sub.Unsubscribe()
 		}
-		s.log.Info("workers stopped")
+		bg.closeAndWait()
+		waitMetrics()
+		s.log.Info("workers stopped", "shutdown_s", seconds(time.Since(t0)))
 	}, nil
 }
+
+// tasks is a WaitGroup that refuses new tasks once closed: a NATS callback racing the
+// shutdown cannot start work after the shutdown waited for it.
+type tasks struct {
+	mu     sync.Mutex
+	closed bool
+	wg     sync.WaitGroup
+}
+
+func (t *tasks) goTask(f func()) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if !t.closed {
+		t.wg.Go(f)
+	}
+}
+
+func (t *tasks) closeAndWait() {
+	t.mu.Lock()
+	t.closed = true
+	t.mu.Unlock()
+	t.wg.Wait()
+}
+
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
 
 const fetchWait = time.Second
 
 // fetchLoop pulls from one store's consumer only as many messages as it has free slots, so
 // a fetched message is never left waiting (its AckWait ticking) for a slot.
-func (s *Service) fetchLoop(ctx, jobCtx context.Context, store string) {
+func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 	cons := s.res.cons[store]
 	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
 	for {
@@ -264,7 +406,7 @@ func (s *Service) fetchLoop(ctx, jobCtx context.Context, store string) {
 						<-s.sem
 						s.jobs.Done()
 					}()
-					s.process(jobCtx, store, msg)
+					s.process(w, store, msg)
 				}()
 			}
 			err = batch.Error()
@@ -286,130 +428,229 @@ func (s *Service) fetchLoop(ctx, jobCtx context.Context, store string) {
 	}
 }
 
-// process handles one delivery from start to its single final answer to JetStream.
-func (s *Service) process(ctx context.Context, store string, msg jetstream.Msg) {
-	start := time.Now()
+// delivery is one message being worked, and what admission found out about it.
+type delivery struct {
+	msg       jetstream.Msg
+	delivered uint64 // JetStream's count, busy and give-back deliveries included
+	start     time.Time
+	ev        Event // the event being built: store, sequence, job fields
+	log       *slog.Logger
+	job       Job
+	file      string // the resolved session file
+	lease     *lease
+	key       string // the job's key in COMPACTOR_ATTEMPTS
+	attempt   int    // handler attempts so far, this one included; 0 before counting
+}
+
+// process handles one delivery from start to its single final answer to JetStream:
+// admission decides whether the handler may run now; the attempt runs it.
+func (s *Service) process(w work, store string, msg jetstream.Msg) {
+	if d := s.admit(w.book, store, msg); d != nil {
+		s.attempt(w, d)
+	}
+}
+
+// admit checks a delivery before any work: a valid job whose subject matches it, a file
+// inside the store (found again by session id if it moved), not active, the session's
+// lease, and an attempt left. Every refusal gives the delivery its answer here (dead
+// letter, skip, or a delayed redelivery) and returns nil.
+func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *delivery {
+	d := &delivery{msg: msg, start: time.Now()}
 	meta, err := msg.Metadata()
 	if err != nil {
 		s.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
 		_ = msg.Term()
-		return
+		return nil
 	}
-	seq, delivered := meta.Sequence.Stream, meta.NumDelivered
-	ev := Event{V: 1, JobSeq: seq, Store: store, Worker: s.worker}
-
+	d.delivered = meta.NumDelivered
+	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
 	job, err := DecodeJob(msg.Data())
 	if err == nil && (job.Store != store || job.Subject() != msg.Subject()) {
 		err = fmt.Errorf("job: subject %s does not match its payload (store %q, session %q, kind %q)", msg.Subject(), job.Store, job.SessionID, job.Kind)
 	}
+	d.ev.JobID, d.ev.SessionID, d.ev.Path, d.ev.Kind = job.ID, job.SessionID, job.Path, job.Kind
 	if err != nil {
-		ev.JobID, ev.SessionID, ev.Path, ev.Kind = job.ID, job.SessionID, job.Path, job.Kind
-		s.deadLetter(ctx, msg, seq, delivered, ev, start, "invalid job", err)
-		return
+		s.deadLetter(ctx, d, "invalid job", err)
+		return nil
 	}
-	ev.JobID, ev.SessionID, ev.Path, ev.Kind = job.ID, job.SessionID, job.Path, job.Kind
-	log := s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", seq, "delivery", delivered)
+	d.job, d.key = job, attemptKey(d.ev.JobSeq, job.ID)
+	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
+	if d.file, err = s.locate(d); err != nil {
+		s.deadLetter(ctx, d, "refused path", err)
+		return nil
+	}
+	if reason := s.active(d); reason != "" {
+		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason}, Result{})
+		return nil
+	}
+	if !s.takeLease(ctx, d) {
+		return nil
+	}
+	if !s.countAttempt(ctx, d) {
+		return nil
+	}
+	d.log.Info("job started", "path", d.job.Path, "attempt", d.attempt)
+	return d
+}
 
-	file, err := resolve(s.roots[store], job.Path)
+// locate resolves the job's path inside its store. A file renamed or moved while queued
+// is found again by session id: Pi's file names end in it.
+func (s *Service) locate(d *delivery) (string, error) {
+	root := s.roots[d.ev.Store]
+	file, err := resolve(root, d.job.Path)
 	if errors.Is(err, errNotExist) {
-		// Renamed or moved while queued: the job carries the session id, and Pi's file
-		// names end in it, so look for the one file in the store that holds this session.
 		var rel string
-		rel, file, err = refind(s.roots[store], job.Path, job.SessionID)
+		rel, file, err = refind(root, d.job.Path, d.job.SessionID)
 		if err == nil {
-			log.Info("session file moved while queued; found it by session id", "old_path", job.Path, "path", rel)
-			ev.Path, job.Path = rel, rel
+			d.log.Info("session file moved while queued; found it by session id", "old_path", d.job.Path, "path", rel)
+			d.ev.Path, d.job.Path = rel, rel
 		}
 	}
-	if err != nil {
-		s.deadLetter(ctx, msg, seq, delivered, ev, start, "refused path", err)
-		return
-	}
+	return file, err
+}
 
+// active returns why the session is left alone for now (modified within Idle), or "".
+func (s *Service) active(d *delivery) string {
 	// A preparation writes nothing to the session: live sessions are what it is for.
-	if !job.Force && s.cfg.Idle > 0 && job.Kind != KindPrepare {
-		if fi, err := os.Stat(file); err == nil {
-			if age := time.Since(fi.ModTime()); age < s.cfg.Idle {
-				s.finish(ctx, msg, log, ev, job, start, nil, Decision{Outcome: OutcomeSkipped,
-					Reason: fmt.Sprintf("active: modified %s ago (idle threshold %s; use force)", age.Round(time.Second), s.cfg.Idle)}, Result{})
-				return
-			}
-		}
+	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare {
+		return ""
 	}
-
-	l, err := acquireLease(ctx, s.res.leases, s.cfg.LeaseTTL, store, job.SessionID, s.worker, job.ID)
+	fi, err := os.Stat(d.file)
 	if err != nil {
-		var busy *errLeaseBusy
-		delay := s.cfg.LeaseBusyDelay
-		if errors.As(err, &busy) {
-			delay = min(max(busy.remaining, s.cfg.LeaseBusyDelay), s.cfg.LeaseTTL/2)
-		}
-		addFreeDelivery(ctx, s.res.leases, seq)
-		log.Debug("session busy; job delayed", "reason", err, "delay", delay)
-		_ = msg.NakWithDelay(delay)
-		return
+		return ""
 	}
-
-	attempt := int(delivered)
-	if delivered > 1 {
-		attempt -= freeDeliveries(ctx, s.res.leases, seq)
-		attempt = max(attempt, 1)
+	if age := time.Since(fi.ModTime()); age < s.cfg.Idle {
+		return fmt.Sprintf("active: modified %s ago (idle threshold %s; use force)", age.Round(time.Second), s.cfg.Idle)
 	}
-	ev.Attempt = attempt
+	return ""
+}
 
-	hctx, cancel := context.WithCancel(ctx)
+// takeLease acquires the session's lease; when another job holds it, the delivery comes
+// back after the holder's remaining time (this costs no attempt).
+func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
+	l, err := acquireLease(ctx, s.res.leases, s.cfg.LeaseTTL, d.ev.Store, d.job.SessionID, s.worker, d.job.ID)
+	if err == nil {
+		d.lease = l
+		return true
+	}
+	var busy *errLeaseBusy
+	delay := s.cfg.LeaseBusyDelay
+	if errors.As(err, &busy) {
+		delay = min(max(busy.remaining, s.cfg.LeaseBusyDelay), s.cfg.LeaseTTL)
+	}
+	d.log.Debug("session busy; job delayed", "reason", err, "delay", delay)
+	_ = d.msg.NakWithDelay(delay)
+	return false
+}
+
+// countAttempt counts this attempt in COMPACTOR_ATTEMPTS before the handler runs. A job
+// whose MaxDeliver attempts all ended without an answer (their workers crashed or lost
+// NATS mid-job) is dead-lettered here instead of being tried again.
+func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
+	n, err := addAttempts(ctx, s.res.attempts, d.key, 1)
+	if err != nil {
+		// NumDelivered also counts busy deliveries: it can only end a job early, not late.
+		d.log.Warn("attempt not counted; using the delivery count", "err", err)
+		d.attempt, d.ev.Attempt = int(d.delivered), int(d.delivered)
+		return true
+	}
+	d.attempt, d.ev.Attempt = n, n
+	if n <= s.cfg.MaxDeliver {
+		return true
+	}
+	d.ev.Attempt = n - 1
+	s.finish(ctx, d, Decision{Outcome: OutcomeFailed,
+		Reason: fmt.Sprintf("max deliveries (%d) exhausted: %d attempts ended without an answer (the worker crashed or lost NATS mid-job)", s.cfg.MaxDeliver, n-1)}, Result{})
+	return false
+}
+
+// attempt runs the handler on an admitted delivery, with heartbeats, and gives the
+// delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
+func (s *Service) attempt(w work, d *delivery) {
+	hctx, cancel := context.WithCancel(w.jobs)
 	hbDone := make(chan struct{})
-	go s.heartbeat(hctx, cancel, msg, l, log, hbDone)
-	res, herr := s.cfg.Handler.Handle(hctx, job, file)
+	go s.heartbeat(hctx, cancel, d, hbDone)
+	res, herr := s.cfg.Handler.Handle(hctx, d.job, d.file)
 	cancel()
 	<-hbDone
 
-	if herr != nil && ctx.Err() != nil {
+	if herr != nil && w.jobs.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
-		addFreeDelivery(context.WithoutCancel(ctx), s.res.leases, seq)
-		_ = msg.Nak()
-		_ = l.release(context.WithoutCancel(ctx))
-		log.Info("job given back at shutdown", "err", herr)
+		if _, err := addAttempts(w.book, s.res.attempts, d.key, -1); err != nil {
+			d.log.Debug("attempt of a given-back job not uncounted", "err", err)
+		}
+		_ = d.lease.release(w.book)
+		_ = d.msg.Nak()
+		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
 	}
-	dec := Classify(res, herr, attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
-	s.finish(ctx, msg, log, ev, job, start, l, dec, res)
+	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
+	s.finish(w.book, d, dec, res)
 	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
-		s.recheck(context.WithoutCancel(ctx), log, job, file, res)
+		s.recheck(w.book, d.log, d.job, d.file, res)
 	}
 }
 
 // heartbeat tells JetStream the job is alive (InProgress resets AckWait) and renews the
-// lease; if the lease is lost (someone else took the session), it cancels the handler.
-func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, msg jetstream.Msg, l *lease, log *slog.Logger, done chan<- struct{}) {
+// lease at LeaseTTL/3. Only a renewal refused for a wrong revision or a missing key means
+// the lease is lost (someone else took the session): the handler is cancelled at once.
+// Other failures (NATS unreachable) are retried every second while the lease lasts; the
+// handler is cancelled only when LeaseTTL has passed since the last successful renewal
+// was sent, since from then on another worker may take the session.
+func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *delivery, done chan<- struct{}) {
 	defer close(done)
-	ackEvery := s.cfg.AckWait / 3
-	leaseEvery := s.cfg.LeaseTTL / 3
-	ackT := time.NewTicker(ackEvery)
+	ackT := time.NewTicker(s.cfg.AckWait / 3)
 	defer ackT.Stop()
-	leaseT := time.NewTicker(leaseEvery)
+	every := s.cfg.LeaseTTL / 3
+	leaseT := time.NewTimer(every)
 	defer leaseT.Stop()
+	failures := 0
 	for {
 		select {
 		case <-ctx.Done():
 			return
 		case <-ackT.C:
-			if err := msg.InProgress(); err != nil {
-				log.Warn("in-progress heartbeat failed", "err", err)
+			if err := d.msg.InProgress(); err != nil {
+				d.log.Warn("in-progress heartbeat failed", "err", err)
 			}
 		case <-leaseT.C:
-			if err := l.renew(ctx); err != nil && ctx.Err() == nil {
-				log.Error("lease lost; cancelling job", "err", err)
+			left := s.cfg.LeaseTTL - time.Since(d.lease.written)
+			rctx, rcancel := context.WithTimeout(ctx, max(min(every, left), time.Millisecond))
+			err := d.lease.renew(rctx)
+			rcancel()
+			next := every
+			switch {
+			case err == nil:
+				if failures > 0 {
+					d.log.Info("lease renewed again", "failures", failures)
+				}
+				failures = 0
+			case ctx.Err() != nil:
+				return
+			case leaseLost(err):
+				d.log.Error("lease lost; cancelling job", "err", err)
 				cancel()
 				return
+			default:
+				failures++
+				left = s.cfg.LeaseTTL - time.Since(d.lease.written)
+				if left <= 0 {
+					d.log.Error("lease not renewed within its TTL; another worker may take the session: cancelling job",
+						"ttl_s", seconds(s.cfg.LeaseTTL), "failures", failures, "err", err)
+					cancel()
+					return
+				}
+				d.log.Warn("lease renewal failed; retrying while the lease lasts", "left_s", seconds(left), "err", err)
+				next = min(time.Second, left)
 			}
+			leaseT.Reset(next)
 		}
 	}
 }
 
-// finish gives the delivery its one final answer, then publishes the event. l may be nil.
-func (s *Service) finish(ctx context.Context, msg jetstream.Msg, log *slog.Logger, ev Event, job Job, start time.Time, l *lease, dec Decision, res Result) {
-	actx := context.WithoutCancel(ctx)
+// finish gives the delivery its one final answer, then publishes the event.
+func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Result) {
+	ev, log, msg := d.ev, d.log, d.msg
 	ev.Outcome, ev.Reason = dec.Outcome, dec.Reason
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
 	if dec.Err != nil {
@@ -418,7 +659,7 @@ func (s *Service) finish(ctx context.Context, msg jetstream.Msg, log *slog.Logge
 	switch dec.Outcome {
 	case OutcomeDone, OutcomeSkipped, OutcomeSuperseded:
 		// DoubleAck: once it returns, the subject is free and a follow-up enqueue is accepted.
-		if err := msg.DoubleAck(actx); err != nil {
+		if err := msg.DoubleAck(ctx); err != nil {
 			log.Warn("ack failed; the job will be redelivered and refused as already done", "err", err)
 		}
 	case OutcomeRetry:
@@ -427,17 +668,12 @@ func (s *Service) finish(ctx context.Context, msg jetstream.Msg, log *slog.Logge
 			log.Warn("nak failed", "err", err)
 		}
 	case OutcomeFailed:
-		meta, _ := msg.Metadata()
-		var delivered uint64
-		if meta != nil {
-			delivered = meta.NumDelivered
-		}
-		dl := newDeadLetter(msg.Subject(), ev.JobSeq, msg.Data(), dec.Reason, dec.Err, delivered, s.worker)
-		if err := publishDeadLetter(actx, s.res.js, dl); err != nil {
+		dl := newDeadLetter(msg.Subject(), ev.JobSeq, msg.Data(), dec.Reason, dec.Err, d.delivered, s.worker)
+		if err := publishDeadLetter(ctx, s.res.js, dl); err != nil {
 			log.Error("dead letter not written; job kept for redelivery", "err", err)
 			_ = msg.NakWithDelay(s.cfg.BackoffBase)
-			if l != nil {
-				_ = l.release(actx)
+			if d.lease != nil {
+				_ = d.lease.release(ctx)
 			}
 			return
 		}
@@ -446,30 +682,35 @@ func (s *Service) finish(ctx context.Context, msg jetstream.Msg, log *slog.Logge
 			log.Warn("term failed", "err", err)
 		}
 	}
-	if l != nil {
-		if err := l.release(actx); err != nil {
+	if dec.Outcome != OutcomeRetry && (d.attempt > 0 || d.delivered > 1) {
+		if err := clearAttempts(ctx, s.res.attempts, d.key); err != nil {
+			log.Debug("attempt count not cleared; it expires by itself", "err", err)
+		}
+	}
+	if d.lease != nil {
+		if err := d.lease.release(ctx); err != nil {
 			log.Warn("lease release failed; it expires by itself", "err", err)
 		}
 	}
-	s.record(actx, log, msg.Subject(), ev, start)
+	s.record(ctx, log, msg.Subject(), ev, d.start)
 }
 
 // deadLetter refuses a delivery before any handler ran: dead letter, Term, failed event.
-func (s *Service) deadLetter(ctx context.Context, msg jetstream.Msg, seq, delivered uint64, ev Event, start time.Time, cause string, err error) {
-	actx := context.WithoutCancel(ctx)
-	log := s.log.With("store", ev.Store, "subject", msg.Subject(), "job_seq", seq)
+func (s *Service) deadLetter(ctx context.Context, d *delivery, cause string, err error) {
+	msg, ev := d.msg, d.ev
+	log := s.log.With("store", ev.Store, "subject", msg.Subject(), "job_seq", ev.JobSeq)
 	reason := cause + ": " + err.Error()
-	dl := newDeadLetter(msg.Subject(), seq, msg.Data(), reason, err, delivered, s.worker)
-	if perr := publishDeadLetter(actx, s.res.js, dl); perr != nil {
+	dl := newDeadLetter(msg.Subject(), ev.JobSeq, msg.Data(), reason, err, d.delivered, s.worker)
+	if perr := publishDeadLetter(ctx, s.res.js, dl); perr != nil {
 		log.Error("dead letter not written; job kept for redelivery", "err", perr)
 		_ = msg.NakWithDelay(s.cfg.BackoffBase)
 		return
 	}
 	s.m.deadLtrs.WithLabelValues(ev.Store, cause).Inc()
 	_ = msg.TermWithReason(reason)
-	ev.Outcome, ev.Reason, ev.Error, ev.Attempt = OutcomeFailed, reason, err.Error(), int(delivered)
-	log.Warn("job refused and dead-lettered", "reason", reason)
-	s.record(actx, log, msg.Subject(), ev, start)
+	ev.Outcome, ev.Reason, ev.Error, ev.Attempt = OutcomeFailed, reason, err.Error(), int(d.delivered)
+	log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
+	s.record(ctx, log, msg.Subject(), ev, d.start)
 }
 
 func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
@@ -484,8 +725,9 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	if err := publishEvent(ctx, s.res.js, subject, ev); err != nil {
 		log.Warn("event not published", "err", err)
 	}
-	log.Info("job "+string(ev.Outcome), "reason", ev.Reason, "entry", ev.EntryID, "tokens_before", ev.TokensBefore,
-		"tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens, "duration", dur.Round(time.Millisecond), "attempt", ev.Attempt)
+	log.Info("job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
+		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens,
+		"duration_s", seconds(dur), "attempt", ev.Attempt)
 	if ev.Final() {
 		s.mu.Lock()
 		if s.recording {
@@ -541,7 +783,7 @@ func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file s
 // allowed delivery ended without a final answer (a worker crashed, or a busy lease on the
 // last delivery) would otherwise stay in the work queue and block its session's subject
 // forever. It is copied to the dead letters and deleted.
-func (s *Service) watchMaxDeliveries() ([]*nats.Subscription, error) {
+func (s *Service) watchMaxDeliveries(ctx context.Context, bg *tasks) ([]*nats.Subscription, error) {
 	var subs []*nats.Subscription
 	for _, st := range s.cfg.Stores {
 		store := st.Name
@@ -554,7 +796,7 @@ func (s *Service) watchMaxDeliveries() ([]*nats.Subscription, error) {
 			if err := json.Unmarshal(m.Data, &adv); err != nil || adv.StreamSeq == 0 {
 				return
 			}
-			go s.exhausted(store, adv.StreamSeq, adv.Deliveries)
+			bg.goTask(func() { s.exhausted(ctx, store, adv.StreamSeq, adv.Deliveries) })
 		})
 		if err != nil {
 			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
@@ -564,8 +806,8 @@ func (s *Service) watchMaxDeliveries() ([]*nats.Subscription, error) {
 	return subs, nil
 }
 
-func (s *Service) exhausted(store string, seq, deliveries uint64) {
-	ctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+func (s *Service) exhausted(ctx context.Context, store string, seq, deliveries uint64) {
+	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	raw, err := s.res.jobs.GetMsg(ctx, seq)
 	if err != nil {
@@ -583,6 +825,7 @@ func (s *Service) exhausted(store string, seq, deliveries uint64) {
 	}
 	s.m.deadLtrs.WithLabelValues(store, "max deliveries").Inc()
 	job, _ := DecodeJob(raw.Data)
+	_ = clearAttempts(ctx, s.res.attempts, attemptKey(seq, job.ID))
 	ev := Event{V: 1, JobID: job.ID, JobSeq: seq, Store: store, SessionID: job.SessionID, Path: job.Path, Kind: job.Kind,
 		Outcome: OutcomeFailed, Reason: reason, Attempt: int(deliveries), Worker: s.worker}
 	s.record(ctx, s.log.With("store", store, "job_seq", seq), raw.Subject, ev, time.Now())

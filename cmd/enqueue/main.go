@@ -72,6 +72,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		keepRecent = fs.Int("keep-recent-tokens", 0, "keepRecentTokens override")
 		instr      = fs.String("instructions", "", "custom summary instructions")
 		ncfg       pipeline.NATSConfig
+		dataDir    = fs.String("data-dir", pipeline.DefaultDataDir(getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 	)
 	pipeline.BindNATSFlags(fs, &ncfg, getenv)
 	fs.Usage = func() {
@@ -135,7 +136,7 @@ func run(ctx context.Context, args []string, stdout, stderr io.Writer, getenv fu
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
 	if ncfg.URL == "" {
-		ncfg.URL = pipeline.DefaultClientURL
+		ncfg.URL = pipeline.LocalClientURL(*dataDir)
 	}
 	ncfg.Name = "compactor enqueue"
 	nc, err := ncfg.Connect()

@@ -188,7 +188,8 @@ Examples:
   compactor run --once --config configs/example.json  # settings from a file (flags win)`)
 	var f serviceFlags
 	f.bind(fs, env, true)
-	cfg, err := f.parse(fs, env)
+	ops := bindOpsFlags(fs, env, opsWorker)
+	cfg, err := ops.config(f.parse(fs, env))
 	if err != nil {
 		return err
 	}

@@ -8,7 +8,6 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -24,21 +23,10 @@ func TestRunOnceAndSweepCommands(t *testing.T) {
 			return ""
 		}}, &out, &errb
 	}
-	old := NewPipelineHandler
-	t.Cleanup(func() { NewPipelineHandler = old })
-
+	useSkippingHandler(t)
 	file := filepath.Join(dir, "s.jsonl")
 	if err := os.WriteFile(file, []byte(`{"type":"session","version":3,"id":"abc","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/"}`+"\n"), 0o644); err != nil {
 		t.Fatal(err)
-	}
-	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
-		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
-		})
-		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
-			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
-		})
-		return h, a, nil
 	}
 	e, out, errb := env("run", "--once", "--store", "default="+dir, "--idle", "0", "--log-format", "json")
 	if code := Run(context.Background(), e); code != ExitOK {

@@ -25,7 +25,8 @@ Examples:
 	var f serviceFlags
 	f.bind(fs, env, false)
 	asJSON := fs.Bool("json", false, "print the stats as JSON")
-	cfg, err := f.parse(fs, env)
+	ops := bindOpsFlags(fs, env, opsSweeper)
+	cfg, err := ops.config(f.parse(fs, env))
 	if err != nil {
 		return err
 	}

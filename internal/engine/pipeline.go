@@ -100,6 +100,10 @@ func classify(err error) error {
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
 		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
 		return pipeline.Permanent(err)
+	case errors.Is(err, summarize.ErrEmptyCompletion):
+		// An empty answer is a fault of the moment (an overloaded model or proxy), not of
+		// the request: retried with backoff like a 5xx, bounded by MaxDeliver.
+		return pipeline.Retry(err)
 	}
 	if kind, ok := summarize.KindOf(err); ok {
 		if after, retry := summarize.IsRetryable(err); retry {

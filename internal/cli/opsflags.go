@@ -1,0 +1,98 @@
+package cli
+
+import (
+	"flag"
+	"time"
+
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+// opsRole says which operations flags a command takes.
+type opsRole int
+
+const (
+	// opsWorker (run): replicas, JetStream timings, the embedded server's address.
+	opsWorker opsRole = iota
+	// opsSweeper (sweep): the JetStream settings too, since a sweep creates or updates the
+	// streams and consumers like a worker (give both the same --config), and the data
+	// directory where a local service leaves its address.
+	opsSweeper
+	// opsClient (dlq): only the data directory, to find a local service.
+	opsClient
+)
+
+// opsFlags are the settings an operator of a fleet needs (issue 11). They live apart from
+// serviceFlags so each command opts in with one line; every flag is also a --config key.
+type opsFlags struct {
+	fs             *flag.FlagSet
+	role           opsRole
+	replicas       int
+	ackWait        time.Duration
+	maxDeliver     int
+	leaseTTL       time.Duration
+	dupWindow      time.Duration
+	startupTimeout time.Duration
+	listen         string
+	dataDir        string // clients: where a local service writes its NATS URL
+}
+
+func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
+	o := &opsFlags{fs: fs, role: role}
+	if role == opsClient || role == opsSweeper {
+		fs.StringVar(&o.dataDir, "data-dir", pipeline.DefaultDataDir(env.Getenv),
+			"without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
+	}
+	if role == opsClient {
+		return o
+	}
+	fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
+	fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
+	fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
+	fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives")
+	fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
+	if role == opsWorker {
+		listen := env.Getenv("COMPACTOR_LISTEN")
+		if listen == "" {
+			listen = pipeline.DefaultEmbeddedHost + ":4222"
+		}
+		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); --nats-token or --nats-user/--nats-password protect it (env COMPACTOR_LISTEN)")
+	}
+	return o
+}
+
+// config completes the configuration that serviceFlags.parse returned (it is called
+// with parse's results, so a command opts in with one line).
+func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, error) {
+	if err != nil {
+		return cfg, err
+	}
+	if o.role != opsClient {
+		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
+		cfg.DuplicateWindow, cfg.StartupTimeout = o.dupWindow, o.startupTimeout
+	}
+	switch {
+	case o.role == opsWorker && cfg.NATS.URL == "":
+		host, port, err := pipeline.ParseListen(o.listen)
+		if err != nil {
+			return cfg, usageErrorf("--listen: %v", err)
+		}
+		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
+		// run --once next to a running service on the same data directory works through it.
+		if f := o.fs.Lookup("once"); f != nil && f.Value.String() == "true" {
+			cfg.JoinRunning = true
+		}
+	case o.role != opsWorker && cfg.NATS.URL == "":
+		cfg.NATS.URL = pipeline.LocalClientURL(o.dataDir)
+	}
+	return cfg, nil
+}
+
+// clientNATS returns the NATS settings of a client command: the flags, and without
+// --nats-url the local service's address.
+func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
+	if n.URL == "" {
+		n.URL = pipeline.LocalClientURL(o.dataDir)
+	}
+	return n
+}

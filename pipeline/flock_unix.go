@@ -1,0 +1,26 @@
+//go:build unix
+
+package pipeline
+
+import (
+	"errors"
+	"os"
+	"syscall"
+)
+
+var errLocked = errors.New("locked by another process")
+
+// flock takes an exclusive (or shared) lock on f without waiting.
+func flock(f *os.File, exclusive bool) error {
+	how := syscall.LOCK_SH
+	if exclusive {
+		how = syscall.LOCK_EX
+	}
+	err := syscall.Flock(int(f.Fd()), how|syscall.LOCK_NB)
+	if errors.Is(err, syscall.EWOULDBLOCK) {
+		return errLocked
+	}
+	return err
+}
+
+func funlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }

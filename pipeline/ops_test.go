@@ -1,0 +1,499 @@
+package pipeline
+
+import (
+	"bytes"
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// natsNode is an embedded nats-server that a test can stop and start again on the same
+// port and store: an outage as clients see it. Before the first start a Port of -1 picks
+// a free port, which is kept for restarts.
+type natsNode struct {
+	t    testing.TB
+	opts server.Options
+	ns   *server.Server
+}
+
+func startNode(t testing.TB, opts server.Options) *natsNode {
+	t.Helper()
+	n := &natsNode{t: t, opts: opts}
+	n.start()
+	t.Cleanup(n.stop)
+	return n
+}
+
+func (n *natsNode) start() {
+	n.t.Helper()
+	o := n.opts
+	ns, err := server.NewServer(&o)
+	if err != nil {
+		n.t.Fatal(err)
+	}
+	go ns.Start()
+	if !ns.ReadyForConnections(20 * time.Second) {
+		n.t.Fatalf("nats-server %s not ready", o.ServerName)
+	}
+	n.ns = ns
+	n.opts.Port = ns.Addr().(*net.TCPAddr).Port
+}
+
+func (n *natsNode) stop() {
+	if n.ns != nil {
+		n.ns.Shutdown()
+		n.ns.WaitForShutdown()
+		n.ns = nil
+	}
+}
+
+func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
+
+// logBuffer collects a Service's log lines so a test can wait for one.
+type logBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (l *logBuffer) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.Write(p)
+}
+
+func (l *logBuffer) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.buf.String()
+}
+
+func (l *logBuffer) logger() *slog.Logger {
+	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
+}
+
+func singleNode(t testing.TB, jetStream bool) *natsNode {
+	return startNode(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+}
+
+// A renewal that fails because JetStream does not answer (here: the server came back
+// without JetStream, so every request meets "no responders") is not a lost lease: the
+// job keeps running, the renewal is retried, and once JetStream is back the lease is
+// renewed and the job ends done on its first attempt.
+func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
+	t.Parallel()
+	n := singleNode(t, true)
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.jsonl")
+	sid, leaf := writeSession(t, dir, "s.jsonl")
+	var logs logBuffer
+	entered := make(chan struct{})
+	proceed := make(chan struct{})
+	var once sync.Once
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		once.Do(func() { close(entered) })
+		select {
+		case <-proceed:
+			return nil
+		case <-ctx.Done():
+			return ctx.Err()
+		}
+	}}
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
+		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
+		ShutdownTimeout: 5 * time.Second, Handler: h, Logger: logs.logger()}
+	runService(t, startService(t, cfg))
+
+	nc, err := nats.Connect(n.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(nc.Close)
+	r, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	<-entered
+	// The outage: JetStream gone, the server (and the connection) back without it.
+	n.stop()
+	js := n.opts
+	n.opts.JetStream = false
+	n.start()
+	eventually(t, 20*time.Second, "a failed renewal", func() bool {
+		return strings.Contains(logs.String(), "lease renewal failed; retrying while the lease lasts")
+	})
+	n.stop()
+	n.opts = js
+	n.start()
+	eventually(t, 20*time.Second, "the lease renewed after the outage", func() bool {
+		return strings.Contains(logs.String(), "lease renewed again")
+	})
+	close(proceed)
+	eventually(t, 20*time.Second, "the job's final event", func() bool {
+		for _, ev := range eventsOf(t, nc) {
+			if ev.JobSeq == r.Seq && ev.Final() {
+				if ev.Outcome != OutcomeDone || ev.Attempt != 1 {
+					t.Fatalf("event %+v, want done on attempt 1", ev)
+				}
+				return true
+			}
+		}
+		return false
+	})
+	for _, line := range []string{"NATS disconnected; reconnecting", "NATS reconnected", "connected to NATS"} {
+		if !strings.Contains(logs.String(), line) {
+			t.Errorf("no %q line in the log", line)
+		}
+	}
+	if strings.Contains(logs.String(), "lease lost") {
+		t.Errorf("the outage was taken for a lost lease:\n%s", logs.String())
+	}
+	if calls, _ := h.stats(); calls != 1 {
+		t.Errorf("handler called %d times, want 1", calls)
+	}
+	if n := countType(t, file, "compaction"); n != 1 {
+		t.Errorf("%d compactions", n)
+	}
+}
+
+// A renewal refused because the key is gone (someone else's business now) is a lost
+// lease: the handler is cancelled at once, and the job is retried and done once.
+func TestLeaseLostCancelsJob(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	var first atomic.Bool
+	cancelled := make(chan struct{})
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		if first.CompareAndSwap(false, true) {
+			<-ctx.Done()
+			close(cancelled)
+			return ctx.Err()
+		}
+		return nil
+	}}
+	var logs logBuffer
+	cfg := b.config(h)
+	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 3*time.Second, 30*time.Second, logs.logger()
+	s := b.service(cfg)
+	b.run(s)
+	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	eventually(t, 10*time.Second, "the first attempt to start", func() bool { return first.Load() })
+	if err := s.res.leases.Delete(context.Background(), leaseKey("default", sid)); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case <-cancelled:
+	case <-time.After(10 * time.Second):
+		t.Fatal("handler not cancelled after its lease was deleted")
+	}
+	eventually(t, 20*time.Second, "the retried job", func() bool { return countType(t, file, "compaction") == 1 && b.pending() == 0 })
+	if !strings.Contains(logs.String(), "lease lost; cancelling job") {
+		t.Errorf("no lease-lost line:\n%s", logs.String())
+	}
+}
+
+// Shutdown with NATS down is bounded by ShutdownTimeout (plus the one-second grace of the
+// give-back): a running job is cancelled, the sweep loop and every other goroutine Run
+// started have ended when it returns.
+func TestShutdownBoundedWithNATSDown(t *testing.T) {
+	t.Parallel()
+	n := singleNode(t, true)
+	dir := t.TempDir()
+	sid, leaf := writeSession(t, dir, "s.jsonl")
+	for i := range 5 {
+		writeSession(t, dir, fmt.Sprintf("other%d.jsonl", i))
+	}
+	var assessing atomic.Int64
+	slowAssessor := AssessorFunc(func(ctx context.Context, file string) (Assessment, error) {
+		assessing.Add(1)
+		defer assessing.Add(-1)
+		<-ctx.Done()
+		time.Sleep(300 * time.Millisecond) // a read that finishes after the cancellation
+		return Assessment{}, ctx.Err()
+	})
+	h := &fakeHandler{delay: time.Minute}
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
+		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
+		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor}
+	s := startService(t, cfg)
+	nc, err := nats.Connect(n.url())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	if _, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	eventually(t, 10*time.Second, "the job and the sweep to start", func() bool {
+		c, _ := h.stats()
+		return c == 1 && assessing.Load() > 0
+	})
+	n.stop() // NATS is gone for good
+	start := time.Now()
+	cancel()
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return within 30s of its context ending with NATS down")
+	}
+	took := time.Since(start)
+	t.Logf("shutdown with NATS down: %.2fs (ShutdownTimeout 1s, grace %s)", took.Seconds(), shutdownGrace)
+	if limit := cfg.ShutdownTimeout + 2*shutdownGrace + time.Second; took > limit {
+		t.Errorf("shutdown took %s with NATS down, want at most %s", took, limit)
+	}
+	if a := assessing.Load(); a != 0 {
+		t.Errorf("%d sweep assessments still running after Run returned", a)
+	}
+}
+
+// A job that takes its worker down with it (no answer, ever) costs one attempt per crash,
+// counted in NATS so that the count survives the restarts: after MaxDeliver crashed
+// attempts the next delivery dead-letters it without calling the handler again.
+func TestCrashingJobBoundedByMaxDeliver(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	const maxDeliver = 2
+	var calls atomic.Int64
+	for crash := 1; crash <= maxDeliver+1; crash++ {
+		entered := make(chan struct{})
+		var once sync.Once
+		h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+			calls.Add(1)
+			once.Do(func() { close(entered) })
+			<-ctx.Done()
+			return Result{}, ctx.Err()
+		})
+		cfg := b.config(h)
+		cfg.MaxDeliver, cfg.ShutdownTimeout = maxDeliver, 100*time.Millisecond
+		s := b.service(cfg)
+		b.run(s)
+		if crash == 1 {
+			b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+		}
+		if crash > maxDeliver {
+			eventually(t, 30*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
+			break
+		}
+		select {
+		case <-entered:
+		case <-time.After(30 * time.Second):
+			t.Fatalf("crash %d: the job was not delivered", crash)
+		}
+		s.Conn().Close() // the worker dies: no answer, no renewal
+	}
+	dl := b.deadLetters()[0]
+	if !strings.Contains(dl.Reason, "2 attempts ended without an answer") {
+		t.Errorf("dead letter reason %q", dl.Reason)
+	}
+	if c := calls.Load(); c != maxDeliver {
+		t.Errorf("handler called %d times, want %d", c, maxDeliver)
+	}
+	t.Logf("dead-lettered after %d deliveries (MaxDeliver %d; busy-lease deliveries included)", dl.Deliveries, maxDeliver)
+	eventually(t, 10*time.Second, "the job message gone", func() bool { return b.pending() == 0 })
+}
+
+// One data directory, one server: a second service fails at once and says who holds it;
+// with JoinRunning (run --once) it works through the running one's NATS instead, with the
+// same credentials, and the service file holds no secret.
+func TestDataDirLockAndJoin(t *testing.T) {
+	t.Parallel()
+	data := t.TempDir()
+	dir := t.TempDir()
+	file := filepath.Join(dir, "s.jsonl")
+	writeSession(t, dir, "s.jsonl")
+	base := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1,
+		NATS: NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
+	first, err := New(base)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := first.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	defer first.Close()
+	url := first.ClientURL()
+
+	second, _ := New(base)
+	start := time.Now()
+	err = second.Start(context.Background())
+	var busy *DataDirBusyError
+	if !errors.As(err, &busy) || busy.Info == nil || busy.Info.ClientURL != url || !strings.Contains(err.Error(), "in use by another compactor") {
+		t.Fatalf("second server on the data dir: %v", err)
+	}
+	if d := time.Since(start); d > 2*time.Second {
+		t.Errorf("refusal took %s", d)
+	}
+	if b, _ := os.ReadFile(filepath.Join(data, serviceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
+		t.Errorf("service file: %s", b)
+	}
+	if info := RunningService(data); info == nil || info.ClientURL != url {
+		t.Errorf("RunningService = %+v", info)
+	}
+
+	// The token protects the embedded server.
+	if nc, err := nats.Connect(url); err == nil {
+		nc.Close()
+		t.Error("connected to the embedded server without its token")
+	}
+	if _, err := (NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
+		t.Errorf("error without the token: %v", err)
+	}
+
+	noAuth := base
+	noAuth.JoinRunning, noAuth.NATS = true, NATSConfig{}
+	joiner, _ := New(noAuth)
+	if err := joiner.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "requires token authentication") {
+		t.Fatalf("join without the token: %v", err)
+	}
+
+	join := base
+	join.JoinRunning = true
+	once, _ := New(join)
+	rep, err := once.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer once.Close()
+	if once.ClientURL() != url || rep.Counts[OutcomeDone] != 1 {
+		t.Errorf("joined run --once: url %s (want %s), report %v", once.ClientURL(), url, rep.Counts)
+	}
+	if n := countType(t, file, "compaction"); n != 1 {
+		t.Errorf("%d compactions", n)
+	}
+	first.Close()
+	if info := RunningService(data); info != nil {
+		t.Errorf("RunningService after Close = %+v", info)
+	}
+	third, _ := New(base)
+	if err := third.Start(context.Background()); err != nil {
+		t.Fatalf("after the first closed: %v", err)
+	}
+	third.Close()
+}
+
+// The errors of enqueue name the problem: no stream (no service has started here), no
+// JetStream at all. (A stream offline in a cluster is in cluster_test.go.)
+func TestEnqueueNamesTheProblem(t *testing.T) {
+	t.Parallel()
+	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: "abc"}
+	for _, tc := range []struct {
+		js   bool
+		kind error
+		want string
+	}{
+		{true, ErrNoService, "does not exist on this NATS server: no `compactor run` has started against it"},
+		{false, ErrNoJetStream, "JetStream is unavailable"},
+	} {
+		n := singleNode(t, tc.js)
+		nc, err := nats.Connect(n.url())
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, wait := range []bool{false, true} {
+			_, err = Enqueue(context.Background(), nc, job, wait, 10*time.Second)
+			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "is `compactor run` running?") {
+				t.Errorf("jetstream=%v wait=%v: %v", tc.js, wait, err)
+			}
+		}
+		nc.Close()
+	}
+}
+
+// --replicas above 1 on a server that is not clustered fails at once, saying why.
+func TestReplicasNeedACluster(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	cfg := b.config(&fakeHandler{})
+	cfg.Replicas = 3
+	s, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	start := time.Now()
+	err = s.Start(context.Background())
+	if err == nil || !strings.Contains(err.Error(), "needs a clustered NATS") {
+		t.Fatalf("Start with 3 replicas on one server: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("took %s: a permanent error was retried", d)
+	}
+}
+
+// The queue-depth gauges: pending, in flight and dead letters per store, read from JetStream.
+func TestQueueDepthMetrics(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	release := make(chan struct{})
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		if job.Reason == "fail" {
+			return Permanent(errors.New("bad"))
+		}
+		<-release
+		return nil
+	}}
+	cfg := b.config(h)
+	cfg.Concurrency, cfg.MetricsAddr, cfg.AckWait = 1, "127.0.0.1:0", 30*time.Second
+	s := b.service(cfg)
+	sid, leaf := writeSession(t, b.dir, "bad.jsonl")
+	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "bad.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "fail"})
+	b.run(s)
+	eventually(t, 10*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
+	for i := range 3 {
+		sid, leaf := writeSession(t, b.dir, fmt.Sprintf("s%d.jsonl", i))
+		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: fmt.Sprintf("s%d.jsonl", i), SessionID: sid, ExpectLeafID: leaf})
+	}
+	want := []string{`compactor_queue_pending{store="default"} 2`, `compactor_queue_in_flight{store="default"} 1`, `compactor_queue_dead_letters{store="default"} 1`}
+	eventually(t, 10*time.Second, "queue gauges", func() bool {
+		body := scrape(t, s)
+		for _, w := range want {
+			if !strings.Contains(body, w) {
+				return false
+			}
+		}
+		return true
+	})
+	close(release)
+}
+
+// eventsOf reads every event in COMPACTOR_EVENTS through nc.
+func eventsOf(t testing.TB, nc *nats.Conn) []Event {
+	t.Helper()
+	js, _ := jetstream.New(nc)
+	return (&bundle{t: t, js: js}).events()
+}
+
+// scrape returns the text of s's /metrics.
+func scrape(t testing.TB, s *Service) string {
+	t.Helper()
+	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return string(body)
+}
