@@ -35,8 +35,8 @@ S summarized, P turn prefix (summarized separately), K kept verbatim, - before t
 		return err
 	}
 	w := env.Stdout
-	s := r.session
-	fmt.Fprintf(w, "session %s: version %d, id %s, %d entries", r.file, s.Version(), s.Header.ID, len(s.Entries))
+	s := r.Session
+	fmt.Fprintf(w, "session %s: version %d, id %s, %d entries", r.File, s.Version(), s.Header.ID, len(s.Entries))
 	if n := s.Name(); n != "" {
 		fmt.Fprintf(w, ", name %q", n)
 	}
@@ -48,9 +48,9 @@ S summarized, P turn prefix (summarized separately), K kept verbatim, - before t
 	fmt.Fprintln(w)
 
 	in := newInspector(r)
-	fmt.Fprintf(w, "Tree (* on the current path; tokens by %s):\n", r.counter.Name())
+	fmt.Fprintf(w, "Tree (* on the current path; tokens by %s):\n", r.Counter.Name())
 	if *pathOnly {
-		for _, e := range r.path {
+		for _, e := range r.Path {
 			in.line(w, e, 0)
 		}
 	} else {
@@ -62,7 +62,7 @@ S summarized, P turn prefix (summarized separately), K kept verbatim, - before t
 		}
 	}
 	fmt.Fprintln(w)
-	fmt.Fprint(w, cutpoint.Explain(r.path, r.plan, r.settings, r.counter))
+	fmt.Fprint(w, cutpoint.Explain(r.Path, r.Plan, r.Settings, r.Counter))
 	return nil
 }
 
@@ -78,13 +78,13 @@ type inspector struct {
 }
 
 func newInspector(r *planRun) *inspector {
-	in := &inspector{r: r, onPath: map[*sessionio.Entry]int{}, status: map[int]byte{}, labels: r.session.Labels()}
-	for i, e := range r.path {
+	in := &inspector{r: r, onPath: map[*sessionio.Entry]int{}, status: map[int]byte{}, labels: r.Session.Labels()}
+	for i, e := range r.Path {
 		in.onPath[e] = i
 	}
-	p := r.plan
+	p := r.Plan
 	if p.Prepared {
-		for i := range r.path {
+		for i := range r.Path {
 			switch {
 			case i < p.BoundaryStartIndex:
 				in.status[i] = '-'
@@ -103,7 +103,7 @@ func newInspector(r *planRun) *inspector {
 // walk prints e and its descendants: a chain of single children stays at one depth, each
 // child of a fork is indented one level further.
 func (in *inspector) walk(w io.Writer, e *sessionio.Entry, depth int) {
-	s := in.r.session
+	s := in.r.Session
 	for e != nil {
 		in.line(w, e, depth)
 		var kids []*sessionio.Entry
@@ -125,7 +125,7 @@ func (in *inspector) walk(w io.Writer, e *sessionio.Entry, depth int) {
 }
 
 func (in *inspector) line(w io.Writer, e *sessionio.Entry, depth int) {
-	p := in.r.plan
+	p := in.r.Plan
 	mark, status := " ", byte(' ')
 	if i, ok := in.onPath[e]; ok {
 		mark = "*"
@@ -150,7 +150,7 @@ func (in *inspector) line(w io.Writer, e *sessionio.Entry, depth int) {
 	}
 	tok := ""
 	if m := sessionio.AsMessage(e); m != nil {
-		tok = fmt.Sprintf("%7d", in.r.counter.Count(m))
+		tok = fmt.Sprintf("%7d", in.r.Counter.Count(m))
 	}
 	kind := e.Type
 	if e.Type == sessionio.TypeMessage && e.Message != nil {

@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 
-	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -35,71 +36,45 @@ func addPlanFlags(fs *flag.FlagSet) *planFlags {
 	return f
 }
 
-// planRun is everything a plan needs and produces.
+// planRun is a planned session as plan and inspect show it.
 type planRun struct {
-	file     string
-	session  *sessionio.Session
-	path     []*sessionio.Entry
-	model    *sessionio.ModelRef
-	catalog  configs.Model
-	known    bool
-	settings cutpoint.Settings
-	counter  cutpoint.Counter
-	plan     *cutpoint.Plan
+	*engine.Planned
 }
 
 func (f *planFlags) run(file string) (*planRun, error) {
-	pol, err := cutpoint.ByName(f.policy)
-	if err != nil {
+	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return nil, usageErrorf("--policy: %v", err)
+	}
+	if _, err := tokenize.New(f.counter, ""); err != nil {
+		return nil, usageErrorf("--counter: %v", err)
 	}
 	if f.keep < 0 || f.reserve < 0 || f.window < 0 {
 		return nil, usageErrorf("--keep-recent-tokens, --reserve-tokens and --context-window must not be negative")
 	}
-	s, err := sessionio.ReadFile(file)
+	p, err := engine.Plan(file, engine.PlanRequest{Leaf: f.leaf, Policy: f.policy, Counter: f.counter,
+		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window})
 	if err != nil {
-		return nil, &UsageError{Err: err}
-	}
-	path, err := s.Path(f.leaf)
-	if err != nil {
-		return nil, &UsageError{Err: fmt.Errorf("%s: --leaf %s: %w", file, f.leaf, err)}
-	}
-	r := &planRun{file: file, session: s, path: path}
-	r.model = sessionio.BuildContext(path).Model
-	r.catalog, r.known = configs.DefaultModel, false
-	if r.model != nil {
-		if m, ok := configs.LookupProvider(r.model.Provider, r.model.ModelID); ok {
-			r.catalog, r.known = m, true
-		} else {
-			r.catalog, _ = configs.LookupOr(r.model.ModelID, configs.DefaultModel)
+		var ie *engine.InputError
+		if errors.As(err, &ie) { // the only input Plan checks is the leaf
+			return nil, usageErrorf("--leaf %s: %w", f.leaf, ie.Err)
 		}
-	}
-	counter, err := tokenize.New(f.counter, r.catalog.Encoding)
-	if err != nil {
-		return nil, usageErrorf("--counter: %v", err)
-	}
-	r.counter = counter
-	r.settings = cutpoint.Settings{KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window}
-	if r.settings.ContextWindow == 0 {
-		r.settings.ContextWindow = r.catalog.ContextWindow
-	}
-	r.plan, err = pol.Plan(path, r.settings, counter)
-	if err != nil {
+		var fe *sessionio.FileError
+		if errors.As(err, &fe) {
+			return nil, &UsageError{Err: err}
+		}
 		return nil, fmt.Errorf("plan %s: %w", file, err)
 	}
-	return r, nil
+	return &planRun{p}, nil
 }
 
-func (r *planRun) overBudget() bool { return cutpoint.OverBudget(r.plan.TokensBefore, r.settings) }
-
 func (r *planRun) modelName() string {
-	if r.model == nil {
+	if r.ModelRef == nil {
 		return "(none)"
 	}
-	if r.model.Provider != "" {
-		return r.model.Provider + "/" + r.model.ModelID
+	if r.ModelRef.Provider != "" {
+		return r.ModelRef.Provider + "/" + r.ModelRef.ModelID
 	}
-	return r.model.ModelID
+	return r.ModelRef.ModelID
 }
 
 func runPlan(ctx context.Context, env *Env) error {
@@ -136,13 +111,13 @@ pi-oracle cut prints; with --policy pi --counter estimate the result is Pi's own
 // json is the plan's JSON with the run's context appended: file, leafId, model,
 // contextWindow, reserveTokens, keepRecentTokens, shouldCompact (= overBudget).
 func (r *planRun) json() ([]byte, error) {
-	pb, err := json.Marshal(r.plan)
+	pb, err := json.Marshal(r.Plan)
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
 	var leaf *string
-	if len(r.path) > 0 {
-		id := r.path[len(r.path)-1].ID
+	if len(r.Path) > 0 {
+		id := r.Path[len(r.Path)-1].ID
 		leaf = &id
 	}
 	extra, err := json.Marshal(struct {
@@ -157,8 +132,8 @@ func (r *planRun) json() ([]byte, error) {
 		KeepRecentTokens int                 `json:"keepRecentTokens"`
 		ShouldCompact    bool                `json:"shouldCompact"`
 		OverBudget       bool                `json:"overBudget"`
-	}{r.file, leaf, len(r.path), r.model, r.known, r.catalog.Encoding, r.settings.ContextWindow,
-		r.settings.ReserveTokens, r.settings.KeepRecentTokens, r.overBudget(), r.overBudget()})
+	}{r.File, leaf, len(r.Path), r.ModelRef, r.Model.Known, r.Model.Encoding(), r.Settings.ContextWindow,
+		r.Settings.ReserveTokens, r.Settings.KeepRecentTokens, r.OverBudget(), r.OverBudget()})
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
@@ -175,20 +150,20 @@ func (r *planRun) json() ([]byte, error) {
 
 func (r *planRun) summary() string {
 	var b strings.Builder
-	p := r.plan
+	p := r.Plan
 	known := ""
-	if !r.known {
+	if !r.Model.Known {
 		known = ", not in the catalog: default"
 	}
-	fmt.Fprintf(&b, "file:     %s (%d entries on the current path)\n", r.file, len(r.path))
-	fmt.Fprintf(&b, "model:    %s (window %d%s)\n", r.modelName(), r.settings.ContextWindow, known)
+	fmt.Fprintf(&b, "file:     %s (%d entries on the current path)\n", r.File, len(r.Path))
+	fmt.Fprintf(&b, "model:    %s (window %d%s)\n", r.modelName(), r.Settings.ContextWindow, known)
 	state := "within budget"
-	if r.overBudget() {
+	if r.OverBudget() {
 		state = "OVER BUDGET"
 	}
 	fmt.Fprintf(&b, "context:  %d tokens (%s); threshold %d - %d = %d: %s\n", p.TokensBefore, p.Counter,
-		r.settings.ContextWindow, r.settings.ReserveTokens, r.settings.ContextWindow-r.settings.ReserveTokens, state)
-	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.settings.KeepRecentTokens)
+		r.Settings.ContextWindow, r.Settings.ReserveTokens, r.Settings.ContextWindow-r.Settings.ReserveTokens, state)
+	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.Settings.KeepRecentTokens)
 	if !p.Prepared {
 		fmt.Fprintf(&b, "plan:     nothing to plan: %s\n", p.Reason)
 		return b.String()

@@ -1,14 +1,15 @@
 // Package engine is compactor's one code path from a session file to an appended entry:
 // read, plan with a cut-point policy, summarize, check the guards, append conditionally.
 // `compactor compact` / `branch-summary` and the pipeline's workers all call it, so a job
-// does exactly what the command does.
+// does exactly what the command does. Planning alone has the same entry points: Load
+// (read, resolve the model with configs.Resolve, pick the counter) and Plan, used by
+// `compactor plan`, `inspect` and the experiments.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -233,44 +234,20 @@ type sessionState struct {
 }
 
 func (e *Engine) load(file, counter string) (*sessionState, error) {
-	// The time is taken before the read: if the file changes in between, the content read
-	// is at least as new as the time, which errs on the side of "active".
-	fi, err := os.Stat(file)
-	if err != nil {
-		return nil, &sessionio.FileError{File: file, Err: err}
-	}
-	s, err := sessionio.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	path, err := s.Path("")
-	if err != nil {
-		return nil, err
-	}
-	st := &sessionState{s: s, mtime: fi.ModTime(), path: path}
-	// The session's model (the latest model_change or assistant message on the path) sets
-	// the window and the encoding; the provider matters, as one id can have different
-	// windows at different providers. An unknown model gets the catalog's default, and the
-	// result says so (modelKnown false).
-	st.model, st.known = configs.DefaultModel, false
-	if c := sessionio.BuildContext(path); c.Model != nil {
-		st.model.ID = c.Model.ModelID
-		if m, ok := configs.LookupProvider(c.Model.Provider, c.Model.ModelID); ok {
-			st.model, st.known = m, true
-		}
-	}
-	st.window = st.model.ContextWindow
-	if e.Settings.ContextWindow > 0 {
-		st.window = e.Settings.ContextWindow
-	}
 	if counter == "" {
 		counter = e.Settings.Counter
 	}
-	tc, err := tokenize.New(counter, st.model.Encoding)
+	src, err := Load(file, LoadOptions{Counter: counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache})
 	if err != nil {
 		return nil, err
 	}
-	st.counter = cached{c: tc, cache: e.Cache}
+	// The session's model (the latest model_change or assistant message on the path) sets
+	// the window and the encoding (configs.Resolve). An unknown model gets the catalog's
+	// default, and the result says so (modelKnown false); results name the model by the
+	// id the session uses.
+	st := &sessionState{s: src.Session, mtime: src.ModTime, path: src.Path, model: src.Model.Model,
+		known: src.Model.Known, counter: src.Counter, window: src.Model.ContextWindow}
+	st.model.ID = src.Model.ModelID
 	return st, nil
 }
 
@@ -279,19 +256,12 @@ func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.S
 	if req.Policy != "" {
 		name = req.Policy
 	}
-	pol, err := cutpoint.ByName(name)
-	if err != nil {
-		return nil, cutpoint.Settings{}, err
-	}
 	cs := cutpoint.Settings{KeepRecentTokens: e.Settings.KeepRecentTokens, ReserveTokens: e.Settings.ReserveTokens, ContextWindow: st.window}
 	if req.KeepRecentTokens > 0 {
 		cs.KeepRecentTokens = req.KeepRecentTokens
 	}
-	p, err := pol.Plan(st.path, cs, st.counter)
-	if err != nil {
-		return nil, cs, fmt.Errorf("plan: %w", err)
-	}
-	return p, cs, nil
+	p, err := planPath(st.path, name, cs, st.counter)
+	return p, cs, err
 }
 
 // live checks what the file says about a running agent (design §9, docs/live-agents.md):
