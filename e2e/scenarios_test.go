@@ -32,7 +32,7 @@ func TestScenarioA_IdleCompactThenSwitchSession(t *testing.T) {
 	figure(t, "a.compactor_compact_duration", res.Duration().Round(time.Millisecond))
 	figure(t, "a.outcome", c.Outcome+" "+c.Reason)
 	figure(t, "a.tokens_before_after", []int{c.TokensBefore, c.TokensAfter})
-	if res.Code != 0 || c.Outcome != "compacted" {
+	if res.Code != 0 || c.Outcome != "done" {
 		t.Fatalf("compactor compact on an idle session: exit %d, outcome %q (%s)\n%s", res.Code, c.Outcome, c.Reason, tail(res.Stderr, 2000))
 	}
 	comp := checkAppendedCompaction(t, file, c.EntryID, leaf.ID)
@@ -129,7 +129,7 @@ func TestScenarioC_AgentEnqueuesItsOwnSession(t *testing.T) {
 
 // (d) Pi writes during compactor's LLM call (the summary takes 5 s, Pi works through a
 // prompt meanwhile): nothing Pi wrote is off the path Pi loads, and the outcome is either
-// the summary salvaged (outcome "compacted" or "salvaged", the compaction appended
+// the summary salvaged (outcome "done" with "salvaged": true, the compaction appended
 // against Pi's new leaf once Pi is idle) or skipped.
 func TestScenarioD_PiWritesDuringSummaryCall(t *testing.T) {
 	e := NewEnv(t, Config{})
@@ -157,7 +157,7 @@ func TestScenarioD_PiWritesDuringSummaryCall(t *testing.T) {
 	figure(t, "d.outcome", c.Outcome+" "+c.Reason)
 
 	switch {
-	case res.Code == 0 && (c.Outcome == "compacted" || c.Outcome == "salvaged"):
+	case res.Code == 0 && c.Outcome == "done":
 		comp := checkAppendedCompaction(t, file, c.EntryID, piLeaf.ID)
 		CheckAllOnPath(t, file)
 		CheckContextsEqual(t, file)

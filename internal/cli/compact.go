@@ -95,9 +95,6 @@ func newEngine(env *Env, sf *summarizerFlags, ef *engineFlags) (*engine.Engine, 
 // printResult prints the JSON result; a skip is a successful outcome (exit 0) with its
 // reason; bad input exits 2; anything else exits 1. Warnings go to stderr.
 func printResult(env *Env, res *engine.Result, err error, keepPlan bool) error {
-	if _, skipped := engine.Skipped(err); skipped {
-		err = nil
-	}
 	if err != nil {
 		var fe *sessionio.FileError
 		var ie *engine.InputError

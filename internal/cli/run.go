@@ -155,7 +155,7 @@ func withImplementation(cfg pipeline.Config, f *serviceFlags, env *Env) (pipelin
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
-	cfg.Handler, cfg.Assessor = eng.Handler(), eng.Assessor()
+	cfg.Handler, cfg.Assessor = jobHandler(eng), budgetAssessor(eng)
 	cfg.Logger.Info("summarizer", "kind", f.sum.kind, "model", f.sum.model, "policy", f.eng.policy, "counter", f.eng.counter)
 	return cfg, nil
 }

@@ -122,16 +122,31 @@ type Request struct {
 	TargetID, FromID string
 }
 
-// Outcome of a request.
+// Outcomes: how a request ended. One vocabulary for the command line, the job events and
+// the run report (docs/json-output.md): a job's event carries the same word as the
+// command's result. Result.Kind says what was asked (compact or branch_summary).
 const (
-	OutcomeCompacted  = "compacted"
-	OutcomeSummarized = "branch-summarized"
+	// OutcomeDone: the entry was appended (or found, appended by an earlier delivery of
+	// the same request).
+	OutcomeDone = "done"
+	// OutcomeSkipped: nothing was written, for a reason that is not a failure (under
+	// budget, already compacted, a turn in progress, a v1/v2 file...). Reason says which.
+	OutcomeSkipped = "skipped"
 	// OutcomeSuperseded: the entry was written, but a live agent's lines landed around it,
 	// so it is on a side branch and Pi does not load it (see sessionio's append). Nothing
 	// was lost; the session will be compacted again when it is idle.
 	OutcomeSuperseded = "superseded"
-	OutcomeDryRun     = "dry-run"
-	OutcomeSkipped    = "skipped"
+	// OutcomeDryRun: planned and reported, nothing written, no summarizer called.
+	OutcomeDryRun = "dry-run"
+	// OutcomeFailed is never in a Result the engine returns (a failure is an error); the
+	// command line and the job events report a failed request with it.
+	OutcomeFailed = "failed"
+)
+
+// Request kinds, as jobs name them.
+const (
+	KindCompact       = "compact"
+	KindBranchSummary = "branch_summary"
 )
 
 // ReloadNote is told with every compaction and branch summary: a running Pi never re-reads
@@ -140,6 +155,7 @@ const ReloadNote = "a running Pi keeps its leaf in memory: reload the session (R
 
 // Result reports what happened; it never contains the summary text.
 type Result struct {
+	Kind             string `json:"kind"`
 	Outcome          string `json:"outcome"`
 	Reason           string `json:"reason,omitempty"`
 	File             string `json:"file"`
@@ -173,21 +189,6 @@ type Result struct {
 	Note      string         `json:"note,omitempty"`
 	Warnings  []string       `json:"warnings,omitempty"`
 	Plan      *cutpoint.Plan `json:"plan,omitempty"`
-}
-
-// SkipError is a request that ends without writing for a reason that is not a failure
-// (under budget, already compacted, not v3, no assistant message, nothing to summarize).
-type SkipError struct{ Reason string }
-
-func (e *SkipError) Error() string { return "skipped: " + e.Reason }
-
-// Skipped reports whether err is a SkipError, and its reason.
-func Skipped(err error) (string, bool) {
-	var se *SkipError
-	if errors.As(err, &se) {
-		return se.Reason, true
-	}
-	return "", false
 }
 
 // InputError is a request that names something the file does not have (an entry id):
@@ -354,7 +355,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
+	res := &Result{Kind: KindCompact, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -364,7 +365,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		res.Reason = reason
 		res.DurationMS = time.Since(start).Milliseconds()
 		res.Outcome = OutcomeSkipped
-		return res, &SkipError{Reason: reason}
+		return res, nil // a skip is an outcome, not a failure
 	}
 	if st.s.Version() != 3 {
 		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files (Pi would migrate and rewrite them)", st.s.Version()))
@@ -379,7 +380,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if !onPath(st.path, c.ID) {
 			return finish(OutcomeSuperseded)
 		}
-		return finish(OutcomeCompacted)
+		return finish(OutcomeDone)
 	}
 	reason, warnings := e.live(st)
 	res.Warnings = warnings
@@ -452,7 +453,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 				return finish(OutcomeSuperseded)
 			}
 			res.Note = ReloadNote
-			return finish(OutcomeCompacted)
+			return finish(OutcomeDone)
 		}
 		if !errors.Is(err, sessionio.ErrChanged) {
 			return nil, err
@@ -549,7 +550,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
+	res := &Result{Kind: KindBranchSummary, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -558,7 +559,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	skip := func(reason string) (*Result, error) {
 		res.Outcome, res.Reason = OutcomeSkipped, reason
 		res.DurationMS = time.Since(start).Milliseconds()
-		return res, &SkipError{Reason: reason}
+		return res, nil // a skip is an outcome, not a failure
 	}
 	if st.s.Version() != 3 {
 		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files", st.s.Version()))
@@ -583,7 +584,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		if !onPath(st.path, b.ID) {
 			return finish(OutcomeSuperseded)
 		}
-		return finish(OutcomeSummarized)
+		return finish(OutcomeDone)
 	}
 	from := req.FromID
 	if from == "" {
@@ -650,11 +651,12 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		return finish(OutcomeSuperseded)
 	}
 	res.Note = ReloadNote
-	return finish(OutcomeSummarized)
+	return finish(OutcomeDone)
 }
 
-// Assessment is what a sweep needs to know about a session.
-type Assessment struct {
+// Budget is a session's current context against its model's budget: what a sweep needs to
+// decide whether to enqueue it.
+type Budget struct {
 	SessionID        string
 	LeafID           string
 	Version          int
@@ -668,13 +670,13 @@ type Assessment struct {
 	ModelKnown       bool
 }
 
-// Assess counts a session's current context and checks it against its model's budget.
-func (e *Engine) Assess(ctx context.Context, file string) (*Assessment, error) {
+// CheckBudget counts a session's current context and checks it against its model's budget.
+func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) {
 	st, err := e.load(file, "")
 	if err != nil {
 		return nil, err
 	}
-	a := &Assessment{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
+	a := &Budget{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
 		HasAssistant: st.s.HasAssistant(), ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
 	if n := len(st.path); n > 0 && st.path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true

@@ -1,4 +1,4 @@
-package engine
+package cli
 
 import (
 	"context"
@@ -12,10 +12,23 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 )
+
+// fakeOpenAI is the OpenAI summarizer on a fake endpoint, without retries or waits.
+func fakeOpenAI(t testing.TB, url string) summarize.Summarizer {
+	t.Helper()
+	s, err := summarize.NewOpenAI(summarize.OpenAIConfig{BaseURL: url, Model: "fake-model", APIKey: "sk-test-SECRET", MaxRetries: -1,
+		Timeout: 2 * time.Second, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
 
 // liveBundle is a real worker: an embedded nats-server on a random port, the real engine
 // (tiktoken, nearest policy, a fake OpenAI-compatible endpoint over HTTP), a store in a
@@ -25,7 +38,7 @@ type liveBundle struct {
 	llm *fakellm.Server
 	svc *pipeline.Service
 	nc  *nats.Conn
-	eng *Engine
+	eng *engine.Engine
 }
 
 const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
@@ -33,18 +46,18 @@ const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
 func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler) pipeline.Handler, start bool) *liveBundle {
 	t.Helper()
 	b := &liveBundle{dir: t.TempDir(), llm: fakellm.Start(t)}
-	eng, err := New(openAI(t, b.llm.URL(), nil), Settings{KeepRecentTokens: 2000, ContextWindow: 20000})
+	eng, err := engine.New(fakeOpenAI(t, b.llm.URL()), engine.Settings{KeepRecentTokens: 2000, ContextWindow: 20000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.eng = eng
-	h := eng.Handler()
+	h := jobHandler(eng)
 	if wrap != nil {
 		h = wrap(h)
 	}
 	b.svc, err = pipeline.New(pipeline.Config{
 		Stores: []pipeline.Store{{Name: "default", Dir: b.dir}}, DataDir: t.TempDir(), EmbeddedPort: -1,
-		Idle: idle, Handler: h, Assessor: eng.Assessor(), BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second,
+		Idle: idle, Handler: h, Assessor: budgetAssessor(eng), BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -332,4 +345,33 @@ func eventually(t *testing.T, cond func() bool) {
 		}
 	}
 	t.Fatal("condition not met in 10s")
+}
+
+// The engine and the pipeline speak one outcome vocabulary (docs/json-output.md): a job's
+// event carries the word the command's result would, and the kinds are the jobs' kinds.
+func TestOutcomeVocabulary(t *testing.T) {
+	t.Parallel()
+	for _, o := range []struct {
+		eng  string
+		pipe pipeline.Outcome
+	}{
+		{engine.OutcomeDone, pipeline.OutcomeDone},
+		{engine.OutcomeSkipped, pipeline.OutcomeSkipped},
+		{engine.OutcomeSuperseded, pipeline.OutcomeSuperseded},
+		{engine.OutcomeFailed, pipeline.OutcomeFailed},
+	} {
+		if string(o.pipe) != o.eng {
+			t.Errorf("engine outcome %q, pipeline outcome %q", o.eng, o.pipe)
+		}
+		r := jobResult(&engine.Result{Outcome: o.eng, EntryID: "e1", Reason: "why"})
+		if d := pipeline.Classify(r, nil, 1, 5, time.Second, time.Second); string(d.Outcome) != o.eng {
+			t.Errorf("engine outcome %q became %q in the pipeline", o.eng, d.Outcome)
+		}
+		if (r.LeafID == "e1") != (o.eng == engine.OutcomeDone) {
+			t.Errorf("%s: leaf %q (only a done entry becomes the leaf)", o.eng, r.LeafID)
+		}
+	}
+	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary {
+		t.Errorf("kinds differ: %q %q / %q %q", engine.KindCompact, engine.KindBranchSummary, pipeline.KindCompact, pipeline.KindBranchSummary)
+	}
 }
