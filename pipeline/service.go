@@ -478,7 +478,7 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	if err := publishEvent(ctx, s.res.js, subject, ev); err != nil {
 		log.Warn("event not published", "err", err)
 	}
-	log.Info("job "+string(ev.Outcome), "reason", ev.Reason, "entry", ev.EntryID, "tokens_before", ev.TokensBefore,
+	log.Info("job "+string(ev.Outcome), "path", ev.Path, "reason", ev.Reason, "entry", ev.EntryID, "tokens_before", ev.TokensBefore,
 		"tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens, "duration", dur.Round(time.Millisecond), "attempt", ev.Attempt)
 	if ev.Final() {
 		s.mu.Lock()

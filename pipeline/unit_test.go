@@ -206,15 +206,6 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: got %v", field, err)
 		}
 	}
-	if s, err := ParseStore("team=/x"); err != nil || s.Name != "team" || s.Dir != "/x" {
-		t.Errorf("ParseStore: %+v %v", s, err)
-	}
-	if s, _ := ParseStore("/x"); s.Name != DefaultStoreName {
-		t.Errorf("bare dir: %+v", s)
-	}
-	if _, err := ParseStore("a.b=/x"); err == nil {
-		t.Error("bad store name accepted")
-	}
 	if s := (NATSConfig{URL: "nats://h", User: "u", Password: "secret", Token: "tok"}).String(); strings.Contains(s, "secret") || strings.Contains(s, "tok ") {
 		t.Errorf("secrets in %q", s)
 	}

@@ -48,8 +48,8 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if _, err := tokenize.New(f.counter, ""); err != nil {
 		return nil, usageErrorf("--counter: %v", err)
 	}
-	if f.keep < 0 || f.reserve < 0 || f.window < 0 {
-		return nil, usageErrorf("--keep-recent-tokens, --reserve-tokens and --context-window must not be negative")
+	if err := checkBudget(f.keep, f.reserve, f.window); err != nil {
+		return nil, err
 	}
 	p, err := engine.Plan(file, engine.PlanRequest{Leaf: f.leaf, Policy: f.policy, Counter: f.counter,
 		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window})
@@ -58,9 +58,8 @@ func (f *planFlags) run(file string) (*planRun, error) {
 		if errors.As(err, &ie) { // the only input Plan checks is the leaf
 			return nil, usageErrorf("--leaf %s: %w", f.leaf, ie.Err)
 		}
-		var fe *sessionio.FileError
-		if errors.As(err, &fe) {
-			return nil, &UsageError{Err: err}
+		if err = inputError(err); errors.As(err, new(*UsageError)) {
+			return nil, err
 		}
 		return nil, fmt.Errorf("plan %s: %w", file, err)
 	}
@@ -78,21 +77,29 @@ func (r *planRun) modelName() string {
 }
 
 func runPlan(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "plan", "compactor plan FILE [--json] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID]",
+	fs := newFlagSet(env, "plan", "FILE [--json] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID]",
 		`Print where a compaction of the session's current path would cut: the first kept entry, the
 entries to summarize and the split turn's prefix, the context's tokens and whether it is over
 budget. Nothing is written and no LLM is called. With --json the field names are those
-pi-oracle cut prints; with --policy pi --counter estimate the result is Pi's own.`)
+pi-oracle cut prints (docs/json-output.md); with --policy pi --counter estimate the
+result is Pi's own.
+
+The context's size is Pi's measure: the usage the last answer reported (its whole prompt
+and reply) plus the counter's count of the messages after it. The summarized, prefix and
+kept figures are counted entry by entry, so they need not add up to it; and right after a
+compaction the last answer still predates it, so the context keeps its old size (over
+budget) until the model answers again, exactly as Pi sees it.`)
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	f := addPlanFlags(fs)
-	args, err := parseFlags(fs, env.Args)
+	f := addPlanFlags(fs.FlagSet)
+	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
+	file, err := oneFile(args)
+	if err != nil {
+		return err
 	}
-	r, err := f.run(args[0])
+	r, err := f.run(file)
 	if err != nil {
 		return err
 	}
@@ -163,6 +170,22 @@ func (r *planRun) summary() string {
 	}
 	fmt.Fprintf(&b, "context:  %d tokens (%s); threshold %d - %d = %d: %s\n", p.TokensBefore, p.Counter,
 		r.Settings.ContextWindow, r.Settings.ReserveTokens, r.Settings.ContextWindow-r.Settings.ReserveTokens, state)
+	cp := splitContext(r.Path, r.Counter)
+	if cp.usageFrom != "" {
+		after := "; no message after it"
+		if cp.nCounted > 0 {
+			after = fmt.Sprintf(" + %d counted for the %s after it", cp.counted, plural(cp.nCounted, "message", "messages"))
+		}
+		fmt.Fprintf(&b, "          = %d reported by the last answer (%s: its whole prompt and reply)%s\n", cp.usage, cp.usageFrom, after)
+	}
+	if cp.before != "" {
+		why := ""
+		if r.OverBudget() {
+			why = ": that is why a just-compacted session still shows OVER BUDGET"
+		}
+		fmt.Fprintf(&b, "note:     that answer predates compaction %s, so this is the size from before it; Pi measures\n"+
+			"          it the same way until the model answers again%s\n", cp.before, why)
+	}
 	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.Settings.KeepRecentTokens)
 	if !p.Prepared {
 		fmt.Fprintf(&b, "plan:     nothing to plan: %s\n", p.Reason)
@@ -175,6 +198,53 @@ func (r *planRun) summary() string {
 	fmt.Fprintf(&b, "cut:      first kept %s (index %d)%s\n", p.FirstKeptEntryID, p.FirstKeptEntryIndex, split)
 	fmt.Fprintf(&b, "summary:  %d entries (%d tokens); turn prefix %d entries (%d tokens); kept %d tokens\n",
 		len(p.MessagesToSummarize), p.SummarizedTokens, len(p.TurnPrefix), p.TurnPrefixTokens, p.KeptTokens)
+	fmt.Fprintf(&b, "          (counted entry by entry; the context starts from the reported usage, so they need not add up to it)\n")
 	fmt.Fprintf(&b, "files:    %d read, %d modified\n", len(p.FileOps.ReadFiles), len(p.FileOps.ModifiedFiles))
 	return b.String()
+}
+
+// contextParts is the context's size as Pi's formula makes it (cutpoint.ContextTokens): the
+// usage the last valid answer reported, plus the counter's count of the messages after it.
+type contextParts struct {
+	usage     int    // reported by the last answer (0 when there is none)
+	usageFrom string // that answer's entry id ("" when there is none)
+	counted   int    // counted for the messages after it
+	nCounted  int
+	// before is the latest compaction on the path that comes after the answer: its usage
+	// measures the context from before that compaction.
+	before string
+}
+
+func splitContext(path []*sessionio.Entry, c tokenize.Counter) contextParts {
+	var cp contextParts
+	ctx := sessionio.BuildContext(path)
+	last := -1
+	for i := len(ctx.Messages) - 1; i >= 0; i-- {
+		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() {
+			last = i
+			break
+		}
+	}
+	if last >= 0 {
+		cp.usage = int(ctx.Messages[last].Usage.ContextTokens())
+		cp.usageFrom = ctx.EntryIDs[last]
+	}
+	for _, m := range ctx.Messages[last+1:] {
+		if m != nil {
+			cp.counted += c.Count(m)
+			cp.nCounted++
+		}
+	}
+	if cp.usageFrom == "" {
+		return cp
+	}
+	seen := false
+	for _, e := range path {
+		if e.ID == cp.usageFrom {
+			seen = true
+		} else if seen && e.Type == sessionio.TypeCompaction {
+			cp.before = e.ID
+		}
+	}
+	return cp
 }
