@@ -27,7 +27,7 @@ func TestScenarioA_IdleCompactThenSwitchSession(t *testing.T) {
 	before := e.LastAgentRequest()
 	leaf := lastEntry(t, file)
 
-	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file}, e.llmFlags()...)...)
+	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file, "--json"}, e.llmFlags()...)...)
 	c := ParseCompact(t, res)
 	figure(t, "a.compactor_compact_duration", res.Duration().Round(time.Millisecond))
 	figure(t, "a.outcome", c.Outcome+" "+c.Reason)
@@ -57,7 +57,7 @@ func TestScenarioB_CompactDuringBashTool(t *testing.T) {
 	WaitForLastEntry(t, file, func(en Entry) bool { return messageRole(en) == "assistant" && strings.Contains(string(en.Raw), callID) })
 	snapshot := readFile(t, file)
 
-	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file}, e.llmFlags()...)...)
+	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file, "--json"}, e.llmFlags()...)...)
 	atExit := readFile(t, file)
 	toolDone := toolEndedBefore(e, mark, callID, res.End)
 	c := ParseCompact(t, res)
@@ -136,7 +136,7 @@ func TestScenarioD_PiWritesDuringSummaryCall(t *testing.T) {
 	e.Workload(1, workloadPrompts)
 	file := e.SessionFile()
 	llmMark := e.LLM.Count()
-	proc := StartProc(t, llmEnv, compactorBin(), append([]string{"compact", file}, e.llmFlags()...)...)
+	proc := StartProc(t, llmEnv, compactorBin(), append([]string{"compact", file, "--json"}, e.llmFlags()...)...)
 	sum, err := e.LLM.Wait(e.Ctx(time.Minute), llmMark, scriptllm.Summary)
 	if err != nil {
 		t.Fatalf("compactor made no summary request: %v\n%s", err, tail(proc.Stderr(), 2000))
