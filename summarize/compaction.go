@@ -44,14 +44,14 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		reserve = DefaultReserveTokens
 	}
 	history := Request{
-		Kind:               KindHistory,
+		Task:               TaskHistory,
 		Messages:           in.MessagesToSummarize,
 		PreviousSummary:    in.PreviousSummary,
 		CustomInstructions: in.CustomInstructions,
 		MaxTokens:          HistoryMaxTokens(reserve),
 	}
 	if in.PreviousSummary != "" {
-		history.Kind = KindUpdate
+		history.Task = TaskUpdate
 	}
 	var out CompactionOutput
 	var text string
@@ -72,7 +72,7 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		}
 		g.Go(func() error {
 			r, err := s.Summarize(gctx, Request{
-				Kind:      KindTurnPrefix,
+				Task:      TaskTurnPrefix,
 				Messages:  in.TurnPrefix,
 				MaxTokens: TurnPrefixMaxTokens(reserve),
 			})
