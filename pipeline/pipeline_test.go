@@ -125,7 +125,7 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	// A payload whose store disagrees with its subject.
-	bad := fmt.Sprintf(`{"v":1,"kind":"compact","store":"other","path":"x.jsonl","sessionId":"s1","requestedAt":"2026-01-01T00:00:00Z","id":"x"}`)
+	bad := `{"v":1,"kind":"compact","store":"other","path":"x.jsonl","sessionId":"s1","requestedAt":"2026-01-01T00:00:00Z","id":"x"}`
 	if _, err := b.js.Publish(context.Background(), JobSubject("default", "s1", KindCompact), []byte(bad)); err != nil {
 		t.Fatal(err)
 	}

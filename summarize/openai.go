@@ -205,6 +205,11 @@ func (o *OpenAI) Complete(ctx context.Context, system, user string, maxTokens in
 	if o.cfg.UseMaxCompletionTokens {
 		creq.MaxCompletionTokens = maxTokens
 	} else {
+		// max_tokens is deprecated by OpenAI for its own newer models, but it is the field
+		// OpenAI-compatible servers (Ollama, vLLM, llama.cpp, most gateways) read, and
+		// some reject max_completion_tokens: it stays the default, and
+		// --max-tokens-field max_completion_tokens switches.
+		//lint:ignore SA1019 deliberate, see above
 		creq.MaxTokens = maxTokens
 	}
 	for attempt := 0; ; attempt++ {
