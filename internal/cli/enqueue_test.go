@@ -12,14 +12,16 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 )
 
 const enqueueSession = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a6b9-f316c6e71060","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}
 {"type":"message","id":"a9835828","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}
 `
 
-// service starts a real worker (embedded nats-server on a random port) whose handler
-// appends a line, or blocks while block is open, or fails for reason "fail".
+// enqueueService starts a real worker (pipelinetest: embedded nats-server on a random
+// port) over the store dir whose handler appends a line, or blocks while block is open, or
+// fails for reason "fail", and returns its URL.
 func enqueueService(t *testing.T, dir string, block chan struct{}) string {
 	t.Helper()
 	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
@@ -37,22 +39,7 @@ func enqueueService(t *testing.T, dir string, block chan struct{}) string {
 		_, err = fmt.Fprintf(f, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
 		return pipeline.Result{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}, err
 	})
-	s, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, DataDir: t.TempDir(), EmbeddedPort: -1, Idle: -1, Handler: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		s.Close()
-	})
-	return s.ClientURL()
+	return pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h}).URL()
 }
 
 func writeSessionFile(t *testing.T, dir, rel string) string {

@@ -10,11 +10,10 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -30,14 +29,12 @@ func fakeOpenAI(t testing.TB, url string) summarize.Summarizer {
 	return s
 }
 
-// liveBundle is a real worker: an embedded nats-server on a random port, the real engine
-// (tiktoken, nearest policy, a fake OpenAI-compatible endpoint over HTTP), a store in a
-// temp dir. wrap, if set, wraps the engine's handler.
+// liveBundle is a real worker (pipelinetest: an embedded nats-server on a random port, a
+// store in a temp dir) running the real engine: tiktoken, nearest policy, a fake
+// OpenAI-compatible endpoint over HTTP. wrap, if set, wraps the engine's handler.
 type liveBundle struct {
-	dir string // the store's root
+	*pipelinetest.Server
 	llm *fakellm.Server
-	svc *pipeline.Service
-	nc  *nats.Conn
 	eng *engine.Engine
 }
 
@@ -45,7 +42,7 @@ const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
 
 func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler) pipeline.Handler, start bool) *liveBundle {
 	t.Helper()
-	b := &liveBundle{dir: t.TempDir(), llm: fakellm.Start(t)}
+	b := &liveBundle{llm: fakellm.Start(t)}
 	eng, err := engine.New(fakeOpenAI(t, b.llm.URL()), engine.Settings{KeepRecentTokens: 2000, ContextWindow: 20000})
 	if err != nil {
 		t.Fatal(err)
@@ -55,34 +52,9 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 	if wrap != nil {
 		h = wrap(h)
 	}
-	b.svc, err = pipeline.New(pipeline.Config{
-		Stores: []pipeline.Store{{Name: "default", Dir: b.dir}}, DataDir: t.TempDir(), EmbeddedPort: -1,
-		Idle: idle, Handler: h, Assessor: budgetAssessor(eng), BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.svc.Close)
-	b.nc, err = nats.Connect(b.svc.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.nc.Close)
-	if start {
-		b.run(t)
-	}
+	b.Server = pipelinetest.Start(t, pipelinetest.Options{Handler: h, Assessor: budgetAssessor(eng), Idle: idle, Paused: !start,
+		Configure: func(c *pipeline.Config) { c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second }})
 	return b
-}
-
-// run starts the workers until the test ends.
-func (b *liveBundle) run(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.svc.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 // session copies the corpus session into the store under rel with its own session id.
@@ -93,7 +65,7 @@ func (b *liveBundle) session(t *testing.T, rel, id string) string {
 		t.Fatal(err)
 	}
 	data = []byte(strings.Replace(string(data), "019ad9b0-0000-7000-8000-00000000aaaa", id, 1))
-	p := filepath.Join(b.dir, rel)
+	p := filepath.Join(b.StoreDir, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -106,20 +78,16 @@ func (b *liveBundle) session(t *testing.T, rel, id string) string {
 // job is an on-demand compact job for the file as it is now.
 func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
 	t.Helper()
-	s, err := sessionio.ReadFile(file)
+	j, err := b.JobFor(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := pipeline.RelPath(b.dir, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: rel, SessionID: s.Header.ID, Reason: "test", ExpectLeafID: s.LeafID()}
+	return j
 }
 
 func (b *liveBundle) enqueue(t *testing.T, j pipeline.Job) pipeline.EnqueueResult {
 	t.Helper()
-	r, err := pipeline.Enqueue(context.Background(), b.nc, j, true, 60*time.Second)
+	r, err := b.Enqueue(context.Background(), j, true, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -190,7 +158,7 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	j := b.job(t, file)
 	events := make(chan pipeline.EnqueueResult, 1)
 	go func() {
-		r, err := pipeline.Enqueue(context.Background(), b.nc, j, true, 60*time.Second)
+		r, err := b.Enqueue(context.Background(), j, true, 60*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -198,18 +166,18 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	}()
 	// The job is queued (no worker runs yet); then the file moves to another project dir.
 	eventually(t, func() bool {
-		js, _ := b.nc.JetStream()
+		js, _ := b.Conn.JetStream()
 		info, err := js.StreamInfo(pipeline.StreamJobs)
 		return err == nil && info.State.Msgs == 1
 	})
-	moved := filepath.Join(b.dir, "--q--", filepath.Base(file))
+	moved := filepath.Join(b.StoreDir, "--q--", filepath.Base(file))
 	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(file, moved); err != nil {
 		t.Fatal(err)
 	}
-	b.run(t)
+	b.Resume()
 	r := <-events
 	if r.Event.Outcome != pipeline.OutcomeDone || r.Event.Path != "--q--/"+filepath.Base(file) {
 		t.Fatalf("event %+v", r.Event)
