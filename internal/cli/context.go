@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (JSON)", Run: runContext})
+	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as pi-oracle context prints it)", Run: runContext})
 }
 
 // contextOutput mirrors `pi-oracle context`: leafId, pathIds and context are the fields

@@ -74,6 +74,16 @@ func (s Settings) Validate() error {
 	if s.KeepRecentTokens < 0 || s.ReserveTokens < 0 || s.ContextWindow < 0 {
 		return errors.New("settings: token settings must not be negative")
 	}
+	if d := s.withDefaults(); d.ContextWindow > 0 {
+		// A given window must leave room: otherwise every session is over budget, and a
+		// compaction can never bring it under.
+		if d.ReserveTokens >= d.ContextWindow {
+			return fmt.Errorf("settings: context window %d is not larger than reserveTokens %d", d.ContextWindow, d.ReserveTokens)
+		}
+		if d.KeepRecentTokens >= d.ContextWindow-d.ReserveTokens {
+			return fmt.Errorf("settings: keepRecentTokens %d does not fit under the budget (window %d - reserve %d)", d.KeepRecentTokens, d.ContextWindow, d.ReserveTokens)
+		}
+	}
 	if s.AbandonedAfter < 0 {
 		return errors.New("settings: abandoned-after must not be negative")
 	}
