@@ -638,10 +638,10 @@ type recordProgress struct {
 	final             *SweepStats
 }
 
-func (p *recordProgress) Update(done, total int, st SweepStats) {
+func (p *recordProgress) Update(done, total int, f SweptFile, st SweepStats) {
 	p.updates++
-	if done != p.lastDone+1 || total != st.Files {
-		p.bad = fmt.Sprintf("progress %d/%d after %d (files %d)", done, total, p.lastDone, st.Files)
+	if done != p.lastDone+1 || total != st.Files || f.Store != "default" || f.Path == "" || f.Result == "" {
+		p.bad = fmt.Sprintf("progress %d/%d after %d (files %d), file %+v", done, total, p.lastDone, st.Files, f)
 	}
 	p.lastDone = done
 }

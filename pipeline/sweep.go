@@ -41,13 +41,22 @@ func (st SweepStats) String() string {
 }
 
 // SweepProgress follows a sweep. Update is called after each file with the number of
-// files done, the total and the stats so far, from the sweep's goroutines but one call at
-// a time (keep it short: the sweep waits for it); Finished is called once at the end with
-// the final stats, also when the sweep stops early. Drawing it is the caller's business
-// (the command line draws a bar on a terminal).
+// files done, the total, that file and what the sweep did with it, and the stats so far,
+// from the sweep's goroutines but one call at a time (keep it short: the sweep waits for
+// it); Finished is called once at the end with the final stats, also when the sweep stops
+// early. Drawing it is the caller's business (the command line draws a bar on a terminal
+// and names the files it left alone).
 type SweepProgress interface {
-	Update(done, total int, stats SweepStats)
+	Update(done, total int, file SweptFile, stats SweepStats)
 	Finished(stats SweepStats)
+}
+
+// SweptFile is one file a sweep looked at. Result is the sweep metric's label: unchanged,
+// active, assessed (read and within budget), ineligible, already_queued, enqueued or error.
+type SweptFile struct {
+	Store  string
+	Path   string // relative to the store's root
+	Result string
 }
 
 // changed reports whether the sweep read or enqueued anything: a periodic sweep that
@@ -125,7 +134,7 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 			mu.Lock()
 			done++
 			if progress != nil {
-				progress.Update(done, len(items), stats)
+				progress.Update(done, len(items), SweptFile{Store: it.store, Path: it.rel, Result: result}, stats)
 			}
 			mu.Unlock()
 			return gctx.Err()

@@ -78,10 +78,12 @@ func (p *progressBar) clear() {
 }
 
 // sweepProgress shows a sweep: the bar on stderr while it runs, then its summary line once
-// on out (nil: no summary, as with --json).
+// on out (nil: no summary, as with --json). It remembers the files the sweep left alone,
+// for the run report.
 type sweepProgress struct {
-	bar *progressBar
-	out io.Writer
+	bar   *progressBar
+	out   io.Writer
+	alone []pipeline.SweptFile
 }
 
 var _ pipeline.SweepProgress = (*sweepProgress)(nil)
@@ -90,7 +92,14 @@ func newSweepProgress(stderr, out io.Writer) *sweepProgress {
 	return &sweepProgress{bar: newProgressBar(stderr, "sweep"), out: out}
 }
 
-func (s *sweepProgress) Update(done, total int, st pipeline.SweepStats) {
+// Update is called one call at a time (pipeline.SweepProgress), and the report reads
+// alone only after the sweep.
+func (s *sweepProgress) Update(done, total int, f pipeline.SweptFile, st pipeline.SweepStats) {
+	switch f.Result {
+	case "enqueued", "already_queued":
+	default:
+		s.alone = append(s.alone, f)
+	}
 	s.bar.update(done, total, fmt.Sprintf("%d enqueued", st.Enqueued))
 }
 

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"slices"
 	"strings"
 	"text/tabwriter"
 	"time"
@@ -89,9 +90,14 @@ func writeReportJSON(w io.Writer, r *pipeline.Report) error {
 	return writeJSON(w, doc)
 }
 
+// maxNamedAlone is how many files the report names one by one among those the sweep left
+// alone; beyond it, it gives the counts only.
+const maxNamedAlone = 20
+
 // writeReportTable prints the jobs as an aligned table, a totals line, and what the sweep
-// left alone and why. idle is the --idle setting, for the hint about active sessions.
-func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration) error {
+// left alone and why (naming the files when there are few). idle is the --idle setting,
+// for the hint about active sessions.
+func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone []pipeline.SweptFile) error {
 	if len(r.Rows) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STORE\tPATH\tKIND\tOUTCOME\tTOKENS BEFORE\tTOKENS AFTER\tATTEMPTS\tDURATION\tREASON")
@@ -108,29 +114,46 @@ func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration) error
 		total += fmt.Sprintf(", %d superseded (written on a side branch: a live agent wrote meanwhile)", n)
 	}
 	fmt.Fprintf(w, "%s in %s\n", total, r.Duration.Round(time.Millisecond))
-	if st := r.Sweep; st != nil {
-		var alone []string
-		for _, c := range []struct {
-			n    int
-			what string
-		}{
-			{st.UnderBudget, "under budget"},
-			{st.Unchanged, "unchanged since the last sweep"},
-			{st.Active, fmt.Sprintf("active (modified within --idle %s)", idle)},
-			{st.Ineligible, "over budget but not compactable (v1/v2 format, no assistant message, or already compacted)"},
-			{st.Errors, "unreadable (see the log)"},
-		} {
-			if c.n > 0 {
-				alone = append(alone, fmt.Sprintf("%d %s", c.n, c.what))
+	st := r.Sweep
+	if st == nil {
+		return nil
+	}
+	why := map[string]string{
+		"assessed":   "under budget",
+		"unchanged":  "unchanged since the last sweep",
+		"active":     fmt.Sprintf("active (modified within --idle %s)", idle),
+		"ineligible": "over budget but not compactable (v1/v2 format, no assistant message, or already compacted)",
+		"error":      "unreadable (see the log)",
+	}
+	var counts []string
+	for _, c := range []struct {
+		n      int
+		result string
+	}{{st.UnderBudget, "assessed"}, {st.Unchanged, "unchanged"}, {st.Active, "active"}, {st.Ineligible, "ineligible"}, {st.Errors, "error"}} {
+		if c.n > 0 {
+			counts = append(counts, fmt.Sprintf("%d %s", c.n, why[c.result]))
+		}
+	}
+	if len(counts) > 0 {
+		fmt.Fprintf(w, "left alone: %s\n", strings.Join(counts, ", "))
+	}
+	if len(alone) > 0 && len(alone) <= maxNamedAlone {
+		slices.SortFunc(alone, func(a, b pipeline.SweptFile) int { return strings.Compare(a.Store+"/"+a.Path, b.Store+"/"+b.Path) })
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		for _, f := range alone {
+			reason := why[f.Result]
+			if reason == "" {
+				reason = f.Result
 			}
+			fmt.Fprintf(tw, "  %s\t%s\t%s\n", f.Store, f.Path, reason)
 		}
-		if len(alone) > 0 {
-			fmt.Fprintf(w, "left alone: %s\n", strings.Join(alone, ", "))
+		if err := tw.Flush(); err != nil {
+			return err
 		}
-		if st.Active > 0 {
-			fmt.Fprintf(w, "note: %s modified within the last %s: a live agent may be writing, and Pi never re-reads an open session, so they wait until idle that long (--idle 0 takes them now; only do that when no agent has them open)\n",
-				plural(st.Active, "session was", "sessions were"), idle)
-		}
+	}
+	if st.Active > 0 {
+		fmt.Fprintf(w, "note: %s modified within the last %s: a live agent may be writing, and Pi never re-reads an open session, so they wait until idle that long (--idle 0 takes them now; only do that when no agent has them open)\n",
+			plural(st.Active, "session was", "sessions were"), idle)
 	}
 	return nil
 }

@@ -276,12 +276,14 @@ Examples:
 	if err != nil {
 		return err
 	}
+	var progress *sweepProgress
 	if f.once {
 		var summary io.Writer = env.Stdout
 		if f.asJSON {
 			summary = nil
 		}
-		cfg.Progress = newSweepProgress(env.Stderr, summary)
+		progress = newSweepProgress(env.Stderr, summary)
+		cfg.Progress = progress
 		if cfg.NATS.URL == "" {
 			cfg.EmbeddedPort = -1 // a one-shot run must not take the port of a running worker
 		}
@@ -305,7 +307,7 @@ Examples:
 		if f.asJSON {
 			_ = writeReportJSON(env.Stdout, rep)
 		} else {
-			_ = writeReportTable(env.Stdout, rep, f.idle)
+			_ = writeReportTable(env.Stdout, rep, f.idle, progress.alone)
 		}
 	}
 	if err != nil {

@@ -97,7 +97,14 @@ func TestDemoRunOnce(t *testing.T) {
 					t.Errorf("report line for %s (size %d -> %d): %s", rel, before[f], st.Size(), line)
 				}
 			}
+			// The files left alone are named, with why.
+			if strings.HasPrefix(line, "  example ") && strings.Contains(line, " "+rel+" ") && (st.Size() != before[f] || !strings.HasSuffix(line, " under budget")) {
+				t.Errorf("left-alone line for %s (size %d -> %d): %s", rel, before[f], st.Size(), line)
+			}
 		}
+	}
+	if n := strings.Count(out, " under budget\n"); n != 3+1 { // 3 files and the count line
+		t.Errorf("%d under-budget lines, want the 3 files and the count:\n%s", n, out)
 	}
 	if named != 4 {
 		t.Errorf("the report names %d files, want the 4 compacted:\n%s", named, out)
