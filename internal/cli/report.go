@@ -54,10 +54,19 @@ type jobJSON struct {
 
 type runReportJSON struct {
 	Sweep *sweepJSON `json:"sweep"`
-	Jobs  []jobJSON  `json:"jobs"`
+	// LeftAlone are the files the sweep did not enqueue; result is unchanged, active,
+	// assessed (within budget), ineligible or error.
+	LeftAlone []leftAloneJSON `json:"leftAlone"`
+	Jobs      []jobJSON       `json:"jobs"`
 	// Counts has every final outcome, zeros included.
 	Counts          map[string]int `json:"counts"`
 	DurationSeconds float64        `json:"durationSeconds"`
+}
+
+type leftAloneJSON struct {
+	Store  string `json:"store"`
+	Path   string `json:"path"`
+	Result string `json:"result"`
 }
 
 func seconds(d time.Duration) float64 {
@@ -74,8 +83,12 @@ func writeJSON(w io.Writer, v any) error {
 // finalOutcomes are the outcomes a job ends with, in report order.
 var finalOutcomes = []pipeline.Outcome{pipeline.OutcomeDone, pipeline.OutcomeSkipped, pipeline.OutcomeSuperseded, pipeline.OutcomeFailed}
 
-func writeReportJSON(w io.Writer, r *pipeline.Report) error {
-	doc := runReportJSON{Jobs: []jobJSON{}, Counts: map[string]int{}, DurationSeconds: seconds(r.Duration)}
+func writeReportJSON(w io.Writer, r *pipeline.Report, alone []pipeline.SweptFile) error {
+	doc := runReportJSON{Jobs: []jobJSON{}, LeftAlone: []leftAloneJSON{}, Counts: map[string]int{}, DurationSeconds: seconds(r.Duration)}
+	sortSwept(alone)
+	for _, f := range alone {
+		doc.LeftAlone = append(doc.LeftAlone, leftAloneJSON{Store: f.Store, Path: f.Path, Result: f.Result})
+	}
 	if r.Sweep != nil {
 		doc.Sweep = sweepDoc(*r.Sweep)
 	}
@@ -138,7 +151,7 @@ func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone
 		fmt.Fprintf(w, "left alone: %s\n", strings.Join(counts, ", "))
 	}
 	if len(alone) > 0 && len(alone) <= maxNamedAlone {
-		slices.SortFunc(alone, func(a, b pipeline.SweptFile) int { return strings.Compare(a.Store+"/"+a.Path, b.Store+"/"+b.Path) })
+		sortSwept(alone)
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		for _, f := range alone {
 			reason := why[f.Result]
@@ -156,6 +169,10 @@ func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone
 			plural(st.Active, "session was", "sessions were"), idle)
 	}
 	return nil
+}
+
+func sortSwept(files []pipeline.SweptFile) {
+	slices.SortFunc(files, func(a, b pipeline.SweptFile) int { return strings.Compare(a.Store+"/"+a.Path, b.Store+"/"+b.Path) })
 }
 
 func plural(n int, one, many string) string {

@@ -305,7 +305,7 @@ Examples:
 	rep, err := svc.RunOnce(ctx)
 	if rep != nil {
 		if f.asJSON {
-			_ = writeReportJSON(env.Stdout, rep)
+			_ = writeReportJSON(env.Stdout, rep, progress.alone)
 		} else {
 			_ = writeReportTable(env.Stdout, rep, f.idle, progress.alone)
 		}

@@ -145,12 +145,13 @@ func TestDemoRunOnce(t *testing.T) {
 			Files, Unchanged, UnderBudget int
 			DurationSeconds               float64
 		} `json:"sweep"`
-		Jobs            []map[string]any `json:"jobs"`
-		Counts          map[string]int   `json:"counts"`
-		DurationSeconds float64          `json:"durationSeconds"`
+		LeftAlone       []struct{ Store, Path, Result string } `json:"leftAlone"`
+		Jobs            []map[string]any                       `json:"jobs"`
+		Counts          map[string]int                         `json:"counts"`
+		DurationSeconds float64                                `json:"durationSeconds"`
 	}
 	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != ExitOK || rep.Sweep == nil || rep.Sweep.Files != 7 || rep.Sweep.Unchanged != 7 ||
-		len(rep.Jobs) != 0 || len(rep.Counts) != 4 || rep.Counts["done"] != 0 || rep.DurationSeconds <= 0 {
+		len(rep.Jobs) != 0 || len(rep.LeftAlone) != 7 || rep.LeftAlone[0].Result != "unchanged" || rep.LeftAlone[0].Store != "example" || len(rep.Counts) != 4 || rep.Counts["done"] != 0 || rep.DurationSeconds <= 0 {
 		t.Fatalf("run --once --json (exit %d, %v):\n%s\n%s", code, err, out, errOut)
 	}
 	code, out, _ = runCLI(t, "run", "--once", "--store", "fresh="+fresh, "--data-dir", filepath.Join(dir, "nats2"), "--log-level", "warn",
