@@ -165,3 +165,36 @@ func TestParseRejectsBadCatalog(t *testing.T) {
 		}
 	}
 }
+
+func TestResolve(t *testing.T) {
+	t.Parallel()
+	tests := []struct {
+		provider, id string
+		override     int
+		window       int
+		known        bool
+		name         string
+	}{
+		{"anthropic", "claude-sonnet-4-5", 0, 200000, true, "anthropic/claude-sonnet-4-5"},
+		// The provider's own figure wins over the id's preferred one.
+		{"github-copilot", "gemini-2.5-pro", 0, 128000, true, "github-copilot/gemini-2.5-pro"},
+		// An unknown provider falls back to the id alone.
+		{"my-gateway", "gpt-4", 0, 8192, true, "my-gateway/gpt-4"},
+		{"", "mystery-model-9000", 0, DefaultModel.ContextWindow, false, "mystery-model-9000"},
+		{"", "", 0, DefaultModel.ContextWindow, false, ""},
+		{"anthropic", "claude-sonnet-4-5", 40000, 40000, true, "anthropic/claude-sonnet-4-5"},
+	}
+	for _, tc := range tests {
+		r := Resolve(tc.provider, tc.id, tc.override)
+		if r.ContextWindow != tc.window || r.Known != tc.known || r.Name() != tc.name || r.WindowOverridden != (tc.override > 0) {
+			t.Errorf("Resolve(%q, %q, %d) = window %d known %v name %q overridden %v; want %d %v %q",
+				tc.provider, tc.id, tc.override, r.ContextWindow, r.Known, r.Name(), r.WindowOverridden, tc.window, tc.known, tc.name)
+		}
+		if r.Encoding() == "" || (!r.Known && r.Model.ID != tc.id) {
+			t.Errorf("Resolve(%q, %q): encoding %q, model id %q", tc.provider, tc.id, r.Encoding(), r.Model.ID)
+		}
+	}
+	if DefaultModel.ID != "" {
+		t.Errorf("Resolve modified DefaultModel: %+v", DefaultModel)
+	}
+}

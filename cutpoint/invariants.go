@@ -22,146 +22,156 @@ func (v Violation) String() string {
 }
 
 // CheckInvariants checks a prepared plan against design §4, recomputing everything it
-// needs from the path rather than trusting the plan:
-//
-//  1. The first kept entry is a valid cut point in Pi's sense. Because Pi pulls a cut back
-//     over the settings/label/custom entries in front of it, a non-message entry is
-//     accepted when the first entry at or after it that is a message, a compaction or a
-//     valid cut point is a valid cut point (or there is none). A toolResult, a message of
-//     unknown role and a compaction never are.
-//  2. Tool calls and results are not separated: for every toolResult in the range whose
-//     call is in the range (matched by toolCallId to the nearest earlier assistant tool
-//     call), call and result are on the same side of the first kept entry. The turn
-//     prefix counts as summarized. A result with no call in the range, or a call with no
-//     result, is not a violation.
-//  3. Nothing is dropped: the summarized ids, then the prefix ids, then every entry from
-//     the first kept one to the end, restricted to the entries that put a message into the
-//     context, equal (in order) the entries of the current context (BuildContext) after
-//     the previous compaction's summary.
-//  4. Nothing before the range start (the previous compaction's firstKeptEntryId on the
-//     path, else the entry after that compaction) is summarized or prefixed again.
-//
-// An unprepared plan has nothing to check.
+// needs from the path rather than trusting the plan. Each invariant has its own check
+// (below); the violations come in invariant order. An unprepared plan has nothing to
+// check.
 func CheckInvariants(path []*sessionio.Entry, p *Plan) []Violation {
 	if p == nil || !p.Prepared {
 		return nil
 	}
+	c := newChecked(path, p)
+	if c.fk < 0 {
+		return []Violation{{Invariant: 1, EntryID: p.FirstKeptEntryID, Detail: "first kept entry is not on the path"}}
+	}
 	var out []Violation
-	add := func(inv int, id, format string, args ...any) {
-		out = append(out, Violation{Invariant: inv, EntryID: id, Detail: fmt.Sprintf(format, args...)})
+	for _, check := range []func(*checked) []Violation{checkValidCut, checkToolPairs, checkNothingDropped, checkRangeStart} {
+		out = append(out, check(c)...)
 	}
-	index := make(map[string]int, len(path))
+	return out
+}
+
+// checked is what every invariant check needs: the path, the plan, each id's index on
+// the path, the range start and the first kept index (-1 when it is not on the path).
+type checked struct {
+	path  []*sessionio.Entry
+	p     *Plan
+	index map[string]int
+	start int
+	fk    int
+}
+
+func newChecked(path []*sessionio.Entry, p *Plan) *checked {
+	c := &checked{path: path, p: p, index: make(map[string]int, len(path)), fk: -1}
 	for i, e := range path {
-		index[e.ID] = i // duplicate ids cannot happen on a path (the index keeps one entry per id)
+		c.index[e.ID] = i // duplicate ids cannot happen on a path (the index keeps one entry per id)
 	}
-	_, start := boundary(path)
-	fk, ok := index[p.FirstKeptEntryID]
-	if !ok {
-		add(1, p.FirstKeptEntryID, "first kept entry is not on the path")
+	_, c.start = boundary(path)
+	if i, ok := c.index[p.FirstKeptEntryID]; ok {
+		c.fk = i
+	}
+	return c
+}
+
+func violation(inv int, id, format string, args ...any) Violation {
+	return Violation{Invariant: inv, EntryID: id, Detail: fmt.Sprintf(format, args...)}
+}
+
+// checkValidCut is invariant 1: the first kept entry is a valid cut point in Pi's sense,
+// not before the range start. Because Pi pulls a cut back over the settings/label/custom
+// entries in front of it, a non-message entry is accepted when the first entry at or after
+// it that is a message, a compaction or a valid cut point is a valid cut point (or there
+// is none). A toolResult, a message of unknown role and a compaction never are.
+func checkValidCut(c *checked) []Violation {
+	var out []Violation
+	path, fk, id := c.path, c.fk, c.p.FirstKeptEntryID
+	if fk < c.start {
+		out = append(out, violation(1, id, "first kept entry (index %d) is before the range start (index %d)", fk, c.start))
+	}
+	if isValidCut(path[fk]) {
 		return out
 	}
-
-	// 1
-	if fk < start {
-		add(1, p.FirstKeptEntryID, "first kept entry (index %d) is before the range start (index %d)", fk, start)
+	if path[fk].Type == sessionio.TypeMessage || path[fk].Type == sessionio.TypeCompaction {
+		return append(out, violation(1, id, "first kept entry is a %s, not a valid cut point", describe(path[fk])))
 	}
-	if !isValidCut(path[fk]) {
-		if path[fk].Type == sessionio.TypeMessage || path[fk].Type == sessionio.TypeCompaction {
-			add(1, p.FirstKeptEntryID, "first kept entry is a %s, not a valid cut point", describe(path[fk]))
-		} else {
-			for j := fk + 1; j < len(path); j++ {
-				e := path[j]
-				if isValidCut(e) {
-					break
-				}
-				if e.Type == sessionio.TypeMessage || e.Type == sessionio.TypeCompaction {
-					add(1, p.FirstKeptEntryID, "first kept entry is a %s followed by a %s (%s), not by a valid cut point",
-						path[fk].Type, describe(e), e.ID)
-					break
-				}
-			}
+	for _, e := range path[fk+1:] {
+		if isValidCut(e) {
+			break
+		}
+		if e.Type == sessionio.TypeMessage || e.Type == sessionio.TypeCompaction {
+			return append(out, violation(1, id, "first kept entry is a %s followed by a %s (%s), not by a valid cut point",
+				path[fk].Type, describe(e), e.ID))
 		}
 	}
+	return out
+}
 
-	// 2
-	callAt := map[string]int{}
-	for i := start; i < len(path); i++ {
-		e := path[i]
-		if e.Type != sessionio.TypeMessage || e.Message == nil {
-			continue
-		}
-		switch e.Message.Role {
-		case sessionio.RoleAssistant:
-			for _, b := range e.Message.Content.Blocks {
-				if b.Type == sessionio.BlockToolCall {
-					callAt[b.ID] = i
-				}
-			}
-		case sessionio.RoleToolResult:
-			ci, ok := callAt[e.Message.ToolCallID]
-			if !ok {
-				continue
-			}
-			if ci < fk && i >= fk {
-				add(2, e.ID, "tool result for %q is kept but its call (%s) is summarized", e.Message.ToolCallID, path[ci].ID)
-			} else if ci >= fk && i < fk {
-				add(2, path[ci].ID, "tool call %q is kept but its result (%s) is summarized", e.Message.ToolCallID, e.ID)
-			}
+// checkToolPairs is invariant 2: tool calls and results are not separated. For every
+// toolResult in the range whose call is in the range (toolPairs), call and result are on
+// the same side of the first kept entry; the turn prefix counts as summarized. A result
+// with no call in the range, or a call with no result, is not a violation.
+func checkToolPairs(c *checked) []Violation {
+	var out []Violation
+	for _, tp := range toolPairs(c.path, c.start, len(c.path)) {
+		call, res := c.path[tp.call], c.path[tp.result]
+		switch {
+		case tp.call < c.fk && tp.result >= c.fk:
+			out = append(out, violation(2, res.ID, "tool result for %q is kept but its call (%s) is summarized", res.Message.ToolCallID, call.ID))
+		case tp.call >= c.fk && tp.result < c.fk:
+			out = append(out, violation(2, call.ID, "tool call %q is kept but its result (%s) is summarized", res.Message.ToolCallID, res.ID))
 		}
 	}
+	return out
+}
 
-	// 3
+// checkNothingDropped is invariant 3: the summarized ids, then the prefix ids, then every
+// entry from the first kept one to the end, restricted to the entries that put a message
+// into the context, equal (in order) the entries of the current context (BuildContext)
+// after the previous compaction's summary.
+func checkNothingDropped(c *checked) []Violation {
 	inContext := func(id string) bool {
-		i, ok := index[id]
+		i, ok := c.index[id]
 		if !ok {
 			return true // unknown ids must show up as a difference
 		}
-		return yieldsContextMessage(path[i])
+		return yieldsContextMessage(c.path[i])
 	}
 	var got []string
-	for _, id := range p.MessagesToSummarize {
-		if inContext(id) {
-			got = append(got, id)
+	for _, list := range [][]string{c.p.MessagesToSummarize, c.p.TurnPrefix} {
+		for _, id := range list {
+			if inContext(id) {
+				got = append(got, id)
+			}
 		}
 	}
-	for _, id := range p.TurnPrefix {
-		if inContext(id) {
-			got = append(got, id)
-		}
-	}
-	for _, e := range path[fk:] {
+	for _, e := range c.path[c.fk:] {
 		if yieldsContextMessage(e) {
 			got = append(got, e.ID)
 		}
 	}
 	var want []string
-	for _, id := range sessionio.BuildContext(path).EntryIDs {
-		if i, ok := index[id]; ok && path[i].Type == sessionio.TypeCompaction {
+	for _, id := range sessionio.BuildContext(c.path).EntryIDs {
+		if i, ok := c.index[id]; ok && c.path[i].Type == sessionio.TypeCompaction {
 			continue
 		}
 		want = append(want, id)
 	}
-	if !slices.Equal(got, want) {
-		k := 0
-		for k < len(got) && k < len(want) && got[k] == want[k] {
-			k++
-		}
-		g, w := "(end)", "(end)"
-		if k < len(got) {
-			g = got[k]
-		}
-		if k < len(want) {
-			w = want[k]
-		}
-		add(3, "", "summarized+prefix+kept (%d entries) differs from the context (%d entries) at position %d: %s instead of %s",
-			len(got), len(want), k, g, w)
+	if slices.Equal(got, want) {
+		return nil
 	}
+	k := 0
+	for k < len(got) && k < len(want) && got[k] == want[k] {
+		k++
+	}
+	g, w := "(end)", "(end)"
+	if k < len(got) {
+		g = got[k]
+	}
+	if k < len(want) {
+		w = want[k]
+	}
+	return []Violation{violation(3, "", "summarized+prefix+kept (%d entries) differs from the context (%d entries) at position %d: %s instead of %s",
+		len(got), len(want), k, g, w)}
+}
 
-	// 4
-	for _, list := range [][]string{p.MessagesToSummarize, p.TurnPrefix} {
+// checkRangeStart is invariant 4: nothing before the range start (the previous
+// compaction's firstKeptEntryId on the path, else the entry after that compaction) is
+// summarized or prefixed again.
+func checkRangeStart(c *checked) []Violation {
+	var out []Violation
+	for _, list := range [][]string{c.p.MessagesToSummarize, c.p.TurnPrefix} {
 		for _, id := range list {
-			if i, ok := index[id]; ok && i < start {
-				add(4, id, "summarized again although it is before the range start (index %d < %d)", i, start)
+			if i, ok := c.index[id]; ok && i < c.start {
+				out = append(out, violation(4, id, "summarized again although it is before the range start (index %d < %d)", i, c.start))
 			}
 		}
 	}

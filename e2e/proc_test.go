@@ -148,7 +148,7 @@ func (e *Env) llmFlags() []string {
 	return []string{"--base-url", e.LLM.URL(), "--model", modelName}
 }
 
-// CompactResult is the JSON `compactor compact` prints (the fields the tests use).
+// CompactResult is the JSON `compactor compact --json` prints (the fields the tests use).
 type CompactResult struct {
 	Outcome          string `json:"outcome"`
 	Reason           string `json:"reason"`

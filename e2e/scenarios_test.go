@@ -27,12 +27,12 @@ func TestScenarioA_IdleCompactThenSwitchSession(t *testing.T) {
 	before := e.LastAgentRequest()
 	leaf := lastEntry(t, file)
 
-	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file}, e.llmFlags()...)...)
+	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file, "--json"}, e.llmFlags()...)...)
 	c := ParseCompact(t, res)
 	figure(t, "a.compactor_compact_duration", res.Duration().Round(time.Millisecond))
 	figure(t, "a.outcome", c.Outcome+" "+c.Reason)
 	figure(t, "a.tokens_before_after", []int{c.TokensBefore, c.TokensAfter})
-	if res.Code != 0 || c.Outcome != "compacted" {
+	if res.Code != 0 || c.Outcome != "done" {
 		t.Fatalf("compactor compact on an idle session: exit %d, outcome %q (%s)\n%s", res.Code, c.Outcome, c.Reason, tail(res.Stderr, 2000))
 	}
 	comp := checkAppendedCompaction(t, file, c.EntryID, leaf.ID)
@@ -57,7 +57,7 @@ func TestScenarioB_CompactDuringBashTool(t *testing.T) {
 	WaitForLastEntry(t, file, func(en Entry) bool { return messageRole(en) == "assistant" && strings.Contains(string(en.Raw), callID) })
 	snapshot := readFile(t, file)
 
-	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file}, e.llmFlags()...)...)
+	res := RunProc(t, 3*time.Minute, llmEnv, compactorBin(), append([]string{"compact", file, "--json"}, e.llmFlags()...)...)
 	atExit := readFile(t, file)
 	toolDone := toolEndedBefore(e, mark, callID, res.End)
 	c := ParseCompact(t, res)
@@ -129,14 +129,14 @@ func TestScenarioC_AgentEnqueuesItsOwnSession(t *testing.T) {
 
 // (d) Pi writes during compactor's LLM call (the summary takes 5 s, Pi works through a
 // prompt meanwhile): nothing Pi wrote is off the path Pi loads, and the outcome is either
-// the summary salvaged (outcome "compacted" or "salvaged", the compaction appended
+// the summary salvaged (outcome "done" with "salvaged": true, the compaction appended
 // against Pi's new leaf once Pi is idle) or skipped.
 func TestScenarioD_PiWritesDuringSummaryCall(t *testing.T) {
 	e := NewEnv(t, Config{})
 	e.Workload(1, workloadPrompts)
 	file := e.SessionFile()
 	llmMark := e.LLM.Count()
-	proc := StartProc(t, llmEnv, compactorBin(), append([]string{"compact", file}, e.llmFlags()...)...)
+	proc := StartProc(t, llmEnv, compactorBin(), append([]string{"compact", file, "--json"}, e.llmFlags()...)...)
 	sum, err := e.LLM.Wait(e.Ctx(time.Minute), llmMark, scriptllm.Summary)
 	if err != nil {
 		t.Fatalf("compactor made no summary request: %v\n%s", err, tail(proc.Stderr(), 2000))
@@ -157,7 +157,7 @@ func TestScenarioD_PiWritesDuringSummaryCall(t *testing.T) {
 	figure(t, "d.outcome", c.Outcome+" "+c.Reason)
 
 	switch {
-	case res.Code == 0 && (c.Outcome == "compacted" || c.Outcome == "salvaged"):
+	case res.Code == 0 && c.Outcome == "done":
 		comp := checkAppendedCompaction(t, file, c.EntryID, piLeaf.ID)
 		CheckAllOnPath(t, file)
 		CheckContextsEqual(t, file)

@@ -103,10 +103,13 @@ type Decision struct {
 	Err     error         // the handler's error, if any
 }
 
-// Backoff is the redelivery delay after the attempt-th delivery failed (attempt ≥ 1):
-// base·2^(attempt-1), capped at max. A pure function so the schedule is predictable and
-// testable; the RetryAfter hint of an error can only lengthen it.
-func Backoff(attempt int, base, max time.Duration) time.Duration {
+// RedeliveryDelay is how long a failed job waits before JetStream delivers it again, after
+// the attempt-th delivery failed (attempt ≥ 1): base·2^(attempt-1), capped at max, with no
+// jitter, so the schedule is predictable and testable (a job is one message; the spread
+// comes from jobs failing at different times). The RetryAfter hint of an error can only
+// lengthen it. Not to be confused with summarize.FullJitterBackoff, the wait between HTTP
+// attempts inside one LLM call.
+func RedeliveryDelay(attempt int, base, max time.Duration) time.Duration {
 	if attempt < 1 {
 		attempt = 1
 	}
@@ -129,14 +132,14 @@ func Backoff(attempt int, base, max time.Duration) time.Duration {
 //   - *SkipError: skipped with its reason.
 //   - an error with Permanent() true: failed.
 //   - context.Canceled / DeadlineExceeded, errors with RetryAfter(), and anything else:
-//     retry, delayed by Backoff(attempt) or the hint, whichever is longer. Unknown errors are
+//     retry, delayed by RedeliveryDelay(attempt) or the hint, whichever is longer. Unknown errors are
 //     treated as transient because MaxDeliver bounds them anyway.
 //   - a retry on the last allowed delivery (attempt ≥ maxDeliver) becomes failed with the
 //     reason "max deliveries", so the message is dead-lettered instead of stuck.
 func Classify(res Result, err error, attempt, maxDeliver int, base, max time.Duration) Decision {
 	d := classify(res, err)
 	if d.Outcome == OutcomeRetry {
-		delay := Backoff(attempt, base, max)
+		delay := RedeliveryDelay(attempt, base, max)
 		var ra retryAfterer
 		if errors.As(err, &ra) && ra.RetryAfter() > delay {
 			delay = ra.RetryAfter()

@@ -5,7 +5,6 @@ import (
 	"crypto/x509"
 	"errors"
 	"fmt"
-	"io"
 	"log/slog"
 	"net"
 	"os"
@@ -41,22 +40,6 @@ const (
 type Store struct {
 	Name string
 	Dir  string
-}
-
-// ParseStore parses "name=DIR" (or a bare DIR, which becomes the store "default").
-func ParseStore(s string) (Store, error) {
-	name, dir, ok := strings.Cut(s, "=")
-	if !ok {
-		name, dir = DefaultStoreName, s
-	}
-	st := Store{Name: name, Dir: dir}
-	if err := ValidateStoreName(name); err != nil {
-		return Store{}, fmt.Errorf("store %q: %w", s, err)
-	}
-	if dir == "" {
-		return Store{}, fmt.Errorf("store %q: directory is empty", s)
-	}
-	return st, nil
 }
 
 // NATSConfig says how to reach NATS. An empty URL means: start an embedded server.
@@ -99,6 +82,9 @@ func (c NATSConfig) String() string {
 	url := c.URL
 	if url == "" {
 		url = "(embedded)"
+	}
+	if len(auth) == 0 {
+		return url
 	}
 	return fmt.Sprintf("%s auth=%s", url, strings.Join(auth, ","))
 }
@@ -274,9 +260,8 @@ type Config struct {
 	Handler  Handler  // required for Run and RunOnce
 	Assessor Assessor // required for sweeps and the after-job re-check; nil disables both
 	Logger   *slog.Logger
-	// Progress receives sweep progress: a bar when it is a terminal, else one summary line.
-	// nil = silent.
-	Progress io.Writer
+	// Progress follows RunOnce's sweep (nil: not followed).
+	Progress SweepProgress
 }
 
 func (c Config) withDefaults() Config {

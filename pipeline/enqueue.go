@@ -11,6 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// DefaultClientURL is where clients (enqueue, sweep) look for NATS when none is configured:
+// the embedded server of a `compactor run` on this machine.
+var DefaultClientURL = fmt.Sprintf("nats://%s:%d", DefaultEmbeddedHost, DefaultEmbeddedPort)
+
 // EnqueueResult says what happened to an enqueue.
 type EnqueueResult struct {
 	JobID string `json:"jobId"`

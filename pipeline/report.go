@@ -3,11 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"fmt"
-	"io"
 	"sort"
-	"strings"
-	"text/tabwriter"
 	"time"
 )
 
@@ -37,37 +33,6 @@ type Report struct {
 
 // Failed is the number of jobs that ended failed.
 func (r *Report) Failed() int { return r.Counts[OutcomeFailed] }
-
-// WriteTable prints the rows as an aligned table and a totals line.
-func (r *Report) WriteTable(w io.Writer) error {
-	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-	fmt.Fprintln(tw, "STORE\tSESSION\tKIND\tOUTCOME\tTOKENS BEFORE\tTOKENS AFTER\tATTEMPTS\tDURATION\tREASON")
-	for _, row := range r.Rows {
-		fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%d\t%d\t%d\t%s\t%s\n", row.Store, shorten(row.SessionID, 36), row.Kind, row.Outcome,
-			row.TokensBefore, row.TokensAfter, row.Attempts, row.Duration.Round(time.Millisecond), shorten(row.Reason, 80))
-	}
-	if err := tw.Flush(); err != nil {
-		return err
-	}
-	_, err := fmt.Fprintf(w, "%d jobs: %d done, %d skipped, %d failed in %s\n", len(r.Rows),
-		r.Counts[OutcomeDone], r.Counts[OutcomeSkipped], r.Counts[OutcomeFailed], r.Duration.Round(time.Millisecond))
-	return err
-}
-
-// Table returns WriteTable's output.
-func (r *Report) Table() string {
-	var b strings.Builder
-	_ = r.WriteTable(&b)
-	return b.String()
-}
-
-func shorten(s string, n int) string {
-	s = strings.ReplaceAll(s, "\n", " ")
-	if len(s) <= n {
-		return s
-	}
-	return s[:n-1] + "…"
-}
 
 // RunOnce sweeps the stores (when an Assessor is configured), then works until no job of
 // its stores is left in COMPACTOR_JOBS and nothing is in flight (delayed retries included),

@@ -7,18 +7,15 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
 	"runtime"
 	"strings"
 	"sync"
-	"sync/atomic"
 	"time"
 
 	"golang.org/x/sync/errgroup"
-	"golang.org/x/term"
 )
 
 // SweepStats counts what a sweep saw and did.
@@ -29,6 +26,7 @@ type SweepStats struct {
 	Active        int           `json:"active"`        // modified within Idle: left alone
 	Assessed      int           `json:"assessed"`      // read by the Assessor
 	OverBudget    int           `json:"overBudget"`    // assessed and over budget
+	UnderBudget   int           `json:"underBudget"`   // assessed and within budget: nothing to do
 	Ineligible    int           `json:"ineligible"`    // over budget but nothing a job could do (v1/v2, no assistant, already compacted)
 	Enqueued      int           `json:"enqueued"`      // new jobs
 	AlreadyQueued int           `json:"alreadyQueued"` // a job was pending (or the same one within the duplicate window)
@@ -41,6 +39,29 @@ func (st SweepStats) String() string {
 	return fmt.Sprintf("sweep: %d files in %d stores: %d unchanged, %d active, %d assessed, %d over budget, %d enqueued, %d already queued, %d ineligible, %d errors in %s",
 		st.Files, st.Stores, st.Unchanged, st.Active, st.Assessed, st.OverBudget, st.Enqueued, st.AlreadyQueued, st.Ineligible, st.Errors, st.Duration.Round(time.Millisecond))
 }
+
+// SweepProgress follows a sweep. Update is called after each file with the number of
+// files done, the total, that file and what the sweep did with it, and the stats so far,
+// from the sweep's goroutines but one call at a time (keep it short: the sweep waits for
+// it); Finished is called once at the end with the final stats, also when the sweep stops
+// early. Drawing it is the caller's business (the command line draws a bar on a terminal
+// and names the files it left alone).
+type SweepProgress interface {
+	Update(done, total int, file SweptFile, stats SweepStats)
+	Finished(stats SweepStats)
+}
+
+// SweptFile is one file a sweep looked at. Result is the sweep metric's label: unchanged,
+// active, assessed (read and within budget), ineligible, already_queued, enqueued or error.
+type SweptFile struct {
+	Store  string
+	Path   string // relative to the store's root
+	Result string
+}
+
+// changed reports whether the sweep read or enqueued anything: a periodic sweep that
+// found everything unchanged or active is logged at debug level only.
+func (st SweepStats) changed() bool { return st.Assessed > 0 || st.Enqueued > 0 || st.Errors > 0 }
 
 // sweepRecord is what COMPACTOR_SWEEP remembers of a file, so the next sweep skips it
 // without reading it when its size and mtime are unchanged.
@@ -66,7 +87,9 @@ func sweepKey(store, rel string) string {
 // nested .jsonl), skips files unchanged since the last sweep and files modified within Idle,
 // asks the Assessor about the rest and enqueues those over budget. It uses every core.
 // A file whose job was refused is not retried until it changes (or is enqueued by hand).
-func (s *Service) Sweep(ctx context.Context, progress io.Writer) (SweepStats, error) {
+// progress may be nil. The stats are logged (at info level when the sweep read or enqueued
+// something and no progress is shown, else at debug level).
+func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
 		return SweepStats{}, errors.New("config: Assessor: required to sweep")
 	}
@@ -100,32 +123,36 @@ func (s *Service) Sweep(ctx context.Context, progress io.Writer) (SweepStats, er
 	var (
 		mu    sync.Mutex
 		stats = SweepStats{Stores: len(s.cfg.Stores), Files: len(items)}
-		done  atomic.Int64
+		done  int
 	)
-	bar := newProgressBar(progress, len(items), func() string {
-		mu.Lock()
-		defer mu.Unlock()
-		return fmt.Sprintf("%d enqueued", stats.Enqueued)
-	})
-	stopBar := bar.start(&done)
-
 	g, gctx := errgroup.WithContext(ctx)
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for _, it := range items {
 		g.Go(func() error {
-			defer done.Add(1)
 			result := s.sweepOne(gctx, it.store, it.rel, it.abs, &stats, &mu)
 			s.m.swept.WithLabelValues(it.store, result).Inc()
+			mu.Lock()
+			done++
+			if progress != nil {
+				progress.Update(done, len(items), SweptFile{Store: it.store, Path: it.rel, Result: result}, stats)
+			}
+			mu.Unlock()
 			return gctx.Err()
 		})
 	}
 	err := g.Wait()
 	stats.Duration = time.Since(start)
-	stopBar(stats.String())
+	if progress != nil {
+		progress.Finished(stats)
+	}
 	if err != nil {
 		return stats, fmt.Errorf("sweep: %w", err)
 	}
-	s.log.Info(stats.String())
+	if progress == nil && stats.changed() {
+		s.log.Info(stats.String())
+	} else {
+		s.log.Debug(stats.String())
+	}
 	return stats, nil
 }
 
@@ -164,6 +191,9 @@ func (s *Service) sweepOne(ctx context.Context, store, rel, abs string, st *Swee
 		result = "error"
 	} else {
 		rec.SessionID, rec.LeafID, rec.Tokens, rec.ContextWindow, rec.OverBudget = a.SessionID, a.LeafID, a.Tokens, a.ContextWindow, a.OverBudget
+		if !a.OverBudget {
+			add(func() { st.UnderBudget++ })
+		}
 		if a.OverBudget {
 			add(func() { st.OverBudget++ })
 			if !a.Eligible() {
@@ -208,64 +238,4 @@ func (s *Service) sweepLoop(ctx context.Context) {
 		case <-t.C:
 		}
 	}
-}
-
-// progressBar draws "[=====>    ] 120/500 files, 3 enqueued" on a terminal and prints
-// only the final summary line elsewhere.
-type progressBar struct {
-	w     io.Writer
-	tty   bool
-	total int
-	extra func() string
-}
-
-func newProgressBar(w io.Writer, total int, extra func() string) *progressBar {
-	pb := &progressBar{w: w, total: total, extra: extra}
-	if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
-		pb.tty = true
-	}
-	return pb
-}
-
-func (pb *progressBar) start(done *atomic.Int64) (stop func(summary string)) {
-	if pb.w == nil {
-		return func(string) {}
-	}
-	if !pb.tty {
-		return func(summary string) { fmt.Fprintln(pb.w, summary) }
-	}
-	quit := make(chan struct{})
-	finished := make(chan struct{})
-	go func() {
-		defer close(finished)
-		t := time.NewTicker(100 * time.Millisecond)
-		defer t.Stop()
-		for {
-			pb.draw(int(done.Load()))
-			select {
-			case <-quit:
-				return
-			case <-t.C:
-			}
-		}
-	}()
-	return func(summary string) {
-		close(quit)
-		<-finished
-		pb.draw(int(done.Load()))
-		fmt.Fprintf(pb.w, "\r\033[K%s\n", summary)
-	}
-}
-
-func (pb *progressBar) draw(n int) {
-	const width = 30
-	fill := width
-	if pb.total > 0 {
-		fill = n * width / pb.total
-	}
-	bar := strings.Repeat("=", fill) + strings.Repeat(" ", width-fill)
-	if fill > 0 && fill < width {
-		bar = bar[:fill-1] + ">" + bar[fill:]
-	}
-	fmt.Fprintf(pb.w, "\r\033[Ksweep [%s] %d/%d files, %s", bar, n, pb.total, pb.extra())
 }

@@ -51,15 +51,15 @@ func TestClassify(t *testing.T) {
 	}
 }
 
-func TestBackoff(t *testing.T) {
+func TestRedeliveryDelay(t *testing.T) {
 	t.Parallel()
 	want := []time.Duration{time.Second, 2 * time.Second, 4 * time.Second, 8 * time.Second, 10 * time.Second, 10 * time.Second}
 	for i, w := range want {
-		if got := Backoff(i+1, time.Second, 10*time.Second); got != w {
-			t.Errorf("Backoff(%d) = %s, want %s", i+1, got, w)
+		if got := RedeliveryDelay(i+1, time.Second, 10*time.Second); got != w {
+			t.Errorf("RedeliveryDelay(%d) = %s, want %s", i+1, got, w)
 		}
 	}
-	if got := Backoff(200, time.Second, time.Hour); got != time.Hour {
+	if got := RedeliveryDelay(200, time.Second, time.Hour); got != time.Hour {
 		t.Errorf("no overflow: %s", got)
 	}
 }
@@ -205,15 +205,6 @@ func TestConfigValidate(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), field) {
 			t.Errorf("%s: got %v", field, err)
 		}
-	}
-	if s, err := ParseStore("team=/x"); err != nil || s.Name != "team" || s.Dir != "/x" {
-		t.Errorf("ParseStore: %+v %v", s, err)
-	}
-	if s, _ := ParseStore("/x"); s.Name != DefaultStoreName {
-		t.Errorf("bare dir: %+v", s)
-	}
-	if _, err := ParseStore("a.b=/x"); err == nil {
-		t.Error("bad store name accepted")
 	}
 	if s := (NATSConfig{URL: "nats://h", User: "u", Password: "secret", Token: "tok"}).String(); strings.Contains(s, "secret") || strings.Contains(s, "tok ") {
 		t.Errorf("secrets in %q", s)

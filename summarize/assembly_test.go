@@ -15,11 +15,11 @@ import (
 
 func writeFile(p, s string) error { return os.WriteFile(p, []byte(s), 0o600) }
 
-// recorder is a Summarizer that records requests and answers "<kind>:<n messages>".
+// recorder is a Summarizer that records requests and answers "<task>:<n messages>".
 type recorder struct {
 	mu   sync.Mutex
 	reqs []Request
-	fail Kind
+	fail Task
 	err  error
 }
 
@@ -27,10 +27,10 @@ func (r *recorder) Summarize(ctx context.Context, req Request) (Result, error) {
 	r.mu.Lock()
 	r.reqs = append(r.reqs, req)
 	r.mu.Unlock()
-	if r.err != nil && req.Kind == r.fail {
+	if r.err != nil && req.Task == r.fail {
 		return Result{}, r.err
 	}
-	return Result{Text: req.Kind.String() + ":" + itoa(len(req.Messages)), InputTokens: 10, OutputTokens: 2, Calls: 1}, nil
+	return Result{Text: req.Task.String() + ":" + itoa(len(req.Messages)), InputTokens: 10, OutputTokens: 2, Calls: 1}, nil
 }
 
 func readCall(path string) *sessionio.Message {
@@ -62,17 +62,17 @@ func TestCompactionSummaryShapes(t *testing.T) {
 		t.Fatalf("usage %+v", out)
 	}
 	for _, q := range r.reqs {
-		switch q.Kind {
-		case KindUpdate:
+		switch q.Task {
+		case TaskUpdate:
 			if q.MaxTokens != 800 || q.PreviousSummary != "prev" || q.CustomInstructions != "focus" {
 				t.Errorf("history request %+v", q)
 			}
-		case KindTurnPrefix:
+		case TaskTurnPrefix:
 			if q.MaxTokens != 500 || q.PreviousSummary != "" || q.CustomInstructions != "" {
 				t.Errorf("prefix request %+v", q)
 			}
 		default:
-			t.Errorf("unexpected kind %v", q.Kind)
+			t.Errorf("unexpected kind %v", q.Task)
 		}
 	}
 
@@ -98,7 +98,7 @@ func TestCompactionSummaryShapes(t *testing.T) {
 
 	// A failing prefix fails the whole summary.
 	boom := errors.New("boom")
-	r = &recorder{fail: KindTurnPrefix, err: boom}
+	r = &recorder{fail: TaskTurnPrefix, err: boom}
 	if _, err := CompactionSummary(context.Background(), r, CompactionInput{MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true}); !errors.Is(err, boom) {
 		t.Fatalf("err %v", err)
 	}
@@ -107,15 +107,15 @@ func TestCompactionSummaryShapes(t *testing.T) {
 func TestPromptLayout(t *testing.T) {
 	t.Parallel()
 	msgs := []*sessionio.Message{userMsg("hi")}
-	p := BuildPrompt(Request{Kind: KindHistory, Messages: msgs, PreviousSummary: "old", CustomInstructions: "tests"})
+	p := BuildPrompt(Request{Task: TaskHistory, Messages: msgs, PreviousSummary: "old", CustomInstructions: "tests"})
 	want := "<conversation>\n[User]: hi\n</conversation>\n\n<previous-summary>\nold\n</previous-summary>\n\n" + UpdatePrompt + "\n\nAdditional focus: tests"
 	if p != want {
 		t.Fatalf("prompt %q", p)
 	}
-	if p := BuildPrompt(Request{Kind: KindTurnPrefix, Messages: msgs, CustomInstructions: "ignored"}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "ignored"}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
 		t.Fatalf("turn prefix prompt %q", p)
 	}
-	if p := BuildPrompt(Request{Kind: KindBranch, Messages: msgs, CustomInstructions: "only this", ReplaceInstructions: true}); !strings.HasSuffix(p, "</conversation>\n\nonly this") {
+	if p := BuildPrompt(Request{Task: TaskBranch, Messages: msgs, CustomInstructions: "only this", ReplaceInstructions: true}); !strings.HasSuffix(p, "</conversation>\n\nonly this") {
 		t.Fatalf("replace instructions %q", p)
 	}
 	for _, h := range []string{"## Goal", "## Constraints & Preferences", "## Progress", "### Done", "### In Progress", "### Blocked", "## Key Decisions", "## Next Steps", "## Critical Context"} {
@@ -149,7 +149,7 @@ func TestChunkedRollingSummary(t *testing.T) {
 		srv := fakellm.Start(t)
 		srv.SetWindow(window)
 		c, _, _ := newClient(t, srv, func(c *OpenAIConfig) { c.MaxInputTokens = configured })
-		res, err := c.Summarize(context.Background(), Request{Kind: KindHistory, Messages: msgs, MaxTokens: 500})
+		res, err := c.Summarize(context.Background(), Request{Task: TaskHistory, Messages: msgs, MaxTokens: 500})
 		if err != nil {
 			t.Fatalf("configured window %d: %v", configured, err)
 		}
@@ -195,7 +195,7 @@ func TestChunkedHugeSingleMessage(t *testing.T) {
 	srv.SetWindow(2000)
 	c, _, _ := newClient(t, srv, func(c *OpenAIConfig) { c.MaxInputTokens = 2000 })
 	huge := userMsg("START " + strings.Repeat("0123456789", 20000) + " END")
-	res, err := c.Summarize(context.Background(), Request{Kind: KindBranch, Messages: []*sessionio.Message{huge}})
+	res, err := c.Summarize(context.Background(), Request{Task: TaskBranch, Messages: []*sessionio.Message{huge}})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,7 +244,7 @@ func TestExtractive(t *testing.T) {
 	ctx := sessionio.BuildContext(path)
 	x := NewExtractive()
 	span := SerializeConversation(ctx.Messages)
-	res, err := x.Summarize(context.Background(), Request{Kind: KindHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})
+	res, err := x.Summarize(context.Background(), Request{Task: TaskHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,19 +257,19 @@ func TestExtractive(t *testing.T) {
 	if len(res.Text) > 8000 || len(res.Text)*20 > len(span) {
 		t.Fatalf("summary %d chars for a %d-char span", len(res.Text), len(span))
 	}
-	again, _ := x.Summarize(context.Background(), Request{Kind: KindHistory, Messages: ctx.Messages})
+	again, _ := x.Summarize(context.Background(), Request{Task: TaskHistory, Messages: ctx.Messages})
 	if again.Text != res.Text {
 		t.Fatal("extractive summary is not deterministic")
 	}
-	upd, _ := x.Summarize(context.Background(), Request{Kind: KindUpdate, Messages: ctx.Messages[:5], PreviousSummary: res.Text})
+	upd, _ := x.Summarize(context.Background(), Request{Task: TaskUpdate, Messages: ctx.Messages[:5], PreviousSummary: res.Text})
 	if !strings.Contains(upd.Text, "## Critical Context") || len(upd.Text) > 8000 {
 		t.Fatalf("update %q", upd.Text)
 	}
-	tp, _ := x.Summarize(context.Background(), Request{Kind: KindTurnPrefix, Messages: ctx.Messages[:5]})
+	tp, _ := x.Summarize(context.Background(), Request{Task: TaskTurnPrefix, Messages: ctx.Messages[:5]})
 	if !strings.HasPrefix(tp.Text, "## Original Request") || !strings.Contains(tp.Text, "## Context for Suffix") {
 		t.Fatalf("turn prefix %q", tp.Text)
 	}
-	br, _ := x.Summarize(context.Background(), Request{Kind: KindBranch, Messages: ctx.Messages[:5]})
+	br, _ := x.Summarize(context.Background(), Request{Task: TaskBranch, Messages: ctx.Messages[:5]})
 	if strings.Contains(br.Text, "Critical Context") || !strings.Contains(br.Text, "## Next Steps") {
 		t.Fatalf("branch %q", br.Text)
 	}
@@ -312,7 +312,7 @@ func TestCompactionSummaryBaseHistory(t *testing.T) {
 			}
 			var got []string
 			for _, q := range r.reqs {
-				got = append(got, q.Kind.String()+":"+itoa(len(q.Messages))+":"+q.PreviousSummary)
+				got = append(got, q.Task.String()+":"+itoa(len(q.Messages))+":"+q.PreviousSummary)
 			}
 			if strings.Join(got, "|") != strings.Join(tc.requests, "|") {
 				t.Fatalf("requests %v, want %v", got, tc.requests)

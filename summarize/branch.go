@@ -167,7 +167,7 @@ func BranchSummary(ctx context.Context, s Summarizer, msgs []*sessionio.Message,
 		return SummaryOutput{Summary: NoContentToSummarize, ReadFiles: []string{}, ModifiedFiles: []string{}}, nil
 	}
 	res, err := s.Summarize(ctx, Request{
-		Kind:                KindBranch,
+		Task:                TaskBranch,
 		Messages:            msgs,
 		CustomInstructions:  opts.CustomInstructions,
 		ReplaceInstructions: opts.ReplaceInstructions,

@@ -50,7 +50,7 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		reserve = DefaultReserveTokens
 	}
 	history := Request{
-		Kind:               KindHistory,
+		Task:               TaskHistory,
 		Messages:           in.MessagesToSummarize,
 		PreviousSummary:    in.PreviousSummary,
 		CustomInstructions: in.CustomInstructions,
@@ -60,7 +60,7 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		history.PreviousSummary = *in.BaseHistory
 	}
 	if history.PreviousSummary != "" {
-		history.Kind = KindUpdate
+		history.Task = TaskUpdate
 	}
 	// summarizeHistory makes the history part, or reuses the base when nothing is new.
 	summarizeHistory := func(ctx context.Context) (Result, error) {
@@ -88,7 +88,7 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		}
 		g.Go(func() error {
 			r, err := s.Summarize(gctx, Request{
-				Kind:      KindTurnPrefix,
+				Task:      TaskTurnPrefix,
 				Messages:  in.TurnPrefix,
 				MaxTokens: TurnPrefixMaxTokens(reserve),
 			})

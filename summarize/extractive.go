@@ -57,8 +57,8 @@ func (x *Extractive) Summarize(ctx context.Context, req Request) (Result, error)
 	f := x.facts(req.Messages, itemChars)
 
 	var secs []section
-	switch req.Kind {
-	case KindTurnPrefix:
+	switch req.Task {
+	case TaskTurnPrefix:
 		secs = []section{
 			{"## Original Request", orNone(firstN(f.requests, 1))},
 			{"## Early Progress", orNone(append(append([]string{}, f.done...), f.errors...))},
@@ -75,7 +75,7 @@ func (x *Extractive) Summarize(ctx context.Context, req Request) (Result, error)
 			{"## Key Decisions", orNone(f.decisions)},
 			{"## Next Steps", orNone(f.next)},
 		}
-		if req.Kind != KindBranch {
+		if req.Task != TaskBranch {
 			secs = append(secs, section{"## Critical Context", orNone(append(f.filesLines(), f.latest()...))})
 		}
 	}

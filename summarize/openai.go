@@ -205,6 +205,11 @@ func (o *OpenAI) Complete(ctx context.Context, system, user string, maxTokens in
 	if o.cfg.UseMaxCompletionTokens {
 		creq.MaxCompletionTokens = maxTokens
 	} else {
+		// max_tokens is deprecated by OpenAI for its own newer models, but it is the field
+		// OpenAI-compatible servers (Ollama, vLLM, llama.cpp, most gateways) read, and
+		// some reject max_completion_tokens: it stays the default, and
+		// --max-tokens-field max_completion_tokens switches.
+		//lint:ignore SA1019 deliberate, see above
 		creq.MaxTokens = maxTokens
 	}
 	for attempt := 0; ; attempt++ {
@@ -218,7 +223,7 @@ func (o *OpenAI) Complete(ctx context.Context, system, user string, maxTokens in
 		if !err.Retryable() || err.Kind == KindCanceled || attempt >= o.cfg.MaxRetries || ctx.Err() != nil {
 			return Result{}, err
 		}
-		wait := Backoff(attempt, o.cfg.BackoffBase, o.cfg.BackoffMax, o.cfg.Rand())
+		wait := FullJitterBackoff(attempt, o.cfg.BackoffBase, o.cfg.BackoffMax, o.cfg.Rand())
 		if err.RetryAfter > 0 {
 			if err.RetryAfter > o.cfg.MaxRetryAfter {
 				return Result{}, err
@@ -335,10 +340,12 @@ func clip(s string, n int) string {
 	return s[:n] + "…"
 }
 
-// Backoff is the delay before retry number attempt+1: exponential backoff with full
-// jitter, u × min(max, base × 2^attempt), where u is uniform in [0,1). It is a pure
-// function so tests can check it and the client can inject u.
-func Backoff(attempt int, base, maxDelay time.Duration, u float64) time.Duration {
+// FullJitterBackoff is the wait before HTTP retry number attempt+1 inside one LLM call:
+// exponential backoff with full jitter, u × min(max, base × 2^attempt), where u is uniform
+// in [0,1), so many workers hitting one rate-limited endpoint spread out. It is a pure
+// function so tests can check it and the client can inject u. (A failed job's redelivery
+// delay is pipeline.RedeliveryDelay, deterministic.)
+func FullJitterBackoff(attempt int, base, maxDelay time.Duration, u float64) time.Duration {
 	if attempt < 0 {
 		attempt = 0
 	}

@@ -81,7 +81,7 @@ func assistantMsg(text string) *sessionio.Message {
 }
 
 func simpleReq() Request {
-	return Request{Kind: KindHistory, Messages: []*sessionio.Message{userMsg("fix the parser"), assistantMsg("done")}, MaxTokens: 100}
+	return Request{Task: TaskHistory, Messages: []*sessionio.Message{userMsg("fix the parser"), assistantMsg("done")}, MaxTokens: 100}
 }
 
 func TestOpenAISuccessSendsPromptKeyAndLimits(t *testing.T) {
@@ -279,7 +279,7 @@ func TestOpenAIContextLengthNotRetried(t *testing.T) {
 	srv.SetWindow(10)
 	c, sl, _ := newClient(t, srv, nil)
 	// One message: nothing to split, so the typed error reaches the caller.
-	_, err := c.Summarize(context.Background(), Request{Kind: KindHistory, Messages: []*sessionio.Message{userMsg(strings.Repeat("x", 4000))}})
+	_, err := c.Summarize(context.Background(), Request{Task: TaskHistory, Messages: []*sessionio.Message{userMsg(strings.Repeat("x", 4000))}})
 	if !errors.Is(err, ErrContextLength) {
 		t.Fatalf("err %v", err)
 	}
@@ -408,14 +408,14 @@ func TestBackoffAndRetryAfterParsing(t *testing.T) {
 	t.Parallel()
 	base, maxD := time.Second, 10*time.Second
 	for attempt, want := range []time.Duration{500 * time.Millisecond, time.Second, 2 * time.Second, 4 * time.Second, 5 * time.Second, 5 * time.Second} {
-		if got := Backoff(attempt, base, maxD, 0.5); got != want {
-			t.Errorf("Backoff(%d) = %v, want %v", attempt, got, want)
+		if got := FullJitterBackoff(attempt, base, maxD, 0.5); got != want {
+			t.Errorf("FullJitterBackoff(%d) = %v, want %v", attempt, got, want)
 		}
 	}
-	if got := Backoff(3, base, maxD, 0); got != 0 {
+	if got := FullJitterBackoff(3, base, maxD, 0); got != 0 {
 		t.Errorf("u=0 gives %v", got)
 	}
-	if got := Backoff(100, base, maxD, 0.999999); got >= maxD {
+	if got := FullJitterBackoff(100, base, maxD, 0.999999); got >= maxD {
 		t.Errorf("jitter must stay below the cap, got %v", got)
 	}
 	now := time.Date(2030, 1, 1, 0, 0, 0, 0, time.UTC)

@@ -166,20 +166,20 @@ const (
 	NoContentToSummarize = "No content to summarize"
 )
 
-// instructions returns the prompt for a request: the kind's base prompt (the update form
+// instructions returns the prompt for a request: the task's base prompt (the update form
 // when a previous summary is carried), plus "\n\nAdditional focus: ..." for custom
 // instructions; for a branch, custom instructions alone when ReplaceInstructions is set.
 // Pi adds custom instructions to history and branch requests only, never to a turn prefix.
 func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""
-	switch req.Kind {
-	case KindTurnPrefix:
+	switch req.Task {
+	case TaskTurnPrefix:
 		if update {
 			return TurnPrefixUpdatePrompt
 		}
 		return TurnPrefixPrompt
-	case KindBranch:
+	case TaskBranch:
 		if req.ReplaceInstructions && req.CustomInstructions != "" {
 			return req.CustomInstructions
 		}

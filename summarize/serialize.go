@@ -46,9 +46,6 @@ func SerializeParts(msgs []*sessionio.Message) []string {
 	return parts
 }
 
-// messageParts returns the parts of one message.
-func messageParts(m *sessionio.Message) []string { return appendParts(nil, m) }
-
 func appendParts(parts []string, m *sessionio.Message) []string {
 	if m == nil {
 		return parts

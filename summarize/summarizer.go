@@ -20,39 +20,40 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// Kind selects the prompt of a summarization request.
-type Kind int
+// Task is what a summarization request asks for; it selects the prompt. (A failed call's
+// class is an ErrorKind, with the Kind* constants.)
+type Task int
 
 const (
-	// KindHistory summarizes the older part of a session (fresh checkpoint, or an update
+	// TaskHistory summarizes the older part of a session (fresh checkpoint, or an update
 	// when PreviousSummary is set).
-	KindHistory Kind = iota
-	// KindUpdate merges Messages into PreviousSummary (same as KindHistory with a
+	TaskHistory Task = iota
+	// TaskUpdate merges Messages into PreviousSummary (same as TaskHistory with a
 	// previous summary; a fresh checkpoint when PreviousSummary is empty).
-	KindUpdate
-	// KindTurnPrefix summarizes the first part of a split turn.
-	KindTurnPrefix
-	// KindBranch summarizes a branch the user is leaving.
-	KindBranch
+	TaskUpdate
+	// TaskTurnPrefix summarizes the first part of a split turn.
+	TaskTurnPrefix
+	// TaskBranch summarizes a branch the user is leaving.
+	TaskBranch
 )
 
-func (k Kind) String() string {
+func (k Task) String() string {
 	switch k {
-	case KindHistory:
+	case TaskHistory:
 		return "history"
-	case KindUpdate:
+	case TaskUpdate:
 		return "update"
-	case KindTurnPrefix:
+	case TaskTurnPrefix:
 		return "turn-prefix"
-	case KindBranch:
+	case TaskBranch:
 		return "branch"
 	}
-	return fmt.Sprintf("kind(%d)", int(k))
+	return fmt.Sprintf("task(%d)", int(k))
 }
 
 // Request is one summarization: what to summarize and how.
 type Request struct {
-	Kind     Kind
+	Task     Task
 	Messages []*sessionio.Message
 	// PreviousSummary is merged into the new summary (update prompt) when non-empty.
 	PreviousSummary string

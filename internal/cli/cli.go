@@ -1,5 +1,7 @@
-// Package cli holds compactor's subcommands. Each subcommand lives in its own file and
-// registers itself in commands; cmd/compactor/main.go only calls Main.
+// Package cli holds compactor's subcommands and is its composition root: the engine, the
+// pipeline and the summarizers are put together here. Each subcommand lives in its own
+// file and registers itself with register; cmd/compactor and cmd/enqueue only call Main
+// and MainEnqueue.
 package cli
 
 import (
@@ -9,16 +11,17 @@ import (
 	"io"
 	"os"
 	"os/signal"
+	"runtime/debug"
 	"sort"
 	"syscall"
 )
 
-// Exit codes (design §8): 0 done, 1 failed, 2 bad usage or bad input.
+// Exit codes (design §8), for every command: 0 done (a skip with its reason is done), 1
+// failed, 2 bad usage, bad input or bad configuration.
 const (
-	ExitOK      = 0
-	ExitFailed  = 1
-	ExitBadUse  = 2
-	ExitBadFile = 2
+	ExitOK     = 0
+	ExitFailed = 1
+	ExitBadUse = 2
 )
 
 // Env is what a subcommand may touch: its arguments and standard streams.
@@ -28,6 +31,16 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+	// Prog is the command as invoked, for usage lines and messages ("compactor plan",
+	// "enqueue"); Run sets it.
+	Prog string
+}
+
+func (env *Env) prog() string {
+	if env.Prog == "" {
+		return "compactor"
+	}
+	return env.Prog
 }
 
 // Command is one subcommand.
@@ -37,12 +50,22 @@ type Command struct {
 	Run     func(ctx context.Context, env *Env) error
 }
 
+// commands is the registry: a command's file adds it with register in its init.
 var commands = map[string]*Command{}
 
-func register(c *Command) { commands[c.Name] = c }
+func register(c *Command) {
+	if _, dup := commands[c.Name]; dup {
+		panic("cli: command " + c.Name + " registered twice")
+	}
+	commands[c.Name] = c
+}
 
-// UsageError is an error caused by the command line or by an input file; it exits 2.
-type UsageError struct{ Err error }
+// UsageError is an error caused by the command line, an input file or the configuration;
+// it exits 2. When usage is set (a flag error), the usage follows the error on stderr.
+type UsageError struct {
+	Err   error
+	usage func(io.Writer)
+}
 
 func (e *UsageError) Error() string { return e.Err.Error() }
 func (e *UsageError) Unwrap() error { return e.Err }
@@ -52,12 +75,18 @@ func usageErrorf(format string, args ...any) error {
 }
 
 // ExitError carries an explicit exit code (for example enqueue --wait on a failed job).
+// An ExitError without Err prints nothing: the command already said what happened.
 type ExitError struct {
 	Code int
 	Err  error
 }
 
-func (e *ExitError) Error() string { return e.Err.Error() }
+func (e *ExitError) Error() string {
+	if e.Err == nil {
+		return fmt.Sprintf("exit %d", e.Code)
+	}
+	return e.Err.Error()
+}
 func (e *ExitError) Unwrap() error { return e.Err }
 
 // Main runs the compactor command line and returns the process exit code.
@@ -68,18 +97,44 @@ func Main(args []string) int {
 	return Run(ctx, env)
 }
 
-// Run dispatches env.Args (without the program name) to a subcommand.
-func Run(ctx context.Context, env *Env) int {
-	if len(env.Args) == 0 || env.Args[0] == "-h" || env.Args[0] == "--help" || env.Args[0] == "help" {
-		printUsage(env.Stdout)
-		if len(env.Args) == 0 {
-			return ExitBadUse
-		}
+// MainEnqueue runs the enqueue command line (cmd/enqueue): `compactor enqueue`'s code
+// under the program name enqueue.
+func MainEnqueue(args []string) int {
+	env := &Env{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
+	defer stop()
+	return RunEnqueue(ctx, env)
+}
+
+// RunEnqueue is MainEnqueue with its environment given. `enqueue version` prints the
+// version (a session file called "version" is ./version).
+func RunEnqueue(ctx context.Context, env *Env) int {
+	if len(env.Args) == 1 && (env.Args[0] == "version" || env.Args[0] == "--version") {
+		fmt.Fprintln(env.Stdout, "enqueue", Version())
 		return ExitOK
 	}
-	if env.Args[0] == "version" || env.Args[0] == "--version" {
-		fmt.Fprintln(env.Stdout, "compactor", Version)
+	sub := *env
+	sub.Prog = "enqueue"
+	return exitCode(env.Stderr, sub.Prog, commands["enqueue"].Run(ctx, &sub))
+}
+
+// Run dispatches env.Args (without the program name) to a subcommand.
+func Run(ctx context.Context, env *Env) int {
+	if len(env.Args) == 0 {
+		fmt.Fprintln(env.Stderr, "compactor: no command given")
+		fmt.Fprintln(env.Stderr)
+		printUsage(env.Stderr)
+		return ExitBadUse
+	}
+	switch env.Args[0] {
+	case "-h", "--help", "help":
+		if len(env.Args) == 2 && env.Args[0] == "help" && commands[env.Args[1]] != nil {
+			return Run(ctx, &Env{Args: []string{env.Args[1], "--help"}, Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv})
+		}
+		printUsage(env.Stdout)
 		return ExitOK
+	case "--version":
+		env.Args[0] = "version"
 	}
 	c, ok := commands[env.Args[0]]
 	if !ok {
@@ -89,35 +144,72 @@ func Run(ctx context.Context, env *Env) int {
 	}
 	sub := *env
 	sub.Args = env.Args[1:]
-	err := c.Run(ctx, &sub)
-	return exitCode(env.Stderr, c.Name, err)
+	sub.Prog = "compactor " + c.Name
+	return exitCode(env.Stderr, sub.Prog, c.Run(ctx, &sub))
 }
 
-func exitCode(stderr io.Writer, name string, err error) int {
-	if err == nil {
+// exitCode prints err (first, on stderr; then the usage for a flag error) and returns the
+// exit code: ExitError's own, 2 for a UsageError, 0 for help, 1 for anything else.
+func exitCode(stderr io.Writer, prog string, err error) int {
+	if err == nil || errors.Is(err, errHelp) {
 		return ExitOK
 	}
 	var ee *ExitError
 	if errors.As(err, &ee) {
 		if ee.Err != nil {
-			fmt.Fprintf(stderr, "compactor %s: %v\n", name, ee.Err)
+			fmt.Fprintf(stderr, "%s: %v\n", prog, ee.Err)
 		}
 		return ee.Code
 	}
+	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
 	var ue *UsageError
-	if errors.As(err, &ue) || errors.Is(err, errHelp) {
-		if !errors.Is(err, errHelp) {
-			fmt.Fprintf(stderr, "compactor %s: %v\n", name, err)
-			return ExitBadUse
+	if errors.As(err, &ue) {
+		if ue.usage != nil {
+			fmt.Fprintln(stderr)
+			ue.usage(stderr)
 		}
-		return ExitOK
+		return ExitBadUse
 	}
-	fmt.Fprintf(stderr, "compactor %s: %v\n", name, err)
 	return ExitFailed
 }
 
-// Version is set at build time with -ldflags "-X ...cli.Version=...".
-var Version = "dev"
+// version is set at build time: go build -ldflags "-X github.com/compactor-dev/compactor/internal/cli.version=v1.2.3"
+// (the Makefile stamps `git describe`).
+var version = ""
+
+// Version is the version stamped at build time, else the module version a `go install
+// module@version` recorded, else the VCS revision Go recorded for a build in a checkout,
+// else "dev".
+func Version() string {
+	if version != "" {
+		return version
+	}
+	bi, ok := debug.ReadBuildInfo()
+	if !ok {
+		return "dev"
+	}
+	if v := bi.Main.Version; v != "" && v != "(devel)" {
+		return v
+	}
+	var rev, dirty string
+	for _, s := range bi.Settings {
+		switch s.Key {
+		case "vcs.revision":
+			rev = s.Value
+		case "vcs.modified":
+			if s.Value == "true" {
+				dirty = "-dirty"
+			}
+		}
+	}
+	if len(rev) > 12 {
+		rev = rev[:12]
+	}
+	if rev != "" {
+		return "dev-" + rev + dirty
+	}
+	return "dev"
+}
 
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "compactor compacts and summarizes Pi coding-agent sessions in the background.")
@@ -134,5 +226,21 @@ func printUsage(w io.Writer) {
 		fmt.Fprintf(w, "  %-15s %s\n", n, commands[n].Summary)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprintln(w, "Run 'compactor <command> --help' for a command's flags.")
+	fmt.Fprintln(w, "Run 'compactor <command> --help' for a command's flags. Exit codes: 0 done (a skip")
+	fmt.Fprintln(w, "with its reason is done), 1 failed, 2 bad usage, input or configuration.")
+}
+
+func init() {
+	register(&Command{Name: "version", Summary: "print the version", Run: func(ctx context.Context, env *Env) error {
+		fs := newFlagSet(env, "version", "", "Print compactor's version: the release it was built from, or the commit.")
+		args, err := fs.parse(env.Args)
+		if err != nil {
+			return err
+		}
+		if len(args) > 0 {
+			return usageErrorf("unexpected argument %q", args[0])
+		}
+		fmt.Fprintln(env.Stdout, "compactor", Version())
+		return nil
+	}})
 }

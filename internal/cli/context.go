@@ -13,7 +13,7 @@ import (
 )
 
 func init() {
-	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (JSON)", Run: runContext})
+	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as pi-oracle context prints it)", Run: runContext})
 }
 
 // contextOutput mirrors `pi-oracle context`: leafId, pathIds and context are the fields
@@ -38,25 +38,26 @@ type contextJSON struct {
 }
 
 func runContext(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "context", "compactor context FILE [--json] [--leaf ID]",
+	fs := newFlagSet(env, "context", "FILE [--json] [--leaf ID]",
 		`Print the context the real Pi builds from a session file: the messages sent to the model
 (after the latest compaction on the path), the thinking level and the model. With --leaf,
 build it for another entry instead of the file's leaf (the last entry line).`)
 	asJSON := fs.Bool("json", false, "print JSON (the same fields as pi-oracle context)")
 	leaf := fs.String("leaf", "", "build the context for this entry id instead of the current leaf")
-	args, err := parseFlags(fs, env.Args)
+	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
-	}
-	s, err := sessionio.ReadFileWith(args[0], sessionio.Options{Light: true})
+	file, err := oneFile(args)
 	if err != nil {
-		return &UsageError{Err: err}
+		return err
+	}
+	s, err := sessionio.ReadFileWith(file, sessionio.Options{Light: true})
+	if err != nil {
+		return inputError(err)
 	}
 	out := contextOutput{
-		File: args[0], Version: s.Version(), EntryCount: len(s.Entries), Labels: s.Labels(),
+		File: file, Version: s.Version(), EntryCount: len(s.Entries), Labels: s.Labels(),
 		Diagnostics: s.Diagnostics, PathIDs: []string{}, MessageEntryIDs: []string{},
 		Context: contextJSON{Messages: []json.RawMessage{}, ThinkingLevel: "off"},
 	}
@@ -68,8 +69,11 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	}
 	if *leaf != "null" { // --leaf null: Pi's resetLeaf state, an empty context
 		path, err := s.Path(*leaf)
+		if err != nil && *leaf != "" {
+			return usageErrorf("--leaf %s: %w", *leaf, err)
+		}
 		if err != nil {
-			return &UsageError{Err: err}
+			return inputError(err)
 		}
 		if len(path) > 0 {
 			id := path[len(path)-1].ID

@@ -59,9 +59,9 @@ type dlqFlags struct {
 func runDLQ(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "dlq", dlqUsage, dlqHelp)
 	var f dlqFlags
-	pipeline.BindNATSFlags(fs, &f.nats, env.Getenv)
-	f.ops = bindOpsFlags(fs, env, opsClient)
-	f.configFile = configFlag(fs, env)
+	bindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
+	f.ops = bindOpsFlags(fs.FlagSet, env, opsClient)
+	f.configFile = configFlag(fs.FlagSet, env)
 	fs.StringVar(&f.filter.Store, "store", "", "only dead letters of this store")
 	fs.StringVar(&f.filter.SessionID, "session", "", "only dead letters of this session id")
 	fs.StringVar(&f.filter.Reason, "reason", "", "only dead letters whose reason or error contains this text (any case)")
@@ -72,11 +72,11 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "retry or purge: list what would be done, do nothing")
 	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
-	pos, err := parseFlags(fs, env.Args)
+	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs, *f.configFile); err != nil {
+	if err := applyConfigFile(fs.FlagSet, *f.configFile); err != nil {
 		return err
 	}
 	if len(pos) == 0 {

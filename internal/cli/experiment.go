@@ -3,16 +3,12 @@ package cli
 import (
 	"bytes"
 	"context"
+	"errors"
 	"fmt"
-	"io"
 	"os"
-	"path/filepath"
 	"strconv"
 	"strings"
-	"sync"
 	"time"
-
-	"golang.org/x/term"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/experiment"
@@ -24,7 +20,7 @@ func init() {
 }
 
 func runExperiment(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "experiment", "compactor experiment --dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay] [--summarizer extractive|none] [--summary-tokens N] [--format table|json|csv|html] [--out FILE] [--workers N]",
+	fs := newFlagSet(env, "experiment", "--dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay] [--summarizer extractive|none] [--summary-tokens N] [--format table|json|csv|html] [--out FILE] [--workers N]",
 		`Plan every session (*.jsonl, recursively) under DIR with each policy and keepRecentTokens
 setting and compare: tokens kept verbatim, summarized and in a split turn's prefix, distance
 from the target, invariant violations, agreement with Pi. With --replay each session's current
@@ -36,7 +32,8 @@ compaction, largest context. Nothing is written to the sessions and no LLM is ca
 The window defaults to each session's model window from the catalog (what the service uses);
 --context-window overrides it, e.g. 64000 to make ordinary sessions compact. A file that cannot
 be read is listed under errors and skipped. CSV holds the replay rows with --replay, else the
-snapshot rows; JSON and HTML hold everything.`)
+snapshot rows; JSON and HTML hold everything. The format is --format, or the one --out's
+extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	dir := fs.String("dir", "", "directory of session files (searched recursively for *.jsonl)")
 	policies := fs.String("policies", strings.Join(cutpoint.Names(), ","), "comma-separated policies to compare")
 	counter := fs.String("counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
@@ -49,7 +46,7 @@ snapshot rows; JSON and HTML hold everything.`)
 	format := fs.String("format", "", "output: table|json|csv|html (default: from --out's extension, else table)")
 	out := fs.String("out", "", "write the output to FILE instead of standard output")
 	workers := fs.Int("workers", 0, "sessions processed at once (default: the number of CPUs)")
-	args, err := parseFlags(fs, env.Args)
+	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
@@ -65,46 +62,24 @@ snapshot rows; JSON and HTML hold everything.`)
 	cfg := experiment.Config{
 		Counter: *counter, ContextWindow: *window, ReserveTokens: *reserve, Replay: *replay,
 		Summarizer: *summarizer, SummaryTokens: *summaryTokens, Workers: *workers,
+		Policies: splitList(*policies),
 	}
-	for _, p := range strings.Split(*policies, ",") {
-		if p = strings.TrimSpace(p); p != "" {
-			cfg.Policies = append(cfg.Policies, p)
-		}
-	}
-	for _, k := range strings.Split(*keeps, ",") {
-		if k = strings.TrimSpace(k); k == "" {
-			continue
-		}
+	for _, k := range splitList(*keeps) {
 		n, err := strconv.Atoi(k)
 		if err != nil {
 			return usageErrorf("--keep-recent-tokens: %q is not a number", k)
 		}
 		cfg.KeepRecentTokens = append(cfg.KeepRecentTokens, n)
 	}
-	if *reserve < 0 || *summaryTokens < 0 || *workers < 0 {
-		return usageErrorf("--reserve-tokens, --summary-tokens and --workers must not be negative")
-	}
 	if err := cfg.Validate(); err != nil {
-		return &UsageError{Err: err}
+		return experimentFlagError(err)
 	}
-	f := *format
-	if f == "" {
-		f = experiment.FormatTable
-		switch strings.ToLower(filepath.Ext(*out)) {
-		case ".json":
-			f = experiment.FormatJSON
-		case ".csv":
-			f = experiment.FormatCSV
-		case ".html", ".htm":
-			f = experiment.FormatHTML
+	f, err := experiment.FormatFor(*format, *out)
+	if err != nil {
+		if *format != "" {
+			return usageErrorf("--format: %v", err)
 		}
-	}
-	known := false
-	for _, k := range experiment.Formats() {
-		known = known || k == f
-	}
-	if !known {
-		return usageErrorf("--format: unknown format %q (want %s)", f, strings.Join(experiment.Formats(), ", "))
+		return usageErrorf("--out %v (or give --format)", err)
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		if err == nil {
@@ -120,11 +95,11 @@ snapshot rows; JSON and HTML hold everything.`)
 	if len(files) == 0 {
 		return usageErrorf("--dir %s: no *.jsonl session files", *dir)
 	}
-	bar := newProgressBar(env.Stderr)
-	cfg.Progress = bar.update
+	bar := newProgressBar(env.Stderr, "experiment")
+	cfg.Progress = func(done, total int) { bar.update(done, total, "") }
 	start := time.Now()
 	res, err := experiment.RunFiles(ctx, *dir, files, cfg)
-	bar.done()
+	bar.clear()
 	if err != nil {
 		return err
 	}
@@ -141,47 +116,36 @@ snapshot rows; JSON and HTML hold everything.`)
 	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
 		return fmt.Errorf("write %s: %w", *out, err)
 	}
-	fmt.Fprintf(env.Stderr, "compactor experiment: %d sessions (%d skipped) in %s; wrote %s\n",
-		res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *out)
+	fmt.Fprintf(env.Stderr, "%s: %d sessions (%d skipped) in %s; wrote %s (%s)\n",
+		env.prog(), res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *out, f)
 	return nil
 }
 
-// progressBar draws "[#####.....] done/total files" on a terminal, at most ten times a
-// second; on anything else (a pipe, a file, a test buffer) it draws nothing.
-type progressBar struct {
-	w    io.Writer
-	mu   sync.Mutex
-	last time.Time
-	drew bool
+// experimentFlags names the flag of each experiment setting.
+var experimentFlags = map[string]string{
+	"policies": "--policies", "counter": "--counter", "keepRecentTokens": "--keep-recent-tokens",
+	"reserveTokens": "--reserve-tokens", "contextWindow": "--context-window", "summarizer": "--summarizer",
+	"summaryTokens": "--summary-tokens", "workers": "--workers",
 }
 
-func newProgressBar(stderr io.Writer) *progressBar {
-	f, ok := stderr.(*os.File)
-	if !ok || !term.IsTerminal(int(f.Fd())) {
-		return &progressBar{}
+// experimentFlagError turns an experiment.SettingError into a usage error naming the flag.
+func experimentFlagError(err error) error {
+	var se *experiment.SettingError
+	if errors.As(err, &se) {
+		if flag, ok := experimentFlags[se.Setting]; ok {
+			return usageErrorf("%s: %v", flag, se.Err)
+		}
 	}
-	return &progressBar{w: stderr}
+	return &UsageError{Err: err}
 }
 
-func (p *progressBar) update(done, total int) {
-	if p.w == nil {
-		return
+// splitList splits a comma-separated flag value, dropping empty items.
+func splitList(s string) []string {
+	var out []string
+	for _, p := range strings.Split(s, ",") {
+		if p = strings.TrimSpace(p); p != "" {
+			out = append(out, p)
+		}
 	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	now := time.Now()
-	if done < total && now.Sub(p.last) < 100*time.Millisecond {
-		return
-	}
-	p.last = now
-	const width = 30
-	n := width * done / max(1, total)
-	fmt.Fprintf(p.w, "\r[%s%s] %d/%d files", strings.Repeat("#", n), strings.Repeat(".", width-n), done, total)
-	p.drew = true
-}
-
-func (p *progressBar) done() {
-	if p.w != nil && p.drew {
-		fmt.Fprint(p.w, "\r\033[K")
-	}
+	return out
 }

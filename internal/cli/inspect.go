@@ -2,6 +2,7 @@ package cli
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
 	"io"
 	"strings"
@@ -16,27 +17,60 @@ func init() {
 }
 
 func runInspect(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "inspect", "compactor inspect FILE [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID] [--path-only]",
+	fs := newFlagSet(env, "inspect", "FILE [--json] [--around N] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID] [--path-only]",
 		`Show a session for a person: the tree of entries (branches indented, labels, compactions,
 the current path marked with *), each entry's tokens, the context's size against the
 model's budget, and where a compaction would cut and why. Path entries carry a column:
-S summarized, P turn prefix (summarized separately), K kept verbatim, - before the range.`)
-	f := addPlanFlags(fs)
+S summarized, P turn prefix (summarized separately), K kept verbatim, - before the range.
+--around N shows only the current path near the range start and the cut (N entries on
+each side). --json prints the plan and the entries as JSON (docs/json-output.md).
+
+The context's size is Pi's measure (see compactor plan --help): the usage the last answer
+reported plus the counts of the messages after it; the per-entry tokens are counted one by
+one, so they need not add up to it.`)
+	f := addPlanFlags(fs.FlagSet)
 	pathOnly := fs.Bool("path-only", false, "show only the current path, not the other branches")
-	args, err := parseFlags(fs, env.Args)
+	around := fs.Int("around", -1, "show only the current path's entries within N of the range start and the cut")
+	asJSON := fs.Bool("json", false, "print the plan and the entries as JSON")
+	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
-	}
-	r, err := f.run(args[0])
+	file, err := oneFile(args)
 	if err != nil {
 		return err
+	}
+	if *around < -1 {
+		return usageErrorf("--around %d: must not be negative", *around)
+	}
+	r, err := f.run(file)
+	if err != nil {
+		return err
+	}
+	in := newInspector(r)
+	var rows []inspectRow
+	switch {
+	case *around >= 0:
+		rows = in.around(*around)
+	case *pathOnly:
+		for _, e := range r.Path {
+			rows = append(rows, inspectRow{entry: e})
+		}
+	default:
+		s := r.Session
+		for _, e := range s.Entries {
+			if s.Get(e.ID) != e || !isRoot(s, e) {
+				continue
+			}
+			rows = in.walk(rows, e, 0)
+		}
+	}
+	if *asJSON {
+		return in.writeJSON(env.Stdout, rows)
 	}
 	w := env.Stdout
-	s := r.session
-	fmt.Fprintf(w, "session %s: version %d, id %s, %d entries", r.file, s.Version(), s.Header.ID, len(s.Entries))
+	s := r.Session
+	fmt.Fprintf(w, "session %s: version %d, id %s, %d entries", r.File, s.Version(), s.Header.ID, len(s.Entries))
 	if n := s.Name(); n != "" {
 		fmt.Fprintf(w, ", name %q", n)
 	}
@@ -46,23 +80,12 @@ S summarized, P turn prefix (summarized separately), K kept verbatim, - before t
 	}
 	fmt.Fprint(w, r.summary())
 	fmt.Fprintln(w)
-
-	in := newInspector(r)
-	fmt.Fprintf(w, "Tree (* on the current path; tokens by %s):\n", r.counter.Name())
-	if *pathOnly {
-		for _, e := range r.path {
-			in.line(w, e, 0)
-		}
-	} else {
-		for _, e := range s.Entries {
-			if s.Get(e.ID) != e || !isRoot(s, e) {
-				continue
-			}
-			in.walk(w, e, 0)
-		}
+	fmt.Fprintf(w, "Tree (* on the current path; tokens by %s):\n", r.Counter.Name())
+	for _, row := range rows {
+		in.print(w, row)
 	}
 	fmt.Fprintln(w)
-	fmt.Fprint(w, cutpoint.Explain(r.path, r.plan, r.settings, r.counter))
+	fmt.Fprint(w, cutpoint.Explain(r.Path, r.Plan, r.Settings, r.Counter))
 	return nil
 }
 
@@ -78,13 +101,13 @@ type inspector struct {
 }
 
 func newInspector(r *planRun) *inspector {
-	in := &inspector{r: r, onPath: map[*sessionio.Entry]int{}, status: map[int]byte{}, labels: r.session.Labels()}
-	for i, e := range r.path {
+	in := &inspector{r: r, onPath: map[*sessionio.Entry]int{}, status: map[int]byte{}, labels: r.Session.Labels()}
+	for i, e := range r.Path {
 		in.onPath[e] = i
 	}
-	p := r.plan
+	p := r.Plan
 	if p.Prepared {
-		for i := range r.path {
+		for i := range r.Path {
 			switch {
 			case i < p.BoundaryStartIndex:
 				in.status[i] = '-'
@@ -100,12 +123,20 @@ func newInspector(r *planRun) *inspector {
 	return in
 }
 
-// walk prints e and its descendants: a chain of single children stays at one depth, each
+// inspectRow is one line of the tree: an entry at a depth, or (entry nil) a fork header or
+// a gap of skipped entries.
+type inspectRow struct {
+	entry *sessionio.Entry
+	depth int
+	text  string // for a header or a gap
+}
+
+// walk adds e and its descendants: a chain of single children stays at one depth, each
 // child of a fork is indented one level further.
-func (in *inspector) walk(w io.Writer, e *sessionio.Entry, depth int) {
-	s := in.r.session
+func (in *inspector) walk(rows []inspectRow, e *sessionio.Entry, depth int) []inspectRow {
+	s := in.r.Session
 	for e != nil {
-		in.line(w, e, depth)
+		rows = append(rows, inspectRow{entry: e, depth: depth})
 		var kids []*sessionio.Entry
 		for _, c := range s.Children(e.ID) {
 			if s.Get(c.ID) == c && c.ID != e.ID {
@@ -117,15 +148,60 @@ func (in *inspector) walk(w io.Writer, e *sessionio.Entry, depth int) {
 			continue
 		}
 		for k, c := range kids {
-			fmt.Fprintf(w, "%s  +-- branch %d of %d from %s\n", strings.Repeat("    ", depth), k+1, len(kids), e.ID)
-			in.walk(w, c, depth+1)
+			rows = append(rows, inspectRow{depth: depth, text: fmt.Sprintf("+-- branch %d of %d from %s", k+1, len(kids), e.ID)})
+			rows = in.walk(rows, c, depth+1)
 		}
+		return rows
+	}
+	return rows
+}
+
+// around is the current path near the places that matter: the range start, the split
+// turn's start and the cut, n entries on each side; the rest is one gap line each.
+func (in *inspector) around(n int) []inspectRow {
+	path, p := in.r.Path, in.r.Plan
+	show := make([]bool, len(path))
+	mark := func(i int) {
+		for j := max(0, i-n); j <= i+n && j < len(path); j++ {
+			show[j] = true
+		}
+	}
+	if p.Prepared {
+		mark(p.BoundaryStartIndex)
+		mark(p.FirstKeptEntryIndex)
+		if p.IsSplitTurn && p.TurnStartIndex >= 0 {
+			mark(p.TurnStartIndex)
+		}
+	} else if len(path) > 0 {
+		mark(len(path) - 1) // nothing to plan: the leaf, where the reason is
+	}
+	var rows []inspectRow
+	for i := 0; i < len(path); {
+		if show[i] {
+			rows = append(rows, inspectRow{entry: path[i]})
+			i++
+			continue
+		}
+		j := i
+		for j < len(path) && !show[j] {
+			j++
+		}
+		rows = append(rows, inspectRow{text: fmt.Sprintf("... %s (indices %d-%d) ...", plural(j-i, "entry", "entries"), i, j-1)})
+		i = j
+	}
+	return rows
+}
+
+func (in *inspector) print(w io.Writer, row inspectRow) {
+	if row.entry == nil {
+		fmt.Fprintf(w, "%s  %s\n", strings.Repeat("    ", row.depth), row.text)
 		return
 	}
+	in.line(w, row.entry, row.depth)
 }
 
 func (in *inspector) line(w io.Writer, e *sessionio.Entry, depth int) {
-	p := in.r.plan
+	p := in.r.Plan
 	mark, status := " ", byte(' ')
 	if i, ok := in.onPath[e]; ok {
 		mark = "*"
@@ -150,7 +226,7 @@ func (in *inspector) line(w io.Writer, e *sessionio.Entry, depth int) {
 	}
 	tok := ""
 	if m := sessionio.AsMessage(e); m != nil {
-		tok = fmt.Sprintf("%7d", in.r.counter.Count(m))
+		tok = fmt.Sprintf("%7d", in.r.Counter.Count(m))
 	}
 	kind := e.Type
 	if e.Type == sessionio.TypeMessage && e.Message != nil {
@@ -229,4 +305,103 @@ func quote(s string) string {
 		s = string([]rune(s)[:max]) + "..."
 	}
 	return fmt.Sprintf("%q", s)
+}
+
+// inspectJSON is `compactor inspect --json` (docs/json-output.md).
+type inspectJSON struct {
+	File        string                 `json:"file"`
+	SessionID   string                 `json:"sessionId"`
+	Version     int                    `json:"version"`
+	EntryCount  int                    `json:"entryCount"`
+	Name        *string                `json:"name"`
+	Diagnostics []sessionio.Diagnostic `json:"diagnostics"`
+	// Plan is the document `compactor plan --json` prints for the same flags.
+	Plan    json.RawMessage `json:"plan"`
+	Context contextJSONDoc  `json:"context"`
+	// Entries are the tree's entries in the order shown (with --around, the current
+	// path's entries near the range start and the cut).
+	Entries     []inspectEntryJSON `json:"entries"`
+	Explanation string             `json:"explanation"`
+}
+
+// contextJSONDoc splits the context's tokens as Pi's formula does (see plan --help).
+type contextJSONDoc struct {
+	Tokens int `json:"tokens"`
+	// ReportedUsage is the usage the last answer (ReportedBy, an entry id, null when there
+	// is none) reported; Counted the counter's count of the CountedMessages after it.
+	ReportedUsage   int     `json:"reportedUsage"`
+	ReportedBy      *string `json:"reportedBy"`
+	Counted         int     `json:"counted"`
+	CountedMessages int     `json:"countedMessages"`
+	// ReportedBeforeCompaction is the compaction that came after that answer (null when
+	// none did): the size is then the one from before it, as Pi computes it too.
+	ReportedBeforeCompaction *string `json:"reportedBeforeCompaction"`
+}
+
+type inspectEntryJSON struct {
+	ID       string  `json:"id"`
+	ParentID *string `json:"parentId"`
+	Type     string  `json:"type"`
+	Role     string  `json:"role,omitempty"`
+	// Tokens is the counter's count of the entry's message (null when it has none).
+	Tokens *int `json:"tokens"`
+	// PathIndex is the entry's index on the current path (null when it is not on it).
+	PathIndex *int `json:"pathIndex"`
+	// Status on the path: summarized, prefix, kept, before-range ("" off the path or
+	// without a plan).
+	Status  string `json:"status,omitempty"`
+	Label   string `json:"label,omitempty"`
+	Preview string `json:"preview"`
+	Depth   int    `json:"depth"`
+}
+
+func (in *inspector) writeJSON(w io.Writer, rows []inspectRow) error {
+	r := in.r
+	s := r.Session
+	plan, err := r.json()
+	if err != nil {
+		return err
+	}
+	doc := inspectJSON{File: r.File, SessionID: s.Header.ID, Version: s.Version(), EntryCount: len(s.Entries),
+		Diagnostics: s.Diagnostics, Plan: plan, Entries: []inspectEntryJSON{},
+		Explanation: cutpoint.Explain(r.Path, r.Plan, r.Settings, r.Counter)}
+	if doc.Diagnostics == nil {
+		doc.Diagnostics = []sessionio.Diagnostic{}
+	}
+	if n := s.Name(); n != "" {
+		doc.Name = &n
+	}
+	cp := splitContext(r.Path, r.Counter)
+	doc.Context = contextJSONDoc{Tokens: r.Plan.TokensBefore, ReportedUsage: cp.usage, Counted: cp.counted, CountedMessages: cp.nCounted}
+	if cp.usageFrom != "" {
+		doc.Context.ReportedBy = &cp.usageFrom
+	}
+	if cp.before != "" {
+		doc.Context.ReportedBeforeCompaction = &cp.before
+	}
+	status := map[byte]string{'S': "summarized", 'P': "prefix", 'K': "kept", '-': "before-range"}
+	for _, row := range rows {
+		e := row.entry
+		if e == nil {
+			continue
+		}
+		je := inspectEntryJSON{ID: e.ID, Type: e.Type, Label: in.labels[e.ID], Preview: preview(e), Depth: row.depth}
+		if e.ParentID != "" {
+			pid := e.ParentID
+			je.ParentID = &pid
+		}
+		if e.Type == sessionio.TypeMessage && e.Message != nil {
+			je.Role = e.Message.Role
+		}
+		if m := sessionio.AsMessage(e); m != nil {
+			n := r.Counter.Count(m)
+			je.Tokens = &n
+		}
+		if i, ok := in.onPath[e]; ok {
+			je.PathIndex = &i
+			je.Status = status[in.status[i]]
+		}
+		doc.Entries = append(doc.Entries, je)
+	}
+	return writeJSON(w, doc)
 }

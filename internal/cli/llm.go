@@ -10,6 +10,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
 )
 
 // summarizerFlags are the flags that choose and configure the summarizer; every command
@@ -39,7 +40,7 @@ func (f *summarizerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "summarizer", "", "openai or extractive (default: openai when a base URL or model is configured, else extractive; env COMPACTOR_SUMMARIZER)")
 	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env COMPACTOR_LLM_BASE_URL)")
 	fs.StringVar(&f.model, "model", "", "model id sent to the endpoint (env COMPACTOR_LLM_MODEL)")
-	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY)")
+	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; no key at all is fine for a keyless endpoint)")
 	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file holding the API key (env COMPACTOR_LLM_API_KEY_FILE)")
 	fs.StringVar(&f.organization, "organization", "", "OpenAI organization header (env COMPACTOR_LLM_ORGANIZATION)")
 	fs.Var(&f.headers, "header", "extra request header 'Name: value' (repeatable)")
@@ -50,7 +51,9 @@ func (f *summarizerFlags) register(fs *flag.FlagSet) {
 	fs.Float64Var(&f.rps, "llm-rps", 0, "LLM requests per second at most (0 = no limit)")
 }
 
-func (f *summarizerFlags) fill(getenv func(string) string) {
+// fill completes the flags from the environment. It reports whether the key variable was
+// named explicitly (--api-key-env or a config file): then it must be set.
+func (f *summarizerFlags) fill(getenv func(string) string) (keyEnvNamed bool) {
 	set := func(dst *string, env string) {
 		if *dst == "" {
 			*dst = getenv(env)
@@ -61,6 +64,7 @@ func (f *summarizerFlags) fill(getenv func(string) string) {
 	set(&f.model, "COMPACTOR_LLM_MODEL")
 	set(&f.apiKeyFile, "COMPACTOR_LLM_API_KEY_FILE")
 	set(&f.organization, "COMPACTOR_LLM_ORGANIZATION")
+	keyEnvNamed = f.apiKeyEnv != ""
 	if f.apiKeyEnv == "" {
 		f.apiKeyEnv = "OPENAI_API_KEY"
 	}
@@ -71,11 +75,16 @@ func (f *summarizerFlags) fill(getenv func(string) string) {
 			f.kind = "extractive"
 		}
 	}
+	return keyEnvNamed
 }
 
-// build returns the configured summarizer.
-func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger) (summarize.Summarizer, error) {
-	f.fill(getenv)
+// build returns the configured summarizer. The API key is optional: a keyless endpoint
+// (a local Ollama, a gateway that authenticates otherwise) gets no Authorization header.
+// A key source named explicitly (--api-key-env, --api-key-file) must yield a key. With
+// dryRun the flags are checked but no key is read and nothing is built: a dry run never
+// calls the summarizer.
+func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger, dryRun bool) (summarize.Summarizer, error) {
+	keyEnvNamed := f.fill(getenv)
 	switch f.kind {
 	case "extractive":
 		return summarize.NewExtractive(), nil
@@ -105,15 +114,39 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger)
 	default:
 		return nil, usageErrorf("--max-tokens-field %q: want max_tokens or max_completion_tokens", f.maxTokensKey)
 	}
+	if dryRun {
+		return summarize.NewExtractive(), nil // checked; never called
+	}
+	key := strings.TrimSpace(getenv(f.apiKeyEnv))
+	if key == "" && keyEnvNamed {
+		return nil, usageErrorf("--api-key-env %s: the variable is empty or unset", f.apiKeyEnv)
+	}
+	keyFile := f.apiKeyFile
+	if key != "" {
+		keyFile = "" // the variable wins over the file
+	}
 	s, err := summarize.NewOpenAI(summarize.OpenAIConfig{
-		BaseURL: f.baseURL, Model: f.model, APIKeyEnv: f.apiKeyEnv, APIKeyFile: f.apiKeyFile,
+		BaseURL: f.baseURL, Model: f.model, APIKey: key, APIKeyFile: keyFile,
 		Organization: f.organization, Headers: hdrs, Timeout: f.timeout, UseMaxCompletionTokens: useMCT,
 		MaxInputTokens: f.maxInput, MaxConcurrent: f.concurrency, RequestsPerSecond: f.rps, Logger: logger,
 	})
 	if err != nil {
-		return nil, fmt.Errorf("summarizer: %w", err)
+		if keyFile != "" {
+			return nil, inputError(fmt.Errorf("--api-key-file %s: %w", keyFile, err))
+		}
+		return nil, usageErrorf("summarizer: %v", err)
 	}
 	return s, nil
+}
+
+// logAttrs describe the summarizer and the planning settings for the service's log,
+// without secrets and without empty values.
+func (f *summarizerFlags) logAttrs(ef engineFlags) []any {
+	attrs := []any{"kind", f.kind}
+	if f.kind == "openai" {
+		attrs = append(attrs, "base_url", f.baseURL, "model", f.model)
+	}
+	return append(attrs, "policy", ef.policy, "counter", ef.counter)
 }
 
 // engineFlags are the planning settings shared by compact, branch-summary, sweep and run.
@@ -133,6 +166,43 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 	fs.IntVar(&f.reserve, "reserve-tokens", 16384, "tokens kept free in the context window (Pi's reserveTokens)")
 	fs.IntVar(&f.contextWindow, "context-window", 0, "override the model catalog's context window (0 = from the catalog)")
 	fs.DurationVar(&f.abandonedAfter, "abandoned-after", engine.DefaultAbandonedAfter, "a session whose file ends mid-turn is left alone (a live agent is working) unless untouched this long")
+}
+
+// check refuses settings that cannot work, naming the flags.
+func (f *engineFlags) check() error {
+	if _, err := cutpoint.ByName(f.policy); err != nil {
+		return usageErrorf("--policy: %v", err)
+	}
+	if _, err := tokenize.New(f.counter, ""); err != nil {
+		return usageErrorf("--counter: %v", err)
+	}
+	if f.abandonedAfter < 0 {
+		return usageErrorf("--abandoned-after %s: must not be negative", f.abandonedAfter)
+	}
+	return checkBudget(f.keepRecent, f.reserve, f.contextWindow)
+}
+
+// checkBudget refuses token settings that cannot work: negative ones, a reserve that
+// leaves no room in the window, and a kept part that does not fit under the budget (a
+// compacted session would still be over it). The window is checked only when given: a
+// model's catalog window is known only per session.
+func checkBudget(keep, reserve, window int) error {
+	switch {
+	case keep < 0:
+		return usageErrorf("--keep-recent-tokens %d: must not be negative", keep)
+	case reserve < 0:
+		return usageErrorf("--reserve-tokens %d: must not be negative", reserve)
+	case window < 0:
+		return usageErrorf("--context-window %d: must not be negative", window)
+	case window == 0:
+		return nil
+	case reserve >= window:
+		return usageErrorf("--context-window %d is not larger than --reserve-tokens %d: no context would fit under the budget", window, reserve)
+	case keep >= window-reserve:
+		return usageErrorf("--keep-recent-tokens %d does not fit under the budget (--context-window %d - --reserve-tokens %d = %d): a compacted session would still be over it",
+			keep, window, reserve, window-reserve)
+	}
+	return nil
 }
 
 func (f *engineFlags) settings() engine.Settings {

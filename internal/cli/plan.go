@@ -4,12 +4,13 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"flag"
 	"fmt"
 	"strings"
 
-	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -35,89 +36,70 @@ func addPlanFlags(fs *flag.FlagSet) *planFlags {
 	return f
 }
 
-// planRun is everything a plan needs and produces.
+// planRun is a planned session as plan and inspect show it.
 type planRun struct {
-	file     string
-	session  *sessionio.Session
-	path     []*sessionio.Entry
-	model    *sessionio.ModelRef
-	catalog  configs.Model
-	known    bool
-	settings cutpoint.Settings
-	counter  cutpoint.Counter
-	plan     *cutpoint.Plan
+	*engine.Planned
 }
 
 func (f *planFlags) run(file string) (*planRun, error) {
-	pol, err := cutpoint.ByName(f.policy)
-	if err != nil {
+	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return nil, usageErrorf("--policy: %v", err)
 	}
-	if f.keep < 0 || f.reserve < 0 || f.window < 0 {
-		return nil, usageErrorf("--keep-recent-tokens, --reserve-tokens and --context-window must not be negative")
-	}
-	s, err := sessionio.ReadFile(file)
-	if err != nil {
-		return nil, &UsageError{Err: err}
-	}
-	path, err := s.Path(f.leaf)
-	if err != nil {
-		return nil, &UsageError{Err: fmt.Errorf("%s: --leaf %s: %w", file, f.leaf, err)}
-	}
-	r := &planRun{file: file, session: s, path: path}
-	r.model = sessionio.BuildContext(path).Model
-	r.catalog, r.known = configs.DefaultModel, false
-	if r.model != nil {
-		if m, ok := configs.LookupProvider(r.model.Provider, r.model.ModelID); ok {
-			r.catalog, r.known = m, true
-		} else {
-			r.catalog, _ = configs.LookupOr(r.model.ModelID, configs.DefaultModel)
-		}
-	}
-	counter, err := tokenize.New(f.counter, r.catalog.Encoding)
-	if err != nil {
+	if _, err := tokenize.New(f.counter, ""); err != nil {
 		return nil, usageErrorf("--counter: %v", err)
 	}
-	r.counter = counter
-	r.settings = cutpoint.Settings{KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window}
-	if r.settings.ContextWindow == 0 {
-		r.settings.ContextWindow = r.catalog.ContextWindow
+	if err := checkBudget(f.keep, f.reserve, f.window); err != nil {
+		return nil, err
 	}
-	r.plan, err = pol.Plan(path, r.settings, counter)
+	p, err := engine.Plan(file, engine.PlanRequest{Leaf: f.leaf, Policy: f.policy, Counter: f.counter,
+		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window})
 	if err != nil {
+		var ie *engine.InputError
+		if errors.As(err, &ie) { // the only input Plan checks is the leaf
+			return nil, usageErrorf("--leaf %s: %w", f.leaf, ie.Err)
+		}
+		if err = inputError(err); errors.As(err, new(*UsageError)) {
+			return nil, err
+		}
 		return nil, fmt.Errorf("plan %s: %w", file, err)
 	}
-	return r, nil
+	return &planRun{p}, nil
 }
 
-func (r *planRun) overBudget() bool { return cutpoint.OverBudget(r.plan.TokensBefore, r.settings) }
-
 func (r *planRun) modelName() string {
-	if r.model == nil {
+	if r.ModelRef == nil {
 		return "(none)"
 	}
-	if r.model.Provider != "" {
-		return r.model.Provider + "/" + r.model.ModelID
+	if r.ModelRef.Provider != "" {
+		return r.ModelRef.Provider + "/" + r.ModelRef.ModelID
 	}
-	return r.model.ModelID
+	return r.ModelRef.ModelID
 }
 
 func runPlan(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "plan", "compactor plan FILE [--json] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID]",
+	fs := newFlagSet(env, "plan", "FILE [--json] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID]",
 		`Print where a compaction of the session's current path would cut: the first kept entry, the
 entries to summarize and the split turn's prefix, the context's tokens and whether it is over
 budget. Nothing is written and no LLM is called. With --json the field names are those
-pi-oracle cut prints; with --policy pi --counter estimate the result is Pi's own.`)
+pi-oracle cut prints (docs/json-output.md); with --policy pi --counter estimate the
+result is Pi's own.
+
+The context's size is Pi's measure: the usage the last answer reported (its whole prompt
+and reply) plus the counter's count of the messages after it. The summarized, prefix and
+kept figures are counted entry by entry, so they need not add up to it; and right after a
+compaction the last answer still predates it, so the context keeps its old size (over
+budget) until the model answers again, exactly as Pi sees it.`)
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	f := addPlanFlags(fs)
-	args, err := parseFlags(fs, env.Args)
+	f := addPlanFlags(fs.FlagSet)
+	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
+	file, err := oneFile(args)
+	if err != nil {
+		return err
 	}
-	r, err := f.run(args[0])
+	r, err := f.run(file)
 	if err != nil {
 		return err
 	}
@@ -136,13 +118,13 @@ pi-oracle cut prints; with --policy pi --counter estimate the result is Pi's own
 // json is the plan's JSON with the run's context appended: file, leafId, model,
 // contextWindow, reserveTokens, keepRecentTokens, shouldCompact (= overBudget).
 func (r *planRun) json() ([]byte, error) {
-	pb, err := json.Marshal(r.plan)
+	pb, err := json.Marshal(r.Plan)
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
 	var leaf *string
-	if len(r.path) > 0 {
-		id := r.path[len(r.path)-1].ID
+	if len(r.Path) > 0 {
+		id := r.Path[len(r.Path)-1].ID
 		leaf = &id
 	}
 	extra, err := json.Marshal(struct {
@@ -157,8 +139,8 @@ func (r *planRun) json() ([]byte, error) {
 		KeepRecentTokens int                 `json:"keepRecentTokens"`
 		ShouldCompact    bool                `json:"shouldCompact"`
 		OverBudget       bool                `json:"overBudget"`
-	}{r.file, leaf, len(r.path), r.model, r.known, r.catalog.Encoding, r.settings.ContextWindow,
-		r.settings.ReserveTokens, r.settings.KeepRecentTokens, r.overBudget(), r.overBudget()})
+	}{r.File, leaf, len(r.Path), r.ModelRef, r.Model.Known, r.Model.Encoding(), r.Settings.ContextWindow,
+		r.Settings.ReserveTokens, r.Settings.KeepRecentTokens, r.OverBudget(), r.OverBudget()})
 	if err != nil {
 		return nil, fmt.Errorf("encode plan: %w", err)
 	}
@@ -175,20 +157,36 @@ func (r *planRun) json() ([]byte, error) {
 
 func (r *planRun) summary() string {
 	var b strings.Builder
-	p := r.plan
+	p := r.Plan
 	known := ""
-	if !r.known {
+	if !r.Model.Known {
 		known = ", not in the catalog: default"
 	}
-	fmt.Fprintf(&b, "file:     %s (%d entries on the current path)\n", r.file, len(r.path))
-	fmt.Fprintf(&b, "model:    %s (window %d%s)\n", r.modelName(), r.settings.ContextWindow, known)
+	fmt.Fprintf(&b, "file:     %s (%d entries on the current path)\n", r.File, len(r.Path))
+	fmt.Fprintf(&b, "model:    %s (window %d%s)\n", r.modelName(), r.Settings.ContextWindow, known)
 	state := "within budget"
-	if r.overBudget() {
+	if r.OverBudget() {
 		state = "OVER BUDGET"
 	}
 	fmt.Fprintf(&b, "context:  %d tokens (%s); threshold %d - %d = %d: %s\n", p.TokensBefore, p.Counter,
-		r.settings.ContextWindow, r.settings.ReserveTokens, r.settings.ContextWindow-r.settings.ReserveTokens, state)
-	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.settings.KeepRecentTokens)
+		r.Settings.ContextWindow, r.Settings.ReserveTokens, r.Settings.ContextWindow-r.Settings.ReserveTokens, state)
+	cp := splitContext(r.Path, r.Counter)
+	if cp.usageFrom != "" {
+		after := "; no message after it"
+		if cp.nCounted > 0 {
+			after = fmt.Sprintf(" + %d counted for the %s after it", cp.counted, plural(cp.nCounted, "message", "messages"))
+		}
+		fmt.Fprintf(&b, "          = %d reported by the last answer (%s: its whole prompt and reply)%s\n", cp.usage, cp.usageFrom, after)
+	}
+	if cp.before != "" {
+		why := ""
+		if r.OverBudget() {
+			why = ": that is why a just-compacted session still shows OVER BUDGET"
+		}
+		fmt.Fprintf(&b, "note:     that answer predates compaction %s, so this is the size from before it; Pi measures\n"+
+			"          it the same way until the model answers again%s\n", cp.before, why)
+	}
+	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.Settings.KeepRecentTokens)
 	if !p.Prepared {
 		fmt.Fprintf(&b, "plan:     nothing to plan: %s\n", p.Reason)
 		return b.String()
@@ -200,6 +198,53 @@ func (r *planRun) summary() string {
 	fmt.Fprintf(&b, "cut:      first kept %s (index %d)%s\n", p.FirstKeptEntryID, p.FirstKeptEntryIndex, split)
 	fmt.Fprintf(&b, "summary:  %d entries (%d tokens); turn prefix %d entries (%d tokens); kept %d tokens\n",
 		len(p.MessagesToSummarize), p.SummarizedTokens, len(p.TurnPrefix), p.TurnPrefixTokens, p.KeptTokens)
+	fmt.Fprintf(&b, "          (counted entry by entry; the context starts from the reported usage, so they need not add up to it)\n")
 	fmt.Fprintf(&b, "files:    %d read, %d modified\n", len(p.FileOps.ReadFiles), len(p.FileOps.ModifiedFiles))
 	return b.String()
+}
+
+// contextParts is the context's size as Pi's formula makes it (cutpoint.ContextTokens): the
+// usage the last valid answer reported, plus the counter's count of the messages after it.
+type contextParts struct {
+	usage     int    // reported by the last answer (0 when there is none)
+	usageFrom string // that answer's entry id ("" when there is none)
+	counted   int    // counted for the messages after it
+	nCounted  int
+	// before is the latest compaction on the path that comes after the answer: its usage
+	// measures the context from before that compaction.
+	before string
+}
+
+func splitContext(path []*sessionio.Entry, c tokenize.Counter) contextParts {
+	var cp contextParts
+	ctx := sessionio.BuildContext(path)
+	last := -1
+	for i := len(ctx.Messages) - 1; i >= 0; i-- {
+		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() {
+			last = i
+			break
+		}
+	}
+	if last >= 0 {
+		cp.usage = int(ctx.Messages[last].Usage.ContextTokens())
+		cp.usageFrom = ctx.EntryIDs[last]
+	}
+	for _, m := range ctx.Messages[last+1:] {
+		if m != nil {
+			cp.counted += c.Count(m)
+			cp.nCounted++
+		}
+	}
+	if cp.usageFrom == "" {
+		return cp
+	}
+	seen := false
+	for _, e := range path {
+		if e.ID == cp.usageFrom {
+			seen = true
+		} else if seen && e.Type == sessionio.TypeCompaction {
+			cp.before = e.ID
+		}
+	}
+	return cp
 }

@@ -13,7 +13,7 @@ func init() {
 }
 
 func runPrepare(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "prepare", "compactor prepare FILE [--previous PREPARED.json] [--instructions TEXT] [summarizer and planning flags]",
+	fs := newFlagSet(env, "prepare", "FILE [--previous PREPARED.json] [--instructions TEXT] [summarizer and planning flags]",
 		`Plan and summarize the session at its current leaf, as the workers do for a "prepare" job,
 and print the prepared result as JSON (the value the COMPACTOR_PREPARED bucket holds, which
 Pi's extension hands to Pi when it compacts: docs/live-agents.md). Nothing is written to the
@@ -24,16 +24,17 @@ the base: only what is new since its cut is summarized, merged into its history 
 update prompt (the result says "incremental": true and how many LLM input tokens it took).`)
 	var sf summarizerFlags
 	var ef engineFlags
-	sf.register(fs)
-	ef.register(fs)
+	sf.register(fs.FlagSet)
+	ef.register(fs.FlagSet)
 	instructions := fs.String("instructions", "", "custom instructions (a preparation is valid only for the same instructions)")
 	previous := fs.String("previous", "", "a previous preparation (JSON) to build on incrementally")
-	args, err := parseFlags(fs, env.Args)
+	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
 	}
-	if len(args) != 1 {
-		return usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
+	file, err := oneFile(args)
+	if err != nil {
+		return err
 	}
 	var prev *engine.Prepared
 	if *previous != "" {
@@ -46,13 +47,14 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 			return usageErrorf("--previous %s: not a prepared summary: %v", *previous, err)
 		}
 	}
-	eng, err := newEngine(env, &sf, &ef)
+	eng, err := newEngine(env, &sf, &ef, false)
 	if err != nil {
 		return err
 	}
-	pr, res, err := eng.Prepare(ctx, engine.Request{File: args[0], Instructions: *instructions}, prev)
-	if err != nil {
-		return printResult(env, res, err, false) // a skip prints the result with its reason
+	pr, res, err := eng.Prepare(ctx, engine.Request{File: file, Instructions: *instructions}, prev)
+	if err != nil || pr == nil {
+		// A failure, or a skip (nothing to prepare): the result says why.
+		return printResult(env, engine.KindPrepare, file, res, err, false, true)
 	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)

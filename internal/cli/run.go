@@ -2,9 +2,8 @@ package cli
 
 import (
 	"context"
-	"flag"
+	"errors"
 	"fmt"
-	"github.com/compactor-dev/compactor/internal/engine"
 	"io"
 	"log/slog"
 	"os"
@@ -13,9 +12,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"golang.org/x/term"
-
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/summarize"
 )
 
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor,
@@ -28,13 +27,14 @@ func init() {
 
 // serviceFlags are the flags shared by run and sweep.
 type serviceFlags struct {
-	stores          pipeline.StoreFlag
+	stores          storeFlag
 	nats            pipeline.NATSConfig
 	dataDir         string
 	concurrency     int
 	idle            time.Duration
 	sweepEvery      time.Duration
 	once            bool
+	asJSON          bool
 	metricsAddr     string
 	shutdownTimeout time.Duration
 	logFormat       string
@@ -42,20 +42,29 @@ type serviceFlags struct {
 	sum             summarizerFlags
 	eng             engineFlags
 	configFile      *string
+	worker          bool
 }
 
-func (f *serviceFlags) bind(fs *flag.FlagSet, env *Env, worker bool) {
-	fs.Var(&f.stores, "store", "session store `name=DIR` (repeatable; default: env COMPACTOR_STORES or default=./sessions)")
-	pipeline.BindNATSFlags(fs, &f.nats, env.Getenv)
-	fs.DurationVar(&f.idle, "idle", pipeline.DefaultIdle, "sessions modified more recently are active and left alone")
-	fs.StringVar(&f.logFormat, "log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
-	fs.StringVar(&f.logLevel, "log-level", "info", "log level debug|info|warn|error")
-	f.configFile = configFlag(fs, env)
-	f.eng.register(fs)
+// bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
+// otherwise sweep's, a client's.
+func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
+	f.worker = worker
+	fs.Var(&f.stores, "store", "session store `NAME=DIR` (repeatable; default: env COMPACTOR_STORES or "+defaultStores+")")
+	bindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
+	fs.DurationVar(&f.idle, "idle", pipeline.DefaultIdle, "sessions modified more recently are active and left alone (0: no idle check)")
+	fs.StringVar(&f.logFormat, "log-format", "", "log format text|json (default: text on a terminal, json otherwise; JSON durations are in seconds)")
+	level := "info"
+	if !worker {
+		level = "warn" // a client: its output is the summary, not the service's log
+	}
+	fs.StringVar(&f.logLevel, "log-level", level, "log level debug|info|warn|error")
+	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON (docs/json-output.md)")
+	f.configFile = configFlag(fs.FlagSet, env)
+	f.eng.register(fs.FlagSet)
 	if !worker {
 		return
 	}
-	f.sum.register(fs)
+	f.sum.register(fs.FlagSet)
 	dd := env.Getenv("COMPACTOR_DATA_DIR")
 	if dd == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -71,17 +80,20 @@ func (f *serviceFlags) bind(fs *flag.FlagSet, env *Env, worker bool) {
 }
 
 // parse parses the command line, fills what it left unset from --config, refuses
-// positional arguments, and returns the pipeline configuration.
-func (f *serviceFlags) parse(fs *flag.FlagSet, env *Env) (pipeline.Config, error) {
-	pos, err := parseFlags(fs, env.Args)
+// positional arguments, checks the flags and returns the pipeline configuration.
+func (f *serviceFlags) parse(fs *flagSet, env *Env) (pipeline.Config, error) {
+	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return pipeline.Config{}, err
 	}
-	if err := applyConfigFile(fs, *f.configFile); err != nil {
+	if err := applyConfigFile(fs.FlagSet, *f.configFile); err != nil {
 		return pipeline.Config{}, err
 	}
 	if len(pos) > 0 {
-		return pipeline.Config{}, usageErrorf("unexpected argument %q", pos[0])
+		return pipeline.Config{}, usageErrorf("unexpected argument %q (stores are given with --store NAME=DIR)", pos[0])
+	}
+	if err := f.eng.check(); err != nil {
+		return pipeline.Config{}, err
 	}
 	return f.config(env)
 }
@@ -89,18 +101,16 @@ func (f *serviceFlags) parse(fs *flag.FlagSet, env *Env) (pipeline.Config, error
 // config turns the flags into a pipeline.Config and builds the logger.
 func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	stores := []pipeline.Store(f.stores)
+	source := "--store"
 	if len(stores) == 0 {
-		spec := env.Getenv("COMPACTOR_STORES")
-		if spec == "" {
-			spec = "default=./sessions"
+		var err error
+		if stores, _, err = envStores(env.Getenv); err != nil {
+			return pipeline.Config{}, err
 		}
-		for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == ';' }) {
-			st, err := pipeline.ParseStore(strings.TrimSpace(part))
-			if err != nil {
-				return pipeline.Config{}, usageErrorf("COMPACTOR_STORES: %v", err)
-			}
-			stores = append(stores, st)
-		}
+		source = "COMPACTOR_STORES"
+	}
+	if err := checkStores(stores, source); err != nil {
+		return pipeline.Config{}, err
 	}
 	log, err := newLogger(env.Stderr, f.logFormat, f.logLevel)
 	if err != nil {
@@ -110,12 +120,84 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	if idle == 0 {
 		idle = -1 // --idle 0 means: no idle check
 	}
-	return pipeline.Config{
+	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
 		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, ShutdownTimeout: f.shutdownTimeout, Logger: log,
-	}, nil
+	}
+	if !f.worker && cfg.NATS.URL == "" {
+		cfg.NATS.URL = pipeline.DefaultClientURL
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, &UsageError{Err: flagError(err)}
+	}
+	return cfg, nil
 }
 
+// checkStores checks the stores with the flag that named them, before the pipeline's own
+// validation (which names Config fields) sees them.
+func checkStores(stores []pipeline.Store, source string) error {
+	seen := map[string]bool{}
+	for _, st := range stores {
+		spec := st.Name + "=" + st.Dir
+		if seen[st.Name] {
+			return usageErrorf("%s %s: store %q is given twice", source, spec, st.Name)
+		}
+		seen[st.Name] = true
+		fi, err := os.Stat(st.Dir)
+		if err != nil {
+			return usageErrorf("%s %s: %v", source, spec, errors.Unwrap(err))
+		}
+		if !fi.IsDir() {
+			return usageErrorf("%s %s: %s is not a directory", source, spec, st.Dir)
+		}
+	}
+	return nil
+}
+
+// configFlags names the flag behind each pipeline.Config field, so a validation error
+// reads "--concurrency: 0, need at least 1" rather than "config: Concurrency: ...".
+var configFlags = map[string]string{
+	"Stores":              "--store",
+	"DataDir":             "--data-dir",
+	"Concurrency":         "--concurrency",
+	"Idle":                "--idle",
+	"SweepEvery":          "--sweep-every",
+	"MetricsAddr":         "--metrics-addr",
+	"ShutdownTimeout":     "--shutdown-timeout",
+	"NATS":                "--nats-user/--nats-token/--nkey/--creds",
+	"NATS.User":           "--nats-user",
+	"NATS.NKeySeedFile":   "--nkey",
+	"NATS.CredsFile":      "--creds",
+	"NATS.TLSCA":          "--tls-ca",
+	"NATS.TLSCert":        "--tls-cert",
+	"NATS.TLSKey":         "--tls-key",
+	"NATS.TLSCert/TLSKey": "--tls-cert/--tls-key",
+}
+
+// flagError rewrites a pipeline.Config validation error ("config: Field: what") to name
+// the flag. Fields without a flag keep the pipeline's wording.
+func flagError(err error) error {
+	msg := err.Error()
+	rest, ok := strings.CutPrefix(msg, "config: ")
+	if !ok {
+		return err
+	}
+	field, what, ok := strings.Cut(rest, ": ")
+	if !ok {
+		return err
+	}
+	if i := strings.IndexByte(field, '['); i >= 0 {
+		field = field[:i]
+	}
+	flag, ok := configFlags[strings.TrimSuffix(field, ".Dir")]
+	if !ok {
+		return err
+	}
+	return errors.New(flag + ": " + strings.ReplaceAll(what, "NATS.URL", "--nats-url"))
+}
+
+// newLogger builds the service log: text on a terminal, JSON elsewhere, with durations in
+// seconds in JSON (a float, as Prometheus counts time) rather than Go's nanoseconds.
 func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	var lv slog.Level
 	if err := lv.UnmarshalText([]byte(level)); err != nil {
@@ -123,27 +205,34 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	}
 	if format == "" {
 		format = "json"
-		if f, ok := w.(*os.File); ok && term.IsTerminal(int(f.Fd())) {
+		if isTerminal(w) {
 			format = "text"
 		}
 	}
-	opts := &slog.HandlerOptions{Level: lv}
 	switch format {
 	case "text":
-		return slog.New(slog.NewTextHandler(w, opts)), nil
+		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv})), nil
 	case "json":
-		return slog.New(slog.NewJSONHandler(w, opts)), nil
+		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds})), nil
 	}
 	return nil, usageErrorf("--log-format: %q is not text or json", format)
 }
 
 // servicePtr is the service of this process (one per `compactor run`), for handlers that
-// need its resources.
+// need its resources once it has started (the bucket of prepared summaries).
 var servicePtr atomic.Pointer[pipeline.Service]
 
-// withImplementation fills Handler and Assessor: the engine (the same code path as
-// `compactor compact`), configured by the summarizer and planning flags.
-func withImplementation(cfg pipeline.Config, f *serviceFlags, env *Env) (pipeline.Config, error) {
+func durationSeconds(_ []string, a slog.Attr) slog.Attr {
+	if a.Value.Kind() == slog.KindDuration {
+		a.Value = slog.Float64Value(a.Value.Duration().Seconds())
+	}
+	return a
+}
+
+// compose fills the Handler (workers) and the Assessor: the engine, the same code path as
+// `compactor compact`, configured by the summarizer and planning flags. A sweep only
+// checks budgets and needs no summarizer.
+func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, error) {
 	if NewPipelineHandler != nil {
 		h, a, err := NewPipelineHandler(cfg)
 		if err != nil {
@@ -152,34 +241,39 @@ func withImplementation(cfg pipeline.Config, f *serviceFlags, env *Env) (pipelin
 		cfg.Handler, cfg.Assessor = h, a
 		return cfg, nil
 	}
-	sum, err := f.sum.build(env.Getenv, cfg.Logger)
-	if err != nil {
-		return cfg, err
+	var sum summarize.Summarizer = summarize.NewExtractive() // never called by a sweep
+	if f.worker {
+		var err error
+		if sum, err = f.sum.build(env.Getenv, cfg.Logger, false); err != nil {
+			return cfg, err
+		}
 	}
 	eng, err := engine.New(sum, f.eng.settings())
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
-	// Prepare jobs store their result in the service's bucket, which exists once the
-	// service has started: the handler looks it up then.
-	svc := &servicePtr
-	cfg.Handler = eng.HandlerWith(engine.HandlerOptions{Prepared: func() pipeline.PreparedStore {
-		if s := svc.Load(); s != nil {
-			return s.Prepared()
-		}
-		return nil
-	}})
-	cfg.Assessor = eng.Assessor()
-	cfg.Logger.Info("summarizer", "kind", f.sum.kind, "model", f.sum.model, "policy", f.eng.policy, "counter", f.eng.counter)
+	cfg.Assessor = budgetAssessor(eng)
+	if f.worker {
+		cfg.Handler = jobHandler(eng, func() pipeline.PreparedStore {
+			if s := servicePtr.Load(); s != nil {
+				return s.Prepared()
+			}
+			return nil
+		})
+		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
+	}
 	return cfg, nil
 }
 
 func runRun(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "run", "compactor run [--store name=DIR]... [flags]", `
+	fs := newFlagSet(env, "run", "[--store NAME=DIR]... [flags]", `
 Work compaction jobs from NATS JetStream. Without --nats-url an embedded NATS server is
 started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222) so that
 enqueue and sweep on this machine reach it. Stop with SIGINT/SIGTERM: fetching stops,
 running jobs get --shutdown-timeout to finish, the rest are given back.
+
+With --once: sweep the stores, process everything queued, print a report (a table, or
+JSON with --json) and exit: 0 when no job failed, 1 otherwise.
 
 Examples:
   compactor run --store default=$HOME/.pi/agent/sessions --concurrency 8 --sweep-every 10m
@@ -188,42 +282,51 @@ Examples:
   compactor run --once --config configs/example.json  # settings from a file (flags win)`)
 	var f serviceFlags
 	f.bind(fs, env, true)
-	ops := bindOpsFlags(fs, env, opsWorker)
+	ops := bindOpsFlags(fs.FlagSet, env, opsWorker)
 	cfg, err := ops.config(f.parse(fs, env))
 	if err != nil {
 		return err
 	}
+	var progress *sweepProgress
 	if f.once {
-		cfg.Progress = env.Stdout
+		var summary io.Writer = env.Stdout
+		if f.asJSON {
+			summary = nil
+		}
+		progress = newSweepProgress(env.Stderr, summary)
+		cfg.Progress = progress
 		if cfg.NATS.URL == "" {
 			cfg.EmbeddedPort = -1 // a one-shot run must not take the port of a running worker
 		}
+	} else if f.asJSON {
+		return usageErrorf("--json goes with --once (a running worker logs; --log-format json)")
 	}
-	if err := cfg.Validate(); err != nil {
-		return &UsageError{Err: err}
-	}
-	cfg, err = withImplementation(cfg, &f, env)
+	cfg, err = f.compose(cfg, env)
 	if err != nil {
 		return err
 	}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
-		return &UsageError{Err: err}
+		return &UsageError{Err: flagError(err)}
 	}
 	servicePtr.Store(svc)
 	defer svc.Close()
-	if f.once {
-		rep, err := svc.RunOnce(ctx)
-		if rep != nil {
-			_ = rep.WriteTable(env.Stdout)
-		}
-		if err != nil {
-			return err
-		}
-		if rep.Failed() > 0 {
-			return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%d jobs failed", rep.Failed())}
-		}
-		return nil
+	if !f.once {
+		return svc.Run(ctx)
 	}
-	return svc.Run(ctx)
+	rep, err := svc.RunOnce(ctx)
+	if rep != nil {
+		if f.asJSON {
+			_ = writeReportJSON(env.Stdout, rep, progress.alone)
+		} else {
+			_ = writeReportTable(env.Stdout, rep, f.idle, progress.alone)
+		}
+	}
+	if err != nil {
+		return err
+	}
+	if n := rep.Failed(); n > 0 {
+		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%s failed", plural(n, "job", "jobs"))}
+	}
+	return nil
 }

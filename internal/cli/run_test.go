@@ -3,6 +3,7 @@ package cli
 import (
 	"bytes"
 	"context"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"strings"
@@ -69,8 +70,32 @@ func TestDemoRunOnce(t *testing.T) {
 	if code != ExitOK {
 		t.Fatalf("exit %d\n%s\n%s", code, out, errOut)
 	}
-	if !strings.Contains(out, "4 jobs: 4 done, 0 skipped, 0 failed") {
+	if !strings.Contains(out, "4 jobs: 4 done, 0 skipped, 0 failed") || !strings.Contains(out, "left alone: 3 under budget") {
 		t.Fatalf("report:\n%s", out)
+	}
+	// The table names each file it changed.
+	named := 0
+	for _, f := range files {
+		st, _ := os.Stat(f)
+		rel, _ := filepath.Rel(sessions, f)
+		for _, line := range strings.Split(out, "\n") {
+			if strings.HasPrefix(line, "example ") && strings.Contains(line, " "+rel+" ") {
+				named++
+				if st.Size() == before[f] || !strings.Contains(line, " compact ") || !strings.Contains(line, " done ") {
+					t.Errorf("report line for %s (size %d -> %d): %s", rel, before[f], st.Size(), line)
+				}
+			}
+			// The files left alone are named, with why.
+			if strings.HasPrefix(line, "  example ") && strings.Contains(line, " "+rel+" ") && (st.Size() != before[f] || !strings.HasSuffix(line, " under budget")) {
+				t.Errorf("left-alone line for %s (size %d -> %d): %s", rel, before[f], st.Size(), line)
+			}
+		}
+	}
+	if n := strings.Count(out, " under budget\n"); n != 3+1 { // 3 files and the count line
+		t.Errorf("%d under-budget lines, want the 3 files and the count:\n%s", n, out)
+	}
+	if named != 4 {
+		t.Errorf("the report names %d files, want the 4 compacted:\n%s", named, out)
 	}
 	compacted := 0
 	for _, f := range files {
@@ -94,5 +119,33 @@ func TestDemoRunOnce(t *testing.T) {
 		"--store", "example="+sessions, "--data-dir", filepath.Join(dir, "nats"), "--log-level", "warn")
 	if code != ExitOK || !strings.Contains(out, "3 unchanged") || !strings.Contains(out, "0 jobs: 0 done") {
 		t.Fatalf("second run: exit %d\n%s", code, out)
+	}
+	// --json: the run report document; on freshly copied files with the default --idle
+	// everything is active, and the human report says why nothing ran.
+	fresh := filepath.Join(dir, "fresh")
+	if err := os.CopyFS(fresh, os.DirFS(filepath.Join(root, "examples/sessions"))); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = runCLI(t, "run", "--once", "--json", "--config", filepath.Join(root, "configs/example.json"),
+		"--store", "example="+sessions, "--data-dir", filepath.Join(dir, "nats"), "--log-level", "warn")
+	var rep struct {
+		Sweep *struct {
+			Files, Unchanged, UnderBudget int
+			DurationSeconds               float64
+		} `json:"sweep"`
+		LeftAlone       []struct{ Store, Path, Result string } `json:"leftAlone"`
+		Jobs            []map[string]any                       `json:"jobs"`
+		Counts          map[string]int                         `json:"counts"`
+		DurationSeconds float64                                `json:"durationSeconds"`
+	}
+	if err := json.Unmarshal([]byte(out), &rep); err != nil || code != ExitOK || rep.Sweep == nil || rep.Sweep.Files != 7 || rep.Sweep.Unchanged != 7 ||
+		len(rep.Jobs) != 0 || len(rep.LeftAlone) != 7 || rep.LeftAlone[0].Result != "unchanged" || rep.LeftAlone[0].Store != "example" || len(rep.Counts) != 4 || rep.Counts["done"] != 0 || rep.DurationSeconds <= 0 {
+		t.Fatalf("run --once --json (exit %d, %v):\n%s\n%s", code, err, out, errOut)
+	}
+	code, out, _ = runCLI(t, "run", "--once", "--store", "fresh="+fresh, "--data-dir", filepath.Join(dir, "nats2"), "--log-level", "warn",
+		"--context-window", "40000", "--keep-recent-tokens", "8000")
+	if code != ExitOK || !strings.Contains(out, "7 active (modified within --idle 10m0s)") || !strings.Contains(out, "note: 7 sessions were modified within the last 10m0s") ||
+		!strings.Contains(out, "--idle 0") {
+		t.Fatalf("fresh copies: exit %d\n%s", code, out)
 	}
 }

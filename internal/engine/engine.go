@@ -1,14 +1,15 @@
 // Package engine is compactor's one code path from a session file to an appended entry:
 // read, plan with a cut-point policy, summarize, check the guards, append conditionally.
 // `compactor compact` / `branch-summary` and the pipeline's workers all call it, so a job
-// does exactly what the command does.
+// does exactly what the command does. Planning alone has the same entry points: Load
+// (read, resolve the model with configs.Resolve, pick the counter) and Plan, used by
+// `compactor plan`, `inspect` and the experiments.
 package engine
 
 import (
 	"context"
 	"errors"
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -73,6 +74,16 @@ func (s Settings) Validate() error {
 	if s.KeepRecentTokens < 0 || s.ReserveTokens < 0 || s.ContextWindow < 0 {
 		return errors.New("settings: token settings must not be negative")
 	}
+	if d := s.withDefaults(); d.ContextWindow > 0 {
+		// A given window must leave room: otherwise every session is over budget, and a
+		// compaction can never bring it under.
+		if d.ReserveTokens >= d.ContextWindow {
+			return fmt.Errorf("settings: context window %d is not larger than reserveTokens %d", d.ContextWindow, d.ReserveTokens)
+		}
+		if d.KeepRecentTokens >= d.ContextWindow-d.ReserveTokens {
+			return fmt.Errorf("settings: keepRecentTokens %d does not fit under the budget (window %d - reserve %d)", d.KeepRecentTokens, d.ContextWindow, d.ReserveTokens)
+		}
+	}
 	if s.AbandonedAfter < 0 {
 		return errors.New("settings: abandoned-after must not be negative")
 	}
@@ -121,16 +132,32 @@ type Request struct {
 	TargetID, FromID string
 }
 
-// Outcome of a request.
+// Outcomes: how a request ended. One vocabulary for the command line, the job events and
+// the run report (docs/json-output.md): a job's event carries the same word as the
+// command's result. Result.Kind says what was asked (compact or branch_summary).
 const (
-	OutcomeCompacted  = "compacted"
-	OutcomeSummarized = "branch-summarized"
+	// OutcomeDone: the entry was appended (or found, appended by an earlier delivery of
+	// the same request).
+	OutcomeDone = "done"
+	// OutcomeSkipped: nothing was written, for a reason that is not a failure (under
+	// budget, already compacted, a turn in progress, a v1/v2 file...). Reason says which.
+	OutcomeSkipped = "skipped"
 	// OutcomeSuperseded: the entry was written, but a live agent's lines landed around it,
 	// so it is on a side branch and Pi does not load it (see sessionio's append). Nothing
 	// was lost; the session will be compacted again when it is idle.
 	OutcomeSuperseded = "superseded"
-	OutcomeDryRun     = "dry-run"
-	OutcomeSkipped    = "skipped"
+	// OutcomeDryRun: planned and reported, nothing written, no summarizer called.
+	OutcomeDryRun = "dry-run"
+	// OutcomeFailed is never in a Result the engine returns (a failure is an error); the
+	// command line and the job events report a failed request with it.
+	OutcomeFailed = "failed"
+)
+
+// Request kinds, as jobs name them.
+const (
+	KindCompact       = "compact"
+	KindBranchSummary = "branch_summary"
+	KindPrepare       = "prepare"
 )
 
 // ReloadNote is told with every compaction and branch summary: a running Pi never re-reads
@@ -139,6 +166,7 @@ const ReloadNote = "a running Pi keeps its leaf in memory: reload the session (R
 
 // Result reports what happened; it never contains the summary text.
 type Result struct {
+	Kind             string `json:"kind"`
 	Outcome          string `json:"outcome"`
 	Reason           string `json:"reason,omitempty"`
 	File             string `json:"file"`
@@ -172,21 +200,6 @@ type Result struct {
 	Note      string         `json:"note,omitempty"`
 	Warnings  []string       `json:"warnings,omitempty"`
 	Plan      *cutpoint.Plan `json:"plan,omitempty"`
-}
-
-// SkipError is a request that ends without writing for a reason that is not a failure
-// (under budget, already compacted, not v3, no assistant message, nothing to summarize).
-type SkipError struct{ Reason string }
-
-func (e *SkipError) Error() string { return "skipped: " + e.Reason }
-
-// Skipped reports whether err is a SkipError, and its reason.
-func Skipped(err error) (string, bool) {
-	var se *SkipError
-	if errors.As(err, &se) {
-		return se.Reason, true
-	}
-	return "", false
 }
 
 // InputError is a request that names something the file does not have (an entry id):
@@ -233,44 +246,20 @@ type sessionState struct {
 }
 
 func (e *Engine) load(file, counter string) (*sessionState, error) {
-	// The time is taken before the read: if the file changes in between, the content read
-	// is at least as new as the time, which errs on the side of "active".
-	fi, err := os.Stat(file)
-	if err != nil {
-		return nil, &sessionio.FileError{File: file, Err: err}
-	}
-	s, err := sessionio.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	path, err := s.Path("")
-	if err != nil {
-		return nil, err
-	}
-	st := &sessionState{s: s, mtime: fi.ModTime(), path: path}
-	// The session's model (the latest model_change or assistant message on the path) sets
-	// the window and the encoding; the provider matters, as one id can have different
-	// windows at different providers. An unknown model gets the catalog's default, and the
-	// result says so (modelKnown false).
-	st.model, st.known = configs.DefaultModel, false
-	if c := sessionio.BuildContext(path); c.Model != nil {
-		st.model.ID = c.Model.ModelID
-		if m, ok := configs.LookupProvider(c.Model.Provider, c.Model.ModelID); ok {
-			st.model, st.known = m, true
-		}
-	}
-	st.window = st.model.ContextWindow
-	if e.Settings.ContextWindow > 0 {
-		st.window = e.Settings.ContextWindow
-	}
 	if counter == "" {
 		counter = e.Settings.Counter
 	}
-	tc, err := tokenize.New(counter, st.model.Encoding)
+	src, err := Load(file, LoadOptions{Counter: counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache})
 	if err != nil {
 		return nil, err
 	}
-	st.counter = cached{c: tc, cache: e.Cache}
+	// The session's model (the latest model_change or assistant message on the path) sets
+	// the window and the encoding (configs.Resolve). An unknown model gets the catalog's
+	// default, and the result says so (modelKnown false); results name the model by the
+	// id the session uses.
+	st := &sessionState{s: src.Session, mtime: src.ModTime, path: src.Path, model: src.Model.Model,
+		known: src.Model.Known, counter: src.Counter, window: src.Model.ContextWindow}
+	st.model.ID = src.Model.ModelID
 	return st, nil
 }
 
@@ -279,19 +268,12 @@ func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.S
 	if req.Policy != "" {
 		name = req.Policy
 	}
-	pol, err := cutpoint.ByName(name)
-	if err != nil {
-		return nil, cutpoint.Settings{}, err
-	}
 	cs := cutpoint.Settings{KeepRecentTokens: e.Settings.KeepRecentTokens, ReserveTokens: e.Settings.ReserveTokens, ContextWindow: st.window}
 	if req.KeepRecentTokens > 0 {
 		cs.KeepRecentTokens = req.KeepRecentTokens
 	}
-	p, err := pol.Plan(st.path, cs, st.counter)
-	if err != nil {
-		return nil, cs, fmt.Errorf("plan: %w", err)
-	}
-	return p, cs, nil
+	p, err := planPath(st.path, name, cs, st.counter)
+	return p, cs, err
 }
 
 // live checks what the file says about a running agent (design §9, docs/live-agents.md):
@@ -384,7 +366,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
+	res := &Result{Kind: KindCompact, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -394,7 +376,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		res.Reason = reason
 		res.DurationMS = time.Since(start).Milliseconds()
 		res.Outcome = OutcomeSkipped
-		return res, &SkipError{Reason: reason}
+		return res, nil // a skip is an outcome, not a failure
 	}
 	if st.s.Version() != 3 {
 		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files (Pi would migrate and rewrite them)", st.s.Version()))
@@ -409,7 +391,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if !onPath(st.path, c.ID) {
 			return finish(OutcomeSuperseded)
 		}
-		return finish(OutcomeCompacted)
+		return finish(OutcomeDone)
 	}
 	reason, warnings := e.live(st)
 	res.Warnings = warnings
@@ -482,7 +464,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 				return finish(OutcomeSuperseded)
 			}
 			res.Note = ReloadNote
-			return finish(OutcomeCompacted)
+			return finish(OutcomeDone)
 		}
 		if !errors.Is(err, sessionio.ErrChanged) {
 			return nil, err
@@ -571,7 +553,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
+	res := &Result{Kind: KindBranchSummary, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -580,7 +562,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	skip := func(reason string) (*Result, error) {
 		res.Outcome, res.Reason = OutcomeSkipped, reason
 		res.DurationMS = time.Since(start).Milliseconds()
-		return res, &SkipError{Reason: reason}
+		return res, nil // a skip is an outcome, not a failure
 	}
 	if st.s.Version() != 3 {
 		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files", st.s.Version()))
@@ -605,7 +587,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		if !onPath(st.path, b.ID) {
 			return finish(OutcomeSuperseded)
 		}
-		return finish(OutcomeSummarized)
+		return finish(OutcomeDone)
 	}
 	from := req.FromID
 	if from == "" {
@@ -672,11 +654,12 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		return finish(OutcomeSuperseded)
 	}
 	res.Note = ReloadNote
-	return finish(OutcomeSummarized)
+	return finish(OutcomeDone)
 }
 
-// Assessment is what a sweep needs to know about a session.
-type Assessment struct {
+// Budget is a session's current context against its model's budget: what a sweep needs to
+// decide whether to enqueue it.
+type Budget struct {
 	SessionID        string
 	LeafID           string
 	Version          int
@@ -690,13 +673,13 @@ type Assessment struct {
 	ModelKnown       bool
 }
 
-// Assess counts a session's current context and checks it against its model's budget.
-func (e *Engine) Assess(ctx context.Context, file string) (*Assessment, error) {
+// CheckBudget counts a session's current context and checks it against its model's budget.
+func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) {
 	st, err := e.load(file, "")
 	if err != nil {
 		return nil, err
 	}
-	a := &Assessment{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
+	a := &Budget{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
 		HasAssistant: st.s.HasAssistant(), ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
 	if n := len(st.path); n > 0 && st.path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true

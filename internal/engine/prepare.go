@@ -75,11 +75,9 @@ type PreparedSettings struct {
 	ContextWindow    int `json:"contextWindow"`
 }
 
-// OutcomePrepared: a preparation was made (nothing was written to the session).
-const OutcomePrepared = "prepared"
-
 // Prepare plans a compaction of the session at its current leaf with the configured
-// policy and summarizes it, writing nothing to the session file. Unlike Compact it runs
+// policy and summarizes it, writing nothing to the session file. A skip (nothing to
+// prepare) returns no Prepared and a Result saying why. Unlike Compact it runs
 // while a turn is in progress: that is when a live agent needs it.
 //
 // prev is the session's latest preparation, if any. When it still applies (same previous
@@ -97,7 +95,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	skip := func(reason string) (*Prepared, *Result, error) {
 		res.Outcome, res.Reason = OutcomeSkipped, reason
 		res.DurationMS = time.Since(start).Milliseconds()
-		return nil, res, &SkipError{Reason: reason}
+		return nil, res, nil // a skip is an outcome, not a failure
 	}
 	if st.s.Version() != 3 {
 		return skip(fmt.Sprintf("format v%d: Pi rewrites such a file with new ids when it opens it", st.s.Version()))
@@ -166,7 +164,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		id := p.PreviousCompactionID
 		pr.PreviousCompactionID = &id
 	}
-	res.Outcome = OutcomePrepared
+	res.Outcome = OutcomeDone // for a preparation: made and returned, nothing written
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(pr.SummarizedEntryIDs)
 	res.LLMInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.OutputTokens, out.Calls

@@ -21,7 +21,6 @@ package experiment
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"io/fs"
 	"path/filepath"
@@ -96,36 +95,67 @@ func (c Config) WithDefaults() Config {
 	return c
 }
 
-// Validate names the first bad setting.
+// SettingError is a bad Config setting; Setting is the field's name as the JSON of a
+// Result spells it ("keepRecentTokens"), so a caller can name its own flag for it.
+type SettingError struct {
+	Setting string
+	Err     error
+}
+
+func (e *SettingError) Error() string { return "experiment: " + e.Setting + ": " + e.Err.Error() }
+func (e *SettingError) Unwrap() error { return e.Err }
+
+func bad(setting, format string, args ...any) error {
+	return &SettingError{Setting: setting, Err: fmt.Errorf(format, args...)}
+}
+
+// Validate names the first bad setting (a *SettingError): unknown or repeated policies,
+// an unknown counter or summarizer, negative numbers, and budgets that cannot work (a
+// given context window not larger than the reserve, or a keepRecentTokens that does not
+// fit under it: every compaction would leave the context over budget).
 func (c Config) Validate() error {
+	for setting, v := range map[string]int{"reserveTokens": c.ReserveTokens, "contextWindow": c.ContextWindow,
+		"summaryTokens": c.SummaryTokens, "workers": c.Workers} {
+		if v < 0 {
+			return bad(setting, "%d is negative", v)
+		}
+	}
 	c = c.WithDefaults()
 	seen := map[string]bool{}
 	for _, p := range c.Policies {
 		if _, err := cutpoint.ByName(p); err != nil {
-			return fmt.Errorf("experiment: policies: %w", err)
+			return &SettingError{Setting: "policies", Err: err}
 		}
 		if seen[p] {
-			return fmt.Errorf("experiment: policies: %q given twice", p)
+			return bad("policies", "%q given twice", p)
 		}
 		seen[p] = true
 	}
 	switch c.Counter {
 	case tokenize.CounterTiktoken, tokenize.CounterEstimate:
 	default:
-		return fmt.Errorf("experiment: counter: unknown counter %q (want tiktoken or estimate)", c.Counter)
+		return bad("counter", "unknown counter %q (want tiktoken or estimate)", c.Counter)
 	}
 	for _, k := range c.KeepRecentTokens {
 		if k < 0 {
-			return fmt.Errorf("experiment: keepRecentTokens: %d is negative", k)
+			return bad("keepRecentTokens", "%d is negative", k)
 		}
 	}
-	if c.ContextWindow < 0 {
-		return errors.New("experiment: contextWindow must not be negative")
+	if w := c.ContextWindow; w > 0 {
+		if c.ReserveTokens >= w {
+			return bad("contextWindow", "%d is not larger than reserveTokens %d: no context would fit under the budget", w, c.ReserveTokens)
+		}
+		for _, k := range c.KeepRecentTokens {
+			if k >= w-c.ReserveTokens {
+				return bad("keepRecentTokens", "%d does not fit under the budget (contextWindow %d - reserveTokens %d = %d): every compaction would leave the context over it",
+					k, w, c.ReserveTokens, w-c.ReserveTokens)
+			}
+		}
 	}
 	switch c.Summarizer {
 	case SummarizerExtractive, SummarizerNone:
 	default:
-		return fmt.Errorf("experiment: summarizer: unknown summarizer %q (want extractive or none)", c.Summarizer)
+		return bad("summarizer", "unknown summarizer %q (want extractive or none)", c.Summarizer)
 	}
 	return nil
 }

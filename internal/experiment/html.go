@@ -28,6 +28,9 @@ type mark struct {
 	keep   int
 	metric string
 	value  int
+	// missing, when set, says why there is no number to draw ("no plan", "no compaction"):
+	// the chart writes it instead of a bar of length 0.
+	missing string
 }
 
 func (m mark) attrs() string {
@@ -83,7 +86,7 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 
 	if r.Replayed {
 		b.WriteString("<h2>Replay: summarizer cost versus verbatim context kept</h2>\n")
-		b.WriteString(`<p class="note">One point per policy and keepRecentTokens: x = tokens sent to the summarizer over all sessions (serialized spans plus previous summaries), y = mean verbatim context right after a compaction. Up and to the left is better; an axis starts where its first tick label says.</p>` + "\n")
+		b.WriteString(`<p class="note">One point per policy and keepRecentTokens: x = tokens sent to the summarizer over all sessions (serialized spans plus previous summaries), y = mean verbatim context right after a compaction. Up and to the left is better; both axes start at zero, so distances between points are to scale.</p>` + "\n")
 		var pts []point
 		for _, t := range r.ReplayTotals {
 			pts = append(pts, point{
@@ -117,15 +120,31 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 	if n := countFiles(r); n > len(files) {
 		note = fmt.Sprintf(" The %d largest of %d sessions are drawn; the JSON below has them all.", len(files), n)
 	}
+	sessionChart := func(title, id string, keep int, kind, metric string) {
+		groups, left := sessionGroups(r, files, keep, kind, metric)
+		fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(title))
+		n := note
+		if left > 0 {
+			n += fmt.Sprintf(" %s with nothing to draw here (no plan, no compaction, or zero) %s left out.", plural(left, "session", "sessions"), map[bool]string{true: "is", false: "are"}[left == 1])
+		}
+		if n != "" {
+			fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", esc(strings.TrimSpace(n)))
+		}
+		if len(groups) == 0 {
+			b.WriteString("<p class=\"note\">Nothing to draw.</p>\n")
+			return
+		}
+		barChart(&b, id, groups, r.Policies)
+	}
 	for _, keep := range r.KeepRecentTokens {
 		if r.Replayed {
-			fmt.Fprintf(&b, "<h2>Per session, keepRecentTokens %s: replay cost (summarizer tokens)</h2>\n<p class=\"note\">%s</p>\n", num(keep), esc(note))
-			barChart(&b, fmt.Sprintf("replay-sessions-cost-%d", keep), sessionGroups(r, files, keep, "replay", "summarizerTokens"), r.Policies)
-			fmt.Fprintf(&b, "<h2>Per session, keepRecentTokens %s: replay mean verbatim tokens after a compaction</h2>\n", num(keep))
-			barChart(&b, fmt.Sprintf("replay-sessions-kept-%d", keep), sessionGroups(r, files, keep, "replay", "meanKeptTokens"), r.Policies)
+			sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: replay cost (summarizer tokens)", num(keep)),
+				fmt.Sprintf("replay-sessions-cost-%d", keep), keep, "replay", "summarizerTokens")
+			sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: replay mean verbatim tokens after a compaction", num(keep)),
+				fmt.Sprintf("replay-sessions-kept-%d", keep), keep, "replay", "meanKeptTokens")
 		}
-		fmt.Fprintf(&b, "<h2>Per session, keepRecentTokens %s: snapshot verbatim tokens kept</h2>\n<p class=\"note\">%s</p>\n", num(keep), esc(note))
-		barChart(&b, fmt.Sprintf("snapshot-sessions-kept-%d", keep), sessionGroups(r, files, keep, "snapshot", "keptTokens"), r.Policies)
+		sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: snapshot verbatim tokens kept", num(keep)),
+			fmt.Sprintf("snapshot-sessions-kept-%d", keep), keep, "snapshot", "keptTokens")
 	}
 
 	writeTotalsTables(&b, r)
@@ -249,10 +268,14 @@ func chartedFiles(r *Result) []string {
 	return files
 }
 
-func sessionGroups(r *Result, files []string, keep int, kind, metric string) []group {
-	var gs []group
+// sessionGroups is one group per charted session, one mark per policy. A snapshot row
+// without a plan, and a replay row without a compaction (for the kept-after metrics), are
+// marked missing instead of drawn as 0. Sessions with nothing to draw (every mark missing
+// or 0) are left out; left counts them.
+func sessionGroups(r *Result, files []string, keep int, kind, metric string) (groups []group, left int) {
 	for _, f := range files {
 		g := group{label: f}
+		something := false
 		for _, p := range r.Policies {
 			m := mark{kind: kind, file: f, policy: p, keep: keep, metric: metric}
 			found := false
@@ -260,22 +283,40 @@ func sessionGroups(r *Result, files []string, keep int, kind, metric string) []g
 				for _, row := range r.Replay {
 					if row.File == f && row.Policy == p && row.KeepRecentTokens == keep {
 						m.value, found = fieldInt(row, metric), true
+						if row.Compactions == 0 && metric != "summarizerTokens" {
+							m.missing = "no compaction"
+						}
 					}
 				}
 			} else {
 				for _, row := range r.Snapshot {
 					if row.File == f && row.Policy == p && row.KeepRecentTokens == keep {
 						m.value, found = fieldInt(row, metric), true
+						if !row.Prepared {
+							m.missing = "no plan"
+						}
 					}
 				}
 			}
 			if found {
 				g.marks = append(g.marks, m)
+				something = something || (m.missing == "" && m.value != 0)
 			}
 		}
-		gs = append(gs, g)
+		if !something {
+			left++
+			continue
+		}
+		groups = append(groups, g)
 	}
-	return gs
+	return groups, left
+}
+
+func plural(n int, one, many string) string {
+	if n == 1 {
+		return "1 " + one
+	}
+	return strconv.Itoa(n) + " " + many
 }
 
 // niceSteps are the mantissas of axis maxima and steps.
@@ -294,23 +335,6 @@ func niceCeil(v int) int {
 		}
 	}
 	return int(math.Round(10*p)) + (4-int(math.Round(10*p))%4)%4
-}
-
-// axisRange returns the start and step of a four-step axis covering [minV, maxV]: from 0
-// when the data is not far from it, else from a round number below minV, so that close
-// values can be told apart (the tick labels say where the axis starts).
-func axisRange(minV, maxV int) (lo, step int) {
-	if minV*2 <= maxV || minV <= 0 {
-		return 0, niceCeil(maxV) / 4
-	}
-	step = niceCeil(max(4, (maxV-minV)/3+1)) / 4
-	for {
-		lo = minV / step * step
-		if lo+4*step >= maxV {
-			return lo, step
-		}
-		step = niceCeil(step*4+1) / 4
-	}
 }
 
 func f2(v float64) string { return strconv.FormatFloat(v, 'f', 2, 64) }
@@ -347,9 +371,15 @@ func barChart(b *strings.Builder, id string, groups []group, policies []string) 
 		if g.labelKeep > 0 {
 			fmt.Fprintf(b, `<text class="group" x="%s" y="%s" text-anchor="end" data-kind="setting" data-keep="%d">%s</text>`+"\n", f2(left-6), f2(gy), g.labelKeep, esc(g.label))
 		} else {
-			fmt.Fprintf(b, `<text class="group" x="%s" y="%s" text-anchor="end">%s</text>`+"\n", f2(left-6), f2(gy), esc(clip(g.label, 38)))
+			fmt.Fprintf(b, `<text class="group" x="%s" y="%s" text-anchor="end"><title>%s</title>%s</text>`+"\n", f2(left-6), f2(gy), esc(g.label), esc(clip(g.label, 38)))
 		}
 		for _, m := range g.marks {
+			if m.missing != "" {
+				fmt.Fprintf(b, `<text class="missing" x="%s" y="%s" data-kind="%s" data-policy="%s" fill="%s">%s (%s)</text>`+"\n",
+					f2(left+4), f2(y+barH-2), esc(m.kind), esc(m.policy), policyColor(policies, m.policy), esc(m.missing), esc(m.policy))
+				y += barH + gap
+				continue
+			}
 			wd := math.Max(0, float64(m.value)*scale)
 			fmt.Fprintf(b, `<rect class="bar" x="%s" y="%s" width="%s" height="%s" fill="%s"%s><title>%s</title></rect>`,
 				f2(left), f2(y), f2(wd), f2(barH), policyColor(policies, m.policy), m.attrs(), esc(markTitle(g.label, m)))
@@ -369,12 +399,16 @@ func markTitle(label string, m mark) string {
 	return fmt.Sprintf("%s · %s · keep %d: %s %s", label, m.policy, m.keep, m.metric, num(m.value))
 }
 
+// clip shortens a label to n runes by cutting out its middle, so both the start (a
+// session's project directory) and the end (its id) stay readable; the full label is the
+// element's title.
 func clip(s string, n int) string {
 	r := []rune(s)
 	if len(r) <= n {
 		return s
 	}
-	return "…" + string(r[len(r)-n+1:])
+	head := (n - 1) / 2
+	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
 }
 
 type point struct{ x, y mark }
@@ -383,13 +417,13 @@ type point struct{ x, y mark }
 // and keepRecentTokens.
 func scatter(b *strings.Builder, id, xLabel, yLabel string, pts []point, policies []string) {
 	const left, bottomPad, plotW, plotH, top = 80.0, 50.0, 600.0, 320.0, 20.0
-	minX, maxX, minY, maxY := math.MaxInt, 0, math.MaxInt, 0
+	maxX, maxY := 0, 0
 	for _, p := range pts {
-		minX, maxX = min(minX, p.x.value), max(maxX, p.x.value)
-		minY, maxY = min(minY, p.y.value), max(maxY, p.y.value)
+		maxX, maxY = max(maxX, p.x.value), max(maxY, p.y.value)
 	}
-	loX, stepX := axisRange(minX, maxX)
-	loY, stepY := axisRange(minY, maxY)
+	// Both axes start at zero: a close call between policies must look close.
+	loX, stepX := 0, niceCeil(maxX)/4
+	loY, stepY := 0, niceCeil(maxY)/4
 	sx, sy := plotW/float64(4*stepX), plotH/float64(4*stepY)
 	width, height := left+plotW+160, top+plotH+bottomPad
 	fmt.Fprintf(b, `<svg xmlns="http://www.w3.org/2000/svg" id="%s" width="%s" height="%s" viewBox="0 0 %s %s" data-scale-x="%s" data-scale-y="%s">`+"\n",

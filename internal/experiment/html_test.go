@@ -227,13 +227,20 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 					t.Errorf("label names policy %q", p)
 				}
 			case n.name == "text" && n.attrs["class"] == "group":
-				label := strings.TrimPrefix(n.text, "…")
-				ok := false
-				for f := range files {
-					ok = ok || strings.HasSuffix(f, label)
+				// A long label loses its middle, never its start or its end; the title
+				// holds it whole.
+				head, tail, _ := strings.Cut(n.text, "…")
+				full := ""
+				if len(n.children) > 0 {
+					full = n.children[0].text
 				}
-				if !ok {
-					t.Errorf("group label %q is not a session file", n.text)
+				if !files[full] || !strings.HasPrefix(full, head) || !strings.HasSuffix(full, tail) {
+					t.Errorf("group label %q (title %q) is not a session file", n.text, full)
+				}
+			case n.name == "text" && n.attrs["class"] == "missing":
+				drawn[n.attrs["data-kind"]+"/missing"]++
+				if !strings.HasPrefix(n.text, "no plan") && !strings.HasPrefix(n.text, "no compaction") {
+					t.Errorf("missing-value label %q", n.text)
 				}
 			case n.name == "text" && regexp.MustCompile(`[0-9]`).MatchString(n.text):
 				t.Errorf("unchecked number drawn: <text %v>%s", n.attrs, n.text)
@@ -253,6 +260,62 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 				break
 			}
 		}
+		// Scatter axes start at zero (no zoom that makes a 1% difference look large).
+		if sx > 0 {
+			zeros := 0
+			for _, tk := range ticks {
+				if tk.attrs["data-tick"] == "0" {
+					zeros++
+				}
+			}
+			if zeros != 2 {
+				t.Errorf("scatter %s: %d zero ticks, want both axes from 0", svg.attrs["id"], zeros)
+			}
+		}
+	}
+	// Per-session charts: a session is drawn when it has a number to show; a snapshot row
+	// without a plan is written "no plan", never drawn as a bar of 0.
+	wantBars, wantMissing, wantCost := 0, 0, 0
+	for _, keep := range r.KeepRecentTokens {
+		for f := range files {
+			var rows []SnapshotRow
+			drawnGroup := false
+			for _, row := range r.Snapshot {
+				if row.File == f && row.KeepRecentTokens == keep {
+					rows = append(rows, row)
+					drawnGroup = drawnGroup || (row.Prepared && row.KeptTokens != 0)
+				}
+			}
+			for _, row := range rows {
+				switch {
+				case !drawnGroup:
+				case row.Prepared:
+					wantBars++
+				default:
+					wantMissing++
+				}
+			}
+			var cost []ReplayRow
+			drawnCost := false
+			for _, row := range r.Replay {
+				if row.File == f && row.KeepRecentTokens == keep {
+					cost = append(cost, row)
+					drawnCost = drawnCost || row.SummarizerTokens != 0
+				}
+			}
+			if drawnCost {
+				wantCost += len(cost)
+			}
+		}
+	}
+	if wantBars == len(r.Snapshot) {
+		t.Fatal("every snapshot row of the corpus result has a plan: the check would prove nothing")
+	}
+	if drawn["snapshot/missing"] != wantMissing {
+		t.Errorf("snapshot rows without a plan written %d times, want %d", drawn["snapshot/missing"], wantMissing)
+	}
+	if !strings.Contains(page, "with nothing to draw here (no plan, no compaction, or zero)") {
+		t.Error("the report does not say that sessions with nothing to draw were left out")
 	}
 	// Every total is drawn, once per chart of it.
 	for key, want := range map[string]int{
@@ -261,8 +324,8 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 		"replayTotal/meanKeptTokens":   len(r.ReplayTotals),
 		"snapshotTotal/meanKeptTokens": len(r.SnapshotTotals),
 		"snapshotTotal/violations":     len(r.SnapshotTotals),
-		"snapshot/keptTokens":          len(r.Snapshot), // the corpus is under MaxSessionsCharted
-		"replay/summarizerTokens":      len(r.Replay),
+		"snapshot/keptTokens":          wantBars, // the corpus is under MaxSessionsCharted
+		"replay/summarizerTokens":      wantCost,
 	} {
 		if drawn[key] != want {
 			t.Errorf("%s drawn %d times, want %d", key, drawn[key], want)
@@ -288,5 +351,48 @@ func TestHTMLCapsSessions(t *testing.T) {
 	}
 	if !strings.Contains(b.String(), fmt.Sprintf("The %d largest of %d sessions", MaxSessionsCharted, MaxSessionsCharted+10)) {
 		t.Error("the report does not say that sessions were left out")
+	}
+}
+
+// A replay that never compacted has no "verbatim after a compaction" to draw: it says so
+// instead of drawing 0; a session with nothing to draw is left out and counted; a long
+// file name keeps its start and its end.
+func TestHTMLMissingValuesAndLabels(t *testing.T) {
+	t.Parallel()
+	long := "--home-dev-a-very-long-project-name--/2025-11-09T13-00-00-000Z_019a68b3-b880-73de-830f-69583aef2c0c.jsonl"
+	r := &Result{Policies: []string{"pi", "turn"}, KeepRecentTokens: []int{100}, Counter: "estimate", Replayed: true}
+	for _, f := range []string{long, "idle.jsonl"} {
+		for _, p := range r.Policies {
+			r.Snapshot = append(r.Snapshot, SnapshotRow{File: f, Policy: p, KeepRecentTokens: 100, TokensBefore: 1000, KeptTokens: 100, Prepared: true})
+			row := ReplayRow{File: f, Policy: p, KeepRecentTokens: 100}
+			if f == long && p == "pi" {
+				row.Compactions, row.MeanKeptTokens, row.SummarizerTokens = 1, 500, 900
+			}
+			r.Replay = append(r.Replay, row)
+		}
+	}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	i := strings.Index(page, `id="replay-sessions-kept-100"`)
+	if i < 0 {
+		t.Fatal("no per-session kept chart")
+	}
+	chart := page[i : i+strings.Index(page[i:], "</svg>")]
+	if !strings.Contains(chart, ">no compaction (turn)</text>") || strings.Contains(chart, `data-policy="turn" data-keep="100" data-metric="meanKeptTokens"`) {
+		t.Errorf("the turn replay (no compaction) is drawn as a number:\n%s", chart)
+	}
+	if strings.Contains(chart, "idle.jsonl") || !strings.Contains(page, "1 session with nothing to draw here") {
+		t.Error("the session without compactions is drawn, or its leaving out is not said")
+	}
+	label := clip(long, 38)
+	head, tail, _ := strings.Cut(label, "…")
+	if len([]rune(label)) != 38 || !strings.HasPrefix(long, head) || !strings.HasSuffix(long, tail) || !strings.HasPrefix(head, "--home-dev") {
+		t.Errorf("clip(%q) = %q", long, label)
+	}
+	if !strings.Contains(page, "<title>"+long+"</title>") {
+		t.Error("the full file name is not the label's title")
 	}
 }

@@ -14,7 +14,6 @@ import (
 // messages, branch and compaction summaries) are keyed by their Raw bytes, which identify
 // them completely. It is used by one goroutine (one session) at a time.
 type memo struct {
-	c     tokenize.Counter
 	byMsg map[*sessionio.Message]int // -1: known message, not counted yet
 	byRaw map[string]int
 	count func(*sessionio.Message) int

@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"fmt"
 	"io"
+	"path/filepath"
 	"reflect"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
@@ -21,6 +23,34 @@ const (
 
 // Formats lists the formats Write knows.
 func Formats() []string { return []string{FormatTable, FormatJSON, FormatCSV, FormatHTML} }
+
+// FormatFor picks the output format: format when given (it must be one of Formats), else
+// the one a known extension of out names (.json, .csv, .html, .htm, .txt), else the table
+// when out is empty (standard output). Any other extension is refused, not written as a
+// table under a name that says otherwise (report.xlsx).
+func FormatFor(format, out string) (string, error) {
+	if format != "" {
+		if !slices.Contains(Formats(), format) {
+			return "", fmt.Errorf("unknown format %q (want %s)", format, strings.Join(Formats(), ", "))
+		}
+		return format, nil
+	}
+	if out == "" {
+		return FormatTable, nil
+	}
+	switch ext := strings.ToLower(filepath.Ext(out)); ext {
+	case ".json":
+		return FormatJSON, nil
+	case ".csv":
+		return FormatCSV, nil
+	case ".html", ".htm":
+		return FormatHTML, nil
+	case ".txt":
+		return FormatTable, nil
+	default:
+		return "", fmt.Errorf("%q: no known format has the extension %q (.json, .csv, .html, .htm, .txt); name the format (%s)", out, ext, strings.Join(Formats(), ", "))
+	}
+}
 
 // Write renders the result in one format.
 func Write(w io.Writer, r *Result, format string) error {

@@ -7,8 +7,8 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -112,6 +112,7 @@ type sessionResult struct {
 // session is one loaded session and its per-session count memos.
 type session struct {
 	file, name string
+	src        *engine.Source
 	s          *sessionio.Session
 	path       []*sessionio.Entry
 	model      string
@@ -157,43 +158,22 @@ func (r *sessionRunner) run(ctx context.Context, file, name string) (res *sessio
 }
 
 func (r *sessionRunner) load(file, name string) (*session, error) {
-	s, err := sessionio.ReadFile(file)
+	// The same read, model resolution and counter as the service's (engine.Load); the
+	// counts are memoized here instead of cached, as every plan of a session reuses them.
+	src, err := engine.Load(file, engine.LoadOptions{Counter: r.cfg.Counter, ContextWindow: r.cfg.ContextWindow})
 	if err != nil {
 		return nil, err
 	}
-	path, err := s.Path("")
-	if err != nil {
-		return nil, fmt.Errorf("current path: %w", err)
-	}
-	ss := &session{file: file, name: name, s: s, path: path, ctxTok: make(map[*sessionio.Entry]int, len(path))}
-	cat := configs.DefaultModel
-	if m := sessionio.BuildContext(path).Model; m != nil {
-		ss.model = m.ModelID
-		if m.Provider != "" {
-			ss.model = m.Provider + "/" + m.ModelID
-		}
-		if c, ok := configs.LookupProvider(m.Provider, m.ModelID); ok {
-			cat = c
-		} else {
-			cat, _ = configs.LookupOr(m.ModelID, configs.DefaultModel)
-		}
-	}
-	ss.window = cat.ContextWindow
-	if r.cfg.ContextWindow > 0 {
-		ss.window = r.cfg.ContextWindow
-	}
-	ss.counter, err = tokenize.New(r.cfg.Counter, cat.Encoding)
-	if err != nil {
-		return nil, fmt.Errorf("counter: %w", err)
-	}
+	ss := &session{file: file, name: name, src: src, s: src.Session, path: src.Path, model: src.Model.Name(),
+		window: src.Model.ContextWindow, counter: src.Counter, ctxTok: make(map[*sessionio.Entry]int, len(src.Path))}
 	ss.text = textCounter(ss.counter)
-	ss.mc = memoCounter{name: ss.counter.Name(), m: newMemo(path, ss.counter.Count)}
-	ss.ser = newMemo(path, serializedCounter(ss.text))
+	ss.mc = memoCounter{name: ss.counter.Name(), m: newMemo(ss.path, ss.counter.Count)}
+	ss.ser = newMemo(ss.path, serializedCounter(ss.text))
 	return ss, nil
 }
 
 func (ss *session) settings(cfg Config, keep int) cutpoint.Settings {
-	return cutpoint.Settings{KeepRecentTokens: keep, ReserveTokens: cfg.ReserveTokens, ContextWindow: ss.window}
+	return ss.src.Settings(keep, cfg.ReserveTokens)
 }
 
 func (r *sessionRunner) snapshot(ss *session, keep int) ([]SnapshotRow, error) {

@@ -67,7 +67,26 @@ func TestServerConcurrentUse(t *testing.T) {
 	if s.Count() != 20 || s.MaxInFlight() < 1 {
 		t.Fatalf("count %d", s.Count())
 	}
-	if Summary(nil) != Summary(nil) {
-		t.Fatal("summary not deterministic")
+}
+
+// Summary depends on the prompt only: the same prompt built twice gets the same answer,
+// another prompt another one, and the headings follow what the prompt asks for.
+func TestSummaryDeterministic(t *testing.T) {
+	t.Parallel()
+	prompt := func(user string) []Message {
+		return []Message{{Role: "system", Content: "You summarize."}, {Role: "user", Content: strings.Repeat("x", 3) + user}}
+	}
+	a, b := Summary(prompt("## Goal ## Critical Context")), Summary(prompt("## Goal ## Critical Context"))
+	if a != b {
+		t.Fatalf("the same prompt gave two summaries:\n%s\n%s", a, b)
+	}
+	if c := Summary(prompt("## Goal ## Critical Context, more")); c == a {
+		t.Fatal("two prompts gave the same summary")
+	}
+	if p := Summary(prompt("## Original Request")); !strings.HasPrefix(p, "## Original Request\n- fake summary ") {
+		t.Fatalf("turn-prefix prompt: %q", p)
+	}
+	if !strings.Contains(a, "## Critical Context") || strings.Contains(Summary(prompt("## Goal")), "## Critical Context") {
+		t.Fatal("the branch prompt (no Critical Context) is not told apart from the history prompt")
 	}
 }

@@ -1,4 +1,4 @@
-package main
+package cli
 
 import (
 	"bytes"
@@ -12,15 +12,17 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 )
 
-const session = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a6b9-f316c6e71060","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}
+const enqueueSession = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a6b9-f316c6e71060","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}
 {"type":"message","id":"a9835828","parentId":null,"timestamp":"2026-01-01T00:00:01.000Z","message":{"role":"user","content":"hi","timestamp":1}}
 `
 
-// service starts a real worker (embedded nats-server on a random port) whose handler
-// appends a line, or blocks while block is open, or fails for reason "fail".
-func service(t *testing.T, dir string, block chan struct{}) string {
+// enqueueService starts a real worker (pipelinetest: embedded nats-server on a random
+// port) over the store dir whose handler appends a line, or blocks while block is open, or
+// fails for reason "fail", and returns its URL.
+func enqueueService(t *testing.T, dir string, block chan struct{}) string {
 	t.Helper()
 	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
 		if block != nil {
@@ -37,47 +39,33 @@ func service(t *testing.T, dir string, block chan struct{}) string {
 		_, err = fmt.Fprintf(f, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
 		return pipeline.Result{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}, err
 	})
-	s, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, DataDir: t.TempDir(), EmbeddedPort: -1, Idle: -1, Handler: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := s.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = s.Run(ctx); close(done) }()
-	t.Cleanup(func() {
-		cancel()
-		<-done
-		s.Close()
-	})
-	return s.ClientURL()
+	return pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h}).URL()
 }
 
-func writeFile(t *testing.T, dir, rel string) string {
+func writeSessionFile(t *testing.T, dir, rel string) string {
 	p := filepath.Join(dir, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(p, []byte(session), 0o644); err != nil {
+	if err := os.WriteFile(p, []byte(enqueueSession), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	return p
 }
 
-func runCLI(args ...string) (int, string, string) {
+// runEnqueueCLI runs the enqueue command line (cmd/enqueue) in process.
+func runEnqueueCLI(args ...string) (int, string, string) {
 	var out, errb bytes.Buffer
-	code := run(context.Background(), args, &out, &errb, func(string) string { return "" })
+	code := RunEnqueue(context.Background(), &Env{Args: args, Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 	return code, out.String(), errb.String()
 }
 
 func TestEnqueueWaitPrintsEvent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	url := service(t, dir, nil)
-	file := writeFile(t, dir, "sessions/--tmp--/x.jsonl")
-	code, out, errs := runCLI(file, "--store-dir", dir, "--wait", "--timeout", "20s", "--nats-url", url)
+	url := enqueueService(t, dir, nil)
+	file := writeSessionFile(t, dir, "sessions/--tmp--/x.jsonl")
+	code, out, errs := runEnqueueCLI(file, "--store-dir", dir, "--wait", "--timeout", "20s", "--nats-url", url)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -89,10 +77,10 @@ func TestEnqueueWaitPrintsEvent(t *testing.T) {
 		t.Errorf("event %+v", ev)
 	}
 	// A failing job exits 1 and still prints its event.
-	file2 := writeFile(t, dir, "y.jsonl")
+	file2 := writeSessionFile(t, dir, "y.jsonl")
 	data, _ := os.ReadFile(file2)
 	_ = os.WriteFile(file2, bytes.Replace(data, []byte("019a48fc-d300"), []byte("019a48fc-d301"), 1), 0o644)
-	code, out, _ = runCLI(file2, "--store-dir", dir, "--wait", "--reason", "fail", "--nats-url", url)
+	code, out, _ = runEnqueueCLI(file2, "--store-dir", dir, "--wait", "--reason", "fail", "--nats-url", url)
 	if code != 1 || !strings.Contains(out, `"outcome":"failed"`) || !strings.Contains(out, "model refused") {
 		t.Errorf("failed job: exit %d, %s", code, out)
 	}
@@ -102,15 +90,15 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	block := make(chan struct{})
-	url := service(t, dir, block)
-	file := writeFile(t, dir, "x.jsonl")
-	code, _, errs := runCLI(file, "--store-dir", dir, "--nats-url", url)
+	url := enqueueService(t, dir, block)
+	file := writeSessionFile(t, dir, "x.jsonl")
+	code, _, errs := runEnqueueCLI(file, "--store-dir", dir, "--nats-url", url)
 	if code != 0 || !strings.HasPrefix(errs, "queued: job") {
 		t.Fatalf("first: exit %d %q", code, errs)
 	}
 	// Same session, a different request (forced) while the first is pending: it is not
 	// answered by the first job; without --wait it is not queued (exit 1, said so).
-	code, _, errs = runCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--kind", "compact", "--reason", "again")
+	code, _, errs = runEnqueueCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--kind", "compact", "--reason", "again")
 	if code != 1 || !strings.HasPrefix(errs, "not queued: another request") {
 		t.Fatalf("second: exit %d %q", code, errs)
 	}
@@ -121,7 +109,7 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 	}
 	third := make(chan out, 1)
 	go func() {
-		c, o, e := runCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again")
+		c, o, e := runEnqueueCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again")
 		third <- out{c, o, e}
 	}()
 	time.Sleep(100 * time.Millisecond)
@@ -135,8 +123,8 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 func TestEnqueueBadInput(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	file := writeFile(t, dir, "x.jsonl")
-	other := writeFile(t, t.TempDir(), "o.jsonl")
+	file := writeSessionFile(t, dir, "x.jsonl")
+	other := writeSessionFile(t, t.TempDir(), "o.jsonl")
 	for _, c := range []struct {
 		args []string
 		want string
@@ -148,12 +136,12 @@ func TestEnqueueBadInput(t *testing.T) {
 		{[]string{file, "--store-dir", dir, "--store", "a.b"}, "--store"},
 		{[]string{file}, "none of the stores"},
 	} {
-		code, _, errs := runCLI(c.args...)
+		code, _, errs := runEnqueueCLI(c.args...)
 		if code != 2 || !strings.Contains(errs, c.want) {
 			t.Errorf("%v: exit %d %q, want 2 with %q", c.args, code, errs, c.want)
 		}
 	}
-	if code, out, _ := runCLI("--help"); code != 0 || !strings.Contains(out, "Examples:") {
+	if code, out, _ := runEnqueueCLI("--help"); code != 0 || !strings.Contains(out, "Examples:") {
 		t.Errorf("--help: %d %q", code, out)
 	}
 }

@@ -1,4 +1,4 @@
-package engine
+package cli
 
 import (
 	"context"
@@ -7,71 +7,62 @@ import (
 	"fmt"
 	"os"
 
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
-// Handler adapts the engine to the pipeline: a job runs exactly what `compactor compact`
-// (or `branch-summary`) runs, and the engine's errors are mapped onto the pipeline's
-// outcome classes here, in one place. Prepare jobs need HandlerWith and a store.
-func (e *Engine) Handler() pipeline.Handler { return e.HandlerWith(HandlerOptions{}) }
+// The worker is composed here, at the root: the engine does the work and knows nothing of
+// NATS, the pipeline moves jobs and knows nothing of compaction. jobHandler and
+// budgetAssessor adapt one to the other, and classify maps the engine's errors onto the
+// pipeline's outcome classes, in one place.
 
-// HandlerOptions are what some job kinds need beyond the engine.
-type HandlerOptions struct {
-	// Prepared returns the store of prepared summaries (the service's, which exists only
-	// once it has started, hence a function).
-	Prepared func() pipeline.PreparedStore
-}
-
-// HandlerWith is Handler with options.
-func (e *Engine) HandlerWith(opts HandlerOptions) pipeline.Handler {
+// jobHandler runs a job exactly as `compactor compact` (or `branch-summary`, or `prepare`)
+// runs. prepared returns the store of prepared summaries: the service's bucket, which
+// exists once the service has started, hence a function.
+func jobHandler(e *engine.Engine, prepared func() pipeline.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		req := Request{File: file, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens,
+		req := engine.Request{File: file, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens,
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
-		var res *Result
+		var res *engine.Result
 		var err error
 		switch job.Kind {
 		case pipeline.KindBranchSummary:
 			res, err = e.BranchSummary(ctx, req)
 		case pipeline.KindPrepare:
-			res, err = e.prepareJob(ctx, job, req, opts)
+			res, err = prepareJob(ctx, e, job, req, prepared)
 		default:
 			res, err = e.Compact(ctx, req)
 		}
 		if err != nil {
 			return pipeline.Result{}, classify(err)
 		}
-		out := pipeline.Result{Outcome: pipeline.OutcomeDone, Reason: res.Reason, EntryID: res.EntryID, LeafID: res.EntryID,
-			TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens}
-		if res.Outcome == OutcomeSuperseded {
-			out.Outcome, out.LeafID = pipeline.OutcomeSuperseded, ""
-		}
-		return out, nil
+		return jobResult(res), nil
 	})
 }
 
 // prepareJob makes a preparation on top of the session's previous one and stores it.
-func (e *Engine) prepareJob(ctx context.Context, job pipeline.Job, req Request, opts HandlerOptions) (*Result, error) {
+func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
 	var store pipeline.PreparedStore
-	if opts.Prepared != nil {
-		store = opts.Prepared()
+	if prepared != nil {
+		store = prepared()
 	}
 	if store == nil {
 		return nil, pipeline.Permanent(errors.New("prepare: this worker has no store of prepared summaries"))
 	}
-	var prev *Prepared
+	var prev *engine.Prepared
 	if raw, err := store.Get(ctx, job.Store, job.SessionID); err != nil {
 		return nil, pipeline.Retry(err)
 	} else if raw != nil {
-		var p Prepared
+		var p engine.Prepared
 		if json.Unmarshal(raw, &p) == nil && p.Path == job.Path {
 			prev = &p
 		}
 	}
 	pr, res, err := e.Prepare(ctx, req, prev)
-	if err != nil {
+	if err != nil || pr == nil { // pr is nil when the preparation was skipped (res says why)
 		return res, err
 	}
 	pr.Store, pr.Path = job.Store, job.Path
@@ -85,11 +76,19 @@ func (e *Engine) prepareJob(ctx context.Context, job pipeline.Job, req Request, 
 	return res, nil
 }
 
+// jobResult is the pipeline's view of an engine result. The outcome words are the same
+// in both (docs/json-output.md); LeafID is the new leaf only when the entry became it.
+func jobResult(res *engine.Result) pipeline.Result {
+	out := pipeline.Result{Outcome: pipeline.Outcome(res.Outcome), Reason: res.Reason, EntryID: res.EntryID,
+		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens}
+	if res.Outcome == engine.OutcomeDone {
+		out.LeafID = res.EntryID
+	}
+	return out
+}
+
 // classify turns engine, sessionio and summarize errors into pipeline classes.
 func classify(err error) error {
-	if reason, ok := Skipped(err); ok {
-		return pipeline.Skip(reason)
-	}
 	switch {
 	case errors.Is(err, sessionio.ErrNotV3), errors.Is(err, sessionio.ErrNoAssistant), errors.Is(err, sessionio.ErrAlreadyCompacted):
 		return pipeline.Skip(err.Error())
@@ -114,17 +113,17 @@ func classify(err error) error {
 		}
 		return pipeline.Permanent(err)
 	}
-	return err // GuardError says Permanent() itself; anything else is retried (bounded by MaxDeliver)
+	return err // GuardError and InputError say Permanent() themselves; anything else is retried (bounded by MaxDeliver)
 }
 
-// Assessor adapts Assess to the pipeline's sweeps.
-func (e *Engine) Assessor() pipeline.Assessor {
+// budgetAssessor adapts the engine's budget check to the pipeline's sweeps.
+func budgetAssessor(e *engine.Engine) pipeline.Assessor {
 	return pipeline.AssessorFunc(func(ctx context.Context, file string) (pipeline.Assessment, error) {
-		a, err := e.Assess(ctx, file)
+		b, err := e.CheckBudget(ctx, file)
 		if err != nil {
 			return pipeline.Assessment{}, err
 		}
-		return pipeline.Assessment{SessionID: a.SessionID, LeafID: a.LeafID, Tokens: a.Tokens, ContextWindow: a.ContextWindow,
-			OverBudget: a.OverBudget, Version: a.Version, HasAssistant: a.HasAssistant, Compacted: a.LeafIsCompaction}, nil
+		return pipeline.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
+			OverBudget: b.OverBudget, Version: b.Version, HasAssistant: b.HasAssistant, Compacted: b.LeafIsCompaction}, nil
 	})
 }

@@ -1,4 +1,4 @@
-package engine
+package cli
 
 import (
 	"context"
@@ -11,66 +11,51 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 )
 
-// liveBundle is a real worker: an embedded nats-server on a random port, the real engine
-// (tiktoken, nearest policy, a fake OpenAI-compatible endpoint over HTTP), a store in a
-// temp dir. wrap, if set, wraps the engine's handler.
+// fakeOpenAI is the OpenAI summarizer on a fake endpoint, without retries or waits.
+func fakeOpenAI(t testing.TB, url string) summarize.Summarizer {
+	t.Helper()
+	s, err := summarize.NewOpenAI(summarize.OpenAIConfig{BaseURL: url, Model: "fake-model", APIKey: "sk-test-SECRET", MaxRetries: -1,
+		Timeout: 2 * time.Second, Sleep: func(context.Context, time.Duration) error { return nil }})
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}
+
+// liveBundle is a real worker (pipelinetest: an embedded nats-server on a random port, a
+// store in a temp dir) running the real engine: tiktoken, nearest policy, a fake
+// OpenAI-compatible endpoint over HTTP. wrap, if set, wraps the engine's handler.
 type liveBundle struct {
-	dir string // the store's root
+	*pipelinetest.Server
 	llm *fakellm.Server
-	svc *pipeline.Service
-	nc  *nats.Conn
-	eng *Engine
+	eng *engine.Engine
 }
 
 const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
 
 func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler) pipeline.Handler, start bool) *liveBundle {
 	t.Helper()
-	b := &liveBundle{dir: t.TempDir(), llm: fakellm.Start(t)}
-	eng, err := New(openAI(t, b.llm.URL(), nil), Settings{KeepRecentTokens: 2000, ContextWindow: 20000})
+	b := &liveBundle{llm: fakellm.Start(t)}
+	eng, err := engine.New(fakeOpenAI(t, b.llm.URL()), engine.Settings{KeepRecentTokens: 2000, ContextWindow: 20000})
 	if err != nil {
 		t.Fatal(err)
 	}
 	b.eng = eng
-	h := eng.HandlerWith(HandlerOptions{Prepared: func() pipeline.PreparedStore { return b.svc.Prepared() }})
+	h := jobHandler(eng, func() pipeline.PreparedStore { return b.Service.Prepared() })
 	if wrap != nil {
 		h = wrap(h)
 	}
-	b.svc, err = pipeline.New(pipeline.Config{
-		Stores: []pipeline.Store{{Name: "default", Dir: b.dir}}, DataDir: t.TempDir(), EmbeddedPort: -1,
-		Idle: idle, Handler: h, Assessor: eng.Assessor(), BackoffBase: 100 * time.Millisecond, BackoffMax: time.Second,
-	})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := b.svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.svc.Close)
-	b.nc, err = nats.Connect(b.svc.ClientURL())
-	if err != nil {
-		t.Fatal(err)
-	}
-	t.Cleanup(b.nc.Close)
-	if start {
-		b.run(t)
-	}
+	b.Server = pipelinetest.Start(t, pipelinetest.Options{Handler: h, Assessor: budgetAssessor(eng), Idle: idle, Paused: !start,
+		Configure: func(c *pipeline.Config) { c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second }})
 	return b
-}
-
-// run starts the workers until the test ends.
-func (b *liveBundle) run(t *testing.T) {
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = b.svc.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done })
 }
 
 // session copies the corpus session into the store under rel with its own session id.
@@ -81,7 +66,7 @@ func (b *liveBundle) session(t *testing.T, rel, id string) string {
 		t.Fatal(err)
 	}
 	data = []byte(strings.Replace(string(data), "019ad9b0-0000-7000-8000-00000000aaaa", id, 1))
-	p := filepath.Join(b.dir, rel)
+	p := filepath.Join(b.StoreDir, rel)
 	if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
 		t.Fatal(err)
 	}
@@ -94,20 +79,16 @@ func (b *liveBundle) session(t *testing.T, rel, id string) string {
 // job is an on-demand compact job for the file as it is now.
 func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
 	t.Helper()
-	s, err := sessionio.ReadFile(file)
+	j, err := b.JobFor(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	rel, err := pipeline.RelPath(b.dir, file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: rel, SessionID: s.Header.ID, Reason: "test", ExpectLeafID: s.LeafID()}
+	return j
 }
 
 func (b *liveBundle) enqueue(t *testing.T, j pipeline.Job) pipeline.EnqueueResult {
 	t.Helper()
-	r, err := pipeline.Enqueue(context.Background(), b.nc, j, true, 60*time.Second)
+	r, err := b.Enqueue(context.Background(), j, true, 60*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -178,7 +159,7 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	j := b.job(t, file)
 	events := make(chan pipeline.EnqueueResult, 1)
 	go func() {
-		r, err := pipeline.Enqueue(context.Background(), b.nc, j, true, 60*time.Second)
+		r, err := b.Enqueue(context.Background(), j, true, 60*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -186,18 +167,18 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	}()
 	// The job is queued (no worker runs yet); then the file moves to another project dir.
 	eventually(t, func() bool {
-		js, _ := b.nc.JetStream()
+		js, _ := b.Conn.JetStream()
 		info, err := js.StreamInfo(pipeline.StreamJobs)
 		return err == nil && info.State.Msgs == 1
 	})
-	moved := filepath.Join(b.dir, "--q--", filepath.Base(file))
+	moved := filepath.Join(b.StoreDir, "--q--", filepath.Base(file))
 	if err := os.MkdirAll(filepath.Dir(moved), 0o755); err != nil {
 		t.Fatal(err)
 	}
 	if err := os.Rename(file, moved); err != nil {
 		t.Fatal(err)
 	}
-	b.run(t)
+	b.Resume()
 	r := <-events
 	if r.Event.Outcome != pipeline.OutcomeDone || r.Event.Path != "--q--/"+filepath.Base(file) {
 		t.Fatalf("event %+v", r.Event)
@@ -352,11 +333,11 @@ func TestLivePrepareJob(t *testing.T) {
 	if r.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("event %+v", r.Event)
 	}
-	raw, err := b.svc.Prepared().Get(context.Background(), "default", id)
+	raw, err := b.Service.Prepared().Get(context.Background(), "default", id)
 	if err != nil || raw == nil {
 		t.Fatalf("no prepared value: %v", err)
 	}
-	var pr Prepared
+	var pr engine.Prepared
 	if err := json.Unmarshal(raw, &pr); err != nil {
 		t.Fatal(err)
 	}
@@ -373,12 +354,41 @@ func TestLivePrepareJob(t *testing.T) {
 	if r := b.enqueue(t, j2); r.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("second: %+v", r.Event)
 	}
-	raw, _ = b.svc.Prepared().Get(context.Background(), "default", id)
-	var pr2 Prepared
+	raw, _ = b.Service.Prepared().Get(context.Background(), "default", id)
+	var pr2 engine.Prepared
 	if err := json.Unmarshal(raw, &pr2); err != nil {
 		t.Fatal(err)
 	}
 	if pr2.LeafID != "pa000002" || !pr2.Incremental || *pr2.BasedOnLeafID != pr.LeafID {
 		t.Fatalf("second preparation %+v", pr2)
+	}
+}
+
+// The engine and the pipeline speak one outcome vocabulary (docs/json-output.md): a job's
+// event carries the word the command's result would, and the kinds are the jobs' kinds.
+func TestOutcomeVocabulary(t *testing.T) {
+	t.Parallel()
+	for _, o := range []struct {
+		eng  string
+		pipe pipeline.Outcome
+	}{
+		{engine.OutcomeDone, pipeline.OutcomeDone},
+		{engine.OutcomeSkipped, pipeline.OutcomeSkipped},
+		{engine.OutcomeSuperseded, pipeline.OutcomeSuperseded},
+		{engine.OutcomeFailed, pipeline.OutcomeFailed},
+	} {
+		if string(o.pipe) != o.eng {
+			t.Errorf("engine outcome %q, pipeline outcome %q", o.eng, o.pipe)
+		}
+		r := jobResult(&engine.Result{Outcome: o.eng, EntryID: "e1", Reason: "why"})
+		if d := pipeline.Classify(r, nil, 1, 5, time.Second, time.Second); string(d.Outcome) != o.eng {
+			t.Errorf("engine outcome %q became %q in the pipeline", o.eng, d.Outcome)
+		}
+		if (r.LeafID == "e1") != (o.eng == engine.OutcomeDone) {
+			t.Errorf("%s: leaf %q (only a done entry becomes the leaf)", o.eng, r.LeafID)
+		}
+	}
+	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary {
+		t.Errorf("kinds differ: %q %q / %q %q", engine.KindCompact, engine.KindBranchSummary, pipeline.KindCompact, pipeline.KindBranchSummary)
 	}
 }

@@ -1,0 +1,57 @@
+package engine
+
+import (
+	"errors"
+	"strings"
+	"testing"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// Plan is the planning half of Compact: the same model, window, counter and plan as a dry
+// run of Compact with the same settings.
+func TestPlanIsCompactsPlan(t *testing.T) {
+	t.Parallel()
+	for _, file := range v3Corpus(t) {
+		eng, err := New(summarize.NewExtractive(), Settings{KeepRecentTokens: 5000, Counter: tokenize.CounterEstimate})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := eng.Compact(t.Context(), Request{File: file, DryRun: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		p, err := Plan(file, PlanRequest{Policy: cutpoint.PolicyNearest, Counter: tokenize.CounterEstimate,
+			KeepRecentTokens: 5000, ReserveTokens: cutpoint.DefaultReserveTokens})
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p.Model.ContextWindow != res.ContextWindow || p.Model.Known != res.ModelKnown || p.Model.ModelID != res.Model ||
+			p.Counter.Name() != res.Counter || p.Plan.TokensBefore != res.TokensBefore || p.OverBudget() != res.OverBudget {
+			t.Errorf("%s: Plan %+v / %s %d, Compact %+v", file, p.Model, p.Counter.Name(), p.Plan.TokensBefore, res)
+		}
+		if res.Plan != nil && (res.Plan.FirstKeptEntryID != p.Plan.FirstKeptEntryID || res.Plan.KeptTokens != p.Plan.KeptTokens) {
+			t.Errorf("%s: Compact keeps from %s (%d tokens), Plan from %s (%d)", file, res.Plan.FirstKeptEntryID, res.Plan.KeptTokens, p.Plan.FirstKeptEntryID, p.Plan.KeptTokens)
+		}
+	}
+	// A leaf the file does not have is bad input.
+	_, err := Plan("../../testdata/corpus/01-minimal.jsonl", PlanRequest{Leaf: "nope"})
+	var ie *InputError
+	if !errors.As(err, &ie) {
+		t.Fatalf("unknown leaf: %v", err)
+	}
+}
+
+func TestSettingsRefuseImpossibleBudgets(t *testing.T) {
+	t.Parallel()
+	for _, s := range []Settings{{ContextWindow: 100}, {ContextWindow: 30000}, {ContextWindow: 40000, KeepRecentTokens: 30000}} {
+		if err := s.Validate(); err == nil || !strings.Contains(err.Error(), "settings:") {
+			t.Errorf("%+v: %v", s, err)
+		}
+	}
+	if err := (Settings{ContextWindow: 40000}).Validate(); err != nil {
+		t.Errorf("window 40000 with the defaults: %v", err)
+	}
+}
