@@ -124,8 +124,10 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
 		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, ShutdownTimeout: f.shutdownTimeout, Logger: log,
 	}
-	if !f.worker && cfg.NATS.URL == "" {
-		cfg.NATS.URL = pipeline.DefaultClientURL
+	// A client (sweep) without --nats-url finds the local service's address through
+	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
+	if !f.worker {
+		return cfg, nil
 	}
 	if err := cfg.Validate(); err != nil {
 		return cfg, &UsageError{Err: flagError(err)}
