@@ -420,8 +420,7 @@ const treeExtension = `export default function (pi) {
 func TestZeroWaitFallbacks(t *testing.T) {
 	t.Run("compactor down", func(t *testing.T) {
 		url := StartNATS(t)
-		var e *Env
-		e = NewEnv(t, withExtension(manualSettings(), url))
+		e := NewEnv(t, withExtension(manualSettings(), url))
 		e.Workload(1, 14)
 		blocked, calls, comp := manualCompact(t, e, "")
 		figure(t, "fallback.compactor_down", fmt.Sprintf("blocked %s, %d summary calls, fromHook %v", blocked.Round(time.Millisecond), calls, fromHook(comp)))
