@@ -65,6 +65,11 @@ func RunAutoCompactions(t *testing.T, cfg Config, prompts int) (*Env, []AutoComp
 			out = append(out, AutoCompaction{Prompt: n, Reason: s.Reason, Blocked: blocked, LLMCalls: calls, Entry: comps[len(comps)-1]})
 		}
 	}
+	// One more prompt, so that a compaction after the last prompt has a request after it
+	// too (its own compactions, if any, are not counted).
+	if _, err := e.Pi.Prompt(e.Ctx(3*time.Minute), e.Work.Prompt(prompts+1)); err != nil {
+		t.Fatalf("prompt %d: %v", prompts+1, err)
+	}
 	file := e.SessionFile()
 	// The request right after each compaction, against the request right before it.
 	reqs := e.LLM.Requests()
