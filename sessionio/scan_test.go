@@ -3,6 +3,7 @@ package sessionio
 import (
 	"bytes"
 	"encoding/json"
+	"reflect"
 	"strings"
 	"testing"
 )
@@ -18,8 +19,19 @@ func FuzzScanMatchesEncodingJSON(f *testing.F) {
 	} {
 		f.Add([]byte(s))
 	}
+	f.Add([]byte(`{"message":{},"message":{"role":"x","content":[{"a":{}}]},"z":{"message":{"k":1}}}`))
+	f.Add([]byte(`{"message":{"a":{"b":[]},"c":"d"},"e":{}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
 		ms, notObject, err := scanObject(b, nil)
+		ems, msg, msgVal, eNotObject, eErr := scanEntry(b, nil, nil)
+		if (eErr == nil) != (err == nil) || eNotObject != notObject || len(ems) != len(ms) {
+			t.Fatalf("scanEntry and scanObject disagree on %q", b)
+		}
+		if msgVal != nil {
+			if want := trustedMembers(msgVal, nil); !reflect.DeepEqual(msg, want) && !(len(msg) == 0 && len(want) == 0) {
+				t.Fatalf("message members %q, want %q", msg, want)
+			}
+		}
 		valid := json.Valid(b)
 		if (err == nil) != valid {
 			t.Fatalf("scanner says err=%v, encoding/json says valid=%v for %q", err, valid, b)

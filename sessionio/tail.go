@@ -1,0 +1,672 @@
+package sessionio
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"sort"
+	"unicode/utf8"
+)
+
+// Need says what a tail read (ReadTail) must establish before it may stop reading. A Pi
+// session only grows at its end and the leaf is its last line, so the context of a long-lived
+// session depends on its last part: the path from the leaf back to the latest compaction and
+// from there to that compaction's first kept entry. Everything before is history, which a
+// tail read does not touch unless a Need asks for something that lies there.
+type Need uint16
+
+const (
+	// NeedMessages: Path reaches back to the first entry the context's messages come from
+	// (the latest compaction's first kept entry; the root when the path has no compaction
+	// or the first kept entry is not on it), so BuildContext(Path).Messages is exact.
+	NeedMessages Need = 1 << iota
+	// NeedModel: Path holds the latest model_change or assistant message of the path (or is
+	// complete), so BuildContext(Path).Model is exact.
+	NeedModel
+	// NeedThinking: Path holds the latest thinking_level_change of the path (or is
+	// complete), so BuildContext(Path).ThinkingLevel is exact. Pi writes the thinking level
+	// when a session starts and again only when it changes, so this often means the root.
+	NeedThinking
+	// NeedRoot: Path is the whole path (pathIds, path indices).
+	NeedRoot
+	// NeedFile: the whole file is read, for what only the whole file tells: the entry count,
+	// labels, the session name, every diagnostic and parentId cycles anywhere.
+	NeedFile
+	// NeedContent: the content of the messages in Path[Window:] is decoded (text, thinking,
+	// tool calls); otherwise messages are decoded light (see Options.Light).
+	NeedContent
+
+	// NeedContext is what BuildContext needs to give exactly the full read's context.
+	NeedContext = NeedMessages | NeedModel | NeedThinking
+)
+
+// Tail is what a tail read established about a session file.
+//
+// Path is the end of the leaf's path, root-most first: its part from Window on (the context's
+// first entry to the leaf) holds full entries; entries before Window (read only to settle
+// the model, the thinking level or the root) carry their ids, types and decoded fields but
+// no raw bytes (Raw, Message.Raw, Details, Content and Display are nil).
+type Tail struct {
+	File            string
+	Header          Header
+	Size            int64
+	EndsWithNewline bool
+	// LeafID is the id of the last entry line ("" if none), as Session.LeafID.
+	LeafID string
+	// Path ends at the leaf. Complete: Path[0] is the root (a null or missing parent).
+	Path     []*Entry
+	Complete bool
+	// Window is the index in Path of the context's first entry.
+	Window int
+	// HasAssistant reports whether the file holds an assistant message (always settled: the
+	// read goes on until it finds one, or reads the whole file).
+	HasAssistant bool
+
+	// With NeedFile only (zero otherwise): as Session's len(Entries), Labels(), Name() and
+	// Diagnostics.
+	EntryCount  int
+	Labels      map[string]string
+	Name        string
+	Diagnostics []Diagnostic
+
+	// ReadFrom is where the earliest line the read looked at starts: no line before it (but
+	// the header) was read.
+	ReadFrom int64
+	// Session is the full read when the tail read fell back to one, with the reason (a v1 or
+	// v2 file, which migration renumbers; a first line that is not a plain header; a parentId
+	// cycle on the path).
+	Session  *Session
+	Fallback string
+}
+
+// Version is the format version found on disk.
+func (t *Tail) Version() int { return t.Header.Version }
+
+// Context builds the context from Path (exact for what the read's Need settled).
+func (t *Tail) Context() *Context { return BuildContext(t.Path) }
+
+// The first read from the end is tailBlock bytes; each further read doubles, up to
+// tailMaxBlock (tests use tiny blocks to split every line).
+const (
+	tailBlock    = 64 << 10
+	tailMaxBlock = 4 << 20
+)
+
+// ReadTail reads what need asks for from the end of a session file, backwards, and stops as
+// soon as it is settled; it reads the whole file only when need asks for it (NeedFile,
+// NeedRoot), when the path leads there (a session without compaction, a thinking level set
+// at the start with NeedThinking) or when it falls back to a full read. The result equals
+// the full read's (ReadFile + Path + BuildContext) for everything need settled; the tests
+// check that on the corpus and on generated trees.
+func ReadTail(path string, need Need) (*Tail, error) {
+	f, err := os.Open(path)
+	if err != nil {
+		return nil, &FileError{File: path, Err: err}
+	}
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, &FileError{File: path, Err: err}
+	}
+	return readTail(f, st.Size(), path, need, tailBlock, tailMaxBlock)
+}
+
+// ParseTail is ReadTail over bytes in memory.
+func ParseTail(data []byte, file string, need Need) (*Tail, error) {
+	return readTail(bytes.NewReader(data), int64(len(data)), file, need, tailBlock, tailMaxBlock)
+}
+
+// errFallback makes a tail read give up for a full read.
+type errFallback struct{ reason string }
+
+func (e *errFallback) Error() string { return e.reason }
+
+func readTail(ra io.ReaderAt, size int64, file string, need Need, block, maxBlock int) (*Tail, error) {
+	r := &tailReader{ra: ra, size: size, need: need, t: &Tail{File: file, Size: size}, block: block, maxBlock: maxBlock}
+	r.dec = decoder{file: file, light: true, diag: r.lineDiag}
+	err := r.run()
+	var fb *errFallback
+	if errors.As(err, &fb) {
+		return r.fullRead(fb.reason)
+	}
+	if err != nil {
+		return nil, err
+	}
+	return r.t, nil
+}
+
+// tailReader is one tail read: a backward line reader over [lo, end) of the file, the index
+// of every entry line read so far, and the walk from the leaf.
+type tailReader struct {
+	ra   io.ReaderAt
+	size int64
+	need Need
+	t    *Tail
+	dec  decoder
+
+	// Lines: [lo, end) is the part after the header line, without the trailing white space
+	// Pi's trim drops. buf holds the unread bytes [pos, cur); bytes before pos are not read
+	// yet. While keep is set, every block is a new buffer that entries may point into;
+	// afterwards blocks reuse scratch and entries keep no raw bytes.
+	lo, end, pos, cur int64
+	buf, scratch      []byte
+	nls               []int // offsets in buf of the '\n's before cur, ascending
+	block, maxBlock   int
+	keep, done        bool
+	members, msg      []member
+
+	// Entries read, newest first; the index keeps the first one met per id, which is the
+	// last line with that id in the file: the one Pi keeps.
+	read  []*Entry
+	byID  map[string]*Entry
+	later map[string]*Entry // duplicate ids: the nearest later line seen (for their diagnostics)
+	k     int               // lines met so far, counted from the end (blank ones too)
+	lineK int               // k of the line being decoded
+
+	// Whole-file facts (NeedFile): labels and name are decided by the last line about them.
+	labelSet map[string]bool
+	nameSet  bool
+	diags    []tailDiag
+	headLine int // line number of the header
+
+	// The walk, leaf first.
+	walk        []*Entry
+	onWalk      map[*Entry]bool
+	comp        *Entry // the latest compaction on the path, once met
+	window      int    // index in walk of the context's first entry, -1 until known
+	model, thin bool
+	root        bool
+}
+
+// tailDiag is a diagnostic whose line numbers are known only once the whole file is read:
+// k counts lines from the end, phase orders them as the full read does (line problems,
+// then duplicate ids, then orphans), seq keeps their order within a line.
+type tailDiag struct {
+	d        Diagnostic
+	phase, k int
+	seq      int
+	otherK   int // duplicate ids: the earlier line, as k
+}
+
+func (r *tailReader) run() error {
+	if err := r.readHeader(); err != nil {
+		return err
+	}
+	r.byID = map[string]*Entry{}
+	r.later = map[string]*Entry{}
+	r.onWalk = map[*Entry]bool{}
+	r.window = -1
+	r.keep = true
+	if r.need&NeedFile != 0 {
+		r.labelSet = map[string]bool{}
+		r.t.Labels = map[string]string{}
+	}
+	// The leaf: the last entry line.
+	for len(r.read) == 0 {
+		if ok, err := r.readLine(); err != nil {
+			return err
+		} else if !ok {
+			break
+		}
+	}
+	if len(r.read) > 0 && r.read[0].ID != "" {
+		if err := r.walkPath(); err != nil {
+			return err
+		}
+	} else {
+		r.root, r.model, r.thin = true, true, true // no path: nothing to settle
+	}
+	// Whatever the walk did not need but need or HasAssistant does.
+	for r.need&NeedFile != 0 || !r.t.HasAssistant {
+		if ok, err := r.readLine(); err != nil {
+			return err
+		} else if !ok {
+			break
+		}
+	}
+	return r.finish()
+}
+
+// readHeader reads and checks the first line, sets lo, end and the header. Anything but a
+// plain v3 header on the first line (a v1/v2 file, a BOM-less oddity the full read handles
+// with more care, an empty file) is left to the full read.
+func (r *tailReader) readHeader() error {
+	// The end: Pi trims the whole content, which can shorten the last line.
+	n := min(r.size, 64)
+	tail := make([]byte, n)
+	if _, err := r.ra.ReadAt(tail, r.size-n); err != nil && !errors.Is(err, io.EOF) {
+		return &FileError{File: r.t.File, Err: err}
+	}
+	r.t.EndsWithNewline = n > 0 && tail[n-1] == '\n'
+	r.end = r.size
+	for {
+		if len(tail) == 0 {
+			if r.end > 0 { // 64 bytes of white space: let the full read trim them
+				return &errFallback{"the file ends in a long run of white space"}
+			}
+			break
+		}
+		c, sz := utf8.DecodeLastRune(tail)
+		if !isJSSpace(c) {
+			break
+		}
+		tail = tail[:len(tail)-sz]
+		r.end -= int64(sz)
+	}
+	// The header: the first line, after Pi's trim of the start.
+	var head []byte
+	for sz := int64(4 << 10); ; sz *= 2 {
+		sz = min(sz, r.size)
+		head = make([]byte, sz)
+		if _, err := r.ra.ReadAt(head, 0); err != nil && !errors.Is(err, io.EOF) {
+			return &FileError{File: r.t.File, Err: err}
+		}
+		if bytes.IndexByte(head, '\n') >= 0 || sz == r.size {
+			break
+		}
+	}
+	trimmed, line := jsTrimStart(head)
+	if len(trimmed) == 0 {
+		return &errFallback{"the file is empty or starts with a long run of white space"}
+	}
+	start := int64(len(head) - len(trimmed))
+	lineEnd := int64(len(head))
+	if i := bytes.IndexByte(trimmed, '\n'); i >= 0 {
+		lineEnd = start + int64(i)
+	}
+	lineEnd = min(lineEnd, r.end)
+	hl := head[start:lineEnd]
+	ms, notObject, err := scanObject(hl, nil)
+	if err != nil || notObject {
+		return &errFallback{"the first line is not a JSON object"}
+	}
+	var f fields
+	f.pick(ms)
+	h, ok := header(&f, hl)
+	if !ok || string(f.typ) != `"session"` {
+		return &errFallback{"the first line is not a session header"}
+	}
+	if h.Version < 3 {
+		return &errFallback{fmt.Sprintf("a version %d file (migrated in memory by the full read)", h.Version)}
+	}
+	r.t.Header = h
+	r.headLine = line
+	r.lo = min(lineEnd+1, r.end)
+	r.pos, r.cur = r.end, r.end
+	r.done = r.lo >= r.end // the header is the last line
+	return nil
+}
+
+// fill reads the block before pos, keeping the unread bytes [pos, cur) after it, and lists
+// the new block's line ends in nls. The unread bytes hold no '\n' (else a line would be
+// left to return), so only the new block is searched, forwards with IndexByte, which is
+// vectorized (LastIndexByte is a byte loop). A block is at least as long as the unread
+// bytes, so that a line longer than the blocks is copied O(log n) times, not O(n).
+func (r *tailReader) fill() error {
+	carry := r.buf[:r.cur-r.pos]
+	n := min(int64(max(r.block, len(carry))), r.pos-r.lo)
+	if r.block < r.maxBlock {
+		r.block = min(2*r.block, r.maxBlock)
+	}
+	total := int(n) + len(carry)
+	var nb []byte
+	switch {
+	case r.keep:
+		nb = make([]byte, total)
+		copy(nb[n:], carry)
+	case cap(r.scratch) < total:
+		nb = make([]byte, total, max(total, 2*cap(r.scratch)))
+		copy(nb[n:], carry)
+		r.scratch = nb
+	default:
+		nb = r.scratch[:total]
+		copy(nb[n:], carry) // carry may be in scratch: copy is a memmove
+		r.scratch = nb
+	}
+	if _, err := r.ra.ReadAt(nb[:n], r.pos-n); err != nil && !errors.Is(err, io.EOF) {
+		return &FileError{File: r.t.File, Err: err}
+	}
+	r.pos -= n
+	r.buf = nb
+	r.nls = r.nls[:0]
+	for i := 0; i < int(n); {
+		j := bytes.IndexByte(nb[i:n], '\n')
+		if j < 0 {
+			break
+		}
+		r.nls = append(r.nls, i+j)
+		i += j + 1
+	}
+	return nil
+}
+
+// nextLine returns the line that ends at cur (without its '\n'), or false when the lines
+// are all read.
+func (r *tailReader) nextLine() ([]byte, bool, error) {
+	for {
+		if r.done {
+			return nil, false, nil
+		}
+		if k := len(r.nls); k > 0 {
+			i := r.nls[k-1]
+			r.nls = r.nls[:k-1]
+			line := r.buf[i+1 : r.cur-r.pos]
+			r.cur = r.pos + int64(i)
+			return line, true, nil
+		}
+		if r.pos == r.lo { // the first line after the header
+			r.done = true
+			return r.buf[:r.cur-r.pos], true, nil
+		}
+		if err := r.fill(); err != nil {
+			return nil, false, err
+		}
+	}
+}
+
+// readLine reads one line backwards and indexes it if it is an entry. It returns false
+// when there are no more lines.
+func (r *tailReader) readLine() (bool, error) {
+	line, ok, err := r.nextLine()
+	if !ok || err != nil {
+		return false, err
+	}
+	k := r.k
+	r.k++
+	if isBlank(line) {
+		return true, nil
+	}
+	var notObject bool
+	var msgVal []byte
+	r.members, r.msg, msgVal, notObject, err = scanEntry(line, r.members[:0], r.msg[:0])
+	switch {
+	case err != nil:
+		r.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is not valid JSON; skipped (Pi skips it too)"})
+		return true, nil
+	case notObject:
+		r.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is JSON but not an entry object; skipped"})
+		return true, nil
+	}
+	var f fields
+	f.pick(r.members)
+	if string(f.typ) == `"session"` {
+		r.fileDiag(0, k, Diagnostic{Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
+		return true, nil
+	}
+	r.lineK = k
+	e := r.dec.entry(&f, line, 0, r.msg, msgVal)
+	e.tailK = k
+	if !r.keep {
+		e.Raw, e.Details, e.Content, e.Display = nil, nil, nil, nil
+		if e.Message != nil {
+			e.Message.Raw = nil
+		}
+	}
+	r.read = append(r.read, e)
+	if winner, dup := r.byID[e.ID]; dup {
+		if r.need&NeedFile != 0 { // reported on the nearest later line with the id
+			prev := r.later[e.ID]
+			if prev == nil {
+				prev = winner
+			}
+			r.diags = append(r.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagDuplicateID}, phase: 1, k: prev.tailK, otherK: k})
+			r.later[e.ID] = e
+		}
+	} else {
+		r.byID[e.ID] = e
+	}
+	if e.IsMessage(RoleAssistant) {
+		r.t.HasAssistant = true
+	}
+	if r.labelSet != nil {
+		r.t.EntryCount++
+		switch e.Type {
+		case TypeLabel:
+			if !r.labelSet[e.TargetID] {
+				r.labelSet[e.TargetID] = true
+				if e.Label != "" {
+					r.t.Labels[e.TargetID] = e.Label
+				}
+			}
+		case TypeSessionInfo:
+			if !r.nameSet {
+				r.nameSet = true
+				r.t.Name = trimJSSpace(e.Name)
+			}
+		}
+	}
+	return true, nil
+}
+
+// lineDiag receives the decoder's diagnostics for the line being read.
+func (r *tailReader) lineDiag(d Diagnostic) { r.fileDiag(0, r.lineK, d) }
+
+func (r *tailReader) fileDiag(phase, k int, d Diagnostic) {
+	if r.need&NeedFile == 0 {
+		return
+	}
+	seq := 0
+	if n := len(r.diags); n > 0 && r.diags[n-1].k == k && r.diags[n-1].phase == phase {
+		seq = r.diags[n-1].seq + 1
+	}
+	r.diags = append(r.diags, tailDiag{d: d, phase: phase, k: k, seq: seq})
+}
+
+// settled reports whether the walk has what need asks for.
+func (r *tailReader) settled() bool {
+	if r.root {
+		return true
+	}
+	if r.need&NeedRoot != 0 {
+		return false
+	}
+	if r.need&NeedMessages != 0 && r.window < 0 {
+		return false
+	}
+	if r.need&NeedModel != 0 && !r.model {
+		return false
+	}
+	if r.need&NeedThinking != 0 && !r.thin {
+		return false
+	}
+	return true
+}
+
+// walkPath follows parentIds from the leaf, reading further back whenever a parent is not
+// indexed yet, until need is settled or the root is reached.
+func (r *tailReader) walkPath() error {
+	e := r.read[0]
+	for {
+		if r.onWalk[e] {
+			return &errFallback{"a parentId cycle on the path"}
+		}
+		r.onWalk[e] = true
+		r.walk = append(r.walk, e)
+		switch {
+		case e.Type == TypeCompaction && r.comp == nil:
+			r.comp = e
+		case r.comp != nil && r.window < 0 && e.ID == r.comp.FirstKeptEntryID:
+			r.window = len(r.walk) - 1
+			r.keep = false // the context's bytes are all read: later blocks reuse one buffer
+		}
+		switch e.Type {
+		case TypeModelChange:
+			r.model = true
+		case TypeThinkingLevelChange:
+			r.thin = true
+		case TypeMessage:
+			if e.Message != nil && e.Message.Role == RoleAssistant {
+				r.model = true
+			}
+		}
+		if r.settled() {
+			return nil
+		}
+		if e.ParentID == "" {
+			r.root = true
+			return nil
+		}
+		p, err := r.find(e.ParentID)
+		if err != nil {
+			return err
+		}
+		if p == nil { // an orphan: Pi's walk stops at a missing parent
+			r.root = true
+			return nil
+		}
+		e = p
+	}
+}
+
+// find returns the entry with that id, reading further back until it is indexed; nil if the
+// file has none.
+func (r *tailReader) find(id string) (*Entry, error) {
+	for {
+		if e := r.byID[id]; e != nil {
+			return e, nil
+		}
+		ok, err := r.readLine()
+		if err != nil {
+			return nil, err
+		}
+		if !ok {
+			return nil, nil
+		}
+	}
+}
+
+// finish turns the walk into Path, decodes the window's content and, after a whole-file
+// read, numbers the diagnostics and checks for cycles as the full read does.
+func (r *tailReader) finish() error {
+	t := r.t
+	t.ReadFrom = r.cur + 1 // the last line read starts after the '\n' at cur
+	if r.done {
+		t.ReadFrom = r.lo
+	}
+	if len(r.read) > 0 {
+		t.LeafID = r.read[0].ID
+	}
+	n := len(r.walk)
+	t.Path = make([]*Entry, n)
+	for i, e := range r.walk {
+		t.Path[n-1-i] = e
+	}
+	t.Complete = r.root
+	switch {
+	case r.window >= 0:
+		t.Window = n - 1 - r.window
+	case r.comp != nil: // the first kept entry is not on the path: the context starts at the compaction
+		for i, e := range t.Path {
+			if e == r.comp {
+				t.Window = i
+			}
+		}
+	}
+	if r.need&NeedContent != 0 {
+		for _, e := range t.Path[t.Window:] {
+			if m := e.Message; m != nil && m.Raw != nil {
+				raw := m.Raw
+				*m = Message{}
+				_ = decodeMessageInto(m, raw, nil, false) // problems were reported by the light pass
+			}
+		}
+	}
+	if r.need&NeedFile == 0 {
+		// A cycle among the entries read is one the full read reports; one through history
+		// never read is beyond what this read (and Pi's walk from the leaf) reaches.
+		return findCycle(t.File, r.inFileOrder(), func(id string) *Entry { return r.byID[id] })
+	}
+	// Every line is read: k runs from 0 (the last line) to r.k-1 (the first after the header).
+	lineOf := func(k int) int { return r.headLine + r.k - k }
+	for _, e := range r.read {
+		e.Line = lineOf(e.tailK)
+	}
+	for i := len(r.read) - 1; i >= 0; i-- { // orphans, in file order
+		e := r.read[i]
+		if e.ParentID == "" || r.byID[e.ID] != e {
+			continue
+		}
+		if r.byID[e.ParentID] == nil {
+			r.diags = append(r.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagOrphan,
+				Message: fmt.Sprintf("parent %q not found; the entry is a root and paths through it stop here (as in Pi)", e.ParentID)}, phase: 2, k: e.tailK})
+		}
+	}
+	sort.SliceStable(r.diags, func(i, j int) bool {
+		a, b := r.diags[i], r.diags[j]
+		if a.phase != b.phase {
+			return a.phase < b.phase
+		}
+		if a.k != b.k {
+			return a.k > b.k
+		}
+		return a.seq < b.seq
+	})
+	t.Diagnostics = make([]Diagnostic, 0, len(r.diags))
+	for _, td := range r.diags {
+		d := td.d
+		d.Line = lineOf(td.k)
+		if td.phase == 1 {
+			d.Message = fmt.Sprintf("id also used on line %d; the later line wins (as in Pi)", lineOf(td.otherK))
+		}
+		t.Diagnostics = append(t.Diagnostics, d)
+	}
+	if len(t.Diagnostics) == 0 {
+		t.Diagnostics = nil
+	}
+	return findCycle(t.File, r.inFileOrder(), func(id string) *Entry { return r.byID[id] })
+}
+
+func (r *tailReader) inFileOrder() []*Entry {
+	out := make([]*Entry, len(r.read))
+	for i, e := range r.read {
+		out[len(r.read)-1-i] = e
+	}
+	return out
+}
+
+// fullRead is the fallback: the whole file through the full reader, as a Tail.
+func (r *tailReader) fullRead(reason string) (*Tail, error) {
+	data := make([]byte, r.size)
+	if _, err := r.ra.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
+		return nil, &FileError{File: r.t.File, Err: err}
+	}
+	s, err := ParseWith(data, r.t.File, Options{Light: r.need&NeedContent == 0})
+	if err != nil {
+		return nil, err
+	}
+	return TailOf(s, reason)
+}
+
+// TailOf is the Tail of a full read: the whole path, every whole-file fact.
+func TailOf(s *Session, reason string) (*Tail, error) {
+	path, err := s.Path("")
+	if err != nil {
+		return nil, err
+	}
+	t := &Tail{File: s.File, Header: s.Header, Size: s.Size, EndsWithNewline: s.EndsWithNewline,
+		LeafID: s.LeafID(), Path: path, Complete: true, HasAssistant: s.HasAssistant(),
+		EntryCount: len(s.Entries), Labels: s.Labels(), Name: s.Name(), Diagnostics: s.Diagnostics,
+		Session: s, Fallback: reason}
+	t.Window = contextStart(path)
+	return t, nil
+}
+
+// contextStart is the index of the first entry the context's messages come from: the
+// latest compaction's first kept entry, the compaction itself when that entry is not on the
+// path, 0 without a compaction.
+func contextStart(path []*Entry) int {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].Type != TypeCompaction {
+			continue
+		}
+		for j := 0; j < i; j++ {
+			if path[j].ID == path[i].FirstKeptEntryID {
+				return j
+			}
+		}
+		return i
+	}
+	return 0
+}
