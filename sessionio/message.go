@@ -37,6 +37,9 @@ const (
 type Message struct {
 	Role string
 	Raw  json.RawMessage
+	// At is where a message entry's message lies in the file, for a tail read that left it
+	// there (LeaveMessagesOnDisk; Raw is nil then). Zero otherwise.
+	At Span
 
 	Content Content
 
@@ -72,6 +75,9 @@ type Message struct {
 	FromID       string
 	TokensBefore float64
 }
+
+// Span is a byte range of a file.
+type Span struct{ Off, Len int64 }
 
 // Content is a message's content: a plain string or an array of blocks.
 type Content struct {

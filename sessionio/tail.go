@@ -37,6 +37,11 @@ const (
 	// NeedContent: the content of the messages in Path[Window:] is decoded (text, thinking,
 	// tool calls); otherwise messages are decoded light (see Options.Light).
 	NeedContent
+	// LeaveMessagesOnDisk (ignored with NeedContent): message entries keep no bytes in
+	// memory, not even in the window: Entry.Raw and Message.Raw are nil and Message.At says
+	// where the message lies in the file. For a caller that only copies messages out, like
+	// compactor context: its memory then does not grow with the context.
+	LeaveMessagesOnDisk
 
 	// NeedContext is what BuildContext needs to give exactly the full read's context.
 	NeedContext = NeedMessages | NeedModel | NeedThinking
@@ -49,7 +54,9 @@ const (
 // the model, the thinking level or the root) carry their ids, types and decoded fields but
 // no raw bytes (Raw, Message.Raw, Details, Content and Display are nil).
 type Tail struct {
-	File            string
+	File string
+	// Info is the file's stat when ReadTail opened it (nil from ParseTail).
+	Info            os.FileInfo
 	Header          Header
 	Size            int64
 	EndsWithNewline bool
@@ -88,10 +95,13 @@ func (t *Tail) Version() int { return t.Header.Version }
 func (t *Tail) Context() *Context { return BuildContext(t.Path) }
 
 // The first read from the end is tailBlock bytes; each further read doubles, up to
-// tailMaxBlock (tests use tiny blocks to split every line).
+// tailMaxBlock (tests use tiny blocks to split every line). Blocks that hold the context
+// stay in memory, so the cap bounds what a block can hold beyond it; past the context one
+// buffer of tailMaxBlock is reused for the rest of the file (small enough for the caches:
+// a block is validated right after it is copied in).
 const (
 	tailBlock    = 64 << 10
-	tailMaxBlock = 4 << 20
+	tailMaxBlock = 512 << 10
 )
 
 // ReadTail reads what need asks for from the end of a session file, backwards, and stops as
@@ -110,7 +120,11 @@ func ReadTail(path string, need Need) (*Tail, error) {
 	if err != nil {
 		return nil, &FileError{File: path, Err: err}
 	}
-	return readTail(f, st.Size(), path, need, tailBlock, tailMaxBlock)
+	t, err := readTail(f, st.Size(), path, need, tailBlock, tailMaxBlock)
+	if t != nil {
+		t.Info = st
+	}
+	return t, err
 }
 
 // ParseTail is ReadTail over bytes in memory.
@@ -148,10 +162,11 @@ type tailReader struct {
 
 	// Lines: [lo, end) is the part after the header line, without the trailing white space
 	// Pi's trim drops. buf holds the unread bytes [pos, cur); bytes before pos are not read
-	// yet. While keep is set, every block is a new buffer that entries may point into;
-	// afterwards blocks reuse scratch and entries keep no raw bytes.
+	// yet. While keep is set (until the context's first entry is reached), entry lines are
+	// copied out of buf (keepLine) and entries point into the copies; afterwards entries keep
+	// no raw bytes.
 	lo, end, pos, cur int64
-	buf, scratch      []byte
+	buf, arena        []byte
 	nls               []int // offsets in buf of the '\n's before cur, ascending
 	block, maxBlock   int
 	keep, done        bool
@@ -299,11 +314,12 @@ func (r *tailReader) readHeader() error {
 	return nil
 }
 
-// fill reads the block before pos, keeping the unread bytes [pos, cur) after it, and lists
-// the new block's line ends in nls. The unread bytes hold no '\n' (else a line would be
-// left to return), so only the new block is searched, forwards with IndexByte, which is
-// vectorized (LastIndexByte is a byte loop). A block is at least as long as the unread
-// bytes, so that a line longer than the blocks is copied O(log n) times, not O(n).
+// fill reads the block before pos into the one reused buffer, keeping the unread bytes
+// [pos, cur) after it, and lists the new block's line ends in nls. The unread bytes hold no
+// '\n' (else a line would be left to return), so only the new block is searched, forwards
+// with IndexByte, which is vectorized (LastIndexByte is a byte loop). A block is at least
+// as long as the unread bytes, so that a line longer than the blocks is copied O(log n)
+// times, not O(n).
 func (r *tailReader) fill() error {
 	carry := r.buf[:r.cur-r.pos]
 	n := min(int64(max(r.block, len(carry))), r.pos-r.lo)
@@ -311,28 +327,21 @@ func (r *tailReader) fill() error {
 		r.block = min(2*r.block, r.maxBlock)
 	}
 	total := int(n) + len(carry)
-	var nb []byte
-	switch {
-	case r.keep:
-		nb = make([]byte, total)
+	if cap(r.buf) < total {
+		nb := make([]byte, total, max(total, 2*cap(r.buf)))
 		copy(nb[n:], carry)
-	case cap(r.scratch) < total:
-		nb = make([]byte, total, max(total, 2*cap(r.scratch)))
-		copy(nb[n:], carry)
-		r.scratch = nb
-	default:
-		nb = r.scratch[:total]
-		copy(nb[n:], carry) // carry may be in scratch: copy is a memmove
-		r.scratch = nb
+		r.buf = nb
+	} else {
+		r.buf = r.buf[:total]
+		copy(r.buf[n:], carry) // carry is in buf too: copy is a memmove
 	}
-	if _, err := r.ra.ReadAt(nb[:n], r.pos-n); err != nil && !errors.Is(err, io.EOF) {
+	if _, err := r.ra.ReadAt(r.buf[:n], r.pos-n); err != nil && !errors.Is(err, io.EOF) {
 		return &FileError{File: r.t.File, Err: err}
 	}
 	r.pos -= n
-	r.buf = nb
 	r.nls = r.nls[:0]
 	for i := 0; i < int(n); {
-		j := bytes.IndexByte(nb[i:n], '\n')
+		j := bytes.IndexByte(r.buf[i:n], '\n')
 		if j < 0 {
 			break
 		}
@@ -340,6 +349,36 @@ func (r *tailReader) fill() error {
 		i += j + 1
 	}
 	return nil
+}
+
+// moved returns the part of to at the place sub has in from (sub is a sub-slice of from).
+func moved(sub, from, to []byte) []byte {
+	at := cap(from) - cap(sub)
+	return to[at : at+len(sub)]
+}
+
+// rebase moves members found in from to the same places in to, a copy of from.
+func rebase(ms []member, from, to []byte) {
+	for i := range ms {
+		ms[i].key = moved(ms[i].key, from, to)
+		ms[i].val = moved(ms[i].val, from, to)
+	}
+}
+
+// keepLine copies a line out of the reused buffer, for an entry that keeps its bytes: small
+// lines into shared chunks, large ones on their own, so that what stays in memory is about
+// the context's own bytes.
+func (r *tailReader) keepLine(line []byte) []byte {
+	const chunk, large = 256 << 10, 32 << 10
+	if len(line) >= large {
+		return append([]byte(nil), line...)
+	}
+	if cap(r.arena)-len(r.arena) < len(line) {
+		r.arena = make([]byte, 0, chunk)
+	}
+	start := len(r.arena)
+	r.arena = append(r.arena, line...)
+	return r.arena[start:len(r.arena):len(r.arena)]
 }
 
 // nextLine returns the line that ends at cur (without its '\n'), or false when the lines
@@ -395,10 +434,34 @@ func (r *tailReader) readLine() (bool, error) {
 		r.fileDiag(0, k, Diagnostic{Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
 		return true, nil
 	}
+	onDisk := r.need&(LeaveMessagesOnDisk|NeedContent) == LeaveMessagesOnDisk && string(f.typ) == `"message"`
+	var lineAt int64
+	if onDisk {
+		lineAt = r.cur + 1 // the line starts after the '\n' at cur, or at lo
+		if r.done {
+			lineAt = r.lo
+		}
+	}
+	if r.keep && !onDisk { // the entry points into a copy of the line: move what was found there
+		kept := r.keepLine(line)
+		rebase(r.members, line, kept)
+		rebase(r.msg, line, kept)
+		if msgVal != nil {
+			msgVal = moved(msgVal, line, kept)
+		}
+		line = kept
+		f = fields{}
+		f.pick(r.members)
+	}
 	r.lineK = k
 	e := r.dec.entry(&f, line, 0, r.msg, msgVal)
 	e.tailK = k
-	if !r.keep {
+	if onDisk {
+		if m := e.Message; m != nil {
+			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
+		}
+	}
+	if !r.keep || onDisk {
 		e.Raw, e.Details, e.Content, e.Display = nil, nil, nil, nil
 		if e.Message != nil {
 			e.Message.Raw = nil

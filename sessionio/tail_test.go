@@ -31,11 +31,13 @@ var needs = []sessionio.Need{
 	sessionio.NeedMessages | sessionio.NeedModel,                         // engine Assess
 	sessionio.NeedMessages | sessionio.NeedModel | sessionio.NeedContent, // planning a compaction
 	sessionio.NeedContext, // the context alone
-	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedContent,      // compactor plan
-	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile,         // compactor context
-	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,      // everything
-	sessionio.NeedThinking | sessionio.NeedRoot,                             // path ids
-	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent, // odd ones
+	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedContent, // compactor plan
+	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile,    // compactor context
+	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile | sessionio.LeaveMessagesOnDisk,
+	sessionio.NeedMessages | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent, // the option ignored
+	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,             // everything
+	sessionio.NeedThinking | sessionio.NeedRoot,                                    // path ids
+	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent,        // odd ones
 }
 
 // full is the reference: the full reader's view of a file.
@@ -101,8 +103,14 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 		if e.ID != w.ID || e.ParentID != w.ParentID || e.Type != w.Type || e.Timestamp != w.Timestamp {
 			fatal("need %b: path[%d] %s %q (parent %q), full %s %q (parent %q)", need, i, e.Type, e.ID, e.ParentID, w.Type, w.ID, w.ParentID)
 		}
-		if i >= t.Window && !bytes.Equal(e.Raw, w.Raw) {
-			fatal("need %b: path[%d] (%s) raw bytes differ in the window", need, i, e.ID)
+		if i >= t.Window {
+			if e.Message != nil && e.Message.Raw == nil && need&sessionio.LeaveMessagesOnDisk != 0 && need&sessionio.NeedContent == 0 {
+				if e.Raw != nil || !bytes.Equal(rawOf(e.Message, data), w.Message.Raw) {
+					fatal("need %b: path[%d] (%s): the message left on disk is not at %+v", need, i, e.ID, e.Message.At)
+				}
+			} else if !bytes.Equal(e.Raw, w.Raw) {
+				fatal("need %b: path[%d] (%s) raw bytes differ in the window", need, i, e.ID)
+			}
 		}
 	}
 	if want := windowOf(f.path); len(t.Path) > 0 && (t.Window+off != want) && need&sessionio.NeedMessages != 0 {
@@ -115,8 +123,8 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			fatal("need %b: %d context messages %v, full %d %v", need, len(got.Messages), got.EntryIDs, len(want.Messages), want.EntryIDs)
 		}
 		for i := range got.Messages {
-			if !bytes.Equal(got.Messages[i].Raw, want.Messages[i].Raw) {
-				fatal("need %b: context message %d differs:\n%s\n%s", need, i, got.Messages[i].Raw, want.Messages[i].Raw)
+			if g := rawOf(got.Messages[i], data); !bytes.Equal(g, want.Messages[i].Raw) {
+				fatal("need %b: context message %d differs:\n%s\n%s", need, i, g, want.Messages[i].Raw)
 			}
 		}
 	}
@@ -149,6 +157,14 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			fatal("need %b: a whole-file read stopped at %d", need, t.ReadFrom)
 		}
 	}
+}
+
+// rawOf is a message's bytes: in memory, or in the file where a tail read left them.
+func rawOf(m *sessionio.Message, data []byte) []byte {
+	if m.Raw == nil && m.At.Len > 0 {
+		return data[m.At.Off : m.At.Off+m.At.Len]
+	}
+	return m.Raw
 }
 
 // windowOf is where the context's messages start in a full path.

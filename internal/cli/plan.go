@@ -22,6 +22,8 @@ func init() {
 type planFlags struct {
 	policy, counter, leaf string
 	keep, reserve, window int
+	// tail: the caller needs only the path (plan), not the whole session (inspect).
+	tail bool
 }
 
 func addPlanFlags(fs *flag.FlagSet) *planFlags {
@@ -37,8 +39,9 @@ func addPlanFlags(fs *flag.FlagSet) *planFlags {
 
 // planRun is everything a plan needs and produces.
 type planRun struct {
-	file     string
-	session  *sessionio.Session
+	file    string
+	session *sessionio.Session // nil after a tail read
+
 	path     []*sessionio.Entry
 	model    *sessionio.ModelRef
 	catalog  configs.Model
@@ -56,15 +59,28 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if f.keep < 0 || f.reserve < 0 || f.window < 0 {
 		return nil, usageErrorf("--keep-recent-tokens, --reserve-tokens and --context-window must not be negative")
 	}
-	s, err := sessionio.ReadFile(file)
-	if err != nil {
-		return nil, &UsageError{Err: err}
+	r := &planRun{file: file}
+	if f.tail && f.leaf == "" {
+		// Only the path matters, and the content only from the last compaction's first kept
+		// entry on: a tail read decodes no more (the rest of the path is validated and walked
+		// for pathLength and the path indices).
+		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedRoot|sessionio.NeedContent)
+		if err != nil {
+			return nil, &UsageError{Err: err}
+		}
+		r.path = t.Path
+	} else {
+		s, err := sessionio.ReadFile(file)
+		if err != nil {
+			return nil, &UsageError{Err: err}
+		}
+		path, err := s.Path(f.leaf)
+		if err != nil {
+			return nil, &UsageError{Err: fmt.Errorf("%s: --leaf %s: %w", file, f.leaf, err)}
+		}
+		r.session, r.path = s, path
 	}
-	path, err := s.Path(f.leaf)
-	if err != nil {
-		return nil, &UsageError{Err: fmt.Errorf("%s: --leaf %s: %w", file, f.leaf, err)}
-	}
-	r := &planRun{file: file, session: s, path: path}
+	path := r.path
 	r.model = sessionio.BuildContext(path).Model
 	r.catalog, r.known = configs.DefaultModel, false
 	if r.model != nil {
@@ -110,6 +126,7 @@ budget. Nothing is written and no LLM is called. With --json the field names are
 pi-oracle cut prints; with --policy pi --counter estimate the result is Pi's own.`)
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	f := addPlanFlags(fs)
+	f.tail = true
 	args, err := parseFlags(fs, env.Args)
 	if err != nil {
 		return err
