@@ -712,14 +712,14 @@ func TailOf(s *Session, reason string) (*Tail, error) {
 		LeafID: s.LeafID(), Path: path, Complete: true, HasAssistant: s.HasAssistant(),
 		EntryCount: len(s.Entries), Labels: s.Labels(), Name: s.Name(), Diagnostics: s.Diagnostics,
 		Session: s, Fallback: reason}
-	t.Window = contextStart(path)
+	t.Window = ContextStart(path)
 	return t, nil
 }
 
-// contextStart is the index of the first entry the context's messages come from: the
-// latest compaction's first kept entry, the compaction itself when that entry is not on the
-// path, 0 without a compaction.
-func contextStart(path []*Entry) int {
+// ContextStart is the index in path of the first entry the context's messages come from:
+// the latest compaction's first kept entry, the compaction itself when that entry is not on
+// the path, 0 without a compaction. Nothing before it is summarized again by a compaction.
+func ContextStart(path []*Entry) int {
 	for i := len(path) - 1; i >= 0; i-- {
 		if path[i].Type != TypeCompaction {
 			continue

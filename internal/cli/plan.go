@@ -59,6 +59,10 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if f.keep < 0 || f.reserve < 0 || f.window < 0 {
 		return nil, usageErrorf("--keep-recent-tokens, --reserve-tokens and --context-window must not be negative")
 	}
+	tiktoken := strings.EqualFold(strings.TrimSpace(f.counter), tokenize.CounterTiktoken)
+	if tiktoken {
+		tokenize.Preload(tokenize.O200KBase) // most models' encoding: loads while the file is read
+	}
 	r := &planRun{file: file}
 	if f.tail && f.leaf == "" {
 		// Only the path matters, and the content only from the last compaction's first kept
@@ -94,12 +98,22 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if err != nil {
 		return nil, usageErrorf("--counter: %v", err)
 	}
-	r.counter = counter
+	// Every message from the context's start on is weighed, most more than once: count each
+	// once, on every core, before the policy asks.
+	memo := tokenize.NewMemo(counter)
+	var msgs []*sessionio.Message
+	for _, e := range path[sessionio.ContextStart(path):] {
+		if e.Message != nil {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	memo.Warm(msgs, 0)
+	r.counter = memo
 	r.settings = cutpoint.Settings{KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window}
 	if r.settings.ContextWindow == 0 {
 		r.settings.ContextWindow = r.catalog.ContextWindow
 	}
-	r.plan, err = pol.Plan(path, r.settings, counter)
+	r.plan, err = pol.Plan(path, r.settings, r.counter)
 	if err != nil {
 		return nil, fmt.Errorf("plan %s: %w", file, err)
 	}

@@ -1,0 +1,160 @@
+package tokenize
+
+import (
+	"bufio"
+	"bytes"
+	"fmt"
+	"hash/maphash"
+	"io"
+	"math/bits"
+	"unsafe"
+)
+
+// rankTable maps a token's bytes to its rank, as tiktoken's vocabulary does. It replaces a
+// map[string]int for the two costs a cold `compactor plan` pays: building it (a Go map of
+// 200,000 strings takes ~25 ms to fill; this table is filled in a few, see
+// BenchmarkLoadVocab) and looking pairs up during byte-pair merges, most of which miss.
+//
+// Layout: the tokens' bytes one after the other in arena (token i is arena[offs[i]:offs[i+1]]),
+// their ranks in ranks, and an open-addressed table of slots (linear probing, at most 3/8
+// full) holding i+1 in the low 18 bits and 14 bits of the token's hash above them, so that
+// most probes of a missing pair are settled without looking at the arena.
+type rankTable struct {
+	seed  maphash.Seed
+	mask  uint64
+	slots []uint32
+	offs  []uint32
+	ranks []int32
+	arena string
+
+	distinct int
+}
+
+const (
+	slotIndexBits = 18 // up to 262,143 tokens (o200k_base has 200,000)
+	slotIndexMask = 1<<slotIndexBits - 1
+)
+
+// get returns the rank of the token s.
+func (t *rankTable) get(s string) (int, bool) {
+	h := maphash.String(t.seed, s)
+	tag := uint32(h >> (64 - (32 - slotIndexBits)))
+	for i := h & t.mask; ; i = (i + 1) & t.mask {
+		v := t.slots[i]
+		if v == 0 {
+			return 0, false
+		}
+		if v>>slotIndexBits != tag {
+			continue
+		}
+		k := v&slotIndexMask - 1
+		if t.arena[t.offs[k]:t.offs[k+1]] == s {
+			return int(t.ranks[k]), true
+		}
+	}
+}
+
+// tokens is the number of distinct tokens.
+func (t *rankTable) tokens() int { return t.distinct }
+
+// parseRanks reads a .tiktoken file ("<base64 token> <rank>" per line) into a rankTable with
+// exactly the tokens and ranks tiktoken-go-loader's parser gives (TestParseRanksMatchesLoader).
+// A token listed twice keeps its last rank, as the loader's map does. The file is read in
+// chunks through one buffer and each line decoded by hand (a table for base64, a digit loop
+// for the rank): the loader's per-line parsing, not the table, was most of the cost.
+func parseRanks(r io.Reader) (*rankTable, error) {
+	br := bufio.NewReaderSize(r, 256<<10)
+	t := &rankTable{seed: maphash.MakeSeed()}
+	arena := make([]byte, 0, 2<<20)
+	t.offs = make([]uint32, 1, 1<<18)
+	t.ranks = make([]int32, 0, 1<<18)
+	for lineNo := 1; ; lineNo++ {
+		line, err := br.ReadSlice('\n')
+		if err != nil && err != io.EOF {
+			return nil, fmt.Errorf("line %d: %w", lineNo, err)
+		}
+		if n := len(line); n > 0 && line[n-1] == '\n' {
+			line = line[:n-1]
+		}
+		if len(line) > 0 {
+			var rank int
+			var ok bool
+			if arena, rank, ok = parseRankLine(arena, line); !ok {
+				return nil, fmt.Errorf("line %d: not \"<base64> <rank>\": %.40q", lineNo, line)
+			}
+			t.offs = append(t.offs, uint32(len(arena)))
+			t.ranks = append(t.ranks, int32(rank))
+		}
+		if err == io.EOF {
+			break
+		}
+	}
+	if len(t.ranks) > slotIndexMask-1 || len(arena) > 1<<32-1 {
+		return nil, fmt.Errorf("vocabulary too large: %d tokens, %d bytes", len(t.ranks), len(arena))
+	}
+	t.arena = unsafe.String(unsafe.SliceData(arena), len(arena)) // arena is not written again
+	size := 1 << bits.Len(uint(len(t.ranks)*8/3)) // at most 3/8 full
+	t.slots = make([]uint32, size)
+	t.mask = uint64(size - 1)
+	for k := range t.ranks {
+		s := t.arena[t.offs[k]:t.offs[k+1]]
+		h := maphash.String(t.seed, s)
+		tag := uint32(h >> (64 - (32 - slotIndexBits)))
+		for i := h & t.mask; ; i = (i + 1) & t.mask {
+			v := t.slots[i]
+			if v == 0 {
+				t.slots[i] = tag<<slotIndexBits | uint32(k+1)
+				t.distinct++
+				break
+			}
+			if j := v&slotIndexMask - 1; v>>slotIndexBits == tag && t.arena[t.offs[j]:t.offs[j+1]] == s {
+				t.slots[i] = tag<<slotIndexBits | uint32(k+1) // a repeated token: the last line wins
+				break
+			}
+		}
+	}
+	return t, nil
+}
+
+// b64 maps a standard base64 character to its 6 bits, others to 0xff.
+var b64 = func() (t [256]byte) {
+	for i := range t {
+		t[i] = 0xff
+	}
+	for i, c := range "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789+/" {
+		t[c] = byte(i)
+	}
+	return t
+}()
+
+// parseRankLine decodes one "<base64> <rank>" line, appending the token's bytes to arena.
+// The base64 must be padded, as in tiktoken files (StdEncoding).
+func parseRankLine(arena, line []byte) ([]byte, int, bool) {
+	sp := bytes.IndexByte(line, ' ')
+	if sp <= 0 || sp%4 != 0 || sp == len(line)-1 || len(line)-sp > 10 {
+		return arena, 0, false
+	}
+	enc := line[:sp]
+	for i := 0; i < len(enc); i += 4 {
+		a, b, c, d := b64[enc[i]], b64[enc[i+1]], b64[enc[i+2]], b64[enc[i+3]]
+		last := i+4 == len(enc)
+		switch {
+		case a|b|c|d < 64:
+			arena = append(arena, a<<2|b>>4, b<<4|c>>2, c<<6|d)
+		case last && enc[i+3] == '=' && enc[i+2] == '=' && a|b < 64: // trailing bits ignored, as StdEncoding does
+			arena = append(arena, a<<2|b>>4)
+		case last && enc[i+3] == '=' && a|b|c < 64:
+			arena = append(arena, a<<2|b>>4, b<<4|c>>2)
+		default:
+			return arena, 0, false
+		}
+	}
+	rank := 0
+	for _, c := range line[sp+1:] {
+		if c < '0' || c > '9' {
+			return arena, 0, false
+		}
+		rank = rank*10 + int(c-'0')
+	}
+	return arena, rank, true
+}
