@@ -191,6 +191,11 @@ func (e *Engine) load(file string) (*sessionState, error) {
 	if err != nil {
 		return nil, err
 	}
+	return e.state(s, path)
+}
+
+// state is load's planning state for a path (s may be nil: Assess reads only the tail).
+func (e *Engine) state(s *sessionio.Session, path []*sessionio.Entry) (*sessionState, error) {
 	st := &sessionState{s: s, path: path}
 	// The session's model (the latest model_change or assistant message on the path) sets
 	// the window and the encoding; the provider matters, as one id can have different
@@ -418,13 +423,20 @@ type Assessment struct {
 }
 
 // Assess counts a session's current context and checks it against its model's budget.
+//
+// It reads the file from its end only as far as the context and the model go (a tail read):
+// a long-lived session costs what its live context costs, not its history.
 func (e *Engine) Assess(ctx context.Context, file string) (*Assessment, error) {
-	st, err := e.load(file)
+	t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent)
 	if err != nil {
 		return nil, err
 	}
-	a := &Assessment{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
-		HasAssistant: st.s.HasAssistant(), ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
+	st, err := e.state(nil, t.Path)
+	if err != nil {
+		return nil, err
+	}
+	a := &Assessment{SessionID: t.Header.ID, LeafID: t.LeafID, Version: t.Version(),
+		HasAssistant: t.HasAssistant, ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
 	if n := len(st.path); n > 0 && st.path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true
 	}
