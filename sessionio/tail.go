@@ -2,6 +2,7 @@ package sessionio
 
 import (
 	"bytes"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -37,10 +38,12 @@ const (
 	// NeedContent: the content of the messages in Path[Window:] is decoded (text, thinking,
 	// tool calls); otherwise messages are decoded light (see Options.Light).
 	NeedContent
-	// LeaveMessagesOnDisk (ignored with NeedContent): message entries keep no bytes in
-	// memory, not even in the window: Entry.Raw and Message.Raw are nil and Message.At says
-	// where the message lies in the file. For a caller that only copies messages out, like
-	// compactor context: its memory then does not grow with the context.
+	// LeaveMessagesOnDisk: message entries keep no bytes in memory, not even in the window:
+	// Entry.Raw and Message.Raw are nil and Message.At says where the message lies in the
+	// file. For a caller that copies messages out (compactor context: its memory then does
+	// not grow with the context) or, with NeedContent, one that only needs their decoded
+	// fields (compactor plan: the content is decoded as the line is read, tool-call
+	// arguments copied).
 	LeaveMessagesOnDisk
 
 	// NeedContext is what BuildContext needs to give exactly the full read's context.
@@ -351,6 +354,26 @@ func (r *tailReader) fill() error {
 	return nil
 }
 
+// decodeContentNow decodes the content of a message whose line is about to be reused (the
+// last "content" member, as the full decoding takes) and copies what points into the line:
+// the tool calls' arguments. Problems in the content are not reported, as with light reads.
+func decodeContentNow(m *Message, ms []member, msgVal []byte) {
+	if !sameBytes(m.Raw, msgVal) || ms == nil {
+		ms = trustedMembers(m.Raw, nil)
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if memberKey(ms[i].key) == "content" {
+			m.Content, _ = decodeContent(ms[i].val)
+			break
+		}
+	}
+	for i := range m.Content.Blocks {
+		if b := &m.Content.Blocks[i]; b.Arguments != nil {
+			b.Arguments = append(json.RawMessage(nil), b.Arguments...)
+		}
+	}
+}
+
 // moved returns the part of to at the place sub has in from (sub is a sub-slice of from).
 func moved(sub, from, to []byte) []byte {
 	at := cap(from) - cap(sub)
@@ -434,7 +457,7 @@ func (r *tailReader) readLine() (bool, error) {
 		r.fileDiag(0, k, Diagnostic{Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
 		return true, nil
 	}
-	onDisk := r.need&(LeaveMessagesOnDisk|NeedContent) == LeaveMessagesOnDisk && string(f.typ) == `"message"`
+	onDisk := r.need&LeaveMessagesOnDisk != 0 && string(f.typ) == `"message"`
 	var lineAt int64
 	if onDisk {
 		lineAt = r.cur + 1 // the line starts after the '\n' at cur, or at lo
@@ -459,6 +482,9 @@ func (r *tailReader) readLine() (bool, error) {
 	if onDisk {
 		if m := e.Message; m != nil {
 			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
+			if r.keep && r.need&NeedContent != 0 {
+				decodeContentNow(m, r.msg, msgVal)
+			}
 		}
 	}
 	if !r.keep || onDisk {
@@ -629,7 +655,7 @@ func (r *tailReader) finish() error {
 	}
 	if r.need&NeedContent != 0 {
 		for _, e := range t.Path[t.Window:] {
-			if m := e.Message; m != nil && m.Raw != nil {
+			if m := e.Message; m != nil && m.Raw != nil { // (left on disk: decoded already)
 				raw := m.Raw
 				*m = Message{}
 				_ = decodeMessageInto(m, raw, nil, false) // problems were reported by the light pass

@@ -67,8 +67,9 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if f.tail && f.leaf == "" {
 		// Only the path matters, and the content only from the last compaction's first kept
 		// entry on: a tail read decodes no more (the rest of the path is validated and walked
-		// for pathLength and the path indices).
-		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedRoot|sessionio.NeedContent)
+		// for pathLength and the path indices), and keeps no message bytes (plan prints ids
+		// and counts, not messages).
+		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedRoot|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk)
 		if err != nil {
 			return nil, &UsageError{Err: err}
 		}
