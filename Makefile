@@ -5,7 +5,7 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build test vet bench proptest fuzz interop demo clean
+.PHONY: all build test vet bench bench-read proptest fuzz interop demo clean
 
 all: build
 
@@ -25,6 +25,16 @@ test: vet
 # Benchmarks (not part of `make test`).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(PKGS)
+
+# Reading sessions, whole process: compactor against the real Pi in the same run (a 7.5 MiB
+# Pi-written session), and long-lived sessions (5, 10, 20 compactions; ~100 MiB) against the
+# same live context without the history; then the in-process tail-read benchmark. The
+# sessions are generated once into BENCH_DIR with Pi's own SessionManager (Node + pi-oracle).
+BENCH_DIR ?= .compactor/bench-read
+BENCH_RUNS ?= 7
+bench-read: build
+	$(GO) run ./bench/read -dir $(BENCH_DIR) -compactor $(BIN)/compactor -pi-oracle $(PI_ORACLE) -runs $(BENCH_RUNS)
+	COMPACTOR_BENCH_SESSIONS=$(abspath $(BENCH_DIR)) $(GO) test -run '^$$' -bench ReadTail -benchmem -benchtime 5x -count=1 ./sessionio
 
 # Property tests at full size: at least 10,000 generated sessions per policy.
 proptest:

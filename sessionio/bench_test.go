@@ -71,6 +71,22 @@ func BenchmarkReadTail(b *testing.B) {
 				}
 			})
 		}
+		b.Run(name+"/tail-context-1worker", func(b *testing.B) { // the same without parallel batches
+			seq := defaultSizes
+			seq.workers = 1
+			b.SetBytes(st.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := os.Open(file)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := readTail(f, st.Size(), file, NeedContext|NeedRoot|NeedFile, seq); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
 		b.Run(name+"/full-light", func(b *testing.B) {
 			b.SetBytes(st.Size())
 			b.ReportAllocs()

@@ -285,6 +285,21 @@ const (
 // has the high bit of a byte set for the lowest byte below n (and possibly spurious bits
 // above it, never below), which finds '"' and '\\' as zero bytes of x^'"' and x^'\\'.
 func skipPlain(b []byte, i int) int {
+	// Most strings are short (keys, ids, roles): eight bytes at a time first; a long run
+	// (tool output, base64 data) goes on 32 bytes at a time where the CPU can.
+	for end := min(i+16, len(b)); i+8 <= end; i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ ('"' * ones)
+		bs := x ^ ('\\' * ones)
+		if m := ((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - 0x20*ones) &^ x); m&highs != 0 {
+			return i + bits.TrailingZeros64(m&highs)>>3
+		}
+	}
+	if hasAVX2 && len(b)-i >= 32 {
+		if i = skipPlainAVX2(b, i); len(b)-i >= 32 {
+			return i // a special byte
+		}
+	}
 	for ; i+8 <= len(b); i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		q := x ^ ('"' * ones)

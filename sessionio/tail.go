@@ -7,7 +7,9 @@ import (
 	"fmt"
 	"io"
 	"os"
+	"runtime"
 	"sort"
+	"sync"
 	"unicode/utf8"
 )
 
@@ -97,15 +99,18 @@ func (t *Tail) Version() int { return t.Header.Version }
 // Context builds the context from Path (exact for what the read's Need settled).
 func (t *Tail) Context() *Context { return BuildContext(t.Path) }
 
-// The first read from the end is tailBlock bytes; each further read doubles, up to
-// tailMaxBlock (tests use tiny blocks to split every line). Blocks that hold the context
-// stay in memory, so the cap bounds what a block can hold beyond it; past the context one
-// buffer of tailMaxBlock is reused for the rest of the file (small enough for the caches:
-// a block is validated right after it is copied in).
-const (
-	tailBlock    = 64 << 10
-	tailMaxBlock = 512 << 10
-)
+// tailSizes are a tail read's read sizes. The first read from the end is block bytes; each
+// further read doubles, up to maxBlock, into one reused buffer (small enough for the caches:
+// a block is validated right after it is copied in). Past the context, when the read must go
+// far (the root, the whole file), the file is read in batches of batch bytes (doubling up to
+// maxBatch), each split among workers that validate and decode in parallel; the entries are
+// then indexed in order, as a sequential read would. Tests use tiny sizes to split every line.
+type tailSizes struct {
+	block, maxBlock, batch, maxBatch, workers int
+}
+
+var defaultSizes = tailSizes{block: 64 << 10, maxBlock: 512 << 10, batch: 1 << 20, maxBatch: 8 << 20,
+	workers: min(runtime.GOMAXPROCS(0), 4)}
 
 // ReadTail reads what need asks for from the end of a session file, backwards, and stops as
 // soon as it is settled; it reads the whole file only when need asks for it (NeedFile,
@@ -123,7 +128,7 @@ func ReadTail(path string, need Need) (*Tail, error) {
 	if err != nil {
 		return nil, &FileError{File: path, Err: err}
 	}
-	t, err := readTail(f, st.Size(), path, need, tailBlock, tailMaxBlock)
+	t, err := readTail(f, st.Size(), path, need, defaultSizes)
 	if t != nil {
 		t.Info = st
 	}
@@ -132,7 +137,7 @@ func ReadTail(path string, need Need) (*Tail, error) {
 
 // ParseTail is ReadTail over bytes in memory.
 func ParseTail(data []byte, file string, need Need) (*Tail, error) {
-	return readTail(bytes.NewReader(data), int64(len(data)), file, need, tailBlock, tailMaxBlock)
+	return readTail(bytes.NewReader(data), int64(len(data)), file, need, defaultSizes)
 }
 
 // errFallback makes a tail read give up for a full read.
@@ -140,9 +145,10 @@ type errFallback struct{ reason string }
 
 func (e *errFallback) Error() string { return e.reason }
 
-func readTail(ra io.ReaderAt, size int64, file string, need Need, block, maxBlock int) (*Tail, error) {
-	r := &tailReader{ra: ra, size: size, need: need, t: &Tail{File: file, Size: size}, block: block, maxBlock: maxBlock}
-	r.dec = decoder{file: file, light: true, diag: r.lineDiag}
+func readTail(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes) (*Tail, error) {
+	r := &tailReader{ra: ra, size: size, need: need, t: &Tail{File: file, Size: size}, block: sz.block, maxBlock: sz.maxBlock,
+		batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers}
+	r.p = newLineParser(file, need)
 	err := r.run()
 	var fb *errFallback
 	if errors.As(err, &fb) {
@@ -161,7 +167,7 @@ type tailReader struct {
 	size int64
 	need Need
 	t    *Tail
-	dec  decoder
+	p    *lineParser // the reader's own; parallel batches have one per worker
 
 	// Lines: [lo, end) is the part after the header line, without the trailing white space
 	// Pi's trim drops. buf holds the unread bytes [pos, cur); bytes before pos are not read
@@ -173,7 +179,13 @@ type tailReader struct {
 	nls               []int // offsets in buf of the '\n's before cur, ascending
 	block, maxBlock   int
 	keep, done        bool
-	members, msg      []member
+
+	// Parallel batches (see tailSizes): one parser and buffer per worker; join assembles the
+	// lines that cross the workers' parts.
+	batch, maxBatch, workers int
+	wp                       []*lineParser
+	wbuf                     [][]byte
+	join                     []byte
 
 	// Entries read, newest first; the index keeps the first one met per id, which is the
 	// last line with that id in the file: the one Pi keeps.
@@ -181,12 +193,10 @@ type tailReader struct {
 	byID  map[string]*Entry
 	later map[string]*Entry // duplicate ids: the nearest later line seen (for their diagnostics)
 	k     int               // lines met so far, counted from the end (blank ones too)
-	lineK int               // k of the line being decoded
 
 	// Whole-file facts (NeedFile): labels and name are decided by the last line about them.
 	labelSet map[string]bool
 	nameSet  bool
-	diags    []tailDiag
 	headLine int // line number of the header
 
 	// The walk, leaf first.
@@ -238,7 +248,7 @@ func (r *tailReader) run() error {
 	}
 	// Whatever the walk did not need but need or HasAssistant does.
 	for r.need&NeedFile != 0 || !r.t.HasAssistant {
-		if ok, err := r.readLine(); err != nil {
+		if ok, err := r.advance(); err != nil {
 			return err
 		} else if !ok {
 			break
@@ -435,64 +445,235 @@ func (r *tailReader) readLine() (bool, error) {
 	if !ok || err != nil {
 		return false, err
 	}
+	lineAt := r.cur + 1 // the line starts after the '\n' at cur, or at lo
+	if r.done {
+		lineAt = r.lo
+	}
 	k := r.k
 	r.k++
+	var keep func([]byte) []byte
+	if r.keep {
+		keep = r.keepLine
+	}
+	if e := r.p.parse(line, k, lineAt, keep); e != nil {
+		r.index(e)
+	}
+	return true, nil
+}
+
+// advance reads on: a parallel batch when the context is behind and the read has far to go,
+// else one line.
+func (r *tailReader) advance() (bool, error) {
+	far := r.need&(NeedRoot|NeedFile|NeedThinking) != 0
+	if r.keep || !far || r.workers < 2 || r.batch <= 0 || len(r.nls) > 0 || r.done || r.pos-r.lo < int64(r.workers) {
+		return r.readLine()
+	}
+	return r.readBatch()
+}
+
+// batchPart is one worker's part of a batch: the bytes [lo, lo+len(buf)); the lines wholly
+// inside, decoded (entries last line first, their tailK counted from 0 at the part's last
+// line); the fragments of lines that cross into the parts around it.
+type batchPart struct {
+	lo         int64
+	buf        []byte
+	nl         bool   // holds a '\n' (else it is the middle of one long line)
+	head, tail []byte // before its first '\n', after its last
+	tailAt     int64  // where tail starts in the file
+	entries    []*Entry
+	lines      int
+	err        error
+}
+
+// readBatch reads [pos-batch, pos) in parallel and indexes its lines. buf holds no '\n'
+// then: only the end of the line that starts before pos (the carry).
+func (r *tailReader) readBatch() (bool, error) {
+	size := min(int64(r.batch), r.pos-r.lo)
+	r.batch = min(2*r.batch, r.maxBatch)
+	a := r.pos - size
+	w := r.workers
+	for len(r.wp) < w {
+		r.wp = append(r.wp, newLineParser(r.t.File, r.need))
+		r.wbuf = append(r.wbuf, nil)
+	}
+	parts := make([]batchPart, w)
+	var wg sync.WaitGroup
+	for i := range parts {
+		pt := &parts[i]
+		pt.lo = a + size*int64(i)/int64(w)
+		hi := a + size*int64(i+1)/int64(w)
+		wg.Go(func() { r.readPart(pt, hi, r.wp[i], &r.wbuf[i]) })
+	}
+	wg.Wait()
+	for i := range parts {
+		if parts[i].err != nil {
+			return false, parts[i].err
+		}
+	}
+	// Top down: the lines after the last '\n' of a part end in the parts above it.
+	segs := [][]byte{r.buf[:r.cur-r.pos]}
+	for i := w - 1; i >= 0; i-- {
+		pt := &parts[i]
+		if !pt.nl {
+			segs = append(segs, pt.buf)
+			continue
+		}
+		r.join = append(r.join[:0], pt.tail...)
+		for j := len(segs) - 1; j >= 0; j-- {
+			r.join = append(r.join, segs[j]...)
+		}
+		k := r.k
+		r.k++
+		if e := r.p.parse(r.join, k, pt.tailAt, nil); e != nil {
+			r.index(e)
+		}
+		base := r.k
+		for _, e := range pt.entries {
+			e.tailK += base
+			r.index(e)
+		}
+		p := r.wp[i]
+		for _, d := range p.diags {
+			d.k += base
+			r.p.diags = append(r.p.diags, d)
+		}
+		p.diags = p.diags[:0]
+		r.k += pt.lines
+		segs = append(segs[:0], pt.head)
+	}
+	// What is left is the start of a line that begins before a: the new carry.
+	r.join = r.join[:0]
+	for j := len(segs) - 1; j >= 0; j-- {
+		r.join = append(r.join, segs[j]...)
+	}
+	r.buf = append(r.buf[:0], r.join...)
+	r.pos, r.cur = a, a+int64(len(r.buf))
+	r.nls = r.nls[:0]
+	return true, nil
+}
+
+// readPart is a worker: it reads [pt.lo, hi) and decodes the lines wholly inside, last first.
+func (r *tailReader) readPart(pt *batchPart, hi int64, p *lineParser, buf *[]byte) {
+	n := int(hi - pt.lo)
+	if cap(*buf) < n {
+		*buf = make([]byte, n)
+	}
+	pt.buf = (*buf)[:n]
+	if _, err := r.ra.ReadAt(pt.buf, pt.lo); err != nil && !errors.Is(err, io.EOF) {
+		pt.err = &FileError{File: r.t.File, Err: err}
+		return
+	}
+	first, last := bytes.IndexByte(pt.buf, '\n'), bytes.LastIndexByte(pt.buf, '\n')
+	if first < 0 {
+		return
+	}
+	pt.nl = true
+	pt.head, pt.tail, pt.tailAt = pt.buf[:first], pt.buf[last+1:], pt.lo+int64(last+1)
+	body := pt.buf[first+1 : last+1] // complete lines, each with its '\n'
+	var ends []int
+	for i := 0; i < len(body); {
+		j := bytes.IndexByte(body[i:], '\n')
+		ends = append(ends, i+j)
+		i += j + 1
+	}
+	for k := len(ends) - 1; k >= 0; k-- {
+		start := 0
+		if k > 0 {
+			start = ends[k-1] + 1
+		}
+		if e := p.parse(body[start:ends[k]], len(ends)-1-k, pt.lo+int64(first+1+start), nil); e != nil {
+			pt.entries = append(pt.entries, e)
+		}
+	}
+	pt.lines = len(ends)
+}
+
+// lineParser turns lines into entries: one per goroutine (its decoder, its scratch, the
+// diagnostics of the lines it parsed).
+type lineParser struct {
+	need         Need
+	dec          decoder
+	members, msg []member
+	diags        []tailDiag
+	k            int // k of the line being decoded
+}
+
+func newLineParser(file string, need Need) *lineParser {
+	p := &lineParser{need: need}
+	p.dec = decoder{file: file, light: true, diag: func(d Diagnostic) { p.fileDiag(0, p.k, d) }}
+	return p
+}
+
+// parse decodes a line read at k (lines counted from the end) that starts at lineAt in the
+// file; nil when it is no entry. keep copies a line whose entry keeps its bytes (the
+// context's lines); without it the entry keeps none.
+func (p *lineParser) parse(line []byte, k int, lineAt int64, keep func([]byte) []byte) *Entry {
 	if isBlank(line) {
-		return true, nil
+		return nil
 	}
 	var notObject bool
 	var msgVal []byte
-	r.members, r.msg, msgVal, notObject, err = scanEntry(line, r.members[:0], r.msg[:0])
+	var err error
+	p.members, p.msg, msgVal, notObject, err = scanEntry(line, p.members[:0], p.msg[:0])
 	switch {
 	case err != nil:
-		r.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is not valid JSON; skipped (Pi skips it too)"})
-		return true, nil
+		p.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is not valid JSON; skipped (Pi skips it too)"})
+		return nil
 	case notObject:
-		r.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is JSON but not an entry object; skipped"})
-		return true, nil
+		p.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is JSON but not an entry object; skipped"})
+		return nil
 	}
 	var f fields
-	f.pick(r.members)
+	f.pick(p.members)
 	if string(f.typ) == `"session"` {
-		r.fileDiag(0, k, Diagnostic{Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
-		return true, nil
+		p.fileDiag(0, k, Diagnostic{Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
+		return nil
 	}
-	onDisk := r.need&LeaveMessagesOnDisk != 0 && string(f.typ) == `"message"`
-	var lineAt int64
-	if onDisk {
-		lineAt = r.cur + 1 // the line starts after the '\n' at cur, or at lo
-		if r.done {
-			lineAt = r.lo
-		}
-	}
-	if r.keep && !onDisk { // the entry points into a copy of the line: move what was found there
-		kept := r.keepLine(line)
-		rebase(r.members, line, kept)
-		rebase(r.msg, line, kept)
+	onDisk := p.need&LeaveMessagesOnDisk != 0 && string(f.typ) == `"message"`
+	if keep != nil && !onDisk { // the entry points into a copy of the line: move what was found there
+		kept := keep(line)
+		rebase(p.members, line, kept)
+		rebase(p.msg, line, kept)
 		if msgVal != nil {
 			msgVal = moved(msgVal, line, kept)
 		}
 		line = kept
 		f = fields{}
-		f.pick(r.members)
+		f.pick(p.members)
 	}
-	r.lineK = k
-	e := r.dec.entry(&f, line, 0, r.msg, msgVal)
+	p.k = k
+	e := p.dec.entry(&f, line, 0, p.msg, msgVal)
 	e.tailK = k
 	if onDisk {
 		if m := e.Message; m != nil {
 			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
-			if r.keep && r.need&NeedContent != 0 {
-				decodeContentNow(m, r.msg, msgVal)
+			if keep != nil && p.need&NeedContent != 0 {
+				decodeContentNow(m, p.msg, msgVal)
 			}
 		}
 	}
-	if !r.keep || onDisk {
+	if keep == nil || onDisk {
 		e.Raw, e.Details, e.Content, e.Display = nil, nil, nil, nil
 		if e.Message != nil {
 			e.Message.Raw = nil
 		}
 	}
+	return e
+}
+
+func (p *lineParser) fileDiag(phase, k int, d Diagnostic) {
+	if p.need&NeedFile == 0 {
+		return
+	}
+	seq := 0
+	if n := len(p.diags); n > 0 && p.diags[n-1].k == k && p.diags[n-1].phase == phase {
+		seq = p.diags[n-1].seq + 1
+	}
+	p.diags = append(p.diags, tailDiag{d: d, phase: phase, k: k, seq: seq})
+}
+
+// index records an entry read backwards (after every entry of the lines after it).
+func (r *tailReader) index(e *Entry) {
 	r.read = append(r.read, e)
 	if winner, dup := r.byID[e.ID]; dup {
 		if r.need&NeedFile != 0 { // reported on the nearest later line with the id
@@ -500,7 +681,7 @@ func (r *tailReader) readLine() (bool, error) {
 			if prev == nil {
 				prev = winner
 			}
-			r.diags = append(r.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagDuplicateID}, phase: 1, k: prev.tailK, otherK: k})
+			r.p.diags = append(r.p.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagDuplicateID}, phase: 1, k: prev.tailK, otherK: e.tailK})
 			r.later[e.ID] = e
 		}
 	} else {
@@ -526,21 +707,6 @@ func (r *tailReader) readLine() (bool, error) {
 			}
 		}
 	}
-	return true, nil
-}
-
-// lineDiag receives the decoder's diagnostics for the line being read.
-func (r *tailReader) lineDiag(d Diagnostic) { r.fileDiag(0, r.lineK, d) }
-
-func (r *tailReader) fileDiag(phase, k int, d Diagnostic) {
-	if r.need&NeedFile == 0 {
-		return
-	}
-	seq := 0
-	if n := len(r.diags); n > 0 && r.diags[n-1].k == k && r.diags[n-1].phase == phase {
-		seq = r.diags[n-1].seq + 1
-	}
-	r.diags = append(r.diags, tailDiag{d: d, phase: phase, k: k, seq: seq})
 }
 
 // settled reports whether the walk has what need asks for.
@@ -616,7 +782,7 @@ func (r *tailReader) find(id string) (*Entry, error) {
 		if e := r.byID[id]; e != nil {
 			return e, nil
 		}
-		ok, err := r.readLine()
+		ok, err := r.advance()
 		if err != nil {
 			return nil, err
 		}
@@ -678,12 +844,12 @@ func (r *tailReader) finish() error {
 			continue
 		}
 		if r.byID[e.ParentID] == nil {
-			r.diags = append(r.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagOrphan,
+			r.p.diags = append(r.p.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagOrphan,
 				Message: fmt.Sprintf("parent %q not found; the entry is a root and paths through it stop here (as in Pi)", e.ParentID)}, phase: 2, k: e.tailK})
 		}
 	}
-	sort.SliceStable(r.diags, func(i, j int) bool {
-		a, b := r.diags[i], r.diags[j]
+	sort.SliceStable(r.p.diags, func(i, j int) bool {
+		a, b := r.p.diags[i], r.p.diags[j]
 		if a.phase != b.phase {
 			return a.phase < b.phase
 		}
@@ -692,8 +858,8 @@ func (r *tailReader) finish() error {
 		}
 		return a.seq < b.seq
 	})
-	t.Diagnostics = make([]Diagnostic, 0, len(r.diags))
-	for _, td := range r.diags {
+	t.Diagnostics = make([]Diagnostic, 0, len(r.p.diags))
+	for _, td := range r.p.diags {
 		d := td.d
 		d.Line = lineOf(td.k)
 		if td.phase == 1 {

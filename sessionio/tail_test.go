@@ -36,9 +36,9 @@ var needs = []sessionio.Need{
 	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile | sessionio.LeaveMessagesOnDisk,
 	sessionio.NeedMessages | sessionio.NeedModel | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent, // decoded as read
 	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedContent | sessionio.LeaveMessagesOnDisk | sessionio.NeedFile,
-	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,             // everything
-	sessionio.NeedThinking | sessionio.NeedRoot,                                    // path ids
-	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent,        // odd ones
+	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,      // everything
+	sessionio.NeedThinking | sessionio.NeedRoot,                             // path ids
+	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent, // odd ones
 }
 
 // full is the reference: the full reader's view of a file.
@@ -67,8 +67,8 @@ func readFull(data []byte) full {
 
 // checkTail compares a tail read with need against the full read of the same bytes, for
 // everything need settles. It reports with fatal (the tests' t.Fatalf or rapid's).
-func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.Need, first, maxBlock int, plans bool) {
-	t, err := sessionio.ParseTailBlocks(data, "f.jsonl", need, first, maxBlock)
+func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.Need, sz sizes, plans bool) {
+	t, err := sessionio.ParseTailBlocks(data, "f.jsonl", need, sz.block, sz.maxBlock, sz.batch, sz.workers)
 	if f.err != nil {
 		if err == nil {
 			if errors.Is(f.err, sessionio.ErrCycle) && need&sessionio.NeedFile == 0 && cycleUnread(data, t) {
@@ -172,6 +172,9 @@ func rawOf(m *sessionio.Message, data []byte) []byte {
 	}
 	return m.Raw
 }
+
+// sizes are a tail read's read sizes (see sessionio.ParseTailBlocks).
+type sizes struct{ block, maxBlock, batch, workers int }
 
 // windowOf is where the context's messages start in a full path.
 func windowOf(path []*sessionio.Entry) int {
@@ -320,13 +323,13 @@ func TestTailMatchesFullReadCorpus(t *testing.T) {
 			partial++
 		}
 		for _, need := range needs {
-			for _, blocks := range [][2]int{{64 << 10, 4 << 20}, {100, 1000}, {1, 7}} {
-				if blocks[0] < 64<<10 && len(data) > 600<<10 || blocks[0] == 1 && len(data) > 120<<10 {
+			for _, sz := range []sizes{{64 << 10, 512 << 10, 1 << 20, 2}, {100, 1000, 0, 1}, {1, 7, 0, 1}, {64 << 10, 512 << 10, 5000, 3}} {
+				if sz.block < 64<<10 && len(data) > 600<<10 || sz.block == 1 && len(data) > 120<<10 {
 					continue // the default blocks already split these files' lines; tiny ones only cost time
 				}
 				checkTail(func(format string, args ...any) {
-					t.Fatalf("%s (blocks %v): %s", file, blocks, fmt.Sprintf(format, args...))
-				}, data, f, need, blocks[0], blocks[1], blocks[0] == 64<<10)
+					t.Fatalf("%s (sizes %v): %s", file, sz, fmt.Sprintf(format, args...))
+				}, data, f, need, sz, sz.block == 64<<10 && sz.batch == 1<<20)
 			}
 		}
 	}
@@ -351,11 +354,11 @@ func TestTailMatchesFullRead(t *testing.T) {
 		data := genTree(rt)
 		f := readFull(data)
 		first := rapid.IntRange(1, 2048).Draw(rt, "block")
-		maxBlock := rapid.IntRange(first, 8192).Draw(rt, "maxBlock")
+		sz := sizes{first, rapid.IntRange(first, 8192).Draw(rt, "maxBlock"), rapid.SampledFrom([]int{0, 1, 16, 200, 3000}).Draw(rt, "batch"), rapid.IntRange(1, 3).Draw(rt, "workers")}
 		for _, need := range needs {
 			checkTail(func(format string, args ...any) {
-				rt.Fatalf("%s\n--- file:\n%s", fmt.Sprintf(format, args...), data)
-			}, data, f, need, first, maxBlock, true)
+				rt.Fatalf("%s (sizes %v)\n--- file:\n%s", fmt.Sprintf(format, args...), sz, data)
+			}, data, f, need, sz, true)
 		}
 		runs++
 		if tl, err := sessionio.ParseTail(data, "f.jsonl", sessionio.NeedContext); err == nil {
@@ -669,6 +672,6 @@ func FuzzTailMatchesFullRead(f *testing.F) {
 		first := int(block%4096) + 1
 		checkTail(func(format string, args ...any) {
 			t.Fatalf("%s\n--- file:\n%q", fmt.Sprintf(format, args...), data)
-		}, data, readFull(data), need, first, first*4, false)
+		}, data, readFull(data), need, sizes{first, first * 4, int(block >> 10), 1 + int(block&3)}, false)
 	})
 }
