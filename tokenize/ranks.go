@@ -93,7 +93,7 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 		return nil, fmt.Errorf("vocabulary too large: %d tokens, %d bytes", len(t.ranks), len(arena))
 	}
 	t.arena = unsafe.String(unsafe.SliceData(arena), len(arena)) // arena is not written again
-	size := 1 << bits.Len(uint(len(t.ranks)*8/3)) // at most 3/8 full
+	size := 1 << bits.Len(uint(len(t.ranks)*8/3))                // at most 3/8 full
 	t.slots = make([]uint32, size)
 	t.mask = uint64(size - 1)
 	for k := range t.ranks {
