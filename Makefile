@@ -36,14 +36,18 @@ bench-read: build
 	$(GO) run ./bench/read -dir $(BENCH_DIR) -compactor $(BIN)/compactor -pi-oracle $(PI_ORACLE) -runs $(BENCH_RUNS)
 	COMPACTOR_BENCH_SESSIONS=$(abspath $(BENCH_DIR)) $(GO) test -run '^$$' -bench ReadTail -benchmem -benchtime 5x -count=1 ./sessionio
 
-# Property tests at full size: at least 10,000 generated sessions per policy.
+# Property tests at full size: at least 10,000 generated sessions per policy, and 10,000
+# generated trees on which the tail reader must agree with the full reader (every need).
 proptest:
 	$(GO) test -count=1 -timeout 60m -run 'TestProperty' ./cutpoint/ -rapid.checks=10000
+	$(GO) test -count=1 -timeout 60m -run 'TestTailMatchesFullRead$$' -v ./sessionio/ -rapid.checks=10000
 
-# Fuzz the session reader (FUZZTIME=5m by default).
+# Fuzz the session reader (FUZZTIME=5m by default): the full reader, and the tail reader
+# against it.
 FUZZTIME ?= 5m
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./sessionio/
+	$(GO) test -run '^$$' -fuzz FuzzTailMatchesFullRead -fuzztime $(FUZZTIME) ./sessionio/
 
 # Re-check every golden against the live Pi (installs the pinned npm package once).
 interop:
