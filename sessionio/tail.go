@@ -465,7 +465,10 @@ func (r *tailReader) readLine() (bool, error) {
 // else one line.
 func (r *tailReader) advance() (bool, error) {
 	far := r.need&(NeedRoot|NeedFile|NeedThinking) != 0
-	if r.keep || !far || r.workers < 2 || r.batch <= 0 || len(r.nls) > 0 || r.done || r.pos-r.lo < int64(r.workers) {
+	// A few megabytes go faster alone: the workers' buffers would be fresh memory, and a
+	// command often has the other core busy (compactor plan loads its vocabulary then).
+	small := r.pos-r.lo < int64(max(r.workers, 4*r.batch))
+	if r.keep || !far || r.workers < 2 || r.batch <= 0 || len(r.nls) > 0 || r.done || small {
 		return r.readLine()
 	}
 	return r.readBatch()

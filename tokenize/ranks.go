@@ -110,6 +110,10 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 	t.arena = unsafe.String(unsafe.SliceData(arena), len(arena)) // arena is not written again
 	size := 1 << bits.Len(uint(len(t.ranks)*8/3))                // at most 3/8 full
 	t.slots = make([]uint32, size)
+	// Write every page before the probes read them: a fresh page read first is mapped to the
+	// shared zero page, and the write that follows is a copy-on-write fault that also flushes
+	// the other cores' TLBs. Measured: half the time of a cold load went there.
+	clear(t.slots)
 	t.mask = uint64(size - 1)
 	for k := range t.ranks {
 		s := t.arena[t.offs[k]:t.offs[k+1]]
