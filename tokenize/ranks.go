@@ -26,7 +26,8 @@ type rankTable struct {
 	mask  uint64
 	slots []uint32
 	offs  []uint32
-	ranks []int32
+	ranks []int32 // nil when every token's rank is its position (both vocabularies)
+	n     int     // tokens (lines), repeated ones included
 	arena string
 	// pair[a<<8|b] is 1 + the rank of the two-byte token ab (0: none). A merge starts by
 	// looking up every pair of adjacent bytes: a quarter-megabyte table that stays in the
@@ -64,9 +65,17 @@ func (t *rankTable) getHashed(s string) (int, bool) {
 		}
 		k := v&slotIndexMask - 1
 		if t.arena[t.offs[k]:t.offs[k+1]] == s {
-			return int(t.ranks[k]), true
+			return t.rankOf(int(k)), true
 		}
 	}
+}
+
+// rankOf is the rank of token k.
+func (t *rankTable) rankOf(k int) int {
+	if t.ranks == nil {
+		return k
+	}
+	return int(t.ranks[k])
 }
 
 // tokens is the number of distinct tokens.
@@ -82,7 +91,8 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 	t := &rankTable{seed: maphash.MakeSeed()}
 	arena := make([]byte, 0, 2<<20)
 	t.offs = make([]uint32, 1, 1<<18)
-	t.ranks = make([]int32, 0, 1<<18)
+	// Ranks are stored only from the first one that is not the token's position (none in
+	// tiktoken's files: each line's rank is its number): 800 KB less to write for o200k_base.
 	for lineNo := 1; ; lineNo++ {
 		line, err := br.ReadSlice('\n')
 		if err != nil && err != io.EOF {
@@ -97,25 +107,34 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 			if arena, rank, ok = parseRankLine(arena, line); !ok {
 				return nil, fmt.Errorf("line %d: not \"<base64> <rank>\": %.40q", lineNo, line)
 			}
+			if t.ranks == nil && rank != t.n {
+				t.ranks = make([]int32, t.n, max(2*t.n, 1024))
+				for i := range t.ranks {
+					t.ranks[i] = int32(i)
+				}
+			}
 			t.offs = append(t.offs, uint32(len(arena)))
-			t.ranks = append(t.ranks, int32(rank))
+			if t.ranks != nil {
+				t.ranks = append(t.ranks, int32(rank))
+			}
+			t.n++
 		}
 		if err == io.EOF {
 			break
 		}
 	}
-	if len(t.ranks) > slotIndexMask-1 || len(arena) > 1<<32-1 {
-		return nil, fmt.Errorf("vocabulary too large: %d tokens, %d bytes", len(t.ranks), len(arena))
+	if t.n > slotIndexMask-1 || len(arena) > 1<<32-1 {
+		return nil, fmt.Errorf("vocabulary too large: %d tokens, %d bytes", t.n, len(arena))
 	}
 	t.arena = unsafe.String(unsafe.SliceData(arena), len(arena)) // arena is not written again
-	size := 1 << bits.Len(uint(len(t.ranks)*8/3))                // at most 3/8 full
+	size := 1 << bits.Len(uint(t.n*8/3))                         // at most 3/8 full
 	t.slots = make([]uint32, size)
 	// Write every page before the probes read them: a fresh page read first is mapped to the
 	// shared zero page, and the write that follows is a copy-on-write fault that also flushes
 	// the other cores' TLBs. Measured: half the time of a cold load went there.
 	clear(t.slots)
 	t.mask = uint64(size - 1)
-	for k := range t.ranks {
+	for k := range t.n {
 		s := t.arena[t.offs[k]:t.offs[k+1]]
 		h := maphash.String(t.seed, s)
 		tag := uint32(h >> (64 - (32 - slotIndexBits)))
@@ -133,9 +152,9 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 		}
 	}
 	t.pair = make([]int32, 1<<16)
-	for k := range t.ranks {
+	for k := range t.n {
 		if s := t.arena[t.offs[k]:t.offs[k+1]]; len(s) == 2 {
-			if r, ok := t.getHashed(s); ok && int32(r) == t.ranks[k] { // the last of a repeated token
+			if r, ok := t.getHashed(s); ok && r == t.rankOf(k) { // the last of a repeated token
 				t.pair[int(s[0])<<8|int(s[1])] = int32(r) + 1
 			}
 		}

@@ -364,6 +364,19 @@ func TestParseRanksMatchesLoader(t *testing.T) {
 			}
 		}
 	}
+	// Ranks that are not positions (and a repeated token) are kept as given.
+	if tab, err := parseRanks(strings.NewReader("QQ== 5\nQg== 7\nQQ== 9\nQUI= 0\n")); err != nil {
+		t.Fatal(err)
+	} else {
+		for tok, want := range map[string]int{"A": 9, "B": 7, "AB": 0} {
+			if got, ok := tab.get(tok); !ok || got != want {
+				t.Errorf("rank of %q = %d (%v), want %d", tok, got, ok, want)
+			}
+		}
+		if tab.tokens() != 3 {
+			t.Errorf("%d tokens, want 3", tab.tokens())
+		}
+	}
 	for _, bad := range []string{"QUJD 1\nnot-base64!! 2\n", "QUJD 1\nQUJD x\n", "QUJD 1\nQ=== 2\n", "QUJD 1\nQUJ 2\n", "QUJD 1\n=UJD 2\n"} {
 		if _, err := parseRanks(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("bad vocabulary line in %q: %v", bad, err)
