@@ -86,11 +86,14 @@ func (t *rankTable) tokens() int { return t.distinct }
 // A token listed twice keeps its last rank, as the loader's map does. The file is read in
 // chunks through one buffer and each line decoded by hand (a table for base64, a digit loop
 // for the rank): the loader's per-line parsing, not the table, was most of the cost.
-func parseRanks(r io.Reader) (*rankTable, error) {
+//
+// size is the file's size: it bounds the arena (3/4, base64) and the lines (a line has at
+// least 7 bytes), so that every array is allocated once, for good (permanent).
+func parseRanks(r io.Reader, size int) (*rankTable, error) {
 	br := bufio.NewReaderSize(r, 256<<10)
 	t := &rankTable{seed: maphash.MakeSeed()}
-	arena := make([]byte, 0, 2<<20)
-	t.offs = make([]uint32, 1, 1<<18)
+	arena := permanent(size * 3 / 4)[:0]
+	t.offs = permanentUint32(size/7 + 2)[:1]
 	// Ranks are stored only from the first one that is not the token's position (none in
 	// tiktoken's files: each line's rank is its number): 800 KB less to write for o200k_base.
 	for lineNo := 1; ; lineNo++ {
@@ -127,13 +130,13 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 		return nil, fmt.Errorf("vocabulary too large: %d tokens, %d bytes", t.n, len(arena))
 	}
 	t.arena = unsafe.String(unsafe.SliceData(arena), len(arena)) // arena is not written again
-	size := 1 << bits.Len(uint(t.n*8/3))                         // at most 3/8 full
-	t.slots = make([]uint32, size)
+	slots := 1 << bits.Len(uint(t.n*8/3))                        // at most 3/8 full
+	t.slots = permanentUint32(slots)
 	// Write every page before the probes read them: a fresh page read first is mapped to the
 	// shared zero page, and the write that follows is a copy-on-write fault that also flushes
 	// the other cores' TLBs. Measured: half the time of a cold load went there.
 	clear(t.slots)
-	t.mask = uint64(size - 1)
+	t.mask = uint64(slots - 1)
 	for k := range t.n {
 		s := t.arena[t.offs[k]:t.offs[k+1]]
 		h := maphash.String(t.seed, s)
@@ -151,7 +154,8 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 			}
 		}
 	}
-	t.pair = make([]int32, 1<<16)
+	pair := permanentUint32(1 << 16)
+	t.pair = unsafe.Slice((*int32)(unsafe.Pointer(unsafe.SliceData(pair))), len(pair))
 	for k := range t.n {
 		if s := t.arena[t.offs[k]:t.offs[k+1]]; len(s) == 2 {
 			if r, ok := t.getHashed(s); ok && r == t.rankOf(k) { // the last of a repeated token
@@ -160,6 +164,15 @@ func parseRanks(r io.Reader) (*rankTable, error) {
 		}
 	}
 	return t, nil
+}
+
+// permanentUint32 is permanent for n uint32s.
+func permanentUint32(n int) []uint32 {
+	b := permanent(4 * n)
+	if len(b) == 0 {
+		return nil
+	}
+	return unsafe.Slice((*uint32)(unsafe.Pointer(unsafe.SliceData(b))), n)
 }
 
 // b64 maps a standard base64 character to its 6 bits, others to 0xff.

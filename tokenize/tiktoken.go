@@ -80,7 +80,11 @@ func loadVocab(encoding string) (*vocab, error) {
 		return nil, fmt.Errorf("tokenize: vocabulary %s: %w", encoding, err)
 	}
 	defer f.Close()
-	ranks, err := parseRanks(f)
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: vocabulary %s: %w", encoding, err)
+	}
+	ranks, err := parseRanks(f, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: vocabulary %s: %w", encoding, err)
 	}

@@ -365,7 +365,7 @@ func TestParseRanksMatchesLoader(t *testing.T) {
 		}
 	}
 	// Ranks that are not positions (and a repeated token) are kept as given.
-	if tab, err := parseRanks(strings.NewReader("QQ== 5\nQg== 7\nQQ== 9\nQUI= 0\n")); err != nil {
+	if tab, err := parseRanks(strings.NewReader("QQ== 5\nQg== 7\nQQ== 9\nQUI= 0\n"), 28); err != nil {
 		t.Fatal(err)
 	} else {
 		for tok, want := range map[string]int{"A": 9, "B": 7, "AB": 0} {
@@ -378,7 +378,7 @@ func TestParseRanksMatchesLoader(t *testing.T) {
 		}
 	}
 	for _, bad := range []string{"QUJD 1\nnot-base64!! 2\n", "QUJD 1\nQUJD x\n", "QUJD 1\nQ=== 2\n", "QUJD 1\nQUJ 2\n", "QUJD 1\n=UJD 2\n"} {
-		if _, err := parseRanks(strings.NewReader(bad)); err == nil || !strings.Contains(err.Error(), "line 2") {
+		if _, err := parseRanks(strings.NewReader(bad), len(bad)); err == nil || !strings.Contains(err.Error(), "line 2") {
 			t.Errorf("bad vocabulary line in %q: %v", bad, err)
 		}
 	}
