@@ -91,6 +91,8 @@ type Tail struct {
 	// cycle on the path).
 	Session  *Session
 	Fallback string
+
+	r *tailReader // for Extend
 }
 
 // Version is the format version found on disk.
@@ -157,7 +159,53 @@ func readTail(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes) 
 	if err != nil {
 		return nil, err
 	}
+	r.t.r = r
 	return r.t, nil
+}
+
+// Extend reads on from where the read stopped until need is settled too, as if it had been
+// asked for from the start; a caller can start with what it needs first (the context) and
+// read the rest of the path (NeedRoot) while it works on that. It may add NeedMessages,
+// NeedModel, NeedThinking and NeedRoot; the others change what is kept of every line, so they
+// must be asked for from the start (Extend refuses them). Entries of the Path seen before
+// stay as they were; Path, Complete and ReadFrom are updated. A Tail of a full read is
+// complete already. Extend must not run concurrently with other uses of t (the entries of
+// its earlier Path may be used meanwhile).
+func (t *Tail) Extend(need Need) error {
+	if extra := need &^ (NeedMessages | NeedModel | NeedThinking | NeedRoot); extra != 0 {
+		return fmt.Errorf("sessionio: Extend: need %b can only be asked for at the start", extra)
+	}
+	r := t.r
+	if r == nil || r.root || need&^r.need == 0 {
+		return nil
+	}
+	if t.Info != nil { // ReadTail's file is closed: open it again, the same file
+		f, err := os.Open(t.File)
+		if err != nil {
+			return &FileError{File: t.File, Err: err}
+		}
+		defer f.Close()
+		if st, err := f.Stat(); err != nil || !os.SameFile(st, t.Info) || st.Size() < t.Size {
+			return &FileError{File: t.File, Err: errors.New("the file was replaced or shrank while it was read")}
+		}
+		r.ra = f
+		defer func() { r.ra = nil }()
+	}
+	r.need |= need
+	err := r.walkFrom(r.walk[len(r.walk)-1])
+	if err == nil {
+		err = r.finish()
+	}
+	var fb *errFallback
+	if errors.As(err, &fb) {
+		full, err := r.fullRead(fb.reason)
+		if err != nil {
+			return err
+		}
+		*t = *full
+		return nil
+	}
+	return err
 }
 
 // tailReader is one tail read: a backward line reader over [lo, end) of the file, the index
@@ -206,6 +254,7 @@ type tailReader struct {
 	window      int    // index in walk of the context's first entry, -1 until known
 	model, thin bool
 	root        bool
+	decoded     bool // the window's content (NeedContent)
 }
 
 // tailDiag is a diagnostic whose line numbers are known only once the whole file is read:
@@ -497,6 +546,8 @@ func (r *tailReader) readBatch() (bool, error) {
 	w := r.workers
 	for len(r.wp) < w {
 		r.wp = append(r.wp, newLineParser(r.t.File, r.need))
+	}
+	for len(r.wbuf) < w {
 		r.wbuf = append(r.wbuf, nil)
 	}
 	parts := make([]batchPart, w)
@@ -736,32 +787,15 @@ func (r *tailReader) settled() bool {
 // indexed yet, until need is settled or the root is reached.
 func (r *tailReader) walkPath() error {
 	e := r.read[0]
-	for {
-		if r.onWalk[e] {
-			return &errFallback{"a parentId cycle on the path"}
-		}
-		r.onWalk[e] = true
-		r.walk = append(r.walk, e)
-		switch {
-		case e.Type == TypeCompaction && r.comp == nil:
-			r.comp = e
-		case r.comp != nil && r.window < 0 && e.ID == r.comp.FirstKeptEntryID:
-			r.window = len(r.walk) - 1
-			r.keep = false // the context's bytes are all read: later blocks reuse one buffer
-		}
-		switch e.Type {
-		case TypeModelChange:
-			r.model = true
-		case TypeThinkingLevelChange:
-			r.thin = true
-		case TypeMessage:
-			if e.Message != nil && e.Message.Role == RoleAssistant {
-				r.model = true
-			}
-		}
-		if r.settled() {
-			return nil
-		}
+	if err := r.step(e); err != nil {
+		return err
+	}
+	return r.walkFrom(e)
+}
+
+// walkFrom goes on from e, the last entry walked.
+func (r *tailReader) walkFrom(e *Entry) error {
+	for !r.settled() {
 		if e.ParentID == "" {
 			r.root = true
 			return nil
@@ -774,8 +808,39 @@ func (r *tailReader) walkPath() error {
 			r.root = true
 			return nil
 		}
+		if err := r.step(p); err != nil {
+			return err
+		}
 		e = p
 	}
+	return nil
+}
+
+// step adds e to the walk and notes what it settles.
+func (r *tailReader) step(e *Entry) error {
+	if r.onWalk[e] {
+		return &errFallback{"a parentId cycle on the path"}
+	}
+	r.onWalk[e] = true
+	r.walk = append(r.walk, e)
+	switch {
+	case e.Type == TypeCompaction && r.comp == nil:
+		r.comp = e
+	case r.comp != nil && r.window < 0 && e.ID == r.comp.FirstKeptEntryID:
+		r.window = len(r.walk) - 1
+		r.keep = false // the context's bytes are all read: later lines keep none
+	}
+	switch e.Type {
+	case TypeModelChange:
+		r.model = true
+	case TypeThinkingLevelChange:
+		r.thin = true
+	case TypeMessage:
+		if e.Message != nil && e.Message.Role == RoleAssistant {
+			r.model = true
+		}
+	}
+	return nil
 }
 
 // find returns the entry with that id, reading further back until it is indexed; nil if the
@@ -822,7 +887,8 @@ func (r *tailReader) finish() error {
 			}
 		}
 	}
-	if r.need&NeedContent != 0 {
+	if r.need&NeedContent != 0 && !r.decoded {
+		r.decoded = true
 		for _, e := range t.Path[t.Window:] {
 			if m := e.Message; m != nil && m.Raw != nil { // (left on disk: decoded already)
 				raw := m.Raw
@@ -831,6 +897,7 @@ func (r *tailReader) finish() error {
 			}
 		}
 	}
+	r.wbuf, r.join = nil, nil // the workers' buffers: Extend makes new ones if it needs them
 	if r.need&NeedFile == 0 {
 		// A cycle among the entries read is one the full read reports; one through history
 		// never read is beyond what this read (and Pi's walk from the leaf) reaches.

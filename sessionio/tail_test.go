@@ -152,6 +152,30 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			checkPlans(fatal, need, t, dpath, off)
 		}
 	}
+	if !t.Complete && need&sessionio.NeedFile == 0 { // read on to the root: the whole path, nothing else changed
+		msgs := len(got.Messages)
+		if err := t.Extend(sessionio.NeedRoot); err != nil {
+			if errors.Is(err, sessionio.ErrCycle) && errors.Is(f.err, sessionio.ErrCycle) {
+				return
+			}
+			fatal("need %b: Extend: %v", need, err)
+		}
+		if !t.Complete || len(t.Path) != len(f.path) || t.Path[len(t.Path)-1].ID != t.LeafID {
+			fatal("need %b: after Extend, path of %d (complete %v), full %d", need, len(t.Path), t.Complete, len(f.path))
+		}
+		for i, e := range t.Path {
+			if e.ID != f.path[i].ID {
+				fatal("need %b: after Extend, path[%d] = %q, full %q", need, i, e.ID, f.path[i].ID)
+			}
+		}
+		if c := sessionio.BuildContext(t.Path); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
+			c.ThinkingLevel != want.ThinkingLevel || !reflect.DeepEqual(c.Model, want.Model) {
+			fatal("need %b: after Extend, context %d messages %q %v, full %d %q %v", need, len(c.Messages), c.ThinkingLevel, c.Model, len(want.Messages), want.ThinkingLevel, want.Model)
+		}
+		if t.Window != windowOf(f.path) && need&sessionio.NeedMessages != 0 {
+			fatal("need %b: after Extend, window %d, full %d", need, t.Window, windowOf(f.path))
+		}
+	}
 	if need&sessionio.NeedFile != 0 {
 		wantDiags := s.Diagnostics
 		if t.EntryCount != len(s.Entries) || !reflect.DeepEqual(t.Labels, s.Labels()) || t.Name != s.Name() ||

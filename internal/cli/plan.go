@@ -64,16 +64,26 @@ func (f *planFlags) run(file string) (*planRun, error) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: loads while the file is read
 	}
 	r := &planRun{file: file}
+	wholePath := func() error { return nil }
 	if f.tail && f.leaf == "" {
 		// Only the path matters, and the content only from the last compaction's first kept
-		// entry on: a tail read decodes no more (the rest of the path is validated and walked
-		// for pathLength and the path indices), and keeps no message bytes (plan prints ids
-		// and counts, not messages).
-		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedRoot|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk)
+		// entry on: a tail read decodes no more, and keeps no message bytes (plan prints ids
+		// and counts, not messages). The rest of the path (pathLength and the path indices
+		// need it: validated and walked, not decoded) is read while the context is counted.
+		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk)
 		if err != nil {
 			return nil, &UsageError{Err: err}
 		}
 		r.path = t.Path
+		done := make(chan error, 1)
+		go func() { done <- t.Extend(sessionio.NeedRoot) }()
+		wholePath = func() error {
+			if err := <-done; err != nil {
+				return &UsageError{Err: err}
+			}
+			r.path = t.Path
+			return nil
+		}
 	} else {
 		s, err := sessionio.ReadFile(file)
 		if err != nil {
@@ -97,6 +107,7 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	}
 	counter, err := tokenize.New(f.counter, r.catalog.Encoding)
 	if err != nil {
+		_ = wholePath()
 		return nil, usageErrorf("--counter: %v", err)
 	}
 	// Every message from the context's start on is weighed, most more than once: count each
@@ -110,6 +121,10 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	}
 	memo.Warm(msgs, 0)
 	r.counter = memo
+	if err := wholePath(); err != nil {
+		return nil, err
+	}
+	path = r.path
 	r.settings = cutpoint.Settings{KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window}
 	if r.settings.ContextWindow == 0 {
 		r.settings.ContextWindow = r.catalog.ContextWindow
