@@ -89,29 +89,9 @@ func AsMessage(e *Entry) *Message {
 	}
 	// e.Raw is a validated line (or the migration's re-encoding of one): its members are
 	// found without validating it again.
-	var f struct{ customType, content, display, details, summary, tokensBefore, fromID, timestamp []byte }
+	var f fields
 	var buf [16]member
-	for _, mb := range trustedMembers(e.Raw, buf[:0]) {
-		v := mb.val
-		switch memberKey(mb.key) {
-		case "customType":
-			f.customType = v
-		case "content":
-			f.content = v
-		case "display":
-			f.display = v
-		case "details":
-			f.details = v
-		case "summary":
-			f.summary = v
-		case "tokensBefore":
-			f.tokensBefore = v
-		case "fromId":
-			f.fromID = v
-		case "timestamp":
-			f.timestamp = v
-		}
-	}
+	f.pick(trustedMembers(e.Raw, buf[:0]))
 	ts, tsOK := jsDate(f.timestamp)
 	tsRaw := []byte("null")
 	if tsOK {
