@@ -121,7 +121,10 @@ var defaultSizes = tailSizes{block: 64 << 10, maxBlock: 512 << 10, batch: 1 << 2
 // NeedRoot), when the path leads there (a session without compaction, a thinking level set
 // at the start with NeedThinking) or when it falls back to a full read. The result equals
 // the full read's (ReadFile + Path + BuildContext) for everything need settled; the tests
-// check that on the corpus and on generated trees.
+// check that on the corpus and on generated trees. One difference is deliberate: a parentId
+// cycle is an error (ErrCycle) when it is among the lines read, as in the full read, but one
+// wholly in history the read never reached is not seen (the full read rejects any cycle; Pi's
+// walk from the leaf never meets that one).
 func ReadTail(path string, need Need) (*Tail, error) {
 	f, err := os.Open(path)
 	if err != nil {
