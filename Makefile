@@ -15,7 +15,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build test vet bench proptest fuzz interop e2e test-extension demo clean
+.PHONY: all build test vet bench bench-read proptest fuzz interop e2e test-extension demo clean
 
 all: build
 
@@ -42,14 +42,28 @@ test: vet
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(PKGS)
 
-# Property tests at full size: at least 10,000 generated sessions per policy.
+# Reading sessions, whole process: compactor against the real Pi in the same run (a 7.5 MiB
+# Pi-written session), and long-lived sessions (5, 10, 20 compactions; ~100 MiB) against the
+# same live context without the history; then the in-process tail-read benchmark. The
+# sessions are generated once into BENCH_DIR with Pi's own SessionManager (Node + pi-oracle).
+BENCH_DIR ?= .compactor/bench-read
+BENCH_RUNS ?= 7
+bench-read: build
+	$(GO) run ./bench/read -dir $(BENCH_DIR) -compactor $(BIN)/compactor -pi-oracle $(PI_ORACLE) -runs $(BENCH_RUNS)
+	COMPACTOR_BENCH_SESSIONS=$(abspath $(BENCH_DIR)) $(GO) test -run '^$$' -bench ReadTail -benchmem -benchtime 5x -count=1 ./sessionio
+
+# Property tests at full size: at least 10,000 generated sessions per policy, and 10,000
+# generated trees on which the tail reader must agree with the full reader (every need).
 proptest:
 	$(GO) test -count=1 -timeout 60m -run 'TestProperty' ./cutpoint/ -rapid.checks=10000
+	$(GO) test -count=1 -timeout 60m -run 'TestTailMatchesFullRead$$' -v ./sessionio/ -rapid.checks=10000
 
-# Fuzz the session reader (FUZZTIME=5m by default).
+# Fuzz the session reader (FUZZTIME=5m by default): the full reader, and the tail reader
+# against it.
 FUZZTIME ?= 5m
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./sessionio/
+	$(GO) test -run '^$$' -fuzz FuzzTailMatchesFullRead -fuzztime $(FUZZTIME) ./sessionio/
 
 # Re-check every golden against the live Pi (installs the pinned npm package once).
 interop:

@@ -2,6 +2,7 @@ package sessionio
 
 import (
 	"os"
+	"path/filepath"
 	"testing"
 )
 
@@ -27,6 +28,75 @@ func BenchmarkLoad(b *testing.B) {
 				}
 				if c := BuildContext(p); len(c.Messages) == 0 {
 					b.Fatal("empty context")
+				}
+			}
+		})
+	}
+}
+
+// BenchmarkReadTail reads the large generated sessions of `make bench-read` (in the directory
+// COMPACTOR_BENCH_SESSIONS; skipped without it) with the needs the commands use, against a
+// full read of the same file: the time of a tail read follows the live context, a full
+// read's the file.
+func BenchmarkReadTail(b *testing.B) {
+	dir := os.Getenv("COMPACTOR_BENCH_SESSIONS")
+	if dir == "" {
+		b.Skip("COMPACTOR_BENCH_SESSIONS is not set (make bench-read sets it)")
+	}
+	files, _ := filepath.Glob(filepath.Join(dir, "*.jsonl"))
+	if len(files) == 0 {
+		b.Skip("no sessions in " + dir)
+	}
+	for _, file := range files {
+		st, err := os.Stat(file)
+		if err != nil {
+			b.Fatal(err)
+		}
+		name := filepath.Base(file)
+		for _, c := range []struct {
+			name string
+			need Need
+		}{
+			{"assess", NeedMessages | NeedModel},
+			{"plan", NeedContext | NeedRoot | NeedContent},
+			{"context", NeedContext | NeedRoot | NeedFile},
+		} {
+			b.Run(name+"/tail-"+c.name, func(b *testing.B) {
+				b.SetBytes(st.Size())
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := ReadTail(file, c.need); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
+		b.Run(name+"/tail-context-1worker", func(b *testing.B) { // the same without parallel batches
+			seq := defaultSizes
+			seq.workers = 1
+			b.SetBytes(st.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				f, err := os.Open(file)
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := readTail(f, st.Size(), file, NeedContext|NeedRoot|NeedFile, seq); err != nil {
+					b.Fatal(err)
+				}
+				f.Close()
+			}
+		})
+		b.Run(name+"/full-light", func(b *testing.B) {
+			b.SetBytes(st.Size())
+			b.ReportAllocs()
+			for b.Loop() {
+				s, err := ReadFileWith(file, Options{Light: true})
+				if err != nil {
+					b.Fatal(err)
+				}
+				if _, err := s.Path(""); err != nil {
+					b.Fatal(err)
 				}
 			}
 		})

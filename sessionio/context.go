@@ -87,18 +87,12 @@ func AsMessage(e *Entry) *Message {
 	default:
 		return nil
 	}
-	var f struct {
-		CustomType   json.RawMessage `json:"customType"`
-		Content      json.RawMessage `json:"content"`
-		Display      json.RawMessage `json:"display"`
-		Details      json.RawMessage `json:"details"`
-		Summary      json.RawMessage `json:"summary"`
-		TokensBefore json.RawMessage `json:"tokensBefore"`
-		FromID       json.RawMessage `json:"fromId"`
-		Timestamp    json.RawMessage `json:"timestamp"`
-	}
-	_ = json.Unmarshal(e.Raw, &f)
-	ts, tsOK := jsDate(f.Timestamp)
+	// e.Raw is a validated line (or the migration's re-encoding of one): its members are
+	// found without validating it again.
+	var f fields
+	var buf [16]member
+	f.pick(trustedMembers(e.Raw, buf[:0]))
+	ts, tsOK := jsDate(f.timestamp)
 	tsRaw := []byte("null")
 	if tsOK {
 		tsRaw = []byte(formatJSNumber(ts))
@@ -109,31 +103,38 @@ func AsMessage(e *Entry) *Message {
 	case TypeCustomMessage:
 		m.Role = RoleCustom
 		m.CustomType = e.CustomType
-		_ = json.Unmarshal(f.Content, &m.Content)
-		ob.add("role", mustJSON(RoleCustom))
-		ob.add("customType", f.CustomType)
-		ob.add("content", f.Content)
-		ob.add("display", f.Display)
-		ob.add("details", f.Details)
+		m.Content, _ = decodeContent(f.content)
+		ob.add("role", quotedCustom)
+		ob.add("customType", f.customType)
+		ob.add("content", f.content)
+		ob.add("display", f.display)
+		ob.add("details", f.details)
 	case TypeBranchSummary:
 		m.Role = RoleBranchSummary
 		m.Summary = e.Summary
 		m.FromID = e.FromID
-		ob.add("role", mustJSON(RoleBranchSummary))
-		ob.add("summary", f.Summary)
-		ob.add("fromId", f.FromID)
+		ob.add("role", quotedBranchSummary)
+		ob.add("summary", f.summary)
+		ob.add("fromId", f.fromID)
 	case TypeCompaction:
 		m.Role = RoleCompactionSummary
 		m.Summary = e.Summary
 		m.TokensBefore = e.TokensBefore
-		ob.add("role", mustJSON(RoleCompactionSummary))
-		ob.add("summary", f.Summary)
-		ob.add("tokensBefore", f.TokensBefore)
+		ob.add("role", quotedCompactionSummary)
+		ob.add("summary", f.summary)
+		ob.add("tokensBefore", f.tokensBefore)
 	}
 	ob.add("timestamp", tsRaw)
 	m.Raw = ob.bytes()
 	return m
 }
+
+// Roles of synthesized messages as JSON strings.
+var (
+	quotedCustom            = []byte(`"` + RoleCustom + `"`)
+	quotedBranchSummary     = []byte(`"` + RoleBranchSummary + `"`)
+	quotedCompactionSummary = []byte(`"` + RoleCompactionSummary + `"`)
+)
 
 // objBuilder writes a JSON object from raw values, skipping absent ones (JS undefined).
 type objBuilder struct{ b bytes.Buffer }
@@ -147,8 +148,9 @@ func (o *objBuilder) add(key string, raw []byte) {
 	} else {
 		o.b.WriteByte(',')
 	}
-	o.b.Write(mustJSON(key))
-	o.b.WriteByte(':')
+	o.b.WriteByte('"')
+	o.b.WriteString(key) // the keys used here need no escaping
+	o.b.WriteString(`":`)
 	o.b.Write(raw)
 }
 

@@ -59,6 +59,8 @@ type Entry struct {
 
 	// session_info
 	Name string
+
+	tailK int // a tail read's line count from the end of the file
 }
 
 // IsMessage reports whether e is a "message" entry with the given role.

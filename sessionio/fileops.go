@@ -81,15 +81,27 @@ func pathArgument(args json.RawMessage) (string, bool) {
 	if len(args) == 0 || args[0] != '{' {
 		return "", false
 	}
-	var obj map[string]json.RawMessage
-	if err := json.Unmarshal(args, &obj); err != nil {
+	var buf [8]member
+	ms, notObject, err := scanObject(args, buf[:0])
+	if err != nil || notObject {
 		return "", false
 	}
-	raw, ok := obj["path"]
-	if !ok || len(raw) == 0 || raw[0] != '"' {
+	raw := lastMember(ms, "path")
+	if len(raw) == 0 || raw[0] != '"' {
 		return "", false
 	}
 	return unquoteJS(raw)
+}
+
+// lastMember returns the value of the last member whose (decoded) key is key, nil if none:
+// JSON.parse keeps the last of duplicate keys.
+func lastMember(ms []member, key string) []byte {
+	for i := len(ms) - 1; i >= 0; i-- {
+		if memberKey(ms[i].key) == key {
+			return ms[i].val
+		}
+	}
+	return nil
 }
 
 // SeedFromCompaction carries a previous compaction's file lists forward, as Pi's
@@ -116,27 +128,25 @@ func (f *FileOps) seedFromDetails(e *Entry) {
 	if e.FromHook || len(e.Details) == 0 || e.Details[0] != '{' {
 		return
 	}
-	var d map[string]json.RawMessage
-	if err := json.Unmarshal(e.Details, &d); err != nil {
+	ms, notObject, err := scanObject(e.Details, nil)
+	if err != nil || notObject {
 		return
 	}
-	for _, p := range stringArray(d["readFiles"]) {
+	for _, p := range stringArray(lastMember(ms, "readFiles")) {
 		f.AddRead(p)
 	}
-	for _, p := range stringArray(d["modifiedFiles"]) {
+	for _, p := range stringArray(lastMember(ms, "modifiedFiles")) {
 		f.AddEdited(p)
 	}
 }
 
-// stringArray returns the string elements of a JSON array, skipping other elements.
+// stringArray returns the string elements of a JSON array (validated by the caller),
+// skipping other elements.
 func stringArray(raw json.RawMessage) []string {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil
 	}
-	var elems []json.RawMessage
-	if err := json.Unmarshal(raw, &elems); err != nil {
-		return nil
-	}
+	elems := trustedElems(raw, nil)
 	out := make([]string, 0, len(elems))
 	for _, el := range elems {
 		if len(el) == 0 || el[0] != '"' {

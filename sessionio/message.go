@@ -37,6 +37,9 @@ const (
 type Message struct {
 	Role string
 	Raw  json.RawMessage
+	// At is where a message entry's message lies in the file, for a tail read that left it
+	// there (LeaveMessagesOnDisk; Raw is nil then). Zero otherwise.
+	At Span
 
 	Content Content
 
@@ -72,6 +75,9 @@ type Message struct {
 	FromID       string
 	TokensBefore float64
 }
+
+// Span is a byte range of a file.
+type Span struct{ Off, Len int64 }
 
 // Content is a message's content: a plain string or an array of blocks.
 type Content struct {
@@ -203,9 +209,19 @@ func memberKey(k []byte) string {
 // in JSON.parse. On a field of an unexpected type it returns the message without that
 // field together with the error. light skips the content.
 func decodeMessage(raw json.RawMessage, light bool) (*Message, error) {
-	var buf [24]member
-	ms := trustedMembers(raw, buf[:0])
-	m := &Message{Raw: raw}
+	m := &Message{}
+	err := decodeMessageInto(m, raw, nil, light)
+	return m, err
+}
+
+// decodeMessageInto is decodeMessage into a given (zero) message; ms are raw's members when
+// the caller has them already (nil: found here).
+func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool) error {
+	if ms == nil {
+		var buf [24]member
+		ms = trustedMembers(raw, buf[:0])
+	}
+	m.Raw = raw
 	var fe fieldErr
 	for _, mb := range ms {
 		v := mb.val
@@ -234,12 +250,12 @@ func decodeMessage(raw json.RawMessage, light bool) (*Message, error) {
 			if string(v) == "null" {
 				continue
 			}
-			var u Usage
-			if err := json.Unmarshal(v, &u); err != nil {
+			u, ok := decodeUsage(v)
+			if !ok {
 				fe.set(key, "a usage object")
 				continue
 			}
-			m.Usage = &u
+			m.Usage = u
 		case "timestamp":
 			fe.num(key, v, &m.Timestamp)
 		case "toolCallId":
@@ -279,9 +295,9 @@ func decodeMessage(raw json.RawMessage, light bool) (*Message, error) {
 		}
 	}
 	if fe.err != nil {
-		return m, fmt.Errorf("message: %w", fe.err)
+		return fmt.Errorf("message: %w", fe.err)
 	}
-	return m, nil
+	return nil
 }
 
 // decodeContent decodes validated content: a string, or an array of blocks.
@@ -338,12 +354,4 @@ func decodeContent(v []byte) (Content, error) {
 		return c, fmt.Errorf("content: %w", fe.err)
 	}
 	return c, nil
-}
-
-// jsonStringFast decodes a validated JSON string literal.
-func jsonStringFast(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	return unquote(raw), true
 }

@@ -10,10 +10,13 @@ import (
 // parsed lines, header at 0) into firstKeptEntryId. Pi uses random ids; compactor derives
 // them from the position so that repeated reads agree. Nothing is written to disk: compactor
 // never appends to v1/v2 files.
-func (s *Session) migrateV1(lines []parsedLine, all []*Entry) {
+//
+// all holds every JSON object line in file order (nil for the header and extra headers,
+// the header at index 0); fki the raw firstKeptEntryIndex of compactions.
+func (s *Session) migrateV1(all []*Entry, fki map[*Entry][]byte) {
 	prev := ""
 	n := 0
-	for i, e := range all {
+	for _, e := range all {
 		if e == nil {
 			continue
 		}
@@ -29,8 +32,8 @@ func (s *Session) migrateV1(lines []parsedLine, all []*Entry) {
 			fields = append(fields, kv{"parentId", mustJSON(e.ParentID)})
 		}
 		var drop []string
-		if e.Type == TypeCompaction && len(lines[i].re.FirstKeptEntryIndex) > 0 {
-			if idx, ok := jsonNumber(lines[i].re.FirstKeptEntryIndex); ok {
+		if raw := fki[e]; len(raw) > 0 {
+			if idx, ok := jsonNumber(raw); ok {
 				if j := int(idx); float64(j) == idx && j >= 0 && j < len(all) && all[j] != nil {
 					e.FirstKeptEntryID = all[j].ID
 					fields = append(fields, kv{"firstKeptEntryId", mustJSON(e.FirstKeptEntryID)})

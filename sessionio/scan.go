@@ -2,10 +2,13 @@ package sessionio
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
+	"math/bits"
 	"unicode/utf16"
 	"unicode/utf8"
+	"unsafe"
 )
 
 // member is one top-level key of a JSON object and the raw bytes of its value.
@@ -29,9 +32,12 @@ type scanner struct {
 	b     []byte
 	i     int
 	depth int
-	// collect makes the next object() (the top-level one) record its members.
-	collect bool
-	members []member
+	// collect makes the next object() (the top-level one) record its members; nested makes
+	// it record them in msg instead (the "message" member of an entry, so that decoding the
+	// message does not walk its bytes again).
+	collect, nested bool
+	members, msg    []member
+	msgVal          []byte
 }
 
 // scanObject validates b as a single JSON value that must be an object, surrounded by
@@ -39,6 +45,22 @@ type scanner struct {
 // not an object.
 func scanObject(b []byte, dst []member) (members []member, notObject bool, err error) {
 	s := scanner{b: b, members: dst}
+	return s.scan()
+}
+
+// scanEntry is scanObject for an entry line: it also finds the members of the last
+// top-level "message" member whose value is an object (msgVal is that value; nil if none).
+func scanEntry(b []byte, dst, msgDst []member) (members, msg []member, msgVal []byte, notObject bool, err error) {
+	s := scanner{b: b, members: dst, msg: msgDst}
+	members, notObject, err = s.scan()
+	if err != nil || notObject {
+		return dst, msgDst, nil, notObject, err
+	}
+	return members, s.msg, s.msgVal, false, nil
+}
+
+func (s *scanner) scan() (members []member, notObject bool, err error) {
+	b, dst := s.b, s.members
 	s.ws()
 	if s.i >= len(b) {
 		return dst, false, errScan
@@ -121,6 +143,8 @@ func (s *scanner) enter() error {
 }
 
 func (s *scanner) object() error {
+	collect, nested := s.collect, s.nested
+	s.collect, s.nested = false, false
 	if err := s.enter(); err != nil {
 		return err
 	}
@@ -131,8 +155,6 @@ func (s *scanner) object() error {
 		s.depth--
 		return nil
 	}
-	collect := s.collect
-	s.collect = false
 	for {
 		s.ws()
 		ks := s.i
@@ -147,10 +169,21 @@ func (s *scanner) object() error {
 		s.i++
 		s.ws()
 		vs := s.i
+		msg := collect && !nested && string(key) == "message" && vs < len(s.b) && s.b[vs] == '{'
+		if msg {
+			s.collect, s.nested = true, true
+			s.msg = s.msg[:0]
+		}
 		if err := s.value(); err != nil {
 			return err
 		}
-		if collect {
+		switch {
+		case msg:
+			s.msgVal = s.b[vs:s.i]
+			s.members = append(s.members, member{key: key, val: s.msgVal})
+		case nested:
+			s.msg = append(s.msg, member{key: key, val: s.b[vs:s.i]})
+		case collect:
 			s.members = append(s.members, member{key: key, val: s.b[vs:s.i]})
 		}
 		s.ws()
@@ -209,9 +242,12 @@ func (s *scanner) str() error {
 		return errScan
 	}
 	i := s.i + 1
-	for i < len(b) {
-		c := b[i]
-		switch {
+	for {
+		i = skipPlain(b, i)
+		if i >= len(b) {
+			return errScan
+		}
+		switch c := b[i]; {
 		case c == '"':
 			s.i = i + 1
 			return nil
@@ -230,13 +266,54 @@ func (s *scanner) str() error {
 			default:
 				return errScan
 			}
-		case c < 0x20:
+		default: // a control character
 			return errScan
-		default:
-			i++
 		}
 	}
-	return errScan
+}
+
+// Bytes of a word, for the eight-at-a-time test in skipPlain.
+const (
+	ones  = 0x0101010101010101
+	highs = 0x8080808080808080
+)
+
+// skipPlain returns the index of the first byte at or after i that ends or interrupts a
+// string literal ('"', '\\' or a control character below 0x20), or len(b). Most of a session
+// file's bytes are inside strings (tool output, base64 images), so this loop is where a
+// full read spends its time; it tests eight bytes per step: for a word x, (x - n*ones) &^ x
+// has the high bit of a byte set for the lowest byte below n (and possibly spurious bits
+// above it, never below), which finds '"' and '\\' as zero bytes of x^'"' and x^'\\'.
+func skipPlain(b []byte, i int) int {
+	// Most strings are short (keys, ids, roles): eight bytes at a time first; a long run
+	// (tool output, base64 data) goes on 32 bytes at a time where the CPU can.
+	for end := min(i+16, len(b)); i+8 <= end; i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ ('"' * ones)
+		bs := x ^ ('\\' * ones)
+		if m := ((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - 0x20*ones) &^ x); m&highs != 0 {
+			return i + bits.TrailingZeros64(m&highs)>>3
+		}
+	}
+	if hasAVX2 && len(b)-i >= 32 {
+		if i = skipPlainAVX2(b, i); len(b)-i >= 32 {
+			return i // a special byte
+		}
+	}
+	for ; i+8 <= len(b); i += 8 {
+		x := binary.LittleEndian.Uint64(b[i:])
+		q := x ^ ('"' * ones)
+		bs := x ^ ('\\' * ones)
+		if m := ((q - ones) &^ q) | ((bs - ones) &^ bs) | ((x - 0x20*ones) &^ x); m&highs != 0 {
+			return i + bits.TrailingZeros64(m&highs)>>3
+		}
+	}
+	for ; i < len(b); i++ {
+		if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
+			return i
+		}
+	}
+	return i
 }
 
 func isHex(c byte) bool {
@@ -400,54 +477,72 @@ func unquote(lit []byte) string {
 	}
 	out := make([]byte, 0, len(s))
 	for i := 0; i < len(s); {
-		c := s[i]
-		if c == '\\' {
-			switch s[i+1] {
-			case 'b':
-				out = append(out, '\b')
-			case 'f':
-				out = append(out, '\f')
-			case 'n':
-				out = append(out, '\n')
-			case 'r':
-				out = append(out, '\r')
-			case 't':
-				out = append(out, '\t')
-			case 'u':
-				r := hex4(s[i+2 : i+6])
-				i += 6
-				if utf16.IsSurrogate(r) {
-					if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-						if r2 := hex4(s[i+2 : i+6]); utf16.DecodeRune(r, r2) != utf8.RuneError {
-							out = utf8.AppendRune(out, utf16.DecodeRune(r, r2))
-							i += 6
-							continue
-						}
-					}
-					r = utf8.RuneError
-				}
-				out = utf8.AppendRune(out, r)
-				continue
-			default: // " \ /
-				out = append(out, s[i+1])
-			}
-			i += 2
-			continue
+		// A run up to the next escape is copied at once when it is valid UTF-8 (a backslash is
+		// never part of a multi-byte sequence, so runs split no character).
+		j := bytes.IndexByte(s[i:], '\\')
+		if j < 0 {
+			j = len(s) - i
 		}
-		if c < utf8.RuneSelf {
-			out = append(out, c)
+		if run := s[i : i+j]; utf8.Valid(run) {
+			out = append(out, run...)
+		} else {
+			out = appendValidUTF8(out, run)
+		}
+		i += j
+		if i >= len(s) {
+			break
+		}
+		switch s[i+1] {
+		case 'b':
+			out = append(out, '\b')
+		case 'f':
+			out = append(out, '\f')
+		case 'n':
+			out = append(out, '\n')
+		case 'r':
+			out = append(out, '\r')
+		case 't':
+			out = append(out, '\t')
+		case 'u':
+			r := hex4(s[i+2 : i+6])
+			i += 6
+			if utf16.IsSurrogate(r) {
+				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
+					if r2 := hex4(s[i+2 : i+6]); utf16.DecodeRune(r, r2) != utf8.RuneError {
+						out = utf8.AppendRune(out, utf16.DecodeRune(r, r2))
+						i += 6
+						continue
+					}
+				}
+				r = utf8.RuneError
+			}
+			out = utf8.AppendRune(out, r)
+			continue
+		default: // " \ /
+			out = append(out, s[i+1])
+		}
+		i += 2
+	}
+	return unsafe.String(unsafe.SliceData(out), len(out)) // out is never written again
+}
+
+// appendValidUTF8 appends b with each invalid byte replaced by U+FFFD.
+func appendValidUTF8(out, b []byte) []byte {
+	for i := 0; i < len(b); {
+		if b[i] < utf8.RuneSelf {
+			out = append(out, b[i])
 			i++
 			continue
 		}
-		r, size := utf8.DecodeRune(s[i:])
+		r, size := utf8.DecodeRune(b[i:])
 		if r == utf8.RuneError && size == 1 {
 			out = utf8.AppendRune(out, utf8.RuneError)
 		} else {
-			out = append(out, s[i:i+size]...)
+			out = append(out, b[i:i+size]...)
 		}
 		i += size
 	}
-	return string(out)
+	return out
 }
 
 func hex4(h []byte) rune {

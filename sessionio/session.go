@@ -61,9 +61,6 @@ func (s *Session) LeafID() string { return s.leafID }
 // Get returns the entry with that id (the last one in file order for duplicate ids).
 func (s *Session) Get(id string) *Entry { return s.byID[id] }
 
-// Children returns the entries whose parentId is id, in file order.
-func (s *Session) Children(id string) []*Entry { return s.children[id] }
-
 // Labels returns the resolved labels, entry id to label.
 func (s *Session) Labels() map[string]string { return s.labels }
 

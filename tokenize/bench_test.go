@@ -117,3 +117,18 @@ func countAll(c *Cache, counter Counter, entries []*sessionio.Entry) int {
 	}
 	return n
 }
+
+// BenchmarkLoadVocab: parsing an embedded vocabulary into the rank table, what the first
+// tiktoken count of a process pays (compactor plan pays it once per run).
+func BenchmarkLoadVocab(b *testing.B) {
+	for _, enc := range []string{O200KBase, CL100KBase} {
+		b.Run(enc, func(b *testing.B) {
+			b.ReportAllocs()
+			for b.Loop() {
+				if _, err := loadVocab(enc); err != nil {
+					b.Fatal(err)
+				}
+			}
+		})
+	}
+}

@@ -9,11 +9,11 @@ const smallPiece = 32
 // pieceTokens returns how many tokens byte-pair encoding makes of one pre-tokenized piece.
 // Both merge strategies apply the same merges in the same order (lowest rank first, leftmost
 // among equal ranks, tiktoken's rule) and differ only in speed.
-func pieceTokens(piece string, ranks map[string]int) int {
+func pieceTokens(piece string, ranks *rankTable) int {
 	if len(piece) <= 1 {
 		return len(piece)
 	}
-	if _, ok := ranks[piece]; ok {
+	if _, ok := ranks.get(piece); ok {
 		return 1
 	}
 	if len(piece) <= smallPiece {
@@ -26,7 +26,7 @@ const noRank = math.MaxInt
 
 // mergeSmall is tiktoken's reference merge: scan for the lowest-ranked adjacent pair, merge
 // it, repeat. O(n²), fine for short pieces.
-func mergeSmall(piece string, ranks map[string]int) int {
+func mergeSmall(piece string, ranks *rankTable) int {
 	var startsBuf, rankBuf [smallPiece + 1]int
 	n := len(piece)
 	starts := startsBuf[:n+1] // starts[i] = first byte of part i; starts[len-1] = n
@@ -36,7 +36,7 @@ func mergeSmall(piece string, ranks map[string]int) int {
 	}
 	pairRank := func(i int) int {
 		if i+2 < len(starts) {
-			if r, ok := ranks[piece[starts[i]:starts[i+2]]]; ok {
+			if r, ok := ranks.get(piece[starts[i]:starts[i+2]]); ok {
 				return r
 			}
 		}
@@ -68,7 +68,7 @@ func mergeSmall(piece string, ranks map[string]int) int {
 // mergeHeap is the same merge with a doubly linked list of parts and a min-heap of candidate
 // pairs ordered by (rank, position): O(n log n) for a piece of n bytes. Heap items made stale
 // by a merge are recognised by a per-part version number and skipped.
-func mergeHeap(piece string, ranks map[string]int) int {
+func mergeHeap(piece string, ranks *rankTable) int {
 	n := len(piece)
 	next := make([]int32, n) // next[i]: start of the part after the part starting at i (n at the end)
 	prev := make([]int32, n) // prev[i]: start of the part before (-1 for the first)
@@ -87,7 +87,7 @@ func mergeHeap(piece string, ranks map[string]int) int {
 		if int(j) < n {
 			end = int(next[j])
 		}
-		if r, ok := ranks[piece[i:end]]; ok {
+		if r, ok := ranks.get(piece[i:end]); ok {
 			return r
 		}
 		return noRank

@@ -1,16 +1,10 @@
 package tokenize
 
 import (
-	"bytes"
-	"encoding/base64"
 	"fmt"
-	"strconv"
-	"strings"
 	"sync"
 	"unicode/utf8"
 
-	tiktoken "github.com/pkoukk/tiktoken-go"
-	tiktokenloader "github.com/pkoukk/tiktoken-go-loader"
 	"github.com/pkoukk/tiktoken-go-loader/assets"
 
 	"github.com/compactor-dev/compactor/sessionio"
@@ -23,32 +17,9 @@ const (
 	CL100KBase = "cl100k_base"
 )
 
-func init() {
-	// tiktoken-go's default loader downloads vocabularies over HTTP. Whoever in this
-	// process creates an encoding through the library, it must come from the vocabularies
-	// embedded by tiktoken-go-loader: compactor never touches the network to count.
-	tiktoken.SetBpeLoader(tiktokenloader.NewOfflineLoader())
-}
-
-// splitPatterns are the pre-tokenization regular expressions of each encoding, exactly as
-// tiktoken-go v0.1.8 compiles them (encoding.go), in regexp2 syntax. split.go implements
-// them by hand; the tests check it against regexp2 running these.
-var splitPatterns = map[string]string{
-	O200KBase: strings.Join([]string{
-		`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]*[\p{Ll}\p{Lm}\p{Lo}\p{M}]+(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
-		`[^\r\n\p{L}\p{N}]?[\p{Lu}\p{Lt}\p{Lm}\p{Lo}\p{M}]+[\p{Ll}\p{Lm}\p{Lo}\p{M}]*(?i:'s|'t|'re|'ve|'m|'ll|'d)?`,
-		`\p{N}{1,3}`,
-		` ?[^\s\p{L}\p{N}]+[\r\n/]*`,
-		`\s*[\r\n]+`,
-		`\s+(?!\S)`,
-		`\s+`,
-	}, "|"),
-	CL100KBase: `(?i:'s|'t|'re|'ve|'m|'ll|'d)|[^\r\n\p{L}\p{N}]?\p{L}+|\p{N}{1,3}| ?[^\s\p{L}\p{N}]+[\r\n]*|\s*[\r\n]+|\s+(?!\S)|\s+`,
-}
-
 // vocab is one loaded encoding: the byte-pair ranks and the pre-tokenizer.
 type vocab struct {
-	ranks map[string]int
+	ranks *rankTable
 	next  func(s string, i int) int // end of the piece starting at i
 }
 
@@ -69,7 +40,8 @@ var encodings = map[string]*lazyTiktoken{O200KBase: {}, CL100KBase: {}}
 //
 // Vocabularies come from tiktoken-go-loader (embedded in the binary) and the split
 // expressions are tiktoken-go's. Two parts are compactor's own, for speed, both checked
-// against the library:
+// against the library (which only the tests link: nothing of tiktoken-go or its regexp2
+// engine runs in compactor itself):
 //   - the pre-tokenizer (split.go): the expressions implemented directly instead of run by
 //     a backtracking regexp engine; counting is about 20 times faster than tiktoken-go on
 //     session text (docs/performance.md);
@@ -103,58 +75,20 @@ func NewTiktoken(encoding string) (*Tiktoken, error) {
 }
 
 func loadVocab(encoding string) (*vocab, error) {
-	data, err := assets.Assets.ReadFile(encoding + ".tiktoken")
+	f, err := assets.Assets.Open(encoding + ".tiktoken")
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: vocabulary %s: %w", encoding, err)
 	}
-	ranks, err := parseRanks(data)
+	defer f.Close()
+	st, err := f.Stat()
+	if err != nil {
+		return nil, fmt.Errorf("tokenize: vocabulary %s: %w", encoding, err)
+	}
+	ranks, err := parseRanks(f, int(st.Size()))
 	if err != nil {
 		return nil, fmt.Errorf("tokenize: vocabulary %s: %w", encoding, err)
 	}
 	return &vocab{ranks: ranks, next: splitters[encoding]}, nil
-}
-
-// parseRanks reads a .tiktoken file ("<base64 token> <rank>" per line) into the same map
-// tiktoken-go-loader builds, about 4x faster: the decoded tokens share one string (no
-// allocation per token) and the map is sized up front. Loading is the largest part of a
-// cold `compactor plan`, so it matters for one-shot commands.
-func parseRanks(data []byte) (map[string]int, error) {
-	lines := bytes.Count(data, []byte{'\n'}) + 1
-	arena := make([]byte, 0, len(data)*3/4)
-	type span struct{ start, end, rank int }
-	spans := make([]span, 0, lines)
-	for lineNo := 1; len(data) > 0; lineNo++ {
-		line := data
-		if i := bytes.IndexByte(data, '\n'); i >= 0 {
-			line, data = data[:i], data[i+1:]
-		} else {
-			data = nil
-		}
-		if len(line) == 0 {
-			continue
-		}
-		sp := bytes.IndexByte(line, ' ')
-		if sp < 0 {
-			return nil, fmt.Errorf("line %d: no space", lineNo)
-		}
-		start := len(arena)
-		var err error
-		arena, err = base64.StdEncoding.AppendDecode(arena, line[:sp])
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", lineNo, err)
-		}
-		rank, err := strconv.Atoi(string(line[sp+1:]))
-		if err != nil {
-			return nil, fmt.Errorf("line %d: %w", lineNo, err)
-		}
-		spans = append(spans, span{start, len(arena), rank})
-	}
-	all := string(arena)
-	ranks := make(map[string]int, len(spans))
-	for _, s := range spans {
-		ranks[all[s.start:s.end]] = s.rank
-	}
-	return ranks, nil
 }
 
 // Name is "tiktoken:" followed by the encoding.

@@ -334,8 +334,8 @@ func TestTiktokenMessageRules(t *testing.T) {
 	}
 }
 
-// TestParseRanksMatchesLoader: compactor's vocabulary parser builds exactly the map
-// tiktoken-go-loader builds, for both encodings.
+// TestParseRanksMatchesLoader: compactor's vocabulary table holds exactly the tokens and
+// ranks of the map tiktoken-go-loader builds, for both encodings, and finds nothing else.
 func TestParseRanksMatchesLoader(t *testing.T) {
 	t.Parallel()
 	for _, enc := range []string{O200KBase, CL100KBase} {
@@ -347,16 +347,48 @@ func TestParseRanksMatchesLoader(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		if len(v.ranks) != len(want) || len(want) < 100000 {
-			t.Fatalf("%s: %d ranks, loader %d", enc, len(v.ranks), len(want))
+		if v.ranks.tokens() != len(want) || len(want) < 100000 {
+			t.Fatalf("%s: %d ranks, loader %d", enc, v.ranks.tokens(), len(want))
 		}
 		for k, r := range want {
-			if got, ok := v.ranks[k]; !ok || got != r {
+			if got, ok := v.ranks.get(k); !ok || got != r {
 				t.Fatalf("%s: rank of %q = %d (%v), loader %d", enc, k, got, ok, r)
+			}
+			// Strings one byte off a token are looked up too: a miss must be a miss.
+			for _, miss := range []string{k + "\x00", "\xff" + k} {
+				if got, ok := v.ranks.get(miss); ok {
+					if wr, in := want[miss]; !in || wr != got {
+						t.Fatalf("%s: %q found with rank %d, loader %d (%v)", enc, miss, got, wr, in)
+					}
+				}
 			}
 		}
 	}
-	if _, err := parseRanks([]byte("QUJD 1\nnot-base64!! 2\n")); err == nil || !strings.Contains(err.Error(), "line 2") {
-		t.Errorf("bad vocabulary line: %v", err)
+	// Ranks that are not positions (and a repeated token) are kept as given.
+	if tab, err := parseRanks(strings.NewReader("QQ== 5\nQg== 7\nQQ== 9\nQUI= 0\n"), 28); err != nil {
+		t.Fatal(err)
+	} else {
+		for tok, want := range map[string]int{"A": 9, "B": 7, "AB": 0} {
+			if got, ok := tab.get(tok); !ok || got != want {
+				t.Errorf("rank of %q = %d (%v), want %d", tok, got, ok, want)
+			}
+		}
+		if tab.tokens() != 3 {
+			t.Errorf("%d tokens, want 3", tab.tokens())
+		}
+	}
+	for _, bad := range []string{"QUJD 1\nnot-base64!! 2\n", "QUJD 1\nQUJD x\n", "QUJD 1\nQ=== 2\n", "QUJD 1\nQUJ 2\n", "QUJD 1\n=UJD 2\n"} {
+		if _, err := parseRanks(strings.NewReader(bad), len(bad)); err == nil || !strings.Contains(err.Error(), "line 2") {
+			t.Errorf("bad vocabulary line in %q: %v", bad, err)
+		}
+	}
+	// The hand-written base64 decoder agrees with encoding/base64 on every length and
+	// padding (QUI= is "AB", QQ== is "A").
+	for _, tok := range []string{"A", "AB", "ABC", "ABCD", "\x00\xff", "\xfb\xef\xbe", "QUI="} {
+		line := base64.StdEncoding.EncodeToString([]byte(tok)) + " 7"
+		got, rank, ok := parseRankLine(nil, []byte(line))
+		if !ok || string(got) != tok || rank != 7 {
+			t.Errorf("%q: %q %d %v", line, got, rank, ok)
+		}
 	}
 }

@@ -5,8 +5,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"os"
 	"sort"
 
 	"github.com/compactor-dev/compactor/sessionio"
@@ -52,29 +54,37 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if err != nil {
 		return err
 	}
-	s, err := sessionio.ReadFileWith(file, sessionio.Options{Light: true})
+	var t *sessionio.Tail
+	if *leaf == "" {
+		// The file's leaf: a tail read. It validates and indexes the whole file (pathIds,
+		// entryCount, labels, sessionName and diagnostics are whole-file facts) but keeps no
+		// message bytes: they are copied from the file to the output.
+		t, err = sessionio.ReadTail(file, sessionio.NeedContext|sessionio.NeedRoot|sessionio.NeedFile|sessionio.LeaveMessagesOnDisk)
+	} else {
+		var s *sessionio.Session
+		if s, err = sessionio.ReadFileWith(file, sessionio.Options{Light: true}); err == nil {
+			if t, err = tailAt(s, *leaf); err != nil {
+				return usageErrorf("--leaf %s: %w", *leaf, err)
+			}
+		}
+	}
 	if err != nil {
 		return inputError(err)
 	}
 	out := contextOutput{
-		File: file, Version: s.Version(), EntryCount: len(s.Entries), Labels: s.Labels(),
-		Diagnostics: s.Diagnostics, PathIDs: []string{}, MessageEntryIDs: []string{},
+		File: file, Version: t.Version(), EntryCount: t.EntryCount, Labels: t.Labels,
+		Diagnostics: t.Diagnostics, PathIDs: []string{}, MessageEntryIDs: []string{},
 		Context: contextJSON{Messages: []json.RawMessage{}, ThinkingLevel: "off"},
 	}
 	if out.Diagnostics == nil {
 		out.Diagnostics = []sessionio.Diagnostic{}
 	}
-	if name := s.Name(); name != "" {
-		out.SessionName = &name
+	if t.Name != "" {
+		out.SessionName = &t.Name
 	}
-	if *leaf != "null" { // --leaf null: Pi's resetLeaf state, an empty context
-		path, err := s.Path(*leaf)
-		if err != nil && *leaf != "" {
-			return usageErrorf("--leaf %s: %w", *leaf, err)
-		}
-		if err != nil {
-			return inputError(err)
-		}
+	var msgs []*sessionio.Message
+	{
+		path := t.Path
 		if len(path) > 0 {
 			id := path[len(path)-1].ID
 			out.LeafID = &id
@@ -83,9 +93,7 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 			out.PathIDs = append(out.PathIDs, e.ID)
 		}
 		c := sessionio.BuildContext(path)
-		for _, m := range c.Messages {
-			out.Context.Messages = append(out.Context.Messages, m.Raw)
-		}
+		msgs = c.Messages
 		out.Context.ThinkingLevel = c.ThinkingLevel
 		out.Context.Model = c.Model
 		if c.EntryIDs != nil {
@@ -93,16 +101,17 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		}
 	}
 	if !*asJSON {
-		return printContextText(env, s, &out)
+		return printContextText(env, t.Header.ID, msgs, &out)
 	}
-	return writeContextJSON(env.Stdout, &out)
+	return writeContextJSON(env.Stdout, &out, msgs, t)
 }
 
-// writeContextJSON streams the output: the messages are written as the raw bytes read from
-// the file (already validated while reading), not re-encoded.
-func writeContextJSON(stdout io.Writer, out *contextOutput) error {
+// writeContextJSON streams the output: the messages are written as the bytes of the file
+// (validated while reading), never re-encoded: from memory, or copied from the file where
+// the tail read left them. Pi only appends to a v3 file, so those bytes are still there; the
+// file is checked to be the same and not shorter when they have been copied.
+func writeContextJSON(stdout io.Writer, out *contextOutput, msgs []*sessionio.Message, t *sessionio.Tail) error {
 	w := bufio.NewWriterSize(stdout, 64<<10)
-	msgs := out.Context.Messages
 	out.Context.Messages = nil
 	head, err := json.Marshal(out)
 	if err != nil {
@@ -117,11 +126,29 @@ func writeContextJSON(stdout io.Writer, out *contextOutput) error {
 	}
 	w.Write(head[:i])
 	w.WriteString(`"context":{"messages":[`)
+	var f *os.File
 	for j, m := range msgs {
 		if j > 0 {
 			w.WriteByte(',')
 		}
-		w.Write(m)
+		if m.Raw != nil || m.At.Len == 0 {
+			w.Write(m.Raw)
+			continue
+		}
+		if f == nil {
+			if f, err = openSame(t); err != nil {
+				return err
+			}
+			defer f.Close()
+		}
+		if _, err := io.Copy(w, io.NewSectionReader(f, m.At.Off, m.At.Len)); err != nil {
+			return fmt.Errorf("%s: copy a message: %w", t.File, err)
+		}
+	}
+	if f != nil {
+		if st, err := f.Stat(); err != nil || st.Size() < t.Size {
+			return fmt.Errorf("%s: the file shrank while it was read", t.File)
+		}
 	}
 	w.WriteByte(']')
 	w.Write(head[i+len(marker):])
@@ -129,13 +156,47 @@ func writeContextJSON(stdout io.Writer, out *contextOutput) error {
 	return w.Flush()
 }
 
-func printContextText(env *Env, s *sessionio.Session, out *contextOutput) error {
+// openSame opens the file a tail read read, checking that it is still that file (not
+// replaced by another one with the same name) and not shorter.
+func openSame(t *sessionio.Tail) (*os.File, error) {
+	f, err := os.Open(t.File)
+	if err != nil {
+		return nil, err
+	}
+	st, err := f.Stat()
+	if err == nil && (st.Size() < t.Size || t.Info != nil && !os.SameFile(st, t.Info)) {
+		err = errors.New("the file was replaced or shrank while it was read")
+	}
+	if err != nil {
+		f.Close()
+		return nil, fmt.Errorf("%s: %w", t.File, err)
+	}
+	return f, nil
+}
+
+// tailAt is the Tail of a full read for another leaf than the file's (--leaf; "null" is Pi's
+// resetLeaf state: no path).
+func tailAt(s *sessionio.Session, leaf string) (*sessionio.Tail, error) {
+	t, err := sessionio.TailOf(s, "--leaf")
+	if err != nil || leaf == "" {
+		return t, err
+	}
+	t.Path = nil
+	if leaf != "null" {
+		if t.Path, err = s.Path(leaf); err != nil {
+			return nil, err
+		}
+	}
+	return t, nil
+}
+
+func printContextText(env *Env, sessionID string, msgs []*sessionio.Message, out *contextOutput) error {
 	w := env.Stdout
 	leaf := "(none)"
 	if out.LeafID != nil {
 		leaf = *out.LeafID
 	}
-	fmt.Fprintf(w, "%s: session %s, format v%d, %d entries, leaf %s\n", out.File, s.Header.ID, out.Version, out.EntryCount, leaf)
+	fmt.Fprintf(w, "%s: session %s, format v%d, %d entries, leaf %s\n", out.File, sessionID, out.Version, out.EntryCount, leaf)
 	if out.SessionName != nil {
 		fmt.Fprintf(w, "name: %s\n", *out.SessionName)
 	}
@@ -144,22 +205,19 @@ func printContextText(env *Env, s *sessionio.Session, out *contextOutput) error 
 		model = out.Context.Model.Provider + "/" + out.Context.Model.ModelID
 	}
 	fmt.Fprintf(w, "path: %d entries; context: %d messages; model %s; thinking %s\n",
-		len(out.PathIDs), len(out.Context.Messages), model, out.Context.ThinkingLevel)
-	roles := map[string]int{}
+		len(out.PathIDs), len(msgs), model, out.Context.ThinkingLevel)
+	count := map[string]int{}
 	var order []string
-	for _, raw := range out.Context.Messages {
-		var r struct {
-			Role string `json:"role"`
+	for _, m := range msgs {
+		r := m.Role
+		if count[r] == 0 {
+			order = append(order, r)
 		}
-		_ = json.Unmarshal(raw, &r)
-		if roles[r.Role] == 0 {
-			order = append(order, r.Role)
-		}
-		roles[r.Role]++
+		count[r]++
 	}
 	sort.Strings(order)
 	for _, r := range order {
-		fmt.Fprintf(w, "  %-18s %d\n", r, roles[r])
+		fmt.Fprintf(w, "  %-18s %d\n", r, count[r])
 	}
 	for _, d := range out.Diagnostics {
 		fmt.Fprintf(w, "warning: line %d: %s: %s\n", d.Line, d.Kind, d.Message)

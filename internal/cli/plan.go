@@ -23,6 +23,9 @@ func init() {
 type planFlags struct {
 	policy, counter, leaf string
 	keep, reserve, window int
+	// pathOnly: the caller needs the path and the plan (plan), not the whole session
+	// (inspect draws the tree): the session is read from its end (engine.PlanRequest.PathOnly).
+	pathOnly bool
 }
 
 func addPlanFlags(fs *flag.FlagSet) *planFlags {
@@ -52,7 +55,7 @@ func (f *planFlags) run(file string) (*planRun, error) {
 		return nil, err
 	}
 	p, err := engine.Plan(file, engine.PlanRequest{Leaf: f.leaf, Policy: f.policy, Counter: f.counter,
-		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window})
+		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window, PathOnly: f.pathOnly})
 	if err != nil {
 		var ie *engine.InputError
 		if errors.As(err, &ie) { // the only input Plan checks is the leaf
@@ -91,6 +94,7 @@ compaction the last answer still predates it, so the context keeps its old size 
 budget) until the model answers again, exactly as Pi sees it.`)
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	f := addPlanFlags(fs.FlagSet)
+	f.pathOnly = true
 	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err

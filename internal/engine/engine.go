@@ -257,10 +257,15 @@ func (e *Engine) load(file, counter string) (*sessionState, error) {
 	// the window and the encoding (configs.Resolve). An unknown model gets the catalog's
 	// default, and the result says so (modelKnown false); results name the model by the
 	// id the session uses.
+	return stateOf(src), nil
+}
+
+// stateOf is the planning state of a loaded source.
+func stateOf(src *Source) *sessionState {
 	st := &sessionState{s: src.Session, mtime: src.ModTime, path: src.Path, model: src.Model.Model,
 		known: src.Model.Known, counter: src.Counter, window: src.Model.ContextWindow}
 	st.model.ID = src.Model.ModelID
-	return st, nil
+	return st
 }
 
 func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.Settings, error) {
@@ -674,13 +679,19 @@ type Budget struct {
 }
 
 // CheckBudget counts a session's current context and checks it against its model's budget.
+//
+// It reads the file from its end only as far as the context and the model go (a tail read,
+// LoadOptions.Tail): a long-lived session costs what its live context costs, not its
+// history.
 func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) {
-	st, err := e.load(file, "")
+	src, err := Load(file, LoadOptions{Counter: e.Settings.Counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache, Tail: true})
 	if err != nil {
 		return nil, err
 	}
-	a := &Budget{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
-		HasAssistant: st.s.HasAssistant(), ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
+	st := stateOf(src)
+	t := src.Tail
+	a := &Budget{SessionID: t.Header.ID, LeafID: t.LeafID, Version: t.Version(),
+		HasAssistant: t.HasAssistant, ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
 	if n := len(st.path); n > 0 && st.path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true
 	}

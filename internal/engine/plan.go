@@ -3,6 +3,7 @@ package engine
 import (
 	"fmt"
 	"os"
+	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/configs"
@@ -17,8 +18,11 @@ import (
 // `compactor plan` and `inspect`) and the experiments all start from one, so every caller
 // sees the same window, encoding and counts for a session.
 type Source struct {
-	File    string
+	File string
+	// Session is the whole file; nil after a tail read (LoadOptions.Tail,
+	// PlanRequest.PathOnly), which sets Tail instead.
 	Session *sessionio.Session
+	Tail    *sessionio.Tail
 	// ModTime is the file's modification time, taken before the read: if the file changes
 	// in between, the content read is at least as new as the time, which errs on the side
 	// of "active".
@@ -43,6 +47,11 @@ type LoadOptions struct {
 	ContextWindow int
 	// Cache, if set, remembers counts per entry across loads.
 	Cache *tokenize.Cache
+	// Tail reads the file from its end only as far as the context and the model go
+	// (sessionio.ReadTail): Path then starts where the context's messages start, not at
+	// the root, and Session is nil. Enough to count a context (budget checks); a long
+	// history costs nothing. Not with Leaf.
+	Tail bool
 }
 
 // Load reads file, takes its path, resolves its model and picks the counter.
@@ -51,37 +60,51 @@ func Load(file string, o LoadOptions) (*Source, error) {
 	if err != nil {
 		return nil, &sessionio.FileError{File: file, Err: err}
 	}
-	s, err := sessionio.ReadFile(file)
-	if err != nil {
-		return nil, err
-	}
-	path, err := s.Path(o.Leaf)
-	if err != nil {
-		if o.Leaf != "" {
-			return nil, &InputError{Err: err} // the file has no entry Leaf
+	src := &Source{File: file, ModTime: fi.ModTime()}
+	if o.Tail && o.Leaf == "" {
+		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent)
+		if err != nil {
+			return nil, err
 		}
-		return nil, err
-	}
-	src := &Source{File: file, Session: s, ModTime: fi.ModTime(), Path: path}
-	if c := sessionio.BuildContext(path); c.Model != nil {
-		src.ModelRef = c.Model
-		src.Model = configs.Resolve(c.Model.Provider, c.Model.ModelID, o.ContextWindow)
+		src.Tail, src.Path = t, t.Path
 	} else {
-		src.Model = configs.Resolve("", "", o.ContextWindow)
+		s, err := sessionio.ReadFile(file)
+		if err != nil {
+			return nil, err
+		}
+		path, err := s.Path(o.Leaf)
+		if err != nil {
+			if o.Leaf != "" {
+				return nil, &InputError{Err: err} // the file has no entry Leaf
+			}
+			return nil, err
+		}
+		src.Session, src.Path = s, path
 	}
-	counter := o.Counter
+	return src, src.resolve(o.Counter, o.ContextWindow, o.Cache)
+}
+
+// resolve fills the model (the latest model_change or assistant message on the path, as
+// Pi's context takes it) and the counter for its encoding.
+func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Cache) error {
+	if c := sessionio.BuildContext(src.Path); c.Model != nil {
+		src.ModelRef = c.Model
+		src.Model = configs.Resolve(c.Model.Provider, c.Model.ModelID, contextWindow)
+	} else {
+		src.Model = configs.Resolve("", "", contextWindow)
+	}
 	if counter == "" {
 		counter = tokenize.CounterTiktoken
 	}
 	tc, err := tokenize.New(counter, src.Model.Encoding())
 	if err != nil {
-		return nil, err
+		return err
 	}
 	src.Counter = tc
-	if o.Cache != nil {
-		src.Counter = cached{c: tc, cache: o.Cache}
+	if cache != nil {
+		src.Counter = cached{c: tc, cache: cache}
 	}
-	return src, nil
+	return nil
 }
 
 // Settings are the cut-point settings for this session: keepRecentTokens and
@@ -114,6 +137,12 @@ type PlanRequest struct {
 	// ContextWindow overrides the catalog's window (0: the catalog's).
 	ContextWindow int
 	Cache         *tokenize.Cache
+	// PathOnly: the caller needs the path and the plan, not the whole session (no tree,
+	// no other branches). The file is then read from its end: the context's messages are
+	// decoded (their bytes are not kept) while the rest of the path back to the root is
+	// only validated and walked, concurrently with the counting; Source.Session is nil.
+	// Not with Leaf or Cache.
+	PathOnly bool
 }
 
 // Planned is a session and its plan.
@@ -129,7 +158,13 @@ func (p *Planned) OverBudget() bool { return cutpoint.OverBudget(p.Plan.TokensBe
 // Plan reads file and plans it as Compact would, without summarizing or writing: the
 // entry point of `compactor plan` and `inspect`. It needs no summarizer.
 func Plan(file string, req PlanRequest) (*Planned, error) {
-	src, err := Load(file, LoadOptions{Leaf: req.Leaf, Counter: req.Counter, ContextWindow: req.ContextWindow, Cache: req.Cache})
+	var src *Source
+	var err error
+	if req.PathOnly && req.Leaf == "" && req.Cache == nil {
+		src, err = loadPath(file, req.Counter, req.ContextWindow)
+	} else {
+		src, err = Load(file, LoadOptions{Leaf: req.Leaf, Counter: req.Counter, ContextWindow: req.ContextWindow, Cache: req.Cache})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -143,4 +178,42 @@ func Plan(file string, req PlanRequest) (*Planned, error) {
 		return nil, err
 	}
 	return pd, nil
+}
+
+// loadPath is Load for PlanRequest.PathOnly: the tail read of the context, then the rest of
+// the path to the root (the plan's indices count from it), read while the context's
+// messages are counted once each on every core (tokenize.Memo).
+func loadPath(file, counter string, contextWindow int) (*Source, error) {
+	if counter == "" || strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
+		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
+	}
+	fi, err := os.Stat(file)
+	if err != nil {
+		return nil, &sessionio.FileError{File: file, Err: err}
+	}
+	t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk)
+	if err != nil {
+		return nil, err
+	}
+	src := &Source{File: file, ModTime: fi.ModTime(), Tail: t, Path: t.Path}
+	done := make(chan error, 1)
+	go func() { done <- t.Extend(sessionio.NeedRoot) }()
+	if err := src.resolve(counter, contextWindow, nil); err != nil {
+		<-done
+		return nil, err
+	}
+	memo := tokenize.NewMemo(src.Counter)
+	var msgs []*sessionio.Message
+	for _, e := range src.Path[sessionio.ContextStart(src.Path):] {
+		if e.Message != nil {
+			msgs = append(msgs, e.Message)
+		}
+	}
+	memo.Warm(msgs, 0)
+	src.Counter = memo
+	if err := <-done; err != nil {
+		return nil, err
+	}
+	src.Path = t.Path
+	return src, nil
 }

@@ -1,7 +1,9 @@
 package engine
 
 import (
+	"encoding/json"
 	"errors"
+	"path/filepath"
 	"strings"
 	"testing"
 
@@ -53,5 +55,35 @@ func TestSettingsRefuseImpossibleBudgets(t *testing.T) {
 	}
 	if err := (Settings{ContextWindow: 40000}).Validate(); err != nil {
 		t.Errorf("window 40000 with the defaults: %v", err)
+	}
+}
+
+// A path-only plan (read from the end of the file, as `compactor plan` does) is the plan
+// of the full read, field for field, on every corpus file (v1 files fall back to the full
+// read), with both counters and several budgets.
+func TestPlanPathOnlyIsTheFullReadsPlan(t *testing.T) {
+	t.Parallel()
+	files := v3Corpus(t)
+	more, _ := filepath.Glob("../../testdata/corpus/pi-repo/*.jsonl")
+	for _, file := range append(files, more...) {
+		for _, counter := range []string{tokenize.CounterEstimate, tokenize.CounterTiktoken} {
+			for _, keep := range []int{2000, 20000} {
+				req := PlanRequest{Counter: counter, KeepRecentTokens: keep, ReserveTokens: cutpoint.DefaultReserveTokens}
+				full, err := Plan(file, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				req.PathOnly = true
+				tail, err := Plan(file, req)
+				if err != nil {
+					t.Fatal(err)
+				}
+				a, _ := json.Marshal(full.Plan)
+				b, _ := json.Marshal(tail.Plan)
+				if string(a) != string(b) || len(full.Path) != len(tail.Path) || full.Model != tail.Model {
+					t.Errorf("%s (%s, keep %d): the path-only plan differs from the full read's:\n%s\n%s", filepath.Base(file), counter, keep, a, b)
+				}
+			}
+		}
 	}
 }

@@ -1,0 +1,7 @@
+//go:build !amd64
+
+package sessionio
+
+const hasAVX2 = false
+
+func skipPlainAVX2(b []byte, i int) int { return i }
