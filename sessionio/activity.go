@@ -1,6 +1,10 @@
 package sessionio
 
-import "fmt"
+import (
+	"fmt"
+	"regexp"
+	"strings"
+)
 
 // Activity is what a session file alone says about its agent at the leaf. Pi keeps its
 // leaf in memory and appends every entry under it; an entry another process appends while
@@ -14,6 +18,11 @@ type Activity struct {
 	TurnInProgress bool
 	Reason         string
 	EntryID        string
+	// Retrying: the newest message is an assistant answer that ended in an error of the
+	// kind Pi retries by itself (an overloaded or rate-limited provider, a 5xx, a dropped
+	// connection, a timeout), with backoff, a few times within seconds: the run may not be
+	// over. Reason and EntryID name it.
+	Retrying bool
 	// TornLine is the line number of an incomplete last line (no final newline and not
 	// JSON), 0 if none: a write in progress, or the trace of a crash mid-write. Pi skips
 	// such a line on load.
@@ -29,7 +38,55 @@ func (s *Session) Activity() Activity {
 		return a
 	}
 	a.TurnInProgress, a.Reason, a.EntryID = TurnInProgress(path)
+	if !a.TurnInProgress {
+		a.Retrying, a.Reason, a.EntryID = retryPending(path)
+	}
 	return a
+}
+
+// piRetries matches the error messages Pi 0.73.1 retries automatically (AgentSession's
+// retryable-error test: overloaded and rate-limited providers, 429 and 5xx statuses,
+// network and connection failures, timeouts, terminated streams), case-insensitively.
+var piRetries = regexp.MustCompile(`(?i)` + strings.Join([]string{
+	`overloaded`, `provider.?returned.?error`, `rate.?limit`, `too many requests`,
+	`429`, `500`, `502`, `503`, `504`, `service.?unavailable`, `server.?error`, `internal.?error`,
+	`network.?error`, `connection.?(?:error|refused|lost)`, `websocket.?(?:closed|error)`,
+	`other side closed`, `fetch failed`, `upstream.?connect`, `reset before headers`,
+	`socket hang up`, `ended without`, `http2 request did not get a response`,
+	`timed? out`, `timeout`, `terminated`, `retry delay`,
+}, "|"))
+
+// retryPending reports whether the newest message on path is an assistant answer that
+// ended in an error Pi retries by itself (see Activity.Retrying). Context-overflow errors
+// are not retried but compacted by Pi, which then continues: they count too.
+func retryPending(path []*Entry) (bool, string, string) {
+	for i := len(path) - 1; i >= 0; i-- {
+		e := path[i]
+		switch e.Type {
+		case TypeMessage:
+		case TypeCompaction, TypeBranchSummary, TypeCustomMessage:
+			return false, "", ""
+		default:
+			continue
+		}
+		m := e.Message
+		if m == nil || m.Role != RoleAssistant || m.StopReason != "error" {
+			return false, "", ""
+		}
+		if m.ErrorMessage == "" || !piRetries.MatchString(m.ErrorMessage) && !overflowError(m.ErrorMessage) {
+			return false, "", ""
+		}
+		return true, fmt.Sprintf("assistant message %s ended in an error Pi retries by itself (%.80q)", e.ID, m.ErrorMessage), e.ID
+	}
+	return false, "", ""
+}
+
+// overflowError is a rough test for a provider's context-overflow error, after which Pi
+// compacts and continues the run.
+func overflowError(msg string) bool {
+	m := strings.ToLower(msg)
+	return strings.Contains(m, "context") && (strings.Contains(m, "length") || strings.Contains(m, "window") ||
+		strings.Contains(m, "too long") || strings.Contains(m, "exceed") || strings.Contains(m, "maximum"))
 }
 
 // tornLine returns the line of a malformed last line when the file does not end with a

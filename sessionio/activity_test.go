@@ -53,3 +53,32 @@ func TestActivity(t *testing.T) {
 		})
 	}
 }
+
+// An assistant answer that ended in an error Pi retries by itself leaves the run open; one
+// Pi does not retry (a bad key) ends it.
+func TestActivityRetryableError(t *testing.T) {
+	t.Parallel()
+	base := hdr + "\n" + user("a", "", "hi") + "\n"
+	errAnswer := func(msg string) string {
+		return `{"type":"message","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"assistant","content":[],"api":"x","provider":"p","model":"m","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0},"stopReason":"error","errorMessage":` + msg + `,"timestamp":2}}` + "\n"
+	}
+	for _, tc := range []struct {
+		msg      string
+		retrying bool
+	}{
+		{`"529 {\"type\":\"error\",\"error\":{\"type\":\"overloaded_error\"}}"`, true},
+		{`"Rate limit reached for requests"`, true},
+		{`"fetch failed"`, true},
+		{`"prompt is too long: 210000 tokens > 200000 maximum context length"`, true},
+		{`"401 invalid x-api-key"`, false},
+	} {
+		s, err := ParseWith([]byte(base+errAnswer(tc.msg)), "t.jsonl", Options{Light: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		a := s.Activity()
+		if a.TurnInProgress || a.Retrying != tc.retrying || (tc.retrying && !strings.Contains(a.Reason, "assistant message b ended in an error Pi retries")) {
+			t.Errorf("%s: %+v, want retrying %v", tc.msg, a, tc.retrying)
+		}
+	}
+}

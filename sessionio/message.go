@@ -48,6 +48,8 @@ type Message struct {
 	Provider   string
 	Model      string
 	StopReason string
+	// ErrorMessage is an errored assistant message's error (Pi retries some by itself).
+	ErrorMessage string
 	Usage      *Usage
 
 	// Timestamp is the message's own epoch-ms timestamp (0 if absent).
@@ -245,6 +247,8 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool)
 			fe.str(key, v, &m.Model)
 		case "stopReason":
 			fe.str(key, v, &m.StopReason)
+		case "errorMessage":
+			fe.str(key, v, &m.ErrorMessage)
 		case "usage":
 			m.Usage = nil
 			if string(v) == "null" {

@@ -304,8 +304,15 @@ func (e *Engine) live(st *sessionState) (skip string, warnings []string) {
 		}
 		warnings = append(warnings, fmt.Sprintf("the session was left mid-turn %s ago (%s); compacting it as abandoned", ago, act.Reason))
 	}
+	if act.Retrying && age < piRetryWindow {
+		return fmt.Sprintf("turn in progress: %s (modified %s ago; Pi's retries end within %s)", act.Reason, ago, piRetryWindow), nil
+	}
 	return "", warnings
 }
+
+// piRetryWindow bounds Pi's automatic retries of an errored answer: 3 attempts by default,
+// 2 s doubling between them, each a model request.
+const piRetryWindow = 2 * time.Minute
 
 // findCompaction looks for the compaction a request asked for, already in the file: one
 // whose parent is the leaf the requester saw, written after it. It returns nil when the
