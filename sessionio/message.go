@@ -50,7 +50,7 @@ type Message struct {
 	StopReason string
 	// ErrorMessage is an errored assistant message's error (Pi retries some by itself).
 	ErrorMessage string
-	Usage      *Usage
+	Usage        *Usage
 
 	// Timestamp is the message's own epoch-ms timestamp (0 if absent).
 	Timestamp float64
