@@ -124,8 +124,26 @@ func (f *FileOps) SeedFromBranchSummary(e *Entry) {
 	f.seedFromDetails(e)
 }
 
+// SeedFromHookCompaction seeds from a compaction an extension made (fromHook true), which
+// Pi itself does not carry forward. compactor's prepared summaries reach Pi through its
+// extension hook, so their file lists would otherwise be lost at the next compaction;
+// a preparation seeds from them when their details have Pi's shape.
+func (f *FileOps) SeedFromHookCompaction(e *Entry) {
+	if e == nil || e.Type != TypeCompaction || !e.FromHook {
+		return
+	}
+	f.seedDetails(e)
+}
+
 func (f *FileOps) seedFromDetails(e *Entry) {
-	if e.FromHook || len(e.Details) == 0 || e.Details[0] != '{' {
+	if e.FromHook {
+		return
+	}
+	f.seedDetails(e)
+}
+
+func (f *FileOps) seedDetails(e *Entry) {
+	if len(e.Details) == 0 || e.Details[0] != '{' {
 		return
 	}
 	ms, notObject, err := scanObject(e.Details, nil)

@@ -122,9 +122,19 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if p.IsSplitTurn {
 		historyEnd = p.TurnStartIndex
 	}
+	fo := planFileOps(p)
+	if p.PreviousCompactionID != "" {
+		// A previous compaction that came through Pi's hook (most likely one of ours) keeps
+		// its file lists: Pi does not carry them forward, a preparation does.
+		for _, e := range st.path {
+			if e.ID == p.PreviousCompactionID {
+				fo.SeedFromHookCompaction(e)
+			}
+		}
+	}
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: planFileOps(p),
+		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
 	}
 	if p.PreviousSummary != nil {
 		in.PreviousSummary = *p.PreviousSummary

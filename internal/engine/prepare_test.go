@@ -11,6 +11,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 )
 
 // growSession appends turns [from, to) to a session file the way Pi writes them: a user
@@ -98,5 +99,43 @@ func TestPrepareIncrementalGrownInSteps(t *testing.T) {
 	s, err := sessionio.ReadFile(file)
 	if err != nil || s.LeafID() != leaf {
 		t.Fatalf("the session changed: leaf %s, %v", s.LeafID(), err)
+	}
+}
+
+// After a compaction made through Pi's hook (fromHook true: Pi does not carry its file
+// lists forward), the next preparation still lists the files it recorded.
+func TestPrepareKeepsFileListsOfHookCompactions(t *testing.T) {
+	t.Parallel()
+	eng, err := New(summarize.NewExtractive(), Settings{KeepRecentTokens: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000f00d","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	leaf := growSession(t, file, "", 0, 8)
+	first, _, err := eng.Prepare(context.Background(), Request{File: file}, nil)
+	if err != nil || first == nil {
+		t.Fatalf("first preparation: %v", err)
+	}
+	// Pi appends the prepared compaction itself, as the extension's hook returns it.
+	comp := fmt.Sprintf(`{"type":"compaction","id":"c0mp0001","parentId":%q,"timestamp":"2026-01-01T01:00:00.000Z","summary":%q,"firstKeptEntryId":%q,"tokensBefore":%d,"details":{"readFiles":["src/only-in-the-old-lists.go"],"modifiedFiles":["src/edited-long-ago.go"]},"fromHook":true}`+"\n",
+		leaf, first.Summary, first.FirstKeptEntryID, first.TokensBefore)
+	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := f.WriteString(comp); err != nil {
+		t.Fatal(err)
+	}
+	f.Close()
+	growSession(t, file, "c0mp0001", 100, 108)
+	second, _, err := eng.Prepare(context.Background(), Request{File: file}, nil)
+	if err != nil || second == nil {
+		t.Fatalf("second preparation: %v", err)
+	}
+	if !slices.Contains(second.Details.ReadFiles, "src/only-in-the-old-lists.go") || !slices.Contains(second.Details.ModifiedFiles, "src/edited-long-ago.go") {
+		t.Fatalf("file lists of the hook compaction lost: %+v", second.Details)
 	}
 }
