@@ -1,6 +1,8 @@
 package sessionio
 
 import (
+	"bytes"
+	"encoding/json"
 	"os"
 	"path/filepath"
 	"testing"
@@ -101,4 +103,53 @@ func BenchmarkReadTail(b *testing.B) {
 			}
 		})
 	}
+}
+
+// BenchmarkScanLines validates every line of 08-large as JSON.parse would and finds its
+// members: compactor's one-pass scanner against encoding/json on the same lines (json.Valid,
+// and the Unmarshal into raw members a reader built on encoding/json would do).
+//
+//	go test -run '^$' -bench ScanLines -benchmem ./sessionio
+func BenchmarkScanLines(b *testing.B) {
+	data, err := os.ReadFile("../testdata/corpus/08-large.jsonl")
+	if err != nil {
+		b.Fatal(err)
+	}
+	lines := bytes.Split(bytes.TrimSpace(data), []byte("\n"))
+	b.Run("scanner", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		var ms []member
+		for b.Loop() {
+			for _, l := range lines {
+				var err error
+				if ms, _, err = scanObject(l, ms[:0]); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
+	b.Run("encoding-json-valid", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, l := range lines {
+				if !json.Valid(l) {
+					b.Fatal("invalid line")
+				}
+			}
+		}
+	})
+	b.Run("encoding-json-unmarshal", func(b *testing.B) {
+		b.SetBytes(int64(len(data)))
+		b.ReportAllocs()
+		for b.Loop() {
+			for _, l := range lines {
+				var m map[string]json.RawMessage
+				if err := json.Unmarshal(l, &m); err != nil {
+					b.Fatal(err)
+				}
+			}
+		}
+	})
 }
