@@ -78,6 +78,16 @@ const (
 	CounterTiktoken = "tiktoken"
 )
 
+// CheckCounter reports whether name is a counter New knows, without making one (a
+// tiktoken counter loads its vocabulary).
+func CheckCounter(name string) error {
+	switch strings.ToLower(strings.TrimSpace(name)) {
+	case CounterEstimate, CounterTiktoken:
+		return nil
+	}
+	return fmt.Errorf("tokenize: unknown counter %q (want %q or %q)", name, CounterEstimate, CounterTiktoken)
+}
+
 // New returns the counter called name: "estimate" (encoding ignored) or "tiktoken" with
 // encoding "o200k_base" or "cl100k_base" ("" means o200k_base).
 func New(name, encoding string) (Counter, error) {

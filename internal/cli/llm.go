@@ -173,7 +173,7 @@ func (f *engineFlags) check() error {
 	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return usageErrorf("--policy: %v", err)
 	}
-	if _, err := tokenize.New(f.counter, ""); err != nil {
+	if err := tokenize.CheckCounter(f.counter); err != nil {
 		return usageErrorf("--counter: %v", err)
 	}
 	if f.abandonedAfter < 0 {

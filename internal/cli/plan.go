@@ -48,7 +48,7 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return nil, usageErrorf("--policy: %v", err)
 	}
-	if _, err := tokenize.New(f.counter, ""); err != nil {
+	if err := tokenize.CheckCounter(f.counter); err != nil {
 		return nil, usageErrorf("--counter: %v", err)
 	}
 	if err := checkBudget(f.keep, f.reserve, f.window); err != nil {
