@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -88,6 +90,9 @@ func (e *Engine) prepareJob(ctx context.Context, job pipeline.Job, req Request, 
 // classify turns engine, sessionio and summarize errors into pipeline classes.
 func classify(err error) error {
 	if reason, ok := Skipped(err); ok {
+		if busyReason(reason) {
+			return pipeline.SkipBusy(reason)
+		}
 		return pipeline.Skip(reason)
 	}
 	switch {
@@ -96,7 +101,7 @@ func classify(err error) error {
 	case errors.Is(err, sessionio.ErrChanged):
 		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
 		// requester asking again).
-		return pipeline.Skip("busy: " + err.Error())
+		return pipeline.SkipBusy("busy: " + err.Error())
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
 		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
 		return pipeline.Permanent(err)
@@ -117,14 +122,40 @@ func classify(err error) error {
 	return err // GuardError says Permanent() itself; anything else is retried (bounded by MaxDeliver)
 }
 
-// Assessor adapts Assess to the pipeline's sweeps.
-func (e *Engine) Assessor() pipeline.Assessor {
-	return pipeline.AssessorFunc(func(ctx context.Context, file string) (pipeline.Assessment, error) {
-		a, err := e.Assess(ctx, file)
-		if err != nil {
-			return pipeline.Assessment{}, err
+// busyReason reports whether a skip is for a state that passes without the file
+// changing: a turn or a write in progress (compactable once abandoned, after
+// AbandonedAfter), or a session that kept changing while its summary was written. Sweeps
+// try such sessions again after a backoff. The prefixes are the ones live and Compact
+// write; TestBusySkipsAreMarked keeps them in step.
+func busyReason(reason string) bool {
+	for _, p := range []string{"turn in progress", "write in progress", "busy:"} {
+		if strings.HasPrefix(reason, p) {
+			return true
 		}
-		return pipeline.Assessment{SessionID: a.SessionID, LeafID: a.LeafID, Tokens: a.Tokens, ContextWindow: a.ContextWindow,
-			OverBudget: a.OverBudget, Version: a.Version, HasAssistant: a.HasAssistant, Compacted: a.LeafIsCompaction}, nil
-	})
+	}
+	return false
+}
+
+// Assessor adapts Assess to the pipeline's sweeps. It also fingerprints the settings the
+// budget and the job's effect depend on, so a sweep assesses unchanged files again when
+// they change.
+func (e *Engine) Assessor() pipeline.Assessor { return assessor{e} }
+
+type assessor struct{ e *Engine }
+
+func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment, error) {
+	as, err := a.e.Assess(ctx, file)
+	if err != nil {
+		return pipeline.Assessment{}, err
+	}
+	return pipeline.Assessment{SessionID: as.SessionID, LeafID: as.LeafID, Tokens: as.Tokens, ContextWindow: as.ContextWindow,
+		OverBudget: as.OverBudget, Version: as.Version, HasAssistant: as.HasAssistant, Compacted: as.LeafIsCompaction}, nil
+}
+
+// SettingsFingerprint names the settings behind an assessment and what a sweep's job
+// would do: the context window override, the reserve, the counter, the policy,
+// keep-recent, and the model catalog (which gives the windows).
+func (a assessor) SettingsFingerprint() string {
+	s := a.e.Settings.withDefaults()
+	return fmt.Sprintf("w%d r%d c%s p%s k%d m%s", s.ContextWindow, s.ReserveTokens, s.Counter, s.Policy, s.KeepRecentTokens, configs.Fingerprint())
 }
