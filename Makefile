@@ -5,7 +5,7 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build test vet bench proptest fuzz interop e2e test-extension demo clean
+.PHONY: all build test vet bench bench-sweep proptest fuzz interop e2e test-extension demo clean
 
 all: build
 
@@ -28,6 +28,17 @@ test: vet
 # Benchmarks (not part of `make test`).
 bench:
 	$(GO) test -run '^$$' -bench . -benchmem -count=1 -timeout 30m $(PKGS)
+
+# The sweep of a 10,000-session fleet (~1.5 GB generated once into SWEEP_BENCH_DIR from the
+# corpus, distinct ids and contents): first sweep, re-sweep, baselines; then where the first
+# sweep's CPU goes (docs/performance.md).
+SWEEP_BENCH_N   ?= 10000
+SWEEP_BENCH_DIR ?= $(abspath .compactor/sweep-fleet)
+bench-sweep:
+	mkdir -p $(BIN) $(SWEEP_BENCH_DIR)
+	SWEEP_BENCH_N=$(SWEEP_BENCH_N) SWEEP_BENCH_DIR=$(SWEEP_BENCH_DIR) SWEEP_BENCH_CPUPROFILE=$(abspath $(BIN))/sweep-first.pprof \
+	  $(GO) test -run '^$$' -bench 'BenchmarkSweep$$' -benchtime 1x -count=1 -timeout 30m ./internal/engine/
+	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.Assess|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
 
 # Property tests at full size: at least 10,000 generated sessions per policy.
 proptest:
