@@ -5,7 +5,7 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build test vet bench bench-sweep proptest fuzz interop e2e test-extension demo clean
+.PHONY: all build test vet configref bench bench-sweep proptest fuzz interop e2e test-extension demo clean
 
 all: build
 
@@ -24,6 +24,11 @@ test: vet
 	@# The live-writer race at full size (1,000 appends), without the race detector's slowdown.
 	@out=$$($(GO) test -count=1 -run 'TestAppendRacesLiveWriter' -v ./sessionio/ 2>&1); code=$$?; \
 	  echo "$$out" | grep -E 'appends wrote|live_test|^(ok|FAIL|--- FAIL)'; exit $$code
+
+# The configuration reference (docs/configuration.md), generated from every command's flags
+# and the environment variables the code names; a test fails when it is out of date.
+configref:
+	$(GO) run ./internal/cmd/genconfigref
 
 # Benchmarks (not part of `make test`).
 bench:

@@ -5,6 +5,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -28,6 +29,9 @@ type Env struct {
 	Stdout io.Writer
 	Stderr io.Writer
 	Getenv func(string) string
+
+	// onFlagSet, when set, is told of every FlagSet the command creates (Describe).
+	onFlagSet func(fs *flag.FlagSet, usage, description string)
 }
 
 // Command is one subcommand.

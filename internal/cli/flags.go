@@ -13,6 +13,9 @@ var errHelp = errors.New("help requested")
 // newFlagSet returns a FlagSet that reports errors instead of exiting, with a usage line.
 func newFlagSet(env *Env, name, usage, description string) *flag.FlagSet {
 	fs := flag.NewFlagSet(name, flag.ContinueOnError)
+	if env.onFlagSet != nil {
+		env.onFlagSet(fs, usage, description) // the configuration reference (configref.go)
+	}
 	fs.SetOutput(io.Discard)
 	fs.Usage = func() {
 		w := env.Stdout
