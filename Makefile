@@ -5,13 +5,29 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build test vet configref bench bench-sweep proptest fuzz interop e2e test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-sweep proptest fuzz interop e2e test-extension demo clean
 
 all: build
 
 build:
 	$(GO) build -o $(BIN)/compactor ./cmd/compactor
 	$(GO) build -o $(BIN)/enqueue ./cmd/enqueue
+
+# The static binary the container image and the systemd unit use: no cgo, so no libc and
+# no dynamic loader (it runs in an empty root file system).
+VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/compactor-dev/compactor/internal/cli.Version=$(VERSION)" -o $(BIN)/compactor-static ./cmd/compactor
+
+# The container image (deploy/Containerfile, FROM scratch) with whichever builder is
+# installed: buildah, podman or docker. The context is bin/image/ alone.
+CONTAINER ?= $(shell command -v buildah || command -v podman || command -v docker)
+CA_CERTS  ?= /etc/ssl/certs/ca-certificates.crt
+image: static
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image
+	cp $(BIN)/compactor-static $(BIN)/image/compactor
+	cp $(CA_CERTS) $(BIN)/image/ca-certificates.crt
+	$(CONTAINER) build -f deploy/Containerfile -t compactor:$(VERSION) $(BIN)/image
 
 vet:
 	$(GO) vet $(PKGS)
