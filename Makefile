@@ -5,7 +5,7 @@ BIN      ?= bin
 PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
 
-.PHONY: all build static image test vet configref bench bench-sweep proptest fuzz interop e2e test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-sweep proptest fuzz interop e2e chaos test-extension demo clean
 
 all: build
 
@@ -84,6 +84,14 @@ e2e:
 	$(PI_ORACLE) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
 	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
+
+# The reliability suite (chaos/, docs/reliability.md): worker SIGKILL loops, a node kill on a
+# 3-node cluster, LLM faults, bad files; real processes on loopback, every file checked and
+# loaded by the real Pi. Not part of `make test`; bounded at 10 minutes.
+CHAOS_RUN ?= .
+chaos:
+	$(PI_ORACLE) install
+	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
 
 # The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
 test-extension:
