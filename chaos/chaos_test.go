@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -124,9 +125,9 @@ func TestClusterNodeKill(t *testing.T) {
 		t.Fatalf("COMPACTOR_JOBS has %d replicas, want 3", info.Config.Replicas)
 	}
 	leader := info.Cluster.Leader
-	var victim *node
+	var victim *natstest.Node
 	for _, nd := range nodes {
-		if nd.spec.Name == leader {
+		if nd.Spec.Name == leader {
 			victim = nd
 		}
 	}
@@ -134,9 +135,9 @@ func TestClusterNodeKill(t *testing.T) {
 		t.Fatalf("no node is the leader %q", leader)
 	}
 	killedAt := time.Now()
-	victim.kill()
+	victim.Kill()
 	time.Sleep(5 * time.Second)
-	victim.start(t)
+	victim.Start()
 	restartedAfter := time.Since(killedAt)
 	waitFor(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
 	took := time.Since(start)

@@ -28,11 +28,11 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -43,12 +43,8 @@ var (
 	figures      = &report{}
 )
 
-const nodeEnv = "COMPACTOR_CHAOS_NATS_NODE"
-
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(nodeEnv); spec != "" {
-		os.Exit(runNode(spec))
-	}
+	natstest.MaybeRunNode()
 	piOracle = os.Getenv("PI_ORACLE")
 	if piOracle == "" {
 		fmt.Fprintln(os.Stderr, "chaos: PI_ORACLE is not set (make chaos sets it to ../shared/oracle/pi-oracle)")
@@ -292,127 +288,17 @@ func newEndpoint(t *testing.T) *endpoint {
 // startNATS runs one nats-server in this process on a free loopback port.
 func startNATS(t *testing.T) string {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns.ClientURL()
+	return natstest.StartServer(t).ClientURL()
 }
 
-// nodeSpec is one clustered node run by a child process (this test binary).
-type nodeSpec struct {
-	Name        string   `json:"name"`
-	Port        int      `json:"port"`
-	ClusterPort int      `json:"clusterPort"`
-	Routes      []string `json:"routes"`
-	StoreDir    string   `json:"storeDir"`
-}
-
-func runNode(spec string) int {
-	var ns nodeSpec
-	if err := json.Unmarshal([]byte(spec), &ns); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	var routes []*url.URL
-	for _, r := range ns.Routes {
-		u, _ := url.Parse(r)
-		routes = append(routes, u)
-	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName: ns.Name, Host: "127.0.0.1", Port: ns.Port, JetStream: true, StoreDir: ns.StoreDir, NoSigs: true, NoLog: true,
-		Cluster: server.ClusterOpts{Name: "compactor-chaos", Host: "127.0.0.1", Port: ns.ClusterPort}, Routes: routes,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		return 1
-	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	srv.Shutdown()
-	return 0
-}
-
-type node struct {
-	spec  nodeSpec
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-}
-
-func (n *node) start(t *testing.T) {
-	exe, _ := os.Executable()
-	spec, _ := json.Marshal(n.spec)
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeEnv+"="+string(spec))
-	out, _ := cmd.StdoutPipe()
-	n.stdin, _ = cmd.StdinPipe()
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	line, _ := bufio.NewReader(out).ReadString('\n')
-	if line != "ready\n" {
-		t.Fatalf("node %s did not start", n.spec.Name)
-	}
-	go func() { _, _ = io.Copy(io.Discard, out) }()
-	n.cmd = cmd
-}
-
-func (n *node) kill() {
-	if n.cmd != nil {
-		_ = n.cmd.Process.Kill()
-		_ = n.cmd.Wait()
-		n.stdin.Close()
-		n.cmd = nil
-	}
-}
-
-func freePorts(t *testing.T, n int) []int {
-	var lns []net.Listener
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
-}
-
-// startCluster runs three routed nodes, each in its own process, and returns them and
-// the client URL list.
-func startCluster(t *testing.T) ([]*node, string) {
-	ports := freePorts(t, 6)
-	var nodes []*node
+// startCluster runs three routed nodes, each in its own process (internal/natstest), and
+// returns them and the client URL list once JetStream has its meta leader.
+func startCluster(t *testing.T) ([]*natstest.Node, string) {
+	nodes := natstest.StartCluster(t, "compactor-chaos")
 	var urls []string
-	var wg sync.WaitGroup
-	for i := range 3 {
-		var routes []string
-		for j := range 3 {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+j]))
-			}
-		}
-		n := &node{spec: nodeSpec{Name: fmt.Sprintf("n%d", i), Port: ports[i], ClusterPort: ports[3+i], Routes: routes, StoreDir: t.TempDir()}}
-		nodes = append(nodes, n)
-		urls = append(urls, fmt.Sprintf("nats://127.0.0.1:%d", ports[i]))
-		t.Cleanup(n.kill)
-		wg.Go(func() { n.start(t) })
+	for _, n := range nodes {
+		urls = append(urls, n.URL())
 	}
-	wg.Wait()
 	all := strings.Join(urls, ",")
 	nc, js := connect(t, all)
 	defer nc.Close()
