@@ -115,7 +115,10 @@ func (m *memo) forget(key string) {
 
 func (m *memo) close() {
 	m.stop()
-	<-m.done
+	select {
+	case <-m.done: // the updates channel closes when the subscription does
+	case <-time.After(2 * time.Second):
+	}
 }
 
 // sweepMemo returns the service's memo, opening it at the first call.

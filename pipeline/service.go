@@ -212,11 +212,16 @@ func (s *Service) MetricsAddr() net.Addr {
 
 // Close drops the NATS connection, stops the embedded server and unlocks the data
 // directory. Call it after Run returns.
+//
+// The sweeps' memo watcher (a subscription, like the connection's own) lives until here:
+// the connection is closed first, so that stopping the watcher sends nothing (with NATS
+// down, deleting its consumer would wait for the request timeout); the server drops the
+// watcher's ephemeral consumer by itself.
 func (s *Service) Close() {
-	s.closeMemo()
 	if s.nc != nil {
 		s.nc.Close()
 	}
+	s.closeMemo()
 	if s.ns != nil {
 		s.ns.Shutdown()
 		s.ns.WaitForShutdown()

@@ -9,8 +9,8 @@ import (
 	"go/ast"
 	"go/parser"
 	"go/token"
-	"io/fs"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"regexp"
 	"sort"
@@ -140,32 +140,42 @@ func sortedKeys[V any](m map[string]V) []string {
 }
 
 // envVars finds every string literal shaped like one of compactor's environment variables
-// in the module's non-test Go files, with the directories that name it. The names of
-// JetStream resources (constants Stream* and Bucket*: COMPACTOR_JOBS, ...) look the same
-// and are left out.
+// in the non-test Go files of the packages built into the module's commands (go list -deps
+// ./cmd/...: test support such as internal/natstest is not configuration), with the
+// directories that name it. The names of JetStream resources (constants Stream* and
+// Bucket*: COMPACTOR_JOBS, ...) look the same and are left out.
 func envVars(root string) (map[string][]string, error) {
 	found := map[string]map[string]bool{}
 	resources := map[string]bool{}
-	fset := token.NewFileSet()
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
+	absRoot, err := filepath.Abs(root)
+	if err != nil {
+		return nil, err
+	}
+	cmd := exec.Command("go", "list", "-deps", "-f", "{{if not .Standard}}{{.Dir}}{{end}}", "./cmd/...")
+	cmd.Dir = root
+	listed, err := cmd.Output()
+	if err != nil {
+		return nil, fmt.Errorf("go list: %w", err)
+	}
+	var files []string
+	for _, dir := range strings.Fields(string(listed)) {
+		if !strings.HasPrefix(dir, absRoot+string(filepath.Separator)) {
+			continue // a dependency outside the module
 		}
-		if d.IsDir() {
-			switch d.Name() {
-			case "testdata", "node_modules", ".git", ".compactor", "bin", "e2e":
-				return filepath.SkipDir
+		matches, _ := filepath.Glob(filepath.Join(dir, "*.go"))
+		for _, m := range matches {
+			if !strings.HasSuffix(m, "_test.go") {
+				files = append(files, m)
 			}
-			return nil
 		}
-		if !strings.HasSuffix(p, ".go") || strings.HasSuffix(p, "_test.go") {
-			return nil
-		}
+	}
+	fset := token.NewFileSet()
+	for _, p := range files {
 		f, err := parser.ParseFile(fset, p, nil, parser.SkipObjectResolution)
 		if err != nil {
-			return err
+			return nil, err
 		}
-		rel, _ := filepath.Rel(root, filepath.Dir(p))
+		rel, _ := filepath.Rel(absRoot, filepath.Dir(p))
 		ast.Inspect(f, func(n ast.Node) bool {
 			if vs, ok := n.(*ast.ValueSpec); ok {
 				for i, name := range vs.Names {
@@ -190,13 +200,12 @@ func envVars(root string) (map[string][]string, error) {
 			}
 			return true
 		})
-		return nil
-	})
+	}
 	out := map[string][]string{}
 	for n, dirs := range found {
 		if !resources[n] {
 			out[n] = sortedKeys(dirs)
 		}
 	}
-	return out, err
+	return out, nil
 }
