@@ -15,7 +15,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build test vet bench bench-read proptest fuzz interop e2e test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop e2e chaos test-extension demo clean
 
 all: build
 
@@ -23,11 +23,27 @@ build:
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/compactor ./cmd/compactor
 	$(GO) build -ldflags '$(LDFLAGS)' -o $(BIN)/enqueue ./cmd/enqueue
 
-# go vet, staticcheck (the e2e tests too: they build only with their tag) and gofmt.
+# The static binary the container image and the systemd unit use: no cgo, so no libc and
+# no dynamic loader (it runs in an empty root file system).
+static:
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)" -o $(BIN)/compactor-static ./cmd/compactor
+
+# The container image (deploy/Containerfile, FROM scratch) with whichever builder is
+# installed: buildah, podman or docker. The context is bin/image/ alone.
+CONTAINER ?= $(shell command -v buildah || command -v podman || command -v docker)
+CA_CERTS  ?= /etc/ssl/certs/ca-certificates.crt
+image: static
+	rm -rf $(BIN)/image && mkdir -p $(BIN)/image
+	cp $(BIN)/compactor-static $(BIN)/image/compactor
+	cp $(CA_CERTS) $(BIN)/image/ca-certificates.crt
+	$(CONTAINER) build -f deploy/Containerfile -t compactor:$(VERSION) $(BIN)/image
+
+# go vet, staticcheck (the e2e and chaos suites too: they build only with their tags) and gofmt.
 vet:
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./e2e/
+	$(STATICCHECK) -tags chaos ./chaos/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
 # The README's test command: vet + gofmt + every test with the race detector. Needs no
@@ -37,6 +53,11 @@ test: vet
 	@# The live-writer race at full size (1,000 appends), without the race detector's slowdown.
 	@out=$$($(GO) test -count=1 -run 'TestAppendRacesLiveWriter' -v ./sessionio/ 2>&1); code=$$?; \
 	  echo "$$out" | grep -E 'appends wrote|live_test|^(ok|FAIL|--- FAIL)'; exit $$code
+
+# The configuration reference (docs/configuration.md), generated from every command's flags
+# and the environment variables the code names; a test fails when it is out of date.
+configref:
+	$(GO) run ./internal/cmd/genconfigref
 
 # Benchmarks (not part of `make test`).
 bench:
@@ -51,6 +72,17 @@ BENCH_RUNS ?= 7
 bench-read: build
 	$(GO) run ./bench/read -dir $(BENCH_DIR) -compactor $(BIN)/compactor -pi-oracle $(PI_ORACLE) -runs $(BENCH_RUNS)
 	COMPACTOR_BENCH_SESSIONS=$(abspath $(BENCH_DIR)) $(GO) test -run '^$$' -bench ReadTail -benchmem -benchtime 5x -count=1 ./sessionio
+
+# The sweep of a 10,000-session fleet (~1.5 GB generated once into SWEEP_BENCH_DIR from the
+# corpus, distinct ids and contents): first sweep, re-sweep, baselines; then where the first
+# sweep's CPU goes (docs/performance.md).
+SWEEP_BENCH_N   ?= 10000
+SWEEP_BENCH_DIR ?= $(abspath .compactor/sweep-fleet)
+bench-sweep:
+	mkdir -p $(BIN) $(SWEEP_BENCH_DIR)
+	SWEEP_BENCH_N=$(SWEEP_BENCH_N) SWEEP_BENCH_DIR=$(SWEEP_BENCH_DIR) SWEEP_BENCH_CPUPROFILE=$(abspath $(BIN))/sweep-first.pprof \
+	  $(GO) test -run '^$$' -bench 'BenchmarkSweep$$' -benchtime 1x -count=1 -timeout 30m ./internal/cli/
+	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.CheckBudget|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
 
 # Property tests at full size: at least 10,000 generated sessions per policy, and 10,000
 # generated trees on which the tail reader must agree with the full reader (every need).
@@ -79,6 +111,14 @@ e2e:
 	$(PI_ORACLE) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
 	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
+
+# The reliability suite (chaos/, docs/reliability.md): worker SIGKILL loops, a node kill on a
+# 3-node cluster, LLM faults, bad files; real processes on loopback, every file checked and
+# loaded by the real Pi. Not part of `make test`; bounded at 10 minutes.
+CHAOS_RUN ?= .
+chaos:
+	$(PI_ORACLE) install
+	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
 
 # The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
 test-extension:

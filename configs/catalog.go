@@ -16,7 +16,9 @@
 package configs
 
 import (
+	"crypto/sha256"
 	_ "embed"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"sort"
@@ -237,4 +239,12 @@ func globMatch(pattern, s string) bool {
 		s = s[i+len(p):]
 	}
 	return len(s) >= len(last) && strings.HasSuffix(s, last)
+}
+
+// Fingerprint identifies the embedded catalog's content: a sweep that remembers which
+// catalog gave a session its context window assesses the session again when a release
+// changes the catalog.
+func Fingerprint() string {
+	sum := sha256.Sum256(modelsJSON)
+	return hex.EncodeToString(sum[:6])
 }

@@ -32,6 +32,8 @@ type Result struct {
 	// LeafID is the session's leaf after the job (the new entry for done); the worker's
 	// re-check uses it to tell whether something was appended meanwhile.
 	LeafID string `json:"leafId,omitempty"`
+	// Busy marks a skip for a state that passes by itself (see SkipError.Busy).
+	Busy bool `json:"busy,omitempty"`
 }
 
 // Handler does the work of one job on a resolved absolute path. It returns either a Result
@@ -53,13 +55,23 @@ func (f HandlerFunc) Handle(ctx context.Context, job Job, file string) (Result, 
 	return f(ctx, job, file)
 }
 
-// SkipError ends a job as skipped with a reason.
-type SkipError struct{ Reason string }
+// SkipError ends a job as skipped with a reason. Busy marks a skip for a state that can
+// pass without the file changing (a turn in progress, a write in progress, a session
+// active or changing while its summary was made): sweeps try such a session again after
+// their backoff instead of waiting for it to change.
+type SkipError struct {
+	Reason string
+	Busy   bool
+}
 
 func (e *SkipError) Error() string { return "skipped: " + e.Reason }
 
 // Skip returns an error that ends the job as skipped.
 func Skip(reason string) error { return &SkipError{Reason: reason} }
+
+// SkipBusy returns an error that ends the job as skipped because the session is busy now
+// (see SkipError.Busy).
+func SkipBusy(reason string) error { return &SkipError{Reason: reason, Busy: true} }
 
 // RetryError asks for a later redelivery, no earlier than After (0: the backoff alone).
 type RetryError struct {
@@ -101,6 +113,7 @@ type Decision struct {
 	Reason  string
 	Delay   time.Duration // for OutcomeRetry
 	Err     error         // the handler's error, if any
+	Busy    bool          // skipped for a state that passes by itself (SkipError.Busy)
 }
 
 // RedeliveryDelay is how long a failed job waits before JetStream delivers it again, after
@@ -160,7 +173,7 @@ func classify(res Result, err error) Decision {
 		case "", OutcomeDone:
 			return Decision{Outcome: OutcomeDone, Reason: res.Reason}
 		case OutcomeSkipped:
-			return Decision{Outcome: OutcomeSkipped, Reason: res.Reason}
+			return Decision{Outcome: OutcomeSkipped, Reason: res.Reason, Busy: res.Busy}
 		case OutcomeSuperseded:
 			return Decision{Outcome: OutcomeSuperseded, Reason: res.Reason}
 		case OutcomeRetry:
@@ -173,7 +186,7 @@ func classify(res Result, err error) Decision {
 	}
 	var se *SkipError
 	if errors.As(err, &se) {
-		return Decision{Outcome: OutcomeSkipped, Reason: se.Reason}
+		return Decision{Outcome: OutcomeSkipped, Reason: se.Reason, Busy: se.Busy}
 	}
 	var pe permanenter
 	if errors.As(err, &pe) && pe.Permanent() {

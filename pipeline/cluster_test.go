@@ -1,185 +1,37 @@
 package pipeline
 
 import (
-	"bufio"
 	"context"
-	"encoding/json"
 	"errors"
 	"fmt"
-	"io"
-	"net"
-	"net/url"
 	"os"
-	"os/exec"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
 )
 
 // cluster is three nats-servers routed to each other on loopback, JetStream clustered,
-// each with its store in a temp dir. Each node is the embedded nats-server run by a child
-// process (this test binary, see TestMain), so that killing a node is a real SIGKILL: no
-// leader hand-over, no goodbye to its peers or clients. Ports are chosen free once and
-// kept, so a node restarts where the others (and the clients) expect it.
+// each run by a child process (internal/natstest), so that killing a node is a real SIGKILL.
 type cluster struct {
 	t     testing.TB
-	nodes []*procNode
+	nodes []*natstest.Node
 }
-
-// nodeSpec is what a child process needs to run one node.
-type nodeSpec struct {
-	Name        string   `json:"name"`
-	Port        int      `json:"port"`
-	ClusterPort int      `json:"clusterPort"`
-	Routes      []string `json:"routes"`
-	StoreDir    string   `json:"storeDir"`
-}
-
-const nodeEnv = "COMPACTOR_TEST_NATS_NODE"
 
 // TestMain runs a cluster node instead of the tests when the environment asks for one.
 func TestMain(m *testing.M) {
-	if spec := os.Getenv(nodeEnv); spec != "" {
-		os.Exit(runNode(spec))
-	}
+	natstest.MaybeRunNode()
 	os.Exit(m.Run())
-}
-
-// runNode serves one node until it is killed or its stdin closes (the test ended).
-func runNode(spec string) int {
-	var ns nodeSpec
-	if err := json.Unmarshal([]byte(spec), &ns); err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	var routes []*url.URL
-	for _, r := range ns.Routes {
-		u, err := url.Parse(r)
-		if err != nil {
-			fmt.Fprintln(os.Stderr, err)
-			return 2
-		}
-		routes = append(routes, u)
-	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName: ns.Name, Host: "127.0.0.1", Port: ns.Port, JetStream: true, StoreDir: ns.StoreDir, NoSigs: true, NoLog: true,
-		Cluster: server.ClusterOpts{Name: "compactor-test", Host: "127.0.0.1", Port: ns.ClusterPort}, Routes: routes,
-	})
-	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
-		return 2
-	}
-	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		fmt.Fprintln(os.Stderr, "not ready")
-		return 1
-	}
-	fmt.Println("ready")
-	_, _ = io.Copy(io.Discard, os.Stdin)
-	srv.Shutdown()
-	return 0
-}
-
-// procNode is one node's child process.
-type procNode struct {
-	t     testing.TB
-	spec  nodeSpec
-	cmd   *exec.Cmd
-	stdin io.WriteCloser
-}
-
-func (n *procNode) start() {
-	n.t.Helper()
-	exe, err := os.Executable()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	spec, _ := json.Marshal(n.spec)
-	cmd := exec.Command(exe, "-test.run=^$")
-	cmd.Env = append(os.Environ(), nodeEnv+"="+string(spec))
-	cmd.Stderr = os.Stderr
-	out, err := cmd.StdoutPipe()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	n.stdin, err = cmd.StdinPipe()
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	if err := cmd.Start(); err != nil {
-		n.t.Fatal(err)
-	}
-	ready := make(chan bool, 1)
-	go func() {
-		line, _ := bufio.NewReader(out).ReadString('\n')
-		ready <- line == "ready\n"
-		_, _ = io.Copy(io.Discard, out)
-	}()
-	select {
-	case ok := <-ready:
-		if !ok {
-			n.t.Fatalf("node %s did not start", n.spec.Name)
-		}
-	case <-time.After(60 * time.Second):
-		n.t.Fatalf("node %s not ready after 60s", n.spec.Name)
-	}
-	n.cmd = cmd
-}
-
-// kill ends the node with SIGKILL.
-func (n *procNode) kill() {
-	if n.cmd != nil {
-		_ = n.cmd.Process.Kill()
-		_ = n.cmd.Wait()
-		n.stdin.Close()
-		n.cmd = nil
-	}
-}
-
-func (n *procNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.spec.Port) }
-
-func freePorts(t testing.TB, n int) []int {
-	t.Helper()
-	var lns []net.Listener
-	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
-		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
-		ln.Close()
-	}
-	return ports
 }
 
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
-	ports := freePorts(t, 6)
-	c := &cluster{t: t}
-	var wg sync.WaitGroup
-	for i := range 3 {
-		var routes []string
-		for j := range 3 {
-			if j != i {
-				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+j]))
-			}
-		}
-		n := &procNode{t: t, spec: nodeSpec{Name: fmt.Sprintf("n%d", i), Port: ports[i], ClusterPort: ports[3+i], Routes: routes, StoreDir: t.TempDir()}}
-		c.nodes = append(c.nodes, n)
-		t.Cleanup(n.kill)
-		wg.Go(n.start) // together: JetStream waits for its peers
-	}
-	wg.Wait()
+	c := &cluster{t: t, nodes: natstest.StartCluster(t, "compactor-test")}
 	nc := c.connect()
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
@@ -208,7 +60,7 @@ func (c *cluster) urls(which ...int) string {
 	}
 	var out []string
 	for _, i := range which {
-		out = append(out, c.nodes[i].url())
+		out = append(out, c.nodes[i].URL())
 	}
 	return strings.Join(out, ",")
 }
@@ -225,7 +77,7 @@ func (c *cluster) connect() *nats.Conn {
 // node returns the index of the node named name.
 func (c *cluster) node(name string) int {
 	for i, n := range c.nodes {
-		if n.spec.Name == name {
+		if n.Spec.Name == name {
 			return i
 		}
 	}
@@ -320,7 +172,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	leader := streamInfo(t, js, StreamJobs).Cluster.Leader
 	victim := c.node(leader)
 	atKill := compacted()
-	c.nodes[victim].kill()
+	c.nodes[victim].Kill()
 	killed := time.Now()
 	t.Logf("killed %s (SIGKILL; leader of %s) after %d of %d jobs", leader, StreamJobs, atKill, jobs)
 
@@ -346,7 +198,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	if err := <-lateStarted; err != nil {
 		t.Fatalf("worker started during the election: %v", err)
 	}
-	c.nodes[victim].start()
+	c.nodes[victim].Start()
 	t.Logf("%s restarted %.1fs after the kill", leader, time.Since(killed).Seconds())
 
 	eventually(t, 60*time.Second, "every job done and the queue empty", func() bool {
@@ -408,7 +260,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Idle: -1, Handler: &fakeHandler{}})
 	info := streamInfo(t, js, StreamJobs)
 	victim := c.node(info.Cluster.Leader)
-	c.nodes[victim].kill()
+	c.nodes[victim].Kill()
 	sid, leaf := writeSession(t, dir, "s.jsonl")
 	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	var (
@@ -423,7 +275,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 		t.Errorf("error: %v", err)
 	}
 	t.Logf("with %s down: %v", info.Cluster.Leader, err)
-	c.nodes[victim].start()
+	c.nodes[victim].Start()
 	eventually(t, 30*time.Second, "enqueue to work again", func() bool {
 		r, err = Enqueue(context.Background(), nc, job, false, 5*time.Second)
 		return err == nil

@@ -34,6 +34,8 @@ const (
 	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
+	DefaultSweepRetryBase  = time.Hour
+	DefaultSweepRetryMax   = 24 * time.Hour
 )
 
 // Store is a named session directory. Jobs name the store and a path relative to Dir.
@@ -234,6 +236,12 @@ type Config struct {
 	Concurrency int           // jobs running at once on this worker
 	Idle        time.Duration // sessions modified more recently are active: skipped unless forced. <0 disables
 	SweepEvery  time.Duration // periodic sweep in Run; 0 = none
+	// SweepRetryBase and SweepRetryMax: a session whose job failed (dead-lettered) or was
+	// skipped as busy (a turn in progress, say) is enqueued again by a later sweep, even
+	// unchanged, SweepRetryBase after that outcome, doubled for every further such outcome
+	// up to SweepRetryMax. Defaults 1h and 24h.
+	SweepRetryBase time.Duration
+	SweepRetryMax  time.Duration
 
 	AckWait         time.Duration // redelivery if neither acked nor heartbeated for this long
 	MaxDeliver      int           // deliveries before a job is dead-lettered
@@ -292,6 +300,8 @@ func (c Config) withDefaults() Config {
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	set(&c.PreparedTTL, DefaultPreparedTTL)
 	set(&c.StartupTimeout, DefaultStartupTimeout)
+	set(&c.SweepRetryBase, DefaultSweepRetryBase)
+	set(&c.SweepRetryMax, DefaultSweepRetryMax)
 	if c.Replicas == 0 {
 		c.Replicas = 1
 	}
@@ -363,6 +373,9 @@ func (c Config) Validate() error {
 	}
 	if c.LeaseBusyDelay < 0 || c.BackoffBase < 0 || c.BackoffMax < c.BackoffBase {
 		return fmt.Errorf("config: BackoffBase/BackoffMax/LeaseBusyDelay: need 0 ≤ base ≤ max (got %s, %s, %s)", c.BackoffBase, c.BackoffMax, c.LeaseBusyDelay)
+	}
+	if c.SweepRetryBase < 0 || c.SweepRetryMax < c.SweepRetryBase {
+		return fmt.Errorf("config: SweepRetryBase/SweepRetryMax: need 0 ≤ base ≤ max (got %s, %s)", c.SweepRetryBase, c.SweepRetryMax)
 	}
 	if c.DuplicateWindow < time.Second {
 		return fmt.Errorf("config: DuplicateWindow: %s is too short", c.DuplicateWindow)

@@ -17,25 +17,28 @@ import (
 // Event is published on compactor.events.<store>.<session> for every delivery that ends
 // (done, skipped, failed) or is retried. Metadata only: never summary text, never secrets.
 type Event struct {
-	V            int       `json:"v"`
-	JobID        string    `json:"jobId"`
-	JobSeq       uint64    `json:"jobSeq"` // stream sequence of the job message: unique per enqueue
-	Store        string    `json:"store"`
-	SessionID    string    `json:"sessionId"`
-	Path         string    `json:"path"`
-	Kind         string    `json:"kind"`
-	Outcome      Outcome   `json:"outcome"`
-	Reason       string    `json:"reason,omitempty"`
-	EntryID      string    `json:"entryId,omitempty"`
-	TokensBefore int       `json:"tokensBefore,omitempty"`
-	TokensAfter  int       `json:"tokensAfter,omitempty"`
-	LLMTokens    int       `json:"llmTokens,omitempty"`
-	DurationMs   int64     `json:"durationMs"`
-	Attempt      int       `json:"attempt"`
-	RetryInMs    int64     `json:"retryInMs,omitempty"`
-	Error        string    `json:"error,omitempty"`
-	Worker       string    `json:"worker,omitempty"`
-	At           time.Time `json:"at"`
+	V            int     `json:"v"`
+	JobID        string  `json:"jobId"`
+	JobSeq       uint64  `json:"jobSeq"` // stream sequence of the job message: unique per enqueue
+	Store        string  `json:"store"`
+	SessionID    string  `json:"sessionId"`
+	Path         string  `json:"path"`
+	Kind         string  `json:"kind"`
+	Outcome      Outcome `json:"outcome"`
+	Reason       string  `json:"reason,omitempty"`
+	EntryID      string  `json:"entryId,omitempty"`
+	TokensBefore int     `json:"tokensBefore,omitempty"`
+	TokensAfter  int     `json:"tokensAfter,omitempty"`
+	LLMTokens    int     `json:"llmTokens,omitempty"`
+	DurationMs   int64   `json:"durationMs"`
+	Attempt      int     `json:"attempt"`
+	RetryInMs    int64   `json:"retryInMs,omitempty"`
+	Error        string  `json:"error,omitempty"`
+	// Busy: skipped because the session was busy (a turn or a write in progress, active);
+	// a later sweep tries it again after its backoff (Config.SweepRetryBase).
+	Busy   bool      `json:"busy,omitempty"`
+	Worker string    `json:"worker,omitempty"`
+	At     time.Time `json:"at"`
 }
 
 // Final reports whether the event ends its job (everything but retry).

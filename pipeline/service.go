@@ -36,6 +36,8 @@ type Service struct {
 	server    atomic.Pointer[string] // the NATS server last connected to, for disconnect logs
 	res       *resources
 	m         *metrics
+	memoMu    sync.Mutex
+	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem      chan struct{}
 	inflight atomic.Int64
@@ -210,10 +212,16 @@ func (s *Service) MetricsAddr() net.Addr {
 
 // Close drops the NATS connection, stops the embedded server and unlocks the data
 // directory. Call it after Run returns.
+//
+// The sweeps' memo watcher (a subscription, like the connection's own) lives until here:
+// the connection is closed first, so that stopping the watcher sends nothing (with NATS
+// down, deleting its consumer would wait for the request timeout); the server drops the
+// watcher's ephemeral consumer by itself.
 func (s *Service) Close() {
 	if s.nc != nil {
 		s.nc.Close()
 	}
+	s.closeMemo()
 	if s.ns != nil {
 		s.ns.Shutdown()
 		s.ns.WaitForShutdown()
@@ -480,7 +488,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		return nil
 	}
 	if reason := s.active(d); reason != "" {
-		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason}, Result{})
+		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason, Busy: true}, Result{})
 		return nil
 	}
 	if !s.takeLease(ctx, d) {
@@ -651,7 +659,7 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 // finish gives the delivery its one final answer, then publishes the event.
 func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Result) {
 	ev, log, msg := d.ev, d.log, d.msg
-	ev.Outcome, ev.Reason = dec.Outcome, dec.Reason
+	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
@@ -724,6 +732,9 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	}
 	if err := publishEvent(ctx, s.res.js, subject, ev); err != nil {
 		log.Warn("event not published", "err", err)
+	}
+	if ev.Final() {
+		s.noteOutcome(ctx, log, ev)
 	}
 	log.Info("job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
 		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens,

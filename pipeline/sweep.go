@@ -11,6 +11,7 @@ import (
 	"os"
 	"path/filepath"
 	"runtime"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -25,6 +26,8 @@ type SweepStats struct {
 	Unchanged     int           `json:"unchanged"`     // same size and mtime as last sweep: not read
 	Active        int           `json:"active"`        // modified within Idle: left alone
 	Assessed      int           `json:"assessed"`      // read by the Assessor
+	Retried       int           `json:"retried"`       // unchanged, but their last job failed or met a busy session and the backoff has passed
+	Resettled     int           `json:"resettled"`     // unchanged, but the settings that decide the budget changed since they were assessed
 	OverBudget    int           `json:"overBudget"`    // assessed and over budget
 	UnderBudget   int           `json:"underBudget"`   // assessed and within budget: nothing to do
 	Ineligible    int           `json:"ineligible"`    // over budget but nothing a job could do (v1/v2, no assistant, already compacted)
@@ -36,8 +39,12 @@ type SweepStats struct {
 
 // String is the one-line summary.
 func (st SweepStats) String() string {
-	return fmt.Sprintf("sweep: %d files in %d stores: %d unchanged, %d active, %d assessed, %d over budget, %d enqueued, %d already queued, %d ineligible, %d errors in %s",
-		st.Files, st.Stores, st.Unchanged, st.Active, st.Assessed, st.OverBudget, st.Enqueued, st.AlreadyQueued, st.Ineligible, st.Errors, st.Duration.Round(time.Millisecond))
+	extra := ""
+	if st.Retried > 0 || st.Resettled > 0 {
+		extra = fmt.Sprintf(" (%d retried after a backoff, %d for new settings)", st.Retried, st.Resettled)
+	}
+	return fmt.Sprintf("sweep: %d files in %d stores: %d unchanged, %d active, %d assessed%s, %d over budget, %d enqueued, %d already queued, %d ineligible, %d errors in %s",
+		st.Files, st.Stores, st.Unchanged, st.Active, st.Assessed, extra, st.OverBudget, st.Enqueued, st.AlreadyQueued, st.Ineligible, st.Errors, st.Duration.Round(time.Millisecond))
 }
 
 // SweepProgress follows a sweep. Update is called after each file with the number of
@@ -64,7 +71,8 @@ type SweptFile struct {
 func (st SweepStats) changed() bool { return st.Assessed > 0 || st.Enqueued > 0 || st.Errors > 0 }
 
 // sweepRecord is what COMPACTOR_SWEEP remembers of a file, so the next sweep skips it
-// without reading it when its size and mtime are unchanged.
+// without reading it when its size and mtime are unchanged, the settings that decide the
+// budget are the same, and no retry is due.
 type sweepRecord struct {
 	Path          string    `json:"path"`
 	Size          int64     `json:"size"`
@@ -76,6 +84,19 @@ type sweepRecord struct {
 	OverBudget    bool      `json:"overBudget,omitempty"`
 	Error         string    `json:"error,omitempty"`
 	At            time.Time `json:"at"`
+	// Settings is the Assessor's fingerprint of the settings behind Tokens and OverBudget
+	// (window override, reserve, counter, policy, keep-recent): when it differs from the
+	// current one, the file is assessed again.
+	Settings string `json:"settings,omitempty"`
+	// Enqueued: this sweep enqueued a job (or found one pending) for this state.
+	Enqueued bool `json:"enqueued,omitempty"`
+	// Misses counts this session's jobs in a row that ended failed or busy (noted by the
+	// workers, see noteOutcome); RetryAt is when a sweep enqueues it again though its file
+	// is unchanged. A sweep that enqueues sets RetryAt ahead, so a lost outcome is retried
+	// too; a job that ends done, or skipped for a lasting reason, clears it.
+	Misses      int       `json:"misses,omitempty"`
+	RetryAt     time.Time `json:"retryAt,omitzero"`
+	LastOutcome string    `json:"lastOutcome,omitempty"`
 }
 
 func sweepKey(store, rel string) string {
@@ -83,10 +104,21 @@ func sweepKey(store, rel string) string {
 	return "f." + store + "." + hex.EncodeToString(sum[:20])
 }
 
+// settingsFingerprinter is implemented by an Assessor whose budget depends on settings
+// (the engine's: context window override, reserve, counter, policy, keep-recent). Records
+// made under other settings are assessed again.
+type settingsFingerprinter interface{ SettingsFingerprint() string }
+
 // Sweep walks every store (Pi's sessions/--<cwd>--/<ts>_<uuid>.jsonl layout and any other
 // nested .jsonl), skips files unchanged since the last sweep and files modified within Idle,
 // asks the Assessor about the rest and enqueues those over budget. It uses every core.
-// A file whose job was refused is not retried until it changes (or is enqueued by hand).
+//
+// "Unchanged" costs a stat and a lookup in the memo held in memory (loaded once per
+// process by a watcher on COMPACTOR_SWEEP, see memo), never a NATS request per file. An
+// unchanged file is read again when the settings that decide its budget changed, or when
+// its last job failed or met a busy session (a turn in progress: it becomes compactable
+// after --abandoned-after without changing) and its backoff has passed (SweepRetryBase
+// doubling per miss up to SweepRetryMax).
 // progress may be nil. The stats are logged (at info level when the sweep read or enqueued
 // something and no progress is shown, else at debug level).
 func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
@@ -97,6 +129,14 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 		return SweepStats{}, err
 	}
 	start := time.Now()
+	m, err := s.sweepMemo(ctx)
+	if err != nil {
+		return SweepStats{}, err
+	}
+	sw := &sweeper{s: s, memo: m, now: start}
+	if f, ok := s.cfg.Assessor.(settingsFingerprinter); ok {
+		sw.settings = f.SettingsFingerprint()
+	}
 	type item struct{ store, rel, abs string }
 	var items []item
 	for _, st := range s.cfg.Stores {
@@ -129,7 +169,7 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	g.SetLimit(runtime.GOMAXPROCS(0))
 	for _, it := range items {
 		g.Go(func() error {
-			result := s.sweepOne(gctx, it.store, it.rel, it.abs, &stats, &mu)
+			result := sw.one(gctx, it.store, it.rel, it.abs, &stats, &mu)
 			s.m.swept.WithLabelValues(it.store, result).Inc()
 			mu.Lock()
 			done++
@@ -140,7 +180,7 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 			return gctx.Err()
 		})
 	}
-	err := g.Wait()
+	err = g.Wait()
 	stats.Duration = time.Since(start)
 	if progress != nil {
 		progress.Finished(stats)
@@ -156,8 +196,17 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	return stats, nil
 }
 
-// sweepOne handles one file and returns the result label.
-func (s *Service) sweepOne(ctx context.Context, store, rel, abs string, st *SweepStats, mu *sync.Mutex) string {
+// sweeper is one sweep's state.
+type sweeper struct {
+	s        *Service
+	memo     *memo
+	settings string
+	now      time.Time
+}
+
+// one handles one file and returns the result label.
+func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepStats, mu *sync.Mutex) string {
+	s := sw.s
 	add := func(f func()) {
 		mu.Lock()
 		f()
@@ -169,9 +218,17 @@ func (s *Service) sweepOne(ctx context.Context, store, rel, abs string, st *Swee
 		return "error"
 	}
 	key := sweepKey(store, rel)
-	var prev sweepRecord
-	if e, err := s.res.sweep.Get(ctx, key); err == nil && json.Unmarshal(e.Value(), &prev) == nil {
-		if prev.Size == fi.Size() && prev.MtimeNs == fi.ModTime().UnixNano() && prev.Path == rel {
+	prev, known := sw.memo.get(key)
+	known = known && prev.Path == rel
+	var retry bool
+	if known && prev.Size == fi.Size() && prev.MtimeNs == fi.ModTime().UnixNano() {
+		switch {
+		case prev.Settings != sw.settings:
+			add(func() { st.Resettled++ })
+		case !prev.RetryAt.IsZero() && !sw.now.Before(prev.RetryAt):
+			retry = true
+			add(func() { st.Retried++ })
+		default:
 			add(func() { st.Unchanged++ })
 			return "unchanged"
 		}
@@ -180,51 +237,95 @@ func (s *Service) sweepOne(ctx context.Context, store, rel, abs string, st *Swee
 		add(func() { st.Active++ })
 		return "active"
 	}
-	rec := sweepRecord{Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC()}
+	rec := sweepRecord{Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
+	if known {
+		rec.Misses, rec.LastOutcome = prev.Misses, prev.LastOutcome
+	}
 	a, aerr := s.cfg.Assessor.Assess(ctx, abs)
 	add(func() { st.Assessed++ })
 	result := "assessed"
-	if aerr != nil {
+	var job *Job
+	switch {
+	case aerr != nil:
 		rec.Error = aerr.Error()
 		add(func() { st.Errors++ })
 		s.log.Warn("sweep: assess failed", "store", store, "path", rel, "err", aerr)
 		result = "error"
-	} else {
+	case !a.OverBudget:
+		add(func() { st.UnderBudget++ })
+	case !a.Eligible():
+		add(func() { st.OverBudget++; st.Ineligible++ })
+		result = "ineligible"
+	default:
+		add(func() { st.OverBudget++ })
+		job = &Job{Kind: KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID, OnlyOverBudget: true}
+		if retry || rec.Misses > 0 {
+			// The same request as the one that failed: a new id, or the duplicate window
+			// could swallow it.
+			job.Reason = "sweep-retry"
+			job.ID = job.MsgID() + ":sweep-retry-" + strconv.Itoa(rec.Misses)
+		}
+		// Written before the job is published, so that a worker's note of a fast outcome
+		// lands on this record and is not overwritten by it; the retry time is set ahead
+		// in case that note is lost.
+		rec.Enqueued = true
+		rec.RetryAt = sw.now.Add(SweepBackoff(rec.Misses+1, s.cfg.SweepRetryBase, s.cfg.SweepRetryMax)).UTC()
+	}
+	if aerr == nil {
 		rec.SessionID, rec.LeafID, rec.Tokens, rec.ContextWindow, rec.OverBudget = a.SessionID, a.LeafID, a.Tokens, a.ContextWindow, a.OverBudget
-		if !a.OverBudget {
-			add(func() { st.UnderBudget++ })
-		}
-		if a.OverBudget {
-			add(func() { st.OverBudget++ })
-			if !a.Eligible() {
-				add(func() { st.Ineligible++ })
-				result = "ineligible"
-			} else {
-				job := Job{Kind: KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID, OnlyOverBudget: true}
-				r, err := publishJob(ctx, s.res.js, &job)
-				switch {
-				case err != nil:
-					add(func() { st.Errors++ })
-					s.log.Warn("sweep: enqueue failed", "store", store, "path", rel, "err", err)
-					return "error" // no record: try again next sweep
-				case r.AlreadyQueued || r.Duplicate:
-					add(func() { st.AlreadyQueued++ })
-					result = "already_queued"
-				default:
-					add(func() { st.Enqueued++ })
-					result = "enqueued"
-				}
-			}
-		}
 	}
-	b, _ := json.Marshal(rec)
-	if _, err := s.res.sweep.Put(ctx, key, b); err != nil {
+	if err := sw.remember(ctx, key, rec); err != nil {
 		s.log.Warn("sweep: cannot remember file", "path", rel, "err", err)
+		if job != nil {
+			add(func() { st.Errors++ })
+			return "error" // not enqueued: the next sweep tries again
+		}
+		return result
 	}
-	return result
+	if job == nil {
+		return result
+	}
+	r, err := publishJob(ctx, s.res.js, job)
+	switch {
+	case err != nil:
+		add(func() { st.Errors++ })
+		s.log.Warn("sweep: enqueue failed", "store", store, "path", rel, "err", err)
+		sw.forget(ctx, key)
+		return "error" // no record: try again next sweep
+	case r.AlreadyQueued || r.Duplicate:
+		add(func() { st.AlreadyQueued++ })
+		return "already_queued"
+	default:
+		add(func() { st.Enqueued++ })
+		if retry {
+			s.log.Info("sweep: session enqueued again after its backoff", "store", store, "path", rel, "misses", rec.Misses, "last_outcome", rec.LastOutcome)
+		}
+		return "enqueued"
+	}
 }
 
-// sweepLoop runs Sweep every SweepEvery until ctx ends.
+func (sw *sweeper) remember(ctx context.Context, key string, rec sweepRecord) error {
+	b, err := json.Marshal(rec)
+	if err != nil {
+		return err
+	}
+	rev, err := sw.s.res.sweep.Put(ctx, key, b)
+	if err != nil {
+		return err
+	}
+	sw.memo.put(key, rec, rev)
+	return nil
+}
+
+func (sw *sweeper) forget(ctx context.Context, key string) {
+	sw.memo.forget(key)
+	if err := sw.s.res.sweep.Delete(ctx, key); err != nil {
+		sw.s.log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
+	}
+}
+
+// sweepLoop runs Sweep every SweepEvery until ctx ends. The memo's watcher stays open
+// between sweeps, so each one costs a walk and a stat per file.
 func (s *Service) sweepLoop(ctx context.Context) {
 	t := time.NewTicker(s.cfg.SweepEvery)
 	defer t.Stop()

@@ -7,6 +7,7 @@ package cli
 import (
 	"context"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -34,6 +35,9 @@ type Env struct {
 	// Prog is the command as invoked, for usage lines and messages ("compactor plan",
 	// "enqueue"); Run sets it.
 	Prog string
+
+	// onFlagSet, when set, is told of every FlagSet the command creates (Describe).
+	onFlagSet func(fs *flag.FlagSet, usage, description string)
 }
 
 func (env *Env) prog() string {

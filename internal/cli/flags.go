@@ -19,6 +19,9 @@ var errHelp = errors.New("help requested")
 // pipe into jq sees nothing but results.
 func newFlagSet(env *Env, name, args, description string) *flagSet {
 	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), env: env}
+	if env.onFlagSet != nil {
+		env.onFlagSet(fs.FlagSet, args, description) // the configuration reference (configref.go)
+	}
 	fs.SetOutput(io.Discard)
 	fs.FlagSet.Usage = func() {}
 	fs.usage = func(w io.Writer) {

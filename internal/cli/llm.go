@@ -65,8 +65,8 @@ func (f *summarizerFlags) fill(getenv func(string) string) (keyEnvNamed bool) {
 	set(&f.apiKeyFile, "COMPACTOR_LLM_API_KEY_FILE")
 	set(&f.organization, "COMPACTOR_LLM_ORGANIZATION")
 	keyEnvNamed = f.apiKeyEnv != ""
-	if f.apiKeyEnv == "" {
-		f.apiKeyEnv = "OPENAI_API_KEY"
+	if f.apiKeyEnv == "" && f.apiKeyFile == "" {
+		f.apiKeyEnv = "OPENAI_API_KEY" // a key file given alone is used alone
 	}
 	if f.kind == "" {
 		if f.baseURL != "" || f.model != "" {

@@ -32,6 +32,8 @@ type opsFlags struct {
 	leaseTTL       time.Duration
 	dupWindow      time.Duration
 	startupTimeout time.Duration
+	retryBase      time.Duration
+	retryMax       time.Duration
 	listen         string
 	dataDir        string // clients: where a local service writes its NATS URL
 }
@@ -51,6 +53,8 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives")
 	fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
+	fs.DurationVar(&o.retryBase, "sweep-retry-base", pipeline.DefaultSweepRetryBase, "a session whose job failed or met a busy session (a turn in progress) is enqueued again by a sweep this long after, even unchanged; doubled per further miss")
+	fs.DurationVar(&o.retryMax, "sweep-retry-max", pipeline.DefaultSweepRetryMax, "the longest wait of --sweep-retry-base's doubling")
 	if role == opsWorker {
 		listen := env.Getenv("COMPACTOR_LISTEN")
 		if listen == "" {
@@ -70,6 +74,7 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	if o.role != opsClient {
 		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
 		cfg.DuplicateWindow, cfg.StartupTimeout = o.dupWindow, o.startupTimeout
+		cfg.SweepRetryBase, cfg.SweepRetryMax = o.retryBase, o.retryMax
 	}
 	switch {
 	case o.role == opsWorker && cfg.NATS.URL == "":

@@ -6,7 +6,9 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"strings"
 
+	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -81,8 +83,11 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 func jobResult(res *engine.Result) pipeline.Result {
 	out := pipeline.Result{Outcome: pipeline.Outcome(res.Outcome), Reason: res.Reason, EntryID: res.EntryID,
 		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens}
-	if res.Outcome == engine.OutcomeDone {
+	switch res.Outcome {
+	case engine.OutcomeDone:
 		out.LeafID = res.EntryID
+	case engine.OutcomeSkipped:
+		out.Busy = busyReason(res.Reason)
 	}
 	return out
 }
@@ -95,7 +100,7 @@ func classify(err error) error {
 	case errors.Is(err, sessionio.ErrChanged):
 		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
 		// requester asking again).
-		return pipeline.Skip("busy: " + err.Error())
+		return pipeline.SkipBusy("busy: " + err.Error())
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
 		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
 		return pipeline.Permanent(err)
@@ -116,14 +121,40 @@ func classify(err error) error {
 	return err // GuardError and InputError say Permanent() themselves; anything else is retried (bounded by MaxDeliver)
 }
 
-// budgetAssessor adapts the engine's budget check to the pipeline's sweeps.
-func budgetAssessor(e *engine.Engine) pipeline.Assessor {
-	return pipeline.AssessorFunc(func(ctx context.Context, file string) (pipeline.Assessment, error) {
-		b, err := e.CheckBudget(ctx, file)
-		if err != nil {
-			return pipeline.Assessment{}, err
+// busyReason reports whether a skip is for a state that passes without the file
+// changing: a turn or a write in progress (compactable once abandoned, after
+// AbandonedAfter), or a session that kept changing while its summary was written. Sweeps
+// try such sessions again after a backoff. The prefixes are the ones the engine's live
+// checks and Compact write; TestBusySkipsAreMarked keeps them in step.
+func busyReason(reason string) bool {
+	for _, p := range []string{"turn in progress", "write in progress", "busy:"} {
+		if strings.HasPrefix(reason, p) {
+			return true
 		}
-		return pipeline.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
-			OverBudget: b.OverBudget, Version: b.Version, HasAssistant: b.HasAssistant, Compacted: b.LeafIsCompaction}, nil
-	})
+	}
+	return false
+}
+
+// budgetAssessor adapts the engine's budget check to the pipeline's sweeps. It also
+// fingerprints the settings the budget and a job's effect depend on, so a sweep assesses
+// unchanged files again when they change.
+func budgetAssessor(e *engine.Engine) pipeline.Assessor { return assessor{e} }
+
+type assessor struct{ e *engine.Engine }
+
+func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment, error) {
+	b, err := a.e.CheckBudget(ctx, file)
+	if err != nil {
+		return pipeline.Assessment{}, err
+	}
+	return pipeline.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
+		OverBudget: b.OverBudget, Version: b.Version, HasAssistant: b.HasAssistant, Compacted: b.LeafIsCompaction}, nil
+}
+
+// SettingsFingerprint names the settings behind an assessment and what a sweep's job
+// would do: the context window override, the reserve, the counter, the policy,
+// keep-recent, and the model catalog (which gives the windows).
+func (a assessor) SettingsFingerprint() string {
+	s := a.e.Settings
+	return fmt.Sprintf("w%d r%d c%s p%s k%d m%s", s.ContextWindow, s.ReserveTokens, s.Counter, s.Policy, s.KeepRecentTokens, configs.Fingerprint())
 }

@@ -297,6 +297,9 @@ func TestLiveBusySession(t *testing.T) {
 				if len(comps) != 0 || !strings.Contains(r.Event.Reason, "turn in progress") || s.LeafID() != "pu000001" {
 					t.Fatalf("want nothing written and a turn-in-progress reason; %d compactions, reason %q", len(comps), r.Event.Reason)
 				}
+				if !r.Event.Busy {
+					t.Errorf("event %+v: a busy skip must say so (sweeps retry it after their backoff)", r.Event)
+				}
 			}
 			if n := b.llm.Count(); n != 1 {
 				t.Errorf("%d LLM calls, want 1 (the summary is paid once)", n)
