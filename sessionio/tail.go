@@ -40,6 +40,13 @@ const (
 	// NeedContent: the content of the messages in Path[Window:] is decoded (text, thinking,
 	// tool calls); otherwise messages are decoded light (see Options.Light).
 	NeedContent
+	// NeedUsage: Path reaches back to the newest context message whose usage Pi's budget
+	// formula takes (an assistant answer neither aborted nor an error), or to the context's
+	// first entry when there is none, so that the context's size (the usage plus the count
+	// of the messages after it) is exact from Path alone. Path may start inside the
+	// context: for a session with no compaction on its way back, usually a few lines from
+	// the end. With NeedContent the messages of Path are decoded.
+	NeedUsage
 	// LeaveMessagesOnDisk: message entries keep no bytes in memory, not even in the window:
 	// Entry.Raw and Message.Raw are nil and Message.At says where the message lies in the
 	// file. For a caller that copies messages out (compactor context: its memory then does
@@ -256,6 +263,7 @@ type tailReader struct {
 	walk        []*Entry
 	onWalk      map[*Entry]bool
 	comp        *Entry // the latest compaction on the path, once met
+	usage       bool   // a message with valid usage was walked before any compaction (NeedUsage)
 	window      int    // index in walk of the context's first entry, -1 until known
 	model, thin bool
 	root        bool
@@ -798,6 +806,11 @@ func (r *tailReader) settled() bool {
 	if r.need&NeedMessages != 0 && r.window < 0 {
 		return false
 	}
+	// The usage settles the size when no compaction was met before it (everything walked is
+	// then in the context); past a compaction, the context's start settles it.
+	if r.need&NeedUsage != 0 && !r.usage && r.window < 0 {
+		return false
+	}
 	if r.need&NeedModel != 0 && !r.model {
 		return false
 	}
@@ -847,6 +860,9 @@ func (r *tailReader) step(e *Entry) error {
 	}
 	r.onWalk[e] = true
 	r.walk = append(r.walk, e)
+	if r.comp == nil && e.Type == TypeMessage && e.Message != nil && e.Message.HasValidUsage() {
+		r.usage = true
+	}
 	switch {
 	case e.Type == TypeCompaction && r.comp == nil:
 		r.comp = e

@@ -39,6 +39,34 @@ var needs = []sessionio.Need{
 	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,      // everything
 	sessionio.NeedThinking | sessionio.NeedRoot,                             // path ids
 	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent, // odd ones
+	sessionio.NeedUsage | sessionio.NeedModel | sessionio.NeedContent,      // engine CheckBudget (sweeps)
+	sessionio.NeedUsage | sessionio.NeedModel,
+	sessionio.NeedUsage | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent,
+}
+
+// contextSize is Pi's measure of a path's context (estimateContextTokens over
+// buildSessionContext): the usage of the newest message with valid usage plus the estimate
+// of every message after it.
+func contextSize(path []*sessionio.Entry) int {
+	msgs := sessionio.BuildContext(path).Messages
+	last := -1
+	for i := len(msgs) - 1; i >= 0; i-- {
+		if msgs[i] != nil && msgs[i].HasValidUsage() {
+			last = i
+			break
+		}
+	}
+	total := 0
+	if last >= 0 {
+		total = int(msgs[last].Usage.ContextTokens())
+	}
+	est := tokenize.Estimate()
+	for _, m := range msgs[last+1:] {
+		if m != nil {
+			total += est.Count(m)
+		}
+	}
+	return total
 }
 
 // full is the reference: the full reader's view of a file.
@@ -129,6 +157,12 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			}
 		}
 	}
+	if need&sessionio.NeedUsage != 0 && need&sessionio.NeedContent != 0 {
+		dpath, _ := f.dec.Path("")
+		if g, w := contextSize(decodedOnDisk(t.Path, data)), contextSize(dpath); g != w {
+			fatal("need %b: context size %d from a path of %d entries, full %d", need, g, len(t.Path), w)
+		}
+	}
 	if (need&sessionio.NeedModel != 0 || t.Complete) && !reflect.DeepEqual(got.Model, want.Model) {
 		fatal("need %b: model %v, full %v", need, got.Model, want.Model)
 	}
@@ -187,6 +221,23 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			fatal("need %b: a whole-file read stopped at %d", need, t.ReadFrom)
 		}
 	}
+}
+
+// decodedOnDisk returns path with the messages a tail read left on disk given their bytes
+// back (their decoded content is already there), so that they count as the full read's.
+func decodedOnDisk(path []*sessionio.Entry, data []byte) []*sessionio.Entry {
+	out := make([]*sessionio.Entry, len(path))
+	for i, e := range path {
+		out[i] = e
+		if e.Message != nil && e.Message.Raw == nil && e.Message.At.Len > 0 {
+			m := *e.Message
+			m.Raw = rawOf(e.Message, data)
+			c := *e
+			c.Message = &m
+			out[i] = &c
+		}
+	}
+	return out
 }
 
 // rawOf is a message's bytes: in memory, or in the file where a tail read left them.

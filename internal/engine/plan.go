@@ -47,10 +47,11 @@ type LoadOptions struct {
 	ContextWindow int
 	// Cache, if set, remembers counts per entry across loads.
 	Cache *tokenize.Cache
-	// Tail reads the file from its end only as far as the context and the model go
-	// (sessionio.ReadTail): Path then starts where the context's messages start, not at
-	// the root, and Session is nil. Enough to count a context (budget checks); a long
-	// history costs nothing. Not with Leaf.
+	// Tail reads the file from its end only as far as the context's size and the model
+	// need (sessionio.ReadTail with NeedUsage: back to the newest answer whose usage Pi's
+	// budget formula takes, or to the context's start): Path then starts inside the
+	// context, and Session is nil. Enough to count a context (budget checks); neither a
+	// long history nor a long context before that answer costs anything. Not with Leaf.
 	Tail bool
 }
 
@@ -62,7 +63,7 @@ func Load(file string, o LoadOptions) (*Source, error) {
 	}
 	src := &Source{File: file, ModTime: fi.ModTime()}
 	if o.Tail && o.Leaf == "" {
-		t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent)
+		t, err := sessionio.ReadTail(file, sessionio.NeedUsage|sessionio.NeedModel|sessionio.NeedContent)
 		if err != nil {
 			return nil, err
 		}
