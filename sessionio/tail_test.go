@@ -39,7 +39,7 @@ var needs = []sessionio.Need{
 	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,      // everything
 	sessionio.NeedThinking | sessionio.NeedRoot,                             // path ids
 	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent, // odd ones
-	sessionio.NeedUsage | sessionio.NeedModel | sessionio.NeedContent,      // engine CheckBudget (sweeps)
+	sessionio.NeedUsage | sessionio.NeedModel | sessionio.NeedContent,       // engine CheckBudget (sweeps)
 	sessionio.NeedUsage | sessionio.NeedModel,
 	sessionio.NeedUsage | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent,
 }

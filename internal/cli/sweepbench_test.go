@@ -46,6 +46,7 @@ import (
 // (sampled every 5 ms during the sweep), max-rss-MB (the process's peak so far) and the
 // ratio to walk-stat. SWEEP_BENCH_CPUPROFILE=FILE profiles the first sweep alone.
 // Run: make bench-sweep (the page cache is warm: the files were just written or read).
+// SWEEP_BENCH_COUNTER=estimate assesses with Pi's chars/4 instead of tiktoken.
 func BenchmarkSweep(b *testing.B) {
 	n := 10000
 	if v := os.Getenv("SWEEP_BENCH_N"); v != "" {
@@ -170,7 +171,7 @@ func BenchmarkSweep(b *testing.B) {
 // sweepService starts a Service for the fleet: with dataDir, on its own embedded
 // nats-server (whose URL it returns); with url, as a client of that server.
 func sweepService(b *testing.B, dir, dataDir, url string) (*pipeline.Service, string) {
-	eng, err := engine.New(summarize.NewExtractive(), engine.Settings{})
+	eng, err := engine.New(summarize.NewExtractive(), engine.Settings{Counter: os.Getenv("SWEEP_BENCH_COUNTER")})
 	if err != nil {
 		b.Fatal(err)
 	}
