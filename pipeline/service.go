@@ -664,8 +664,13 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}
+	// A final event is published before the job's final answer to JetStream: a worker that
+	// dies between the two leaves the job to be delivered again (it then finds its effect and
+	// reports it again), never a job answered without its event, which `enqueue --wait`
+	// would wait for in vain.
 	switch dec.Outcome {
 	case OutcomeDone, OutcomeSkipped, OutcomeSuperseded:
+		s.record(ctx, log, msg.Subject(), ev, d.start)
 		// DoubleAck: once it returns, the subject is free and a follow-up enqueue is accepted.
 		if err := msg.DoubleAck(ctx); err != nil {
 			log.Warn("ack failed; the job will be redelivered and refused as already done", "err", err)
@@ -686,6 +691,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 			return
 		}
 		s.m.deadLtrs.WithLabelValues(ev.Store, "failed").Inc()
+		s.record(ctx, log, msg.Subject(), ev, d.start)
 		if err := msg.TermWithReason(dec.Reason); err != nil {
 			log.Warn("term failed", "err", err)
 		}
@@ -700,7 +706,9 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 			log.Warn("lease release failed; it expires by itself", "err", err)
 		}
 	}
-	s.record(ctx, log, msg.Subject(), ev, d.start)
+	if dec.Outcome == OutcomeRetry {
+		s.record(ctx, log, msg.Subject(), ev, d.start)
+	}
 }
 
 // deadLetter refuses a delivery before any handler ran: dead letter, Term, failed event.
@@ -715,10 +723,10 @@ func (s *Service) deadLetter(ctx context.Context, d *delivery, cause string, err
 		return
 	}
 	s.m.deadLtrs.WithLabelValues(ev.Store, cause).Inc()
-	_ = msg.TermWithReason(reason)
 	ev.Outcome, ev.Reason, ev.Error, ev.Attempt = OutcomeFailed, reason, err.Error(), int(d.delivered)
 	log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
-	s.record(ctx, log, msg.Subject(), ev, d.start)
+	s.record(ctx, log, msg.Subject(), ev, d.start) // the event before the final answer, as in finish
+	_ = msg.TermWithReason(reason)
 }
 
 func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
