@@ -146,10 +146,27 @@ func Run(ctx context.Context, env *Env) int {
 		printUsage(env.Stderr)
 		return ExitBadUse
 	}
+	tuneGC(c.Name, env.Getenv)
 	sub := *env
 	sub.Args = env.Args[1:]
 	sub.Prog = "compactor " + c.Name
 	return exitCode(env.Stderr, sub.Prog, c.Run(ctx, &sub))
+}
+
+// shortLivedGCPercent is the collector's target for the one-shot commands. They read a file,
+// count, print and exit, with a heap of a few tens of MB; at the default (100) a cold
+// `compactor plan` of a 7.6 MiB session spends a quarter of its time collecting garbage,
+// most of it assists, while the peak RSS is no lower than at 400 (measured on this project's
+// machine: 65.6 ms at 100, 48.9 ms at 400, 37 MB either way; docs/performance.md). The
+// long-running service keeps Go's default.
+const shortLivedGCPercent = 400
+
+// tuneGC sets the collector's target for a one-shot command, unless GOGC says otherwise.
+func tuneGC(command string, getenv func(string) string) {
+	if command == "run" || getenv == nil || getenv("GOGC") != "" {
+		return
+	}
+	debug.SetGCPercent(shortLivedGCPercent)
 }
 
 // exitCode prints err (first, on stderr; then the usage for a flag error) and returns the
