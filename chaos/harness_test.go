@@ -160,12 +160,6 @@ func (f *fleet) write(t *testing.T, p string, data []byte) {
 	f.before[p] = data
 }
 
-// check is the verdict on one file after a scenario.
-type check struct {
-	path        string
-	compactions int
-}
-
 // verify checks every file of the fleet: the old bytes are a prefix of the new (only
 // appends), the appended part is whole JSON lines, and no two compactions share a parent
 // (one leaf compacted twice). It returns the compaction count per file.
