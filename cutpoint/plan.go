@@ -201,6 +201,22 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 	})
 }
 
+// Ops returns the plan's file operations as the summarizer takes them (sets in Pi's
+// insertion order), to which a caller may add before the lists are computed.
+func (p *Plan) Ops() *sessionio.FileOps {
+	fo := sessionio.NewFileOps()
+	for _, f := range p.FileOps.Read {
+		fo.AddRead(f)
+	}
+	for _, f := range p.FileOps.Written {
+		fo.AddWritten(f)
+	}
+	for _, f := range p.FileOps.Edited {
+		fo.AddEdited(f)
+	}
+	return fo
+}
+
 // Details returns the compaction entry's details for this plan, byte for byte as Pi
 // writes them: {"readFiles":[...],"modifiedFiles":[...]}.
 func (p *Plan) Details() json.RawMessage {

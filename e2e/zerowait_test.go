@@ -340,18 +340,22 @@ func manualSettings() Config {
 	return Config{ContextWindow: 40000, MaxTokens: 4096, Compaction: Compaction{Enabled: false, ReserveTokens: 4096, KeepRecentTokens: 8000}}
 }
 
+// manualEnv is Pi with the extension on manualSettings, pointed at the NATS url, and a
+// compactor service preparing summaries on it; extensions are loaded after this one.
+func manualEnv(t *testing.T, url string, extensions ...string) *Env {
+	t.Helper()
+	cfg := withExtension(manualSettings(), url)
+	cfg.Extensions = append(cfg.Extensions, extensions...)
+	cfg.beforePi = func(env *Env) { env.StartService(url, "--keep-recent-tokens", "8000") }
+	return NewEnv(t, cfg)
+}
+
 // TestZeroWaitManualCompact: RPC compact with a prepared summary ready takes milliseconds
 // and no summary call; with custom instructions (the preparation was made without them)
 // the preparation is not valid and Pi compacts by itself, using the instructions.
 func TestZeroWaitManualCompact(t *testing.T) {
 	url := StartNATS(t)
-	var e *Env
-	cfg := withExtension(manualSettings(), url)
-	cfg.beforePi = func(env *Env) {
-		e = env
-		env.StartService(url, "--keep-recent-tokens", "8000")
-	}
-	e = NewEnv(t, cfg)
+	e := manualEnv(t, url)
 	e.Workload(1, 14)
 	file := e.SessionFile()
 	sid := sessionID(t, file)
@@ -431,10 +435,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 	})
 	t.Run("nats down", func(t *testing.T) {
 		ns := startNATSServer(t)
-		var e *Env
-		cfg := withExtension(manualSettings(), ns.ClientURL())
-		cfg.beforePi = func(env *Env) { e = env; env.StartService(ns.ClientURL(), "--keep-recent-tokens", "8000") }
-		e = NewEnv(t, cfg)
+		e := manualEnv(t, ns.ClientURL())
 		e.Workload(1, 14)
 		preparedValue(t, ns.ClientURL(), sessionID(t, e.SessionFile()), func(map[string]any) bool { return true })
 		ns.Shutdown()
@@ -454,10 +455,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 		// instructions), and the agent goes on: the preparation now builds on the wrong
 		// compaction, and the next /compact must not use it.
 		url := StartNATS(t)
-		var e *Env
-		cfg := withExtension(manualSettings(), url)
-		cfg.beforePi = func(env *Env) { e = env; env.StartService(url, "--keep-recent-tokens", "8000") }
-		e = NewEnv(t, cfg)
+		e := manualEnv(t, url)
 		e.Workload(1, 14)
 		file := e.SessionFile()
 		pr := preparedValue(t, url, sessionID(t, file), func(map[string]any) bool { return true })
@@ -478,15 +476,11 @@ func TestZeroWaitFallbacks(t *testing.T) {
 	})
 	t.Run("branch switched", func(t *testing.T) {
 		url := StartNATS(t)
-		var e *Env
-		cfg := withExtension(manualSettings(), url)
 		tree := filepath.Join(t.TempDir(), "tree.js")
 		if err := os.WriteFile(tree, []byte(treeExtension), 0o644); err != nil {
 			t.Fatal(err)
 		}
-		cfg.Extensions = append(cfg.Extensions, tree)
-		cfg.beforePi = func(env *Env) { e = env; env.StartService(url, "--keep-recent-tokens", "8000") }
-		e = NewEnv(t, cfg)
+		e := manualEnv(t, url, tree)
 		e.Workload(1, 14)
 		file := e.SessionFile()
 		pr := preparedValue(t, url, sessionID(t, file), func(map[string]any) bool { return true })

@@ -448,7 +448,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	}
 	out, err := summarize.CompactionSummary(ctx, e.Summarizer, summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: planFileOps(p),
+		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: p.Ops(),
 	})
 	if err != nil {
 		return nil, err
@@ -538,21 +538,6 @@ func supersededReason(ap *sessionio.Appended) string {
 	default:
 		return fmt.Sprintf("the agent appended %d entries right after this one without reloading (%v): it is on a side branch; nothing was lost", len(ap.Followers), ap.Followers)
 	}
-}
-
-// planFileOps copies a plan's file operations into the summarizer's input.
-func planFileOps(p *cutpoint.Plan) *sessionio.FileOps {
-	fo := sessionio.NewFileOps()
-	for _, f := range p.FileOps.Read {
-		fo.AddRead(f)
-	}
-	for _, f := range p.FileOps.Written {
-		fo.AddWritten(f)
-	}
-	for _, f := range p.FileOps.Edited {
-		fo.AddEdited(f)
-	}
-	return fo
 }
 
 // BranchSummary summarizes the branch being left for req.TargetID (from req.FromID, else

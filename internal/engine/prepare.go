@@ -122,7 +122,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if p.IsSplitTurn {
 		historyEnd = p.TurnStartIndex
 	}
-	fo := planFileOps(p)
+	fo := p.Ops()
 	if p.PreviousCompactionID != "" {
 		// A previous compaction that came through Pi's hook (most likely one of ours) keeps
 		// its file lists: Pi does not carry them forward, a preparation does.

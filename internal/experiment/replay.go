@@ -167,16 +167,7 @@ func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Pl
 	if p.PreviousSummary != nil {
 		prev = *p.PreviousSummary
 	}
-	fo := sessionio.NewFileOps()
-	for _, f := range p.FileOps.Read {
-		fo.AddRead(f)
-	}
-	for _, f := range p.FileOps.Written {
-		fo.AddWritten(f)
-	}
-	for _, f := range p.FileOps.Edited {
-		fo.AddEdited(f)
-	}
+	fo := p.Ops()
 	out, err := summarize.CompactionSummary(ctx, r.extractive, summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo,
