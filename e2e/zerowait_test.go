@@ -407,6 +407,19 @@ func TestZeroWaitManualCompact(t *testing.T) {
 	CheckAllOnPath(t, file)
 }
 
+// piCompactsItself runs RPC compact with no preparation usable and checks that Pi
+// compacted by itself (its summarizer called, fromHook false); it reports the figure
+// fallback.<name>, prefixed by note, and returns how long the agent was blocked.
+func piCompactsItself(t *testing.T, e *Env, name, note string) time.Duration {
+	t.Helper()
+	blocked, calls, comp := manualCompact(t, e, "")
+	figure(t, "fallback."+name, fmt.Sprintf("%sblocked %s, %d summary calls, fromHook %v; hook %v", note, blocked.Round(time.Millisecond), calls, fromHook(comp), hookLines(e)))
+	if fromHook(comp) || calls == 0 {
+		t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
+	}
+	return blocked
+}
+
 // treeExtension is a test-only Pi extension: the command /e2e-tree ID moves the leaf to
 // ID as /tree does (no summary), since RPC has no tree navigation.
 const treeExtension = `export default function (pi) {
@@ -426,11 +439,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 		url := StartNATS(t)
 		e := NewEnv(t, withExtension(manualSettings(), url))
 		e.Workload(1, 14)
-		blocked, calls, comp := manualCompact(t, e, "")
-		figure(t, "fallback.compactor_down", fmt.Sprintf("blocked %s, %d summary calls, fromHook %v", blocked.Round(time.Millisecond), calls, fromHook(comp)))
-		if fromHook(comp) || calls == 0 {
-			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
-		}
+		piCompactsItself(t, e, "compactor_down", "")
 		noErrorsShown(t, e)
 	})
 	t.Run("nats down", func(t *testing.T) {
@@ -440,11 +449,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 		preparedValue(t, ns.ClientURL(), sessionID(t, e.SessionFile()), func(map[string]any) bool { return true })
 		ns.Shutdown()
 		ns.WaitForShutdown()
-		blocked, calls, comp := manualCompact(t, e, "")
-		figure(t, "fallback.nats_down", fmt.Sprintf("blocked %s, %d summary calls, fromHook %v", blocked.Round(time.Millisecond), calls, fromHook(comp)))
-		if fromHook(comp) || calls == 0 {
-			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
-		}
+		blocked := piCompactsItself(t, e, "nats_down", "")
 		if blocked < scriptllm.DefaultSummaryDelay || blocked > scriptllm.DefaultSummaryDelay+2*time.Second {
 			t.Errorf("blocked %s: Pi's own summary (%s) plus at most the hook's deadline", blocked, scriptllm.DefaultSummaryDelay)
 		}
@@ -463,11 +468,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 			t.Fatalf("the compaction with instructions was not Pi's own")
 		}
 		e.Workload(15, 15)
-		blocked, calls, comp := manualCompact(t, e, "")
-		figure(t, "fallback.session_moved_on", fmt.Sprintf("prepared at %v before Pi compacted; blocked %s, %d summary calls, fromHook %v; hook %v", pr["leafId"], blocked.Round(time.Millisecond), calls, fromHook(comp), hookLines(e)))
-		if fromHook(comp) || calls == 0 {
-			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
-		}
+		piCompactsItself(t, e, "session_moved_on", fmt.Sprintf("prepared at %v before Pi compacted; ", pr["leafId"]))
 		if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale (previous-compaction") }) {
 			t.Errorf("the extension did not refuse the preparation as built on another compaction: %v", hookLines(e))
 		}
@@ -495,11 +496,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 			t.Fatal(err)
 		}
 		e.Workload(15, 16)
-		blocked, calls, comp := manualCompact(t, e, "")
-		figure(t, "fallback.branch_switched", fmt.Sprintf("prepared at %v; blocked %s, %d summary calls, fromHook %v; hook %v", pr["leafId"], blocked.Round(time.Millisecond), calls, fromHook(comp), hookLines(e)))
-		if fromHook(comp) || calls == 0 {
-			t.Errorf("fromHook %v, %d summary calls; want Pi's own compaction", fromHook(comp), calls)
-		}
+		piCompactsItself(t, e, "branch_switched", fmt.Sprintf("prepared at %v; ", pr["leafId"]))
 		if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale") }) {
 			t.Errorf("the extension did not refuse the preparation as stale: %v", hookLines(e))
 		}

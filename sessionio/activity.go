@@ -31,12 +31,16 @@ type Activity struct {
 
 // Activity classifies the current leaf's path (see Activity).
 func (s *Session) Activity() Activity {
-	var a Activity
-	a.TornLine = s.tornLine()
 	path, err := s.Path("")
 	if err != nil {
-		return a
+		return Activity{TornLine: s.tornLine()}
 	}
+	return s.ActivityOn(path)
+}
+
+// ActivityOn is Activity for the current leaf's path when the caller has it already.
+func (s *Session) ActivityOn(path []*Entry) Activity {
+	a := Activity{TornLine: s.tornLine()}
 	a.TurnInProgress, a.Reason, a.EntryID = TurnInProgress(path)
 	if !a.TurnInProgress {
 		a.Retrying, a.Reason, a.EntryID = retryPending(path)

@@ -290,8 +290,18 @@ func jsonEqual(t *testing.T, a, b any) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// checkWithPi runs the real Pi on the file and compares its leaf and context messages.
-func checkWithPi(t *testing.T, file, leafID string, want []json.RawMessage) {
+// piView is what the real Pi (pi-oracle context) makes of a file: its leaf, its path and
+// its context's messages.
+type piView struct {
+	LeafID  string   `json:"leafId"`
+	PathIDs []string `json:"pathIds"`
+	Context struct {
+		Messages []json.RawMessage `json:"messages"`
+	} `json:"context"`
+}
+
+// piContext runs the real Pi on file.
+func piContext(t *testing.T, file string) piView {
 	t.Helper()
 	oracle := os.Getenv("PI_ORACLE")
 	if oracle == "" {
@@ -301,15 +311,17 @@ func checkWithPi(t *testing.T, file, leafID string, want []json.RawMessage) {
 	if err != nil {
 		t.Fatalf("pi-oracle: %v", err)
 	}
-	var pi struct {
-		LeafID  string `json:"leafId"`
-		Context struct {
-			Messages []json.RawMessage `json:"messages"`
-		} `json:"context"`
-	}
+	var pi piView
 	if err := json.Unmarshal(out, &pi); err != nil {
 		t.Fatalf("pi-oracle output: %v", err)
 	}
+	return pi
+}
+
+// checkWithPi runs the real Pi on the file and compares its leaf and context messages.
+func checkWithPi(t *testing.T, file, leafID string, want []json.RawMessage) {
+	t.Helper()
+	pi := piContext(t, file)
 	if pi.LeafID != leafID {
 		t.Errorf("Pi's leaf %q, want the appended %q", pi.LeafID, leafID)
 	}

@@ -212,21 +212,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 // piIDs must be on its path.
 func checkLeafWithPi(t *testing.T, file, leaf string, piIDs []string) {
 	t.Helper()
-	oracle := os.Getenv("PI_ORACLE")
-	if oracle == "" {
-		oracle = "../../shared/oracle/pi-oracle"
-	}
-	out, err := exec.Command(oracle, "context", file, "--compact").Output()
-	if err != nil {
-		t.Fatalf("pi-oracle: %v", err)
-	}
-	var pi struct {
-		LeafID  string   `json:"leafId"`
-		PathIDs []string `json:"pathIds"`
-	}
-	if err := json.Unmarshal(out, &pi); err != nil {
-		t.Fatal(err)
-	}
+	pi := piContext(t, file)
 	if pi.LeafID != leaf {
 		t.Errorf("Pi's leaf %s, want %s", pi.LeafID, leaf)
 	}

@@ -288,7 +288,7 @@ func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.S
 // and an incomplete last line is only warned about (Pi skips it; a newline is written
 // before the new entry). --force does not override this.
 func (e *Engine) live(st *sessionState) (skip string, warnings []string) {
-	act := st.s.Activity()
+	act := st.s.ActivityOn(st.path)
 	age := time.Since(st.mtime)
 	recent := age < e.Settings.AbandonedAfter
 	ago := age.Round(time.Second)
@@ -515,7 +515,7 @@ func (e *Engine) salvage(old *sessionState, req Request, p *cutpoint.Plan) (*ses
 	if ok, why := extends(old.path, st.path); !ok {
 		return nil, nil, "the session changed while its summary was written: " + why, nil
 	}
-	act := st.s.Activity()
+	act := st.s.ActivityOn(st.path)
 	if act.TurnInProgress {
 		return nil, nil, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
 	}
