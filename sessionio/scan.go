@@ -286,7 +286,7 @@ const (
 // above it, never below), which finds '"' and '\\' as zero bytes of x^'"' and x^'\\'.
 func skipPlain(b []byte, i int) int {
 	// Most strings are short (keys, ids, roles): eight bytes at a time first; a long run
-	// (tool output, base64 data) goes on 32 bytes at a time where the CPU can.
+	// (tool output, base64 data) goes on 16 bytes at a time where the CPU can.
 	for end := min(i+16, len(b)); i+8 <= end; i += 8 {
 		x := binary.LittleEndian.Uint64(b[i:])
 		q := x ^ ('"' * ones)
@@ -295,8 +295,8 @@ func skipPlain(b []byte, i int) int {
 			return i + bits.TrailingZeros64(m&highs)>>3
 		}
 	}
-	if hasAVX2 && len(b)-i >= 32 {
-		if i = skipPlainAVX2(b, i); len(b)-i >= 32 {
+	if hasSIMD && len(b)-i >= 16 {
+		if i = skipPlainSIMD(b, i); len(b)-i >= 16 {
 			return i // a special byte
 		}
 	}

@@ -190,7 +190,7 @@ func TestSkipPlain(t *testing.T) {
 						c := b[pos]
 						b[pos] = special
 						if got := skipPlain(b, start); got != pos {
-							t.Fatalf("len %d fill %#x start %d special %#x at %d: got %d (avx2 %v)", n, fill, start, special, pos, got, hasAVX2)
+							t.Fatalf("len %d fill %#x start %d special %#x at %d: got %d (simd %v)", n, fill, start, special, pos, got, hasSIMD)
 						}
 						b[pos] = c
 					}

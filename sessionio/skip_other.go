@@ -2,6 +2,6 @@
 
 package sessionio
 
-const hasAVX2 = false
+const hasSIMD = false
 
-func skipPlainAVX2(b []byte, i int) int { return i }
+func skipPlainSIMD(b []byte, i int) int { return i }
