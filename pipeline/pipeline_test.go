@@ -719,3 +719,26 @@ func TestHookReportsMetrics(t *testing.T) {
 		return true
 	})
 }
+
+// When a client sees a job's final event, the session's lease is free already: its next job
+// (enqueued on that event, as `enqueue --wait` then a follow-up does) is not delayed for the
+// rest of the lease's TTL by a lease that was about to be released.
+func TestLeaseReleasedBeforeTheEvent(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, _ := writeSession(t, b.dir, "s.jsonl")
+	s := b.service(b.config(&fakeHandler{}))
+	b.run(s)
+	for i := range 5 {
+		r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if r.Event.Outcome != OutcomeDone {
+			t.Fatalf("job %d: %+v", i, r.Event)
+		}
+		if _, err := s.res.leases.Get(context.Background(), leaseKey("default", sid)); !errors.Is(err, jetstream.ErrKeyNotFound) {
+			t.Fatalf("job %d: its event came while the lease was still held (%v)", i, err)
+		}
+	}
+}

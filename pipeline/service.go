@@ -664,6 +664,17 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}
+	// The session's lease goes first: the job's effect on the session is durable by now, and
+	// a client that sees the event below may enqueue the session's next job at once, which
+	// must not find the lease still held (it would wait for the lease's whole remaining TTL).
+	// A worker that dies before its answer leaves the job to be delivered again, which takes
+	// the lease again and finds its effect.
+	if d.lease != nil {
+		if err := d.lease.release(ctx); err != nil {
+			log.Warn("lease release failed; it expires by itself", "err", err)
+		}
+		d.lease = nil
+	}
 	// A final event is published before the job's final answer to JetStream: a worker that
 	// dies between the two leaves the job to be delivered again (it then finds its effect and
 	// reports it again), never a job answered without its event, which `enqueue --wait`
@@ -685,9 +696,6 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 		if err := publishDeadLetter(ctx, s.res.js, dl); err != nil {
 			log.Error("dead letter not written; job kept for redelivery", "err", err)
 			_ = msg.NakWithDelay(s.cfg.BackoffBase)
-			if d.lease != nil {
-				_ = d.lease.release(ctx)
-			}
 			return
 		}
 		s.m.deadLtrs.WithLabelValues(ev.Store, "failed").Inc()
@@ -699,11 +707,6 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	if dec.Outcome != OutcomeRetry && (d.attempt > 0 || d.delivered > 1) {
 		if err := clearAttempts(ctx, s.res.attempts, d.key); err != nil {
 			log.Debug("attempt count not cleared; it expires by itself", "err", err)
-		}
-	}
-	if d.lease != nil {
-		if err := d.lease.release(ctx); err != nil {
-			log.Warn("lease release failed; it expires by itself", "err", err)
 		}
 	}
 	if dec.Outcome == OutcomeRetry {
