@@ -85,10 +85,11 @@ bench-sweep:
 	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.CheckBudget|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
 
 # Property tests at full size: at least 10,000 generated sessions per policy, and 10,000
-# generated trees on which the tail reader must agree with the full reader (every need).
+# generated trees on which the tail reader must agree with the full reader (every need), with
+# and without a checkpoint of an earlier size of the file.
 proptest:
 	$(GO) test -count=1 -timeout 60m -run 'TestProperty' ./cutpoint/ -rapid.checks=10000
-	$(GO) test -count=1 -timeout 60m -run 'TestTailMatchesFullRead$$' -v ./sessionio/ -rapid.checks=10000
+	$(GO) test -count=1 -timeout 60m -run 'TestTailMatchesFullRead$$|TestCheckpointMatchesFullRead$$' -v ./sessionio/ -rapid.checks=10000
 
 # Fuzz the session reader (FUZZTIME=5m by default): the full reader, and the tail reader
 # against it.
@@ -96,6 +97,7 @@ FUZZTIME ?= 5m
 fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzParse -fuzztime $(FUZZTIME) ./sessionio/
 	$(GO) test -run '^$$' -fuzz FuzzTailMatchesFullRead -fuzztime $(FUZZTIME) ./sessionio/
+	$(GO) test -run '^$$' -fuzz FuzzCheckpoint -fuzztime $(FUZZTIME) ./sessionio/
 
 # Re-check every golden against the live Pi (installs the pinned npm package once).
 interop:

@@ -73,6 +73,29 @@ func BenchmarkReadTail(b *testing.B) {
 				}
 			})
 		}
+		// With a checkpoint of the history (written by the first read, outside the timing):
+		// only the lines after it are read.
+		ck := &Checkpoints{Dir: b.TempDir()}
+		for _, c := range []struct {
+			name string
+			need Need
+		}{
+			{"plan", NeedContext | NeedRoot | NeedContent | FileLater},
+			{"context", NeedContext | NeedRoot | NeedFile | LeaveMessagesOnDisk},
+		} {
+			b.Run(name+"/checkpoint-"+c.name, func(b *testing.B) {
+				if _, err := ReadTailWith(file, NeedContext|NeedRoot|NeedFile, TailOptions{Checkpoints: ck}); err != nil {
+					b.Fatal(err)
+				}
+				b.SetBytes(st.Size())
+				b.ReportAllocs()
+				for b.Loop() {
+					if _, err := ReadTailWith(file, c.need, TailOptions{Checkpoints: ck}); err != nil {
+						b.Fatal(err)
+					}
+				}
+			})
+		}
 		b.Run(name+"/tail-context-1worker", func(b *testing.B) { // the same without parallel batches
 			seq := defaultSizes
 			seq.workers = 1

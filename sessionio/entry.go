@@ -60,7 +60,9 @@ type Entry struct {
 	// session_info
 	Name string
 
-	tailK int // a tail read's line count from the end of the file
+	tailK int   // a tail read's line count from the end of the file
+	at    Span  // a tail read: where the line lies in the file
+	ck    int32 // a tail read: 1 + its record in the checkpoint it came from; 0 if none
 }
 
 // IsMessage reports whether e is a "message" entry with the given role.

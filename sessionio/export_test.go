@@ -1,6 +1,10 @@
 package sessionio
 
-import "bytes"
+import (
+	"bytes"
+	"encoding/binary"
+	"hash/crc32"
+)
 
 // ParseTailBlocks is ParseTail with blocks of first bytes growing to at most maxBlock, and
 // parallel batches of batch bytes (0: none) growing to at most 4*batch, split among workers,
@@ -11,3 +15,42 @@ func ParseTailBlocks(data []byte, file string, need Need, first, maxBlock, batch
 }
 
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
+
+// MemCheckpoint is a checkpoint store in memory, for one file. Anywhere, if not 0, writes
+// checkpoints at another entry before the context's first one: the one Anywhere-1 parts of
+// the way (of 2) from the first entry after the last checkpoint.
+type MemCheckpoint struct {
+	Data     []byte
+	Anywhere uint64
+}
+
+func (m *MemCheckpoint) chooseAt() func([]*Entry) *Entry {
+	if m.Anywhere == 0 {
+		return nil
+	}
+	return func(es []*Entry) *Entry { return es[int(m.Anywhere-1)*(len(es)-1)/2] }
+}
+
+func (m *MemCheckpoint) identity() fileID { return fileID{dev: 1, ino: 1, ok: true} }
+func (m *MemCheckpoint) load() []byte     { return m.Data }
+func (m *MemCheckpoint) save(b []byte) error {
+	m.Data = append([]byte(nil), b...)
+	return nil
+}
+
+// ParseTailCheckpointed is ParseTailBlocks with checkpoints kept in st (nil: none), written
+// when they gain minGain bytes.
+func ParseTailCheckpointed(data []byte, file string, need Need, st *MemCheckpoint, minGain int64, first, maxBlock, batch, workers int) (*Tail, error) {
+	sz := tailSizes{block: first, maxBlock: maxBlock, batch: batch, maxBatch: 4 * batch, workers: workers}
+	if st == nil {
+		return readTail(bytesReader(data), int64(len(data)), file, need, sz)
+	}
+	return readTailCk(bytesReader(data), int64(len(data)), file, need, sz, st, minGain, st.chooseAt())
+}
+
+// SealCheckpoint recomputes a checkpoint's checksum after a test changed its bytes.
+func SealCheckpoint(b []byte) {
+	if len(b) >= len(ckMagic)+4 {
+		binary.LittleEndian.PutUint32(b[len(ckMagic):], crc32.Checksum(b[len(ckMagic)+4:], castagnoli))
+	}
+}

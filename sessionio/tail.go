@@ -54,6 +54,10 @@ const (
 	// fields (compactor plan: the content is decoded as the line is read, tool-call
 	// arguments copied).
 	LeaveMessagesOnDisk
+	// FileLater: the whole-file facts are kept for the lines read, as with NeedFile, so that
+	// Extend may ask for NeedFile later (compactor plan reads the context first and the rest
+	// of the file while it counts; reading it all lets the read write a checkpoint).
+	FileLater
 
 	// NeedContext is what BuildContext needs to give exactly the full read's context.
 	NeedContext = NeedMessages | NeedModel | NeedThinking
@@ -101,7 +105,14 @@ type Tail struct {
 	Session  *Session
 	Fallback string
 
-	r *tailReader // for Extend
+	// CheckpointAt is where the history taken from a checkpoint ends (ReadTailWith): the
+	// lines before it were not read, only those the context needed from there. 0: no
+	// checkpoint was used. CheckpointNote says why one was not used, or "written".
+	CheckpointAt   int64
+	CheckpointNote string
+
+	r    *tailReader // for Extend
+	save func()      // writes a checkpoint once the whole file is read (ReadTailWith)
 }
 
 // Version is the format version found on disk.
@@ -133,20 +144,7 @@ var defaultSizes = tailSizes{block: 64 << 10, maxBlock: 512 << 10, batch: 1 << 2
 // wholly in history the read never reached is not seen (the full read rejects any cycle; Pi's
 // walk from the leaf never meets that one).
 func ReadTail(path string, need Need) (*Tail, error) {
-	f, err := os.Open(path)
-	if err != nil {
-		return nil, &FileError{File: path, Err: err}
-	}
-	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, &FileError{File: path, Err: err}
-	}
-	t, err := readTail(f, st.Size(), path, need, defaultSizes)
-	if t != nil {
-		t.Info = st
-	}
-	return t, err
+	return ReadTailWith(path, need, TailOptions{})
 }
 
 // ParseTail is ReadTail over bytes in memory.
@@ -160,19 +158,27 @@ type errFallback struct{ reason string }
 func (e *errFallback) Error() string { return e.reason }
 
 func readTail(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes) (*Tail, error) {
+	t, _, err := readTailWith(ra, size, file, need, sz, nil, fileID{})
+	return t, err
+}
+
+// readTailWith is readTail from a checkpoint (nil: none); it returns the reader too (nil
+// after a fallback to the full read), for writing the next checkpoint.
+func readTailWith(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes, ck *checkpoint, id fileID) (*Tail, *tailReader, error) {
 	r := &tailReader{ra: ra, size: size, need: need, t: &Tail{File: file, Size: size}, block: sz.block, maxBlock: sz.maxBlock,
-		batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers}
+		batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers, ck: ck, ckRead: size, id: id}
 	r.p = newLineParser(file, need)
 	err := r.run()
 	var fb *errFallback
 	if errors.As(err, &fb) {
-		return r.fullRead(fb.reason)
+		t, err := r.fullRead(fb.reason)
+		return t, nil, err
 	}
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	r.t.r = r
-	return r.t, nil
+	return r.t, r, nil
 }
 
 // Extend reads on from where the read stopped until need is settled too, as if it had been
@@ -184,11 +190,18 @@ func readTail(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes) 
 // complete already. Extend must not run concurrently with other uses of t (the entries of
 // its earlier Path may be used meanwhile).
 func (t *Tail) Extend(need Need) error {
-	if extra := need &^ (NeedMessages | NeedModel | NeedThinking | NeedRoot); extra != 0 {
+	if t.r == nil { // a full read: it has everything
+		return nil
+	}
+	allowed := NeedMessages | NeedModel | NeedThinking | NeedRoot
+	if t.r.need&FileLater != 0 {
+		allowed |= NeedFile
+	}
+	if extra := need &^ allowed; extra != 0 {
 		return fmt.Errorf("sessionio: Extend: need %b can only be asked for at the start", extra)
 	}
 	r := t.r
-	if r == nil || r.root || need&^r.need == 0 {
+	if r == nil || need&^r.need == 0 || r.root && need&NeedFile == 0 {
 		return nil
 	}
 	if t.Info != nil { // ReadTail's file is closed: open it again, the same file
@@ -204,9 +217,38 @@ func (t *Tail) Extend(need Need) error {
 		defer func() { r.ra = nil }()
 	}
 	r.need |= need
-	err := r.walkFrom(r.walk[len(r.walk)-1])
+	var err error
+	if len(r.walk) > 0 {
+		err = r.walkFrom(r.walk[len(r.walk)-1])
+	}
+	for err == nil && r.need&NeedFile != 0 {
+		var ok bool
+		if ok, err = r.advance(); err == nil && !ok {
+			if r.ck != nil {
+				err = r.checkBoundary()
+			}
+			break
+		}
+	}
 	if err == nil {
 		err = r.finish()
+	}
+	if err == nil && r.need&NeedFile != 0 && t.save != nil {
+		t.save()
+	}
+	var ce *errCheckpoint
+	if errors.As(err, &ce) { // the history's lines contradict the checkpoint: read again without it
+		again, _, err := readTailWith(r.ra, r.size, t.File, r.need, tailSizes{block: r.block, maxBlock: r.maxBlock,
+			batch: r.batch, maxBatch: r.maxBatch, workers: r.workers}, nil, r.id)
+		if err != nil {
+			return err
+		}
+		again.Info, again.CheckpointNote = t.Info, "not used: "+ce.reason
+		*t = *again
+		if t.r != nil {
+			t.r.t = t // the reader fills in t from now on (a later Extend)
+		}
+		return nil
 	}
 	var fb *errFallback
 	if errors.As(err, &fb) {
@@ -268,6 +310,19 @@ type tailReader struct {
 	model, thin bool
 	root        bool
 	decoded     bool // the window's content (NeedContent)
+
+	// A checkpoint (checkpoint.go): the lines [lo0, ck.at) are its history, not read; lo
+	// is ck.at. ckEnt holds the history's entries met (by record), ckRead the earliest line
+	// of the history read for its content.
+	facts     bool // the whole-file facts are done (NeedFile)
+	ck        *checkpoint
+	ckChecked bool
+	ckEnt     []*Entry
+	ckBuf     []byte
+	ckSlab    []Entry
+	ckRead    int64
+	lo0       int64
+	id        fileID
 }
 
 // tailDiag is a diagnostic whose line numbers are known only once the whole file is read:
@@ -289,7 +344,7 @@ func (r *tailReader) run() error {
 	r.onWalk = map[*Entry]bool{}
 	r.window = -1
 	r.keep = true
-	if r.need&NeedFile != 0 {
+	if r.need&(NeedFile|FileLater) != 0 {
 		r.labelSet = map[string]bool{}
 		r.t.Labels = map[string]string{}
 	}
@@ -300,6 +355,9 @@ func (r *tailReader) run() error {
 		} else if !ok {
 			break
 		}
+	}
+	if r.ck != nil && len(r.read) == 0 {
+		return &errCheckpoint{"no entry after the checkpoint"}
 	}
 	if len(r.read) > 0 && r.read[0].ID != "" {
 		if err := r.walkPath(); err != nil {
@@ -313,6 +371,11 @@ func (r *tailReader) run() error {
 		if ok, err := r.advance(); err != nil {
 			return err
 		} else if !ok {
+			if r.ck != nil {
+				if err := r.checkBoundary(); err != nil {
+					return err
+				}
+			}
 			break
 		}
 	}
@@ -384,6 +447,13 @@ func (r *tailReader) readHeader() error {
 	r.t.Header = h
 	r.headLine = line
 	r.lo = min(lineEnd+1, r.end)
+	r.lo0 = r.lo
+	if c := r.ck; c != nil {
+		if c.lo != r.lo || c.headLine != r.headLine || c.at >= r.end {
+			return &errCheckpoint{"the file's start or end does not match"}
+		}
+		r.lo = c.at
+	}
 	r.pos, r.cur = r.end, r.end
 	r.done = r.lo >= r.end // the header is the last line
 	return nil
@@ -670,6 +740,7 @@ type lineParser struct {
 	diags        []tailDiag
 	k            int  // k of the line being decoded
 	skeleton     bool // leave messages undecoded (tailReader.skeleton)
+	quiet        bool // report nothing (a line of a checkpoint's history, reported already)
 }
 
 func newLineParser(file string, need Need) *lineParser {
@@ -721,6 +792,7 @@ func (p *lineParser) parse(line []byte, k int, lineAt int64, keep func([]byte) [
 	p.k = k
 	e := p.dec.entry(&f, line, 0, p.msg, msgVal)
 	e.tailK = k
+	e.at = Span{Off: lineAt, Len: int64(len(line))}
 	if onDisk {
 		if m := e.Message; m != nil {
 			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
@@ -739,7 +811,7 @@ func (p *lineParser) parse(line []byte, k int, lineAt int64, keep func([]byte) [
 }
 
 func (p *lineParser) fileDiag(phase, k int, d Diagnostic) {
-	if p.need&NeedFile == 0 {
+	if p.need&(NeedFile|FileLater) == 0 || p.quiet {
 		return
 	}
 	seq := 0
@@ -753,7 +825,7 @@ func (p *lineParser) fileDiag(phase, k int, d Diagnostic) {
 func (r *tailReader) index(e *Entry) {
 	r.read = append(r.read, e)
 	if winner, dup := r.byID[e.ID]; dup {
-		if r.need&NeedFile != 0 { // reported on the nearest later line with the id
+		if r.labelSet != nil { // (the facts are kept) reported on the nearest later line with the id
 			prev := r.later[e.ID]
 			if prev == nil {
 				prev = winner
@@ -792,7 +864,7 @@ func (r *tailReader) index(e *Entry) {
 // to exist and no whole-file fact is asked for. Their messages are then not decoded (a
 // quarter of the time of a long history): such entries have a nil Message.
 func (r *tailReader) skeleton() bool {
-	return !r.keep && r.model && r.t.HasAssistant && r.need&NeedFile == 0
+	return !r.keep && r.model && r.t.HasAssistant && r.labelSet == nil
 }
 
 // settled reports whether the walk has what need asks for.
@@ -837,7 +909,13 @@ func (r *tailReader) walkFrom(e *Entry) error {
 			r.root = true
 			return nil
 		}
-		p, err := r.find(e.ParentID)
+		var p *Entry
+		var err error
+		if e.ck != 0 { // in the history: its parent is there too (checkBoundary)
+			p, err = r.ckParent(e)
+		} else {
+			p, err = r.find(e.ParentID)
+		}
 		if err != nil {
 			return err
 		}
@@ -855,10 +933,12 @@ func (r *tailReader) walkFrom(e *Entry) error {
 
 // step adds e to the walk and notes what it settles.
 func (r *tailReader) step(e *Entry) error {
-	if r.onWalk[e] {
-		return &errFallback{"a parentId cycle on the path"}
+	if e.ck == 0 { // (the history of a checkpoint has no cycle, and no parent outside it)
+		if r.onWalk[e] {
+			return &errFallback{"a parentId cycle on the path"}
+		}
+		r.onWalk[e] = true
 	}
-	r.onWalk[e] = true
 	r.walk = append(r.walk, e)
 	if r.comp == nil && e.Type == TypeMessage && e.Message != nil && e.Message.HasValidUsage() {
 		r.usage = true
@@ -895,6 +975,9 @@ func (r *tailReader) find(id string) (*Entry, error) {
 			return nil, err
 		}
 		if !ok {
+			if r.ck != nil {
+				return r.fromCheckpoint(id)
+			}
 			return nil, nil
 		}
 	}
@@ -906,7 +989,7 @@ func (r *tailReader) finish() error {
 	t := r.t
 	t.ReadFrom = r.cur + 1 // the last line read starts after the '\n' at cur
 	if r.done {
-		t.ReadFrom = r.lo
+		t.ReadFrom = min(r.lo, r.ckRead)
 	}
 	if len(r.read) > 0 {
 		t.LeafID = r.read[0].ID
@@ -938,13 +1021,23 @@ func (r *tailReader) finish() error {
 		}
 	}
 	r.wbuf, r.join = nil, nil // the workers' buffers: Extend makes new ones if it needs them
-	if r.need&NeedFile == 0 {
+	if r.need&NeedFile == 0 || r.facts {
 		// A cycle among the entries read is one the full read reports; one through history
 		// never read is beyond what this read (and Pi's walk from the leaf) reaches.
 		return findCycle(t.File, r.inFileOrder(), func(id string) *Entry { return r.byID[id] })
 	}
-	// Every line is read: k runs from 0 (the last line) to r.k-1 (the first after the header).
-	lineOf := func(k int) int { return r.headLine + r.k - k }
+	r.facts = true // the whole-file facts, once (Extend finishes again)
+	// Every line is read: k runs from 0 (the last line) to r.k-1 (the first after the header,
+	// or after the checkpoint's history).
+	base := r.headLine
+	if r.ck != nil {
+		if err := r.checkBoundary(); err != nil {
+			return err
+		}
+		base += r.ck.lines
+		r.mergeCheckpointFacts()
+	}
+	lineOf := func(k int) int { return base + r.k - k }
 	for _, e := range r.read {
 		e.Line = lineOf(e.tailK)
 	}
@@ -953,7 +1046,7 @@ func (r *tailReader) finish() error {
 		if e.ParentID == "" || r.byID[e.ID] != e {
 			continue
 		}
-		if r.byID[e.ParentID] == nil {
+		if r.byID[e.ParentID] == nil && (r.ck == nil || r.ck.lookup(e.ParentID) < 0) {
 			r.p.diags = append(r.p.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagOrphan,
 				Message: fmt.Sprintf("parent %q not found; the entry is a root and paths through it stop here (as in Pi)", e.ParentID)}, phase: 2, k: e.tailK})
 		}
@@ -976,6 +1069,9 @@ func (r *tailReader) finish() error {
 			d.Message = fmt.Sprintf("id also used on line %d; the later line wins (as in Pi)", lineOf(td.otherK))
 		}
 		t.Diagnostics = append(t.Diagnostics, d)
+	}
+	if r.ck != nil {
+		t.Diagnostics = mergeDiagnostics(r.ck.diags, t.Diagnostics)
 	}
 	if len(t.Diagnostics) == 0 {
 		t.Diagnostics = nil

@@ -42,6 +42,7 @@ var needs = []sessionio.Need{
 	sessionio.NeedUsage | sessionio.NeedModel | sessionio.NeedContent,       // engine CheckBudget (sweeps)
 	sessionio.NeedUsage | sessionio.NeedModel,
 	sessionio.NeedUsage | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent,
+	sessionio.NeedMessages | sessionio.NeedModel | sessionio.NeedContent | sessionio.LeaveMessagesOnDisk | sessionio.FileLater, // compactor plan
 }
 
 // contextSize is Pi's measure of a path's context (estimateContextTokens over
@@ -96,7 +97,16 @@ func readFull(data []byte) full {
 // checkTail compares a tail read with need against the full read of the same bytes, for
 // everything need settles. It reports with fatal (the tests' t.Fatalf or rapid's).
 func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.Need, sz sizes, plans bool) {
-	t, err := sessionio.ParseTailBlocks(data, "f.jsonl", need, sz.block, sz.maxBlock, sz.batch, sz.workers)
+	checkTailWith(fatal, data, f, need, sz, plans, nil)
+}
+
+// checkTailWith is checkTail for a read from a copy of the checkpoint in ck (nil: none).
+func checkTailWith(fatal func(string, ...any), data []byte, f full, need sessionio.Need, sz sizes, plans bool, ck *sessionio.MemCheckpoint) {
+	var st *sessionio.MemCheckpoint
+	if ck != nil {
+		st = &sessionio.MemCheckpoint{Data: ck.Data, Anywhere: ck.Anywhere}
+	}
+	t, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", need, st, 1, sz.block, sz.maxBlock, sz.batch, sz.workers)
 	if f.err != nil {
 		if err == nil {
 			if errors.Is(f.err, sessionio.ErrCycle) && need&sessionio.NeedFile == 0 && cycleUnread(data, t) {
@@ -210,6 +220,15 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			fatal("need %b: after Extend, window %d, full %d", need, t.Window, windowOf(f.path))
 		}
 	}
+	if need&sessionio.FileLater != 0 && need&sessionio.NeedFile == 0 { // the rest of the file, for its facts
+		if err := t.Extend(sessionio.NeedRoot | sessionio.NeedFile); err != nil {
+			fatal("need %b: Extend(NeedFile): %v", need, err)
+		}
+		if !t.Complete || len(t.Path) != len(f.path) {
+			fatal("need %b: after Extend(NeedFile), path of %d (complete %v), full %d", need, len(t.Path), t.Complete, len(f.path))
+		}
+		need |= sessionio.NeedFile
+	}
 	if need&sessionio.NeedFile != 0 {
 		wantDiags := s.Diagnostics
 		if t.EntryCount != len(s.Entries) || !reflect.DeepEqual(t.Labels, s.Labels()) || t.Name != s.Name() ||
@@ -217,7 +236,7 @@ func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.N
 			fatal("need %b: entries %d/%d labels %v/%v name %q/%q\ndiagnostics %+v\nfull        %+v",
 				need, t.EntryCount, len(s.Entries), t.Labels, s.Labels(), t.Name, s.Name(), t.Diagnostics, wantDiags)
 		}
-		if t.ReadFrom > int64(len(s.Header.Raw))+int64(bytes.Index(data, s.Header.Raw))+1 {
+		if t.CheckpointAt == 0 && t.ReadFrom > int64(len(s.Header.Raw))+int64(bytes.Index(data, s.Header.Raw))+1 {
 			fatal("need %b: a whole-file read stopped at %d", need, t.ReadFrom)
 		}
 	}

@@ -92,11 +92,13 @@ func (b *bench) run(history []string, piHistory bool) error {
 		return err
 	}
 	fmt.Printf("## %s (%.1f MiB, Pi-written: tool calls, long outputs, images, unicode, branches, compactions)\n\n", filepath.Base(large), mib(st.Size()))
+	fmt.Println("compactor with --checkpoints off: every line is read, as on the first read of a file.")
+	fmt.Println()
 	fmt.Println("| command | compactor | peak RSS | Pi 0.73.1 | Pi peak RSS | ratio (compactor / Pi) |")
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, c := range []struct{ ours, pi []string }{
-		{[]string{b.compactor, "context", large, "--json"}, []string{b.oracle, "context", large, "--compact"}},
-		{[]string{b.compactor, "plan", large, "--json"}, []string{b.oracle, "cut", large, "--compact"}},
+		{[]string{b.compactor, "context", large, "--json", "--checkpoints", "off"}, []string{b.oracle, "context", large, "--compact"}},
+		{[]string{b.compactor, "plan", large, "--json", "--checkpoints", "off"}, []string{b.oracle, "cut", large, "--compact"}},
 	} {
 		rs, err := b.measure(c.ours, c.pi)
 		if err != nil {
@@ -110,31 +112,54 @@ func (b *bench) run(history []string, piHistory bool) error {
 
 	fmt.Println("\n## Long-lived sessions: history-N (N compactions) against live-N (the same live context, no history)")
 	fmt.Println()
-	fmt.Println("| session | size | command | with history | peak RSS | live context only | peak RSS | ratio | same result |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|")
+	fmt.Println("With a checkpoint (the steady state: written by the first read of the file, the warm-up run here),")
+	fmt.Println("the first read of the file (it writes the checkpoint; a fresh checkpoint directory each run, own timer),")
+	fmt.Println("and with --checkpoints off. The live session is read the same way each time. Every output with a")
+	fmt.Println("checkpoint was checked byte for byte against the full read's (--checkpoints off).")
+	fmt.Println()
+	fmt.Println("| session | size | command | history read | with history | peak RSS | live context only | peak RSS | ratio | same result |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	ckDir := filepath.Join(b.dir, "checkpoints")
+	if err := os.RemoveAll(ckDir); err != nil {
+		return err
+	}
 	for _, n := range history {
 		hist, live := b.file("history-"+n+".jsonl"), b.file("live-"+n+".jsonl")
 		hs, _ := os.Stat(hist)
 		ls, _ := os.Stat(live)
 		for _, cmd := range []string{"context", "plan"} {
-			rs, err := b.measure([]string{b.compactor, cmd, hist, "--json"}, []string{b.compactor, cmd, live, "--json"})
-			if err != nil {
-				return err
-			}
 			same, err := b.sameResult(cmd, hist, live)
 			if err != nil {
 				return err
 			}
-			fmt.Printf("| history-%s | %.1f MiB (live %.1f MiB) | %s | %s | %.1f MiB | %s | %.1f MiB | **%.2fx** | %s |\n",
-				n, mib(hs.Size()), mib(ls.Size()), cmd, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB),
-				float64(rs[0].median)/float64(rs[1].median), same)
+			if err := b.sameBytes(cmd, hist, ckDir); err != nil {
+				return err
+			}
+			liveCmd := []string{b.compactor, cmd, live, "--json", "--checkpoints", ckDir}
+			for _, mode := range []string{"checkpoint", "first read", "no checkpoint"} {
+				var rs []result
+				switch mode {
+				case "checkpoint":
+					rs, err = b.measure([]string{b.compactor, cmd, hist, "--json", "--checkpoints", ckDir}, liveCmd)
+				case "first read":
+					rs, err = b.measureFresh([]string{b.compactor, cmd, hist, "--json", "--checkpoints"}, liveCmd, filepath.Join(b.dir, "checkpoints-fresh"))
+				default:
+					rs, err = b.measure([]string{b.compactor, cmd, hist, "--json", "--checkpoints", "off"}, liveCmd)
+				}
+				if err != nil {
+					return err
+				}
+				fmt.Printf("| history-%s | %.1f MiB (live %.1f MiB) | %s | %s | %s | %.1f MiB | %s | %.1f MiB | **%.2fx** | %s |\n",
+					n, mib(hs.Size()), mib(ls.Size()), cmd, mode, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB),
+					float64(rs[0].median)/float64(rs[1].median), same)
+			}
 		}
 		if piHistory {
-			rs, err := b.measure([]string{b.compactor, "context", hist, "--json"}, []string{b.oracle, "context", hist, "--compact"})
+			rs, err := b.measure([]string{b.compactor, "context", hist, "--json", "--checkpoints", "off"}, []string{b.oracle, "context", hist, "--compact"})
 			if err != nil {
 				return err
 			}
-			fmt.Printf("| history-%s | | context vs Pi | %s | %.1f MiB | Pi: %s | %.1f MiB | **%.3fx** | |\n",
+			fmt.Printf("| history-%s | | context vs Pi | no checkpoint | %s | %.1f MiB | Pi: %s | %.1f MiB | **%.3fx** | |\n",
 				n, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB), float64(rs[0].median)/float64(rs[1].median))
 		}
 	}
@@ -151,7 +176,7 @@ func (b *bench) run(history []string, piHistory bool) error {
 // indices (the live file's path is shorter by the history).
 func (b *bench) sameResult(cmd, hist, live string) (string, error) {
 	get := func(file string) (map[string]any, error) {
-		out, err := exec.Command(b.compactor, cmd, file, "--json").Output()
+		out, err := exec.Command(b.compactor, cmd, file, "--json", "--checkpoints", "off").Output()
 		if err != nil {
 			return nil, fmt.Errorf("%s %s: %w", cmd, file, err)
 		}
@@ -184,6 +209,22 @@ func (b *bench) sameResult(cmd, hist, live string) (string, error) {
 		}
 	}
 	return "NO", nil
+}
+
+// sameBytes checks that cmd prints the same bytes with the checkpoint as with a full read.
+func (b *bench) sameBytes(cmd, file, ckDir string) error {
+	var outs [][]byte
+	for _, ck := range []string{ckDir, ckDir, "off"} { // writes it (if new), reads through it, reads every line
+		out, err := exec.Command(b.compactor, cmd, file, "--json", "--checkpoints", ck).Output()
+		if err != nil {
+			return fmt.Errorf("%s %s: %w", cmd, file, err)
+		}
+		outs = append(outs, out)
+	}
+	if !bytes.Equal(outs[0], outs[2]) || !bytes.Equal(outs[1], outs[2]) {
+		return fmt.Errorf("%s %s: the output with a checkpoint is not the full read's", cmd, file)
+	}
+	return nil
 }
 
 func (b *bench) file(name string) string { return filepath.Join(b.dir, name) }
@@ -290,6 +331,31 @@ func (b *bench) viaHyperfine(cmds [][]string, res []result) ([]result, error) {
 		res[i].median = time.Duration(r.Median * float64(time.Second))
 		res[i].min = time.Duration(r.Min * float64(time.Second))
 		res[i].max = time.Duration(r.Max * float64(time.Second))
+	}
+	return res, nil
+}
+
+// measureFresh times first (its last argument the directory of checkpoints: a new, empty one
+// each run) against other, interleaved, with the own timer.
+func (b *bench) measureFresh(first, other []string, dir string) ([]result, error) {
+	res := make([]result, 2)
+	times := make([][]time.Duration, 2)
+	for r := 0; r < b.runs; r++ {
+		if err := os.RemoveAll(dir); err != nil {
+			return nil, err
+		}
+		for i, c := range [][]string{append(slices.Clone(first), dir), other} {
+			d, rss, err := once(c)
+			if err != nil {
+				return nil, err
+			}
+			times[i] = append(times[i], d)
+			res[i].peakRSSKB = max(res[i].peakRSSKB, rss)
+		}
+	}
+	for i := range res {
+		slices.Sort(times[i])
+		res[i].median, res[i].min, res[i].max = times[i][len(times[i])/2], times[i][0], times[i][len(times[i])-1]
 	}
 	return res, nil
 }

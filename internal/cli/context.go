@@ -6,6 +6,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"flag"
 	"fmt"
 	"io"
 	"os"
@@ -46,6 +47,8 @@ func runContext(ctx context.Context, env *Env) error {
 build it for another entry instead of the file's leaf (the last entry line).`)
 	asJSON := fs.Bool("json", false, "print JSON (the same fields as pi-oracle context)")
 	leaf := fs.String("leaf", "", "build the context for this entry id instead of the current leaf")
+	var cks string
+	checkpointFlag(fs.FlagSet, &cks, env)
 	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -59,7 +62,9 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		// The file's leaf: a tail read. It validates and indexes the whole file (pathIds,
 		// entryCount, labels, sessionName and diagnostics are whole-file facts) but keeps no
 		// message bytes: they are copied from the file to the output.
-		t, err = sessionio.ReadTail(file, sessionio.NeedContext|sessionio.NeedRoot|sessionio.NeedFile|sessionio.LeaveMessagesOnDisk)
+		// With a checkpoint of the file's history, only the lines after it are read.
+		t, err = sessionio.ReadTailWith(file, sessionio.NeedContext|sessionio.NeedRoot|sessionio.NeedFile|sessionio.LeaveMessagesOnDisk,
+			sessionio.TailOptions{Checkpoints: checkpointsAt(cks)})
 	} else {
 		var s *sessionio.Session
 		if s, err = sessionio.ReadFileWith(file, sessionio.Options{Light: true}); err == nil {
@@ -154,6 +159,20 @@ func writeContextJSON(stdout io.Writer, out *contextOutput, msgs []*sessionio.Me
 	w.Write(head[i+len(marker):])
 	w.WriteByte('\n')
 	return w.Flush()
+}
+
+// checkpointFlag registers --checkpoints (context, plan).
+func checkpointFlag(fs *flag.FlagSet, dir *string, env *Env) {
+	fs.StringVar(dir, "checkpoints", sessionio.DefaultCheckpointDir(env.Getenv),
+		`where checkpoints of sessions' history are kept, so that the next read of a session reads only what was appended (docs/performance.md); "off": none (env COMPACTOR_CHECKPOINTS; default ~/.cache/compactor/checkpoints)`)
+}
+
+// checkpointsAt is the checkpoint store of --checkpoints (nil: none).
+func checkpointsAt(dir string) *sessionio.Checkpoints {
+	if dir == "" || dir == "off" {
+		return nil
+	}
+	return &sessionio.Checkpoints{Dir: dir}
 }
 
 // openSame opens the file a tail read read, checking that it is still that file (not

@@ -4,12 +4,15 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
+
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // runCLI runs a compactor subcommand in process and returns its exit code and output.
@@ -203,4 +206,58 @@ func TestGoldensAgainstLivePi(t *testing.T) {
 			}
 		}
 	}
+}
+
+// TestCheckpointsGiveTheSameOutput: context and plan print the same bytes with checkpoints
+// (the first run writes one, the next runs read only what follows it) as without, before
+// and after Pi appends to the session, and the checkpoint is used.
+func TestCheckpointsGiveTheSameOutput(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	data, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/corpus/08-large.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(dir, "s.jsonl")
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	ck := filepath.Join(dir, "checkpoints")
+	run := func(args ...string) string {
+		t.Helper()
+		code, out, errOut := runCLI(t, args...)
+		if code != 0 {
+			t.Fatalf("%v: exit %d: %s", args, code, errOut)
+		}
+		return strings.ReplaceAll(out, file, "FILE")
+	}
+	compare := func(stage string) {
+		t.Helper()
+		for _, cmd := range []string{"context", "plan"} {
+			want := run(cmd, file, "--json", "--checkpoints", "off")
+			for i := range 2 {
+				if got := run(cmd, file, "--json", "--checkpoints", ck); got != want {
+					t.Fatalf("%s, %s run %d with checkpoints: output differs from the full read's", stage, cmd, i+1)
+				}
+			}
+		}
+	}
+	compare("before")
+	written, _ := filepath.Glob(filepath.Join(ck, "*.ckpt"))
+	if len(written) != 1 {
+		t.Fatalf("%d checkpoint files, want 1", len(written))
+	}
+	tl, err := sessionio.ReadTailWith(file, sessionio.NeedContext|sessionio.NeedRoot|sessionio.NeedFile, sessionio.TailOptions{Checkpoints: &sessionio.Checkpoints{Dir: ck}})
+	if err != nil || tl.CheckpointAt == 0 {
+		t.Fatalf("the checkpoint is not used: %v %q", err, tl.CheckpointNote)
+	}
+	// Pi appends a turn: a user message, then an assistant answer.
+	f, err := os.OpenFile(file, os.O_APPEND|os.O_WRONLY, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Fprintf(f, `{"type":"message","id":"cc000001","parentId":%q,"timestamp":"2026-12-02T00:00:00.000Z","message":{"role":"user","content":"and now?","timestamp":1}}`+"\n", tl.LeafID)
+	fmt.Fprintf(f, `{"type":"message","id":"cc000002","parentId":"cc000001","timestamp":"2026-12-02T00:00:01.000Z","message":{"role":"assistant","content":[{"type":"text","text":"done"}],"api":"x","provider":"anthropic","model":"claude-sonnet-4-5","usage":{"input":9,"output":1,"cacheRead":0,"cacheWrite":0,"totalTokens":10},"stopReason":"stop","timestamp":2}}`+"\n")
+	f.Close()
+	compare("after an append")
 }

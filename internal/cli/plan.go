@@ -26,6 +26,8 @@ type planFlags struct {
 	// pathOnly: the caller needs the path and the plan (plan), not the whole session
 	// (inspect draws the tree): the session is read from its end (engine.PlanRequest.PathOnly).
 	pathOnly bool
+	// checkpoints (with pathOnly): where checkpoints are kept ("": none).
+	checkpoints string
 }
 
 func addPlanFlags(fs *flag.FlagSet) *planFlags {
@@ -55,7 +57,8 @@ func (f *planFlags) run(file string) (*planRun, error) {
 		return nil, err
 	}
 	p, err := engine.Plan(file, engine.PlanRequest{Leaf: f.leaf, Policy: f.policy, Counter: f.counter,
-		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window, PathOnly: f.pathOnly})
+		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window, PathOnly: f.pathOnly,
+		Checkpoints: checkpointsAt(f.checkpoints)})
 	if err != nil {
 		var ie *engine.InputError
 		if errors.As(err, &ie) { // the only input Plan checks is the leaf
@@ -95,6 +98,7 @@ budget) until the model answers again, exactly as Pi sees it.`)
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
 	f := addPlanFlags(fs.FlagSet)
 	f.pathOnly = true
+	checkpointFlag(fs.FlagSet, &f.checkpoints, env)
 	args, err := fs.parse(env.Args)
 	if err != nil {
 		return err

@@ -144,6 +144,9 @@ type PlanRequest struct {
 	// only validated and walked, concurrently with the counting; Source.Session is nil.
 	// Not with Leaf or Cache.
 	PathOnly bool
+	// Checkpoints (PathOnly), if set, are read and written (sessionio.Checkpoints): the
+	// history before a checkpoint is not read again.
+	Checkpoints *sessionio.Checkpoints
 }
 
 // Planned is a session and its plan.
@@ -162,7 +165,7 @@ func Plan(file string, req PlanRequest) (*Planned, error) {
 	var src *Source
 	var err error
 	if req.PathOnly && req.Leaf == "" && req.Cache == nil {
-		src, err = loadPath(file, req.Counter, req.ContextWindow)
+		src, err = loadPath(file, req.Counter, req.ContextWindow, req.Checkpoints)
 	} else {
 		src, err = Load(file, LoadOptions{Leaf: req.Leaf, Counter: req.Counter, ContextWindow: req.ContextWindow, Cache: req.Cache})
 	}
@@ -184,7 +187,10 @@ func Plan(file string, req PlanRequest) (*Planned, error) {
 // loadPath is Load for PlanRequest.PathOnly: the tail read of the context, then the rest of
 // the path to the root (the plan's indices count from it), read while the context's
 // messages are counted once each on every core (tokenize.Memo).
-func loadPath(file, counter string, contextWindow int) (*Source, error) {
+//
+// With checkpoints the rest of the file is read too (its whole-file facts are kept), so that a
+// checkpoint can be written: the next plan of the file reads only what was appended.
+func loadPath(file, counter string, contextWindow int, cks *sessionio.Checkpoints) (*Source, error) {
 	if counter == "" || strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
 	}
@@ -192,13 +198,17 @@ func loadPath(file, counter string, contextWindow int) (*Source, error) {
 	if err != nil {
 		return nil, &sessionio.FileError{File: file, Err: err}
 	}
-	t, err := sessionio.ReadTail(file, sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk)
+	need, rest := sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk, sessionio.NeedRoot
+	if cks != nil && cks.Dir != "" {
+		need, rest = need|sessionio.FileLater, rest|sessionio.NeedFile
+	}
+	t, err := sessionio.ReadTailWith(file, need, sessionio.TailOptions{Checkpoints: cks})
 	if err != nil {
 		return nil, err
 	}
 	src := &Source{File: file, ModTime: fi.ModTime(), Tail: t, Path: t.Path}
 	done := make(chan error, 1)
-	go func() { done <- t.Extend(sessionio.NeedRoot) }()
+	go func() { done <- t.Extend(rest) }()
 	if err := src.resolve(counter, contextWindow, nil); err != nil {
 		<-done
 		return nil, err
