@@ -73,9 +73,16 @@ func TestCheckpointMatchesFullRead(t *testing.T) {
 				used++
 			} else if strings.HasPrefix(tl.CheckpointNote, "not used") {
 				rejected++
-				reasons[tl.CheckpointNote]++
+				switch {
+				case strings.Contains(tl.CheckpointNote, "reuses an id"):
+					reasons["a new line reuses an id of the history"]++
+				case strings.Contains(tl.CheckpointNote, "missing from the history"):
+					reasons["a parent missing from the history was appended"]++
+				default:
+					reasons[tl.CheckpointNote]++
+				}
 			} else {
-				reasons["other: "+tl.CheckpointNote+" "+tl.Fallback]++
+				reasons["not used, no reason: "+tl.CheckpointNote]++
 			}
 		}
 		runs++

@@ -70,7 +70,9 @@ const (
 // the model, the thinking level or the root) carry their ids, types and decoded fields but
 // no raw bytes (Raw, Message.Raw, Details, Content and Display are nil), and those read once
 // the model was settled (without NeedFile) no message either (Message is nil): what
-// BuildContext takes from them is decided by later entries.
+// BuildContext takes from them is decided by later entries. Entries taken from a
+// checkpoint's history (ReadTailWith) that the context did not need carry their id, parent,
+// type, timestamp and line only.
 type Tail struct {
 	File string
 	// Info is the file's stat when ReadTail opened it (nil from ParseTail).
