@@ -238,7 +238,6 @@ const (
 // checkpoint is a decoded checkpoint file.
 type checkpoint struct {
 	id              fileID
-	file            string
 	lo, at          int64 // the lines [lo, at) are covered
 	lines, headLine int   // lines in [lo, at) (blank ones too); the header's line number
 	headHash        uint64
@@ -273,12 +272,17 @@ type ckRec struct {
 	off, len            int64
 }
 
+// recID is where a record's id lies in the blob.
+func recID(b []byte) (off, n uint32) {
+	return binary.LittleEndian.Uint32(b[0:]), uint32(binary.LittleEndian.Uint16(b[4:]))
+}
+
 func (c *checkpoint) rec(i int) ckRec {
 	b := c.recs[i*ckRecSize : (i+1)*ckRecSize]
 	le := binary.LittleEndian
 	str := func(off, n uint32) string { return c.blob[off : off+n] }
 	return ckRec{
-		id:        str(le.Uint32(b[0:]), uint32(le.Uint16(b[4:]))),
+		id:        str(recID(b)),
 		parent:    str(le.Uint32(b[8:]), uint32(le.Uint16(b[6:]))),
 		typ:       str(le.Uint32(b[12:]), uint32(b[16])),
 		ts:        str(le.Uint32(b[20:]), uint32(b[17])),
@@ -308,8 +312,7 @@ func (c *checkpoint) lookup(id string) int {
 			return -1
 		}
 		b := c.recs[int(v-1)*ckRecSize:]
-		off, n := binary.LittleEndian.Uint32(b[0:]), uint32(binary.LittleEndian.Uint16(b[4:]))
-		if c.blob[off:off+n] == id {
+		if off, n := recID(b); c.blob[off:off+n] == id {
 			return int(v - 1)
 		}
 	}
@@ -413,7 +416,7 @@ func loadCheckpoint(data []byte, id fileID) *checkpoint {
 	r := &ckReader{b: body}
 	c := &checkpoint{}
 	c.id = fileID{dev: r.uint(), ino: r.uint(), ok: true}
-	c.file = r.str()
+	_ = r.str() // the session's path, for people reading the file
 	c.lo, c.at = int64(r.uint()), int64(r.uint())
 	c.lines, c.headLine = int(r.uint()), int(r.uint())
 	c.headHash, c.tailHash = r.uint(), r.uint()
@@ -447,7 +450,8 @@ func loadCheckpoint(data []byte, id fileID) *checkpoint {
 	for i := range c.n { // the strings are in the blob
 		b := c.recs[i*ckRecSize:]
 		le := binary.LittleEndian
-		for _, s := range [][2]uint32{{le.Uint32(b[0:]), uint32(le.Uint16(b[4:]))}, {le.Uint32(b[8:]), uint32(le.Uint16(b[6:]))},
+		idOff, idLen := recID(b)
+		for _, s := range [][2]uint32{{idOff, idLen}, {le.Uint32(b[8:]), uint32(le.Uint16(b[6:]))},
 			{le.Uint32(b[12:]), uint32(b[16])}, {le.Uint32(b[20:]), uint32(b[17])}} {
 			if uint64(s[0])+uint64(s[1]) > uint64(len(c.blob)) {
 				return nil
@@ -478,12 +482,6 @@ func (w *ckWriter) uint(v uint64)  { w.b = binary.AppendUvarint(w.b, v) }
 func (w *ckWriter) bytes(b []byte) { w.uint(uint64(len(b))); w.b = append(w.b, b...) }
 func (w *ckWriter) str(s string)   { w.uint(uint64(len(s))); w.b = append(w.b, s...) }
 
-// ckItem is an entry of the history being checkpointed.
-type ckItem struct {
-	rec       ckRec
-	assistant bool
-}
-
 // checkpoint builds the new checkpoint after a whole-file read (NeedFile), or nil when none
 // should be written: the history it would cover (up to the line of the context's first entry)
 // is not MinGain longer than the checkpoint the read used, or lines after it would make it
@@ -497,11 +495,13 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 	if first.ck != 0 || first.at.Len == 0 {
 		return nil
 	}
+	// The entries read before the context's first one, in file order; the checkpoint ends
+	// before first (chooseAt, tests: another of them).
+	var before []*Entry
+	for i := len(r.read) - 1; i >= 0 && r.read[i].at.Off <= first.at.Off; i-- {
+		before = append(before, r.read[i])
+	}
 	if chooseAt != nil {
-		var before []*Entry
-		for i := len(r.read) - 1; i >= 0 && r.read[i].at.Off <= first.at.Off; i-- {
-			before = append(before, r.read[i])
-		}
 		first = chooseAt(before)
 	}
 	at := first.at.Off
@@ -509,26 +509,49 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 	if at-prev < minGain {
 		return nil
 	}
-	// The items in file order: the old checkpoint's records, then the lines read before at.
-	var items []ckItem
+	// The records in file order: the old checkpoint's, then the lines read before at; and
+	// the whole-file facts of the history: the old ones, then the new lines in order.
+	var items []ckRec
+	var c checkpoint
+	labels := map[string]string{}
+	var labelOrder []string
 	oldN := 0
 	if old != nil {
 		oldN = old.n
 		for i := range old.n {
-			items = append(items, ckItem{rec: old.rec(i)})
+			items = append(items, old.rec(i))
 		}
+		c.count, c.hasAssistant, c.nameSet, c.name = old.count, old.hasAssistant, old.nameSet, old.name
+		for _, l := range old.labels {
+			labels[l.target] = l.label
+			labelOrder = append(labelOrder, l.target)
+		}
+		c.orphanParents = append(c.orphanParents, old.orphanParents...)
 	}
 	newStart := len(items)
-	for i := len(r.read) - 1; i >= 0; i-- {
-		e := r.read[i]
+	for _, e := range before {
 		if e.at.Off >= at {
 			break
 		}
 		if len(e.ID) > 0xffff || len(e.ParentID) > 0xffff || len(e.Type) > 0xff || len(e.Timestamp) > 0xff || e.at.Len >= 1<<24 || e.at.Off >= 1<<40 {
 			return nil // beyond what a record holds (never written by Pi)
 		}
-		items = append(items, ckItem{rec: ckRec{id: e.ID, parent: e.ParentID, typ: e.Type, ts: e.Timestamp, line: e.Line,
-			off: e.at.Off, len: e.at.Len}, assistant: e.IsMessage(RoleAssistant)})
+		rc := ckRec{id: e.ID, parent: e.ParentID, typ: e.Type, ts: e.Timestamp, line: e.Line, off: e.at.Off, len: e.at.Len}
+		c.count++
+		if e.IsMessage(RoleAssistant) {
+			rc.flags |= ckAssistant
+			c.hasAssistant = true
+		}
+		switch e.Type {
+		case TypeLabel:
+			if _, ok := labels[e.TargetID]; !ok {
+				labelOrder = append(labelOrder, e.TargetID)
+			}
+			labels[e.TargetID] = e.Label
+		case TypeSessionInfo:
+			c.nameSet, c.name = true, trimJSSpace(e.Name)
+		}
+		items = append(items, rc)
 	}
 	if len(items) == newStart && old != nil {
 		return nil
@@ -536,16 +559,16 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 	// Winners (the last line per id), numbered in file order; the old records are winners.
 	last := make(map[string]int, len(items)-oldN)
 	for i := newStart; i < len(items); i++ {
-		last[items[i].rec.id] = i
+		last[items[i].id] = i
 	}
 	index := make(map[string]int32, len(last))
 	var winners []int
 	for i := range items {
-		if i >= newStart && last[items[i].rec.id] != i {
+		if i >= newStart && last[items[i].id] != i {
 			continue
 		}
 		if i >= newStart {
-			index[items[i].rec.id] = int32(len(winners))
+			index[items[i].id] = int32(len(winners))
 		}
 		winners = append(winners, i)
 	}
@@ -559,37 +582,6 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 			}
 		}
 		return -2
-	}
-	// Whole-file facts of the history: the old ones, then the new lines in order.
-	var c checkpoint
-	labels := map[string]string{}
-	var labelOrder []string
-	if old != nil {
-		c.count, c.hasAssistant, c.nameSet, c.name = old.count, old.hasAssistant, old.nameSet, old.name
-		for _, l := range old.labels {
-			labels[l.target] = l.label
-			labelOrder = append(labelOrder, l.target)
-		}
-		c.orphanParents = append(c.orphanParents, old.orphanParents...)
-	}
-	for i := len(r.read) - 1; i >= 0; i-- {
-		e := r.read[i]
-		if e.at.Off >= at {
-			break
-		}
-		c.count++
-		if e.IsMessage(RoleAssistant) {
-			c.hasAssistant = true
-		}
-		switch e.Type {
-		case TypeLabel:
-			if _, ok := labels[e.TargetID]; !ok {
-				labelOrder = append(labelOrder, e.TargetID)
-			}
-			labels[e.TargetID] = e.Label
-		case TypeSessionInfo:
-			c.nameSet, c.name = true, trimJSSpace(e.Name)
-		}
 	}
 	// The records.
 	var blob []byte
@@ -612,8 +604,7 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 	}
 	le := binary.LittleEndian
 	for k, i := range winners {
-		it := &items[i]
-		rc := it.rec // an old record keeps its parent index: the old records come first, in order
+		rc := items[i] // an old record keeps its parent index: the old records come first, in order
 		if i >= newStart {
 			rc.parentIdx = -1
 			if rc.parent != "" {
@@ -622,9 +613,6 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 			if rc.parentIdx == -2 && !orphans[rc.parent] {
 				orphans[rc.parent] = true
 				c.orphanParents = append(c.orphanParents, rc.parent)
-			}
-			if it.assistant {
-				rc.flags |= ckAssistant
 			}
 		}
 		b := recs[k*ckRecSize : (k+1)*ckRecSize]
@@ -658,7 +646,8 @@ func (r *tailReader) checkpoint(old *checkpoint, minGain int64, chooseAt func([]
 	table := make([]byte, slots*4)
 	for k := range winners {
 		b := recs[k*ckRecSize:]
-		id := string(blob[le.Uint32(b[0:]) : le.Uint32(b[0:])+uint32(le.Uint16(b[4:]))])
+		off, n := recID(b)
+		id := string(blob[off : off+n])
 		for s := ckHash(id) & uint64(slots-1); ; s = (s + 1) & uint64(slots-1) {
 			if le.Uint32(table[s*4:]) == 0 {
 				le.PutUint32(table[s*4:], uint32(k+1))
