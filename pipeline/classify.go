@@ -29,6 +29,12 @@ type Result struct {
 	TokensBefore int     `json:"tokensBefore,omitempty"`
 	TokensAfter  int     `json:"tokensAfter,omitempty"`
 	LLMTokens    int     `json:"llmTokens,omitempty"`
+	// LLMInputTokens, LLMCachedInputTokens and LLMOutputTokens split LLMTokens: the
+	// input the endpoint billed, the part of it served from its prompt cache (where it
+	// reports it), and the output.
+	LLMInputTokens       int `json:"llmInputTokens,omitempty"`
+	LLMCachedInputTokens int `json:"llmCachedInputTokens,omitempty"`
+	LLMOutputTokens      int `json:"llmOutputTokens,omitempty"`
 	// LeafID is the session's leaf after the job (the new entry for done); the worker's
 	// re-check uses it to tell whether something was appended meanwhile.
 	LeafID string `json:"leafId,omitempty"`

@@ -267,7 +267,10 @@ type Config struct {
 
 	Handler  Handler  // required for Run and RunOnce
 	Assessor Assessor // required for sweeps and the after-job re-check; nil disables both
-	Logger   *slog.Logger
+	// Bridger answers the extension's bridge requests (bridge.go); nil: not answered, and
+	// the extension uses its preparations as they are.
+	Bridger Bridger
+	Logger  *slog.Logger
 	// Progress follows RunOnce's sweep (nil: not followed).
 	Progress SweepProgress
 }

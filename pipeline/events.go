@@ -30,10 +30,16 @@ type Event struct {
 	TokensBefore int     `json:"tokensBefore,omitempty"`
 	TokensAfter  int     `json:"tokensAfter,omitempty"`
 	LLMTokens    int     `json:"llmTokens,omitempty"`
-	DurationMs   int64   `json:"durationMs"`
-	Attempt      int     `json:"attempt"`
-	RetryInMs    int64   `json:"retryInMs,omitempty"`
-	Error        string  `json:"error,omitempty"`
+	// LLMInputTokens, LLMCachedInputTokens and LLMOutputTokens split LLMTokens: the
+	// input the endpoint billed, the part of it served from its prompt cache (where it
+	// reports it), and the output.
+	LLMInputTokens       int    `json:"llmInputTokens,omitempty"`
+	LLMCachedInputTokens int    `json:"llmCachedInputTokens,omitempty"`
+	LLMOutputTokens      int    `json:"llmOutputTokens,omitempty"`
+	DurationMs           int64  `json:"durationMs"`
+	Attempt              int    `json:"attempt"`
+	RetryInMs            int64  `json:"retryInMs,omitempty"`
+	Error                string `json:"error,omitempty"`
 	// Busy: skipped because the session was busy (a turn or a write in progress, active);
 	// a later sweep tries it again after its backoff (Config.SweepRetryBase).
 	Busy   bool      `json:"busy,omitempty"`

@@ -25,8 +25,23 @@ type metrics struct {
 	duration  *prometheus.HistogramVec
 	inFlight  prometheus.Gauge
 	llmTokens *prometheus.CounterVec
+	llmInput  *prometheus.CounterVec
+	llmCached *prometheus.CounterVec
+	llmOutput *prometheus.CounterVec
 	deadLtrs  *prometheus.CounterVec
 	swept     *prometheus.CounterVec
+}
+
+// countLLM adds an event's model usage to the token counters.
+func (m *metrics) countLLM(ev Event) {
+	for _, c := range []struct {
+		v *prometheus.CounterVec
+		n int
+	}{{m.llmInput, ev.LLMInputTokens}, {m.llmCached, ev.LLMCachedInputTokens}, {m.llmOutput, ev.LLMOutputTokens}} {
+		if c.n > 0 {
+			c.v.WithLabelValues(ev.Store, ev.Kind).Add(float64(c.n))
+		}
+	}
 }
 
 func newMetrics() *metrics {
@@ -45,6 +60,16 @@ func newMetrics() *metrics {
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_tokens_total", Help: "LLM tokens spent by finished jobs.",
 		}, []string{"store"}),
+		llmInput: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_llm_input_tokens_total", Help: "LLM input tokens billed to finished jobs (cached ones included).",
+		}, []string{"store", "kind"}),
+		llmCached: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_llm_cached_input_tokens_total",
+			Help: "LLM input tokens the endpoint served from its prompt cache (usage.prompt_tokens_details.cached_tokens), where it reports them.",
+		}, []string{"store", "kind"}),
+		llmOutput: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_llm_output_tokens_total", Help: "LLM output tokens of finished jobs.",
+		}, []string{"store", "kind"}),
 		deadLtrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_dead_letters_total", Help: "Jobs moved to COMPACTOR_DLQ, by cause.",
 		}, []string{"store", "cause"}),
@@ -52,7 +77,7 @@ func newMetrics() *metrics {
 			Name: "compactor_sweep_files_total", Help: "Files seen by sweeps, by result.",
 		}, []string{"store", "result"}),
 	}
-	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.deadLtrs, m.swept,
+	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -82,6 +82,9 @@ type HookReport struct {
 	Reason    string  `json:"reason,omitempty"`
 	LatencyMs float64 `json:"latencyMs"`
 	LeafID    string  `json:"leafId,omitempty"`
+	// Bridged: a hit whose value was extended to Pi's cut (bridge.go), over BridgedEntries.
+	Bridged        bool `json:"bridged,omitempty"`
+	BridgedEntries int  `json:"bridgedEntries,omitempty"`
 }
 
 // hookMetrics count the extension's reports.
@@ -136,7 +139,7 @@ func (s *Service) watchHookReports() ([]*nats.Subscription, error) {
 			}
 			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
 			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)
-			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "reason", r.Reason, "latency_ms", r.LatencyMs)
+			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "reason", r.Reason, "latency_ms", r.LatencyMs, "bridged", r.Bridged, "bridged_entries", r.BridgedEntries)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("subscribe %s: %w", subj, err)

@@ -292,6 +292,11 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		hooks, err = s.watchHookReports()
 		subs = append(subs, hooks...)
 	}
+	if err == nil {
+		var bridges []*nats.Subscription
+		bridges, err = s.serveBridges(bg)
+		subs = append(subs, bridges...)
+	}
 	if err != nil {
 		for _, sub := range subs {
 			_ = sub.Unsubscribe()
@@ -661,6 +666,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	ev, log, msg := d.ev, d.log, d.msg
 	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
+	ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens = res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}
@@ -741,6 +747,7 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	if ev.LLMTokens > 0 {
 		s.m.llmTokens.WithLabelValues(ev.Store).Add(float64(ev.LLMTokens))
 	}
+	s.m.countLLM(ev)
 	if err := publishEvent(ctx, s.res.js, subject, ev); err != nil {
 		log.Warn("event not published", "err", err)
 	}
@@ -748,14 +755,15 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 		s.noteOutcome(ctx, log, ev)
 	}
 	log.Info("job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
-		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens,
+		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens, "llm_cached_input_tokens", ev.LLMCachedInputTokens,
 		"duration_s", seconds(dur), "attempt", ev.Attempt)
 	if ev.Final() {
 		s.mu.Lock()
 		if s.recording {
 			s.rows = append(s.rows, ReportRow{Store: ev.Store, SessionID: ev.SessionID, Path: ev.Path, Kind: ev.Kind, Outcome: ev.Outcome,
 				Reason: ev.Reason, EntryID: ev.EntryID, TokensBefore: ev.TokensBefore, TokensAfter: ev.TokensAfter,
-				LLMTokens: ev.LLMTokens, Attempts: ev.Attempt, Duration: dur})
+				LLMTokens: ev.LLMTokens, LLMInputTokens: ev.LLMInputTokens, LLMCachedInputTokens: ev.LLMCachedInputTokens,
+				LLMOutputTokens: ev.LLMOutputTokens, Attempts: ev.Attempt, Duration: dur})
 		}
 		s.mu.Unlock()
 	}

@@ -145,7 +145,9 @@ type SummaryOutput struct {
 	ModifiedFiles []string
 	// InputTokens and OutputTokens sum the model usage of every call made.
 	InputTokens, OutputTokens int
-	Calls                     int
+	// CachedInputTokens is the part of InputTokens served from the endpoint's prompt cache.
+	CachedInputTokens int
+	Calls             int
 	// History is a compaction summary's history part alone (without the split turn's
 	// prefix summary and the file lists): what a later, incremental preparation builds on.
 	History string
@@ -178,11 +180,12 @@ func BranchSummary(ctx context.Context, s Summarizer, msgs []*sessionio.Message,
 	}
 	read, modified := ComputeFileLists(fileOps)
 	return SummaryOutput{
-		Summary:       BranchSummaryPreamble + res.Text + FormatFileOperations(read, modified),
-		ReadFiles:     read,
-		ModifiedFiles: modified,
-		InputTokens:   res.InputTokens,
-		OutputTokens:  res.OutputTokens,
-		Calls:         res.Calls,
+		Summary:           BranchSummaryPreamble + res.Text + FormatFileOperations(read, modified),
+		ReadFiles:         read,
+		ModifiedFiles:     modified,
+		InputTokens:       res.InputTokens,
+		OutputTokens:      res.OutputTokens,
+		CachedInputTokens: res.CachedInputTokens,
+		Calls:             res.Calls,
 	}, nil
 }

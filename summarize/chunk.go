@@ -104,6 +104,7 @@ func (r roller) chunked(ctx context.Context, req Request, parts []string, capTok
 		summary = res.Text
 		total.InputTokens += res.InputTokens
 		total.OutputTokens += res.OutputTokens
+		total.CachedInputTokens += res.CachedInputTokens
 		total.Calls += res.Calls
 		i = j
 	}

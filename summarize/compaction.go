@@ -126,5 +126,6 @@ type CompactionOutput = SummaryOutput
 func (o *SummaryOutput) add(r Result) {
 	o.InputTokens += r.InputTokens
 	o.OutputTokens += r.OutputTokens
+	o.CachedInputTokens += r.CachedInputTokens
 	o.Calls += r.Calls
 }

@@ -216,7 +216,7 @@ func (o *OpenAI) Complete(ctx context.Context, system, user string, maxTokens in
 		res, err := o.attempt(ctx, creq)
 		if err == nil {
 			o.log.Debug("summary completion", "attempts", attempt+1,
-				"input_tokens", res.InputTokens, "output_tokens", res.OutputTokens)
+				"input_tokens", res.InputTokens, "cached_input_tokens", res.CachedInputTokens, "output_tokens", res.OutputTokens)
 			return res, nil
 		}
 		err.Attempts = attempt + 1
@@ -269,12 +269,16 @@ func (o *OpenAI) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 		return Result{}, &Error{Kind: KindPermanent, Status: info.status,
 			Message: fmt.Sprintf("the completion has no text (finish_reason %q)", string(ch.FinishReason)), cause: ErrEmptyCompletion}
 	}
-	return Result{
+	r := Result{
 		Text:         ch.Message.Content,
 		InputTokens:  resp.Usage.PromptTokens,
 		OutputTokens: resp.Usage.CompletionTokens,
 		Calls:        1,
-	}, nil
+	}
+	if d := resp.Usage.PromptTokensDetails; d != nil {
+		r.CachedInputTokens = d.CachedTokens
+	}
+	return r, nil
 }
 
 // classify turns a go-openai error into a redacted *Error.

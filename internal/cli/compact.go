@@ -158,7 +158,7 @@ func writeResultText(w io.Writer, r *engine.Result) {
 		} else {
 			fmt.Fprintf(w, "  %d messages summarized\n", r.Summarized)
 		}
-		fmt.Fprintf(w, "  summarizer: %d calls, %d input + %d output tokens; %.1fs\n", r.LLMCalls, r.LLMInputTokens, r.LLMOutputTokens, float64(r.DurationMS)/1000)
+		fmt.Fprintf(w, "  summarizer: %d calls, %d input (%d cached) + %d output tokens; %.1fs\n", r.LLMCalls, r.LLMInputTokens, r.LLMCachedInputTokens, r.LLMOutputTokens, float64(r.DurationMS)/1000)
 		fmt.Fprintf(w, "note: %s\n", r.Note)
 	case engine.OutcomeDryRun:
 		fmt.Fprintf(w, "dry run: nothing written to %s\n", r.File)

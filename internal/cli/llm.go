@@ -157,6 +157,18 @@ type engineFlags struct {
 	reserve        int
 	contextWindow  int
 	abandonedAfter time.Duration
+	// Preparations for live agents (run only: registerPreparation).
+	prepareUpdate   string
+	bridgeMaxTokens int
+}
+
+// registerPreparation adds the settings of preparations and bridges (run's workers make
+// them for Pi's extension: docs/live-agents.md).
+func (f *engineFlags) registerPreparation(fs *flag.FlagSet) {
+	fs.StringVar(&f.prepareUpdate, "prepare-update", engine.PrepareFull,
+		"how a preparation builds on the session's previous one: full (the whole span again, in the same order, so the endpoint's prompt cache serves the repeated part) or incremental (only what is new, merged into the previous summary)")
+	fs.IntVar(&f.bridgeMaxTokens, "bridge-max-tokens", summarize.DefaultBridgeMaxTokens,
+		"at most this many tokens of extract are added to a prepared summary to bring it to the cut Pi makes when it compacts")
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet) {
@@ -178,6 +190,14 @@ func (f *engineFlags) check() error {
 	}
 	if f.abandonedAfter < 0 {
 		return usageErrorf("--abandoned-after %s: must not be negative", f.abandonedAfter)
+	}
+	switch f.prepareUpdate {
+	case "", engine.PrepareFull, engine.PrepareIncremental:
+	default:
+		return usageErrorf("--prepare-update %q: want %s or %s", f.prepareUpdate, engine.PrepareFull, engine.PrepareIncremental)
+	}
+	if f.bridgeMaxTokens < 0 {
+		return usageErrorf("--bridge-max-tokens %d: must not be negative", f.bridgeMaxTokens)
 	}
 	return checkBudget(f.keepRecent, f.reserve, f.contextWindow)
 }
@@ -207,5 +227,6 @@ func checkBudget(keep, reserve, window int) error {
 
 func (f *engineFlags) settings() engine.Settings {
 	return engine.Settings{Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
-		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter}
+		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter,
+		PrepareUpdate: f.prepareUpdate, BridgeMaxTokens: f.bridgeMaxTokens}
 }

@@ -47,6 +47,9 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 			return usageErrorf("--previous %s: not a prepared summary: %v", *previous, err)
 		}
 	}
+	if prev != nil {
+		ef.prepareUpdate = engine.PrepareIncremental // what --previous asks for
+	}
 	eng, err := newEngine(env, &sf, &ef, false)
 	if err != nil {
 		return err

@@ -38,18 +38,23 @@ func sweepDoc(st pipeline.SweepStats) *sweepJSON {
 }
 
 type jobJSON struct {
-	Store           string  `json:"store"`
-	Path            string  `json:"path"`
-	SessionID       string  `json:"sessionId"`
-	Kind            string  `json:"kind"`
-	Outcome         string  `json:"outcome"`
-	Reason          string  `json:"reason,omitempty"`
-	EntryID         string  `json:"entryId,omitempty"`
-	TokensBefore    int     `json:"tokensBefore"`
-	TokensAfter     int     `json:"tokensAfter"`
-	LLMTokens       int     `json:"llmTokens"`
-	Attempts        int     `json:"attempts"`
-	DurationSeconds float64 `json:"durationSeconds"`
+	Store        string `json:"store"`
+	Path         string `json:"path"`
+	SessionID    string `json:"sessionId"`
+	Kind         string `json:"kind"`
+	Outcome      string `json:"outcome"`
+	Reason       string `json:"reason,omitempty"`
+	EntryID      string `json:"entryId,omitempty"`
+	TokensBefore int    `json:"tokensBefore"`
+	TokensAfter  int    `json:"tokensAfter"`
+	LLMTokens    int    `json:"llmTokens"`
+	// The model usage behind LLMTokens: input (cached included), the part of the input
+	// served from the endpoint's prompt cache, output.
+	LLMInputTokens       int     `json:"llmInputTokens"`
+	LLMCachedInputTokens int     `json:"llmCachedInputTokens"`
+	LLMOutputTokens      int     `json:"llmOutputTokens"`
+	Attempts             int     `json:"attempts"`
+	DurationSeconds      float64 `json:"durationSeconds"`
 }
 
 type runReportJSON struct {
@@ -98,7 +103,8 @@ func writeReportJSON(w io.Writer, r *pipeline.Report, alone []pipeline.SweptFile
 	for _, row := range r.Rows {
 		doc.Jobs = append(doc.Jobs, jobJSON{Store: row.Store, Path: row.Path, SessionID: row.SessionID, Kind: row.Kind,
 			Outcome: string(row.Outcome), Reason: row.Reason, EntryID: row.EntryID, TokensBefore: row.TokensBefore,
-			TokensAfter: row.TokensAfter, LLMTokens: row.LLMTokens, Attempts: row.Attempts, DurationSeconds: seconds(row.Duration)})
+			TokensAfter: row.TokensAfter, LLMTokens: row.LLMTokens, LLMInputTokens: row.LLMInputTokens, LLMCachedInputTokens: row.LLMCachedInputTokens,
+			LLMOutputTokens: row.LLMOutputTokens, Attempts: row.Attempts, DurationSeconds: seconds(row.Duration)})
 	}
 	return writeJSON(w, doc)
 }
@@ -127,6 +133,13 @@ func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone
 		total += fmt.Sprintf(", %d superseded (written on a side branch: a live agent wrote meanwhile)", n)
 	}
 	fmt.Fprintf(w, "%s in %s\n", total, r.Duration.Round(time.Millisecond))
+	var in, cached, out int
+	for _, row := range r.Rows {
+		in, cached, out = in+row.LLMInputTokens, cached+row.LLMCachedInputTokens, out+row.LLMOutputTokens
+	}
+	if in+out > 0 {
+		fmt.Fprintf(w, "summarizer: %d input tokens (%d served from the endpoint's prompt cache), %d output tokens\n", in, cached, out)
+	}
 	st := r.Sweep
 	if st == nil {
 		return nil

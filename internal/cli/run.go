@@ -65,6 +65,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 		return
 	}
 	f.sum.register(fs.FlagSet)
+	f.eng.registerPreparation(fs.FlagSet)
 	dd := env.Getenv("COMPACTOR_DATA_DIR")
 	if dd == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -262,6 +263,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 			}
 			return nil
 		})
+		cfg.Bridger = bridger(eng)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
 	return cfg, nil

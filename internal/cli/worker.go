@@ -67,7 +67,7 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 	if err != nil || pr == nil { // pr is nil when the preparation was skipped (res says why)
 		return res, err
 	}
-	pr.Store, pr.Path = job.Store, job.Path
+	pr.Store, pr.Path, pr.RequestedAt = job.Store, job.Path, job.RequestedAt
 	b, err := json.Marshal(pr)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
@@ -78,11 +78,31 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 	return res, nil
 }
 
+// bridger answers the extension's bridge requests with the engine (engine.Bridge): the
+// session's preparation extended to the cut Pi makes now.
+func bridger(e *engine.Engine) pipeline.Bridger {
+	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
+		var prep engine.Prepared
+		if err := json.Unmarshal(raw, &prep); err != nil {
+			return nil, fmt.Errorf("bridge: the prepared value is not JSON: %w", err)
+		}
+		if prep.Path != req.Path || prep.SessionID != req.SessionID {
+			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
+		}
+		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID}, &prep)
+		if err != nil {
+			return nil, err
+		}
+		return json.Marshal(out)
+	})
+}
+
 // jobResult is the pipeline's view of an engine result. The outcome words are the same
 // in both (docs/json-output.md); LeafID is the new leaf only when the entry became it.
 func jobResult(res *engine.Result) pipeline.Result {
 	out := pipeline.Result{Outcome: pipeline.Outcome(res.Outcome), Reason: res.Reason, EntryID: res.EntryID,
-		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens}
+		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens,
+		LLMInputTokens: res.LLMInputTokens, LLMCachedInputTokens: res.LLMCachedInputTokens, LLMOutputTokens: res.LLMOutputTokens}
 	switch res.Outcome {
 	case engine.OutcomeDone:
 		out.LeafID = res.EntryID

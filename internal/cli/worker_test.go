@@ -54,7 +54,10 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		h = wrap(h)
 	}
 	b.Server = pipelinetest.Start(t, pipelinetest.Options{Handler: h, Assessor: budgetAssessor(eng), Idle: idle, Paused: !start,
-		Configure: func(c *pipeline.Config) { c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second }})
+		Configure: func(c *pipeline.Config) {
+			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
+			c.Bridger = bridger(eng)
+		}})
 	return b
 }
 
@@ -350,7 +353,8 @@ func TestLivePrepareJob(t *testing.T) {
 	if after, _ := os.ReadFile(file); string(after) != string(before) {
 		t.Fatal("a prepare job wrote to the session")
 	}
-	// The agent goes on; the next preparation is incremental.
+	// The agent goes on; the next preparation sends the whole span again, beginning with
+	// the first request's conversation (append-only: a provider's prompt cache serves it).
 	appendPi(t, file, piAssistant("pa000001", "pu000001"), piUser("pu000002", "pa000001"), piAssistant("pa000002", "pu000002"))
 	j2 := b.job(t, file)
 	j2.Kind = pipeline.KindPrepare
@@ -362,8 +366,70 @@ func TestLivePrepareJob(t *testing.T) {
 	if err := json.Unmarshal(raw, &pr2); err != nil {
 		t.Fatal(err)
 	}
-	if pr2.LeafID != "pa000002" || !pr2.Incremental || *pr2.BasedOnLeafID != pr.LeafID {
+	if pr2.LeafID != "pa000002" || pr2.Incremental || pr2.RequestedAt.IsZero() || pr2.RequestedAt.After(pr2.CreatedAt) {
 		t.Fatalf("second preparation %+v", pr2)
+	}
+	reqs := b.llm.Requests()
+	first, second := reqs[0].Messages, reqs[len(reqs)-1].Messages
+	conv, _, _ := strings.Cut(first[len(first)-1].Content, "</conversation>")
+	if first[0] != second[0] || !strings.HasPrefix(second[len(second)-1].Content, conv) {
+		t.Fatalf("the second preparation's request does not begin with the first one's")
+	}
+}
+
+// Pi's extension asks a worker, from inside Pi's compaction hook, for the session's
+// preparation extended to Pi's cut: a NATS request answered by the store's worker with
+// the bridged value (or why not), without a model call.
+func TestLiveBridge(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, time.Hour, nil, true)
+	const id = "019a0000-0000-7000-8000-0000000b41d6"
+	file := b.session(t, "--p--/b_"+id+".jsonl", id)
+	j := b.job(t, file)
+	j.Kind, j.Policy, j.Counter, j.KeepRecentTokens = pipeline.KindPrepare, "pi", "estimate", 200
+	if r := b.enqueue(t, j); r.Event.Outcome != pipeline.OutcomeDone {
+		t.Fatalf("prepare: %+v", r.Event)
+	}
+	raw, _ := b.Service.Prepared().Get(context.Background(), "default", id)
+	var prep engine.Prepared
+	if err := json.Unmarshal(raw, &prep); err != nil {
+		t.Fatal(err)
+	}
+	// The agent goes on for two turns; Pi cuts at the newest user message.
+	appendPi(t, file, piUser("pu000011", j.ExpectLeafID), piAssistant("pa000011", "pu000011"), piUser("pu000012", "pa000011"), piAssistant("pa000012", "pu000012"))
+	calls := b.llm.Count()
+	ask := func(cut string) pipeline.BridgeReply {
+		t.Helper()
+		req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000012", FirstKeptEntryID: cut})
+		msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep pipeline.BridgeReply
+		if err := json.Unmarshal(msg.Data, &rep); err != nil {
+			t.Fatal(err)
+		}
+		return rep
+	}
+	rep := ask("pu000012")
+	if rep.Error != "" {
+		t.Fatalf("bridge: %s", rep.Error)
+	}
+	var got engine.Prepared
+	if err := json.Unmarshal(rep.Prepared, &got); err != nil {
+		t.Fatal(err)
+	}
+	n := len(got.SummarizedEntryIDs)
+	if got.FirstKeptEntryID != "pu000012" || got.LeafID != "pa000012" || n < 2 || got.SummarizedEntryIDs[n-2] != "pu000011" ||
+		got.SummarizedEntryIDs[n-1] != "pa000011" || got.Bridge == nil || got.Store != "default" || got.Path != j.Path {
+		t.Fatalf("bridged %+v", got)
+	}
+	if b.llm.Count() != calls {
+		t.Fatal("a bridge called the model")
+	}
+	// A preparation that lies after the requested cut is stale.
+	if rep := ask(prep.BoundaryStartEntryID); !rep.Stale && rep.Error == "" {
+		t.Fatalf("bridge to a cut before the preparation's: %+v", rep)
 	}
 }
 

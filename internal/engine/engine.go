@@ -34,7 +34,19 @@ type Settings struct {
 	// was modified within this long belongs to a running agent, and nothing is appended to
 	// it; left like that for longer, it is taken as abandoned and compactable. Default 1h.
 	AbandonedAfter time.Duration
+	// PrepareUpdate is how a preparation builds on the session's previous one:
+	// PrepareFull (default) or PrepareIncremental (see Prepare).
+	PrepareUpdate string
+	// BridgeMaxTokens bounds what a bridge adds to a prepared summary (default
+	// summarize.DefaultBridgeMaxTokens; see Bridge).
+	BridgeMaxTokens int
 }
+
+// Settings.PrepareUpdate values.
+const (
+	PrepareFull        = "full"
+	PrepareIncremental = "incremental"
+)
 
 // DefaultAbandonedAfter is Settings.AbandonedAfter's default.
 const DefaultAbandonedAfter = time.Hour
@@ -57,6 +69,12 @@ func (s Settings) withDefaults() Settings {
 	}
 	if s.AbandonedAfter == 0 {
 		s.AbandonedAfter = DefaultAbandonedAfter
+	}
+	if s.PrepareUpdate == "" {
+		s.PrepareUpdate = PrepareFull
+	}
+	if s.BridgeMaxTokens <= 0 {
+		s.BridgeMaxTokens = summarize.DefaultBridgeMaxTokens
 	}
 	return s
 }
@@ -86,6 +104,14 @@ func (s Settings) Validate() error {
 	}
 	if s.AbandonedAfter < 0 {
 		return errors.New("settings: abandoned-after must not be negative")
+	}
+	switch s.withDefaults().PrepareUpdate {
+	case PrepareFull, PrepareIncremental:
+	default:
+		return fmt.Errorf("settings: prepare-update: %q is not %s or %s", s.PrepareUpdate, PrepareFull, PrepareIncremental)
+	}
+	if s.BridgeMaxTokens < 0 {
+		return errors.New("settings: bridge-max-tokens must not be negative")
 	}
 	return nil
 }
@@ -185,9 +211,12 @@ type Result struct {
 	Summarized       int    `json:"messagesSummarized"`
 	PromptChars      int    `json:"promptChars,omitempty"`
 	LLMInputTokens   int    `json:"llmInputTokens"`
-	LLMOutputTokens  int    `json:"llmOutputTokens"`
-	LLMCalls         int    `json:"llmCalls"`
-	DurationMS       int64  `json:"durationMs"`
+	// LLMCachedInputTokens is the part of LLMInputTokens the endpoint served from its
+	// prompt cache (where it reports it).
+	LLMCachedInputTokens int   `json:"llmCachedInputTokens"`
+	LLMOutputTokens      int   `json:"llmOutputTokens"`
+	LLMCalls             int   `json:"llmCalls"`
+	DurationMS           int64 `json:"durationMs"`
 	// Salvaged: the file grew while the summary was being written, by entries after the
 	// planned leaf only; the summary (which covers entries before the cut) was appended
 	// against the new leaf, with tokensBefore counted again.
@@ -453,7 +482,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if err != nil {
 		return nil, err
 	}
-	res.LLMInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.OutputTokens, out.Calls
+	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
 	if strings.TrimSpace(out.Summary) == "" {
 		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
 	}
@@ -628,7 +657,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if err != nil {
 		return nil, err
 	}
-	res.LLMInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.OutputTokens, out.Calls
+	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
 	if strings.TrimSpace(out.Summary) == "" {
 		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
 	}

@@ -47,10 +47,15 @@ type Prepared struct {
 	Counter               string           `json:"counter"`
 	Settings              PreparedSettings `json:"settings"`
 	CustomInstructions    string           `json:"customInstructions"`
-	CreatedAt             time.Time        `json:"createdAt"`
-	LLMInputTokens        int              `json:"llmInputTokens"`
-	LLMOutputTokens       int              `json:"llmOutputTokens"`
-	LLMCalls              int              `json:"llmCalls"`
+	// RequestedAt is when the job asked for it (the requester's clock; zero when not
+	// asked by a job): CreatedAt - RequestedAt is how long a live agent waits for a
+	// preparation, which the extension learns to ask early enough.
+	RequestedAt          time.Time `json:"requestedAt,omitzero"`
+	CreatedAt            time.Time `json:"createdAt"`
+	LLMInputTokens       int       `json:"llmInputTokens"`
+	LLMCachedInputTokens int       `json:"llmCachedInputTokens"`
+	LLMOutputTokens      int       `json:"llmOutputTokens"`
+	LLMCalls             int       `json:"llmCalls"`
 	// Incremental: the history was an earlier preparation's, updated with only the
 	// messages after it; BasedOnLeafID is that preparation's leaf.
 	Incremental   bool    `json:"incremental"`
@@ -60,6 +65,8 @@ type Prepared struct {
 	// preparation builds on.
 	History           string `json:"history"`
 	HistoryEndEntryID string `json:"historyEndEntryId"`
+	// Bridge is set on a value extended to a later cut by Bridge (never stored).
+	Bridge *BridgeInfo `json:"bridge,omitempty"`
 }
 
 // PreparedDetails are the compaction's details as Pi stores them.
@@ -80,11 +87,18 @@ type PreparedSettings struct {
 // prepare) returns no Prepared and a Result saying why. Unlike Compact it runs
 // while a turn is in progress: that is when a live agent needs it.
 //
-// prev is the session's latest preparation, if any. When it still applies (same previous
-// compaction and range start, same policy and instructions, its history end on the
-// current path at or before the new one), only the messages between its history end and
-// the new one are summarized, merged into its history with the update prompt, as Pi
-// updates a previous summary; otherwise the summary is made from scratch.
+// A plan that splits a turn is cut at the turn's start instead (cutpoint.WholeTurns):
+// one summary request instead of two, since Pi's hook bridges the gap to its own, later
+// cut anyway (Bridge).
+//
+// How a preparation builds on the session's previous one (prev) is Settings.PrepareUpdate.
+// With PrepareFull (the default) it does not: the whole span is sent again, in entry order
+// after the same system prompt, so the request starts with the previous request's text and
+// a provider's prompt cache serves that part. With PrepareIncremental, when prev still
+// applies (same previous compaction and range start, same policy and instructions, its
+// history end on the current path at or before the new one), only the messages between
+// its history end and the new one are sent, merged into its history with the update
+// prompt, as Pi updates a previous summary: fewer input tokens where no cache helps.
 func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Prepared, *Result, error) {
 	start := time.Now()
 	st, err := e.load(req.File, req.Counter)
@@ -107,6 +121,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if err != nil {
 		return nil, nil, err
 	}
+	p = cutpoint.WholeTurns(st.path, p, st.counter)
 	res.Plan, res.Policy, res.TokensBefore = p, p.Policy, p.TokensBefore
 	res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
 	if !p.Prepared {
@@ -140,6 +155,9 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		in.PreviousSummary = *p.PreviousSummary
 	}
 	var basedOn *string
+	if e.Settings.PrepareUpdate != PrepareIncremental {
+		prev = nil
+	}
 	if from, ok := incrementalFrom(prev, st, p, req, historyEnd); ok {
 		base := prev.History
 		in.BaseHistory = &base
@@ -166,7 +184,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		Policy:                p.Policy, Counter: p.Counter,
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
 		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
-		LLMInputTokens: out.InputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
+		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
 		Incremental: basedOn != nil, BasedOnLeafID: basedOn,
 		History: out.History, HistoryEndEntryID: st.path[historyEnd].ID,
 	}
@@ -177,7 +195,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	res.Outcome = OutcomeDone // for a preparation: made and returned, nothing written
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(pr.SummarizedEntryIDs)
-	res.LLMInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.OutputTokens, out.Calls
+	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
 	res.TokensAfter = st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
 	res.DurationMS = time.Since(start).Milliseconds()
 	if pr.Incremental {

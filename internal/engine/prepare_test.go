@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/promptcache"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -47,14 +48,21 @@ func growSession(t *testing.T, file, leaf string, from, to int) string {
 	return leaf
 }
 
-// TestPrepareIncrementalGrownInSteps grows a session in 5 steps and prepares it at each
-// step twice: from scratch, and incrementally on the previous step's preparation. Both
-// plan the same cut; the incremental one sends the model only what is new since the last
-// cut, so its LLM input is a fraction of the full one's from the second step on.
-func TestPrepareIncrementalGrownInSteps(t *testing.T) {
+// TestPrepareGrownInSteps grows a session in 5 steps and prepares it at each step with
+// both update modes. Both plan the same cut. PrepareFull sends the whole span again after
+// the same system prompt, so every request from the second on begins with the previous
+// one's text and the endpoint's prompt cache (the fake server simulates OpenAI's rule)
+// serves most of it; PrepareIncremental sends the model only what is new since the last
+// cut, so its input is a fraction of the full one's, none of it cached.
+func TestPrepareGrownInSteps(t *testing.T) {
 	t.Parallel()
 	llm := fakellm.Start(t)
-	eng, err := New(openAI(t, llm.URL(), nil), Settings{KeepRecentTokens: 3000})
+	full, err := New(openAI(t, llm.URL(), nil), Settings{KeepRecentTokens: 3000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	incLLM := fakellm.Start(t)
+	incremental, err := New(openAI(t, incLLM.URL(), nil), Settings{KeepRecentTokens: 3000, PrepareUpdate: PrepareIncremental})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -63,21 +71,24 @@ func TestPrepareIncrementalGrownInSteps(t *testing.T) {
 		t.Fatal(err)
 	}
 	leaf := ""
-	var prevInc *Prepared
-	var fullSum, incSum int
+	var prevFull, prevInc *Prepared
+	var fullSum, fullCached, incSum int
 	const steps, turnsPerStep = 5, 8
 	for step := range steps {
 		leaf = growSession(t, file, leaf, step*turnsPerStep, (step+1)*turnsPerStep)
-		full, fres, err := eng.Prepare(context.Background(), Request{File: file}, nil)
+		fp, fres, err := full.Prepare(context.Background(), Request{File: file}, prevFull)
 		if err != nil {
 			t.Fatalf("step %d, full: %v", step+1, err)
 		}
-		inc, ires, err := eng.Prepare(context.Background(), Request{File: file}, prevInc)
+		inc, ires, err := incremental.Prepare(context.Background(), Request{File: file}, prevInc)
 		if err != nil {
 			t.Fatalf("step %d, incremental: %v", step+1, err)
 		}
-		if full.LeafID != leaf || inc.LeafID != leaf || full.FirstKeptEntryID != inc.FirstKeptEntryID || !slices.Equal(full.SummarizedEntryIDs, inc.SummarizedEntryIDs) {
+		if fp.LeafID != leaf || inc.LeafID != leaf || fp.FirstKeptEntryID != inc.FirstKeptEntryID || !slices.Equal(fp.SummarizedEntryIDs, inc.SummarizedEntryIDs) {
 			t.Fatalf("step %d: the two preparations planned different cuts", step+1)
+		}
+		if fp.Incremental {
+			t.Fatalf("step %d: the full preparation was built incrementally", step+1)
 		}
 		if step > 0 && (!inc.Incremental || *inc.BasedOnLeafID != prevInc.LeafID) {
 			t.Fatalf("step %d: not built on the previous preparation (%v)", step+1, inc.Incremental)
@@ -85,21 +96,47 @@ func TestPrepareIncrementalGrownInSteps(t *testing.T) {
 		if step > 0 && ires.LLMInputTokens >= fres.LLMInputTokens {
 			t.Errorf("step %d: incremental input %d tokens, not less than the full %d", step+1, ires.LLMInputTokens, fres.LLMInputTokens)
 		}
+		// The full request repeats the previous one's span: all of it but the last block is
+		// cached. (The incremental one repeats nothing but the system prompt, too short for
+		// a hit.)
+		if step > 0 && fres.LLMCachedInputTokens < prevFullUncachedFloor(llm, fres) {
+			t.Errorf("step %d: full preparation: %d of %d input tokens cached; its prompt begins with the previous request's", step+1, fres.LLMCachedInputTokens, fres.LLMInputTokens)
+		}
+		if ires.LLMCachedInputTokens != 0 || fp.LLMCachedInputTokens != fres.LLMCachedInputTokens {
+			t.Errorf("step %d: cached tokens: incremental %d (want 0), full result %d vs value %d", step+1, ires.LLMCachedInputTokens, fres.LLMCachedInputTokens, fp.LLMCachedInputTokens)
+		}
 		if !strings.Contains(inc.Summary, "src/mod") || inc.Details.ReadFiles == nil {
 			t.Errorf("step %d: summary or file lists missing", step+1)
 		}
 		fullSum += fres.LLMInputTokens
+		fullCached += fres.LLMCachedInputTokens
 		incSum += ires.LLMInputTokens
-		t.Logf("FIGURE step %d: %d entries summarized; LLM input tokens: full %d, incremental %d (%.0f%%)",
-			step+1, len(inc.SummarizedEntryIDs), fres.LLMInputTokens, ires.LLMInputTokens, 100*float64(ires.LLMInputTokens)/float64(fres.LLMInputTokens))
-		prevInc = inc
+		t.Logf("FIGURE step %d: %d entries summarized; LLM input tokens: full %d (%d cached), incremental %d (%.0f%%)",
+			step+1, len(inc.SummarizedEntryIDs), fres.LLMInputTokens, fres.LLMCachedInputTokens, ires.LLMInputTokens, 100*float64(ires.LLMInputTokens)/float64(fres.LLMInputTokens))
+		prevFull, prevInc = fp, inc
 	}
-	t.Logf("FIGURE total over %d steps: full %d LLM input tokens, incremental %d (%.0f%%)", steps, fullSum, incSum, 100*float64(incSum)/float64(fullSum))
+	// What a provider bills, cached input at 0.1 of uncached.
+	billedFull := float64(fullSum-fullCached) + 0.1*float64(fullCached)
+	t.Logf("FIGURE total over %d steps: full %d LLM input tokens (%d cached, billed as %.0f), incremental %d (%.0f%% of full, none cached)",
+		steps, fullSum, fullCached, billedFull, incSum, 100*float64(incSum)/float64(fullSum))
 	// Nothing was written to the session.
 	s, err := sessionio.ReadFile(file)
 	if err != nil || s.LeafID() != leaf {
 		t.Fatalf("the session changed: leaf %s, %v", s.LeafID(), err)
 	}
+}
+
+// prevFullUncachedFloor is the least a full preparation must find cached: the previous
+// request's text up to its span's end, less a block and the prompt that follows the span.
+func prevFullUncachedFloor(llm *fakellm.Server, res *Result) int {
+	reqs := llm.Requests()
+	if len(reqs) < 2 {
+		return 1
+	}
+	prev := reqs[len(reqs)-2]
+	user := prev.Messages[len(prev.Messages)-1].Content
+	span, _, _ := strings.Cut(user, "</conversation>")
+	return max(1, promptcache.Tokens(prev.Messages[0].Content+span)-2*promptcache.New().BlockTokens)
 }
 
 // After a compaction made through Pi's hook (fromHook true: Pi does not carry its file

@@ -19,6 +19,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf16"
+
+	"github.com/compactor-dev/compactor/internal/promptcache"
 )
 
 // Behavior is what the server does with one request. The zero value answers normally.
@@ -62,6 +64,9 @@ type Request struct {
 	PromptTokens int
 	// Status is the status the server answered with.
 	Status int
+	// CachedTokens is what the answer reported as usage.prompt_tokens_details.cached_tokens
+	// (the simulated prompt cache, internal/promptcache).
+	CachedTokens int
 }
 
 // Message is one chat message of a request.
@@ -83,11 +88,12 @@ type Server struct {
 	maxInFlight int
 	closed      chan struct{}
 	closeOnce   sync.Once
+	cache       *promptcache.Cache
 }
 
 // New starts a server. Close it when done (or use Start in tests).
 func New() *Server {
-	s := &Server{closed: make(chan struct{})}
+	s := &Server{closed: make(chan struct{}), cache: promptcache.New()}
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handle)
 	mux.HandleFunc("POST /chat/completions", s.handle)
@@ -276,16 +282,25 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 		choices = []map[string]any{}
 	}
 	completion := len(utf16.Encode([]rune(text)))/4 + 1
+	pm := make([]promptcache.Message, len(cr.Messages))
+	for i, m := range cr.Messages {
+		pm[i] = promptcache.Message{Role: m.Role, Content: m.Content}
+	}
+	cachedTokens := s.cache.Lookup(pm)
+	s.mu.Lock()
+	s.requests[idx].CachedTokens = cachedTokens
+	s.mu.Unlock()
 	resp := map[string]any{
 		"id":      "chatcmpl-fake-" + strconv.Itoa(idx),
 		"object":  "chat.completion",
 		"created": now.Unix(),
 		"model":   cr.Model,
 		"choices": choices,
-		"usage": map[string]int{
-			"prompt_tokens":     prompt,
-			"completion_tokens": completion,
-			"total_tokens":      prompt + completion,
+		"usage": map[string]any{
+			"prompt_tokens":         prompt,
+			"completion_tokens":     completion,
+			"total_tokens":          prompt + completion,
+			"prompt_tokens_details": map[string]int{"cached_tokens": cachedTokens},
 		},
 	}
 	w.Header().Set("Content-Type", "application/json")

@@ -41,6 +41,10 @@ type Request struct {
 	// PromptTokens is the server's count of the prompt (see CountTokens); it is the
 	// prompt_tokens the answer reports.
 	PromptTokens int `json:"promptTokens"`
+	// CachedTokens is what the answer reports as usage.prompt_tokens_details.cached_tokens:
+	// the prompt's prefix an earlier request also began with, as a provider's automatic
+	// prompt cache serves it (internal/promptcache).
+	CachedTokens int `json:"cachedTokens"`
 
 	// Filled when the answer is complete.
 	Completed        bool      `json:"completed"`

@@ -27,6 +27,8 @@ import (
 	"sync"
 	"time"
 	"unicode/utf8"
+
+	"github.com/compactor-dev/compactor/internal/promptcache"
 )
 
 // DefaultSummaryDelay is how long a summarization request takes unless configured: long
@@ -50,6 +52,7 @@ type Server struct {
 	requests     []*Request
 	changed      chan struct{} // closed and replaced whenever requests change
 	logErr       error
+	cache        *promptcache.Cache
 }
 
 // Option configures a Server.
@@ -81,6 +84,7 @@ func Start(addr string, opts ...Option) (*Server, error) {
 		summaryDelay: DefaultSummaryDelay,
 		done:         make(chan struct{}),
 		changed:      make(chan struct{}),
+		cache:        promptcache.New(),
 	}
 	for _, o := range opts {
 		o(s)
@@ -214,6 +218,13 @@ func (s *Server) handle(w http.ResponseWriter, hr *http.Request) {
 		req = &Request{Body: jsonOrString(body), Error: perr.Error()}
 	}
 	req.Time, req.Path = received, hr.URL.Path
+	if perr == nil {
+		pm := make([]promptcache.Message, len(req.Messages))
+		for i, m := range req.Messages {
+			pm[i] = promptcache.Message{Role: m.Role, Content: m.Content + toolCallsText(m.ToolCalls)}
+		}
+		req.CachedTokens = s.cache.Lookup(pm)
+	}
 	s.mu.Lock()
 	req.Seq = len(s.requests) + 1
 	s.requests = append(s.requests, req)
@@ -272,7 +283,8 @@ func (s *Server) answer(w http.ResponseWriter, hr *http.Request, req *Request, p
 	if len(calls) > 0 {
 		finish = "tool_calls"
 	}
-	usage := map[string]int{"prompt_tokens": req.PromptTokens, "completion_tokens": completion, "total_tokens": req.PromptTokens + completion}
+	usage := map[string]any{"prompt_tokens": req.PromptTokens, "completion_tokens": completion, "total_tokens": req.PromptTokens + completion,
+		"prompt_tokens_details": map[string]int{"cached_tokens": req.CachedTokens}}
 	id := fmt.Sprintf("chatcmpl-scripted-%d", req.Seq)
 	created := req.Time.Unix()
 	if !req.Stream {
@@ -324,7 +336,7 @@ func (s *Server) wireCalls(req *Request, calls []Call) []wireToolCall {
 // streamTurn writes the answer as OpenAI streams it: a role chunk, content deltas, for
 // each tool call a chunk with its id and name followed by argument deltas, a chunk with
 // the finish_reason, a usage chunk with no choices (when asked), and [DONE].
-func streamTurn(w http.ResponseWriter, id string, created int64, model, text string, calls []wireToolCall, finish string, usage map[string]int, includeUsage bool) error {
+func streamTurn(w http.ResponseWriter, id string, created int64, model, text string, calls []wireToolCall, finish string, usage map[string]any, includeUsage bool) error {
 	fl, _ := w.(http.Flusher)
 	w.Header().Set("Content-Type", "text/event-stream")
 	w.Header().Set("Cache-Control", "no-cache")
@@ -383,6 +395,15 @@ func streamTurn(w http.ResponseWriter, id string, created int64, model, text str
 		fl.Flush()
 	}
 	return nil
+}
+
+// toolCallsText is what a message's tool calls add to its text for the prompt cache.
+func toolCallsText(calls []ToolCall) string {
+	var sb strings.Builder
+	for _, c := range calls {
+		sb.WriteString("\x02" + c.ID + "\x00" + c.Name + "\x00" + c.Arguments)
+	}
+	return sb.String()
 }
 
 // splitRunes cuts s into pieces of at most n runes (never inside a UTF-8 sequence, which

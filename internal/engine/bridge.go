@@ -1,0 +1,159 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"strings"
+	"time"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// BridgeRequest asks for a preparation extended to the cut Pi makes now, from inside Pi's
+// session_before_compact hook (summarize.Bridge says why).
+type BridgeRequest struct {
+	File string
+	// LeafID is Pi's leaf when the hook ran: the compaction's parent ("" = the file's leaf).
+	LeafID string
+	// FirstKeptEntryID is Pi's own cut (the hook's preparation.firstKeptEntryId).
+	FirstKeptEntryID string
+	// MaxTokens bounds the text the bridge adds (0: Settings.BridgeMaxTokens).
+	MaxTokens int
+}
+
+// BridgeInfo says what a bridge added to a preparation.
+type BridgeInfo struct {
+	// FromEntryID is the preparation's own cut: the gap starts there.
+	FromEntryID string `json:"fromEntryId"`
+	// Messages and TokensEstimate (Pi's chars/4) measure the gap; Items and Sections what
+	// the extract added to the summary.
+	Messages       int `json:"messages"`
+	TokensEstimate int `json:"tokensEstimate"`
+	Items          int `json:"items"`
+	Sections       int `json:"sections"`
+	// DurationMS is the bridge's own time (read, extract, merge).
+	DurationMS float64 `json:"durationMs"`
+}
+
+// StaleError is a preparation that cannot be bridged to the requested cut: it was made for
+// another state of the session (another branch, compaction or instructions) or its cut
+// lies after the requested one. Nothing is wrong with the file; the caller lets Pi compact
+// by itself.
+type StaleError struct{ Reason string }
+
+func (e *StaleError) Error() string { return "stale preparation: " + e.Reason }
+
+// Stale marks the error for the pipeline's bridge replies.
+func (e *StaleError) Stale() bool { return true }
+
+// Bridge extends prep, a preparation of the session, to the cut req names: the messages
+// between prep's cut and that cut are summarized without a model (summarize.Bridge) and
+// merged into prep's summary, and the file lists cover the whole span. The result is a
+// Prepared for the new cut and Pi's current leaf, which the extension checks as it checks
+// any preparation. It writes nothing and calls no model; it takes what reading the file
+// takes plus a few milliseconds.
+func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) (*Prepared, error) {
+	start := time.Now()
+	if prep == nil || prep.V != PreparedVersion {
+		return nil, &StaleError{Reason: "no preparation of this version"}
+	}
+	src, err := Load(req.File, LoadOptions{Leaf: req.LeafID, Counter: tokenize.CounterEstimate})
+	if err != nil {
+		return nil, err
+	}
+	path := src.Path
+	if src.Session.Header.ID != prep.SessionID {
+		return nil, &StaleError{Reason: fmt.Sprintf("prepared for session %s, the file is session %s", prep.SessionID, src.Session.Header.ID)}
+	}
+	index := func(id string) int {
+		for i, e := range path {
+			if e.ID == id {
+				return i
+			}
+		}
+		return -1
+	}
+	from, to := index(prep.FirstKeptEntryID), index(req.FirstKeptEntryID)
+	switch {
+	case index(prep.LeafID) < 0:
+		return nil, &StaleError{Reason: fmt.Sprintf("prepared at leaf %s, which is not on the branch", prep.LeafID)}
+	case from < 0:
+		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s is not on the branch", prep.FirstKeptEntryID)}
+	case to < 0:
+		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not on the path to leaf %s", req.FirstKeptEntryID, path[len(path)-1].ID)}
+	case !cutpoint.IsValidCut(path[to]):
+		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not a valid cut point (a tool result stays with its call)", req.FirstKeptEntryID)}
+	case to < from:
+		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s lies after the requested cut %s", prep.FirstKeptEntryID, req.FirstKeptEntryID)}
+	}
+	latest := ""
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].Type == sessionio.TypeCompaction {
+			latest = path[i].ID
+			break
+		}
+	}
+	if prev := deref(prep.PreviousCompactionID); prev != latest {
+		return nil, &StaleError{Reason: fmt.Sprintf("prepared after compaction %q, the branch's latest is %q", prev, latest)}
+	}
+	base, ok := strings.CutSuffix(prep.Summary, summarize.FormatFileOperations(prep.Details.ReadFiles, prep.Details.ModifiedFiles))
+	if !ok {
+		return nil, &StaleError{Reason: "the prepared summary does not end in its file lists"}
+	}
+	est := tokenize.Estimate()
+	var gapIDs []string
+	var gap []*sessionio.Message
+	fo := sessionio.NewFileOps()
+	for _, f := range prep.Details.ReadFiles {
+		fo.AddRead(f)
+	}
+	for _, f := range prep.Details.ModifiedFiles {
+		fo.AddEdited(f)
+	}
+	gapTokens := 0
+	for _, en := range path[from:to] {
+		if en.Type == sessionio.TypeCompaction {
+			continue // a summary of a compaction is never summarized again (Pi's rule)
+		}
+		if m := sessionio.AsMessage(en); m != nil {
+			gapIDs = append(gapIDs, en.ID)
+			gap = append(gap, m)
+			gapTokens += est.Count(m)
+			fo.AddFromMessage(m)
+		}
+	}
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = e.Settings.BridgeMaxTokens
+	}
+	br, err := summarize.Bridge(ctx, base, gap, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	read, modified := fo.Lists()
+	out := *prep
+	out.LeafID = path[len(path)-1].ID
+	out.FirstKeptEntryID = req.FirstKeptEntryID
+	out.SummarizedEntryIDs = append(append([]string{}, prep.SummarizedEntryIDs...), gapIDs...)
+	out.Summary = br.Text + summarize.FormatFileOperations(read, modified)
+	out.Details = PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)}
+	out.TokensBefore = cutpoint.ContextTokens(path, est)
+	out.KeptTokensEstimate = keptTokens(path, to, est)
+	out.SummaryTokensEstimate = est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
+	// The history of a bridged value is not a model's: a later preparation must not build
+	// on it incrementally (it reads the compaction's summary as its previous summary).
+	out.History, out.HistoryEndEntryID = "", ""
+	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
+		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
+	return &out, nil
+}
+
+func deref(s *string) string {
+	if s == nil {
+		return ""
+	}
+	return *s
+}

@@ -1,0 +1,178 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/prometheus/client_golang/prometheus"
+)
+
+// Bridges: Pi's extension asks, from inside Pi's session_before_compact hook, for the
+// session's prepared summary extended to the cut Pi makes now (internal/engine's Bridge
+// says how). It is a core NATS request with a reply, not a job: the hook waits for it
+// (within its deadline, 200 ms by default) and nothing is queued or retried; without an
+// answer in time the extension uses the preparation as it is, or lets Pi compact.
+//
+// Subject: compactor.bridge.<store>.<session token>. Every worker of the store subscribes
+// in one queue group, so one of them answers; it reads the store's file itself (the
+// request names a path relative to the store root, resolved as a job's is).
+
+// BridgeSubject is where a bridge for the session is asked for.
+func BridgeSubject(store, sessionID string) string {
+	return "compactor.bridge." + store + "." + SessionToken(sessionID)
+}
+
+// BridgeRequest is the extension's request (JSON).
+type BridgeRequest struct {
+	V         int    `json:"v"`
+	Store     string `json:"store"`
+	Path      string `json:"path"`
+	SessionID string `json:"sessionId"`
+	// LeafID is Pi's leaf when the hook ran, FirstKeptEntryID Pi's own cut.
+	LeafID           string `json:"leafId"`
+	FirstKeptEntryID string `json:"firstKeptEntryId"`
+}
+
+// BridgeReply is the answer (JSON): the bridged value, or why there is none. Stale means
+// the preparation does not fit the session's state (not an error of compactor's).
+type BridgeReply struct {
+	V        int             `json:"v"`
+	Prepared json.RawMessage `json:"prepared,omitempty"`
+	Error    string          `json:"error,omitempty"`
+	Stale    bool            `json:"stale,omitempty"`
+}
+
+// Bridger extends a session's prepared summary (the raw COMPACTOR_PREPARED value, nil when
+// there is none) to the request's cut, reading file (the resolved session file). It
+// returns the new value, or an error; errors that implement interface{ Stale() bool } are
+// reported as stale.
+type Bridger interface {
+	Bridge(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error)
+}
+
+// BridgerFunc adapts a function to Bridger.
+type BridgerFunc func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error)
+
+// Bridge calls f.
+func (f BridgerFunc) Bridge(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	return f(ctx, req, file, prepared)
+}
+
+// bridgeTimeout bounds one bridge: the hook that asked has given up long before.
+const bridgeTimeout = 5 * time.Second
+
+// maxBridges bounds the bridges one worker runs at once (each reads a session file).
+const maxBridges = 8
+
+type bridgeMetrics struct {
+	total   *prometheus.CounterVec
+	latency *prometheus.HistogramVec
+}
+
+func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
+	m := &bridgeMetrics{
+		total: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_bridges_total",
+			Help: "Prepared summaries extended to Pi's cut at hook time, by outcome (done, stale, failed).",
+		}, []string{"store", "outcome"}),
+		latency: prometheus.NewHistogramVec(prometheus.HistogramOpts{
+			Name:    "compactor_bridge_seconds",
+			Help:    "Time to answer a bridge request (read the session, extract, merge).",
+			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1},
+		}, []string{"store"}),
+	}
+	m.total = registered(reg, m.total)
+	m.latency = registered(reg, m.latency)
+	return m
+}
+
+// serveBridges answers bridge requests for this worker's stores. Requests run in bg (so
+// the shutdown waits for them), at most maxBridges at a time; a request beyond that is
+// answered at once with an error, since the hook cannot wait.
+func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
+	if s.cfg.Bridger == nil || s.res == nil || s.res.prepared == nil {
+		return nil, nil
+	}
+	bm := newBridgeMetrics(s.m.reg)
+	sem := make(chan struct{}, maxBridges)
+	var subs []*nats.Subscription
+	for _, st := range s.cfg.Stores {
+		subj := "compactor.bridge." + st.Name + ".*"
+		sub, err := s.nc.QueueSubscribe(subj, "compactor-bridge", func(m *nats.Msg) {
+			select {
+			case sem <- struct{}{}:
+			default:
+				s.replyBridge(m, BridgeReply{V: 1, Error: "busy: too many bridges at once"})
+				return
+			}
+			bg.goTask(func() {
+				defer func() { <-sem }()
+				start := time.Now()
+				rep := s.bridge(st, m.Data)
+				outcome := "done"
+				switch {
+				case rep.Stale:
+					outcome = "stale"
+				case rep.Error != "":
+					outcome = "failed"
+				}
+				bm.total.WithLabelValues(st.Name, outcome).Inc()
+				bm.latency.WithLabelValues(st.Name).Observe(time.Since(start).Seconds())
+				s.log.Debug("bridge", "store", st.Name, "outcome", outcome, "error", rep.Error, "duration_s", time.Since(start).Seconds())
+				s.replyBridge(m, rep)
+			})
+		})
+		if err != nil {
+			for _, sb := range subs {
+				_ = sb.Unsubscribe()
+			}
+			return nil, fmt.Errorf("subscribe %s: %w", subj, err)
+		}
+		subs = append(subs, sub)
+	}
+	return subs, nil
+}
+
+func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
+	b, err := json.Marshal(rep)
+	if err == nil {
+		err = m.Respond(b)
+	}
+	if err != nil {
+		s.log.Debug("bridge reply not sent", "err", err)
+	}
+}
+
+// bridge handles one request of store st.
+func (s *Service) bridge(st Store, data []byte) BridgeReply {
+	var req BridgeRequest
+	if err := json.Unmarshal(data, &req); err != nil {
+		return BridgeReply{V: 1, Error: "not a bridge request: " + err.Error()}
+	}
+	if req.V != 1 || req.Store != st.Name || req.SessionID == "" || req.FirstKeptEntryID == "" {
+		return BridgeReply{V: 1, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
+	}
+	file, err := resolve(s.roots[st.Name], req.Path)
+	if err != nil {
+		return BridgeReply{V: 1, Error: err.Error()}
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	defer cancel()
+	raw, err := kvPrepared{kv: s.res.prepared}.Get(ctx, st.Name, req.SessionID)
+	if err != nil {
+		return BridgeReply{V: 1, Error: err.Error()}
+	}
+	if raw == nil {
+		return BridgeReply{V: 1, Error: "nothing prepared", Stale: true}
+	}
+	out, err := s.cfg.Bridger.Bridge(ctx, req, file, raw)
+	if err != nil {
+		var st interface{ Stale() bool }
+		return BridgeReply{V: 1, Error: err.Error(), Stale: errors.As(err, &st) && st.Stale()}
+	}
+	return BridgeReply{V: 1, Prepared: out}
+}
