@@ -7,9 +7,11 @@
 // within a short deadline, or compactor cannot be reached, the hook returns nothing and Pi
 // compacts as it always does. Nothing here throws into Pi, shows an error, or writes a file.
 //
-//   turn_end               context past a fraction of Pi's threshold -> publish a prepare job
-//   session_before_compact fetch the prepared value (bounded), check it, return it or nothing
-//   session_compact        forget the last request (the branch now has a new compaction)
+//   agent_start            a run starts: the pace is measured over working time only
+//   turn_end               a preparation due (src/trigger.ts)? -> publish a prepare job
+//   session_before_compact fetch the prepared value (bounded); if its cut lies before Pi's,
+//                          ask a worker to bridge it to Pi's cut; check it, return it or nothing
+//   session_compact        a new cycle starts (the branch has a new compaction)
 //   session_shutdown       close the NATS connection
 //
 // Load it with `pi -e extensions/pi/index.ts`, or install extensions/pi as a Pi package.
@@ -19,9 +21,18 @@ import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent, Session
 import { estimateTokens, getAgentDir } from "@mariozechner/pi-coding-agent";
 import { CompactorClient, withDeadline } from "./src/client.ts";
 import { type Config, describeNats, type FlagValues, loadConfig, type PiCompactionSettings, readPiCompactionSettings } from "./src/config.ts";
-import { type HookReport, hookSubject, locateSession, prepareJob, prepareSubject, preparedKey, type SessionLocation } from "./src/session.ts";
-import { type LastAsk, shouldAsk } from "./src/trigger.ts";
-import { type AgentMessage, checkPrepared, lastCompactionIndex } from "./src/validate.ts";
+import {
+	bridgeSubject,
+	type HookReport,
+	hookSubject,
+	locateSession,
+	prepareJob,
+	prepareSubject,
+	preparedKey,
+	type SessionLocation,
+} from "./src/session.ts";
+import { type LastAsk, Pace, shouldAsk } from "./src/trigger.ts";
+import { type AgentMessage, type CheckResult, checkPrepared, lastCompactionIndex } from "./src/validate.ts";
 
 /** What the extension keeps about the session it is bound to. */
 interface SessionState {
@@ -31,6 +42,7 @@ interface SessionState {
 	lastAsk: LastAsk | undefined;
 	asking: boolean;
 	piSettings: PiCompactionSettings;
+	pace: Pace;
 }
 
 const FLAG_OFF = "compactor-off";
@@ -83,6 +95,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				lastAsk: undefined,
 				asking: false,
 				piSettings: readPiCompactionSettings(ctx.cwd, agentDir),
+				pace: new Pace(cfg.prepareLatencyMs),
 			};
 			client ??= new CompactorClient(cfg.nats);
 			log(`active: nats ${describeNats(cfg.nats)}, stores ${cfg.stores.map((s) => s.name).join(",")}, fraction ${cfg.prepareFraction}, step ${cfg.prepareStep}, deadline ${cfg.deadlineMs} ms`);
@@ -92,10 +105,15 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		}
 	});
 
+	pi.on("agent_start", () => {
+		state?.pace.runStarted();
+	});
+
 	pi.on("turn_end", (_event, ctx) => {
 		try {
 			const st = state;
 			if (!cfg || !client || !st) return;
+			st.pace.turnEnded(ctx.getContextUsage()?.tokens, performance.now());
 			// The agent is working: have the connection ready before Pi ever compacts.
 			client.warm();
 			if (!st.asking) askIfDue(cfg, client, st, ctx);
@@ -110,6 +128,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		const leafId = ctx.sessionManager.getLeafId();
 		let branch: SessionEntry[] | undefined;
 		const getBranch = () => (branch ??= ctx.sessionManager.getBranch());
+		const pace = st.pace.estimate();
 		const decision = shouldAsk(
 			st.lastAsk,
 			{
@@ -123,6 +142,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 					return { latestCompactionId: latestCompactionId(path), onBranch: (id) => ids.has(id) };
 				},
 			},
+			pace,
 			{ fraction: c.prepareFraction, step: c.prepareStep },
 		);
 		if (!decision.ask || leafId === null || !usage || typeof usage.tokens !== "number") return;
@@ -135,8 +155,9 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				log(`prepare: ${st.file} is in none of the stores (or not written yet)`);
 				return;
 			}
-			const outcome = await cl.publishPrepare(prepareSubject(loc), prepareJob(loc, leafId, undefined, new Date()));
-			st.lastAsk = { leafId, tokens, compactionId };
+			const job = prepareJob(loc, leafId, undefined, st.piSettings.keepRecentTokens, new Date());
+			const outcome = await cl.publishPrepare(prepareSubject(loc), job);
+			st.lastAsk = { leafId, tokens, compactionId, asks: decision.nth ?? 1 };
 			log(`prepare requested at leaf ${leafId} (${decision.why}): ${outcome}`);
 		})()
 			.catch((err) => log(`prepare request failed: ${errText(err)}`))
@@ -150,6 +171,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		let outcome = "skipped";
 		let kind: HookReport["outcome"] | undefined;
 		let loc: SessionLocation | undefined;
+		let bridged: number | undefined;
 		try {
 			const c = cfg;
 			const st = state;
@@ -171,10 +193,36 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				outcome = "miss (nothing prepared)";
 				return undefined;
 			}
-			const r = check(got.value, st, loc, event, ctx);
+			learnLatency(st, got.value);
+			let r = check(got.value, st, loc, event, ctx);
+			// A preparation is older than this compaction: its cut lies before Pi's. Bridged to
+			// Pi's cut, the compaction keeps what Pi's own would keep.
+			let bridge = "";
+			if (bridgeable(r, got.value, event)) {
+				const left = remaining();
+				const br = await withDeadline(
+					client.requestBridge(
+						bridgeSubject(loc),
+						{ v: 1, store: loc.store, path: loc.path, sessionId: st.sessionId, leafId: ctx.sessionManager.getLeafId() ?? "", firstKeptEntryId: event.preparation.firstKeptEntryId },
+						left,
+					),
+					left,
+					event.signal,
+				);
+				if (!br.ok) bridge = `bridge ${br.reason === "error" ? errText(br.error) : br.reason}`;
+				else if (br.value.error !== undefined || br.value.prepared === undefined) bridge = `bridge refused: ${br.value.error ?? "no value"}`;
+				else {
+					const rb = check(br.value.prepared, st, loc, event, ctx);
+					if (rb.ok) {
+						r = rb;
+						bridged = bridgedEntries(br.value.prepared);
+						bridge = `bridged ${bridged} entries`;
+					} else bridge = `bridged value refused: ${rb.refusal}: ${rb.detail}`;
+				}
+			}
 			if (!r.ok) {
 				kind = "stale";
-				outcome = `stale (${r.refusal}: ${r.detail})`;
+				outcome = `stale (${r.refusal}: ${r.detail}${bridge ? `; ${bridge}` : ""})`;
 				return undefined;
 			}
 			if (event.signal.aborted) {
@@ -183,7 +231,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				return undefined;
 			}
 			kind = "hit";
-			outcome = `hit (firstKept ${r.compaction.firstKeptEntryId}, summary ${r.summaryTokens} + kept ${r.keptTokens} <= ${r.threshold} tokens)`;
+			outcome = `hit (firstKept ${r.compaction.firstKeptEntryId}${r.compaction.firstKeptEntryId === event.preparation.firstKeptEntryId ? " = Pi's cut" : ` (Pi's: ${event.preparation.firstKeptEntryId})`}, summary ${r.summaryTokens} + kept ${r.keptTokens} <= ${r.threshold} tokens${bridge ? `; ${bridge}` : ""})`;
 			return { compaction: r.compaction };
 		} catch (err) {
 			kind = "error";
@@ -198,6 +246,10 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 					leafId: ctx.sessionManager.getLeafId() ?? undefined,
 				};
 				if (kind !== "hit") report.reason = outcome;
+				if (bridged !== undefined) {
+					report.bridged = true;
+					report.bridgedEntries = bridged;
+				}
 				client.report(hookSubject(loc), report);
 			}
 		}
@@ -219,7 +271,9 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 	};
 
 	pi.on("session_compact", () => {
-		if (state) state.lastAsk = undefined;
+		if (!state) return;
+		state.lastAsk = undefined;
+		state.pace.compacted();
 	});
 
 	pi.on("session_shutdown", async () => {
@@ -231,6 +285,32 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		const r = await withDeadline(cl.close(), 1000);
 		if (!r.ok) log(`close: ${r.reason === "error" ? errText(r.error) : r.reason}`);
 	});
+}
+
+/**
+ * bridgeable: the value was made for this branch (it passes every check, or fails only for
+ * its size, which a later cut may fix) and its cut lies before Pi's own.
+ */
+function bridgeable(r: CheckResult, value: unknown, event: SessionBeforeCompactEvent): boolean {
+	if (!r.ok && r.refusal !== "too-big") return false;
+	const cut = (value as { firstKeptEntryId?: unknown }).firstKeptEntryId;
+	const ids = event.branchEntries.map((e) => e.id);
+	const mine = typeof cut === "string" ? ids.indexOf(cut) : -1;
+	const pis = ids.indexOf(event.preparation.firstKeptEntryId);
+	return mine >= 0 && pis > mine;
+}
+
+/** bridgedEntries is how many messages a bridged value's bridge covered. */
+function bridgedEntries(value: unknown): number {
+	const b = (value as { bridge?: { messages?: unknown } }).bridge;
+	return typeof b?.messages === "number" ? b.messages : 0;
+}
+
+/** learnLatency takes how long the value took to prepare (request to value) into the pace. */
+function learnLatency(st: SessionState, value: unknown): void {
+	const v = value as { requestedAt?: unknown; createdAt?: unknown };
+	if (typeof v?.requestedAt !== "string" || typeof v.createdAt !== "string") return;
+	st.pace.preparationTook(Date.parse(v.createdAt) - Date.parse(v.requestedAt));
 }
 
 function latestCompactionId(path: SessionEntry[]): string | null {

@@ -15,7 +15,7 @@ import {
 	nkeyAuthenticator,
 } from "@nats-io/transport-node";
 import type { NatsSettings } from "./config.ts";
-import { ERR_CODE_PENDING, PREPARED_BUCKET, type PrepareJob } from "./session.ts";
+import { type BridgeReply, type BridgeRequest, ERR_CODE_PENDING, PREPARED_BUCKET, type PrepareJob } from "./session.ts";
 
 /** How a prepare request ended: stored, already stored (same id), or refused because one is pending. */
 export type PublishOutcome = "queued" | "duplicate" | "pending";
@@ -86,6 +86,17 @@ export class CompactorClient {
 		const e = await kv.get(key);
 		if (!e || e.operation !== "PUT") return undefined;
 		return e.json();
+	}
+
+	/**
+	 * requestBridge asks compactor's workers for the session's preparation extended to Pi's cut
+	 * (a core NATS request; one worker of the store answers). It rejects when no worker
+	 * listens (at once) or none answers within timeoutMs.
+	 */
+	async requestBridge(subject: string, req: BridgeRequest, timeoutMs: number): Promise<BridgeReply> {
+		const nc = await this.#connection();
+		const msg = await nc.request(subject, JSON.stringify(req), { timeout: Math.max(1, Math.floor(timeoutMs)) });
+		return msg.json<BridgeReply>();
 	}
 
 	/**

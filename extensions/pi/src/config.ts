@@ -31,10 +31,12 @@ export interface Config {
 	enabled: boolean;
 	stores: Store[];
 	nats: NatsSettings;
-	/** Ask for a preparation once the context passes this fraction of Pi's threshold. */
+	/** Never ask for a preparation below this fraction of Pi's threshold (src/trigger.ts). */
 	prepareFraction: number;
-	/** Ask again when the context grew by this fraction of the threshold since the last ask. */
+	/** A top-up is asked for when the context grew by this fraction of the threshold since the cycle's first request. */
 	prepareStep: number;
+	/** How long a preparation is taken to take until one has been measured, in milliseconds. */
+	prepareLatencyMs: number;
 	/** How long session_before_compact may wait for the prepared value, in milliseconds. */
 	deadlineMs: number;
 	/** Write debug lines to stderr. */
@@ -44,8 +46,9 @@ export interface Config {
 }
 
 export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
-export const DEFAULT_PREPARE_FRACTION = 0.7;
-export const DEFAULT_PREPARE_STEP = 0.1;
+export const DEFAULT_PREPARE_FRACTION = 0.5;
+export const DEFAULT_PREPARE_STEP = 0.25;
+export const DEFAULT_PREPARE_LATENCY_MS = 30_000;
 export const DEFAULT_DEADLINE_MS = 200;
 export const DEFAULT_STORE_NAME = "default";
 
@@ -116,6 +119,12 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 		DEFAULT_PREPARE_STEP,
 		(n) => n > 0 && n <= 1,
 	);
+	const prepareLatencyMs = num(
+		"COMPACTOR_PREPARE_LATENCY_MS",
+		first("COMPACTOR_PREPARE_LATENCY_MS"),
+		DEFAULT_PREPARE_LATENCY_MS,
+		(n) => n > 0 && n <= 600_000,
+	);
 	const deadlineMs = num(
 		"COMPACTOR_PREPARE_DEADLINE_MS",
 		flags.deadlineMs ?? first("COMPACTOR_PREPARE_DEADLINE_MS"),
@@ -125,7 +134,7 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 	const debugRaw = (first("COMPACTOR_DEBUG") ?? "").trim().toLowerCase();
 	const debug = debugRaw !== "" && !["0", "false", "no", "off"].includes(debugRaw);
 
-	return { enabled, stores, nats, prepareFraction, prepareStep, deadlineMs, debug, problems };
+	return { enabled, stores, nats, prepareFraction, prepareStep, prepareLatencyMs, deadlineMs, debug, problems };
 }
 
 /**

@@ -90,6 +90,10 @@ export interface PrepareJob {
 	requestedAt: string;
 	expectLeafId: string;
 	instructions?: string;
+	/** Pi's own cut rule at Pi's keepRecentTokens, counted as Pi counts: the cut Pi would make now. */
+	policy: "pi";
+	counter: "estimate";
+	keepRecentTokens: number;
 	id: string;
 }
 
@@ -106,6 +110,29 @@ export function hookSubject(loc: SessionLocation): string {
 	return `compactor.hooks.${loc.store}.${loc.token}`;
 }
 
+/** bridgeSubject is where a preparation is asked for, extended to Pi's cut (compactor.bridge.<store>.<session token>). */
+export function bridgeSubject(loc: SessionLocation): string {
+	return `compactor.bridge.${loc.store}.${loc.token}`;
+}
+
+/** BridgeRequest is what the hook asks compactor's bridge (pipeline.BridgeRequest). */
+export interface BridgeRequest {
+	v: 1;
+	store: string;
+	path: string;
+	sessionId: string;
+	leafId: string;
+	firstKeptEntryId: string;
+}
+
+/** BridgeReply is the bridge's answer: the bridged value, or why there is none. */
+export interface BridgeReply {
+	v: 1;
+	prepared?: unknown;
+	error?: string;
+	stale?: boolean;
+}
+
 /** HookReport is the message published on hookSubject. */
 export interface HookReport {
 	v: 1;
@@ -115,15 +142,20 @@ export interface HookReport {
 	reason?: string;
 	latencyMs: number;
 	leafId?: string;
+	/** A hit whose value was bridged to Pi's cut, and the entries the bridge covered. */
+	bridged?: boolean;
+	bridgedEntries?: number;
 }
 
 /**
- * prepareJob builds the job for the session at leafId. Its id (also the Nats-Msg-Id) changes
- * whenever the request changes: store, session, leaf, and a hash of path and instructions.
+ * prepareJob builds the job for the session at leafId, planned as Pi plans (policy pi, Pi's
+ * estimate, Pi's keepRecentTokens): its cut is the one Pi would make now. Its id (also the
+ * Nats-Msg-Id) changes whenever the request changes: store, session, leaf, and a hash of
+ * path, instructions and keepRecentTokens.
  */
-export function prepareJob(loc: SessionLocation, leafId: string, instructions: string | undefined, now: Date): PrepareJob {
+export function prepareJob(loc: SessionLocation, leafId: string, instructions: string | undefined, keepRecentTokens: number, now: Date): PrepareJob {
 	const instr = instructions?.trim() || undefined;
-	const h = sha256hex(`${loc.path}\n${instr ?? ""}`).slice(0, 16);
+	const h = sha256hex(`${loc.path}\n${instr ?? ""}\n${keepRecentTokens}`).slice(0, 16);
 	let id = `prepare:${loc.store}:${loc.sessionId}:${leafId}:${h}`;
 	// A header value must stay short and on one line, whatever the session id holds.
 	if (id.length > 200 || /[\x00-\x1f\x7f]/.test(id)) id = `prepare:${sha256hex(id).slice(0, 32)}`;
@@ -137,6 +169,9 @@ export function prepareJob(loc: SessionLocation, leafId: string, instructions: s
 		requestedAt: now.toISOString(),
 		expectLeafId: leafId,
 		...(instr !== undefined ? { instructions: instr } : {}),
+		policy: "pi",
+		counter: "estimate",
+		keepRecentTokens,
 		id,
 	};
 }

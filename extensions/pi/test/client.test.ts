@@ -24,10 +24,10 @@ describe("CompactorClient on a real nats-server", () => {
 	test("publishes a prepare job: queued, then duplicate, then pending for another leaf", async () => {
 		const c = new CompactorClient({ url: nats.url });
 		try {
-			const job = prepareJob(loc, "leaf0001", undefined, new Date());
+			const job = prepareJob(loc, "leaf0001", undefined, 20000, new Date());
 			assert.equal(await c.publishPrepare(prepareSubject(loc), job), "queued");
 			assert.equal(await c.publishPrepare(prepareSubject(loc), job), "duplicate");
-			const next = prepareJob(loc, "leaf0002", undefined, new Date());
+			const next = prepareJob(loc, "leaf0002", undefined, 20000, new Date());
 			assert.equal(await c.publishPrepare(prepareSubject(loc), next), "pending", "one pending job per session (err_code 10077)");
 
 			// What the worker receives: the job as published, with its id as Nats-Msg-Id.
@@ -74,7 +74,7 @@ describe("CompactorClient on a real nats-server", () => {
 			c.warm();
 			for (let i = 0; i < 5; i++) {
 				await c.getPrepared("team.none");
-				await c.publishPrepare(prepareSubject(loc), prepareJob(loc, `leaf${i}`, undefined, new Date()));
+				await c.publishPrepare(prepareSubject(loc), prepareJob(loc, `leaf${i}`, undefined, 20000, new Date()));
 			}
 			const connz = (await (await fetch(`${mon.monitorUrl}/connz`)).json()) as { num_connections: number };
 			assert.equal(await ours(), 1);
@@ -132,7 +132,7 @@ describe("CompactorClient when NATS is not there", () => {
 			await nats.stop();
 			const r = await withDeadline(c.getPrepared("team.none"), 200);
 			assert.equal(r.ok, false);
-			const p = await withDeadline(c.publishPrepare(prepareSubject(loc), prepareJob(loc, "l", undefined, new Date())), 2000);
+			const p = await withDeadline(c.publishPrepare(prepareSubject(loc), prepareJob(loc, "l", undefined, 20000, new Date())), 2000);
 			assert.equal(p.ok, false);
 		} finally {
 			const closed = await withDeadline(c.close(), 2000);

@@ -9,7 +9,7 @@ import { fileURLToPath } from "node:url";
 import { withDeadline } from "../src/client.ts";
 import { describeNats, loadConfig, parseStores, readPiCompactionSettings } from "../src/config.ts";
 import { locateSession, prepareJob, prepareSubject, preparedKey, sessionToken } from "../src/session.ts";
-import { type LastAsk, type Snapshot, shouldAsk } from "../src/trigger.ts";
+import { type LastAsk, Pace, type PaceEstimate, type Snapshot, shouldAsk } from "../src/trigger.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -31,7 +31,9 @@ describe("config", () => {
 		assert.equal(c.enabled, true);
 		assert.deepEqual(c.stores, [{ name: "default", dir: "/home/u/.pi/agent/sessions" }]);
 		assert.equal(c.nats.url, "nats://127.0.0.1:4222");
-		assert.equal(c.prepareFraction, 0.7);
+		assert.equal(c.prepareFraction, 0.5);
+		assert.equal(c.prepareStep, 0.25);
+		assert.equal(c.prepareLatencyMs, 30_000);
 		assert.equal(c.deadlineMs, 200);
 		assert.equal(c.debug, false);
 
@@ -39,7 +41,8 @@ describe("config", () => {
 			NATS_URL: "nats://fallback:4222",
 			COMPACTOR_NATS_TOKEN: "s3cret",
 			NATS_CREDS: "/etc/nats.creds",
-			COMPACTOR_PREPARE_FRACTION: "0.5",
+			COMPACTOR_PREPARE_FRACTION: "0.6",
+			COMPACTOR_PREPARE_LATENCY_MS: "8000",
 			COMPACTOR_PREPARE_DEADLINE_MS: "150",
 			COMPACTOR_STORES: "team=/srv/s",
 			COMPACTOR_DEBUG: "1",
@@ -48,7 +51,8 @@ describe("config", () => {
 		assert.equal(d.nats.url, "nats://fallback:4222");
 		assert.equal(d.nats.token, "s3cret");
 		assert.equal(d.nats.credsFile, "/etc/nats.creds");
-		assert.equal(d.prepareFraction, 0.5);
+		assert.equal(d.prepareFraction, 0.6);
+		assert.equal(d.prepareLatencyMs, 8000);
 		assert.equal(d.deadlineMs, 150);
 		assert.deepEqual(d.stores, [{ name: "team", dir: "/srv/s" }]);
 		assert.equal(d.debug, true);
@@ -60,10 +64,11 @@ describe("config", () => {
 		assert.equal(f.enabled, false);
 		assert.equal(loadConfig({ COMPACTOR_EXTENSION: "off" }, "/a").enabled, false);
 
-		const bad = loadConfig({ COMPACTOR_PREPARE_FRACTION: "2", COMPACTOR_PREPARE_DEADLINE_MS: "soon" }, "/a");
-		assert.equal(bad.prepareFraction, 0.7);
+		const bad = loadConfig({ COMPACTOR_PREPARE_FRACTION: "2", COMPACTOR_PREPARE_DEADLINE_MS: "soon", COMPACTOR_PREPARE_LATENCY_MS: "-1" }, "/a");
+		assert.equal(bad.prepareFraction, 0.5);
 		assert.equal(bad.deadlineMs, 200);
-		assert.equal(bad.problems.length, 2);
+		assert.equal(bad.prepareLatencyMs, 30_000);
+		assert.equal(bad.problems.length, 3);
 	});
 
 	test("describeNats never shows a secret", () => {
@@ -126,8 +131,9 @@ describe("naming", () => {
 	test("prepare job: contract fields, subject, and an id that follows the request", () => {
 		const loc = { store: "team", path: "--p--/s.jsonl", sessionId: "0199-abc", token: "0199-abc" };
 		const now = new Date("2026-03-04T05:06:07.000Z");
-		const job = prepareJob(loc, "leaf0001", undefined, now);
-		assert.deepEqual(Object.keys(job), ["v", "kind", "store", "path", "sessionId", "reason", "requestedAt", "expectLeafId", "id"]);
+		const job = prepareJob(loc, "leaf0001", undefined, 20000, now);
+		assert.deepEqual(Object.keys(job), ["v", "kind", "store", "path", "sessionId", "reason", "requestedAt", "expectLeafId", "policy", "counter", "keepRecentTokens", "id"]);
+		assert.deepEqual([job.policy, job.counter, job.keepRecentTokens], ["pi", "estimate", 20000], "planned as Pi plans");
 		assert.equal(job.v, 1);
 		assert.equal(job.kind, "prepare");
 		assert.equal(job.reason, "extension");
@@ -135,19 +141,20 @@ describe("naming", () => {
 		assert.equal(job.expectLeafId, "leaf0001");
 		assert.match(job.id, /^prepare:team:0199-abc:leaf0001:[0-9a-f]{16}$/);
 		assert.equal(prepareSubject(loc), "compactor.jobs.team.0199-abc.prepare");
-		assert.equal(prepareJob(loc, "leaf0001", undefined, new Date()).id, job.id, "same request, same id");
-		assert.notEqual(prepareJob(loc, "leaf0002", undefined, now).id, job.id);
-		const focused = prepareJob(loc, "leaf0001", " Focus ", now);
+		assert.equal(prepareJob(loc, "leaf0001", undefined, 20000, new Date()).id, job.id, "same request, same id");
+		assert.notEqual(prepareJob(loc, "leaf0002", undefined, 20000, now).id, job.id);
+		assert.notEqual(prepareJob(loc, "leaf0001", undefined, 8000, now).id, job.id, "another keepRecentTokens, another request");
+		const focused = prepareJob(loc, "leaf0001", " Focus ", 20000, now);
 		assert.equal(focused.instructions, "Focus");
 		assert.notEqual(focused.id, job.id);
-		const odd = prepareJob({ ...loc, sessionId: "a\nb", token: sessionToken("a\nb") }, "l", undefined, now);
+		const odd = prepareJob({ ...loc, sessionId: "a\nb", token: sessionToken("a\nb") }, "l", undefined, 20000, now);
 		assert.match(odd.id, /^prepare:[0-9a-f]{32}$/, "no newline in a header");
 	});
 });
 
 describe("prepare trigger", () => {
-	const knobs = { fraction: 0.7, step: 0.1 };
-	// threshold = 100000 - 20000 = 80000; starts at 56000; a step is 8000
+	const knobs = { fraction: 0.5, step: 0.25 };
+	// threshold = 100000 - 20000 = 80000: the floor is 40000, the backstop 68000, a top-up step 20000
 	const snap = (tokens: number | null, leafId: string, over: Partial<Snapshot> = {}, onBranch = (_: string) => true, compaction: string | null = null): Snapshot => ({
 		tokens,
 		contextWindow: 100_000,
@@ -156,22 +163,53 @@ describe("prepare trigger", () => {
 		branch: () => ({ latestCompactionId: compaction, onBranch }),
 		...over,
 	});
+	// 1000 tokens a second while working, preparations take 10 s: the lead is 15000 tokens.
+	const known: PaceEstimate = { tokensPerSecond: 1000, maxTurnTokens: 3000, latencyMs: 10_000 };
+	const unknown: PaceEstimate = { tokensPerSecond: undefined, maxTurnTokens: 0, latencyMs: 30_000 };
 
-	test("asks once past the fraction, then only on change or growth", () => {
-		assert.equal(shouldAsk(undefined, snap(55_999, "a"), knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(null, "a"), knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(56_000, "a"), knobs).ask, true);
-		const last: LastAsk = { leafId: "a", tokens: 56_000, compactionId: null };
-		assert.equal(shouldAsk(last, snap(70_000, "a"), knobs).ask, false, "same leaf");
-		assert.equal(shouldAsk(last, snap(63_999, "b"), knobs).ask, false, "grew less than a step");
-		assert.equal(shouldAsk(last, snap(64_000, "b"), knobs).ask, true, "grew by a step");
-		assert.equal(shouldAsk(last, snap(57_000, "b", {}, () => false), knobs).ask, true, "branch left the asked leaf");
-		assert.equal(shouldAsk(last, snap(57_000, "b", {}, () => true, "comp1"), knobs).ask, true, "compacted since");
+	test("never below the floor; at the floor when the pace is not known yet", () => {
+		assert.equal(shouldAsk(undefined, snap(39_999, "a"), unknown, knobs).ask, false);
+		assert.equal(shouldAsk(undefined, snap(null, "a"), unknown, knobs).ask, false);
+		const d = shouldAsk(undefined, snap(40_000, "a"), unknown, knobs);
+		assert.equal(d.ask, true);
+		assert.equal(d.nth, 1);
+	});
+
+	test("just in time: when the pace would reach the threshold within the preparation's time", () => {
+		assert.equal(shouldAsk(undefined, snap(64_999, "a"), known, knobs).ask, false, "80000 - 15000 = 65000 not reached");
+		assert.equal(shouldAsk(undefined, snap(65_000, "a"), known, knobs).ask, true);
+		// A slow agent is asked for later; one big turn brings it forward.
+		const slow = { ...known, tokensPerSecond: 100, maxTurnTokens: 0 }; // lead 1500 tokens
+		const bigTurns = { ...slow, maxTurnTokens: 14_000 };
+		assert.equal(shouldAsk(undefined, snap(65_999, "a"), bigTurns, knobs).ask, false);
+		assert.equal(shouldAsk(undefined, snap(66_000, "a"), bigTurns, knobs).ask, true, "one turn of 14000 away");
+		// Whatever the pace, the backstop.
+		assert.equal(shouldAsk(undefined, snap(67_999, "a"), slow, knobs).ask, false);
+		assert.equal(shouldAsk(undefined, snap(68_000, "a"), slow, knobs).ask, true);
+	});
+
+	test("one request per cycle, at most one top-up, and only when it can land in time", () => {
+		const last: LastAsk = { leafId: "a", tokens: 40_000, compactionId: null, asks: 1 };
+		assert.equal(shouldAsk(last, snap(70_000, "a"), known, knobs).ask, false, "same leaf");
+		assert.equal(shouldAsk(last, snap(59_999, "b"), known, knobs).ask, false, "grew less than a step");
+		const top = shouldAsk(last, snap(60_000, "b"), known, knobs);
+		assert.equal(top.ask, true, "grew by a step, and 60000 + 15000 < 80000");
+		assert.equal(top.nth, 2);
+		assert.equal(shouldAsk(last, snap(66_000, "b"), known, knobs).ask, false, "a top-up now would land after the threshold");
+		assert.equal(shouldAsk(last, snap(60_000, "b"), unknown, knobs).ask, false, "no pace, no top-up");
+		assert.equal(shouldAsk({ ...last, asks: 2 }, snap(79_000, "b"), known, knobs).ask, false, "two requests in this cycle");
+	});
+
+	test("a compaction or a branch switch starts a new cycle", () => {
+		const last: LastAsk = { leafId: "a", tokens: 70_000, compactionId: null, asks: 2 };
+		assert.equal(shouldAsk(last, snap(66_000, "b", {}, () => true, "comp1"), known, knobs).ask, true, "compacted since");
+		assert.equal(shouldAsk(last, snap(66_000, "b", {}, () => false), known, knobs).ask, true, "branch left the asked leaf");
+		assert.equal(shouldAsk(last, snap(50_000, "b", {}, () => true, "comp1"), known, knobs).ask, false, "new cycle, not due yet");
 	});
 
 	test("no threshold, no ask", () => {
-		assert.equal(shouldAsk(undefined, snap(90_000, "a", { contextWindow: 0 }), knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(90_000, "a", { contextWindow: 10_000 }), knobs).ask, false);
+		assert.equal(shouldAsk(undefined, snap(90_000, "a", { contextWindow: 0 }), known, knobs).ask, false);
+		assert.equal(shouldAsk(undefined, snap(90_000, "a", { contextWindow: 10_000 }), known, knobs).ask, false);
 	});
 
 	test("the branch is walked only when the decision needs it", () => {
@@ -182,8 +220,32 @@ describe("prepare trigger", () => {
 				return { latestCompactionId: null, onBranch: () => true };
 			},
 		});
-		shouldAsk({ leafId: "a", tokens: 1, compactionId: null }, s, knobs);
+		shouldAsk({ leafId: "a", tokens: 1, compactionId: null, asks: 1 }, s, known, knobs);
 		assert.equal(walks, 0);
+	});
+
+	test("pace: working time only, and the first measured latency replaces the guess", () => {
+		const p = new Pace(30_000);
+		assert.equal(p.estimate().tokensPerSecond, undefined);
+		p.turnEnded(10_000, 0);
+		p.turnEnded(12_000, 1000); // 2000 tokens in 1 s
+		assert.equal(p.estimate().tokensPerSecond, 2000);
+		p.runStarted(); // the user thinks for a minute: not working time
+		p.turnEnded(12_500, 61_000);
+		assert.equal(p.estimate().tokensPerSecond, 2000, "the idle minute is not a sample");
+		p.turnEnded(14_500, 62_000);
+		assert.equal(p.estimate().tokensPerSecond, 2000);
+		assert.equal(p.estimate().maxTurnTokens, 2000);
+		p.compacted();
+		p.turnEnded(5000, 63_000); // the context shrank: no sample
+		assert.equal(p.estimate().tokensPerSecond, 2000);
+		p.preparationTook(5000);
+		assert.equal(p.estimate().latencyMs, 5000);
+		p.preparationTook(7000);
+		assert.equal(p.estimate().latencyMs, 6000);
+		p.preparationTook(-5); // skewed clocks
+		p.preparationTook(3_600_000);
+		assert.equal(p.estimate().latencyMs, 6000);
 	});
 });
 
