@@ -187,10 +187,13 @@ func zeroWaitRun(t *testing.T, cfg Config, prompts int, with bool) Economics {
 	e, comps := RunAutoCompactions(t, cfg, prompts)
 	var blocked []time.Duration
 	hits, piCalls := 0, 0
+	// The spans of the workload's compactions; one more may follow in the closing prompt
+	// (RunAutoCompactions does not count it).
 	spans := compactionSpans(e)
-	if len(spans) != len(comps) {
+	if len(spans) < len(comps) || len(spans) > len(comps)+1 {
 		t.Fatalf("%d compaction spans in Pi's events, %d compactions", len(spans), len(comps))
 	}
+	spans = spans[:len(comps)]
 	for i, c := range comps {
 		calls := piSummaryCalls(e, spans[i].Start, spans[i].End)
 		piCalls += calls
