@@ -169,7 +169,7 @@ func readTail(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes) 
 func readTailWith(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes, ck *checkpoint, id fileID) (*Tail, *tailReader, error) {
 	r := &tailReader{ra: ra, size: size, need: need, t: &Tail{File: file, Size: size}, block: sz.block, maxBlock: sz.maxBlock,
 		batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers, ck: ck, ckRead: size, id: id}
-	r.p = newLineParser(file, need)
+	r.p = newTailParser(file, need)
 	err := r.run()
 	var fb *errFallback
 	if errors.As(err, &fb) {
@@ -271,7 +271,7 @@ type tailReader struct {
 	size int64
 	need Need
 	t    *Tail
-	p    *lineParser // the reader's own; parallel batches have one per worker
+	p    *tailParser // the reader's own; parallel batches have one per worker
 
 	// Lines: [lo, end) is the part after the header line, without the trailing white space
 	// Pi's trim drops. buf holds the unread bytes [pos, cur); bytes before pos are not read
@@ -287,7 +287,7 @@ type tailReader struct {
 	// Parallel batches (see tailSizes): one parser and buffer per worker; join assembles the
 	// lines that cross the workers' parts.
 	batch, maxBatch, workers int
-	wp                       []*lineParser
+	wp                       []*tailParser
 	wbuf                     [][]byte
 	join                     []byte
 
@@ -631,7 +631,7 @@ func (r *tailReader) readBatch() (bool, error) {
 	a := r.pos - size
 	w := r.workers
 	for len(r.wp) < w {
-		r.wp = append(r.wp, newLineParser(r.t.File, r.need))
+		r.wp = append(r.wp, newTailParser(r.t.File, r.need))
 	}
 	for len(r.wbuf) < w {
 		r.wbuf = append(r.wbuf, nil)
@@ -698,7 +698,7 @@ func (r *tailReader) readBatch() (bool, error) {
 }
 
 // readPart is a worker: it reads [pt.lo, hi) and decodes the lines wholly inside, last first.
-func (r *tailReader) readPart(pt *batchPart, hi int64, p *lineParser, buf *[]byte) {
+func (r *tailReader) readPart(pt *batchPart, hi int64, p *tailParser, buf *[]byte) {
 	n := int(hi - pt.lo)
 	if cap(*buf) < n {
 		*buf = make([]byte, n)
@@ -733,20 +733,19 @@ func (r *tailReader) readPart(pt *batchPart, hi int64, p *lineParser, buf *[]byt
 	pt.lines = len(ends)
 }
 
-// lineParser turns lines into entries: one per goroutine (its decoder, its scratch, the
-// diagnostics of the lines it parsed).
-type lineParser struct {
-	need         Need
-	dec          decoder
-	members, msg []member
-	diags        []tailDiag
-	k            int  // k of the line being decoded
-	skeleton     bool // leave messages undecoded (tailReader.skeleton)
-	quiet        bool // report nothing (a line of a checkpoint's history, reported already)
+// tailParser is the tail read's lineParser: one per goroutine, with the diagnostics of the
+// lines it parsed.
+type tailParser struct {
+	lineParser
+	need     Need
+	diags    []tailDiag
+	k        int  // k of the line being decoded
+	skeleton bool // leave messages undecoded (tailReader.skeleton)
+	quiet    bool // report nothing (a line of a checkpoint's history, reported already)
 }
 
-func newLineParser(file string, need Need) *lineParser {
-	p := &lineParser{need: need}
+func newTailParser(file string, need Need) *tailParser {
+	p := &tailParser{need: need}
 	p.dec = decoder{file: file, light: true, diag: func(d Diagnostic) { p.fileDiag(0, p.k, d) }}
 	return p
 }
@@ -754,52 +753,38 @@ func newLineParser(file string, need Need) *lineParser {
 // parse decodes a line read at k (lines counted from the end) that starts at lineAt in the
 // file; nil when it is no entry. keep copies a line whose entry keeps its bytes (the
 // context's lines); without it the entry keeps none.
-func (p *lineParser) parse(line []byte, k int, lineAt int64, keep func([]byte) []byte) *Entry {
-	if isBlank(line) {
+func (p *tailParser) parse(line []byte, k int, lineAt int64, keep func([]byte) []byte) *Entry {
+	switch kind := p.scan(line); kind {
+	case lineBlank:
+		return nil
+	case lineMalformed, lineNotObject, lineHeader:
+		p.fileDiag(0, k, skipped(kind, 0))
 		return nil
 	}
-	var notObject bool
-	var msgVal []byte
-	var err error
-	p.members, p.msg, msgVal, notObject, err = scanEntry(line, p.members[:0], p.msg[:0])
-	switch {
-	case err != nil:
-		p.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is not valid JSON; skipped (Pi skips it too)"})
-		return nil
-	case notObject:
-		p.fileDiag(0, k, Diagnostic{Kind: DiagMalformedLine, Message: "line is JSON but not an entry object; skipped"})
-		return nil
-	}
-	var f fields
-	f.pick(p.members)
-	if string(f.typ) == `"session"` {
-		p.fileDiag(0, k, Diagnostic{Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
-		return nil
-	}
-	onDisk := p.need&LeaveMessagesOnDisk != 0 && string(f.typ) == `"message"`
+	onDisk := p.need&LeaveMessagesOnDisk != 0 && string(p.fields.typ) == `"message"`
 	if keep != nil && !onDisk { // the entry points into a copy of the line: move what was found there
 		kept := keep(line)
 		rebase(p.members, line, kept)
 		rebase(p.msg, line, kept)
-		if msgVal != nil {
-			msgVal = moved(msgVal, line, kept)
+		if p.msgVal != nil {
+			p.msgVal = moved(p.msgVal, line, kept)
 		}
 		line = kept
-		f = fields{}
-		f.pick(p.members)
+		p.fields = fields{}
+		p.fields.pick(p.members)
 	}
 	if p.skeleton && keep == nil {
-		f.message = nil // a position on the path, no more (see tailReader.skeleton)
+		p.fields.message = nil // a position on the path, no more (see tailReader.skeleton)
 	}
 	p.k = k
-	e := p.dec.entry(&f, line, 0, p.msg, msgVal)
+	e := p.entry(line, 0)
 	e.tailK = k
 	e.at = Span{Off: lineAt, Len: int64(len(line))}
 	if onDisk {
 		if m := e.Message; m != nil {
 			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
 			if keep != nil && p.need&NeedContent != 0 {
-				decodeContentNow(m, p.msg, msgVal)
+				decodeContentNow(m, p.msg, p.msgVal)
 			}
 		}
 	}
@@ -812,7 +797,7 @@ func (p *lineParser) parse(line []byte, k int, lineAt int64, keep func([]byte) [
 	return e
 }
 
-func (p *lineParser) fileDiag(phase, k int, d Diagnostic) {
+func (p *tailParser) fileDiag(phase, k int, d Diagnostic) {
 	if p.need&(NeedFile|FileLater) == 0 || p.quiet {
 		return
 	}
@@ -1049,8 +1034,7 @@ func (r *tailReader) finish() error {
 			continue
 		}
 		if r.byID[e.ParentID] == nil && (r.ck == nil || r.ck.lookup(e.ParentID) < 0) {
-			r.p.diags = append(r.p.diags, tailDiag{d: Diagnostic{EntryID: e.ID, Kind: DiagOrphan,
-				Message: fmt.Sprintf("parent %q not found; the entry is a root and paths through it stop here (as in Pi)", e.ParentID)}, phase: 2, k: e.tailK})
+			r.p.diags = append(r.p.diags, tailDiag{d: orphan(0, e.ID, e.ParentID), phase: 2, k: e.tailK})
 		}
 	}
 	sort.SliceStable(r.p.diags, func(i, j int) bool {
@@ -1068,7 +1052,7 @@ func (r *tailReader) finish() error {
 		d := td.d
 		d.Line = lineOf(td.k)
 		if td.phase == 1 {
-			d.Message = fmt.Sprintf("id also used on line %d; the later line wins (as in Pi)", lineOf(td.otherK))
+			d = duplicateID(d.Line, d.EntryID, lineOf(td.otherK))
 		}
 		t.Diagnostics = append(t.Diagnostics, d)
 	}
