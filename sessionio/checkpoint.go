@@ -71,12 +71,6 @@ func DefaultCheckpointDir(getenv func(string) string) string {
 	return filepath.Join(dir, "compactor", "checkpoints")
 }
 
-// TailOptions are ReadTailWith's options.
-type TailOptions struct {
-	// Checkpoints, if set, are used and written (see Checkpoints).
-	Checkpoints *Checkpoints
-}
-
 // ReadTailWith is ReadTail with options.
 func ReadTailWith(path string, need Need, o TailOptions) (*Tail, error) {
 	f, err := os.Open(path)
@@ -90,13 +84,13 @@ func ReadTailWith(path string, need Need, o TailOptions) (*Tail, error) {
 	}
 	var t *Tail
 	if o.Checkpoints == nil || o.Checkpoints.Dir == "" {
-		t, err = readTail(f, st.Size(), path, need, defaultSizes)
+		t, err = readTail(f, st.Size(), path, need, o, defaultSizes)
 	} else {
 		store := &dirStore{dir: o.Checkpoints.Dir, file: path, id: identify(st)}
 		if abs, aerr := filepath.Abs(path); aerr == nil {
 			store.file = abs
 		}
-		t, err = readTailCk(f, st.Size(), path, need, defaultSizes, store, o.Checkpoints.MinGain, nil)
+		t, err = readTailCk(f, st.Size(), path, need, o, defaultSizes, store, o.Checkpoints.MinGain, nil)
 	}
 	if t != nil {
 		t.Info = st
@@ -173,7 +167,7 @@ func (e *errCheckpoint) Error() string { return "checkpoint not usable: " + e.re
 //
 // chooseAt (tests) picks the entry the checkpoint ends before among the entries read before
 // the context's first one (file order), instead of that first one.
-func readTailCk(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes, st ckStore, minGain int64, chooseAt func([]*Entry) *Entry) (*Tail, error) {
+func readTailCk(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, st ckStore, minGain int64, chooseAt func([]*Entry) *Entry) (*Tail, error) {
 	ck := loadCheckpoint(st.load(), st.identity())
 	var note string
 	if ck != nil {
@@ -181,11 +175,11 @@ func readTailCk(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes
 			ck, note = nil, "not used: "+reason
 		}
 	}
-	t, r, err := readTailWith(ra, size, file, need, sz, ck, st.identity())
+	t, r, err := readTailWith(ra, size, file, need, o, sz, ck, st.identity())
 	var ce *errCheckpoint
 	if errors.As(err, &ce) {
 		ck, note = nil, "not used: "+ce.reason
-		t, r, err = readTailWith(ra, size, file, need, sz, nil, st.identity())
+		t, r, err = readTailWith(ra, size, file, need, o, sz, nil, st.identity())
 	}
 	if err != nil {
 		return nil, err

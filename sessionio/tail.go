@@ -13,12 +13,13 @@ import (
 	"unicode/utf8"
 )
 
-// Need says what a tail read (ReadTail) must establish before it may stop reading. A Pi
-// session only grows at its end and the leaf is its last line, so the context of a long-lived
-// session depends on its last part: the path from the leaf back to the latest compaction and
-// from there to that compaction's first kept entry. Everything before is history, which a
-// tail read does not touch unless a Need asks for something that lies there.
-type Need uint16
+// Need says what a tail read (ReadTail) must establish before it may stop reading: its goals.
+// How the read keeps what it reads is said by TailOptions. A Pi session only grows at its end
+// and the leaf is its last line, so the context of a long-lived session depends on its last
+// part: the path from the leaf back to the latest compaction and from there to that
+// compaction's first kept entry. Everything before is history, which a tail read does not
+// touch unless a Need asks for something that lies there.
+type Need uint8
 
 const (
 	// NeedMessages: Path reaches back to the first entry the context's messages come from
@@ -37,31 +38,38 @@ const (
 	// NeedFile: the whole file is read, for what only the whole file tells: the entry count,
 	// labels, the session name, every diagnostic and parentId cycles anywhere.
 	NeedFile
-	// NeedContent: the content of the messages in Path[Window:] is decoded (text, thinking,
-	// tool calls); otherwise messages are decoded light (see Options.Light).
-	NeedContent
 	// NeedUsage: Path reaches back to the newest context message whose usage Pi's budget
 	// formula takes (an assistant answer neither aborted nor an error), or to the context's
 	// first entry when there is none, so that the context's size (the usage plus the count
 	// of the messages after it) is exact from Path alone. Path may start inside the
 	// context: for a session with no compaction on its way back, usually a few lines from
-	// the end. With NeedContent the messages of Path are decoded.
+	// the end. With TailOptions.DecodeContent the messages of Path are decoded.
 	NeedUsage
-	// LeaveMessagesOnDisk: message entries keep no bytes in memory, not even in the window:
-	// Entry.Raw and Message.Raw are nil and Message.At says where the message lies in the
-	// file. For a caller that copies messages out (compactor context: its memory then does
-	// not grow with the context) or, with NeedContent, one that only needs their decoded
-	// fields (compactor plan: the content is decoded as the line is read, tool-call
-	// arguments copied).
-	LeaveMessagesOnDisk
-	// FileLater: the whole-file facts are kept for the lines read, as with NeedFile, so that
-	// Extend may ask for NeedFile later (compactor plan reads the context first and the rest
-	// of the file while it counts; reading it all lets the read write a checkpoint).
-	FileLater
 
 	// NeedContext is what BuildContext needs to give exactly the full read's context.
 	NeedContext = NeedMessages | NeedModel | NeedThinking
 )
+
+// TailOptions say how a tail read keeps what it reads (fixed for the read: Extend cannot
+// change them) and where its checkpoints are.
+type TailOptions struct {
+	// DecodeContent: the content of the messages in Path[Window:] is decoded (text, thinking,
+	// tool calls); otherwise messages are decoded light (see Options.Light).
+	DecodeContent bool
+	// LeaveMessagesOnDisk: message entries keep no bytes in memory, not even in the window:
+	// Entry.Raw and Message.Raw are nil and Message.At says where the message lies in the
+	// file. For a caller that copies messages out (compactor context: its memory then does
+	// not grow with the context) or, with DecodeContent, one that only needs their decoded
+	// fields (compactor plan: the content is decoded as the line is read, tool-call
+	// arguments copied).
+	LeaveMessagesOnDisk bool
+	// FileLater: the whole-file facts are kept for the lines read, as with NeedFile, so that
+	// Extend may ask for NeedFile later (compactor plan reads the context first and the rest
+	// of the file while it counts; reading it all lets the read write a checkpoint).
+	FileLater bool
+	// Checkpoints, if set, are used and written (see Checkpoints; ReadTailWith only).
+	Checkpoints *Checkpoints
+}
 
 // Tail is what a tail read established about a session file.
 //
@@ -151,7 +159,7 @@ func ReadTail(path string, need Need) (*Tail, error) {
 
 // ParseTail is ReadTail over bytes in memory.
 func ParseTail(data []byte, file string, need Need) (*Tail, error) {
-	return readTail(bytes.NewReader(data), int64(len(data)), file, need, defaultSizes)
+	return readTail(bytes.NewReader(data), int64(len(data)), file, need, TailOptions{}, defaultSizes)
 }
 
 // errFallback makes a tail read give up for a full read.
@@ -159,17 +167,17 @@ type errFallback struct{ reason string }
 
 func (e *errFallback) Error() string { return e.reason }
 
-func readTail(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes) (*Tail, error) {
-	t, _, err := readTailWith(ra, size, file, need, sz, nil, fileID{})
+func readTail(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes) (*Tail, error) {
+	t, _, err := readTailWith(ra, size, file, need, o, sz, nil, fileID{})
 	return t, err
 }
 
 // readTailWith is readTail from a checkpoint (nil: none); it returns the reader too (nil
 // after a fallback to the full read), for writing the next checkpoint.
-func readTailWith(ra io.ReaderAt, size int64, file string, need Need, sz tailSizes, ck *checkpoint, id fileID) (*Tail, *tailReader, error) {
-	r := &tailReader{ra: ra, size: size, need: need, t: &Tail{File: file, Size: size}, block: sz.block, maxBlock: sz.maxBlock,
+func readTailWith(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, ck *checkpoint, id fileID) (*Tail, *tailReader, error) {
+	r := &tailReader{ra: ra, size: size, need: need, opts: o, t: &Tail{File: file, Size: size}, block: sz.block, maxBlock: sz.maxBlock,
 		batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers, ck: ck, ckRead: size, id: id}
-	r.p = newTailParser(file, need)
+	r.p = newTailParser(file, need, o)
 	err := r.run()
 	var fb *errFallback
 	if errors.As(err, &fb) {
@@ -186,9 +194,9 @@ func readTailWith(ra io.ReaderAt, size int64, file string, need Need, sz tailSiz
 // Extend reads on from where the read stopped until need is settled too, as if it had been
 // asked for from the start; a caller can start with what it needs first (the context) and
 // read the rest of the path (NeedRoot) while it works on that. It may add NeedMessages,
-// NeedModel, NeedThinking and NeedRoot; the others change what is kept of every line, so they
-// must be asked for from the start (Extend refuses them). Entries of the Path seen before
-// stay as they were; Path, Complete and ReadFrom are updated. A Tail of a full read is
+// NeedModel, NeedThinking, NeedRoot and, for a read with TailOptions.FileLater, NeedFile; it
+// refuses NeedUsage, and NeedFile for a read without FileLater. Entries of the Path seen
+// before stay as they were; Path, Complete and ReadFrom are updated. A Tail of a full read is
 // complete already. Extend must not run concurrently with other uses of t (the entries of
 // its earlier Path may be used meanwhile).
 func (t *Tail) Extend(need Need) error {
@@ -196,7 +204,7 @@ func (t *Tail) Extend(need Need) error {
 		return nil
 	}
 	allowed := NeedMessages | NeedModel | NeedThinking | NeedRoot
-	if t.r.need&FileLater != 0 {
+	if t.r.opts.FileLater {
 		allowed |= NeedFile
 	}
 	if extra := need &^ allowed; extra != 0 {
@@ -240,7 +248,7 @@ func (t *Tail) Extend(need Need) error {
 	}
 	var ce *errCheckpoint
 	if errors.As(err, &ce) { // the history's lines contradict the checkpoint: read again without it
-		again, _, err := readTailWith(r.ra, r.size, t.File, r.need, tailSizes{block: r.block, maxBlock: r.maxBlock,
+		again, _, err := readTailWith(r.ra, r.size, t.File, r.need, r.opts, tailSizes{block: r.block, maxBlock: r.maxBlock,
 			batch: r.batch, maxBatch: r.maxBatch, workers: r.workers}, nil, r.id)
 		if err != nil {
 			return err
@@ -270,6 +278,7 @@ type tailReader struct {
 	ra   io.ReaderAt
 	size int64
 	need Need
+	opts TailOptions
 	t    *Tail
 	p    *tailParser // the reader's own; parallel batches have one per worker
 
@@ -311,7 +320,7 @@ type tailReader struct {
 	window      int    // index in walk of the context's first entry, -1 until known
 	model, thin bool
 	root        bool
-	decoded     bool // the window's content (NeedContent)
+	decoded     bool // the window's content (DecodeContent)
 
 	// A checkpoint (checkpoint.go): the lines [lo0, ck.at) are its history, not read; lo
 	// is ck.at. ckEnt holds the history's entries met (by record), ckRead the earliest line
@@ -346,7 +355,7 @@ func (r *tailReader) run() error {
 	r.onWalk = map[*Entry]bool{}
 	r.window = -1
 	r.keep = true
-	if r.need&(NeedFile|FileLater) != 0 {
+	if r.need&NeedFile != 0 || r.opts.FileLater {
 		r.labelSet = map[string]bool{}
 		r.t.Labels = map[string]string{}
 	}
@@ -631,7 +640,7 @@ func (r *tailReader) readBatch() (bool, error) {
 	a := r.pos - size
 	w := r.workers
 	for len(r.wp) < w {
-		r.wp = append(r.wp, newTailParser(r.t.File, r.need))
+		r.wp = append(r.wp, newTailParser(r.t.File, r.need, r.opts))
 	}
 	for len(r.wbuf) < w {
 		r.wbuf = append(r.wbuf, nil)
@@ -737,15 +746,17 @@ func (r *tailReader) readPart(pt *batchPart, hi int64, p *tailParser, buf *[]byt
 // lines it parsed.
 type tailParser struct {
 	lineParser
-	need     Need
+	onDisk   bool // TailOptions.LeaveMessagesOnDisk
+	content  bool // TailOptions.DecodeContent
+	facts    bool // the whole-file facts are kept: report the lines' problems
 	diags    []tailDiag
 	k        int  // k of the line being decoded
 	skeleton bool // leave messages undecoded (tailReader.skeleton)
 	quiet    bool // report nothing (a line of a checkpoint's history, reported already)
 }
 
-func newTailParser(file string, need Need) *tailParser {
-	p := &tailParser{need: need}
+func newTailParser(file string, need Need, o TailOptions) *tailParser {
+	p := &tailParser{onDisk: o.LeaveMessagesOnDisk, content: o.DecodeContent, facts: need&NeedFile != 0 || o.FileLater}
 	p.dec = decoder{file: file, light: true, diag: func(d Diagnostic) { p.fileDiag(0, p.k, d) }}
 	return p
 }
@@ -761,7 +772,7 @@ func (p *tailParser) parse(line []byte, k int, lineAt int64, keep func([]byte) [
 		p.fileDiag(0, k, skipped(kind, 0))
 		return nil
 	}
-	onDisk := p.need&LeaveMessagesOnDisk != 0 && string(p.fields.typ) == `"message"`
+	onDisk := p.onDisk && string(p.fields.typ) == `"message"`
 	if keep != nil && !onDisk { // the entry points into a copy of the line: move what was found there
 		kept := keep(line)
 		rebase(p.members, line, kept)
@@ -783,7 +794,7 @@ func (p *tailParser) parse(line []byte, k int, lineAt int64, keep func([]byte) [
 	if onDisk {
 		if m := e.Message; m != nil {
 			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
-			if keep != nil && p.need&NeedContent != 0 {
+			if keep != nil && p.content {
 				decodeContentNow(m, p.msg, p.msgVal)
 			}
 		}
@@ -798,7 +809,7 @@ func (p *tailParser) parse(line []byte, k int, lineAt int64, keep func([]byte) [
 }
 
 func (p *tailParser) fileDiag(phase, k int, d Diagnostic) {
-	if p.need&(NeedFile|FileLater) == 0 || p.quiet {
+	if !p.facts || p.quiet {
 		return
 	}
 	seq := 0
@@ -997,7 +1008,7 @@ func (r *tailReader) finish() error {
 			}
 		}
 	}
-	if r.need&NeedContent != 0 && !r.decoded {
+	if r.opts.DecodeContent && !r.decoded {
 		r.decoded = true
 		for _, e := range t.Path[t.Window:] {
 			if m := e.Message; m != nil && m.Raw != nil { // (left on disk: decoded already)
@@ -1079,7 +1090,7 @@ func (r *tailReader) fullRead(reason string) (*Tail, error) {
 	if _, err := r.ra.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
 		return nil, &FileError{File: r.t.File, Err: err}
 	}
-	s, err := ParseWith(data, r.t.File, Options{Light: r.need&NeedContent == 0})
+	s, err := ParseWith(data, r.t.File, Options{Light: !r.opts.DecodeContent})
 	if err != nil {
 		return nil, err
 	}
