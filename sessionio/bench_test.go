@@ -108,7 +108,7 @@ func BenchmarkReadTail(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := readTail(f, st.Size(), file, NeedContext|NeedRoot|NeedFile, TailOptions{}, seq); err != nil {
+				if _, err := readTail(f, st.Size(), file, NeedContext|NeedRoot|NeedFile, TailOptions{}, seq, nil); err != nil {
 					b.Fatal(err)
 				}
 				f.Close()

@@ -21,7 +21,7 @@ const contextNeed = sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedF
 
 var contextOpts = sessionio.TailOptions{LeaveMessagesOnDisk: true}
 
-// ckTail is how far before a checkpoint's end every byte is checked (checkpoint.go).
+// ckTail is how far before a checkpoint's end every byte is checked (ckfile.go: ckTailLen).
 const ckTail = 4096
 
 // TestCheckpointMatchesFullRead: a session read whole at an earlier size writes a checkpoint

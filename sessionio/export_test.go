@@ -37,9 +37,9 @@ func (m *MemCheckpoint) save(b []byte) error {
 func ParseTailCheckpointed(data []byte, file string, need Need, o TailOptions, st *MemCheckpoint, minGain int64, first, maxBlock, batch, workers int) (*Tail, error) {
 	sz := tailSizes{block: first, maxBlock: maxBlock, batch: batch, maxBatch: 4 * batch, workers: workers}
 	if st == nil {
-		return readTail(bytesReader(data), int64(len(data)), file, need, o, sz)
+		return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, nil)
 	}
-	return readTailCk(bytesReader(data), int64(len(data)), file, need, o, sz, st, minGain, st.chooseAt())
+	return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, &ckKeep{store: st, minGain: minGain, chooseAt: st.chooseAt()})
 }
 
 // SealCheckpoint recomputes a checkpoint's checksum after a test changed its bytes.

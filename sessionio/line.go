@@ -1,6 +1,9 @@
 package sessionio
 
-import "fmt"
+import (
+	"encoding/json"
+	"fmt"
+)
 
 // A line of a session file becomes an entry here, for both readers: the full read (read.go)
 // takes the lines in file order, the tail read takes them from the end. The scanner (scan.go)
@@ -80,4 +83,183 @@ func duplicateID(n int, id string, earlier int) Diagnostic {
 func orphan(n int, id, parent string) Diagnostic {
 	return Diagnostic{Line: n, EntryID: id, Kind: DiagOrphan,
 		Message: fmt.Sprintf("parent %q not found; the entry is a root and paths through it stop here (as in Pi)", parent)}
+}
+
+// tailParser is the tail read's lineParser. Lines come from the end of the file, so a line's
+// number is known only once the whole file is read: until then it is counted from the end
+// (fromEnd). How much of its line an entry keeps depends on what the read has settled so far
+// (see known).
+type tailParser struct {
+	lineParser
+	onDisk   bool // TailOptions.LeaveMessagesOnDisk
+	content  bool // TailOptions.DecodeContent
+	facts    bool // the whole-file facts are kept: the lines' problems are reported
+	diags    []tailDiag
+	fromEnd  int    // of the line being decoded
+	skeleton bool   // leave messages undecoded (known.skeleton)
+	quiet    bool   // report nothing (a line of a checkpoint's history, reported already)
+	arena    []byte // the chunk the kept lines are copied into (keepLine)
+}
+
+// newTailParser returns a parser for the lines of file that leaves messages on disk (onDisk),
+// decodes their content (content) and reports the lines' problems (facts) as the read's
+// options say.
+func newTailParser(file string, onDisk, content, facts bool) *tailParser {
+	p := &tailParser{onDisk: onDisk, content: content, facts: facts}
+	p.dec = decoder{file: file, light: true, diag: func(d Diagnostic) { p.diag(p.fromEnd, d) }}
+	return p
+}
+
+// another is a parser with p's options, for another goroutine.
+func (p *tailParser) another() *tailParser {
+	return newTailParser(p.dec.file, p.onDisk, p.content, p.facts)
+}
+
+// tailDiag is a diagnostic whose line numbers are known only once the whole file is read:
+// fromEnd counts lines from the end, phase orders them as the full read does (line problems,
+// then duplicate ids, then orphans), seq keeps their order within a line.
+type tailDiag struct {
+	d              Diagnostic
+	phase, fromEnd int
+	seq            int
+	earlierFromEnd int // duplicate ids: the earlier line with the id
+}
+
+// parse decodes a line read fromEnd lines from the end that starts at lineAt in the file;
+// nil when it is no entry. With keepBytes (the context's lines) the entry keeps a copy of its
+// line; without it the entry keeps none.
+func (p *tailParser) parse(line []byte, fromEnd int, lineAt int64, keepBytes bool) *Entry {
+	switch kind := p.scan(line); kind {
+	case lineBlank:
+		return nil
+	case lineMalformed, lineNotObject, lineHeader:
+		p.diag(fromEnd, skipped(kind, 0))
+		return nil
+	}
+	onDisk := p.onDisk && string(p.fields.typ) == `"message"`
+	if keepBytes && !onDisk { // the entry points into a copy of the line: move what was found there
+		kept := p.keepLine(line)
+		rebase(p.members, line, kept)
+		rebase(p.msg, line, kept)
+		if p.msgVal != nil {
+			p.msgVal = moved(p.msgVal, line, kept)
+		}
+		line = kept
+		p.fields = fields{}
+		p.fields.pick(p.members)
+	}
+	if p.skeleton && !keepBytes {
+		p.fields.message = nil // a position on the path, no more (see known.skeleton)
+	}
+	p.fromEnd = fromEnd
+	e := p.entry(line, 0)
+	e.fromEnd = fromEnd
+	e.at = Span{Off: lineAt, Len: int64(len(line))}
+	if onDisk {
+		if m := e.Message; m != nil {
+			m.At = Span{Off: lineAt + int64(cap(line)-cap(m.Raw)), Len: int64(len(m.Raw))}
+			if keepBytes && p.content {
+				decodeContentNow(m, p.msg, p.msgVal)
+			}
+		}
+	}
+	if !keepBytes || onDisk {
+		e.Raw, e.Details, e.Content, e.Display = nil, nil, nil, nil
+		if e.Message != nil {
+			e.Message.Raw = nil
+		}
+	}
+	return e
+}
+
+// diag reports a problem of the line fromEnd (numbered once the whole file is read).
+func (p *tailParser) diag(fromEnd int, d Diagnostic) {
+	if !p.facts || p.quiet {
+		return
+	}
+	seq := 0
+	if n := len(p.diags); n > 0 && p.diags[n-1].fromEnd == fromEnd {
+		seq = p.diags[n-1].seq + 1
+	}
+	p.diags = append(p.diags, tailDiag{d: d, fromEnd: fromEnd, seq: seq})
+}
+
+// keepLine copies a line out of the reader's reused buffer, for an entry that keeps its
+// bytes: small lines into shared chunks, large ones on their own, so that what stays in
+// memory is about the context's own bytes.
+func (p *tailParser) keepLine(line []byte) []byte {
+	const chunk, large = 256 << 10, 32 << 10
+	if len(line) >= large {
+		return append([]byte(nil), line...)
+	}
+	if cap(p.arena)-len(p.arena) < len(line) {
+		p.arena = make([]byte, 0, chunk)
+	}
+	start := len(p.arena)
+	p.arena = append(p.arena, line...)
+	return p.arena[start:len(p.arena):len(p.arena)]
+}
+
+// moved returns the part of to at the place sub has in from (sub is a sub-slice of from).
+func moved(sub, from, to []byte) []byte {
+	at := cap(from) - cap(sub)
+	return to[at : at+len(sub)]
+}
+
+// rebase moves members found in from to the same places in to, a copy of from.
+func rebase(ms []member, from, to []byte) {
+	for i := range ms {
+		ms[i].key = moved(ms[i].key, from, to)
+		ms[i].val = moved(ms[i].val, from, to)
+	}
+}
+
+// decodeContentNow decodes the content of a message whose line is about to be reused (the
+// last "content" member, as the full decoding takes) and copies what points into the line:
+// the tool calls' arguments. Problems in the content are not reported, as with light reads.
+func decodeContentNow(m *Message, ms []member, msgVal []byte) {
+	if !sameBytes(m.Raw, msgVal) || ms == nil {
+		ms = trustedMembers(m.Raw, nil)
+	}
+	for i := len(ms) - 1; i >= 0; i-- {
+		if memberKey(ms[i].key) == "content" {
+			m.Content, _ = decodeContent(ms[i].val)
+			break
+		}
+	}
+	for i := range m.Content.Blocks {
+		if b := &m.Content.Blocks[i]; b.Arguments != nil {
+			b.Arguments = append(json.RawMessage(nil), b.Arguments...)
+		}
+	}
+}
+
+// known is what a tail read has established so far; it decides how much of a line its entry
+// keeps. The walk (walk.go) sets context, model and thinking as it goes; the sources of
+// entries (backward.go, ckread.go) set assistant.
+type known struct {
+	context   bool // the walk reached the context's first entry: later lines keep no bytes
+	model     bool // the walk met the entry that settles the model
+	thinking  bool // the walk met the entry that settles the thinking level
+	assistant bool // a line read (or the checkpoint's history) holds an assistant message
+	facts     bool // the whole-file facts are kept (NeedFile, FileLater): every message is decoded, for its diagnostics
+}
+
+// skeleton reports whether lines from here on are needed for their place on the path only:
+// the context's lines are behind, the model is settled (the entry that set it is closer to the
+// leaf than any still to read, so BuildContext's answer cannot change), an assistant is known
+// to exist and no whole-file fact is asked for. Their messages are then not decoded (a
+// quarter of the time of a long history): such entries have a nil Message.
+func (k *known) skeleton() bool {
+	return k.context && k.model && k.assistant && !k.facts
+}
+
+// needsLine reports whether an entry of a checkpoint's history, of type typ (an assistant
+// message: assistant), must be read from its line rather than made from its record: the
+// context reaches back into the history, or the model or thinking level is not settled and
+// this entry may settle it.
+func (k *known) needsLine(typ string, assistant bool) bool {
+	return !k.context ||
+		!k.model && (typ == TypeModelChange || assistant) ||
+		!k.thinking && typ == TypeThinkingLevelChange
 }
