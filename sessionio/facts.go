@@ -19,8 +19,8 @@ type tailFacts struct {
 	done     bool              // numbered (once: Extend finishes again)
 }
 
-func newTailFacts() *tailFacts {
-	return &tailFacts{labels: map[string]string{}, labelSet: map[string]bool{}, dupLater: map[string]*Entry{}}
+func newTailFacts() tailFacts {
+	return tailFacts{labels: map[string]string{}, labelSet: map[string]bool{}, dupLater: map[string]*Entry{}}
 }
 
 // add counts an entry read backwards; winner is the entry a later line already holds its id

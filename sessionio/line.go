@@ -3,13 +3,15 @@ package sessionio
 import (
 	"encoding/json"
 	"fmt"
+	"unicode/utf8"
 )
 
 // A line of a session file becomes an entry here, for both readers: the full read (read.go)
 // takes the lines in file order, the tail read takes them from the end. The scanner (scan.go)
 // validates a line and locates its members in one pass; the decoder (decode.go) builds the
 // entry from them (and words the diagnostics about its fields). What a line that is no entry
-// is, and the words of the diagnostics about lines and the tree, are written once, here.
+// is, white space as Pi's trim sees it, and the words of the diagnostics about lines and the
+// tree, are written once, here.
 
 // lineKind is what a line of a session file is.
 type lineKind uint8
@@ -21,6 +23,56 @@ const (
 	lineHeader                    // an object whose type is "session"
 	lineEntry                     // any other object
 )
+
+// isBlank reports whether a line is JavaScript white space only (Pi skips such lines).
+func isBlank(line []byte) bool {
+	t, _ := jsTrim(line)
+	return len(t) == 0
+}
+
+// jsTrim trims JavaScript white space (String.prototype.trim: ASCII space and controls
+// \t\n\v\f\r, U+00A0, U+FEFF (BOM), U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F,
+// U+3000). It returns the trimmed bytes and the 1-based line number of their first byte.
+func jsTrim(b []byte) ([]byte, int) {
+	b, line := jsTrimStart(b)
+	for len(b) > 0 {
+		r, n := utf8.DecodeLastRune(b)
+		if !isJSSpace(r) {
+			break
+		}
+		b = b[:len(b)-n]
+	}
+	return b, line
+}
+
+// jsTrimStart is the first half of jsTrim: the white space at the start only.
+func jsTrimStart(b []byte) ([]byte, int) {
+	line := 1
+	for len(b) > 0 {
+		r, n := utf8.DecodeRune(b)
+		if !isJSSpace(r) {
+			break
+		}
+		if r == '\n' {
+			line++
+		}
+		b = b[n:]
+	}
+	return b, line
+}
+
+func trimJSSpace(s string) string {
+	b, _ := jsTrim([]byte(s))
+	return string(b)
+}
+
+func isJSSpace(r rune) bool {
+	switch r {
+	case ' ', '\t', '\n', '\v', '\f', '\r', 0xA0, 0xFEFF, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000:
+		return true
+	}
+	return r >= 0x2000 && r <= 0x200A
+}
 
 // lineParser turns lines into entries: one per goroutine (its decoder, the scanner's scratch,
 // the fields of the line last scanned).
@@ -91,14 +143,14 @@ func orphan(n int, id, parent string) Diagnostic {
 // (see known).
 type tailParser struct {
 	lineParser
-	onDisk   bool // TailOptions.LeaveMessagesOnDisk
-	content  bool // TailOptions.DecodeContent
-	facts    bool // the whole-file facts are kept: the lines' problems are reported
-	diags    []tailDiag
-	fromEnd  int    // of the line being decoded
-	skeleton bool   // leave messages undecoded (known.skeleton)
-	quiet    bool   // report nothing (a line of a checkpoint's history, reported already)
-	arena    []byte // the chunk the kept lines are copied into (keepLine)
+	onDisk   bool       // TailOptions.LeaveMessagesOnDisk
+	content  bool       // TailOptions.DecodeContent
+	facts    bool       // the whole-file facts are kept: the lines' problems are reported
+	diags    []tailDiag // the problems of the lines it parsed
+	fromEnd  int        // of the line being decoded
+	skeleton bool       // leave messages undecoded (known.skeleton)
+	quiet    bool       // report nothing (a line of a checkpoint's history, reported already)
+	arena    []byte     // the chunk the kept lines are copied into (keepLine)
 }
 
 // newTailParser returns a parser for the lines of file that leaves messages on disk (onDisk),

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"unicode/utf8"
 )
 
 // Errors for files Pi cannot load. Pi would silently truncate such a file to a fresh
@@ -288,53 +287,4 @@ func (s *Session) HasAssistant() bool {
 		}
 	}
 	return false
-}
-
-func isBlank(line []byte) bool {
-	t, _ := jsTrim(line)
-	return len(t) == 0
-}
-
-// jsTrim trims JavaScript white space (String.prototype.trim: ASCII space and controls
-// \t\n\v\f\r, U+00A0, U+FEFF (BOM), U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F,
-// U+3000). It returns the trimmed bytes and the 1-based line number of their first byte.
-func jsTrim(b []byte) ([]byte, int) {
-	b, line := jsTrimStart(b)
-	for len(b) > 0 {
-		r, n := utf8.DecodeLastRune(b)
-		if !isJSSpace(r) {
-			break
-		}
-		b = b[:len(b)-n]
-	}
-	return b, line
-}
-
-// jsTrimStart is the first half of jsTrim: the white space at the start only.
-func jsTrimStart(b []byte) ([]byte, int) {
-	line := 1
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if !isJSSpace(r) {
-			break
-		}
-		if r == '\n' {
-			line++
-		}
-		b = b[n:]
-	}
-	return b, line
-}
-
-func trimJSSpace(s string) string {
-	b, _ := jsTrim([]byte(s))
-	return string(b)
-}
-
-func isJSSpace(r rune) bool {
-	switch r {
-	case ' ', '\t', '\n', '\v', '\f', '\r', 0xA0, 0xFEFF, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200A
 }

@@ -22,7 +22,7 @@ type tailReader struct {
 	lines backward
 	table *ckHistory // nil: no checkpoint
 	walk  walker
-	facts *tailFacts // nil unless the whole-file facts are kept (NeedFile, FileLater)
+	facts tailFacts // when the whole-file facts are kept (known.facts: NeedFile, FileLater)
 
 	decoded bool    // the window's content is decoded (DecodeContent)
 	id      fileID  // the file's identity, for the next checkpoint
@@ -43,17 +43,21 @@ func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOpt
 		need: need, opts: o, id: id}
 	r.known.facts = need&NeedFile != 0 || o.FileLater
 	r.p = newTailParser(file, o.LeaveMessagesOnDisk, o.DecodeContent, r.known.facts)
+	r.lines = backward{file: &r.file, p: r.p, known: &r.known, far: goesFar(need),
+		block: sz.block, maxBlock: sz.maxBlock, batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers}
 	if r.known.facts {
 		r.facts = newTailFacts()
+		r.lines.facts = &r.facts
 		r.t.Labels = r.facts.labels
 	}
-	r.lines = backward{file: &r.file, p: r.p, known: &r.known, facts: r.facts, far: goesFar(need),
-		block: sz.block, maxBlock: sz.maxBlock, batch: sz.batch, maxBatch: sz.maxBatch, workers: sz.workers}
-	r.walk = walker{parts: []history{&r.lines}, known: &r.known, window: -1}
-	if ck != nil {
+	var parts []history
+	if ck == nil {
+		parts = []history{&r.lines}
+	} else {
 		r.table = &ckHistory{ck: ck, file: &r.file, p: r.p, known: &r.known, lines: &r.lines, earliest: size}
-		r.walk.parts = append(r.walk.parts, r.table)
+		parts = []history{&r.lines, r.table}
 	}
+	r.walk = walker{parts: parts, known: &r.known, window: -1}
 	return r
 }
 
@@ -183,7 +187,7 @@ func (r *tailReader) finish() error {
 		}
 		t.Diagnostics = r.facts.number(r.lines.entries, r.lines.byID, r.lines.linesMet, first, r.p.diags, hist)
 	}
-	if r.facts != nil {
+	if r.known.facts {
 		t.EntryCount, t.Name = r.facts.count, r.facts.name
 	}
 	// A cycle among the entries read is one the full read reports; one through history never
