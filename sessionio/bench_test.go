@@ -58,16 +58,17 @@ func BenchmarkReadTail(b *testing.B) {
 		for _, c := range []struct {
 			name string
 			need Need
+			o    TailOptions
 		}{
-			{"assess", NeedMessages | NeedModel},
-			{"plan", NeedContext | NeedRoot | NeedContent},
-			{"context", NeedContext | NeedRoot | NeedFile},
+			{"assess", NeedMessages | NeedModel, TailOptions{}},
+			{"plan", NeedContext | NeedRoot, TailOptions{DecodeContent: true}},
+			{"context", NeedContext | NeedRoot | NeedFile, TailOptions{}},
 		} {
 			b.Run(name+"/tail-"+c.name, func(b *testing.B) {
 				b.SetBytes(st.Size())
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := ReadTail(file, c.need); err != nil {
+					if _, err := ReadTailWith(file, c.need, c.o); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -79,9 +80,10 @@ func BenchmarkReadTail(b *testing.B) {
 		for _, c := range []struct {
 			name string
 			need Need
+			o    TailOptions
 		}{
-			{"plan", NeedContext | NeedRoot | NeedContent | FileLater},
-			{"context", NeedContext | NeedRoot | NeedFile | LeaveMessagesOnDisk},
+			{"plan", NeedContext | NeedRoot, TailOptions{DecodeContent: true, FileLater: true, Checkpoints: ck}},
+			{"context", NeedContext | NeedRoot | NeedFile, TailOptions{LeaveMessagesOnDisk: true, Checkpoints: ck}},
 		} {
 			b.Run(name+"/checkpoint-"+c.name, func(b *testing.B) {
 				if _, err := ReadTailWith(file, NeedContext|NeedRoot|NeedFile, TailOptions{Checkpoints: ck}); err != nil {
@@ -90,7 +92,7 @@ func BenchmarkReadTail(b *testing.B) {
 				b.SetBytes(st.Size())
 				b.ReportAllocs()
 				for b.Loop() {
-					if _, err := ReadTailWith(file, c.need, TailOptions{Checkpoints: ck}); err != nil {
+					if _, err := ReadTailWith(file, c.need, c.o); err != nil {
 						b.Fatal(err)
 					}
 				}
@@ -106,7 +108,7 @@ func BenchmarkReadTail(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, err := readTail(f, st.Size(), file, NeedContext|NeedRoot|NeedFile, seq); err != nil {
+				if _, err := readTail(f, st.Size(), file, NeedContext|NeedRoot|NeedFile, TailOptions{}, seq, nil); err != nil {
 					b.Fatal(err)
 				}
 				f.Close()

@@ -15,10 +15,13 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// contextNeed is what compactor context reads with: the one that writes checkpoints.
-const contextNeed = sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile | sessionio.LeaveMessagesOnDisk
+// contextNeed and contextOpts are what compactor context reads with: the read that writes
+// checkpoints.
+const contextNeed = sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile
 
-// ckTail is how far before a checkpoint's end every byte is checked (checkpoint.go).
+var contextOpts = sessionio.TailOptions{LeaveMessagesOnDisk: true}
+
+// ckTail is how far before a checkpoint's end every byte is checked (ckfile.go: ckTailLen).
 const ckTail = 4096
 
 // TestCheckpointMatchesFullRead: a session read whole at an earlier size writes a checkpoint
@@ -53,7 +56,7 @@ func TestCheckpointMatchesFullRead(t *testing.T) {
 		}
 		for i, c := range cuts {
 			before := ck.Data
-			tl, err := sessionio.ParseTailCheckpointed(data[:c], "f.jsonl", contextNeed, ck, 1, sz.block, sz.maxBlock, sz.batch, sz.workers)
+			tl, err := sessionio.ParseTailCheckpointed(data[:c], "f.jsonl", contextNeed, contextOpts, ck, 1, sz.block, sz.maxBlock, sz.batch, sz.workers)
 			if err == nil && i == 1 && tl.CheckpointAt > 0 && !bytes.Equal(before, ck.Data) {
 				chained++
 			}
@@ -63,12 +66,12 @@ func TestCheckpointMatchesFullRead(t *testing.T) {
 			return
 		}
 		written++
-		for _, need := range needs {
+		for _, rd := range reads {
 			checkTailWith(func(format string, args ...any) {
 				rt.Fatalf("%s (sizes %v, earlier sizes %v)\n--- file:\n%s", fmt.Sprintf(format, args...), sz, cuts, data)
-			}, data, f, need, sz, true, ck)
+			}, data, f, rd, sz, true, ck)
 		}
-		if tl, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", contextNeed, &sessionio.MemCheckpoint{Data: ck.Data}, 1, sz.block, sz.maxBlock, sz.batch, sz.workers); err == nil {
+		if tl, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", contextNeed, contextOpts, &sessionio.MemCheckpoint{Data: ck.Data}, 1, sz.block, sz.maxBlock, sz.batch, sz.workers); err == nil {
 			if tl.CheckpointAt > 0 {
 				used++
 			} else if strings.HasPrefix(tl.CheckpointNote, "not used") {
@@ -104,7 +107,7 @@ func TestCheckpointRejected(t *testing.T) {
 		t.Fatal(err)
 	}
 	ck := &sessionio.MemCheckpoint{}
-	if _, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", contextNeed, ck, 1, 64<<10, 512<<10, 1<<20, 2); err != nil {
+	if _, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", contextNeed, contextOpts, ck, 1, 64<<10, 512<<10, 1<<20, 2); err != nil {
 		t.Fatal(err)
 	}
 	if ck.Data == nil {
@@ -112,7 +115,7 @@ func TestCheckpointRejected(t *testing.T) {
 	}
 	read := func(d []byte, c []byte) *sessionio.Tail {
 		t.Helper()
-		tl, err := sessionio.ParseTailCheckpointed(d, "f.jsonl", contextNeed, &sessionio.MemCheckpoint{Data: c}, 1<<40, 64<<10, 512<<10, 1<<20, 2)
+		tl, err := sessionio.ParseTailCheckpointed(d, "f.jsonl", contextNeed, contextOpts, &sessionio.MemCheckpoint{Data: c}, 1<<40, 64<<10, 512<<10, 1<<20, 2)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -182,7 +185,8 @@ func TestReadTailWithCheckpointDir(t *testing.T) {
 	if err := os.WriteFile(file, data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	o := sessionio.TailOptions{Checkpoints: &sessionio.Checkpoints{Dir: filepath.Join(dir, "ck"), MinGain: 1}}
+	o := contextOpts
+	o.Checkpoints = &sessionio.Checkpoints{Dir: filepath.Join(dir, "ck"), MinGain: 1}
 	t1, err := sessionio.ReadTailWith(file, contextNeed, o)
 	if err != nil {
 		t.Fatal(err)
@@ -201,7 +205,7 @@ func TestReadTailWithCheckpointDir(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	plain, err := sessionio.ReadTail(file, contextNeed)
+	plain, err := sessionio.ReadTailWith(file, contextNeed, contextOpts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -257,7 +261,7 @@ func FuzzCheckpoint(f *testing.F) {
 			f.Fatal("no checkpoint to start from")
 		}
 		ck = &sessionio.MemCheckpoint{Anywhere: 2} // half way: the context reaches into the history
-		if _, err := sessionio.ParseTailCheckpointed(data[:cut], "f.jsonl", contextNeed, ck, 1, 4096, 65536, 0, 1); err != nil {
+		if _, err := sessionio.ParseTailCheckpointed(data[:cut], "f.jsonl", contextNeed, contextOpts, ck, 1, 4096, 65536, 0, 1); err != nil {
 			f.Fatal(err)
 		}
 	}
@@ -268,8 +272,8 @@ func FuzzCheckpoint(f *testing.F) {
 			b[12+int(at)%(len(b)-12)] ^= x
 		}
 		sessionio.SealCheckpoint(b)
-		for _, need := range []sessionio.Need{contextNeed, sessionio.NeedContext | sessionio.NeedRoot} {
-			_, _ = sessionio.ParseTailCheckpointed(data, "f.jsonl", need, &sessionio.MemCheckpoint{Data: b}, 1, 4096, 65536, 0, 1)
+		for _, rd := range []tailRead{{contextNeed, contextOpts}, {sessionio.NeedContext | sessionio.NeedRoot, sessionio.TailOptions{}}} {
+			_, _ = sessionio.ParseTailCheckpointed(data, "f.jsonl", rd.need, rd.o, &sessionio.MemCheckpoint{Data: b}, 1, 4096, 65536, 0, 1)
 		}
 	})
 }

@@ -125,7 +125,7 @@ func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []member, msgVal
 	str := func(raw []byte, field string) string {
 		v, ok := jsonString(raw)
 		if !ok && len(raw) > 0 && string(raw) != "null" && d.diag != nil {
-			d.diag(Diagnostic{Line: lineNo, EntryID: e.ID, Kind: DiagBadField, Message: fmt.Sprintf("field %q has an unexpected type; treated as absent", field)})
+			d.diag(badField(lineNo, e.ID, field))
 		}
 		return v
 	}
@@ -136,7 +136,7 @@ func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []member, msgVal
 	case TypeMessage:
 		if len(f.message) == 0 || f.message[0] != '{' {
 			if d.diag != nil { // absent counts too: Pi would fail on entry.message.role
-				d.diag(Diagnostic{Line: lineNo, EntryID: e.ID, Kind: DiagBadField, Message: fmt.Sprintf("field %q has an unexpected type; treated as absent", "message")})
+				d.diag(badField(lineNo, e.ID, "message"))
 			}
 			break
 		}
@@ -175,6 +175,12 @@ func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []member, msgVal
 		e.Name = str(f.name, "name")
 	}
 	return e
+}
+
+// badField is the diagnostic of an entry's field whose value is of another type than Pi
+// writes.
+func badField(n int, id, field string) Diagnostic {
+	return Diagnostic{Line: n, EntryID: id, Kind: DiagBadField, Message: fmt.Sprintf("field %q has an unexpected type; treated as absent", field)}
 }
 
 // sameBytes reports whether a and b are the same bytes in memory (not just equal).

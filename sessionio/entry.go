@@ -60,9 +60,9 @@ type Entry struct {
 	// session_info
 	Name string
 
-	tailK int   // a tail read's line count from the end of the file
-	at    Span  // a tail read: where the line lies in the file
-	ck    int32 // a tail read: 1 + its record in the checkpoint it came from; 0 if none
+	fromEnd int   // a tail read: the line's number counted from the end of the file, 0 for the last
+	at      Span  // a tail read: where the line lies in the file
+	record  int32 // a tail read: 1 + its record in the checkpoint's table it came from; 0 if none
 }
 
 // IsMessage reports whether e is a "message" entry with the given role.

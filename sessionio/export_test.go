@@ -6,14 +6,6 @@ import (
 	"hash/crc32"
 )
 
-// ParseTailBlocks is ParseTail with blocks of first bytes growing to at most maxBlock, and
-// parallel batches of batch bytes (0: none) growing to at most 4*batch, split among workers,
-// so that tests can split lines across blocks and parts.
-func ParseTailBlocks(data []byte, file string, need Need, first, maxBlock, batch, workers int) (*Tail, error) {
-	return readTail(bytesReader(data), int64(len(data)), file, need, tailSizes{block: first, maxBlock: maxBlock,
-		batch: batch, maxBatch: 4 * batch, workers: workers})
-}
-
 func bytesReader(b []byte) *bytes.Reader { return bytes.NewReader(b) }
 
 // MemCheckpoint is a checkpoint store in memory, for one file. Anywhere, if not 0, writes
@@ -38,14 +30,16 @@ func (m *MemCheckpoint) save(b []byte) error {
 	return nil
 }
 
-// ParseTailCheckpointed is ParseTailBlocks with checkpoints kept in st (nil: none), written
-// when they gain minGain bytes.
-func ParseTailCheckpointed(data []byte, file string, need Need, st *MemCheckpoint, minGain int64, first, maxBlock, batch, workers int) (*Tail, error) {
+// ParseTailCheckpointed is ParseTail with options (o.Checkpoints aside), with checkpoints kept
+// in st (nil: none), written when they gain minGain bytes, and with blocks of first bytes
+// growing to at most maxBlock and parallel batches of batch bytes (0: none) growing to at most
+// 4*batch, split among workers, so that tests can split lines across blocks and parts.
+func ParseTailCheckpointed(data []byte, file string, need Need, o TailOptions, st *MemCheckpoint, minGain int64, first, maxBlock, batch, workers int) (*Tail, error) {
 	sz := tailSizes{block: first, maxBlock: maxBlock, batch: batch, maxBatch: 4 * batch, workers: workers}
 	if st == nil {
-		return readTail(bytesReader(data), int64(len(data)), file, need, sz)
+		return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, nil)
 	}
-	return readTailCk(bytesReader(data), int64(len(data)), file, need, sz, st, minGain, st.chooseAt())
+	return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, &ckKeep{store: st, minGain: minGain, chooseAt: st.chooseAt()})
 }
 
 // SealCheckpoint recomputes a checkpoint's checksum after a test changed its bytes.

@@ -38,7 +38,7 @@ type Message struct {
 	Role string
 	Raw  json.RawMessage
 	// At is where a message entry's message lies in the file, for a tail read that left it
-	// there (LeaveMessagesOnDisk; Raw is nil then). Zero otherwise.
+	// there (TailOptions.LeaveMessagesOnDisk; Raw is nil then). Zero otherwise.
 	At Span
 
 	Content Content

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"unicode/utf8"
 )
 
 // Errors for files Pi cannot load. Pi would silently truncate such a file to a fresh
@@ -84,11 +83,8 @@ func ParseWith(data []byte, file string, opts Options) (*Session, error) {
 	s.EndsWithNewline = len(data) > 0 && data[len(data)-1] == '\n'
 
 	content, lineNo := jsTrim(data)
-	d := decoder{file: file, light: opts.Light, diag: s.diag}
-	d.reserve(bytes.Count(content, []byte{'\n'}) + 1)
-	var members, msg []member
-	var msgVal []byte
-	var f fields
+	p := lineParser{dec: decoder{file: file, light: opts.Light, diag: s.diag}}
+	p.dec.reserve(bytes.Count(content, []byte{'\n'}) + 1)
 	haveHeader := false
 	// For v1 files: every entry line in order (nil for headers, the header itself at 0) and
 	// the firstKeptEntryIndex of compactions, which migration turns into ids.
@@ -103,27 +99,17 @@ func ParseWith(data []byte, file string, opts Options) (*Session, error) {
 		}
 		n := lineNo
 		lineNo++
-		if isBlank(line) {
+		kind := p.scan(line)
+		switch kind {
+		case lineBlank:
+			continue
+		case lineMalformed, lineNotObject:
+			s.diag(skipped(kind, n))
 			continue
 		}
-		var notObject bool
-		var err error
-		members, msg, msgVal, notObject, err = scanEntry(line, members[:0], msg[:0])
-		switch {
-		case err != nil:
-			s.diag(Diagnostic{Line: n, Kind: DiagMalformedLine, Message: "line is not valid JSON; skipped (Pi skips it too)"})
-			continue
-		case notObject:
-			// Valid JSON that is not an object (a number, a string, an array...): Pi would keep
-			// it as an entry and fail on it later; compactor skips it and says so.
-			s.diag(Diagnostic{Line: n, Kind: DiagMalformedLine, Message: "line is JSON but not an entry object; skipped"})
-			continue
-		}
-		f = fields{}
-		f.pick(members)
 		if !haveHeader {
-			h, ok := header(&f, line)
-			if !ok || string(f.typ) != `"session"` {
+			h, ok := header(&p.fields, line)
+			if !ok || kind != lineHeader {
 				return nil, &FileError{File: file, Line: n, Err: ErrNoHeader}
 			}
 			s.Header, haveHeader = h, true
@@ -133,19 +119,19 @@ func ParseWith(data []byte, file string, opts Options) (*Session, error) {
 			}
 			continue
 		}
-		if string(f.typ) == `"session"` {
-			s.diag(Diagnostic{Line: n, Kind: DiagExtraHeader, Message: "another session header inside the file; ignored (Pi ignores it too)"})
+		if kind == lineHeader {
+			s.diag(skipped(kind, n))
 			if fki != nil {
 				all = append(all, nil)
 			}
 			continue
 		}
-		e := d.entry(&f, line, n, msg, msgVal)
+		e := p.entry(line, n)
 		s.Entries = append(s.Entries, e)
 		if fki != nil {
 			all = append(all, e)
-			if e.Type == TypeCompaction && len(f.firstKeptEntryIndex) > 0 {
-				fki[e] = f.firstKeptEntryIndex
+			if e.Type == TypeCompaction && len(p.fields.firstKeptEntryIndex) > 0 {
+				fki[e] = p.fields.firstKeptEntryIndex
 			}
 		}
 	}
@@ -178,8 +164,7 @@ func (s *Session) index() error {
 	s.leafID = ""
 	for _, e := range s.Entries {
 		if prev, dup := s.byID[e.ID]; dup {
-			s.diag(Diagnostic{Line: e.Line, EntryID: e.ID, Kind: DiagDuplicateID,
-				Message: fmt.Sprintf("id also used on line %d; the later line wins (as in Pi)", prev.Line)})
+			s.diag(duplicateID(e.Line, e.ID, prev.Line))
 		}
 		s.byID[e.ID] = e
 		s.leafID = e.ID
@@ -202,8 +187,7 @@ func (s *Session) index() error {
 			continue
 		}
 		if _, ok := s.byID[e.ParentID]; !ok {
-			s.diag(Diagnostic{Line: e.Line, EntryID: e.ID, Kind: DiagOrphan,
-				Message: fmt.Sprintf("parent %q not found; the entry is a root and paths through it stop here (as in Pi)", e.ParentID)})
+			s.diag(orphan(e.Line, e.ID, e.ParentID))
 		}
 	}
 	return findCycle(s.File, s.Entries, func(id string) *Entry { return s.byID[id] })
@@ -303,53 +287,4 @@ func (s *Session) HasAssistant() bool {
 		}
 	}
 	return false
-}
-
-func isBlank(line []byte) bool {
-	t, _ := jsTrim(line)
-	return len(t) == 0
-}
-
-// jsTrim trims JavaScript white space (String.prototype.trim: ASCII space and controls
-// \t\n\v\f\r, U+00A0, U+FEFF (BOM), U+1680, U+2000–U+200A, U+2028, U+2029, U+202F, U+205F,
-// U+3000). It returns the trimmed bytes and the 1-based line number of their first byte.
-func jsTrim(b []byte) ([]byte, int) {
-	b, line := jsTrimStart(b)
-	for len(b) > 0 {
-		r, n := utf8.DecodeLastRune(b)
-		if !isJSSpace(r) {
-			break
-		}
-		b = b[:len(b)-n]
-	}
-	return b, line
-}
-
-// jsTrimStart is the first half of jsTrim: the white space at the start only.
-func jsTrimStart(b []byte) ([]byte, int) {
-	line := 1
-	for len(b) > 0 {
-		r, n := utf8.DecodeRune(b)
-		if !isJSSpace(r) {
-			break
-		}
-		if r == '\n' {
-			line++
-		}
-		b = b[n:]
-	}
-	return b, line
-}
-
-func trimJSSpace(s string) string {
-	b, _ := jsTrim([]byte(s))
-	return string(b)
-}
-
-func isJSSpace(r rune) bool {
-	switch r {
-	case ' ', '\t', '\n', '\v', '\f', '\r', 0xA0, 0xFEFF, 0x1680, 0x2028, 0x2029, 0x202F, 0x205F, 0x3000:
-		return true
-	}
-	return r >= 0x2000 && r <= 0x200A
 }

@@ -24,25 +24,38 @@ import (
 // `make test`, 10,000 or more in `make proptest` (-tail.checks).
 var tailChecks = flag.Int("tail.checks", 300, "generated sessions for TestTailMatchesFullRead")
 
-// needs are the combinations the commands use, and a few more.
-var needs = []sessionio.Need{
-	0,
-	sessionio.NeedModel,
-	sessionio.NeedMessages | sessionio.NeedModel,                         // engine Assess
-	sessionio.NeedMessages | sessionio.NeedModel | sessionio.NeedContent, // planning a compaction
-	sessionio.NeedContext, // the context alone
-	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedContent, // compactor plan
-	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile,    // compactor context
-	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile | sessionio.LeaveMessagesOnDisk,
-	sessionio.NeedMessages | sessionio.NeedModel | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent, // decoded as read
-	sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedContent | sessionio.LeaveMessagesOnDisk | sessionio.NeedFile,
-	sessionio.NeedContext | sessionio.NeedFile | sessionio.NeedContent,      // everything
-	sessionio.NeedThinking | sessionio.NeedRoot,                             // path ids
-	sessionio.NeedMessages | sessionio.NeedThinking | sessionio.NeedContent, // odd ones
-	sessionio.NeedUsage | sessionio.NeedModel | sessionio.NeedContent,       // engine CheckBudget (sweeps)
-	sessionio.NeedUsage | sessionio.NeedModel,
-	sessionio.NeedUsage | sessionio.LeaveMessagesOnDisk | sessionio.NeedContent,
-	sessionio.NeedMessages | sessionio.NeedModel | sessionio.NeedContent | sessionio.LeaveMessagesOnDisk | sessionio.FileLater, // compactor plan
+// tailRead is one way to read a tail: what to establish, and how to keep what is read.
+type tailRead struct {
+	need sessionio.Need
+	o    sessionio.TailOptions
+}
+
+var (
+	content   = sessionio.TailOptions{DecodeContent: true}
+	onDisk    = sessionio.TailOptions{LeaveMessagesOnDisk: true}
+	onDiskDec = sessionio.TailOptions{LeaveMessagesOnDisk: true, DecodeContent: true}
+	planLater = sessionio.TailOptions{LeaveMessagesOnDisk: true, DecodeContent: true, FileLater: true}
+)
+
+// reads are the combinations the commands use, and a few more.
+var reads = []tailRead{
+	{0, sessionio.TailOptions{}},
+	{sessionio.NeedModel, sessionio.TailOptions{}},
+	{sessionio.NeedMessages | sessionio.NeedModel, sessionio.TailOptions{}}, // engine Assess
+	{sessionio.NeedMessages | sessionio.NeedModel, content},                 // planning a compaction
+	{sessionio.NeedContext, sessionio.TailOptions{}},                        // the context alone
+	{sessionio.NeedContext | sessionio.NeedRoot, content},                   // compactor plan
+	{contextNeed, sessionio.TailOptions{}},                                  // compactor context
+	{contextNeed, onDisk},
+	{sessionio.NeedMessages | sessionio.NeedModel, onDiskDec}, // decoded as read
+	{contextNeed, onDiskDec},
+	{sessionio.NeedContext | sessionio.NeedFile, content},                  // everything
+	{sessionio.NeedThinking | sessionio.NeedRoot, sessionio.TailOptions{}}, // path ids
+	{sessionio.NeedMessages | sessionio.NeedThinking, content},             // odd ones
+	{sessionio.NeedUsage | sessionio.NeedModel, content},                   // engine CheckBudget (sweeps)
+	{sessionio.NeedUsage | sessionio.NeedModel, sessionio.TailOptions{}},
+	{sessionio.NeedUsage, onDiskDec},
+	{sessionio.NeedMessages | sessionio.NeedModel, planLater}, // compactor plan
 }
 
 // contextSize is Pi's measure of a path's context (estimateContextTokens over
@@ -96,17 +109,19 @@ func readFull(data []byte) full {
 
 // checkTail compares a tail read with need against the full read of the same bytes, for
 // everything need settles. It reports with fatal (the tests' t.Fatalf or rapid's).
-func checkTail(fatal func(string, ...any), data []byte, f full, need sessionio.Need, sz sizes, plans bool) {
-	checkTailWith(fatal, data, f, need, sz, plans, nil)
+func checkTail(fatal func(string, ...any), data []byte, f full, rd tailRead, sz sizes, plans bool) {
+	checkTailWith(fatal, data, f, rd, sz, plans, nil)
 }
 
 // checkTailWith is checkTail for a read from a copy of the checkpoint in ck (nil: none).
-func checkTailWith(fatal func(string, ...any), data []byte, f full, need sessionio.Need, sz sizes, plans bool, ck *sessionio.MemCheckpoint) {
+func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead, sz sizes, plans bool, ck *sessionio.MemCheckpoint) {
+	need := rd.need
+	fatal := func(format string, args ...any) { fatalf("options %+v, "+format, append([]any{rd.o}, args...)...) }
 	var st *sessionio.MemCheckpoint
 	if ck != nil {
 		st = &sessionio.MemCheckpoint{Data: ck.Data, Anywhere: ck.Anywhere}
 	}
-	t, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", need, st, 1, sz.block, sz.maxBlock, sz.batch, sz.workers)
+	t, err := sessionio.ParseTailCheckpointed(data, "f.jsonl", need, rd.o, st, 1, sz.block, sz.maxBlock, sz.batch, sz.workers)
 	if f.err != nil {
 		if err == nil {
 			if errors.Is(f.err, sessionio.ErrCycle) && need&sessionio.NeedFile == 0 && cycleUnread(data, t) {
@@ -143,7 +158,7 @@ func checkTailWith(fatal func(string, ...any), data []byte, f full, need session
 			fatal("need %b: path[%d] %s %q (parent %q), full %s %q (parent %q)", need, i, e.Type, e.ID, e.ParentID, w.Type, w.ID, w.ParentID)
 		}
 		if i >= t.Window {
-			if e.Type == sessionio.TypeMessage && need&sessionio.LeaveMessagesOnDisk != 0 && t.Fallback == "" {
+			if e.Type == sessionio.TypeMessage && rd.o.LeaveMessagesOnDisk && t.Fallback == "" {
 				if e.Raw != nil || e.Message != nil && !bytes.Equal(rawOf(e.Message, data), w.Message.Raw) {
 					fatal("need %b: path[%d] (%s): the message left on disk is not at %+v", need, i, e.ID, e.Message.At)
 				}
@@ -167,7 +182,7 @@ func checkTailWith(fatal func(string, ...any), data []byte, f full, need session
 			}
 		}
 	}
-	if need&sessionio.NeedUsage != 0 && need&sessionio.NeedContent != 0 {
+	if need&sessionio.NeedUsage != 0 && rd.o.DecodeContent {
 		dpath, _ := f.dec.Path("")
 		if g, w := contextSize(decodedOnDisk(t.Path, data)), contextSize(dpath); g != w {
 			fatal("need %b: context size %d from a path of %d entries, full %d", need, g, len(t.Path), w)
@@ -179,7 +194,7 @@ func checkTailWith(fatal func(string, ...any), data []byte, f full, need session
 	if (need&sessionio.NeedThinking != 0 || t.Complete) && got.ThinkingLevel != want.ThinkingLevel {
 		fatal("need %b: thinking %q, full %q", need, got.ThinkingLevel, want.ThinkingLevel)
 	}
-	if need&sessionio.NeedContent != 0 {
+	if rd.o.DecodeContent {
 		dpath, _ := f.dec.Path("")
 		for i, e := range t.Path[t.Window:] {
 			w := dpath[off+t.Window+i]
@@ -220,7 +235,7 @@ func checkTailWith(fatal func(string, ...any), data []byte, f full, need session
 			fatal("need %b: after Extend, window %d, full %d", need, t.Window, windowOf(f.path))
 		}
 	}
-	if need&sessionio.FileLater != 0 && need&sessionio.NeedFile == 0 { // the rest of the file, for its facts
+	if rd.o.FileLater && need&sessionio.NeedFile == 0 { // the rest of the file, for its facts
 		if err := t.Extend(sessionio.NeedRoot | sessionio.NeedFile); err != nil {
 			fatal("need %b: Extend(NeedFile): %v", need, err)
 		}
@@ -416,14 +431,14 @@ func TestTailMatchesFullReadCorpus(t *testing.T) {
 		if tl, err := sessionio.ParseTail(data, file, sessionio.NeedMessages|sessionio.NeedModel); err == nil && !tl.Complete {
 			partial++
 		}
-		for _, need := range needs {
+		for _, rd := range reads {
 			for _, sz := range []sizes{{64 << 10, 512 << 10, 1 << 20, 2}, {100, 1000, 0, 1}, {1, 7, 0, 1}, {64 << 10, 512 << 10, 5000, 3}} {
 				if sz.block < 64<<10 && len(data) > 600<<10 || sz.block == 1 && len(data) > 120<<10 {
 					continue // the default blocks already split these files' lines; tiny ones only cost time
 				}
 				checkTail(func(format string, args ...any) {
 					t.Fatalf("%s (sizes %v): %s", file, sz, fmt.Sprintf(format, args...))
-				}, data, f, need, sz, sz.block == 64<<10 && sz.batch == 1<<20)
+				}, data, f, rd, sz, sz.block == 64<<10 && sz.batch == 1<<20)
 			}
 		}
 	}
@@ -449,10 +464,10 @@ func TestTailMatchesFullRead(t *testing.T) {
 		f := readFull(data)
 		first := rapid.IntRange(1, 2048).Draw(rt, "block")
 		sz := sizes{first, rapid.IntRange(first, 8192).Draw(rt, "maxBlock"), rapid.SampledFrom([]int{0, 1, 16, 200, 3000}).Draw(rt, "batch"), rapid.IntRange(1, 3).Draw(rt, "workers")}
-		for _, need := range needs {
+		for _, rd := range reads {
 			checkTail(func(format string, args ...any) {
 				rt.Fatalf("%s (sizes %v)\n--- file:\n%s", fmt.Sprintf(format, args...), sz, data)
-			}, data, f, need, sz, true)
+			}, data, f, rd, sz, true)
 		}
 		runs++
 		if tl, err := sessionio.ParseTail(data, "f.jsonl", sessionio.NeedContext); err == nil {
@@ -762,10 +777,13 @@ func FuzzTailMatchesFullRead(f *testing.F) {
 	f.Add([]byte(h+"\n"+`{"type":"message","id":"a","parentId":null,"timestamp":"t","message":{"role":"user","content":"x"}}`+"\n"+
 		`{"type":"compaction","id":"c","parentId":"a","timestamp":"t","summary":"S","firstKeptEntryId":"a","tokensBefore":1}`+"\n"), uint16(3), uint16(5))
 	f.Fuzz(func(t *testing.T, data []byte, needBits, block uint16) {
-		need := sessionio.Need(needBits) & (sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile | sessionio.NeedContent | sessionio.LeaveMessagesOnDisk)
+		// The goals are needBits' low five bits; bits 5 and 7 (the places the options had when
+		// the corpus was written) decode the content and leave the messages on disk.
+		rd := tailRead{sessionio.Need(needBits) & (sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedFile),
+			sessionio.TailOptions{DecodeContent: needBits&(1<<5) != 0, LeaveMessagesOnDisk: needBits&(1<<7) != 0}}
 		first := int(block%4096) + 1
 		checkTail(func(format string, args ...any) {
 			t.Fatalf("%s\n--- file:\n%q", fmt.Sprintf(format, args...), data)
-		}, data, readFull(data), need, sizes{first, first * 4, int(block >> 10), 1 + int(block&3)}, false)
+		}, data, readFull(data), rd, sizes{first, first * 4, int(block >> 10), 1 + int(block&3)}, false)
 	})
 }

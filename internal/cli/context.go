@@ -63,8 +63,8 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		// entryCount, labels, sessionName and diagnostics are whole-file facts) but keeps no
 		// message bytes: they are copied from the file to the output.
 		// With a checkpoint of the file's history, only the lines after it are read.
-		t, err = sessionio.ReadTailWith(file, sessionio.NeedContext|sessionio.NeedRoot|sessionio.NeedFile|sessionio.LeaveMessagesOnDisk,
-			sessionio.TailOptions{Checkpoints: checkpointsAt(cks)})
+		t, err = sessionio.ReadTailWith(file, sessionio.NeedContext|sessionio.NeedRoot|sessionio.NeedFile,
+			sessionio.TailOptions{LeaveMessagesOnDisk: true, Checkpoints: checkpointsAt(cks)})
 	} else {
 		var s *sessionio.Session
 		if s, err = sessionio.ReadFileWith(file, sessionio.Options{Light: true}); err == nil {

@@ -63,7 +63,7 @@ func Load(file string, o LoadOptions) (*Source, error) {
 	}
 	src := &Source{File: file, ModTime: fi.ModTime()}
 	if o.Tail && o.Leaf == "" {
-		t, err := sessionio.ReadTail(file, sessionio.NeedUsage|sessionio.NeedModel|sessionio.NeedContent)
+		t, err := sessionio.ReadTailWith(file, sessionio.NeedUsage|sessionio.NeedModel, sessionio.TailOptions{DecodeContent: true})
 		if err != nil {
 			return nil, err
 		}
@@ -198,11 +198,12 @@ func loadPath(file, counter string, contextWindow int, cks *sessionio.Checkpoint
 	if err != nil {
 		return nil, &sessionio.FileError{File: file, Err: err}
 	}
-	need, rest := sessionio.NeedMessages|sessionio.NeedModel|sessionio.NeedContent|sessionio.LeaveMessagesOnDisk, sessionio.NeedRoot
+	o := sessionio.TailOptions{DecodeContent: true, LeaveMessagesOnDisk: true, Checkpoints: cks}
+	rest := sessionio.NeedRoot
 	if cks != nil && cks.Dir != "" {
-		need, rest = need|sessionio.FileLater, rest|sessionio.NeedFile
+		o.FileLater, rest = true, rest|sessionio.NeedFile
 	}
-	t, err := sessionio.ReadTailWith(file, need, sessionio.TailOptions{Checkpoints: cks})
+	t, err := sessionio.ReadTailWith(file, sessionio.NeedMessages|sessionio.NeedModel, o)
 	if err != nil {
 		return nil, err
 	}
