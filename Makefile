@@ -115,12 +115,15 @@ e2e:
 	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
 
 # The reliability suite (chaos/, docs/reliability.md): worker SIGKILL loops, a node kill on a
-# 3-node cluster, LLM faults, bad files; real processes on loopback, every file checked and
-# loaded by the real Pi. Not part of `make test`; bounded at 10 minutes.
+# 3-node cluster, LLM faults, bad files, a full disk; real processes on loopback, every file
+# checked and loaded by the real Pi. Then the full-disk appends at the library level (the
+# restore entry needs a Pi line placed inside the append), also checked by the real Pi. Not
+# part of `make test`; bounded at 10 minutes.
 CHAOS_RUN ?= .
 chaos:
 	$(PI_ORACLE) install
 	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
+	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
 
 # The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
 test-extension:

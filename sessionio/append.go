@@ -208,6 +208,17 @@ type planFunc func(s *Session) (parent string, path []*Entry, build func(id, ts 
 // is written), so a test can append a line exactly where a live Pi could.
 var testHooks sync.Map // string → func(point string)
 
+// testLineFiles maps a file to the lineFile a test wants its lines written through (no
+// reservation, as on a file system without fallocate; or a write made to stop short).
+var testLineFiles sync.Map // string → func(*os.File) lineFile
+
+func lineFileOf(f *os.File) lineFile {
+	if w, ok := testLineFiles.Load(f.Name()); ok {
+		return w.(func(*os.File) lineFile)(f)
+	}
+	return osLineFile{File: f}
+}
+
 func hook(file, point string) {
 	if h, ok := testHooks.Load(file); ok {
 		h.(func(string))(point)
@@ -221,11 +232,14 @@ func hook(file, point string) {
 //  1. Under an exclusive advisory lock (which serializes compactor processes; Pi ignores
 //     it) the file is read through the descriptor, checked against expect and the general
 //     rules, and the line is encoded. Everything that takes time happens here.
-//  2. The final check is one fstat: the size must still be expect.Size. Pi only ever
-//     appends, so an unchanged size means an unchanged file. Nothing is read or parsed
-//     between this check and the write, which follows at once: a single write of the whole
-//     line (preceded by "\n" if the file lacks its final newline) on an O_APPEND
-//     descriptor, then fsync.
+//  2. The line's blocks are reserved (fallocate, keep size: a full disk fails here, before
+//     any byte is written). Then the final check is one fstat: the size must still be
+//     expect.Size. Pi only ever appends, so an unchanged size means an unchanged file.
+//     Nothing is read or parsed between this check and the write, which follows at once: a
+//     single write(2) of the whole line (preceded by "\n" if the file lacks its final
+//     newline) on an O_APPEND descriptor, then fsync. A write that still stops short is
+//     taken back when nothing of Pi's came after it, or reported with where its bytes are
+//     (appendLine, which every line compactor writes goes through).
 //  3. The write lands at the end of the file whatever happened since the check (O_APPEND),
 //     but a Pi line may have landed between the check and the write. The region after the
 //     planned size is read back to find where the line landed. Lines before it are
@@ -307,19 +321,21 @@ func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc)
 	// line, so that a Pi line glued onto a torn tail is seen as the one line it becomes.
 	scanFrom := int64(bytes.LastIndexByte(data, '\n') + 1)
 
-	// The final check, then the write, with nothing in between.
-	if st, err = f.Stat(); err != nil {
+	// The line's space is reserved, then the final check, then the write, with nothing in
+	// between (appendLine).
+	final := func() error {
+		st, err := f.Stat()
+		if err != nil {
+			return err
+		}
+		if st.Size() != expect.Size {
+			return &ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID}
+		}
+		hook(file, "write")
+		return nil
+	}
+	if err := appendLine(lineFileOf(f), expect.Size, buf, final); err != nil {
 		return fail(err)
-	}
-	if st.Size() != expect.Size {
-		return fail(&ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID})
-	}
-	hook(file, "write")
-	if n, err := f.Write(buf); err != nil {
-		return fail(fmt.Errorf("write (%d of %d bytes written): %w", n, len(buf), err))
-	}
-	if err := f.Sync(); err != nil {
-		return fail(fmt.Errorf("fsync: %w", err))
 	}
 	ap := &Appended{ID: id, ParentID: parent, Timestamp: ts, Line: line}
 	if err := settle(ctx, f, scanFrom, expect, ts, s, ap); err != nil {
@@ -408,11 +424,12 @@ func settle(ctx context.Context, f *os.File, from int64, expect Expect, ts strin
 			return err
 		}
 		hook(f.Name(), "restore")
-		if _, err := f.Write(append(rline, '\n')); err != nil {
-			return fmt.Errorf("write restore entry: %w", err)
+		st, err := f.Stat()
+		if err != nil {
+			return err
 		}
-		if err := f.Sync(); err != nil {
-			return fmt.Errorf("fsync restore entry: %w", err)
+		if err := appendLine(lineFileOf(f), st.Size(), append(rline, '\n'), nil); err != nil {
+			return fmt.Errorf("restore entry: %w", err)
 		}
 		ours[rid] = true
 		ap.Restores = append(ap.Restores, rid)

@@ -15,6 +15,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/internal/piwrite"
 )
 
 // piLine is a message entry as Pi appends it: one line, parent = the writer's own leaf.
@@ -27,17 +29,7 @@ func piLine(id, parent string, n int) string {
 
 // appendLikePi writes one line the way Pi's appendFileSync does: open with O_APPEND, one
 // write, close, no lock, no fsync.
-func appendLikePi(file, line string) error {
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return err
-	}
-	_, err = f.WriteString(line + "\n")
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	return err
-}
+func appendLikePi(file, line string) error { return piwrite.Append(file, line) }
 
 // checkPiEntriesOnPath loads the file as Pi would (leaf = last entry line) and fails if any
 // of the ids Pi wrote is not on the path from that leaf.
