@@ -17,7 +17,8 @@ func init() {
 	register(&Command{Name: "dlq", Summary: "list, show, retry or purge dead-lettered jobs", Run: runDLQ})
 }
 
-const dlqUsage = "compactor dlq list|show|retry|purge [SEQ...] [flags]"
+// dlqUsage follows the program name in the usage line.
+const dlqUsage = "list|show|retry|purge [SEQ...] [flags]"
 
 const dlqHelp = `
 Dead letters are the jobs that were refused (bad payload, unsafe path), failed for good, or
