@@ -56,6 +56,7 @@ func TestWorkerKillLoop(t *testing.T) {
 
 	start := time.Now()
 	workers := []*proc{compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...), compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...)}
+	waitServed(t, js)
 	if st := sweepStats(t, logs, sweepArgs(natsURL, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
@@ -110,7 +111,8 @@ func TestClusterNodeKill(t *testing.T) {
 	for range 2 {
 		workers = append(workers, compactor(t, logs, workerArgs(urls, f.dir, llm.url, key, "--replicas", "3", "--concurrency", "4")...))
 	}
-	if st := sweepStats(t, logs, sweepArgs(urls, f.dir, "--replicas", "3")...); st.Enqueued != n {
+	waitServed(t, js)
+	if st := sweepStats(t, logs, sweepArgs(urls, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
 	waitFor(t, 2*time.Minute, "a quarter of the sessions compacted", func() bool { return llm.llm.Count() >= n/4 })
@@ -185,6 +187,7 @@ func TestLLMFaults(t *testing.T) {
 	key, logs := keyFile(t), t.TempDir()
 	start := time.Now()
 	w := compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...)
+	waitServed(t, js)
 	if st := sweepStats(t, logs, sweepArgs(natsURL, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
@@ -269,10 +272,16 @@ func TestBadFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Jobs queued before any worker runs; then one file is deleted and one renamed.
+	// Jobs queued before any worker runs; then one file is deleted and one renamed. Only a
+	// service sets up the streams: `compactor run --once` on an empty store does, and
+	// ends; the sweep then queues for a store no worker serves (--allow-unserved).
 	deleted := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-0000000de1e7.jsonl", "019c0000-0000-7000-8000-0000000de1e7", src)
 	renamed := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-00000000ae2a.jsonl", "019c0000-0000-7000-8000-00000000ae2a", src)
-	st := sweepStats(t, logs, sweepArgs(natsURL, f.dir)...)
+	setup := compactor(t, logs, workerArgs(natsURL, t.TempDir(), llm.url, key, "--once")...)
+	if code := setup.wait(t, time.Minute); code != 0 {
+		t.Fatalf("run --once to set up the streams: exit %d\n%s", code, tail(setup.log, 20))
+	}
+	st := sweepStats(t, logs, sweepArgs(natsURL, f.dir, "--allow-unserved")...)
 	for _, j := range []pipeline.Job{
 		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/link-out.jsonl", SessionID: "019c0000-0000-7000-8000-0000000000a1", Reason: "chaos"},
 		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},

@@ -289,19 +289,8 @@ func startNATS(t *testing.T) string {
 // returns them and the client URL list once JetStream has its meta leader.
 func startCluster(t *testing.T) ([]*natstest.Node, string) {
 	nodes := natstest.StartCluster(t, "compactor-chaos")
-	var urls []string
-	for _, n := range nodes {
-		urls = append(urls, n.URL())
-	}
-	all := strings.Join(urls, ",")
-	nc, js := connect(t, all)
-	defer nc.Close()
-	waitFor(t, 30*time.Second, "the JetStream meta leader", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
+	all := natstest.URLs(nodes)
+	natstest.WaitJetStream(t, all, 30*time.Second)
 	return nodes, all
 }
 
@@ -393,11 +382,34 @@ func workerArgs(natsURL, store, llmURL, keyFile string, extra ...string) []strin
 	return append(args, extra...)
 }
 
+// sweepArgs are a sweep's: a client, which takes none of the streams' settings (only a
+// service sets them up).
 func sweepArgs(natsURL, store string, extra ...string) []string {
 	args := []string{"sweep", "--nats-url", natsURL, "--store", "default=" + store, "--idle", "0",
-		"--context-window", "20000", "--keep-recent-tokens", "2000",
-		"--ack-wait", "6s", "--lease-ttl", "3s", "--max-deliver", "8", "--json"}
+		"--context-window", "20000", "--keep-recent-tokens", "2000", "--json"}
 	return append(args, extra...)
+}
+
+// waitServed waits until a worker serves store default: it has set up the streams and
+// its key is in COMPACTOR_WORKERS, which a sweep checks before it queues anything.
+func waitServed(t *testing.T, js jetstream.JetStream) {
+	t.Helper()
+	waitFor(t, time.Minute, "a worker serving store default", func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
+		defer cancel()
+		kv, err := js.KeyValue(ctx, pipeline.BucketWorkers)
+		if err != nil {
+			return false
+		}
+		keys, err := kv.ListKeysFiltered(ctx, "default.*")
+		if err != nil {
+			return false
+		}
+		for range keys.Keys() {
+			return true
+		}
+		return false
+	})
 }
 
 // sweepStats runs `compactor sweep --json` to its end and returns its stats.

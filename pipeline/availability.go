@@ -37,9 +37,9 @@ func (e *StreamError) Error() string {
 	var what string
 	switch e.Kind {
 	case ErrNoService:
-		what = fmt.Sprintf("stream %s does not exist on this NATS server: no `compactor run` has started against it (start one, or check --nats-url)", e.Stream)
+		what = fmt.Sprintf("%s does not exist on this NATS server: no `compactor run` has started against it, and only `compactor run` sets it up (start one, or check --nats-url)", e.resource())
 	case ErrStreamOffline:
-		what = fmt.Sprintf("stream %s is offline", e.Stream)
+		what = fmt.Sprintf("%s is offline", e.resource())
 	default:
 		what = "JetStream is unavailable"
 	}
@@ -50,6 +50,14 @@ func (e *StreamError) Error() string {
 		what += " (" + e.Err.Error() + ")"
 	}
 	return what
+}
+
+// resource names what Stream holds: "bucket NAME" for a KV bucket's stream, else "stream NAME".
+func (e *StreamError) resource() string {
+	if b, ok := strings.CutPrefix(e.Stream, "KV_"); ok {
+		return "bucket " + b
+	}
+	return "stream " + e.Stream
 }
 
 // Unwrap exposes both the kind and the original error.

@@ -32,15 +32,7 @@ func TestMain(m *testing.M) {
 func newCluster(t testing.TB) *cluster {
 	t.Helper()
 	c := &cluster{t: t, nodes: natstest.StartCluster(t, "compactor-test")}
-	nc := c.connect()
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
-	eventually(t, 30*time.Second, "the JetStream meta leader", func() bool {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		defer cancel()
-		_, err := js.AccountInfo(ctx)
-		return err == nil
-	})
+	natstest.WaitJetStream(t, c.urls(), 30*time.Second)
 	return c
 }
 
@@ -56,13 +48,13 @@ func newClusterClient(t testing.TB) (*cluster, *nats.Conn, jetstream.JetStream) 
 // urls is the client URL list of the nodes (all of them unless some are given).
 func (c *cluster) urls(which ...int) string {
 	if len(which) == 0 {
-		which = []int{0, 1, 2}
+		return natstest.URLs(c.nodes)
 	}
-	var out []string
+	var out []*natstest.Node
 	for _, i := range which {
-		out = append(out, c.nodes[i].URL())
+		out = append(out, c.nodes[i])
 	}
-	return strings.Join(out, ",")
+	return natstest.URLs(out)
 }
 
 func (c *cluster) connect() *nats.Conn {

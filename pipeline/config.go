@@ -262,6 +262,11 @@ type Config struct {
 	// embedded server as a client (run --once next to a running service) instead of
 	// failing. The service writes its client URL into DataDir.
 	JoinRunning bool
+	// Client: this process only uses what a service set up (`compactor sweep`). Start opens
+	// the jobs stream and the sweeps' bucket, creates and changes nothing, and fails naming
+	// what is missing; the workers cannot run. Only services configure the cluster, so that
+	// a client typed with other settings cannot rewrite a fleet's (replicas, windows).
+	Client bool
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
 

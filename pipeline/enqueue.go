@@ -145,6 +145,10 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 			continue
 		}
 		ev, err := waitFinal(ctx, events, res.Seq, res.JobID)
+		if errors.Is(err, context.DeadlineExceeded) {
+			// A timeout alone tells nothing: say where the job is and who serves its store.
+			err = fmt.Errorf("%w: %s", err, whyWaiting(ctx, js, job.Store, res.Seq))
+		}
 		if err != nil {
 			return res, err
 		}
@@ -163,7 +167,7 @@ func waitFinal(ctx context.Context, events <-chan jetstream.Msg, seq uint64, job
 	for {
 		select {
 		case <-ctx.Done():
-			return nil, fmt.Errorf("enqueue: waiting for job %s (seq %d): %w", jobID, seq, ctx.Err())
+			return nil, fmt.Errorf("enqueue: job %s (seq %d) did not end in time: %w", jobID, seq, ctx.Err())
 		case m := <-events:
 			var ev Event
 			if json.Unmarshal(m.Data(), &ev) != nil {

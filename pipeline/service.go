@@ -282,6 +282,9 @@ type work struct {
 // store, all ending with ctx. The returned stop waits for them and for running jobs (the
 // two-stage shutdown).
 func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
+	if s.cfg.Client {
+		return nil, errors.New("config: Client: a client runs no workers")
+	}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
 	w := work{jobs: jobCtx, book: bookCtx}
@@ -326,6 +329,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	for _, st := range s.cfg.Stores {
 		loops.Go(func() { s.fetchLoop(ctx, w, st.Name) })
 	}
+	stopBeats := s.beatServing(bookCtx)
 	return func() {
 		t0 := time.Now()
 		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
@@ -336,6 +340,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		})
 		hard := time.AfterFunc(s.cfg.ShutdownTimeout+shutdownGrace, cancelBook)
 		loops.Wait() // stage 1: no more fetches (ctx is done)
+		stopBeats()
 		done := make(chan struct{})
 		go func() { s.jobs.Wait(); close(done) }()
 		select {

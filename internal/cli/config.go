@@ -1,19 +1,23 @@
 package cli
 
 import (
+	"context"
 	"encoding/json"
 	"flag"
 	"fmt"
+	"io"
 	"os"
 	"strings"
+	"sync"
 )
 
 // applyConfigFile sets every flag named in a JSON config file that was not given on the
 // command line. Keys are flag names ("store", "context-window", "idle", ...); values are
 // strings, numbers, booleans, or arrays for repeatable flags. Keys starting with "_" are
 // comments. The command line always wins over the file, so one file can serve a fleet and
-// a flag can still override it for one run.
-func applyConfigFile(fs *flag.FlagSet, path string) error {
+// a flag can still override it for one run. Keys for which skip (if given) reports true
+// are left alone: a sweep reads the service's file and skips what only the service takes.
+func applyConfigFile(fs *flag.FlagSet, path string, skip ...func(key string) bool) error {
 	if path == "" {
 		return nil
 	}
@@ -29,6 +33,9 @@ func applyConfigFile(fs *flag.FlagSet, path string) error {
 	fs.Visit(func(f *flag.Flag) { given[f.Name] = true })
 	for key, raw := range m {
 		if strings.HasPrefix(key, "_") || given[key] {
+			continue
+		}
+		if fs.Lookup(key) == nil && len(skip) > 0 && skip[0](key) {
 			continue
 		}
 		if key == "config" || fs.Lookup(key) == nil {
@@ -63,4 +70,27 @@ func scalar(raw json.RawMessage) string {
 // configFlag registers --config (default from COMPACTOR_CONFIG).
 func configFlag(fs *flag.FlagSet, env *Env) *string {
 	return fs.String("config", env.Getenv("COMPACTOR_CONFIG"), fmt.Sprintf("JSON file of settings keyed by flag name; flags given on the command line win (env %s)", "COMPACTOR_CONFIG"))
+}
+
+// serviceSetting reports whether key is a flag of `compactor run`: a sweep given the
+// service's --config file skips the settings only the service takes (the summarizer, the
+// streams' replicas and timings), so that one file serves both.
+func serviceSetting(key string) bool {
+	serviceSettings.once.Do(func() {
+		serviceSettings.names = map[string]bool{}
+		env := &Env{Args: []string{"--help"}, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard,
+			Getenv: func(string) string { return "" }}
+		var sets []*flag.FlagSet
+		env.onFlagSet = func(fs *flag.FlagSet, _, _ string) { sets = append(sets, fs) }
+		_ = runRun(context.Background(), env) // --help: declares the flags and returns
+		for _, fs := range sets {
+			fs.VisitAll(func(f *flag.Flag) { serviceSettings.names[f.Name] = true })
+		}
+	})
+	return serviceSettings.names[key]
+}
+
+var serviceSettings struct {
+	once  sync.Once
+	names map[string]bool
 }

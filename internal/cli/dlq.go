@@ -3,12 +3,16 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"slices"
 	"strconv"
 	"strings"
 	"text/tabwriter"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -17,7 +21,8 @@ func init() {
 	register(&Command{Name: "dlq", Summary: "list, show, retry or purge dead-lettered jobs", Run: runDLQ})
 }
 
-const dlqUsage = "compactor dlq list|show|retry|purge [SEQ...] [flags]"
+// dlqUsage follows the program name in the usage line.
+const dlqUsage = "list|show|retry|purge [SEQ...] [flags]"
 
 const dlqHelp = `
 Dead letters are the jobs that were refused (bad payload, unsafe path), failed for good, or
@@ -45,15 +50,16 @@ Examples:
 
 // dlqFlags are the flags of every dlq subcommand.
 type dlqFlags struct {
-	nats       pipeline.NATSConfig
-	filter     pipeline.DeadLetterFilter
-	asJSON     bool
-	all        bool
-	dryRun     bool
-	wait       bool
-	timeout    time.Duration
-	configFile *string
-	ops        *opsFlags
+	nats          pipeline.NATSConfig
+	filter        pipeline.DeadLetterFilter
+	asJSON        bool
+	all           bool
+	dryRun        bool
+	wait          bool
+	timeout       time.Duration
+	configFile    *string
+	ops           *opsFlags
+	allowUnserved *bool
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -72,6 +78,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.BoolVar(&f.dryRun, "dry-run", false, "retry or purge: list what would be done, do nothing")
 	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
+	f.allowUnserved = allowUnservedFlag(fs)
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -143,12 +150,54 @@ func runDLQ(ctx context.Context, env *Env) error {
 		}
 		return err
 	}
-	results := q.Retry(ctx, recs, f.wait, f.timeout)
+	results, err := retryServed(ctx, env.Stderr, nc, q, recs, &f)
+	if err != nil {
+		return err
+	}
 	failed := writeRetries(env.Stdout, results, f.asJSON)
 	if failed > 0 {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%d of %d dead letters not retried or failed again", failed, len(results))}
 	}
 	return nil
+}
+
+// retryServed retries the dead letters of the stores a worker serves. Those of a store
+// that no worker serves are left where they are, each with the reason in its result,
+// unless --allow-unserved.
+func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DLQ, recs []pipeline.DeadLetterRecord, f *dlqFlags) ([]pipeline.RetryResult, error) {
+	var stores []string
+	for _, r := range recs {
+		if !slices.Contains(stores, r.Store) {
+			stores = append(stores, r.Store)
+		}
+	}
+	if len(stores) == 0 {
+		return nil, nil
+	}
+	var ue *pipeline.UnservedError
+	if err := checkServed(ctx, w, nc, stores, *f.allowUnserved); err != nil {
+		if !errors.As(err, &ue) {
+			return nil, err
+		}
+		fmt.Fprintln(w, err)
+	}
+	var serve []pipeline.DeadLetterRecord
+	for _, r := range recs {
+		if ue == nil || !slices.Contains(ue.Stores, r.Store) {
+			serve = append(serve, r)
+		}
+	}
+	done := q.Retry(ctx, serve, f.wait, f.timeout)
+	out := make([]pipeline.RetryResult, 0, len(recs))
+	for _, r := range recs {
+		if len(done) > 0 && done[0].Seq == r.Seq {
+			out, done = append(out, done[0]), done[1:]
+			continue
+		}
+		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path,
+			Error: fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)})
+	}
+	return out, nil
 }
 
 func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {

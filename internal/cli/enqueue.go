@@ -30,7 +30,13 @@ overrides): the same request twice within the duplicate window is stored once, a
 one is a new job. With --wait, a different request pending for the session is waited for
 first; without it, this request is not queued (exit 1).
 
-With --wait the job's result event is printed as JSON on stdout (docs/json-output.md).
+With --wait the job's result event is printed as JSON on stdout (docs/json-output.md); a
+wait that times out says whether the job is still queued and whether a worker serves its
+store.
+
+A job for a store that no worker serves now is not queued (exit 1; the stores that are
+served are named), unless --allow-unserved. enqueue never creates or changes a stream:
+without the ones 'compactor run' sets up it says which is missing (exit 1).
 
 Exit codes: 0 queued or done/skipped/superseded, 1 the job failed, was not queued, or waiting
 timed out, 2 bad usage or input.
@@ -62,6 +68,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		dataDir    = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 		ncfg       pipeline.NATSConfig
 	)
+	allowUnserved := allowUnservedFlag(fs)
 	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
 	pos, err := fs.parse(env.Args)
 	if err != nil {
@@ -115,6 +122,9 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer nc.Close()
+	if err := checkServed(ctx, env.Stderr, nc, []string{st.Name}, *allowUnserved); err != nil {
+		return err
+	}
 	res, err := pipeline.Enqueue(ctx, nc, job, *wait, *timeout)
 	if err != nil {
 		return err

@@ -25,7 +25,7 @@ func newFlagSet(env *Env, name, args, description string) *flagSet {
 	fs.SetOutput(io.Discard)
 	fs.FlagSet.Usage = func() {}
 	fs.usage = func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: %s %s\n\n%s\n\nFlags:\n", env.prog(), args, strings.TrimSpace(description))
+		fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", strings.TrimSpace(env.prog()+" "+args), strings.TrimSpace(description))
 		fs.SetOutput(w)
 		fs.PrintDefaults()
 		fs.SetOutput(io.Discard)

@@ -13,9 +13,10 @@ type opsRole int
 const (
 	// opsWorker (run): replicas, JetStream timings, the embedded server's address.
 	opsWorker opsRole = iota
-	// opsSweeper (sweep): the JetStream settings too, since a sweep creates or updates the
-	// streams and consumers like a worker (give both the same --config), and the data
-	// directory where a local service leaves its address.
+	// opsSweeper (sweep): the data directory where a local service leaves its address, how
+	// long to wait for JetStream, and the sweeps' retry backoff. Not the settings of the
+	// streams and consumers: only a service sets those up (a client never creates or
+	// changes them, so one typed without --replicas cannot lower a fleet's).
 	opsSweeper
 	// opsClient (dlq): only the data directory, to find a local service.
 	opsClient
@@ -47,11 +48,13 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	if role == opsClient {
 		return o
 	}
-	fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
-	fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
-	fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
-	fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives")
-	fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+	if role == opsWorker {
+		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
+		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
+		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
+		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives")
+		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+	}
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
 	fs.DurationVar(&o.retryBase, "sweep-retry-base", pipeline.DefaultSweepRetryBase, "a session whose job failed or met a busy session (a turn in progress) is enqueued again by a sweep this long after, even unchanged; doubled per further miss")
 	fs.DurationVar(&o.retryMax, "sweep-retry-max", pipeline.DefaultSweepRetryMax, "the longest wait of --sweep-retry-base's doubling")
@@ -71,10 +74,14 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	if err != nil {
 		return cfg, err
 	}
-	if o.role != opsClient {
+	switch o.role {
+	case opsWorker:
 		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
-		cfg.DuplicateWindow, cfg.StartupTimeout = o.dupWindow, o.startupTimeout
-		cfg.SweepRetryBase, cfg.SweepRetryMax = o.retryBase, o.retryMax
+		cfg.DuplicateWindow = o.dupWindow
+		fallthrough
+	case opsSweeper:
+		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
+		cfg.Client = o.role == opsSweeper
 	}
 	switch {
 	case o.role == opsWorker && cfg.NATS.URL == "":

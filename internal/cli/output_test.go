@@ -2,6 +2,7 @@ package cli
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"log/slog"
 	"os"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -184,7 +186,10 @@ func TestExperimentOutFormat(t *testing.T) {
 // summary line, or its stats document with --json.
 func TestSweepClient(t *testing.T) {
 	t.Parallel()
-	srv := pipelinetest.Start(t, pipelinetest.Options{})
+	skip := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+		return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
+	})
+	srv := pipelinetest.Start(t, pipelinetest.Options{Handler: skip}) // a worker serves the store
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/corpus/10-tricky-parallel.jsonl"))
 	if err != nil {
 		t.Fatal(err)

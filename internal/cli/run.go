@@ -87,7 +87,11 @@ func (f *serviceFlags) parse(fs *flagSet, env *Env) (pipeline.Config, error) {
 	if err != nil {
 		return pipeline.Config{}, err
 	}
-	if err := applyConfigFile(fs.FlagSet, *f.configFile); err != nil {
+	var skip []func(string) bool
+	if !f.worker {
+		skip = append(skip, serviceSetting)
+	}
+	if err := applyConfigFile(fs.FlagSet, *f.configFile, skip...); err != nil {
 		return pipeline.Config{}, err
 	}
 	if len(pos) > 0 {

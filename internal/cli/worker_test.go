@@ -314,12 +314,7 @@ func TestLiveBusySession(t *testing.T) {
 // eventually polls cond for up to 10 s.
 func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
-	for deadline := time.Now().Add(10 * time.Second); time.Now().Before(deadline); time.Sleep(10 * time.Millisecond) {
-		if cond() {
-			return
-		}
-	}
-	t.Fatal("condition not met in 10s")
+	waitUntil(t, 10*time.Second, "the condition", cond)
 }
 
 // A prepare job on a session with a turn in progress (a live agent, which is what

@@ -7,6 +7,7 @@ package natstest
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -14,11 +15,14 @@ import (
 	"net/url"
 	"os"
 	"os/exec"
+	"strings"
 	"sync"
 	"testing"
 	"time"
 
 	"github.com/nats-io/nats-server/v2/server"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // nodeEnv carries a NodeSpec to the child process.
@@ -177,6 +181,38 @@ func StartCluster(t testing.TB, name string) []*Node {
 	}
 	wg.Wait()
 	return nodes
+}
+
+// URLs is the nodes' client URL list, for a client that may use any of them.
+func URLs(nodes []*Node) string {
+	urls := make([]string, len(nodes))
+	for i, n := range nodes {
+		urls[i] = n.URL()
+	}
+	return strings.Join(urls, ",")
+}
+
+// WaitJetStream waits up to d for the JetStream API at url to answer: on a cluster, until
+// it has elected its meta leader.
+func WaitJetStream(t testing.TB, url string, d time.Duration) {
+	t.Helper()
+	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for deadline := time.Now().Add(d); ; time.Sleep(50 * time.Millisecond) {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		_, err := js.AccountInfo(ctx)
+		cancel()
+		if err == nil {
+			return
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("JetStream at %s does not answer after %s: %v", url, d, err)
+		}
+	}
 }
 
 // StartServer runs one nats-server in this process: a free loopback port, JetStream on,

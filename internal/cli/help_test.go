@@ -1,0 +1,70 @@
+package cli
+
+import (
+	"bytes"
+	"context"
+	"regexp"
+	"sort"
+	"strings"
+	"testing"
+)
+
+// Every command's --help (every command registered, and the enqueue program): exit 0,
+// nothing on stderr, and on stdout one well-formed usage line (the program named once,
+// then its arguments, no stray spaces), a blank line, the description and the flags, once.
+// `compactor help NAME` prints the same.
+func TestEveryHelp(t *testing.T) {
+	t.Parallel()
+	type program struct {
+		name, prog string
+		run        func(*Env) int
+	}
+	var progs []program
+	for name := range commands {
+		progs = append(progs, program{name, "compactor " + name, func(e *Env) int {
+			e.Args = append([]string{name}, e.Args...)
+			return Run(context.Background(), e)
+		}})
+	}
+	sort.Slice(progs, func(i, j int) bool { return progs[i].name < progs[j].name })
+	progs = append(progs, program{"enqueue program", "enqueue", func(e *Env) int { return RunEnqueue(context.Background(), e) }})
+	for _, p := range progs {
+		t.Run(p.name, func(t *testing.T) {
+			t.Parallel()
+			var out, errb bytes.Buffer
+			code := p.run(&Env{Args: []string{"--help"}, Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
+			if code != ExitOK || errb.Len() != 0 {
+				t.Fatalf("exit %d, stderr %q", code, errb.String())
+			}
+			text := out.String()
+			lines := strings.Split(text, "\n")
+			// "Usage: PROG" and the arguments: words (no empty one: no double or trailing
+			// space), none of them the program's name again.
+			usage := regexp.MustCompile(`^Usage: ` + regexp.QuoteMeta(p.prog) + `((?: \S+)*)$`)
+			m := usage.FindStringSubmatch(lines[0])
+			if m == nil {
+				t.Fatalf("usage line %q: want %q and its arguments", lines[0], "Usage: "+p.prog)
+			}
+			if strings.Contains(m[1], "compactor") || strings.Contains(m[1], " "+p.prog+" ") {
+				t.Errorf("usage line %q names the program twice", lines[0])
+			}
+			if n := strings.Count(text, "Usage:"); n != 1 {
+				t.Errorf("%d usage lines, want 1", n)
+			}
+			if len(lines) < 4 || lines[1] != "" || strings.TrimSpace(lines[2]) == "" {
+				t.Errorf("want the usage line, a blank line and the description:\n%s", text)
+			}
+			if n := strings.Count(text, "\nFlags:\n"); n != 1 {
+				t.Errorf("%d flag lists, want 1:\n%s", n, text)
+			}
+			if p.prog == "enqueue" {
+				return
+			}
+			var helpOut, helpErr bytes.Buffer
+			code = Run(context.Background(), &Env{Args: []string{"help", p.name}, Stdout: &helpOut, Stderr: &helpErr, Getenv: func(string) string { return "" }})
+			if code != ExitOK || helpOut.String() != text || helpErr.Len() != 0 {
+				t.Errorf("compactor help %s: exit %d, stderr %q, same text as --help: %v", p.name, code, helpErr.String(), helpOut.String() == text)
+			}
+		})
+	}
+}

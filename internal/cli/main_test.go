@@ -1,0 +1,15 @@
+package cli
+
+import (
+	"os"
+	"testing"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
+)
+
+// TestMain serves a cluster node instead of running the tests when the environment asks
+// for one (internal/natstest: the replica tests run a 3-node cluster of child processes).
+func TestMain(m *testing.M) {
+	natstest.MaybeRunNode()
+	os.Exit(m.Run())
+}

@@ -1,0 +1,170 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// streamNames lists the streams on the server, sorted.
+func streamNames(t *testing.T, js jetstream.JetStream) []string {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	l := js.StreamNames(ctx)
+	var out []string
+	for n := range l.Name() {
+		out = append(out, n)
+	}
+	if err := l.Err(); err != nil {
+		t.Fatal(err)
+	}
+	slices.Sort(out)
+	return out
+}
+
+// A client creates nothing: on a server no service has set up, Start fails at once naming
+// the stream that is missing and that `compactor run` sets it up, and the server is left
+// as it was. Once a service has set it up, the client opens it, and changes nothing.
+func TestClientCreatesNothing(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	cfg := b.config(nil)
+	cfg.Client, cfg.StartupTimeout = true, 30*time.Second
+	c, err := New(cfg)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer c.Close()
+	start := time.Now()
+	err = c.Start(context.Background())
+	var se *StreamError
+	if !errors.As(err, &se) || se.Stream != StreamJobs || !errors.Is(err, ErrNoService) ||
+		!strings.Contains(err.Error(), "stream COMPACTOR_JOBS does not exist") || !strings.Contains(err.Error(), "only `compactor run` sets it up") {
+		t.Fatalf("client Start on an empty server: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Errorf("the refusal took %s: a missing stream was retried", d)
+	}
+	if names := streamNames(t, b.js); len(names) != 0 {
+		t.Fatalf("a client created %v", names)
+	}
+
+	// The jobs stream alone (as an older service left it): the missing bucket is named.
+	if _, err := b.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	c2, _ := New(cfg)
+	defer c2.Close()
+	if err := c2.Start(context.Background()); !errors.Is(err, ErrNoService) || !strings.Contains(err.Error(), "bucket COMPACTOR_SWEEP does not exist") {
+		t.Fatalf("client Start without the sweeps' bucket: %v", err)
+	}
+	if err := b.js.DeleteStream(context.Background(), StreamJobs); err != nil {
+		t.Fatal(err)
+	}
+
+	svc := b.config(&fakeHandler{})
+	startService(t, svc)
+	before := streamNames(t, b.js)
+	jobs := streamInfoOf(t, b.js, StreamJobs)
+	cfg.DuplicateWindow = 7 * time.Minute // what a client would have set before: now it is not its to set
+	c3, _ := New(cfg)
+	defer c3.Close()
+	if err := c3.Start(context.Background()); err != nil {
+		t.Fatalf("client Start after the service: %v", err)
+	}
+	if after := streamNames(t, b.js); !slices.Equal(before, after) {
+		t.Errorf("streams before the client %v, after %v", before, after)
+	}
+	if got := streamInfoOf(t, b.js, StreamJobs); got.Config.Duplicates != jobs.Config.Duplicates || !got.Created.Equal(jobs.Created) {
+		t.Errorf("the client changed COMPACTOR_JOBS: duplicate window %s -> %s", jobs.Config.Duplicates, got.Config.Duplicates)
+	}
+	if _, err := c3.startWorkers(context.Background()); err == nil {
+		t.Error("a client started workers")
+	}
+}
+
+func streamInfoOf(t *testing.T, js jetstream.JetStream, name string) *jetstream.StreamInfo {
+	t.Helper()
+	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+	defer cancel()
+	s, err := js.Stream(ctx, name)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s.CachedInfo()
+}
+
+// A service changes a setting on the server only when its configuration differs, and says
+// so in one log line per setting with the old and the new value; a second service with the
+// same configuration changes and logs nothing.
+func TestServiceChangesOnlyWhatDiffers(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	start := func(dup, ackWait time.Duration) string {
+		var log logBuffer
+		cfg := b.config(&fakeHandler{})
+		cfg.DuplicateWindow, cfg.AckWait, cfg.Logger = dup, ackWait, log.logger()
+		startService(t, cfg)
+		return log.String()
+	}
+	changes := func(log string) []string {
+		var out []string
+		for l := range strings.Lines(log) {
+			if strings.Contains(l, "updating a setting on the server") {
+				out = append(out, strings.TrimSpace(l[strings.Index(l, "msg="):]))
+			}
+		}
+		return out
+	}
+	if got := changes(start(2*time.Minute, time.Second)); len(got) != 0 {
+		t.Fatalf("the first service (it creates) logged changes: %q", got)
+	}
+	if got := changes(start(2*time.Minute, time.Second)); len(got) != 0 {
+		t.Fatalf("a second service with the same configuration changed: %q", got)
+	}
+	got := changes(start(5*time.Minute, 3*time.Second))
+	want := []string{
+		`msg="updating a setting on the server: this process's configuration differs" stream=COMPACTOR_JOBS setting=duplicate_window old=2m0s new=5m0s`,
+		`msg="updating a setting on the server: this process's configuration differs" stream=COMPACTOR_DLQ setting=duplicate_window old=2m0s new=5m0s`,
+		`msg="updating a setting on the server: this process's configuration differs" consumer=compactor-default setting=ack_wait old=1s new=3s`,
+	}
+	if !slices.Equal(got, want) {
+		t.Fatalf("changes logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
+	}
+	if d := streamInfoOf(t, b.js, StreamJobs).Config.Duplicates; d != 5*time.Minute {
+		t.Errorf("COMPACTOR_JOBS duplicate window %s after the update", d)
+	}
+}
+
+// reconcile starts from the server's configuration: replicas only go up, settings left
+// unset (the server's defaults) are not changed, and a retention that cannot change is
+// an error naming it.
+func TestReconcile(t *testing.T) {
+	t.Parallel()
+	var log logBuffer
+	have := jetstream.StreamConfig{Name: "S", Description: "d", Subjects: []string{"a.>"}, Retention: jetstream.WorkQueuePolicy,
+		MaxMsgsPerSubject: -1, Duplicates: 2 * time.Minute, Replicas: 3, Storage: jetstream.FileStorage, AllowDirect: true}
+	want := have
+	want.MaxMsgsPerSubject, want.Replicas, want.AllowDirect = 0, 1, false
+	if _, ok, err := reconcile("stream", "S", have, want, log.logger()); !ok || err != nil {
+		t.Fatalf("nothing to change: ok %v, %v", ok, err)
+	}
+	if !strings.Contains(log.String(), "keeping the replicas set on the server") {
+		t.Errorf("replicas kept without a word: %s", log.String())
+	}
+	want.Replicas, want.Duplicates = 5, time.Minute
+	next, ok, err := reconcile("stream", "S", have, want, log.logger())
+	if ok || err != nil || next.Replicas != 5 || next.Duplicates != time.Minute || !next.AllowDirect || next.MaxMsgsPerSubject != -1 {
+		t.Fatalf("raise and change: ok %v, %v, %+v", ok, err, next)
+	}
+	want.Retention = jetstream.InterestPolicy
+	if _, _, err := reconcile("stream", "S", have, want, log.logger()); err == nil || !strings.Contains(err.Error(), "retention") {
+		t.Fatalf("retention change: %v", err)
+	}
+}
