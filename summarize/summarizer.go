@@ -71,6 +71,9 @@ type Result struct {
 	// InputTokens and OutputTokens are the usage the endpoint reported, summed over every
 	// call made for the request (0 for the extractive summarizer).
 	InputTokens, OutputTokens int
+	// CachedInputTokens is the part of InputTokens the endpoint served from its prompt
+	// cache, as it reported it (0 when it reports none).
+	CachedInputTokens int
 	// Calls is the number of completed model calls (more than 1 when chunked).
 	Calls int
 }
