@@ -75,11 +75,7 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 	fmt.Fprintf(&b, "<p>%d session files, %d read. Counter <code>%s</code>, reserveTokens %s, context window %s, policies %s, keepRecentTokens %s.",
 		r.Files, r.Sessions, esc(r.Counter), num(r.ReserveTokens), esc(window), esc(strings.Join(r.Policies, ", ")), esc(joinInts(r.KeepRecentTokens)))
 	if r.Replayed {
-		sum := r.Summarizer
-		if r.Summarizer == SummarizerNone {
-			sum = fmt.Sprintf("none (a stand-in summary of %s tokens)", num(r.SummaryTokens))
-		}
-		fmt.Fprintf(&b, " Replay summarizer: %s.", esc(sum))
+		fmt.Fprintf(&b, " Replay summarizer: %s.", esc(describeSummarizers(r)))
 	}
 	b.WriteString("</p>\n")
 	b.WriteString(legend(r.Policies))
