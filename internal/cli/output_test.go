@@ -3,9 +3,11 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
+	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
@@ -212,5 +214,58 @@ func TestSweepClient(t *testing.T) {
 	}
 	if doc["unchanged"] != float64(1) {
 		t.Errorf("second sweep: %s", out)
+	}
+}
+
+// wideSession writes a session whose summarized part reads many files: its file lists
+// are most of its summary.
+func wideSession(t *testing.T) string {
+	t.Helper()
+	var b strings.Builder
+	b.WriteString(`{"type":"session","version":3,"id":"019b8a10-0000-7000-8000-0000000000aa","timestamp":"2026-01-05T09:00:00.000Z","cwd":"/home/dev/app"}` + "\n")
+	n, parent := 0, "null"
+	line := func(msg string) {
+		n++
+		id := fmt.Sprintf(`"%08x"`, n)
+		fmt.Fprintf(&b, `{"type":"message","id":%s,"parentId":%s,"timestamp":"2026-01-05T09:00:00.000Z","message":%s}`+"\n", id, parent, msg)
+		parent = id
+	}
+	for turn := range 30 {
+		line(fmt.Sprintf(`{"role":"user","content":"Step %d: review the feature components of group %d.","timestamp":1}`, turn, turn))
+		var calls, results []string
+		for j := range 10 {
+			id := fmt.Sprintf("c%d_%d", turn, j)
+			calls = append(calls, fmt.Sprintf(`{"type":"toolCall","id":%q,"name":"read","arguments":{"path":"packages/app/src/components/group_%02d/feature_%03d/index.tsx"}}`, id, turn, j))
+			results = append(results, fmt.Sprintf(`{"role":"toolResult","toolCallId":%q,"toolName":"read","content":[{"type":"text","text":"export default {}"}],"isError":false,"timestamp":1}`, id))
+		}
+		line(`{"role":"assistant","content":[` + strings.Join(calls, ",") + `],"stopReason":"toolUse","timestamp":1}`)
+		for _, r := range results {
+			line(r)
+		}
+		line(fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"Group %d reviewed."}],"stopReason":"stop","timestamp":1}`, turn))
+	}
+	file := filepath.Join(t.TempDir(), "wide.jsonl")
+	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// A compaction that would leave the session over budget lists fewer files and says so:
+// a line in the summary for people, the trimmed object in the JSON.
+func TestCompactSaysWhatItTrimmed(t *testing.T) {
+	t.Parallel()
+	args := []string{"--context-window", "20384", "--keep-recent-tokens", "2000", "--abandoned-after", "0s"}
+	code, out, errOut := runCLI(t, append([]string{"compact", wideSession(t)}, args...)...)
+	if code != 0 || !regexp.MustCompile(`\n  trimmed to fit the budget of 4000 tokens: listed the \d+ most recent of \d{3} read files and 0 of 0 modified files \(the details keep them all\); context \d+ -> \d+ tokens\n`).MatchString(out) {
+		t.Fatalf("compact (exit %d):\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, append([]string{"compact", wideSession(t), "--json"}, args...)...)
+	var res engine.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("compact --json (exit %d, %v): %s%s", code, err, out, errOut)
+	}
+	if tr := res.Trimmed; tr == nil || tr.Threshold != 4000 || tr.ReadFiles < 200 || tr.ReadFilesListed >= tr.ReadFiles || tr.TokensAfter != res.TokensAfter || res.TokensAfter > 4000 || tr.TokensUntrimmed <= 4000 {
+		t.Fatalf("result %d tokens after, trimmed %+v", res.TokensAfter, res.Trimmed)
 	}
 }
