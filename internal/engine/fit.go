@@ -180,6 +180,16 @@ func recency(p *cutpoint.Plan) map[string]int {
 	return rank
 }
 
+// FitFileLists shortens the file lists of a compaction summary of plan p (text plus Pi's
+// lists of read and modified files) until the summary costs at most room tokens, as
+// count counts them: what a compaction does before anything else when it would leave the
+// session over budget (the experiments replay it so). ok is false when not even the text
+// with no list fits.
+func FitFileLists(p *cutpoint.Plan, summary string, read, modified []string, room int, count func(string) int) (fitted string, readListed, modListed int, ok bool) {
+	text := strings.TrimSuffix(summary, summarize.FormatFileOperations(read, modified))
+	return capFileLists(text, read, modified, recency(p), room, count)
+}
+
 // capFileLists appends to text the longest file lists that keep the summary within room
 // tokens: modified files before read files, each list's most recently used first, in Pi's
 // tags, followed by a line that says how many of each are left out. ok is false when not

@@ -264,14 +264,14 @@ func writeReplayTables(w io.Writer, tw *tabwriter.Writer, r *Result) error {
 	if llm {
 		llmCols = "llm calls\tinput tokens\tcached\toutput tokens\t"
 	}
-	fmt.Fprintln(tw, "keep\tpolicy\tsummarizer\tsessions\tcompacted\tcompactions\tstuck\tstill over\tcost\tmean kept\tmin kept\tmax context\tviolations\t"+llmCols)
+	fmt.Fprintln(tw, "keep\tpolicy\tsummarizer\tsessions\tcompacted\tcompactions\tstuck\tstill over\tlists shortened\tcost\tmean kept\tmin kept\tmax context\tviolations\t"+llmCols)
 	for _, t := range r.ReplayTotals {
 		l := ""
 		if llm {
 			l = fmt.Sprintf("%d\t%s\t%s\t%s\t", t.LLMCalls, num(t.LLMInputTokens), num(t.LLMCachedInputTokens), num(t.LLMOutputTokens))
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", t.KeepRecentTokens, t.Policy, t.Summarizer, t.Sessions, t.Compacted,
-			t.Compactions, t.Stuck, t.StillOverBudget, num(t.SummarizerTokens), num(t.MeanKeptTokens), num(t.MinKeptTokens),
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", t.KeepRecentTokens, t.Policy, t.Summarizer, t.Sessions, t.Compacted,
+			t.Compactions, t.Stuck, t.StillOverBudget, t.ShortenedLists, num(t.SummarizerTokens), num(t.MeanKeptTokens), num(t.MinKeptTokens),
 			num(t.MaxContextTokens), t.Violations, l)
 	}
 	if err := tw.Flush(); err != nil {

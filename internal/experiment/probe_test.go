@@ -237,3 +237,25 @@ func ExampleProbeKinds() {
 	fmt.Println(strings.Join(ProbeKinds(), " "))
 	// Output: fileRead fileModified command failedCommand request constraint number
 }
+
+// The replay shortens file lists as the service does (engine.FitFileLists) instead of
+// leaving the context over budget; the lists keep the most recent files, which are the
+// ones the span's probes name.
+func TestReplayShortensFileLists(t *testing.T) {
+	t.Parallel()
+	r, err := RunFiles(context.Background(), corpusDir, []string{corpusDir + "/08-large.jsonl"}, Config{
+		KeepRecentTokens: []int{2000}, Policies: []string{"nearest"}, Replay: true, Eval: true, ContextWindow: 16384 + 6000,
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	row := r.Replay[0]
+	t.Logf("%d compactions, %d with shortened lists, %d still over budget; files read %+v, modified %+v",
+		row.Compactions, row.ShortenedLists, row.StillOverBudget, row.Eval.Recall.FileRead, row.Eval.Recall.FileModified)
+	if row.ShortenedLists == 0 || row.StillOverBudget != 0 {
+		t.Errorf("%d compactions with shortened lists, %d over budget", row.ShortenedLists, row.StillOverBudget)
+	}
+	if f := row.Eval.Recall.FileModified; f.Found != f.Probes {
+		t.Errorf("modified files of the span lost from the shortened lists: %+v", f)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/summarize"
@@ -101,14 +102,23 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 		if err != nil {
 			return row, fmt.Errorf("replay %s: summarize at entry %s: %w", policy, e.ID, err)
 		}
+		kept := 0
+		for _, k := range sub[p.FirstKeptEntryIndex:] {
+			kept += ss.entryTokens(k)
+		}
+		// Like the service, list fewer files rather than leave the session over budget
+		// (engine.FitFileLists; the service may also cut later, which the replay does not).
+		text := strings.TrimSuffix(summary, summarize.FormatFileOperations(readFiles, modifiedFiles))
+		if ss.summaryTokens(summary)+kept > budget {
+			if fitted, _, _, ok := engine.FitFileLists(p, summary, readFiles, modifiedFiles, budget-kept, ss.summaryTokens); ok {
+				summary = fitted
+				row.ShortenedLists++
+			}
+		}
 		comp, err := compactionEntry(fmt.Sprintf("replay-compaction-%d", row.Compactions+row.Refused+1), e,
 			summary, p.FirstKeptEntryID, tokens, readFiles, modifiedFiles)
 		if err != nil {
 			return row, err
-		}
-		kept := 0
-		for _, k := range sub[p.FirstKeptEntryIndex:] {
-			kept += ss.entryTokens(k)
 		}
 		summaryTokens := ss.mc.Count(sessionio.AsMessage(comp))
 		after := summaryTokens + kept
@@ -117,11 +127,7 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 			continue
 		}
 		if ev != nil {
-			fileTokens := 0
-			if block := summarize.FormatFileOperations(readFiles, modifiedFiles); block != "" && strings.HasSuffix(summary, block) {
-				fileTokens = ss.text(block)
-			}
-			ev.compacted(p, comp, sub[p.FirstKeptEntryIndex:], summaryTokens, fileTokens)
+			ev.compacted(p, comp, sub[p.FirstKeptEntryIndex:], summaryTokens, ss.text(summary)-ss.text(text))
 		}
 		from += p.FirstKeptEntryIndex
 		rp = append(rp, comp)
@@ -174,6 +180,11 @@ func (ss *session) cost(p *cutpoint.Plan) int {
 		return hist + pre
 	}
 	return hist
+}
+
+// summaryTokens counts a compaction summary as it enters the context.
+func (ss *session) summaryTokens(summary string) int {
+	return ss.mc.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: summary})
 }
 
 // summary writes the replayed compaction's summary with the summarizer named sum; the

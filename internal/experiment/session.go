@@ -72,6 +72,9 @@ type ReplayRow struct {
 	Stuck           int `json:"stuck"`
 	Refused         int `json:"refused"`
 	StillOverBudget int `json:"stillOverBudget"`
+	// ShortenedLists counts compactions whose file lists were shortened so as not to leave
+	// the context over budget (engine.FitFileLists, as the service does).
+	ShortenedLists int `json:"shortenedLists"`
 
 	// SummarizerTokens is the cost: the tokens of every serialized span sent to the
 	// summarizer plus the previous summaries sent with them (refused attempts included).

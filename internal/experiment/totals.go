@@ -33,6 +33,7 @@ type ReplayTotal struct {
 	Stuck            int    `json:"stuck"`
 	Refused          int    `json:"refused"`
 	StillOverBudget  int    `json:"stillOverBudget"`
+	ShortenedLists   int    `json:"shortenedLists"`
 	SummarizerTokens int    `json:"summarizerTokens"`
 	// MeanKeptTokens is the mean verbatim context after a compaction, over every
 	// compaction of every session; MinKeptTokens the smallest; both 0 with none.
@@ -173,6 +174,7 @@ func replayTotals(rows []ReplayRow, policies []string, keeps []int, summarizers 
 		t.Stuck += r.Stuck
 		t.Refused += r.Refused
 		t.StillOverBudget += r.StillOverBudget
+		t.ShortenedLists += r.ShortenedLists
 		t.SummarizerTokens += r.SummarizerTokens
 		t.MaxContextTokens = max(t.MaxContextTokens, r.MaxContextTokens)
 		t.Violations += r.Violations
