@@ -113,9 +113,10 @@ const (
 	pFailed         = 95
 	pLatest         = 92
 	pFirstRequest   = 90
+	pPrevConstraint = 88 // a rule the user stated once holds until they lift it
+	pPrevGoal       = 87 // the session's original goal
 	pRequest        = 85
 	pFixed          = 80
-	pPrevConstraint = 78
 	pPrevFailed     = 75
 	pToolError      = 60
 	pPending        = 58
@@ -172,6 +173,7 @@ func (x *Extractive) Summarize(ctx context.Context, req Request) (Result, error)
 			}
 		}
 	}
+	items = dedupe(items)
 	for i := range items {
 		items[i].cost = count(items[i].text) + 2
 	}
@@ -536,15 +538,20 @@ func previousItems(prev string, f *facts, titles []string) ([]item, map[string]m
 	}
 	omitted := map[string]map[string]int{}
 	var out []item
+	goalSeen := false
 	seq := -1_000_000 // older than every item of the span
 	for _, s := range parseSections(prev) {
-		if !slices.Contains(titles, s.title) || s.title == secNext || s.title == secProgress {
+		if s.title == secNext || s.title == secProgress {
 			continue
 		}
 		for _, it := range s.items {
+			sec := place(s.title, it, titles)
+			if sec == "" {
+				continue
+			}
 			if counts, ok := parseOmission(it); ok {
 				for k, n := range counts {
-					addOmitted(omitted, s.title, k, n)
+					addOmitted(omitted, sec, k, n)
 				}
 				continue
 			}
@@ -552,15 +559,81 @@ func previousItems(prev string, f *facts, titles []string) ([]item, map[string]m
 				strings.HasPrefix(it, "Latest assistant text: ") || strings.HasPrefix(it, "[ ] Answer the latest request: ") {
 				continue
 			}
-			if s.title == secInProgress && done[strings.TrimPrefix(it, "[ ] ")] {
+			if sec == secInProgress && done[strings.TrimPrefix(it, "[ ] ")] {
 				continue
 			}
-			kind, prio := prevKind(s.title, it)
+			kind, prio := prevKind(sec, it)
+			if kind == kRequest && !goalSeen {
+				prio, goalSeen = pPrevGoal, true
+			}
 			seq++
-			out = append(out, item{sec: s.title, kind: kind, text: it, prio: prio, seq: seq})
+			out = append(out, item{sec: sec, kind: kind, text: it, prio: prio, seq: seq})
 		}
 	}
 	return out, omitted
+}
+
+// place files an item of a previous summary under a section of this one: the sections
+// of a split turn's prefix summary (Original Request, Early Progress, Context for Suffix)
+// go where a history summary keeps the same kind of item, and back. "" drops it.
+func place(title, it string, titles []string) string {
+	sec := title
+	switch title {
+	case secOrigRequest:
+		sec = secGoal
+		if isRule(it) {
+			sec = secConstraints
+		}
+	case secEarly:
+		switch {
+		case strings.HasPrefix(it, "[x] "):
+			sec = secDone
+		case strings.HasPrefix(it, "[ ] "):
+			sec = secInProgress
+		case strings.Contains(it, " failed (") || strings.Contains(it, " failed: ") || strings.Contains(it, " still fails ("):
+			sec = secBlocked
+		case isRule(it):
+			sec = secConstraints
+		default:
+			sec = secDecisions
+		}
+	case secSuffix:
+		sec = secCritical
+	}
+	if slices.Contains(titles, sec) {
+		return sec
+	}
+	switch sec { // into a turn prefix summary's sections
+	case secGoal:
+		sec = secOrigRequest
+	case secConstraints, secDone, secInProgress, secBlocked, secDecisions:
+		sec = secEarly
+	case secCritical:
+		sec = secSuffix
+	}
+	if slices.Contains(titles, sec) {
+		return sec
+	}
+	return ""
+}
+
+// dedupe keeps one of items with the same section and text: the most important, then the
+// newest.
+func dedupe(items []item) []item {
+	best := map[[2]string]int{}
+	for i, it := range items {
+		k := [2]string{it.sec, it.text}
+		if j, ok := best[k]; !ok || it.prio > items[j].prio || it.prio == items[j].prio && it.seq > items[j].seq {
+			best[k] = i
+		}
+	}
+	out := items[:0:0]
+	for i, it := range items {
+		if best[[2]string{it.sec, it.text}] == i {
+			out = append(out, it)
+		}
+	}
+	return out
 }
 
 func prevKind(sec, it string) (string, int) {

@@ -206,6 +206,23 @@ func TestExtractiveUpdateMergesPrevious(t *testing.T) {
 			t.Errorf("update carries %q:\n%s", gone, text)
 		}
 	}
+	// A split turn's prefix summary (after the history's) is carried into the sections
+	// that hold the same kinds of items.
+	split := "## Goal\n- Port it\n\n" + strings.TrimPrefix(SplitTurnSeparator, "\n\n") +
+		"## Original Request\n- Upgrade the parser to v2.\n\n## Early Progress\n- Do not touch the lexer.\n- [x] `npm ci`\n- [x] `go test ./invoice/`\n" +
+		"- `npm run build` failed (exit 2): error TS2304\n\n## Context for Suffix\n- Latest assistant text: working on it"
+	text = summarizeText(t, NewExtractive(), Request{Task: TaskUpdate, Messages: msgs, PreviousSummary: split})
+	for title, want := range map[string]string{
+		"## Goal": "Upgrade the parser to v2.", "## Constraints & Preferences": "Do not touch the lexer.",
+		"### Done": "[x] `npm ci`", "### Blocked": "`npm run build` failed (exit 2): error TS2304",
+	} {
+		if !strings.Contains(sectionOf(text, title), want) {
+			t.Errorf("%s lacks %q:\n%s", title, want, text)
+		}
+	}
+	if strings.Contains(text, "working on it") || strings.Count(text, "Port it") != 1 || strings.Count(text, "`go test ./invoice/`") != 1 {
+		t.Errorf("stale or repeated items:\n%s", text)
+	}
 	// The older summary's omission notes (before this format) count as items.
 	old := summarizeText(t, NewExtractive(), Request{Task: TaskUpdate, Messages: msgs, PreviousSummary: "## Goal\n- (6 earlier items omitted)\n- Port it"})
 	if !strings.Contains(old, "(left out for space: 6 items)") {
