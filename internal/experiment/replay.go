@@ -98,6 +98,9 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 			row.Violations += len(v)
 		}
 		row.SummarizerTokens += ss.cost(p)
+		if p.IsSplitTurn && len(p.Prefix) > 0 && len(p.Summarize) == 0 && p.PreviousSummary != nil {
+			row.DroppedSummaries++
+		}
 		summary, readFiles, modifiedFiles, err := r.summary(ctx, ss, p, sum, usage)
 		if err != nil {
 			return row, fmt.Errorf("replay %s: summarize at entry %s: %w", policy, e.ID, err)

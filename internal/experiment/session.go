@@ -75,6 +75,10 @@ type ReplayRow struct {
 	// ShortenedLists counts compactions whose file lists were shortened so as not to leave
 	// the context over budget (engine.FitFileLists, as the service does).
 	ShortenedLists int `json:"shortenedLists"`
+	// DroppedSummaries counts compactions of a split turn with nothing before it to
+	// summarize: Pi's format then writes "No prior history." in place of the history and
+	// the previous summary is lost (summarize.CompactionSummary does as Pi does).
+	DroppedSummaries int `json:"droppedSummaries"`
 
 	// SummarizerTokens is the cost: the tokens of every serialized span sent to the
 	// summarizer plus the previous summaries sent with them (refused attempts included).

@@ -34,6 +34,7 @@ type ReplayTotal struct {
 	Refused          int    `json:"refused"`
 	StillOverBudget  int    `json:"stillOverBudget"`
 	ShortenedLists   int    `json:"shortenedLists"`
+	DroppedSummaries int    `json:"droppedSummaries"`
 	SummarizerTokens int    `json:"summarizerTokens"`
 	// MeanKeptTokens is the mean verbatim context after a compaction, over every
 	// compaction of every session; MinKeptTokens the smallest; both 0 with none.
@@ -175,6 +176,7 @@ func replayTotals(rows []ReplayRow, policies []string, keeps []int, summarizers 
 		t.Refused += r.Refused
 		t.StillOverBudget += r.StillOverBudget
 		t.ShortenedLists += r.ShortenedLists
+		t.DroppedSummaries += r.DroppedSummaries
 		t.SummarizerTokens += r.SummarizerTokens
 		t.MaxContextTokens = max(t.MaxContextTokens, r.MaxContextTokens)
 		t.Violations += r.Violations
