@@ -151,18 +151,16 @@ func (x *Extractive) Summarize(ctx context.Context, req Request) (Result, error)
 	f := gather(req.Messages, clip)
 
 	var titles []string
-	var items []item
 	switch req.Task {
 	case TaskTurnPrefix:
 		titles = []string{secOrigRequest, secEarly, secSuffix}
-		items = f.turnPrefixItems()
 	default:
 		titles = []string{secGoal, secConstraints, secProgress, secDone, secInProgress, secBlocked, secDecisions, secNext}
 		if req.Task != TaskBranch {
 			titles = append(titles, secCritical)
 		}
-		items = f.historyItems(req.Task != TaskBranch)
 	}
+	items := f.items(titles)
 	omitted := map[string]map[string]int{} // section -> kind -> count
 	if req.PreviousSummary != "" {
 		prev, prevOmitted := previousItems(req.PreviousSummary, f, titles)
@@ -265,7 +263,7 @@ func gather(msgs []*sessionio.Message, clip func(int) int) *facts {
 		}
 		switch m.Role {
 		case sessionio.RoleUser:
-			t := messageText(m.Content)
+			t := MessageText(m.Content)
 			if strings.TrimSpace(t) == "" {
 				continue
 			}
@@ -315,12 +313,12 @@ func gather(msgs []*sessionio.Message, clip func(int) int) *facts {
 				case sessionio.BlockToolCall:
 					r, ok := results[b.ID]
 					if b.Name == "bash" {
-						cmd := argString(b.Arguments, "command")
+						cmd := ToolArgument(b.Arguments, "command")
 						if !ok {
 							run(cmd, nil, true, seq)
 							continue
 						}
-						out := messageText(r.Content)
+						out := MessageText(r.Content)
 						run(cmd, bashFailure(r.IsError, out, clip(200)), false, seq)
 						continue
 					}
@@ -343,7 +341,7 @@ func gather(msgs []*sessionio.Message, clip func(int) int) *facts {
 						if _, seen := failedTools[tc]; !seen {
 							failedOrder = append(failedOrder, tc)
 						}
-						failedTools[tc] = describeCall(b, clip(160)) + " failed: " + clipWords(firstNonEmptyLine(messageText(r.Content)), clip(200))
+						failedTools[tc] = describeCall(b, clip(160)) + " failed: " + clipWords(firstNonEmptyLine(MessageText(r.Content)), clip(200))
 					default:
 						delete(failedTools, tc)
 					}
@@ -371,13 +369,17 @@ func gather(msgs []*sessionio.Message, clip func(int) int) *facts {
 	return f
 }
 
-// historyItems are the items of a history, update or branch summary.
-func (f *facts) historyItems(critical bool) []item {
+// items are the summary's items from the span, filed under titles: a history, update or
+// branch summary's sections, or a split turn's prefix summary's (Original Request, Early
+// Progress, Context for Suffix), where the same items go into fewer sections (place).
+func (f *facts) items(titles []string) []item {
 	var out []item
 	seq := 0
 	add := func(sec, kind, text string, prio int) {
-		seq++
-		out = append(out, item{sec: sec, kind: kind, text: text, prio: prio, seq: seq})
+		if sec = place(sec, text, titles); sec != "" {
+			seq++
+			out = append(out, item{sec: sec, kind: kind, text: text, prio: prio, seq: seq})
+		}
 	}
 	for _, g := range f.goalFromSum {
 		add(secGoal, kRequest, g, pPrevRequest)
@@ -411,16 +413,18 @@ func (f *facts) historyItems(critical bool) []item {
 		add(secDecisions, kDecision, d, pDecision)
 	}
 	switch {
+	case slices.Contains(titles, secSuffix): // the turn goes on after the prefix
+		if f.lastAnswer != "" {
+			add(secNext, kContext, "Latest assistant text: "+f.lastAnswer, pLatest)
+		}
 	case f.lastUser != "" && f.lastAnswer == "":
 		add(secInProgress, kPending, "[ ] Answer the latest request: "+f.lastUser, pLatest)
 		add(secNext, kContext, "Answer the latest request: "+f.lastUser, pLatest)
 	case f.lastAnswer != "":
 		add(secNext, kContext, "Continue from the latest answer: "+f.lastAnswer, pLatest)
 	}
-	if critical {
-		if f.lastUser != "" {
-			add(secCritical, kContext, "Latest user request: "+f.lastUser, pLatest)
-		}
+	if f.lastUser != "" && !slices.Contains(titles, secSuffix) {
+		add(secCritical, kContext, "Latest user request: "+f.lastUser, pLatest)
 	}
 	return out
 }
@@ -480,49 +484,6 @@ func (f *facts) workLine() string {
 		return ""
 	}
 	return "[x] " + strings.Join(parts, ", ")
-}
-
-// turnPrefixItems are the items of a split turn's prefix summary.
-func (f *facts) turnPrefixItems() []item {
-	var out []item
-	seq := 0
-	add := func(sec, kind, text string, prio int) {
-		seq++
-		switch sec {
-		case secGoal:
-			sec = secOrigRequest
-		case secConstraints, secDone, secInProgress, secBlocked, secDecisions:
-			sec = secEarly
-		default:
-			sec = secSuffix
-		}
-		out = append(out, item{sec: sec, kind: kind, text: text, prio: prio, seq: seq})
-	}
-	if len(f.requests) > 0 {
-		add(secGoal, kRequest, f.requests[0], pFirstRequest)
-	}
-	for _, c := range f.constraints {
-		add(secConstraints, kConstraint, c, pConstraint)
-	}
-	if w := f.workLine(); w != "" {
-		add(secDone, kWork, w, pWork)
-	}
-	for _, c := range f.commands {
-		f.commandItems(c, add)
-	}
-	for _, e := range f.toolErrors {
-		add(secBlocked, kToolError, e, pToolError)
-	}
-	for _, p := range f.pending {
-		add(secInProgress, kPending, "[ ] "+p, pPending)
-	}
-	for _, d := range f.decisions {
-		add(secDecisions, kDecision, d, pDecision)
-	}
-	if f.lastAnswer != "" {
-		add(secNext, kContext, "Latest assistant text: "+f.lastAnswer, pLatest)
-	}
-	return out
 }
 
 // previousItems are the previous summary's items for the sections of this summary, ranked
@@ -608,7 +569,7 @@ func place(title, it string, titles []string) string {
 		sec = secOrigRequest
 	case secConstraints, secDone, secInProgress, secBlocked, secDecisions:
 		sec = secEarly
-	case secCritical:
+	case secCritical, secNext:
 		sec = secSuffix
 	}
 	if slices.Contains(titles, sec) {
@@ -934,7 +895,7 @@ func commandText(cmd string, n int) string {
 // callTarget is the path or pattern a tool call works on.
 func callTarget(b sessionio.Block) string {
 	for _, k := range []string{"path", "file", "pattern", "query", "url"} {
-		if s := argString(b.Arguments, k); s != "" {
+		if s := ToolArgument(b.Arguments, k); s != "" {
 			return s
 		}
 	}
@@ -949,7 +910,9 @@ func describeCall(b sessionio.Block, n int) string {
 	return b.Name
 }
 
-func argString(raw json.RawMessage, key string) string {
+// ToolArgument is a tool call's string argument key ("" when the arguments are not an
+// object or the value is not a string).
+func ToolArgument(raw json.RawMessage, key string) string {
 	var args map[string]json.RawMessage
 	if json.Unmarshal(raw, &args) != nil {
 		return ""
@@ -961,8 +924,10 @@ func argString(raw json.RawMessage, key string) string {
 	return s
 }
 
-// messageText is a message's text blocks (or string content), joined by newlines.
-func messageText(c sessionio.Content) string {
+// MessageText is a message's text: its string content, or its text blocks joined by
+// newlines (Pi's own serialization joins them with nothing; a reader of sentences and
+// lines needs the breaks).
+func MessageText(c sessionio.Content) string {
 	if c.IsString {
 		return c.Text
 	}

@@ -9,6 +9,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 )
 
 // Probe kinds: what a compacted context should still know about a summarized span.
@@ -146,7 +147,7 @@ func deriveProbes(msgs []*sessionio.Message, numbers map[*sessionio.Message][]st
 		}
 		switch m.Role {
 		case sessionio.RoleUser:
-			t := userText(m.Content)
+			t := summarize.MessageText(m.Content)
 			if t == "" {
 				continue
 			}
@@ -172,14 +173,14 @@ func deriveProbes(msgs []*sessionio.Message, numbers map[*sessionio.Message][]st
 				if b.Type != sessionio.BlockToolCall || b.Name != "bash" {
 					continue
 				}
-				cmd := stringArg(b.Arguments, "command")
+				cmd := summarize.ToolArgument(b.Arguments, "command")
 				if cmd == "" {
 					continue
 				}
 				r := results[b.ID]
 				out, failed := "", false
 				if r != nil {
-					out = textOf(r.Content)
+					out = summarize.MessageText(r.Content)
 					failed = r.IsError || bashFailed(out)
 				}
 				addCommand(&set, cmd, out, failed)
@@ -190,7 +191,7 @@ func deriveProbes(msgs []*sessionio.Message, numbers map[*sessionio.Message][]st
 				// File contents and write confirmations: their numbers are code, not
 				// measurements.
 			default:
-				addNumbers(m, textOf(m.Content))
+				addNumbers(m, summarize.MessageText(m.Content))
 			}
 		}
 	}
@@ -466,7 +467,7 @@ func contextText(msgs []*sessionio.Message) string {
 		}
 		switch m.Role {
 		case sessionio.RoleUser, sessionio.RoleCustom, sessionio.RoleToolResult:
-			b.WriteString(textOf(m.Content))
+			b.WriteString(summarize.MessageText(m.Content))
 		case sessionio.RoleBashExecution:
 			if !m.ExcludeFromContext {
 				b.WriteString(m.Command)
@@ -592,34 +593,6 @@ func splitSentences(t string) []string {
 		}
 	}
 	return out
-}
-
-// userText is a user message's text (string content or text blocks, joined by newlines).
-func userText(c sessionio.Content) string { return textOf(c) }
-
-func textOf(c sessionio.Content) string {
-	if c.IsString {
-		return c.Text
-	}
-	var parts []string
-	for _, b := range c.Blocks {
-		if b.Type == sessionio.BlockText {
-			parts = append(parts, b.Text)
-		}
-	}
-	return strings.Join(parts, "\n")
-}
-
-func stringArg(raw json.RawMessage, key string) string {
-	var args map[string]json.RawMessage
-	if json.Unmarshal(raw, &args) != nil {
-		return ""
-	}
-	var s string
-	if json.Unmarshal(args[key], &s) != nil {
-		return ""
-	}
-	return s
 }
 
 func lastNonEmptyLine(s string) string {
