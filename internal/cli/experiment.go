@@ -18,7 +18,7 @@ import (
 )
 
 func init() {
-	register(&Command{Name: "experiment", Summary: "compare cut-point policies over a directory of sessions (no LLM, no writes)", Run: runExperiment})
+	register(&Command{Name: "experiment", Summary: "compare cut-point policies and summaries over a directory of sessions (no writes; an LLM only with --summarizer llm)", Run: runExperiment})
 }
 
 func runExperiment(ctx context.Context, env *Env) error {
