@@ -3,7 +3,6 @@ package cli
 import (
 	"bytes"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -14,6 +13,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -221,31 +221,8 @@ func TestSweepClient(t *testing.T) {
 // are most of its summary.
 func wideSession(t *testing.T) string {
 	t.Helper()
-	var b strings.Builder
-	b.WriteString(`{"type":"session","version":3,"id":"019b8a10-0000-7000-8000-0000000000aa","timestamp":"2026-01-05T09:00:00.000Z","cwd":"/home/dev/app"}` + "\n")
-	n, parent := 0, "null"
-	line := func(msg string) {
-		n++
-		id := fmt.Sprintf(`"%08x"`, n)
-		fmt.Fprintf(&b, `{"type":"message","id":%s,"parentId":%s,"timestamp":"2026-01-05T09:00:00.000Z","message":%s}`+"\n", id, parent, msg)
-		parent = id
-	}
-	for turn := range 30 {
-		line(fmt.Sprintf(`{"role":"user","content":"Step %d: review the feature components of group %d.","timestamp":1}`, turn, turn))
-		var calls, results []string
-		for j := range 10 {
-			id := fmt.Sprintf("c%d_%d", turn, j)
-			calls = append(calls, fmt.Sprintf(`{"type":"toolCall","id":%q,"name":"read","arguments":{"path":"packages/app/src/components/group_%02d/feature_%03d/index.tsx"}}`, id, turn, j))
-			results = append(results, fmt.Sprintf(`{"role":"toolResult","toolCallId":%q,"toolName":"read","content":[{"type":"text","text":"export default {}"}],"isError":false,"timestamp":1}`, id))
-		}
-		line(`{"role":"assistant","content":[` + strings.Join(calls, ",") + `],"stopReason":"toolUse","timestamp":1}`)
-		for _, r := range results {
-			line(r)
-		}
-		line(fmt.Sprintf(`{"role":"assistant","content":[{"type":"text","text":"Group %d reviewed."}],"stopReason":"stop","timestamp":1}`, turn))
-	}
 	file := filepath.Join(t.TempDir(), "wide.jsonl")
-	if err := os.WriteFile(file, []byte(b.String()), 0o644); err != nil {
+	if err := (sessiongen.Wide{Turns: 30, Reads: 10, ReadFiles: 300}).WriteFile(file); err != nil {
 		t.Fatal(err)
 	}
 	return file
@@ -255,7 +232,7 @@ func wideSession(t *testing.T) string {
 // a line in the summary for people, the trimmed object in the JSON.
 func TestCompactSaysWhatItTrimmed(t *testing.T) {
 	t.Parallel()
-	args := []string{"--context-window", "20384", "--keep-recent-tokens", "2000", "--abandoned-after", "0s"}
+	args := []string{"--context-window", "20384", "--keep-recent-tokens", "2000"}
 	code, out, errOut := runCLI(t, append([]string{"compact", wideSession(t)}, args...)...)
 	if code != 0 || !regexp.MustCompile(`\n  trimmed to fit the budget of 4000 tokens: listed the \d+ most recent of \d{3} read files and 0 of 0 modified files \(the details keep them all\); context \d+ -> \d+ tokens\n`).MatchString(out) {
 		t.Fatalf("compact (exit %d):\n%s%s", code, out, errOut)

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"bufio"
 	"context"
 	"encoding/json"
 	"errors"
@@ -10,10 +9,10 @@ import (
 	"path/filepath"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -29,79 +28,16 @@ const (
 
 // bigSession writes a session like the report's: 150 turns, each reading 8 files and
 // editing 5 (cycling over 894 and 536 paths, all of them used before the last 20,000
-// tokens), with thinking signatures that make the file 7.5 MiB and cost no tokens (they
-// are opaque to the model).
-func bigSession(t *testing.T) string {
+// tokens). With signatures, thinking signatures make the file 7.5 MiB and cost no tokens;
+// without, it is 0.6 MiB with the same context.
+func bigSession(t *testing.T, signatures bool) string {
 	t.Helper()
+	g := sessiongen.Wide{Turns: 150, Reads: 8, Edits: 5, ReadFiles: bigReadFiles, ModifiedFiles: bigModifiedFiles}
+	if signatures {
+		g.SignatureBytes = 22800
+	}
 	file := filepath.Join(t.TempDir(), "big.jsonl")
-	f, err := os.Create(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	w := bufio.NewWriter(f)
-	start := time.Date(2026, 1, 5, 9, 0, 0, 0, time.UTC)
-	n, parent := 0, any(nil)
-	write := func(v map[string]any) {
-		b, err := json.Marshal(v)
-		if err != nil {
-			t.Fatal(err)
-		}
-		w.Write(append(b, '\n'))
-	}
-	entry := func(typ string, fields map[string]any) {
-		n++
-		id := fmt.Sprintf("%08x", n)
-		fields["type"], fields["id"], fields["parentId"] = typ, id, parent
-		fields["timestamp"] = start.Add(time.Duration(n) * time.Second).Format("2006-01-02T15:04:05.000Z")
-		write(fields)
-		parent = id
-	}
-	msg := func(m map[string]any) {
-		m["timestamp"] = start.Add(time.Duration(n) * time.Second).UnixMilli()
-		entry("message", map[string]any{"message": m})
-	}
-	write(map[string]any{"type": "session", "version": 3, "id": "019b8a10-0000-7000-8000-000000000021", "timestamp": start.Format("2006-01-02T15:04:05.000Z"), "cwd": "/home/dev/monorepo"})
-	entry("model_change", map[string]any{"provider": "anthropic", "modelId": "claude-sonnet-4-5"})
-	signature := strings.Repeat("EqSV5OGsmhYmO7cAUWNpY+aiZTacZGZ4I4Yi/321", 570) // ~24 KiB
-	readPath := func(i int) string { return fmt.Sprintf("src/r%03d/handler_%04d.ts", i%97, i) }
-	modPath := func(i int) string { return fmt.Sprintf("src/w%03d/service_%04d.ts", i%89, i) }
-	const turns, reads, edits = 150, 8, 5
-	for turn := range turns {
-		msg(map[string]any{"role": "user", "content": fmt.Sprintf("Step %d: update the services of batch %d to the new client and keep the tests green.", turn, turn)})
-		blocks := []any{map[string]any{"type": "thinking", "thinking": "Read the handlers, then edit the services.", "thinkingSignature": signature}}
-		var results []map[string]any
-		for j := range reads + edits {
-			id := fmt.Sprintf("call_%d_%d", turn, j)
-			if j < reads {
-				p := readPath((turn*reads + j) % bigReadFiles)
-				blocks = append(blocks, map[string]any{"type": "toolCall", "id": id, "name": "read", "arguments": map[string]any{"path": p}})
-				results = append(results, map[string]any{"role": "toolResult", "toolCallId": id, "toolName": "read", "isError": false,
-					"content": []any{map[string]any{"type": "text", "text": fmt.Sprintf("// batch %d\nexport async function handle%d(req: Request) {\n\treturn client.call(\"%s\", req.body);\n}\n", turn, j, p)}}})
-				continue
-			}
-			p := modPath((turn*edits + j - reads) % bigModifiedFiles)
-			blocks = append(blocks, map[string]any{"type": "toolCall", "id": id, "name": "edit", "arguments": map[string]any{"path": p, "oldText": "legacyClient.call(", "newText": "client.call("}})
-			results = append(results, map[string]any{"role": "toolResult", "toolCallId": id, "toolName": "edit", "isError": false,
-				"content": []any{map[string]any{"type": "text", "text": "Successfully replaced text in " + p + "."}}})
-		}
-		msg(map[string]any{"role": "assistant", "content": blocks, "api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5", "stopReason": "toolUse"})
-		for _, r := range results {
-			msg(r)
-		}
-		msg(map[string]any{"role": "assistant", "content": []any{
-			map[string]any{"type": "thinking", "thinking": "Done with this batch.", "thinkingSignature": signature},
-			map[string]any{"type": "text", "text": fmt.Sprintf("Batch %d is on the new client: %d services edited.", turn, edits)}},
-			"api": "anthropic-messages", "provider": "anthropic", "model": "claude-sonnet-4-5", "stopReason": "stop"})
-	}
-	if err := w.Flush(); err != nil {
-		t.Fatal(err)
-	}
-	if err := f.Close(); err != nil {
-		t.Fatal(err)
-	}
-	// Old enough not to look like a live agent's.
-	old := time.Now().Add(-2 * time.Hour)
-	if err := os.Chtimes(file, old, old); err != nil {
+	if err := g.WriteFile(file); err != nil {
 		t.Fatal(err)
 	}
 	return file
@@ -122,10 +58,12 @@ func contextTokens(t *testing.T, file, counter string) (int, *sessionio.Entry) {
 // alone (894 + 536 paths) leave the compacted context over the 28,616-token threshold, and
 // the next turn compacts again. It must end at or under the threshold, say what it
 // trimmed, and keep every path in the details.
+//
+// It is not parallel: its sessions are large, and other tests of the package time their
+// calls.
 func TestCompactFitsTheBudget(t *testing.T) {
-	t.Parallel()
 	llm := fakellm.Start(t)
-	file := bigSession(t)
+	file := bigSession(t, true)
 	fi, err := os.Stat(file)
 	if err != nil {
 		t.Fatal(err)
@@ -178,7 +116,7 @@ func TestCompactFitsTheBudget(t *testing.T) {
 	}
 
 	// The same for a preparation (nothing written).
-	file2 := bigSession(t)
+	file2 := bigSession(t, false)
 	pr, pres, err := eng.Prepare(context.Background(), Request{File: file2}, nil)
 	if err != nil {
 		t.Fatal(err)
@@ -194,11 +132,10 @@ func TestCompactFitsTheBudget(t *testing.T) {
 // When the kept part itself leaves no room (a long summary), the plan is made again with a
 // later cut, and only the messages between the two cuts are summarized again.
 func TestCompactCutsLaterToFit(t *testing.T) {
-	t.Parallel()
 	llm := fakellm.Start(t)
 	// A ~9,000-token summary (estimate counter: 4 characters a token).
 	llm.SetDefault(fakellm.Behavior{Text: "## Goal\n" + strings.Repeat("- keep going with the services\n", 1200)})
-	file := bigSession(t)
+	file := bigSession(t, false)
 	eng, err := New(openAI(t, llm.URL(), nil), Settings{ContextWindow: bigWindow, Counter: tokenize.CounterEstimate})
 	if err != nil {
 		t.Fatal(err)
@@ -235,10 +172,9 @@ func TestCompactCutsLaterToFit(t *testing.T) {
 
 // When nothing fits, nothing is written, and the reason names the sizes.
 func TestCompactRefusesWhatCannotFit(t *testing.T) {
-	t.Parallel()
 	llm := fakellm.Start(t)
 	llm.SetDefault(fakellm.Behavior{Text: strings.Repeat("a summary too long for any window ", 4000)})
-	file := bigSession(t)
+	file := bigSession(t, false)
 	before, err := os.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)

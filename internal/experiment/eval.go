@@ -13,8 +13,9 @@ import (
 // right after its compaction, the summary sizes, and the first span's probes at the
 // Milestones.
 type evaluator struct {
-	numbers map[*sessionio.Message][]string // the session's memo (deriveProbes)
-	n       int                             // compactions so far
+	numbers map[*sessionio.Message][]string // the session's memos (deriveProbes, contextText)
+	texts   map[*sessionio.Message]string
+	n       int // compactions so far
 	first   []probe
 	out     ReplayEval
 }
@@ -25,13 +26,20 @@ func (ev *evaluator) compacted(p *cutpoint.Plan, comp *sessionio.Entry, kept []*
 	span := make([]*sessionio.Message, 0, len(p.Summarize)+len(p.Prefix))
 	span = append(append(span, p.Summarize...), p.Prefix...)
 	probes := deriveProbes(span, ev.numbers)
-	msgs := []*sessionio.Message{sessionio.AsMessage(comp)}
+	// Message entries' messages live as long as the session, and their text is kept;
+	// the others (custom messages, summaries) are made afresh at every AsMessage.
+	fresh := []*sessionio.Message{sessionio.AsMessage(comp)}
+	stable := make([]*sessionio.Message, 0, len(kept))
 	for _, e := range kept {
-		if m := contextMessage(e); m != nil {
-			msgs = append(msgs, m)
+		switch m := contextMessage(e); {
+		case m == nil:
+		case e.Type == sessionio.TypeMessage:
+			stable = append(stable, m)
+		default:
+			fresh = append(fresh, m)
 		}
 	}
-	text := contextText(msgs)
+	text := contextText(fresh, nil) + " " + contextText(stable, ev.texts)
 	ev.out.Recall.add(recall(probes, text))
 	if ev.n == 1 {
 		ev.first = probes

@@ -101,8 +101,9 @@ func (s *probeSet) add(kind string, keys ...probeKey) {
 //     states a constraint and is not a question;
 //   - numbers with what they measure, from user messages and from tool results other than
 //     file contents: versions, ports, counts with their unit, error codes, ids (commit
-//     hashes, uuids, issue numbers); at most numbersPerMessage per message. Durations and
-//     sizes are left out: they change with every run.
+//     hashes, uuids, issue numbers); at most numbersPerMessage per message, from the first
+//     and last numberWindow bytes of a long one. Durations and sizes are left out: they
+//     change with every run.
 //
 // Tool calls whose result is not in the span count as commands that did not fail.
 //
@@ -295,6 +296,10 @@ var numberPattern = regexp.MustCompile(strings.Join([]string{
 	`\b[0-9a-f]{7,40}\b`,    // a commit hash (checked below)
 }, "|"))
 
+// numberWindow is how much of the start and of the end of a long text numbers are taken
+// from.
+const numberWindow = 4096
+
 // maxNumberMatches bounds the matches looked at per message (duplicates and hex words
 // that are not ids are skipped, so it is larger than numbersPerMessage).
 const maxNumberMatches = 8 * numbersPerMessage
@@ -303,6 +308,12 @@ const maxNumberMatches = 8 * numbersPerMessage
 func numberKeys(text string) []string {
 	if text == "" {
 		return nil
+	}
+	// A long output says its numbers at its start (versions, counts) and its end (the
+	// summary line, the exit): the middle is not read.
+	if len(text) > 2*numberWindow {
+		head, tail := text[:numberWindow], text[len(text)-numberWindow:]
+		text = strings.ToValidUTF8(head, "") + "\n" + strings.ToValidUTF8(tail, "")
 	}
 	text = oneLine(stripANSI(text))
 	var keys []string
@@ -458,43 +469,60 @@ func firstRune(s string) rune { r, _ := utf8.DecodeRuneInString(s); return r }
 
 // contextText is the text of a context as the model reads it, normalized for key matching:
 // user, custom and assistant text, thinking, tool calls (name and argument values), tool
-// results, bash executions and summaries, whole (not clipped as in a summary prompt).
-func contextText(msgs []*sessionio.Message) string {
-	var b strings.Builder
+// results, bash executions and summaries, whole (not clipped as in a summary prompt), one
+// message after the other. memo (nil: none) keeps each message's normalized text: a
+// session's messages are in many contexts.
+func contextText(msgs []*sessionio.Message, memo map[*sessionio.Message]string) string {
+	parts := make([]string, 0, len(msgs))
 	for _, m := range msgs {
 		if m == nil {
 			continue
 		}
-		switch m.Role {
-		case sessionio.RoleUser, sessionio.RoleCustom, sessionio.RoleToolResult:
-			b.WriteString(summarize.MessageText(m.Content))
-		case sessionio.RoleBashExecution:
-			if !m.ExcludeFromContext {
-				b.WriteString(m.Command)
-				b.WriteByte('\n')
-				b.WriteString(m.Output)
-			}
-		case sessionio.RoleBranchSummary, sessionio.RoleCompactionSummary:
-			b.WriteString(m.Summary)
-		case sessionio.RoleAssistant:
-			if m.Content.IsString {
-				b.WriteString(m.Content.Text)
-			}
-			for _, bl := range m.Content.Blocks {
-				switch bl.Type {
-				case sessionio.BlockText:
-					b.WriteString(bl.Text)
-				case sessionio.BlockThinking:
-					b.WriteString(bl.Thinking)
-				case sessionio.BlockToolCall:
-					b.WriteString(bl.Name)
-					b.WriteByte(' ')
-					writeJSONValues(&b, bl.Arguments)
-				}
-				b.WriteByte('\n')
+		t, ok := memo[m]
+		if !ok {
+			t = messageContextText(m)
+			if memo != nil {
+				memo[m] = t
 			}
 		}
-		b.WriteByte('\n')
+		if t != "" {
+			parts = append(parts, t)
+		}
+	}
+	return strings.Join(parts, " ")
+}
+
+// messageContextText is one message's part of contextText.
+func messageContextText(m *sessionio.Message) string {
+	var b strings.Builder
+	switch m.Role {
+	case sessionio.RoleUser, sessionio.RoleCustom, sessionio.RoleToolResult:
+		b.WriteString(summarize.MessageText(m.Content))
+	case sessionio.RoleBashExecution:
+		if !m.ExcludeFromContext {
+			b.WriteString(m.Command)
+			b.WriteByte('\n')
+			b.WriteString(m.Output)
+		}
+	case sessionio.RoleBranchSummary, sessionio.RoleCompactionSummary:
+		b.WriteString(m.Summary)
+	case sessionio.RoleAssistant:
+		if m.Content.IsString {
+			b.WriteString(m.Content.Text)
+		}
+		for _, bl := range m.Content.Blocks {
+			switch bl.Type {
+			case sessionio.BlockText:
+				b.WriteString(bl.Text)
+			case sessionio.BlockThinking:
+				b.WriteString(bl.Thinking)
+			case sessionio.BlockToolCall:
+				b.WriteString(bl.Name)
+				b.WriteByte(' ')
+				writeJSONValues(&b, bl.Arguments)
+			}
+			b.WriteByte('\n')
+		}
 	}
 	return normText(b.String())
 }

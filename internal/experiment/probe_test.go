@@ -7,6 +7,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -143,7 +144,7 @@ func TestErrorLine(t *testing.T) {
 type verbatim struct{}
 
 func (verbatim) Summarize(_ context.Context, req summarize.Request) (summarize.Result, error) {
-	return summarize.Result{Text: req.PreviousSummary + "\n" + contextText(req.Messages)}, nil
+	return summarize.Result{Text: req.PreviousSummary + "\n" + contextText(req.Messages, nil)}, nil
 }
 
 // forgetful keeps nothing of the span.
@@ -153,44 +154,64 @@ func (forgetful) Summarize(context.Context, summarize.Request) (summarize.Result
 	return summarize.Result{Text: "## Goal\n- (none)"}, nil
 }
 
-// The probes are honest both ways: a summary that keeps the whole span recalls every probe
-// of every kind, and one that keeps nothing recalls far less (only what the kept messages
-// and the file lists happen to repeat).
+// The probes are honest both ways. A text that holds the whole span recalls every probe
+// of every kind: each key is in the text it was derived from, as the context renders it;
+// and a replayed summary that keeps the whole span does too, right after its compaction.
+// A summary that keeps nothing recalls far less: only what the kept messages and the file
+// lists happen to repeat.
 func TestRecallBounds(t *testing.T) {
 	t.Parallel()
-	run := func(s summarize.Summarizer) *Result {
+	kinds := ProbeRecall{}
+	for _, name := range []string{"pi-generated/before-compaction.migrated-v3.jsonl", "02-tools-parallel-errors-images.jsonl", "06-custom-bash-entries.jsonl"} {
+		s, err := sessionio.ReadFile(corpusDir + "/" + name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		path, err := s.Path("")
+		if err != nil {
+			t.Fatal(err)
+		}
+		var msgs []*sessionio.Message
+		for _, e := range path {
+			if m := contextMessage(e); m != nil {
+				msgs = append(msgs, m)
+			}
+		}
+		r := recall(deriveProbes(msgs, nil), contextText(msgs, nil))
+		for _, k := range ProbeKinds() {
+			if got := *r.Kind(k); got.Found != got.Probes {
+				t.Errorf("%s: %s: %d of %d probes found in their own text", name, k, got.Found, got.Probes)
+			}
+		}
+		kinds.add(r)
+	}
+	for _, k := range ProbeKinds() {
+		if kinds.Kind(k).Probes == 0 {
+			t.Errorf("no %s probes: the check proves nothing for them", k)
+		}
+	}
+
+	run := func(s summarize.Summarizer, file string, budget, keep int) *Result {
 		t.Helper()
-		r, err := RunFiles(context.Background(), corpusDir, []string{corpusDir + "/pi-generated/before-compaction.migrated-v3.jsonl"}, Config{
-			Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{5000}, Policies: []string{"nearest"},
-			Replay: true, Eval: true, ContextWindow: 16384 + 30000, Extractive: s, Workers: 2,
+		r, err := RunFiles(context.Background(), corpusDir, []string{corpusDir + "/" + file}, Config{
+			Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{keep}, Policies: []string{"nearest"},
+			Replay: true, Eval: true, ContextWindow: 16384 + budget, Extractive: s,
 		})
 		if err != nil {
 			t.Fatal(err)
 		}
 		return r
 	}
-	all := run(verbatim{})
-	none := run(forgetful{})
-	if len(all.ReplayTotals) != 1 || all.ReplayTotals[0].Compactions < 10 {
-		t.Fatalf("replay totals %+v: too few compactions to check", all.ReplayTotals)
+	all := run(verbatim{}, "02-tools-parallel-errors-images.jsonl", 3000, 1000)
+	if all.ReplayTotals[0].Compactions == 0 {
+		t.Fatal("no compaction to check")
 	}
 	for _, rt := range all.RecallTotals {
-		if rt.Probes == 0 {
-			t.Errorf("no %s probes", rt.ProbeKind)
-		}
 		if rt.Found != rt.Probes {
 			t.Errorf("verbatim summary: %s recall %d of %d", rt.ProbeKind, rt.Found, rt.Probes)
 		}
 	}
-	// Later, a verbatim summary still holds the first span, except where Pi's format drops
-	// the previous summary: a split turn with no history before it becomes "No prior
-	// history." (summarize.CompactionSummary, as Pi does), and only the turn's prefix is
-	// summarized.
-	for _, e := range all.EarlyTotals {
-		if e.After == 1 && (e.FactsFound != e.FactProbes || e.FilesFound != e.FileProbes) {
-			t.Errorf("verbatim summary after the first compaction: facts %d of %d, files %d of %d", e.FactsFound, e.FactProbes, e.FilesFound, e.FileProbes)
-		}
-	}
+	none := run(forgetful{}, "pi-generated/before-compaction.migrated-v3.jsonl", 8000, 2000)
 	facts := none.ReplayTotals[0].Recall.Facts()
 	if facts.Probes == 0 || facts.Found*2 > facts.Probes {
 		t.Errorf("a summary that keeps nothing recalls %d of %d facts", facts.Found, facts.Probes)
@@ -199,7 +220,8 @@ func TestRecallBounds(t *testing.T) {
 	if f := none.ReplayTotals[0].Recall.FileModified; f.Found != f.Probes {
 		t.Errorf("modified files %d of %d with the file lists", f.Found, f.Probes)
 	}
-	t.Logf("forgetful summary: facts %d of %d; compactions %d", facts.Found, facts.Probes, none.ReplayTotals[0].Compactions)
+	t.Logf("verbatim: %d compactions; forgetful: facts %d of %d in %d compactions", all.ReplayTotals[0].Compactions,
+		facts.Found, facts.Probes, none.ReplayTotals[0].Compactions)
 }
 
 // The first milestone is the first compaction: its first span recall is that
@@ -243,7 +265,11 @@ func ExampleProbeKinds() {
 // ones the span's probes name.
 func TestReplayShortensFileLists(t *testing.T) {
 	t.Parallel()
-	r, err := RunFiles(context.Background(), corpusDir, []string{corpusDir + "/08-large.jsonl"}, Config{
+	file := t.TempDir() + "/wide.jsonl"
+	if err := (sessiongen.Wide{Turns: 40, Reads: 10, Edits: 2, ReadFiles: 400, ModifiedFiles: 80}).WriteFile(file); err != nil {
+		t.Fatal(err)
+	}
+	r, err := RunFiles(context.Background(), "", []string{file}, Config{
 		KeepRecentTokens: []int{2000}, Policies: []string{"nearest"}, Replay: true, Eval: true, ContextWindow: 16384 + 6000,
 	})
 	if err != nil {

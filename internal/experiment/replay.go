@@ -50,7 +50,7 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 	usage := &usageCounter{}
 	var ev *evaluator
 	if r.cfg.Eval {
-		ev = &evaluator{numbers: ss.numbers}
+		ev = &evaluator{numbers: ss.numbers, texts: ss.texts}
 	}
 
 	orig := make([]*sessionio.Entry, 0, len(ss.path))

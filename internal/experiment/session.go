@@ -172,6 +172,7 @@ type session struct {
 	text       func(string) int
 	ctxTok     map[*sessionio.Entry]int
 	numbers    map[*sessionio.Message][]string // number probe keys per message (eval)
+	texts      map[*sessionio.Message]string   // normalized context text per message (eval)
 }
 
 func (r *sessionRunner) run(ctx context.Context, file, name string) (res *sessionResult, err error) {
@@ -218,7 +219,7 @@ func (r *sessionRunner) load(file, name string) (*session, error) {
 	}
 	ss := &session{file: file, name: name, src: src, s: src.Session, path: src.Path, model: src.Model.Name(),
 		window: src.Model.ContextWindow, counter: src.Counter, ctxTok: make(map[*sessionio.Entry]int, len(src.Path)),
-		numbers: map[*sessionio.Message][]string{}}
+		numbers: map[*sessionio.Message][]string{}, texts: map[*sessionio.Message]string{}}
 	ss.text = textCounter(ss.counter)
 	ss.mc = memoCounter{name: ss.counter.Name(), m: newMemo(ss.path, ss.counter.Count)}
 	ss.ser = newMemo(ss.path, serializedCounter(ss.text))
