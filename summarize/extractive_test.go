@@ -8,21 +8,8 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/internal/sessiongen"
 )
-
-func decodeAll(t *testing.T, lines ...string) []*sessionio.Message {
-	t.Helper()
-	var out []*sessionio.Message
-	for i, l := range lines {
-		m, err := sessionio.DecodeMessage([]byte(l))
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
 
 func bashCall(id, cmd string) string {
 	return fmt.Sprintf(`{"role":"assistant","content":[{"type":"toolCall","id":%q,"name":"bash","arguments":{"command":%q}}],"stopReason":"toolUse","timestamp":1}`, id, cmd)
@@ -56,7 +43,7 @@ func sectionOf(text, title string) string {
 // done with its old error; one whose last run failed is blocked with its first error line.
 func TestExtractiveClassifies(t *testing.T) {
 	t.Parallel()
-	msgs := decodeAll(t,
+	msgs := sessiongen.Messages(t,
 		`{"role":"user","content":"Please fix the flaky login test in auth_test.go. Never change the public API. Should we also check the cache? How does retry work?","timestamp":1}`,
 		bashCall("b1", "cd /repo && go test ./auth/ 2>&1 | tail -3"),
 		bashResult("b1", "--- FAIL: TestLogin (0.01s)\n    auth_test.go:12: got 401, want 200\nFAIL\n\nCommand exited with code 1", true),
@@ -141,7 +128,7 @@ func TestExtractiveBudgetSaysWhatItOmits(t *testing.T) {
 		id := "f" + strconv.Itoa(i)
 		lines = append(lines, bashCall(id, fmt.Sprintf("./check --table t%d", i)), bashResult(id, fmt.Sprintf("error: table t%d is missing\n\nCommand exited with code 3", i), true))
 	}
-	msgs := decodeAll(t, lines...)
+	msgs := sessiongen.Messages(t, lines...)
 	x := &Extractive{Budget: 400}
 	text := summarizeText(t, x, Request{Task: TaskHistory, Messages: msgs})
 	if n := EstimateText(text); n > 400 {
@@ -185,7 +172,7 @@ func TestExtractiveUpdateMergesPrevious(t *testing.T) {
 		"## Critical Context", "- Latest user request: old question", "",
 		"<read-files>", "src/old.go", "</read-files>",
 	}, "\n")
-	msgs := decodeAll(t,
+	msgs := sessiongen.Messages(t,
 		`{"role":"user","content":"Now add the invoice endpoint. Make sure amounts stay in cents.","timestamp":1}`,
 		bashCall("b1", "go test ./invoice/"),
 		bashResult("b1", "ok", false),
@@ -233,7 +220,7 @@ func TestExtractiveUpdateMergesPrevious(t *testing.T) {
 // The turn prefix keeps its own three sections.
 func TestExtractiveTurnPrefix(t *testing.T) {
 	t.Parallel()
-	msgs := decodeAll(t,
+	msgs := sessiongen.Messages(t,
 		`{"role":"user","content":"Upgrade the parser to v2. Do not touch the lexer.","timestamp":1}`,
 		bashCall("b1", "npm run build"),
 		bashResult("b1", "src/parser.ts(3,1): error TS2304: Cannot find name 'Tok'.\n\nCommand exited with code 2", true),

@@ -13,24 +13,10 @@ import (
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// decode turns Pi's message JSON lines into messages.
-func decode(t *testing.T, lines ...string) []*sessionio.Message {
-	t.Helper()
-	var out []*sessionio.Message
-	for i, l := range lines {
-		m, err := sessionio.DecodeMessage([]byte(l))
-		if err != nil {
-			t.Fatalf("message %d: %v", i, err)
-		}
-		out = append(out, m)
-	}
-	return out
-}
-
 // span is a small span with one of each kind of fact, and things that look like facts but
 // are not (a question with "should", a command that printed "ok", a colour, a timestamp).
 func span(t *testing.T) []*sessionio.Message {
-	return decode(t,
+	return sessiongen.Messages(t,
 		`{"role":"user","content":"Fix the login bug in src/auth.ts. Never touch the migrations folder! Should we avoid the cache?","timestamp":1}`,
 		`{"role":"assistant","content":[{"type":"text","text":"Looking."},`+
 			`{"type":"toolCall","id":"r1","name":"read","arguments":{"path":"src/auth.ts"}},`+

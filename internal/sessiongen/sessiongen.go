@@ -11,6 +11,8 @@ import (
 	"os"
 	"strings"
 	"time"
+
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // Wide is a session of Turns turns. Each turn is a user request, an assistant message that
@@ -116,4 +118,25 @@ func (g Wide) WriteFile(path string) error {
 		return fmt.Errorf("sessiongen: %w", err)
 	}
 	return nil
+}
+
+// Fataler is the part of testing.TB that Messages needs.
+type Fataler interface {
+	Helper()
+	Fatalf(format string, args ...any)
+}
+
+// Messages decodes message JSON lines as Pi stores them (a span written by hand in a
+// test), failing the test on a line that does not decode.
+func Messages(t Fataler, lines ...string) []*sessionio.Message {
+	t.Helper()
+	out := make([]*sessionio.Message, 0, len(lines))
+	for i, l := range lines {
+		m, err := sessionio.DecodeMessage([]byte(l))
+		if err != nil {
+			t.Fatalf("message %d: %v", i, err)
+		}
+		out = append(out, m)
+	}
+	return out
 }
