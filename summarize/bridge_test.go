@@ -2,23 +2,16 @@ package summarize
 
 import (
 	"context"
-	"encoding/json"
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-func bashCall(id, command string) *sessionio.Message {
-	args, _ := json.Marshal(map[string]string{"command": command})
-	return &sessionio.Message{Role: sessionio.RoleAssistant, Content: sessionio.Content{Blocks: []sessionio.Block{
-		{Type: sessionio.BlockToolCall, ID: id, Name: "bash", Arguments: args},
-	}}}
-}
-
-func toolResult(id, text string, isError bool) *sessionio.Message {
-	return &sessionio.Message{Role: sessionio.RoleToolResult, ToolCallID: id, IsError: isError,
-		Content: sessionio.Content{Blocks: []sessionio.Block{{Type: sessionio.BlockText, Text: text}}}}
+// msgs decodes a hand-written span (the JSON helpers of extractive_test.go).
+func msgs(t *testing.T, lines ...string) []*sessionio.Message {
+	return sessiongen.Messages(t, lines...)
 }
 
 const modelNotes = `## Goal
@@ -50,11 +43,12 @@ Make the parser accept BOMs.
 func TestBridgeMergesIntoTheSections(t *testing.T) {
 	gap := []*sessionio.Message{
 		userMsg("Now run the race tests. Never use -count=0."),
-		bashCall("c1", "go test -race ./sessionio/"),
-		toolResult("c1", "ok  \tsessionio\t3.1s", false),
-		bashCall("c2", "go vet ./..."),
-		toolResult("c2", "vet: sessionio/read.go:12: unreachable code", true),
 	}
+	gap = append(gap, msgs(t,
+		bashCall("c1", "go test -race ./sessionio/"),
+		bashResult("c1", "ok  \tsessionio\t3.1s", false),
+		bashCall("c2", "go vet ./..."),
+		bashResult("c2", "vet: sessionio/read.go:12: unreachable code", true))...)
 	out, err := Bridge(context.Background(), modelNotes, gap, 0)
 	if err != nil {
 		t.Fatal(err)
@@ -113,7 +107,8 @@ func TestBridgeBounds(t *testing.T) {
 	var gap []*sessionio.Message
 	for i := range 200 {
 		id := "c" + strings.Repeat("x", i%7) + string(rune('a'+i%26))
-		gap = append(gap, userMsg(strings.Repeat("please look at module number "+id+" again. ", 3)), bashCall(id, "cat "+id+".go"), toolResult(id, "package x", false))
+		gap = append(gap, userMsg(strings.Repeat("please look at module number "+id+" again. ", 3)))
+		gap = append(gap, msgs(t, bashCall(id, "cat "+id+".go"), bashResult(id, "package x", false))...)
 	}
 	out, err := Bridge(context.Background(), modelNotes, gap, 200)
 	if err != nil {

@@ -155,6 +155,9 @@ func writeResultText(w io.Writer, r *engine.Result) {
 			}
 			fmt.Fprintf(w, "  context %d -> %d tokens (%s); %d messages summarized, kept from %s%s\n",
 				r.TokensBefore, r.TokensAfter, r.Counter, r.Summarized, r.FirstKeptEntryID, salvaged)
+			if r.Trimmed != nil {
+				fmt.Fprintf(w, "  %s\n", r.Trimmed)
+			}
 		} else {
 			fmt.Fprintf(w, "  %d messages summarized\n", r.Summarized)
 		}

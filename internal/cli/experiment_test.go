@@ -3,10 +3,14 @@ package cli
 import (
 	"encoding/csv"
 	"encoding/json"
+	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
+
+	"github.com/compactor-dev/compactor/internal/scriptllm"
 )
 
 // experimentDir copies a few corpus sessions (one v1) and one unreadable file into a
@@ -137,6 +141,164 @@ func TestExperimentUsageErrors(t *testing.T) {
 		code, _, errOut := runCLI(t, args...)
 		if code != ExitBadUse || errOut == "" {
 			t.Errorf("%v: exit %d, stderr %q; want %d with a message", args, code, errOut, ExitBadUse)
+		}
+	}
+}
+
+// evalDir holds one session that compacts many times at a 46,384-token window.
+func evalDir(t *testing.T) string {
+	t.Helper()
+	dir := t.TempDir()
+	b, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/corpus/pi-generated/before-compaction.migrated-v3.jsonl"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(dir, "s.jsonl"), b, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return dir
+}
+
+// --eval with the extractive summarizer and the scripted model over HTTP: recall per probe
+// kind and summarizer, the first span after later compactions, the LLM's calls and tokens
+// as the server counted them, an estimate printed before it starts.
+func TestExperimentEvalWithLLM(t *testing.T) {
+	t.Parallel()
+	srv := scriptllm.StartTest(t, scriptllm.WithSummaryDelay(0))
+	dir := evalDir(t)
+	args := []string{"experiment", "--dir", dir, "--counter", "estimate", "--policies", "nearest", "--keep-recent-tokens", "5000",
+		"--context-window", "46384", "--replay", "--eval", "--summarizer", "extractive,llm", "--base-url", srv.URL(), "--model", "scripted"}
+	code, out, errOut := runCLI(t, append(args, "--format", "json")...)
+	if code != 0 {
+		t.Fatalf("exit %d: %s", code, errOut)
+	}
+	var res struct {
+		Summarizers  []string
+		Evaluated    bool
+		ReplayTotals []struct {
+			Summarizer                                             string
+			Compactions, LLMCalls, LLMInputTokens, LLMOutputTokens int
+			LLMCachedInputTokens                                   int
+			SummaryTokensMean                                      int
+		}
+		RecallTotals []struct {
+			Summarizer, ProbeKind string
+			Probes, Found         int
+		}
+		EarlyTotals []struct {
+			Summarizer        string
+			After, Sessions   int
+			FactProbes        int
+			SummaryTokensMean int
+		}
+	}
+	if err := json.Unmarshal([]byte(out), &res); err != nil {
+		t.Fatalf("output is not JSON: %v\n%.300s", err, out)
+	}
+	if !res.Evaluated || strings.Join(res.Summarizers, ",") != "extractive,llm" || len(res.ReplayTotals) != 2 {
+		t.Fatalf("evaluated %v, summarizers %v, totals %+v", res.Evaluated, res.Summarizers, res.ReplayTotals)
+	}
+	var calls, prompt, completion int
+	for _, r := range srv.Requests() {
+		if r.Kind != scriptllm.KindSummary {
+			t.Fatalf("request %d is not a summary request", r.Seq)
+		}
+		calls++
+		prompt += r.PromptTokens
+		completion += r.CompletionTokens
+	}
+	for _, tot := range res.ReplayTotals {
+		if tot.Compactions < 10 || tot.SummaryTokensMean == 0 {
+			t.Errorf("%s: %d compactions, mean summary %d", tot.Summarizer, tot.Compactions, tot.SummaryTokensMean)
+		}
+		switch tot.Summarizer {
+		case "extractive":
+			if tot.LLMCalls != 0 || tot.LLMInputTokens != 0 {
+				t.Errorf("extractive reports LLM usage %+v", tot)
+			}
+		case "llm":
+			if tot.LLMCalls != calls || tot.LLMInputTokens != prompt || tot.LLMOutputTokens != completion || calls < tot.Compactions {
+				t.Errorf("llm usage %+v; the server answered %d calls, %d prompt and %d completion tokens", tot, calls, prompt, completion)
+			}
+		}
+	}
+	kinds := map[string]map[string][2]int{}
+	for _, rt := range res.RecallTotals {
+		if kinds[rt.Summarizer] == nil {
+			kinds[rt.Summarizer] = map[string][2]int{}
+		}
+		kinds[rt.Summarizer][rt.ProbeKind] = [2]int{rt.Found, rt.Probes}
+	}
+	for _, sum := range []string{"extractive", "llm"} {
+		for _, kind := range []string{"fileRead", "fileModified", "command", "failedCommand", "request", "constraint", "number"} {
+			if kinds[sum][kind][1] == 0 {
+				t.Errorf("%s: no %s probes", sum, kind)
+			}
+		}
+	}
+	// The scripted model writes the same few lines whatever the span: it recalls the
+	// requests only where the kept messages repeat them; the extractive one keeps them.
+	ex, llm := kinds["extractive"]["request"], kinds["llm"]["request"]
+	if ex[0]*10 < ex[1]*9 || llm[0] >= ex[0] {
+		t.Errorf("requests recalled: extractive %d of %d, scripted model %d of %d", ex[0], ex[1], llm[0], llm[1])
+	}
+	after := map[int]int{}
+	for _, e := range res.EarlyTotals {
+		if e.Sessions == 1 {
+			after[e.After]++
+		}
+	}
+	if after[1] != 2 || after[2] != 2 || after[5] != 2 || after[10] != 2 {
+		t.Errorf("first-span milestones reached: %v", after)
+	}
+	if !strings.Contains(errOut, "--summarizer llm (scripted at "+srv.URL()+"): about ") || !strings.Contains(errOut, fmt.Sprintf("llm: %d calls, %d input tokens (0 cached), %d output tokens", calls, prompt, completion)) {
+		t.Errorf("stderr does not give the estimate and the usage:\n%s", errOut)
+	}
+
+	// The table and the CSV carry the same evaluation.
+	code, table, errOut := runCLI(t, args...)
+	if code != 0 {
+		t.Fatalf("table: exit %d: %s", code, errOut)
+	}
+	for _, want := range []string{"RECALL (", "FIRST SPAN (", "failedCommand", "llm calls"} {
+		if !strings.Contains(table, want) {
+			t.Errorf("table lacks %q", want)
+		}
+	}
+	code, csvOut, errOut := runCLI(t, append(args, "--format", "csv")...)
+	if code != 0 {
+		t.Fatalf("csv: exit %d: %s", code, errOut)
+	}
+	recs, err := csv.NewReader(strings.NewReader(csvOut)).ReadAll()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(recs) != 3 || !slices.Contains(recs[0], "eval.recall.failedCommand.found") || !slices.Contains(recs[0], "eval.milestones.3.firstSpan.request.probes") {
+		t.Errorf("csv: %d records, header %v", len(recs), recs[0])
+	}
+}
+
+// The spend limit is checked against the estimate before any request is made.
+func TestExperimentLLMSpendLimit(t *testing.T) {
+	t.Parallel()
+	srv := scriptllm.StartTest(t, scriptllm.WithSummaryDelay(0))
+	code, _, errOut := runCLI(t, "experiment", "--dir", evalDir(t), "--counter", "estimate", "--policies", "nearest", "--keep-recent-tokens", "5000",
+		"--context-window", "46384", "--replay", "--summarizer", "llm", "--base-url", srv.URL(), "--model", "scripted", "--llm-spend-limit", "10000")
+	if code != ExitBadUse || !strings.Contains(errOut, "--llm-spend-limit 10000: the replay would send about ") {
+		t.Fatalf("exit %d, stderr %q", code, errOut)
+	}
+	if n := srv.Count(); n != 0 {
+		t.Errorf("%d requests made over the limit", n)
+	}
+	for _, args := range [][]string{
+		{"--eval"},                          // needs --replay
+		{"--replay", "--summarizer", "llm"}, // needs a model
+		{"--replay", "--summarizer", "extractive,extractive"},
+		{"--replay", "--summary-budget", "0"},
+	} {
+		code, _, errOut := runCLI(t, append([]string{"experiment", "--dir", evalDir(t)}, args...)...)
+		if code != ExitBadUse || errOut == "" {
+			t.Errorf("%v: exit %d, stderr %q", args, code, errOut)
 		}
 	}
 }

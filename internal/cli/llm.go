@@ -29,6 +29,8 @@ type summarizerFlags struct {
 	maxInput     int
 	concurrency  int
 	rps          float64
+	// summaryBudget is the extractive summarizer's budget in tokens.
+	summaryBudget int
 }
 
 type stringList []string
@@ -38,6 +40,31 @@ func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func (f *summarizerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "summarizer", "", "openai or extractive (default: openai when a base URL or model is configured, else extractive; env COMPACTOR_SUMMARIZER)")
+	f.registerBudget(fs)
+	f.registerEndpoint(fs)
+}
+
+// registerBudget registers --summary-budget, the extractive summarizer's size.
+func (f *summarizerFlags) registerBudget(fs *flag.FlagSet) {
+	fs.IntVar(&f.summaryBudget, "summary-budget", summarize.DefaultExtractiveBudget, "the extractive summarizer's summary size limit in tokens (o200k_base); Pi's file lists come on top")
+}
+
+// extractive returns the extractive summarizer with the configured budget, counted with
+// tiktoken (the service's default counter).
+func (f *summarizerFlags) extractive() (*summarize.Extractive, error) {
+	if f.summaryBudget <= 0 {
+		return nil, usageErrorf("--summary-budget %d: must be positive", f.summaryBudget)
+	}
+	tk, err := tokenize.NewTiktoken("o200k_base")
+	if err != nil {
+		return nil, fmt.Errorf("extractive summarizer: %w", err)
+	}
+	return &summarize.Extractive{Budget: f.summaryBudget, Counter: tk}, nil
+}
+
+// registerEndpoint registers the flags of the OpenAI-compatible endpoint alone (not
+// --summarizer), for a command that chooses its summarizers otherwise (experiment).
+func (f *summarizerFlags) registerEndpoint(fs *flag.FlagSet) {
 	fs.StringVar(&f.baseURL, "base-url", "", "OpenAI-compatible API root, e.g. https://api.openai.com/v1 (env COMPACTOR_LLM_BASE_URL)")
 	fs.StringVar(&f.model, "model", "", "model id sent to the endpoint (env COMPACTOR_LLM_MODEL)")
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; no key at all is fine for a keyless endpoint)")
@@ -87,7 +114,7 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 	keyEnvNamed := f.fill(getenv)
 	switch f.kind {
 	case "extractive":
-		return summarize.NewExtractive(), nil
+		return f.extractive()
 	case "openai":
 	default:
 		return nil, usageErrorf("--summarizer: unknown summarizer %q (want openai or extractive)", f.kind)

@@ -7,12 +7,14 @@ import (
 	"log/slog"
 	"os"
 	"path/filepath"
+	"regexp"
 	"strings"
 	"testing"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -217,5 +219,35 @@ func TestSweepClient(t *testing.T) {
 	}
 	if doc["unchanged"] != float64(1) {
 		t.Errorf("second sweep: %s", out)
+	}
+}
+
+// wideSession writes a session whose summarized part reads many files: its file lists
+// are most of its summary.
+func wideSession(t *testing.T) string {
+	t.Helper()
+	file := filepath.Join(t.TempDir(), "wide.jsonl")
+	if err := (sessiongen.Wide{Turns: 30, Reads: 10, ReadFiles: 300}).WriteFile(file); err != nil {
+		t.Fatal(err)
+	}
+	return file
+}
+
+// A compaction that would leave the session over budget lists fewer files and says so:
+// a line in the summary for people, the trimmed object in the JSON.
+func TestCompactSaysWhatItTrimmed(t *testing.T) {
+	t.Parallel()
+	args := []string{"--context-window", "20384", "--keep-recent-tokens", "2000"}
+	code, out, errOut := runCLI(t, append([]string{"compact", wideSession(t)}, args...)...)
+	if code != 0 || !regexp.MustCompile(`\n  trimmed to fit the budget of 4000 tokens: listed the \d+ most recent of \d{3} read files and 0 of 0 modified files \(the details keep them all\); context \d+ -> \d+ tokens\n`).MatchString(out) {
+		t.Fatalf("compact (exit %d):\n%s%s", code, out, errOut)
+	}
+	code, out, errOut = runCLI(t, append([]string{"compact", wideSession(t), "--json"}, args...)...)
+	var res engine.Result
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 {
+		t.Fatalf("compact --json (exit %d, %v): %s%s", code, err, out, errOut)
+	}
+	if tr := res.Trimmed; tr == nil || tr.Threshold != 4000 || tr.ReadFiles < 200 || tr.ReadFilesListed >= tr.ReadFiles || tr.TokensAfter != res.TokensAfter || res.TokensAfter > 4000 || tr.TokensUntrimmed <= 4000 {
+		t.Fatalf("result %d tokens after, trimmed %+v", res.TokensAfter, res.Trimmed)
 	}
 }

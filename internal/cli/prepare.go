@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"os"
 
 	"github.com/compactor-dev/compactor/internal/engine"
@@ -58,6 +59,9 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 	if err != nil || pr == nil {
 		// A failure, or a skip (nothing to prepare): the result says why.
 		return printResult(env, engine.KindPrepare, file, res, err, false, true)
+	}
+	if res.Trimmed != nil {
+		fmt.Fprintf(env.Stderr, "note: %s: %s\n", file, res.Trimmed)
 	}
 	enc := json.NewEncoder(env.Stdout)
 	enc.SetEscapeHTML(false)

@@ -106,6 +106,9 @@ func jobResult(res *engine.Result) pipeline.Result {
 	switch res.Outcome {
 	case engine.OutcomeDone:
 		out.LeafID = res.EntryID
+		if res.Trimmed != nil && out.Reason == "" {
+			out.Reason = res.Trimmed.String() // what was left out to end under the budget
+		}
 	case engine.OutcomeSkipped:
 		out.Busy = busyReason(res.Reason)
 	}

@@ -229,6 +229,9 @@ type Result struct {
 	Note      string         `json:"note,omitempty"`
 	Warnings  []string       `json:"warnings,omitempty"`
 	Plan      *cutpoint.Plan `json:"plan,omitempty"`
+
+	// Trimmed says what was left out to end under the budget (fit.go); nil when nothing.
+	Trimmed *Trimmed `json:"trimmed,omitempty"`
 }
 
 // InputError is a request that names something the file does not have (an entry id):
@@ -475,13 +478,19 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if p.PreviousSummary != nil {
 		prev = *p.PreviousSummary
 	}
-	out, err := summarize.CompactionSummary(ctx, e.Summarizer, summarize.CompactionInput{
+	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: p.Ops(),
-	})
+	}
+	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
 	if err != nil {
 		return nil, err
 	}
+	// Never leave the session over budget (fit.go): it would compact again on its next turn.
+	if p, out, res.Trimmed, err = e.fit(ctx, st, cs, p, in, out); err != nil {
+		return nil, err
+	}
+	res.Plan, res.FirstKeptEntryID, res.Summarized = p, p.FirstKeptEntryID, len(p.MessagesToSummarize)+len(p.TurnPrefix)
 	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
 	if strings.TrimSpace(out.Summary) == "" {
 		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}

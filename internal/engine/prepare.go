@@ -172,6 +172,11 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if strings.TrimSpace(out.Summary) == "" {
 		return nil, nil, &GuardError{Reason: "the summarizer returned an empty summary"}
 	}
+	// Never prepare a compaction that leaves the session over budget (fit.go).
+	if p, out, res.Trimmed, err = e.fit(ctx, st, cs, p, in, out); err != nil {
+		return nil, nil, err
+	}
+	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
 	est := tokenize.Estimate()
 	pr := &Prepared{
 		V: PreparedVersion, SessionID: st.s.Header.ID, LeafID: st.path[len(st.path)-1].ID,

@@ -10,9 +10,14 @@
 //   - Replay: the session's current path is grown entry by entry as it happened, its own
 //     compaction entries dropped, and whenever the context goes over budget at a point
 //     where Pi would check (the end of an agent run, or just before a new user prompt) it
-//     is compacted in memory with the policy and a summarizer that needs no network (the
-//     extractive one, or a fixed-size stand-in). Each compaction becomes a synthetic
-//     compaction entry in the replayed path, so the next plan starts where Pi's would.
+//     is compacted in memory with the policy and each summarizer asked for (the extractive
+//     one, a fixed-size stand-in, or a configured LLM). Each compaction becomes a
+//     synthetic compaction entry in the replayed path, so the next plan starts where Pi's
+//     would.
+//   - Eval (with Replay): every compacted span gives probes, facts a continuing agent
+//     needs (files, commands and their failures, the user's requests and constraints,
+//     numbers), and each is checked against the context right after the compaction and,
+//     for the session's first span, after later compactions (probe.go).
 //
 // Sessions are processed by a bounded pool of workers; one bad file is reported in
 // Result.Errors and skipped. The result is deterministic (sorted rows, no timings), so
@@ -31,14 +36,22 @@ import (
 	"sync"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// Summarizer names for Config.Summarizer.
+// Summarizer names for Config.Summarizers.
 const (
 	SummarizerExtractive = "extractive"
 	SummarizerNone       = "none"
+	// SummarizerLLM is Config.LLM: a model behind an OpenAI-compatible endpoint.
+	SummarizerLLM = "llm"
 )
+
+// SummarizerNames lists the summarizers a replay knows.
+func SummarizerNames() []string {
+	return []string{SummarizerExtractive, SummarizerNone, SummarizerLLM}
+}
 
 // DefaultSummaryTokens is the size of the stand-in summary of SummarizerNone.
 const DefaultSummaryTokens = 1000
@@ -58,10 +71,18 @@ type Config struct {
 	ContextWindow int
 	// Replay also replays every session (Result.Replay); otherwise only snapshots.
 	Replay bool
-	// Summarizer is "extractive" (default) or "none" (a fixed-size stand-in summary of
-	// SummaryTokens tokens).
-	Summarizer    string
+	// Summarizers are the replay's summarizers, each replayed separately: "extractive"
+	// (default), "none" (a fixed-size stand-in summary of SummaryTokens tokens), "llm"
+	// (LLM).
+	Summarizers   []string
 	SummaryTokens int
+	// LLM is the summarizer named "llm" (required when Summarizers names it).
+	LLM summarize.Summarizer
+	// Extractive is the summarizer named "extractive" (default summarize.NewExtractive()).
+	Extractive summarize.Summarizer
+	// Eval derives probes from every compacted span and reports their recall (needs
+	// Replay).
+	Eval bool
 	// Workers is the number of sessions processed at once (default runtime.NumCPU()).
 	Workers int
 	// Progress, when set, is called after each file with the number of files done and
@@ -83,8 +104,11 @@ func (c Config) WithDefaults() Config {
 	if c.ReserveTokens <= 0 {
 		c.ReserveTokens = cutpoint.DefaultReserveTokens
 	}
-	if c.Summarizer == "" {
-		c.Summarizer = SummarizerExtractive
+	if len(c.Summarizers) == 0 {
+		c.Summarizers = []string{SummarizerExtractive}
+	}
+	if c.Extractive == nil {
+		c.Extractive = summarize.NewExtractive()
 	}
 	if c.SummaryTokens <= 0 {
 		c.SummaryTokens = DefaultSummaryTokens
@@ -152,10 +176,21 @@ func (c Config) Validate() error {
 			}
 		}
 	}
-	switch c.Summarizer {
-	case SummarizerExtractive, SummarizerNone:
-	default:
-		return bad("summarizer", "unknown summarizer %q (want extractive or none)", c.Summarizer)
+	seenSum := map[string]bool{}
+	for _, name := range c.Summarizers {
+		if !slices.Contains(SummarizerNames(), name) {
+			return bad("summarizers", "unknown summarizer %q (want %s)", name, strings.Join(SummarizerNames(), ", "))
+		}
+		if seenSum[name] {
+			return bad("summarizers", "%q given twice", name)
+		}
+		seenSum[name] = true
+		if name == SummarizerLLM && c.LLM == nil && c.Replay {
+			return bad("summarizers", "%q needs a configured model (an OpenAI-compatible endpoint)", name)
+		}
+	}
+	if c.Eval && !c.Replay {
+		return bad("eval", "probes are checked on replayed compactions: it needs the replay")
 	}
 	return nil
 }
@@ -170,10 +205,13 @@ type Result struct {
 	ReserveTokens    int      `json:"reserveTokens"`
 	// ContextWindow is the override; 0 means each session's catalog window (rows say
 	// which window they used).
-	ContextWindow int    `json:"contextWindow"`
-	Replayed      bool   `json:"replayed"`
-	Summarizer    string `json:"summarizer"`
-	SummaryTokens int    `json:"summaryTokens,omitempty"`
+	ContextWindow int  `json:"contextWindow"`
+	Replayed      bool `json:"replayed"`
+	// Summarizers are the replay's summarizers (empty without a replay).
+	Summarizers   []string `json:"summarizers"`
+	SummaryTokens int      `json:"summaryTokens,omitempty"`
+	// Evaluated: the replay rows carry probe recall (Config.Eval).
+	Evaluated bool `json:"evaluated"`
 
 	Files    int `json:"files"`    // *.jsonl files found
 	Sessions int `json:"sessions"` // files read and planned
@@ -182,7 +220,12 @@ type Result struct {
 	SnapshotTotals []SnapshotTotal `json:"snapshotTotals"`
 	Replay         []ReplayRow     `json:"replay"`
 	ReplayTotals   []ReplayTotal   `json:"replayTotals"`
-	Errors         []FileError     `json:"errors"`
+	// RecallTotals and EarlyTotals (with Evaluated) are the probe recall per policy,
+	// setting and summarizer: per probe kind over every compaction, and for each session's
+	// first compacted span after its 1st, 2nd, 5th and 10th compaction.
+	RecallTotals []RecallTotal `json:"recallTotals,omitempty"`
+	EarlyTotals  []EarlyTotal  `json:"earlyTotals,omitempty"`
+	Errors       []FileError   `json:"errors"`
 }
 
 // FileError is a file that was skipped, and why.
@@ -248,10 +291,11 @@ func RunFiles(ctx context.Context, root string, files []string, cfg Config) (*Re
 		SnapshotTotals: []SnapshotTotal{}, ReplayTotals: []ReplayTotal{},
 	}
 	if cfg.Replay {
-		res.Summarizer = cfg.Summarizer
-		if cfg.Summarizer == SummarizerNone {
+		res.Summarizers = cfg.Summarizers
+		if slices.Contains(cfg.Summarizers, SummarizerNone) {
 			res.SummaryTokens = cfg.SummaryTokens
 		}
+		res.Evaluated = cfg.Eval
 	}
 	// The stand-in summary is built once per counter name (encodings may differ).
 	sr := newSessionRunner(cfg)
@@ -309,16 +353,23 @@ func RunFiles(ctx context.Context, root string, files []string, cfg Config) (*Re
 		return nil, fmt.Errorf("experiment: %w", err)
 	}
 	order := policyOrder(cfg.Policies)
+	sumOrder := policyOrder(cfg.Summarizers)
 	slices.SortFunc(res.Snapshot, func(a, b SnapshotRow) int {
 		return cmpRow(a.File, b.File, a.KeepRecentTokens, b.KeepRecentTokens, order[a.Policy], order[b.Policy])
 	})
 	slices.SortFunc(res.Replay, func(a, b ReplayRow) int {
-		return cmpRow(a.File, b.File, a.KeepRecentTokens, b.KeepRecentTokens, order[a.Policy], order[b.Policy])
+		if c := cmpRow(a.File, b.File, a.KeepRecentTokens, b.KeepRecentTokens, order[a.Policy], order[b.Policy]); c != 0 {
+			return c
+		}
+		return sumOrder[a.Summarizer] - sumOrder[b.Summarizer]
 	})
 	sortErrors(res.Errors)
 	res.SnapshotTotals = snapshotTotals(res.Snapshot, cfg.Policies, cfg.KeepRecentTokens)
 	if cfg.Replay {
-		res.ReplayTotals = replayTotals(res.Replay, cfg.Policies, cfg.KeepRecentTokens)
+		res.ReplayTotals = replayTotals(res.Replay, cfg.Policies, cfg.KeepRecentTokens, cfg.Summarizers)
+		if cfg.Eval {
+			res.RecallTotals, res.EarlyTotals = evalTotals(res.ReplayTotals)
+		}
 	}
 	return res, nil
 }

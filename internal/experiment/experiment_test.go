@@ -25,12 +25,13 @@ var (
 )
 
 // corpusResult runs the experiment once over the corpus (estimate counter, both Pi
-// goldens' settings, snapshot and replay with a 64000 window so sessions compact).
+// goldens' settings, snapshot and replay with a 64000 window so sessions compact, probes
+// evaluated).
 func corpusResult(t *testing.T) *Result {
 	t.Helper()
 	corpusOnce.Do(func() {
 		corpusRes, corpusErr = Run(context.Background(), corpusDir, Config{
-			Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{5000, 20000}, Replay: true, ContextWindow: 64000,
+			Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{5000, 20000}, Replay: true, Eval: true, ContextWindow: 64000,
 		})
 	})
 	if corpusErr != nil {
@@ -193,7 +194,7 @@ func TestReplayContextIsRecounted(t *testing.T) {
 	}
 	for _, sum := range []string{SummarizerExtractive, SummarizerNone} {
 		_, err := RunFiles(context.Background(), corpusDir, files, Config{Counter: tokenize.CounterEstimate, Replay: true,
-			ContextWindow: 16384 + 9000, KeepRecentTokens: []int{3000}, Workers: 1, Summarizer: sum})
+			ContextWindow: 16384 + 9000, KeepRecentTokens: []int{3000}, Workers: 1, Summarizers: []string{sum}})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -229,7 +230,7 @@ func TestGeneratedSessionsHaveNoViolations(t *testing.T) {
 		}
 	}
 	r, err := Run(context.Background(), dir, Config{Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{0, 2000},
-		Replay: true, ContextWindow: 16384 + 4000, Summarizer: SummarizerNone, SummaryTokens: 300})
+		Replay: true, ContextWindow: 16384 + 4000, Summarizers: []string{SummarizerNone}, SummaryTokens: 300})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -270,7 +271,7 @@ func TestConfigValidate(t *testing.T) {
 		{Counter: "words"},
 		{KeepRecentTokens: []int{-1}},
 		{ContextWindow: -5},
-		{Summarizer: "gpt"},
+		{Summarizers: []string{"gpt"}},
 	} {
 		if err := c.Validate(); err == nil {
 			t.Errorf("%+v: no error", c)

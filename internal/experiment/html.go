@@ -31,6 +31,9 @@ type mark struct {
 	// missing, when set, says why there is no number to draw ("no plan", "no compaction"):
 	// the chart writes it instead of a bar of length 0.
 	missing string
+	// row are further JSON fields that identify the row (summarizer, probeKind, after),
+	// written as data-row-NAME attributes.
+	row [][2]string
 }
 
 func (m mark) attrs() string {
@@ -39,8 +42,22 @@ func (m mark) attrs() string {
 	if m.file != "" {
 		fmt.Fprintf(&b, ` data-file="%s"`, esc(m.file))
 	}
+	for _, kv := range m.row {
+		fmt.Fprintf(&b, ` data-row-%s="%s"`, esc(kv[0]), esc(kv[1]))
+	}
 	fmt.Fprintf(&b, ` data-policy="%s" data-keep="%d" data-metric="%s" data-value="%d"`, esc(m.policy), m.keep, esc(m.metric), m.value)
 	return b.String()
+}
+
+// bySummarizer is the row attribute of a replay mark.
+func bySummarizer(s string) [][2]string { return [][2]string{{"summarizer", s}} }
+
+// settingLabel names a keepRecentTokens setting, and the summarizer when there are several.
+func settingLabel(r *Result, keep int, sum string) string {
+	if len(r.Summarizers) > 1 && sum != "" {
+		return fmt.Sprintf("keep %d · %s", keep, sum)
+	}
+	return "keep " + strconv.Itoa(keep)
 }
 
 func esc(s string) string { return html.EscapeString(s) }
@@ -75,11 +92,7 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 	fmt.Fprintf(&b, "<p>%d session files, %d read. Counter <code>%s</code>, reserveTokens %s, context window %s, policies %s, keepRecentTokens %s.",
 		r.Files, r.Sessions, esc(r.Counter), num(r.ReserveTokens), esc(window), esc(strings.Join(r.Policies, ", ")), esc(joinInts(r.KeepRecentTokens)))
 	if r.Replayed {
-		sum := r.Summarizer
-		if r.Summarizer == SummarizerNone {
-			sum = fmt.Sprintf("none (a stand-in summary of %s tokens)", num(r.SummaryTokens))
-		}
-		fmt.Fprintf(&b, " Replay summarizer: %s.", esc(sum))
+		fmt.Fprintf(&b, " Replay summarizer: %s.", esc(describeSummarizers(r)))
 	}
 	b.WriteString("</p>\n")
 	b.WriteString(legend(r.Policies))
@@ -89,9 +102,14 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 		b.WriteString(`<p class="note">One point per policy and keepRecentTokens: x = tokens sent to the summarizer over all sessions (serialized spans plus previous summaries), y = mean verbatim context right after a compaction. Up and to the left is better; both axes start at zero, so distances between points are to scale.</p>` + "\n")
 		var pts []point
 		for _, t := range r.ReplayTotals {
+			sum := ""
+			if len(r.Summarizers) > 1 {
+				sum = t.Summarizer
+			}
 			pts = append(pts, point{
-				x: mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "summarizerTokens", value: t.SummarizerTokens},
-				y: mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "meanKeptTokens", value: t.MeanKeptTokens},
+				x:   mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "summarizerTokens", value: t.SummarizerTokens, row: bySummarizer(t.Summarizer)},
+				y:   mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "meanKeptTokens", value: t.MeanKeptTokens, row: bySummarizer(t.Summarizer)},
+				sum: sum,
 			})
 		}
 		scatter(&b, "cost-vs-kept", "summarizer tokens (all sessions)", "mean verbatim tokens after a compaction", pts, r.Policies)
@@ -103,6 +121,9 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 		} {
 			fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(metric.title))
 			barChart(&b, "replay-totals-"+metric.name, totalGroups(r, "replayTotal", metric.name), r.Policies)
+		}
+		if r.Evaluated {
+			writeEvalCharts(&b, r)
 		}
 	}
 	for _, metric := range []struct{ name, title string }{
@@ -120,8 +141,8 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 	if n := countFiles(r); n > len(files) {
 		note = fmt.Sprintf(" The %d largest of %d sessions are drawn; the JSON below has them all.", len(files), n)
 	}
-	sessionChart := func(title, id string, keep int, kind, metric string) {
-		groups, left := sessionGroups(r, files, keep, kind, metric)
+	sessionChart := func(title, id string, keep int, kind, metric, sum string) {
+		groups, left := sessionGroups(r, files, keep, kind, metric, sum)
 		fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(title))
 		n := note
 		if left > 0 {
@@ -138,13 +159,19 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 	}
 	for _, keep := range r.KeepRecentTokens {
 		if r.Replayed {
-			sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: replay cost (summarizer tokens)", num(keep)),
-				fmt.Sprintf("replay-sessions-cost-%d", keep), keep, "replay", "summarizerTokens")
-			sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: replay mean verbatim tokens after a compaction", num(keep)),
-				fmt.Sprintf("replay-sessions-kept-%d", keep), keep, "replay", "meanKeptTokens")
+			for _, sum := range r.Summarizers {
+				of, id := "", ""
+				if len(r.Summarizers) > 1 {
+					of, id = ", summarizer "+sum, "-"+sum
+				}
+				sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s%s: replay cost (summarizer tokens)", num(keep), of),
+					fmt.Sprintf("replay-sessions-cost-%d%s", keep, id), keep, "replay", "summarizerTokens", sum)
+				sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s%s: replay mean verbatim tokens after a compaction", num(keep), of),
+					fmt.Sprintf("replay-sessions-kept-%d%s", keep, id), keep, "replay", "meanKeptTokens", sum)
+			}
 		}
 		sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: snapshot verbatim tokens kept", num(keep)),
-			fmt.Sprintf("snapshot-sessions-kept-%d", keep), keep, "snapshot", "keptTokens")
+			fmt.Sprintf("snapshot-sessions-kept-%d", keep), keep, "snapshot", "keptTokens", "")
 	}
 
 	writeTotalsTables(&b, r)
@@ -190,36 +217,102 @@ func legend(policies []string) string {
 
 type group struct {
 	label string
-	// labelMark, when set, is the number in the label (a keepRecentTokens setting).
+	// labelKeep, when set, is the number in the label (a keepRecentTokens setting).
 	labelKeep int
-	marks     []mark
+	// category: the label names a probe kind or a milestone (after, its number).
+	category bool
+	after    int
+	marks    []mark
 }
 
 func totalGroups(r *Result, kind, metric string) []group {
 	var gs []group
+	sums := []string{""}
+	if kind == "replayTotal" {
+		sums = r.Summarizers
+	}
 	for _, keep := range r.KeepRecentTokens {
-		g := group{label: "keep " + strconv.Itoa(keep), labelKeep: keep}
-		for _, p := range r.Policies {
-			m := mark{kind: kind, policy: p, keep: keep, metric: metric}
-			switch kind {
-			case "replayTotal":
-				for _, t := range r.ReplayTotals {
-					if t.Policy == p && t.KeepRecentTokens == keep {
-						m.value = fieldInt(t, metric)
+		for _, sum := range sums {
+			g := group{label: settingLabel(r, keep, sum), labelKeep: keep}
+			for _, p := range r.Policies {
+				m := mark{kind: kind, policy: p, keep: keep, metric: metric}
+				switch kind {
+				case "replayTotal":
+					m.row = bySummarizer(sum)
+					for _, t := range r.ReplayTotals {
+						if t.Policy == p && t.KeepRecentTokens == keep && t.Summarizer == sum {
+							m.value = fieldInt(t, metric)
+						}
+					}
+				case "snapshotTotal":
+					for _, t := range r.SnapshotTotals {
+						if t.Policy == p && t.KeepRecentTokens == keep {
+							m.value = fieldInt(t, metric)
+						}
 					}
 				}
-			case "snapshotTotal":
-				for _, t := range r.SnapshotTotals {
-					if t.Policy == p && t.KeepRecentTokens == keep {
-						m.value = fieldInt(t, metric)
-					}
-				}
+				g.marks = append(g.marks, m)
 			}
-			g.marks = append(g.marks, m)
+			gs = append(gs, g)
 		}
-		gs = append(gs, g)
 	}
 	return gs
+}
+
+// writeEvalCharts draws the probe recall: per kind, the first span after later
+// compactions, and the summary sizes then, one chart per setting and summarizer.
+func writeEvalCharts(b *strings.Builder, r *Result) {
+	b.WriteString(`<p class="note">Recall: the probes of each compacted span (files read and modified, commands, failed commands with their error line, the user's requests and constraints, numbers) looked up in the context right after the compaction, summary and kept messages; facts are every kind but the file lists. See docs/quality.md.</p>` + "\n")
+	for _, keep := range r.KeepRecentTokens {
+		for _, sum := range r.Summarizers {
+			label := settingLabel(r, keep, sum)
+			var kinds []group
+			for _, kind := range ProbeKinds() {
+				g := group{label: kind, category: true}
+				for _, p := range r.Policies {
+					m := mark{kind: "recallTotal", policy: p, keep: keep, metric: "recallPercent", row: [][2]string{{"summarizer", sum}, {"probeKind", kind}}}
+					for _, t := range r.RecallTotals {
+						if t.Policy == p && t.KeepRecentTokens == keep && t.Summarizer == sum && t.ProbeKind == kind {
+							m.value = t.RecallPercent
+							if t.Probes == 0 {
+								m.missing = "no probes"
+							}
+						}
+					}
+					g.marks = append(g.marks, m)
+				}
+				kinds = append(kinds, g)
+			}
+			fmt.Fprintf(b, "<h2>Recall per probe kind, %s (%% of probes found right after each compaction)</h2>\n", esc(label))
+			barChart(b, fmt.Sprintf("recall-%d-%s", keep, sum), kinds, r.Policies)
+			for _, metric := range []struct{ name, title string }{
+				{"factsPercent", "the first compacted span's facts still found (%) after the n-th compaction"},
+				{"summaryTokensMean", "mean summary tokens after the n-th compaction"},
+			} {
+				var gs []group
+				for _, after := range Milestones {
+					g := group{label: fmt.Sprintf("after %d", after), after: after, category: true}
+					for _, p := range r.Policies {
+						m := mark{kind: "earlyTotal", policy: p, keep: keep, metric: metric.name, row: [][2]string{{"summarizer", sum}, {"after", strconv.Itoa(after)}}}
+						for _, e := range r.EarlyTotals {
+							if e.Policy == p && e.KeepRecentTokens == keep && e.Summarizer == sum && e.After == after {
+								m.value = fieldInt(e, metric.name)
+								if e.Sessions == 0 {
+									m.missing = "no session got this far"
+								} else if metric.name == "factsPercent" && e.FactProbes == 0 {
+									m.missing = "no probes"
+								}
+							}
+						}
+						g.marks = append(g.marks, m)
+					}
+					gs = append(gs, g)
+				}
+				fmt.Fprintf(b, "<h2>%s: %s</h2>\n", esc(label), esc(metric.title))
+				barChart(b, fmt.Sprintf("early-%s-%d-%s", metric.name, keep, sum), gs, r.Policies)
+			}
+		}
+	}
 }
 
 // fieldInt returns the int field of a row whose JSON name is metric (through the same
@@ -272,7 +365,7 @@ func chartedFiles(r *Result) []string {
 // without a plan, and a replay row without a compaction (for the kept-after metrics), are
 // marked missing instead of drawn as 0. Sessions with nothing to draw (every mark missing
 // or 0) are left out; left counts them.
-func sessionGroups(r *Result, files []string, keep int, kind, metric string) (groups []group, left int) {
+func sessionGroups(r *Result, files []string, keep int, kind, metric, sum string) (groups []group, left int) {
 	for _, f := range files {
 		g := group{label: f}
 		something := false
@@ -280,8 +373,9 @@ func sessionGroups(r *Result, files []string, keep int, kind, metric string) (gr
 			m := mark{kind: kind, file: f, policy: p, keep: keep, metric: metric}
 			found := false
 			if kind == "replay" {
+				m.row = bySummarizer(sum)
 				for _, row := range r.Replay {
-					if row.File == f && row.Policy == p && row.KeepRecentTokens == keep {
+					if row.File == f && row.Policy == p && row.KeepRecentTokens == keep && row.Summarizer == sum {
 						m.value, found = fieldInt(row, metric), true
 						if row.Compactions == 0 && metric != "summarizerTokens" {
 							m.missing = "no compaction"
@@ -368,9 +462,12 @@ func barChart(b *strings.Builder, id string, groups []group, policies []string) 
 	for _, g := range groups {
 		n := float64(max(1, len(g.marks)))
 		gy := y + n*(barH+gap)/2 + 4
-		if g.labelKeep > 0 {
+		switch {
+		case g.category:
+			fmt.Fprintf(b, `<text class="category" x="%s" y="%s" text-anchor="end" data-after="%d">%s</text>`+"\n", f2(left-6), f2(gy), g.after, esc(g.label))
+		case g.labelKeep > 0:
 			fmt.Fprintf(b, `<text class="group" x="%s" y="%s" text-anchor="end" data-kind="setting" data-keep="%d">%s</text>`+"\n", f2(left-6), f2(gy), g.labelKeep, esc(g.label))
-		} else {
+		default:
 			fmt.Fprintf(b, `<text class="group" x="%s" y="%s" text-anchor="end"><title>%s</title>%s</text>`+"\n", f2(left-6), f2(gy), esc(g.label), esc(clip(g.label, 38)))
 		}
 		for _, m := range g.marks {
@@ -411,7 +508,11 @@ func clip(s string, n int) string {
 	return string(r[:head]) + "…" + string(r[len(r)-(n-1-head):])
 }
 
-type point struct{ x, y mark }
+// point is one scatter point; sum, when set, is added to its label.
+type point struct {
+	x, y mark
+	sum  string
+}
 
 // scatter draws one point per (x, y) pair on linear axes from 0, labelled with its policy
 // and keepRecentTokens.
@@ -464,19 +565,57 @@ func scatter(b *strings.Builder, id, xLabel, yLabel string, pts []point, policie
 			}
 		}
 		placed = append(placed, [2]float64{lx, ly})
-		fmt.Fprintf(b, `<text class="label" x="%s" y="%s" data-kind="setting" data-policy="%s" data-keep="%d">%s · %d</text>`+"\n",
-			f2(lx), f2(ly), esc(p.x.policy), p.x.keep, esc(p.x.policy), p.x.keep)
+		sum := ""
+		if p.sum != "" {
+			sum = " · " + p.sum
+		}
+		fmt.Fprintf(b, `<text class="label" x="%s" y="%s" data-kind="setting" data-policy="%s" data-keep="%d">%s · %d%s</text>`+"\n",
+			f2(lx), f2(ly), esc(p.x.policy), p.x.keep, esc(p.x.policy), p.x.keep, esc(sum))
 	}
 	b.WriteString("</svg>\n")
 }
 
 func writeTotalsTables(b *strings.Builder, r *Result) {
 	if r.Replayed {
-		b.WriteString("<h2>Replay totals</h2>\n<table><tr><th>keep</th><th class=\"l\">policy</th><th>sessions</th><th>compacted</th><th>compactions</th><th>stuck</th><th>still over budget</th><th>summarizer tokens</th><th>mean kept</th><th>min kept</th><th>max context</th><th>violations</th></tr>\n")
+		b.WriteString("<h2>Replay totals</h2>\n<table><tr><th>keep</th><th class=\"l\">policy</th><th class=\"l\">summarizer</th><th>sessions</th><th>compacted</th><th>compactions</th><th>stuck</th><th>still over budget</th><th>lists shortened</th><th>summarizer tokens</th><th>mean kept</th><th>min kept</th><th>max context</th><th>violations</th><th>LLM calls</th><th>LLM input (cached)</th><th>LLM output</th></tr>\n")
 		for _, t := range r.ReplayTotals {
-			fmt.Fprintf(b, "<tr><td>%d</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td></tr>\n",
-				t.KeepRecentTokens, esc(t.Policy), t.Sessions, t.Compacted, t.Compactions, t.Stuck, t.StillOverBudget,
-				num(t.SummarizerTokens), num(t.MeanKeptTokens), num(t.MinKeptTokens), num(t.MaxContextTokens), t.Violations)
+			fmt.Fprintf(b, "<tr><td>%d</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td><td>%s</td><td>%d</td><td>%d</td><td>%s (%s)</td><td>%s</td></tr>\n",
+				t.KeepRecentTokens, esc(t.Policy), esc(t.Summarizer), t.Sessions, t.Compacted, t.Compactions, t.Stuck, t.StillOverBudget, t.ShortenedLists,
+				num(t.SummarizerTokens), num(t.MeanKeptTokens), num(t.MinKeptTokens), num(t.MaxContextTokens), t.Violations,
+				t.LLMCalls, num(t.LLMInputTokens), num(t.LLMCachedInputTokens), num(t.LLMOutputTokens))
+		}
+		b.WriteString("</table>\n")
+	}
+	if r.Evaluated {
+		b.WriteString("<h2>Recall per probe kind</h2>\n<table><tr><th>keep</th><th class=\"l\">policy</th><th class=\"l\">summarizer</th><th>compactions</th><th>mean summary</th><th>of it file lists</th><th>max summary</th>")
+		for _, k := range ProbeKinds() {
+			fmt.Fprintf(b, "<th>%s</th>", esc(k))
+		}
+		b.WriteString("<th>facts</th></tr>\n")
+		for _, t := range r.ReplayTotals {
+			if t.Recall == nil {
+				continue
+			}
+			fmt.Fprintf(b, "<tr><td>%d</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td>",
+				t.KeepRecentTokens, esc(t.Policy), esc(t.Summarizer), t.Compactions, num(t.SummaryTokensMean), num(t.FileListTokensMean), num(t.SummaryTokensMax))
+			for _, k := range ProbeKinds() {
+				fmt.Fprintf(b, "<td>%s</td>", esc(recallCell(*t.Recall.Kind(k))))
+			}
+			fmt.Fprintf(b, "<td>%s</td></tr>\n", esc(recallCell(t.Recall.Facts())))
+		}
+		b.WriteString("</table>\n<h2>The first compacted span after the n-th compaction</h2>\n<table><tr><th>keep</th><th class=\"l\">policy</th><th class=\"l\">summarizer</th><th>after</th><th>sessions</th><th>mean summary</th><th>facts</th><th>files</th>")
+		for _, k := range ProbeKinds()[2:] {
+			fmt.Fprintf(b, "<th>%s</th>", esc(k))
+		}
+		b.WriteString("</tr>\n")
+		for _, e := range r.EarlyTotals {
+			fmt.Fprintf(b, "<tr><td>%d</td><td class=\"l\">%s</td><td class=\"l\">%s</td><td>%d</td><td>%d</td><td>%s</td><td>%s</td><td>%s</td>",
+				e.KeepRecentTokens, esc(e.Policy), esc(e.Summarizer), e.After, e.Sessions, num(e.SummaryTokensMean),
+				esc(recallCell(Recall{Probes: e.FactProbes, Found: e.FactsFound})), esc(recallCell(Recall{Probes: e.FileProbes, Found: e.FilesFound})))
+			for _, k := range ProbeKinds()[2:] {
+				fmt.Fprintf(b, "<td>%s</td>", esc(recallCell(*e.FirstSpan.Kind(k))))
+			}
+			b.WriteString("</tr>\n")
 		}
 		b.WriteString("</table>\n")
 	}

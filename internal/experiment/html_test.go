@@ -83,6 +83,163 @@ var dataRe = regexp.MustCompile(`(?s)<script type="application/json" id="data">(
 func TestHTMLNumbersMatchJSON(t *testing.T) {
 	t.Parallel()
 	r := corpusResult(t)
+	drawn, numbers, charts, page := checkHTMLNumbers(t, r, 10)
+	files := map[string]bool{}
+	for _, s := range r.Snapshot {
+		files[s.File] = true
+	}
+	// Per-session charts: a session is drawn when it has a number to show; a snapshot row
+	// without a plan is written "no plan", never drawn as a bar of 0.
+	wantBars, wantMissing, wantCost := 0, 0, 0
+	for _, keep := range r.KeepRecentTokens {
+		for f := range files {
+			var rows []SnapshotRow
+			drawnGroup := false
+			for _, row := range r.Snapshot {
+				if row.File == f && row.KeepRecentTokens == keep {
+					rows = append(rows, row)
+					drawnGroup = drawnGroup || (row.Prepared && row.KeptTokens != 0)
+				}
+			}
+			for _, row := range rows {
+				switch {
+				case !drawnGroup:
+				case row.Prepared:
+					wantBars++
+				default:
+					wantMissing++
+				}
+			}
+			var cost []ReplayRow
+			drawnCost := false
+			for _, row := range r.Replay {
+				if row.File == f && row.KeepRecentTokens == keep {
+					cost = append(cost, row)
+					drawnCost = drawnCost || row.SummarizerTokens != 0
+				}
+			}
+			if drawnCost {
+				wantCost += len(cost)
+			}
+		}
+	}
+	if wantBars == len(r.Snapshot) {
+		t.Fatal("every snapshot row of the corpus result has a plan: the check would prove nothing")
+	}
+	if drawn["snapshot/missing"] != wantMissing {
+		t.Errorf("snapshot rows without a plan written %d times, want %d", drawn["snapshot/missing"], wantMissing)
+	}
+	if !strings.Contains(page, "with nothing to draw here (no plan, no compaction, or zero)") {
+		t.Error("the report does not say that sessions with nothing to draw were left out")
+	}
+	// Every total is drawn, once per chart of it; an evaluated total without probes (or
+	// without a session that got that far) is written, not drawn.
+	wantRecall, wantEarly, wantEarlyFacts := 0, 0, 0
+	for _, rt := range r.RecallTotals {
+		if rt.Probes > 0 {
+			wantRecall++
+		}
+	}
+	for _, e := range r.EarlyTotals {
+		if e.Sessions > 0 {
+			wantEarly++
+			if e.FactProbes > 0 {
+				wantEarlyFacts++
+			}
+		}
+	}
+	if len(r.RecallTotals) == 0 || wantEarly == 0 {
+		t.Fatalf("%d recall totals, %d of %d milestones reached: the check would prove little", len(r.RecallTotals), wantEarly, len(r.EarlyTotals))
+	}
+	for key, want := range map[string]int{
+		"recallTotal/recallPercent":    wantRecall,
+		"earlyTotal/summaryTokensMean": wantEarly,
+		"earlyTotal/factsPercent":      wantEarlyFacts,
+		"earlyTotal/missing":           2*len(r.EarlyTotals) - wantEarly - wantEarlyFacts,
+		"recallTotal/missing":          len(r.RecallTotals) - wantRecall,
+		"replayTotal/point":            len(r.ReplayTotals),
+		"replayTotal/summarizerTokens": len(r.ReplayTotals),
+		"replayTotal/meanKeptTokens":   len(r.ReplayTotals),
+		"snapshotTotal/meanKeptTokens": len(r.SnapshotTotals),
+		"snapshotTotal/violations":     len(r.SnapshotTotals),
+		"snapshot/keptTokens":          wantBars, // the corpus is under MaxSessionsCharted
+		"replay/summarizerTokens":      wantCost,
+	} {
+		if drawn[key] != want {
+			t.Errorf("%s drawn %d times, want %d", key, drawn[key], want)
+		}
+	}
+	t.Logf("%d charts, %d numbers checked", charts, numbers)
+}
+
+func TestHTMLCapsSessions(t *testing.T) {
+	t.Parallel()
+	r := &Result{Policies: []string{"pi"}, KeepRecentTokens: []int{100}, Counter: "estimate"}
+	for i := range MaxSessionsCharted + 10 {
+		r.Snapshot = append(r.Snapshot, SnapshotRow{File: fmt.Sprintf("s%03d.jsonl", i), Policy: "pi", KeepRecentTokens: 100,
+			TokensBefore: i, KeptTokens: i, Prepared: true})
+	}
+	files := chartedFiles(r)
+	if len(files) != MaxSessionsCharted || files[0] != "s010.jsonl" {
+		t.Fatalf("charted %d files starting with %s; want the %d largest", len(files), files[0], MaxSessionsCharted)
+	}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	if !strings.Contains(b.String(), fmt.Sprintf("The %d largest of %d sessions", MaxSessionsCharted, MaxSessionsCharted+10)) {
+		t.Error("the report does not say that sessions were left out")
+	}
+}
+
+// A replay that never compacted has no "verbatim after a compaction" to draw: it says so
+// instead of drawing 0; a session with nothing to draw is left out and counted; a long
+// file name keeps its start and its end.
+func TestHTMLMissingValuesAndLabels(t *testing.T) {
+	t.Parallel()
+	long := "--home-dev-a-very-long-project-name--/2025-11-09T13-00-00-000Z_019a68b3-b880-73de-830f-69583aef2c0c.jsonl"
+	r := &Result{Policies: []string{"pi", "turn"}, KeepRecentTokens: []int{100}, Counter: "estimate", Replayed: true, Summarizers: []string{SummarizerExtractive}}
+	for _, f := range []string{long, "idle.jsonl"} {
+		for _, p := range r.Policies {
+			r.Snapshot = append(r.Snapshot, SnapshotRow{File: f, Policy: p, KeepRecentTokens: 100, TokensBefore: 1000, KeptTokens: 100, Prepared: true})
+			row := ReplayRow{File: f, Policy: p, KeepRecentTokens: 100, Summarizer: SummarizerExtractive}
+			if f == long && p == "pi" {
+				row.Compactions, row.MeanKeptTokens, row.SummarizerTokens = 1, 500, 900
+			}
+			r.Replay = append(r.Replay, row)
+		}
+	}
+	var b strings.Builder
+	if err := WriteHTML(&b, r); err != nil {
+		t.Fatal(err)
+	}
+	page := b.String()
+	i := strings.Index(page, `id="replay-sessions-kept-100"`)
+	if i < 0 {
+		t.Fatal("no per-session kept chart")
+	}
+	chart := page[i : i+strings.Index(page[i:], "</svg>")]
+	if !strings.Contains(chart, ">no compaction (turn)</text>") || strings.Contains(chart, `data-policy="turn" data-keep="100" data-metric="meanKeptTokens"`) {
+		t.Errorf("the turn replay (no compaction) is drawn as a number:\n%s", chart)
+	}
+	if strings.Contains(chart, "idle.jsonl") || !strings.Contains(page, "1 session with nothing to draw here") {
+		t.Error("the session without compactions is drawn, or its leaving out is not said")
+	}
+	label := clip(long, 38)
+	head, tail, _ := strings.Cut(label, "…")
+	if len([]rune(label)) != 38 || !strings.HasPrefix(long, head) || !strings.HasSuffix(long, tail) || !strings.HasPrefix(head, "--home-dev") {
+		t.Errorf("clip(%q) = %q", long, label)
+	}
+	if !strings.Contains(page, "<title>"+long+"</title>") {
+		t.Error("the full file name is not the label's title")
+	}
+}
+
+// checkHTMLNumbers renders r and checks every number the report draws against the JSON it
+// embeds (the row a mark names, its metric), the scales, ticks and labels; it returns how
+// many marks of each kind/metric were drawn, the numbers checked, the charts and the page.
+func checkHTMLNumbers(t *testing.T, r *Result, minCharts int) (map[string]int, int, int, string) {
+	t.Helper()
 	var b strings.Builder
 	if err := WriteHTML(&b, r); err != nil {
 		t.Fatal(err)
@@ -111,7 +268,8 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 	}
 
 	rows := func(kind string) []map[string]any {
-		key := map[string]string{"snapshot": "snapshot", "replay": "replay", "snapshotTotal": "snapshotTotals", "replayTotal": "replayTotals"}[kind]
+		key := map[string]string{"snapshot": "snapshot", "replay": "replay", "snapshotTotal": "snapshotTotals", "replayTotal": "replayTotals",
+			"recallTotal": "recallTotals", "earlyTotal": "earlyTotals"}[kind]
 		var out []map[string]any
 		for _, v := range data[key].([]any) {
 			out = append(out, v.(map[string]any))
@@ -126,6 +284,16 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 				continue
 			}
 			if f, ok := n.attrs["data-file"]; ok && row["file"] != f {
+				continue
+			}
+			// Further identifying fields: data-row-summarizer, -probeKind, -after.
+			other := false
+			for k, v := range n.attrs {
+				if field, ok := strings.CutPrefix(k, "data-row-"); ok && fmt.Sprint(row[field]) != v {
+					other = true
+				}
+			}
+			if other {
 				continue
 			}
 			if hit != nil {
@@ -159,7 +327,7 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 	}
 
 	svgs := svgRe.FindAllString(page, -1)
-	if len(svgs) < 10 {
+	if len(svgs) < minCharts {
 		t.Fatalf("%d charts", len(svgs))
 	}
 	drawn := map[string]int{} // kind/metric -> marks
@@ -239,8 +407,18 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 				}
 			case n.name == "text" && n.attrs["class"] == "missing":
 				drawn[n.attrs["data-kind"]+"/missing"]++
-				if !strings.HasPrefix(n.text, "no plan") && !strings.HasPrefix(n.text, "no compaction") {
+				if !strings.HasPrefix(n.text, "no plan") && !strings.HasPrefix(n.text, "no compaction") &&
+					!strings.HasPrefix(n.text, "no session got this far") && !strings.HasPrefix(n.text, "no probes") {
 					t.Errorf("missing-value label %q", n.text)
+				}
+			case n.name == "text" && n.attrs["class"] == "category":
+				// A probe kind, or "after N" for the N-th compaction.
+				if after := n.attrs["data-after"]; after != "0" {
+					if n.text != "after "+after {
+						t.Errorf("category label %q, data-after %s", n.text, after)
+					}
+				} else if !slices.Contains(ProbeKinds(), n.text) {
+					t.Errorf("category label %q is not a probe kind", n.text)
 				}
 			case n.name == "text" && regexp.MustCompile(`[0-9]`).MatchString(n.text):
 				t.Errorf("unchecked number drawn: <text %v>%s", n.attrs, n.text)
@@ -273,126 +451,42 @@ func TestHTMLNumbersMatchJSON(t *testing.T) {
 			}
 		}
 	}
-	// Per-session charts: a session is drawn when it has a number to show; a snapshot row
-	// without a plan is written "no plan", never drawn as a bar of 0.
-	wantBars, wantMissing, wantCost := 0, 0, 0
-	for _, keep := range r.KeepRecentTokens {
-		for f := range files {
-			var rows []SnapshotRow
-			drawnGroup := false
-			for _, row := range r.Snapshot {
-				if row.File == f && row.KeepRecentTokens == keep {
-					rows = append(rows, row)
-					drawnGroup = drawnGroup || (row.Prepared && row.KeptTokens != 0)
-				}
-			}
-			for _, row := range rows {
-				switch {
-				case !drawnGroup:
-				case row.Prepared:
-					wantBars++
-				default:
-					wantMissing++
-				}
-			}
-			var cost []ReplayRow
-			drawnCost := false
-			for _, row := range r.Replay {
-				if row.File == f && row.KeepRecentTokens == keep {
-					cost = append(cost, row)
-					drawnCost = drawnCost || row.SummarizerTokens != 0
-				}
-			}
-			if drawnCost {
-				wantCost += len(cost)
-			}
-		}
-	}
-	if wantBars == len(r.Snapshot) {
-		t.Fatal("every snapshot row of the corpus result has a plan: the check would prove nothing")
-	}
-	if drawn["snapshot/missing"] != wantMissing {
-		t.Errorf("snapshot rows without a plan written %d times, want %d", drawn["snapshot/missing"], wantMissing)
-	}
-	if !strings.Contains(page, "with nothing to draw here (no plan, no compaction, or zero)") {
-		t.Error("the report does not say that sessions with nothing to draw were left out")
-	}
-	// Every total is drawn, once per chart of it.
-	for key, want := range map[string]int{
-		"replayTotal/point":            len(r.ReplayTotals),
-		"replayTotal/summarizerTokens": len(r.ReplayTotals),
-		"replayTotal/meanKeptTokens":   len(r.ReplayTotals),
-		"snapshotTotal/meanKeptTokens": len(r.SnapshotTotals),
-		"snapshotTotal/violations":     len(r.SnapshotTotals),
-		"snapshot/keptTokens":          wantBars, // the corpus is under MaxSessionsCharted
-		"replay/summarizerTokens":      wantCost,
-	} {
-		if drawn[key] != want {
-			t.Errorf("%s drawn %d times, want %d", key, drawn[key], want)
-		}
-	}
-	t.Logf("%d charts, %d numbers checked", len(svgs), numbers)
+	return drawn, numbers, len(svgs), page
 }
 
-func TestHTMLCapsSessions(t *testing.T) {
+// With two summarizers, every replay chart and total is drawn per summarizer; a
+// milestone no session reached is written, not drawn as 0.
+func TestHTMLSummarizersAndMilestones(t *testing.T) {
 	t.Parallel()
-	r := &Result{Policies: []string{"pi"}, KeepRecentTokens: []int{100}, Counter: "estimate"}
-	for i := range MaxSessionsCharted + 10 {
-		r.Snapshot = append(r.Snapshot, SnapshotRow{File: fmt.Sprintf("s%03d.jsonl", i), Policy: "pi", KeepRecentTokens: 100,
-			TokensBefore: i, KeptTokens: i, Prepared: true})
-	}
-	files := chartedFiles(r)
-	if len(files) != MaxSessionsCharted || files[0] != "s010.jsonl" {
-		t.Fatalf("charted %d files starting with %s; want the %d largest", len(files), files[0], MaxSessionsCharted)
-	}
-	var b strings.Builder
-	if err := WriteHTML(&b, r); err != nil {
-		t.Fatal(err)
-	}
-	if !strings.Contains(b.String(), fmt.Sprintf("The %d largest of %d sessions", MaxSessionsCharted, MaxSessionsCharted+10)) {
-		t.Error("the report does not say that sessions were left out")
-	}
-}
-
-// A replay that never compacted has no "verbatim after a compaction" to draw: it says so
-// instead of drawing 0; a session with nothing to draw is left out and counted; a long
-// file name keeps its start and its end.
-func TestHTMLMissingValuesAndLabels(t *testing.T) {
-	t.Parallel()
-	long := "--home-dev-a-very-long-project-name--/2025-11-09T13-00-00-000Z_019a68b3-b880-73de-830f-69583aef2c0c.jsonl"
-	r := &Result{Policies: []string{"pi", "turn"}, KeepRecentTokens: []int{100}, Counter: "estimate", Replayed: true}
-	for _, f := range []string{long, "idle.jsonl"} {
-		for _, p := range r.Policies {
-			r.Snapshot = append(r.Snapshot, SnapshotRow{File: f, Policy: p, KeepRecentTokens: 100, TokensBefore: 1000, KeptTokens: 100, Prepared: true})
-			row := ReplayRow{File: f, Policy: p, KeepRecentTokens: 100}
-			if f == long && p == "pi" {
-				row.Compactions, row.MeanKeptTokens, row.SummarizerTokens = 1, 500, 900
-			}
-			r.Replay = append(r.Replay, row)
+	r := &Result{Policies: []string{"nearest"}, KeepRecentTokens: []int{100}, Counter: "estimate", Replayed: true, Evaluated: true,
+		Summarizers: []string{SummarizerExtractive, SummarizerLLM}}
+	r.Snapshot = []SnapshotRow{{File: "a.jsonl", Policy: "nearest", KeepRecentTokens: 100, TokensBefore: 1000, KeptTokens: 100, Prepared: true}}
+	for i, sum := range r.Summarizers {
+		row := ReplayRow{File: "a.jsonl", Policy: "nearest", KeepRecentTokens: 100, Summarizer: sum, Compactions: 2, SummarizerTokens: 900 + i, MeanKeptTokens: 500}
+		row.Eval = &ReplayEval{Recall: ProbeRecall{Request: Recall{Probes: 10, Found: 9 - 5*i}}, SummaryTokensSum: 400, SummaryTokensMean: 200, SummaryTokensMax: 300}
+		for k, after := range Milestones {
+			row.Eval.Milestones[k] = Milestone{After: after, Reached: after <= 2, SummaryTokens: 100 * after, FirstSpan: ProbeRecall{Request: Recall{Probes: 4, Found: 4 - after}}}
 		}
+		r.Replay = append(r.Replay, row)
 	}
+	r.SnapshotTotals = snapshotTotals(r.Snapshot, r.Policies, r.KeepRecentTokens)
+	r.ReplayTotals = replayTotals(r.Replay, r.Policies, r.KeepRecentTokens, r.Summarizers)
+	r.RecallTotals, r.EarlyTotals = evalTotals(r.ReplayTotals)
 	var b strings.Builder
 	if err := WriteHTML(&b, r); err != nil {
 		t.Fatal(err)
 	}
 	page := b.String()
-	i := strings.Index(page, `id="replay-sessions-kept-100"`)
-	if i < 0 {
-		t.Fatal("no per-session kept chart")
+	for _, want := range []string{`id="replay-sessions-cost-100-llm"`, `id="recall-100-extractive"`, `id="early-factsPercent-100-llm"`,
+		`data-kind="recallTotal" data-row-summarizer="llm" data-row-probeKind="request" data-policy="nearest" data-keep="100" data-metric="recallPercent" data-value="40"`,
+		`>keep 100 · llm</text>`, ">no session got this far (nearest)</text>", ">no probes (nearest)</text>"} {
+		if !strings.Contains(page, want) {
+			t.Errorf("the report lacks %s", want)
+		}
 	}
-	chart := page[i : i+strings.Index(page[i:], "</svg>")]
-	if !strings.Contains(chart, ">no compaction (turn)</text>") || strings.Contains(chart, `data-policy="turn" data-keep="100" data-metric="meanKeptTokens"`) {
-		t.Errorf("the turn replay (no compaction) is drawn as a number:\n%s", chart)
+	drawn, numbers, charts, _ := checkHTMLNumbers(t, r, 10)
+	if drawn["replayTotal/point"] != 2 || drawn["replay/summarizerTokens"] != 2 || drawn["earlyTotal/missing"] != 8 {
+		t.Errorf("drawn %v", drawn)
 	}
-	if strings.Contains(chart, "idle.jsonl") || !strings.Contains(page, "1 session with nothing to draw here") {
-		t.Error("the session without compactions is drawn, or its leaving out is not said")
-	}
-	label := clip(long, 38)
-	head, tail, _ := strings.Cut(label, "…")
-	if len([]rune(label)) != 38 || !strings.HasPrefix(long, head) || !strings.HasSuffix(long, tail) || !strings.HasPrefix(head, "--home-dev") {
-		t.Errorf("clip(%q) = %q", long, label)
-	}
-	if !strings.Contains(page, "<title>"+long+"</title>") {
-		t.Error("the full file name is not the label's title")
-	}
+	t.Logf("%d charts, %d numbers checked", charts, numbers)
 }

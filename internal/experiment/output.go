@@ -78,7 +78,9 @@ func WriteJSON(w io.Writer, r *Result) error {
 }
 
 // WriteCSV writes one table for notebooks: the replay rows when the run replayed, else the
-// snapshot rows. Columns are the rows' JSON field names, in order.
+// snapshot rows. Columns are the rows' JSON field names, in order; nested values are
+// flattened with dotted names (eval.recall.request.found), and an absent one (a row
+// without an eval) leaves its cells empty.
 func WriteCSV(w io.Writer, r *Result) error {
 	cw := csv.NewWriter(w)
 	var err error
@@ -98,34 +100,74 @@ func WriteCSV(w io.Writer, r *Result) error {
 }
 
 func writeCSVRows[T any](cw *csv.Writer, rows []T) error {
-	t := reflect.TypeFor[T]()
-	header := make([]string, t.NumField())
-	for i := range header {
-		header[i] = jsonName(t.Field(i))
-	}
+	header := csvColumns(reflect.TypeFor[T](), "")
 	if err := cw.Write(header); err != nil {
 		return fmt.Errorf("experiment: write csv: %w", err)
 	}
-	rec := make([]string, len(header))
 	for _, row := range rows {
-		v := reflect.ValueOf(row)
-		for i := range rec {
-			switch f := v.Field(i); f.Kind() {
-			case reflect.String:
-				rec[i] = f.String()
-			case reflect.Int:
-				rec[i] = strconv.FormatInt(f.Int(), 10)
-			case reflect.Bool:
-				rec[i] = strconv.FormatBool(f.Bool())
-			default:
-				rec[i] = fmt.Sprint(f.Interface())
-			}
-		}
+		rec := csvValues(reflect.ValueOf(row), nil)
 		if err := cw.Write(rec); err != nil {
 			return fmt.Errorf("experiment: write csv: %w", err)
 		}
 	}
 	return nil
+}
+
+// csvColumns names the leaf fields of t (exported fields only), depth first.
+func csvColumns(t reflect.Type, prefix string) []string {
+	switch t.Kind() {
+	case reflect.Pointer:
+		return csvColumns(t.Elem(), prefix)
+	case reflect.Struct:
+		var out []string
+		for i := range t.NumField() {
+			if f := t.Field(i); f.IsExported() {
+				out = append(out, csvColumns(f.Type, prefix+jsonName(f)+".")...)
+			}
+		}
+		return out
+	case reflect.Array:
+		var out []string
+		for i := range t.Len() {
+			out = append(out, csvColumns(t.Elem(), prefix+strconv.Itoa(i)+".")...)
+		}
+		return out
+	}
+	return []string{strings.TrimSuffix(prefix, ".")}
+}
+
+// csvValues appends the leaf values of v in csvColumns' order; a nil pointer gives empty
+// cells.
+func csvValues(v reflect.Value, out []string) []string {
+	switch v.Kind() {
+	case reflect.Pointer:
+		if v.IsNil() {
+			for range csvColumns(v.Type(), "") {
+				out = append(out, "")
+			}
+			return out
+		}
+		return csvValues(v.Elem(), out)
+	case reflect.Struct:
+		for i := range v.NumField() {
+			if v.Type().Field(i).IsExported() {
+				out = csvValues(v.Field(i), out)
+			}
+		}
+		return out
+	case reflect.Array:
+		for i := range v.Len() {
+			out = csvValues(v.Index(i), out)
+		}
+		return out
+	case reflect.String:
+		return append(out, v.String())
+	case reflect.Int:
+		return append(out, strconv.FormatInt(v.Int(), 10))
+	case reflect.Bool:
+		return append(out, strconv.FormatBool(v.Bool()))
+	}
+	return append(out, fmt.Sprint(v.Interface()))
 }
 
 func jsonName(f reflect.StructField) string {
@@ -172,28 +214,7 @@ func WriteTable(w io.Writer, r *Result) error {
 		return err
 	}
 	if r.Replayed {
-		sum := r.Summarizer
-		if r.Summarizer == SummarizerNone {
-			sum = fmt.Sprintf("none (stand-in of %d tokens)", r.SummaryTokens)
-		}
-		fmt.Fprintf(w, "\nREPLAY (summarizer %s; context counted message by message)\n", sum)
-		fmt.Fprintln(tw, "keep\tpolicy\tbudget\tentries\tcompactions\tstuck\tstill over\tcost\tmean kept\tmin kept\tmax context\tfinal\tviolations\tfile\t")
-		for _, p := range r.Replay {
-			fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s\t\n", p.KeepRecentTokens, p.Policy, num(p.Budget),
-				p.Entries, p.Compactions, p.Stuck, p.StillOverBudget, num(p.SummarizerTokens), num(p.MeanKeptTokens),
-				num(p.MinKeptTokens), num(p.MaxContextTokens), num(p.FinalContextTokens), p.Violations, p.File)
-		}
-		if err := tw.Flush(); err != nil {
-			return err
-		}
-		fmt.Fprintln(w, "\nREPLAY TOTALS")
-		fmt.Fprintln(tw, "keep\tpolicy\tsessions\tcompacted\tcompactions\tstuck\tstill over\tcost\tmean kept\tmin kept\tmax context\tviolations\t")
-		for _, t := range r.ReplayTotals {
-			fmt.Fprintf(tw, "%d\t%s\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t\n", t.KeepRecentTokens, t.Policy, t.Sessions, t.Compacted,
-				t.Compactions, t.Stuck, t.StillOverBudget, num(t.SummarizerTokens), num(t.MeanKeptTokens), num(t.MinKeptTokens),
-				num(t.MaxContextTokens), t.Violations)
-		}
-		if err := tw.Flush(); err != nil {
+		if err := writeReplayTables(w, tw, r); err != nil {
 			return err
 		}
 	}
@@ -204,6 +225,104 @@ func WriteTable(w io.Writer, r *Result) error {
 		}
 	}
 	return nil
+}
+
+// describeSummarizers names the replay's summarizers for a report's heading.
+func describeSummarizers(r *Result) string {
+	names := make([]string, len(r.Summarizers))
+	for i, s := range r.Summarizers {
+		names[i] = s
+		if s == SummarizerNone {
+			names[i] = fmt.Sprintf("none (stand-in of %d tokens)", r.SummaryTokens)
+		}
+	}
+	return strings.Join(names, ", ")
+}
+
+func writeReplayTables(w io.Writer, tw *tabwriter.Writer, r *Result) error {
+	fmt.Fprintf(w, "\nREPLAY (summarizer %s; context counted message by message)\n", describeSummarizers(r))
+	evalCols := ""
+	if r.Evaluated {
+		evalCols = "mean summary\tfacts recalled\t"
+	}
+	fmt.Fprintln(tw, "keep\tpolicy\tsummarizer\tbudget\tentries\tcompactions\tstuck\tstill over\tcost\tmean kept\tmin kept\tmax context\tfinal\tviolations\t"+evalCols+"file\t")
+	for _, p := range r.Replay {
+		ev := ""
+		if p.Eval != nil {
+			ev = fmt.Sprintf("%s\t%s\t", num(p.Eval.SummaryTokensMean), recallCell(p.Eval.Recall.Facts()))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%s\t%d\t%s%s\t\n", p.KeepRecentTokens, p.Policy, p.Summarizer, num(p.Budget),
+			p.Entries, p.Compactions, p.Stuck, p.StillOverBudget, num(p.SummarizerTokens), num(p.MeanKeptTokens),
+			num(p.MinKeptTokens), num(p.MaxContextTokens), num(p.FinalContextTokens), p.Violations, ev, p.File)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nREPLAY TOTALS")
+	llm := slices.Contains(r.Summarizers, SummarizerLLM)
+	llmCols := ""
+	if llm {
+		llmCols = "llm calls\tinput tokens\tcached\toutput tokens\t"
+	}
+	fmt.Fprintln(tw, "keep\tpolicy\tsummarizer\tsessions\tcompacted\tcompactions\tstuck\tstill over\tlists shortened\tcost\tmean kept\tmin kept\tmax context\tviolations\t"+llmCols)
+	for _, t := range r.ReplayTotals {
+		l := ""
+		if llm {
+			l = fmt.Sprintf("%d\t%s\t%s\t%s\t", t.LLMCalls, num(t.LLMInputTokens), num(t.LLMCachedInputTokens), num(t.LLMOutputTokens))
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t%d\t%d\t%d\t%d\t%d\t%s\t%s\t%s\t%s\t%d\t%s\n", t.KeepRecentTokens, t.Policy, t.Summarizer, t.Sessions, t.Compacted,
+			t.Compactions, t.Stuck, t.StillOverBudget, t.ShortenedLists, num(t.SummarizerTokens), num(t.MeanKeptTokens), num(t.MinKeptTokens),
+			num(t.MaxContextTokens), t.Violations, l)
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	if !r.Evaluated {
+		return nil
+	}
+	fmt.Fprintln(w, "\nRECALL (the probes of each summarized span, found in the context right after its compaction: % found of probes;")
+	fmt.Fprintln(w, "facts = every kind but the two file lists; summary = tokens of the compaction summary, file lists included)")
+	head := "keep\tpolicy\tsummarizer\tcompactions\tmean summary\tof it file lists\tmax summary\t"
+	for _, k := range ProbeKinds() {
+		head += k + "\t"
+	}
+	fmt.Fprintln(tw, head+"facts\t")
+	for _, t := range r.ReplayTotals {
+		if t.Recall == nil {
+			continue
+		}
+		line := fmt.Sprintf("%d\t%s\t%s\t%d\t%s\t%s\t%s\t", t.KeepRecentTokens, t.Policy, t.Summarizer, t.Compactions, num(t.SummaryTokensMean), num(t.FileListTokensMean), num(t.SummaryTokensMax))
+		for _, k := range ProbeKinds() {
+			line += recallCell(*t.Recall.Kind(k)) + "\t"
+		}
+		fmt.Fprintln(tw, line+recallCell(t.Recall.Facts())+"\t")
+	}
+	if err := tw.Flush(); err != nil {
+		return err
+	}
+	fmt.Fprintln(w, "\nFIRST SPAN (each session's first compacted span, checked again after its n-th compaction; sessions = those that got that far)")
+	head = "keep\tpolicy\tsummarizer\tafter\tsessions\tmean summary\tfacts\tfiles\t"
+	for _, k := range ProbeKinds()[2:] {
+		head += k + "\t"
+	}
+	fmt.Fprintln(tw, head)
+	for _, e := range r.EarlyTotals {
+		line := fmt.Sprintf("%d\t%s\t%s\t%d\t%d\t%s\t%s\t%s\t", e.KeepRecentTokens, e.Policy, e.Summarizer, e.After, e.Sessions, num(e.SummaryTokensMean),
+			recallCell(Recall{Probes: e.FactProbes, Found: e.FactsFound}), recallCell(Recall{Probes: e.FileProbes, Found: e.FilesFound}))
+		for _, k := range ProbeKinds()[2:] {
+			line += recallCell(*e.FirstSpan.Kind(k)) + "\t"
+		}
+		fmt.Fprintln(tw, line)
+	}
+	return tw.Flush()
+}
+
+// recallCell is "95.2% of 124", or "-" with no probes.
+func recallCell(r Recall) string {
+	if r.Probes == 0 {
+		return "-"
+	}
+	return fmt.Sprintf("%.1f%% of %s", r.Percent(), num(r.Probes))
 }
 
 func firstLine(s string) string {

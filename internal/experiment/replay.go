@@ -3,8 +3,10 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"strings"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/summarize"
@@ -36,15 +38,20 @@ func isCheckpoint(orig []*sessionio.Entry, i int) bool {
 // takes the last assistant's recorded usage instead, but after a compaction that exists
 // only in the replay the recorded usage still measures the uncompacted context, so the
 // replay never uses it. It is tracked incrementally: each entry is counted once.
-func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, keep int) (ReplayRow, error) {
+func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, keep int, sum string) (ReplayRow, error) {
 	pol, err := cutpoint.ByName(policy)
 	if err != nil {
 		return ReplayRow{}, err
 	}
 	st := ss.settings(r.cfg, keep)
 	budget := st.ContextWindow - st.ReserveTokens
-	row := ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep,
+	row := ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep, Summarizer: sum,
 		ContextWindow: st.ContextWindow, Budget: budget}
+	usage := &usageCounter{}
+	var ev *evaluator
+	if r.cfg.Eval {
+		ev = &evaluator{numbers: ss.numbers, texts: ss.texts}
+	}
 
 	orig := make([]*sessionio.Entry, 0, len(ss.path))
 	for _, e := range ss.path {
@@ -91,23 +98,39 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 			row.Violations += len(v)
 		}
 		row.SummarizerTokens += ss.cost(p)
-		summary, readFiles, modifiedFiles, err := r.summary(ctx, ss, p)
+		if p.IsSplitTurn && len(p.Prefix) > 0 && len(p.Summarize) == 0 && p.PreviousSummary != nil {
+			row.DroppedSummaries++
+		}
+		summary, readFiles, modifiedFiles, err := r.summary(ctx, ss, p, sum, usage)
 		if err != nil {
 			return row, fmt.Errorf("replay %s: summarize at entry %s: %w", policy, e.ID, err)
+		}
+		kept := 0
+		for _, k := range sub[p.FirstKeptEntryIndex:] {
+			kept += ss.entryTokens(k)
+		}
+		// Like the service, list fewer files rather than leave the session over budget
+		// (engine.FitFileLists; the service may also cut later, which the replay does not).
+		text := strings.TrimSuffix(summary, summarize.FormatFileOperations(readFiles, modifiedFiles))
+		if ss.summaryTokens(summary)+kept > budget {
+			if fitted, _, _, ok := engine.FitFileLists(p, summary, readFiles, modifiedFiles, budget-kept, ss.summaryTokens); ok {
+				summary = fitted
+				row.ShortenedLists++
+			}
 		}
 		comp, err := compactionEntry(fmt.Sprintf("replay-compaction-%d", row.Compactions+row.Refused+1), e,
 			summary, p.FirstKeptEntryID, tokens, readFiles, modifiedFiles)
 		if err != nil {
 			return row, err
 		}
-		kept := 0
-		for _, k := range sub[p.FirstKeptEntryIndex:] {
-			kept += ss.entryTokens(k)
-		}
-		after := ss.mc.Count(sessionio.AsMessage(comp)) + kept
+		summaryTokens := ss.mc.Count(sessionio.AsMessage(comp))
+		after := summaryTokens + kept
 		if after >= tokens {
 			row.Refused++
 			continue
+		}
+		if ev != nil {
+			ev.compacted(p, comp, sub[p.FirstKeptEntryIndex:], summaryTokens, ss.text(summary)-ss.text(text))
 		}
 		from += p.FirstKeptEntryIndex
 		rp = append(rp, comp)
@@ -127,6 +150,10 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 	row.FinalContextTokens = tokens
 	if row.Compactions > 0 {
 		row.MeanKeptTokens = roundDiv(row.KeptTokensSum, row.Compactions)
+	}
+	row.LLMCalls, row.LLMInputTokens, row.LLMCachedInputTokens, row.LLMOutputTokens = usage.totals()
+	if ev != nil {
+		row.Eval = ev.result()
 	}
 	return row, nil
 }
@@ -158,17 +185,29 @@ func (ss *session) cost(p *cutpoint.Plan) int {
 	return hist
 }
 
-// summary writes the replayed compaction's summary with the configured summarizer.
-func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Plan) (string, []string, []string, error) {
-	if r.cfg.Summarizer == SummarizerNone {
+// summaryTokens counts a compaction summary as it enters the context.
+func (ss *session) summaryTokens(summary string) int {
+	return ss.mc.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: summary})
+}
+
+// summary writes the replayed compaction's summary with the summarizer named sum; the
+// LLM's usage is added to usage.
+func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Plan, sum string, usage *usageCounter) (string, []string, []string, error) {
+	var s summarize.Summarizer
+	switch sum {
+	case SummarizerNone:
 		return r.standInSummary(ss), p.FileOps.ReadFiles, p.FileOps.ModifiedFiles, nil
+	case SummarizerLLM:
+		s = usage.wrap(r.cfg.LLM)
+	default:
+		s = r.cfg.Extractive
 	}
 	prev := ""
 	if p.PreviousSummary != nil {
 		prev = *p.PreviousSummary
 	}
 	fo := p.Ops()
-	out, err := summarize.CompactionSummary(ctx, r.extractive, summarize.CompactionInput{
+	out, err := summarize.CompactionSummary(ctx, s, summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo,
 	})

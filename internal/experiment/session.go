@@ -10,7 +10,6 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/sessionio"
-	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
@@ -50,12 +49,14 @@ type SnapshotRow struct {
 	AgreesWithPi bool `json:"agreesWithPi"`
 }
 
-// ReplayRow is one session replayed with one policy and one keepRecentTokens.
+// ReplayRow is one session replayed with one policy, one keepRecentTokens and one
+// summarizer.
 type ReplayRow struct {
 	File             string `json:"file"`
 	SessionID        string `json:"sessionId"`
 	Policy           string `json:"policy"`
 	KeepRecentTokens int    `json:"keepRecentTokens"`
+	Summarizer       string `json:"summarizer"`
 	ContextWindow    int    `json:"contextWindow"`
 	// Budget is contextWindow - reserveTokens: a context above it is compacted.
 	Budget int `json:"budget"`
@@ -71,6 +72,13 @@ type ReplayRow struct {
 	Stuck           int `json:"stuck"`
 	Refused         int `json:"refused"`
 	StillOverBudget int `json:"stillOverBudget"`
+	// ShortenedLists counts compactions whose file lists were shortened so as not to leave
+	// the context over budget (engine.FitFileLists, as the service does).
+	ShortenedLists int `json:"shortenedLists"`
+	// DroppedSummaries counts compactions of a split turn with nothing before it to
+	// summarize: Pi's format then writes "No prior history." in place of the history and
+	// the previous summary is lost (summarize.CompactionSummary does as Pi does).
+	DroppedSummaries int `json:"droppedSummaries"`
 
 	// SummarizerTokens is the cost: the tokens of every serialized span sent to the
 	// summarizer plus the previous summaries sent with them (refused attempts included).
@@ -88,20 +96,61 @@ type ReplayRow struct {
 
 	Violations int    `json:"violations"`
 	Violation  string `json:"violation,omitempty"`
+
+	// LLM usage (summarizer llm) as the endpoint reported it: completed calls, input tokens
+	// (and how many of them it served from its prompt cache), output tokens.
+	LLMCalls             int `json:"llmCalls"`
+	LLMInputTokens       int `json:"llmInputTokens"`
+	LLMCachedInputTokens int `json:"llmCachedInputTokens"`
+	LLMOutputTokens      int `json:"llmOutputTokens"`
+
+	// Eval is the probe recall (Config.Eval); nil otherwise.
+	Eval *ReplayEval `json:"eval,omitempty"`
+}
+
+// Milestones are the compactions after which a session's first compacted span is checked
+// again: how much of what the first summary kept survives the summaries that follow.
+var Milestones = [4]int{1, 2, 5, 10}
+
+// ReplayEval is what the compacted contexts of one replay still knew.
+type ReplayEval struct {
+	// Recall sums, over every compaction, the probes of the span it summarized and how
+	// many of them the context right after it still held (summary and kept messages).
+	Recall ProbeRecall `json:"recall"`
+	// Summary sizes: the compaction summary as it enters the context (Pi's wrapping and
+	// file lists included), summed, averaged and largest over the compactions.
+	SummaryTokensSum  int `json:"summaryTokensSum"`
+	SummaryTokensMean int `json:"summaryTokensMean"`
+	SummaryTokensMax  int `json:"summaryTokensMax"`
+	// FileListTokens* are the part of the summaries that is the <read-files> and
+	// <modified-files> lists (counted as text).
+	FileListTokensSum  int `json:"fileListTokensSum"`
+	FileListTokensMean int `json:"fileListTokensMean"`
+	// Milestones: after the 1st, 2nd, 5th and 10th compaction (Milestones), the summary's
+	// size and the recall of the first compacted span's probes.
+	Milestones [len(Milestones)]Milestone `json:"milestones"`
+}
+
+// Milestone is the state after the After-th compaction of a replay.
+type Milestone struct {
+	After int `json:"after"`
+	// Reached: the replay made at least After compactions (otherwise the rest is zero).
+	Reached       bool        `json:"reached"`
+	SummaryTokens int         `json:"summaryTokens"`
+	FirstSpan     ProbeRecall `json:"firstSpan"`
 }
 
 // sessionRunner processes one session file at a time per goroutine; what it holds is
 // shared read-only (or guarded) between workers.
 type sessionRunner struct {
-	cfg        Config
-	extractive *summarize.Extractive
+	cfg Config
 
 	mu      sync.Mutex
 	standIn map[string]string // counter name -> stand-in summary text
 }
 
 func newSessionRunner(cfg Config) *sessionRunner {
-	return &sessionRunner{cfg: cfg, extractive: summarize.NewExtractive(), standIn: map[string]string{}}
+	return &sessionRunner{cfg: cfg, standIn: map[string]string{}}
 }
 
 type sessionResult struct {
@@ -122,6 +171,8 @@ type session struct {
 	ser        *memo       // serialized-prompt counts
 	text       func(string) int
 	ctxTok     map[*sessionio.Entry]int
+	numbers    map[*sessionio.Message][]string // number probe keys per message (eval)
+	texts      map[*sessionio.Message]string   // normalized context text per message (eval)
 }
 
 func (r *sessionRunner) run(ctx context.Context, file, name string) (res *sessionResult, err error) {
@@ -147,11 +198,13 @@ func (r *sessionRunner) run(ctx context.Context, file, name string) (res *sessio
 			continue
 		}
 		for _, name := range r.cfg.Policies {
-			row, err := r.replay(ctx, ss, name, keep)
-			if err != nil {
-				return nil, err
+			for _, sum := range r.cfg.Summarizers {
+				row, err := r.replay(ctx, ss, name, keep, sum)
+				if err != nil {
+					return nil, err
+				}
+				res.replay = append(res.replay, row)
 			}
-			res.replay = append(res.replay, row)
 		}
 	}
 	return res, nil
@@ -165,7 +218,8 @@ func (r *sessionRunner) load(file, name string) (*session, error) {
 		return nil, err
 	}
 	ss := &session{file: file, name: name, src: src, s: src.Session, path: src.Path, model: src.Model.Name(),
-		window: src.Model.ContextWindow, counter: src.Counter, ctxTok: make(map[*sessionio.Entry]int, len(src.Path))}
+		window: src.Model.ContextWindow, counter: src.Counter, ctxTok: make(map[*sessionio.Entry]int, len(src.Path)),
+		numbers: map[*sessionio.Message][]string{}, texts: map[*sessionio.Message]string{}}
 	ss.text = textCounter(ss.counter)
 	ss.mc = memoCounter{name: ss.counter.Name(), m: newMemo(ss.path, ss.counter.Count)}
 	ss.ser = newMemo(ss.path, serializedCounter(ss.text))
