@@ -242,6 +242,9 @@ type Config struct {
 	// up to SweepRetryMax. Defaults 1h and 24h.
 	SweepRetryBase time.Duration
 	SweepRetryMax  time.Duration
+	// sweepClock is the time the sweeps' backoff is measured in; nil means time.Now. Tests
+	// set it to move through a backoff without waiting for it.
+	sweepClock func() time.Time
 
 	AckWait         time.Duration // redelivery if neither acked nor heartbeated for this long
 	MaxDeliver      int           // deliveries before a job is dead-lettered
@@ -412,4 +415,12 @@ func rootOf(s Store) (string, error) {
 		return "", fmt.Errorf("store %s: %w", s.Name, err)
 	}
 	return real, nil
+}
+
+// sweepNow is the sweeps' clock (Config.sweepClock, else the wall clock).
+func (c *Config) sweepNow() time.Time {
+	if c.sweepClock != nil {
+		return c.sweepClock()
+	}
+	return time.Now()
 }

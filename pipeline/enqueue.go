@@ -81,6 +81,20 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 	}
 }
 
+// EnqueueOption adjusts one Enqueue call.
+type EnqueueOption func(*enqueueOptions)
+
+type enqueueOptions struct {
+	onWaiting func(jobID string, seq uint64)
+}
+
+// OnWaiting has a waiting Enqueue call f when another request's job holds the session's
+// subject and the call starts waiting for it to end, so that a caller can say why it waits
+// (and a test can act on that moment rather than on a guessed duration).
+func OnWaiting(f func(jobID string, seq uint64)) EnqueueOption {
+	return func(o *enqueueOptions) { o.onWaiting = f }
+}
+
 // Enqueue publishes job (filling v, requestedAt and id) and, with wait, waits up to timeout
 // (0 = until ctx ends) for the job's final event: done, skipped or failed.
 //
@@ -88,7 +102,11 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 // created before publishing and replays the events still in COMPACTOR_EVENTS, so an event
 // published before the consumer existed (a duplicate of a finished request, or a fast
 // worker) is found as well as a later one. Events are matched by job id and job sequence.
-func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration) (EnqueueResult, error) {
+func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
+	var o enqueueOptions
+	for _, opt := range opts {
+		opt(&o)
+	}
 	if timeout > 0 {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, timeout)
@@ -143,6 +161,9 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 			case <-time.After(50 * time.Millisecond):
 			}
 			continue
+		}
+		if res.Other && o.onWaiting != nil {
+			o.onWaiting(res.JobID, res.Seq)
 		}
 		ev, err := waitFinal(ctx, events, res.Seq, res.JobID)
 		if errors.Is(err, context.DeadlineExceeded) {

@@ -177,7 +177,7 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev Event) {
 		if json.Unmarshal(e.Value(), &rec) != nil || rec.Path != ev.Path {
 			return
 		}
-		if !rec.noteOutcome(ev, time.Now(), s.cfg.SweepRetryBase, s.cfg.SweepRetryMax) {
+		if !rec.noteOutcome(ev, s.cfg.sweepNow(), s.cfg.SweepRetryBase, s.cfg.SweepRetryMax) {
 			return
 		}
 		b, err := json.Marshal(rec)

@@ -504,14 +504,20 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	eventually(t, 10*time.Second, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
 	other := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
 	r4c := make(chan EnqueueResult, 1)
+	waiting := make(chan struct{})
 	go func() {
-		r, err := Enqueue(context.Background(), nc, other, true, 10*time.Second)
+		r, err := Enqueue(context.Background(), nc, other, true, 10*time.Second, OnWaiting(func(string, uint64) { close(waiting) }))
 		if err != nil {
 			t.Error(err)
 		}
 		r4c <- r
 	}()
-	time.Sleep(200 * time.Millisecond)
+	// The slow job ends only once the second request waits for it.
+	select {
+	case <-waiting:
+	case r := <-r4c:
+		t.Fatalf("second request ended before it waited: %+v", r)
+	}
 	close(release)
 	got3, got4 := <-r3, <-r4c
 	if len(got4.WaitedFor) != 1 || got4.WaitedFor[0] != got3.JobID || got4.Seq == got3.Seq || got4.Event == nil || got4.Event.JobSeq != got4.Seq || got4.Event.JobID != other.MsgID() {

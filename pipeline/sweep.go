@@ -133,7 +133,7 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	if err != nil {
 		return SweepStats{}, err
 	}
-	sw := &sweeper{s: s, memo: m, now: start}
+	sw := &sweeper{s: s, memo: m, now: s.cfg.sweepNow()}
 	if f, ok := s.cfg.Assessor.(settingsFingerprinter); ok {
 		sw.settings = f.SettingsFingerprint()
 	}

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"path/filepath"
+	"sync"
 	"sync/atomic"
 	"testing"
 	"time"
@@ -58,6 +59,8 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	as.fp.Store("w0")
 	cfg.Assessor = as
 	cfg.SweepRetryBase, cfg.SweepRetryMax = base, 10*base
+	clock := newFakeClock()
+	cfg.sweepClock = clock.now
 	s := b.service(cfg)
 	b.run(s)
 
@@ -65,7 +68,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	if st.Enqueued != 2 {
 		t.Fatalf("first sweep: %+v", st)
 	}
-	t0 := time.Now()
+	t0 := clock.now()
 	if n := len(b.deadLetters()); n != 1 {
 		t.Fatalf("%d dead letters, want 1", n)
 	}
@@ -88,9 +91,9 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 		t.Fatalf("sweep within the backoff: %+v", st)
 	}
 	// After it: both enqueued again; both miss again, and the backoff doubles.
-	time.Sleep(time.Until(t0.Add(base + 200*time.Millisecond)))
+	clock.set(t0.Add(base + 200*time.Millisecond))
 	st = sweepAndWait(t, b, s)
-	t1 := time.Now()
+	t1 := clock.now()
 	if st.Retried != 2 || st.Enqueued != 2 {
 		t.Fatalf("sweep after the backoff: %+v", st)
 	}
@@ -103,7 +106,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	if n := len(b.deadLetters()); n != 2 {
 		t.Errorf("%d dead letters after the retry, want 2", n)
 	}
-	time.Sleep(time.Until(t1.Add(base + 200*time.Millisecond)))
+	clock.set(t1.Add(base + 200*time.Millisecond))
 	if st := sweepAndWait(t, b, s); st.Unchanged != 2 || st.Enqueued != 0 {
 		t.Fatalf("sweep within the doubled backoff: %+v", st)
 	}
@@ -111,7 +114,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	// The endpoint recovers and the agent finishes its turn: the next retry compacts both.
 	failing.Store(false)
 	busy.Store(false)
-	time.Sleep(time.Until(t1.Add(2*base + 200*time.Millisecond)))
+	clock.set(t1.Add(2*base + 200*time.Millisecond))
 	if st := sweepAndWait(t, b, s); st.Retried != 2 || st.Enqueued != 2 {
 		t.Fatalf("sweep after the doubled backoff: %+v", st)
 	}
@@ -174,4 +177,26 @@ func TestSweepUnchangedWithoutRoundTrips(t *testing.T) {
 	if st, err := other.Sweep(context.Background(), nil); err != nil || st.Unchanged != n {
 		t.Fatalf("another process's first sweep: %+v %v", st, err)
 	}
+}
+
+// fakeClock is a sweep clock that moves only when the test moves it, so that a backoff is
+// passed by setting the time rather than by waiting for it (and a slow machine cannot
+// pass it by accident).
+type fakeClock struct {
+	mu sync.Mutex
+	t  time.Time
+}
+
+func newFakeClock() *fakeClock { return &fakeClock{t: time.Date(2026, 1, 2, 3, 4, 5, 0, time.UTC)} }
+
+func (c *fakeClock) now() time.Time {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	return c.t
+}
+
+func (c *fakeClock) set(t time.Time) {
+	c.mu.Lock()
+	defer c.mu.Unlock()
+	c.t = t
 }

@@ -125,7 +125,9 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err := checkServed(ctx, env.Stderr, nc, []string{st.Name}, *allowUnserved); err != nil {
 		return err
 	}
-	res, err := pipeline.Enqueue(ctx, nc, job, *wait, *timeout)
+	res, err := pipeline.Enqueue(ctx, nc, job, *wait, *timeout, pipeline.OnWaiting(func(id string, seq uint64) {
+		fmt.Fprintf(env.Stderr, "waiting: another request's job %s (seq %d) is pending on this session; this one is queued when it ends\n", id, seq)
+	}))
 	if err != nil {
 		return err
 	}

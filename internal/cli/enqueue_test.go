@@ -8,8 +8,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
-	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
@@ -108,11 +108,19 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 		stdout, se string
 	}
 	third := make(chan out, 1)
+	waiting := &noticeWriter{want: "waiting: another request's job", seen: make(chan struct{})}
 	go func() {
-		c, o, e := runEnqueueCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again")
-		third <- out{c, o, e}
+		var o bytes.Buffer
+		c := RunEnqueue(context.Background(), &Env{Args: []string{file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again"},
+			Stdout: &o, Stderr: waiting, Getenv: func(string) string { return "" }})
+		third <- out{c, o.String(), waiting.String()}
 	}()
-	time.Sleep(100 * time.Millisecond)
+	// The first job ends only once the third request waits for it.
+	select {
+	case <-waiting.seen:
+	case r := <-third:
+		t.Fatalf("third ended before it waited: exit %d %q %q", r.code, r.se, r.stdout)
+	}
 	close(block)
 	r := <-third
 	if r.code != 0 || !strings.Contains(r.se, "waited for another request's job") || !strings.Contains(r.stdout, `"outcome":"done"`) {
@@ -144,4 +152,29 @@ func TestEnqueueBadInput(t *testing.T) {
 	if code, out, _ := runEnqueueCLI("--help"); code != 0 || !strings.Contains(out, "Examples:") {
 		t.Errorf("--help: %d %q", code, out)
 	}
+}
+
+// noticeWriter is a Stderr that closes seen when a write contains want, so that a test
+// acts when a command has said something rather than after a guessed duration.
+type noticeWriter struct {
+	mu   sync.Mutex
+	buf  bytes.Buffer
+	want string
+	seen chan struct{}
+	once sync.Once
+}
+
+func (w *noticeWriter) Write(p []byte) (int, error) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if strings.Contains(string(p), w.want) {
+		w.once.Do(func() { close(w.seen) })
+	}
+	return w.buf.Write(p)
+}
+
+func (w *noticeWriter) String() string {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	return w.buf.String()
 }

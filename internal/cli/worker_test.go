@@ -23,7 +23,7 @@ import (
 func fakeOpenAI(t testing.TB, url string) summarize.Summarizer {
 	t.Helper()
 	s, err := summarize.NewOpenAI(summarize.OpenAIConfig{BaseURL: url, Model: "fake-model", APIKey: "sk-test-SECRET", MaxRetries: -1,
-		Timeout: 2 * time.Second, Sleep: func(context.Context, time.Duration) error { return nil }})
+		Timeout: time.Minute, Sleep: func(context.Context, time.Duration) error { return nil }})
 	if err != nil {
 		t.Fatal(err)
 	}

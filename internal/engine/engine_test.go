@@ -43,10 +43,13 @@ func v3Corpus(t *testing.T) []string {
 	return files
 }
 
+// openAI is the summarizer on a fake endpoint, without retries or waits. Its timeout is
+// generous: under -race on a loaded machine a large answer can take seconds to read, and
+// the tests of timeouts set their own.
 func openAI(t *testing.T, url string, mut func(*summarize.OpenAIConfig)) summarize.Summarizer {
 	t.Helper()
 	cfg := summarize.OpenAIConfig{BaseURL: url, Model: "fake-model", APIKey: "sk-test-SECRET", MaxRetries: -1,
-		Timeout: 2 * time.Second, Sleep: func(context.Context, time.Duration) error { return nil }}
+		Timeout: time.Minute, Sleep: func(context.Context, time.Duration) error { return nil }}
 	if mut != nil {
 		mut(&cfg)
 	}
