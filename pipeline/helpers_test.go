@@ -271,8 +271,12 @@ var leafAssessor = AssessorFunc(func(ctx context.Context, file string) (Assessme
 		OverBudget: last.Type != "compaction", Version: hdr.Version, HasAssistant: true, Compacted: last.Type == "compaction"}, nil
 })
 
+// eventually polls cond until it holds. d only guards against a hang: a test waits for
+// its condition, not for a duration, so on a loaded machine (a CPU hog, one core, -race) it
+// waits at least hangGuard before it gives up.
 func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	d = max(d, hangGuard)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -359,3 +363,6 @@ func (b *bundle) enqueue(job Job) EnqueueResult {
 	}
 	return r
 }
+
+// hangGuard is the least time eventually waits for a condition before it fails the test.
+const hangGuard = 2 * time.Minute

@@ -86,7 +86,7 @@ func TestDLQCommand(t *testing.T) {
 	}
 
 	failing.Store(false) // the endpoint is fixed
-	code, out, errOut = runCLI(t, "dlq", "retry", "--session", sid, "--wait", "--timeout", "20s", dd)
+	code, out, errOut = runCLI(t, "dlq", "retry", "--session", sid, "--wait", "--timeout", "2m", dd)
 	if code != ExitOK || !strings.Contains(out, "done") || !strings.Contains(out, "1 retried, 0 not queued") {
 		t.Fatalf("dlq retry --wait: exit %d\n%s\n%s", code, out, errOut)
 	}

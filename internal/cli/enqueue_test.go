@@ -65,7 +65,7 @@ func TestEnqueueWaitPrintsEvent(t *testing.T) {
 	dir := t.TempDir()
 	url := enqueueService(t, dir, nil)
 	file := writeSessionFile(t, dir, "sessions/--tmp--/x.jsonl")
-	code, out, errs := runEnqueueCLI(file, "--store-dir", dir, "--wait", "--timeout", "20s", "--nats-url", url)
+	code, out, errs := runEnqueueCLI(file, "--store-dir", dir, "--wait", "--timeout", "2m", "--nats-url", url)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}

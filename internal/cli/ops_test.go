@@ -52,7 +52,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	}()
 	defer func() { cancel(); <-served }()
 	var info *pipeline.ServiceInfo
-	deadline := time.Now().Add(20 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for info == nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
 		info = pipeline.RunningService(data)

@@ -256,9 +256,12 @@ func replicasBelow(t *testing.T, js jetstream.JetStream, want int) []string {
 	return bad
 }
 
-// waitUntil polls cond until it holds, failing the test after d.
+// waitUntil polls cond until it holds. d only guards against a hang: a test waits for
+// its condition, not for a duration, so on a loaded machine (a CPU hog, one core, -race) it
+// waits at least hangGuard before it fails the test.
 func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 	t.Helper()
+	d = max(d, hangGuard)
 	deadline := time.Now().Add(d)
 	for !cond() {
 		if time.Now().After(deadline) {
@@ -267,3 +270,6 @@ func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
 		time.Sleep(20 * time.Millisecond)
 	}
 }
+
+// hangGuard is the least time waitUntil waits for a condition before it fails the test.
+const hangGuard = 2 * time.Minute

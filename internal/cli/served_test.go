@@ -87,7 +87,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 
 	// Each store's job is worked by its own service.
 	for _, st := range []string{"hostA", "hostB"} {
-		code, out, errOut := enqueue(files[st], "--store-dir", dirs[st], "--store", st, "--wait", "--timeout", "30s")
+		code, out, errOut := enqueue(files[st], "--store-dir", dirs[st], "--store", st, "--wait", "--timeout", "2m")
 		var ev pipeline.Event
 		if code != ExitOK || json.Unmarshal([]byte(out), &ev) != nil || ev.Store != st || ev.Reason != "worked by the service of "+st {
 			t.Fatalf("enqueue for %s: exit %d\n%s\n%s", st, code, out, errOut)

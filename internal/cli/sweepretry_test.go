@@ -73,7 +73,7 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 
 	dd := "--data-dir=" + data
 	var failedAt map[string]time.Time
-	deadline := time.Now().Add(30 * time.Second)
+	deadline := time.Now().Add(hangGuard)
 	for {
 		code, out, _ := runCLI(t, "dlq", "list", dd, "--json")
 		var recs []pipeline.DeadLetterRecord
@@ -85,7 +85,7 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 			break
 		}
 		if time.Now().After(deadline) {
-			t.Fatalf("two dead letters not listed after 30s: exit %d\n%s", code, out)
+			t.Fatalf("two dead letters not listed after %s: exit %d\n%s", hangGuard, code, out)
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
@@ -101,7 +101,7 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 	}
 
 	llm.SetDefault(fakellm.Behavior{}) // the endpoint is fixed
-	code, out, errOut := runCLI(t, "dlq", "retry", "--session", ids["byHand"], "--wait", "--timeout", "20s", dd)
+	code, out, errOut := runCLI(t, "dlq", "retry", "--session", ids["byHand"], "--wait", "--timeout", "2m", dd)
 	if code != ExitOK || !strings.Contains(out, "1 retried, 0 not queued") {
 		t.Fatalf("dlq retry --wait: exit %d\n%s\n%s", code, out, errOut)
 	}
@@ -110,11 +110,11 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 	}
 
 	var compactedAt time.Time
-	for deadline := time.Now().Add(30 * time.Second); compactedAt.IsZero(); time.Sleep(50 * time.Millisecond) {
+	for deadline := time.Now().Add(hangGuard); compactedAt.IsZero(); time.Sleep(50 * time.Millisecond) {
 		if compactions("bySweep") > 0 {
 			compactedAt = time.Now()
 		} else if time.Now().After(deadline) {
-			t.Fatal("the dead-lettered session was not compacted by a sweep within 30 s")
+			t.Fatalf("the dead-lettered session was not compacted by a sweep within %s", hangGuard)
 		}
 	}
 	waited := compactedAt.Sub(failedAt[ids["bySweep"]])

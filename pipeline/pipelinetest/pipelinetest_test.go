@@ -69,7 +69,7 @@ func TestServer(t *testing.T) {
 	}()
 	// The job is queued, and waits: no worker runs.
 	js, _ := srv.Conn.JetStream()
-	for deadline := time.Now().Add(10 * time.Second); ; time.Sleep(10 * time.Millisecond) {
+	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
 		if info, err := js.StreamInfo(pipeline.StreamJobs); err == nil && info.State.Msgs == 1 {
 			break
 		}
