@@ -308,12 +308,18 @@ type raceStats struct {
 }
 
 func raceRound(t *testing.T, round, want int, st *raceStats) {
+	seed := round + 1 // the writer's random seed
+	t.Cleanup(func() {
+		if t.Failed() {
+			t.Logf("round %d: the Pi-like writer ran with seed %d (%s=FILE|%d replays it)", round, seed, piWriterEnv, seed)
+		}
+	})
 	p := filepath.Join(t.TempDir(), fmt.Sprintf("race-%d.jsonl", round))
 	if err := os.WriteFile(p, []byte(hdr+"\n"+user("a", "", "hi")+"\n"+asst("b", "a", "yo")+"\n"), 0o644); err != nil {
 		t.Fatal(err)
 	}
 	cmd := exec.Command(os.Args[0], "-test.run=^$")
-	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%d", piWriterEnv, p, round+1))
+	cmd.Env = append(os.Environ(), fmt.Sprintf("%s=%s|%d", piWriterEnv, p, seed))
 	var stdout bytes.Buffer
 	cmd.Stdout, cmd.Stderr = &stdout, os.Stderr
 	tick, err := cmd.StdinPipe()
