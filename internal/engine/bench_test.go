@@ -27,11 +27,11 @@ func BenchmarkPlan08Large(b *testing.B) {
 				if mode == "cold" {
 					eng.Cache = tokenize.NewCache(0)
 				}
-				st, err := eng.load(file, "")
+				src, err := eng.load(file, "")
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := eng.plan(st, Request{}); err != nil {
+				if _, _, err := eng.plan(src, Request{}); err != nil {
 					b.Fatal(err)
 				}
 			}

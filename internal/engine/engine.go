@@ -13,7 +13,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -266,50 +265,27 @@ func (c cached) Count(m *sessionio.Message) int {
 	return c.cache.Message(c.c, m)
 }
 
-// sessionState is one read of a session with everything planning needs.
-type sessionState struct {
-	s       *sessionio.Session
-	mtime   time.Time
-	path    []*sessionio.Entry
-	model   configs.Model
-	known   bool
-	counter cutpoint.Counter
-	window  int
-}
-
-func (e *Engine) load(file, counter string) (*sessionState, error) {
+func (e *Engine) load(file, counter string) (*Source, error) {
 	if counter == "" {
 		counter = e.Settings.Counter
-	}
-	src, err := Load(file, LoadOptions{Counter: counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache})
-	if err != nil {
-		return nil, err
 	}
 	// The session's model (the latest model_change or assistant message on the path) sets
 	// the window and the encoding (configs.Resolve). An unknown model gets the catalog's
 	// default, and the result says so (modelKnown false); results name the model by the
 	// id the session uses.
-	return stateOf(src), nil
+	return Load(file, LoadOptions{Counter: counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache})
 }
 
-// stateOf is the planning state of a loaded source.
-func stateOf(src *Source) *sessionState {
-	st := &sessionState{s: src.Session, mtime: src.ModTime, path: src.Path, model: src.Model.Model,
-		known: src.Model.Known, counter: src.Counter, window: src.Model.ContextWindow}
-	st.model.ID = src.Model.ModelID
-	return st
-}
-
-func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.Settings, error) {
+func (e *Engine) plan(src *Source, req Request) (*cutpoint.Plan, cutpoint.Settings, error) {
 	name := e.Settings.Policy
 	if req.Policy != "" {
 		name = req.Policy
 	}
-	cs := cutpoint.Settings{KeepRecentTokens: e.Settings.KeepRecentTokens, ReserveTokens: e.Settings.ReserveTokens, ContextWindow: st.window}
+	cs := cutpoint.Settings{KeepRecentTokens: e.Settings.KeepRecentTokens, ReserveTokens: e.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow}
 	if req.KeepRecentTokens > 0 {
 		cs.KeepRecentTokens = req.KeepRecentTokens
 	}
-	p, err := planPath(st.path, name, cs, st.counter)
+	p, err := planPath(src.Path, name, cs, src.Counter)
 	return p, cs, err
 }
 
@@ -319,9 +295,9 @@ func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.S
 // skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
 // and an incomplete last line is only warned about (Pi skips it; a newline is written
 // before the new entry). --force does not override this.
-func (e *Engine) live(st *sessionState) (skip string, warnings []string) {
-	act := st.s.ActivityOn(st.path)
-	age := time.Since(st.mtime)
+func (e *Engine) live(src *Source) (skip string, warnings []string) {
+	act := src.Session.ActivityOn(src.Path)
+	age := time.Since(src.ModTime)
 	recent := age < e.Settings.AbandonedAfter
 	ago := age.Round(time.Second)
 	if act.TornLine > 0 {
@@ -406,11 +382,11 @@ func extends(oldPath, newPath []*sessionio.Entry) (ok bool, why string) {
 // Compact plans, summarizes and appends one compaction entry, or says why not.
 func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	st, err := e.load(req.File, req.Counter)
+	src, err := e.load(req.File, req.Counter)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Kind: KindCompact, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
+	res := &Result{Kind: KindCompact, File: req.File, SessionID: src.Session.Header.ID, Model: src.Model.ModelID, ModelKnown: src.Model.Known, ContextWindow: src.Model.ContextWindow, Counter: src.Counter.Name()}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -422,22 +398,22 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		res.Outcome = OutcomeSkipped
 		return res, nil // a skip is an outcome, not a failure
 	}
-	if st.s.Version() != 3 {
-		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files (Pi would migrate and rewrite them)", st.s.Version()))
+	if src.Session.Version() != 3 {
+		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files (Pi would migrate and rewrite them)", src.Session.Version()))
 	}
-	if !st.s.HasAssistant() {
+	if !src.Session.HasAssistant() {
 		return skip("no assistant message yet (Pi would duplicate the file's content on its next write)")
 	}
-	if c := findCompaction(st.s, req.ExpectLeafID); c != nil {
+	if c := findCompaction(src.Session, req.ExpectLeafID); c != nil {
 		res.EntryID, res.ParentID, res.FirstKeptEntryID, res.TokensBefore = c.ID, c.ParentID, c.FirstKeptEntryID, int(c.TokensBefore)
 		res.Found = true
 		res.Reason = fmt.Sprintf("compaction %s of leaf %s is already in the file (this request was done before)", c.ID, req.ExpectLeafID)
-		if !onPath(st.path, c.ID) {
+		if !onPath(src.Path, c.ID) {
 			return finish(OutcomeSuperseded)
 		}
 		return finish(OutcomeDone)
 	}
-	reason, warnings := e.live(st)
+	reason, warnings := e.live(src)
 	res.Warnings = warnings
 	if reason != "" && !req.DryRun {
 		return skip(reason)
@@ -445,7 +421,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if reason != "" {
 		res.Warnings = append(res.Warnings, "not compactable now: "+reason)
 	}
-	p, cs, err := e.plan(st, req)
+	p, cs, err := e.plan(src, req)
 	if err != nil {
 		return nil, err
 	}
@@ -460,7 +436,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if len(p.Summarize) == 0 && len(p.Prefix) == 0 {
 		return skip(fmt.Sprintf("nothing to summarize: the whole context (%d tokens) fits in keepRecentTokens %d", p.TokensBefore, cs.KeepRecentTokens))
 	}
-	if v := cutpoint.CheckInvariants(st.path, p); len(v) > 0 {
+	if v := cutpoint.CheckInvariants(src.Path, p); len(v) > 0 {
 		return nil, &GuardError{Reason: fmt.Sprintf("the %s plan breaks a cut invariant (%s); try --policy nearest", p.Policy, v[0])}
 	}
 	res.FirstKeptEntryID = p.FirstKeptEntryID
@@ -487,7 +463,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		return nil, err
 	}
 	// Never leave the session over budget (fit.go): it would compact again on its next turn.
-	if p, out, res.Trimmed, err = e.fit(ctx, st, cs, p, in, out); err != nil {
+	if p, out, res.Trimmed, err = e.fit(ctx, src, cs, p, in, out); err != nil {
 		return nil, err
 	}
 	res.Plan, res.FirstKeptEntryID, res.Summarized = p, p.FirstKeptEntryID, len(p.MessagesToSummarize)+len(p.TurnPrefix)
@@ -495,7 +471,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if strings.TrimSpace(out.Summary) == "" {
 		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
 	}
-	summaryTokens := st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
+	summaryTokens := src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
 	nc := sessionio.NewCompaction{
 		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
 		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
@@ -505,7 +481,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if res.TokensAfter >= p.TokensBefore {
 			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
 		}
-		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(st.s), nc)
+		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(src.Session), nc)
 		if err == nil {
 			res.EntryID, res.ParentID = ap.ID, ap.ParentID
 			res.Intruders, res.Restores = ap.Intruders, ap.Restores
@@ -524,14 +500,14 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if attempt > maxSalvage {
 			return skip(fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt))
 		}
-		st2, p2, why, err := e.salvage(st, req, p)
+		src2, p2, why, err := e.salvage(src, req, p)
 		if err != nil {
 			return nil, err
 		}
 		if why != "" {
 			return skip("busy: " + why)
 		}
-		st, p = st2, p2
+		src, p = src2, p2
 		nc.TokensBefore = p.TokensBefore
 		res.TokensBefore, res.Salvaged, res.Plan = p.TokensBefore, true, p
 		res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
@@ -545,15 +521,15 @@ const maxSalvage = 3
 // applies (the path only grew, nobody compacted, no turn in progress now), returns the
 // new state and the plan moved to it: same cut, tokensBefore and the kept part counted
 // again on the new path. why says why not otherwise.
-func (e *Engine) salvage(old *sessionState, req Request, p *cutpoint.Plan) (*sessionState, *cutpoint.Plan, string, error) {
-	st, err := e.load(req.File, req.Counter)
+func (e *Engine) salvage(old *Source, req Request, p *cutpoint.Plan) (*Source, *cutpoint.Plan, string, error) {
+	src, err := e.load(req.File, req.Counter)
 	if err != nil {
 		return nil, nil, "", err
 	}
-	if ok, why := extends(old.path, st.path); !ok {
+	if ok, why := extends(old.Path, src.Path); !ok {
 		return nil, nil, "the session changed while its summary was written: " + why, nil
 	}
-	act := st.s.ActivityOn(st.path)
+	act := src.Session.ActivityOn(src.Path)
 	if act.TurnInProgress {
 		return nil, nil, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
 	}
@@ -561,12 +537,12 @@ func (e *Engine) salvage(old *sessionState, req Request, p *cutpoint.Plan) (*ses
 		return nil, nil, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
 	}
 	np := *p
-	np.TokensBefore = cutpoint.ContextTokens(st.path, st.counter)
-	np.KeptTokens = keptTokens(st.path, p.FirstKeptEntryIndex, st.counter)
-	if v := cutpoint.CheckInvariants(st.path, &np); len(v) > 0 {
+	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Counter)
+	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Counter)
+	if v := cutpoint.CheckInvariants(src.Path, &np); len(v) > 0 {
 		return nil, nil, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
 	}
-	return st, &np, "", nil
+	return src, &np, "", nil
 }
 
 func supersededReason(ap *sessionio.Appended) string {
@@ -584,11 +560,11 @@ func supersededReason(ap *sessionio.Appended) string {
 // a user message or a custom_message.
 func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	st, err := e.load(req.File, tokenize.CounterEstimate)
+	src, err := e.load(req.File, tokenize.CounterEstimate)
 	if err != nil {
 		return nil, err
 	}
-	res := &Result{Kind: KindBranchSummary, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
+	res := &Result{Kind: KindBranchSummary, File: req.File, SessionID: src.Session.Header.ID, Model: src.Model.ModelID, ModelKnown: src.Model.Known, ContextWindow: src.Model.ContextWindow, Counter: tokenize.CounterEstimate}
 	finish := func(outcome string) (*Result, error) {
 		res.Outcome = outcome
 		res.DurationMS = time.Since(start).Milliseconds()
@@ -599,13 +575,13 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		res.DurationMS = time.Since(start).Milliseconds()
 		return res, nil // a skip is an outcome, not a failure
 	}
-	if st.s.Version() != 3 {
-		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files", st.s.Version()))
+	if src.Session.Version() != 3 {
+		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files", src.Session.Version()))
 	}
-	if !st.s.HasAssistant() {
+	if !src.Session.HasAssistant() {
 		return skip("no assistant message yet")
 	}
-	target := st.s.Get(req.TargetID)
+	target := src.Session.Get(req.TargetID)
 	if req.TargetID == "" || target == nil {
 		return nil, &InputError{Err: fmt.Errorf("%s: --to %q: no entry with this id in the file", req.File, req.TargetID)}
 	}
@@ -614,12 +590,12 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		parent = target.ParentID
 	}
 	res.ParentID = parent
-	if b := findAfter(st.s, req.ExpectLeafID, func(e *sessionio.Entry) bool {
+	if b := findAfter(src.Session, req.ExpectLeafID, func(e *sessionio.Entry) bool {
 		return e.Type == sessionio.TypeBranchSummary && e.ParentID == parent
 	}); b != nil {
 		res.EntryID, res.Found = b.ID, true
 		res.Reason = fmt.Sprintf("branch summary %s at %s is already in the file (this request was done before)", b.ID, parent)
-		if !onPath(st.path, b.ID) {
+		if !onPath(src.Path, b.ID) {
 			return finish(OutcomeSuperseded)
 		}
 		return finish(OutcomeDone)
@@ -629,27 +605,27 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		from = req.ExpectLeafID
 	}
 	if from == "" {
-		from = st.s.LeafID()
+		from = src.Session.LeafID()
 	}
-	if st.s.Get(from) == nil {
+	if src.Session.Get(from) == nil {
 		return nil, &InputError{Err: fmt.Errorf("%s: --from %q: no entry with this id in the file", req.File, from)}
 	}
 	if from == req.TargetID {
 		return skip("the target is the leaf: nothing is left behind")
 	}
-	reason, warnings := e.live(st)
+	reason, warnings := e.live(src)
 	res.Warnings = warnings
 	if reason != "" && !req.DryRun {
 		return skip(reason)
 	}
-	entries, _, err := summarize.CollectBranch(st.s, from, req.TargetID)
+	entries, _, err := summarize.CollectBranch(src.Session, from, req.TargetID)
 	if err != nil {
 		return nil, &GuardError{Reason: err.Error()}
 	}
 	if len(entries) == 0 {
 		return skip("nothing to summarize: the target is on the branch being left")
 	}
-	window := st.window
+	window := src.Model.ContextWindow
 	if window <= 0 {
 		window = 128000
 	}
@@ -670,7 +646,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if strings.TrimSpace(out.Summary) == "" {
 		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
 	}
-	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(st.s), sessionio.NewBranchSummary{
+	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(src.Session), sessionio.NewBranchSummary{
 		ParentID: parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
 	})
 	if errors.Is(err, sessionio.ErrChanged) {
@@ -718,16 +694,15 @@ func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) 
 	if err != nil {
 		return nil, err
 	}
-	st := stateOf(src)
 	t := src.Tail
 	a := &Budget{SessionID: t.Header.ID, LeafID: t.LeafID, Version: t.Version(),
-		HasAssistant: t.HasAssistant, ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
-	if n := len(st.path); n > 0 && st.path[n-1].Type == sessionio.TypeCompaction {
+		HasAssistant: t.HasAssistant, ContextWindow: src.Model.ContextWindow, Model: src.Model.ModelID, ModelKnown: src.Model.Known}
+	if n := len(src.Path); n > 0 && src.Path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true
 	}
-	a.Tokens = cutpoint.ContextTokens(st.path, st.counter)
-	cs := cutpoint.Settings{ReserveTokens: e.Settings.ReserveTokens, ContextWindow: st.window}
-	a.Threshold = st.window - cs.ReserveTokens
+	a.Tokens = cutpoint.ContextTokens(src.Path, src.Counter)
+	cs := cutpoint.Settings{ReserveTokens: e.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow}
+	a.Threshold = src.Model.ContextWindow - cs.ReserveTokens
 	a.OverBudget = !a.LeafIsCompaction && cutpoint.OverBudget(a.Tokens, cs)
 	return a, nil
 }
