@@ -27,7 +27,7 @@ func TestPlanExplainsTheContext(t *testing.T) {
 	root := repoRoot(t)
 	for _, name := range []string{"10-tricky-parallel", "08-large", "09-ends-with-compaction"} {
 		file := filepath.Join(root, "testdata/corpus", name+".jsonl")
-		p, err := engine.Plan(file, engine.PlanRequest{KeepRecentTokens: 5000, ReserveTokens: 16384})
+		p, err := engine.Plan(file, engine.Settings{KeepRecentTokens: 5000, ReserveTokens: 16384}, engine.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}

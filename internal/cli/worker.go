@@ -25,7 +25,7 @@ import (
 // exists once the service has started, hence a function.
 func jobHandler(e *engine.Engine, prepared func() pipeline.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		req := engine.Request{File: file, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens,
+		req := engine.Request{File: file, Settings: engine.Settings{Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result

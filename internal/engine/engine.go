@@ -19,102 +19,6 @@ import (
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// Settings choose how sessions are planned and counted. Zero values mean the defaults.
-type Settings struct {
-	Policy           string // nearest (default), pi, turn
-	Counter          string // tiktoken (default) or estimate
-	KeepRecentTokens int    // default 20000 (Pi)
-	ReserveTokens    int    // default 16384 (Pi)
-	// ContextWindow overrides the model catalog's window for the session's model.
-	ContextWindow int
-	// BranchReserveTokens is Pi's branchSummary.reserveTokens (default 16384).
-	BranchReserveTokens int
-	// AbandonedAfter: a session whose file ends mid-turn (or with an incomplete line) and
-	// was modified within this long belongs to a running agent, and nothing is appended to
-	// it; left like that for longer, it is taken as abandoned and compactable. Default 1h.
-	AbandonedAfter time.Duration
-	// PrepareUpdate is how a preparation builds on the session's previous one:
-	// PrepareFull (default) or PrepareIncremental (see Prepare).
-	PrepareUpdate string
-	// BridgeMaxTokens bounds what a bridge adds to a prepared summary (default
-	// summarize.DefaultBridgeMaxTokens; see Bridge).
-	BridgeMaxTokens int
-}
-
-// Settings.PrepareUpdate values.
-const (
-	PrepareFull        = "full"
-	PrepareIncremental = "incremental"
-)
-
-// DefaultAbandonedAfter is Settings.AbandonedAfter's default.
-const DefaultAbandonedAfter = time.Hour
-
-func (s Settings) withDefaults() Settings {
-	if s.Policy == "" {
-		s.Policy = cutpoint.PolicyNearest // the service default: see docs/policies.md
-	}
-	if s.Counter == "" {
-		s.Counter = tokenize.CounterTiktoken
-	}
-	if s.KeepRecentTokens <= 0 {
-		s.KeepRecentTokens = cutpoint.DefaultKeepRecentTokens
-	}
-	if s.ReserveTokens <= 0 {
-		s.ReserveTokens = cutpoint.DefaultReserveTokens
-	}
-	if s.BranchReserveTokens <= 0 {
-		s.BranchReserveTokens = cutpoint.DefaultReserveTokens
-	}
-	if s.AbandonedAfter == 0 {
-		s.AbandonedAfter = DefaultAbandonedAfter
-	}
-	if s.PrepareUpdate == "" {
-		s.PrepareUpdate = PrepareFull
-	}
-	if s.BridgeMaxTokens <= 0 {
-		s.BridgeMaxTokens = summarize.DefaultBridgeMaxTokens
-	}
-	return s
-}
-
-// Validate names the first bad field.
-func (s Settings) Validate() error {
-	if _, err := cutpoint.ByName(s.withDefaults().Policy); err != nil {
-		return fmt.Errorf("settings: policy: %w", err)
-	}
-	switch s.withDefaults().Counter {
-	case tokenize.CounterTiktoken, tokenize.CounterEstimate:
-	default:
-		return fmt.Errorf("settings: counter: unknown counter %q (want tiktoken or estimate)", s.Counter)
-	}
-	if s.KeepRecentTokens < 0 || s.ReserveTokens < 0 || s.ContextWindow < 0 {
-		return errors.New("settings: token settings must not be negative")
-	}
-	if d := s.withDefaults(); d.ContextWindow > 0 {
-		// A given window must leave room: otherwise every session is over budget, and a
-		// compaction can never bring it under.
-		if d.ReserveTokens >= d.ContextWindow {
-			return fmt.Errorf("settings: context window %d is not larger than reserveTokens %d", d.ContextWindow, d.ReserveTokens)
-		}
-		if d.KeepRecentTokens >= d.ContextWindow-d.ReserveTokens {
-			return fmt.Errorf("settings: keepRecentTokens %d does not fit under the budget (window %d - reserve %d)", d.KeepRecentTokens, d.ContextWindow, d.ReserveTokens)
-		}
-	}
-	if s.AbandonedAfter < 0 {
-		return errors.New("settings: abandoned-after must not be negative")
-	}
-	switch s.withDefaults().PrepareUpdate {
-	case PrepareFull, PrepareIncremental:
-	default:
-		return fmt.Errorf("settings: prepare-update: %q is not %s or %s", s.PrepareUpdate, PrepareFull, PrepareIncremental)
-	}
-	if s.BridgeMaxTokens < 0 {
-		return errors.New("settings: bridge-max-tokens must not be negative")
-	}
-	return nil
-}
-
 // Engine compacts and summarizes sessions. It is safe for concurrent use.
 type Engine struct {
 	Summarizer summarize.Summarizer
@@ -134,14 +38,13 @@ func New(s summarize.Summarizer, settings Settings) (*Engine, error) {
 	return &Engine{Summarizer: s, Settings: settings.withDefaults(), Cache: tokenize.NewCache(0)}, nil
 }
 
-// Request is one compaction or branch summary.
+// Request is one compaction, branch summary or preparation.
 type Request struct {
 	File string
-	// Overrides of the engine's settings for this request ("" / 0: keep).
-	Policy           string
-	Counter          string
-	KeepRecentTokens int
-	Instructions     string
+	// Settings override the engine's for this request: the fields set here win (see
+	// Settings for the rule); jobs set Policy, Counter and KeepRecentTokens.
+	Settings     Settings
+	Instructions string
 	// ExpectLeafID is the leaf the requester saw (jobs carry it). If the file has moved on
 	// and already holds the entry this request asked for, made from that leaf (a job
 	// redelivered after its append, or Pi compacting the same state), the request is done
@@ -265,27 +168,21 @@ func (c cached) Count(m *sessionio.Message) int {
 	return c.cache.Message(c.c, m)
 }
 
-func (e *Engine) load(file, counter string) (*Source, error) {
-	if counter == "" {
-		counter = e.Settings.Counter
-	}
-	// The session's model (the latest model_change or assistant message on the path) sets
-	// the window and the encoding (configs.Resolve). An unknown model gets the catalog's
-	// default, and the result says so (modelKnown false); results name the model by the
-	// id the session uses.
-	return Load(file, LoadOptions{Counter: counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache})
+// settings are the engine's settings with the request's laid over them.
+func (e *Engine) settings(req Request) Settings { return req.Settings.over(e.Settings).withDefaults() }
+
+// load reads a request's file with its settings. The session's model (the latest
+// model_change or assistant message on the path) sets the window and the encoding
+// (configs.Resolve). An unknown model gets the catalog's default, and the result says so
+// (modelKnown false); results name the model by the id the session uses.
+func (e *Engine) load(file string, s Settings) (*Source, error) {
+	return Load(file, s, LoadOptions{Cache: e.Cache})
 }
 
-func (e *Engine) plan(src *Source, req Request) (*cutpoint.Plan, cutpoint.Settings, error) {
-	name := e.Settings.Policy
-	if req.Policy != "" {
-		name = req.Policy
-	}
-	cs := cutpoint.Settings{KeepRecentTokens: e.Settings.KeepRecentTokens, ReserveTokens: e.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow}
-	if req.KeepRecentTokens > 0 {
-		cs.KeepRecentTokens = req.KeepRecentTokens
-	}
-	p, err := planPath(src.Path, name, cs, src.Counter)
+// plan plans a loaded session with s's policy and token settings in its model's window.
+func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
+	cs := src.Settings(s.KeepRecentTokens, s.ReserveTokens)
+	p, err := planPath(src.Path, s.Policy, cs, src.Counter)
 	return p, cs, err
 }
 
@@ -295,20 +192,20 @@ func (e *Engine) plan(src *Source, req Request) (*cutpoint.Plan, cutpoint.Settin
 // skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
 // and an incomplete last line is only warned about (Pi skips it; a newline is written
 // before the new entry). --force does not override this.
-func (e *Engine) live(src *Source) (skip string, warnings []string) {
+func live(src *Source, s Settings) (skip string, warnings []string) {
 	act := src.Session.ActivityOn(src.Path)
 	age := time.Since(src.ModTime)
-	recent := age < e.Settings.AbandonedAfter
+	recent := age < s.AbandonedAfter
 	ago := age.Round(time.Second)
 	if act.TornLine > 0 {
 		if recent {
-			return fmt.Sprintf("write in progress: line %d is incomplete (modified %s ago; a file left like this for %s is treated as abandoned)", act.TornLine, ago, e.Settings.AbandonedAfter), nil
+			return fmt.Sprintf("write in progress: line %d is incomplete (modified %s ago; a file left like this for %s is treated as abandoned)", act.TornLine, ago, s.AbandonedAfter), nil
 		}
 		warnings = append(warnings, fmt.Sprintf("line %d is incomplete and ignored, as Pi ignores it; a newline is written before the new entry", act.TornLine))
 	}
 	if act.TurnInProgress {
 		if recent {
-			return fmt.Sprintf("turn in progress: %s (modified %s ago; a session left mid-turn for %s is treated as abandoned)", act.Reason, ago, e.Settings.AbandonedAfter), nil
+			return fmt.Sprintf("turn in progress: %s (modified %s ago; a session left mid-turn for %s is treated as abandoned)", act.Reason, ago, s.AbandonedAfter), nil
 		}
 		warnings = append(warnings, fmt.Sprintf("the session was left mid-turn %s ago (%s); compacting it as abandoned", ago, act.Reason))
 	}
@@ -382,7 +279,8 @@ func extends(oldPath, newPath []*sessionio.Entry) (ok bool, why string) {
 // Compact plans, summarizes and appends one compaction entry, or says why not.
 func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	src, err := e.load(req.File, req.Counter)
+	cfg := e.settings(req)
+	src, err := e.load(req.File, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -413,7 +311,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		}
 		return finish(OutcomeDone)
 	}
-	reason, warnings := e.live(src)
+	reason, warnings := live(src, cfg)
 	res.Warnings = warnings
 	if reason != "" && !req.DryRun {
 		return skip(reason)
@@ -421,7 +319,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if reason != "" {
 		res.Warnings = append(res.Warnings, "not compactable now: "+reason)
 	}
-	p, cs, err := e.plan(src, req)
+	p, cs, err := plan(src, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -500,7 +398,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if attempt > maxSalvage {
 			return skip(fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt))
 		}
-		src2, p2, why, err := e.salvage(src, req, p)
+		src2, p2, why, err := e.salvage(src, cfg, p)
 		if err != nil {
 			return nil, err
 		}
@@ -521,8 +419,8 @@ const maxSalvage = 3
 // applies (the path only grew, nobody compacted, no turn in progress now), returns the
 // new state and the plan moved to it: same cut, tokensBefore and the kept part counted
 // again on the new path. why says why not otherwise.
-func (e *Engine) salvage(old *Source, req Request, p *cutpoint.Plan) (*Source, *cutpoint.Plan, string, error) {
-	src, err := e.load(req.File, req.Counter)
+func (e *Engine) salvage(old *Source, cfg Settings, p *cutpoint.Plan) (*Source, *cutpoint.Plan, string, error) {
+	src, err := e.load(old.File, cfg)
 	if err != nil {
 		return nil, nil, "", err
 	}
@@ -560,7 +458,9 @@ func supersededReason(ap *sessionio.Appended) string {
 // a user message or a custom_message.
 func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error) {
 	start := time.Now()
-	src, err := e.load(req.File, tokenize.CounterEstimate)
+	cfg := e.settings(req)
+	cfg.Counter = tokenize.CounterEstimate // Pi sizes a branch summary with its estimate
+	src, err := e.load(req.File, cfg)
 	if err != nil {
 		return nil, err
 	}
@@ -613,7 +513,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if from == req.TargetID {
 		return skip("the target is the leaf: nothing is left behind")
 	}
-	reason, warnings := e.live(src)
+	reason, warnings := live(src, cfg)
 	res.Warnings = warnings
 	if reason != "" && !req.DryRun {
 		return skip(reason)
@@ -629,7 +529,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if window <= 0 {
 		window = 128000
 	}
-	msgs, fo, _ := summarize.PrepareBranch(entries, window-e.Settings.BranchReserveTokens, tokenize.Estimate())
+	msgs, fo, _ := summarize.PrepareBranch(entries, window-cfg.BranchReserveTokens, tokenize.Estimate())
 	res.Summarized = len(msgs)
 	res.PromptChars = len(summarize.SerializeConversation(msgs))
 	if req.DryRun {
@@ -687,10 +587,10 @@ type Budget struct {
 // CheckBudget counts a session's current context and checks it against its model's budget.
 //
 // It reads the file from its end only as far as the context and the model go (a tail read,
-// LoadOptions.Tail): a long-lived session costs what its live context costs, not its
+// ReadBudget): a long-lived session costs what its live context costs, not its
 // history.
 func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) {
-	src, err := Load(file, LoadOptions{Counter: e.Settings.Counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache, Tail: true})
+	src, err := Load(file, e.Settings, LoadOptions{Cache: e.Cache, Read: ReadBudget})
 	if err != nil {
 		return nil, err
 	}

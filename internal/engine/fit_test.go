@@ -46,7 +46,7 @@ func bigSession(t *testing.T, signatures bool) string {
 // contextTokens is what Pi's context of the file costs now, with the counter.
 func contextTokens(t *testing.T, file, counter string) (int, *sessionio.Entry) {
 	t.Helper()
-	src, err := Load(file, LoadOptions{ContextWindow: bigWindow, Counter: counter})
+	src, err := Load(file, Settings{ContextWindow: bigWindow, Counter: counter}, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -140,8 +140,8 @@ func TestCompactCutsLaterToFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planned, err := Plan(file, PlanRequest{Counter: tokenize.CounterEstimate, KeepRecentTokens: cutpoint.DefaultKeepRecentTokens,
-		ReserveTokens: cutpoint.DefaultReserveTokens, ContextWindow: bigWindow})
+	planned, err := Plan(file, Settings{Counter: tokenize.CounterEstimate, KeepRecentTokens: cutpoint.DefaultKeepRecentTokens,
+		ReserveTokens: cutpoint.DefaultReserveTokens, ContextWindow: bigWindow}, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -101,7 +101,8 @@ type PreparedSettings struct {
 // prompt, as Pi updates a previous summary: fewer input tokens where no cache helps.
 func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Prepared, *Result, error) {
 	start := time.Now()
-	src, err := e.load(req.File, req.Counter)
+	cfg := e.settings(req)
+	src, err := e.load(req.File, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -117,7 +118,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if !src.Session.HasAssistant() {
 		return skip("no assistant message yet")
 	}
-	p, cs, err := e.plan(src, req)
+	p, cs, err := plan(src, cfg)
 	if err != nil {
 		return nil, nil, err
 	}
@@ -155,7 +156,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		in.PreviousSummary = *p.PreviousSummary
 	}
 	var basedOn *string
-	if e.Settings.PrepareUpdate != PrepareIncremental {
+	if cfg.PrepareUpdate != PrepareIncremental {
 		prev = nil
 	}
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
