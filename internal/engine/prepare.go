@@ -3,7 +3,6 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -100,40 +99,15 @@ type PreparedSettings struct {
 // its history end and the new one are sent, merged into its history with the update
 // prompt, as Pi updates a previous summary: fewer input tokens where no cache helps.
 func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Prepared, *Result, error) {
-	start := time.Now()
-	cfg := e.settings(req)
-	src, err := e.load(req.File, cfg)
-	if err != nil {
-		return nil, nil, err
+	j, res, err := e.open(prepareJob, req, nil)
+	if j == nil {
+		return nil, res, err
 	}
-	res := &Result{File: req.File, SessionID: src.Session.Header.ID, Model: src.Model.ModelID, ModelKnown: src.Model.Known, ContextWindow: src.Model.ContextWindow, Counter: src.Counter.Name()}
-	skip := func(reason string) (*Prepared, *Result, error) {
-		res.Outcome, res.Reason = OutcomeSkipped, reason
-		res.DurationMS = time.Since(start).Milliseconds()
-		return nil, res, nil // a skip is an outcome, not a failure
+	p, cs, res, err := j.planCut()
+	if res != nil || err != nil {
+		return nil, res, err
 	}
-	if src.Session.Version() != 3 {
-		return skip(fmt.Sprintf("format v%d: Pi rewrites such a file with new ids when it opens it", src.Session.Version()))
-	}
-	if !src.Session.HasAssistant() {
-		return skip("no assistant message yet")
-	}
-	p, cs, err := plan(src, cfg)
-	if err != nil {
-		return nil, nil, err
-	}
-	p = cutpoint.WholeTurns(src.Path, p, src.Counter)
-	res.Plan, res.Policy, res.TokensBefore = p, p.Policy, p.TokensBefore
-	res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
-	if !p.Prepared {
-		return skip("already compacted: " + p.Reason)
-	}
-	if len(p.Summarize) == 0 && len(p.Prefix) == 0 {
-		return skip(fmt.Sprintf("nothing to summarize: the whole context (%d tokens) fits in keepRecentTokens %d", p.TokensBefore, cs.KeepRecentTokens))
-	}
-	if v := cutpoint.CheckInvariants(src.Path, p); len(v) > 0 {
-		return nil, nil, &GuardError{Reason: fmt.Sprintf("the %s plan breaks a cut invariant (%s); try --policy nearest", p.Policy, v[0])}
-	}
+	src, res := j.src, j.res
 	historyEnd := p.FirstKeptEntryIndex
 	if p.IsSplitTurn {
 		historyEnd = p.TurnStartIndex
@@ -156,7 +130,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		in.PreviousSummary = *p.PreviousSummary
 	}
 	var basedOn *string
-	if cfg.PrepareUpdate != PrepareIncremental {
+	if j.cfg.PrepareUpdate != PrepareIncremental {
 		prev = nil
 	}
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
@@ -170,8 +144,8 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if err != nil {
 		return nil, nil, err
 	}
-	if strings.TrimSpace(out.Summary) == "" {
-		return nil, nil, &GuardError{Reason: "the summarizer returned an empty summary"}
+	if err := checkSummary(out.Summary); err != nil {
+		return nil, nil, err
 	}
 	// Never prepare a compaction that leaves the session over budget (fit.go).
 	if p, out, res.Trimmed, err = e.fit(ctx, src, cs, p, in, out); err != nil {
@@ -198,16 +172,14 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		id := p.PreviousCompactionID
 		pr.PreviousCompactionID = &id
 	}
-	res.Outcome = OutcomeDone // for a preparation: made and returned, nothing written
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(pr.SummarizedEntryIDs)
 	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
 	res.TokensAfter = src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
-	res.DurationMS = time.Since(start).Milliseconds()
 	if pr.Incremental {
 		res.Reason = fmt.Sprintf("incremental: built on the preparation at leaf %s", prev.LeafID)
 	}
-	return pr, res, nil
+	return pr, j.end(OutcomeDone), nil // for a preparation: made and returned, nothing written
 }
 
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
