@@ -6,7 +6,6 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/internal/engine"
@@ -110,7 +109,10 @@ func jobResult(res *engine.Result) pipeline.Result {
 			out.Reason = res.Trimmed.String() // what was left out to end under the budget
 		}
 	case engine.OutcomeSkipped:
-		out.Busy = busyReason(res.Reason)
+		// A skip for a busy session (a turn or a write in progress, a session that kept
+		// changing while its summary was written) passes without the file changing: sweeps
+		// try it again after a backoff. The engine says so in a field, not in the words.
+		out.Busy = res.Busy != ""
 	}
 	return out
 }
@@ -122,7 +124,7 @@ func classify(err error) error {
 		return pipeline.Skip(err.Error())
 	case errors.Is(err, sessionio.ErrChanged):
 		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
-		// requester asking again).
+		// requester asking again). Decided on the error's identity; the text is for people.
 		return pipeline.SkipBusy("busy: " + err.Error())
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
 		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
@@ -142,20 +144,6 @@ func classify(err error) error {
 		return pipeline.Permanent(err)
 	}
 	return err // GuardError and InputError say Permanent() themselves; anything else is retried (bounded by MaxDeliver)
-}
-
-// busyReason reports whether a skip is for a state that passes without the file
-// changing: a turn or a write in progress (compactable once abandoned, after
-// AbandonedAfter), or a session that kept changing while its summary was written. Sweeps
-// try such sessions again after a backoff. The prefixes are the ones the engine's live
-// checks and Compact write; TestBusySkipsAreMarked keeps them in step.
-func busyReason(reason string) bool {
-	for _, p := range []string{"turn in progress", "write in progress", "busy:"} {
-		if strings.HasPrefix(reason, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // budgetAssessor adapts the engine's budget check to the pipeline's sweeps. It also

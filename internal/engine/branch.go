@@ -56,7 +56,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
 		// meanwhile is still on the branch being left, and its next entry would leave the
 		// summary behind. Try again when the session is idle.
-		return j.skip("busy: the session changed while its branch summary was written: " + err.Error()), nil
+		return j.busy(BusyChanged, "busy: the session changed while its branch summary was written: "+err.Error()), nil
 	}
 	if err != nil {
 		return nil, err

@@ -74,14 +74,14 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		// The agent wrote while the summary was being made. The summary covers entries
 		// before the cut; if the session only grew after the planned leaf, it still holds.
 		if attempt > maxSalvage {
-			return j.skip(fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt)), nil
+			return j.busy(BusyChanged, fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt)), nil
 		}
-		src, p2, why, err := e.salvage(j, p)
+		src, p2, cause, why, err := e.salvage(j, p)
 		if err != nil {
 			return nil, err
 		}
 		if why != "" {
-			return j.skip("busy: " + why), nil
+			return j.busy(cause, "busy: "+why), nil
 		}
 		j.src, p = src, p2
 		nc.TokensBefore = p.TokensBefore
@@ -112,29 +112,30 @@ const maxSalvage = 3
 // salvage re-reads a session that changed after the job planned p and, if the paid
 // summary still applies (the path only grew, nobody compacted, no turn in progress now),
 // returns the new read and the plan moved to it: same cut, tokensBefore and the kept part
-// counted again on the new path. why says why not otherwise.
-func (e *Engine) salvage(j *job, p *cutpoint.Plan) (*Source, *cutpoint.Plan, string, error) {
+// counted again on the new path. Otherwise why says why not, and cause how the session
+// is busy.
+func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan, cause BusyCause, why string, _ error) {
 	src, err := e.load(j.req.File, j.cfg)
 	if err != nil {
-		return nil, nil, "", err
+		return nil, nil, "", "", err
 	}
 	if ok, why := extends(j.src.Path, src.Path); !ok {
-		return nil, nil, "the session changed while its summary was written: " + why, nil
+		return nil, nil, BusyChanged, "the session changed while its summary was written: " + why, nil
 	}
 	act := src.Session.ActivityOn(src.Path)
 	if act.TurnInProgress {
-		return nil, nil, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
+		return nil, nil, BusyTurn, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
 	}
 	if act.TornLine > 0 {
-		return nil, nil, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
+		return nil, nil, BusyWrite, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
 	}
 	np := *p
 	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Counter)
 	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Counter)
 	if v := cutpoint.CheckInvariants(src.Path, &np); len(v) > 0 {
-		return nil, nil, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
+		return nil, nil, BusyChanged, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
 	}
-	return src, &np, "", nil
+	return src, &np, "", "", nil
 }
 
 // extends reports whether newPath is oldPath followed by entries that are not compactions:

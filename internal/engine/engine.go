@@ -130,7 +130,29 @@ type Result struct {
 
 	// Trimmed says what was left out to end under the budget (fit.go); nil when nothing.
 	Trimmed *Trimmed `json:"trimmed,omitempty"`
+
+	// Busy is set on a skip for a session that is busy now, with the cause. Callers decide
+	// on it (the worker: sweeps try the session again after a backoff), never on Reason,
+	// whose words are for people. Not in the result document.
+	Busy BusyCause `json:"-"`
 }
+
+// BusyCause is why a request was skipped for a session that is busy now: a state that
+// passes without the file changing (it is compactable once abandoned, after
+// Settings.AbandonedAfter) or a session that kept changing while its summary was written.
+type BusyCause string
+
+// Busy causes.
+const (
+	// BusyTurn: a turn is in progress (the newest message waits for the model, its tool
+	// calls have no results yet, or Pi is retrying an errored answer).
+	BusyTurn BusyCause = "turn in progress"
+	// BusyWrite: the file's last line is incomplete: a line is being written.
+	BusyWrite BusyCause = "write in progress"
+	// BusyChanged: the session changed while its summary was written, and the summary no
+	// longer applies (or it changed too often).
+	BusyChanged BusyCause = "changed while summarizing"
+)
 
 // InputError is a request that names something the file does not have (an entry id):
 // bad input, not a failure of compactor (exit code 2 on the command line).

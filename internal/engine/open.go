@@ -99,10 +99,10 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 		}
 	}
 	if kind.live {
-		reason, warnings := live(src, cfg)
+		reason, cause, warnings := live(src, cfg)
 		j.res.Warnings = warnings
 		if reason != "" && !req.DryRun {
-			return nil, j.skip(reason), nil
+			return nil, j.busy(cause, reason), nil
 		}
 		if reason != "" && kind.warnLiveDryRun {
 			j.res.Warnings = append(j.res.Warnings, "not compactable now: "+reason)
@@ -133,6 +133,12 @@ func (j *job) end(outcome string) *Result {
 func (j *job) skip(reason string) *Result {
 	j.res.Reason = reason
 	return j.end(OutcomeSkipped)
+}
+
+// busy ends the job as skipped for a session busy now, for cause.
+func (j *job) busy(cause BusyCause, reason string) *Result {
+	j.res.Busy = cause
+	return j.skip(reason)
 }
 
 // found ends a job whose entry an earlier delivery already appended: done, or superseded
@@ -217,27 +223,27 @@ func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
 // skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
 // and an incomplete last line is only warned about (Pi skips it; a newline is written
 // before the new entry). --force does not override this.
-func live(src *Source, s Settings) (skip string, warnings []string) {
+func live(src *Source, s Settings) (skip string, cause BusyCause, warnings []string) {
 	act := src.Session.ActivityOn(src.Path)
 	age := time.Since(src.ModTime)
 	recent := age < s.AbandonedAfter
 	ago := age.Round(time.Second)
 	if act.TornLine > 0 {
 		if recent {
-			return fmt.Sprintf("write in progress: line %d is incomplete (modified %s ago; a file left like this for %s is treated as abandoned)", act.TornLine, ago, s.AbandonedAfter), nil
+			return fmt.Sprintf("write in progress: line %d is incomplete (modified %s ago; a file left like this for %s is treated as abandoned)", act.TornLine, ago, s.AbandonedAfter), BusyWrite, nil
 		}
 		warnings = append(warnings, fmt.Sprintf("line %d is incomplete and ignored, as Pi ignores it; a newline is written before the new entry", act.TornLine))
 	}
 	if act.TurnInProgress {
 		if recent {
-			return fmt.Sprintf("turn in progress: %s (modified %s ago; a session left mid-turn for %s is treated as abandoned)", act.Reason, ago, s.AbandonedAfter), nil
+			return fmt.Sprintf("turn in progress: %s (modified %s ago; a session left mid-turn for %s is treated as abandoned)", act.Reason, ago, s.AbandonedAfter), BusyTurn, nil
 		}
 		warnings = append(warnings, fmt.Sprintf("the session was left mid-turn %s ago (%s); compacting it as abandoned", ago, act.Reason))
 	}
 	if act.Retrying && age < piRetryWindow {
-		return fmt.Sprintf("turn in progress: %s (modified %s ago; Pi's retries end within %s)", act.Reason, ago, piRetryWindow), nil
+		return fmt.Sprintf("turn in progress: %s (modified %s ago; Pi's retries end within %s)", act.Reason, ago, piRetryWindow), BusyTurn, nil
 	}
-	return "", warnings
+	return "", "", warnings
 }
 
 // piRetryWindow bounds Pi's automatic retries of an errored answer: 3 attempts by default,
