@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -28,7 +29,7 @@ func TestBusyIsTheEnginesField(t *testing.T) {
 		{"", "turn in progress: words that once decided"},
 		{"", "busy: nor do these"},
 	} {
-		res := jobResult(&engine.Result{Outcome: engine.OutcomeSkipped, Reason: tc.reason, Busy: tc.cause})
+		res := jobResult(&engine.Result{Outcome: outcome.Skipped, Reason: tc.reason, Busy: tc.cause})
 		want := tc.cause != ""
 		if res.Busy != want || res.Reason != tc.reason {
 			t.Errorf("cause %q, reason %q: %+v, want busy %v", tc.cause, tc.reason, res, want)

@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -99,16 +100,16 @@ func bridger(e *engine.Engine) pipeline.Bridger {
 // jobResult is the pipeline's view of an engine result. The outcome words are the same
 // in both (docs/json-output.md); LeafID is the new leaf only when the entry became it.
 func jobResult(res *engine.Result) pipeline.Result {
-	out := pipeline.Result{Outcome: pipeline.Outcome(res.Outcome), Reason: res.Reason, EntryID: res.EntryID,
+	out := pipeline.Result{Outcome: res.Outcome, Reason: res.Reason, EntryID: res.EntryID,
 		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens,
 		LLMInputTokens: res.LLMInputTokens, LLMCachedInputTokens: res.LLMCachedInputTokens, LLMOutputTokens: res.LLMOutputTokens}
 	switch res.Outcome {
-	case engine.OutcomeDone:
+	case outcome.Done:
 		out.LeafID = res.EntryID
 		if res.Trimmed != nil && out.Reason == "" {
 			out.Reason = res.Trimmed.String() // what was left out to end under the budget
 		}
-	case engine.OutcomeSkipped:
+	case outcome.Skipped:
 		// A skip for a busy session (a turn or a write in progress, a session that kept
 		// changing while its summary was written) passes without the file changing: sweeps
 		// try it again after a backoff. The engine says so in a field, not in the words.

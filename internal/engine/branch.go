@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -36,7 +37,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	res.Summarized = len(msgs)
 	res.PromptChars = len(summarize.SerializeConversation(msgs))
 	if req.DryRun {
-		return j.end(OutcomeDryRun), nil
+		return j.end(outcome.DryRun), nil
 	}
 	if err := sessionio.CheckWritable(req.File); err != nil {
 		return nil, err

@@ -7,6 +7,7 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
@@ -81,7 +82,7 @@ func TestBusySkipsSayTheirCause(t *testing.T) {
 			} else {
 				res, err = eng.Compact(context.Background(), req)
 			}
-			if err != nil || res.Outcome != OutcomeSkipped {
+			if err != nil || res.Outcome != outcome.Skipped {
 				t.Fatalf("%+v, %v; want a skip", res, err)
 			}
 			if res.Busy != tc.want {
@@ -98,7 +99,7 @@ func TestBusySkipsSayTheirCause(t *testing.T) {
 			t.Fatal(err)
 		}
 		pr, res, err := eng.Prepare(context.Background(), Request{File: file}, nil)
-		if err != nil || pr == nil || res.Outcome != OutcomeDone || res.Busy != "" {
+		if err != nil || pr == nil || res.Outcome != outcome.Done || res.Busy != "" {
 			t.Fatalf("%+v, %v; want a preparation, not busy", res, err)
 		}
 	})

@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -26,7 +27,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	res.PromptChars = len(summarize.SerializeConversation(p.Summarize)) + len(summarize.SerializeConversation(p.Prefix))
 	if req.DryRun {
 		res.TokensAfter = p.KeptTokens
-		return j.end(OutcomeDryRun), nil
+		return j.end(outcome.DryRun), nil
 	}
 	// Pay for a summary only if it can be written.
 	if err := sessionio.CheckWritable(req.File); err != nil {

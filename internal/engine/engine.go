@@ -10,6 +10,7 @@ import (
 	"errors"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -56,28 +57,7 @@ type Request struct {
 	TargetID, FromID string
 }
 
-// Outcomes: how a request ended. One vocabulary for the command line, the job events and
-// the run report (docs/json-output.md): a job's event carries the same word as the
-// command's result. Result.Kind says what was asked (compact, branch_summary or prepare).
-const (
-	// OutcomeDone: the entry was appended (or found, appended by an earlier delivery of
-	// the same request).
-	OutcomeDone = "done"
-	// OutcomeSkipped: nothing was written, for a reason that is not a failure (under
-	// budget, already compacted, a turn in progress, a v1/v2 file...). Reason says which.
-	OutcomeSkipped = "skipped"
-	// OutcomeSuperseded: the entry was written, but a live agent's lines landed around it,
-	// so it is on a side branch and Pi does not load it (see sessionio's append). Nothing
-	// was lost; the session will be compacted again when it is idle.
-	OutcomeSuperseded = "superseded"
-	// OutcomeDryRun: planned and reported, nothing written, no summarizer called.
-	OutcomeDryRun = "dry-run"
-	// OutcomeFailed is never in a Result the engine returns (a failure is an error); the
-	// command line and the job events report a failed request with it.
-	OutcomeFailed = "failed"
-)
-
-// Request kinds, as jobs name them.
+// Request kinds, as jobs name them: Result.Kind says what was asked.
 const (
 	KindCompact       = "compact"
 	KindBranchSummary = "branch_summary"
@@ -90,25 +70,27 @@ const ReloadNote = "a running Pi keeps its leaf in memory: reload the session (R
 
 // Result reports what happened; it never contains the summary text.
 type Result struct {
-	Kind             string `json:"kind"`
-	Outcome          string `json:"outcome"`
-	Reason           string `json:"reason,omitempty"`
-	File             string `json:"file"`
-	SessionID        string `json:"sessionId"`
-	EntryID          string `json:"entryId,omitempty"`
-	ParentID         string `json:"parentId,omitempty"`
-	FirstKeptEntryID string `json:"firstKeptEntryId,omitempty"`
-	TokensBefore     int    `json:"tokensBefore"`
-	TokensAfter      int    `json:"tokensAfter"`
-	Model            string `json:"model"`
-	ModelKnown       bool   `json:"modelKnown"`
-	ContextWindow    int    `json:"contextWindow"`
-	OverBudget       bool   `json:"overBudget"`
-	Policy           string `json:"policy,omitempty"`
-	Counter          string `json:"counter,omitempty"`
-	Summarized       int    `json:"messagesSummarized"`
-	PromptChars      int    `json:"promptChars,omitempty"`
-	LLMInputTokens   int    `json:"llmInputTokens"`
+	Kind string `json:"kind"`
+	// Outcome is how the request ended: done, skipped, superseded or dry-run (package
+	// outcome; a failure is an error).
+	Outcome          outcome.Outcome `json:"outcome"`
+	Reason           string          `json:"reason,omitempty"`
+	File             string          `json:"file"`
+	SessionID        string          `json:"sessionId"`
+	EntryID          string          `json:"entryId,omitempty"`
+	ParentID         string          `json:"parentId,omitempty"`
+	FirstKeptEntryID string          `json:"firstKeptEntryId,omitempty"`
+	TokensBefore     int             `json:"tokensBefore"`
+	TokensAfter      int             `json:"tokensAfter"`
+	Model            string          `json:"model"`
+	ModelKnown       bool            `json:"modelKnown"`
+	ContextWindow    int             `json:"contextWindow"`
+	OverBudget       bool            `json:"overBudget"`
+	Policy           string          `json:"policy,omitempty"`
+	Counter          string          `json:"counter,omitempty"`
+	Summarized       int             `json:"messagesSummarized"`
+	PromptChars      int             `json:"promptChars,omitempty"`
+	LLMInputTokens   int             `json:"llmInputTokens"`
 	// LLMCachedInputTokens is the part of LLMInputTokens the endpoint served from its
 	// prompt cache (where it reports it).
 	LLMCachedInputTokens int   `json:"llmCachedInputTokens"`

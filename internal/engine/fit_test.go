@@ -13,6 +13,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/sessiongen"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -84,7 +85,7 @@ func TestCompactFitsTheBudget(t *testing.T) {
 	threshold := bigWindow - cutpoint.DefaultReserveTokens
 	after, leaf := contextTokens(t, file, tokenize.CounterTiktoken)
 	t.Logf("compacted in %d calls: %d -> %d tokens (threshold %d); %+v", res.LLMCalls, res.TokensBefore, res.TokensAfter, threshold, res.Trimmed)
-	if res.Outcome != OutcomeDone || res.LLMCalls < 4 {
+	if res.Outcome != outcome.Done || res.LLMCalls < 4 {
 		t.Fatalf("outcome %s after %d calls; want a compaction summarized in chunks", res.Outcome, res.LLMCalls)
 	}
 	if res.TokensAfter > threshold || after > threshold {

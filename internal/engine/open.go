@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -122,9 +123,9 @@ func (e *Engine) load(file string, s Settings) (*Source, error) {
 	return Load(file, s, LoadOptions{Cache: e.Cache})
 }
 
-// end ends the job with outcome.
-func (j *job) end(outcome string) *Result {
-	j.res.Outcome = outcome
+// end ends the job with o.
+func (j *job) end(o outcome.Outcome) *Result {
+	j.res.Outcome = o
 	j.res.DurationMS = time.Since(j.start).Milliseconds()
 	return j.res
 }
@@ -132,7 +133,7 @@ func (j *job) end(outcome string) *Result {
 // skip ends the job as skipped: an outcome, not a failure.
 func (j *job) skip(reason string) *Result {
 	j.res.Reason = reason
-	return j.end(OutcomeSkipped)
+	return j.end(outcome.Skipped)
 }
 
 // busy ends the job as skipped for a session busy now, for cause.
@@ -146,9 +147,9 @@ func (j *job) busy(cause BusyCause, reason string) *Result {
 func (j *job) found(id string) *Result {
 	j.res.Found = true
 	if !onPath(j.src.Path, id) {
-		return j.end(OutcomeSuperseded)
+		return j.end(outcome.Superseded)
 	}
-	return j.end(OutcomeDone)
+	return j.end(outcome.Done)
 }
 
 // appended ends a job whose entry was appended: done, with the note to reload, or
@@ -157,10 +158,10 @@ func (j *job) appended(ap *sessionio.Appended) *Result {
 	j.res.Intruders, j.res.Restores = ap.Intruders, ap.Restores
 	if ap.Superseded() {
 		j.res.Reason = supersededReason(ap)
-		return j.end(OutcomeSuperseded)
+		return j.end(outcome.Superseded)
 	}
 	j.res.Note = ReloadNote
-	return j.end(OutcomeDone)
+	return j.end(outcome.Done)
 }
 
 // supersededReason says where a live agent's lines landed around an appended entry.

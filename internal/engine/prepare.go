@@ -6,6 +6,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -179,7 +180,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if pr.Incremental {
 		res.Reason = fmt.Sprintf("incremental: built on the preparation at leaf %s", prev.LeafID)
 	}
-	return pr, j.end(OutcomeDone), nil // for a preparation: made and returned, nothing written
+	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
 }
 
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
