@@ -1,9 +1,3 @@
-// Package engine is compactor's one code path from a session file to an appended entry:
-// read, plan with a cut-point policy, summarize, check the guards, append conditionally.
-// `compactor compact` / `branch-summary` and the pipeline's workers all call it, so a job
-// does exactly what the command does. Planning alone has the same entry points: Load
-// (read, resolve the model with configs.Resolve, pick the counter) and Plan, used by
-// `compactor plan`, `inspect` and the experiments.
 package engine
 
 import (
