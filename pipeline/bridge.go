@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -113,16 +114,16 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 				defer func() { <-sem }()
 				start := time.Now()
 				rep := s.bridge(st, m.Data)
-				outcome := "done"
+				ended := outcome.Done
 				switch {
 				case rep.Stale:
-					outcome = "stale"
+					ended = outcome.Stale
 				case rep.Error != "":
-					outcome = "failed"
+					ended = outcome.Failed
 				}
-				bm.total.WithLabelValues(st.Name, outcome).Inc()
+				bm.total.WithLabelValues(st.Name, string(ended)).Inc()
 				bm.latency.WithLabelValues(st.Name).Observe(time.Since(start).Seconds())
-				s.log.Debug("bridge", "store", st.Name, "outcome", outcome, "error", rep.Error, "duration_s", time.Since(start).Seconds())
+				s.log.Debug("bridge", "store", st.Name, "outcome", string(ended), "error", rep.Error, "duration_s", time.Since(start).Seconds())
 				s.replyBridge(m, rep)
 			})
 		})

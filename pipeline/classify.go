@@ -5,20 +5,23 @@ import (
 	"errors"
 	"fmt"
 	"time"
+
+	"github.com/compactor-dev/compactor/outcome"
 )
 
-// Outcome is how a job ended (or, for OutcomeRetry, how this delivery ended).
-type Outcome string
+// Outcome is how a job ended (or, for OutcomeRetry, how this delivery ended). The words
+// are package outcome's, the one vocabulary the engine's results use too.
+type Outcome = outcome.Outcome
 
 // Outcomes.
 const (
-	OutcomeDone    Outcome = "done"    // the entry was appended (or found appended by an earlier delivery)
-	OutcomeSkipped Outcome = "skipped" // nothing to do, with a reason (already compacted, active, v1 file...)
+	OutcomeDone    = outcome.Done    // the entry was appended (or found appended by an earlier delivery)
+	OutcomeSkipped = outcome.Skipped // nothing to do, with a reason (already compacted, active, v1 file...)
 	// OutcomeSuperseded: the entry was appended, but a live agent's entries landed around
 	// it, so it is on a side branch that Pi does not load; nothing was lost.
-	OutcomeSuperseded Outcome = "superseded"
-	OutcomeRetry      Outcome = "retry"  // transient failure: redelivered later
-	OutcomeFailed     Outcome = "failed" // permanent failure: terminated and dead-lettered
+	OutcomeSuperseded = outcome.Superseded
+	OutcomeRetry      = outcome.Retry  // transient failure: redelivered later
+	OutcomeFailed     = outcome.Failed // permanent failure: terminated and dead-lettered
 )
 
 // Result is what a Handler reports for a job. Only metadata: never the summary text.

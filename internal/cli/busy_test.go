@@ -8,14 +8,41 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
-// The skips for a live agent (a turn in progress, a line being written) are marked busy,
-// so that sweeps come back to such a session after their backoff: left alone it becomes
-// compactable after AbandonedAfter without its file changing. Lasting skips are not.
+// The worker marks a skip busy from the engine's Result.Busy alone, never from the
+// reason's words: every cause is marked (sweeps come back to such a session after their
+// backoff), a skip without one is not, whatever its reason reads.
+func TestBusyIsTheEnginesField(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		cause  engine.BusyCause
+		reason string
+	}{
+		{engine.BusyTurn, "the words do not matter"},
+		{engine.BusyWrite, ""},
+		{engine.BusyChanged, "x"},
+		{"", "turn in progress: words that once decided"},
+		{"", "busy: nor do these"},
+	} {
+		res := jobResult(&engine.Result{Outcome: outcome.Skipped, Reason: tc.reason, Busy: tc.cause})
+		want := tc.cause != ""
+		if res.Busy != want || res.Reason != tc.reason {
+			t.Errorf("cause %q, reason %q: %+v, want busy %v", tc.cause, tc.reason, res, want)
+		}
+		if dec := pipeline.Classify(res, nil, 1, 5, time.Second, time.Minute); dec.Outcome != pipeline.OutcomeSkipped || dec.Busy != want {
+			t.Errorf("cause %q: decision %+v", tc.cause, dec)
+		}
+	}
+}
+
+// Through the handler with the real engine: the skips for a live agent (a turn in
+// progress, a line being written) are marked busy, since left alone the session becomes
+// compactable after AbandonedAfter without its file changing; a lasting skip is not.
 func TestBusySkipsAreMarked(t *testing.T) {
 	t.Parallel()
 	eng, err := engine.New(summarize.NewExtractive(), engine.Settings{KeepRecentTokens: 2000, ContextWindow: 20000})

@@ -8,6 +8,7 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/outcome"
 )
 
 func init() {
@@ -104,10 +105,10 @@ func newEngine(env *Env, sf *summarizerFlags, ef *engineFlags, dryRun bool) (*en
 // failedResult is the JSON of a request that failed: the result document with outcome
 // "failed" and the error, so a script reads one shape whatever happened.
 type failedResult struct {
-	Kind    string `json:"kind"`
-	Outcome string `json:"outcome"`
-	File    string `json:"file"`
-	Error   string `json:"error"`
+	Kind    string          `json:"kind"`
+	Outcome outcome.Outcome `json:"outcome"`
+	File    string          `json:"file"`
+	Error   string          `json:"error"`
 }
 
 // printResult prints the result: a short summary, or the JSON document. A skip is a
@@ -117,7 +118,7 @@ func printResult(env *Env, kind, file string, res *engine.Result, err error, dry
 	if err != nil {
 		err = inputError(err)
 		if asJSON {
-			_ = writeJSON(env.Stdout, failedResult{Kind: kind, Outcome: engine.OutcomeFailed, File: file, Error: err.Error()})
+			_ = writeJSON(env.Stdout, failedResult{Kind: kind, Outcome: outcome.Failed, File: file, Error: err.Error()})
 		}
 		return err
 	}
@@ -142,7 +143,7 @@ func writeResultText(w io.Writer, r *engine.Result) {
 		what = "branch summary"
 	}
 	switch r.Outcome {
-	case engine.OutcomeDone:
+	case outcome.Done:
 		if r.Found {
 			fmt.Fprintf(w, "done: %s\n", r.Reason)
 			return
@@ -163,7 +164,7 @@ func writeResultText(w io.Writer, r *engine.Result) {
 		}
 		fmt.Fprintf(w, "  summarizer: %d calls, %d input (%d cached) + %d output tokens; %.1fs\n", r.LLMCalls, r.LLMInputTokens, r.LLMCachedInputTokens, r.LLMOutputTokens, float64(r.DurationMS)/1000)
 		fmt.Fprintf(w, "note: %s\n", r.Note)
-	case engine.OutcomeDryRun:
+	case outcome.DryRun:
 		fmt.Fprintf(w, "dry run: nothing written to %s\n", r.File)
 		if r.Kind == engine.KindCompact {
 			fmt.Fprintf(w, "  would summarize %d messages (a %d-character prompt) and keep from %s\n", r.Summarized, r.PromptChars, r.FirstKeptEntryID)
@@ -176,9 +177,9 @@ func writeResultText(w io.Writer, r *engine.Result) {
 		} else {
 			fmt.Fprintf(w, "  would summarize %d messages (a %d-character prompt) and append at %s\n", r.Summarized, r.PromptChars, r.ParentID)
 		}
-	case engine.OutcomeSkipped:
+	case outcome.Skipped:
 		fmt.Fprintf(w, "skipped: %s: %s\n", r.File, r.Reason)
-	case engine.OutcomeSuperseded:
+	case outcome.Superseded:
 		fmt.Fprintf(w, "superseded: %s %s written to %s but not on Pi's path: %s\n", what, r.EntryID, r.File, r.Reason)
 	default:
 		fmt.Fprintf(w, "%s: %s %s\n", r.Outcome, r.File, strings.TrimSpace(r.Reason))

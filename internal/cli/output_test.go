@@ -15,6 +15,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/internal/sessiongen"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -27,7 +28,7 @@ func TestPlanExplainsTheContext(t *testing.T) {
 	root := repoRoot(t)
 	for _, name := range []string{"10-tricky-parallel", "08-large", "09-ends-with-compaction"} {
 		file := filepath.Join(root, "testdata/corpus", name+".jsonl")
-		p, err := engine.Plan(file, engine.PlanRequest{KeepRecentTokens: 5000, ReserveTokens: 16384})
+		p, err := engine.Plan(file, engine.Settings{KeepRecentTokens: 5000, ReserveTokens: 16384}, engine.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -133,7 +134,7 @@ func TestCompactSummaryAndJSON(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, "compact", file, "--dry-run", "--json", "--keep-recent-tokens", "2000")
 	var res engine.Result
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Outcome != engine.OutcomeDryRun || res.Kind != engine.KindCompact || res.Plan == nil {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Outcome != outcome.DryRun || res.Kind != engine.KindCompact || res.Plan == nil {
 		t.Fatalf("dry run --json (exit %d, %v): %+v", code, err, res)
 	}
 	code, out, _ = runCLI(t, "compact", file, "--keep-recent-tokens", "2000")
@@ -142,7 +143,7 @@ func TestCompactSummaryAndJSON(t *testing.T) {
 	}
 	code, out, _ = runCLI(t, "compact", file, "--json", "--keep-recent-tokens", "2000")
 	res = engine.Result{}
-	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Outcome != engine.OutcomeSkipped || !strings.Contains(res.Reason, "already compacted") || res.Plan != nil {
+	if err := json.Unmarshal([]byte(out), &res); err != nil || code != 0 || res.Outcome != outcome.Skipped || !strings.Contains(res.Reason, "already compacted") || res.Plan != nil {
 		t.Fatalf("second compact --json (exit %d, %v): %+v", code, err, res)
 	}
 }

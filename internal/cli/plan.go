@@ -24,7 +24,7 @@ type planFlags struct {
 	policy, counter, leaf string
 	keep, reserve, window int
 	// pathOnly: the caller needs the path and the plan (plan), not the whole session
-	// (inspect draws the tree): the session is read from its end (engine.PlanRequest.PathOnly).
+	// (inspect draws the tree): the session is read from its end (engine.ReadPath).
 	pathOnly bool
 	// checkpoints (with pathOnly): where checkpoints are kept ("": none).
 	checkpoints string
@@ -56,9 +56,12 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if err := checkBudget(f.keep, f.reserve, f.window); err != nil {
 		return nil, err
 	}
-	p, err := engine.Plan(file, engine.PlanRequest{Leaf: f.leaf, Policy: f.policy, Counter: f.counter,
-		KeepRecentTokens: f.keep, ReserveTokens: f.reserve, ContextWindow: f.window, PathOnly: f.pathOnly,
-		Checkpoints: checkpointsAt(f.checkpoints)})
+	read := engine.ReadAll
+	if f.pathOnly {
+		read = engine.ReadPath
+	}
+	p, err := engine.Plan(file, engine.Settings{Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keep,
+		ReserveTokens: f.reserve, ContextWindow: f.window}, engine.LoadOptions{Leaf: f.leaf, Read: read, Checkpoints: checkpointsAt(f.checkpoints)})
 	if err != nil {
 		var ie *engine.InputError
 		if errors.As(err, &ie) { // the only input Plan checks is the leaf

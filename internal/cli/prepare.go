@@ -58,6 +58,11 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 	pr, res, err := eng.Prepare(ctx, engine.Request{File: file, Instructions: *instructions}, prev)
 	if err != nil || pr == nil {
 		// A failure, or a skip (nothing to prepare): the result says why.
+		if res != nil {
+			// The skip's document has said "kind": "" since this command was written (its
+			// failure's says "prepare"); kept byte for byte until a change of output.
+			res.Kind = ""
+		}
 		return printResult(env, engine.KindPrepare, file, res, err, false, true)
 	}
 	if res.Trimmed != nil {

@@ -6,10 +6,10 @@ import (
 	"errors"
 	"fmt"
 	"os"
-	"strings"
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -25,7 +25,7 @@ import (
 // exists once the service has started, hence a function.
 func jobHandler(e *engine.Engine, prepared func() pipeline.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		req := engine.Request{File: file, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens,
+		req := engine.Request{File: file, Settings: engine.Settings{Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result
@@ -100,17 +100,20 @@ func bridger(e *engine.Engine) pipeline.Bridger {
 // jobResult is the pipeline's view of an engine result. The outcome words are the same
 // in both (docs/json-output.md); LeafID is the new leaf only when the entry became it.
 func jobResult(res *engine.Result) pipeline.Result {
-	out := pipeline.Result{Outcome: pipeline.Outcome(res.Outcome), Reason: res.Reason, EntryID: res.EntryID,
+	out := pipeline.Result{Outcome: res.Outcome, Reason: res.Reason, EntryID: res.EntryID,
 		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens,
 		LLMInputTokens: res.LLMInputTokens, LLMCachedInputTokens: res.LLMCachedInputTokens, LLMOutputTokens: res.LLMOutputTokens}
 	switch res.Outcome {
-	case engine.OutcomeDone:
+	case outcome.Done:
 		out.LeafID = res.EntryID
 		if res.Trimmed != nil && out.Reason == "" {
 			out.Reason = res.Trimmed.String() // what was left out to end under the budget
 		}
-	case engine.OutcomeSkipped:
-		out.Busy = busyReason(res.Reason)
+	case outcome.Skipped:
+		// A skip for a busy session (a turn or a write in progress, a session that kept
+		// changing while its summary was written) passes without the file changing: sweeps
+		// try it again after a backoff. The engine says so in a field, not in the words.
+		out.Busy = res.Busy != ""
 	}
 	return out
 }
@@ -122,7 +125,7 @@ func classify(err error) error {
 		return pipeline.Skip(err.Error())
 	case errors.Is(err, sessionio.ErrChanged):
 		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
-		// requester asking again).
+		// requester asking again). Decided on the error's identity; the text is for people.
 		return pipeline.SkipBusy("busy: " + err.Error())
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
 		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
@@ -142,20 +145,6 @@ func classify(err error) error {
 		return pipeline.Permanent(err)
 	}
 	return err // GuardError and InputError say Permanent() themselves; anything else is retried (bounded by MaxDeliver)
-}
-
-// busyReason reports whether a skip is for a state that passes without the file
-// changing: a turn or a write in progress (compactable once abandoned, after
-// AbandonedAfter), or a session that kept changing while its summary was written. Sweeps
-// try such sessions again after a backoff. The prefixes are the ones the engine's live
-// checks and Compact write; TestBusySkipsAreMarked keeps them in step.
-func busyReason(reason string) bool {
-	for _, p := range []string{"turn in progress", "write in progress", "busy:"} {
-		if strings.HasPrefix(reason, p) {
-			return true
-		}
-	}
-	return false
 }
 
 // budgetAssessor adapts the engine's budget check to the pipeline's sweeps. It also

@@ -13,6 +13,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -428,31 +429,22 @@ func TestLiveBridge(t *testing.T) {
 	}
 }
 
-// The engine and the pipeline speak one outcome vocabulary (docs/json-output.md): a job's
-// event carries the word the command's result would, and the kinds are the jobs' kinds.
+// The engine and the pipeline speak one outcome vocabulary (package outcome,
+// docs/json-output.md): every outcome an engine result can have reaches the job's event
+// as the same word, only a done entry becomes the leaf, and the kinds are the jobs' kinds.
 func TestOutcomeVocabulary(t *testing.T) {
 	t.Parallel()
-	for _, o := range []struct {
-		eng  string
-		pipe pipeline.Outcome
-	}{
-		{engine.OutcomeDone, pipeline.OutcomeDone},
-		{engine.OutcomeSkipped, pipeline.OutcomeSkipped},
-		{engine.OutcomeSuperseded, pipeline.OutcomeSuperseded},
-		{engine.OutcomeFailed, pipeline.OutcomeFailed},
-	} {
-		if string(o.pipe) != o.eng {
-			t.Errorf("engine outcome %q, pipeline outcome %q", o.eng, o.pipe)
+	for _, o := range []outcome.Outcome{outcome.Done, outcome.Skipped, outcome.Superseded, outcome.Failed} {
+		r := jobResult(&engine.Result{Outcome: o, EntryID: "e1", Reason: "why"})
+		if d := pipeline.Classify(r, nil, 1, 5, time.Second, time.Second); d.Outcome != o {
+			t.Errorf("engine outcome %q became %q in the pipeline", o, d.Outcome)
 		}
-		r := jobResult(&engine.Result{Outcome: o.eng, EntryID: "e1", Reason: "why"})
-		if d := pipeline.Classify(r, nil, 1, 5, time.Second, time.Second); string(d.Outcome) != o.eng {
-			t.Errorf("engine outcome %q became %q in the pipeline", o.eng, d.Outcome)
-		}
-		if (r.LeafID == "e1") != (o.eng == engine.OutcomeDone) {
-			t.Errorf("%s: leaf %q (only a done entry becomes the leaf)", o.eng, r.LeafID)
+		if (r.LeafID == "e1") != (o == outcome.Done) {
+			t.Errorf("%s: leaf %q (only a done entry becomes the leaf)", o, r.LeafID)
 		}
 	}
-	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary {
-		t.Errorf("kinds differ: %q %q / %q %q", engine.KindCompact, engine.KindBranchSummary, pipeline.KindCompact, pipeline.KindBranchSummary)
+	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary || engine.KindPrepare != pipeline.KindPrepare {
+		t.Errorf("kinds differ: %q %q %q / %q %q %q", engine.KindCompact, engine.KindBranchSummary, engine.KindPrepare,
+			pipeline.KindCompact, pipeline.KindBranchSummary, pipeline.KindPrepare)
 	}
 }

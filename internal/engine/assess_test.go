@@ -26,16 +26,16 @@ func TestAssessTailMatchesFullRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		st, err := eng.load(file, "") // the full read
+		src, err := eng.load(file, eng.Settings) // the full read
 		if err != nil {
 			t.Fatal(err)
 		}
-		want := &Budget{SessionID: st.s.Header.ID, LeafID: st.s.LeafID(), Version: st.s.Version(),
-			HasAssistant: st.s.HasAssistant(), ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known,
-			Tokens: cutpoint.ContextTokens(st.path, st.counter), Threshold: st.window - eng.Settings.ReserveTokens}
-		n := len(st.path)
-		want.LeafIsCompaction = n > 0 && st.path[n-1].Type == sessionio.TypeCompaction
-		want.OverBudget = !want.LeafIsCompaction && cutpoint.OverBudget(want.Tokens, cutpoint.Settings{ReserveTokens: eng.Settings.ReserveTokens, ContextWindow: st.window})
+		want := &Budget{SessionID: src.Session.Header.ID, LeafID: src.Session.LeafID(), Version: src.Session.Version(),
+			HasAssistant: src.Session.HasAssistant(), ContextWindow: src.Model.ContextWindow, Model: src.Model.ModelID, ModelKnown: src.Model.Known,
+			Tokens: cutpoint.ContextTokens(src.Path, src.Counter), Threshold: src.Model.ContextWindow - eng.Settings.ReserveTokens}
+		n := len(src.Path)
+		want.LeafIsCompaction = n > 0 && src.Path[n-1].Type == sessionio.TypeCompaction
+		want.OverBudget = !want.LeafIsCompaction && cutpoint.OverBudget(want.Tokens, cutpoint.Settings{ReserveTokens: eng.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow})
 		if *a != *want {
 			t.Errorf("%s:\ntail %+v\nfull %+v", filepath.Base(file), *a, *want)
 		}

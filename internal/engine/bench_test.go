@@ -20,18 +20,18 @@ func BenchmarkPlan08Large(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := eng.load(file, ""); err != nil { // vocabulary loaded, cache warmed
+			if _, err := eng.load(file, eng.Settings); err != nil { // vocabulary loaded, cache warmed
 				b.Fatal(err)
 			}
 			for b.Loop() {
 				if mode == "cold" {
 					eng.Cache = tokenize.NewCache(0)
 				}
-				st, err := eng.load(file, "")
+				src, err := eng.load(file, eng.Settings)
 				if err != nil {
 					b.Fatal(err)
 				}
-				if _, _, err := eng.plan(st, Request{}); err != nil {
+				if _, _, err := plan(src, eng.Settings); err != nil {
 					b.Fatal(err)
 				}
 			}

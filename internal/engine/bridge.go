@@ -60,7 +60,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if prep == nil || prep.V != PreparedVersion {
 		return nil, &StaleError{Reason: "no preparation of this version"}
 	}
-	src, err := Load(req.File, LoadOptions{Leaf: req.LeafID, Counter: tokenize.CounterEstimate})
+	src, err := Load(req.File, Settings{Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID})
 	if err != nil {
 		return nil, err
 	}

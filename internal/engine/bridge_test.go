@@ -45,7 +45,7 @@ func bridgeSession(t *testing.T) (eng *Engine, file string, prep *Prepared) {
 func TestBridgeReachesPisCut(t *testing.T) {
 	t.Parallel()
 	eng, file, prep := bridgeSession(t)
-	pi, err := Plan(file, PlanRequest{Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate, KeepRecentTokens: 3000, ReserveTokens: 16384})
+	pi, err := Plan(file, Settings{Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate, KeepRecentTokens: 3000, ReserveTokens: 16384}, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

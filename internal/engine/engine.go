@@ -1,120 +1,14 @@
-// Package engine is compactor's one code path from a session file to an appended entry:
-// read, plan with a cut-point policy, summarize, check the guards, append conditionally.
-// `compactor compact` / `branch-summary` and the pipeline's workers all call it, so a job
-// does exactly what the command does. Planning alone has the same entry points: Load
-// (read, resolve the model with configs.Resolve, pick the counter) and Plan, used by
-// `compactor plan`, `inspect` and the experiments.
 package engine
 
 import (
-	"context"
 	"errors"
-	"fmt"
-	"strings"
-	"time"
 
-	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
-
-// Settings choose how sessions are planned and counted. Zero values mean the defaults.
-type Settings struct {
-	Policy           string // nearest (default), pi, turn
-	Counter          string // tiktoken (default) or estimate
-	KeepRecentTokens int    // default 20000 (Pi)
-	ReserveTokens    int    // default 16384 (Pi)
-	// ContextWindow overrides the model catalog's window for the session's model.
-	ContextWindow int
-	// BranchReserveTokens is Pi's branchSummary.reserveTokens (default 16384).
-	BranchReserveTokens int
-	// AbandonedAfter: a session whose file ends mid-turn (or with an incomplete line) and
-	// was modified within this long belongs to a running agent, and nothing is appended to
-	// it; left like that for longer, it is taken as abandoned and compactable. Default 1h.
-	AbandonedAfter time.Duration
-	// PrepareUpdate is how a preparation builds on the session's previous one:
-	// PrepareFull (default) or PrepareIncremental (see Prepare).
-	PrepareUpdate string
-	// BridgeMaxTokens bounds what a bridge adds to a prepared summary (default
-	// summarize.DefaultBridgeMaxTokens; see Bridge).
-	BridgeMaxTokens int
-}
-
-// Settings.PrepareUpdate values.
-const (
-	PrepareFull        = "full"
-	PrepareIncremental = "incremental"
-)
-
-// DefaultAbandonedAfter is Settings.AbandonedAfter's default.
-const DefaultAbandonedAfter = time.Hour
-
-func (s Settings) withDefaults() Settings {
-	if s.Policy == "" {
-		s.Policy = cutpoint.PolicyNearest // the service default: see docs/policies.md
-	}
-	if s.Counter == "" {
-		s.Counter = tokenize.CounterTiktoken
-	}
-	if s.KeepRecentTokens <= 0 {
-		s.KeepRecentTokens = cutpoint.DefaultKeepRecentTokens
-	}
-	if s.ReserveTokens <= 0 {
-		s.ReserveTokens = cutpoint.DefaultReserveTokens
-	}
-	if s.BranchReserveTokens <= 0 {
-		s.BranchReserveTokens = cutpoint.DefaultReserveTokens
-	}
-	if s.AbandonedAfter == 0 {
-		s.AbandonedAfter = DefaultAbandonedAfter
-	}
-	if s.PrepareUpdate == "" {
-		s.PrepareUpdate = PrepareFull
-	}
-	if s.BridgeMaxTokens <= 0 {
-		s.BridgeMaxTokens = summarize.DefaultBridgeMaxTokens
-	}
-	return s
-}
-
-// Validate names the first bad field.
-func (s Settings) Validate() error {
-	if _, err := cutpoint.ByName(s.withDefaults().Policy); err != nil {
-		return fmt.Errorf("settings: policy: %w", err)
-	}
-	switch s.withDefaults().Counter {
-	case tokenize.CounterTiktoken, tokenize.CounterEstimate:
-	default:
-		return fmt.Errorf("settings: counter: unknown counter %q (want tiktoken or estimate)", s.Counter)
-	}
-	if s.KeepRecentTokens < 0 || s.ReserveTokens < 0 || s.ContextWindow < 0 {
-		return errors.New("settings: token settings must not be negative")
-	}
-	if d := s.withDefaults(); d.ContextWindow > 0 {
-		// A given window must leave room: otherwise every session is over budget, and a
-		// compaction can never bring it under.
-		if d.ReserveTokens >= d.ContextWindow {
-			return fmt.Errorf("settings: context window %d is not larger than reserveTokens %d", d.ContextWindow, d.ReserveTokens)
-		}
-		if d.KeepRecentTokens >= d.ContextWindow-d.ReserveTokens {
-			return fmt.Errorf("settings: keepRecentTokens %d does not fit under the budget (window %d - reserve %d)", d.KeepRecentTokens, d.ContextWindow, d.ReserveTokens)
-		}
-	}
-	if s.AbandonedAfter < 0 {
-		return errors.New("settings: abandoned-after must not be negative")
-	}
-	switch s.withDefaults().PrepareUpdate {
-	case PrepareFull, PrepareIncremental:
-	default:
-		return fmt.Errorf("settings: prepare-update: %q is not %s or %s", s.PrepareUpdate, PrepareFull, PrepareIncremental)
-	}
-	if s.BridgeMaxTokens < 0 {
-		return errors.New("settings: bridge-max-tokens must not be negative")
-	}
-	return nil
-}
 
 // Engine compacts and summarizes sessions. It is safe for concurrent use.
 type Engine struct {
@@ -135,14 +29,13 @@ func New(s summarize.Summarizer, settings Settings) (*Engine, error) {
 	return &Engine{Summarizer: s, Settings: settings.withDefaults(), Cache: tokenize.NewCache(0)}, nil
 }
 
-// Request is one compaction or branch summary.
+// Request is one compaction, branch summary or preparation.
 type Request struct {
 	File string
-	// Overrides of the engine's settings for this request ("" / 0: keep).
-	Policy           string
-	Counter          string
-	KeepRecentTokens int
-	Instructions     string
+	// Settings override the engine's for this request: the fields set here win (see
+	// Settings for the rule); jobs set Policy, Counter and KeepRecentTokens.
+	Settings     Settings
+	Instructions string
 	// ExpectLeafID is the leaf the requester saw (jobs carry it). If the file has moved on
 	// and already holds the entry this request asked for, made from that leaf (a job
 	// redelivered after its append, or Pi compacting the same state), the request is done
@@ -158,28 +51,7 @@ type Request struct {
 	TargetID, FromID string
 }
 
-// Outcomes: how a request ended. One vocabulary for the command line, the job events and
-// the run report (docs/json-output.md): a job's event carries the same word as the
-// command's result. Result.Kind says what was asked (compact or branch_summary).
-const (
-	// OutcomeDone: the entry was appended (or found, appended by an earlier delivery of
-	// the same request).
-	OutcomeDone = "done"
-	// OutcomeSkipped: nothing was written, for a reason that is not a failure (under
-	// budget, already compacted, a turn in progress, a v1/v2 file...). Reason says which.
-	OutcomeSkipped = "skipped"
-	// OutcomeSuperseded: the entry was written, but a live agent's lines landed around it,
-	// so it is on a side branch and Pi does not load it (see sessionio's append). Nothing
-	// was lost; the session will be compacted again when it is idle.
-	OutcomeSuperseded = "superseded"
-	// OutcomeDryRun: planned and reported, nothing written, no summarizer called.
-	OutcomeDryRun = "dry-run"
-	// OutcomeFailed is never in a Result the engine returns (a failure is an error); the
-	// command line and the job events report a failed request with it.
-	OutcomeFailed = "failed"
-)
-
-// Request kinds, as jobs name them.
+// Request kinds, as jobs name them: Result.Kind says what was asked.
 const (
 	KindCompact       = "compact"
 	KindBranchSummary = "branch_summary"
@@ -192,25 +64,27 @@ const ReloadNote = "a running Pi keeps its leaf in memory: reload the session (R
 
 // Result reports what happened; it never contains the summary text.
 type Result struct {
-	Kind             string `json:"kind"`
-	Outcome          string `json:"outcome"`
-	Reason           string `json:"reason,omitempty"`
-	File             string `json:"file"`
-	SessionID        string `json:"sessionId"`
-	EntryID          string `json:"entryId,omitempty"`
-	ParentID         string `json:"parentId,omitempty"`
-	FirstKeptEntryID string `json:"firstKeptEntryId,omitempty"`
-	TokensBefore     int    `json:"tokensBefore"`
-	TokensAfter      int    `json:"tokensAfter"`
-	Model            string `json:"model"`
-	ModelKnown       bool   `json:"modelKnown"`
-	ContextWindow    int    `json:"contextWindow"`
-	OverBudget       bool   `json:"overBudget"`
-	Policy           string `json:"policy,omitempty"`
-	Counter          string `json:"counter,omitempty"`
-	Summarized       int    `json:"messagesSummarized"`
-	PromptChars      int    `json:"promptChars,omitempty"`
-	LLMInputTokens   int    `json:"llmInputTokens"`
+	Kind string `json:"kind"`
+	// Outcome is how the request ended: done, skipped, superseded or dry-run (package
+	// outcome; a failure is an error).
+	Outcome          outcome.Outcome `json:"outcome"`
+	Reason           string          `json:"reason,omitempty"`
+	File             string          `json:"file"`
+	SessionID        string          `json:"sessionId"`
+	EntryID          string          `json:"entryId,omitempty"`
+	ParentID         string          `json:"parentId,omitempty"`
+	FirstKeptEntryID string          `json:"firstKeptEntryId,omitempty"`
+	TokensBefore     int             `json:"tokensBefore"`
+	TokensAfter      int             `json:"tokensAfter"`
+	Model            string          `json:"model"`
+	ModelKnown       bool            `json:"modelKnown"`
+	ContextWindow    int             `json:"contextWindow"`
+	OverBudget       bool            `json:"overBudget"`
+	Policy           string          `json:"policy,omitempty"`
+	Counter          string          `json:"counter,omitempty"`
+	Summarized       int             `json:"messagesSummarized"`
+	PromptChars      int             `json:"promptChars,omitempty"`
+	LLMInputTokens   int             `json:"llmInputTokens"`
 	// LLMCachedInputTokens is the part of LLMInputTokens the endpoint served from its
 	// prompt cache (where it reports it).
 	LLMCachedInputTokens int   `json:"llmCachedInputTokens"`
@@ -232,7 +106,29 @@ type Result struct {
 
 	// Trimmed says what was left out to end under the budget (fit.go); nil when nothing.
 	Trimmed *Trimmed `json:"trimmed,omitempty"`
+
+	// Busy is set on a skip for a session that is busy now, with the cause. Callers decide
+	// on it (the worker: sweeps try the session again after a backoff), never on Reason,
+	// whose words are for people. Not in the result document.
+	Busy BusyCause `json:"-"`
 }
+
+// BusyCause is why a request was skipped for a session that is busy now: a state that
+// passes without the file changing (it is compactable once abandoned, after
+// Settings.AbandonedAfter) or a session that kept changing while its summary was written.
+type BusyCause string
+
+// Busy causes.
+const (
+	// BusyTurn: a turn is in progress (the newest message waits for the model, its tool
+	// calls have no results yet, or Pi is retrying an errored answer).
+	BusyTurn BusyCause = "turn in progress"
+	// BusyWrite: the file's last line is incomplete: a line is being written.
+	BusyWrite BusyCause = "write in progress"
+	// BusyChanged: the session changed while its summary was written, and the summary no
+	// longer applies (or it changed too often).
+	BusyChanged BusyCause = "changed while summarizing"
+)
 
 // InputError is a request that names something the file does not have (an entry id):
 // bad input, not a failure of compactor (exit code 2 on the command line).
@@ -264,470 +160,4 @@ func (c cached) Count(m *sessionio.Message) int {
 		return c.c.Count(m)
 	}
 	return c.cache.Message(c.c, m)
-}
-
-// sessionState is one read of a session with everything planning needs.
-type sessionState struct {
-	s       *sessionio.Session
-	mtime   time.Time
-	path    []*sessionio.Entry
-	model   configs.Model
-	known   bool
-	counter cutpoint.Counter
-	window  int
-}
-
-func (e *Engine) load(file, counter string) (*sessionState, error) {
-	if counter == "" {
-		counter = e.Settings.Counter
-	}
-	src, err := Load(file, LoadOptions{Counter: counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache})
-	if err != nil {
-		return nil, err
-	}
-	// The session's model (the latest model_change or assistant message on the path) sets
-	// the window and the encoding (configs.Resolve). An unknown model gets the catalog's
-	// default, and the result says so (modelKnown false); results name the model by the
-	// id the session uses.
-	return stateOf(src), nil
-}
-
-// stateOf is the planning state of a loaded source.
-func stateOf(src *Source) *sessionState {
-	st := &sessionState{s: src.Session, mtime: src.ModTime, path: src.Path, model: src.Model.Model,
-		known: src.Model.Known, counter: src.Counter, window: src.Model.ContextWindow}
-	st.model.ID = src.Model.ModelID
-	return st
-}
-
-func (e *Engine) plan(st *sessionState, req Request) (*cutpoint.Plan, cutpoint.Settings, error) {
-	name := e.Settings.Policy
-	if req.Policy != "" {
-		name = req.Policy
-	}
-	cs := cutpoint.Settings{KeepRecentTokens: e.Settings.KeepRecentTokens, ReserveTokens: e.Settings.ReserveTokens, ContextWindow: st.window}
-	if req.KeepRecentTokens > 0 {
-		cs.KeepRecentTokens = req.KeepRecentTokens
-	}
-	p, err := planPath(st.path, name, cs, st.counter)
-	return p, cs, err
-}
-
-// live checks what the file says about a running agent (design §9, docs/live-agents.md):
-// while a turn is in progress, or a line is being written, Pi will append again from its
-// in-memory leaf and anything appended now ends on a side branch, so the request is
-// skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
-// and an incomplete last line is only warned about (Pi skips it; a newline is written
-// before the new entry). --force does not override this.
-func (e *Engine) live(st *sessionState) (skip string, warnings []string) {
-	act := st.s.ActivityOn(st.path)
-	age := time.Since(st.mtime)
-	recent := age < e.Settings.AbandonedAfter
-	ago := age.Round(time.Second)
-	if act.TornLine > 0 {
-		if recent {
-			return fmt.Sprintf("write in progress: line %d is incomplete (modified %s ago; a file left like this for %s is treated as abandoned)", act.TornLine, ago, e.Settings.AbandonedAfter), nil
-		}
-		warnings = append(warnings, fmt.Sprintf("line %d is incomplete and ignored, as Pi ignores it; a newline is written before the new entry", act.TornLine))
-	}
-	if act.TurnInProgress {
-		if recent {
-			return fmt.Sprintf("turn in progress: %s (modified %s ago; a session left mid-turn for %s is treated as abandoned)", act.Reason, ago, e.Settings.AbandonedAfter), nil
-		}
-		warnings = append(warnings, fmt.Sprintf("the session was left mid-turn %s ago (%s); compacting it as abandoned", ago, act.Reason))
-	}
-	if act.Retrying && age < piRetryWindow {
-		return fmt.Sprintf("turn in progress: %s (modified %s ago; Pi's retries end within %s)", act.Reason, ago, piRetryWindow), nil
-	}
-	return "", warnings
-}
-
-// piRetryWindow bounds Pi's automatic retries of an errored answer: 3 attempts by default,
-// 2 s doubling between them, each a model request.
-const piRetryWindow = 2 * time.Minute
-
-// findCompaction looks for the compaction a request asked for, already in the file: one
-// whose parent is the leaf the requester saw, written after it. It returns nil when the
-// request carries no leaf, the leaf is still current, or there is none.
-func findCompaction(s *sessionio.Session, expectLeaf string) *sessionio.Entry {
-	return findAfter(s, expectLeaf, func(e *sessionio.Entry) bool {
-		return e.Type == sessionio.TypeCompaction && e.ParentID == expectLeaf
-	})
-}
-
-// findAfter returns the last entry after expectLeaf's line (in file order) that matches.
-func findAfter(s *sessionio.Session, expectLeaf string, match func(*sessionio.Entry) bool) *sessionio.Entry {
-	if expectLeaf == "" || expectLeaf == s.LeafID() {
-		return nil
-	}
-	from := s.Get(expectLeaf)
-	if from == nil {
-		return nil
-	}
-	var found *sessionio.Entry
-	for _, e := range s.Entries {
-		if e.Line > from.Line && match(e) {
-			found = e
-		}
-	}
-	return found
-}
-
-// onPath reports whether the entry with id is on path.
-func onPath(path []*sessionio.Entry, id string) bool {
-	for _, e := range path {
-		if e.ID == id {
-			return true
-		}
-	}
-	return false
-}
-
-// extends reports whether newPath is oldPath followed by entries that are not compactions:
-// the session only grew on the same branch, and nobody compacted it meanwhile. Ids never
-// change in an append-only file, so comparing ids compares entries.
-func extends(oldPath, newPath []*sessionio.Entry) (ok bool, why string) {
-	if len(newPath) < len(oldPath) {
-		return false, "the current path is shorter than the planned one (the branch changed)"
-	}
-	for i, e := range oldPath {
-		if newPath[i].ID != e.ID {
-			return false, fmt.Sprintf("the current path leaves the planned one at entry %s (the branch changed)", e.ID)
-		}
-	}
-	for _, e := range newPath[len(oldPath):] {
-		if e.Type == sessionio.TypeCompaction {
-			return false, fmt.Sprintf("the session was compacted meanwhile (entry %s)", e.ID)
-		}
-	}
-	return true, ""
-}
-
-// Compact plans, summarizes and appends one compaction entry, or says why not.
-func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
-	start := time.Now()
-	st, err := e.load(req.File, req.Counter)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Kind: KindCompact, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
-	finish := func(outcome string) (*Result, error) {
-		res.Outcome = outcome
-		res.DurationMS = time.Since(start).Milliseconds()
-		return res, nil
-	}
-	skip := func(reason string) (*Result, error) {
-		res.Reason = reason
-		res.DurationMS = time.Since(start).Milliseconds()
-		res.Outcome = OutcomeSkipped
-		return res, nil // a skip is an outcome, not a failure
-	}
-	if st.s.Version() != 3 {
-		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files (Pi would migrate and rewrite them)", st.s.Version()))
-	}
-	if !st.s.HasAssistant() {
-		return skip("no assistant message yet (Pi would duplicate the file's content on its next write)")
-	}
-	if c := findCompaction(st.s, req.ExpectLeafID); c != nil {
-		res.EntryID, res.ParentID, res.FirstKeptEntryID, res.TokensBefore = c.ID, c.ParentID, c.FirstKeptEntryID, int(c.TokensBefore)
-		res.Found = true
-		res.Reason = fmt.Sprintf("compaction %s of leaf %s is already in the file (this request was done before)", c.ID, req.ExpectLeafID)
-		if !onPath(st.path, c.ID) {
-			return finish(OutcomeSuperseded)
-		}
-		return finish(OutcomeDone)
-	}
-	reason, warnings := e.live(st)
-	res.Warnings = warnings
-	if reason != "" && !req.DryRun {
-		return skip(reason)
-	}
-	if reason != "" {
-		res.Warnings = append(res.Warnings, "not compactable now: "+reason)
-	}
-	p, cs, err := e.plan(st, req)
-	if err != nil {
-		return nil, err
-	}
-	res.Plan, res.Policy, res.TokensBefore = p, p.Policy, p.TokensBefore
-	res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
-	if !p.Prepared {
-		return skip("already compacted: " + p.Reason)
-	}
-	if req.OnlyOverBudget && !res.OverBudget {
-		return skip(fmt.Sprintf("under budget: %d tokens of %d (window %d - reserve %d)", p.TokensBefore, cs.ContextWindow-cs.ReserveTokens, cs.ContextWindow, cs.ReserveTokens))
-	}
-	if len(p.Summarize) == 0 && len(p.Prefix) == 0 {
-		return skip(fmt.Sprintf("nothing to summarize: the whole context (%d tokens) fits in keepRecentTokens %d", p.TokensBefore, cs.KeepRecentTokens))
-	}
-	if v := cutpoint.CheckInvariants(st.path, p); len(v) > 0 {
-		return nil, &GuardError{Reason: fmt.Sprintf("the %s plan breaks a cut invariant (%s); try --policy nearest", p.Policy, v[0])}
-	}
-	res.FirstKeptEntryID = p.FirstKeptEntryID
-	res.Summarized = len(p.MessagesToSummarize) + len(p.TurnPrefix)
-	res.PromptChars = len(summarize.SerializeConversation(p.Summarize)) + len(summarize.SerializeConversation(p.Prefix))
-	if req.DryRun {
-		res.TokensAfter = p.KeptTokens
-		return finish(OutcomeDryRun)
-	}
-	// Pay for a summary only if it can be written.
-	if err := sessionio.CheckWritable(req.File); err != nil {
-		return nil, err
-	}
-	prev := ""
-	if p.PreviousSummary != nil {
-		prev = *p.PreviousSummary
-	}
-	in := summarize.CompactionInput{
-		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: p.Ops(),
-	}
-	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
-	if err != nil {
-		return nil, err
-	}
-	// Never leave the session over budget (fit.go): it would compact again on its next turn.
-	if p, out, res.Trimmed, err = e.fit(ctx, st, cs, p, in, out); err != nil {
-		return nil, err
-	}
-	res.Plan, res.FirstKeptEntryID, res.Summarized = p, p.FirstKeptEntryID, len(p.MessagesToSummarize)+len(p.TurnPrefix)
-	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
-	if strings.TrimSpace(out.Summary) == "" {
-		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
-	}
-	summaryTokens := st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
-	nc := sessionio.NewCompaction{
-		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
-		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
-	}
-	for attempt := 1; ; attempt++ {
-		res.TokensAfter = summaryTokens + p.KeptTokens
-		if res.TokensAfter >= p.TokensBefore {
-			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
-		}
-		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(st.s), nc)
-		if err == nil {
-			res.EntryID, res.ParentID = ap.ID, ap.ParentID
-			res.Intruders, res.Restores = ap.Intruders, ap.Restores
-			if ap.Superseded() {
-				res.Reason = supersededReason(ap)
-				return finish(OutcomeSuperseded)
-			}
-			res.Note = ReloadNote
-			return finish(OutcomeDone)
-		}
-		if !errors.Is(err, sessionio.ErrChanged) {
-			return nil, err
-		}
-		// The agent wrote while the summary was being made. The summary covers entries
-		// before the cut; if the session only grew after the planned leaf, it still holds.
-		if attempt > maxSalvage {
-			return skip(fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt))
-		}
-		st2, p2, why, err := e.salvage(st, req, p)
-		if err != nil {
-			return nil, err
-		}
-		if why != "" {
-			return skip("busy: " + why)
-		}
-		st, p = st2, p2
-		nc.TokensBefore = p.TokensBefore
-		res.TokensBefore, res.Salvaged, res.Plan = p.TokensBefore, true, p
-		res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
-	}
-}
-
-// maxSalvage bounds how often one summary is carried over to a newer leaf.
-const maxSalvage = 3
-
-// salvage re-reads a session that changed after planning and, if the paid summary still
-// applies (the path only grew, nobody compacted, no turn in progress now), returns the
-// new state and the plan moved to it: same cut, tokensBefore and the kept part counted
-// again on the new path. why says why not otherwise.
-func (e *Engine) salvage(old *sessionState, req Request, p *cutpoint.Plan) (*sessionState, *cutpoint.Plan, string, error) {
-	st, err := e.load(req.File, req.Counter)
-	if err != nil {
-		return nil, nil, "", err
-	}
-	if ok, why := extends(old.path, st.path); !ok {
-		return nil, nil, "the session changed while its summary was written: " + why, nil
-	}
-	act := st.s.ActivityOn(st.path)
-	if act.TurnInProgress {
-		return nil, nil, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
-	}
-	if act.TornLine > 0 {
-		return nil, nil, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
-	}
-	np := *p
-	np.TokensBefore = cutpoint.ContextTokens(st.path, st.counter)
-	np.KeptTokens = keptTokens(st.path, p.FirstKeptEntryIndex, st.counter)
-	if v := cutpoint.CheckInvariants(st.path, &np); len(v) > 0 {
-		return nil, nil, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
-	}
-	return st, &np, "", nil
-}
-
-func supersededReason(ap *sessionio.Appended) string {
-	switch {
-	case len(ap.Intruders) > 0:
-		return fmt.Sprintf("the agent appended %d entries just before this one (%v): it is on a side branch, and restore entry %v gives the leaf back to the agent; nothing was lost", len(ap.Intruders), ap.Intruders, ap.Restores)
-	default:
-		return fmt.Sprintf("the agent appended %d entries right after this one without reloading (%v): it is on a side branch; nothing was lost", len(ap.Followers), ap.Followers)
-	}
-}
-
-// BranchSummary summarizes the branch being left for req.TargetID (from req.FromID, else
-// the leaf the requester saw, else the current leaf) and appends the branch_summary entry
-// where Pi's /tree navigation puts it: at the target, or at its parent when the target is
-// a user message or a custom_message.
-func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error) {
-	start := time.Now()
-	st, err := e.load(req.File, tokenize.CounterEstimate)
-	if err != nil {
-		return nil, err
-	}
-	res := &Result{Kind: KindBranchSummary, File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: tokenize.CounterEstimate}
-	finish := func(outcome string) (*Result, error) {
-		res.Outcome = outcome
-		res.DurationMS = time.Since(start).Milliseconds()
-		return res, nil
-	}
-	skip := func(reason string) (*Result, error) {
-		res.Outcome, res.Reason = OutcomeSkipped, reason
-		res.DurationMS = time.Since(start).Milliseconds()
-		return res, nil // a skip is an outcome, not a failure
-	}
-	if st.s.Version() != 3 {
-		return skip(fmt.Sprintf("format v%d: compactor never appends to v1/v2 files", st.s.Version()))
-	}
-	if !st.s.HasAssistant() {
-		return skip("no assistant message yet")
-	}
-	target := st.s.Get(req.TargetID)
-	if req.TargetID == "" || target == nil {
-		return nil, &InputError{Err: fmt.Errorf("%s: --to %q: no entry with this id in the file", req.File, req.TargetID)}
-	}
-	parent := target.ID
-	if target.IsMessage(sessionio.RoleUser) || target.Type == sessionio.TypeCustomMessage {
-		parent = target.ParentID
-	}
-	res.ParentID = parent
-	if b := findAfter(st.s, req.ExpectLeafID, func(e *sessionio.Entry) bool {
-		return e.Type == sessionio.TypeBranchSummary && e.ParentID == parent
-	}); b != nil {
-		res.EntryID, res.Found = b.ID, true
-		res.Reason = fmt.Sprintf("branch summary %s at %s is already in the file (this request was done before)", b.ID, parent)
-		if !onPath(st.path, b.ID) {
-			return finish(OutcomeSuperseded)
-		}
-		return finish(OutcomeDone)
-	}
-	from := req.FromID
-	if from == "" {
-		from = req.ExpectLeafID
-	}
-	if from == "" {
-		from = st.s.LeafID()
-	}
-	if st.s.Get(from) == nil {
-		return nil, &InputError{Err: fmt.Errorf("%s: --from %q: no entry with this id in the file", req.File, from)}
-	}
-	if from == req.TargetID {
-		return skip("the target is the leaf: nothing is left behind")
-	}
-	reason, warnings := e.live(st)
-	res.Warnings = warnings
-	if reason != "" && !req.DryRun {
-		return skip(reason)
-	}
-	entries, _, err := summarize.CollectBranch(st.s, from, req.TargetID)
-	if err != nil {
-		return nil, &GuardError{Reason: err.Error()}
-	}
-	if len(entries) == 0 {
-		return skip("nothing to summarize: the target is on the branch being left")
-	}
-	window := st.window
-	if window <= 0 {
-		window = 128000
-	}
-	msgs, fo, _ := summarize.PrepareBranch(entries, window-e.Settings.BranchReserveTokens, tokenize.Estimate())
-	res.Summarized = len(msgs)
-	res.PromptChars = len(summarize.SerializeConversation(msgs))
-	if req.DryRun {
-		return finish(OutcomeDryRun)
-	}
-	if err := sessionio.CheckWritable(req.File); err != nil {
-		return nil, err
-	}
-	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions})
-	if err != nil {
-		return nil, err
-	}
-	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
-	if strings.TrimSpace(out.Summary) == "" {
-		return nil, &GuardError{Reason: "the summarizer returned an empty summary"}
-	}
-	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(st.s), sessionio.NewBranchSummary{
-		ParentID: parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
-	})
-	if errors.Is(err, sessionio.ErrChanged) {
-		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
-		// meanwhile is still on the branch being left, and its next entry would leave the
-		// summary behind. Try again when the session is idle.
-		return skip("busy: the session changed while its branch summary was written: " + err.Error())
-	}
-	if err != nil {
-		return nil, err
-	}
-	res.EntryID = ap.ID
-	res.Intruders, res.Restores = ap.Intruders, ap.Restores
-	if ap.Superseded() {
-		res.Reason = supersededReason(ap)
-		return finish(OutcomeSuperseded)
-	}
-	res.Note = ReloadNote
-	return finish(OutcomeDone)
-}
-
-// Budget is a session's current context against its model's budget: what a sweep needs to
-// decide whether to enqueue it.
-type Budget struct {
-	SessionID        string
-	LeafID           string
-	Version          int
-	HasAssistant     bool
-	LeafIsCompaction bool
-	Tokens           int
-	ContextWindow    int
-	Threshold        int
-	OverBudget       bool
-	Model            string
-	ModelKnown       bool
-}
-
-// CheckBudget counts a session's current context and checks it against its model's budget.
-//
-// It reads the file from its end only as far as the context and the model go (a tail read,
-// LoadOptions.Tail): a long-lived session costs what its live context costs, not its
-// history.
-func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) {
-	src, err := Load(file, LoadOptions{Counter: e.Settings.Counter, ContextWindow: e.Settings.ContextWindow, Cache: e.Cache, Tail: true})
-	if err != nil {
-		return nil, err
-	}
-	st := stateOf(src)
-	t := src.Tail
-	a := &Budget{SessionID: t.Header.ID, LeafID: t.LeafID, Version: t.Version(),
-		HasAssistant: t.HasAssistant, ContextWindow: st.window, Model: st.model.ID, ModelKnown: st.known}
-	if n := len(st.path); n > 0 && st.path[n-1].Type == sessionio.TypeCompaction {
-		a.LeafIsCompaction = true
-	}
-	a.Tokens = cutpoint.ContextTokens(st.path, st.counter)
-	cs := cutpoint.Settings{ReserveTokens: e.Settings.ReserveTokens, ContextWindow: st.window}
-	a.Threshold = st.window - cs.ReserveTokens
-	a.OverBudget = !a.LeafIsCompaction && cutpoint.OverBudget(a.Tokens, cs)
-	return a, nil
 }

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -113,7 +114,7 @@ func TestCompactCorpus(t *testing.T) {
 				if err != nil {
 					t.Fatal(err)
 				}
-				if res.Outcome == OutcomeSkipped {
+				if res.Outcome == outcome.Skipped {
 					after, _ := os.ReadFile(file)
 					if int64(len(after)) != before.Size {
 						t.Fatalf("skipped (%s) but the file changed", res.Reason)
@@ -154,7 +155,7 @@ func TestCompactCorpus(t *testing.T) {
 				size := s.Size
 				if res2, err := eng.Compact(context.Background(), Request{File: file}); err != nil {
 					t.Fatalf("second run: %v", err)
-				} else if res2.Outcome != OutcomeSkipped || !strings.Contains(res2.Reason, "already compacted") {
+				} else if res2.Outcome != outcome.Skipped || !strings.Contains(res2.Reason, "already compacted") {
 					t.Fatalf("second run: outcome %s (%s), want skipped: already compacted", res2.Outcome, res2.Reason)
 				}
 				if st, _ := os.Stat(file); st.Size() != size {
@@ -263,7 +264,7 @@ func TestCompactRateLimitedThenSucceeds(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Outcome != OutcomeDone || len(slept) < 2 || slept[0] < 3*time.Second {
+	if res.Outcome != outcome.Done || len(slept) < 2 || slept[0] < 3*time.Second {
 		t.Fatalf("outcome %s, waits %v; want a wait of at least the Retry-After of 3s first", res.Outcome, slept)
 	}
 }

@@ -56,11 +56,11 @@ const maxLaterCuts = 2
 // keepRecentTokens) and summarizes the messages between the two cuts into the summary
 // already made. If nothing fits, it refuses with a GuardError that names the sizes. in is
 // the summarizer's input out was made from.
-func (e *Engine) fit(ctx context.Context, st *sessionState, cs cutpoint.Settings, p *cutpoint.Plan,
+func (e *Engine) fit(ctx context.Context, src *Source, cs cutpoint.Settings, p *cutpoint.Plan,
 	in summarize.CompactionInput, out summarize.CompactionOutput) (*cutpoint.Plan, summarize.CompactionOutput, *Trimmed, error) {
 	threshold := cs.ContextWindow - cs.ReserveTokens
 	count := func(summary string) int {
-		return st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: summary})
+		return src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: summary})
 	}
 	untrimmed := count(out.Summary) + p.KeptTokens
 	if untrimmed <= threshold {
@@ -84,18 +84,18 @@ func (e *Engine) fit(ctx context.Context, st *sessionState, cs cutpoint.Settings
 		keep := min((threshold-textTokens)/2, p.KeptTokens-1)
 		later := cs
 		later.KeepRecentTokens = max(keep, 0)
-		p2, err := planPath(st.path, p.Policy, later, st.counter)
+		p2, err := planPath(src.Path, p.Policy, later, src.Counter)
 		if err != nil {
 			return nil, out, nil, err
 		}
-		if !p2.Prepared || p2.FirstKeptEntryIndex <= p.FirstKeptEntryIndex || len(cutpoint.CheckInvariants(st.path, p2)) > 0 {
+		if !p2.Prepared || p2.FirstKeptEntryIndex <= p.FirstKeptEntryIndex || len(cutpoint.CheckInvariants(src.Path, p2)) > 0 {
 			break // no later cut the policy allows
 		}
 		in2 := laterInput(in, p2)
 		if from, to := historyEndOf(p), historyEndOf(p2); to >= from && out.History != "" && out.History != summarize.NoPriorHistory {
 			base := out.History
 			in2.BaseHistory = &base
-			in2.MessagesToSummarize = messagesBetween(st.path, from, to)
+			in2.MessagesToSummarize = messagesBetween(src.Path, from, to)
 		}
 		out2, err := summarize.CompactionSummary(ctx, e.Summarizer, in2)
 		if err != nil {

@@ -13,6 +13,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/sessiongen"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -46,7 +47,7 @@ func bigSession(t *testing.T, signatures bool) string {
 // contextTokens is what Pi's context of the file costs now, with the counter.
 func contextTokens(t *testing.T, file, counter string) (int, *sessionio.Entry) {
 	t.Helper()
-	src, err := Load(file, LoadOptions{ContextWindow: bigWindow, Counter: counter})
+	src, err := Load(file, Settings{ContextWindow: bigWindow, Counter: counter}, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -84,7 +85,7 @@ func TestCompactFitsTheBudget(t *testing.T) {
 	threshold := bigWindow - cutpoint.DefaultReserveTokens
 	after, leaf := contextTokens(t, file, tokenize.CounterTiktoken)
 	t.Logf("compacted in %d calls: %d -> %d tokens (threshold %d); %+v", res.LLMCalls, res.TokensBefore, res.TokensAfter, threshold, res.Trimmed)
-	if res.Outcome != OutcomeDone || res.LLMCalls < 4 {
+	if res.Outcome != outcome.Done || res.LLMCalls < 4 {
 		t.Fatalf("outcome %s after %d calls; want a compaction summarized in chunks", res.Outcome, res.LLMCalls)
 	}
 	if res.TokensAfter > threshold || after > threshold {
@@ -140,8 +141,8 @@ func TestCompactCutsLaterToFit(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	planned, err := Plan(file, PlanRequest{Counter: tokenize.CounterEstimate, KeepRecentTokens: cutpoint.DefaultKeepRecentTokens,
-		ReserveTokens: cutpoint.DefaultReserveTokens, ContextWindow: bigWindow})
+	planned, err := Plan(file, Settings{Counter: tokenize.CounterEstimate, KeepRecentTokens: cutpoint.DefaultKeepRecentTokens,
+		ReserveTokens: cutpoint.DefaultReserveTokens, ContextWindow: bigWindow}, LoadOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -19,8 +19,8 @@ import (
 // sees the same window, encoding and counts for a session.
 type Source struct {
 	File string
-	// Session is the whole file; nil after a tail read (LoadOptions.Tail,
-	// PlanRequest.PathOnly), which sets Tail instead.
+	// Session is the whole file; nil after a tail read (ReadBudget, ReadPath), which sets
+	// Tail instead.
 	Session *sessionio.Session
 	Tail    *sessionio.Tail
 	// ModTime is the file's modification time, taken before the read: if the file changes
@@ -37,52 +37,74 @@ type Source struct {
 	Counter tokenize.Counter
 }
 
-// LoadOptions say how to read a session for planning. Zero values are the defaults.
+// LoadOptions say how much of a session file to read, and for which leaf. They are not
+// settings: the zero value is the whole read at the file's leaf.
 type LoadOptions struct {
-	// Leaf plans for this entry instead of the file's leaf (the last entry line).
+	// Leaf plans for this entry instead of the file's leaf (the last entry line). With
+	// Leaf, the whole file is read whatever Read says.
 	Leaf string
-	// Counter is tiktoken (default) or estimate.
-	Counter string
-	// ContextWindow overrides the catalog's window of the session's model (0: the catalog's).
-	ContextWindow int
-	// Cache, if set, remembers counts per entry across loads.
+	// Read is how much of the file is read (ReadAll by default).
+	Read Read
+	// Cache, if set, remembers counts per entry across loads. ReadPath counts with a memo
+	// of its own instead: with Cache, the whole file is read.
 	Cache *tokenize.Cache
-	// Tail reads the file from its end only as far as the context's size and the model
-	// need (sessionio.ReadTail with NeedUsage: back to the newest answer whose usage Pi's
-	// budget formula takes, or to the context's start): Path then starts inside the
-	// context, and Session is nil. Enough to count a context (budget checks); neither a
-	// long history nor a long context before that answer costs anything. Not with Leaf.
-	Tail bool
+	// Checkpoints (ReadPath), if set, are read and written (sessionio.Checkpoints): the
+	// history before a checkpoint is not read again.
+	Checkpoints *sessionio.Checkpoints
 }
 
-// Load reads file, takes its path, resolves its model and picks the counter.
-func Load(file string, o LoadOptions) (*Source, error) {
+// Read is how much of a session file Load reads.
+type Read int
+
+const (
+	// ReadAll reads the whole file: Source.Session holds it.
+	ReadAll Read = iota
+	// ReadBudget reads the file from its end only as far as the context's size and the
+	// model need (sessionio.ReadTail with NeedUsage: back to the newest answer whose usage
+	// Pi's budget formula takes, or to the context's start): Path then starts inside the
+	// context, and Session is nil, Tail set. Enough to count a context (budget checks);
+	// neither a long history nor a long context before that answer costs anything.
+	ReadBudget
+	// ReadPath is for callers that need the path and the plan, not the whole session (no
+	// tree, no other branches). The file is read from its end: the context's messages are
+	// decoded (their bytes are not kept) while the rest of the path back to the root is
+	// only validated and walked, concurrently with the counting; Session is nil, Tail set.
+	ReadPath
+)
+
+// Load reads file as o says, takes its path, resolves its model and picks the counter s
+// names, for the window s gives (0: the catalog's).
+func Load(file string, s Settings, o LoadOptions) (*Source, error) {
+	s = s.withDefaults()
+	if o.Read == ReadPath && o.Leaf == "" && o.Cache == nil {
+		return loadPath(file, s.Counter, s.ContextWindow, o.Checkpoints)
+	}
 	fi, err := os.Stat(file)
 	if err != nil {
 		return nil, &sessionio.FileError{File: file, Err: err}
 	}
 	src := &Source{File: file, ModTime: fi.ModTime()}
-	if o.Tail && o.Leaf == "" {
+	if o.Read == ReadBudget && o.Leaf == "" {
 		t, err := sessionio.ReadTailWith(file, sessionio.NeedUsage|sessionio.NeedModel, sessionio.TailOptions{DecodeContent: true})
 		if err != nil {
 			return nil, err
 		}
 		src.Tail, src.Path = t, t.Path
 	} else {
-		s, err := sessionio.ReadFile(file)
+		sess, err := sessionio.ReadFile(file)
 		if err != nil {
 			return nil, err
 		}
-		path, err := s.Path(o.Leaf)
+		path, err := sess.Path(o.Leaf)
 		if err != nil {
 			if o.Leaf != "" {
 				return nil, &InputError{Err: err} // the file has no entry Leaf
 			}
 			return nil, err
 		}
-		src.Session, src.Path = s, path
+		src.Session, src.Path = sess, path
 	}
-	return src, src.resolve(o.Counter, o.ContextWindow, o.Cache)
+	return src, src.resolve(s.Counter, s.ContextWindow, o.Cache)
 }
 
 // resolve fills the model (the latest model_change or assistant message on the path, as
@@ -93,9 +115,6 @@ func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Ca
 		src.Model = configs.Resolve(c.Model.Provider, c.Model.ModelID, contextWindow)
 	} else {
 		src.Model = configs.Resolve("", "", contextWindow)
-	}
-	if counter == "" {
-		counter = tokenize.CounterTiktoken
 	}
 	tc, err := tokenize.New(counter, src.Model.Encoding())
 	if err != nil {
@@ -127,28 +146,6 @@ func planPath(path []*sessionio.Entry, policy string, cs cutpoint.Settings, c cu
 	return p, nil
 }
 
-// PlanRequest says what to plan. Policy and Counter default to nearest and tiktoken; the
-// token settings are taken as given (cutpoint.DefaultSettings are Pi's).
-type PlanRequest struct {
-	Leaf             string
-	Policy           string
-	Counter          string
-	KeepRecentTokens int
-	ReserveTokens    int
-	// ContextWindow overrides the catalog's window (0: the catalog's).
-	ContextWindow int
-	Cache         *tokenize.Cache
-	// PathOnly: the caller needs the path and the plan, not the whole session (no tree,
-	// no other branches). The file is then read from its end: the context's messages are
-	// decoded (their bytes are not kept) while the rest of the path back to the root is
-	// only validated and walked, concurrently with the counting; Source.Session is nil.
-	// Not with Leaf or Cache.
-	PathOnly bool
-	// Checkpoints (PathOnly), if set, are read and written (sessionio.Checkpoints): the
-	// history before a checkpoint is not read again.
-	Checkpoints *sessionio.Checkpoints
-}
-
 // Planned is a session and its plan.
 type Planned struct {
 	*Source
@@ -159,39 +156,34 @@ type Planned struct {
 // OverBudget reports whether the planned context is over its model's budget.
 func (p *Planned) OverBudget() bool { return cutpoint.OverBudget(p.Plan.TokensBefore, p.Settings) }
 
-// Plan reads file and plans it as Compact would, without summarizing or writing: the
-// entry point of `compactor plan` and `inspect`. It needs no summarizer.
-func Plan(file string, req PlanRequest) (*Planned, error) {
-	var src *Source
-	var err error
-	if req.PathOnly && req.Leaf == "" && req.Cache == nil {
-		src, err = loadPath(file, req.Counter, req.ContextWindow, req.Checkpoints)
-	} else {
-		src, err = Load(file, LoadOptions{Leaf: req.Leaf, Counter: req.Counter, ContextWindow: req.ContextWindow, Cache: req.Cache})
-	}
+// Plan reads file as o says and plans it as Compact would, without summarizing or
+// writing: the entry point of `compactor plan` and `inspect`. It needs no summarizer.
+//
+// s's fields take their defaults as everywhere (Settings), except KeepRecentTokens and
+// ReserveTokens, which Plan takes as given, 0 included: a person may ask `compactor plan`
+// where a cut keeping nothing it need not falls, and the command's flags give Pi's
+// defaults when not set.
+func Plan(file string, s Settings, o LoadOptions) (*Planned, error) {
+	src, err := Load(file, s, o)
 	if err != nil {
 		return nil, err
 	}
-	policy := req.Policy
-	if policy == "" {
-		policy = cutpoint.PolicyNearest
-	}
-	pd := &Planned{Source: src, Settings: src.Settings(req.KeepRecentTokens, req.ReserveTokens)}
-	pd.Plan, err = planPath(src.Path, policy, pd.Settings, src.Counter)
+	pd := &Planned{Source: src, Settings: src.Settings(s.KeepRecentTokens, s.ReserveTokens)}
+	pd.Plan, err = planPath(src.Path, s.withDefaults().Policy, pd.Settings, src.Counter)
 	if err != nil {
 		return nil, err
 	}
 	return pd, nil
 }
 
-// loadPath is Load for PlanRequest.PathOnly: the tail read of the context, then the rest of
+// loadPath is Load for ReadPath: the tail read of the context, then the rest of
 // the path to the root (the plan's indices count from it), read while the context's
 // messages are counted once each on every core (tokenize.Memo).
 //
 // With checkpoints the rest of the file is read too (its whole-file facts are kept), so that a
 // checkpoint can be written: the next plan of the file reads only what was appended.
 func loadPath(file, counter string, contextWindow int, cks *sessionio.Checkpoints) (*Source, error) {
-	if counter == "" || strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
+	if strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
 	}
 	fi, err := os.Stat(file)

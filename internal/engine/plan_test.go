@@ -25,8 +25,8 @@ func TestPlanIsCompactsPlan(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := Plan(file, PlanRequest{Policy: cutpoint.PolicyNearest, Counter: tokenize.CounterEstimate,
-			KeepRecentTokens: 5000, ReserveTokens: cutpoint.DefaultReserveTokens})
+		p, err := Plan(file, Settings{Policy: cutpoint.PolicyNearest, Counter: tokenize.CounterEstimate,
+			KeepRecentTokens: 5000, ReserveTokens: cutpoint.DefaultReserveTokens}, LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -39,7 +39,7 @@ func TestPlanIsCompactsPlan(t *testing.T) {
 		}
 	}
 	// A leaf the file does not have is bad input.
-	_, err := Plan("../../testdata/corpus/01-minimal.jsonl", PlanRequest{Leaf: "nope"})
+	_, err := Plan("../../testdata/corpus/01-minimal.jsonl", Settings{}, LoadOptions{Leaf: "nope"})
 	var ie *InputError
 	if !errors.As(err, &ie) {
 		t.Fatalf("unknown leaf: %v", err)
@@ -68,13 +68,12 @@ func TestPlanPathOnlyIsTheFullReadsPlan(t *testing.T) {
 	for _, file := range append(files, more...) {
 		for _, counter := range []string{tokenize.CounterEstimate, tokenize.CounterTiktoken} {
 			for _, keep := range []int{2000, 20000} {
-				req := PlanRequest{Counter: counter, KeepRecentTokens: keep, ReserveTokens: cutpoint.DefaultReserveTokens}
-				full, err := Plan(file, req)
+				s := Settings{Counter: counter, KeepRecentTokens: keep, ReserveTokens: cutpoint.DefaultReserveTokens}
+				full, err := Plan(file, s, LoadOptions{})
 				if err != nil {
 					t.Fatal(err)
 				}
-				req.PathOnly = true
-				tail, err := Plan(file, req)
+				tail, err := Plan(file, s, LoadOptions{Read: ReadPath})
 				if err != nil {
 					t.Fatal(err)
 				}

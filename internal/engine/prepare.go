@@ -3,10 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
-	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -100,39 +100,15 @@ type PreparedSettings struct {
 // its history end and the new one are sent, merged into its history with the update
 // prompt, as Pi updates a previous summary: fewer input tokens where no cache helps.
 func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Prepared, *Result, error) {
-	start := time.Now()
-	st, err := e.load(req.File, req.Counter)
-	if err != nil {
-		return nil, nil, err
+	j, res, err := e.open(prepareJob, req, nil)
+	if j == nil {
+		return nil, res, err
 	}
-	res := &Result{File: req.File, SessionID: st.s.Header.ID, Model: st.model.ID, ModelKnown: st.known, ContextWindow: st.window, Counter: st.counter.Name()}
-	skip := func(reason string) (*Prepared, *Result, error) {
-		res.Outcome, res.Reason = OutcomeSkipped, reason
-		res.DurationMS = time.Since(start).Milliseconds()
-		return nil, res, nil // a skip is an outcome, not a failure
+	p, cs, res, err := j.planCut()
+	if res != nil || err != nil {
+		return nil, res, err
 	}
-	if st.s.Version() != 3 {
-		return skip(fmt.Sprintf("format v%d: Pi rewrites such a file with new ids when it opens it", st.s.Version()))
-	}
-	if !st.s.HasAssistant() {
-		return skip("no assistant message yet")
-	}
-	p, cs, err := e.plan(st, req)
-	if err != nil {
-		return nil, nil, err
-	}
-	p = cutpoint.WholeTurns(st.path, p, st.counter)
-	res.Plan, res.Policy, res.TokensBefore = p, p.Policy, p.TokensBefore
-	res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
-	if !p.Prepared {
-		return skip("already compacted: " + p.Reason)
-	}
-	if len(p.Summarize) == 0 && len(p.Prefix) == 0 {
-		return skip(fmt.Sprintf("nothing to summarize: the whole context (%d tokens) fits in keepRecentTokens %d", p.TokensBefore, cs.KeepRecentTokens))
-	}
-	if v := cutpoint.CheckInvariants(st.path, p); len(v) > 0 {
-		return nil, nil, &GuardError{Reason: fmt.Sprintf("the %s plan breaks a cut invariant (%s); try --policy nearest", p.Policy, v[0])}
-	}
+	src, res := j.src, j.res
 	historyEnd := p.FirstKeptEntryIndex
 	if p.IsSplitTurn {
 		historyEnd = p.TurnStartIndex
@@ -141,7 +117,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if p.PreviousCompactionID != "" {
 		// A previous compaction that came through Pi's hook (most likely one of ours) keeps
 		// its file lists: Pi does not carry them forward, a preparation does.
-		for _, e := range st.path {
+		for _, e := range src.Path {
 			if e.ID == p.PreviousCompactionID {
 				fo.SeedFromHookCompaction(e)
 			}
@@ -155,13 +131,13 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		in.PreviousSummary = *p.PreviousSummary
 	}
 	var basedOn *string
-	if e.Settings.PrepareUpdate != PrepareIncremental {
+	if j.cfg.PrepareUpdate != PrepareIncremental {
 		prev = nil
 	}
-	if from, ok := incrementalFrom(prev, st, p, req, historyEnd); ok {
+	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
 		base := prev.History
 		in.BaseHistory = &base
-		in.MessagesToSummarize = messagesBetween(st.path, from, historyEnd)
+		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd)
 		leaf := prev.LeafID
 		basedOn = &leaf
 	}
@@ -169,50 +145,48 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if err != nil {
 		return nil, nil, err
 	}
-	if strings.TrimSpace(out.Summary) == "" {
-		return nil, nil, &GuardError{Reason: "the summarizer returned an empty summary"}
+	if err := checkSummary(out.Summary); err != nil {
+		return nil, nil, err
 	}
 	// Never prepare a compaction that leaves the session over budget (fit.go).
-	if p, out, res.Trimmed, err = e.fit(ctx, st, cs, p, in, out); err != nil {
+	if p, out, res.Trimmed, err = e.fit(ctx, src, cs, p, in, out); err != nil {
 		return nil, nil, err
 	}
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
 	est := tokenize.Estimate()
 	pr := &Prepared{
-		V: PreparedVersion, SessionID: st.s.Header.ID, LeafID: st.path[len(st.path)-1].ID,
+		V: PreparedVersion, SessionID: src.Session.Header.ID, LeafID: src.Path[len(src.Path)-1].ID,
 		FirstKeptEntryID: p.FirstKeptEntryID, BoundaryStartEntryID: p.BoundaryStartEntryID,
 		SummarizedEntryIDs: append(append([]string{}, p.MessagesToSummarize...), p.TurnPrefix...),
 		TokensBefore:       p.TokensBefore, Summary: out.Summary,
 		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		KeptTokensEstimate:    keptTokens(st.path, p.FirstKeptEntryIndex, est),
+		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, est),
 		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
 		Policy:                p.Policy, Counter: p.Counter,
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
 		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
 		Incremental: basedOn != nil, BasedOnLeafID: basedOn,
-		History: out.History, HistoryEndEntryID: st.path[historyEnd].ID,
+		History: out.History, HistoryEndEntryID: src.Path[historyEnd].ID,
 	}
 	if p.PreviousCompactionID != "" {
 		id := p.PreviousCompactionID
 		pr.PreviousCompactionID = &id
 	}
-	res.Outcome = OutcomeDone // for a preparation: made and returned, nothing written
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(pr.SummarizedEntryIDs)
 	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
-	res.TokensAfter = st.counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
-	res.DurationMS = time.Since(start).Milliseconds()
+	res.TokensAfter = src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
 	if pr.Incremental {
 		res.Reason = fmt.Sprintf("incremental: built on the preparation at leaf %s", prev.LeafID)
 	}
-	return pr, res, nil
+	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
 }
 
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
 // path index its history ends at (where the new messages start).
-func incrementalFrom(prev *Prepared, st *sessionState, p *cutpoint.Plan, req Request, historyEnd int) (int, bool) {
-	if prev == nil || prev.V != PreparedVersion || prev.SessionID != st.s.Header.ID || prev.History == "" ||
+func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request, historyEnd int) (int, bool) {
+	if prev == nil || prev.V != PreparedVersion || prev.SessionID != src.Session.Header.ID || prev.History == "" ||
 		prev.History == summarize.NoPriorHistory || prev.Policy != p.Policy || prev.CustomInstructions != req.Instructions ||
 		prev.BoundaryStartEntryID != p.BoundaryStartEntryID {
 		return 0, false
@@ -224,9 +198,9 @@ func incrementalFrom(prev *Prepared, st *sessionState, p *cutpoint.Plan, req Req
 	if prevComp != p.PreviousCompactionID {
 		return 0, false
 	}
-	for i, e := range st.path {
+	for i, e := range src.Path {
 		if e.ID == prev.HistoryEndEntryID {
-			return i, i > p.BoundaryStartIndex && i <= historyEnd && onPath(st.path, prev.LeafID)
+			return i, i > p.BoundaryStartIndex && i <= historyEnd && onPath(src.Path, prev.LeafID)
 		}
 	}
 	return 0, false

@@ -213,7 +213,7 @@ func (r *sessionRunner) run(ctx context.Context, file, name string) (res *sessio
 func (r *sessionRunner) load(file, name string) (*session, error) {
 	// The same read, model resolution and counter as the service's (engine.Load); the
 	// counts are memoized here instead of cached, as every plan of a session reuses them.
-	src, err := engine.Load(file, engine.LoadOptions{Counter: r.cfg.Counter, ContextWindow: r.cfg.ContextWindow})
+	src, err := engine.Load(file, engine.Settings{Counter: r.cfg.Counter, ContextWindow: r.cfg.ContextWindow}, engine.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}

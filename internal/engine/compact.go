@@ -1,0 +1,160 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
+)
+
+// Compact plans, summarizes and appends one compaction entry, or says why not.
+func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
+	j, res, err := e.open(compactJob, req, foundCompaction)
+	if j == nil {
+		return res, err
+	}
+	p, cs, res, err := j.planCut()
+	if res != nil || err != nil {
+		return res, err
+	}
+	res = j.res
+	res.FirstKeptEntryID = p.FirstKeptEntryID
+	res.Summarized = len(p.MessagesToSummarize) + len(p.TurnPrefix)
+	res.PromptChars = len(summarize.SerializeConversation(p.Summarize)) + len(summarize.SerializeConversation(p.Prefix))
+	if req.DryRun {
+		res.TokensAfter = p.KeptTokens
+		return j.end(outcome.DryRun), nil
+	}
+	// Pay for a summary only if it can be written.
+	if err := sessionio.CheckWritable(req.File); err != nil {
+		return nil, err
+	}
+	prev := ""
+	if p.PreviousSummary != nil {
+		prev = *p.PreviousSummary
+	}
+	in := summarize.CompactionInput{
+		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
+		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: p.Ops(),
+	}
+	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
+	if err != nil {
+		return nil, err
+	}
+	// Never leave the session over budget (fit.go): it would compact again on its next turn.
+	if p, out, res.Trimmed, err = e.fit(ctx, j.src, cs, p, in, out); err != nil {
+		return nil, err
+	}
+	res.Plan, res.FirstKeptEntryID, res.Summarized = p, p.FirstKeptEntryID, len(p.MessagesToSummarize)+len(p.TurnPrefix)
+	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
+	if err := checkSummary(out.Summary); err != nil {
+		return nil, err
+	}
+	summaryTokens := j.src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
+	nc := sessionio.NewCompaction{
+		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
+		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
+	}
+	for attempt := 1; ; attempt++ {
+		res.TokensAfter = summaryTokens + p.KeptTokens
+		if res.TokensAfter >= p.TokensBefore {
+			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
+		}
+		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(j.src.Session), nc)
+		if err == nil {
+			res.EntryID, res.ParentID = ap.ID, ap.ParentID
+			return j.appended(ap), nil
+		}
+		if !errors.Is(err, sessionio.ErrChanged) {
+			return nil, err
+		}
+		// The agent wrote while the summary was being made. The summary covers entries
+		// before the cut; if the session only grew after the planned leaf, it still holds.
+		if attempt > maxSalvage {
+			return j.busy(BusyChanged, fmt.Sprintf("busy: the session changed %d times while its summary was written; it is compacted when idle", attempt)), nil
+		}
+		src, p2, cause, why, err := e.salvage(j, p)
+		if err != nil {
+			return nil, err
+		}
+		if why != "" {
+			return j.busy(cause, "busy: "+why), nil
+		}
+		j.src, p = src, p2
+		nc.TokensBefore = p.TokensBefore
+		res.TokensBefore, res.Salvaged, res.Plan = p.TokensBefore, true, p
+		res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
+	}
+}
+
+// foundCompaction is Compact's lookup in its opening: the compaction the request asked
+// for, already in the file (one whose parent is the leaf the requester saw, written after
+// it), ends the job.
+func foundCompaction(j *job) (*Result, error) {
+	c := findAfter(j.src.Session, j.req.ExpectLeafID, func(e *sessionio.Entry) bool {
+		return e.Type == sessionio.TypeCompaction && e.ParentID == j.req.ExpectLeafID
+	})
+	if c == nil {
+		return nil, nil
+	}
+	res := j.res
+	res.EntryID, res.ParentID, res.FirstKeptEntryID, res.TokensBefore = c.ID, c.ParentID, c.FirstKeptEntryID, int(c.TokensBefore)
+	res.Reason = fmt.Sprintf("compaction %s of leaf %s is already in the file (this request was done before)", c.ID, j.req.ExpectLeafID)
+	return j.found(c.ID), nil
+}
+
+// maxSalvage bounds how often one summary is carried over to a newer leaf.
+const maxSalvage = 3
+
+// salvage re-reads a session that changed after the job planned p and, if the paid
+// summary still applies (the path only grew, nobody compacted, no turn in progress now),
+// returns the new read and the plan moved to it: same cut, tokensBefore and the kept part
+// counted again on the new path. Otherwise why says why not, and cause how the session
+// is busy.
+func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan, cause BusyCause, why string, _ error) {
+	src, err := e.load(j.req.File, j.cfg)
+	if err != nil {
+		return nil, nil, "", "", err
+	}
+	if ok, why := extends(j.src.Path, src.Path); !ok {
+		return nil, nil, BusyChanged, "the session changed while its summary was written: " + why, nil
+	}
+	act := src.Session.ActivityOn(src.Path)
+	if act.TurnInProgress {
+		return nil, nil, BusyTurn, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
+	}
+	if act.TornLine > 0 {
+		return nil, nil, BusyWrite, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
+	}
+	np := *p
+	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Counter)
+	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Counter)
+	if v := cutpoint.CheckInvariants(src.Path, &np); len(v) > 0 {
+		return nil, nil, BusyChanged, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
+	}
+	return src, &np, "", "", nil
+}
+
+// extends reports whether newPath is oldPath followed by entries that are not compactions:
+// the session only grew on the same branch, and nobody compacted it meanwhile. Ids never
+// change in an append-only file, so comparing ids compares entries.
+func extends(oldPath, newPath []*sessionio.Entry) (ok bool, why string) {
+	if len(newPath) < len(oldPath) {
+		return false, "the current path is shorter than the planned one (the branch changed)"
+	}
+	for i, e := range oldPath {
+		if newPath[i].ID != e.ID {
+			return false, fmt.Sprintf("the current path leaves the planned one at entry %s (the branch changed)", e.ID)
+		}
+	}
+	for _, e := range newPath[len(oldPath):] {
+		if e.Type == sessionio.TypeCompaction {
+			return false, fmt.Sprintf("the session was compacted meanwhile (entry %s)", e.ID)
+		}
+	}
+	return true, ""
+}
