@@ -8,7 +8,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 
 	"github.com/compactor-dev/compactor/pipeline"
@@ -108,7 +107,7 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 		stdout, se string
 	}
 	third := make(chan out, 1)
-	waiting := &noticeWriter{want: "waiting: another request's job", seen: make(chan struct{})}
+	waiting := newWatchWriter("waiting: another request's job")
 	go func() {
 		var o bytes.Buffer
 		c := RunEnqueue(context.Background(), &Env{Args: []string{file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again"},
@@ -154,27 +153,3 @@ func TestEnqueueBadInput(t *testing.T) {
 	}
 }
 
-// noticeWriter is a Stderr that closes seen when a write contains want, so that a test
-// acts when a command has said something rather than after a guessed duration.
-type noticeWriter struct {
-	mu   sync.Mutex
-	buf  bytes.Buffer
-	want string
-	seen chan struct{}
-	once sync.Once
-}
-
-func (w *noticeWriter) Write(p []byte) (int, error) {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	if strings.Contains(string(p), w.want) {
-		w.once.Do(func() { close(w.seen) })
-	}
-	return w.buf.Write(p)
-}
-
-func (w *noticeWriter) String() string {
-	w.mu.Lock()
-	defer w.mu.Unlock()
-	return w.buf.String()
-}
