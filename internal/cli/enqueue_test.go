@@ -152,4 +152,3 @@ func TestEnqueueBadInput(t *testing.T) {
 		t.Errorf("--help: %d %q", code, out)
 	}
 }
-
