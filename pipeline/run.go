@@ -1,0 +1,168 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Run works jobs until ctx ends, then shuts down in two stages: it stops fetching, lets
+// running jobs finish within ShutdownTimeout, and then cancels the rest, which are given
+// back (Nak) for another worker. With SweepEvery set it also sweeps periodically. Every
+// goroutine it started has ended when it returns, at most ShutdownTimeout + 2s after ctx
+// ended, even when NATS is unreachable.
+func (s *Service) Run(ctx context.Context) error {
+	if s.cfg.Handler == nil {
+		return errors.New("config: Handler: required to run workers")
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	stop, err := s.startWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	var sweeps sync.WaitGroup
+	if s.cfg.SweepEvery > 0 && s.cfg.Assessor != nil {
+		sweeps.Go(func() { s.sweepLoop(ctx) })
+	}
+	<-ctx.Done()
+	stop()
+	sweeps.Wait()
+	return nil
+}
+
+// RunOnce sweeps the stores (when an Assessor is configured), then works until no job of
+// its stores is left in COMPACTOR_JOBS and nothing is in flight (delayed retries included),
+// and returns a report of the jobs this worker finished.
+func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
+	if s.cfg.Handler == nil {
+		return nil, errors.New("config: Handler: required to run workers")
+	}
+	start := time.Now()
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.recording, s.rows = true, nil
+	s.mu.Unlock()
+	rep := &Report{Counts: map[Outcome]int{}}
+	if s.cfg.Assessor != nil {
+		st, err := s.Sweep(ctx, s.cfg.Progress)
+		if err != nil {
+			return nil, err
+		}
+		rep.Sweep = &st
+	}
+	wctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	stop, err := s.startWorkers(wctx)
+	if err != nil {
+		return nil, err
+	}
+	idle := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	var werr error
+	for idle < 3 {
+		select {
+		case <-ctx.Done():
+			werr = ctx.Err()
+			idle = 3
+			continue
+		case <-tick.C:
+		}
+		n, err := pendingJobs(ctx, s.res.jobs, s.cfg.Stores)
+		if err != nil {
+			s.log.Warn("cannot count pending jobs", "err", err)
+			continue
+		}
+		if n == 0 && s.inflight.Load() == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+	}
+	tick.Stop()
+	stopFetch()
+	stop()
+	s.mu.Lock()
+	rep.Rows, s.recording = s.rows, false
+	s.rows = nil
+	s.mu.Unlock()
+	sort.SliceStable(rep.Rows, func(i, j int) bool {
+		if rep.Rows[i].Store != rep.Rows[j].Store {
+			return rep.Rows[i].Store < rep.Rows[j].Store
+		}
+		return rep.Rows[i].Path < rep.Rows[j].Path
+	})
+	for _, row := range rep.Rows {
+		rep.Counts[row.Outcome]++
+	}
+	rep.Duration = time.Since(start)
+	return rep, werr
+}
+
+const fetchWait = time.Second
+
+// fetchLoop pulls from one store's consumer only as many messages as it has free slots, so
+// a fetched message is never left waiting (its AckWait ticking) for a slot.
+func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
+	cons := s.res.cons[store]
+	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s.sem <- struct{}{}:
+		}
+		n := 1
+	more:
+		for n < perStore {
+			select {
+			case s.sem <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				s.jobs.Add(1)
+				s.inflight.Add(1)
+				s.m.inFlight.Inc()
+				go func() {
+					defer func() {
+						s.m.inFlight.Dec()
+						s.inflight.Add(-1)
+						<-s.sem
+						s.jobs.Done()
+					}()
+					s.process(w, store, msg)
+				}()
+			}
+			err = batch.Error()
+		}
+		for range n - got {
+			<-s.sem
+		}
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("fetch failed", "store", store, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
