@@ -5,28 +5,97 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// deadLetter refuses a delivery before any handler ran: dead letter, Term, failed event.
-func (s *Service) deadLetter(ctx context.Context, d *delivery, cause string, err error) {
-	msg, ev := d.msg, d.ev
-	log := s.log.With("store", ev.Store, "subject", msg.Subject(), "job_seq", ev.JobSeq)
-	reason := cause + ": " + err.Error()
-	dl := newDeadLetter(msg.Subject(), ev.JobSeq, msg.Data(), reason, err, d.delivered, s.worker)
-	if perr := publishDeadLetter(ctx, s.res.js, dl); perr != nil {
-		log.Error("dead letter not written; job kept for redelivery", "err", perr)
-		_ = msg.NakWithDelay(s.cfg.BackoffBase)
-		return
+// How a job becomes a dead letter: one helper (deadLetter) for the three paths that find
+// a job dead: refused at admission, failed at finish, or its deliveries exhausted (the
+// max-deliveries advisory). Reading and acting on the dead letters is dlq.go's.
+
+// deadJob is a job message found dead, by any of the three paths that find one: admit
+// refuses a delivery before a handler runs (refuse: an invalid job, a path outside its
+// store), finish fails one (a permanent error, or its attempts used up), and JetStream's
+// max-deliveries advisory names a message whose deliveries ended without a final answer
+// (exhausted).
+type deadJob struct {
+	msg        jetstream.Msg // the delivery that found the job dead; nil for the advisory's
+	subject    string        // the job's subject
+	payload    []byte
+	deliveries uint64
+	cause      string // the label of compactor_dead_letters_total
+	reason     string
+	err        error
+	ev         Event        // the job's event: identity and attempt (made the failed event here)
+	start      time.Time    // when its delivery began; zero for the advisory's
+	log        *slog.Logger // with the job's identity
+}
+
+// deadLetter is the one way a job becomes a dead letter, whichever path found it dead. The
+// dead letter is written first (one per job message: its id makes a second one, from two
+// paths racing, a duplicate); when it cannot be, nothing else happens: a delivery comes back
+// after BackoffBase, and false is returned. Then the dead letter is counted, the failed
+// event recorded, and the message gets its final answer:
+//   - a delivery is terminated after its event, as every job is answered after its event: a
+//     worker that dies between the two leaves the job to be delivered again, never a job
+//     answered without the event that `enqueue --wait` waits for;
+//   - a message whose deliveries are over (the advisory's) is deleted before it: nothing
+//     would deliver it again, and no event may say failed while it still blocks its
+//     session's subject.
+func (s *Service) deadLetter(ctx context.Context, j deadJob) bool {
+	dl := newDeadLetter(j.subject, j.ev.JobSeq, j.payload, j.reason, j.err, j.deliveries, s.worker)
+	if err := publishDeadLetter(ctx, s.res.js, dl); err != nil {
+		if j.msg == nil {
+			j.log.Error("dead letter for exhausted job not written", "err", err)
+			return false
+		}
+		j.log.Error("dead letter not written; job kept for redelivery", "err", err)
+		_ = j.msg.NakWithDelay(s.cfg.BackoffBase)
+		return false
 	}
-	s.m.deadLtrs.WithLabelValues(ev.Store, cause).Inc()
-	ev.Outcome, ev.Reason, ev.Error, ev.Attempt = OutcomeFailed, reason, err.Error(), int(d.delivered)
-	log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
-	s.record(ctx, log, msg.Subject(), ev, d.start) // the event before the final answer, as in finish
-	_ = msg.TermWithReason(reason)
+	if j.msg == nil {
+		if err := s.res.jobs.DeleteMsg(ctx, j.ev.JobSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+			j.log.Error("exhausted job not deleted", "err", err)
+			return false
+		}
+	}
+	s.m.deadLtrs.WithLabelValues(j.ev.Store, j.cause).Inc()
+	ev := j.ev
+	ev.Outcome, ev.Reason = OutcomeFailed, j.reason
+	if j.err != nil {
+		ev.Error = j.err.Error()
+	}
+	start := j.start
+	if start.IsZero() {
+		start = time.Now() // the advisory's job ran nowhere here: its event has no duration
+	}
+	s.record(ctx, j.log, j.subject, ev, start)
+	if j.msg != nil {
+		if err := j.msg.TermWithReason(j.reason); err != nil {
+			j.log.Warn("term failed", "err", err)
+		}
+	}
+	return true
+}
+
+// dead is this delivery's job as a dead job: ev is its event, log carries its identity.
+func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err error) deadJob {
+	return deadJob{msg: d.msg, subject: d.msg.Subject(), payload: d.msg.Data(), deliveries: d.delivered,
+		cause: cause, reason: reason, err: err, ev: ev, start: d.start, log: log}
+}
+
+// refuse dead-letters a delivery before any handler ran (an invalid job, a refused path).
+func (s *Service) refuse(ctx context.Context, d *delivery, cause string, err error) {
+	ev := d.ev
+	ev.Attempt = int(d.delivered)
+	log := s.log.With("store", ev.Store, "subject", d.msg.Subject(), "job_seq", ev.JobSeq)
+	reason := cause + ": " + err.Error()
+	if s.deadLetter(ctx, d.dead(ev, log, cause, reason, err)) {
+		log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
+	}
 }
 
 // watchMaxDeliveries handles JetStream's max-deliveries advisory: a message whose last
@@ -56,6 +125,8 @@ func (s *Service) watchMaxDeliveries(ctx context.Context, bg *tasks) ([]*nats.Su
 	return subs, nil
 }
 
+// exhausted dead-letters the job message at seq, whose deliveries are over without a final
+// answer, unless it is already gone.
 func (s *Service) exhausted(ctx context.Context, store string, seq, deliveries uint64) {
 	ctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
@@ -63,20 +134,12 @@ func (s *Service) exhausted(ctx context.Context, store string, seq, deliveries u
 	if err != nil {
 		return // already gone (acked, terminated, or handled by another worker)
 	}
-	reason := fmt.Sprintf("max deliveries exhausted after %d deliveries without a final answer", deliveries)
-	dl := newDeadLetter(raw.Subject, seq, raw.Data, reason, nil, deliveries, s.worker)
-	if err := publishDeadLetter(ctx, s.res.js, dl); err != nil {
-		s.log.Error("dead letter for exhausted job not written", "seq", seq, "err", err)
-		return
-	}
-	if err := s.res.jobs.DeleteMsg(ctx, seq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		s.log.Error("exhausted job not deleted", "seq", seq, "err", err)
-		return
-	}
-	s.m.deadLtrs.WithLabelValues(store, "max deliveries").Inc()
 	job, _ := DecodeJob(raw.Data)
-	_ = clearAttempts(ctx, s.res.attempts, attemptKey(seq, job.ID))
 	ev := Event{V: 1, JobID: job.ID, JobSeq: seq, Store: store, SessionID: job.SessionID, Path: job.Path, Kind: job.Kind,
-		Outcome: OutcomeFailed, Reason: reason, Attempt: int(deliveries), Worker: s.worker}
-	s.record(ctx, s.log.With("store", store, "job_seq", seq), raw.Subject, ev, time.Now())
+		Attempt: int(deliveries), Worker: s.worker}
+	reason := fmt.Sprintf("max deliveries exhausted after %d deliveries without a final answer", deliveries)
+	if s.deadLetter(ctx, deadJob{subject: raw.Subject, payload: raw.Data, deliveries: deliveries, cause: "max deliveries",
+		reason: reason, ev: ev, log: s.log.With("store", store, "job_seq", seq)}) {
+		_ = clearAttempts(ctx, s.res.attempts, attemptKey(seq, job.ID))
+	}
 }

@@ -11,6 +11,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// A job's delivery, read top to bottom: process → admit (may it run now?) → attempt (the
+// handler, with heartbeats) → finish (the one final answer, after the event) → recheck.
+// Dead letters are deadletter.go's.
+
 // delivery is one message being worked, and what admission found out about it.
 type delivery struct {
 	msg       jetstream.Msg
@@ -53,13 +57,13 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	}
 	d.ev.JobID, d.ev.SessionID, d.ev.Path, d.ev.Kind = job.ID, job.SessionID, job.Path, job.Kind
 	if err != nil {
-		s.deadLetter(ctx, d, "invalid job", err)
+		s.refuse(ctx, d, "invalid job", err)
 		return nil
 	}
 	d.job, d.key = job, attemptKey(d.ev.JobSeq, job.ID)
 	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
 	if d.file, err = s.locate(d); err != nil {
-		s.deadLetter(ctx, d, "refused path", err)
+		s.refuse(ctx, d, "refused path", err)
 		return nil
 	}
 	if reason := s.active(d); reason != "" {
@@ -268,16 +272,8 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 			log.Warn("nak failed", "err", err)
 		}
 	case OutcomeFailed:
-		dl := newDeadLetter(msg.Subject(), ev.JobSeq, msg.Data(), dec.Reason, dec.Err, d.delivered, s.worker)
-		if err := publishDeadLetter(ctx, s.res.js, dl); err != nil {
-			log.Error("dead letter not written; job kept for redelivery", "err", err)
-			_ = msg.NakWithDelay(s.cfg.BackoffBase)
+		if !s.deadLetter(ctx, d.dead(ev, log, string(OutcomeFailed), dec.Reason, dec.Err)) {
 			return
-		}
-		s.m.deadLtrs.WithLabelValues(ev.Store, "failed").Inc()
-		s.record(ctx, log, msg.Subject(), ev, d.start)
-		if err := msg.TermWithReason(dec.Reason); err != nil {
-			log.Warn("term failed", "err", err)
 		}
 	}
 	if dec.Outcome != OutcomeRetry && (d.attempt > 0 || d.delivered > 1) {

@@ -11,6 +11,9 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// Running: Run (until its context ends), RunOnce (until the queue is empty), and the fetch
+// loop that hands each fetched message to a job goroutine (delivery.go).
+
 // Run works jobs until ctx ends, then shuts down in two stages: it stops fetching, lets
 // running jobs finish within ShutdownTimeout, and then cancels the rest, which are given
 // back (Nak) for another worker. With SweepEvery set it also sweeps periodically. Every

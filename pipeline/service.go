@@ -18,6 +18,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
+// The Service from New to Close: its configuration, the NATS connection (and the embedded
+// server on its locked data directory), the JetStream resources Start sets up. What it
+// does while running is in run.go; the workers' start and stop in workers.go.
+
 // Service is a compactor worker: it owns a NATS connection (and, without a URL, an embedded
 // server on a locked data directory), the JetStream resources, and a bounded pool of job
 // handlers.

@@ -9,6 +9,10 @@ import (
 	"github.com/nats-io/nats.go"
 )
 
+// The workers' start and their two-stage stop: metrics, the advisory and hook listeners, one
+// fetch loop per store; at the stop, fetching ends first, then running jobs get
+// ShutdownTimeout before they are cancelled and given back.
+
 // shutdownGrace is what the bookkeeping of cancelled jobs (give-back, lease release) gets
 // after ShutdownTimeout, when NATS does not answer; and again for handlers deaf to their
 // context, which are then left behind.
