@@ -266,23 +266,24 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 		if err := msg.DoubleAck(ctx); err != nil {
 			log.Warn("ack failed; the job will be redelivered and refused as already done", "err", err)
 		}
-	case OutcomeRetry:
-		ev.RetryInMs = dec.Delay.Milliseconds()
-		if err := msg.NakWithDelay(dec.Delay); err != nil {
-			log.Warn("nak failed", "err", err)
-		}
 	case OutcomeFailed:
 		if !s.deadLetter(ctx, d.dead(ev, log, string(OutcomeFailed), dec.Reason, dec.Err)) {
 			return
 		}
+	case OutcomeRetry:
+		// Not final: the job keeps its attempt count, and its retry event, which nobody
+		// waits for, follows the answer.
+		ev.RetryInMs = dec.Delay.Milliseconds()
+		if err := msg.NakWithDelay(dec.Delay); err != nil {
+			log.Warn("nak failed", "err", err)
+		}
+		s.record(ctx, log, msg.Subject(), ev, d.start)
+		return
 	}
-	if dec.Outcome != OutcomeRetry && (d.attempt > 0 || d.delivered > 1) {
+	if d.attempt > 0 || d.delivered > 1 {
 		if err := clearAttempts(ctx, s.res.attempts, d.key); err != nil {
 			log.Debug("attempt count not cleared; it expires by itself", "err", err)
 		}
-	}
-	if dec.Outcome == OutcomeRetry {
-		s.record(ctx, log, msg.Subject(), ev, d.start)
 	}
 }
 
