@@ -47,18 +47,22 @@ type deadJob struct {
 //     session's subject.
 func (s *Service) deadLetter(ctx context.Context, j deadJob) bool {
 	dl := newDeadLetter(j.subject, j.ev.JobSeq, j.payload, j.reason, j.err, j.deliveries, s.worker)
-	if err := publishDeadLetter(ctx, s.res.js, dl); err != nil {
-		if j.msg == nil {
-			j.log.Error("dead letter for exhausted job not written", "err", err)
-			return false
+	notWritten := "dead letter not written; job kept for redelivery"
+	if j.msg == nil {
+		notWritten = "dead letter for exhausted job not written"
+	}
+	if !answered(j.log, slog.LevelError, notWritten, publishDeadLetter(ctx, s.res.js, dl)) {
+		if j.msg != nil {
+			answered(j.log, slog.LevelWarn, "nak failed", j.msg.NakWithDelay(s.cfg.BackoffBase))
 		}
-		j.log.Error("dead letter not written; job kept for redelivery", "err", err)
-		_ = j.msg.NakWithDelay(s.cfg.BackoffBase)
 		return false
 	}
 	if j.msg == nil {
-		if err := s.res.jobs.DeleteMsg(ctx, j.ev.JobSeq); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-			j.log.Error("exhausted job not deleted", "err", err)
+		err := s.res.jobs.DeleteMsg(ctx, j.ev.JobSeq)
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			err = nil // gone already: the end sought
+		}
+		if !answered(j.log, slog.LevelError, "exhausted job not deleted", err) {
 			return false
 		}
 	}
@@ -74,9 +78,7 @@ func (s *Service) deadLetter(ctx context.Context, j deadJob) bool {
 	}
 	s.record(ctx, j.log, j.subject, ev, start)
 	if j.msg != nil {
-		if err := j.msg.TermWithReason(j.reason); err != nil {
-			j.log.Warn("term failed", "err", err)
-		}
+		answered(j.log, slog.LevelWarn, "term failed", j.msg.TermWithReason(j.reason))
 	}
 	return true
 }
@@ -137,9 +139,10 @@ func (s *Service) exhausted(ctx context.Context, store string, seq, deliveries u
 	job, _ := DecodeJob(raw.Data)
 	ev := Event{V: 1, JobID: job.ID, JobSeq: seq, Store: store, SessionID: job.SessionID, Path: job.Path, Kind: job.Kind,
 		Attempt: int(deliveries), Worker: s.worker}
+	log := s.log.With("store", store, "job_seq", seq)
 	reason := fmt.Sprintf("max deliveries exhausted after %d deliveries without a final answer", deliveries)
 	if s.deadLetter(ctx, deadJob{subject: raw.Subject, payload: raw.Data, deliveries: deliveries, cause: "max deliveries",
-		reason: reason, ev: ev, log: s.log.With("store", store, "job_seq", seq)}) {
-		_ = clearAttempts(ctx, s.res.attempts, attemptKey(seq, job.ID))
+		reason: reason, ev: ev, log: log}) {
+		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, attemptKey(seq, job.ID)))
 	}
 }

@@ -45,8 +45,9 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	d := &delivery{msg: msg, start: time.Now()}
 	meta, err := msg.Metadata()
 	if err != nil {
-		s.log.Error("message without metadata", "subject", msg.Subject(), "err", err)
-		_ = msg.Term()
+		log := s.log.With("subject", msg.Subject())
+		log.Error("message without metadata", "err", err)
+		answered(log, slog.LevelWarn, "term failed", msg.Term())
 		return nil
 	}
 	d.delivered = meta.NumDelivered
@@ -126,7 +127,7 @@ func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 		delay = min(max(busy.remaining, s.cfg.LeaseBusyDelay), s.cfg.LeaseTTL)
 	}
 	d.log.Debug("session busy; job delayed", "reason", err, "delay", delay)
-	_ = d.msg.NakWithDelay(delay)
+	answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
 	return false
 }
 
@@ -135,9 +136,8 @@ func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 // NATS mid-job) is dead-lettered here instead of being tried again.
 func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
 	n, err := addAttempts(ctx, s.res.attempts, d.key, 1)
-	if err != nil {
-		// NumDelivered also counts busy deliveries: it can only end a job early, not late.
-		d.log.Warn("attempt not counted; using the delivery count", "err", err)
+	// NumDelivered also counts busy deliveries: it can only end a job early, not late.
+	if !answered(d.log, slog.LevelWarn, "attempt not counted; using the delivery count", err) {
 		d.attempt, d.ev.Attempt = int(d.delivered), int(d.delivered)
 		return true
 	}
@@ -163,11 +163,10 @@ func (s *Service) attempt(w work, d *delivery) {
 
 	if herr != nil && w.jobs.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
-		if _, err := addAttempts(w.book, s.res.attempts, d.key, -1); err != nil {
-			d.log.Debug("attempt of a given-back job not uncounted", "err", err)
-		}
-		_ = d.lease.release(w.book)
-		_ = d.msg.Nak()
+		_, err := addAttempts(w.book, s.res.attempts, d.key, -1)
+		answered(d.log, slog.LevelDebug, "attempt of a given-back job not uncounted", err)
+		d.releaseLease(w.book)
+		answered(d.log, slog.LevelWarn, "nak failed", d.msg.Nak())
 		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
 	}
@@ -197,9 +196,7 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 		case <-ctx.Done():
 			return
 		case <-ackT.C:
-			if err := d.msg.InProgress(); err != nil {
-				d.log.Warn("in-progress heartbeat failed", "err", err)
-			}
+			answered(d.log, slog.LevelWarn, "in-progress heartbeat failed", d.msg.InProgress())
 		case <-leaseT.C:
 			left := s.cfg.LeaseTTL - time.Since(d.lease.written)
 			rctx, rcancel := context.WithTimeout(ctx, max(min(every, left), time.Millisecond))
@@ -249,12 +246,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	// must not find the lease still held (it would wait for the lease's whole remaining TTL).
 	// A worker that dies before its answer leaves the job to be delivered again, which takes
 	// the lease again and finds its effect.
-	if d.lease != nil {
-		if err := d.lease.release(ctx); err != nil {
-			log.Warn("lease release failed; it expires by itself", "err", err)
-		}
-		d.lease = nil
-	}
+	d.releaseLease(ctx)
 	// A final event is published before the job's final answer to JetStream: a worker that
 	// dies between the two leaves the job to be delivered again (it then finds its effect and
 	// reports it again), never a job answered without its event, which `enqueue --wait`
@@ -263,9 +255,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	case OutcomeDone, OutcomeSkipped, OutcomeSuperseded:
 		s.record(ctx, log, msg.Subject(), ev, d.start)
 		// DoubleAck: once it returns, the subject is free and a follow-up enqueue is accepted.
-		if err := msg.DoubleAck(ctx); err != nil {
-			log.Warn("ack failed; the job will be redelivered and refused as already done", "err", err)
-		}
+		answered(log, slog.LevelWarn, "ack failed; the job will be redelivered and refused as already done", msg.DoubleAck(ctx))
 	case OutcomeFailed:
 		if !s.deadLetter(ctx, d.dead(ev, log, string(OutcomeFailed), dec.Reason, dec.Err)) {
 			return
@@ -274,17 +264,34 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 		// Not final: the job keeps its attempt count, and its retry event, which nobody
 		// waits for, follows the answer.
 		ev.RetryInMs = dec.Delay.Milliseconds()
-		if err := msg.NakWithDelay(dec.Delay); err != nil {
-			log.Warn("nak failed", "err", err)
-		}
+		answered(log, slog.LevelWarn, "nak failed", msg.NakWithDelay(dec.Delay))
 		s.record(ctx, log, msg.Subject(), ev, d.start)
 		return
 	}
 	if d.attempt > 0 || d.delivered > 1 {
-		if err := clearAttempts(ctx, s.res.attempts, d.key); err != nil {
-			log.Debug("attempt count not cleared; it expires by itself", "err", err)
-		}
+		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, d.key))
 	}
+}
+
+// releaseLease gives the session's lease back, if the delivery holds it.
+func (d *delivery) releaseLease(ctx context.Context) {
+	if d.lease != nil {
+		answered(d.log, slog.LevelWarn, "lease release failed; it expires by itself", d.lease.release(ctx))
+		d.lease = nil
+	}
+}
+
+// answered is the one check of an answer to JetStream about a job: an ack, nak, term or
+// in-progress, an event or a dead letter published, the job's lease or attempt count
+// written or deleted. A failure is logged at level on log, which carries the job's
+// identity, with what (what failed and what follows from it) and the error. It reports
+// whether the answer was given.
+func answered(log *slog.Logger, level slog.Level, what string, err error) bool {
+	if err == nil {
+		return true
+	}
+	log.Log(context.Background(), level, what, "err", err)
+	return false
 }
 
 func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
@@ -297,9 +304,7 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 		s.m.llmTokens.WithLabelValues(ev.Store).Add(float64(ev.LLMTokens))
 	}
 	s.m.countLLM(ev)
-	if err := publishEvent(ctx, s.res.js, subject, ev); err != nil {
-		log.Warn("event not published", "err", err)
-	}
+	answered(log, slog.LevelWarn, "event not published", publishEvent(ctx, s.res.js, subject, ev))
 	if ev.Final() {
 		s.noteOutcome(ctx, log, ev)
 	}

@@ -228,9 +228,10 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		return Assessment{}, ctx.Err()
 	})
 	h := &fakeHandler{delay: time.Minute}
+	logs := &logBuffer{}
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
-		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor}
+		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
 	s := startService(t, cfg)
 	nc, err := nats.Connect(n.url())
 	if err != nil {
@@ -266,6 +267,24 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	if a := assessing.Load(); a != 0 {
 		t.Errorf("%d sweep assessments still running after Run returned", a)
 	}
+	// The give-back's answers cannot reach JetStream: their failure is said, with the job.
+	if !logLine(logs.String(), "lease release failed; it expires by itself", "session="+sid, "job_seq=") {
+		t.Errorf("the failed lease release of the given-back job is not logged with its identity:\n%s", logs.String())
+	}
+}
+
+// logLine reports whether one line of logs holds every part.
+func logLine(logs string, parts ...string) bool {
+	for l := range strings.Lines(logs) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
 }
 
 // A job that takes its worker down with it (no answer, ever) costs one attempt per crash,
