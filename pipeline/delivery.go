@@ -30,9 +30,11 @@ type delivery struct {
 }
 
 // process handles one delivery from start to its single final answer to JetStream:
-// admission decides whether the handler may run now; the attempt runs it.
-func (s *Service) process(w work, store string, msg jetstream.Msg) {
+// admission decides whether the handler may run now; the attempt runs it. f is the job in
+// flight, named for the shutdown once admitted.
+func (s *Service) process(w work, f *flight, store string, msg jetstream.Msg) {
 	if d := s.admit(w.book, store, msg); d != nil {
+		s.flights.admitted(f, d)
 		s.attempt(w, d)
 	}
 }

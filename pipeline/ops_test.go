@@ -287,6 +287,62 @@ func logLine(logs string, parts ...string) bool {
 	return false
 }
 
+// A handler that ignores its cancellation does not hold Run (its doc): Run names the job in
+// its log and returns with that job alone still in flight; the job's goroutine ends when
+// the handler returns, and the job, not lost, is done by another worker.
+func TestRunLeavesDeafHandlerBehind(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release // deaf to ctx
+			return Result{}, ctx.Err()
+		}
+		return applyFake(job, file)
+	})
+	logs := &logBuffer{}
+	cfg := b.config(h)
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	cfg.Logger = logs.logger()
+	s := b.service(cfg)
+	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	defer close(release) // the handler returns if the test stops early
+	select {
+	case <-started:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the handler was not called")
+	}
+	cancel()
+	select {
+	case err := <-runDone:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatal("Run did not return while a handler ignored its cancellation")
+	}
+	if n := s.flights.count(); n != 1 {
+		t.Fatalf("%d jobs in flight when Run returned, want the deaf handler's alone", n)
+	}
+	if !logLine(logs.String(), "job left behind at shutdown", "session="+sid, fmt.Sprintf("job_seq=%d", r.Seq), "path=s.jsonl") {
+		t.Fatalf("the job left behind is not named in the log:\n%s", logs.String())
+	}
+	release <- struct{}{} // the handler returns
+	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.flights.count() == 0 })
+	b.run(b.service(b.config(h)))
+	file := filepath.Join(b.dir, "s.jsonl")
+	eventually(t, 20*time.Second, "the job done by another worker", func() bool {
+		return countType(t, file, "compaction") == 1 && b.pending() == 0
+	})
+}
+
 // A job that takes its worker down with it (no answer, ever) costs one attempt per crash,
 // counted in NATS so that the count survives the restarts: after MaxDeliver crashed
 // attempts the next delivery dead-letters it without calling the handler again.

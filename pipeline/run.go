@@ -16,9 +16,17 @@ import (
 
 // Run works jobs until ctx ends, then shuts down in two stages: it stops fetching, lets
 // running jobs finish within ShutdownTimeout, and then cancels the rest, which are given
-// back (Nak) for another worker. With SweepEvery set it also sweeps periodically. Every
-// goroutine it started has ended when it returns, at most ShutdownTimeout + 2s after ctx
-// ended, even when NATS is unreachable.
+// back (Nak) for another worker. With SweepEvery set it also sweeps periodically.
+//
+// Run returns at most ShutdownTimeout + 2s after ctx ended, even when NATS is unreachable.
+// Every goroutine it started has ended by then, except those of a job that has not ended
+// 2s (twice shutdownGrace) after stage two cancelled it, because its handler ignores its
+// context: Run names each such job in an error log line ("job left behind at shutdown",
+// with its store, session, kind, job_seq and path) and returns without it. That job's
+// goroutines run on until its handler returns (in compactor run, the process exits
+// first); they cannot finish the job then (its contexts have ended: the ack, the event and
+// the lease's release fail at once), and the job is delivered again: after AckWait at the
+// latest, sooner if a Nak of its still reaches NATS.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Handler == nil {
 		return errors.New("config: Handler: required to run workers")
@@ -84,7 +92,7 @@ func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 			s.log.Warn("cannot count pending jobs", "err", err)
 			continue
 		}
-		if n == 0 && s.inflight.Load() == 0 {
+		if n == 0 && s.flights.count() == 0 {
 			idle++
 		} else {
 			idle = 0
@@ -138,17 +146,15 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		if err == nil {
 			for msg := range batch.Messages() {
 				got++
-				s.jobs.Add(1)
-				s.inflight.Add(1)
+				f := s.flights.add(store, msg.Subject())
 				s.m.inFlight.Inc()
 				go func() {
 					defer func() {
 						s.m.inFlight.Dec()
-						s.inflight.Add(-1)
 						<-s.sem
-						s.jobs.Done()
+						s.flights.done(f)
 					}()
-					s.process(w, store, msg)
+					s.process(w, f, store, msg)
 				}()
 			}
 			err = batch.Error()

@@ -42,9 +42,8 @@ type Service struct {
 	memoMu    sync.Mutex
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
-	sem      chan struct{}
-	inflight atomic.Int64
-	jobs     sync.WaitGroup
+	sem     chan struct{}
+	flights *flights // the jobs being worked, for RunOnce and the shutdown
 
 	mu        sync.Mutex
 	recording bool
@@ -58,7 +57,8 @@ func New(cfg Config) (*Service, error) {
 		return nil, err
 	}
 	cfg = cfg.withDefaults()
-	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency)}
+	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
+		flights: newFlights()}
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"log/slog"
+	"slices"
 	"sync"
 	"time"
 
@@ -80,7 +82,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	return func() {
 		t0 := time.Now()
 		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
-			if n := s.inflight.Load(); n > 0 {
+			if n := s.flights.count(); n > 0 {
 				s.log.Warn("shutdown timeout: cancelling running jobs; they are given back", "in_flight", n)
 			}
 			cancelJobs()
@@ -88,12 +90,19 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		hard := time.AfterFunc(s.cfg.ShutdownTimeout+shutdownGrace, cancelBook)
 		loops.Wait() // stage 1: no more fetches (ctx is done)
 		stopBeats()
-		done := make(chan struct{})
-		go func() { s.jobs.Wait(); close(done) }()
 		select {
-		case <-done:
+		case <-s.flights.empty():
 		case <-time.After(time.Until(t0.Add(s.cfg.ShutdownTimeout + 2*shutdownGrace))):
-			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", s.inflight.Load())
+			left := s.flights.list()
+			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", len(left))
+			for _, f := range left {
+				log := f.log
+				if log == nil { // not admitted yet
+					log = s.log.With("store", f.store, "subject", f.subject)
+				}
+				log.Error("job left behind at shutdown: it did not end when cancelled", "path", f.path,
+					"running_s", seconds(time.Since(f.since)))
+			}
 		}
 		stage2.Stop()
 		hard.Stop()
@@ -129,6 +138,81 @@ func (t *tasks) closeAndWait() {
 	t.closed = true
 	t.mu.Unlock()
 	t.wg.Wait()
+}
+
+// flights holds this worker's jobs from their fetch to the end of their goroutine: the
+// shutdown waits for it to empty, and names the jobs still in it when it does not.
+type flights struct {
+	mu   sync.Mutex
+	jobs map[*flight]struct{}
+	none chan struct{} // closed while jobs is empty
+}
+
+// flight is one job in flight, as far as it is known: fetched (its store and subject), then
+// admitted (its logger, with the job's identity, and its path).
+type flight struct {
+	store, subject string
+	since          time.Time
+	log            *slog.Logger // nil until admitted
+	path           string
+}
+
+func newFlights() *flights {
+	none := make(chan struct{})
+	close(none)
+	return &flights{jobs: map[*flight]struct{}{}, none: none}
+}
+
+func (fs *flights) add(store, subject string) *flight {
+	f := &flight{store: store, subject: subject, since: time.Now()}
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	if len(fs.jobs) == 0 {
+		fs.none = make(chan struct{})
+	}
+	fs.jobs[f] = struct{}{}
+	return f
+}
+
+// admitted names the job of f once admission knows it.
+func (fs *flights) admitted(f *flight, d *delivery) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	f.log, f.path = d.log, d.job.Path
+}
+
+func (fs *flights) done(f *flight) {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	delete(fs.jobs, f)
+	if len(fs.jobs) == 0 {
+		close(fs.none)
+	}
+}
+
+func (fs *flights) count() int {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return len(fs.jobs)
+}
+
+// empty is closed once no job is in flight (at once if none is).
+func (fs *flights) empty() <-chan struct{} {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	return fs.none
+}
+
+// list is a copy of the jobs in flight, the longest running first.
+func (fs *flights) list() []flight {
+	fs.mu.Lock()
+	defer fs.mu.Unlock()
+	out := make([]flight, 0, len(fs.jobs))
+	for f := range fs.jobs {
+		out = append(out, *f)
+	}
+	slices.SortFunc(out, func(a, b flight) int { return a.since.Compare(b.since) })
+	return out
 }
 
 func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
