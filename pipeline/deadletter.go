@@ -83,23 +83,6 @@ func (s *Service) deadLetter(ctx context.Context, j deadJob) bool {
 	return true
 }
 
-// dead is this delivery's job as a dead job: ev is its event, log carries its identity.
-func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err error) deadJob {
-	return deadJob{msg: d.msg, subject: d.msg.Subject(), payload: d.msg.Data(), deliveries: d.delivered,
-		cause: cause, reason: reason, err: err, ev: ev, start: d.start, log: log}
-}
-
-// refuse dead-letters a delivery before any handler ran (an invalid job, a refused path).
-func (s *Service) refuse(ctx context.Context, d *delivery, cause string, err error) {
-	ev := d.ev
-	ev.Attempt = int(d.delivered)
-	log := s.log.With("store", ev.Store, "subject", d.msg.Subject(), "job_seq", ev.JobSeq)
-	reason := cause + ": " + err.Error()
-	if s.deadLetter(ctx, d.dead(ev, log, cause, reason, err)) {
-		log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
-	}
-}
-
 // watchMaxDeliveries handles JetStream's max-deliveries advisory: a message whose last
 // allowed delivery ended without a final answer (a worker crashed, or a busy lease on the
 // last delivery) would otherwise stay in the work queue and block its session's subject

@@ -153,6 +153,23 @@ func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
 	return false
 }
 
+// refuse dead-letters a delivery before any handler ran (an invalid job, a refused path).
+func (s *Service) refuse(ctx context.Context, d *delivery, cause string, err error) {
+	ev := d.ev
+	ev.Attempt = int(d.delivered)
+	log := s.log.With("store", ev.Store, "subject", d.msg.Subject(), "job_seq", ev.JobSeq)
+	reason := cause + ": " + err.Error()
+	if s.deadLetter(ctx, d.dead(ev, log, cause, reason, err)) {
+		log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
+	}
+}
+
+// dead is this delivery's job as a dead job: ev is its event, log carries its identity.
+func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err error) deadJob {
+	return deadJob{msg: d.msg, subject: d.msg.Subject(), payload: d.msg.Data(), deliveries: d.delivered,
+		cause: cause, reason: reason, err: err, ev: ev, start: d.start, log: log}
+}
+
 // attempt runs the handler on an admitted delivery, with heartbeats, and gives the
 // delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
 func (s *Service) attempt(w work, d *delivery) {
@@ -280,48 +297,6 @@ func (d *delivery) releaseLease(ctx context.Context) {
 	if d.lease != nil {
 		answered(d.log, slog.LevelWarn, "lease release failed; it expires by itself", d.lease.release(ctx))
 		d.lease = nil
-	}
-}
-
-// answered is the one check of an answer to JetStream about a job: an ack, nak, term or
-// in-progress, an event or a dead letter published, the job's lease or attempt count
-// written or deleted. A failure is logged at level on log, which carries the job's
-// identity, with what (what failed and what follows from it) and the error. It reports
-// whether the answer was given.
-func answered(log *slog.Logger, level slog.Level, what string, err error) bool {
-	if err == nil {
-		return true
-	}
-	log.Log(context.Background(), level, what, "err", err)
-	return false
-}
-
-func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
-	dur := time.Since(start)
-	ev.DurationMs = dur.Milliseconds()
-	ev.At = time.Now().UTC()
-	s.m.jobs.WithLabelValues(ev.Store, ev.Kind, string(ev.Outcome)).Inc()
-	s.m.duration.WithLabelValues(ev.Store, ev.Kind, string(ev.Outcome)).Observe(dur.Seconds())
-	if ev.LLMTokens > 0 {
-		s.m.llmTokens.WithLabelValues(ev.Store).Add(float64(ev.LLMTokens))
-	}
-	s.m.countLLM(ev)
-	answered(log, slog.LevelWarn, "event not published", publishEvent(ctx, s.res.js, subject, ev))
-	if ev.Final() {
-		s.noteOutcome(ctx, log, ev)
-	}
-	log.Info("job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
-		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens, "llm_cached_input_tokens", ev.LLMCachedInputTokens,
-		"duration_s", seconds(dur), "attempt", ev.Attempt)
-	if ev.Final() {
-		s.mu.Lock()
-		if s.recording {
-			s.rows = append(s.rows, ReportRow{Store: ev.Store, SessionID: ev.SessionID, Path: ev.Path, Kind: ev.Kind, Outcome: ev.Outcome,
-				Reason: ev.Reason, EntryID: ev.EntryID, TokensBefore: ev.TokensBefore, TokensAfter: ev.TokensAfter,
-				LLMTokens: ev.LLMTokens, LLMInputTokens: ev.LLMInputTokens, LLMCachedInputTokens: ev.LLMCachedInputTokens,
-				LLMOutputTokens: ev.LLMOutputTokens, Attempts: ev.Attempt, Duration: dur})
-		}
-		s.mu.Unlock()
 	}
 }
 
