@@ -34,7 +34,7 @@ type delivery struct {
 // flight, named for the shutdown once admitted.
 func (s *Service) process(w work, f *flight, store string, msg jetstream.Msg) {
 	if d := s.admit(w.book, store, msg); d != nil {
-		s.flights.admitted(f, d)
+		s.flights.admitted(f, d.log, d.job.Path)
 		s.attempt(w, d)
 	}
 }

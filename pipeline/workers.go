@@ -174,11 +174,11 @@ func (fs *flights) add(store, subject string) *flight {
 	return f
 }
 
-// admitted names the job of f once admission knows it.
-func (fs *flights) admitted(f *flight, d *delivery) {
+// admitted names the job of f once admission knows it: log carries its identity.
+func (fs *flights) admitted(f *flight, log *slog.Logger, path string) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	f.log, f.path = d.log, d.job.Path
+	f.log, f.path = log, path
 }
 
 func (fs *flights) done(f *flight) {
