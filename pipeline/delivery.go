@@ -15,6 +15,13 @@ import (
 // handler, with heartbeats) → finish (the one final answer, after the event) → recheck.
 // Dead letters are deadletter.go's.
 
+// work holds the two contexts of running jobs: handlers end with jobs (stage two of a
+// shutdown); the answers to JetStream, events and leases use book, which ends
+// shutdownGrace later so that a NATS outage cannot hold a shutdown.
+type work struct {
+	jobs, book context.Context
+}
+
 // delivery is one message being worked, and what admission found out about it.
 type delivery struct {
 	msg       jetstream.Msg

@@ -50,3 +50,5 @@ func answered(log *slog.Logger, level slog.Level, what string, err error) bool {
 	log.Log(context.Background(), level, what, "err", err)
 	return false
 }
+
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }

@@ -6,13 +6,10 @@ import (
 	"sort"
 	"sync"
 	"time"
-
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Running: Run (until its context ends), RunOnce (until the queue is empty), and the fetch
-// loop that hands each fetched message to a job goroutine (delivery.go).
+// Running: Run (until its context ends) and RunOnce (until the queue is empty), both on the
+// workers of workers.go.
 
 // Run works jobs until ctx ends, then shuts down in two stages: it stops fetching, lets
 // running jobs finish within ShutdownTimeout, and then cancels the rest, which are given
@@ -116,62 +113,4 @@ func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 	}
 	rep.Duration = time.Since(start)
 	return rep, werr
-}
-
-const fetchWait = time.Second
-
-// fetchLoop pulls from one store's consumer only as many messages as it has free slots, so
-// a fetched message is never left waiting (its AckWait ticking) for a slot.
-func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
-	cons := s.res.cons[store]
-	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
-	for {
-		select {
-		case <-ctx.Done():
-			return
-		case s.sem <- struct{}{}:
-		}
-		n := 1
-	more:
-		for n < perStore {
-			select {
-			case s.sem <- struct{}{}:
-				n++
-			default:
-				break more
-			}
-		}
-		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
-		got := 0
-		if err == nil {
-			for msg := range batch.Messages() {
-				got++
-				f := s.flights.add(store, msg.Subject())
-				s.m.inFlight.Inc()
-				go func() {
-					defer func() {
-						s.m.inFlight.Dec()
-						<-s.sem
-						s.flights.done(f)
-					}()
-					s.process(w, f, store, msg)
-				}()
-			}
-			err = batch.Error()
-		}
-		for range n - got {
-			<-s.sem
-		}
-		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
-			if ctx.Err() != nil {
-				return
-			}
-			s.log.Warn("fetch failed", "store", store, "err", err)
-			select {
-			case <-ctx.Done():
-				return
-			case <-time.After(500 * time.Millisecond):
-			}
-		}
-	}
 }

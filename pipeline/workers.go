@@ -3,29 +3,22 @@ package pipeline
 import (
 	"context"
 	"errors"
-	"log/slog"
-	"slices"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
 )
 
 // The workers' start and their two-stage stop: metrics, the advisory and hook listeners, one
-// fetch loop per store; at the stop, fetching ends first, then running jobs get
-// ShutdownTimeout before they are cancelled and given back.
+// fetch loop per store, which hands each fetched message to a job goroutine (delivery.go);
+// at the stop, fetching ends first, then running jobs get ShutdownTimeout before they are
+// cancelled and given back.
 
 // shutdownGrace is what the bookkeeping of cancelled jobs (give-back, lease release) gets
 // after ShutdownTimeout, when NATS does not answer; and again for handlers deaf to their
 // context, which are then left behind.
 const shutdownGrace = time.Second
-
-// work holds the two contexts of running jobs: handlers end with jobs (stage two of a
-// shutdown); the answers to JetStream, events and leases use book, which ends
-// shutdownGrace later so that a NATS outage cannot hold a shutdown.
-type work struct {
-	jobs, book context.Context
-}
 
 // startWorkers starts metrics, the max-deliveries advisory listener and one fetch loop per
 // store, all ending with ctx. The returned stop waits for them and for running jobs (the
@@ -117,102 +110,60 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	}, nil
 }
 
-// tasks is a WaitGroup that refuses new tasks once closed: a NATS callback racing the
-// shutdown cannot start work after the shutdown waited for it.
-type tasks struct {
-	mu     sync.Mutex
-	closed bool
-	wg     sync.WaitGroup
-}
+const fetchWait = time.Second
 
-func (t *tasks) goTask(f func()) {
-	t.mu.Lock()
-	defer t.mu.Unlock()
-	if !t.closed {
-		t.wg.Go(f)
+// fetchLoop pulls from one store's consumer only as many messages as it has free slots, so
+// a fetched message is never left waiting (its AckWait ticking) for a slot.
+func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
+	cons := s.res.cons[store]
+	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s.sem <- struct{}{}:
+		}
+		n := 1
+	more:
+		for n < perStore {
+			select {
+			case s.sem <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				f := s.flights.add(store, msg.Subject())
+				s.m.inFlight.Inc()
+				go func() {
+					defer func() {
+						s.m.inFlight.Dec()
+						<-s.sem
+						s.flights.done(f)
+					}()
+					s.process(w, f, store, msg)
+				}()
+			}
+			err = batch.Error()
+		}
+		for range n - got {
+			<-s.sem
+		}
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("fetch failed", "store", store, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
 	}
 }
-
-func (t *tasks) closeAndWait() {
-	t.mu.Lock()
-	t.closed = true
-	t.mu.Unlock()
-	t.wg.Wait()
-}
-
-// flights holds this worker's jobs from their fetch to the end of their goroutine: the
-// shutdown waits for it to empty, and names the jobs still in it when it does not.
-type flights struct {
-	mu   sync.Mutex
-	jobs map[*flight]struct{}
-	none chan struct{} // closed while jobs is empty
-}
-
-// flight is one job in flight, as far as it is known: fetched (its store and subject), then
-// admitted (its logger, with the job's identity, and its path).
-type flight struct {
-	store, subject string
-	since          time.Time
-	log            *slog.Logger // nil until admitted
-	path           string
-}
-
-func newFlights() *flights {
-	none := make(chan struct{})
-	close(none)
-	return &flights{jobs: map[*flight]struct{}{}, none: none}
-}
-
-func (fs *flights) add(store, subject string) *flight {
-	f := &flight{store: store, subject: subject, since: time.Now()}
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	if len(fs.jobs) == 0 {
-		fs.none = make(chan struct{})
-	}
-	fs.jobs[f] = struct{}{}
-	return f
-}
-
-// admitted names the job of f once admission knows it: log carries its identity.
-func (fs *flights) admitted(f *flight, log *slog.Logger, path string) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	f.log, f.path = log, path
-}
-
-func (fs *flights) done(f *flight) {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	delete(fs.jobs, f)
-	if len(fs.jobs) == 0 {
-		close(fs.none)
-	}
-}
-
-func (fs *flights) count() int {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return len(fs.jobs)
-}
-
-// empty is closed once no job is in flight (at once if none is).
-func (fs *flights) empty() <-chan struct{} {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	return fs.none
-}
-
-// list is a copy of the jobs in flight, the longest running first.
-func (fs *flights) list() []flight {
-	fs.mu.Lock()
-	defer fs.mu.Unlock()
-	out := make([]flight, 0, len(fs.jobs))
-	for f := range fs.jobs {
-		out = append(out, *f)
-	}
-	slices.SortFunc(out, func(a, b flight) int { return a.since.Compare(b.since) })
-	return out
-}
-
-func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }
