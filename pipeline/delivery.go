@@ -258,7 +258,9 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 	}
 }
 
-// finish gives the delivery its one final answer, then publishes the event.
+// finish ends a delivery: it gives the session's lease back, then records the event and
+// gives JetStream its one answer (an ack, a delayed Nak for a retry, or a dead letter and
+// Term), in the order that loses nothing when the worker dies between two steps.
 func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Result) {
 	ev, log, msg := d.ev, d.log, d.msg
 	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy

@@ -9,6 +9,9 @@ import (
 // What a job tells the world, from whichever path: its event (with its metrics, its log line
 // and its report row) and its answers to JetStream, every one checked the same way.
 
+// record publishes ev as its job's event (start: when the delivery began), counts it in the
+// metrics and logs it; a final one is also noted for the sweeps and, while RunOnce runs,
+// kept for its report.
 func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
 	dur := time.Since(start)
 	ev.DurationMs = dur.Milliseconds()

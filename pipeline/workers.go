@@ -22,7 +22,7 @@ const shutdownGrace = time.Second
 
 // startWorkers starts metrics, the max-deliveries advisory listener and one fetch loop per
 // store, all ending with ctx. The returned stop waits for them and for running jobs (the
-// two-stage shutdown).
+// two-stage shutdown), but not for a job left behind (Run says which).
 func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if s.cfg.Client {
 		return nil, errors.New("config: Client: a client runs no workers")
