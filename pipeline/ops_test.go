@@ -251,14 +251,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	n.stop() // NATS is gone for good
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-runDone:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of its context ending with NATS down")
-	}
+	runReturned(t, runDone, "with NATS down")
 	took := time.Since(start)
 	t.Logf("shutdown with NATS down: %.2fs (ShutdownTimeout 1s, grace %s)", took.Seconds(), shutdownGrace)
 	if limit := cfg.ShutdownTimeout + 2*shutdownGrace + time.Second; took > limit {
@@ -270,6 +263,20 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	// The give-back's answers cannot reach JetStream: their failure is said, with the job.
 	if !logLine(logs.String(), "lease release failed; it expires by itself", "session="+sid, "job_seq=") {
 		t.Errorf("the failed lease release of the given-back job is not logged with its identity:\n%s", logs.String())
+	}
+}
+
+// runReturned waits for Run's result on done after its context ended, and fails the test
+// if Run failed or has not returned within 30s.
+func runReturned(t *testing.T, done <-chan error, when string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return within 30s of its context ending %s", when)
 	}
 }
 
@@ -320,14 +327,7 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 		t.Fatal("the handler was not called")
 	}
 	cancel()
-	select {
-	case err := <-runDone:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return while a handler ignored its cancellation")
-	}
+	runReturned(t, runDone, "while a handler ignored its cancellation")
 	if n := s.flights.count(); n != 1 {
 		t.Fatalf("%d jobs in flight when Run returned, want the deaf handler's alone", n)
 	}

@@ -31,7 +31,16 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
 	w := work{jobs: jobCtx, book: bookCtx}
 	bg := &tasks{}
-	subs, err := s.watchMaxDeliveries(bookCtx, bg)
+	var subs []*nats.Subscription
+	undo := func(err error) (func(), error) {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+		cancelJobs()
+		cancelBook()
+		return nil, err
+	}
+	subs, err = s.watchMaxDeliveries(bookCtx, bg)
 	if err == nil {
 		var hooks []*nats.Subscription
 		hooks, err = s.watchHookReports()
@@ -43,23 +52,13 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		subs = append(subs, bridges...)
 	}
 	if err != nil {
-		for _, sub := range subs {
-			_ = sub.Unsubscribe()
-		}
-		cancelJobs()
-		cancelBook()
-		return nil, err
+		return undo(err)
 	}
 	waitMetrics := func() {}
 	if s.cfg.MetricsAddr != "" {
 		addr, wait, err := serveMetrics(ctx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
 		if err != nil {
-			for _, sub := range subs {
-				_ = sub.Unsubscribe()
-			}
-			cancelJobs()
-			cancelBook()
-			return nil, err
+			return undo(err)
 		}
 		waitMetrics = wait
 		s.mu.Lock()
