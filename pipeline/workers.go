@@ -122,6 +122,10 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 			return
 		case s.sem <- struct{}{}:
 		}
+		if ctx.Err() != nil { // a free slot and the end were both ready: select picks either
+			<-s.sem
+			return
+		}
 		n := 1
 	more:
 		for n < perStore {
