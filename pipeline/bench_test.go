@@ -64,7 +64,7 @@ func benchOnce(b *testing.B, conc, n int, latency time.Duration) {
 		}()
 	}
 	wg.Wait()
-	for bd.pending() > 0 || svc.inflight.Load() > 0 {
+	for bd.pending() > 0 || svc.flights.count() > 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	wall := time.Since(t0)

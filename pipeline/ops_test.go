@@ -228,9 +228,10 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		return Assessment{}, ctx.Err()
 	})
 	h := &fakeHandler{delay: time.Minute}
+	logs := &logBuffer{}
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
-		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor}
+		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
 	s := startService(t, cfg)
 	nc, err := nats.Connect(n.url())
 	if err != nil {
@@ -250,14 +251,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	n.stop() // NATS is gone for good
 	start := time.Now()
 	cancel()
-	select {
-	case err := <-runDone:
-		if err != nil {
-			t.Fatal(err)
-		}
-	case <-time.After(30 * time.Second):
-		t.Fatal("Run did not return within 30s of its context ending with NATS down")
-	}
+	runReturned(t, runDone, "with NATS down")
 	took := time.Since(start)
 	t.Logf("shutdown with NATS down: %.2fs (ShutdownTimeout 1s, grace %s)", took.Seconds(), shutdownGrace)
 	if limit := cfg.ShutdownTimeout + 2*shutdownGrace + time.Second; took > limit {
@@ -266,6 +260,87 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	if a := assessing.Load(); a != 0 {
 		t.Errorf("%d sweep assessments still running after Run returned", a)
 	}
+	// The give-back's answers cannot reach JetStream: their failure is said, with the job.
+	if !logLine(logs.String(), "lease release failed; it expires by itself", "session="+sid, "job_seq=") {
+		t.Errorf("the failed lease release of the given-back job is not logged with its identity:\n%s", logs.String())
+	}
+}
+
+// runReturned waits for Run's result on done after its context ended, and fails the test
+// if Run failed or has not returned within 30s.
+func runReturned(t *testing.T, done <-chan error, when string) {
+	t.Helper()
+	select {
+	case err := <-done:
+		if err != nil {
+			t.Fatal(err)
+		}
+	case <-time.After(30 * time.Second):
+		t.Fatalf("Run did not return within 30s of its context ending %s", when)
+	}
+}
+
+// logLine reports whether one line of logs holds every part.
+func logLine(logs string, parts ...string) bool {
+	for l := range strings.Lines(logs) {
+		all := true
+		for _, p := range parts {
+			all = all && strings.Contains(l, p)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// A handler that ignores its cancellation does not hold Run (its doc): Run names the job in
+// its log and returns with that job alone still in flight; the job's goroutine ends when
+// the handler returns, and the job, not lost, is done by another worker.
+func TestRunLeavesDeafHandlerBehind(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	started, release := make(chan struct{}), make(chan struct{})
+	var calls atomic.Int64
+	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+		if calls.Add(1) == 1 {
+			close(started)
+			<-release // deaf to ctx
+			return Result{}, ctx.Err()
+		}
+		return applyFake(job, file)
+	})
+	logs := &logBuffer{}
+	cfg := b.config(h)
+	cfg.ShutdownTimeout = 100 * time.Millisecond
+	cfg.Logger = logs.logger()
+	s := b.service(cfg)
+	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	ctx, cancel := context.WithCancel(context.Background())
+	runDone := make(chan error, 1)
+	go func() { runDone <- s.Run(ctx) }()
+	defer close(release) // the handler returns if the test stops early
+	select {
+	case <-started:
+	case <-time.After(2 * time.Minute): // a hang guard only
+		t.Fatal("the handler was not called")
+	}
+	cancel()
+	runReturned(t, runDone, "while a handler ignored its cancellation")
+	if n := s.flights.count(); n != 1 {
+		t.Fatalf("%d jobs in flight when Run returned, want the deaf handler's alone", n)
+	}
+	if !logLine(logs.String(), "job left behind at shutdown", "session="+sid, fmt.Sprintf("job_seq=%d", r.Seq), "path=s.jsonl") {
+		t.Fatalf("the job left behind is not named in the log:\n%s", logs.String())
+	}
+	release <- struct{}{} // the handler returns
+	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.flights.count() == 0 })
+	b.run(b.service(b.config(h)))
+	file := filepath.Join(b.dir, "s.jsonl")
+	eventually(t, 20*time.Second, "the job done by another worker", func() bool {
+		return countType(t, file, "compaction") == 1 && b.pending() == 0
+	})
 }
 
 // A job that takes its worker down with it (no answer, ever) costs one attempt per crash,

@@ -320,7 +320,7 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 	stop1 := b.run(s1)
 	eventually(t, 10*time.Second, "a job to start", func() bool { c, _ := h1.stats(); return c > 0 })
 	stop1()
-	if s1.inflight.Load() != 0 {
+	if s1.flights.count() != 0 {
 		t.Fatal("jobs still in flight after Run returned")
 	}
 	// Worker 2: stage two (jobs outlive the timeout and are given back).

@@ -1,0 +1,350 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"log/slog"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A job's delivery, read top to bottom: process → admit (may it run now?) → attempt (the
+// handler, with heartbeats) → finish (the one final answer, after the event) → recheck.
+// Dead letters are deadletter.go's.
+
+// work holds the two contexts of running jobs: handlers end with jobs (stage two of a
+// shutdown); the answers to JetStream, events and leases use book, which ends
+// shutdownGrace later so that a NATS outage cannot hold a shutdown.
+type work struct {
+	jobs, book context.Context
+}
+
+// delivery is one message being worked, and what admission found out about it.
+type delivery struct {
+	msg       jetstream.Msg
+	delivered uint64 // JetStream's count, busy and give-back deliveries included
+	start     time.Time
+	ev        Event // the event being built: store, sequence, job fields
+	log       *slog.Logger
+	job       Job
+	file      string // the resolved session file
+	lease     *lease
+	key       string // the job's key in COMPACTOR_ATTEMPTS
+	attempt   int    // handler attempts so far, this one included; 0 before counting
+}
+
+// process handles one delivery from start to its single final answer to JetStream:
+// admission decides whether the handler may run now; the attempt runs it. f is the job in
+// flight, named for the shutdown once admitted.
+func (s *Service) process(w work, f *flight, store string, msg jetstream.Msg) {
+	if d := s.admit(w.book, store, msg); d != nil {
+		s.flights.admitted(f, d.log, d.job.Path)
+		s.attempt(w, d)
+	}
+}
+
+// admit checks a delivery before any work: a valid job whose subject matches it, a file
+// inside the store (found again by session id if it moved), not active, the session's
+// lease, and an attempt left. Every refusal gives the delivery its answer here (dead
+// letter, skip, or a delayed redelivery) and returns nil.
+func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *delivery {
+	d := &delivery{msg: msg, start: time.Now()}
+	meta, err := msg.Metadata()
+	if err != nil {
+		log := s.log.With("subject", msg.Subject())
+		log.Error("message without metadata", "err", err)
+		answered(log, slog.LevelWarn, "term failed", msg.Term())
+		return nil
+	}
+	d.delivered = meta.NumDelivered
+	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
+	job, err := DecodeJob(msg.Data())
+	if err == nil && (job.Store != store || job.Subject() != msg.Subject()) {
+		err = fmt.Errorf("job: subject %s does not match its payload (store %q, session %q, kind %q)", msg.Subject(), job.Store, job.SessionID, job.Kind)
+	}
+	d.ev.JobID, d.ev.SessionID, d.ev.Path, d.ev.Kind = job.ID, job.SessionID, job.Path, job.Kind
+	if err != nil {
+		s.refuse(ctx, d, "invalid job", err)
+		return nil
+	}
+	d.job, d.key = job, attemptKey(d.ev.JobSeq, job.ID)
+	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
+	if d.file, err = s.locate(d); err != nil {
+		s.refuse(ctx, d, "refused path", err)
+		return nil
+	}
+	if reason := s.active(d); reason != "" {
+		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason, Busy: true}, Result{})
+		return nil
+	}
+	if !s.takeLease(ctx, d) {
+		return nil
+	}
+	if !s.countAttempt(ctx, d) {
+		return nil
+	}
+	d.log.Info("job started", "path", d.job.Path, "attempt", d.attempt)
+	return d
+}
+
+// locate resolves the job's path inside its store. A file renamed or moved while queued
+// is found again by session id: Pi's file names end in it.
+func (s *Service) locate(d *delivery) (string, error) {
+	root := s.roots[d.ev.Store]
+	file, err := resolve(root, d.job.Path)
+	if errors.Is(err, errNotExist) {
+		var rel string
+		rel, file, err = refind(root, d.job.Path, d.job.SessionID)
+		if err == nil {
+			d.log.Info("session file moved while queued; found it by session id", "old_path", d.job.Path, "path", rel)
+			d.ev.Path, d.job.Path = rel, rel
+		}
+	}
+	return file, err
+}
+
+// active returns why the session is left alone for now (modified within Idle), or "".
+func (s *Service) active(d *delivery) string {
+	// A preparation writes nothing to the session: live sessions are what it is for.
+	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare {
+		return ""
+	}
+	fi, err := os.Stat(d.file)
+	if err != nil {
+		return ""
+	}
+	if age := time.Since(fi.ModTime()); age < s.cfg.Idle {
+		return fmt.Sprintf("active: modified %s ago (idle threshold %s; use force)", age.Round(time.Second), s.cfg.Idle)
+	}
+	return ""
+}
+
+// takeLease acquires the session's lease; when another job holds it, the delivery comes
+// back after the holder's remaining time (this costs no attempt).
+func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
+	l, err := acquireLease(ctx, s.res.leases, s.cfg.LeaseTTL, d.ev.Store, d.job.SessionID, s.worker, d.job.ID)
+	if err == nil {
+		d.lease = l
+		return true
+	}
+	var busy *errLeaseBusy
+	delay := s.cfg.LeaseBusyDelay
+	if errors.As(err, &busy) {
+		delay = min(max(busy.remaining, s.cfg.LeaseBusyDelay), s.cfg.LeaseTTL)
+	}
+	d.log.Debug("session busy; job delayed", "reason", err, "delay", delay)
+	answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
+	return false
+}
+
+// countAttempt counts this attempt in COMPACTOR_ATTEMPTS before the handler runs. A job
+// whose MaxDeliver attempts all ended without an answer (their workers crashed or lost
+// NATS mid-job) is dead-lettered here instead of being tried again.
+func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
+	n, err := addAttempts(ctx, s.res.attempts, d.key, 1)
+	// NumDelivered also counts busy deliveries: it can only end a job early, not late.
+	if !answered(d.log, slog.LevelWarn, "attempt not counted; using the delivery count", err) {
+		d.attempt, d.ev.Attempt = int(d.delivered), int(d.delivered)
+		return true
+	}
+	d.attempt, d.ev.Attempt = n, n
+	if n <= s.cfg.MaxDeliver {
+		return true
+	}
+	d.ev.Attempt = n - 1
+	s.finish(ctx, d, Decision{Outcome: OutcomeFailed,
+		Reason: fmt.Sprintf("max deliveries (%d) exhausted: %d attempts ended without an answer (the worker crashed or lost NATS mid-job)", s.cfg.MaxDeliver, n-1)}, Result{})
+	return false
+}
+
+// refuse dead-letters a delivery before any handler ran (an invalid job, a refused path).
+func (s *Service) refuse(ctx context.Context, d *delivery, cause string, err error) {
+	ev := d.ev
+	ev.Attempt = int(d.delivered)
+	log := s.log.With("store", ev.Store, "subject", d.msg.Subject(), "job_seq", ev.JobSeq)
+	reason := cause + ": " + err.Error()
+	if s.deadLetter(ctx, d.dead(ev, log, cause, reason, err)) {
+		log.Warn("job refused and dead-lettered", "path", ev.Path, "reason", reason)
+	}
+}
+
+// dead is this delivery's job as a dead job: ev is its event, log carries its identity.
+func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err error) deadJob {
+	return deadJob{msg: d.msg, subject: d.msg.Subject(), payload: d.msg.Data(), deliveries: d.delivered,
+		cause: cause, reason: reason, err: err, ev: ev, start: d.start, log: log}
+}
+
+// attempt runs the handler on an admitted delivery, with heartbeats, and gives the
+// delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
+func (s *Service) attempt(w work, d *delivery) {
+	hctx, cancel := context.WithCancel(w.jobs)
+	hbDone := make(chan struct{})
+	go s.heartbeat(hctx, cancel, d, hbDone)
+	res, herr := s.cfg.Handler.Handle(hctx, d.job, d.file)
+	cancel()
+	<-hbDone
+
+	if herr != nil && w.jobs.Err() != nil {
+		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
+		_, err := addAttempts(w.book, s.res.attempts, d.key, -1)
+		answered(d.log, slog.LevelDebug, "attempt of a given-back job not uncounted", err)
+		d.releaseLease(w.book)
+		answered(d.log, slog.LevelWarn, "nak failed", d.msg.Nak())
+		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
+		return
+	}
+	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
+	s.finish(w.book, d, dec, res)
+	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
+		s.recheck(w.book, d.log, d.job, d.file, res)
+	}
+}
+
+// heartbeat tells JetStream the job is alive (InProgress resets AckWait) and renews the
+// lease at LeaseTTL/3. Only a renewal refused for a wrong revision or a missing key means
+// the lease is lost (someone else took the session): the handler is cancelled at once.
+// Other failures (NATS unreachable) are retried every second while the lease lasts; the
+// handler is cancelled only when LeaseTTL has passed since the last successful renewal
+// was sent, since from then on another worker may take the session.
+func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *delivery, done chan<- struct{}) {
+	defer close(done)
+	ackT := time.NewTicker(s.cfg.AckWait / 3)
+	defer ackT.Stop()
+	every := s.cfg.LeaseTTL / 3
+	leaseT := time.NewTimer(every)
+	defer leaseT.Stop()
+	failures := 0
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-ackT.C:
+			answered(d.log, slog.LevelWarn, "in-progress heartbeat failed", d.msg.InProgress())
+		case <-leaseT.C:
+			left := s.cfg.LeaseTTL - time.Since(d.lease.written)
+			rctx, rcancel := context.WithTimeout(ctx, max(min(every, left), time.Millisecond))
+			err := d.lease.renew(rctx)
+			rcancel()
+			next := every
+			switch {
+			case err == nil:
+				if failures > 0 {
+					d.log.Info("lease renewed again", "failures", failures)
+				}
+				failures = 0
+			case ctx.Err() != nil:
+				return
+			case leaseLost(err):
+				d.log.Error("lease lost; cancelling job", "err", err)
+				cancel()
+				return
+			default:
+				failures++
+				left = s.cfg.LeaseTTL - time.Since(d.lease.written)
+				if left <= 0 {
+					d.log.Error("lease not renewed within its TTL; another worker may take the session: cancelling job",
+						"ttl_s", seconds(s.cfg.LeaseTTL), "failures", failures, "err", err)
+					cancel()
+					return
+				}
+				d.log.Warn("lease renewal failed; retrying while the lease lasts", "left_s", seconds(left), "err", err)
+				next = min(time.Second, left)
+			}
+			leaseT.Reset(next)
+		}
+	}
+}
+
+// finish ends a delivery: it gives the session's lease back, then records the event and
+// gives JetStream its one answer (an ack, a delayed Nak for a retry, or a dead letter and
+// Term), in the order that loses nothing when the worker dies between two steps.
+func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Result) {
+	ev, log, msg := d.ev, d.log, d.msg
+	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
+	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
+	ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens = res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens
+	if dec.Err != nil {
+		ev.Error = dec.Err.Error()
+	}
+	// The session's lease goes first: the job's effect on the session is durable by now, and
+	// a client that sees the event below may enqueue the session's next job at once, which
+	// must not find the lease still held (it would wait for the lease's whole remaining TTL).
+	// A worker that dies before its answer leaves the job to be delivered again, which takes
+	// the lease again and finds its effect.
+	d.releaseLease(ctx)
+	// A final event is published before the job's final answer to JetStream: a worker that
+	// dies between the two leaves the job to be delivered again (it then finds its effect and
+	// reports it again), never a job answered without its event, which `enqueue --wait`
+	// would wait for in vain.
+	switch dec.Outcome {
+	case OutcomeDone, OutcomeSkipped, OutcomeSuperseded:
+		s.record(ctx, log, msg.Subject(), ev, d.start)
+		// DoubleAck: once it returns, the subject is free and a follow-up enqueue is accepted.
+		answered(log, slog.LevelWarn, "ack failed; the job will be redelivered and refused as already done", msg.DoubleAck(ctx))
+	case OutcomeFailed:
+		if !s.deadLetter(ctx, d.dead(ev, log, string(OutcomeFailed), dec.Reason, dec.Err)) {
+			return
+		}
+	case OutcomeRetry:
+		// Not final: the job keeps its attempt count, and its retry event, which nobody
+		// waits for, follows the answer.
+		ev.RetryInMs = dec.Delay.Milliseconds()
+		answered(log, slog.LevelWarn, "nak failed", msg.NakWithDelay(dec.Delay))
+		s.record(ctx, log, msg.Subject(), ev, d.start)
+		return
+	}
+	if d.attempt > 0 || d.delivered > 1 {
+		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, d.key))
+	}
+}
+
+// releaseLease gives the session's lease back, if the delivery holds it.
+func (d *delivery) releaseLease(ctx context.Context) {
+	if d.lease != nil {
+		answered(d.log, slog.LevelWarn, "lease release failed; it expires by itself", d.lease.release(ctx))
+		d.lease = nil
+	}
+}
+
+// recheck closes the gap of a trigger that arrived while the job ran: such an enqueue was
+// refused as "already queued" (the running job's message still occupied the subject). After
+// a compaction, if the session is over budget again and its leaf is not the one this job
+// produced or refused, a new job is enqueued for the new leaf.
+func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file string, res Result) {
+	if s.cfg.Assessor == nil || job.Kind != KindCompact {
+		return
+	}
+	known := res.LeafID
+	if known == "" && res.Outcome != OutcomeSkipped {
+		known = res.EntryID
+	}
+	if known == "" {
+		known = job.ExpectLeafID
+	}
+	if known == "" {
+		return
+	}
+	a, err := s.cfg.Assessor.Assess(ctx, file)
+	if err != nil {
+		log.Warn("re-check after job failed", "err", err)
+		return
+	}
+	if !a.Eligible() || a.LeafID == known {
+		return
+	}
+	next := Job{Kind: KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
+		ExpectLeafID: a.LeafID, OnlyOverBudget: true, Policy: job.Policy, Counter: job.Counter,
+		KeepRecentTokens: job.KeepRecentTokens, Instructions: job.Instructions}
+	r, err := publishJob(ctx, s.res.js, &next)
+	switch {
+	case err != nil:
+		log.Warn("re-enqueue after job failed", "err", err)
+	case r.AlreadyQueued:
+		log.Debug("re-check: a job is already queued")
+	default:
+		log.Info("session still over budget after job; re-enqueued", "leaf", a.LeafID, "tokens", a.Tokens)
+	}
+}

@@ -1,0 +1,57 @@
+package pipeline
+
+import (
+	"context"
+	"log/slog"
+	"time"
+)
+
+// What a job tells the world, from whichever path: its event (with its metrics, its log line
+// and its report row) and its answers to JetStream, every one checked the same way.
+
+// record publishes ev as its job's event (start: when the delivery began), counts it in the
+// metrics and logs it; a final one is also noted for the sweeps and, while RunOnce runs,
+// kept for its report.
+func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
+	dur := time.Since(start)
+	ev.DurationMs = dur.Milliseconds()
+	ev.At = time.Now().UTC()
+	s.m.jobs.WithLabelValues(ev.Store, ev.Kind, string(ev.Outcome)).Inc()
+	s.m.duration.WithLabelValues(ev.Store, ev.Kind, string(ev.Outcome)).Observe(dur.Seconds())
+	if ev.LLMTokens > 0 {
+		s.m.llmTokens.WithLabelValues(ev.Store).Add(float64(ev.LLMTokens))
+	}
+	s.m.countLLM(ev)
+	answered(log, slog.LevelWarn, "event not published", publishEvent(ctx, s.res.js, subject, ev))
+	if ev.Final() {
+		s.noteOutcome(ctx, log, ev)
+	}
+	log.Info("job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
+		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens, "llm_cached_input_tokens", ev.LLMCachedInputTokens,
+		"duration_s", seconds(dur), "attempt", ev.Attempt)
+	if ev.Final() {
+		s.mu.Lock()
+		if s.recording {
+			s.rows = append(s.rows, ReportRow{Store: ev.Store, SessionID: ev.SessionID, Path: ev.Path, Kind: ev.Kind, Outcome: ev.Outcome,
+				Reason: ev.Reason, EntryID: ev.EntryID, TokensBefore: ev.TokensBefore, TokensAfter: ev.TokensAfter,
+				LLMTokens: ev.LLMTokens, LLMInputTokens: ev.LLMInputTokens, LLMCachedInputTokens: ev.LLMCachedInputTokens,
+				LLMOutputTokens: ev.LLMOutputTokens, Attempts: ev.Attempt, Duration: dur})
+		}
+		s.mu.Unlock()
+	}
+}
+
+// answered is the one check of an answer to JetStream about a job: an ack, nak, term or
+// in-progress, an event or a dead letter published, the job's lease or attempt count
+// written or deleted. A failure is logged at level on log, which carries the job's
+// identity, with what (what failed and what follows from it) and the error. It reports
+// whether the answer was given.
+func answered(log *slog.Logger, level slog.Level, what string, err error) bool {
+	if err == nil {
+		return true
+	}
+	log.Log(context.Background(), level, what, "err", err)
+	return false
+}
+
+func seconds(d time.Duration) float64 { return float64(d.Milliseconds()) / 1000 }

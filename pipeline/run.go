@@ -1,0 +1,116 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sort"
+	"sync"
+	"time"
+)
+
+// Running: Run (until its context ends) and RunOnce (until the queue is empty), both on the
+// workers of workers.go.
+
+// Run works jobs until ctx ends, then shuts down in two stages: it stops fetching, lets
+// running jobs finish within ShutdownTimeout, and then cancels the rest, which are given
+// back (Nak) for another worker. With SweepEvery set it also sweeps periodically.
+//
+// Run returns at most ShutdownTimeout + 2s after ctx ended, even when NATS is unreachable.
+// Every goroutine it started has ended by then, except those of a job that has not ended
+// 2s (twice shutdownGrace) after stage two cancelled it, because its handler ignores its
+// context: Run names each such job in an error log line ("job left behind at shutdown",
+// with its store, session, kind, job_seq and path) and returns without it. That job's
+// goroutines run on until its handler returns (in compactor run, the process exits
+// first); they cannot finish the job then (its contexts have ended: the ack, the event and
+// the lease's release fail at once), and the job is delivered again: after AckWait at the
+// latest, sooner if a Nak of its still reaches NATS.
+func (s *Service) Run(ctx context.Context) error {
+	if s.cfg.Handler == nil {
+		return errors.New("config: Handler: required to run workers")
+	}
+	if err := s.Start(ctx); err != nil {
+		return err
+	}
+	stop, err := s.startWorkers(ctx)
+	if err != nil {
+		return err
+	}
+	var sweeps sync.WaitGroup
+	if s.cfg.SweepEvery > 0 && s.cfg.Assessor != nil {
+		sweeps.Go(func() { s.sweepLoop(ctx) })
+	}
+	<-ctx.Done()
+	stop()
+	sweeps.Wait()
+	return nil
+}
+
+// RunOnce sweeps the stores (when an Assessor is configured), then works until no job of
+// its stores is left in COMPACTOR_JOBS and nothing is in flight (delayed retries included),
+// and returns a report of the jobs this worker finished.
+func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
+	if s.cfg.Handler == nil {
+		return nil, errors.New("config: Handler: required to run workers")
+	}
+	start := time.Now()
+	if err := s.Start(ctx); err != nil {
+		return nil, err
+	}
+	s.mu.Lock()
+	s.recording, s.rows = true, nil
+	s.mu.Unlock()
+	rep := &Report{Counts: map[Outcome]int{}}
+	if s.cfg.Assessor != nil {
+		st, err := s.Sweep(ctx, s.cfg.Progress)
+		if err != nil {
+			return nil, err
+		}
+		rep.Sweep = &st
+	}
+	wctx, stopFetch := context.WithCancel(ctx)
+	defer stopFetch()
+	stop, err := s.startWorkers(wctx)
+	if err != nil {
+		return nil, err
+	}
+	idle := 0
+	tick := time.NewTicker(100 * time.Millisecond)
+	var werr error
+	for idle < 3 {
+		select {
+		case <-ctx.Done():
+			werr = ctx.Err()
+			idle = 3
+			continue
+		case <-tick.C:
+		}
+		n, err := pendingJobs(ctx, s.res.jobs, s.cfg.Stores)
+		if err != nil {
+			s.log.Warn("cannot count pending jobs", "err", err)
+			continue
+		}
+		if n == 0 && s.flights.count() == 0 {
+			idle++
+		} else {
+			idle = 0
+		}
+	}
+	tick.Stop()
+	stopFetch()
+	stop()
+	s.mu.Lock()
+	rep.Rows, s.recording = s.rows, false
+	s.rows = nil
+	s.mu.Unlock()
+	sort.SliceStable(rep.Rows, func(i, j int) bool {
+		if rep.Rows[i].Store != rep.Rows[j].Store {
+			return rep.Rows[i].Store < rep.Rows[j].Store
+		}
+		return rep.Rows[i].Path < rep.Rows[j].Path
+	})
+	for _, row := range rep.Rows {
+		rep.Counts[row.Outcome]++
+	}
+	rep.Duration = time.Since(start)
+	return rep, werr
+}

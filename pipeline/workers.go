@@ -1,0 +1,172 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The workers' start and their two-stage stop: metrics, the advisory and hook listeners, one
+// fetch loop per store, which hands each fetched message to a job goroutine (delivery.go);
+// at the stop, fetching ends first, then running jobs get ShutdownTimeout before they are
+// cancelled and given back.
+
+// shutdownGrace is what the bookkeeping of cancelled jobs (give-back, lease release) gets
+// after ShutdownTimeout, when NATS does not answer; and again for handlers deaf to their
+// context, which are then left behind.
+const shutdownGrace = time.Second
+
+// startWorkers starts metrics, the max-deliveries advisory listener and one fetch loop per
+// store, all ending with ctx. The returned stop waits for them and for running jobs (the
+// two-stage shutdown), but not for a job left behind (Run says which).
+func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
+	if s.cfg.Client {
+		return nil, errors.New("config: Client: a client runs no workers")
+	}
+	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
+	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
+	w := work{jobs: jobCtx, book: bookCtx}
+	bg := &tasks{}
+	var subs []*nats.Subscription
+	undo := func(err error) (func(), error) {
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+		cancelJobs()
+		cancelBook()
+		return nil, err
+	}
+	subs, err = s.watchMaxDeliveries(bookCtx, bg)
+	if err == nil {
+		var hooks []*nats.Subscription
+		hooks, err = s.watchHookReports()
+		subs = append(subs, hooks...)
+	}
+	if err == nil {
+		var bridges []*nats.Subscription
+		bridges, err = s.serveBridges(bg)
+		subs = append(subs, bridges...)
+	}
+	if err != nil {
+		return undo(err)
+	}
+	waitMetrics := func() {}
+	if s.cfg.MetricsAddr != "" {
+		addr, wait, err := serveMetrics(ctx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
+		if err != nil {
+			return undo(err)
+		}
+		waitMetrics = wait
+		s.mu.Lock()
+		s.metrics = addr
+		s.mu.Unlock()
+		s.log.Info("metrics listening", "addr", addr.String())
+	}
+	var loops sync.WaitGroup
+	for _, st := range s.cfg.Stores {
+		loops.Go(func() { s.fetchLoop(ctx, w, st.Name) })
+	}
+	stopBeats := s.beatServing(bookCtx)
+	return func() {
+		t0 := time.Now()
+		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
+			if n := s.flights.count(); n > 0 {
+				s.log.Warn("shutdown timeout: cancelling running jobs; they are given back", "in_flight", n)
+			}
+			cancelJobs()
+		})
+		hard := time.AfterFunc(s.cfg.ShutdownTimeout+shutdownGrace, cancelBook)
+		loops.Wait() // stage 1: no more fetches (ctx is done)
+		stopBeats()
+		select {
+		case <-s.flights.empty():
+		case <-time.After(time.Until(t0.Add(s.cfg.ShutdownTimeout + 2*shutdownGrace))):
+			left := s.flights.list()
+			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", len(left))
+			for _, f := range left {
+				log := f.log
+				if log == nil { // not admitted yet
+					log = s.log.With("store", f.store, "subject", f.subject)
+				}
+				log.Error("job left behind at shutdown: it did not end when cancelled", "path", f.path,
+					"running_s", seconds(time.Since(f.since)))
+			}
+		}
+		stage2.Stop()
+		hard.Stop()
+		cancelJobs()
+		cancelBook()
+		for _, sub := range subs {
+			_ = sub.Unsubscribe()
+		}
+		bg.closeAndWait()
+		waitMetrics()
+		s.log.Info("workers stopped", "shutdown_s", seconds(time.Since(t0)))
+	}, nil
+}
+
+const fetchWait = time.Second
+
+// fetchLoop pulls from one store's consumer only as many messages as it has free slots, so
+// a fetched message is never left waiting (its AckWait ticking) for a slot.
+func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
+	cons := s.res.cons[store]
+	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case s.sem <- struct{}{}:
+		}
+		if ctx.Err() != nil { // a free slot and the end were both ready: select picks either
+			<-s.sem
+			return
+		}
+		n := 1
+	more:
+		for n < perStore {
+			select {
+			case s.sem <- struct{}{}:
+				n++
+			default:
+				break more
+			}
+		}
+		batch, err := cons.Fetch(n, jetstream.FetchMaxWait(fetchWait))
+		got := 0
+		if err == nil {
+			for msg := range batch.Messages() {
+				got++
+				f := s.flights.add(store, msg.Subject())
+				s.m.inFlight.Inc()
+				go func() {
+					defer func() {
+						s.m.inFlight.Dec()
+						<-s.sem
+						s.flights.done(f)
+					}()
+					s.process(w, f, store, msg)
+				}()
+			}
+			err = batch.Error()
+		}
+		for range n - got {
+			<-s.sem
+		}
+		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
+			if ctx.Err() != nil {
+				return
+			}
+			s.log.Warn("fetch failed", "store", store, "err", err)
+			select {
+			case <-ctx.Done():
+				return
+			case <-time.After(500 * time.Millisecond):
+			}
+		}
+	}
+}
