@@ -86,6 +86,9 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	if !s.countAttempt(ctx, d) {
 		return nil
 	}
+	if !s.leaseStillOurs(ctx, d) {
+		return nil
+	}
 	d.log.Info("job started", "path", d.job.Path, "attempt", d.attempt)
 	return d
 }
@@ -137,6 +140,35 @@ func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 	}
 	d.log.Debug("session busy; job delayed", "reason", err, "delay", delay)
 	answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
+	return false
+}
+
+// leaseStillOurs renews the lease before the handler runs when admission took long enough
+// for it to age (the heartbeat renews it only once the handler runs). Counting the attempt
+// is a round trip to a replicated bucket: during a cluster election it can block for
+// longer than the lease lives, the lease expires, another worker takes the session, and
+// this one would then run its handler beside that worker's. A lease that cannot be renewed
+// is not relied on: the attempt is uncounted and the job comes back after LeaseBusyDelay.
+func (s *Service) leaseStillOurs(ctx context.Context, d *delivery) bool {
+	every := s.cfg.LeaseTTL / 3
+	if time.Since(d.lease.written) < every {
+		return true
+	}
+	left := s.cfg.LeaseTTL - time.Since(d.lease.written)
+	rctx, cancel := context.WithTimeout(ctx, max(min(every, left), time.Millisecond))
+	err := d.lease.renew(rctx)
+	cancel()
+	if err == nil {
+		return true
+	}
+	d.log.Warn("lease aged during admission and was not renewed; job delayed", "lost", leaseLost(err), "err", err)
+	_, uerr := addAttempts(ctx, s.res.attempts, d.key, -1)
+	answered(d.log, slog.LevelDebug, "attempt of a delayed job not uncounted", uerr)
+	if !leaseLost(err) {
+		d.releaseLease(ctx)
+	}
+	d.lease = nil
+	answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(s.cfg.LeaseBusyDelay))
 	return false
 }
 
