@@ -91,6 +91,7 @@ func (c NATSConfig) String() string {
 	return fmt.Sprintf("%s auth=%s", url, strings.Join(auth, ","))
 }
 
+// validate checks the connection settings; prefix is the field's name in errors.
 func (c NATSConfig) validate(prefix string) error {
 	n := 0
 	for _, set := range []bool{c.User != "" || c.Password != "", c.Token != "", c.NKeySeedFile != "", c.CredsFile != ""} {
@@ -99,20 +100,20 @@ func (c NATSConfig) validate(prefix string) error {
 		}
 	}
 	if n > 1 {
-		return fmt.Errorf("%s: choose one of user/password, token, nkey seed file, creds file", prefix)
+		return configError(prefix, "choose one of user/password, token, nkey seed file, creds file")
 	}
 	if c.Password != "" && c.User == "" {
-		return fmt.Errorf("%s.User: a password needs a user", prefix)
+		return configError(prefix+".User", "a password needs a user")
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
-		return fmt.Errorf("%s.TLSCert/TLSKey: give both or neither", prefix)
+		return configError(prefix+".TLSCert/TLSKey", "give both or neither")
 	}
 	for field, f := range map[string]string{"NKeySeedFile": c.NKeySeedFile, "CredsFile": c.CredsFile, "TLSCA": c.TLSCA, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey} {
 		if f == "" {
 			continue
 		}
 		if _, err := os.Stat(f); err != nil {
-			return fmt.Errorf("%s.%s: %w", prefix, field, err)
+			return configError(prefix+"."+field, "%w", err)
 		}
 	}
 	return nil
@@ -327,78 +328,78 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if len(c.Stores) == 0 {
-		return errors.New("config: Stores: at least one store is needed")
+		return configError("Stores", "at least one store is needed")
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Stores {
 		if err := ValidateStoreName(s.Name); err != nil {
-			return fmt.Errorf("config: Stores[%d].Name: %w", i, err)
+			return configError(fmt.Sprintf("Stores[%d].Name", i), "%w", err)
 		}
 		if seen[s.Name] {
-			return fmt.Errorf("config: Stores[%d].Name: store %q given twice", i, s.Name)
+			return configError(fmt.Sprintf("Stores[%d].Name", i), "store %q given twice", s.Name)
 		}
 		seen[s.Name] = true
 		if s.Dir == "" {
-			return fmt.Errorf("config: Stores[%d].Dir: empty", i)
+			return configError(fmt.Sprintf("Stores[%d].Dir", i), "empty")
 		}
 		fi, err := os.Stat(s.Dir)
 		if err != nil {
-			return fmt.Errorf("config: Stores[%d].Dir: %w", i, err)
+			return configError(fmt.Sprintf("Stores[%d].Dir", i), "%w", err)
 		}
 		if !fi.IsDir() {
-			return fmt.Errorf("config: Stores[%d].Dir: %s is not a directory", i, s.Dir)
+			return configError(fmt.Sprintf("Stores[%d].Dir", i), "%s is not a directory", s.Dir)
 		}
 	}
-	if err := c.NATS.validate("config: NATS"); err != nil {
+	if err := c.NATS.validate("NATS"); err != nil {
 		return err
 	}
 	if c.NATS.URL == "" {
 		if c.DataDir == "" {
-			return errors.New("config: DataDir: needed for the embedded NATS server (or set NATS.URL)")
+			return configError("DataDir", "needed for the embedded NATS server (or set NATS.URL)")
 		}
 		n := c.NATS
 		if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCA != "" || n.TLSCert != "" {
-			return errors.New("config: NATS: the embedded server supports token or user/password auth only; nkey, creds and TLS need an external NATS (set NATS.URL)")
+			return configError("NATS", "the embedded server supports token or user/password auth only; nkey, creds and TLS need an external NATS (set NATS.URL)")
 		}
 		if n.User != "" && n.Password == "" {
-			return errors.New("config: NATS.Password: the embedded server's user needs a password")
+			return configError("NATS.Password", "the embedded server's user needs a password")
 		}
 	}
 	if c.EmbeddedPort < -1 || c.EmbeddedPort > 65535 {
-		return fmt.Errorf("config: EmbeddedPort: %d out of range", c.EmbeddedPort)
+		return configError("EmbeddedPort", "%d out of range", c.EmbeddedPort)
 	}
 	if c.Concurrency < 1 {
-		return fmt.Errorf("config: Concurrency: %d, need at least 1", c.Concurrency)
+		return configError("Concurrency", "%d, need at least 1", c.Concurrency)
 	}
 	if c.SweepEvery < 0 {
-		return fmt.Errorf("config: SweepEvery: %s is negative", c.SweepEvery)
+		return configError("SweepEvery", "%s is negative", c.SweepEvery)
 	}
 	if c.AckWait < 100*time.Millisecond {
-		return fmt.Errorf("config: AckWait: %s is too short (min 100ms)", c.AckWait)
+		return configError("AckWait", "%s is too short (min 100ms)", c.AckWait)
 	}
 	if c.MaxDeliver < 1 {
-		return fmt.Errorf("config: MaxDeliver: %d, need at least 1", c.MaxDeliver)
+		return configError("MaxDeliver", "%d, need at least 1", c.MaxDeliver)
 	}
 	if c.LeaseTTL < time.Second {
-		return fmt.Errorf("config: LeaseTTL: %s is too short (min 1s, the KV bucket's TTL resolution)", c.LeaseTTL)
+		return configError("LeaseTTL", "%s is too short (min 1s, the KV bucket's TTL resolution)", c.LeaseTTL)
 	}
 	if c.LeaseBusyDelay < 0 || c.BackoffBase < 0 || c.BackoffMax < c.BackoffBase {
-		return fmt.Errorf("config: BackoffBase/BackoffMax/LeaseBusyDelay: need 0 ≤ base ≤ max (got %s, %s, %s)", c.BackoffBase, c.BackoffMax, c.LeaseBusyDelay)
+		return configError("BackoffBase/BackoffMax/LeaseBusyDelay", "need 0 ≤ base ≤ max (got %s, %s, %s)", c.BackoffBase, c.BackoffMax, c.LeaseBusyDelay)
 	}
 	if c.SweepRetryBase < 0 || c.SweepRetryMax < c.SweepRetryBase {
-		return fmt.Errorf("config: SweepRetryBase/SweepRetryMax: need 0 ≤ base ≤ max (got %s, %s)", c.SweepRetryBase, c.SweepRetryMax)
+		return configError("SweepRetryBase/SweepRetryMax", "need 0 ≤ base ≤ max (got %s, %s)", c.SweepRetryBase, c.SweepRetryMax)
 	}
 	if c.DuplicateWindow < time.Second {
-		return fmt.Errorf("config: DuplicateWindow: %s is too short", c.DuplicateWindow)
+		return configError("DuplicateWindow", "%s is too short", c.DuplicateWindow)
 	}
 	if c.StartupTimeout < 0 {
-		return fmt.Errorf("config: StartupTimeout: %s is negative", c.StartupTimeout)
+		return configError("StartupTimeout", "%s is negative", c.StartupTimeout)
 	}
 	if c.ShutdownTimeout < 0 {
-		return fmt.Errorf("config: ShutdownTimeout: %s is negative", c.ShutdownTimeout)
+		return configError("ShutdownTimeout", "%s is negative", c.ShutdownTimeout)
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
-		return fmt.Errorf("config: Replicas: %d, need 1..5", c.Replicas)
+		return configError("Replicas", "%d, need 1..5", c.Replicas)
 	}
 	return nil
 }
@@ -423,4 +424,19 @@ func (c *Config) sweepNow() time.Time {
 		return c.sweepClock()
 	}
 	return time.Now()
+}
+
+// ConfigError is a Config field that does not validate. Its text is "config: Field: what";
+// a command line can name the flag behind Field instead (errors.As finds it).
+type ConfigError struct {
+	Field string // the field's path in Config, e.g. "Concurrency", "Stores[1].Dir", "NATS.TLSCA"
+	Err   error  // what is wrong with it
+}
+
+func (e *ConfigError) Error() string { return "config: " + e.Field + ": " + e.Err.Error() }
+func (e *ConfigError) Unwrap() error { return e.Err }
+
+// configError builds a ConfigError; format and args say what is wrong (%w wraps).
+func configError(field, format string, args ...any) error {
+	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
 }

@@ -2,7 +2,6 @@ package pipeline
 
 import (
 	"context"
-	"errors"
 	"sort"
 	"sync"
 	"time"
@@ -26,7 +25,7 @@ import (
 // latest, sooner if a Nak of its still reaches NATS.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Handler == nil {
-		return errors.New("config: Handler: required to run workers")
+		return configError("Handler", "required to run workers")
 	}
 	if err := s.Start(ctx); err != nil {
 		return err
@@ -50,7 +49,7 @@ func (s *Service) Run(ctx context.Context) error {
 // and returns a report of the jobs this worker finished.
 func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 	if s.cfg.Handler == nil {
-		return nil, errors.New("config: Handler: required to run workers")
+		return nil, configError("Handler", "required to run workers")
 	}
 	start := time.Now()
 	if err := s.Start(ctx); err != nil {

@@ -62,7 +62,7 @@ func New(cfg Config) (*Service, error) {
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {
-			return nil, fmt.Errorf("config: Stores: %w", err)
+			return nil, configError("Stores", "%w", err)
 		}
 		s.roots[st.Name] = root
 	}

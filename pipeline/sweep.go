@@ -5,7 +5,6 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -123,7 +122,7 @@ type settingsFingerprinter interface{ SettingsFingerprint() string }
 // something and no progress is shown, else at debug level).
 func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
-		return SweepStats{}, errors.New("config: Assessor: required to sweep")
+		return SweepStats{}, configError("Assessor", "required to sweep")
 	}
 	if err := s.Start(ctx); err != nil {
 		return SweepStats{}, err

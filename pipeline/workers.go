@@ -25,7 +25,7 @@ const shutdownGrace = time.Second
 // two-stage shutdown), but not for a job left behind (Run says which).
 func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if s.cfg.Client {
-		return nil, errors.New("config: Client: a client runs no workers")
+		return nil, configError("Client", "a client runs no workers")
 	}
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))

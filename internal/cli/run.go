@@ -181,18 +181,14 @@ var configFlags = map[string]string{
 	"NATS.TLSCert/TLSKey": "--tls-cert/--tls-key",
 }
 
-// flagError rewrites a pipeline.Config validation error ("config: Field: what") to name
-// the flag. Fields without a flag keep the pipeline's wording.
+// flagError rewrites a pipeline.Config validation error to name the flag behind its
+// field. Fields without a flag keep the pipeline's wording.
 func flagError(err error) error {
-	msg := err.Error()
-	rest, ok := strings.CutPrefix(msg, "config: ")
-	if !ok {
+	var ce *pipeline.ConfigError
+	if !errors.As(err, &ce) {
 		return err
 	}
-	field, what, ok := strings.Cut(rest, ": ")
-	if !ok {
-		return err
-	}
+	field := ce.Field
 	if i := strings.IndexByte(field, '['); i >= 0 {
 		field = field[:i]
 	}
@@ -200,7 +196,7 @@ func flagError(err error) error {
 	if !ok {
 		return err
 	}
-	return errors.New(flag + ": " + strings.ReplaceAll(what, "NATS.URL", "--nats-url"))
+	return errors.New(flag + ": " + strings.ReplaceAll(ce.Err.Error(), "NATS.URL", "--nats-url"))
 }
 
 // newLogger builds the service log: text on a terminal, JSON elsewhere, with durations in
