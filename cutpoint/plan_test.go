@@ -119,8 +119,14 @@ func TestDifferentialAgainstPi(t *testing.T) {
 			wb, _ = json.Marshal(want.Prepared)
 		}
 		if string(gb) != string(wb) {
-			keepFile := filepath.Join(os.TempDir(), "cutpoint-diff-"+strconv.Itoa(i)+".jsonl")
-			_ = os.WriteFile(keepFile, data, 0o644)
+			// Kept past the test (a t.TempDir would go) under a name of its own, so that runs
+			// side by side cannot overwrite each other's.
+			keepFile := "(not saved)"
+			if f, err := os.CreateTemp("", "cutpoint-diff-"+strconv.Itoa(i)+"-*.jsonl"); err == nil {
+				_, _ = f.Write(data)
+				_ = f.Close()
+				keepFile = f.Name()
+			}
 			t.Errorf("session %d (keep %d, saved as %s):\n got %s\nwant %s", i, keep, keepFile, trunc(gb), trunc(wb))
 		}
 	}
