@@ -7,7 +7,6 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
-	"net"
 	"net/http"
 	"os"
 	"path/filepath"
@@ -17,14 +16,16 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // natsNode is an embedded nats-server that a test can stop and start again on the same
-// port and store: an outage as clients see it. Before the first start a Port of -1 picks
-// a free port, which is kept for restarts.
+// port and store: an outage as clients see it. A Port of -1 picks a free port below the
+// kernel's ephemeral range (no other process is handed it between a stop and a start),
+// which is kept for restarts.
 type natsNode struct {
 	t    testing.TB
 	opts server.Options
@@ -33,6 +34,9 @@ type natsNode struct {
 
 func startNode(t testing.TB, opts server.Options) *natsNode {
 	t.Helper()
+	if opts.Port == -1 {
+		opts.Port = natstest.FreePorts(t, 1)[0]
+	}
 	n := &natsNode{t: t, opts: opts}
 	n.start()
 	t.Cleanup(n.stop)
@@ -51,7 +55,6 @@ func (n *natsNode) start() {
 		n.t.Fatalf("nats-server %s not ready", o.ServerName)
 	}
 	n.ns = ns
-	n.opts.Port = ns.Addr().(*net.TCPAddr).Port
 }
 
 func (n *natsNode) stop() {

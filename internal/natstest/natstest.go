@@ -9,12 +9,15 @@ import (
 	"bufio"
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
+	"math/rand/v2"
 	"net"
 	"net/url"
 	"os"
 	"os/exec"
+	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -66,12 +69,24 @@ func runNode(spec string) int {
 		Cluster: server.ClusterOpts{Name: ns.Cluster, Host: "127.0.0.1", Port: ns.ClusterPort}, Routes: routes,
 	})
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Printf("failed: %v\n", err)
 		return 2
 	}
+	// The server's own words on why it did not start (a port taken, above all); its other
+	// complaints (peers killed by the test) are not wanted in the test's output.
+	why := &fatalLog{fatal: make(chan struct{})}
+	srv.SetLogger(why, false, false)
 	go srv.Start()
-	if !srv.ReadyForConnections(30 * time.Second) {
-		fmt.Fprintln(os.Stderr, "not ready")
+	ready := make(chan bool, 1)
+	go func() { ready <- srv.ReadyForConnections(30 * time.Second) }()
+	select {
+	case ok := <-ready:
+		if !ok {
+			fmt.Printf("failed: not ready after 30s: %s\n", why.String())
+			return 1
+		}
+	case <-why.fatal:
+		fmt.Printf("failed: %s\n", why.String())
 		return 1
 	}
 	fmt.Println("ready")
@@ -79,6 +94,42 @@ func runNode(spec string) int {
 	srv.Shutdown()
 	return 0
 }
+
+// fatalLog keeps the server's first fatal and error lines; fatal is closed on the first
+// fatal one (the server does not start after it).
+type fatalLog struct {
+	mu    sync.Mutex
+	lines []string
+	fatal chan struct{}
+	once  sync.Once
+}
+
+func (l *fatalLog) keep(format string, v ...any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) < 5 {
+		l.lines = append(l.lines, fmt.Sprintf(format, v...))
+	}
+}
+
+func (l *fatalLog) String() string {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if len(l.lines) == 0 {
+		return "the server logged no error"
+	}
+	return strings.Join(l.lines, "; ")
+}
+
+func (l *fatalLog) Fatalf(format string, v ...any) {
+	l.keep(format, v...)
+	l.once.Do(func() { close(l.fatal) })
+}
+func (l *fatalLog) Errorf(format string, v ...any) { l.keep(format, v...) }
+func (*fatalLog) Noticef(string, ...any)           {}
+func (*fatalLog) Warnf(string, ...any)             {}
+func (*fatalLog) Debugf(string, ...any)            {}
+func (*fatalLog) Tracef(string, ...any)            {}
 
 // Node is one node's child process.
 type Node struct {
@@ -88,12 +139,22 @@ type Node struct {
 	stdin io.WriteCloser
 }
 
-// Start starts the node and waits until it accepts connections.
+// Start starts the node and waits until it accepts connections. Call it from the test's
+// goroutine (it fails the test); StartCluster starts its nodes together with start.
 func (n *Node) Start() {
 	n.T.Helper()
+	if err := n.start(); err != nil {
+		n.T.Fatal(err)
+	}
+}
+
+// errPortTaken says that another process took one of the node's ports.
+var errPortTaken = errors.New("port taken")
+
+func (n *Node) start() error {
 	exe, err := os.Executable()
 	if err != nil {
-		n.T.Fatal(err)
+		return err
 	}
 	spec, _ := json.Marshal(n.Spec)
 	cmd := exec.Command(exe, "-test.run=^$")
@@ -101,30 +162,39 @@ func (n *Node) Start() {
 	cmd.Stderr = os.Stderr
 	out, err := cmd.StdoutPipe()
 	if err != nil {
-		n.T.Fatal(err)
+		return err
 	}
-	n.stdin, err = cmd.StdinPipe()
+	stdin, err := cmd.StdinPipe()
 	if err != nil {
-		n.T.Fatal(err)
+		return err
 	}
 	if err := cmd.Start(); err != nil {
-		n.T.Fatal(err)
+		return fmt.Errorf("node %s: %w", n.Spec.Name, err)
 	}
-	ready := make(chan bool, 1)
+	ready := make(chan string, 1)
 	go func() {
 		line, _ := bufio.NewReader(out).ReadString('\n')
-		ready <- line == "ready\n"
+		ready <- strings.TrimSpace(line)
 		_, _ = io.Copy(io.Discard, out)
 	}()
+	var line string
 	select {
-	case ok := <-ready:
-		if !ok {
-			n.T.Fatalf("node %s did not start", n.Spec.Name)
-		}
+	case line = <-ready:
 	case <-time.After(60 * time.Second):
-		n.T.Fatalf("node %s not ready after 60s", n.Spec.Name)
+		line = "no answer after 60s"
 	}
-	n.cmd = cmd
+	if line != "ready" {
+		_ = cmd.Process.Kill()
+		_ = cmd.Wait()
+		stdin.Close()
+		err := fmt.Errorf("node %s (client port %d, cluster port %d) did not start: %s", n.Spec.Name, n.Spec.Port, n.Spec.ClusterPort, line)
+		if strings.Contains(line, "address already in use") {
+			err = fmt.Errorf("%w: %w", errPortTaken, err)
+		}
+		return err
+	}
+	n.cmd, n.stdin = cmd, stdin
+	return nil
 }
 
 // Kill ends the node with SIGKILL.
@@ -140,32 +210,79 @@ func (n *Node) Kill() {
 // URL is the node's client URL.
 func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.Spec.Port) }
 
-// FreePorts returns n loopback ports free at the time of the call.
+// FreePorts returns n distinct loopback ports free at the time of the call, chosen below
+// the kernel's ephemeral range: a port a test keeps for a node's restart is then never
+// handed to another process's outgoing connection or port-0 listener in between (a node
+// that could not start on its port failed a cluster test in one run of `make test` out of
+// 20 under load when the ports came from port 0).
 func FreePorts(t testing.TB, n int) []int {
 	t.Helper()
-	var lns []net.Listener
+	lo, hi := 20000, ephemeralLow()
+	seen := map[int]bool{}
 	var ports []int
-	for range n {
-		ln, err := net.Listen("tcp", "127.0.0.1:0")
-		if err != nil {
-			t.Fatal(err)
+	for tries := 0; len(ports) < n; tries++ {
+		if tries > 10000 {
+			t.Fatalf("no %d free loopback ports in [%d, %d)", n, lo, hi)
 		}
-		lns = append(lns, ln)
-		ports = append(ports, ln.Addr().(*net.TCPAddr).Port)
-	}
-	for _, ln := range lns {
+		p := lo + rand.IntN(hi-lo)
+		if seen[p] {
+			continue
+		}
+		seen[p] = true
+		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
+		if err != nil {
+			continue
+		}
 		ln.Close()
+		ports = append(ports, p)
 	}
 	return ports
 }
 
+// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default when it
+// cannot be read; other systems start theirs higher).
+func ephemeralLow() int {
+	const linuxDefault = 32768
+	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
+	if err != nil {
+		return linuxDefault
+	}
+	f := strings.Fields(string(b))
+	if len(f) == 0 {
+		return linuxDefault
+	}
+	low, err := strconv.Atoi(f[0])
+	if err != nil || low < 21000 {
+		return linuxDefault
+	}
+	return low
+}
+
 // StartCluster starts three nodes routed to each other, JetStream clustered, each with its
 // store in a temp dir; they are killed when the test ends. The JetStream meta leader may
-// not be elected yet when it returns.
+// not be elected yet when it returns. If another process took one of the ports before a
+// node bound it, the whole cluster is started again on other ports.
 func StartCluster(t testing.TB, name string) []*Node {
 	t.Helper()
+	var err error
+	for attempt := 1; attempt <= 3; attempt++ {
+		var nodes []*Node
+		if nodes, err = startCluster(t, name); err == nil {
+			return nodes
+		}
+		t.Logf("cluster start, attempt %d: %v", attempt, err)
+		if !errors.Is(err, errPortTaken) {
+			break
+		}
+	}
+	t.Fatal(err)
+	return nil
+}
+
+func startCluster(t testing.TB, name string) ([]*Node, error) {
 	ports := FreePorts(t, 6)
 	var nodes []*Node
+	errs := make([]error, 3)
 	var wg sync.WaitGroup
 	for i := range 3 {
 		var routes []string
@@ -176,11 +293,19 @@ func StartCluster(t testing.TB, name string) []*Node {
 		}
 		n := &Node{T: t, Spec: NodeSpec{Name: fmt.Sprintf("n%d", i), Cluster: name, Port: ports[i], ClusterPort: ports[3+i], Routes: routes, StoreDir: t.TempDir()}}
 		nodes = append(nodes, n)
-		t.Cleanup(n.Kill)
-		wg.Go(n.Start) // together: JetStream waits for its peers
+		wg.Go(func() { errs[i] = n.start() }) // together: JetStream waits for its peers
 	}
 	wg.Wait()
-	return nodes
+	if err := errors.Join(errs...); err != nil {
+		for _, n := range nodes {
+			n.Kill()
+		}
+		return nil, err
+	}
+	for _, n := range nodes {
+		t.Cleanup(n.Kill)
+	}
+	return nodes, nil
 }
 
 // URLs is the nodes' client URL list, for a client that may use any of them.
