@@ -15,7 +15,7 @@ func OverBudget(contextTokens int, s Settings) bool {
 // nor an error, plus c's count of every context message after it; with no such assistant,
 // c's count of every context message.
 func ContextTokens(path []*sessionio.Entry, c Counter) int {
-	return MessagesTokens(sessionio.BuildContext(path).Messages, c)
+	return MessagesTokens(sessionio.BuildContext(path, sessionio.Pi073).Messages, c)
 }
 
 // MessagesTokens is ContextTokens for an already built list of context messages.

@@ -139,7 +139,7 @@ func checkNothingDropped(c *checked) []Violation {
 		}
 	}
 	var want []string
-	for _, id := range sessionio.BuildContext(c.path).EntryIDs {
+	for _, id := range sessionio.BuildContext(c.path, sessionio.Pi073).EntryIDs {
 		if i, ok := c.index[id]; ok && c.path[i].Type == sessionio.TypeCompaction {
 			continue
 		}

@@ -9,7 +9,8 @@ import (
 )
 
 // BuildContext builds the context for a path (root first, as Path returns it) exactly as
-// Pi's buildSessionContext does for the path's last entry:
+// Pi's buildSessionContext does for the path's last entry, under dialect d's rules (see
+// Projection):
 //
 //   - thinking_level_change sets the thinking level (default "off"); model_change and
 //     assistant messages set the model; the last compaction on the path wins;
@@ -18,61 +19,26 @@ import (
 //     not on the path), then everything after it;
 //   - a message entry emits its message unchanged (errored and aborted ones too), a
 //     custom_message a "custom" message, a branch_summary with a non-empty summary a
-//     "branchSummary" message; every other type emits nothing.
-func BuildContext(path []*Entry) *Context {
-	ctx := &Context{ThinkingLevel: "off"}
-	compIdx := -1
-	for i, e := range path {
-		switch e.Type {
-		case TypeThinkingLevelChange:
-			ctx.ThinkingLevel = e.ThinkingLevel
-		case TypeModelChange:
-			ctx.Model = &ModelRef{Provider: e.Provider, ModelID: e.ModelID}
-		case TypeMessage:
-			if e.Message != nil && e.Message.Role == RoleAssistant {
-				ctx.Model = &ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
-			}
-		case TypeCompaction:
-			compIdx = i
+//     "branchSummary" message; every other type emits nothing;
+//   - Pi 1.x: context edits, system messages and compaction checkpoints (Projection).
+func BuildContext(path []*Entry, d Dialect) *Context {
+	return Project(path, d).Context()
+}
+
+// ModelOf is the model a path's context names (its latest model_change or assistant
+// message), nil when it names none: BuildContext(path, d).Model for any d, without building
+// the context.
+func ModelOf(path []*Entry) *ModelRef {
+	for i := len(path) - 1; i >= 0; i-- {
+		e := path[i]
+		switch {
+		case e.Type == TypeModelChange:
+			return &ModelRef{Provider: e.Provider, ModelID: e.ModelID}
+		case e.Type == TypeMessage && e.Message != nil && e.Message.Role == RoleAssistant:
+			return &ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
 		}
 	}
-	emit := func(e *Entry) {
-		switch e.Type {
-		case TypeMessage, TypeCustomMessage:
-		case TypeBranchSummary:
-			if e.Summary == "" {
-				return
-			}
-		default:
-			return
-		}
-		if m := AsMessage(e); m != nil {
-			ctx.Messages = append(ctx.Messages, m)
-			ctx.EntryIDs = append(ctx.EntryIDs, e.ID)
-		}
-	}
-	if compIdx < 0 {
-		for _, e := range path {
-			emit(e)
-		}
-		return ctx
-	}
-	c := path[compIdx]
-	ctx.Messages = append(ctx.Messages, AsMessage(c))
-	ctx.EntryIDs = append(ctx.EntryIDs, c.ID)
-	found := false
-	for _, e := range path[:compIdx] {
-		if e.ID == c.FirstKeptEntryID {
-			found = true
-		}
-		if found {
-			emit(e)
-		}
-	}
-	for _, e := range path[compIdx+1:] {
-		emit(e)
-	}
-	return ctx
+	return nil
 }
 
 // AsMessage converts an entry to the message Pi builds from it: a message entry's own

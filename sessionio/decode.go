@@ -15,6 +15,7 @@ type fields struct {
 	details, fromHook, fromID, customType, content, display      []byte
 	provider, modelID, thinkingLevel, targetID, label, name      []byte
 	version, cwd, parentSession                                  []byte
+	systemMessage, usage, replacement, kind, model               []byte
 }
 
 // pick assigns the members of a validated object to f.
@@ -74,6 +75,16 @@ func (f *fields) pick(ms []member) {
 			f.cwd = v
 		case "parentSession":
 			f.parentSession = v
+		case "systemMessage":
+			f.systemMessage = v
+		case "usage":
+			f.usage = v
+		case "replacement":
+			f.replacement = v
+		case "kind":
+			f.kind = v
+		case "model":
+			f.model = v
 		}
 	}
 }
@@ -156,6 +167,28 @@ func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []member, msgVal
 		e.Details = nonNull(f.details)
 		e.FromHook = jsonTruthy(f.fromHook)
 		e.FromID = str(f.fromID, "fromId")
+		e.Usage = nonNull(f.usage)
+		if typ == TypeCompaction && len(f.systemMessage) > 0 && string(f.systemMessage) != "null" {
+			if f.systemMessage[0] != '{' {
+				if d.diag != nil {
+					d.diag(badField(lineNo, e.ID, "systemMessage"))
+				}
+				break
+			}
+			m := d.newMessage()
+			if err := decodeMessageInto(m, f.systemMessage, nil, false); err != nil && d.diag != nil {
+				d.diag(Diagnostic{Line: lineNo, EntryID: e.ID, Kind: DiagBadField, Message: "systemMessage has fields of unexpected types (kept as far as possible): " + err.Error()})
+			}
+			e.SystemMessage = m
+		}
+	case TypeContextEdit:
+		e.TargetID = str(f.targetID, "targetId")
+		e.Replacement = f.replacement
+	case TypeUsage:
+		e.Kind = str(f.kind, "kind")
+		e.Provider = str(f.provider, "provider")
+		e.Model = str(f.model, "model")
+		e.Usage = nonNull(f.usage)
 	case TypeCustom:
 		e.CustomType = str(f.customType, "customType")
 	case TypeCustomMessage:

@@ -15,6 +15,10 @@ const (
 	TypeCustomMessage       = "custom_message"
 	TypeLabel               = "label"
 	TypeSessionInfo         = "session_info"
+	// Pi 1.x (Dialect Pi16): an edit of an earlier entry's model-visible content, and usage
+	// that is no message (the cache warmer's, for instance).
+	TypeContextEdit = "context_edit"
+	TypeUsage       = "usage"
 )
 
 // Entry is one non-header line of a session file.
@@ -32,14 +36,29 @@ type Entry struct {
 	// message
 	Message *Message
 
-	// compaction (Summary, FirstKeptEntryID, TokensBefore, Details, FromHook)
-	// and branch_summary (FromID, Summary, Details, FromHook)
+	// compaction (Summary, FirstKeptEntryID, TokensBefore, Details, FromHook; Pi 1.x:
+	// SystemMessage, Usage) and branch_summary (FromID, Summary, Details, FromHook; Pi 1.x:
+	// Usage)
 	Summary          string
 	FirstKeptEntryID string
 	TokensBefore     float64
 	Details          json.RawMessage
 	FromHook         bool
 	FromID           string
+	// SystemMessage is a Pi 1.x compaction's checkpoint of the system prompt and tools at the
+	// compaction point (a "system" message); nil when absent.
+	SystemMessage *Message
+	// Usage is the raw usage of a compaction, branch_summary or usage entry (nil: absent).
+	Usage json.RawMessage
+
+	// context_edit (TargetID, Replacement): Replacement is the raw "replacement" value,
+	// "null" (omit the target from the context) or an object with the new content; nil when
+	// the member is absent.
+	Replacement json.RawMessage
+
+	// usage (Kind, Provider, Model, Usage)
+	Kind  string
+	Model string
 
 	// custom and custom_message
 	CustomType string
@@ -53,7 +72,7 @@ type Entry struct {
 	// thinking_level_change
 	ThinkingLevel string
 
-	// label
+	// label and context_edit
 	TargetID string
 	Label    string
 

@@ -215,6 +215,10 @@ func (p *tailParser) parse(line []byte, fromEnd int, lineAt int64, keepBytes boo
 			}
 		}
 	}
+	if !keepBytes {
+		// Pi 1.x's members point into the line too; only the context's entries need them.
+		e.Usage, e.Replacement, e.SystemMessage = nil, nil, nil
+	}
 	if !keepBytes || onDisk {
 		e.Raw, e.Details, e.Content, e.Display = nil, nil, nil, nil
 		if e.Message != nil {

@@ -2,9 +2,11 @@ package sessionio
 
 import (
 	"bytes"
+	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strconv"
 )
 
@@ -18,6 +20,10 @@ const (
 	RoleCustom            = "custom"
 	RoleBranchSummary     = "branchSummary"
 	RoleCompactionSummary = "compactionSummary"
+	// RoleSystem is Pi 1.x's system message: the system prompt and the tools, written in full
+	// at the first request and as patches when they change (Content, Sections, ToolsAdded,
+	// ToolsRemoved). Pi 0.73 has no such role.
+	RoleSystem = "system"
 )
 
 // Content block types.
@@ -52,8 +58,10 @@ type Message struct {
 	ErrorMessage string
 	Usage        *Usage
 
-	// Timestamp is the message's own epoch-ms timestamp (0 if absent).
-	Timestamp float64
+	// Timestamp is the message's own epoch-ms timestamp (0 if absent); HasTimestamp tells
+	// whether it is there (a number).
+	Timestamp    float64
+	HasTimestamp bool
 
 	// toolResult
 	ToolCallID string
@@ -76,6 +84,31 @@ type Message struct {
 	Summary      string
 	FromID       string
 	TokensBefore float64
+
+	// system (Pi 1.x): Sections in the object's order (a nil Value is null: the section is
+	// removed); ToolsAdded and ToolsRemoved are the raw arrays (copies, nil when absent).
+	Sections     []Section
+	ToolsAdded   json.RawMessage
+	ToolsRemoved json.RawMessage
+
+	// NestedCalls is a Pi 1.x tool result's raw "nestedCalls" (calls made from a codemode
+	// script; a copy, nil when absent).
+	NestedCalls json.RawMessage
+
+	// ContentNull reports that the message's content is null or absent (Pi 1.x puts an empty
+	// content in its place when it builds a context).
+	ContentNull bool
+	// Projected is set on a message Pi 1.x's projection made (a context edit's replacement,
+	// or a null content filled in): Raw is the projected object, and when the message was left
+	// on disk (At), ContentRaw is what replaces the content member of the bytes there.
+	Projected  bool
+	ContentRaw json.RawMessage
+}
+
+// Section is one named part of a system message's prompt.
+type Section struct {
+	Name  string
+	Value *string
 }
 
 // Span is a byte range of a file.
@@ -224,6 +257,7 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool)
 		ms = trustedMembers(raw, buf[:0])
 	}
 	m.Raw = raw
+	m.ContentNull = true
 	var fe fieldErr
 	for _, mb := range ms {
 		v := mb.val
@@ -231,6 +265,7 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool)
 		case "role":
 			fe.str(key, v, &m.Role)
 		case "content":
+			m.ContentNull = string(v) == "null"
 			if light {
 				continue
 			}
@@ -261,7 +296,9 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool)
 			}
 			m.Usage = u
 		case "timestamp":
+			m.Timestamp, m.HasTimestamp = 0, false
 			fe.num(key, v, &m.Timestamp)
+			_, m.HasTimestamp = jsonNumber(v)
 		case "toolCallId":
 			fe.str(key, v, &m.ToolCallID)
 		case "toolName":
@@ -296,12 +333,99 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool)
 			fe.str(key, v, &m.FromID)
 		case "tokensBefore":
 			fe.num(key, v, &m.TokensBefore)
+		case "sections":
+			if light {
+				continue
+			}
+			m.Sections = decodeSections(v, &fe)
+		case "toolsAdded":
+			if !light {
+				m.ToolsAdded = copyRaw(v)
+			}
+		case "toolsRemoved":
+			if !light {
+				m.ToolsRemoved = copyRaw(v)
+			}
+		case "nestedCalls":
+			if !light {
+				m.NestedCalls = copyRaw(v)
+			}
 		}
 	}
 	if fe.err != nil {
 		return fmt.Errorf("message: %w", fe.err)
 	}
 	return nil
+}
+
+// decodeSections decodes a system message's sections object: its members in order, the last
+// of duplicate keys in the place of the first (as JSON.parse builds the object); values that
+// are neither strings nor null are reported and left out.
+func decodeSections(v []byte, fe *fieldErr) []Section {
+	if len(v) == 0 || v[0] != '{' {
+		if string(v) != "null" {
+			fe.set("sections", "an object")
+		}
+		return nil
+	}
+	var out []Section
+	at := map[string]int{}
+	var buf [8]member
+	for _, mb := range trustedMembers(v, buf[:0]) {
+		name := memberKey(mb.key)
+		var val *string
+		switch {
+		case string(mb.val) == "null":
+		case len(mb.val) > 0 && mb.val[0] == '"':
+			s := unquote(mb.val)
+			val = &s
+		default:
+			fe.set("sections", "an object of strings")
+			continue
+		}
+		if i, ok := at[name]; ok {
+			out[i].Value = val
+			continue
+		}
+		at[name] = len(out)
+		out = append(out, Section{Name: name, Value: val})
+	}
+	// A JavaScript object lists array-index keys first, in ascending order.
+	slices.SortStableFunc(out, func(a, b Section) int {
+		ai, aok := arrayIndex(a.Name)
+		bi, bok := arrayIndex(b.Name)
+		switch {
+		case aok && bok:
+			return cmp.Compare(ai, bi)
+		case aok:
+			return -1
+		case bok:
+			return 1
+		}
+		return 0
+	})
+	return out
+}
+
+// arrayIndex reports whether a property name is an array index ("0" to "4294967294", no
+// leading zeros), as JavaScript orders such keys first.
+func arrayIndex(s string) (uint64, bool) {
+	if s == "" || len(s) > 10 || (len(s) > 1 && s[0] == '0') {
+		return 0, false
+	}
+	n, err := strconv.ParseUint(s, 10, 64)
+	if err != nil || n > 4294967294 {
+		return 0, false
+	}
+	return n, true
+}
+
+// copyRaw copies a raw value out of the line it points into; nil for absent or null.
+func copyRaw(v []byte) json.RawMessage {
+	if len(v) == 0 || string(v) == "null" {
+		return nil
+	}
+	return append(json.RawMessage(nil), v...)
 }
 
 // decodeContent decodes validated content: a string, or an array of blocks.

@@ -62,7 +62,7 @@ var reads = []tailRead{
 // buildSessionContext): the usage of the newest message with valid usage plus the estimate
 // of every message after it.
 func contextSize(path []*sessionio.Entry) int {
-	msgs := sessionio.BuildContext(path).Messages
+	msgs := sessionio.BuildContext(path, sessionio.Pi073).Messages
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i] != nil && msgs[i].HasValidUsage() {
@@ -171,7 +171,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 		fatal("need %b: window %d (+%d), full %d", need, t.Window, off, want)
 	}
 	// Context.
-	got, want := sessionio.BuildContext(t.Path), sessionio.BuildContext(f.path)
+	got, want := sessionio.BuildContext(t.Path, sessionio.Pi073), sessionio.BuildContext(f.path, sessionio.Pi073)
 	if need&sessionio.NeedMessages != 0 || t.Complete {
 		if len(got.Messages) != len(want.Messages) || !reflect.DeepEqual(got.EntryIDs, want.EntryIDs) {
 			fatal("need %b: %d context messages %v, full %d %v", need, len(got.Messages), got.EntryIDs, len(want.Messages), want.EntryIDs)
@@ -227,7 +227,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 				fatal("need %b: after Extend, path[%d] = %q, full %q", need, i, e.ID, f.path[i].ID)
 			}
 		}
-		if c := sessionio.BuildContext(t.Path); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
+		if c := sessionio.BuildContext(t.Path, sessionio.Pi073); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
 			c.ThinkingLevel != want.ThinkingLevel || !reflect.DeepEqual(c.Model, want.Model) {
 			fatal("need %b: after Extend, context %d messages %q %v, full %d %q %v", need, len(c.Messages), c.ThinkingLevel, c.Model, len(want.Messages), want.ThinkingLevel, want.Model)
 		}

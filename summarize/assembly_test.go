@@ -241,7 +241,7 @@ func TestExtractive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := sessionio.BuildContext(path)
+	ctx := sessionio.BuildContext(path, sessionio.Pi073)
 	x := NewExtractive()
 	span := SerializeConversation(ctx.Messages)
 	res, err := x.Summarize(context.Background(), Request{Task: TaskHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})

@@ -97,7 +97,7 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		for _, e := range path {
 			out.PathIDs = append(out.PathIDs, e.ID)
 		}
-		c := sessionio.BuildContext(path)
+		c := sessionio.BuildContext(path, sessionio.Pi073)
 		msgs = c.Messages
 		out.Context.ThinkingLevel = c.ThinkingLevel
 		out.Context.Model = c.Model

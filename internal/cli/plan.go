@@ -228,7 +228,7 @@ type contextParts struct {
 
 func splitContext(path []*sessionio.Entry, c tokenize.Counter) contextParts {
 	var cp contextParts
-	ctx := sessionio.BuildContext(path)
+	ctx := sessionio.BuildContext(path, sessionio.Pi073)
 	last := -1
 	for i := len(ctx.Messages) - 1; i >= 0; i-- {
 		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() {

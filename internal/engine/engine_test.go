@@ -74,7 +74,7 @@ func keptIDs(path []*sessionio.Entry, firstKept string) []string {
 	for i, e := range path {
 		pos[e.ID] = i
 	}
-	c := sessionio.BuildContext(path)
+	c := sessionio.BuildContext(path, sessionio.Pi073)
 	var out []string
 	for i, id := range c.EntryIDs {
 		if c.Messages[i].Role == sessionio.RoleCompactionSummary {
@@ -138,7 +138,7 @@ func TestCompactCorpus(t *testing.T) {
 					t.Errorf("summary does not come from the endpoint: %.80q", leaf.Summary)
 				}
 				path, _ := s.Path("")
-				c := sessionio.BuildContext(path)
+				c := sessionio.BuildContext(path, sessionio.Pi073)
 				if c.Messages[0].Role != sessionio.RoleCompactionSummary || c.Messages[0].Summary != leaf.Summary {
 					t.Fatalf("context does not start with our summary")
 				}
@@ -339,7 +339,7 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 				t.Errorf("summary lacks Pi's preamble")
 			}
 			path, _ := s2.Path("")
-			c := sessionio.BuildContext(path)
+			c := sessionio.BuildContext(path, sessionio.Pi073)
 			last := c.Messages[len(c.Messages)-1]
 			if last.Role != sessionio.RoleBranchSummary || last.FromID != wantParent {
 				t.Fatalf("context does not end with the branch summary")

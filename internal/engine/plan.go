@@ -110,9 +110,9 @@ func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 // resolve fills the model (the latest model_change or assistant message on the path, as
 // Pi's context takes it) and the counter for its encoding.
 func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Cache) error {
-	if c := sessionio.BuildContext(src.Path); c.Model != nil {
-		src.ModelRef = c.Model
-		src.Model = configs.Resolve(c.Model.Provider, c.Model.ModelID, contextWindow)
+	if m := sessionio.ModelOf(src.Path); m != nil {
+		src.ModelRef = m
+		src.Model = configs.Resolve(m.Provider, m.ModelID, contextWindow)
 	} else {
 		src.Model = configs.Resolve("", "", contextWindow)
 	}

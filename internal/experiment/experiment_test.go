@@ -175,7 +175,7 @@ func TestReplayContextIsRecounted(t *testing.T) {
 	var bad []string
 	checkContextHook = func(path []*sessionio.Entry, tokens int) {
 		steps++
-		ctx := sessionio.BuildContext(path)
+		ctx := sessionio.BuildContext(path, sessionio.Pi073)
 		want := 0
 		for _, m := range ctx.Messages {
 			want += counter.Count(m)

@@ -1,0 +1,277 @@
+package sessionio
+
+import (
+	"encoding/json"
+
+	"github.com/compactor-dev/compactor/sessionio/jsjson"
+)
+
+// Projected is one entry of a context as Pi builds it, with the messages it puts there (none
+// for most entry types, for an entry a context edit omits, and for an older compaction kept
+// inside the newest one's range).
+type Projected struct {
+	Entry *Entry
+	// Index is the entry's position on the path it was projected from.
+	Index    int
+	Messages []*Message
+}
+
+// Projection is the context Pi builds for a path, entry by entry: Pi 1.x's
+// buildSessionProjection, and for Pi 0.73 the same shape over its buildSessionContext.
+//
+// With a compaction on the path, Entries starts with the latest compaction, followed by the
+// entries from its firstKeptEntryId up to it (nothing when that id is not on the path, as for
+// a retain-none compaction, whose firstKeptEntryId is its own id) and then every entry after
+// it; without one, Entries is the whole path. Pi 1.x leaves system messages out of the kept
+// range (the compaction's checkpoint replaces them), applies the latest context edit of each
+// target among these entries (a null replacement omits the target's messages, an object
+// replaces their content), fills in an empty content where a message has none, and makes the
+// compaction contribute its systemMessage checkpoint before its summary.
+type Projection struct {
+	Dialect       Dialect
+	Entries       []Projected
+	ThinkingLevel string
+	Model         *ModelRef
+	// Compaction is the index in Entries of the compaction whose summary the context starts
+	// with (0), or -1 without one.
+	Compaction int
+}
+
+// Project builds the projection of path (root first, as Session.Path returns it) under
+// dialect d's rules.
+func Project(path []*Entry, d Dialect) *Projection {
+	d = d.Or()
+	p := &Projection{Dialect: d, ThinkingLevel: "off", Compaction: -1}
+	compIdx := -1
+	for i, e := range path {
+		switch e.Type {
+		case TypeThinkingLevelChange:
+			p.ThinkingLevel = e.ThinkingLevel
+		case TypeModelChange:
+			p.Model = &ModelRef{Provider: e.Provider, ModelID: e.ModelID}
+		case TypeMessage:
+			if e.Message != nil && e.Message.Role == RoleAssistant {
+				p.Model = &ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
+			}
+		case TypeCompaction:
+			compIdx = i
+		}
+	}
+	projects := d.Projects()
+	entries := make([]Projected, 0, len(path)-max(0, compIdx)+1)
+	if compIdx < 0 {
+		for i, e := range path {
+			entries = append(entries, Projected{Entry: e, Index: i})
+		}
+	} else {
+		c := path[compIdx]
+		entries = append(entries, Projected{Entry: c, Index: compIdx})
+		p.Compaction = 0
+		found := false
+		for i, e := range path[:compIdx] {
+			if e.ID == c.FirstKeptEntryID {
+				found = true
+			}
+			if found && !(projects && e.IsMessage(RoleSystem)) {
+				entries = append(entries, Projected{Entry: e, Index: i})
+			}
+		}
+		for i, e := range path[compIdx+1:] {
+			entries = append(entries, Projected{Entry: e, Index: compIdx + 1 + i})
+		}
+	}
+	if !projects {
+		for k := range entries {
+			entries[k].Messages = messagesPi073(entries[k].Entry, k == 0 && compIdx >= 0)
+		}
+		p.Entries = entries
+		return p
+	}
+	edits := map[string]*Entry{}
+	for _, pe := range entries {
+		if pe.Entry.Type == TypeContextEdit {
+			edits[pe.Entry.TargetID] = pe.Entry
+		}
+	}
+	for k := range entries {
+		e := entries[k].Entry
+		if e.Type == TypeCompaction && k > 0 {
+			continue // an older compaction kept in the newest one's range contributes nothing
+		}
+		entries[k].Messages = applyEdit(messagesPi16(e), edits[e.ID])
+	}
+	p.Entries = entries
+	return p
+}
+
+// messagesPi073 is what an entry puts into Pi 0.73's context: a message entry its message, a
+// custom_message a custom message, a branch_summary with a summary a branchSummary message,
+// the latest compaction (first) its summary; nothing else.
+func messagesPi073(e *Entry, latestCompaction bool) []*Message {
+	switch e.Type {
+	case TypeMessage:
+		if e.Message == nil {
+			return nil
+		}
+	case TypeCustomMessage:
+	case TypeBranchSummary:
+		if e.Summary == "" {
+			return nil
+		}
+	case TypeCompaction:
+		if !latestCompaction {
+			return nil
+		}
+	default:
+		return nil
+	}
+	if m := AsMessage(e); m != nil {
+		return []*Message{m}
+	}
+	return nil
+}
+
+// messagesPi16 is Pi 1.x's sessionEntryToContextMessages: as 0.73 for most entries, with an
+// empty content filled in where a user, assistant, tool result or system message has none
+// (and a custom_message's), and a compaction's systemMessage checkpoint before its summary.
+func messagesPi16(e *Entry) []*Message {
+	switch e.Type {
+	case TypeMessage:
+		m := e.Message
+		if m == nil {
+			return nil
+		}
+		if m.ContentNull {
+			switch m.Role {
+			case RoleSystem:
+				return []*Message{withContent(m, json.RawMessage(`""`))}
+			case RoleUser, RoleAssistant, RoleToolResult:
+				return []*Message{withContent(m, json.RawMessage(`[]`))}
+			}
+		}
+		return []*Message{m}
+	case TypeCustomMessage:
+		m := AsMessage(e)
+		if len(e.Content) == 0 || string(e.Content) == "null" {
+			m = withContent(m, json.RawMessage(`[]`))
+		}
+		return []*Message{m}
+	case TypeBranchSummary:
+		if e.Summary == "" {
+			return nil
+		}
+		return []*Message{AsMessage(e)}
+	case TypeCompaction:
+		if e.SystemMessage != nil {
+			return []*Message{e.SystemMessage, AsMessage(e)}
+		}
+		return []*Message{AsMessage(e)}
+	}
+	return nil
+}
+
+// applyEdit is Pi 1.x's projectContextEntry: without an edit the messages as they are; a null
+// replacement omits them; an object's content replaces the content of user, assistant, tool
+// result and custom messages (a string becomes one text block for an assistant or a tool
+// result). A replacement Pi could not apply (not an object with a string or array content:
+// Pi would fail on it) leaves the messages as they are.
+func applyEdit(msgs []*Message, edit *Entry) []*Message {
+	if edit == nil {
+		return msgs
+	}
+	if string(edit.Replacement) == "null" {
+		return nil
+	}
+	content, ok := replacementContent(edit.Replacement)
+	if !ok {
+		return msgs
+	}
+	out := make([]*Message, len(msgs))
+	for i, m := range msgs {
+		switch m.Role {
+		case RoleUser, RoleCustom:
+			out[i] = withContent(m, content)
+		case RoleAssistant, RoleToolResult:
+			c := content
+			if len(c) > 0 && c[0] == '"' {
+				b, _ := jsjson.Marshal([]any{jsjson.Fields{{Key: "type", Value: BlockText}, {Key: "text", Value: json.RawMessage(c)}}})
+				c = b
+			}
+			out[i] = withContent(m, c)
+		default:
+			out[i] = m
+		}
+	}
+	return out
+}
+
+// replacementContent returns a context edit's replacement content: the "content" member of
+// an object, when it is a string or an array.
+func replacementContent(raw json.RawMessage) (json.RawMessage, bool) {
+	if len(raw) == 0 || raw[0] != '{' {
+		return nil, false
+	}
+	var buf [4]member
+	c := get(trustedMembers(raw, buf[:0]), "content")
+	if len(c) == 0 || (c[0] != '"' && c[0] != '[') {
+		return nil, false
+	}
+	return json.RawMessage(c), true
+}
+
+// withContent is `{...m, content}`: a copy of m whose content is content (a JSON string or
+// array), in the content member's place (at the end when m has none).
+func withContent(m *Message, content json.RawMessage) *Message {
+	c := *m
+	c.Projected = true
+	c.ContentNull = false
+	c.Content, _ = decodeContent(content)
+	if m.Raw == nil { // left on disk: the writer puts content in when it copies the bytes out
+		c.ContentRaw = content
+		return &c
+	}
+	c.ContentRaw = nil
+	c.Raw = ReplaceMember(m.Raw, "content", content)
+	return &c
+}
+
+// ReplaceMember returns the object obj with the member key set to val, as JavaScript's
+// `{...obj, [key]: val}` writes it: in the member's place, or last when obj has none.
+func ReplaceMember(obj json.RawMessage, key string, val json.RawMessage) json.RawMessage {
+	ms := trustedMembers(obj, nil)
+	fs := make(jsjson.Fields, 0, len(ms)+1)
+	for _, mb := range ms {
+		fs = append(fs, jsjson.Field{Key: memberKey(mb.key), Value: json.RawMessage(mb.val)})
+	}
+	fs = append(fs, jsjson.Field{Key: key, Value: val})
+	b, err := jsjson.Marshal(fs)
+	if err != nil {
+		return obj
+	}
+	return b
+}
+
+// Messages are the projection's messages, in context order.
+func (p *Projection) Messages() []*Message {
+	n := 0
+	for _, pe := range p.Entries {
+		n += len(pe.Messages)
+	}
+	out := make([]*Message, 0, n)
+	for _, pe := range p.Entries {
+		out = append(out, pe.Messages...)
+	}
+	return out
+}
+
+// Context is the projection as Pi's buildSessionContext returns it.
+func (p *Projection) Context() *Context {
+	ctx := &Context{ThinkingLevel: p.ThinkingLevel, Model: p.Model}
+	for _, pe := range p.Entries {
+		for _, m := range pe.Messages {
+			ctx.Messages = append(ctx.Messages, m)
+			ctx.EntryIDs = append(ctx.EntryIDs, pe.Entry.ID)
+		}
+	}
+	return ctx
+}
