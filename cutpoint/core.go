@@ -10,15 +10,26 @@ func OverBudget(contextTokens int, s Settings) bool {
 	return contextTokens > s.ContextWindow-s.ReserveTokens
 }
 
-// ContextTokens is the size of the path's current context (Pi's estimateContextTokens over
-// buildSessionContext): the usage of the last assistant message that is neither aborted
-// nor an error, plus c's count of every context message after it; with no such assistant,
-// c's count of every context message.
-func ContextTokens(path []*sessionio.Entry, c Counter) int {
-	return MessagesTokens(sessionio.BuildContext(path, sessionio.Pi073).Messages, c)
+// ContextTokens is the size of the path's current context as Pi computes tokensBefore under
+// dialect d, with counter c.
+//
+// Pi 0.73 (estimateContextTokens over buildSessionContext): the usage of the last assistant
+// message that is neither aborted nor an error, plus c's count of every context message after
+// it; with no such assistant, c's count of every context message.
+//
+// Pi 1.x (estimateProjectedContextTokens over the projection): the same, but an assistant's
+// usage counts only when it is not all zeros and its entry comes after the path's latest
+// context edit and latest compaction (a usage measured before an edit or a compaction is not
+// the context's size any more); otherwise the count of the projection's messages, its system
+// messages folded into one current system message (sessionio.CurrentSystemMessage).
+func ContextTokens(path []*sessionio.Entry, d sessionio.Dialect, c Counter) int {
+	if !d.Or().Projects() {
+		return MessagesTokens(sessionio.BuildContext(path, d).Messages, c)
+	}
+	return ProjectedTokens(sessionio.Project(path, d), path, c)
 }
 
-// MessagesTokens is ContextTokens for an already built list of context messages.
+// MessagesTokens is Pi 0.73's ContextTokens for an already built list of context messages.
 func MessagesTokens(msgs []*sessionio.Message, c Counter) int {
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -39,107 +50,64 @@ func MessagesTokens(msgs []*sessionio.Message, c Counter) int {
 	return total
 }
 
-// boundary returns the index of the last compaction on the path (-1 if none) and where
-// the new compaction's range starts (Pi 0.73.1): the previous compaction's
-// firstKeptEntryId on the path, else the entry after that compaction, else 0.
-func boundary(path []*sessionio.Entry) (prevIdx, start int) {
-	prevIdx = -1
-	for i := len(path) - 1; i >= 0; i-- {
-		if path[i].Type == sessionio.TypeCompaction {
-			prevIdx = i
-			break
+// ProjectedTokens is Pi 1.x's ContextTokens for a projection of path.
+func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Counter) int {
+	// The newest usage Pi takes, and the entry it came from.
+	usageK, usageM := -1, -1
+	for k := len(proj.Entries) - 1; k >= 0 && usageK < 0; k-- {
+		msgs := proj.Entries[k].Messages
+		for i := len(msgs) - 1; i >= 0; i-- {
+			if m := msgs[i]; m.HasValidUsage() && m.Usage.ContextTokens() > 0 {
+				usageK, usageM = k, i
+				break
+			}
 		}
 	}
-	if prevIdx < 0 {
-		return -1, 0
-	}
-	want := path[prevIdx].FirstKeptEntryID
-	for i, e := range path {
-		if e.ID == want {
-			return prevIdx, i
+	if usageK >= 0 {
+		invalidated := -1
+		for i := len(path) - 1; i >= 0; i-- {
+			if t := path[i].Type; t == sessionio.TypeContextEdit || t == sessionio.TypeCompaction {
+				invalidated = i
+				break
+			}
+		}
+		if proj.Entries[usageK].Index > invalidated {
+			pe := proj.Entries[usageK]
+			total := int(pe.Messages[usageM].Usage.ContextTokens())
+			for _, m := range pe.Messages[usageM+1:] {
+				total += c.Count(m)
+			}
+			for _, pe := range proj.Entries[usageK+1:] {
+				for _, m := range pe.Messages {
+					total += c.Count(m)
+				}
+			}
+			return total
 		}
 	}
-	return prevIdx, prevIdx + 1
-}
-
-// isValidCut is Pi's findValidCutPoints predicate: a user, assistant, bashExecution,
-// custom, branchSummary or compactionSummary message, a branch_summary or a
-// custom_message. Never a toolResult: it must stay after its tool call.
-func isValidCut(e *sessionio.Entry) bool {
-	switch e.Type {
-	case sessionio.TypeBranchSummary, sessionio.TypeCustomMessage:
-		return true
-	case sessionio.TypeMessage:
-		if e.Message == nil {
-			return false
-		}
-		switch e.Message.Role {
-		case sessionio.RoleUser, sessionio.RoleAssistant, sessionio.RoleBashExecution,
-			sessionio.RoleCustom, sessionio.RoleBranchSummary, sessionio.RoleCompactionSummary:
-			return true
+	msgs := proj.Messages()
+	total := 0
+	if sys := sessionio.CurrentSystemMessage(msgs); sys != nil {
+		total += c.Count(sys)
+	}
+	for _, m := range msgs {
+		if m.Role != sessionio.RoleSystem {
+			total += c.Count(m)
 		}
 	}
-	return false
+	return total
 }
 
-// isTurnStart is Pi's findTurnStartIndex predicate: a branch_summary, a custom_message, or
-// a user or bashExecution message.
-func isTurnStart(e *sessionio.Entry) bool {
-	switch e.Type {
-	case sessionio.TypeBranchSummary, sessionio.TypeCustomMessage:
-		return true
-	case sessionio.TypeMessage:
-		return e.Message != nil && (e.Message.Role == sessionio.RoleUser || e.Message.Role == sessionio.RoleBashExecution)
+// addFileOps adds what a summarized message tells of files: its tool calls, and in Pi 1.x
+// the calls a tool result's codemode script made.
+func (s *segment) addFileOps(fo *sessionio.FileOps, m *sessionio.Message) {
+	fo.AddFromMessage(m)
+	if s.d.Projects() {
+		fo.AddFromNestedCalls(m)
 	}
-	return false
 }
 
-// findTurnStart is Pi's findTurnStartIndex: the nearest turn start at or before idx and
-// not before start, or -1.
-func findTurnStart(path []*sessionio.Entry, idx, start int) int {
-	for i := idx; i >= start; i-- {
-		if isTurnStart(path[i]) {
-			return i
-		}
-	}
-	return -1
-}
-
-// pullBack moves a cut backward over the non-message entries just before it (settings
-// changes, labels, custom entries, custom_messages, branch summaries), stopping at a
-// message, a compaction or start, as Pi does: they belong with what follows them.
-func pullBack(path []*sessionio.Entry, cut, start int) int {
-	for cut > start {
-		p := path[cut-1]
-		if p.Type == sessionio.TypeCompaction || p.Type == sessionio.TypeMessage {
-			break
-		}
-		cut--
-	}
-	return cut
-}
-
-// validCuts returns Pi's valid cut points in [start, end).
-func validCuts(path []*sessionio.Entry, start, end int) []int {
-	var cps []int
-	for i := start; i < end; i++ {
-		if isValidCut(path[i]) {
-			cps = append(cps, i)
-		}
-	}
-	return cps
-}
-
-// messageOf is the message an entry contributes to a summary (Pi's
-// getMessageFromEntryForCompaction): compactions excluded.
-func messageOf(e *sessionio.Entry) *sessionio.Message {
-	if e.Type == sessionio.TypeCompaction {
-		return nil
-	}
-	return sessionio.AsMessage(e)
-}
-
-// cut is a policy's decision before the plan is assembled.
+// cut is a policy's decision before the plan is assembled: items of the segment.
 type cut struct {
 	firstKept int
 	turnStart int // -1 when none
@@ -147,7 +115,7 @@ type cut struct {
 }
 
 // unprepared returns the plan for a path Pi would not compact, or nil.
-func unprepared(path []*sessionio.Entry, policy string, c Counter) *Plan {
+func unprepared(path []*sessionio.Entry, policy string, s Settings, c Counter) *Plan {
 	var reason string
 	switch {
 	case len(path) == 0:
@@ -157,39 +125,45 @@ func unprepared(path []*sessionio.Entry, policy string, c Counter) *Plan {
 	default:
 		return nil
 	}
-	return &Plan{Prepared: false, Reason: reason, Policy: policy, Counter: c.Name(),
-		TokensBefore: ContextTokens(path, c), TurnStartIndex: -1, FirstKeptEntryIndex: -1}
+	return notPrepared(path, reason, policy, s, c)
 }
 
-// assemble builds the plan for a cut, as prepareCompaction steps 6-10 do: the summarized
-// messages are [start, historyEnd) and the prefix [turnStart, firstKept), compactions
-// excluded; file operations are seeded from the previous compaction and collected from
-// both.
-func assemble(path []*sessionio.Entry, prevIdx, start int, k cut, policy string, c Counter) *Plan {
-	p := &Plan{
-		Prepared: true, Policy: policy, Counter: c.Name(),
-		FirstKeptEntryID: path[k.firstKept].ID, FirstKeptEntryIndex: k.firstKept,
-		IsSplitTurn: k.split, TurnStartIndex: k.turnStart,
-		TokensBefore:       ContextTokens(path, c),
-		BoundaryStartIndex: start,
+// notPrepared is the plan that says why nothing is planned.
+func notPrepared(path []*sessionio.Entry, reason, policy string, s Settings, c Counter) *Plan {
+	return &Plan{Prepared: false, Reason: reason, Policy: policy, Counter: c.Name(), Dialect: s.Dialect.Or(),
+		TokensBefore: ContextTokens(path, s.Dialect, c), TurnStartIndex: -1, FirstKeptEntryIndex: -1}
+}
+
+// assemble builds the plan for a cut, as prepareCompaction's last steps do: the summarized
+// messages are the range's up to the history's end and the prefix those of the split turn up
+// to the cut; file operations are seeded from the previous compaction and collected from
+// both. Pi 1.x makes no plan when nothing would be summarized.
+func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
+	path := sg.path
+	if k.firstKept >= len(sg.items) || sg.items[k.firstKept].e.ID == "" {
+		return notPrepared(path, ReasonEmpty, policy, s, c)
 	}
-	if p.FirstKeptEntryID == "" {
-		return &Plan{Prepared: false, Reason: ReasonEmpty, Policy: policy, Counter: c.Name(),
-			TokensBefore: p.TokensBefore, TurnStartIndex: -1, FirstKeptEntryIndex: -1}
+	fk := sg.items[k.firstKept]
+	p := &Plan{
+		Prepared: true, Policy: policy, Counter: c.Name(), Dialect: sg.d,
+		FirstKeptEntryID: fk.e.ID, FirstKeptEntryIndex: fk.at,
+		IsSplitTurn: k.split, TurnStartIndex: -1,
+		TokensBefore:       ContextTokens(path, sg.d, c),
+		BoundaryStartIndex: sg.start,
 	}
 	if k.turnStart >= 0 {
-		p.TurnStartEntryID = path[k.turnStart].ID
+		p.TurnStartIndex = sg.items[k.turnStart].at
+		p.TurnStartEntryID = sg.items[k.turnStart].e.ID
 	}
-	if start < len(path) {
-		p.BoundaryStartEntryID = path[start].ID
+	if len(sg.items) > 0 {
+		p.BoundaryStartEntryID = sg.items[0].e.ID
 	}
 	fo := sessionio.NewFileOps()
-	if prevIdx >= 0 {
-		prev := path[prevIdx]
-		p.PreviousCompactionID = prev.ID
-		s := prev.Summary
-		p.PreviousSummary = &s
-		fo.SeedFromCompaction(prev)
+	if sg.prev != nil {
+		p.PreviousCompactionID = sg.prev.ID
+		sum := sg.prev.Summary
+		p.PreviousSummary = &sum
+		fo.SeedFromCompaction(sg.prev)
 	}
 	historyEnd := k.firstKept
 	if k.split {
@@ -197,28 +171,29 @@ func assemble(path []*sessionio.Entry, prevIdx, start int, k cut, policy string,
 	}
 	p.MessagesToSummarize = []string{}
 	p.TurnPrefix = []string{}
-	for i := start; i < historyEnd; i++ {
-		if m := messageOf(path[i]); m != nil {
-			p.MessagesToSummarize = append(p.MessagesToSummarize, path[i].ID)
+	for i := 0; i < historyEnd; i++ {
+		for _, m := range sg.summarized(i) {
+			p.MessagesToSummarize = append(p.MessagesToSummarize, sg.items[i].e.ID)
 			p.Summarize = append(p.Summarize, m)
 			p.SummarizedTokens += c.Count(m)
-			fo.AddFromMessage(m)
+			sg.addFileOps(fo, m)
 		}
 	}
 	if k.split {
 		for i := k.turnStart; i < k.firstKept; i++ {
-			if m := messageOf(path[i]); m != nil {
-				p.TurnPrefix = append(p.TurnPrefix, path[i].ID)
+			for _, m := range sg.summarized(i) {
+				p.TurnPrefix = append(p.TurnPrefix, sg.items[i].e.ID)
 				p.Prefix = append(p.Prefix, m)
 				p.TurnPrefixTokens += c.Count(m)
-				fo.AddFromMessage(m)
+				sg.addFileOps(fo, m)
 			}
 		}
 	}
-	for _, e := range path[k.firstKept:] {
-		if m := messageOf(e); m != nil {
-			p.KeptTokens += c.Count(m)
-		}
+	if sg.d.Projects() && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
+		return notPrepared(path, ReasonNothingToSummarize, policy, s, c)
+	}
+	for i := k.firstKept; i < len(sg.items); i++ {
+		p.KeptTokens += sg.tokens(i, c)
 	}
 	p.FileOps.Read, p.FileOps.Written, p.FileOps.Edited = fo.ReadSet(), fo.WrittenSet(), fo.EditedSet()
 	p.FileOps.ReadFiles, p.FileOps.ModifiedFiles = fo.Lists()

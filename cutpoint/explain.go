@@ -19,49 +19,57 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 		w("Nothing to plan: %s.", p.Reason)
 		return b.String()
 	}
-	prevIdx, start := boundary(path)
+	sg := newSegment(path, p.Dialect)
+	prevIdx, start := sg.prevAt, sg.start
 	switch {
-	case prevIdx < 0:
+	case sg.prev == nil:
 		w("No earlier compaction: the range to cut is the whole path (%d entries).", len(path))
-	case start == prevIdx+1:
-		w("The last compaction (%s, index %d) kept nothing before it, so the range starts after it (index %d).", path[prevIdx].ID, prevIdx, start)
+	case start >= len(path) || start == prevIdx+1:
+		w("The last compaction (%s, index %d) kept nothing before it, so the range starts after it (index %d).", sg.prev.ID, prevIdx, start)
 	default:
 		w("The last compaction (%s, index %d) kept entries from %s (index %d): the range starts there; its summary is updated, nothing before it is summarized again.",
-			path[prevIdx].ID, prevIdx, path[start].ID, start)
+			sg.prev.ID, prevIdx, path[start].ID, start)
+	}
+	if p.Dialect.Projects() {
+		w("Pi %s rules: the range is what Pi's projection puts into the context (context edits applied, the kept part's system messages left to the compaction's checkpoint).", p.Dialect)
 	}
 	fk := p.FirstKeptEntryIndex
 	switch p.Policy {
 	case PolicyPi:
 		acc, cross := 0, -1
-		for i := len(path) - 1; i >= start; i-- {
-			if path[i].Type != sessionio.TypeMessage || path[i].Message == nil {
+		for k := len(sg.items) - 1; k >= 0; k-- {
+			wt := sg.weight(k, c)
+			if p.Dialect.Projects() && wt == 0 || !p.Dialect.Projects() && sg.items[k].e.Type != sessionio.TypeMessage {
 				continue
 			}
-			acc += c.Count(path[i].Message)
+			acc += wt
 			if acc >= s.KeepRecentTokens {
-				cross = i
+				cross = k
 				break
 			}
 		}
 		if cross < 0 {
 			w("Walking back from the leaf, the messages add up to %d tokens, below keepRecentTokens %d: Pi keeps everything from its first cut point.", acc, s.KeepRecentTokens)
 		} else {
-			w("Walking back from the leaf, the messages reach keepRecentTokens %d at %s (index %d, %s).", s.KeepRecentTokens, path[cross].ID, cross, describe(path[cross]))
+			ce := sg.items[cross]
+			w("Walking back from the leaf, the messages reach keepRecentTokens %d at %s (index %d, %s).", s.KeepRecentTokens, ce.e.ID, ce.at, describe(ce.e))
 			cp := -1
-			for i := cross; i < len(path); i++ {
-				if isValidCut(path[i]) {
-					cp = i
+			for k := cross; k < len(sg.items); k++ {
+				if sg.validCut(k) {
+					cp = k
 					break
 				}
 			}
 			switch {
+			case cp < 0 && p.Dialect.Projects():
+				w("No valid cut point follows it (only tool results): Pi %s keeps its last cut point.", p.Dialect)
 			case cp < 0:
 				w("No valid cut point follows it (only tool results): Pi falls back to its first cut point and summarizes nothing.")
 			case cp != cross:
-				w("That is not a valid cut point; Pi moves FORWARD (never backward) to the next one, %s (index %d, %s).", path[cp].ID, cp, describe(path[cp]))
+				w("That is not a valid cut point; Pi moves FORWARD (never backward) to the next one, %s (index %d, %s).", sg.items[cp].e.ID, sg.items[cp].at, describe(sg.items[cp].e))
 			}
-			if cp >= 0 && fk < cp {
-				w("The cut is pulled back over the %d non-message entries in front of it, to %s (index %d).", cp-fk, path[fk].ID, fk)
+			if cp >= 0 && fk < sg.items[cp].at {
+				w("The cut is pulled back over the %d entries in front of it that put nothing into the context, to %s (index %d).", sg.items[cp].at-fk, path[fk].ID, fk)
 			}
 		}
 	case PolicyTurn:
@@ -80,7 +88,7 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 	}
 	w("Summarized: %d entries (%d tokens).", len(p.MessagesToSummarize), p.SummarizedTokens)
 	for _, v := range CheckInvariants(path, p) {
-		if v.Invariant == 2 && InsideToolSpan(path, firstCutAtOrAfter(path, fk)) {
+		if v.Invariant == 2 && InsideToolSpan(path, firstCutAtOrAfter(sg, fk), p.Dialect) {
 			w("Warning: %v. This is Pi's known behaviour (docs/policies.md); the turn and nearest policies avoid it.", v)
 		} else {
 			w("Warning: %v.", v)
@@ -89,11 +97,12 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 	return b.String()
 }
 
-func firstCutAtOrAfter(path []*sessionio.Entry, i int) int {
-	for ; i < len(path); i++ {
-		if isValidCut(path[i]) {
-			return i
+// firstCutAtOrAfter is the path index of the first valid cut point at or after path index i.
+func firstCutAtOrAfter(sg *segment, i int) int {
+	for k := range sg.items {
+		if sg.items[k].at >= i && sg.validCut(k) {
+			return sg.items[k].at
 		}
 	}
-	return len(path) - 1
+	return len(sg.path) - 1
 }

@@ -93,6 +93,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 			file := sessionFileFor(t, want.File)
 			path, sess := loadPath(t, file)
 			settings := DefaultSettings()
+			settings.Dialect = sessionio.Pi073
 			settings.KeepRecentTokens = want.Settings.KeepRecentTokens
 			settings.ReserveTokens = want.Settings.ReserveTokens
 			got, err := Pi{}.Plan(path, settings, tokenize.Estimate())
@@ -177,9 +178,10 @@ func isDocumentedPiQuirk(path []*sessionio.Entry, p *Plan, v Violation) bool {
 		return false
 	}
 	// Pi's cut point is the first valid cut at or after the (pulled-back) first kept entry.
-	for i := p.FirstKeptEntryIndex; i < len(path); i++ {
-		if isValidCut(path[i]) {
-			return InsideToolSpan(path, i)
+	sg := newSegment(path, p.Dialect)
+	for k := range sg.items {
+		if sg.items[k].at >= p.FirstKeptEntryIndex && sg.validCut(k) {
+			return sg.toolSpans()[k]
 		}
 	}
 	return false

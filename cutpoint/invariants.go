@@ -21,10 +21,10 @@ func (v Violation) String() string {
 	return fmt.Sprintf("invariant %d: %s", v.Invariant, v.Detail)
 }
 
-// CheckInvariants checks a prepared plan against design §4, recomputing everything it
-// needs from the path rather than trusting the plan. Each invariant has its own check
-// (below); the violations come in invariant order. An unprepared plan has nothing to
-// check.
+// CheckInvariants checks a prepared plan against design §4 under the plan's Pi dialect,
+// recomputing everything it needs from the path rather than trusting the plan. Each
+// invariant has its own check (below); the violations come in invariant order. An
+// unprepared plan has nothing to check.
 func CheckInvariants(path []*sessionio.Entry, p *Plan) []Violation {
 	if p == nil || !p.Prepared {
 		return nil
@@ -40,24 +40,28 @@ func CheckInvariants(path []*sessionio.Entry, p *Plan) []Violation {
 	return out
 }
 
-// checked is what every invariant check needs: the path, the plan, each id's index on
-// the path, the range start and the first kept index (-1 when it is not on the path).
+// checked is what every invariant check needs: the segment of the path, the plan, each
+// id's index on the path and the first kept entry's item (-1 when it is not in the range) and
+// path index (-1 when it is not on the path).
 type checked struct {
-	path  []*sessionio.Entry
+	sg    *segment
 	p     *Plan
 	index map[string]int
-	start int
-	fk    int
+	fk    int // item
+	fkAt  int // path index
 }
 
 func newChecked(path []*sessionio.Entry, p *Plan) *checked {
-	c := &checked{path: path, p: p, index: make(map[string]int, len(path)), fk: -1}
+	c := &checked{sg: newSegment(path, p.Dialect), p: p, index: make(map[string]int, len(path)), fk: -1, fkAt: -1}
 	for i, e := range path {
 		c.index[e.ID] = i // duplicate ids cannot happen on a path (the index keeps one entry per id)
 	}
-	_, c.start = boundary(path)
 	if i, ok := c.index[p.FirstKeptEntryID]; ok {
-		c.fk = i
+		c.fkAt = i
+		c.fk = c.sg.index(i)
+	}
+	if c.fkAt >= 0 && c.fk < 0 && c.fkAt >= c.sg.start {
+		c.fkAt = -1 // on the path but not in the context (a Pi 1.x system message of a kept part)
 	}
 	return c
 }
@@ -67,32 +71,33 @@ func violation(inv int, id, format string, args ...any) Violation {
 }
 
 // checkValidCut is invariant 1: the first kept entry is a valid cut point in Pi's sense,
-// not before the range start. Because Pi pulls a cut back over the settings/label/custom
-// entries in front of it, a non-message entry is accepted when the first entry at or after
-// it that is a message, a compaction or a valid cut point is a valid cut point (or there
-// is none). A toolResult, a message of unknown role and a compaction never are.
+// not before the range start. Because Pi pulls a cut back over the entries in front of it
+// that it passes over (settings, labels, custom entries; in 1.x every entry that puts
+// nothing into the context), such an entry is accepted when the first entry at or after it
+// that Pi does not pass over is a valid cut point (or there is none). A toolResult, a
+// message of unknown role and a compaction never are.
 func checkValidCut(c *checked) []Violation {
-	var out []Violation
-	path, fk, id := c.path, c.fk, c.p.FirstKeptEntryID
-	if fk < c.start {
-		out = append(out, violation(1, id, "first kept entry (index %d) is before the range start (index %d)", fk, c.start))
+	sg, id := c.sg, c.p.FirstKeptEntryID
+	if c.fk < 0 {
+		return []Violation{violation(1, id, "first kept entry (index %d) is before the range start (index %d)", c.fkAt, sg.start)}
 	}
-	if isValidCut(path[fk]) {
-		return out
+	if sg.validCut(c.fk) {
+		return nil
 	}
-	if path[fk].Type == sessionio.TypeMessage || path[fk].Type == sessionio.TypeCompaction {
-		return append(out, violation(1, id, "first kept entry is a %s, not a valid cut point", describe(path[fk])))
+	if sg.visible(c.fk) {
+		return []Violation{violation(1, id, "first kept entry is a %s, not a valid cut point", describe(sg.items[c.fk].e))}
 	}
-	for _, e := range path[fk+1:] {
-		if isValidCut(e) {
+	for k := c.fk + 1; k < len(sg.items); k++ {
+		if sg.validCut(k) {
 			break
 		}
-		if e.Type == sessionio.TypeMessage || e.Type == sessionio.TypeCompaction {
-			return append(out, violation(1, id, "first kept entry is a %s followed by a %s (%s), not by a valid cut point",
-				path[fk].Type, describe(e), e.ID))
+		if sg.visible(k) {
+			e := sg.items[k].e
+			return []Violation{violation(1, id, "first kept entry is a %s followed by a %s (%s), not by a valid cut point",
+				sg.items[c.fk].e.Type, describe(e), e.ID)}
 		}
 	}
-	return out
+	return nil
 }
 
 // checkToolPairs is invariant 2: tool calls and results are not separated. For every
@@ -100,14 +105,23 @@ func checkValidCut(c *checked) []Violation {
 // the same side of the first kept entry; the turn prefix counts as summarized. A result
 // with no call in the range, or a call with no result, is not a violation.
 func checkToolPairs(c *checked) []Violation {
+	if c.fk < 0 {
+		return nil
+	}
 	var out []Violation
-	for _, tp := range toolPairs(c.path, c.start, len(c.path)) {
-		call, res := c.path[tp.call], c.path[tp.result]
+	for _, tp := range c.sg.toolPairs() {
+		call, res := c.sg.items[tp.call].e, c.sg.items[tp.result].e
+		tcid := ""
+		for _, m := range c.sg.items[tp.result].msgs {
+			if m.Role == sessionio.RoleToolResult {
+				tcid = m.ToolCallID
+			}
+		}
 		switch {
 		case tp.call < c.fk && tp.result >= c.fk:
-			out = append(out, violation(2, res.ID, "tool result for %q is kept but its call (%s) is summarized", res.Message.ToolCallID, call.ID))
+			out = append(out, violation(2, res.ID, "tool result for %q is kept but its call (%s) is summarized", tcid, call.ID))
 		case tp.call >= c.fk && tp.result < c.fk:
-			out = append(out, violation(2, call.ID, "tool call %q is kept but its result (%s) is summarized", res.Message.ToolCallID, res.ID))
+			out = append(out, violation(2, call.ID, "tool call %q is kept but its result (%s) is summarized", tcid, res.ID))
 		}
 	}
 	return out
@@ -115,35 +129,44 @@ func checkToolPairs(c *checked) []Violation {
 
 // checkNothingDropped is invariant 3: the summarized ids, then the prefix ids, then every
 // entry from the first kept one to the end, restricted to the entries that put a message
-// into the context, equal (in order) the entries of the current context (BuildContext)
-// after the previous compaction's summary.
+// into the context (system messages aside: a Pi 1.x compaction's checkpoint carries them),
+// equal (in order) the entries of the current context after the previous compaction's
+// summary.
 func checkNothingDropped(c *checked) []Violation {
-	inContext := func(id string) bool {
-		i, ok := c.index[id]
-		if !ok {
-			return true // unknown ids must show up as a difference
+	if c.fk < 0 {
+		return nil
+	}
+	sg := c.sg
+	inContext := map[string]bool{}
+	var want []string
+	for k := range sg.items {
+		if len(sg.summarized(k)) > 0 && sg.items[k].e.Type != sessionio.TypeCompaction {
+			want = append(want, sg.items[k].e.ID)
+			inContext[sg.items[k].e.ID] = true
 		}
-		return yieldsContextMessage(c.path[i])
+	}
+	// An id of the plan's lists counts when its entry puts a message into a context: in the
+	// range as the dialect projects it; elsewhere by its type (so that an entry summarized
+	// again from before the range shows up here too); an unknown id always.
+	contributes := func(id string) bool {
+		i, known := c.index[id]
+		if !known || inContext[id] {
+			return true
+		}
+		return sg.index(i) < 0 && yieldsContextMessage(sg.path[i])
 	}
 	var got []string
 	for _, list := range [][]string{c.p.MessagesToSummarize, c.p.TurnPrefix} {
 		for _, id := range list {
-			if inContext(id) {
+			if contributes(id) {
 				got = append(got, id)
 			}
 		}
 	}
-	for _, e := range c.path[c.fk:] {
-		if yieldsContextMessage(e) {
-			got = append(got, e.ID)
+	for k := c.fk; k < len(sg.items); k++ {
+		if inContext[sg.items[k].e.ID] {
+			got = append(got, sg.items[k].e.ID)
 		}
-	}
-	var want []string
-	for _, id := range sessionio.BuildContext(c.path, sessionio.Pi073).EntryIDs {
-		if i, ok := c.index[id]; ok && c.path[i].Type == sessionio.TypeCompaction {
-			continue
-		}
-		want = append(want, id)
 	}
 	if slices.Equal(got, want) {
 		return nil
@@ -164,21 +187,20 @@ func checkNothingDropped(c *checked) []Violation {
 }
 
 // checkRangeStart is invariant 4: nothing before the range start (the previous
-// compaction's firstKeptEntryId on the path, else the entry after that compaction) is
-// summarized or prefixed again.
+// compaction's kept part) is summarized or prefixed again.
 func checkRangeStart(c *checked) []Violation {
 	var out []Violation
 	for _, list := range [][]string{c.p.MessagesToSummarize, c.p.TurnPrefix} {
 		for _, id := range list {
-			if i, ok := c.index[id]; ok && i < c.start {
-				out = append(out, violation(4, id, "summarized again although it is before the range start (index %d < %d)", i, c.start))
+			if i, ok := c.index[id]; ok && c.sg.index(i) < 0 {
+				out = append(out, violation(4, id, "summarized again although it is not in the range after the previous compaction (index %d, range from %d)", i, c.sg.start))
 			}
 		}
 	}
 	return out
 }
 
-// yieldsContextMessage reports whether buildSessionContext emits a message for e.
+// yieldsContextMessage reports whether Pi's context has a message for e, by its type.
 func yieldsContextMessage(e *sessionio.Entry) bool {
 	switch e.Type {
 	case sessionio.TypeMessage:
@@ -199,12 +221,13 @@ func describe(e *sessionio.Entry) string {
 }
 
 // InsideToolSpan reports whether entry index i of path lies strictly inside a tool span
-// of the range that starts at the path's boundary: a cut there separates a tool call from
-// one of its results. It identifies Pi's documented breach of invariant 2.
-func InsideToolSpan(path []*sessionio.Entry, i int) bool {
-	_, start := boundary(path)
-	if i < start || i >= len(path) {
+// of the range after the path's previous compaction, under dialect d: a cut there separates
+// a tool call from one of its results. It identifies Pi's documented breach of invariant 2.
+func InsideToolSpan(path []*sessionio.Entry, i int, d sessionio.Dialect) bool {
+	sg := newSegment(path, d)
+	k := sg.index(i)
+	if k < 0 {
 		return false
 	}
-	return toolSpans(path, start, len(path))[i]
+	return sg.toolSpans()[k]
 }

@@ -16,30 +16,29 @@ func (Nearest) Name() string { return PolicyNearest }
 
 // Plan chooses the cut.
 func (Nearest) Plan(path []*sessionio.Entry, s Settings, c Counter) (*Plan, error) {
-	if p := unprepared(path, PolicyNearest, c); p != nil {
+	if p := unprepared(path, PolicyNearest, s, c); p != nil {
 		return p, nil
 	}
-	prevIdx, start := boundary(path)
-	r := newRangeInfo(path, start, c)
+	sg := newSegment(path, s.Dialect)
+	r := newRangeInfo(sg, c)
 	best, bestKept, bestDiff := -1, 0, 0
-	for i := start; i < len(path); i++ {
-		if !isValidCut(path[i]) || r.inSpan[i] {
+	for k := range sg.items {
+		if !sg.validCut(k) || r.inSpan[k] {
 			continue
 		}
-		kept := r.kept(pullBack(path, i, start))
+		kept := r.kept(sg.pullBack(k))
 		diff := kept - s.KeepRecentTokens
 		if diff < 0 {
 			diff = -diff
 		}
-		// Candidates come in path order, so kept never grows: on a tie the earlier one
-		// (which keeps at least as much) stays.
+		// Candidates come in order, so kept never grows: on a tie the earlier one (which
+		// keeps at least as much) stays.
 		if best < 0 || diff < bestDiff || (diff == bestDiff && kept > bestKept) {
-			best, bestKept, bestDiff = i, kept, diff
+			best, bestKept, bestDiff = k, kept, diff
 		}
 	}
 	if best < 0 {
 		best = r.keepAll()
 	}
-	k := safeCut(path, best, start)
-	return assemble(path, prevIdx, start, k, PolicyNearest, c), nil
+	return assemble(sg, sg.safeCut(best), PolicyNearest, s, c), nil
 }

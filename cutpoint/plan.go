@@ -30,6 +30,8 @@ type Settings struct {
 	// ContextWindow is the model's window; 0 means unknown (then every session is over
 	// budget, as in Pi with a window of 0).
 	ContextWindow int
+	// Dialect is the Pi release whose rules the plan follows (zero: the newest).
+	Dialect sessionio.Dialect
 }
 
 // Pi's DEFAULT_COMPACTION_SETTINGS.
@@ -83,6 +85,9 @@ func ByName(name string) (Policy, error) {
 const (
 	ReasonAlreadyCompacted = "last entry on the branch is a compaction (Pi: 'Already compacted')"
 	ReasonEmpty            = "no entry with an id at the cut point (empty branch / needs migration)"
+	// ReasonNothingToSummarize: Pi 1.x makes no plan when the cut would summarize nothing
+	// (its manual /compact says "Nothing to compact").
+	ReasonNothingToSummarize = "nothing to summarize before the cut (Pi 1.x: 'Nothing to compact')"
 )
 
 // FileOps are the file operations of the summarized part: Pi's raw sets (insertion order,
@@ -95,7 +100,8 @@ type FileOps struct {
 	ModifiedFiles []string `json:"modifiedFiles"`
 }
 
-// Plan is a policy's decision for one path. Indices are positions in the path. Its JSON
+// Plan is a policy's decision for one path. Indices are positions in the path (for Pi 1.x
+// too, whose own indices count in its projection). Its JSON
 // uses the field names `pi-oracle cut` prints wherever a field means the same thing.
 type Plan struct {
 	// Prepared is false when there is nothing to plan (empty path, or the path already
@@ -104,6 +110,8 @@ type Plan struct {
 	Reason   string
 	Policy   string
 	Counter  string
+	// Dialect is the Pi release whose rules made the plan.
+	Dialect sessionio.Dialect
 
 	FirstKeptEntryID    string
 	FirstKeptEntryIndex int
@@ -147,15 +155,17 @@ func nonNil(s []string) []string {
 	return s
 }
 
-// MarshalJSON writes the plan with pi-oracle cut's field names, in its order, as
-// JSON.stringify would (so a path with a lone surrogate prints as Pi prints it); ids that
-// do not exist are null and lists are never null, as in the oracle's output. An unprepared
-// plan has only prepared, reason, policy, counter and tokensBefore.
+// MarshalJSON writes the plan with the field names Pi's harness prints for its cut
+// (interop/pi), in its order, as JSON.stringify would (so a path with a lone surrogate prints
+// as Pi prints it); ids that do not exist are null and lists are never null, as in the
+// harness's output. piVersion names the Pi whose rules made the plan. An unprepared plan has
+// only prepared, reason, policy, counter, piVersion and tokensBefore.
 func (p *Plan) MarshalJSON() ([]byte, error) {
 	if !p.Prepared {
 		return jsjson.Marshal(jsjson.Fields{
 			{Key: "prepared", Value: false}, {Key: "reason", Value: p.Reason},
 			{Key: "policy", Value: p.Policy}, {Key: "counter", Value: p.Counter},
+			{Key: "piVersion", Value: p.Dialect.String()},
 			{Key: "tokensBefore", Value: p.TokensBefore},
 		})
 	}
@@ -176,6 +186,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		{Key: "prepared", Value: true},
 		{Key: "policy", Value: p.Policy},
 		{Key: "counter", Value: p.Counter},
+		{Key: "piVersion", Value: p.Dialect.String()},
 		{Key: "firstKeptEntryId", Value: p.FirstKeptEntryID},
 		{Key: "firstKeptEntryIndex", Value: p.FirstKeptEntryIndex},
 		{Key: "isSplitTurn", Value: p.IsSplitTurn},

@@ -39,24 +39,35 @@ func TestOverBudget(t *testing.T) {
 
 func TestPlanJSONShapes(t *testing.T) {
 	t.Parallel()
+	pi073 := DefaultSettings()
+	pi073.Dialect = sessionio.Pi073
 	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "09-ends-with-compaction.jsonl"))
-	p, err := Pi{}.Plan(path, DefaultSettings(), tokenize.Estimate())
-	if err != nil {
-		t.Fatal(err)
-	}
-	b, err := json.Marshal(p)
-	if err != nil {
-		t.Fatal(err)
-	}
-	want := `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","tokensBefore":19068}`
-	if string(b) != want {
-		t.Errorf("unprepared JSON\n got %s\nwant %s", b, want)
+	// Pi 0.73 counts the usage of a kept answer from before the compaction; Pi 1.6 does not,
+	// and estimates the projection instead (2602 is what Pi 1.6.0 prints for this file).
+	for _, tc := range []struct {
+		s    Settings
+		want string
+	}{
+		{pi073, `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","piVersion":"0.73.1","tokensBefore":19068}`},
+		{DefaultSettings(), `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","piVersion":"1.6.0","tokensBefore":2602}`},
+	} {
+		p, err := Pi{}.Plan(path, tc.s, tokenize.Estimate())
+		if err != nil {
+			t.Fatal(err)
+		}
+		b, err := json.Marshal(p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if string(b) != tc.want {
+			t.Errorf("unprepared JSON\n got %s\nwant %s", b, tc.want)
+		}
 	}
 
 	path, _ = loadPath(t, filepath.Join(repoTestdata, "corpus", "01-minimal.jsonl"))
-	p, _ = Pi{}.Plan(path, DefaultSettings(), tokenize.Estimate())
+	p, _ := Pi{}.Plan(path, pi073, tokenize.Estimate())
 	var m map[string]any
-	b, _ = json.Marshal(p)
+	b, _ := json.Marshal(p)
 	if err := json.Unmarshal(b, &m); err != nil {
 		t.Fatal(err)
 	}
@@ -68,6 +79,10 @@ func TestPlanJSONShapes(t *testing.T) {
 	}
 	if got := string(p.Details()); got != `{"readFiles":[],"modifiedFiles":[]}` {
 		t.Errorf("Details() = %s", got)
+	}
+	// Pi 1.6 makes no plan when nothing would be summarized.
+	if p, _ := (Pi{}).Plan(path, DefaultSettings(), tokenize.Estimate()); p.Prepared || p.Reason != ReasonNothingToSummarize {
+		t.Errorf("Pi 1.6, nothing to summarize: prepared %v (%s)", p.Prepared, p.Reason)
 	}
 }
 
@@ -106,6 +121,7 @@ func TestDifferentialAgainstPi(t *testing.T) {
 		}
 		path, _ := s.Path("")
 		settings := DefaultSettings()
+		settings.Dialect = sessionio.Pi073
 		settings.KeepRecentTokens = keep
 		got, _ := Pi{}.Plan(path, settings, tokenize.Estimate())
 		gb, _ := json.Marshal([]any{got.Prepared, got.FirstKeptEntryID, got.IsSplitTurn, got.TurnStartIndex, got.TokensBefore,

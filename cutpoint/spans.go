@@ -3,102 +3,98 @@ package cutpoint
 import "github.com/compactor-dev/compactor/sessionio"
 
 // What the safe policies (turn, nearest) share: the tool spans a cut must not fall inside,
-// the tokens each cut would keep, and turning a chosen cut point into a cut.
+// the tokens each cut would keep, and turning a chosen cut point into a cut. Indices are
+// items of the segment.
 
-// rangeInfo holds what the safe policies need to know about [start, end).
+// rangeInfo holds what the safe policies need to know about a segment.
 type rangeInfo struct {
-	path   []*sessionio.Entry
-	start  int
-	suffix []int  // suffix[i-start] = tokens of the context messages in path[i:]
-	inSpan []bool // inSpan[i]: cutting at i would separate a tool call from a result
+	sg     *segment
+	suffix []int  // suffix[k] = tokens of the context messages of items[k:]
+	inSpan []bool // inSpan[k]: cutting at k would separate a tool call from a result
 }
 
-func newRangeInfo(path []*sessionio.Entry, start int, c Counter) *rangeInfo {
-	n := len(path)
-	r := &rangeInfo{path: path, start: start, suffix: make([]int, n-start+1), inSpan: toolSpans(path, start, n)}
-	for i := n - 1; i >= start; i-- {
-		t := 0
-		if m := messageOf(path[i]); m != nil {
-			t = c.Count(m)
-		}
-		r.suffix[i-start] = r.suffix[i-start+1] + t
+func newRangeInfo(sg *segment, c Counter) *rangeInfo {
+	n := len(sg.items)
+	r := &rangeInfo{sg: sg, suffix: make([]int, n+1), inSpan: sg.toolSpans()}
+	for k := n - 1; k >= 0; k-- {
+		r.suffix[k] = r.suffix[k+1] + sg.tokens(k, c)
 	}
 	return r
 }
 
-// kept returns the tokens kept when the first kept entry is i.
-func (r *rangeInfo) kept(i int) int { return r.suffix[i-r.start] }
+// kept returns the tokens kept when the first kept entry is item k.
+func (r *rangeInfo) kept(k int) int { return r.suffix[k] }
 
 // keepAll is the cut that keeps the whole range: the first valid cut point (Pi's default
-// cut), or start when there is none.
+// cut), or the range's start when there is none.
 func (r *rangeInfo) keepAll() int {
-	for i := r.start; i < len(r.path); i++ {
-		if isValidCut(r.path[i]) {
-			return i
+	for k := range r.sg.items {
+		if r.sg.validCut(k) {
+			return k
 		}
 	}
-	return r.start
+	return 0
 }
 
-// toolPair is a tool call and one of its results, as indices on the path.
+// toolPair is a tool call and one of its results, as items of the segment.
 type toolPair struct{ call, result int }
 
-// toolPairs matches every toolResult in [start, end) to the nearest earlier assistant tool
-// call with the same id in the range, in path order of the results. A result with no call
-// in the range, and a call with no result, make no pair. It is the one pairing scan behind
-// the safe policies' tool spans and the check of invariant 2.
-func toolPairs(path []*sessionio.Entry, start, end int) []toolPair {
+// toolPairs matches every toolResult of the range to the nearest earlier assistant tool call
+// with the same id in the range, in order of the results. A result with no call in the
+// range, and a call with no result, make no pair. It is the one pairing scan behind the safe
+// policies' tool spans and the check of invariant 2.
+func (s *segment) toolPairs() []toolPair {
 	var pairs []toolPair
 	callAt := map[string]int{}
-	for i := start; i < end; i++ {
-		e := path[i]
-		if e.Type != sessionio.TypeMessage || e.Message == nil {
-			continue
-		}
-		switch e.Message.Role {
-		case sessionio.RoleAssistant:
-			for _, b := range e.Message.Content.Blocks {
-				if b.Type == sessionio.BlockToolCall {
-					callAt[b.ID] = i
+	for k := range s.items {
+		for _, m := range s.items[k].msgs {
+			switch m.Role {
+			case sessionio.RoleAssistant:
+				for _, b := range m.Content.Blocks {
+					if b.Type == sessionio.BlockToolCall {
+						callAt[b.ID] = k
+					}
 				}
-			}
-		case sessionio.RoleToolResult:
-			if ci, ok := callAt[e.Message.ToolCallID]; ok {
-				pairs = append(pairs, toolPair{call: ci, result: i})
+			case sessionio.RoleToolResult:
+				if ci, ok := callAt[m.ToolCallID]; ok {
+					pairs = append(pairs, toolPair{call: ci, result: k})
+				}
 			}
 		}
 	}
 	return pairs
 }
 
-// toolSpans marks, for each index in [start, end), whether a cut there would leave a tool
-// call on the summarized side and one of its results on the kept side (toolPairs).
-func toolSpans(path []*sessionio.Entry, start, end int) []bool {
-	in := make([]bool, end+1)
-	diff := make([]int, end+2)
-	for _, tp := range toolPairs(path, start, end) {
+// toolSpans marks, for each item, whether a cut there would leave a tool call on the
+// summarized side and one of its results on the kept side (toolPairs).
+func (s *segment) toolSpans() []bool {
+	n := len(s.items)
+	in := make([]bool, n)
+	diff := make([]int, n+2)
+	for _, tp := range s.toolPairs() {
 		// cuts in (call, result] separate the call from this result
 		diff[tp.call+1]++
 		diff[tp.result+1]--
 	}
 	run := 0
-	for i := 0; i < end; i++ {
-		run += diff[i]
-		in[i] = run > 0
+	for k := 0; k < n; k++ {
+		run += diff[k]
+		in[k] = run > 0
 	}
-	return in[:end]
+	return in
 }
 
-// safeCut turns a chosen cut point into a cut: it pulls the cut back over preceding
-// non-message entries (as Pi does) and splits the turn only when the cut is not a user
-// message and the turn it belongs to started before the kept part. Unlike Pi, a cut that
-// was pulled back onto a settings entry in front of a user message is not a split turn.
-func safeCut(path []*sessionio.Entry, chosen, start int) cut {
-	first := pullBack(path, chosen, start)
-	if path[chosen].IsMessage(sessionio.RoleUser) {
+// safeCut turns a chosen cut point into a cut: it pulls the cut back over the entries in
+// front of it that Pi passes over and splits the turn only when the cut does not start a
+// turn and the turn it belongs to started before the kept part. Unlike Pi, a cut that was
+// pulled back onto a settings entry in front of a user message is not a split turn. (0.73:
+// only a user message counts as starting its own turn here, as before.)
+func (s *segment) safeCut(chosen int) cut {
+	first := s.pullBack(chosen)
+	if s.user(chosen) || s.d.Projects() && s.turnStart(chosen) {
 		return cut{firstKept: first, turnStart: -1}
 	}
-	ts := findTurnStart(path, chosen, start)
+	ts := s.findTurnStart(chosen)
 	if ts < 0 || ts >= first {
 		return cut{firstKept: first, turnStart: -1}
 	}

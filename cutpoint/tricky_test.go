@@ -1,6 +1,7 @@
 package cutpoint
 
 import (
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 	"path/filepath"
 	"testing"
@@ -15,6 +16,7 @@ func TestTrickyParallel(t *testing.T) {
 	t.Parallel()
 	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "10-tricky-parallel.jsonl"))
 	s := DefaultSettings()
+	s.Dialect = sessionio.Pi073
 	kept := map[string]int{}
 	for _, name := range Names() {
 		pol, err := ByName(name)

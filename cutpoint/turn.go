@@ -19,24 +19,23 @@ func (Turn) Name() string { return PolicyTurn }
 
 // Plan chooses the cut.
 func (Turn) Plan(path []*sessionio.Entry, s Settings, c Counter) (*Plan, error) {
-	if p := unprepared(path, PolicyTurn, c); p != nil {
+	if p := unprepared(path, PolicyTurn, s, c); p != nil {
 		return p, nil
 	}
-	prevIdx, start := boundary(path)
-	r := newRangeInfo(path, start, c)
+	sg := newSegment(path, s.Dialect)
+	r := newRangeInfo(sg, c)
 	chosen := -1
-	for i := len(path) - 1; i >= start; i-- {
-		if !path[i].IsMessage(sessionio.RoleUser) || r.inSpan[i] {
+	for k := len(sg.items) - 1; k >= 0; k-- {
+		if !sg.user(k) || r.inSpan[k] {
 			continue
 		}
-		if r.kept(pullBack(path, i, start)) >= s.KeepRecentTokens {
-			chosen = i
+		if r.kept(sg.pullBack(k)) >= s.KeepRecentTokens {
+			chosen = k
 			break
 		}
 	}
 	if chosen < 0 {
 		chosen = r.keepAll()
 	}
-	k := safeCut(path, chosen, start)
-	return assemble(path, prevIdx, start, k, PolicyTurn, c), nil
+	return assemble(sg, sg.safeCut(chosen), PolicyTurn, s, c), nil
 }

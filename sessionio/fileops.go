@@ -76,6 +76,50 @@ func (f *FileOps) AddFromMessage(m *Message) {
 	}
 }
 
+// AddFromNestedCalls is Pi 1.x's addition to extractFileOpsFromMessage for a tool result: the
+// calls a codemode script made (nestedCalls.calls, each with a name and arguments) add their
+// paths as tool calls do. Pi 1.x's compaction reads them; its branch summaries never see a
+// tool result.
+func (f *FileOps) AddFromNestedCalls(m *Message) {
+	if m == nil || m.Role != RoleToolResult || len(m.NestedCalls) == 0 || m.NestedCalls[0] != '{' {
+		return
+	}
+	var buf [4]member
+	ms, notObject, err := scanObject(m.NestedCalls, buf[:0])
+	if err != nil || notObject {
+		return
+	}
+	calls := lastMember(ms, "calls")
+	if len(calls) == 0 || calls[0] != '[' {
+		return
+	}
+	var cbuf [8]member
+	for _, call := range trustedElems(calls, nil) {
+		if len(call) == 0 || call[0] != '{' {
+			continue
+		}
+		cms := trustedMembers(call, cbuf[:0])
+		name, ok := jsonString(lastMember(cms, "name"))
+		if !ok {
+			continue
+		}
+		var add func(string)
+		switch name {
+		case "read":
+			add = f.AddRead
+		case "write":
+			add = f.AddWritten
+		case "edit":
+			add = f.AddEdited
+		default:
+			continue
+		}
+		if p, ok := pathArgument(lastMember(cms, "arguments")); ok && p != "" {
+			add(p)
+		}
+	}
+}
+
 // pathArgument returns arguments.path when arguments is an object whose "path" is a string.
 func pathArgument(args json.RawMessage) (string, bool) {
 	if len(args) == 0 || args[0] != '{' {
