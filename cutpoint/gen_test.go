@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compactor-dev/compactor/sessionio"
+
 	"pgregory.net/rapid"
 )
 
@@ -189,8 +191,52 @@ func (g *sessionGen) branch() {
 	}
 }
 
-// genSession draws a session file.
-func genSession(t *rapid.T) []byte {
+// system writes a Pi 1.x system message: a full one, or a patch of sections and tools.
+func (g *sessionGen) system() {
+	if rapid.Bool().Draw(g.t, "fullSystem") {
+		g.message("system", fmt.Sprintf(`{"role":"system","content":%s,"sections":{"rules":%s,"env":"cwd=/tmp/p"},"toolsAdded":[{"name":"read","description":"Read a file","parameters":{"type":"object"}},{"name":"bash","description":"Run"}],"timestamp":1}`,
+			js("You are an agent. "+g.text("systemPrompt")), js(g.text("rules"))))
+		return
+	}
+	g.message("system", fmt.Sprintf(`{"role":"system","content":"","sections":{"env":null,"mode":%s},"toolsAdded":[{"name":"edit","description":"Edit"}],"toolsRemoved":[{"name":"bash"}],"timestamp":2}`, js(g.text("mode"))))
+}
+
+// contextEdit writes a Pi 1.x context edit of an earlier entry of the path that puts a
+// message into the context: omitted (null) or replaced.
+func (g *sessionGen) contextEdit() {
+	var targets []string
+	for _, id := range g.pathIDs() {
+		switch g.kind[id] {
+		case "user", "assistant", "toolResult", "custom_message", "custom":
+			targets = append(targets, id)
+		}
+	}
+	if len(targets) == 0 {
+		return
+	}
+	target := rapid.SampledFrom(targets).Draw(g.t, "editTarget")
+	replacement := "null"
+	if rapid.Bool().Draw(g.t, "replace") {
+		replacement = fmt.Sprintf(`{"content":%s}`, js("replaced "+g.text("replacement")))
+	}
+	g.entry("context_edit", "context_edit", fmt.Sprintf(`"targetId":%s,"replacement":%s`, js(target), replacement))
+}
+
+// retainNone writes a Pi 1.x compaction that keeps nothing: its firstKeptEntryId is its own id.
+func (g *sessionGen) retainNone() {
+	if g.leaf == "" || g.kind[g.leaf] == "compaction" {
+		return
+	}
+	id := fmt.Sprintf("e%07x", g.n+1)
+	g.entry("compaction", "compaction", fmt.Sprintf(`"summary":%s,"firstKeptEntryId":%s,"tokensBefore":%d,"details":{"readFiles":[],"modifiedFiles":[]},"fromHook":false`,
+		js("all of it "+g.text("summary")), js(id), rapid.IntRange(0, 90000).Draw(g.t, "tokensBefore")))
+}
+
+// genSession draws a session file as the Pi of dialect d could have written it: Pi 1.x's
+// system messages, context edits, usage entries and retain-none compactions only for
+// d = Pi16 (Pi 0.73 never writes them; compactor refuses to append to a file that has them
+// under its rules).
+func genSession(t *rapid.T, d sessionio.Dialect) []byte {
 	g := &sessionGen{t: t, parent: map[string]string{}, kind: map[string]string{}}
 	g.buf.WriteString(`{"type":"session","version":3,"id":"019ad9b0-0000-7000-8000-000000000001","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/p"}` + "\n")
 	if rapid.Bool().Draw(t, "startSettings") {
@@ -203,7 +249,11 @@ func genSession(t *rapid.T) []byte {
 			g.toolResult()
 			continue
 		}
-		switch rapid.IntRange(0, 19).Draw(t, "op") {
+		maxOp := 19
+		if d.Projects() {
+			maxOp = 25
+		}
+		switch rapid.IntRange(0, maxOp).Draw(t, "op") {
 		case 0, 1, 2, 3:
 			g.user()
 		case 4, 5, 6, 7, 8, 9:
@@ -230,6 +280,17 @@ func genSession(t *rapid.T) []byte {
 			g.branch()
 		case 19:
 			g.message("custom", fmt.Sprintf(`{"role":"custom","customType":"hook","content":%s,"display":false,"timestamp":1}`, js(g.text("customRole"))))
+		// What Pi 1.x writes (Pi 0.73 reads it as well: unknown types, an unknown role).
+		case 20:
+			g.system()
+		case 21, 22:
+			g.contextEdit()
+		case 23:
+			g.entry("usage", "usage", `"kind":"cache_warm","provider":"anthropic","model":"claude-sonnet-4-5","usage":{"input":10,"output":0,"cacheRead":900,"cacheWrite":0,"totalTokens":910}`)
+		case 24:
+			g.message("user", fmt.Sprintf(`{"role":"user","content":[{"type":"text","text":%s},{"type":"image","data":"aGVsbG8=","mimeType":"image/png"}],"timestamp":1}`, js(g.text("userImage"))))
+		case 25:
+			g.retainNone()
 		}
 	}
 	if g.n == 0 {

@@ -96,7 +96,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 			settings.Dialect = sessionio.Pi073
 			settings.KeepRecentTokens = want.Settings.KeepRecentTokens
 			settings.ReserveTokens = want.Settings.ReserveTokens
-			got, err := Pi{}.Plan(path, settings, tokenize.Estimate())
+			got, err := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Dialect))
 			if err != nil {
 				t.Fatal(err)
 			}

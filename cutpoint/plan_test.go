@@ -48,10 +48,10 @@ func TestPlanJSONShapes(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		{pi073, `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","piVersion":"0.73.1","tokensBefore":19068}`},
+		{pi073, `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate@0.73.1","piVersion":"0.73.1","tokensBefore":19068}`},
 		{DefaultSettings(), `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","piVersion":"1.6.0","tokensBefore":2602}`},
 	} {
-		p, err := Pi{}.Plan(path, tc.s, tokenize.Estimate())
+		p, err := Pi{}.Plan(path, tc.s, tokenize.EstimateFor(tc.s.Dialect))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -65,7 +65,7 @@ func TestPlanJSONShapes(t *testing.T) {
 	}
 
 	path, _ = loadPath(t, filepath.Join(repoTestdata, "corpus", "01-minimal.jsonl"))
-	p, _ := Pi{}.Plan(path, pi073, tokenize.Estimate())
+	p, _ := Pi{}.Plan(path, pi073, tokenize.EstimateFor(sessionio.Pi073))
 	var m map[string]any
 	b, _ := json.Marshal(p)
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -98,7 +98,16 @@ func TestDifferentialAgainstPi(t *testing.T) {
 	if v, err := strconv.Atoi(os.Getenv("CUTPOINT_DIFF_N")); err == nil && v > 0 {
 		n = v
 	}
-	gen := rapid.Custom(genSession)
+	// The Pi the harness runs (PI_VERSION; the old oracle is 0.73.1).
+	dialect := sessionio.Pi073
+	if v := os.Getenv("PI_VERSION"); v != "" {
+		d, err := sessionio.ParseDialect(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		dialect = d
+	}
+	gen := rapid.Custom(func(t *rapid.T) []byte { return genSession(t, dialect) })
 	dir := t.TempDir()
 	for i := 0; i < n; i++ {
 		data := gen.Example(i)
@@ -121,9 +130,9 @@ func TestDifferentialAgainstPi(t *testing.T) {
 		}
 		path, _ := s.Path("")
 		settings := DefaultSettings()
-		settings.Dialect = sessionio.Pi073
+		settings.Dialect = dialect
 		settings.KeepRecentTokens = keep
-		got, _ := Pi{}.Plan(path, settings, tokenize.Estimate())
+		got, _ := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Dialect))
 		gb, _ := json.Marshal([]any{got.Prepared, got.FirstKeptEntryID, got.IsSplitTurn, got.TurnStartIndex, got.TokensBefore,
 			ids(got.MessagesToSummarize), ids(got.TurnPrefix), got.FileOps.Read, got.FileOps.Written, got.FileOps.Edited, got.FileOps.ReadFiles, got.FileOps.ModifiedFiles})
 		if !want.Prepared {

@@ -42,7 +42,8 @@ var counters = func() []Counter {
 
 // drawCase parses a random session and draws settings and a counter.
 func drawCase(t *rapid.T) ([]*sessionio.Entry, Settings, Counter) {
-	data := genSession(t)
+	d := rapid.SampledFrom(sessionio.Dialects()).Draw(t, "dialect")
+	data := genSession(t, d)
 	s, err := sessionio.Parse(data, "gen.jsonl")
 	if err != nil {
 		t.Fatalf("Parse: %v\n%s", err, data)
@@ -52,9 +53,12 @@ func drawCase(t *rapid.T) ([]*sessionio.Entry, Settings, Counter) {
 		t.Fatalf("Path: %v", err)
 	}
 	settings := DefaultSettings()
-	settings.Dialect = rapid.SampledFrom(sessionio.Dialects()).Draw(t, "dialect")
+	settings.Dialect = d
 	settings.KeepRecentTokens = rapid.IntRange(0, 6000).Draw(t, "keepRecentTokens")
 	c := counters[rapid.IntRange(0, len(counters)-1).Draw(t, "counter")]
+	if c.Name() == tokenize.CounterEstimate {
+		c = tokenize.EstimateFor(settings.Dialect) // Pi's own estimate for the dialect's Pi
+	}
 	return path, settings, c
 }
 

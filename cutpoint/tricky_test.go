@@ -23,7 +23,7 @@ func TestTrickyParallel(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := pol.Plan(path, s, tokenize.Estimate())
+		p, err := pol.Plan(path, s, tokenize.EstimateFor(s.Dialect))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -6,16 +6,20 @@
 //
 // Two counters implement Counter.
 //
-// "estimate" is Pi's estimateTokens (pi-coding-agent 0.73.1, compaction.ts), reproduced
-// exactly so that the "pi" cut policy picks the cut Pi picks: ceil(chars/4), chars counted
-// in UTF-16 code units (JavaScript's String length):
+// "estimate" is Pi's estimateTokens (pi-coding-agent compaction.ts), reproduced exactly so
+// that the "pi" cut policy picks the cut Pi picks: ceil(chars/4), chars counted in UTF-16
+// code units (JavaScript's String length). Pi 1.x (EstimateFor(Pi16), named "estimate")
+// and Pi 0.73 (EstimateFor(Pi073), named "estimate@0.73.1") differ in two roles:
 //
-//	user               content string, or the sum of the non-empty text blocks; images 0
+//	user               content string, or the sum of the text blocks; images 4800 chars
+//	                   each (0.73: images 0)
 //	assistant          text + thinking + for each toolCall name + JSON.stringify(arguments)
 //	toolResult, custom content string, or the sum of the text blocks + 4800 per image
 //	bashExecution      command + output
 //	branchSummary,
 //	compactionSummary  summary
+//	system             content (as user) + every section's text +
+//	                   JSON.stringify(toolsAdded) (0.73: 0, it has no such role)
 //	any other role     0
 //
 // "tiktoken:<encoding>" counts what the model reads, with tiktoken (o200k_base or
@@ -34,6 +38,9 @@
 //	custom               content string or text blocks
 //	branchSummary,
 //	compactionSummary    tiktoken(summary)
+//	system (Pi 1.x)      content text blocks or string + every section's text +
+//	                     tiktoken(JSON.stringify(toolsAdded)): the prompt and the tool
+//	                     declarations the model reads
 //	image blocks         ImageTokens (1200) each, in every role
 //	any other role       0 (Pi sends it nowhere)
 //
@@ -88,12 +95,18 @@ func CheckCounter(name string) error {
 	return fmt.Errorf("tokenize: unknown counter %q (want %q or %q)", name, CounterEstimate, CounterTiktoken)
 }
 
-// New returns the counter called name: "estimate" (encoding ignored) or "tiktoken" with
-// encoding "o200k_base" or "cl100k_base" ("" means o200k_base).
+// New returns the counter called name for the newest Pi: NewFor with
+// sessionio.DialectLatest.
 func New(name, encoding string) (Counter, error) {
+	return NewFor(name, encoding, sessionio.DialectLatest)
+}
+
+// NewFor returns the counter called name: "estimate" (Pi dialect d's rules; encoding
+// ignored) or "tiktoken" with encoding "o200k_base" or "cl100k_base" ("" means o200k_base).
+func NewFor(name, encoding string, d sessionio.Dialect) (Counter, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case CounterEstimate:
-		return Estimate(), nil
+		return EstimateFor(d), nil
 	case CounterTiktoken:
 		if encoding == "" {
 			encoding = O200KBase

@@ -8,26 +8,39 @@ import (
 // estimateImageChars is what Pi adds for an image in a toolResult or custom message.
 const estimateImageChars = 4800
 
-type estimate struct{}
+type estimate struct {
+	// pi16: Pi 1.x's rules (images in user messages, system messages); else 0.73's.
+	pi16 bool
+}
 
-// Estimate returns Pi's estimateTokens: ceil(chars/4) over UTF-16 code units, with the
-// per-role rules in the package doc. It matches the real Pi on every message entry of the
-// corpus (TestEstimateMatchesPi).
-func Estimate() Counter { return estimate{} }
+// Estimate returns Pi's estimateTokens as the newest Pi computes it (sessionio.DialectLatest):
+// ceil(chars/4) over UTF-16 code units, with the per-role rules in the package doc. It
+// matches the real Pi on every message entry of the corpus (TestEstimateMatchesPi).
+func Estimate() Counter { return EstimateFor(sessionio.DialectLatest) }
 
-func (estimate) Name() string { return CounterEstimate }
+// EstimateFor returns Pi's estimateTokens as the Pi of dialect d computes it. The counters of
+// different dialects have different names, since their counts differ.
+func EstimateFor(d sessionio.Dialect) Counter { return estimate{pi16: d.Or().Projects()} }
 
-func (estimate) Count(m *sessionio.Message) int {
+// Name is "estimate" for the newest Pi's rules, "estimate@0.73.1" for Pi 0.73's.
+func (e estimate) Name() string {
+	if e.pi16 {
+		return CounterEstimate
+	}
+	return CounterEstimate + "@" + sessionio.Pi073.String()
+}
+
+func (e estimate) Count(m *sessionio.Message) int {
 	if m == nil {
 		return 0
 	}
-	return (estimateChars(m) + 3) / 4
+	return (e.chars(m) + 3) / 4
 }
 
-// estimateChars is the chars figure of Pi's estimateTokens. Where Pi would throw on a
-// malformed message (an assistant block without text, a toolCall without arguments, a
-// toolResult with no content) it counts what is there instead.
-func estimateChars(m *sessionio.Message) int {
+// chars is the chars figure of Pi's estimateTokens. Where Pi would throw on a malformed
+// message (an assistant block without text, a toolCall without arguments, a toolResult with
+// no content) it counts what is there instead.
+func (e estimate) chars(m *sessionio.Message) int {
 	chars := 0
 	switch m.Role {
 	case sessionio.RoleUser:
@@ -35,10 +48,34 @@ func estimateChars(m *sessionio.Message) int {
 			return jsjson.UTF16Len(m.Content.Text)
 		}
 		for _, b := range m.Content.Blocks {
-			if b.Type == sessionio.BlockText {
+			switch {
+			case b.Type == sessionio.BlockText:
 				chars += jsjson.UTF16Len(b.Text)
+			case b.Type == sessionio.BlockImage && e.pi16:
+				chars += estimateImageChars
 			}
 		}
+	case sessionio.RoleSystem:
+		if !e.pi16 {
+			return 0
+		}
+		if m.Content.IsString {
+			chars = jsjson.UTF16Len(m.Content.Text)
+		}
+		for _, b := range m.Content.Blocks {
+			switch b.Type {
+			case sessionio.BlockText:
+				chars += jsjson.UTF16Len(b.Text)
+			case sessionio.BlockImage:
+				chars += estimateImageChars
+			}
+		}
+		for _, s := range m.Sections {
+			if s.Value != nil {
+				chars += jsjson.UTF16Len(*s.Value)
+			}
+		}
+		chars += argumentsLen(m.ToolsAdded)
 	case sessionio.RoleAssistant:
 		// Pi iterates content blocks only; a string content has none.
 		for _, b := range m.Content.Blocks {

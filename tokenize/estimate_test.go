@@ -45,7 +45,7 @@ func TestEstimateMatchesPi(t *testing.T) {
 	if len(goldens) < 16 {
 		t.Fatalf("only %d golden files", len(goldens))
 	}
-	est := Estimate()
+	est := EstimateFor(sessionio.Pi073) // the goldens are Pi 0.73.1's
 	checked := 0
 	for name, g := range goldens {
 		rel := goldenFiles[name]
@@ -111,29 +111,39 @@ func msg(t *testing.T, raw string) *sessionio.Message {
 // UTF-16 and JSON.stringify subtleties the corpus may not exercise.
 func TestEstimateRules(t *testing.T) {
 	t.Parallel()
+	// want073 is Pi 0.73's count, want16 Pi 1.6's (they differ for images in user messages
+	// and for system messages, which 0.73 does not have).
 	tests := []struct {
-		name string
-		raw  string
-		want int
+		name            string
+		raw             string
+		want073, want16 int
 	}{
-		{"user string", `{"role":"user","content":"abcde"}`, 2},
-		{"user blocks, image free", `{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image","data":"AAAA","mimeType":"image/png"},{"type":"text","text":""}]}`, 1},
-		{"astral char is 2 units", `{"role":"user","content":"😀😀😀"}`, 2},
-		{"assistant all parts", `{"role":"assistant","content":[{"type":"text","text":"ab"},{"type":"thinking","thinking":"cd","thinkingSignature":"zzzzzzzzzzzz"},{"type":"toolCall","id":"x","name":"read","arguments":{"path":"a\nb"}}]}`, 6}, // 2+2+4+15 = 23 → 6
-		{"tool args reformatted", `{"role":"assistant","content":[{"type":"toolCall","id":"x","name":"","arguments":{ "n" : 1.50 , "b":[true, null] }}]}`, 7},                                                                                    // {"n":1.5,"b":[true,null]} = 25 → 7
-		{"toolResult image 4800", `{"role":"toolResult","toolCallId":"x","toolName":"read","content":[{"type":"image","data":"AA","mimeType":"image/png"},{"type":"text","text":"abcd"}],"isError":false}`, 1201},
-		{"custom string", `{"role":"custom","customType":"x","content":"abcdefgh","display":true}`, 2},
-		{"bash", `{"role":"bashExecution","command":"ls","output":"a\nb","exitCode":0,"cancelled":false,"truncated":false}`, 2},
-		{"bash excluded still counts (as Pi)", `{"role":"bashExecution","command":"ls","output":"abc","excludeFromContext":true}`, 2},
-		{"branch summary", `{"role":"branchSummary","summary":"abcdefghi","fromId":"x"}`, 3},
-		{"compaction summary", `{"role":"compactionSummary","summary":"abcd","tokensBefore":5}`, 1},
-		{"unknown role", `{"role":"system","content":"abcdefgh"}`, 0},
-		{"empty", `{"role":"user","content":""}`, 0},
+		{"user string", `{"role":"user","content":"abcde"}`, 2, 2},
+		{"user blocks, image", `{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image","data":"AAAA","mimeType":"image/png"},{"type":"text","text":""}]}`, 1, 1201},
+		{"astral char is 2 units", `{"role":"user","content":"😀😀😀"}`, 2, 2},
+		{"assistant all parts", `{"role":"assistant","content":[{"type":"text","text":"ab"},{"type":"thinking","thinking":"cd","thinkingSignature":"zzzzzzzzzzzz"},{"type":"toolCall","id":"x","name":"read","arguments":{"path":"a\nb"}}]}`, 6, 6}, // 2+2+4+15 = 23 → 6
+		{"tool args reformatted", `{"role":"assistant","content":[{"type":"toolCall","id":"x","name":"","arguments":{ "n" : 1.50 , "b":[true, null] }}]}`, 7, 7},                                                                                          // {"n":1.5,"b":[true,null]} = 25 → 7
+		{"toolResult image 4800", `{"role":"toolResult","toolCallId":"x","toolName":"read","content":[{"type":"image","data":"AA","mimeType":"image/png"},{"type":"text","text":"abcd"}],"isError":false}`, 1201, 1201},
+		{"custom string", `{"role":"custom","customType":"x","content":"abcdefgh","display":true}`, 2, 2},
+		{"bash", `{"role":"bashExecution","command":"ls","output":"a\nb","exitCode":0,"cancelled":false,"truncated":false}`, 2, 2},
+		{"bash excluded still counts (as Pi)", `{"role":"bashExecution","command":"ls","output":"abc","excludeFromContext":true}`, 2, 2},
+		{"branch summary", `{"role":"branchSummary","summary":"abcdefghi","fromId":"x"}`, 3, 3},
+		{"compaction summary", `{"role":"compactionSummary","summary":"abcd","tokensBefore":5}`, 1, 1},
+		// 8 + 3 ("abc"; the removed section counts nothing) + len(`[{"name":"r","n":1}]`) = 20 → 31 chars → 8
+		{"system", `{"role":"system","content":"abcdefgh","sections":{"a":"abc","b":null},"toolsAdded":[{ "name":"r", "n":1.0 }]}`, 0, 8},
+		{"unknown role", `{"role":"hookMessage","content":"abcdefgh"}`, 0, 0},
+		{"empty", `{"role":"user","content":""}`, 0, 0},
 	}
 	for _, tc := range tests {
-		if got := Estimate().Count(msg(t, tc.raw)); got != tc.want {
-			t.Errorf("%s: %d, want %d", tc.name, got, tc.want)
+		if got := EstimateFor(sessionio.Pi073).Count(msg(t, tc.raw)); got != tc.want073 {
+			t.Errorf("%s (Pi 0.73): %d, want %d", tc.name, got, tc.want073)
 		}
+		if got := Estimate().Count(msg(t, tc.raw)); got != tc.want16 {
+			t.Errorf("%s (Pi 1.6): %d, want %d", tc.name, got, tc.want16)
+		}
+	}
+	if a, b := EstimateFor(sessionio.Pi073).Name(), Estimate().Name(); a == b {
+		t.Errorf("the dialects' estimates share the name %q (caches key on it)", a)
 	}
 	if Estimate().Count(nil) != 0 {
 		t.Error("nil message")

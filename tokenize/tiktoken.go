@@ -143,6 +143,21 @@ func (t *Tiktoken) Count(m *sessionio.Message) int {
 		n = t.CountText(m.Command) + t.CountText(m.Output)
 	case sessionio.RoleBranchSummary, sessionio.RoleCompactionSummary:
 		n = t.CountText(m.Summary)
+	case sessionio.RoleSystem:
+		if m.Content.IsString {
+			n += t.CountText(m.Content.Text)
+		}
+		for _, b := range m.Content.Blocks {
+			if b.Type == sessionio.BlockText {
+				n += t.CountText(b.Text)
+			}
+		}
+		for _, sec := range m.Sections {
+			if sec.Value != nil {
+				n += t.CountText(*sec.Value)
+			}
+		}
+		n += t.countArguments(m.ToolsAdded)
 	default:
 		return 0
 	}

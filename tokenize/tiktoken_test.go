@@ -322,7 +322,9 @@ func TestTiktokenMessageRules(t *testing.T) {
 		{"custom", `{"role":"custom","customType":"note","content":"remember this","display":true}`, c("remember this") + MessageOverhead},
 		{"compaction summary", `{"role":"compactionSummary","summary":"We did things.","tokensBefore":9}`, c("We did things.") + MessageOverhead},
 		{"branch summary", `{"role":"branchSummary","summary":"Tried X.","fromId":"a"}`, c("Tried X.") + MessageOverhead},
-		{"unknown role", `{"role":"system","content":"x"}`, 0},
+		{"system (Pi 1.x)", `{"role":"system","content":"Be brief.","sections":{"env":"cwd=/x","gone":null},"toolsAdded":[{"name":"read", "description":"Read"}]}`,
+			c("Be brief.") + c("cwd=/x") + c(`[{"name":"read","description":"Read"}]`) + MessageOverhead},
+		{"unknown role", `{"role":"hookMessage","content":"x"}`, 0},
 	}
 	for _, tc := range tests {
 		if got := tk.Count(msg(t, tc.raw)); got != tc.want {
