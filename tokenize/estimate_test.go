@@ -122,7 +122,7 @@ func TestEstimateRules(t *testing.T) {
 		{"user blocks, image", `{"role":"user","content":[{"type":"text","text":"abcd"},{"type":"image","data":"AAAA","mimeType":"image/png"},{"type":"text","text":""}]}`, 1, 1201},
 		{"astral char is 2 units", `{"role":"user","content":"😀😀😀"}`, 2, 2},
 		{"assistant all parts", `{"role":"assistant","content":[{"type":"text","text":"ab"},{"type":"thinking","thinking":"cd","thinkingSignature":"zzzzzzzzzzzz"},{"type":"toolCall","id":"x","name":"read","arguments":{"path":"a\nb"}}]}`, 6, 6}, // 2+2+4+15 = 23 → 6
-		{"tool args reformatted", `{"role":"assistant","content":[{"type":"toolCall","id":"x","name":"","arguments":{ "n" : 1.50 , "b":[true, null] }}]}`, 7, 7},                                                                                          // {"n":1.5,"b":[true,null]} = 25 → 7
+		{"tool args reformatted", `{"role":"assistant","content":[{"type":"toolCall","id":"x","name":"","arguments":{ "n" : 1.50 , "b":[true, null] }}]}`, 7, 7},                                                                                    // {"n":1.5,"b":[true,null]} = 25 → 7
 		{"toolResult image 4800", `{"role":"toolResult","toolCallId":"x","toolName":"read","content":[{"type":"image","data":"AA","mimeType":"image/png"},{"type":"text","text":"abcd"}],"isError":false}`, 1201, 1201},
 		{"custom string", `{"role":"custom","customType":"x","content":"abcdefgh","display":true}`, 2, 2},
 		{"bash", `{"role":"bashExecution","command":"ls","output":"a\nb","exitCode":0,"cancelled":false,"truncated":false}`, 2, 2},
