@@ -36,6 +36,8 @@ type BridgeRequest struct {
 	// LeafID is Pi's leaf when the hook ran, FirstKeptEntryID Pi's own cut.
 	LeafID           string `json:"leafId"`
 	FirstKeptEntryID string `json:"firstKeptEntryId"`
+	// PiVersion is the Pi release the asking agent runs; empty: the store's setting.
+	PiVersion string `json:"piVersion,omitempty"`
 }
 
 // BridgeReply is the answer (JSON): the bridged value, or why there is none. Stale means

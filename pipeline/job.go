@@ -62,6 +62,9 @@ type Job struct {
 	Counter          string `json:"counter,omitempty"`
 	KeepRecentTokens int    `json:"keepRecentTokens,omitempty"`
 	Instructions     string `json:"instructions,omitempty"`
+	// PiVersion is the Pi release the requesting agent runs ("1.6.0"); empty: the store's
+	// setting. The session is read, planned and written by that Pi's rules.
+	PiVersion string `json:"piVersion,omitempty"`
 	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
 	ID string `json:"id"`
 }

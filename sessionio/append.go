@@ -63,16 +63,25 @@ type NewCompaction struct {
 	TokensBefore     int
 	ReadFiles        []string
 	ModifiedFiles    []string
+	// Pi 1.x's fields (nil: left out, as Pi 0.73 writes them): the summary's usage, and the
+	// systemMessage checkpoint (CurrentSystemMessage of the context being compacted), which
+	// is written with the entry's own time as its timestamp.
+	Usage         *Usage
+	SystemMessage *Message
 }
 
 // NewBranchSummary is a branch_summary entry. It hangs off ParentID (the entry the user
 // navigated to, or its parent for a user/custom message target; "" for a new root), as
-// Pi's branchWithSummary does, and its fromId is ParentID or "root".
+// Pi's branchWithSummary does. Its fromId is FromID when set (Pi 1.x: the leaf that was
+// left), else ParentID or "root" (Pi 0.73).
 type NewBranchSummary struct {
 	ParentID      string
+	FromID        string
 	Summary       string
 	ReadFiles     []string
 	ModifiedFiles []string
+	// Usage is the summary's usage (Pi 1.x; nil: left out).
+	Usage *Usage
 }
 
 // Appended describes an entry that was written and where it landed.
@@ -139,7 +148,7 @@ func AppendCompaction(ctx context.Context, file string, expect Expect, c NewComp
 			return "", nil, nil, fmt.Errorf("%w: firstKeptEntryId %q is a toolResult; keeping it would orphan it", ErrInvalidEntry, c.FirstKeptEntryID)
 		}
 		return leaf.ID, path, func(id, ts string) jsjson.Fields {
-			return jsjson.Fields{
+			fs := jsjson.Fields{
 				{Key: "type", Value: TypeCompaction},
 				{Key: "id", Value: id},
 				{Key: "parentId", Value: leaf.ID},
@@ -148,8 +157,14 @@ func AppendCompaction(ctx context.Context, file string, expect Expect, c NewComp
 				{Key: "firstKeptEntryId", Value: c.FirstKeptEntryID},
 				{Key: "tokensBefore", Value: c.TokensBefore},
 				{Key: "details", Value: fileDetails(c.ReadFiles, c.ModifiedFiles)},
+				{Key: "usage", Value: c.Usage.value()},
 				{Key: "fromHook", Value: false},
 			}
+			if c.SystemMessage != nil {
+				t, _ := ParseJSDate(ts)
+				fs = append(fs, jsjson.Field{Key: "systemMessage", Value: c.SystemMessage.WithTimestamp(t).Raw})
+			}
+			return fs
 		}, nil
 	})
 }
@@ -176,6 +191,9 @@ func AppendBranchSummary(ctx context.Context, file string, expect Expect, b NewB
 			if b.ParentID != "" {
 				parent, fromID = b.ParentID, b.ParentID
 			}
+			if b.FromID != "" {
+				fromID = b.FromID
+			}
 			return jsjson.Fields{
 				{Key: "type", Value: TypeBranchSummary},
 				{Key: "id", Value: id},
@@ -184,10 +202,30 @@ func AppendBranchSummary(ctx context.Context, file string, expect Expect, b NewB
 				{Key: "fromId", Value: fromID},
 				{Key: "summary", Value: b.Summary},
 				{Key: "details", Value: fileDetails(b.ReadFiles, b.ModifiedFiles)},
+				{Key: "usage", Value: b.Usage.value()},
 				{Key: "fromHook", Value: false},
 			}
 		}, nil
 	})
+}
+
+// value is the usage as Pi writes it (pi-ai's Usage: the token counts, then cost, all of
+// whose figures are 0 here), or jsjson.Omit{} for none.
+func (u *Usage) value() any {
+	if u == nil {
+		return jsjson.Omit{}
+	}
+	return jsjson.Fields{
+		{Key: "input", Value: u.Input},
+		{Key: "output", Value: u.Output},
+		{Key: "cacheRead", Value: u.CacheRead},
+		{Key: "cacheWrite", Value: u.CacheWrite},
+		{Key: "totalTokens", Value: u.TotalTokens},
+		{Key: "cost", Value: jsjson.Fields{
+			{Key: "input", Value: 0}, {Key: "output", Value: 0}, {Key: "cacheRead", Value: 0},
+			{Key: "cacheWrite", Value: 0}, {Key: "total", Value: 0},
+		}},
+	}
 }
 
 func fileDetails(read, modified []string) jsjson.Fields {

@@ -1,7 +1,11 @@
 package sessionio
 
 import (
+	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
+	"os"
 	"strings"
 )
 
@@ -76,4 +80,53 @@ func ParseDialect(s string) (Dialect, error) {
 		names = append(names, d.String())
 	}
 	return 0, fmt.Errorf("unknown Pi version %q (compactor follows %s; latest is %s)", s, strings.Join(names, " and "), DialectLatest)
+}
+
+// ErrPaddedHeader is CheckLoads' error: the header line has characters around its JSON that
+// Pi 1.x's loader does not accept (a byte-order mark, most often).
+var ErrPaddedHeader = errors.New("no valid session header for Pi 1.x")
+
+// CheckLoads reports whether the Pi of dialect d would load file as a session, where the
+// releases' loaders differ: Pi 0.73 trimmed the whole content (a byte-order mark or other
+// Unicode space before the header went), Pi 1.x parses each line as it is, so a header line
+// with such characters around its JSON is skipped and the file refused ("not a valid
+// session"). Everything both refuse (no header at all, an empty file) is left to the read,
+// which says so. Only the first non-blank line is read.
+func CheckLoads(file string, d Dialect) error {
+	if !d.Or().Projects() {
+		return nil
+	}
+	f, err := os.Open(file)
+	if err != nil {
+		return nil // the read reports it
+	}
+	defer f.Close()
+	r := bufio.NewReaderSize(f, 64<<10)
+	for n := 1; ; n++ {
+		line, err := r.ReadSlice('\n')
+		if errors.Is(err, bufio.ErrBufferFull) {
+			return nil // a header this long is left to the read
+		}
+		if len(line) == 0 && err != nil {
+			return nil
+		}
+		if t, _ := jsTrim(line); len(t) == 0 {
+			if err != nil {
+				return nil
+			}
+			continue // a blank line, skipped by both
+		}
+		j := bytes.Trim(line, " \t\r\n")
+		if len(j) > 0 && j[0] == '{' && j[len(j)-1] == '}' {
+			return nil
+		}
+		if t, _ := jsTrim(line); len(t) > 0 && t[0] == '{' && t[len(t)-1] == '}' {
+			what := "characters JSON does not allow around it (Unicode spaces)"
+			if bytes.HasPrefix(line, []byte("\xef\xbb\xbf")) {
+				what = "a byte-order mark (U+FEFF) before it"
+			}
+			return &FileError{File: file, Line: n, Err: fmt.Errorf("%w: the header line has %s; Pi %s refuses the file (Pi 0.73.1 read it)", ErrPaddedHeader, what, d.Or())}
+		}
+		return nil // not a header either way: the read says what is wrong
+	}
 }

@@ -170,6 +170,10 @@ func messagesPi16(e *Entry) []*Message {
 	return nil
 }
 
+// ProjectEntry is Pi 1.x's projectContextEntry: what entry e puts into a context with its
+// latest context edit (nil: none) applied.
+func ProjectEntry(e, edit *Entry) []*Message { return applyEdit(messagesPi16(e), edit) }
+
 // applyEdit is Pi 1.x's projectContextEntry: without an edit the messages as they are; a null
 // replacement omits them; an object's content replaces the content of user, assistant, tool
 // result and custom messages (a string becomes one text block for an assistant or a tool

@@ -49,7 +49,7 @@ func TestCompactionSummaryShapes(t *testing.T) {
 	r := &recorder{}
 	out, err := CompactionSummary(context.Background(), r, CompactionInput{
 		MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev",
-		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f,
+		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f, Dialect: sessionio.Pi073,
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -75,10 +75,23 @@ func TestCompactionSummaryShapes(t *testing.T) {
 			t.Errorf("unexpected kind %v", q.Task)
 		}
 	}
+	// Pi 1.6: the model's own output limit, and the prefix gets the instructions too.
+	r = &recorder{}
+	if _, err := CompactionSummary(context.Background(), r, CompactionInput{
+		MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev",
+		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f, Dialect: sessionio.Pi16,
+	}); err != nil {
+		t.Fatal(err)
+	}
+	for _, q := range r.reqs {
+		if q.MaxTokens != 0 || q.CustomInstructions != "focus" || q.Dialect != sessionio.Pi16 {
+			t.Errorf("Pi 1.6 %s request %+v", q.Task, q)
+		}
+	}
 
 	// Split turn with no history: "No prior history." and the previous summary is dropped.
 	r = &recorder{}
-	out, err = CompactionSummary(context.Background(), r, CompactionInput{TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev"})
+	out, err = CompactionSummary(context.Background(), r, CompactionInput{TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev", Dialect: sessionio.Pi073})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -112,8 +125,12 @@ func TestPromptLayout(t *testing.T) {
 	if p != want {
 		t.Fatalf("prompt %q", p)
 	}
-	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "ignored"}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
-		t.Fatalf("turn prefix prompt %q", p)
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "ignored", Dialect: sessionio.Pi073}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
+		t.Fatalf("turn prefix prompt (Pi 0.73) %q", p)
+	}
+	// Pi 1.4+ gives the turn prefix the custom instructions too.
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "focus", Dialect: sessionio.Pi16}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt+"\n\nAdditional focus: focus" {
+		t.Fatalf("turn prefix prompt (Pi 1.6) %q", p)
 	}
 	if p := BuildPrompt(Request{Task: TaskBranch, Messages: msgs, CustomInstructions: "only this", ReplaceInstructions: true}); !strings.HasSuffix(p, "</conversation>\n\nonly this") {
 		t.Fatalf("replace instructions %q", p)
@@ -216,9 +233,9 @@ func TestBranchSummaryAssembly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, f, _ := PrepareBranch(entries, 0, tokenize.Estimate())
+	msgs, f, _ := PrepareBranch(entries, 0, tokenize.EstimateFor(sessionio.Pi073), sessionio.Pi073)
 	r := &recorder{}
-	out, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{CustomInstructions: "x"})
+	out, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{CustomInstructions: "x", Dialect: sessionio.Pi073})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -228,6 +245,10 @@ func TestBranchSummaryAssembly(t *testing.T) {
 	}
 	if r.reqs[0].MaxTokens != BranchMaxTokens || r.reqs[0].CustomInstructions != "x" {
 		t.Fatalf("request %+v", r.reqs[0])
+	}
+	// Pi 1.6 leaves the output limit to the model.
+	if _, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{Dialect: sessionio.Pi16}); err != nil || r.reqs[1].MaxTokens != 0 {
+		t.Fatalf("Pi 1.6 branch request %+v (%v)", r.reqs[1], err)
 	}
 	if _, _, err := CollectBranch(s, s.LeafID(), "nope"); err == nil {
 		t.Fatal("unknown target must fail")
@@ -243,7 +264,7 @@ func TestExtractive(t *testing.T) {
 	}
 	ctx := sessionio.BuildContext(path, sessionio.Pi073)
 	x := NewExtractive()
-	span := SerializeConversation(ctx.Messages)
+	span := SerializeConversation(ctx.Messages, sessionio.Pi073)
 	res, err := x.Summarize(context.Background(), Request{Task: TaskHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})
 	if err != nil {
 		t.Fatal(err)

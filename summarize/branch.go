@@ -101,19 +101,34 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 // operations are recorded before the budget check, so the one that breaks the budget still
 // contributes its files. A compaction or branch summary that does not fit is still taken
 // when less than 90% of the budget is used; then the walk stops. counter must be Pi's
-// estimate (tokenize.Estimate()) to reproduce Pi.
-func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter) ([]*sessionio.Message, *FileOps, int) {
+// estimate for the dialect (tokenize.EstimateFor(d)) to reproduce Pi. Pi 1.x honours the
+// branch's context edits: the latest edit of a message or custom_message among entries
+// omits it or replaces its content.
+func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, d sessionio.Dialect) ([]*sessionio.Message, *FileOps, int) {
 	fileOps := sessionio.NewFileOps()
+	edits := map[string]*sessionio.Entry{}
 	for _, e := range entries {
-		if e.Type == sessionio.TypeBranchSummary {
+		switch e.Type {
+		case sessionio.TypeBranchSummary:
 			fileOps.SeedFromBranchSummary(e)
+		case sessionio.TypeContextEdit:
+			edits[e.TargetID] = e
 		}
+	}
+	if !d.Or().Projects() {
+		edits = nil
 	}
 	var rev []*sessionio.Message
 	total := 0
 	for i := len(entries) - 1; i >= 0; i-- {
 		e := entries[i]
 		m := branchMessage(e)
+		if edit := edits[e.ID]; edit != nil && m != nil && (e.Type == sessionio.TypeMessage || e.Type == sessionio.TypeCustomMessage) {
+			m = nil
+			if ms := sessionio.ProjectEntry(e, edit); len(ms) > 0 {
+				m = ms[0]
+			}
+		}
 		if m == nil {
 			continue
 		}
@@ -137,6 +152,13 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 	return msgs, fileOps, total
 }
 
+func branchMaxTokens(d sessionio.Dialect) int {
+	if d.Or().Projects() {
+		return 0 // the model's own limit
+	}
+	return BranchMaxTokens
+}
+
 // SummaryOutput is a finished summary as it goes into a compaction or branch_summary
 // entry: the text (with Pi's framing and file lists) and the details lists.
 type SummaryOutput struct {
@@ -158,6 +180,9 @@ type BranchOptions struct {
 	CustomInstructions string
 	// ReplaceInstructions sends CustomInstructions instead of the branch prompt.
 	ReplaceInstructions bool
+	// Dialect is the Pi whose rules the summary follows (zero: the newest): Pi 0.73 limits
+	// the output to BranchMaxTokens, Pi 1.x leaves it to the model.
+	Dialect sessionio.Dialect
 }
 
 // BranchSummary writes the summary of a prepared branch (PrepareBranch's messages and
@@ -173,7 +198,8 @@ func BranchSummary(ctx context.Context, s Summarizer, msgs []*sessionio.Message,
 		Messages:            msgs,
 		CustomInstructions:  opts.CustomInstructions,
 		ReplaceInstructions: opts.ReplaceInstructions,
-		MaxTokens:           BranchMaxTokens,
+		MaxTokens:           branchMaxTokens(opts.Dialect),
+		Dialect:             opts.Dialect,
 	})
 	if err != nil {
 		return SummaryOutput{}, fmt.Errorf("branch summary: %w", err)

@@ -20,8 +20,11 @@ type CompactionInput struct {
 	// PreviousSummary is the summary of the previous compaction on the path, if any.
 	PreviousSummary    string
 	CustomInstructions string
-	// ReserveTokens sets the output limits (Pi's default 16384).
+	// ReserveTokens sets the output limits under Pi 0.73's rules (its default 16384); Pi 1.x
+	// leaves the output limit to the model (reserveTokens only decides when to compact).
 	ReserveTokens int
+	// Dialect is the Pi whose rules the summary follows (zero: the newest).
+	Dialect sessionio.Dialect
 	// FileOps are the plan's file operations (ExtractFileOps); nil means none.
 	FileOps *FileOps
 	// BaseHistory, when set, is a history summary already made of the span's beginning
@@ -37,13 +40,16 @@ const DefaultReserveTokens = 16384
 
 // CompactionSummary writes a compaction summary as Pi's compact() does (§4.6):
 //
-//   - a split turn with a non-empty prefix makes two requests in parallel: the history
+//   - a split turn with a non-empty prefix makes two requests (in parallel here; Pi 1.x
+//     makes them one after the other, for the same tokens): the history
 //     (or the literal "No prior history." when there is none, which drops the previous
 //     summary) and the turn prefix, joined by SplitTurnSeparator;
 //   - otherwise one history request (an update when there is a previous summary), even
 //     for an empty span;
 //
-// then the file lists are appended. Both requests are cancelled when one fails.
+// then the file lists are appended. Both requests are cancelled when one fails. Pi 0.73
+// limits the output to 0.8 (history) and 0.5 (prefix) × reserveTokens; Pi 1.x leaves it to
+// the model and gives the prefix request the custom instructions too.
 func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (CompactionOutput, error) {
 	reserve := in.ReserveTokens
 	if reserve <= 0 {
@@ -55,6 +61,11 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		PreviousSummary:    in.PreviousSummary,
 		CustomInstructions: in.CustomInstructions,
 		MaxTokens:          HistoryMaxTokens(reserve),
+		Dialect:            in.Dialect,
+	}
+	pi16 := in.Dialect.Or().Projects()
+	if pi16 {
+		history.MaxTokens = 0 // the model's own limit
 	}
 	if in.BaseHistory != nil {
 		history.PreviousSummary = *in.BaseHistory
@@ -87,11 +98,16 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 			hist = Result{Text: NoPriorHistory}
 		}
 		g.Go(func() error {
-			r, err := s.Summarize(gctx, Request{
+			req := Request{
 				Task:      TaskTurnPrefix,
 				Messages:  in.TurnPrefix,
 				MaxTokens: TurnPrefixMaxTokens(reserve),
-			})
+				Dialect:   in.Dialect,
+			}
+			if pi16 {
+				req.MaxTokens, req.CustomInstructions = 0, in.CustomInstructions
+			}
+			r, err := s.Summarize(gctx, req)
 			if err != nil {
 				return fmt.Errorf("turn prefix summary: %w", err)
 			}

@@ -224,7 +224,7 @@ func TestSerializeContextGolden(t *testing.T) {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			s := loadCorpus(t, corpusName(g))
-			got := SerializeConversation(messagesFor(t, s, g.Context.IDs))
+			got := SerializeConversation(messagesFor(t, s, g.Context.IDs), sessionio.Pi073)
 			checkText(t, "context serialization", got, g.Context.Serialized, g.Texts)
 		})
 	}
@@ -248,8 +248,8 @@ func TestCutGolden(t *testing.T) {
 				what := name + " leaf " + c.LeafID + " keep " + itoa(c.KeepRecentTokens)
 				hist := messagesFor(t, s, c.MessagesToSummarize)
 				prefix := messagesFor(t, s, c.TurnPrefix)
-				checkText(t, what+" history", SerializeConversation(hist), c.SerializedHistory, g.Texts)
-				checkText(t, what+" prefix", SerializeConversation(prefix), c.SerializedPrefix, g.Texts)
+				checkText(t, what+" history", SerializeConversation(hist, sessionio.Pi073), c.SerializedHistory, g.Texts)
+				checkText(t, what+" prefix", SerializeConversation(prefix, sessionio.Pi073), c.SerializedPrefix, g.Texts)
 				var prev *sessionio.Entry
 				if c.PreviousCompactionID != nil {
 					prev = s.Get(*c.PreviousCompactionID)
@@ -276,7 +276,7 @@ func TestCutGolden(t *testing.T) {
 // budget) the generator tried, and the serialization of the prepared messages.
 func TestBranchGolden(t *testing.T) {
 	t.Parallel()
-	est := tokenize.Estimate()
+	est := tokenize.EstimateFor(sessionio.Pi073) // the goldens are Pi 0.73.1's
 	total := 0
 	for name, g := range loadGoldens(t) {
 		if len(g.Branches) == 0 {
@@ -307,7 +307,7 @@ func TestBranchGolden(t *testing.T) {
 					t.Errorf("%s: entries %v, Pi %v", what, ids, b.Entries)
 					continue
 				}
-				msgs, f, tokens := PrepareBranch(entries, b.TokenBudget, est)
+				msgs, f, tokens := PrepareBranch(entries, b.TokenBudget, est, sessionio.Pi073)
 				if len(msgs) != len(b.Messages) {
 					t.Errorf("%s: %d messages, Pi %d (%v)", what, len(msgs), len(b.Messages), b.Messages)
 				}
@@ -315,7 +315,7 @@ func TestBranchGolden(t *testing.T) {
 					t.Errorf("%s: totalTokens %d, Pi %d", what, tokens, b.TotalTokens)
 				}
 				checkFileOps(t, what, f, b.FileOps)
-				checkText(t, what+" serialization", SerializeConversation(msgs), b.Serialized, g.Texts)
+				checkText(t, what+" serialization", SerializeConversation(msgs, sessionio.Pi073), b.Serialized, g.Texts)
 				if t.Failed() {
 					return
 				}
@@ -339,7 +339,7 @@ func TestSerializeSyntheticV3Golden(t *testing.T) {
 	// compaction f0398941 keeps 75c27ff3 (an assistant): the turn started at 8651b18c,
 	// so the history is everything before it that yields a message.
 	ids := []string{"abd4e31a", "e1aeb4c4", "b576be37", "8c71f6e5", "448287a6", "9ef025ce", "1bccc52e", "74d2b0e0"}
-	got := SerializeConversation(messagesFor(t, s, ids))
+	got := SerializeConversation(messagesFor(t, s, ids), sessionio.Pi073)
 	if got != string(want) {
 		t.Fatalf("serializeConversation differs from Pi:\n got %q\nwant %q", got, want)
 	}

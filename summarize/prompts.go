@@ -169,16 +169,20 @@ const (
 // instructions returns the prompt for a request: the task's base prompt (the update form
 // when a previous summary is carried), plus "\n\nAdditional focus: ..." for custom
 // instructions; for a branch, custom instructions alone when ReplaceInstructions is set.
-// Pi adds custom instructions to history and branch requests only, never to a turn prefix.
+// Pi 0.73 adds custom instructions to history and branch requests only, never to a turn
+// prefix; Pi 1.x (since 1.4.0) to the turn prefix too.
 func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""
 	switch req.Task {
 	case TaskTurnPrefix:
+		base = TurnPrefixPrompt
 		if update {
-			return TurnPrefixUpdatePrompt
+			base = TurnPrefixUpdatePrompt
 		}
-		return TurnPrefixPrompt
+		if req.CustomInstructions == "" || !req.Dialect.Or().Projects() {
+			return base
+		}
 	case TaskBranch:
 		if req.ReplaceInstructions && req.CustomInstructions != "" {
 			return req.CustomInstructions
@@ -204,7 +208,7 @@ func instructions(req Request) string {
 // previous summary) "<previous-summary>\n" + summary + "\n</previous-summary>\n\n", then
 // the instructions.
 func BuildPrompt(req Request) string {
-	return buildPromptText(req, SerializeConversation(req.Messages))
+	return buildPromptText(req, SerializeConversation(req.Messages, req.Dialect))
 }
 
 func buildPromptText(req Request, conversation string) string {

@@ -29,24 +29,26 @@ const ToolResultMaxChars = 2000
 
 // SerializeConversation renders messages as the plain text Pi puts inside
 // <conversation> tags: Pi's convertToLlm followed by its serializeConversation, byte for
-// byte. Rendering the span as labelled text (rather than as chat turns) keeps the model
-// from continuing the conversation instead of summarizing it.
-func SerializeConversation(msgs []*sessionio.Message) string {
-	return strings.Join(SerializeParts(msgs), "\n\n")
+// byte, as the Pi of dialect d does it (Pi 1.x leaves thinking out and never cuts a
+// surrogate pair in half). Rendering the span as labelled text (rather than as chat turns)
+// keeps the model from continuing the conversation instead of summarizing it.
+func SerializeConversation(msgs []*sessionio.Message, d sessionio.Dialect) string {
+	return strings.Join(SerializeParts(msgs, d), "\n\n")
 }
 
 // SerializeParts returns the parts SerializeConversation joins with "\n\n", in order. A
 // message yields zero to three parts. The chunked summarizer splits a span at these
 // boundaries.
-func SerializeParts(msgs []*sessionio.Message) []string {
+func SerializeParts(msgs []*sessionio.Message, d sessionio.Dialect) []string {
 	parts := make([]string, 0, len(msgs))
+	pi16 := d.Or().Projects()
 	for _, m := range msgs {
-		parts = appendParts(parts, m)
+		parts = appendParts(parts, m, pi16)
 	}
 	return parts
 }
 
-func appendParts(parts []string, m *sessionio.Message) []string {
+func appendParts(parts []string, m *sessionio.Message, pi16 bool) []string {
 	if m == nil {
 		return parts
 	}
@@ -75,7 +77,9 @@ func appendParts(parts []string, m *sessionio.Message) []string {
 			case sessionio.BlockText:
 				texts = append(texts, b.Text)
 			case sessionio.BlockThinking:
-				thinking = append(thinking, b.Thinking)
+				if !pi16 { // Pi 1.x omits thinking: often not part of the model's live context
+					thinking = append(thinking, b.Thinking)
+				}
 			case sessionio.BlockToolCall:
 				calls = append(calls, formatToolCall(b))
 			}
@@ -91,7 +95,7 @@ func appendParts(parts []string, m *sessionio.Message) []string {
 		}
 	case sessionio.RoleToolResult:
 		if t := blocksText(m.Content.Blocks); t != "" {
-			parts = append(parts, "[Tool result]: "+truncateUTF16(t, ToolResultMaxChars))
+			parts = append(parts, "[Tool result]: "+truncateUTF16(t, ToolResultMaxChars, pi16))
 		}
 	}
 	return parts
@@ -144,9 +148,10 @@ func BashExecutionText(m *sessionio.Message) string {
 }
 
 // truncateUTF16 keeps the first max UTF-16 code units of s and appends Pi's marker with
-// the number of units dropped. A surrogate pair cut in half leaves its high half, which
-// becomes U+FFFD in UTF-8 (as when Node writes the string out).
-func truncateUTF16(s string, max int) string {
+// the number of units dropped (counted from max). A surrogate pair cut in half: Pi 0.73
+// leaves its high half, which becomes U+FFFD in UTF-8 (as when Node writes the string out);
+// Pi 1.x (sliceHead) leaves the whole pair out.
+func truncateUTF16(s string, max int, wholePairs bool) string {
 	n := jsjson.UTF16Len(s)
 	if n <= max {
 		return s
@@ -169,7 +174,7 @@ func truncateUTF16(s string, max int) string {
 	var sb strings.Builder
 	sb.Grow(end + 48)
 	sb.WriteString(s[:end])
-	if split {
+	if split && !wholePairs {
 		sb.WriteRune(utf8.RuneError)
 	}
 	sb.WriteString("\n\n[... ")

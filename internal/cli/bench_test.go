@@ -87,7 +87,7 @@ func benchPipeline(b *testing.B, conc, n int, latency time.Duration) {
 	}
 	svc, err := pipeline.New(pipeline.Config{
 		Stores: []pipeline.Store{{Name: "default", Dir: store}}, DataDir: filepath.Join(dir, "nats"), EmbeddedPort: -1,
-		Concurrency: conc, Idle: -1, Handler: jobHandler(eng, nil), Assessor: budgetAssessor(eng),
+		Concurrency: conc, Idle: -1, Handler: jobHandler(eng, piVersions{}, nil), Assessor: budgetAssessor(eng, piVersions{}),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -31,7 +31,7 @@ that needs no key (a local Ollama) works without one.`)
 	var sf summarizerFlags
 	var ef engineFlags
 	sf.register(fs.FlagSet)
-	ef.register(fs.FlagSet)
+	ef.register(fs.FlagSet, env.Getenv)
 	dry := fs.Bool("dry-run", false, "plan only: print the plan and the prompt size, write nothing")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	instructions := fs.String("instructions", "", "custom instructions appended to the prompt as an additional focus")
@@ -61,7 +61,7 @@ short summary; --json prints the result document (docs/json-output.md).`)
 	var sf summarizerFlags
 	var ef engineFlags
 	sf.register(fs.FlagSet)
-	ef.register(fs.FlagSet)
+	ef.register(fs.FlagSet, env.Getenv)
 	to := fs.String("to", "", "the entry id navigated to (required)")
 	from := fs.String("from", "", "the leaf being left (default: the file's leaf)")
 	dry := fs.Bool("dry-run", false, "print what would be summarized and where, write nothing")

@@ -16,7 +16,7 @@ import (
 )
 
 func init() {
-	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as pi-oracle context prints it)", Run: runContext})
+	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as Pi's harness prints it)", Run: runContext})
 }
 
 // contextOutput mirrors `pi-oracle context`: leafId, pathIds and context are the fields
@@ -45,7 +45,9 @@ func runContext(ctx context.Context, env *Env) error {
 		`Print the context the real Pi builds from a session file: the messages sent to the model
 (after the latest compaction on the path), the thinking level and the model. With --leaf,
 build it for another entry instead of the file's leaf (the last entry line).`)
-	asJSON := fs.Bool("json", false, "print JSON (the same fields as pi-oracle context)")
+	asJSON := fs.Bool("json", false, "print JSON (the same fields as Pi's harness prints: interop/pi)")
+	var pi string
+	piVersionFlag(fs.FlagSet, &pi, env.Getenv)
 	leaf := fs.String("leaf", "", "build the context for this entry id instead of the current leaf")
 	var cks string
 	checkpointFlag(fs.FlagSet, &cks, env)
@@ -56,6 +58,13 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	file, err := oneFile(args)
 	if err != nil {
 		return err
+	}
+	if err := checkPiVersion("--pi-version", pi); err != nil {
+		return err
+	}
+	d, _ := sessionio.ParseDialect(pi)
+	if err := sessionio.CheckLoads(file, d); err != nil {
+		return inputError(err)
 	}
 	var t *sessionio.Tail
 	if *leaf == "" {
@@ -97,7 +106,7 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		for _, e := range path {
 			out.PathIDs = append(out.PathIDs, e.ID)
 		}
-		c := sessionio.BuildContext(path, sessionio.Pi073)
+		c := sessionio.BuildContext(path, d)
 		msgs = c.Messages
 		out.Context.ThinkingLevel = c.ThinkingLevel
 		out.Context.Model = c.Model
@@ -145,6 +154,15 @@ func writeContextJSON(stdout io.Writer, out *contextOutput, msgs []*sessionio.Me
 				return err
 			}
 			defer f.Close()
+		}
+		if m.ContentRaw != nil {
+			// A Pi 1.x projection replaced the content: the message with the new one.
+			raw := make([]byte, m.At.Len)
+			if _, err := f.ReadAt(raw, m.At.Off); err != nil {
+				return fmt.Errorf("%s: read a message: %w", t.File, err)
+			}
+			w.Write(sessionio.ReplaceMember(raw, "content", m.ContentRaw))
+			continue
 		}
 		if _, err := io.Copy(w, io.NewSectionReader(f, m.At.Off, m.At.Len)); err != nil {
 			return fmt.Errorf("%s: copy a message: %w", t.File, err)

@@ -28,7 +28,7 @@ each side). --json prints the plan and the entries as JSON (docs/json-output.md)
 The context's size is Pi's measure (see compactor plan --help): the usage the last answer
 reported plus the counts of the messages after it; the per-entry tokens are counted one by
 one, so they need not add up to it.`)
-	f := addPlanFlags(fs.FlagSet)
+	f := addPlanFlags(fs.FlagSet, env.Getenv)
 	pathOnly := fs.Bool("path-only", false, "show only the current path, not the other branches")
 	around := fs.Int("around", -1, "show only the current path's entries within N of the range start and the cut")
 	asJSON := fs.Bool("json", false, "print the plan and the entries as JSON")
@@ -371,7 +371,7 @@ func (in *inspector) writeJSON(w io.Writer, rows []inspectRow) error {
 	if n := s.Name(); n != "" {
 		doc.Name = &n
 	}
-	cp := splitContext(r.Path, r.Counter)
+	cp := splitContext(r.Path, r.Dialect, r.Counter)
 	doc.Context = contextJSONDoc{Tokens: r.Plan.TokensBefore, ReportedUsage: cp.usage, Counted: cp.counted, CountedMessages: cp.nCounted}
 	if cp.usageFrom != "" {
 		doc.Context.ReportedBy = &cp.usageFrom

@@ -178,6 +178,7 @@ func (f *summarizerFlags) logAttrs(ef engineFlags) []any {
 
 // engineFlags are the planning settings shared by compact, branch-summary, sweep and run.
 type engineFlags struct {
+	pi             string
 	policy         string
 	counter        string
 	keepRecent     int
@@ -198,7 +199,8 @@ func (f *engineFlags) registerPreparation(fs *flag.FlagSet) {
 		"at most this many tokens of extract are added to a prepared summary to bring it to the cut Pi makes when it compacts")
 }
 
-func (f *engineFlags) register(fs *flag.FlagSet) {
+func (f *engineFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	piVersionFlag(fs, &f.pi, getenv)
 	fs.StringVar(&f.policy, "policy", cutpoint.PolicyNearest, "cut-point policy: nearest, pi (exactly what Pi would do) or turn; see docs/policies.md")
 	fs.StringVar(&f.counter, "counter", "tiktoken", "token counter: tiktoken or estimate (Pi's chars/4)")
 	fs.IntVar(&f.keepRecent, "keep-recent-tokens", 20000, "recent tokens kept verbatim (Pi's keepRecentTokens)")
@@ -209,6 +211,9 @@ func (f *engineFlags) register(fs *flag.FlagSet) {
 
 // check refuses settings that cannot work, naming the flags.
 func (f *engineFlags) check() error {
+	if err := checkPiVersion("--pi-version", f.pi); err != nil {
+		return err
+	}
 	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return usageErrorf("--policy: %v", err)
 	}
@@ -253,7 +258,7 @@ func checkBudget(keep, reserve, window int) error {
 }
 
 func (f *engineFlags) settings() engine.Settings {
-	return engine.Settings{Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
+	return engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
 		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter,
 		PrepareUpdate: f.prepareUpdate, BridgeMaxTokens: f.bridgeMaxTokens}
 }

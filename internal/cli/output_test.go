@@ -28,25 +28,31 @@ func TestPlanExplainsTheContext(t *testing.T) {
 	root := repoRoot(t)
 	for _, name := range []string{"10-tricky-parallel", "08-large", "09-ends-with-compaction"} {
 		file := filepath.Join(root, "testdata/corpus", name+".jsonl")
-		p, err := engine.Plan(file, engine.Settings{KeepRecentTokens: 5000, ReserveTokens: 16384}, engine.LoadOptions{})
+		p, err := engine.Plan(file, engine.Settings{Pi: "0.73.1", KeepRecentTokens: 5000, ReserveTokens: 16384}, engine.LoadOptions{})
 		if err != nil {
 			t.Fatal(err)
 		}
-		cp := splitContext(p.Path, p.Counter)
+		cp := splitContext(p.Path, p.Dialect, p.Counter)
 		if cp.usage+cp.counted != p.Plan.TokensBefore || cp.usage != 0 && cp.usageFrom == "" {
 			t.Errorf("%s: %d reported + %d counted != context %d", name, cp.usage, cp.counted, p.Plan.TokensBefore)
 		}
 		if (cp.before != "") != (name == "09-ends-with-compaction") {
 			t.Errorf("%s: usage before compaction %q", name, cp.before)
 		}
-		if cp.usage != 0 && cutpoint.ContextTokens(p.Path, tokenize.Estimate()) < cp.usage {
+		if cp.usage != 0 && cutpoint.ContextTokens(p.Path, p.Dialect, tokenize.EstimateFor(p.Dialect)) < cp.usage {
 			t.Errorf("%s: the estimate counter's context is below the reported usage", name)
 		}
 	}
-	code, out, _ := runCLI(t, "plan", filepath.Join(root, "testdata/corpus/09-ends-with-compaction.jsonl"), "--context-window", "30000", "--keep-recent-tokens", "5000")
+	code, out, _ := runCLI(t, "plan", filepath.Join(root, "testdata/corpus/09-ends-with-compaction.jsonl"), "--context-window", "30000", "--keep-recent-tokens", "5000", "--pi-version", "0.73.1")
 	if code != 0 || !strings.Contains(out, "reported by the last answer (a15c541b") || !strings.Contains(out, "predates compaction fafb6c86") ||
 		!strings.Contains(out, "OVER BUDGET") || !strings.Contains(out, "why a just-compacted session still shows OVER BUDGET") {
-		t.Errorf("plan right after a compaction (exit %d):\n%s", code, out)
+		t.Errorf("plan right after a compaction, Pi 0.73.1 (exit %d):\n%s", code, out)
+	}
+	// Pi 1.6 does not take a usage from before the compaction: the session is under budget.
+	code, out, _ = runCLI(t, "plan", filepath.Join(root, "testdata/corpus/09-ends-with-compaction.jsonl"), "--context-window", "30000", "--keep-recent-tokens", "5000")
+	if code != 0 || !strings.Contains(out, "does not take the usage of the last answer (a15c541b),") || !strings.Contains(out, "which predates fafb6c86") ||
+		!strings.Contains(out, "within budget") {
+		t.Errorf("plan right after a compaction, Pi 1.6 (exit %d):\n%s", code, out)
 	}
 }
 

@@ -21,7 +21,7 @@ func init() {
 
 // planFlags are the flags plan and inspect share.
 type planFlags struct {
-	policy, counter, leaf string
+	pi, policy, counter, leaf string
 	keep, reserve, window int
 	// pathOnly: the caller needs the path and the plan (plan), not the whole session
 	// (inspect draws the tree): the session is read from its end (engine.ReadPath).
@@ -30,8 +30,9 @@ type planFlags struct {
 	checkpoints string
 }
 
-func addPlanFlags(fs *flag.FlagSet) *planFlags {
+func addPlanFlags(fs *flag.FlagSet, getenv func(string) string) *planFlags {
 	f := &planFlags{}
+	piVersionFlag(fs, &f.pi, getenv)
 	fs.StringVar(&f.policy, "policy", cutpoint.PolicyNearest, "cut-point policy: "+strings.Join(cutpoint.Names(), "|")+" (pi = exactly what Pi would do)")
 	fs.StringVar(&f.counter, "counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
 	fs.IntVar(&f.keep, "keep-recent-tokens", cutpoint.DefaultKeepRecentTokens, "tokens to keep verbatim")
@@ -47,6 +48,9 @@ type planRun struct {
 }
 
 func (f *planFlags) run(file string) (*planRun, error) {
+	if err := checkPiVersion("--pi-version", f.pi); err != nil {
+		return nil, err
+	}
 	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return nil, usageErrorf("--policy: %v", err)
 	}
@@ -60,7 +64,7 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if f.pathOnly {
 		read = engine.ReadPath
 	}
-	p, err := engine.Plan(file, engine.Settings{Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keep,
+	p, err := engine.Plan(file, engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keep,
 		ReserveTokens: f.reserve, ContextWindow: f.window}, engine.LoadOptions{Leaf: f.leaf, Read: read, Checkpoints: checkpointsAt(f.checkpoints)})
 	if err != nil {
 		var ie *engine.InputError
@@ -99,7 +103,7 @@ kept figures are counted entry by entry, so they need not add up to it; and righ
 compaction the last answer still predates it, so the context keeps its old size (over
 budget) until the model answers again, exactly as Pi sees it.`)
 	asJSON := fs.Bool("json", false, "print the plan as JSON")
-	f := addPlanFlags(fs.FlagSet)
+	f := addPlanFlags(fs.FlagSet, env.Getenv)
 	f.pathOnly = true
 	checkpointFlag(fs.FlagSet, &f.checkpoints, env)
 	args, err := fs.parse(env.Args)
@@ -181,7 +185,7 @@ func (r *planRun) summary() string {
 	}
 	fmt.Fprintf(&b, "context:  %d tokens (%s); threshold %d - %d = %d: %s\n", p.TokensBefore, p.Counter,
 		r.Settings.ContextWindow, r.Settings.ReserveTokens, r.Settings.ContextWindow-r.Settings.ReserveTokens, state)
-	cp := splitContext(r.Path, r.Counter)
+	cp := splitContext(r.Path, r.Dialect, r.Counter)
 	if cp.usageFrom != "" {
 		after := "; no message after it"
 		if cp.nCounted > 0 {
@@ -196,6 +200,10 @@ func (r *planRun) summary() string {
 		}
 		fmt.Fprintf(&b, "note:     that answer predates compaction %s, so this is the size from before it; Pi measures\n"+
 			"          it the same way until the model answers again%s\n", cp.before, why)
+	}
+	if cp.stale != "" {
+		fmt.Fprintf(&b, "          = %d counted for every message: Pi %s does not take the usage of the last answer (%s),\n"+
+			"          which predates %s\n", cp.counted, r.Dialect, cp.stale, cp.staleAfter)
 	}
 	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.Settings.KeepRecentTokens)
 	if !p.Prepared {
@@ -216,6 +224,8 @@ func (r *planRun) summary() string {
 
 // contextParts is the context's size as Pi's formula makes it (cutpoint.ContextTokens): the
 // usage the last valid answer reported, plus the counter's count of the messages after it.
+// Under Pi 1.x a usage measured before the path's latest context edit or compaction is not
+// taken: then everything is counted (usage 0).
 type contextParts struct {
 	usage     int    // reported by the last answer (0 when there is none)
 	usageFrom string // that answer's entry id ("" when there is none)
@@ -224,16 +234,36 @@ type contextParts struct {
 	// before is the latest compaction on the path that comes after the answer: its usage
 	// measures the context from before that compaction.
 	before string
+	// Pi 1.x: stale is the last answer whose usage Pi did not take, because entry
+	// staleAfter (a context edit or a compaction) came after it; everything is counted.
+	stale, staleAfter string
 }
 
-func splitContext(path []*sessionio.Entry, c tokenize.Counter) contextParts {
+func splitContext(path []*sessionio.Entry, d sessionio.Dialect, c tokenize.Counter) contextParts {
 	var cp contextParts
-	ctx := sessionio.BuildContext(path, sessionio.Pi073)
+	ctx := sessionio.BuildContext(path, d)
 	last := -1
 	for i := len(ctx.Messages) - 1; i >= 0; i-- {
-		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() {
+		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() && (!d.Projects() || m.Usage.ContextTokens() > 0) {
 			last = i
 			break
+		}
+	}
+	if d.Projects() && last >= 0 {
+		at, invalidated := -1, -1
+		for i, e := range path {
+			if e.ID == ctx.EntryIDs[last] {
+				at = i
+			}
+			if e.Type == sessionio.TypeContextEdit || e.Type == sessionio.TypeCompaction {
+				invalidated = i
+			}
+		}
+		if at <= invalidated {
+			cp.stale, cp.staleAfter = ctx.EntryIDs[last], path[invalidated].ID
+			cp.counted = cutpoint.ContextTokens(path, d, c)
+			cp.nCounted = len(ctx.Messages)
+			return cp
 		}
 	}
 	if last >= 0 {

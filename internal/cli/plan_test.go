@@ -17,7 +17,7 @@ func TestPlanMatchesPiOracle(t *testing.T) {
 		for _, n := range []string{"20000", "5000"} {
 			t.Run(name+"-"+n, func(t *testing.T) {
 				t.Parallel()
-				code, out, errOut := runCLI(t, "plan", filepath.Join(root, "testdata/corpus", name+".jsonl"), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", n)
+				code, out, errOut := runCLI(t, "plan", filepath.Join(root, "testdata/corpus", name+".jsonl"), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", n, "--pi-version", "0.73.1")
 				if code != 0 {
 					t.Fatalf("exit %d: %s", code, errOut)
 				}
@@ -132,7 +132,7 @@ func TestInspect(t *testing.T) {
 		}
 	}
 	// A compacted session shows the range start.
-	code, out, _ = runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/05-compactions.jsonl"), "--counter", "estimate", "--path-only")
+	code, out, _ = runCLI(t, "inspect", filepath.Join(root, "testdata/corpus/05-compactions.jsonl"), "--counter", "estimate", "--path-only", "--pi-version", "0.73.1")
 	if code != 0 || !strings.Contains(out, "range start") || !strings.Contains(out, "compaction: keeps from") {
 		t.Errorf("inspect 05 (exit %d) lacks the range start or compaction line", code)
 	}

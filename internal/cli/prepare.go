@@ -26,7 +26,7 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 	var sf summarizerFlags
 	var ef engineFlags
 	sf.register(fs.FlagSet)
-	ef.register(fs.FlagSet)
+	ef.register(fs.FlagSet, env.Getenv)
 	instructions := fs.String("instructions", "", "custom instructions (a preparation is valid only for the same instructions)")
 	previous := fs.String("previous", "", "a previous preparation (JSON) to build on incrementally")
 	args, err := fs.parse(env.Args)

@@ -28,6 +28,7 @@ func init() {
 // serviceFlags are the flags shared by run and sweep.
 type serviceFlags struct {
 	stores          storeFlag
+	storePi         storePiFlag
 	nats            pipeline.NATSConfig
 	dataDir         string
 	concurrency     int
@@ -50,6 +51,7 @@ type serviceFlags struct {
 func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	f.worker = worker
 	fs.Var(&f.stores, "store", "session store `NAME=DIR` (repeatable; default: env COMPACTOR_STORES or "+defaultStores+")")
+	fs.Var(&f.storePi, "store-pi", "the Pi release a store's agents run, `NAME=VERSION` (repeatable; default --pi-version)")
 	bindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
 	fs.DurationVar(&f.idle, "idle", pipeline.DefaultIdle, "sessions modified more recently are active and left alone (0: no idle check)")
 	fs.StringVar(&f.logFormat, "log-format", "", "log format text|json (default: text on a terminal, json otherwise; JSON durations are in seconds)")
@@ -60,7 +62,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.StringVar(&f.logLevel, "log-level", level, "log level debug|info|warn|error")
 	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON (docs/json-output.md)")
 	f.configFile = configFlag(fs.FlagSet, env)
-	f.eng.register(fs.FlagSet)
+	f.eng.register(fs.FlagSet, env.Getenv)
 	if !worker {
 		return
 	}
@@ -255,15 +257,19 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
-	cfg.Assessor = budgetAssessor(eng)
+	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
+	if err != nil {
+		return cfg, err
+	}
+	cfg.Assessor = budgetAssessor(eng, pv)
 	if f.worker {
-		cfg.Handler = jobHandler(eng, func() pipeline.PreparedStore {
+		cfg.Handler = jobHandler(eng, pv, func() pipeline.PreparedStore {
 			if s := servicePtr.Load(); s != nil {
 				return s.Prepared()
 			}
 			return nil
 		})
-		cfg.Bridger = bridger(eng)
+		cfg.Bridger = bridger(eng, pv)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
 	return cfg, nil

@@ -175,8 +175,8 @@ func sweepService(b *testing.B, dir, dataDir, url string) (*pipeline.Service, st
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, Idle: -1, Assessor: budgetAssessor(eng),
-		Handler: jobHandler(eng, nil), NATS: pipeline.NATSConfig{URL: url}, DataDir: dataDir, EmbeddedPort: -1}
+	cfg := pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, Idle: -1, Assessor: budgetAssessor(eng, piVersions{}),
+		Handler: jobHandler(eng, piVersions{}, nil), NATS: pipeline.NATSConfig{URL: url}, DataDir: dataDir, EmbeddedPort: -1}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
 		b.Fatal(err)

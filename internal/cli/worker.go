@@ -23,9 +23,13 @@ import (
 // jobHandler runs a job exactly as `compactor compact` (or `branch-summary`, or `prepare`)
 // runs. prepared returns the store of prepared summaries: the service's bucket, which
 // exists once the service has started, hence a function.
-func jobHandler(e *engine.Engine, prepared func() pipeline.PreparedStore) pipeline.Handler {
+func jobHandler(e *engine.Engine, pv piVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		req := engine.Request{File: file, Settings: engine.Settings{Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
+		pi := job.PiVersion
+		if pi == "" {
+			pi = pv.of(job.Store)
+		}
+		req := engine.Request{File: file, Settings: engine.Settings{Pi: pi, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result
@@ -80,7 +84,7 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 
 // bridger answers the extension's bridge requests with the engine (engine.Bridge): the
 // session's preparation extended to the cut Pi makes now.
-func bridger(e *engine.Engine) pipeline.Bridger {
+func bridger(e *engine.Engine, pv piVersions) pipeline.Bridger {
 	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		var prep engine.Prepared
 		if err := json.Unmarshal(raw, &prep); err != nil {
@@ -89,7 +93,11 @@ func bridger(e *engine.Engine) pipeline.Bridger {
 		if prep.Path != req.Path || prep.SessionID != req.SessionID {
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
-		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID}, &prep)
+		pi := req.PiVersion
+		if pi == "" {
+			pi = pv.of(req.Store)
+		}
+		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: pi}, &prep)
 		if err != nil {
 			return nil, err
 		}
@@ -150,12 +158,15 @@ func classify(err error) error {
 // budgetAssessor adapts the engine's budget check to the pipeline's sweeps. It also
 // fingerprints the settings the budget and a job's effect depend on, so a sweep assesses
 // unchanged files again when they change.
-func budgetAssessor(e *engine.Engine) pipeline.Assessor { return assessor{e} }
+func budgetAssessor(e *engine.Engine, pv piVersions) pipeline.Assessor { return assessor{e, pv} }
 
-type assessor struct{ e *engine.Engine }
+type assessor struct {
+	e  *engine.Engine
+	pv piVersions
+}
 
 func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment, error) {
-	b, err := a.e.CheckBudget(ctx, file)
+	b, err := a.e.CheckBudgetAs(ctx, file, a.pv.forFile(file))
 	if err != nil {
 		return pipeline.Assessment{}, err
 	}
@@ -168,5 +179,5 @@ func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment,
 // keep-recent, and the model catalog (which gives the windows).
 func (a assessor) SettingsFingerprint() string {
 	s := a.e.Settings
-	return fmt.Sprintf("w%d r%d c%s p%s k%d m%s", s.ContextWindow, s.ReserveTokens, s.Counter, s.Policy, s.KeepRecentTokens, configs.Fingerprint())
+	return fmt.Sprintf("w%d r%d c%s p%s k%d m%s pi%s", s.ContextWindow, s.ReserveTokens, s.Counter, s.Policy, s.KeepRecentTokens, configs.Fingerprint(), a.pv.fingerprint())
 }

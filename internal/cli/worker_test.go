@@ -50,14 +50,14 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		t.Fatal(err)
 	}
 	b.eng = eng
-	h := jobHandler(eng, func() pipeline.PreparedStore { return b.Service.Prepared() })
+	h := jobHandler(eng, piVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() })
 	if wrap != nil {
 		h = wrap(h)
 	}
-	b.Server = pipelinetest.Start(t, pipelinetest.Options{Handler: h, Assessor: budgetAssessor(eng), Idle: idle, Paused: !start,
+	b.Server = pipelinetest.Start(t, pipelinetest.Options{Handler: h, Assessor: budgetAssessor(eng, piVersions{}), Idle: idle, Paused: !start,
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
-			c.Bridger = bridger(eng)
+			c.Bridger = bridger(eng, piVersions{})
 		}})
 	return b
 }

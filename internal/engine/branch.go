@@ -32,17 +32,18 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if window <= 0 {
 		window = 128000
 	}
-	msgs, fo, _ := summarize.PrepareBranch(entries, window-j.cfg.BranchReserveTokens, tokenize.Estimate())
+	d := j.src.Dialect
+	msgs, fo, _ := summarize.PrepareBranch(entries, window-j.cfg.BranchReserveTokens, tokenize.EstimateFor(d), d)
 	res = j.res
 	res.Summarized = len(msgs)
-	res.PromptChars = len(summarize.SerializeConversation(msgs))
+	res.PromptChars = len(summarize.SerializeConversation(msgs, d))
 	if req.DryRun {
 		return j.end(outcome.DryRun), nil
 	}
 	if err := sessionio.CheckWritable(req.File); err != nil {
 		return nil, err
 	}
-	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions})
+	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions, Dialect: d})
 	if err != nil {
 		return nil, err
 	}
@@ -50,9 +51,12 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if err := checkSummary(out.Summary); err != nil {
 		return nil, err
 	}
-	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(j.src.Session), sessionio.NewBranchSummary{
-		ParentID: b.parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
-	})
+	nb := sessionio.NewBranchSummary{ParentID: b.parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles}
+	if d.Projects() {
+		// Pi 1.x records the leaf that was left as fromId, and the summary's usage.
+		nb.FromID, nb.Usage = b.from, summaryUsage(out)
+	}
+	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(j.src.Session), nb)
 	if errors.Is(err, sessionio.ErrChanged) {
 		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
 		// meanwhile is still on the branch being left, and its next entry would leave the

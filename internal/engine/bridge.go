@@ -22,6 +22,8 @@ type BridgeRequest struct {
 	FirstKeptEntryID string
 	// MaxTokens bounds the text the bridge adds (0: Settings.BridgeMaxTokens).
 	MaxTokens int
+	// Pi is the Pi release the session follows ("": the engine's setting).
+	Pi string
 }
 
 // BridgeInfo says what a bridge added to a preparation.
@@ -60,7 +62,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if prep == nil || prep.V != PreparedVersion {
 		return nil, &StaleError{Reason: "no preparation of this version"}
 	}
-	src, err := Load(req.File, Settings{Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID})
+	src, err := Load(req.File, Settings{Pi: set(req.Pi, e.Settings.Pi), Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID})
 	if err != nil {
 		return nil, err
 	}
@@ -84,7 +86,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s is not on the branch", prep.FirstKeptEntryID)}
 	case to < 0:
 		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not on the path to leaf %s", req.FirstKeptEntryID, path[len(path)-1].ID)}
-	case !cutpoint.IsValidCut(path[to]):
+	case !cutpoint.ValidCutAt(path, to, src.Dialect):
 		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not a valid cut point (a tool result stays with its call)", req.FirstKeptEntryID)}
 	case to < from:
 		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s lies after the requested cut %s", prep.FirstKeptEntryID, req.FirstKeptEntryID)}
@@ -103,7 +105,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if !ok {
 		return nil, &StaleError{Reason: "the prepared summary does not end in its file lists"}
 	}
-	est := tokenize.Estimate()
+	est := tokenize.EstimateFor(src.Dialect)
 	var gapIDs []string
 	var gap []*sessionio.Message
 	fo := sessionio.NewFileOps()
@@ -114,15 +116,13 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		fo.AddEdited(f)
 	}
 	gapTokens := 0
-	for _, en := range path[from:to] {
-		if en.Type == sessionio.TypeCompaction {
-			continue // a summary of a compaction is never summarized again (Pi's rule)
-		}
-		if m := sessionio.AsMessage(en); m != nil {
-			gapIDs = append(gapIDs, en.ID)
-			gap = append(gap, m)
-			gapTokens += est.Count(m)
-			fo.AddFromMessage(m)
+	for _, gm := range gapMessages(path, from, to, src.Dialect) {
+		gapIDs = append(gapIDs, gm.id)
+		gap = append(gap, gm.m)
+		gapTokens += est.Count(gm.m)
+		fo.AddFromMessage(gm.m)
+		if src.Dialect.Projects() {
+			fo.AddFromNestedCalls(gm.m)
 		}
 	}
 	maxTokens := req.MaxTokens
@@ -140,8 +140,8 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	out.SummarizedEntryIDs = append(append([]string{}, prep.SummarizedEntryIDs...), gapIDs...)
 	out.Summary = br.Text + summarize.FormatFileOperations(read, modified)
 	out.Details = PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)}
-	out.TokensBefore = cutpoint.ContextTokens(path, est)
-	out.KeptTokensEstimate = keptTokens(path, to, est)
+	out.TokensBefore = cutpoint.ContextTokens(path, src.Dialect, est)
+	out.KeptTokensEstimate = keptTokens(path, to, src.Dialect, est)
 	out.SummaryTokensEstimate = est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
 	// The history of a bridged value is not a model's: a later preparation must not build
 	// on it incrementally (it reads the compaction's summary as its previous summary).
@@ -149,6 +149,40 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
 		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	return &out, nil
+}
+
+// gapMessage is a message of a bridge's gap and the entry it came from.
+type gapMessage struct {
+	id string
+	m  *sessionio.Message
+}
+
+// gapMessages are the messages of path[from:to) as Pi's compaction summarizes them under
+// dialect d (compactions excluded; Pi 1.x: its projection, system messages excluded).
+func gapMessages(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []gapMessage {
+	var out []gapMessage
+	if d.Projects() {
+		for _, pe := range sessionio.Project(path, d).Entries {
+			if pe.Index < from || pe.Index >= to || pe.Entry.Type == sessionio.TypeCompaction {
+				continue
+			}
+			for _, m := range pe.Messages {
+				if m.Role != sessionio.RoleSystem {
+					out = append(out, gapMessage{pe.Entry.ID, m})
+				}
+			}
+		}
+		return out
+	}
+	for _, en := range path[from:to] {
+		if en.Type == sessionio.TypeCompaction {
+			continue // a summary of a compaction is never summarized again (Pi's rule)
+		}
+		if m := sessionio.AsMessage(en); m != nil {
+			out = append(out, gapMessage{en.ID, m})
+		}
+	}
+	return out
 }
 
 func deref(s *string) string {

@@ -29,7 +29,15 @@ type Budget struct {
 // ReadBudget): a long-lived session costs what its live context costs, not its
 // history.
 func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) {
-	src, err := Load(file, e.Settings, LoadOptions{Cache: e.Cache, Read: ReadBudget})
+	return e.CheckBudgetAs(ctx, file, "")
+}
+
+// CheckBudgetAs is CheckBudget for a session that follows Pi release pi ("": the engine's
+// setting).
+func (e *Engine) CheckBudgetAs(ctx context.Context, file, pi string) (*Budget, error) {
+	s := e.Settings
+	s.Pi = set(pi, s.Pi)
+	src, err := Load(file, s, LoadOptions{Cache: e.Cache, Read: ReadBudget})
 	if err != nil {
 		return nil, err
 	}
@@ -39,8 +47,8 @@ func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) 
 	if n := len(src.Path); n > 0 && src.Path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true
 	}
-	a.Tokens = cutpoint.ContextTokens(src.Path, src.Counter)
-	cs := cutpoint.Settings{ReserveTokens: e.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow}
+	a.Tokens = cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter)
+	cs := cutpoint.Settings{ReserveTokens: e.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow, Dialect: src.Dialect}
 	a.Threshold = src.Model.ContextWindow - cs.ReserveTokens
 	a.OverBudget = !a.LeafIsCompaction && cutpoint.OverBudget(a.Tokens, cs)
 	return a, nil

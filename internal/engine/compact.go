@@ -24,7 +24,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	res = j.res
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(p.MessagesToSummarize) + len(p.TurnPrefix)
-	res.PromptChars = len(summarize.SerializeConversation(p.Summarize)) + len(summarize.SerializeConversation(p.Prefix))
+	res.PromptChars = len(summarize.SerializeConversation(p.Summarize, p.Dialect)) + len(summarize.SerializeConversation(p.Prefix, p.Dialect))
 	if req.DryRun {
 		res.TokensAfter = p.KeptTokens
 		return j.end(outcome.DryRun), nil
@@ -40,6 +40,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: p.Ops(),
+		Dialect: p.Dialect,
 	}
 	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
 	if err != nil {
@@ -59,6 +60,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
 		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
 	}
+	piFields(&nc, j.src, out)
 	for attempt := 1; ; attempt++ {
 		res.TokensAfter = summaryTokens + p.KeptTokens
 		if res.TokensAfter >= p.TokensBefore {
@@ -86,6 +88,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		}
 		j.src, p = src, p2
 		nc.TokensBefore = p.TokensBefore
+		piFields(&nc, j.src, out)
 		res.TokensBefore, res.Salvaged, res.Plan = p.TokensBefore, true, p
 		res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
 	}
@@ -130,13 +133,61 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 	if act.TornLine > 0 {
 		return nil, nil, BusyWrite, fmt.Sprintf("write in progress: line %d is incomplete (the session changed while its summary was written)", act.TornLine), nil
 	}
+	if e := editOfSummarized(src.Path[len(j.src.Path):], p); e != nil {
+		return nil, nil, BusyChanged, fmt.Sprintf("the session changed while its summary was written: context edit %s changes %s, which the summary covers", e.ID, e.TargetID), nil
+	}
 	np := *p
-	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Counter)
-	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Counter)
+	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter)
+	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Dialect, src.Counter)
 	if v := cutpoint.CheckInvariants(src.Path, &np); len(v) > 0 {
 		return nil, nil, BusyChanged, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
 	}
 	return src, &np, "", "", nil
+}
+
+// piFields fills what Pi 1.x writes into a compaction besides Pi 0.73's fields: the
+// systemMessage checkpoint (Pi's current system message of the context being compacted;
+// sessionio.AppendCompaction stamps it with the entry's time) and the summary's usage.
+func piFields(nc *sessionio.NewCompaction, src *Source, out summarize.SummaryOutput) {
+	if !src.Dialect.Projects() {
+		return
+	}
+	nc.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Dialect).Messages())
+	nc.Usage = summaryUsage(out)
+}
+
+// summaryUsage is a summary's token usage in Pi's shape (pi-ai's Usage), nil when no model
+// was called. compactor knows no prices: cost is 0, so Pi's session totals show the tokens
+// of the summaries compactor made, at no cost it could vouch for.
+func summaryUsage(out summarize.SummaryOutput) *sessionio.Usage {
+	if out.Calls == 0 || out.InputTokens+out.OutputTokens == 0 {
+		return nil
+	}
+	in := float64(out.InputTokens - out.CachedInputTokens)
+	return &sessionio.Usage{Input: in, Output: float64(out.OutputTokens), CacheRead: float64(out.CachedInputTokens),
+		TotalTokens: float64(out.InputTokens + out.OutputTokens)}
+}
+
+// editOfSummarized returns the first context edit among entries (appended after a plan was
+// made) whose target the plan summarizes: under Pi 1.x it changes what the summary should
+// have read (an omitted failure, a replaced message), so the summary no longer applies.
+func editOfSummarized(entries []*sessionio.Entry, p *cutpoint.Plan) *sessionio.Entry {
+	if !p.Dialect.Projects() {
+		return nil
+	}
+	summarized := map[string]bool{}
+	for _, id := range p.MessagesToSummarize {
+		summarized[id] = true
+	}
+	for _, id := range p.TurnPrefix {
+		summarized[id] = true
+	}
+	for _, e := range entries {
+		if e.Type == sessionio.TypeContextEdit && summarized[e.TargetID] {
+			return e
+		}
+	}
+	return nil
 }
 
 // extends reports whether newPath is oldPath followed by entries that are not compactions:

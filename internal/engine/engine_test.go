@@ -318,39 +318,51 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 	if len(targets) < 2 {
 		t.Fatalf("want a user and an assistant target off the current path, got %d", len(targets))
 	}
-	for _, target := range targets {
-		t.Run(target.ID, func(t *testing.T) {
-			file := copyFile(t, src)
-			eng, _ := New(summarize.NewExtractive(), Settings{})
-			res, err := eng.BranchSummary(context.Background(), Request{File: file, TargetID: target.ID})
-			if err != nil {
-				t.Fatal(err)
-			}
-			wantParent := target.ID
-			if target.IsMessage(sessionio.RoleUser) {
-				wantParent = target.ParentID
-			}
-			s2, _ := sessionio.ReadFile(file)
-			e := s2.Get(res.EntryID)
-			if e == nil || e.Type != sessionio.TypeBranchSummary || e.ParentID != wantParent || e.FromID != wantParent {
-				t.Fatalf("entry %+v; want a branch_summary with parent and fromId %s", e, wantParent)
-			}
-			if !strings.HasPrefix(e.Summary, summarize.BranchSummaryPreamble) {
-				t.Errorf("summary lacks Pi's preamble")
-			}
-			path, _ := s2.Path("")
-			c := sessionio.BuildContext(path, sessionio.Pi073)
-			last := c.Messages[len(c.Messages)-1]
-			if last.Role != sessionio.RoleBranchSummary || last.FromID != wantParent {
-				t.Fatalf("context does not end with the branch summary")
-			}
-			if interop {
-				out, err := exec.Command(piOracle(), "context", file, "--compact").Output()
-				if err != nil || !bytes.Contains(out, []byte(`"leafId":"`+res.EntryID+`"`)) || !bytes.Contains(out, []byte(`"role":"branchSummary"`)) {
-					t.Errorf("Pi does not show the branch summary as the leaf: %v %.300s", err, out)
-				}
-			}
-		})
+	for _, d := range sessionio.Dialects() {
+		for _, target := range targets {
+			t.Run(d.String()+"/"+target.ID, func(t *testing.T) {
+				branchSummaryWherePiPutsIt(t, src, target, d, s.LeafID())
+			})
+		}
+	}
+}
+
+// branchSummaryWherePiPutsIt: the entry hangs where Pi's /tree navigation puts it; its
+// fromId is that same entry for Pi 0.73 and the leaf that was left for Pi 1.6.
+func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entry, d sessionio.Dialect, leaf string) {
+	file := copyFile(t, src)
+	eng, _ := New(summarize.NewExtractive(), Settings{Pi: d.String()})
+	res, err := eng.BranchSummary(context.Background(), Request{File: file, TargetID: target.ID})
+	if err != nil {
+		t.Fatal(err)
+	}
+	wantParent := target.ID
+	if target.IsMessage(sessionio.RoleUser) {
+		wantParent = target.ParentID
+	}
+	wantFrom := wantParent
+	if d.Projects() {
+		wantFrom = leaf
+	}
+	s2, _ := sessionio.ReadFile(file)
+	e := s2.Get(res.EntryID)
+	if e == nil || e.Type != sessionio.TypeBranchSummary || e.ParentID != wantParent || e.FromID != wantFrom {
+		t.Fatalf("entry %s; want a branch_summary with parent %s and fromId %s", e.Raw, wantParent, wantFrom)
+	}
+	if !strings.HasPrefix(e.Summary, summarize.BranchSummaryPreamble) {
+		t.Errorf("summary lacks Pi's preamble")
+	}
+	path, _ := s2.Path("")
+	c := sessionio.BuildContext(path, d)
+	last := c.Messages[len(c.Messages)-1]
+	if last.Role != sessionio.RoleBranchSummary || last.FromID != wantFrom {
+		t.Fatalf("context does not end with the branch summary")
+	}
+	if interop {
+		out, err := exec.Command(piOracle(), "context", file, "--compact").Output()
+		if err != nil || !bytes.Contains(out, []byte(`"leafId":"`+res.EntryID+`"`)) || !bytes.Contains(out, []byte(`"role":"branchSummary"`)) {
+			t.Errorf("Pi does not show the branch summary as the leaf: %v %.300s", err, out)
+		}
 	}
 }
 

@@ -94,6 +94,10 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 	if !src.Session.HasAssistant() {
 		return nil, j.skip(kind.noAssistant), nil
 	}
+	if e := newerPi(src); e != nil {
+		return nil, j.skip(fmt.Sprintf("written by a newer Pi than this store follows: %s at line %d (entry %s) is Pi 1.x's; compactor follows Pi %s here (setting pi-version)",
+			describeNewer(e), e.Line, e.ID, src.Dialect)), nil
+	}
 	if resolve != nil {
 		if res, err := resolve(j); res != nil || err != nil {
 			return nil, res, err
@@ -110,6 +114,38 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 		}
 	}
 	return j, nil, nil
+}
+
+// newerPi returns the first entry of the session that only a Pi newer than the dialect of
+// src writes (nil when none): under Pi 0.73's rules, a context edit, a usage entry, a system
+// message or a compaction with a checkpoint or that keeps nothing. Such a file comes from an
+// agent running Pi 1.x, which reads it differently; compactor writes nothing to it under
+// 0.73's rules.
+func newerPi(src *Source) *sessionio.Entry {
+	if src.Dialect.Projects() || src.Session == nil {
+		return nil
+	}
+	for _, e := range src.Session.Entries {
+		switch {
+		case e.Type == sessionio.TypeContextEdit, e.Type == sessionio.TypeUsage, e.IsMessage(sessionio.RoleSystem),
+			e.Type == sessionio.TypeCompaction && (e.SystemMessage != nil || e.FirstKeptEntryID == e.ID):
+			return e
+		}
+	}
+	return nil
+}
+
+// describeNewer names what newerPi found.
+func describeNewer(e *sessionio.Entry) string {
+	switch {
+	case e.Type == sessionio.TypeCompaction && e.SystemMessage != nil:
+		return "a compaction with a systemMessage checkpoint"
+	case e.Type == sessionio.TypeCompaction:
+		return "a retain-none compaction"
+	case e.IsMessage(sessionio.RoleSystem):
+		return "a system message"
+	}
+	return "a " + e.Type + " entry"
 }
 
 // settings are the engine's settings with the request's laid over them.
@@ -191,18 +227,18 @@ func (j *job) planCut() (*cutpoint.Plan, cutpoint.Settings, *Result, error) {
 		return nil, cs, nil, err
 	}
 	if j.kind.wholeTurns {
-		p = cutpoint.WholeTurns(j.src.Path, p, j.src.Counter)
+		p = cutpoint.WholeTurns(j.src.Path, p, cs, j.src.Counter)
 	}
 	res := j.res
 	res.Plan, res.Policy, res.TokensBefore = p, p.Policy, p.TokensBefore
 	res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
-	if !p.Prepared {
+	if !p.Prepared && p.Reason != cutpoint.ReasonNothingToSummarize {
 		return nil, cs, j.skip("already compacted: " + p.Reason), nil
 	}
 	if j.kind.overBudgetOnly && j.req.OnlyOverBudget && !res.OverBudget {
 		return nil, cs, j.skip(fmt.Sprintf("under budget: %d tokens of %d (window %d - reserve %d)", p.TokensBefore, cs.ContextWindow-cs.ReserveTokens, cs.ContextWindow, cs.ReserveTokens)), nil
 	}
-	if len(p.Summarize) == 0 && len(p.Prefix) == 0 {
+	if !p.Prepared || len(p.Summarize) == 0 && len(p.Prefix) == 0 {
 		return nil, cs, j.skip(fmt.Sprintf("nothing to summarize: the whole context (%d tokens) fits in keepRecentTokens %d", p.TokensBefore, cs.KeepRecentTokens)), nil
 	}
 	if v := cutpoint.CheckInvariants(j.src.Path, p); len(v) > 0 {

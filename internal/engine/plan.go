@@ -35,6 +35,8 @@ type Source struct {
 	// Counter counts with the session's encoding, through LoadOptions.Cache when one is
 	// given.
 	Counter tokenize.Counter
+	// Dialect is the Pi release whose rules the session is read, planned and written by.
+	Dialect sessionio.Dialect
 }
 
 // LoadOptions say how much of a session file to read, and for which leaf. They are not
@@ -76,14 +78,18 @@ const (
 // names, for the window s gives (0: the catalog's).
 func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 	s = s.withDefaults()
+	d := s.Dialect()
+	if err := sessionio.CheckLoads(file, d); err != nil {
+		return nil, err
+	}
 	if o.Read == ReadPath && o.Leaf == "" && o.Cache == nil {
-		return loadPath(file, s.Counter, s.ContextWindow, o.Checkpoints)
+		return loadPath(file, s.Counter, s.ContextWindow, d, o.Checkpoints)
 	}
 	fi, err := os.Stat(file)
 	if err != nil {
 		return nil, &sessionio.FileError{File: file, Err: err}
 	}
-	src := &Source{File: file, ModTime: fi.ModTime()}
+	src := &Source{File: file, ModTime: fi.ModTime(), Dialect: d}
 	if o.Read == ReadBudget && o.Leaf == "" {
 		t, err := sessionio.ReadTailWith(file, sessionio.NeedUsage|sessionio.NeedModel, sessionio.TailOptions{DecodeContent: true})
 		if err != nil {
@@ -116,7 +122,7 @@ func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Ca
 	} else {
 		src.Model = configs.Resolve("", "", contextWindow)
 	}
-	tc, err := tokenize.New(counter, src.Model.Encoding())
+	tc, err := tokenize.NewFor(counter, src.Model.Encoding(), src.Dialect)
 	if err != nil {
 		return err
 	}
@@ -130,7 +136,7 @@ func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Ca
 // Settings are the cut-point settings for this session: keepRecentTokens and
 // reserveTokens as given, the window of its model.
 func (src *Source) Settings(keepRecentTokens, reserveTokens int) cutpoint.Settings {
-	return cutpoint.Settings{KeepRecentTokens: keepRecentTokens, ReserveTokens: reserveTokens, ContextWindow: src.Model.ContextWindow}
+	return cutpoint.Settings{KeepRecentTokens: keepRecentTokens, ReserveTokens: reserveTokens, ContextWindow: src.Model.ContextWindow, Dialect: src.Dialect}
 }
 
 // planPath plans path with the named policy. Every plan compactor makes goes through here.
@@ -182,7 +188,7 @@ func Plan(file string, s Settings, o LoadOptions) (*Planned, error) {
 //
 // With checkpoints the rest of the file is read too (its whole-file facts are kept), so that a
 // checkpoint can be written: the next plan of the file reads only what was appended.
-func loadPath(file, counter string, contextWindow int, cks *sessionio.Checkpoints) (*Source, error) {
+func loadPath(file, counter string, contextWindow int, d sessionio.Dialect, cks *sessionio.Checkpoints) (*Source, error) {
 	if strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
 	}
@@ -199,7 +205,7 @@ func loadPath(file, counter string, contextWindow int, cks *sessionio.Checkpoint
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{File: file, ModTime: fi.ModTime(), Tail: t, Path: t.Path}
+	src := &Source{File: file, ModTime: fi.ModTime(), Tail: t, Path: t.Path, Dialect: d}
 	done := make(chan error, 1)
 	go func() { done <- t.Extend(rest) }()
 	if err := src.resolve(counter, contextWindow, nil); err != nil {

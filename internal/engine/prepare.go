@@ -126,6 +126,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
+		Dialect: src.Dialect,
 	}
 	if p.PreviousSummary != nil {
 		in.PreviousSummary = *p.PreviousSummary
@@ -137,7 +138,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
 		base := prev.History
 		in.BaseHistory = &base
-		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd)
+		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Dialect)
 		leaf := prev.LeafID
 		basedOn = &leaf
 	}
@@ -153,14 +154,14 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		return nil, nil, err
 	}
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
-	est := tokenize.Estimate()
+	est := tokenize.EstimateFor(src.Dialect)
 	pr := &Prepared{
 		V: PreparedVersion, SessionID: src.Session.Header.ID, LeafID: src.Path[len(src.Path)-1].ID,
 		FirstKeptEntryID: p.FirstKeptEntryID, BoundaryStartEntryID: p.BoundaryStartEntryID,
 		SummarizedEntryIDs: append(append([]string{}, p.MessagesToSummarize...), p.TurnPrefix...),
 		TokensBefore:       p.TokensBefore, Summary: out.Summary,
 		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, est),
+		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Dialect, est),
 		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
 		Policy:                p.Policy, Counter: p.Counter,
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
@@ -207,9 +208,24 @@ func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request,
 }
 
 // messagesBetween returns the messages of path[from:to) as a summary reads them
-// (compaction entries excluded).
-func messagesBetween(path []*sessionio.Entry, from, to int) []*sessionio.Message {
+// (compaction entries excluded), under dialect d's rules: Pi 1.x reads its projection
+// (context edits applied, system messages left to the compaction's checkpoint, entries
+// outside the context left out).
+func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []*sessionio.Message {
 	var out []*sessionio.Message
+	if d.Projects() {
+		for _, pe := range sessionio.Project(path, d).Entries {
+			if pe.Index < from || pe.Index >= to || pe.Entry.Type == sessionio.TypeCompaction {
+				continue
+			}
+			for _, m := range pe.Messages {
+				if m.Role != sessionio.RoleSystem {
+					out = append(out, m)
+				}
+			}
+		}
+		return out
+	}
 	for _, e := range path[from:to] {
 		if e.Type == sessionio.TypeCompaction {
 			continue
@@ -221,10 +237,21 @@ func messagesBetween(path []*sessionio.Entry, from, to int) []*sessionio.Message
 	return out
 }
 
-// keptTokens counts the context messages from path[first] to the end with c.
-func keptTokens(path []*sessionio.Entry, first int, c cutpoint.Counter) int {
+// keptTokens counts the context messages from path[first] to the end with c (Pi 1.x: the
+// projection's, system messages included, as Pi's cut weighs them).
+func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpoint.Counter) int {
 	n := 0
-	for _, m := range messagesBetween(path, first, len(path)) {
+	if d.Projects() {
+		for _, pe := range sessionio.Project(path, d).Entries {
+			if pe.Index >= first && pe.Entry.Type != sessionio.TypeCompaction {
+				for _, m := range pe.Messages {
+					n += c.Count(m)
+				}
+			}
+		}
+		return n
+	}
+	for _, m := range messagesBetween(path, first, len(path), d) {
 		n += c.Count(m)
 	}
 	return n

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -18,6 +19,10 @@ import (
 // (New), a request's (Request.Settings). Load and Plan read with Settings too. Plan alone
 // takes KeepRecentTokens and ReserveTokens as given, 0 included (Plan says why).
 type Settings struct {
+	// Pi is the Pi release whose rules the session follows ("1.6.0", "0.73.1"; "" or
+	// "latest": the newest, sessionio.DialectLatest): how its context is built, planned,
+	// counted with Pi's estimate, summarized and written (sessionio.Dialect).
+	Pi               string
 	Policy           string // nearest (default), pi, turn
 	Counter          string // tiktoken (default) or estimate
 	KeepRecentTokens int    // default 20000 (Pi)
@@ -63,6 +68,7 @@ var defaults = Settings{
 // over is s laid over base: the fields s sets, and base's for the others.
 func (s Settings) over(base Settings) Settings {
 	return Settings{
+		Pi:                  set(s.Pi, base.Pi),
 		Policy:              set(s.Policy, base.Policy),
 		Counter:             set(s.Counter, base.Counter),
 		KeepRecentTokens:    set(s.KeepRecentTokens, base.KeepRecentTokens),
@@ -85,12 +91,25 @@ func set[T cmp.Ordered](v, base T) T {
 	return base
 }
 
+// Dialect is the Pi release the settings follow (the newest when Pi is unset or invalid:
+// Validate refuses an invalid one).
+func (s Settings) Dialect() sessionio.Dialect {
+	d, err := sessionio.ParseDialect(s.Pi)
+	if err != nil {
+		return sessionio.DialectLatest
+	}
+	return d
+}
+
 // withDefaults is s over the defaults.
 func (s Settings) withDefaults() Settings { return s.over(defaults) }
 
 // Validate names the first bad field.
 func (s Settings) Validate() error {
 	d := s.withDefaults()
+	if _, err := sessionio.ParseDialect(d.Pi); err != nil {
+		return fmt.Errorf("settings: pi-version: %w", err)
+	}
 	if _, err := cutpoint.ByName(d.Policy); err != nil {
 		return fmt.Errorf("settings: policy: %w", err)
 	}

@@ -60,6 +60,9 @@ const DefaultSummaryTokens = 1000
 type Config struct {
 	// Policies to compare (default: every cutpoint policy).
 	Policies []string
+	// Pi is the Pi release whose rules the sessions are read and planned by (default: the
+	// newest; engine.Settings.Pi).
+	Pi string
 	// Counter is "tiktoken" (default) or "estimate" (Pi's chars/4).
 	Counter string
 	// KeepRecentTokens settings to try (default: 20000, Pi's).

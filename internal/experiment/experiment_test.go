@@ -31,6 +31,7 @@ func corpusResult(t *testing.T) *Result {
 	t.Helper()
 	corpusOnce.Do(func() {
 		corpusRes, corpusErr = Run(context.Background(), corpusDir, Config{
+			Pi:      "0.73.1", // the goldens are Pi 0.73.1's
 			Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{5000, 20000}, Replay: true, Eval: true, ContextWindow: 64000,
 		})
 	})

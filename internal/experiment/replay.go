@@ -71,6 +71,13 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 		}
 		rp = append(rp, e)
 		tokens += ss.entryTokens(e)
+		if e.Type == sessionio.TypeContextEdit && ss.src.Dialect.Projects() {
+			// Pi 1.x: an edit changes what an earlier entry weighs; count the context again.
+			tokens = 0
+			for _, m := range sessionio.Project(rp[from:], ss.src.Dialect).Messages() {
+				tokens += ss.mc.Count(m)
+			}
+		}
 		row.MaxContextTokens = max(row.MaxContextTokens, tokens)
 		if checkContextHook != nil {
 			checkContextHook(rp, tokens)
@@ -209,7 +216,7 @@ func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Pl
 	fo := p.Ops()
 	out, err := summarize.CompactionSummary(ctx, s, summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo,
+		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo, Dialect: ss.src.Dialect,
 	})
 	if err != nil {
 		return "", nil, nil, err

@@ -213,7 +213,7 @@ func (r *sessionRunner) run(ctx context.Context, file, name string) (res *sessio
 func (r *sessionRunner) load(file, name string) (*session, error) {
 	// The same read, model resolution and counter as the service's (engine.Load); the
 	// counts are memoized here instead of cached, as every plan of a session reuses them.
-	src, err := engine.Load(file, engine.Settings{Counter: r.cfg.Counter, ContextWindow: r.cfg.ContextWindow}, engine.LoadOptions{})
+	src, err := engine.Load(file, engine.Settings{Pi: r.cfg.Pi, Counter: r.cfg.Counter, ContextWindow: r.cfg.ContextWindow}, engine.LoadOptions{})
 	if err != nil {
 		return nil, err
 	}
@@ -222,7 +222,7 @@ func (r *sessionRunner) load(file, name string) (*session, error) {
 		numbers: map[*sessionio.Message][]string{}, texts: map[*sessionio.Message]string{}}
 	ss.text = textCounter(ss.counter)
 	ss.mc = memoCounter{name: ss.counter.Name(), m: newMemo(ss.path, ss.counter.Count)}
-	ss.ser = newMemo(ss.path, serializedCounter(ss.text))
+	ss.ser = newMemo(ss.path, serializedCounter(ss.text, src.Dialect))
 	return ss, nil
 }
 
