@@ -22,7 +22,7 @@ func init() {
 // planFlags are the flags plan and inspect share.
 type planFlags struct {
 	pi, policy, counter, leaf string
-	keep, reserve, window int
+	keep, reserve, window     int
 	// pathOnly: the caller needs the path and the plan (plan), not the whole session
 	// (inspect draws the tree): the session is read from its end (engine.ReadPath).
 	pathOnly bool
