@@ -271,8 +271,8 @@ func rebase(ms []member, from, to []byte) {
 }
 
 // decodeContentNow decodes the content of a message whose line is about to be reused (the
-// last "content" member, as the full decoding takes) and copies what points into the line:
-// the tool calls' arguments. Problems in the content are not reported, as with light reads.
+// last "content" member, as the full decoding takes), and a Pi 1.x message's sections, tools
+// and nested calls, and copies what points into the line: the tool calls' arguments. Problems in the content are not reported, as with light reads.
 func decodeContentNow(m *Message, ms []member, msgVal []byte) {
 	if !sameBytes(m.Raw, msgVal) || ms == nil {
 		ms = trustedMembers(m.Raw, nil)
@@ -281,6 +281,20 @@ func decodeContentNow(m *Message, ms []member, msgVal []byte) {
 		if memberKey(ms[i].key) == "content" {
 			m.Content, _ = decodeContent(ms[i].val)
 			break
+		}
+	}
+	// Pi 1.x's system messages and tool results: what decodeMessageInto keeps of them, copied.
+	var fe fieldErr
+	for _, mb := range ms {
+		switch memberKey(mb.key) {
+		case "sections":
+			m.Sections = decodeSections(mb.val, &fe)
+		case "toolsAdded":
+			m.ToolsAdded = copyRaw(mb.val)
+		case "toolsRemoved":
+			m.ToolsRemoved = copyRaw(mb.val)
+		case "nestedCalls":
+			m.NestedCalls = copyRaw(mb.val)
 		}
 	}
 	for i := range m.Content.Blocks {

@@ -40,9 +40,10 @@ const (
 	// labels, the session name, every diagnostic and parentId cycles anywhere.
 	NeedFile
 	// NeedUsage: Path reaches back to the newest context message whose usage Pi's budget
-	// formula takes (an assistant answer neither aborted nor an error), or to the context's
-	// first entry when there is none, so that the context's size (the usage plus the count
-	// of the messages after it) is exact from Path alone. Path may start inside the
+	// formula takes (an assistant answer neither aborted nor an error, with a usage that is
+	// not all zeros and no context edit after it: what both Pi 0.73 and 1.x take), or to the
+	// context's first entry when there is none, so that the context's size (the usage plus
+	// the count of the messages after it, under either Pi's rules) is exact from Path alone. Path may start inside the
 	// context: for a session with no compaction on its way back, usually a few lines from
 	// the end. With TailOptions.DecodeContent the messages of Path are decoded.
 	NeedUsage

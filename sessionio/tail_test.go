@@ -58,10 +58,16 @@ var reads = []tailRead{
 	{sessionio.NeedMessages | sessionio.NeedModel, planLater}, // compactor plan
 }
 
-// contextSize is Pi's measure of a path's context (estimateContextTokens over
+// contextSize is Pi's measure of a path's context for both Pis: Pi 0.73's (below) and Pi
+// 1.x's (cutpoint.ContextTokens over the projection).
+func contextSize(path []*sessionio.Entry) [2]int {
+	return [2]int{contextSize073(path), cutpoint.ContextTokens(path, sessionio.Pi16, tokenize.EstimateFor(sessionio.Pi16))}
+}
+
+// contextSize073 is Pi 0.73's measure of a path's context (estimateContextTokens over
 // buildSessionContext): the usage of the newest message with valid usage plus the estimate
 // of every message after it.
-func contextSize(path []*sessionio.Entry) int {
+func contextSize073(path []*sessionio.Entry) int {
 	msgs := sessionio.BuildContext(path, sessionio.Pi073).Messages
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
@@ -74,7 +80,7 @@ func contextSize(path []*sessionio.Entry) int {
 	if last >= 0 {
 		total = int(msgs[last].Usage.ContextTokens())
 	}
-	est := tokenize.Estimate()
+	est := tokenize.EstimateFor(sessionio.Pi073)
 	for _, m := range msgs[last+1:] {
 		if m != nil {
 			total += est.Count(m)
@@ -170,18 +176,21 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 	if want := windowOf(f.path); len(t.Path) > 0 && (t.Window+off != want) && need&sessionio.NeedMessages != 0 {
 		fatal("need %b: window %d (+%d), full %d", need, t.Window, off, want)
 	}
-	// Context.
-	got, want := sessionio.BuildContext(t.Path, sessionio.Pi073), sessionio.BuildContext(f.path, sessionio.Pi073)
-	if need&sessionio.NeedMessages != 0 || t.Complete {
-		if len(got.Messages) != len(want.Messages) || !reflect.DeepEqual(got.EntryIDs, want.EntryIDs) {
-			fatal("need %b: %d context messages %v, full %d %v", need, len(got.Messages), got.EntryIDs, len(want.Messages), want.EntryIDs)
-		}
-		for i := range got.Messages {
-			if g := rawOf(got.Messages[i], data); !bytes.Equal(g, want.Messages[i].Raw) {
-				fatal("need %b: context message %d differs:\n%s\n%s", need, i, g, want.Messages[i].Raw)
+	// Context, as each Pi builds it.
+	for _, d := range sessionio.Dialects() {
+		got, want := sessionio.BuildContext(t.Path, d), sessionio.BuildContext(f.path, d)
+		if need&sessionio.NeedMessages != 0 || t.Complete {
+			if len(got.Messages) != len(want.Messages) || !reflect.DeepEqual(got.EntryIDs, want.EntryIDs) {
+				fatal("need %b, Pi %s: %d context messages %v, full %d %v", need, d, len(got.Messages), got.EntryIDs, len(want.Messages), want.EntryIDs)
+			}
+			for i := range got.Messages {
+				if g := rawOf(got.Messages[i], data); !bytes.Equal(g, want.Messages[i].Raw) {
+					fatal("need %b, Pi %s: context message %d differs:\n%s\n%s", need, d, i, g, want.Messages[i].Raw)
+				}
 			}
 		}
 	}
+	got, want := sessionio.BuildContext(t.Path, sessionio.Pi073), sessionio.BuildContext(f.path, sessionio.Pi073)
 	if need&sessionio.NeedUsage != 0 && rd.o.DecodeContent {
 		dpath, _ := f.dec.Path("")
 		if g, w := contextSize(decodedOnDisk(t.Path, data)), contextSize(dpath); g != w {
@@ -274,10 +283,15 @@ func decodedOnDisk(path []*sessionio.Entry, data []byte) []*sessionio.Entry {
 	return out
 }
 
-// rawOf is a message's bytes: in memory, or in the file where a tail read left them.
+// rawOf is a message's bytes: in memory, or in the file where a tail read left them (with
+// the content a Pi 1.x projection put in, as compactor context writes it).
 func rawOf(m *sessionio.Message, data []byte) []byte {
 	if m.Raw == nil && m.At.Len > 0 {
-		return data[m.At.Off : m.At.Off+m.At.Len]
+		raw := data[m.At.Off : m.At.Off+m.At.Len]
+		if m.ContentRaw != nil {
+			return sessionio.ReplaceMember(raw, "content", m.ContentRaw)
+		}
+		return raw
 	}
 	return m.Raw
 }
@@ -300,15 +314,21 @@ func windowOf(path []*sessionio.Entry) int {
 	return 0
 }
 
-var estimate = tokenize.Estimate()
 
 // checkPlans runs every policy on the tail's path and on the full path: the plans must be the
 // same, path indices shifted by the part of the path the tail read did not need.
 func checkPlans(fatal func(string, ...any), need sessionio.Need, t *sessionio.Tail, fullPath []*sessionio.Entry, off int) {
+	for _, d := range sessionio.Dialects() {
+		checkPlansOf(fatal, need, t, fullPath, off, d)
+	}
+}
+
+func checkPlansOf(fatal func(string, ...any), need sessionio.Need, t *sessionio.Tail, fullPath []*sessionio.Entry, off int, d sessionio.Dialect) {
+	estimate := tokenize.EstimateFor(d)
 	for _, name := range cutpoint.Names() {
 		pol, _ := cutpoint.ByName(name)
 		for _, keep := range []int{0, 300, 20000} {
-			st := cutpoint.Settings{KeepRecentTokens: keep, ReserveTokens: 100, ContextWindow: 1000}
+			st := cutpoint.Settings{KeepRecentTokens: keep, ReserveTokens: 100, ContextWindow: 1000, Dialect: d}
 			a, err1 := pol.Plan(t.Path, st, estimate)
 			b, err2 := pol.Plan(fullPath, st, estimate)
 			if (err1 == nil) != (err2 == nil) {
@@ -659,6 +679,14 @@ func (g *gen) step() {
 		op = 21
 	case op < 86:
 		op = 22
+	case op < 89:
+		op = 23 // Pi 1.x: a context edit
+	case op < 91:
+		op = 24 // Pi 1.x: a system message
+	case op < 92:
+		op = 25 // Pi 1.x: a usage entry
+	case op < 93:
+		op = 26 // Pi 1.x: a compaction with a checkpoint, or one that keeps nothing
 	default:
 		g.message()
 		return
@@ -725,6 +753,40 @@ func (g *gen) step() {
 		}
 	case 22:
 		g.leaf = "" // reset: the next entry is a new root
+	case 23:
+		target := "nowhere"
+		switch p := g.path(); {
+		case len(p) > 0 && g.intn(0, 9) > 1:
+			target = p[g.intn(0, min(len(p)-1, 12))]
+		case len(g.ids) > 0:
+			target = pick(g, g.ids)
+		}
+		replacement := pick(g, []string{"null", "null", `{"content":` + g.text() + `}`,
+			`{"content":[{"type":"text","text":` + g.text() + `}]}`, `{"content":7}`, `"odd"`})
+		g.entry("context_edit", `,"targetId":`+js(target)+`,"replacement":`+replacement)
+	case 24:
+		m := pick(g, []string{
+			`{"role":"system","content":` + g.text() + `,"sections":{"rules":` + g.text() + `,"1":"n"},"toolsAdded":[{"name":"read","description":"r"},{"name":"bash"}],"timestamp":5}`,
+			`{"role":"system","content":"","sections":{"rules":null,"env":` + g.text() + `},"toolsAdded":[{"name":"read","x":1.50}],"toolsRemoved":[{"name":"bash"}],"timestamp":6}`,
+			`{"role":"system","content":null,"toolsAdded":[{"name":"edit"}]}`,
+		})
+		g.entry("message", `,"message":`+m)
+	case 25:
+		g.entry("usage", `,"kind":"cache_warm","provider":"anthropic","model":"claude-sonnet-4-5","usage":{"input":1,"output":0,"cacheRead":800,"cacheWrite":0,"totalTokens":801}`)
+	case 26:
+		if g.intn(0, 1) == 0 {
+			id := g.entry("compaction", `,"summary":`+g.text()+`,"firstKeptEntryId":"__SELF__","tokensBefore":9,"details":{"readFiles":[],"modifiedFiles":[]},"fromHook":false`)
+			if n := len(g.lines); id != "" {
+				g.lines[n-1] = strings.Replace(g.lines[n-1], `"__SELF__"`, js(id), 1)
+			}
+			return
+		}
+		first := "nowhere"
+		if p := g.path(); len(p) > 0 {
+			first = p[g.intn(0, min(len(p)-1, 8))]
+		}
+		g.entry("compaction", `,"summary":`+g.text()+`,"firstKeptEntryId":`+js(first)+`,"tokensBefore":9,"details":{"readFiles":[],"modifiedFiles":[]},"fromHook":false,`+
+			`"systemMessage":{"role":"system","content":"prompt","sections":{"rules":"be brief"},"toolsAdded":[{"name":"read"}],"timestamp":7}`)
 	}
 }
 

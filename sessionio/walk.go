@@ -25,6 +25,7 @@ type walker struct {
 	compaction *Entry // the latest compaction on the path, once met
 	window     int    // index in path of the context's first entry, -1 until known
 	usage      bool   // a message with valid usage was walked before any compaction (NeedUsage)
+	edited     bool   // a context edit was walked: a usage older than it settles nothing
 	root       bool   // the walk reached a root: no parent, or one the file does not have
 }
 
@@ -95,8 +96,14 @@ func (w *walker) met(need Need) bool {
 // step adds e to the walk and notes what it settles.
 func (w *walker) step(e *Entry) {
 	w.path = append(w.path, e)
-	if w.compaction == nil && e.Type == TypeMessage && e.Message != nil && e.Message.HasValidUsage() {
+	// A usage settles the size for both Pis when it is one they take: Pi 1.x takes none that
+	// is all zeros or older than a context edit (then the whole context is counted). For
+	// Pi 0.73 this only reads on a little further than it had to.
+	if w.compaction == nil && !w.edited && e.Type == TypeMessage && e.Message != nil && e.Message.HasValidUsage() && e.Message.Usage.ContextTokens() > 0 {
 		w.usage = true
+	}
+	if e.Type == TypeContextEdit {
+		w.edited = true
 	}
 	switch {
 	case e.Type == TypeCompaction && w.compaction == nil:
