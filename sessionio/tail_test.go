@@ -314,7 +314,6 @@ func windowOf(path []*sessionio.Entry) int {
 	return 0
 }
 
-
 // checkPlans runs every policy on the tail's path and on the full path: the plans must be the
 // same, path indices shifted by the part of the path the tail read did not need.
 func checkPlans(fatal func(string, ...any), need sessionio.Need, t *sessionio.Tail, fullPath []*sessionio.Entry, off int) {
