@@ -178,7 +178,10 @@ func (f *summarizerFlags) logAttrs(ef engineFlags) []any {
 
 // engineFlags are the planning settings shared by compact, branch-summary, sweep and run.
 type engineFlags struct {
+	fs             *flag.FlagSet
 	pi             string
+	piSettings     string
+	overrides      map[string]engine.ModelOverride
 	policy         string
 	counter        string
 	keepRecent     int
@@ -200,7 +203,9 @@ func (f *engineFlags) registerPreparation(fs *flag.FlagSet) {
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet, getenv func(string) string) {
+	f.fs = fs
 	piVersionFlag(fs, &f.pi, getenv)
+	piSettingsFlag(fs, &f.piSettings, getenv)
 	fs.StringVar(&f.policy, "policy", cutpoint.PolicyNearest, "cut-point policy: nearest, pi (exactly what Pi would do) or turn; see docs/policies.md")
 	fs.StringVar(&f.counter, "counter", "tiktoken", "token counter: tiktoken or estimate (Pi's chars/4)")
 	fs.IntVar(&f.keepRecent, "keep-recent-tokens", 20000, "recent tokens kept verbatim (Pi's keepRecentTokens)")
@@ -212,6 +217,10 @@ func (f *engineFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 // check refuses settings that cannot work, naming the flags.
 func (f *engineFlags) check() error {
 	if err := checkPiVersion("--pi-version", f.pi); err != nil {
+		return err
+	}
+	var err error
+	if f.overrides, err = applyPiSettings(f.fs, f.piSettings, &f.keepRecent, &f.reserve); err != nil {
 		return err
 	}
 	if _, err := cutpoint.ByName(f.policy); err != nil {
@@ -260,5 +269,5 @@ func checkBudget(keep, reserve, window int) error {
 func (f *engineFlags) settings() engine.Settings {
 	return engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
 		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter,
-		PrepareUpdate: f.prepareUpdate, BridgeMaxTokens: f.bridgeMaxTokens}
+		PrepareUpdate: f.prepareUpdate, BridgeMaxTokens: f.bridgeMaxTokens, ModelOverrides: f.overrides}
 }

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"encoding/json"
 	"flag"
 	"fmt"
 	"os"
@@ -8,6 +9,7 @@ import (
 	"sort"
 	"strings"
 
+	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 )
@@ -141,4 +143,52 @@ func (pv piVersions) fingerprint() string {
 	}
 	sort.Strings(parts)
 	return pv.def + "[" + strings.Join(parts, ",") + "]"
+}
+
+// piSettingsFlag registers --pi-settings: Pi's own settings.json, whose compaction block
+// gives the general reserveTokens and keepRecentTokens (where the flags do not set them)
+// and the per-model compaction.modelOverrides Pi 1.x applies.
+func piSettingsFlag(fs *flag.FlagSet, dst *string, getenv func(string) string) {
+	fs.StringVar(dst, "pi-settings", getenv("COMPACTOR_PI_SETTINGS"),
+		"Pi's settings.json (e.g. ~/.pi/agent/settings.json): its compaction.reserveTokens and keepRecentTokens where the flags do not set them, and compaction.modelOverrides (Pi 1.x: per provider/modelId) (env COMPACTOR_PI_SETTINGS)")
+}
+
+// piSettings is the part of Pi's settings.json compactor reads.
+type piSettings struct {
+	Compaction struct {
+		ReserveTokens    *int                            `json:"reserveTokens"`
+		KeepRecentTokens *int                            `json:"keepRecentTokens"`
+		ModelOverrides   map[string]engine.ModelOverride `json:"modelOverrides"`
+	} `json:"compaction"`
+}
+
+// applyPiSettings reads --pi-settings (file; "" = none) into keep and reserve where fs did
+// not set --keep-recent-tokens and --reserve-tokens, and returns the model overrides.
+func applyPiSettings(fs *flag.FlagSet, file string, keep, reserve *int) (map[string]engine.ModelOverride, error) {
+	if file == "" {
+		return nil, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return nil, usageErrorf("--pi-settings: %v", err)
+	}
+	var ps piSettings
+	if err := json.Unmarshal(b, &ps); err != nil {
+		return nil, usageErrorf("--pi-settings %s: not Pi's settings JSON: %v", file, err)
+	}
+	set := map[string]bool{}
+	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
+	c := ps.Compaction
+	if c.KeepRecentTokens != nil && !set["keep-recent-tokens"] {
+		*keep = *c.KeepRecentTokens
+	}
+	if c.ReserveTokens != nil && !set["reserve-tokens"] {
+		*reserve = *c.ReserveTokens
+	}
+	for model, o := range c.ModelOverrides {
+		if o.ReserveTokens != nil && *o.ReserveTokens < 0 || o.KeepRecentTokens != nil && *o.KeepRecentTokens < 0 {
+			return nil, usageErrorf("--pi-settings %s: compaction.modelOverrides[%q]: token settings must not be negative", file, model)
+		}
+	}
+	return c.ModelOverrides, nil
 }

@@ -21,7 +21,9 @@ func init() {
 
 // planFlags are the flags plan and inspect share.
 type planFlags struct {
+	fs                        *flag.FlagSet
 	pi, policy, counter, leaf string
+	piSettings                string
 	keep, reserve, window     int
 	// pathOnly: the caller needs the path and the plan (plan), not the whole session
 	// (inspect draws the tree): the session is read from its end (engine.ReadPath).
@@ -31,8 +33,9 @@ type planFlags struct {
 }
 
 func addPlanFlags(fs *flag.FlagSet, getenv func(string) string) *planFlags {
-	f := &planFlags{}
+	f := &planFlags{fs: fs}
 	piVersionFlag(fs, &f.pi, getenv)
+	piSettingsFlag(fs, &f.piSettings, getenv)
 	fs.StringVar(&f.policy, "policy", cutpoint.PolicyNearest, "cut-point policy: "+strings.Join(cutpoint.Names(), "|")+" (pi = exactly what Pi would do)")
 	fs.StringVar(&f.counter, "counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
 	fs.IntVar(&f.keep, "keep-recent-tokens", cutpoint.DefaultKeepRecentTokens, "tokens to keep verbatim")
@@ -51,6 +54,10 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if err := checkPiVersion("--pi-version", f.pi); err != nil {
 		return nil, err
 	}
+	overrides, err := applyPiSettings(f.fs, f.piSettings, &f.keep, &f.reserve)
+	if err != nil {
+		return nil, err
+	}
 	if _, err := cutpoint.ByName(f.policy); err != nil {
 		return nil, usageErrorf("--policy: %v", err)
 	}
@@ -65,7 +72,7 @@ func (f *planFlags) run(file string) (*planRun, error) {
 		read = engine.ReadPath
 	}
 	p, err := engine.Plan(file, engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keep,
-		ReserveTokens: f.reserve, ContextWindow: f.window}, engine.LoadOptions{Leaf: f.leaf, Read: read, Checkpoints: checkpointsAt(f.checkpoints)})
+		ReserveTokens: f.reserve, ContextWindow: f.window, ModelOverrides: overrides}, engine.LoadOptions{Leaf: f.leaf, Read: read, Checkpoints: checkpointsAt(f.checkpoints)})
 	if err != nil {
 		var ie *engine.InputError
 		if errors.As(err, &ie) { // the only input Plan checks is the leaf

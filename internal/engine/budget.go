@@ -48,7 +48,7 @@ func (e *Engine) CheckBudgetAs(ctx context.Context, file, pi string) (*Budget, e
 		a.LeafIsCompaction = true
 	}
 	a.Tokens = cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter)
-	cs := cutpoint.Settings{ReserveTokens: e.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow, Dialect: src.Dialect}
+	cs := src.Settings(0, e.Settings.ReserveTokens)
 	a.Threshold = src.Model.ContextWindow - cs.ReserveTokens
 	a.OverBudget = !a.LeafIsCompaction && cutpoint.OverBudget(a.Tokens, cs)
 	return a, nil

@@ -37,6 +37,9 @@ type Source struct {
 	Counter tokenize.Counter
 	// Dialect is the Pi release whose rules the session is read, planned and written by.
 	Dialect sessionio.Dialect
+	// Override is Pi 1.x's compaction.modelOverrides entry for the session's model (nil:
+	// none, or a Pi without them).
+	Override *ModelOverride
 }
 
 // LoadOptions say how much of a session file to read, and for which leaf. They are not
@@ -83,7 +86,11 @@ func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 		return nil, err
 	}
 	if o.Read == ReadPath && o.Leaf == "" && o.Cache == nil {
-		return loadPath(file, s.Counter, s.ContextWindow, d, o.Checkpoints)
+		src, err := loadPath(file, s.Counter, s.ContextWindow, d, o.Checkpoints)
+		if err == nil {
+			src.Override = s.override(src.ModelRef, d)
+		}
+		return src, err
 	}
 	fi, err := os.Stat(file)
 	if err != nil {
@@ -110,7 +117,11 @@ func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 		}
 		src.Session, src.Path = sess, path
 	}
-	return src, src.resolve(s.Counter, s.ContextWindow, o.Cache)
+	if err := src.resolve(s.Counter, s.ContextWindow, o.Cache); err != nil {
+		return nil, err
+	}
+	src.Override = s.override(src.ModelRef, d)
+	return src, nil
 }
 
 // resolve fills the model (the latest model_change or assistant message on the path, as
@@ -134,8 +145,17 @@ func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Ca
 }
 
 // Settings are the cut-point settings for this session: keepRecentTokens and
-// reserveTokens as given, the window of its model.
+// reserveTokens as given, unless Pi 1.x's override for the session's model sets them, and
+// the window of its model.
 func (src *Source) Settings(keepRecentTokens, reserveTokens int) cutpoint.Settings {
+	if o := src.Override; o != nil {
+		if o.KeepRecentTokens != nil {
+			keepRecentTokens = *o.KeepRecentTokens
+		}
+		if o.ReserveTokens != nil {
+			reserveTokens = *o.ReserveTokens
+		}
+	}
 	return cutpoint.Settings{KeepRecentTokens: keepRecentTokens, ReserveTokens: reserveTokens, ContextWindow: src.Model.ContextWindow, Dialect: src.Dialect}
 }
 

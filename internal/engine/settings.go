@@ -42,6 +42,16 @@ type Settings struct {
 	// BridgeMaxTokens bounds what a bridge adds to a prepared summary (default
 	// summarize.DefaultBridgeMaxTokens; see Bridge).
 	BridgeMaxTokens int
+	// ModelOverrides are Pi's compaction.modelOverrides: per "provider/modelId" (exact),
+	// reserveTokens and keepRecentTokens for sessions whose model it is, each field on its
+	// own, over KeepRecentTokens and ReserveTokens. Pi 1.x has them; Pi 0.73 ignores them.
+	ModelOverrides map[string]ModelOverride
+}
+
+// ModelOverride is one model's compaction settings (nil fields: not overridden).
+type ModelOverride struct {
+	ReserveTokens    *int `json:"reserveTokens,omitempty"`
+	KeepRecentTokens *int `json:"keepRecentTokens,omitempty"`
 }
 
 // Settings.PrepareUpdate values.
@@ -78,7 +88,16 @@ func (s Settings) over(base Settings) Settings {
 		AbandonedAfter:      set(s.AbandonedAfter, base.AbandonedAfter),
 		PrepareUpdate:       set(s.PrepareUpdate, base.PrepareUpdate),
 		BridgeMaxTokens:     set(s.BridgeMaxTokens, base.BridgeMaxTokens),
+		ModelOverrides:      orMap(s.ModelOverrides, base.ModelOverrides),
 	}
+}
+
+// orMap is m when it names any model, else base.
+func orMap[V any](m, base map[string]V) map[string]V {
+	if len(m) > 0 {
+		return m
+	}
+	return base
 }
 
 // set is the rule: v when it is set (greater than its type's zero: a non-empty string, a
@@ -99,6 +118,18 @@ func (s Settings) Dialect() sessionio.Dialect {
 		return sessionio.DialectLatest
 	}
 	return d
+}
+
+// override is Pi 1.x's modelOverrides entry for the model ("provider/modelId", exactly),
+// nil for none or under Pi 0.73.
+func (s Settings) override(m *sessionio.ModelRef, d sessionio.Dialect) *ModelOverride {
+	if m == nil || !d.Projects() {
+		return nil
+	}
+	if o, ok := s.ModelOverrides[m.Provider+"/"+m.ModelID]; ok {
+		return &o
+	}
+	return nil
 }
 
 // withDefaults is s over the defaults.
@@ -141,6 +172,11 @@ func (s Settings) Validate() error {
 	}
 	if s.BridgeMaxTokens < 0 {
 		return errors.New("settings: bridge-max-tokens must not be negative")
+	}
+	for model, o := range s.ModelOverrides {
+		if o.ReserveTokens != nil && *o.ReserveTokens < 0 || o.KeepRecentTokens != nil && *o.KeepRecentTokens < 0 {
+			return fmt.Errorf("settings: model override %q: token settings must not be negative", model)
+		}
 	}
 	return nil
 }
