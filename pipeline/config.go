@@ -246,6 +246,9 @@ type Config struct {
 	// sweepClock is the time the sweeps' backoff is measured in; nil means time.Now. Tests
 	// set it to move through a backoff without waiting for it.
 	sweepClock func() time.Time
+	// versionWaitAlone is how long a job of a version no worker of its store understands
+	// waits before its next delivery (0: the constant versionWaitAlone). Tests shorten it.
+	versionWaitAlone time.Duration
 
 	AckWait         time.Duration // redelivery if neither acked nor heartbeated for this long
 	MaxDeliver      int           // deliveries before a job is dead-lettered
@@ -273,6 +276,14 @@ type Config struct {
 	Client bool
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
+
+	// JobVersions are the job schema versions this worker works (default: JobVersion). A
+	// job of another version is handed back for a worker that understands it, never
+	// dead-lettered (versions.go). Beats in COMPACTOR_WORKERS list them.
+	JobVersions []int
+	// Version is the version of the program this worker runs, reported in its beats
+	// (compactor status shows a fleet's versions). Empty: not reported.
+	Version string
 
 	Handler  Handler  // required for Run and RunOnce
 	Assessor Assessor // required for sweeps and the after-job re-check; nil disables both
@@ -316,6 +327,9 @@ func (c Config) withDefaults() Config {
 	set(&c.SweepRetryMax, DefaultSweepRetryMax)
 	if c.Replicas == 0 {
 		c.Replicas = 1
+	}
+	if len(c.JobVersions) == 0 {
+		c.JobVersions = []int{JobVersion}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -400,6 +414,11 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return configError("Replicas", "%d, need 1..5", c.Replicas)
+	}
+	for _, v := range c.JobVersions {
+		if v < 1 {
+			return configError("JobVersions", "version %d: versions start at 1", v)
+		}
 	}
 	return nil
 }

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,7 +62,11 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	}
 	d.delivered = meta.NumDelivered
 	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
-	job, err := DecodeJob(msg.Data())
+	if v, id, ok := jobHeadOf(msg.Data()); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
+		s.unknownVersion(ctx, d, v, id)
+		return nil
+	}
+	job, err := decodeJob(msg.Data(), s.cfg.JobVersions)
 	if err == nil && (job.Store != store || job.Subject() != msg.Subject()) {
 		err = fmt.Errorf("job: subject %s does not match its payload (store %q, session %q, kind %q)", msg.Subject(), job.Store, job.SessionID, job.Kind)
 	}
@@ -221,10 +226,7 @@ func (s *Service) attempt(w work, d *delivery) {
 
 	if herr != nil && w.jobs.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
-		_, err := addAttempts(w.book, s.res.attempts, d.key, -1)
-		answered(d.log, slog.LevelDebug, "attempt of a given-back job not uncounted", err)
-		d.releaseLease(w.book)
-		answered(d.log, slog.LevelWarn, "nak failed", d.msg.Nak())
+		s.handBack(w.book, d, handBackShutdown, 0, "")
 		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
 	}

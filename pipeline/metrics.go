@@ -30,6 +30,9 @@ type metrics struct {
 	llmOutput *prometheus.CounterVec
 	deadLtrs  *prometheus.CounterVec
 	swept     *prometheus.CounterVec
+	// handedBack counts deliveries given back without a handler attempt, by reason:
+	// version, spend, shutdown (versions.go).
+	handedBack *prometheus.CounterVec
 }
 
 // countLLM adds an event's model usage to the token counters.
@@ -76,8 +79,12 @@ func newMetrics() *metrics {
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_sweep_files_total", Help: "Files seen by sweeps, by result.",
 		}, []string{"store", "result"}),
+		handedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_jobs_handed_back_total",
+			Help: "Deliveries handed back to the queue without a handler attempt, by reason: version (a job schema version this worker does not understand), spend (a spend limit reached), shutdown.",
+		}, []string{"store", "reason"}),
 	}
-	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept,
+	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -43,12 +43,14 @@ type Service struct {
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem     chan struct{}
-	flights *flights // the jobs being worked, for RunOnce and the shutdown
+	flights *flights  // the jobs being worked, for RunOnce and the shutdown
+	fleet   fleetView // what this worker last read of COMPACTOR_WORKERS
 
 	mu        sync.Mutex
 	recording bool
 	rows      []ReportRow
 	metrics   net.Addr
+	said      map[string]time.Time // warnings said lately (sayEvery)
 }
 
 // New validates cfg and prepares a Service; nothing is started until Start, Run or RunOnce.
