@@ -217,18 +217,29 @@ func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err er
 // attempt runs the handler on an admitted delivery, with heartbeats, and gives the
 // delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
 func (s *Service) attempt(w work, d *delivery) {
-	hctx, cancel := context.WithCancel(w.jobs)
+	t := &ticket{s: s, store: d.ev.Store}
+	hctx, cancel := context.WithCancel(withTicket(w.jobs, t))
 	hbDone := make(chan struct{})
 	go s.heartbeat(hctx, cancel, d, hbDone)
 	res, herr := s.cfg.Handler.Handle(hctx, d.job, d.file)
 	cancel()
 	<-hbDone
 
+	if h := holdOf(herr); h != nil {
+		// Refused its first paid call (ReserveLLM): a wait, not a failure.
+		s.hold(w.book, d, h)
+		return
+	}
 	if herr != nil && w.jobs.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
 		s.handBack(w.book, d, handBackShutdown, 0, "")
 		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
+	}
+	if res.LLMModel == "" {
+		t.mu.Lock()
+		res.LLMModel = t.model
+		t.mu.Unlock()
 	}
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
 	s.finish(w.book, d, dec, res)
@@ -300,6 +311,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
 	ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens = res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens
+	ev.LLMModel = res.LLMModel
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}

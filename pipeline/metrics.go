@@ -37,12 +37,19 @@ type metrics struct {
 
 // countLLM adds an event's model usage to the token counters.
 func (m *metrics) countLLM(ev Event) {
+	model := ev.LLMModel
+	if model == "" {
+		model = "unknown"
+	}
+	if ev.LLMTokens > 0 {
+		m.llmTokens.WithLabelValues(ev.Store, model).Add(float64(ev.LLMTokens))
+	}
 	for _, c := range []struct {
 		v *prometheus.CounterVec
 		n int
 	}{{m.llmInput, ev.LLMInputTokens}, {m.llmCached, ev.LLMCachedInputTokens}, {m.llmOutput, ev.LLMOutputTokens}} {
 		if c.n > 0 {
-			c.v.WithLabelValues(ev.Store, ev.Kind).Add(float64(c.n))
+			c.v.WithLabelValues(ev.Store, ev.Kind, model).Add(float64(c.n))
 		}
 	}
 }
@@ -61,18 +68,18 @@ func newMetrics() *metrics {
 			Name: "compactor_jobs_in_flight", Help: "Jobs being handled right now.",
 		}),
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compactor_llm_tokens_total", Help: "LLM tokens spent by finished jobs.",
-		}, []string{"store"}),
+			Name: "compactor_llm_tokens_total", Help: "LLM tokens spent by finished jobs, by the model that billed them.",
+		}, []string{"store", "model"}),
 		llmInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_input_tokens_total", Help: "LLM input tokens billed to finished jobs (cached ones included).",
-		}, []string{"store", "kind"}),
+		}, []string{"store", "kind", "model"}),
 		llmCached: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_cached_input_tokens_total",
 			Help: "LLM input tokens the endpoint served from its prompt cache (usage.prompt_tokens_details.cached_tokens), where it reports them.",
-		}, []string{"store", "kind"}),
+		}, []string{"store", "kind", "model"}),
 		llmOutput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_output_tokens_total", Help: "LLM output tokens of finished jobs.",
-		}, []string{"store", "kind"}),
+		}, []string{"store", "kind", "model"}),
 		deadLtrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_dead_letters_total", Help: "Jobs moved to COMPACTOR_DLQ, by cause.",
 		}, []string{"store", "cause"}),

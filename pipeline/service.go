@@ -45,6 +45,9 @@ type Service struct {
 	sem     chan struct{}
 	flights *flights  // the jobs being worked, for RunOnce and the shutdown
 	fleet   fleetView // what this worker last read of COMPACTOR_WORKERS
+	// draining: the workers are stopping; a job that has not started paying is handed back
+	// (ReserveLLM).
+	draining atomic.Bool
 
 	mu        sync.Mutex
 	recording bool

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -55,9 +56,12 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		return undo(err)
 	}
 	waitMetrics := func() {}
+	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
+	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	if s.cfg.MetricsAddr != "" {
-		addr, wait, err := serveMetrics(ctx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
+		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
 		if err != nil {
+			stopMetrics()
 			return undo(err)
 		}
 		waitMetrics = wait
@@ -73,9 +77,15 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	stopBeats := s.beatServing(bookCtx)
 	return func() {
 		t0 := time.Now()
+		s.draining.Store(true)
+		if n := s.flights.count(); n > 0 {
+			s.log.Info("stopping: no more fetches; the summaries in flight may finish, jobs that have not started one are handed back",
+				"in_flight", n, "drain_timeout_s", seconds(s.cfg.ShutdownTimeout))
+		}
 		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
 			if n := s.flights.count(); n > 0 {
-				s.log.Warn("shutdown timeout: cancelling running jobs; they are given back", "in_flight", n)
+				s.log.Warn("drain limit reached: cancelling running jobs; they are handed back", "in_flight", n,
+					"drain_timeout_s", seconds(s.cfg.ShutdownTimeout))
 			}
 			cancelJobs()
 		})
@@ -104,6 +114,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 			_ = sub.Unsubscribe()
 		}
 		bg.closeAndWait()
+		stopMetrics()
 		waitMetrics()
 		s.log.Info("workers stopped", "shutdown_s", seconds(time.Since(t0)))
 	}, nil
@@ -141,6 +152,13 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		if err == nil {
 			for msg := range batch.Messages() {
 				got++
+				if ctx.Err() != nil {
+					// Fetched as the stop began: handed back at once, not after AckWait.
+					s.m.handedBack.WithLabelValues(store, handBackShutdown).Inc()
+					answered(s.log.With("store", store, "subject", msg.Subject()), slog.LevelWarn, "nak failed", msg.Nak())
+					<-s.sem
+					continue
+				}
 				f := s.flights.add(store, msg.Subject())
 				s.m.inFlight.Inc()
 				go func() {

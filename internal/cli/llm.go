@@ -166,6 +166,20 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 	return s, nil
 }
 
+// buildLive builds the summarizer as build does, for the service's liveSummarizer: with
+// the model it bills ("" for the extractive summarizer) and the settings it came from.
+func (f *summarizerFlags) buildLive(getenv func(string) string, logger *slog.Logger) (*builtSummarizer, error) {
+	s, err := f.build(getenv, logger, false)
+	if err != nil {
+		return nil, err
+	}
+	b := &builtSummarizer{Summarizer: s, flags: *f}
+	if f.kind == "openai" {
+		b.model = f.model
+	}
+	return b, nil
+}
+
 // logAttrs describe the summarizer and the planning settings for the service's log,
 // without secrets and without empty values.
 func (f *summarizerFlags) logAttrs(ef engineFlags) []any {
