@@ -310,8 +310,10 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 	return cfg, nil
 }
 
-func runRun(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "run", "[--store NAME=DIR]... [flags]", `
+// runUsage and runHelp are run's usage line and description.
+const (
+	runUsage = "[--store NAME=DIR]... [flags]"
+	runHelp  = `
 Work compaction jobs from NATS JetStream. Without --nats-url an embedded NATS server is
 started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222) so that
 enqueue and sweep on this machine reach it. Stop with SIGINT/SIGTERM: fetching stops, the
@@ -326,10 +328,19 @@ Examples:
   compactor run --store default=$HOME/.pi/agent/sessions --concurrency 8 --sweep-every 10m
   compactor run --nats-url nats://nats:4222 --creds /etc/compactor/nats.creds --store team=/srv/sessions
   compactor run --once --store default=./sessions     # sweep, process everything, print a report
-  compactor run --once --config configs/example.json  # settings from a file (flags win)`)
-	var f serviceFlags
+  compactor run --once --config configs/example.json  # settings from a file (flags win)`
+)
+
+// bindRun registers run's flags on fs: the service's, then the operator's.
+func bindRun(fs *flagSet, env *Env) (*serviceFlags, *opsFlags) {
+	f := &serviceFlags{}
 	f.bind(fs, env, true)
-	ops := bindOpsFlags(fs.FlagSet, env, opsWorker)
+	return f, bindOpsFlags(fs.FlagSet, env, opsWorker)
+}
+
+func runRun(ctx context.Context, env *Env) error {
+	fs := newFlagSet(env, "run", runUsage, runHelp)
+	f, ops := bindRun(fs, env)
 	cfg, err := ops.config(f.parse(fs, env))
 	if err != nil {
 		return err
