@@ -48,6 +48,7 @@ type Service struct {
 	// draining: the workers are stopping; a job that has not started paying is handed back
 	// (ReserveLLM).
 	draining atomic.Bool
+	drain    atomic.Int64 // the drain limit (Config.ShutdownTimeout; SetDrainTimeout)
 
 	mu        sync.Mutex
 	recording bool
@@ -64,6 +65,7 @@ func New(cfg Config) (*Service, error) {
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
 		flights: newFlights()}
+	s.drain.Store(int64(cfg.ShutdownTimeout))
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {
@@ -80,6 +82,16 @@ func New(cfg Config) (*Service, error) {
 
 // Config returns the effective configuration (defaults applied).
 func (s *Service) Config() Config { return s.cfg }
+
+// SetDrainTimeout changes the drain limit (Config.ShutdownTimeout) of the stops to come (a
+// reload of the settings).
+func (s *Service) SetDrainTimeout(d time.Duration) {
+	if d >= 0 {
+		s.drain.Store(int64(d))
+	}
+}
+
+func (s *Service) drainTimeout() time.Duration { return time.Duration(s.drain.Load()) }
 
 // WorkerID names this worker in leases, events and dead letters.
 func (s *Service) WorkerID() string { return s.worker }

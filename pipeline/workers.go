@@ -78,23 +78,24 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	return func() {
 		t0 := time.Now()
 		s.draining.Store(true)
+		drain := s.drainTimeout()
 		if n := s.flights.count(); n > 0 {
 			s.log.Info("stopping: no more fetches; the summaries in flight may finish, jobs that have not started one are handed back",
-				"in_flight", n, "drain_timeout_s", seconds(s.cfg.ShutdownTimeout))
+				"in_flight", n, "drain_timeout_s", seconds(drain))
 		}
-		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
+		stage2 := time.AfterFunc(drain, func() {
 			if n := s.flights.count(); n > 0 {
 				s.log.Warn("drain limit reached: cancelling running jobs; they are handed back", "in_flight", n,
-					"drain_timeout_s", seconds(s.cfg.ShutdownTimeout))
+					"drain_timeout_s", seconds(drain))
 			}
 			cancelJobs()
 		})
-		hard := time.AfterFunc(s.cfg.ShutdownTimeout+shutdownGrace, cancelBook)
+		hard := time.AfterFunc(drain+shutdownGrace, cancelBook)
 		loops.Wait() // stage 1: no more fetches (ctx is done)
 		stopBeats()
 		select {
 		case <-s.flights.empty():
-		case <-time.After(time.Until(t0.Add(s.cfg.ShutdownTimeout + 2*shutdownGrace))):
+		case <-time.After(time.Until(t0.Add(drain + 2*shutdownGrace))):
 			left := s.flights.list()
 			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", len(left))
 			for _, f := range left {

@@ -139,12 +139,16 @@ func (p *process) exited() bool {
 // waitLog waits until the process has logged a line holding every part.
 func (p *process) waitLog(t *testing.T, what string, parts ...string) {
 	t.Helper()
-	waitUntil(t, time.Minute, what, func() bool {
+	deadline := time.Now().Add(hangGuard)
+	for !hasLine(p.logs.String(), parts...) {
 		if p.exited() {
 			t.Fatalf("%s exited (%d) before %s; its log:\n%s", p.cmd.Args[1], p.code, what, p.logs.String())
 		}
-		return hasLine(p.logs.String(), parts...)
-	})
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; the log:\n%s", hangGuard, what, p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
 }
 
 // hasLine reports whether a line of logs holds every part.

@@ -370,6 +370,8 @@ func runRun(ctx context.Context, env *Env) error {
 	servicePtr.Store(svc)
 	defer svc.Close()
 	if !f.once {
+		stopReload := f.reloadOnHangup(env, flagValues(fs.FlagSet), svc)
+		defer stopReload()
 		return svc.Run(ctx)
 	}
 	rep, err := svc.RunOnce(ctx)
