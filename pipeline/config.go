@@ -275,7 +275,10 @@ type Config struct {
 	// a client typed with other settings cannot rewrite a fleet's (replicas, windows).
 	Client bool
 
-	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
+	MetricsAddr string // "" = no HTTP server; serves /metrics, /healthz and /readyz
+	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
+	// loops, the stores): an LLM endpoint answering, say. Each result is kept a few seconds.
+	ReadyProbes []ReadyProbe
 
 	// JobVersions are the job schema versions this worker works (default: JobVersion). A
 	// job of another version is handed back for a worker that understands it, never

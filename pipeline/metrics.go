@@ -142,9 +142,11 @@ func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (ui
 	return n, nil
 }
 
-// serveMetrics serves /metrics and /healthz until ctx ends; wait returns once the server
-// has stopped. healthy reports readiness.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error, log *slog.Logger) (net.Addr, func(), error) {
+// serveMetrics serves /metrics, /healthz and /readyz until ctx ends; wait returns once the
+// server has stopped. healthy reports liveness (connected to NATS), ready readiness
+// (readiness.go).
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error,
+	ready func(context.Context) (bool, []string), log *slog.Logger) (net.Addr, func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -153,6 +155,14 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, he
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, lines := ready(r.Context())
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprint(w, readyText(ok, lines))
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -43,8 +43,10 @@ type Service struct {
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem     chan struct{}
-	flights *flights  // the jobs being worked, for RunOnce and the shutdown
-	fleet   fleetView // what this worker last read of COMPACTOR_WORKERS
+	flights *flights      // the jobs being worked, for RunOnce and the shutdown
+	fleet   fleetView     // what this worker last read of COMPACTOR_WORKERS
+	loops   loops         // the fetch loops' state, for /readyz
+	probes  []probeResult // Config.ReadyProbes' results, for /readyz
 	// draining: the workers are stopping; a job that has not started paying is handed back
 	// (ReserveLLM).
 	draining atomic.Bool
@@ -64,7 +66,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
-		flights: newFlights()}
+		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)

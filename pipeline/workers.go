@@ -59,7 +59,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	if s.cfg.MetricsAddr != "" {
-		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
+		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log)
 		if err != nil {
 			stopMetrics()
 			return undo(err)
@@ -128,12 +128,16 @@ const fetchWait = time.Second
 func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 	cons := s.res.cons[store]
 	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
+	s.loops.set(store, func(st *loopState) { st.running, st.lastOK = true, time.Now() })
+	defer s.loops.set(store, func(st *loopState) { st.running = false })
 	for {
+		s.loops.set(store, func(st *loopState) { st.waiting = true })
 		select {
 		case <-ctx.Done():
 			return
 		case s.sem <- struct{}{}:
 		}
+		s.loops.set(store, func(st *loopState) { st.waiting = false })
 		if ctx.Err() != nil { // a free slot and the end were both ready: select picks either
 			<-s.sem
 			return
@@ -176,6 +180,7 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		for range n - got {
 			<-s.sem
 		}
+		s.loops.fetched(store, err)
 		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() != nil {
 				return

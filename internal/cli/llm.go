@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -176,6 +177,14 @@ func (f *summarizerFlags) buildLive(getenv func(string) string, logger *slog.Log
 	b := &builtSummarizer{Summarizer: s, flags: *f}
 	if f.kind == "openai" {
 		b.model = f.model
+		// The key as build found it (the variable wins over the file), for the LLM probe.
+		if b.key = strings.TrimSpace(getenv(f.apiKeyEnv)); b.key == "" && f.apiKeyFile != "" {
+			k, err := os.ReadFile(f.apiKeyFile)
+			if err != nil {
+				return nil, inputError(fmt.Errorf("--api-key-file %s: %w", f.apiKeyFile, err))
+			}
+			b.key = strings.TrimSpace(string(k))
+		}
 	}
 	return b, nil
 }

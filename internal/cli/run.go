@@ -291,6 +291,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 		}
 		f.live = newLiveSummarizer(b)
 		sum = f.live
+		cfg.ReadyProbes = append(cfg.ReadyProbes, f.live.readyProbe())
 	}
 	eng, err := engine.New(sum, f.eng.settings())
 	if err != nil {
