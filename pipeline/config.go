@@ -246,6 +246,11 @@ type Config struct {
 	// sweepClock is the time the sweeps' backoff is measured in; nil means time.Now. Tests
 	// set it to move through a backoff without waiting for it.
 	sweepClock func() time.Time
+	// spendClock is the time the spend windows are measured in (nil: time.Now), and
+	// spendHoldMax, when set, shortens a held job's wait (the rest of its window on that
+	// clock). Tests set both to move through windows without waiting for them.
+	spendClock   func() time.Time
+	spendHoldMax time.Duration
 	// versionWaitAlone is how long a job of a version no worker of its store understands
 	// waits before its next delivery (0: the constant versionWaitAlone). Tests shorten it.
 	versionWaitAlone time.Duration
@@ -279,6 +284,11 @@ type Config struct {
 	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
 	// loops, the stores): an LLM endpoint answering, say. Each result is kept a few seconds.
 	ReadyProbes []ReadyProbe
+
+	// SpendLimits bound the LLM input tokens per hour and per day, of every store or of
+	// one, for the whole fleet (spend.go): over a limit, jobs wait for the window to end.
+	// Give every worker the same limits.
+	SpendLimits []SpendLimit
 
 	// JobVersions are the job schema versions this worker works (default: JobVersion). A
 	// job of another version is handed back for a worker that understands it, never
@@ -417,6 +427,9 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return configError("Replicas", "%d, need 1..5", c.Replicas)
+	}
+	if err := validSpendLimits(c.SpendLimits, c.Stores); err != nil {
+		return err
 	}
 	for _, v := range c.JobVersions {
 		if v < 1 {

@@ -230,6 +230,7 @@ func (s *Service) attempt(w work, d *delivery) {
 		s.hold(w.book, d, h)
 		return
 	}
+	s.settleSpend(w.book, t, res.LLMInputTokens, herr == nil)
 	if herr != nil && w.jobs.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
 		s.handBack(w.book, d, handBackShutdown, 0, "")

@@ -33,6 +33,8 @@ type metrics struct {
 	// handedBack counts deliveries given back without a handler attempt, by reason:
 	// version, spend, shutdown (versions.go).
 	handedBack *prometheus.CounterVec
+	// spendUsed and spendLimit: the spend limits' current windows (spend.go).
+	spendUsed, spendLimit *prometheus.GaugeVec
 }
 
 // countLLM adds an event's model usage to the token counters.
@@ -91,7 +93,9 @@ func newMetrics() *metrics {
 			Help: "Deliveries handed back to the queue without a handler attempt, by reason: version (a job schema version this worker does not understand), spend (a spend limit reached), shutdown.",
 		}, []string{"store", "reason"}),
 	}
+	m.spendUsed, m.spendLimit = spendGauges()
 	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
+		m.spendUsed, m.spendLimit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -12,8 +12,9 @@ import (
 // Paid work: what a handler's calls to a paid model tell the pipeline, through the job's
 // context. Before a job's first paid call, ReserveLLM asks whether the job may start paying
 // now: not while the worker is stopping (the job is handed back at once, for another
-// worker, instead of starting a summary it may not finish). A job that has started paying
-// is never stopped half paid: its later calls are allowed. NoteLLMModel names the model
+// worker, instead of starting a summary it may not finish), and not over a spend limit
+// (spend.go). A job that has started paying is never stopped half paid: its later calls
+// are allowed, and counted. NoteLLMModel names the model
 // billed, for the token metrics.
 
 // HoldError is a job handed back without using an attempt: not a failure, a wait (see
@@ -44,6 +45,7 @@ type ticket struct {
 	begun bool       // a paid call was allowed: the job pays to its end
 	held  *HoldError // the first call was refused: every call of this attempt is
 	model string     // the model of the last paid call
+	spend spendHold  // what it added to the spend counts (spend.go)
 }
 
 func withTicket(ctx context.Context, t *ticket) context.Context {
@@ -56,9 +58,11 @@ func ticketOf(ctx context.Context) *ticket {
 }
 
 // ReserveLLM is called by a summarizer before each call to a paid model, with the input
-// tokens it expects to send (a function: they are counted only when a limit needs them). The first call of a job decides: it returns a *HoldError when
-// the worker is stopping (the job is handed back at once); the summarizer
-// returns that error without calling the model. Once a call was allowed, the job's later
+// tokens it expects to send (a function: they are counted only when a limit needs them).
+// The first call of a job decides: it returns a *HoldError when the worker is stopping (the
+// job is handed back at once) or when a spend limit has no room left in its window (the
+// job waits until the window ends); the summarizer returns that error without calling
+// the model. Once a call was allowed, the job's later
 // calls are allowed too, and counted. Outside a worker's job (a command) it does nothing.
 func ReserveLLM(ctx context.Context, inputTokens func() int) error {
 	t := ticketOf(ctx)
@@ -73,6 +77,10 @@ func ReserveLLM(ctx context.Context, inputTokens func() int) error {
 	if !t.begun && t.s.draining.Load() {
 		t.held = &HoldError{Reason: "the worker is stopping: the job is handed back for another worker before it starts a paid summary", why: handBackShutdown}
 		return t.held
+	}
+	if held := t.s.reserveSpend(ctx, t, inputTokens); held != nil {
+		t.held = held
+		return held
 	}
 	t.begun = true
 	return nil
@@ -99,6 +107,10 @@ func holdOf(err error) *HoldError {
 
 // hold hands back a delivery whose handler was held (ReserveLLM refused its first paid call).
 func (s *Service) hold(ctx context.Context, d *delivery, h *HoldError) {
-	d.log.Log(ctx, slog.LevelInfo, "job handed back without an attempt", "path", d.job.Path, "reason", h.Reason, "retry_in_s", seconds(h.Delay))
+	level := slog.LevelInfo
+	if h.why == handBackSpend {
+		level = slog.LevelDebug // the limit's warning says it once per window
+	}
+	d.log.Log(ctx, level, "job handed back without an attempt", "path", d.job.Path, "reason", h.Reason, "retry_in_s", seconds(h.Delay))
 	s.handBack(ctx, d, h.why, h.Delay, "")
 }

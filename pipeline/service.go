@@ -51,6 +51,7 @@ type Service struct {
 	// (ReserveLLM).
 	draining atomic.Bool
 	drain    atomic.Int64 // the drain limit (Config.ShutdownTimeout; SetDrainTimeout)
+	limits   atomic.Pointer[[]SpendLimit]
 
 	mu        sync.Mutex
 	recording bool
@@ -68,6 +69,9 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
 		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
+	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {
+		return nil, err
+	}
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {

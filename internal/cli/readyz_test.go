@@ -23,6 +23,18 @@ func metricsAddr(logs string) string {
 	return ""
 }
 
+// httpGet gets url and returns the status and the body.
+func httpGet(t *testing.T, url string) (int, string) {
+	t.Helper()
+	resp, err := http.Get(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(b)
+}
+
 // /readyz of `compactor run` probes the LLM endpoint (GET /models with the key): ready
 // while it answers, not ready, naming the refusal, once it answers 401 to every call.
 func TestReadyzLLMRefusesKey(t *testing.T) {
@@ -37,15 +49,7 @@ func TestReadyzLLMRefusesKey(t *testing.T) {
 	t.Cleanup(func() { run.stop(t) })
 	var addr string
 	waitUntil(t, 10*time.Second, "the metrics server", func() bool { addr = metricsAddr(run.log.String()); return addr != "" })
-	readyz := func() (int, string) {
-		resp, err := http.Get("http://" + addr + "/readyz")
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		b, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(b)
-	}
+	readyz := func() (int, string) { return httpGet(t, "http://"+addr+"/readyz") }
 	wait := func(code int, want string) {
 		t.Helper()
 		start := time.Now()

@@ -17,8 +17,8 @@ import (
 // file, as at the start) and applies those that can change without a restart: the
 // summarizer (endpoint, model, key, headers, timeouts, concurrency and rate) is built again
 // from them and replaces the running one for the next summaries (the key file is read again
-// even when nothing else changed: a rotated key is picked up), the log level, and the drain
-// limit. A setting that needs a restart and differs from the running one is named in a
+// even when nothing else changed: a rotated key is picked up), the log level, the drain
+// limit and the spend limits. A setting that needs a restart and differs from the running one is named in a
 // warning; a configuration that does not parse or build is refused with the reason, and the
 // running settings are kept.
 
@@ -26,7 +26,7 @@ import (
 var reloadable = []string{
 	"summarizer", "base-url", "model", "api-key-env", "api-key-file", "organization", "header",
 	"llm-timeout", "max-tokens-field", "llm-max-input-tokens", "llm-concurrency", "llm-rps", "summary-budget",
-	"log-level", "drain-timeout", "shutdown-timeout",
+	"log-level", "drain-timeout", "shutdown-timeout", "spend-limit",
 }
 
 // flagValues is every flag's value as text, by name.
@@ -103,6 +103,11 @@ func (f *serviceFlags) reload(env *Env, running map[string]string, svc *pipeline
 	if err == nil {
 		err = parseLevel(g.logLevel, level)
 	}
+	if err == nil {
+		if err = svc.SetSpendLimits(g.spend); err != nil {
+			err = flagError(err)
+		}
+	}
 	if err != nil {
 		log.Error("reload refused: the settings do not build; the running ones are kept", "err", err)
 		return running
@@ -111,7 +116,7 @@ func (f *serviceFlags) reload(env *Env, running map[string]string, svc *pipeline
 	svc.SetDrainTimeout(drain)
 	// Said before the new level applies: a reload is told whatever the level becomes.
 	attrs := append([]any{"changed", applied, "log_level", level.Level().String(), "drain_timeout_s", seconds(drain)}, g.sum.logAttrs(g.eng)...)
-	log.Info("settings reloaded: the summarizer was built again (its key read again), the log level and the drain limit set", attrs...)
+	log.Info("settings reloaded: the summarizer was built again (its key read again), the log level, drain limit and spend limits set", attrs...)
 	if len(restart) > 0 {
 		log.Warn("settings changed that take effect at the next restart only; the running ones are kept", "settings", restart)
 	}

@@ -38,6 +38,7 @@ type serviceFlags struct {
 	metricsAddr     string
 	drainTimeout    time.Duration
 	shutdownTimeout time.Duration // the former name of drainTimeout
+	spend           spendFlag
 	logFormat       string
 	logLevel        string
 	sum             summarizerFlags
@@ -84,6 +85,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long the summaries in flight may finish before they are handed back (0: --llm-timeout, so that a summary whose request started just before the stop can end)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "the former name of --drain-timeout (deprecated: give --drain-timeout)")
+	fs.Var(&f.spend, "spend-limit", "a limit on the LLM input tokens the fleet starts paying for: `[STORE=]TOKENS/hour` or [STORE=]TOKENS/day, every store's or STORE's (repeatable; counted in COMPACTOR_SPEND for every worker that has it: give every worker the same); over it, jobs wait for the window to end")
 }
 
 // drain is the drain limit: --drain-timeout, else the deprecated --shutdown-timeout, else
@@ -163,6 +165,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	if cfg.ShutdownTimeout, err = f.drain(log); err != nil {
 		return cfg, err
 	}
+	cfg.SpendLimits = f.spend
 	if err := cfg.Validate(); err != nil {
 		return cfg, &UsageError{Err: flagError(err)}
 	}
@@ -200,6 +203,7 @@ var configFlags = map[string]string{
 	"SweepEvery":          "--sweep-every",
 	"MetricsAddr":         "--metrics-addr",
 	"ShutdownTimeout":     "--drain-timeout",
+	"SpendLimits":         "--spend-limit",
 	"NATS":                "--nats-user/--nats-token/--nkey/--creds",
 	"NATS.User":           "--nats-user",
 	"NATS.NKeySeedFile":   "--nkey",
