@@ -12,6 +12,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
 )
 
 // Tests that run compactor as a real process, with real signals: the binary is built once
@@ -206,4 +208,37 @@ func compactions(t *testing.T, files []string) (total int, perFile []int) {
 		perFile = append(perFile, n)
 	}
 	return total, perFile
+}
+
+// The version `make build` stamps (git describe) is what `compactor version` prints and what
+// a running worker reports in its beats (compactor status).
+func TestStampedVersionInBeats(t *testing.T) {
+	t.Parallel()
+	bin, version := compactorBinary(t)
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "compactor "+version {
+		t.Fatalf("compactor version: %q, %v; want %q", out, err, "compactor "+version)
+	}
+	url := natstest.StartServer(t).ClientURL()
+	p := startProcess(t, bin, "run", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
+	var rep statusReport
+	waitUntil(t, time.Minute, "the worker's beat", func() bool {
+		if p.exited() {
+			t.Fatalf("run exited (%d):\n%s", p.code, p.logs.String())
+		}
+		out, err := exec.Command(bin, "status", "--nats-url", url, "--json").Output()
+		if err != nil {
+			return false
+		}
+		rep = statusReport{}
+		return json.Unmarshal(out, &rep) == nil && len(rep.Stores) == 1
+	})
+	if b := rep.Stores[0].Workers[0]; b.Version != version || fmt.Sprint(b.JobVersions) != "[1]" {
+		t.Errorf("beat version %q, job versions %v; want %q, [1]", b.Version, b.JobVersions, version)
+	}
+	t.Logf("compactor version: %s; beat: %+v", strings.TrimSpace(string(out)), rep.Stores[0].Workers[0])
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
 }
