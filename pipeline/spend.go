@@ -233,12 +233,13 @@ func (s *Service) spendFull(l SpendLimit, key string, used int, end, now time.Ti
 }
 
 // settleSpend replaces a delivery's estimates by the input tokens the endpoint billed
-// (actual), once its handler has ended with a result; a failed handler's estimates stay.
+// (actual), once its handler has ended with a result; a failed handler's estimates stay, and
+// so do those of an endpoint that reports no usage (actual 0).
 func (s *Service) settleSpend(ctx context.Context, t *ticket, actual int, ok bool) {
 	t.mu.Lock()
 	h := t.spend
 	t.mu.Unlock()
-	if !ok || len(h.charges) == 0 || actual == h.reserved {
+	if !ok || actual <= 0 || len(h.charges) == 0 || actual == h.reserved {
 		return
 	}
 	delta := actual - h.reserved

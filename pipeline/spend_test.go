@@ -14,12 +14,11 @@ import (
 // spendLedger is what the "endpoint" billed, by hour of the test's clock and by store,
 // and what became of each job.
 type spendLedger struct {
-	mu      sync.RWMutex // a handler holds it (read) from its reservation to its billing
-	billed  map[string]int
-	held    map[string]time.Time // job path → the hour it was last held in
-	doneIn  map[string]time.Time // job path → the hour it was billed in
-	maxJob  int
-	running int
+	mu     sync.RWMutex // a handler holds it (read) from its reservation to its billing
+	billed map[string]int
+	held   map[string]time.Time // job path → the hour it was last held in
+	doneIn map[string]time.Time // job path → the hour it was billed in
+	maxJob int
 }
 
 // spendHandler is a handler whose paid call costs a known number of input tokens (its

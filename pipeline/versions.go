@@ -197,7 +197,7 @@ func (s *Service) handBack(ctx context.Context, d *delivery, reason string, dela
 func (s *Service) requeue(ctx context.Context, d *delivery, reason string, delay time.Duration) {
 	used := 0
 	if d.key != "" {
-		used, _ = addAttempts(ctx, s.res.attempts, d.key, 0)
+		used = s.attemptsUsed(ctx, d.key)
 	}
 	if err := d.msg.DoubleAck(ctx); err != nil {
 		answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
@@ -246,8 +246,18 @@ func (s *Service) requeueStored(ctx context.Context, log *slog.Logger, ev Event,
 		return
 	}
 	key := attemptKey(ev.JobSeq, jobID)
-	used, _ := addAttempts(ctx, s.res.attempts, key, 0)
+	used := s.attemptsUsed(ctx, key)
 	s.republish(ctx, log, ev, subject, payload, deliveries, key, used, handBackVersion)
+}
+
+// attemptsUsed reads the attempt count under key (0 when there is none or it cannot be read).
+func (s *Service) attemptsUsed(ctx context.Context, key string) int {
+	e, err := s.res.attempts.Get(ctx, key)
+	if err != nil {
+		return 0
+	}
+	n, _ := strconv.Atoi(string(e.Value()))
+	return n
 }
 
 // sayEvery reports whether what (a kind of log line) was not said in the last every, and

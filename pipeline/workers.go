@@ -28,6 +28,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if s.cfg.Client {
 		return nil, configError("Client", "a client runs no workers")
 	}
+	s.draining.Store(false)
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
 	w := work{jobs: jobCtx, book: bookCtx}

@@ -1,6 +1,7 @@
 package cli
 
 import (
+	"strings"
 	"syscall"
 	"testing"
 	"time"
@@ -103,4 +104,19 @@ func TestSIGTERMDuringTwentySummaries(t *testing.T) {
 		t.Errorf("%d LLM requests for %d compactions, want 20 for 20 (0 repeated)", requests, total)
 	}
 	t.Logf("SIGTERM to exit: %.1fs (summaries of 10s, in flight when it came)", stopped.Seconds())
+}
+
+// --shutdown-timeout is the former name of --drain-timeout: alone it is taken, with a
+// warning; with --drain-timeout it is refused.
+func TestShutdownTimeoutIsTheDrainsFormerName(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	code, _, errs := runCLI(t, "run", "--once", "--store", "default="+dir, "--data-dir", t.TempDir(), "--drain-timeout", "5s", "--shutdown-timeout", "5s")
+	if code != 2 || !strings.Contains(errs, "--shutdown-timeout is the former name of --drain-timeout: give only --drain-timeout") {
+		t.Errorf("both: exit %d, %q", code, errs)
+	}
+	code, _, errs = runCLI(t, "run", "--once", "--store", "default="+dir, "--data-dir", t.TempDir(), "--log-format", "json", "--shutdown-timeout", "5s")
+	if code != 0 || !hasLine(errs, "--shutdown-timeout is deprecated: it is now --drain-timeout", `"drain_timeout_s":5`) {
+		t.Errorf("alone: exit %d, %q", code, errs)
+	}
 }
