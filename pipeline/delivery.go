@@ -62,6 +62,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	}
 	d.delivered = meta.NumDelivered
 	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
+	s.noteHeld(d.ev.JobSeq, false) // delivered again: it is decided anew
 	if v, id, ok := jobHeadOf(msg.Data()); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
 		s.unknownVersion(ctx, d, v, id)
 		return nil

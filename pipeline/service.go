@@ -58,6 +58,7 @@ type Service struct {
 	rows      []ReportRow
 	metrics   net.Addr
 	said      map[string]time.Time // warnings said lately (sayEvery)
+	held      map[uint64]bool      // job messages handed back for a lasting reason (noteHeld)
 }
 
 // New validates cfg and prepares a Service; nothing is started until Start, Run or RunOnce.

@@ -225,3 +225,38 @@ func TestSpendLimitPerStore(t *testing.T) {
 	}
 	t.Logf("store default (2000 per day) billed %d; store other (no limit) billed %d", ledger.billed[day+" default"], ledger.billed[day+" other"])
 }
+
+// RunOnce does not wait for the jobs a limit holds or whose version it does not work: it
+// ends when every job left is one of those, leaving them queued.
+func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	clock := &fakeClock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
+	ledger := &spendLedger{billed: map[string]int{}, held: map[string]time.Time{}, doneIn: map[string]time.Time{}}
+	cfg := b.config(spendHandler(clock, ledger, jobSize))
+	cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: 1}}
+	cfg.spendClock = clock.now
+	s := b.service(cfg)
+	for i := range 3 {
+		rel := fmt.Sprintf("s%d.jsonl", i)
+		sid, leaf := writeSession(t, b.dir, rel)
+		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+	}
+	sid, leaf := writeSession(t, b.dir, "v2.jsonl")
+	j := Job{Kind: KindCompact, Store: "default", Path: "v2.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	j.Normalize(time.Now())
+	b.publishRaw(j, 2)
+	rep, err := s.RunOnce(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	if rep.Counts[OutcomeDone] != 1 || len(rep.Rows) != 1 {
+		t.Errorf("report: %+v, want the one job the limit admitted", rep.Counts)
+	}
+	if n := b.pending(); n != 3 {
+		t.Errorf("%d jobs queued after RunOnce, want 3 (2 held by the limit, 1 of version 2)", n)
+	}
+	if dl := b.deadLetters(); len(dl) > 0 {
+		t.Errorf("dead letters: %+v", dl)
+	}
+}

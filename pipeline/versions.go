@@ -174,6 +174,7 @@ func (s *Service) handBack(ctx context.Context, d *delivery, reason string, dela
 	}
 	d.releaseLease(ctx)
 	s.m.handedBack.WithLabelValues(d.ev.Store, reason).Inc()
+	s.noteHeld(d.ev.JobSeq, reason != handBackShutdown)
 	if d.key == "" && jobID != "" {
 		d.key = attemptKey(d.ev.JobSeq, jobID)
 	}
@@ -248,6 +249,41 @@ func (s *Service) requeueStored(ctx context.Context, log *slog.Logger, ev Event,
 	key := attemptKey(ev.JobSeq, jobID)
 	used := s.attemptsUsed(ctx, key)
 	s.republish(ctx, log, ev, subject, payload, deliveries, key, used, handBackVersion)
+}
+
+// noteHeld notes (held) or forgets a job message this worker handed back for a reason that
+// lasts (a version it does not work, a spend limit): RunOnce does not wait for those.
+func (s *Service) noteHeld(seq uint64, held bool) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if !held {
+		delete(s.held, seq)
+		return
+	}
+	if s.held == nil {
+		s.held = map[uint64]bool{}
+	}
+	s.held[seq] = true
+}
+
+// heldQueued counts the job messages this worker handed back for a lasting reason that are
+// still queued (those another worker has taken since are forgotten).
+func (s *Service) heldQueued(ctx context.Context) int {
+	s.mu.Lock()
+	seqs := make([]uint64, 0, len(s.held))
+	for seq := range s.held {
+		seqs = append(seqs, seq)
+	}
+	s.mu.Unlock()
+	n := 0
+	for _, seq := range seqs {
+		if _, err := s.res.jobs.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
+			s.noteHeld(seq, false)
+			continue
+		}
+		n++
+	}
+	return n
 }
 
 // attemptsUsed reads the attempt count under key (0 when there is none or it cannot be read).
