@@ -382,7 +382,7 @@ func workerArgs(natsURL, store, llmURL, keyFile string, extra ...string) []strin
 	args := []string{"run", "--nats-url", natsURL, "--store", "default=" + store, "--idle", "0", "--concurrency", "8",
 		"--summarizer", "openai", "--base-url", llmURL, "--model", "fake-model", "--api-key-file", keyFile,
 		"--context-window", "20000", "--keep-recent-tokens", "2000", "--llm-timeout", "3s",
-		"--ack-wait", "6s", "--lease-ttl", "3s", "--max-deliver", "8", "--shutdown-timeout", "2s", "--log-format", "json"}
+		"--ack-wait", "6s", "--lease-ttl", "3s", "--max-deliver", "8", "--drain-timeout", "2s", "--log-format", "json"}
 	return append(args, extra...)
 }
 

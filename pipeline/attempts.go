@@ -34,33 +34,45 @@ func attemptKey(seq uint64, jobID string) string {
 
 // addAttempts adds delta to the count under key and returns the new count.
 func addAttempts(ctx context.Context, kv jetstream.KeyValue, key string, delta int) (int, error) {
+	n, _, err := addCount(ctx, kv, "attempts", key, delta, 0)
+	return n, err
+}
+
+// addCount adds delta to the decimal count under key (never below 0), with optimistic
+// concurrency: a write that lost to another is read and tried again. With limit > 0, a
+// count already at limit or more is not added to: over is true and nothing is written.
+// what names the count in errors.
+func addCount(ctx context.Context, kv jetstream.KeyValue, what, key string, delta, limit int) (n int, over bool, err error) {
 	for range 10 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			n := max(delta, 0)
 			_, err := kv.Create(ctx, key, []byte(strconv.Itoa(n)))
 			if err == nil {
-				return n, nil
+				return n, false, nil
 			}
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue
 			}
-			return 0, fmt.Errorf("attempts %s: %w", key, err)
+			return 0, false, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 		if err != nil {
-			return 0, fmt.Errorf("attempts %s: %w", key, err)
+			return 0, false, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 		n, _ := strconv.Atoi(string(e.Value()))
+		if limit > 0 && n >= limit {
+			return n, true, nil
+		}
 		n = max(n+delta, 0)
 		_, err = kv.Update(ctx, key, []byte(strconv.Itoa(n)), e.Revision())
 		if err == nil {
-			return n, nil
+			return n, false, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
-			return 0, fmt.Errorf("attempts %s: %w", key, err)
+			return 0, false, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 	}
-	return 0, fmt.Errorf("attempts %s: too many concurrent updates", key)
+	return 0, false, fmt.Errorf("%s %s: too many concurrent updates", what, key)
 }
 
 func clearAttempts(ctx context.Context, kv jetstream.KeyValue, key string) error {

@@ -38,6 +38,9 @@ type Result struct {
 	LLMInputTokens       int `json:"llmInputTokens,omitempty"`
 	LLMCachedInputTokens int `json:"llmCachedInputTokens,omitempty"`
 	LLMOutputTokens      int `json:"llmOutputTokens,omitempty"`
+	// LLMModel is the model the tokens were billed by (the model label of the token
+	// metrics); empty: the model the handler's summarizer named through NoteLLMModel.
+	LLMModel string `json:"llmModel,omitempty"`
 	// LeafID is the session's leaf after the job (the new entry for done); the worker's
 	// re-check uses it to tell whether something was appended meanwhile.
 	LeafID string `json:"leafId,omitempty"`

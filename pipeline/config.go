@@ -246,6 +246,14 @@ type Config struct {
 	// sweepClock is the time the sweeps' backoff is measured in; nil means time.Now. Tests
 	// set it to move through a backoff without waiting for it.
 	sweepClock func() time.Time
+	// spendClock is the time the spend windows are measured in (nil: time.Now), and
+	// spendHoldMax, when set, shortens a held job's wait (the rest of its window on that
+	// clock). Tests set both to move through windows without waiting for them.
+	spendClock   func() time.Time
+	spendHoldMax time.Duration
+	// versionWaitAlone is how long a job of a version no worker of its store understands
+	// waits before its next delivery (0: the constant versionWaitAlone). Tests shorten it.
+	versionWaitAlone time.Duration
 
 	AckWait         time.Duration // redelivery if neither acked nor heartbeated for this long
 	MaxDeliver      int           // deliveries before a job is dead-lettered
@@ -272,7 +280,23 @@ type Config struct {
 	// a client typed with other settings cannot rewrite a fleet's (replicas, windows).
 	Client bool
 
-	MetricsAddr string // "" = no HTTP server; serves /metrics and /healthz
+	MetricsAddr string // "" = no HTTP server; serves /metrics, /healthz and /readyz
+	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
+	// loops, the stores): an LLM endpoint answering, say. Each result is kept a few seconds.
+	ReadyProbes []ReadyProbe
+
+	// SpendLimits bound the LLM input tokens per hour and per day, of every store or of
+	// one, for the whole fleet (spend.go): over a limit, jobs wait for the window to end.
+	// Give every worker the same limits.
+	SpendLimits []SpendLimit
+
+	// JobVersions are the job schema versions this worker works (default: JobVersion). A
+	// job of another version is handed back for a worker that understands it, never
+	// dead-lettered (versions.go). Beats in COMPACTOR_WORKERS list them.
+	JobVersions []int
+	// Version is the version of the program this worker runs, reported in its beats
+	// (compactor status shows a fleet's versions). Empty: not reported.
+	Version string
 
 	Handler  Handler  // required for Run and RunOnce
 	Assessor Assessor // required for sweeps and the after-job re-check; nil disables both
@@ -316,6 +340,9 @@ func (c Config) withDefaults() Config {
 	set(&c.SweepRetryMax, DefaultSweepRetryMax)
 	if c.Replicas == 0 {
 		c.Replicas = 1
+	}
+	if len(c.JobVersions) == 0 {
+		c.JobVersions = []int{JobVersion}
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -400,6 +427,14 @@ func (c Config) Validate() error {
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return configError("Replicas", "%d, need 1..5", c.Replicas)
+	}
+	if err := validSpendLimits(c.SpendLimits, c.Stores); err != nil {
+		return err
+	}
+	for _, v := range c.JobVersions {
+		if v < 1 {
+			return configError("JobVersions", "version %d: versions start at 1", v)
+		}
 	}
 	return nil
 }

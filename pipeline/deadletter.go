@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -119,10 +120,15 @@ func (s *Service) exhausted(ctx context.Context, store string, seq, deliveries u
 	if err != nil {
 		return // already gone (acked, terminated, or handled by another worker)
 	}
-	job, _ := DecodeJob(raw.Data)
+	job, _ := decodeJob(raw.Data, s.cfg.JobVersions)
 	ev := Event{V: 1, JobID: job.ID, JobSeq: seq, Store: store, SessionID: job.SessionID, Path: job.Path, Kind: job.Kind,
 		Attempt: int(deliveries), Worker: s.worker}
 	log := s.log.With("store", store, "job_seq", seq)
+	if v, id, ok := jobHeadOf(raw.Data); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
+		// Its deliveries went by waiting for a worker that understands it: queued again.
+		s.requeueStored(ctx, log, ev, raw.Subject, raw.Data, deliveries, id)
+		return
+	}
 	reason := fmt.Sprintf("max deliveries exhausted after %d deliveries without a final answer", deliveries)
 	if s.deadLetter(ctx, deadJob{subject: raw.Subject, payload: raw.Data, deliveries: deliveries, cause: "max deliveries",
 		reason: reason, ev: ev, log: log}) {

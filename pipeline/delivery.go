@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
@@ -61,7 +62,12 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	}
 	d.delivered = meta.NumDelivered
 	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
-	job, err := DecodeJob(msg.Data())
+	s.noteHeld(d.ev.JobSeq, false) // delivered again: it is decided anew
+	if v, id, ok := jobHeadOf(msg.Data()); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
+		s.unknownVersion(ctx, d, v, id)
+		return nil
+	}
+	job, err := decodeJob(msg.Data(), s.cfg.JobVersions)
 	if err == nil && (job.Store != store || job.Subject() != msg.Subject()) {
 		err = fmt.Errorf("job: subject %s does not match its payload (store %q, session %q, kind %q)", msg.Subject(), job.Store, job.SessionID, job.Kind)
 	}
@@ -212,21 +218,30 @@ func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err er
 // attempt runs the handler on an admitted delivery, with heartbeats, and gives the
 // delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
 func (s *Service) attempt(w work, d *delivery) {
-	hctx, cancel := context.WithCancel(w.jobs)
+	t := &ticket{s: s, store: d.ev.Store}
+	hctx, cancel := context.WithCancel(withTicket(w.jobs, t))
 	hbDone := make(chan struct{})
 	go s.heartbeat(hctx, cancel, d, hbDone)
 	res, herr := s.cfg.Handler.Handle(hctx, d.job, d.file)
 	cancel()
 	<-hbDone
 
+	if h := holdOf(herr); h != nil {
+		// Refused its first paid call (ReserveLLM): a wait, not a failure.
+		s.hold(w.book, d, h)
+		return
+	}
+	s.settleSpend(w.book, t, res.LLMInputTokens, herr == nil)
 	if herr != nil && w.jobs.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
-		_, err := addAttempts(w.book, s.res.attempts, d.key, -1)
-		answered(d.log, slog.LevelDebug, "attempt of a given-back job not uncounted", err)
-		d.releaseLease(w.book)
-		answered(d.log, slog.LevelWarn, "nak failed", d.msg.Nak())
+		s.handBack(w.book, d, handBackShutdown, 0, "")
 		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
+	}
+	if res.LLMModel == "" {
+		t.mu.Lock()
+		res.LLMModel = t.model
+		t.mu.Unlock()
 	}
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
 	s.finish(w.book, d, dec, res)
@@ -298,6 +313,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
 	ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens = res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens
+	ev.LLMModel = res.LLMModel
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}

@@ -36,6 +36,7 @@ type Event struct {
 	LLMInputTokens       int    `json:"llmInputTokens,omitempty"`
 	LLMCachedInputTokens int    `json:"llmCachedInputTokens,omitempty"`
 	LLMOutputTokens      int    `json:"llmOutputTokens,omitempty"`
+	LLMModel             string `json:"llmModel,omitempty"` // the model that billed the LLM tokens
 	DurationMs           int64  `json:"durationMs"`
 	Attempt              int    `json:"attempt"`
 	RetryInMs            int64  `json:"retryInMs,omitempty"`

@@ -24,3 +24,12 @@ func flock(f *os.File, exclusive bool) error {
 }
 
 func funlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// writableDir reports why dir cannot be written to by this process (access(2) with W_OK:
+// its permissions, or a file system mounted read-only), or nil.
+func writableDir(dir string) error {
+	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
+		return &os.PathError{Op: "access", Path: dir, Err: err}
+	}
+	return nil
+}

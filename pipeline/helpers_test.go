@@ -8,6 +8,8 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"fmt"
+	"io"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -362,6 +364,18 @@ func (b *bundle) enqueue(job Job) EnqueueResult {
 		b.t.Fatal(err)
 	}
 	return r
+}
+
+// get asks the metrics server of s for path.
+func get(t testing.TB, s *Service, path string) (int, string) {
+	t.Helper()
+	resp, err := http.Get("http://" + s.MetricsAddr().String() + path)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer resp.Body.Close()
+	body, _ := io.ReadAll(resp.Body)
+	return resp.StatusCode, string(body)
 }
 
 // hangGuard is the least time eventually waits for a condition before it fails the test.

@@ -14,12 +14,16 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"slices"
 	"strings"
 	"time"
 	"unicode"
 )
 
-// JobVersion is the version of the job payload this package writes and understands.
+// JobVersion is the version of the job payload this package writes, and the one its workers
+// understand unless Config.JobVersions says otherwise. A worker hands a job of a version it
+// does not understand back to the queue for another worker (versions.go); it never
+// dead-letters it.
 const JobVersion = 1
 
 // Job kinds.
@@ -69,10 +73,14 @@ type Job struct {
 	ID string `json:"id"`
 }
 
-// Validate checks what a worker relies on before it touches anything.
-func (j *Job) Validate() error {
-	if j.V != JobVersion {
-		return fmt.Errorf("job: unsupported version v=%d (want %d)", j.V, JobVersion)
+// Validate checks what a worker relies on before it touches anything, for a job of the
+// version this package writes (JobVersion).
+func (j *Job) Validate() error { return j.validate([]int{JobVersion}) }
+
+// validate is Validate for a worker that understands the job versions in versions.
+func (j *Job) validate(versions []int) error {
+	if !slices.Contains(versions, j.V) {
+		return fmt.Errorf("job: unsupported version v=%d (want %s)", j.V, versionList(versions))
 	}
 	if j.Kind != KindCompact && j.Kind != KindBranchSummary && j.Kind != KindPrepare {
 		return fmt.Errorf("job: kind %q is not %q, %q or %q", j.Kind, KindCompact, KindBranchSummary, KindPrepare)
@@ -123,13 +131,16 @@ func (j *Job) Normalize(now time.Time) {
 	}
 }
 
-// DecodeJob parses and validates a job payload.
-func DecodeJob(data []byte) (Job, error) {
+// DecodeJob parses and validates a job payload of the version this package writes.
+func DecodeJob(data []byte) (Job, error) { return decodeJob(data, []int{JobVersion}) }
+
+// decodeJob parses and validates a job payload of one of versions.
+func decodeJob(data []byte, versions []int) (Job, error) {
 	var j Job
 	if err := json.Unmarshal(data, &j); err != nil {
 		return Job{}, fmt.Errorf("job: malformed payload: %w", err)
 	}
-	if err := j.Validate(); err != nil {
+	if err := j.validate(versions); err != nil {
 		return j, err
 	}
 	return j, nil

@@ -30,16 +30,28 @@ type metrics struct {
 	llmOutput *prometheus.CounterVec
 	deadLtrs  *prometheus.CounterVec
 	swept     *prometheus.CounterVec
+	// handedBack counts deliveries given back without a handler attempt, by reason:
+	// version, spend, shutdown (versions.go).
+	handedBack *prometheus.CounterVec
+	// spendUsed and spendLimit: the spend limits' current windows (spend.go).
+	spendUsed, spendLimit *prometheus.GaugeVec
 }
 
 // countLLM adds an event's model usage to the token counters.
 func (m *metrics) countLLM(ev Event) {
+	model := ev.LLMModel
+	if model == "" {
+		model = "unknown"
+	}
+	if ev.LLMTokens > 0 {
+		m.llmTokens.WithLabelValues(ev.Store, model).Add(float64(ev.LLMTokens))
+	}
 	for _, c := range []struct {
 		v *prometheus.CounterVec
 		n int
 	}{{m.llmInput, ev.LLMInputTokens}, {m.llmCached, ev.LLMCachedInputTokens}, {m.llmOutput, ev.LLMOutputTokens}} {
 		if c.n > 0 {
-			c.v.WithLabelValues(ev.Store, ev.Kind).Add(float64(c.n))
+			c.v.WithLabelValues(ev.Store, ev.Kind, model).Add(float64(c.n))
 		}
 	}
 }
@@ -58,26 +70,32 @@ func newMetrics() *metrics {
 			Name: "compactor_jobs_in_flight", Help: "Jobs being handled right now.",
 		}),
 		llmTokens: prometheus.NewCounterVec(prometheus.CounterOpts{
-			Name: "compactor_llm_tokens_total", Help: "LLM tokens spent by finished jobs.",
-		}, []string{"store"}),
+			Name: "compactor_llm_tokens_total", Help: "LLM tokens spent by finished jobs, by the model that billed them.",
+		}, []string{"store", "model"}),
 		llmInput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_input_tokens_total", Help: "LLM input tokens billed to finished jobs (cached ones included).",
-		}, []string{"store", "kind"}),
+		}, []string{"store", "kind", "model"}),
 		llmCached: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_cached_input_tokens_total",
 			Help: "LLM input tokens the endpoint served from its prompt cache (usage.prompt_tokens_details.cached_tokens), where it reports them.",
-		}, []string{"store", "kind"}),
+		}, []string{"store", "kind", "model"}),
 		llmOutput: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_llm_output_tokens_total", Help: "LLM output tokens of finished jobs.",
-		}, []string{"store", "kind"}),
+		}, []string{"store", "kind", "model"}),
 		deadLtrs: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_dead_letters_total", Help: "Jobs moved to COMPACTOR_DLQ, by cause.",
 		}, []string{"store", "cause"}),
 		swept: prometheus.NewCounterVec(prometheus.CounterOpts{
 			Name: "compactor_sweep_files_total", Help: "Files seen by sweeps, by result.",
 		}, []string{"store", "result"}),
+		handedBack: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_jobs_handed_back_total",
+			Help: "Deliveries handed back to the queue without a handler attempt, by reason: version (a job schema version this worker does not understand), spend (a spend limit reached), shutdown.",
+		}, []string{"store", "reason"}),
 	}
-	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept,
+	m.spendUsed, m.spendLimit = spendGauges()
+	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
+		m.spendUsed, m.spendLimit,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }
@@ -128,9 +146,11 @@ func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (ui
 	return n, nil
 }
 
-// serveMetrics serves /metrics and /healthz until ctx ends; wait returns once the server
-// has stopped. healthy reports readiness.
-func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error, log *slog.Logger) (net.Addr, func(), error) {
+// serveMetrics serves /metrics, /healthz and /readyz until ctx ends; wait returns once the
+// server has stopped. healthy reports liveness (connected to NATS), ready readiness
+// (readiness.go).
+func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error,
+	ready func(context.Context) (bool, []string), log *slog.Logger) (net.Addr, func(), error) {
 	mux := http.NewServeMux()
 	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
@@ -139,6 +159,14 @@ func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, he
 			return
 		}
 		fmt.Fprintln(w, "ok")
+	})
+	mux.HandleFunc("/readyz", func(w http.ResponseWriter, r *http.Request) {
+		ok, lines := ready(r.Context())
+		w.Header().Set("Content-Type", "text/plain; charset=utf-8")
+		if !ok {
+			w.WriteHeader(http.StatusServiceUnavailable)
+		}
+		fmt.Fprint(w, readyText(ok, lines))
 	})
 	ln, err := net.Listen("tcp", addr)
 	if err != nil {

@@ -577,3 +577,68 @@ func scrape(t testing.TB, s *Service) string {
 	body, _ := io.ReadAll(resp.Body)
 	return string(body)
 }
+
+// At a stop, a job that has not started a paid call is handed back at once (its first
+// ReserveLLM is refused), without using an attempt, while one that has started paying
+// finishes: the drain pays for nothing it throws away.
+func TestStopHandsBackJobsNotPaying(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	release := make(chan struct{})
+	var paying, waiting atomic.Int32
+	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+		if job.Reason == "paying" {
+			if err := ReserveLLM(ctx, func() int { return 100 }); err != nil {
+				return Result{}, err
+			}
+			paying.Add(1)
+		} else {
+			waiting.Add(1)
+		}
+		<-release // the summary is being written, or the job is still planning
+		if job.Reason != "paying" {
+			if err := ReserveLLM(ctx, func() int { return 100 }); err != nil {
+				return Result{}, err
+			}
+		}
+		return applyFake(job, file)
+	})
+	cfg := b.config(h)
+	cfg.ShutdownTimeout = time.Minute
+	s := b.service(cfg)
+	files := map[string]string{}
+	for _, reason := range []string{"paying", "planning"} {
+		sid, leaf := writeSession(t, b.dir, reason+".jsonl")
+		files[reason] = filepath.Join(b.dir, reason+".jsonl")
+		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: reason + ".jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: reason})
+	}
+	stop := b.run(s)
+	eventually(t, 10*time.Second, "both jobs running", func() bool { return paying.Load() == 1 && waiting.Load() == 1 })
+	stopped := make(chan struct{})
+	go func() { stop(); close(stopped) }()
+	eventually(t, 10*time.Second, "the stop to begin", func() bool { return s.draining.Load() })
+	close(release)
+	<-stopped
+	if n := countType(t, files["paying"], "compaction"); n != 1 {
+		t.Errorf("the paying job: %d compactions, want 1 (finished in the drain)", n)
+	}
+	if n := countType(t, files["planning"], "compaction"); n != 0 {
+		t.Errorf("the job that had not started paying: %d compactions, want 0 (handed back)", n)
+	}
+	// Once by its handler; its redelivery may be fetched again as the fetch loop ends, and
+	// handed back again at once.
+	if got := counterValue(t, s.m.handedBack.WithLabelValues("default", handBackShutdown)); got < 1 {
+		t.Errorf("handed back at shutdown: %.0f, want at least 1", got)
+	}
+	// Handed back at once and without an attempt: a new worker takes it now (AckWait is
+	// 1s here; the job's attempt count is checked by its event).
+	b.run(b.service(b.config(&fakeHandler{})))
+	eventually(t, 20*time.Second, "the handed-back job done by another worker", func() bool {
+		return countType(t, files["planning"], "compaction") == 1
+	})
+	for _, ev := range b.events() {
+		if ev.Path == "planning.jsonl" && ev.Final() && ev.Attempt != 1 {
+			t.Errorf("the handed-back job ended at attempt %d, want 1 (the hand-back used none)", ev.Attempt)
+		}
+	}
+}

@@ -667,21 +667,12 @@ func TestMetricsAndHealthz(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
-	get := func(path string) (int, string) {
-		resp, err := http.Get("http://" + s.MetricsAddr().String() + path)
-		if err != nil {
-			t.Fatal(err)
-		}
-		defer resp.Body.Close()
-		body, _ := io.ReadAll(resp.Body)
-		return resp.StatusCode, string(body)
-	}
-	if code, body := get("/healthz"); code != 200 || body != "ok\n" {
+	if code, body := get(t, s, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	wants := []string{`compactor_jobs_total{kind="compact",outcome="done",store="default"} 1`, "compactor_llm_tokens_total", "compactor_jobs_in_flight 0", "compactor_job_duration_seconds_bucket"}
 	eventually(t, 5*time.Second, "metrics after the job (in-flight drops just after the event)", func() bool {
-		_, body := get("/metrics")
+		_, body := get(t, s, "/metrics")
 		for _, want := range wants {
 			if !strings.Contains(body, want) {
 				return false

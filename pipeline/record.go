@@ -18,9 +18,6 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	ev.At = time.Now().UTC()
 	s.m.jobs.WithLabelValues(ev.Store, ev.Kind, string(ev.Outcome)).Inc()
 	s.m.duration.WithLabelValues(ev.Store, ev.Kind, string(ev.Outcome)).Observe(dur.Seconds())
-	if ev.LLMTokens > 0 {
-		s.m.llmTokens.WithLabelValues(ev.Store).Add(float64(ev.LLMTokens))
-	}
 	s.m.countLLM(ev)
 	answered(log, slog.LevelWarn, "event not published", publishEvent(ctx, s.res.js, subject, ev))
 	if ev.Final() {

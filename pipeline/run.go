@@ -46,7 +46,9 @@ func (s *Service) Run(ctx context.Context) error {
 
 // RunOnce sweeps the stores (when an Assessor is configured), then works until no job of
 // its stores is left in COMPACTOR_JOBS and nothing is in flight (delayed retries included),
-// and returns a report of the jobs this worker finished.
+// and returns a report of the jobs this worker finished. Jobs it handed back for a reason
+// that lasts (a spend limit, a job version it does not work) are left queued: it does not
+// wait for them, and says how many there are.
 func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 	if s.cfg.Handler == nil {
 		return nil, configError("Handler", "required to run workers")
@@ -88,13 +90,16 @@ func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 			s.log.Warn("cannot count pending jobs", "err", err)
 			continue
 		}
-		if n == 0 && s.flights.count() == 0 {
+		if s.flights.count() == 0 && (n == 0 || n <= uint64(s.heldQueued(ctx))) {
 			idle++
 		} else {
 			idle = 0
 		}
 	}
 	tick.Stop()
+	if k := s.heldQueued(ctx); k > 0 && werr == nil {
+		s.log.Warn("jobs left queued: a spend limit holds them, or no worker here works their job version", "jobs", k)
+	}
 	stopFetch()
 	stop()
 	s.mu.Lock()

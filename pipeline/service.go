@@ -43,12 +43,22 @@ type Service struct {
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem     chan struct{}
-	flights *flights // the jobs being worked, for RunOnce and the shutdown
+	flights *flights      // the jobs being worked, for RunOnce and the shutdown
+	fleet   fleetView     // what this worker last read of COMPACTOR_WORKERS
+	loops   loops         // the fetch loops' state, for /readyz
+	probes  []probeResult // Config.ReadyProbes' results, for /readyz
+	// draining: the workers are stopping; a job that has not started paying is handed back
+	// (ReserveLLM).
+	draining atomic.Bool
+	drain    atomic.Int64 // the drain limit (Config.ShutdownTimeout; SetDrainTimeout)
+	limits   atomic.Pointer[[]SpendLimit]
 
 	mu        sync.Mutex
 	recording bool
 	rows      []ReportRow
 	metrics   net.Addr
+	said      map[string]time.Time // warnings said lately (sayEvery)
+	held      map[uint64]bool      // job messages handed back for a lasting reason (noteHeld)
 }
 
 // New validates cfg and prepares a Service; nothing is started until Start, Run or RunOnce.
@@ -58,7 +68,11 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
-		flights: newFlights()}
+		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
+	s.drain.Store(int64(cfg.ShutdownTimeout))
+	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {
+		return nil, err
+	}
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {
@@ -75,6 +89,16 @@ func New(cfg Config) (*Service, error) {
 
 // Config returns the effective configuration (defaults applied).
 func (s *Service) Config() Config { return s.cfg }
+
+// SetDrainTimeout changes the drain limit (Config.ShutdownTimeout) of the stops to come (a
+// reload of the settings).
+func (s *Service) SetDrainTimeout(d time.Duration) {
+	if d >= 0 {
+		s.drain.Store(int64(d))
+	}
+}
+
+func (s *Service) drainTimeout() time.Duration { return time.Duration(s.drain.Load()) }
 
 // WorkerID names this worker in leases, events and dead letters.
 func (s *Service) WorkerID() string { return s.worker }

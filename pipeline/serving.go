@@ -44,6 +44,12 @@ type WorkerBeat struct {
 	Concurrency int       `json:"concurrency"`
 	Started     time.Time `json:"started"`
 	At          time.Time `json:"at"`
+	// Version is the worker's program version (`git describe` of its build); JobVersions
+	// the job schema versions it works (absent: a worker older than the field, which
+	// works version 1); InFlight its jobs in flight at the beat (all its stores').
+	Version     string `json:"version,omitempty"`
+	JobVersions []int  `json:"jobVersions,omitempty"`
+	InFlight    int    `json:"inFlight"`
 }
 
 // workerKey is the worker's key for a store. A worker id holds the host name, whose
@@ -64,7 +70,8 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 	started := time.Now().UTC()
 	beat := func() {
 		for _, st := range s.cfg.Stores {
-			b, _ := json.Marshal(WorkerBeat{Worker: s.worker, Store: st.Name, Host: host, Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC()})
+			b, _ := json.Marshal(WorkerBeat{Worker: s.worker, Store: st.Name, Host: host, Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
+				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count()})
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
 			cancel()
@@ -91,6 +98,35 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { close(quit); <-done }
+}
+
+// Workers reads the beats of every worker that reported within the last workerBeatTTL,
+// ordered by store, then worker (compactor status).
+func Workers(ctx context.Context, nc *nats.Conn) ([]WorkerBeat, error) {
+	js, err := jetstream.New(nc)
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	kv, err := js.KeyValue(ctx, BucketWorkers)
+	if err != nil {
+		if errors.Is(err, jetstream.ErrBucketNotFound) {
+			err = diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
+		} else if unavailable(err) {
+			err = diagnose(ctx, js, "KV_"+BucketWorkers, err)
+		}
+		return nil, fmt.Errorf("workers: bucket %s: %w", BucketWorkers, err)
+	}
+	beats, err := readBeats(ctx, kv, ">")
+	if err != nil {
+		return nil, fmt.Errorf("workers: %w", err)
+	}
+	slices.SortFunc(beats, func(a, b WorkerBeat) int {
+		if c := strings.Compare(a.Store, b.Store); c != 0 {
+			return c
+		}
+		return strings.Compare(a.Worker, b.Worker)
+	})
+	return beats, nil
 }
 
 // UnservedError says which stores no worker serves, and which stores are served.

@@ -59,6 +59,7 @@ type resources struct {
 	attempts jetstream.KeyValue
 	prepared jetstream.KeyValue
 	workers  jetstream.KeyValue
+	spend    jetstream.KeyValue
 	cons     map[string]jetstream.Consumer // by store
 }
 
@@ -157,6 +158,7 @@ func bucketConfigs(cfg Config, r *resources) []bucketSpec {
 		{&r.sweep, jetstream.KeyValueConfig{Bucket: BucketSweep, Description: "what the last sweep saw of each session file"}},
 		{&r.attempts, jetstream.KeyValueConfig{Bucket: BucketAttempts, Description: "handler attempts per job message (crashes included)", TTL: attemptsTTL}},
 		{&r.prepared, jetstream.KeyValueConfig{Bucket: BucketPrepared, Description: "compaction summaries prepared ahead of time for live agents (one per session)", TTL: cfg.PreparedTTL}},
+		{&r.spend, spendBucket()},
 	}
 	for i := range out {
 		out[i].cfg.History, out[i].cfg.Storage, out[i].cfg.Replicas = 1, jetstream.FileStorage, cfg.Replicas

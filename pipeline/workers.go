@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"log/slog"
 	"sync"
 	"time"
 
@@ -27,6 +28,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if s.cfg.Client {
 		return nil, configError("Client", "a client runs no workers")
 	}
+	s.draining.Store(false)
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
 	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
 	w := work{jobs: jobCtx, book: bookCtx}
@@ -55,9 +57,12 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		return undo(err)
 	}
 	waitMetrics := func() {}
+	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
+	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	if s.cfg.MetricsAddr != "" {
-		addr, wait, err := serveMetrics(ctx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.log)
+		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log)
 		if err != nil {
+			stopMetrics()
 			return undo(err)
 		}
 		waitMetrics = wait
@@ -73,18 +78,25 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	stopBeats := s.beatServing(bookCtx)
 	return func() {
 		t0 := time.Now()
-		stage2 := time.AfterFunc(s.cfg.ShutdownTimeout, func() {
+		s.draining.Store(true)
+		drain := s.drainTimeout()
+		if n := s.flights.count(); n > 0 {
+			s.log.Info("stopping: no more fetches; the summaries in flight may finish, jobs that have not started one are handed back",
+				"in_flight", n, "drain_timeout_s", seconds(drain))
+		}
+		stage2 := time.AfterFunc(drain, func() {
 			if n := s.flights.count(); n > 0 {
-				s.log.Warn("shutdown timeout: cancelling running jobs; they are given back", "in_flight", n)
+				s.log.Warn("drain limit reached: cancelling running jobs; they are handed back", "in_flight", n,
+					"drain_timeout_s", seconds(drain))
 			}
 			cancelJobs()
 		})
-		hard := time.AfterFunc(s.cfg.ShutdownTimeout+shutdownGrace, cancelBook)
+		hard := time.AfterFunc(drain+shutdownGrace, cancelBook)
 		loops.Wait() // stage 1: no more fetches (ctx is done)
 		stopBeats()
 		select {
 		case <-s.flights.empty():
-		case <-time.After(time.Until(t0.Add(s.cfg.ShutdownTimeout + 2*shutdownGrace))):
+		case <-time.After(time.Until(t0.Add(drain + 2*shutdownGrace))):
 			left := s.flights.list()
 			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", len(left))
 			for _, f := range left {
@@ -104,6 +116,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 			_ = sub.Unsubscribe()
 		}
 		bg.closeAndWait()
+		stopMetrics()
 		waitMetrics()
 		s.log.Info("workers stopped", "shutdown_s", seconds(time.Since(t0)))
 	}, nil
@@ -116,12 +129,16 @@ const fetchWait = time.Second
 func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 	cons := s.res.cons[store]
 	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
+	s.loops.set(store, func(st *loopState) { st.running, st.lastOK = true, time.Now() })
+	defer s.loops.set(store, func(st *loopState) { st.running = false })
 	for {
+		s.loops.set(store, func(st *loopState) { st.waiting = true })
 		select {
 		case <-ctx.Done():
 			return
 		case s.sem <- struct{}{}:
 		}
+		s.loops.set(store, func(st *loopState) { st.waiting = false })
 		if ctx.Err() != nil { // a free slot and the end were both ready: select picks either
 			<-s.sem
 			return
@@ -141,6 +158,13 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		if err == nil {
 			for msg := range batch.Messages() {
 				got++
+				if ctx.Err() != nil {
+					// Fetched as the stop began: handed back at once, not after AckWait.
+					s.m.handedBack.WithLabelValues(store, handBackShutdown).Inc()
+					answered(s.log.With("store", store, "subject", msg.Subject()), slog.LevelWarn, "nak failed", msg.Nak())
+					<-s.sem
+					continue
+				}
 				f := s.flights.add(store, msg.Subject())
 				s.m.inFlight.Inc()
 				go func() {
@@ -157,6 +181,7 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		for range n - got {
 			<-s.sem
 		}
+		s.loops.fetched(store, err)
 		if err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() != nil {
 				return

@@ -38,6 +38,9 @@ type Env struct {
 
 	// onFlagSet, when set, is told of every FlagSet the command creates (Describe).
 	onFlagSet func(fs *flag.FlagSet, usage, description string)
+	// signals: this is the process's own command line (Main), whose signals it may take
+	// (run reloads on SIGHUP); a command run in process by a test does not.
+	signals bool
 }
 
 func (env *Env) prog() string {
@@ -95,7 +98,7 @@ func (e *ExitError) Unwrap() error { return e.Err }
 
 // Main runs the compactor command line and returns the process exit code.
 func Main(args []string) int {
-	env := &Env{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv}
+	env := &Env{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, signals: true}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, env)

@@ -5,7 +5,9 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"strconv"
 	"strings"
+	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -154,4 +156,49 @@ func envStores(getenv func(string) string) ([]pipeline.Store, string, error) {
 		return nil, spec, usageErrorf("COMPACTOR_STORES %q names no store", spec)
 	}
 	return stores, spec, nil
+}
+
+// spendFlag is --spend-limit, repeatable: [STORE=]TOKENS/hour or [STORE=]TOKENS/day.
+type spendFlag []pipeline.SpendLimit
+
+func (s *spendFlag) String() string {
+	parts := make([]string, len(*s))
+	for i, l := range *s {
+		window := "day"
+		if l.Window == time.Hour {
+			window = "hour"
+		}
+		parts[i] = fmt.Sprintf("%d/%s", l.Tokens, window)
+		if l.Store != "" {
+			parts[i] = l.Store + "=" + parts[i]
+		}
+	}
+	return strings.Join(parts, ",")
+}
+
+func (s *spendFlag) Set(v string) error {
+	spec := v
+	var l pipeline.SpendLimit
+	if store, rest, ok := strings.Cut(spec, "="); ok {
+		if err := pipeline.ValidateStoreName(store); err != nil {
+			return fmt.Errorf("%q: %v", v, err)
+		}
+		l.Store, spec = store, rest
+	}
+	tokens, window, ok := strings.Cut(spec, "/")
+	n, err := strconv.Atoi(strings.ReplaceAll(tokens, "_", ""))
+	if !ok || err != nil || n < 1 {
+		return fmt.Errorf("%q: want [STORE=]TOKENS/hour or [STORE=]TOKENS/day, TOKENS a positive number of input tokens", v)
+	}
+	switch window {
+	case "hour", "h":
+		l.Window = time.Hour
+	case "day", "d":
+		l.Window = 24 * time.Hour
+	default:
+		return fmt.Errorf("%q: the window %q is not hour or day", v, window)
+	}
+	l.Tokens = n
+	*s = append(*s, l)
+	return nil
 }

@@ -4,6 +4,7 @@ import (
 	"flag"
 	"fmt"
 	"log/slog"
+	"os"
 	"strings"
 	"time"
 
@@ -164,6 +165,28 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 		return nil, usageErrorf("summarizer: %v", err)
 	}
 	return s, nil
+}
+
+// buildLive builds the summarizer as build does, for the service's liveSummarizer: with
+// the model it bills ("" for the extractive summarizer) and the settings it came from.
+func (f *summarizerFlags) buildLive(getenv func(string) string, logger *slog.Logger) (*builtSummarizer, error) {
+	s, err := f.build(getenv, logger, false)
+	if err != nil {
+		return nil, err
+	}
+	b := &builtSummarizer{Summarizer: s, flags: *f}
+	if f.kind == "openai" {
+		b.model = f.model
+		// The key as build found it (the variable wins over the file), for the LLM probe.
+		if b.key = strings.TrimSpace(getenv(f.apiKeyEnv)); b.key == "" && f.apiKeyFile != "" {
+			k, err := os.ReadFile(f.apiKeyFile)
+			if err != nil {
+				return nil, inputError(fmt.Errorf("--api-key-file %s: %w", f.apiKeyFile, err))
+			}
+			b.key = strings.TrimSpace(string(k))
+		}
+	}
+	return b, nil
 }
 
 // logAttrs describe the summarizer and the planning settings for the service's log,

@@ -9,7 +9,12 @@ import (
 
 // TestMain serves a cluster node instead of running the tests when the environment asks
 // for one (internal/natstest: the replica tests run a 3-node cluster of child processes).
+// It removes the compactor binary the process tests built.
 func TestMain(m *testing.M) {
 	natstest.MaybeRunNode()
-	os.Exit(m.Run())
+	code := m.Run()
+	if built.dir != "" {
+		os.RemoveAll(built.dir)
+	}
+	os.Exit(code)
 }

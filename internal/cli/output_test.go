@@ -158,7 +158,7 @@ func TestCompactSummaryAndJSON(t *testing.T) {
 func TestJSONLogDurationsInSeconds(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	log, err := newLogger(&b, "json", "info")
+	log, err := newLogger(&b, "json", "info", new(slog.LevelVar))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -37,13 +37,19 @@ type serviceFlags struct {
 	once            bool
 	asJSON          bool
 	metricsAddr     string
-	shutdownTimeout time.Duration
+	drainTimeout    time.Duration
+	shutdownTimeout time.Duration // the former name of drainTimeout
+	spend           spendFlag
 	logFormat       string
 	logLevel        string
 	sum             summarizerFlags
 	eng             engineFlags
 	configFile      *string
 	worker          bool
+	// live is the service's summarizer, which a reload replaces (compose builds it).
+	live *liveSummarizer
+	// logLevel of the service's log, which a reload changes.
+	level *slog.LevelVar
 }
 
 // bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
@@ -78,8 +84,29 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.IntVar(&f.concurrency, "concurrency", pipeline.DefaultConcurrency, "jobs run at once by this worker")
 	fs.DurationVar(&f.sweepEvery, "sweep-every", 0, "sweep the stores this often (0: never)")
 	fs.BoolVar(&f.once, "once", false, "sweep, process everything queued, print a report and exit")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. 127.0.0.1:9464)")
-	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", pipeline.DefaultShutdownTimeout, "on stop, how long running jobs may finish before they are given back")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
+	fs.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long the summaries in flight may finish before they are handed back (0: --llm-timeout, so that a summary whose request started just before the stop can end)")
+	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "the former name of --drain-timeout (deprecated: give --drain-timeout)")
+	fs.Var(&f.spend, "spend-limit", "a limit on the LLM input tokens the fleet starts paying for: `[STORE=]TOKENS/hour` or [STORE=]TOKENS/day, every store's or STORE's (repeatable; counted in COMPACTOR_SPEND for every worker that has it: give every worker the same); over it, jobs wait for the window to end")
+}
+
+// drain is the drain limit: --drain-timeout, else the deprecated --shutdown-timeout, else
+// the LLM timeout (one request of a summary started just before the stop can end).
+func (f *serviceFlags) drain(log *slog.Logger) (time.Duration, error) {
+	switch {
+	case f.drainTimeout < 0:
+		return 0, usageErrorf("--drain-timeout %s: must not be negative", f.drainTimeout)
+	case f.shutdownTimeout < 0:
+		return 0, usageErrorf("--shutdown-timeout %s: must not be negative", f.shutdownTimeout)
+	case f.shutdownTimeout > 0 && f.drainTimeout > 0:
+		return 0, usageErrorf("--shutdown-timeout is the former name of --drain-timeout: give only --drain-timeout")
+	case f.drainTimeout > 0:
+		return f.drainTimeout, nil
+	case f.shutdownTimeout > 0:
+		log.Warn("--shutdown-timeout is deprecated: it is now --drain-timeout (default: --llm-timeout)", "drain_timeout_s", seconds(f.shutdownTimeout))
+		return f.shutdownTimeout, nil
+	}
+	return f.sum.timeout, nil
 }
 
 // parse parses the command line, fills what it left unset from --config, refuses
@@ -119,7 +146,8 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	if err := checkStores(stores, source); err != nil {
 		return pipeline.Config{}, err
 	}
-	log, err := newLogger(env.Stderr, f.logFormat, f.logLevel)
+	f.level = new(slog.LevelVar)
+	log, err := newLogger(env.Stderr, f.logFormat, f.logLevel, f.level)
 	if err != nil {
 		return pipeline.Config{}, err
 	}
@@ -129,13 +157,17 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	}
 	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
-		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, ShutdownTimeout: f.shutdownTimeout, Logger: log,
+		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, Logger: log, Version: Version(),
 	}
 	// A client (sweep) without --nats-url finds the local service's address through
 	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
 	if !f.worker {
 		return cfg, nil
 	}
+	if cfg.ShutdownTimeout, err = f.drain(log); err != nil {
+		return cfg, err
+	}
+	cfg.SpendLimits = f.spend
 	if err := cfg.Validate(); err != nil {
 		return cfg, &UsageError{Err: flagError(err)}
 	}
@@ -172,7 +204,8 @@ var configFlags = map[string]string{
 	"Idle":                "--idle",
 	"SweepEvery":          "--sweep-every",
 	"MetricsAddr":         "--metrics-addr",
-	"ShutdownTimeout":     "--shutdown-timeout",
+	"ShutdownTimeout":     "--drain-timeout",
+	"SpendLimits":         "--spend-limit",
 	"NATS":                "--nats-user/--nats-token/--nkey/--creds",
 	"NATS.User":           "--nats-user",
 	"NATS.NKeySeedFile":   "--nkey",
@@ -202,11 +235,11 @@ func flagError(err error) error {
 }
 
 // newLogger builds the service log: text on a terminal, JSON elsewhere, with durations in
-// seconds in JSON (a float, as Prometheus counts time) rather than Go's nanoseconds.
-func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
-	var lv slog.Level
-	if err := lv.UnmarshalText([]byte(level)); err != nil {
-		return nil, usageErrorf("--log-level: %v", err)
+// seconds in JSON (a float, as Prometheus counts time) rather than Go's nanoseconds. Its
+// level is lv, set from level here (a reload sets it again).
+func newLogger(w io.Writer, format, level string, lv *slog.LevelVar) (*slog.Logger, error) {
+	if err := parseLevel(level, lv); err != nil {
+		return nil, err
 	}
 	if format == "" {
 		format = "json"
@@ -221,6 +254,16 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds})), nil
 	}
 	return nil, usageErrorf("--log-format: %q is not text or json", format)
+}
+
+// parseLevel sets lv from a --log-level value.
+func parseLevel(level string, lv *slog.LevelVar) error {
+	var l slog.Level
+	if err := l.UnmarshalText([]byte(level)); err != nil {
+		return usageErrorf("--log-level: %v", err)
+	}
+	lv.Set(l)
+	return nil
 }
 
 // servicePtr is the service of this process (one per `compactor run`), for handlers that
@@ -248,10 +291,13 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 	}
 	var sum summarize.Summarizer = summarize.NewExtractive() // never called by a sweep
 	if f.worker {
-		var err error
-		if sum, err = f.sum.build(env.Getenv, cfg.Logger, false); err != nil {
+		b, err := f.sum.buildLive(env.Getenv, cfg.Logger)
+		if err != nil {
 			return cfg, err
 		}
+		f.live = newLiveSummarizer(b)
+		sum = f.live
+		cfg.ReadyProbes = append(cfg.ReadyProbes, f.live.readyProbe())
 	}
 	eng, err := engine.New(sum, f.eng.settings())
 	if err != nil {
@@ -275,12 +321,16 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 	return cfg, nil
 }
 
-func runRun(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "run", "[--store NAME=DIR]... [flags]", `
+// runUsage and runHelp are run's usage line and description.
+const (
+	runUsage = "[--store NAME=DIR]... [flags]"
+	runHelp  = `
 Work compaction jobs from NATS JetStream. Without --nats-url an embedded NATS server is
 started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222) so that
-enqueue and sweep on this machine reach it. Stop with SIGINT/SIGTERM: fetching stops,
-running jobs get --shutdown-timeout to finish, the rest are given back.
+enqueue and sweep on this machine reach it. Stop with SIGINT/SIGTERM: fetching stops, the
+summaries in flight get --drain-timeout (default: --llm-timeout) to finish, jobs that have
+not started one and those still running then are handed back at once. SIGHUP reloads the
+settings that can change safely (docs/operations.md, "Reload").
 
 With --once: sweep the stores, process everything queued, print a report (a table, or
 JSON with --json) and exit: 0 when no job failed, 1 otherwise.
@@ -289,10 +339,19 @@ Examples:
   compactor run --store default=$HOME/.pi/agent/sessions --concurrency 8 --sweep-every 10m
   compactor run --nats-url nats://nats:4222 --creds /etc/compactor/nats.creds --store team=/srv/sessions
   compactor run --once --store default=./sessions     # sweep, process everything, print a report
-  compactor run --once --config configs/example.json  # settings from a file (flags win)`)
-	var f serviceFlags
+  compactor run --once --config configs/example.json  # settings from a file (flags win)`
+)
+
+// bindRun registers run's flags on fs: the service's, then the operator's.
+func bindRun(fs *flagSet, env *Env) (*serviceFlags, *opsFlags) {
+	f := &serviceFlags{}
 	f.bind(fs, env, true)
-	ops := bindOpsFlags(fs.FlagSet, env, opsWorker)
+	return f, bindOpsFlags(fs.FlagSet, env, opsWorker)
+}
+
+func runRun(ctx context.Context, env *Env) error {
+	fs := newFlagSet(env, "run", runUsage, runHelp)
+	f, ops := bindRun(fs, env)
 	cfg, err := ops.config(f.parse(fs, env))
 	if err != nil {
 		return err
@@ -322,6 +381,8 @@ Examples:
 	servicePtr.Store(svc)
 	defer svc.Close()
 	if !f.once {
+		stopReload := f.reloadOnHangup(env, flagValues(fs.FlagSet), svc)
+		defer stopReload()
 		return svc.Run(ctx)
 	}
 	rep, err := svc.RunOnce(ctx)

@@ -66,7 +66,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 	var services []*cliProc
 	for _, st := range []string{"hostA", "hostB"} {
 		p := startCLI([]string{"run", "--nats-url", url, "--store", st + "=" + dirs[st], "--data-dir", t.TempDir(), "--idle", "0",
-			"--log-format", "json", "--shutdown-timeout", "1s"})
+			"--log-format", "json", "--drain-timeout", "1s"})
 		services = append(services, p)
 		if err := p.ready(); err != nil {
 			t.Fatal(err)

@@ -86,6 +86,7 @@ type Server struct {
 	requests    []Request
 	inFlight    int
 	maxInFlight int
+	modelLists  []Request // GET /models requests (not in requests: they cost nothing)
 	closed      chan struct{}
 	closeOnce   sync.Once
 	cache       *promptcache.Cache
@@ -97,6 +98,8 @@ func New() *Server {
 	mux := http.NewServeMux()
 	mux.HandleFunc("POST /v1/chat/completions", s.handle)
 	mux.HandleFunc("POST /chat/completions", s.handle)
+	mux.HandleFunc("GET /v1/models", s.models)
+	mux.HandleFunc("GET /models", s.models)
 	s.srv = httptest.NewServer(mux)
 	return s
 }
@@ -162,6 +165,40 @@ func (s *Server) MaxInFlight() int {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.maxInFlight
+}
+
+// ModelLists returns the GET /models requests received (a readiness probe's), which
+// Requests and Count leave out.
+func (s *Server) ModelLists() []Request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]Request(nil), s.modelLists...)
+}
+
+// models answers GET /models: the default behavior's error status when it has one (a key
+// refused on every call refuses this too), else a list of one model.
+func (s *Server) models(w http.ResponseWriter, r *http.Request) {
+	s.mu.Lock()
+	b := s.def
+	status := http.StatusOK
+	if b.Status != 0 {
+		status = b.Status
+	}
+	s.modelLists = append(s.modelLists, Request{Time: time.Now(), Path: r.URL.Path, Header: r.Header.Clone(), Status: status})
+	s.mu.Unlock()
+	if status != http.StatusOK {
+		writeError(w, status, "invalid_request_error", b.Code, orText(b.Message, http.StatusText(status)), b.RetryAfter)
+		return
+	}
+	w.Header().Set("Content-Type", "application/json")
+	_ = json.NewEncoder(w).Encode(map[string]any{"object": "list", "data": []map[string]any{{"id": "fake-model", "object": "model"}}})
+}
+
+func orText(s, def string) string {
+	if s == "" {
+		return def
+	}
+	return s
 }
 
 type chatRequest struct {

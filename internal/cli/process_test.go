@@ -1,0 +1,244 @@
+package cli
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"sync"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
+)
+
+// Tests that run compactor as a real process, with real signals: the binary is built once
+// from the checkout, stamped as `make build` stamps it (git describe).
+
+var built struct {
+	once    sync.Once
+	dir     string // removed by TestMain
+	path    string
+	version string
+	err     error
+}
+
+// compactorBinary builds cmd/compactor once (without the race detector: it is the program
+// under test, not the test) and returns its path and the version stamped into it.
+func compactorBinary(t *testing.T) (path, version string) {
+	t.Helper()
+	built.once.Do(func() {
+		root, err := filepath.Abs("../..")
+		if err != nil {
+			built.err = err
+			return
+		}
+		if built.dir, built.err = os.MkdirTemp("", "compactor-cli-bin"); built.err != nil {
+			return
+		}
+		out, err := exec.Command("git", "-C", root, "describe", "--tags", "--always", "--dirty").Output()
+		built.version = strings.TrimSpace(string(out))
+		if err != nil || built.version == "" {
+			built.version = "test-build" // not a git checkout
+		}
+		built.path = filepath.Join(built.dir, "compactor")
+		cmd := exec.Command("go", "build", "-ldflags", "-X github.com/compactor-dev/compactor/internal/cli.version="+built.version,
+			"-o", built.path, "./cmd/compactor")
+		cmd.Dir = root
+		if out, err := cmd.CombinedOutput(); err != nil {
+			built.err = fmt.Errorf("go build ./cmd/compactor: %v\n%s", err, out)
+		}
+	})
+	if built.err != nil {
+		t.Fatal(built.err)
+	}
+	return built.path, built.version
+}
+
+// process is a compactor process and its stderr.
+type process struct {
+	cmd  *exec.Cmd
+	logs *syncBuffer
+	done chan struct{}
+	code int
+}
+
+type syncBuffer struct {
+	mu  sync.Mutex
+	buf bytes.Buffer
+}
+
+func (b *syncBuffer) Write(p []byte) (int, error) {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.Write(p)
+}
+
+func (b *syncBuffer) String() string {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	return b.buf.String()
+}
+
+// startProcess runs the binary with args, in an environment of its own (no key in it, HOME
+// a temporary directory); it is killed when the test ends if it still runs.
+func startProcess(t *testing.T, bin string, args ...string) *process {
+	t.Helper()
+	p := &process{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
+	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
+	if err := p.cmd.Start(); err != nil {
+		t.Fatal(err)
+	}
+	go func() {
+		_ = p.cmd.Wait()
+		p.code = p.cmd.ProcessState.ExitCode()
+		close(p.done)
+	}()
+	t.Cleanup(func() {
+		select {
+		case <-p.done:
+		default:
+			_ = p.cmd.Process.Kill()
+			<-p.done
+		}
+	})
+	return p
+}
+
+func (p *process) signal(t *testing.T, sig syscall.Signal) {
+	t.Helper()
+	if err := p.cmd.Process.Signal(sig); err != nil {
+		t.Fatal(err)
+	}
+}
+
+// wait waits for the process to exit (hangGuard at most) and returns its exit code.
+func (p *process) wait(t *testing.T) int {
+	t.Helper()
+	select {
+	case <-p.done:
+		return p.code
+	case <-time.After(hangGuard):
+		t.Fatalf("%s did not exit within %s; its log:\n%s", p.cmd.Args[1], hangGuard, p.logs.String())
+		return -1
+	}
+}
+
+func (p *process) exited() bool {
+	select {
+	case <-p.done:
+		return true
+	default:
+		return false
+	}
+}
+
+// waitLog waits until the process has logged a line holding every part.
+func (p *process) waitLog(t *testing.T, what string, parts ...string) {
+	t.Helper()
+	deadline := time.Now().Add(hangGuard)
+	for !hasLine(p.logs.String(), parts...) {
+		if p.exited() {
+			t.Fatalf("%s exited (%d) before %s; its log:\n%s", p.cmd.Args[1], p.code, what, p.logs.String())
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s; the log:\n%s", hangGuard, what, p.logs.String())
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hasLine reports whether a line of logs holds every part.
+func hasLine(logs string, parts ...string) bool {
+	for l := range strings.Lines(logs) {
+		all := true
+		for _, part := range parts {
+			all = all && strings.Contains(l, part)
+		}
+		if all {
+			return true
+		}
+	}
+	return false
+}
+
+// overBudgetStore writes n copies of a corpus session (each with its own session id, two
+// hours old) in a store: each is over budget with --context-window 20000.
+func overBudgetStore(t *testing.T, n int) (dir string, files []string) {
+	t.Helper()
+	src, err := os.ReadFile(liveSrc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	nl := bytes.IndexByte(src, '\n')
+	var hdr map[string]any
+	if err := json.Unmarshal(src[:nl], &hdr); err != nil {
+		t.Fatal(err)
+	}
+	dir = t.TempDir()
+	old := time.Now().Add(-2 * time.Hour)
+	for i := range n {
+		id := fmt.Sprintf("019d%04x-0000-7000-8000-%012x", i, time.Now().UnixNano()&(1<<40-1))
+		hdr["id"] = id
+		h, _ := json.Marshal(hdr)
+		p := filepath.Join(dir, "--home-dev-p--", "2026-01-01T00-00-00-000Z_"+id+".jsonl")
+		if err := os.MkdirAll(filepath.Dir(p), 0o755); err != nil {
+			t.Fatal(err)
+		}
+		if err := os.WriteFile(p, append(h, src[nl:]...), 0o644); err != nil {
+			t.Fatal(err)
+		}
+		_ = os.Chtimes(p, old, old)
+		files = append(files, p)
+	}
+	return dir, files
+}
+
+// compactions counts the compaction entries of each file.
+func compactions(t *testing.T, files []string) (total int, perFile []int) {
+	t.Helper()
+	for _, f := range files {
+		n := len(entriesOf(t, f, "compaction"))
+		total += n
+		perFile = append(perFile, n)
+	}
+	return total, perFile
+}
+
+// The version `make build` stamps (git describe) is what `compactor version` prints and what
+// a running worker reports in its beats (compactor status).
+func TestStampedVersionInBeats(t *testing.T) {
+	t.Parallel()
+	bin, version := compactorBinary(t)
+	out, err := exec.Command(bin, "version").Output()
+	if err != nil || strings.TrimSpace(string(out)) != "compactor "+version {
+		t.Fatalf("compactor version: %q, %v; want %q", out, err, "compactor "+version)
+	}
+	url := natstest.StartServer(t).ClientURL()
+	p := startProcess(t, bin, "run", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
+	var rep statusReport
+	waitUntil(t, time.Minute, "the worker's beat", func() bool {
+		if p.exited() {
+			t.Fatalf("run exited (%d):\n%s", p.code, p.logs.String())
+		}
+		out, err := exec.Command(bin, "status", "--nats-url", url, "--json").Output()
+		if err != nil {
+			return false
+		}
+		rep = statusReport{}
+		return json.Unmarshal(out, &rep) == nil && len(rep.Stores) == 1
+	})
+	if b := rep.Stores[0].Workers[0]; b.Version != version || fmt.Sprint(b.JobVersions) != "[1]" {
+		t.Errorf("beat version %q, job versions %v; want %q, [1]", b.Version, b.JobVersions, version)
+	}
+	t.Logf("compactor version: %s; beat: %+v", strings.TrimSpace(string(out)), rep.Stores[0].Workers[0])
+	p.signal(t, syscall.SIGTERM)
+	if code := p.wait(t); code != 0 {
+		t.Errorf("exit %d", code)
+	}
+}

@@ -1,0 +1,183 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"slices"
+	"strconv"
+	"strings"
+	"text/tabwriter"
+	"time"
+
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+func init() {
+	register(&Command{Name: "status", Summary: "the workers serving each store: host, version, job versions, jobs in flight; version skew", Run: runStatus})
+}
+
+const statusHelp = `
+The workers that reported in the last 30 s (COMPACTOR_WORKERS), store by store: their host,
+the version they run, the job schema versions they work, their jobs in flight and when
+they last reported (every 10 s). A warning line says when the workers run different
+versions, or when the workers of a store do not all work the same job versions (a job of
+a version only some of them understand waits for those: docs/upgrading.md).
+
+Without --nats-url, the NATS of the compactor run on --data-dir is used (else
+nats://127.0.0.1:4222).
+
+Examples:
+  compactor status
+  compactor status --nats-url nats://nats.internal:4222 --creds /etc/compactor/nats.creds --json`
+
+// statusReport is what status prints with --json.
+type statusReport struct {
+	Stores   []storeStatus `json:"stores"`
+	Warnings []string      `json:"warnings"`
+}
+
+type storeStatus struct {
+	Store   string                `json:"store"`
+	Workers []pipeline.WorkerBeat `json:"workers"`
+}
+
+func runStatus(ctx context.Context, env *Env) error {
+	fs := newFlagSet(env, "status", "[flags]", statusHelp)
+	var n pipeline.NATSConfig
+	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
+	configFile := configFlag(fs.FlagSet, env)
+	store := fs.String("store", "", "only this store's workers")
+	asJSON := fs.Bool("json", false, "print JSON instead of a table")
+	pos, err := fs.parse(env.Args)
+	if err != nil {
+		return err
+	}
+	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("unexpected argument %q", pos[0])
+	}
+	ncfg := ops.clientNATS(n)
+	ncfg.Name = "compactor status"
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	beats, err := pipeline.Workers(rctx, nc)
+	if err != nil {
+		return err
+	}
+	rep := statusOf(beats, *store)
+	if *asJSON {
+		enc := json.NewEncoder(env.Stdout)
+		enc.SetIndent("", "  ")
+		return enc.Encode(rep)
+	}
+	writeStatus(env.Stdout, rep, time.Now())
+	return nil
+}
+
+// statusOf groups beats by store (only store's, if given) and says what differs.
+func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
+	rep := statusReport{Stores: []storeStatus{}, Warnings: []string{}}
+	for _, b := range beats {
+		if store != "" && b.Store != store {
+			continue
+		}
+		if n := len(rep.Stores); n == 0 || rep.Stores[n-1].Store != b.Store {
+			rep.Stores = append(rep.Stores, storeStatus{Store: b.Store})
+		}
+		last := &rep.Stores[len(rep.Stores)-1]
+		last.Workers = append(last.Workers, b)
+	}
+	// Versions across the fleet: a worker counts once, whatever its stores.
+	versions := map[string]map[string]bool{} // version → workers
+	for _, st := range rep.Stores {
+		for _, b := range st.Workers {
+			v := orUnknown(b.Version)
+			if versions[v] == nil {
+				versions[v] = map[string]bool{}
+			}
+			versions[v][b.Worker] = true
+		}
+	}
+	if len(versions) > 1 {
+		rep.Warnings = append(rep.Warnings, "the workers run different versions: "+countedList(versions))
+	}
+	// Job versions per store: a job goes to a worker of its store.
+	for _, st := range rep.Stores {
+		jv := map[string]map[string]bool{}
+		for _, b := range st.Workers {
+			k := jobVersionsText(b)
+			if jv[k] == nil {
+				jv[k] = map[string]bool{}
+			}
+			jv[k][b.Worker] = true
+		}
+		if len(jv) > 1 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: its workers work different job schema versions: %s; a job of a version only some of them work waits for those (docs/upgrading.md)",
+				st.Store, countedList(jv)))
+		}
+	}
+	return rep
+}
+
+func orUnknown(s string) string {
+	if s == "" {
+		return "unknown"
+	}
+	return s
+}
+
+// jobVersionsText is a beat's job versions as "1,2"; a beat without them is from a
+// worker that works version 1 only.
+func jobVersionsText(b pipeline.WorkerBeat) string {
+	vs := b.JobVersions
+	if len(vs) == 0 {
+		vs = []int{1}
+	}
+	parts := make([]string, len(vs))
+	for i, v := range vs {
+		parts[i] = strconv.Itoa(v)
+	}
+	return strings.Join(parts, ",")
+}
+
+// countedList is "v1 (2 workers), v2 (1 worker)", sorted by key.
+func countedList(m map[string]map[string]bool) string {
+	keys := make([]string, 0, len(m))
+	for k := range m {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for i, k := range keys {
+		keys[i] = fmt.Sprintf("%s (%s)", k, plural(len(m[k]), "worker", "workers"))
+	}
+	return strings.Join(keys, ", ")
+}
+
+func writeStatus(w io.Writer, rep statusReport, now time.Time) {
+	if len(rep.Stores) == 0 {
+		fmt.Fprintln(w, "no worker has reported in the last 30s")
+	}
+	for _, st := range rep.Stores {
+		fmt.Fprintf(w, "store %s: %s\n", st.Store, plural(len(st.Workers), "worker", "workers"))
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
+		for _, b := range st.Workers {
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, orUnknown(b.Version), jobVersionsText(b),
+				b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
+		}
+		_ = tw.Flush()
+	}
+	for _, warn := range rep.Warnings {
+		fmt.Fprintln(w, "warning:", warn)
+	}
+}

@@ -1,0 +1,85 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+// compactor status shows each store's workers with their version, job versions and jobs in
+// flight, and says when versions differ: two services of different versions on store
+// "default" (one working job versions 1 and 2), and a `compactor run` on store "other",
+// whose beat carries this binary's version.
+func TestStatusShowsVersionSkew(t *testing.T) {
+	t.Parallel()
+	url := natstest.StartServer(t).ClientURL()
+	dir := t.TempDir()
+	idle := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+		return pipeline.Result{Outcome: pipeline.OutcomeSkipped}, nil
+	})
+	for _, c := range []struct {
+		version  string
+		versions []int
+	}{{"v0.9.0", nil}, {"v0.10.0", []int{1, 2}}} {
+		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url},
+			Idle: -1, Handler: idle, Version: c.version, JobVersions: c.versions})
+		if err != nil {
+			t.Fatal(err)
+		}
+		ctx, cancel := context.WithCancel(context.Background())
+		done := make(chan error, 1)
+		go func() { done <- svc.Run(ctx) }()
+		t.Cleanup(func() { cancel(); <-done; svc.Close() })
+	}
+	run := startCLI([]string{"run", "--nats-url", url, "--store", "other=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json"})
+	if err := run.ready(); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { run.stop(t) })
+
+	var rep statusReport
+	waitUntil(t, 10*time.Second, "three workers reported", func() bool {
+		code, out, errs := runCLI(t, "status", "--nats-url", url, "--json")
+		if code != 0 {
+			t.Fatalf("status --json: exit %d: %s", code, errs)
+		}
+		rep = statusReport{}
+		if err := json.Unmarshal([]byte(out), &rep); err != nil {
+			t.Fatalf("status --json: %v\n%s", err, out)
+		}
+		n := 0
+		for _, st := range rep.Stores {
+			n += len(st.Workers)
+		}
+		return n == 3
+	})
+	code, out, errs := runCLI(t, "status", "--nats-url", url)
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errs)
+	}
+	t.Logf("compactor status:\n%s", out)
+	for _, want := range []string{
+		"store default: 2 workers", "store other: 1 worker", "JOB VERSIONS", "v0.9.0", "v0.10.0", "1,2", Version(),
+		"warning: the workers run different versions: " + Version() + " (1 worker), v0.10.0 (1 worker), v0.9.0 (1 worker)",
+		"warning: store default: its workers work different job schema versions: 1 (1 worker), 1,2 (1 worker)",
+	} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q", want)
+		}
+	}
+	if strings.Contains(out, "store other: its workers") {
+		t.Error("a store whose workers agree is warned about")
+	}
+	for _, st := range rep.Stores {
+		for _, b := range st.Workers {
+			if time.Since(b.At) > 30*time.Second || b.Concurrency == 0 || b.Host == "" {
+				t.Errorf("beat %+v", b)
+			}
+		}
+	}
+}
