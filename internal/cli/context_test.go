@@ -67,7 +67,7 @@ func TestContextMatchesPi(t *testing.T) {
 		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", name+".context.json"))
+			want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", name+".context.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +148,7 @@ func TestContextBadFiles(t *testing.T) {
 		if !strings.Contains(stdout, diag) {
 			t.Errorf("%s: no %s diagnostic in output", name, diag)
 		}
-		want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", "bad-"+name+".context.json"))
+		want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", "bad-"+name+".context.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -187,7 +187,7 @@ func TestGoldensAgainstLivePi(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, kind, err)
 			}
-			golden, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", name+"."+kind+".json"))
+			golden, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", name+"."+kind+".json"))
 			if err != nil {
 				t.Fatal(err)
 			}

@@ -51,7 +51,7 @@ func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 			continue
 		}
 		name := strings.TrimSuffix(filepath.Base(row.File), ".jsonl")
-		raw, err := os.ReadFile(filepath.Join("../../testdata/expected", fmt.Sprintf("%s.cut-%d.json", name, row.KeepRecentTokens)))
+		raw, err := os.ReadFile(filepath.Join("../../testdata/expected/0.73.1", fmt.Sprintf("%s.cut-%d.json", name, row.KeepRecentTokens)))
 		if os.IsNotExist(err) {
 			continue
 		}
