@@ -112,9 +112,10 @@ func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 				want.TokensBefore, want.IsSplitTurn, len(want.MessagesToSummarize), len(want.TurnPrefix))
 		}
 	}
-	// 12 numbered files, 2 v1 files from Pi's repository and the synthetic one, at 2 settings.
-	if checked != 30 {
-		t.Errorf("checked %d goldens, want 30", checked)
+	// 12 numbered files, 2 v1 files from Pi's repository, the synthetic one and its migrated
+	// v3 copy, at 2 settings.
+	if checked != 32 {
+		t.Errorf("checked %d goldens, want 32", checked)
 	}
 }
 
