@@ -89,7 +89,7 @@ func StartPi(t testing.TB, cfg PiConfig) *Pi {
 	if cfg.Model == "" {
 		cfg.Model = "scripted-model"
 	}
-	args := []string{"pi", "--mode", "rpc", "--provider", cfg.Provider, "--model", cfg.Model, "--offline"}
+	args := []string{"cli", "--mode", "rpc", "--provider", cfg.Provider, "--model", cfg.Model, "--offline"}
 	if cfg.SessionDir != "" {
 		args = append(args, "--session-dir", cfg.SessionDir)
 	}
