@@ -1,9 +1,17 @@
-# compactor — see README.md. Every target works offline on a fresh clone except `interop`,
-# which runs the real Pi through ../shared/oracle/pi-oracle (Node + the npm registry).
+# compactor — see README.md. Every target works offline on a fresh clone except those that run
+# the real Pi through the project's harness interop/pi/pi (Node 20 + the npm registry the first
+# time; interop/pi/README.md): interop, e2e, chaos, test-extension, bench-read.
 GO       ?= go
 BIN      ?= bin
-PI_ORACLE ?= $(abspath ../shared/oracle/pi-oracle)
 PKGS     := ./...
+
+# The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
+PI_HARNESS ?= $(abspath interop/pi/pi)
+export PI_HARNESS
+# The Pi the Go code follows today: the Go-side comparisons of `make interop` and the suites
+# that run compactor next to a live Pi (e2e, chaos, test-extension) use it until the Go code
+# follows Pi 1.6 (issue 25). PI_VERSION=1.6.0 make e2e runs a suite against another Pi.
+PI_GO_VERSION ?= 0.73.1
 
 # staticcheck at a pinned version, built by `go run` from the module proxy on first use
 # (then from the module and build caches), so a fresh clone needs nothing installed.
@@ -15,7 +23,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop e2e chaos test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop goldens e2e chaos test-extension demo clean
 
 all: build
 
@@ -66,11 +74,13 @@ bench:
 # Reading sessions, whole process: compactor against the real Pi in the same run (a 7.5 MiB
 # Pi-written session), and long-lived sessions (5, 10, 20 compactions; ~100 MiB) against the
 # same live context without the history; then the in-process tail-read benchmark. The
-# sessions are generated once into BENCH_DIR with Pi's own SessionManager (Node + pi-oracle).
+# sessions are generated once into BENCH_DIR with Pi's own SessionManager (the harness; PI_VERSION
+# picks the Pi, the newest by default).
 BENCH_DIR ?= .compactor/bench-read
 BENCH_RUNS ?= 7
 bench-read: build
-	$(GO) run ./bench/read -dir $(BENCH_DIR) -compactor $(BIN)/compactor -pi-oracle $(PI_ORACLE) -runs $(BENCH_RUNS)
+	$(PI_HARNESS) install
+	$(GO) run ./bench/read -dir $(BENCH_DIR) -compactor $(BIN)/compactor -pi $(PI_HARNESS) -runs $(BENCH_RUNS)
 	COMPACTOR_BENCH_SESSIONS=$(abspath $(BENCH_DIR)) $(GO) test -run '^$$' -bench ReadTail -benchmem -benchtime 5x -count=1 ./sessionio
 
 # The sweep of a 10,000-session fleet (~1.5 GB generated once into SWEEP_BENCH_DIR from the
@@ -99,20 +109,36 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzTailMatchesFullRead -fuzztime $(FUZZTIME) ./sessionio/
 	$(GO) test -run '^$$' -fuzz FuzzCheckpoint -fuzztime $(FUZZTIME) ./sessionio/
 
-# Re-check every golden against the live Pi (installs the pinned npm package once).
+# Every Pi of the matrix (installed once each from its lockfile): the harness's selftest, then
+# every golden of that version (testdata/expected/<version>/) and the generated corpus
+# (testdata/corpus/gen-<version>/) re-checked byte for byte against the live Pi. Then the Go
+# tests that compare compactor with the live Pi, against PI_GO_VERSION (0.73.1 for now).
 interop:
-	$(PI_ORACLE) install
-	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(PKGS)
+	@set -e; for v in $$($(PI_HARNESS) matrix); do \
+	  echo "== Pi $$v"; \
+	  PI_VERSION=$$v $(PI_HARNESS) selftest; \
+	  PI_VERSION=$$v $(PI_HARNESS) goldens --check; \
+	done
+	PI_VERSION=$(PI_GO_VERSION) $(PI_HARNESS) install
+	PI_VERSION=$(PI_GO_VERSION) COMPACTOR_INTEROP=1 CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(PKGS)
+
+# Rewrite the goldens and the generated corpus of every Pi of the matrix from the live Pi.
+goldens:
+	@set -e; for v in $$($(PI_HARNESS) matrix); do \
+	  PI_VERSION=$$v $(PI_HARNESS) gen --compact >/dev/null; \
+	  PI_VERSION=$$v $(PI_HARNESS) goldens; \
+	done
 
 # End to end with the real Pi (RPC mode) against the scripted model of internal/scriptllm:
 # the live-agent scenarios and Pi's own compaction timings (e2e/README.md). Not part of
 # `make test`: it needs Node and, the first time, the npm registry. One test:
 # make e2e E2E_RUN=TestScenarioA
 E2E_RUN ?= .
+e2e: export PI_VERSION ?= $(PI_GO_VERSION)
 e2e:
-	$(PI_ORACLE) install
+	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
-	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
 
 # The reliability suite (chaos/, docs/reliability.md): worker SIGKILL loops, a node kill on a
 # 3-node cluster, LLM faults, bad files, a full disk; real processes on loopback, every file
@@ -120,14 +146,16 @@ e2e:
 # restore entry needs a Pi line placed inside the append), also checked by the real Pi. Not
 # part of `make test`; bounded at 10 minutes.
 CHAOS_RUN ?= .
+chaos: export PI_VERSION ?= $(PI_GO_VERSION)
 chaos:
-	$(PI_ORACLE) install
-	PI_ORACLE=$(PI_ORACLE) $(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
-	COMPACTOR_INTEROP=1 PI_ORACLE=$(PI_ORACLE) $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
+	$(PI_HARNESS) install
+	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
+	COMPACTOR_INTEROP=1 $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
 
 # The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
+test-extension: export PI_VERSION ?= $(PI_GO_VERSION)
 test-extension:
-	$(PI_ORACLE) install
+	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error && npm run typecheck && npm test
 
 # The README's main command: the service on its embedded defaults (embedded NATS,

@@ -4,6 +4,6 @@
 // HTTP that misbehaves on purpose, and stores holding bad files. After each scenario every
 // session file is checked against its bytes from before (only appends), every compaction
 // is counted per leaf (none twice from the same one), and every file is loaded by the real
-// Pi (../shared/oracle/pi-oracle). The tests carry the build tag chaos: `make test` does not
+// Pi (the project's harness interop/pi/pi; PI_VERSION picks the Pi). The tests carry the build tag chaos: `make test` does not
 // run them. docs/reliability.md has what is promised and the figures.
 package chaos

@@ -33,31 +33,28 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
 var (
 	compactorBin string // built from the checkout by TestMain
-	piOracle     string
-	piHome       string // where pi-oracle installed the real Pi (see TestMain)
+	piOracle     string // the Pi harness (PI_HARNESS, else interop/pi/pi; PI_VERSION picks the Pi)
 	figures      = &report{}
 )
 
 func TestMain(m *testing.M) {
 	natstest.MaybeRunNode()
-	piOracle = os.Getenv("PI_ORACLE")
-	if piOracle == "" {
-		fmt.Fprintln(os.Stderr, "chaos: PI_ORACLE is not set (make chaos sets it to ../shared/oracle/pi-oracle)")
+	var err error
+	if piOracle, err = pigolden.Harness(); err != nil {
+		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
-	// pi-oracle re-installs its scripts at every call (two calls at once can race on that):
-	// it is asked once where it installed Pi, whose library pi-load-many.mjs then uses.
-	where, err := exec.Command(piOracle, "where").Output()
-	if err != nil {
-		fmt.Fprintln(os.Stderr, "chaos: pi-oracle where:", err)
+	// Install the selected Pi once, before tests call the harness side by side.
+	if out, err := exec.Command(piOracle, "install").CombinedOutput(); err != nil {
+		fmt.Fprintf(os.Stderr, "chaos: %s install: %v\n%s", piOracle, err, out)
 		os.Exit(2)
 	}
-	piHome = strings.TrimSuffix(strings.TrimSpace(string(where)), "/node_modules/@mariozechner/pi-coding-agent")
 	dir, err := os.MkdirTemp("", "compactor-chaos-bin")
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
@@ -216,7 +213,7 @@ func piLoad(t *testing.T, files []string, compacted map[string]int) (loaded int)
 	t.Helper()
 	for i := 0; i < len(files); i += 200 {
 		batch := files[i:min(i+200, len(files))]
-		cmd := exec.Command("node", append([]string{"pi-load-many.mjs", piHome}, batch...)...)
+		cmd := exec.Command(piOracle, append([]string{"exec", "pi-load-many.mjs"}, batch...)...)
 		var stderr bytes.Buffer
 		cmd.Stderr = &stderr
 		out, err := cmd.Output()

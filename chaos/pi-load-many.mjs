@@ -1,15 +1,15 @@
 #!/usr/bin/env node
-// Usage: node pi-load-many.mjs ORACLE_HOME FILE...
+// Usage: interop/pi/pi exec chaos/pi-load-many.mjs FILE...
 //
-// Loads each session file with the real Pi library (through pi-oracle's lib/pi.mjs, on a
-// temporary copy, as `pi-oracle context` does) in one process, and prints one JSON line per
+// Loads each session file with the real Pi library (through the harness's lib/pi.mjs, on a
+// temporary copy, as `interop/pi/pi context` does) in one process, and prints one JSON line per
 // file: {"file", "ok", "error", "firstRole", "leafId"}. One Node start for hundreds of files:
 // the chaos suite's check that Pi still loads everything.
 import { pathToFileURL } from "node:url";
 import { join } from "node:path";
 
-const [home, ...files] = process.argv.slice(2);
-const { loadSession } = await import(pathToFileURL(join(home, "lib", "pi.mjs")).href);
+const files = process.argv.slice(2);
+const { loadSession } = await import(pathToFileURL(join(process.env.PI_HARNESS_ROOT, "lib", "pi.mjs")).href);
 for (const file of files) {
 	const out = { file, ok: false };
 	try {

@@ -8,6 +8,7 @@ import (
 	"strconv"
 	"testing"
 
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 	"pgregory.net/rapid"
@@ -87,12 +88,16 @@ func TestPlanJSONShapes(t *testing.T) {
 }
 
 // TestDifferentialAgainstPi compares the pi policy with the real Pi on random sessions
-// from the property-test generator. It needs the oracle: set PI_ORACLE to the pi-oracle
-// wrapper (../shared/oracle/pi-oracle) and optionally CUTPOINT_DIFF_N (default 40).
+// from the property-test generator. It runs the Pi harness (make interop: COMPACTOR_INTEROP=1;
+// PI_HARNESS, else interop/pi/pi; PI_VERSION picks the Pi) and optionally CUTPOINT_DIFF_N
+// (default 40).
 func TestDifferentialAgainstPi(t *testing.T) {
-	oracle := os.Getenv("PI_ORACLE")
-	if oracle == "" {
-		t.Skip("set PI_ORACLE=/path/to/pi-oracle to compare with the real Pi")
+	if os.Getenv("COMPACTOR_INTEROP") != "1" {
+		t.Skip("set COMPACTOR_INTEROP=1 (make interop) to compare with the real Pi")
+	}
+	oracle, err := pigolden.Harness()
+	if err != nil {
+		t.Fatal(err)
 	}
 	n := 40
 	if v, err := strconv.Atoi(os.Getenv("CUTPOINT_DIFF_N")); err == nil && v > 0 {
@@ -118,7 +123,7 @@ func TestDifferentialAgainstPi(t *testing.T) {
 		keep := []int{0, 300, 2000, 20000}[i%4]
 		out, err := exec.Command(oracle, "cut", file, "--keep-recent-tokens", strconv.Itoa(keep), "--compact").Output()
 		if err != nil {
-			t.Fatalf("%s: pi-oracle: %v", file, err)
+			t.Fatalf("%s: interop/pi/pi cut: %v", file, err)
 		}
 		var want oracleCut
 		if err := json.Unmarshal(out, &want); err != nil {

@@ -8,12 +8,14 @@ import (
 	"os/exec"
 	"path/filepath"
 	"testing"
+
+	"github.com/compactor-dev/compactor/internal/pigolden"
 )
 
 // Paths shared by every test, set up once by TestMain.
 var (
 	repoRoot string // the module root (the parent of this directory)
-	piOracle string // the pi-oracle script (env PI_ORACLE, default ../shared/oracle/pi-oracle from the repo root)
+	piOracle string // the Pi harness (env PI_HARNESS, default interop/pi/pi; PI_VERSION picks the Pi)
 	binDir   string // compactor and enqueue, built from this checkout
 )
 
@@ -35,21 +37,17 @@ func setup(m *testing.M) (int, error) {
 		return 0, err
 	}
 	repoRoot = filepath.Dir(wd)
-	piOracle = os.Getenv("PI_ORACLE")
-	if piOracle == "" {
-		piOracle = filepath.Join(repoRoot, "..", "shared", "oracle", "pi-oracle")
-	}
-	if piOracle, err = filepath.Abs(piOracle); err != nil {
+	if piOracle, err = pigolden.Harness(); err != nil {
 		return 0, err
 	}
 	if _, err := os.Stat(piOracle); err != nil {
-		return 0, fmt.Errorf("pi-oracle not found (set PI_ORACLE): %w", err)
+		return 0, fmt.Errorf("the Pi harness not found (set PI_HARNESS): %w", err)
 	}
 	if _, err := exec.LookPath("node"); err != nil {
 		return 0, fmt.Errorf("the real Pi needs Node: %w", err)
 	}
-	// The installed package must be there (make e2e runs `pi-oracle install` first).
-	if out, err := exec.Command(piOracle, "where").CombinedOutput(); err != nil {
+	// Install the selected Pi (PI_VERSION) once, before tests run the harness side by side.
+	if out, err := exec.Command(piOracle, "install").CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%s where: %w\n%s", piOracle, err, out)
 	}
 	binDir, err = os.MkdirTemp("", "compactor-e2e-bin-")

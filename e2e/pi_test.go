@@ -89,7 +89,7 @@ func StartPi(t testing.TB, cfg PiConfig) *Pi {
 	if cfg.Model == "" {
 		cfg.Model = "scripted-model"
 	}
-	args := []string{"pi", "--mode", "rpc", "--provider", cfg.Provider, "--model", cfg.Model, "--offline"}
+	args := []string{"cli", "--mode", "rpc", "--provider", cfg.Provider, "--model", cfg.Model, "--offline"}
 	if cfg.SessionDir != "" {
 		args = append(args, "--session-dir", cfg.SessionDir)
 	}
@@ -137,7 +137,8 @@ func StartPi(t testing.TB, cfg PiConfig) *Pi {
 func piEnv() []string {
 	var out []string
 	for _, kv := range os.Environ() {
-		if strings.HasPrefix(kv, "PI_") {
+		// Pi's own settings stay out; the harness's (PI_VERSION, PI_HARNESS) choose the Pi.
+		if strings.HasPrefix(kv, "PI_") && !strings.HasPrefix(kv, "PI_VERSION=") && !strings.HasPrefix(kv, "PI_HARNESS=") {
 			continue
 		}
 		out = append(out, kv)

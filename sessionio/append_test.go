@@ -14,6 +14,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/internal/pigolden"
 )
 
 func TestMain(m *testing.M) {
@@ -167,11 +169,11 @@ func TestAppendConcurrentWritersOneWins(t *testing.T) {
 // compaction) a compaction that keeps everything to a copy of every v3 corpus file, and
 // checks that:
 //   - the appended bytes equal the lines the real Pi was shown to load (goldens in
-//     testdata/append, written and checked against pi-oracle by `make interop`);
+//     testdata/append, written and checked against the Pi harness by `make interop`);
 //   - the context built from the result is the old context plus exactly that entry's
 //     effect.
 //
-// With COMPACTOR_INTEROP=1 it also runs the real Pi (pi-oracle context) on every result
+// With COMPACTOR_INTEROP=1 it also runs the real Pi (interop/pi/pi context) on every result
 // and compares; with COMPACTOR_UPDATE=1 it rewrites the golden lines.
 func TestAppendCorpusLoadsInPi(t *testing.T) {
 	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
@@ -290,7 +292,7 @@ func jsonEqual(t *testing.T, a, b any) bool {
 	return reflect.DeepEqual(x, y)
 }
 
-// piView is what the real Pi (pi-oracle context) makes of a file: its leaf, its path and
+// piView is what the real Pi (interop/pi/pi context) makes of a file: its leaf, its path and
 // its context's messages.
 type piView struct {
 	LeafID  string   `json:"leafId"`
@@ -303,17 +305,17 @@ type piView struct {
 // piContext runs the real Pi on file.
 func piContext(t *testing.T, file string) piView {
 	t.Helper()
-	oracle := os.Getenv("PI_ORACLE")
-	if oracle == "" {
-		oracle = "../../shared/oracle/pi-oracle"
-	}
-	out, err := exec.Command(oracle, "context", file, "--compact").Output()
+	harness, err := pigolden.Harness()
 	if err != nil {
-		t.Fatalf("pi-oracle: %v", err)
+		t.Fatal(err)
+	}
+	out, err := exec.Command(harness, "context", file, "--compact").Output()
+	if err != nil {
+		t.Fatalf("interop/pi/pi context: %v", err)
 	}
 	var pi piView
 	if err := json.Unmarshal(out, &pi); err != nil {
-		t.Fatalf("pi-oracle output: %v", err)
+		t.Fatalf("interop/pi/pi output: %v", err)
 	}
 	return pi
 }

@@ -20,7 +20,8 @@
 //                    from the latest compaction's first kept entry to the leaf), so that
 //                    `compactor context` must print the same context for both files.
 //
-// PI_PACKAGE_DIR is what `pi-oracle where` prints (…/node_modules/@mariozechner/pi-coding-agent).
+// PI_PACKAGE_DIR is what `interop/pi/pi where` prints (…/node_modules/@scope/pi-coding-agent); run it
+// through `interop/pi/pi exec` so that the node matches the Pi.
 import crypto from "node:crypto";
 import { appendFileSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, renameSync, rmSync, statSync, writeFileSync } from "node:fs";
 import { syncBuiltinESMExports } from "node:module";

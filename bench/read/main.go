@@ -1,11 +1,11 @@
 // Command read is `make bench-read`: whole-process timings of reading sessions, compactor
-// against the real Pi (pi-oracle) measured in the same run, and compactor on long-lived
+// against the real Pi (interop/pi/pi) measured in the same run, and compactor on long-lived
 // sessions against the same sessions holding only their live context.
 //
-//	go run ./bench/read -dir .compactor/bench-read -compactor bin/compactor -pi-oracle ../shared/oracle/pi-oracle
+//	go run ./bench/read -dir .compactor/bench-read -compactor bin/compactor -pi interop/pi/pi
 //
 // The sessions are generated on first use into -dir by gen-sessions.mjs with Pi's own
-// SessionManager (Node and an installed pi-oracle are needed once; nothing large is in the
+// SessionManager (Node and the Pi harness's install are needed once; nothing large is in the
 // repository). Wall times are medians of -runs runs with hyperfine when it is installed, else
 // with this program's own timer; the commands of one comparison run interleaved (A B A B ...)
 // with the own timer, so that a load spike on the machine hits both sides. Peak memory is the
@@ -33,7 +33,7 @@ import (
 func main() {
 	dir := flag.String("dir", ".compactor/bench-read", "where the generated sessions are kept (created on first use)")
 	compactor := flag.String("compactor", "bin/compactor", "the compactor binary to measure")
-	oracle := flag.String("pi-oracle", "../shared/oracle/pi-oracle", "the pi-oracle script (the real Pi)")
+	oracle := flag.String("pi", "interop/pi/pi", "the Pi harness (the real Pi; PI_VERSION picks the version)")
 	runs := flag.Int("runs", 7, "runs per command (the median is reported)")
 	history := flag.String("history", "5,10,20", "compaction counts of the long-lived sessions")
 	piHistory := flag.Bool("pi-history", false, "also time Pi on the long-lived sessions (slow: ~100 MiB)")
@@ -104,7 +104,7 @@ func (b *bench) run(history []string, piHistory bool) error {
 		if err != nil {
 			return err
 		}
-		fmt.Printf("| `compactor %s` vs `pi-oracle %s` | %s | %.1f MiB | %s | %.1f MiB | **%.3fx** |\n",
+		fmt.Printf("| `compactor %s` vs `interop/pi/pi %s` | %s | %.1f MiB | %s | %.1f MiB | **%.3fx** |\n",
 			c.ours[1], c.pi[1], ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB),
 			float64(rs[0].median)/float64(rs[1].median))
 	}
@@ -248,7 +248,7 @@ func (b *bench) generate(history []string) error {
 	}
 	where, err := exec.Command(b.oracle, "where").Output()
 	if err != nil {
-		return fmt.Errorf("%s where: %w (generating the sessions needs the installed Pi: pi-oracle install)", b.oracle, err)
+		return fmt.Errorf("%s where: %w (generating the sessions needs the installed Pi: interop/pi/pi install)", b.oracle, err)
 	}
 	gen, err := filepath.Abs("bench/read/gen-sessions.mjs")
 	if err != nil {
@@ -258,7 +258,7 @@ func (b *bench) generate(history []string) error {
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "generating %s into %s with Pi's SessionManager...\n", strings.Join(specs, " "), b.dir)
-	cmd := exec.Command("node", append([]string{gen, "--pi", strings.TrimSpace(string(where)), "--out", b.dir}, specs...)...)
+	cmd := exec.Command(b.oracle, append([]string{"exec", gen, "--pi", strings.TrimSpace(string(where)), "--out", b.dir}, specs...)...)
 	cmd.Stdout, cmd.Stderr = os.Stderr, os.Stderr
 	return cmd.Run()
 }

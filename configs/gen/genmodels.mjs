@@ -1,17 +1,19 @@
 // genmodels.mjs regenerates configs/models.json from the model list shipped in Pi's npm
-// package @mariozechner/pi-ai (the figures Pi itself uses for contextWindow).
+// package pi-ai (the figures Pi itself uses for contextWindow).
 //
-//   node configs/gen/genmodels.mjs [PATH/TO/pi-ai/dist/models.generated.js] > configs/models.json
+//   [PI_VERSION=x.y.z] interop/pi/pi exec configs/gen/genmodels.mjs [PATH/TO/pi-ai/dist/models.generated.js] > configs/models.json
 //
-// Default input: ~/.cache/pi-oracle/node_modules/@mariozechner/pi-ai/dist/models.generated.js
-// (installed by ../shared/oracle/pi-oracle install). Run by hand when Pi's list changes;
-// `make test` never runs it.
+// Default input: the pi-ai package next to the Pi the harness selected (PI_PACKAGE_DIR).
+// Run by hand when Pi's list changes; `make test` never runs it.
 import { readFileSync } from "node:fs";
-import { homedir } from "node:os";
 import { pathToFileURL } from "node:url";
 
-const src = process.argv[2] ??
-  `${homedir()}/.cache/pi-oracle/node_modules/@mariozechner/pi-ai/dist/models.generated.js`;
+const piDir = process.env.PI_PACKAGE_DIR; // …/node_modules/@scope/pi-coding-agent
+const src = process.argv[2] ?? (piDir && `${piDir}/../pi-ai/dist/models.generated.js`);
+if (!src) {
+  console.error("usage: interop/pi/pi exec configs/gen/genmodels.mjs [PATH/TO/models.generated.js]");
+  process.exit(64);
+}
 const pkg = JSON.parse(readFileSync(new URL("../package.json", pathToFileURL(src)), "utf8"));
 const { MODELS } = await import(pathToFileURL(src).href);
 const source = `${pkg.name} ${pkg.version} models.generated.js`;

@@ -12,6 +12,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -60,14 +61,14 @@ func decodeJSON(t *testing.T, data []byte) map[string]any {
 }
 
 // TestContextMatchesPi compares `compactor context --json` with what the real Pi printed
-// (pi-oracle context) for every corpus file.
+// (interop/pi/pi context, Pi 0.73.1) for every corpus file.
 func TestContextMatchesPi(t *testing.T) {
 	t.Parallel()
 	for _, file := range corpusFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
-			want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", name+".context.json"))
+			want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", name+".context.json"))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -148,7 +149,7 @@ func TestContextBadFiles(t *testing.T) {
 		if !strings.Contains(stdout, diag) {
 			t.Errorf("%s: no %s diagnostic in output", name, diag)
 		}
-		want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", "bad-"+name+".context.json"))
+		want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", "bad-"+name+".context.json"))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -164,16 +165,16 @@ func TestContextBadFiles(t *testing.T) {
 	}
 }
 
-// TestGoldensAgainstLivePi (make interop) re-runs the real Pi on every corpus file and
+// TestGoldensAgainstLivePi (make interop) re-runs the real Pi 0.73.1 on every corpus file and
 // checks that the committed goldens are still what it prints, for context and for cut at
 // both budgets. Without COMPACTOR_INTEROP=1 it is skipped: `make test` needs no Node.
 func TestGoldensAgainstLivePi(t *testing.T) {
 	if os.Getenv("COMPACTOR_INTEROP") != "1" {
 		t.Skip("set COMPACTOR_INTEROP=1 (make interop) to run the real Pi")
 	}
-	oracle := os.Getenv("PI_ORACLE")
-	if oracle == "" {
-		oracle = filepath.Join(repoRoot(t), "../shared/oracle/pi-oracle")
+	harness, err := pigolden.Harness()
+	if err != nil {
+		t.Fatal(err)
 	}
 	for _, file := range corpusFiles(t) {
 		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
@@ -183,11 +184,13 @@ func TestGoldensAgainstLivePi(t *testing.T) {
 			if kind != "context" {
 				args = []string{"cut", file, "--keep-recent-tokens", strings.TrimPrefix(kind, "cut-")}
 			}
-			out, err := exec.Command(oracle, args...).Output()
+			cmd := exec.Command(harness, args...)
+			cmd.Env = append(os.Environ(), "PI_VERSION=0.73.1") // the goldens these tests read
+			out, err := cmd.Output()
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, kind, err)
 			}
-			golden, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected", name+"."+kind+".json"))
+			golden, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", name+"."+kind+".json"))
 			if err != nil {
 				t.Fatal(err)
 			}

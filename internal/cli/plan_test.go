@@ -22,7 +22,7 @@ func TestPlanMatchesPiOracle(t *testing.T) {
 					t.Fatalf("exit %d: %s", code, errOut)
 				}
 				got := decodeJSON(t, []byte(out))
-				raw, err := os.ReadFile(filepath.Join(root, "testdata/expected", name+".cut-"+n+".json"))
+				raw, err := os.ReadFile(filepath.Join(root, "testdata/expected/0.73.1", name+".cut-"+n+".json"))
 				if err != nil {
 					t.Fatal(err)
 				}

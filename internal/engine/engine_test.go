@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -174,13 +175,9 @@ func TestCompactCorpus(t *testing.T) {
 // checkPiLoads asks the real Pi what it builds from the compacted file.
 func checkPiLoads(t *testing.T, file string, leaf *sessionio.Entry, kept []string) {
 	t.Helper()
-	oracle := os.Getenv("PI_ORACLE")
-	if oracle == "" {
-		oracle = "../../../shared/oracle/pi-oracle"
-	}
-	out, err := exec.Command(oracle, "context", file, "--compact").Output()
+	out, err := exec.Command(piHarness(t), "context", file, "--compact").Output()
 	if err != nil {
-		t.Fatalf("pi-oracle context: %v", err)
+		t.Fatalf("interop/pi/pi context: %v", err)
 	}
 	var pi struct {
 		LeafID          string   `json:"leafId"`
@@ -201,9 +198,9 @@ func checkPiLoads(t *testing.T, file string, leaf *sessionio.Entry, kept []strin
 	if !reflect.DeepEqual(pi.MessageEntryIDs[1:], kept) {
 		t.Errorf("Pi keeps %v, plan promised %v", pi.MessageEntryIDs[1:], kept)
 	}
-	out, err = exec.Command(oracle, "cut", file, "--compact").Output()
+	out, err = exec.Command(piHarness(t), "cut", file, "--compact").Output()
 	if err != nil {
-		t.Fatalf("pi-oracle cut: %v", err)
+		t.Fatalf("interop/pi/pi cut: %v", err)
 	}
 	if !bytes.Contains(out, []byte(`"prepared":false`)) {
 		t.Errorf("Pi would compact again: %.200s", out)
@@ -359,18 +356,23 @@ func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entr
 		t.Fatalf("context does not end with the branch summary")
 	}
 	if interop {
-		out, err := exec.Command(piOracle(), "context", file, "--compact").Output()
+		cmd := exec.Command(piHarness(t), "context", file, "--compact")
+		cmd.Env = append(os.Environ(), "PI_VERSION="+d.String())
+		out, err := cmd.Output()
 		if err != nil || !bytes.Contains(out, []byte(`"leafId":"`+res.EntryID+`"`)) || !bytes.Contains(out, []byte(`"role":"branchSummary"`)) {
 			t.Errorf("Pi does not show the branch summary as the leaf: %v %.300s", err, out)
 		}
 	}
 }
 
-func piOracle() string {
-	if o := os.Getenv("PI_ORACLE"); o != "" {
-		return o
+// piHarness is the Pi harness (PI_HARNESS, else interop/pi/pi; PI_VERSION picks the Pi).
+func piHarness(t *testing.T) string {
+	t.Helper()
+	h, err := pigolden.Harness()
+	if err != nil {
+		t.Fatal(err)
 	}
-	return "../../../shared/oracle/pi-oracle"
+	return h
 }
 
 // TestUnknownModelUsesDefaultAndSaysSo: a model the catalog does not know gets the

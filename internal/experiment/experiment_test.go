@@ -24,13 +24,30 @@ var (
 	corpusErr  error
 )
 
-// corpusResult runs the experiment once over the corpus (estimate counter, both Pi
+// recordedFiles lists the recorded corpus: every session file under testdata/corpus except
+// the generated corpora of the Pi harness (gen-<version>/), which have goldens of their own.
+func recordedFiles() ([]string, error) {
+	all, _, err := Files(corpusDir)
+	var files []string
+	for _, f := range all {
+		if !strings.HasPrefix(filepath.Base(filepath.Dir(f)), "gen-") {
+			files = append(files, f)
+		}
+	}
+	return files, err
+}
+
+// corpusResult runs the experiment once over the recorded corpus (estimate counter, both Pi
 // goldens' settings, snapshot and replay with a 64000 window so sessions compact, probes
 // evaluated).
 func corpusResult(t *testing.T) *Result {
 	t.Helper()
 	corpusOnce.Do(func() {
-		corpusRes, corpusErr = Run(context.Background(), corpusDir, Config{
+		var files []string
+		if files, corpusErr = recordedFiles(); corpusErr != nil {
+			return
+		}
+		corpusRes, corpusErr = RunFiles(context.Background(), corpusDir, files, Config{
 			Pi:      "0.73.1", // the goldens are Pi 0.73.1's
 			Counter: tokenize.CounterEstimate, KeepRecentTokens: []int{5000, 20000}, Replay: true, Eval: true, ContextWindow: 64000,
 		})
@@ -42,7 +59,7 @@ func corpusResult(t *testing.T) *Result {
 }
 
 // TestPiSnapshotMatchesPiGoldens: the pi policy's snapshot rows with the estimate counter
-// equal what the real Pi printed (pi-oracle cut) for every corpus file with a golden.
+// equal what the real Pi 0.73.1 printed (interop/pi/pi cut) for every corpus file with a golden.
 func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 	t.Parallel()
 	r := corpusResult(t)
@@ -52,7 +69,7 @@ func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 			continue
 		}
 		name := strings.TrimSuffix(filepath.Base(row.File), ".jsonl")
-		raw, err := os.ReadFile(filepath.Join("../../testdata/expected", fmt.Sprintf("%s.cut-%d.json", name, row.KeepRecentTokens)))
+		raw, err := os.ReadFile(filepath.Join("../../testdata/expected/0.73.1", fmt.Sprintf("%s.cut-%d.json", name, row.KeepRecentTokens)))
 		if os.IsNotExist(err) {
 			continue
 		}
@@ -96,16 +113,17 @@ func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 				want.TokensBefore, want.IsSplitTurn, len(want.MessagesToSummarize), len(want.TurnPrefix))
 		}
 	}
-	// 12 numbered files, 2 v1 files from Pi's repository and the synthetic one, at 2 settings.
-	if checked != 30 {
-		t.Errorf("checked %d goldens, want 30", checked)
+	// 12 numbered files, 2 v1 files from Pi's repository, the synthetic one and its migrated
+	// v3 copy, at 2 settings.
+	if checked != 32 {
+		t.Errorf("checked %d goldens, want 32", checked)
 	}
 }
 
 func TestCorpusRunsEverything(t *testing.T) {
 	t.Parallel()
 	r := corpusResult(t)
-	files, _, err := Files(corpusDir)
+	files, err := recordedFiles()
 	if err != nil {
 		t.Fatal(err)
 	}

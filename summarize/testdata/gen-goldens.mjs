@@ -4,7 +4,7 @@
 // It is not run by `make test` (which must not need node). Run it by hand after the
 // corpus or the Pi version changes:
 //
-//   PI_ORACLE_HOME=~/.cache/pi-oracle node summarize/testdata/gen-goldens.mjs
+//   PI_VERSION=0.73.1 interop/pi/pi exec summarize/testdata/gen-goldens.mjs
 //
 // Inputs:  testdata/corpus/*.jsonl[.gz] (corpus copies) and the edge-case sessions this
 //          script writes itself (testdata/corpus/edge-*.jsonl, deterministic).
@@ -17,15 +17,15 @@
 // Long texts are stored as {len, sha256} (len in UTF-16 units) to keep the files small.
 import { createHash } from "node:crypto";
 import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
-import { homedir, tmpdir } from "node:os";
+import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { gunzipSync } from "node:zlib";
 
 const here = dirname(fileURLToPath(import.meta.url));
-const home = process.env.PI_ORACLE_HOME || join(homedir(), ".cache", "pi-oracle");
-const pi = await import(pathToFileURL(join(home, "lib", "pi.mjs")).href);
-const utils = await import(new URL("./core/compaction/utils.js", pi.ENTRY_URL).href);
+// The harness (interop/pi/pi exec) sets PI_HARNESS_ROOT; its lib/pi.mjs imports the selected Pi.
+const pi = await import(pathToFileURL(join(process.env.PI_HARNESS_ROOT, "lib", "pi.mjs")).href);
+const utils = await import(new URL("./core/compaction/utils.js", pi.entryUrl).href);
 
 const corpusDir = join(here, "corpus");
 const goldenDir = join(here, "golden");

@@ -1,6 +1,6 @@
 // Driving the real Pi CLI in RPC mode (JSON lines over stdin/stdout) with this extension
-// loaded by `-e`, against a FakeModel. The Pi used is the project's oracle install
-// (../shared/oracle/pi-oracle pi, or $PI_ORACLE), else the one in node_modules (same version).
+// loaded by `-e`, against a FakeModel. The Pi used is the project's Pi harness
+// (interop/pi/pi cli, or $PI_HARNESS cli; $PI_VERSION picks the Pi), else the one in node_modules.
 
 import { type ChildProcess, spawn } from "node:child_process";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
@@ -69,8 +69,8 @@ export interface RpcEvent {
 }
 
 function piCommand(): { cmd: string; args: string[] } {
-	const oracle = process.env.PI_ORACLE ?? resolve(REPO_ROOT, "..", "shared", "oracle", "pi-oracle");
-	if (existsSync(oracle)) return { cmd: oracle, args: ["pi"] };
+	const harness = process.env.PI_HARNESS ?? resolve(REPO_ROOT, "interop", "pi", "pi");
+	if (existsSync(harness)) return { cmd: harness, args: ["cli"] };
 	return { cmd: process.execPath, args: [join(EXT_DIR, "node_modules", "@mariozechner", "pi-coding-agent", "dist", "cli.js")] };
 }
 
