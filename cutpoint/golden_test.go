@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -70,14 +71,33 @@ func ids(plan []string) []string {
 }
 
 // TestPiPolicyMatchesOracle runs the pi policy with Pi's estimate over every corpus file
-// for which the real Pi's cut is recorded (keepRecentTokens 20000 and 5000) and compares.
-// v1 files (pi-repo) get random ids on each Pi migration, so there only indices and
-// lengths are compared.
+// for which the real Pi's cut is recorded, for every Pi of the matrix (testdata/expected/
+// <version>: keepRecentTokens 20000, 5000 and 1000, and the per-model settings of
+// testdata/pi-settings as Pi resolved them), each under that Pi's rules, and compares. v1
+// files (pi-repo) get random ids on each Pi migration, so there only indices and lengths
+// are compared.
 func TestPiPolicyMatchesOracle(t *testing.T) {
 	t.Parallel()
-	goldens, err := filepath.Glob(filepath.Join(repoTestdata, "expected", "0.73.1", "*.cut-*.json"))
+	versions, err := pigolden.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range versions {
+		d, err := sessionio.ParseDialect(v)
+		if err != nil {
+			t.Fatalf("matrix version %s: %v", v, err)
+		}
+		t.Run(v, func(t *testing.T) {
+			t.Parallel()
+			piPolicyMatchesGoldens(t, v, d)
+		})
+	}
+}
+
+func piPolicyMatchesGoldens(t *testing.T, version string, d sessionio.Dialect) {
+	goldens, err := filepath.Glob(filepath.Join(repoTestdata, "expected", version, "*.cut-*.json"))
 	if err != nil || len(goldens) == 0 {
-		t.Fatalf("no goldens under %s/expected/0.73.1 (%v)", repoTestdata, err)
+		t.Fatalf("no goldens under %s/expected/%s (%v)", repoTestdata, version, err)
 	}
 	matched := 0
 	for _, g := range goldens {
@@ -93,7 +113,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 			file := sessionFileFor(t, want.File)
 			path, sess := loadPath(t, file)
 			settings := DefaultSettings()
-			settings.Dialect = sessionio.Pi073
+			settings.Dialect = d
 			settings.KeepRecentTokens = want.Settings.KeepRecentTokens
 			settings.ReserveTokens = want.Settings.ReserveTokens
 			got, err := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Dialect))
@@ -159,7 +179,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 			}
 		})
 	}
-	t.Cleanup(func() { t.Logf("pi policy matches the oracle on %d of %d goldens", matched, len(goldens)) })
+	t.Cleanup(func() { t.Logf("Pi %s: the pi policy matches Pi on %d of %d goldens", version, matched, len(goldens)) })
 }
 
 func trunc(b []byte) string {

@@ -60,19 +60,53 @@ func decodeJSON(t *testing.T, data []byte) map[string]any {
 	return v
 }
 
-// TestContextMatchesPi compares `compactor context --json` with what the real Pi printed
-// (interop/pi/pi context, Pi 0.73.1) for every corpus file.
+// TestContextMatchesPi compares `compactor context --json --pi-version V` with what the
+// real Pi V printed (interop/pi/pi context) for every corpus file and every Pi of the
+// matrix; where Pi V cannot load a file (its error golden), compactor refuses it too (exit 2,
+// naming the file).
 func TestContextMatchesPi(t *testing.T) {
 	t.Parallel()
-	for _, file := range corpusFiles(t) {
-		name := strings.TrimSuffix(filepath.Base(file), ".jsonl")
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", name+".context.json"))
+	versions, err := pigolden.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := pigolden.CorpusFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, v := range versions {
+		for _, f := range files {
+			t.Run(v+"/"+f.Name, func(t *testing.T) {
+				t.Parallel()
+				contextMatchesPi(t, v, f)
+			})
+		}
+	}
+}
+
+func contextMatchesPi(t *testing.T, version string, f pigolden.File) {
+	name, file := f.Name, f.Path
+	{
+		{
+			var refused struct {
+				Error string `json:"error"`
+			}
+			if err := pigolden.Load(version, name, "error", &refused); err == nil {
+				code, stdout, stderr := runCLI(t, "context", file, "--json", "--pi-version", version)
+				if code != 2 || stdout != "" || !strings.Contains(stderr, filepath.Base(file)) {
+					t.Fatalf("Pi %s refuses the file (%s); compactor: exit %d, stderr %q", version, refused.Error, code, stderr)
+				}
+				return
+			}
+			p, err := pigolden.Path(version, name, "context")
 			if err != nil {
 				t.Fatal(err)
 			}
-			code, stdout, stderr := runCLI(t, "context", file, "--json")
+			want, err := os.ReadFile(p)
+			if err != nil {
+				t.Fatal(err)
+			}
+			code, stdout, stderr := runCLI(t, "context", file, "--json", "--pi-version", version)
 			if code != 0 {
 				t.Fatalf("exit %d: %s", code, stderr)
 			}
@@ -98,7 +132,7 @@ func TestContextMatchesPi(t *testing.T) {
 			} else if len(got["pathIds"].([]any)) != len(exp["pathIds"].([]any)) {
 				t.Errorf("pathIds length: got %d, Pi %d", len(got["pathIds"].([]any)), len(exp["pathIds"].([]any)))
 			}
-		})
+		}
 	}
 }
 

@@ -355,12 +355,23 @@ func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entr
 	if last.Role != sessionio.RoleBranchSummary || last.FromID != wantFrom {
 		t.Fatalf("context does not end with the branch summary")
 	}
-	if interop {
+	if liveFor(d) {
 		cmd := exec.Command(piHarness(t), "context", file, "--compact")
 		cmd.Env = append(os.Environ(), "PI_VERSION="+d.String())
 		out, err := cmd.Output()
 		if err != nil || !bytes.Contains(out, []byte(`"leafId":"`+res.EntryID+`"`)) || !bytes.Contains(out, []byte(`"role":"branchSummary"`)) {
 			t.Errorf("Pi does not show the branch summary as the leaf: %v %.300s", err, out)
+		}
+		// Pi's own branchWithSummary, from the leaf that was left, writes the same line.
+		cmd = exec.Command(piHarness(t), "exec", "interop/pi/writes.mjs", file, "--compact")
+		cmd.Env, cmd.Dir = append(os.Environ(), "PI_VERSION="+d.String()), repoRootDir(t)
+		out, err = cmd.Output()
+		var w struct {
+			Same     bool
+			Ours, Pi string
+		}
+		if err != nil || json.Unmarshal(out, &w) != nil || !w.Same {
+			t.Errorf("Pi %s writes another line for the same branch summary (%v):\n Pi  %.600s\n ours %.600s", d, err, w.Pi, w.Ours)
 		}
 	}
 }

@@ -1,0 +1,203 @@
+package engine
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"os"
+	"os/exec"
+	"reflect"
+	"strings"
+	"testing"
+
+	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
+)
+
+// TestAppendsLoadAsPlannedInEveryPi compacts a copy of every v3 corpus file under each Pi of
+// the matrix (keepRecentTokens 1000, with a model over HTTP so that the entry carries a
+// usage), and where a compaction was written checks what the session now gives under that
+// Pi's rules: the compaction is the leaf; the context is its checkpoint (Pi 1.x, when the
+// session has system messages), its summary, and exactly the kept messages the plan
+// promised; and Pi's next cut finds nothing to compact. With COMPACTOR_INTEROP=1 (make
+// interop) the real Pi of that version is asked too: it builds the same context, and its own
+// SessionManager, asked to append the same compaction, writes the same line byte for byte
+// (interop/pi/writes.mjs).
+func TestAppendsLoadAsPlannedInEveryPi(t *testing.T) {
+	t.Parallel()
+	versions, err := pigolden.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	files, err := pigolden.CorpusFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	llm := fakellm.Start(t)
+	for _, v := range versions {
+		d, err := sessionio.ParseDialect(v)
+		if err != nil {
+			t.Fatal(err)
+		}
+		compacted := 0
+		t.Run(v, func(t *testing.T) {
+			for _, f := range files {
+				if strings.HasPrefix(f.Rel, "bad") || strings.HasPrefix(f.Rel, "pi-repo") || strings.Contains(f.Rel, "/x-") {
+					continue // unreadable, migrated (v1) or loader edge cases: nothing is appended to them
+				}
+				t.Run(f.Name, func(t *testing.T) {
+					if appendLoadsAsPlanned(t, f.Path, d, openAI(t, llm.URL(), nil)) {
+						compacted++
+					}
+				})
+			}
+			if compacted < 20 {
+				t.Errorf("Pi %s: only %d compactions written; the corpus should give more", v, compacted)
+			}
+			t.Logf("Pi %s: %d compactions written and checked", v, compacted)
+		})
+	}
+}
+
+func appendLoadsAsPlanned(t *testing.T, src string, d sessionio.Dialect, sum summarize.Summarizer) bool {
+	t.Helper()
+	file := copyFile(t, src)
+	before, err := sessionio.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	oldPath, _ := before.Path("")
+	eng, err := New(sum, Settings{Pi: d.String(), KeepRecentTokens: 1000})
+	if err != nil {
+		t.Fatal(err)
+	}
+	res, err := eng.Compact(context.Background(), Request{File: file})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if res.Outcome != outcome.Done {
+		if after, _ := os.ReadFile(file); int64(len(after)) != before.Size {
+			t.Fatalf("%s (%s) but the file changed", res.Outcome, res.Reason)
+		}
+		return false
+	}
+	s, err := sessionio.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	leaf := s.Get(s.LeafID())
+	if leaf.ID != res.EntryID || leaf.Type != sessionio.TypeCompaction || leaf.ParentID != before.LeafID() {
+		t.Fatalf("leaf %s (%s), want the new compaction %s after %s", leaf.ID, leaf.Type, res.EntryID, before.LeafID())
+	}
+	if d.Projects() != (leaf.Usage != nil) {
+		t.Errorf("Pi %s: usage %s (Pi 1.x writes the summary's usage, 0.73 none)", d, leaf.Usage)
+	}
+	path, _ := s.Path("")
+	c := sessionio.BuildContext(path, d)
+	i := 0
+	if leaf.SystemMessage != nil {
+		if c.Messages[0].Role != sessionio.RoleSystem {
+			t.Fatalf("context starts with %s, not the compaction's checkpoint", c.Messages[0].Role)
+		}
+		i = 1
+	}
+	if c.Messages[i].Role != sessionio.RoleCompactionSummary || c.Messages[i].Summary != leaf.Summary {
+		t.Fatalf("context does not start with the summary")
+	}
+	want := promisedKept(oldPath, res.FirstKeptEntryID, d)
+	if got := c.EntryIDs[i+1:]; !reflect.DeepEqual(got, want) {
+		t.Fatalf("kept messages %v, plan promised %v", got, want)
+	}
+	if !liveFor(d) {
+		return true
+	}
+	env := append(os.Environ(), "PI_VERSION="+d.String())
+	cmd := exec.Command(piHarness(t), "context", file, "--compact")
+	cmd.Env = env
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("interop/pi/pi context: %v", err)
+	}
+	var pi struct {
+		LeafID          string                               `json:"leafId"`
+		MessageEntryIDs []string                             `json:"messageEntryIds"`
+		Context         struct{ Messages []json.RawMessage } `json:"context"`
+	}
+	if err := json.Unmarshal(out, &pi); err != nil {
+		t.Fatal(err)
+	}
+	if pi.LeafID != leaf.ID || !reflect.DeepEqual(pi.MessageEntryIDs, c.EntryIDs) {
+		t.Errorf("Pi %s: leaf %s, messages from %v; compactor promised %v", d, pi.LeafID, pi.MessageEntryIDs, c.EntryIDs)
+	}
+	for k, m := range pi.Context.Messages {
+		if k < len(c.Messages) && !jsonEqual(m, c.Messages[k].Raw) {
+			t.Errorf("Pi %s: context message %d differs:\n Pi  %.300s\n ours %.300s", d, k, m, c.Messages[k].Raw)
+			break
+		}
+	}
+	cmd = exec.Command(piHarness(t), "exec", "interop/pi/writes.mjs", file, "--compact")
+	cmd.Env, cmd.Dir = env, repoRootDir(t)
+	out, err = cmd.Output()
+	if err != nil {
+		t.Fatalf("interop/pi/writes.mjs: %v", err)
+	}
+	var w struct {
+		Same     bool
+		Ours, Pi string
+	}
+	if err := json.Unmarshal(out, &w); err != nil || !w.Same {
+		t.Errorf("Pi %s writes another line for the same compaction:\n Pi  %.600s\n ours %.600s", d, w.Pi, w.Ours)
+	}
+	return true
+}
+
+// promisedKept is what the plan promised to keep: the ids of the context's messages from
+// the first kept entry on (compaction summaries and Pi 1.x's system messages aside: the new
+// compaction's checkpoint replaces them).
+func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Dialect) []string {
+	at := -1
+	for i, e := range path {
+		if e.ID == firstKept {
+			at = i
+		}
+	}
+	var out []string
+	for _, pe := range sessionio.Project(path, d).Entries {
+		if pe.Index < at || pe.Entry.Type == sessionio.TypeCompaction {
+			continue
+		}
+		for _, m := range pe.Messages {
+			if !(d.Projects() && m.Role == sessionio.RoleSystem) {
+				out = append(out, pe.Entry.ID)
+			}
+		}
+	}
+	return out
+}
+
+// liveFor reports whether the real Pi of dialect d is asked (make interop runs the tests once
+// per Pi of the matrix, PI_VERSION naming it; unset: every Pi).
+func liveFor(d sessionio.Dialect) bool {
+	v := os.Getenv("PI_VERSION")
+	return interop && (v == "" || v == d.String())
+}
+
+func jsonEqual(a, b []byte) bool {
+	var x, y any
+	if json.Unmarshal(a, &x) != nil || json.Unmarshal(b, &y) != nil {
+		return bytes.Equal(a, b)
+	}
+	return reflect.DeepEqual(x, y)
+}
+
+func repoRootDir(t *testing.T) string {
+	t.Helper()
+	r, err := pigolden.Root()
+	if err != nil {
+		t.Fatal(err)
+	}
+	return r
+}
