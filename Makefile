@@ -8,10 +8,10 @@ PKGS     := ./...
 # The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
 PI_HARNESS ?= $(abspath interop/pi/pi)
 export PI_HARNESS
-# The Pi the Go code follows today: the Go-side comparisons of `make interop` and the suites
-# that run compactor next to a live Pi (e2e, chaos, test-extension) use it until the Go code
-# follows Pi 1.6 (issue 25). PI_VERSION=1.6.0 make e2e runs a suite against another Pi.
-PI_GO_VERSION ?= 0.73.1
+# The Pi the suites that run compactor next to a live Pi (e2e, chaos, test-extension) use by
+# default: the newest of the matrix, the one users run. PI_VERSION=0.73.1 make e2e runs a
+# suite against another Pi of the harness.
+PI_LIVE_VERSION ?= 1.6.0
 
 # staticcheck at a pinned version, built by `go run` from the module proxy on first use
 # (then from the module and build caches), so a fresh clone needs nothing installed.
@@ -135,7 +135,7 @@ goldens:
 # `make test`: it needs Node and, the first time, the npm registry. One test:
 # make e2e E2E_RUN=TestScenarioA
 E2E_RUN ?= .
-e2e: export PI_VERSION ?= $(PI_GO_VERSION)
+e2e: export PI_VERSION ?= 0.73.1
 e2e:
 	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
@@ -147,17 +147,19 @@ e2e:
 # restore entry needs a Pi line placed inside the append), also checked by the real Pi. Not
 # part of `make test`; bounded at 10 minutes.
 CHAOS_RUN ?= .
-chaos: export PI_VERSION ?= $(PI_GO_VERSION)
+chaos: export PI_VERSION ?= 0.73.1
 chaos:
 	$(PI_HARNESS) install
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
 	COMPACTOR_INTEROP=1 $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
 
-# The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
-test-extension: export PI_VERSION ?= $(PI_GO_VERSION)
+# The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi), against
+# the Pi of PI_VERSION: its CLI in RPC mode, and its library (PI_PACKAGE_DIR) for the unit tests.
+test-extension: export PI_VERSION ?= $(PI_LIVE_VERSION)
 test-extension:
 	$(PI_HARNESS) install
-	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error && npm run typecheck && npm test
+	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error && npm run typecheck && \
+	  PI_PACKAGE_DIR="$$($(PI_HARNESS) where)" npm test
 
 # The README's main command: the service on its embedded defaults (embedded NATS,
 # extractive summarizer) over a scratch copy of the example store, once, with a report.
