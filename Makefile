@@ -23,7 +23,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop goldens e2e chaos test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop goldens e2e e2e-matrix chaos test-extension demo clean
 
 all: build
 
@@ -140,6 +140,16 @@ e2e:
 	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
 	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
+
+# The zero-wait workload matrix (e2e/matrix_test.go, issue 26): seven workloads, each with Pi
+# alone and with the extension and compactor, against the Pi of PI_VERSION; the table goes to
+# docs/live-agents.md. About 35 minutes per Pi. One cell:
+# make e2e-matrix E2E_RUN=TestZeroWaitMatrix/20k-1k-fast
+e2e-matrix: export PI_VERSION ?= $(PI_LIVE_VERSION)
+e2e-matrix:
+	$(PI_HARNESS) install
+	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
+	$(GO) test -tags e2e -count=1 -v -timeout 90m -run '$(if $(filter .,$(E2E_RUN)),TestZeroWaitMatrix,$(E2E_RUN))' ./e2e/
 
 # The reliability suite (chaos/, docs/reliability.md): worker SIGKILL loops, a node kill on a
 # 3-node cluster, LLM faults, bad files, a full disk; real processes on loopback, every file

@@ -260,7 +260,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				log(`prepare #${nth} at leaf ${leafId} (${decision.why}): an earlier preparation is still pending; asking again later`);
 				return;
 			}
-			st.inFlight = { requestedAt: requested.getTime(), at: performance.now(), leafId, nth };
+			st.inFlight = { requestedAt: requested.getTime(), at: performance.now(), leafId, nth, compactionId };
 			const firstTokens = nth === 1 ? tokens : st.cycle.firstTokens;
 			st.cycle = { compactionId, asks: nth, firstTokens, lastLeafId: leafId };
 			log(`prepare #${nth} requested at leaf ${leafId} (${decision.why}; ${Math.round(pace.tokensPerSecond ?? 0)} tokens/s, latency ${secs(pace.latencyMs)}${pace.latencyMeasured ? "" : " (guess)"}): ${outcome}`);
@@ -303,7 +303,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				reasonCode = "nats";
 			} else if (got.value === undefined) {
 				outcome = "miss (nothing prepared)";
-				reasonCode = st.inFlight ? "not-ready" : "not-prepared";
+				reasonCode = inFlightForThisCycle(st, event) ? "not-ready" : "not-prepared";
 			} else {
 				timing = noteValue(st, got.value);
 				r = check(got.value, st, loc, event, ctx);
@@ -333,7 +333,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				if (!r.ok) {
 					kind = "stale";
 					outcome = `stale (${r.refusal}: ${r.detail}${bridge ? `; ${bridge}` : ""})`;
-					if (!bridge) reasonCode = reasonOf(r.refusal, st);
+					if (!bridge) reasonCode = reasonOf(r.refusal, inFlightForThisCycle(st, event));
 				}
 			}
 			if (r?.ok) {
@@ -488,12 +488,17 @@ function inferReason(ctx: ExtensionContext, event: SessionBeforeCompactEvent): s
 	return typeof tokens === "number" && window > 0 && tokens > window - event.preparation.settings.reserveTokens ? "threshold" : "manual";
 }
 
+/** inFlightForThisCycle: a preparation asked for in the cycle Pi now compacts had not landed. */
+function inFlightForThisCycle(st: SessionState, event: SessionBeforeCompactEvent): boolean {
+	return st.inFlight !== undefined && st.inFlight.compactionId === latestCompactionId(event.branchEntries);
+}
+
 /** reasonOf is the word for a refusal of the prepared value. */
-function reasonOf(refusal: Refusal, st: SessionState): HookReason {
+function reasonOf(refusal: Refusal, cycleInFlight: boolean): HookReason {
 	switch (refusal) {
 		case "previous-compaction":
-			// the value is the previous cycle's: this cycle's own had not landed (or was never asked for)
-			return st.inFlight ? "not-ready" : "other-compaction";
+			// the value is an earlier cycle's: this cycle's own had not landed (or was never asked for)
+			return cycleInFlight ? "not-ready" : "other-compaction";
 		case "leaf-off-branch":
 		case "cut-off-branch":
 		case "cut-after-leaf":

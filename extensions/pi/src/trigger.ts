@@ -75,6 +75,8 @@ export interface InFlight {
 	at: number;
 	leafId: string;
 	nth: number;
+	/** The cycle it was asked for: the latest compaction on the branch then. */
+	compactionId: string | null;
 }
 
 /** One compaction cycle of the branch, as far as the trigger is concerned. */

@@ -226,7 +226,7 @@ describe("prepare trigger", () => {
 	});
 
 	test("one request in flight at a time", () => {
-		const flying: InFlight = { requestedAt: 0, at: -4000, leafId: "a", nth: 1 };
+		const flying: InFlight = { requestedAt: 0, at: -4000, leafId: "a", nth: 1, compactionId: null };
 		const d = ask(fresh, snap(30_000, "b"), known, flying);
 		assert.equal(d.ask, false);
 		assert.match(d.why, /requested 4.0 s ago is in flight/);
