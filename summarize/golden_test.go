@@ -19,7 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// The goldens in testdata/golden were produced by the real Pi 0.73.1
+// The goldens in testdata/golden/0.73.1 were produced by the real Pi 0.73.1
 // (testdata/gen-goldens.mjs) from the session files in testdata/corpus.
 
 type textRef struct {
@@ -140,7 +140,7 @@ func loadCorpus(t testing.TB, name string) *sessionio.Session {
 
 func loadGoldens(t *testing.T) map[string]*golden {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", "0.73.1", "*.json"))
 	if err != nil || len(files) == 0 {
 		t.Fatalf("no goldens: %v", err)
 	}

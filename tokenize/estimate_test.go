@@ -13,7 +13,7 @@ import (
 // corpusDir is the project's copy of the shared corpus.
 const corpusDir = "../testdata/corpus"
 
-// goldenFiles maps a file name in estimate-goldens.json to its path under corpusDir.
+// goldenFiles maps a file name in estimate-goldens/<version>.json to its path under corpusDir.
 var goldenFiles = map[string]string{
 	"synthetic-v3-session.jsonl":          "pi-generated/synthetic-v3-session.jsonl",
 	"before-compaction.migrated-v3.jsonl": "pi-generated/before-compaction.migrated-v3.jsonl",
@@ -34,7 +34,7 @@ type estimateGolden struct {
 // Goldens: testdata/gen-estimate-goldens.mjs, which runs `pi-oracle cut --per-entry`.
 func TestEstimateMatchesPi(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("testdata/estimate-goldens.json")
+	data, err := os.ReadFile("testdata/estimate-goldens/0.73.1.json")
 	if err != nil {
 		t.Fatal(err)
 	}

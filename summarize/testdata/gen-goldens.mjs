@@ -8,7 +8,7 @@
 //
 // Inputs:  testdata/corpus/*.jsonl[.gz] (corpus copies) and the edge-case sessions this
 //          script writes itself (testdata/corpus/edge-*.jsonl, deterministic).
-// Outputs: testdata/golden/NAME.json with, per session file:
+// Outputs: testdata/golden/<Pi version>/NAME.json with, per session file:
 //   context:  the ids of buildSessionContext's messages and serializeConversation(convertToLlm(...))
 //   cuts:     prepareCompaction at several leaves and keepRecentTokens values: ids summarized,
 //             ids of the turn prefix, the previous compaction, both serializations, fileOps,
@@ -28,7 +28,7 @@ const pi = await import(pathToFileURL(join(process.env.PI_HARNESS_ROOT, "lib", "
 const utils = await import(new URL("./core/compaction/utils.js", pi.entryUrl).href);
 
 const corpusDir = join(here, "corpus");
-const goldenDir = join(here, "golden");
+const goldenDir = join(here, "golden", pi.PI_VERSION);
 const INLINE_MAX = 4000; // longer texts are checked by length and hash only
 
 // ---------------------------------------------------------------- edge-case sessions

@@ -1,11 +1,11 @@
-// gen-estimate-goldens.mjs writes estimate-goldens.json: Pi's own estimateTokens for every
+// gen-estimate-goldens.mjs writes estimate-goldens/<version>.json: Pi's own estimateTokens for every
 // message entry of the corpus, as printed by the real Pi (`interop/pi/pi cut --per-entry`; Pi 0.73.1:
 // 1.x counts the projection, context edits and all context-visible entries included).
 // For a file with branches it runs once per leaf, so entries off the current path are covered.
 // v1/v2 files get random ids on Pi's migration, so only their default path is recorded and
 // the test compares it by position.
 //
-//   PI_VERSION=0.73.1 node tokenize/testdata/gen-estimate-goldens.mjs interop/pi/pi FILE... > tokenize/testdata/estimate-goldens.json
+//   PI_VERSION=0.73.1 node tokenize/testdata/gen-estimate-goldens.mjs interop/pi/pi FILE... > tokenize/testdata/estimate-goldens/0.73.1.json
 import { readFileSync } from "node:fs";
 import { execFileSync } from "node:child_process";
 import { basename } from "node:path";
