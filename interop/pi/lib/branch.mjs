@@ -77,9 +77,10 @@ export async function branchReport(argv) {
 /**
  * Pi walks the entries newest first and keeps a suffix of the ones that give a message (tool
  * results never do; 1.6 skips omitted ones and projects replaced ones). Match that suffix
- * against Pi's messages from the end, each message deep-equal (or Pi's own object).
+ * against Pi's messages from the end, each message deep-equal (or Pi's own object). Returns
+ * the entry id of each message; HarnessError(4) when they do not line up.
  */
-function mapBranchMessages(entries, messages) {
+export function mapBranchMessages(entries, messages) {
 	const edits = new Map();
 	if (PROJECTED) for (const e of entries) if (e.type === "context_edit") edits.set(e.targetId, e);
 	const gives = (e) => {
