@@ -311,6 +311,11 @@ func TestCutGolden(t *testing.T) {
 			checkText(t, what+" history", SerializeConversation(p.Summarize, d), c.SerializedHistory, g.Texts)
 			checkText(t, what+" prefix", SerializeConversation(p.Prefix, d), c.SerializedPrefix, g.Texts)
 			checkFileLists(t, what, p.FileOps, c.FileOps)
+			var prev *sessionio.Entry
+			if c.PreviousCompactionID != nil {
+				prev = s.Get(*c.PreviousCompactionID)
+			}
+			checkFileOps(t, what+" ExtractFileOps", ExtractFileOps(d, prev, p.Summarize, p.Prefix), c.FileOps)
 			if got := FormatFileOperations(p.FileOps.ReadFiles, p.FileOps.ModifiedFiles); got != string(c.Formatted) {
 				t.Errorf("%s: formatted file lists %q, Pi %q", what, got, c.Formatted)
 			}
