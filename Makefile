@@ -110,9 +110,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheckpoint -fuzztime $(FUZZTIME) ./sessionio/
 
 # Every Pi of the matrix (installed once each from its lockfile): the harness's selftest, then
-# every golden of that version (testdata/expected/<version>/) and the generated corpus
-# (testdata/corpus/gen-<version>/) re-checked byte for byte against the live Pi, then the Go
-# tests that compare compactor with the live Pi of that version (PI_VERSION): contexts,
+# every golden of that version (testdata/expected/<version>/, the serialization, file-list and
+# branch goldens of summarize/testdata/golden/<version>/ with their edge-case sessions, and the
+# per-entry estimates of tokenize/testdata/estimate-goldens/<version>.json) and the generated
+# corpus (testdata/corpus/gen-<version>/) re-checked byte for byte against the live Pi, then
+# the Go tests that compare compactor with the live Pi of that version (PI_VERSION): contexts,
 # plans, generated sessions, and every entry compactor appends loading as planned and written
 # as that Pi would write it.
 interop:
@@ -120,14 +122,19 @@ interop:
 	  echo "== Pi $$v"; \
 	  PI_VERSION=$$v $(PI_HARNESS) selftest; \
 	  PI_VERSION=$$v $(PI_HARNESS) goldens --check; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec summarize/testdata/gen-goldens.mjs --check; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec tokenize/testdata/gen-estimate-goldens.mjs --check; \
 	  PI_VERSION=$$v COMPACTOR_INTEROP=1 CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(PKGS); \
 	done
 
-# Rewrite the goldens and the generated corpus of every Pi of the matrix from the live Pi.
+# Rewrite the goldens and the generated corpus of every Pi of the matrix from the live Pi
+# (summarize's goldens before tokenize's, which read summarize's edge-case sessions).
 goldens:
 	@set -e; for v in $$($(PI_HARNESS) matrix); do \
 	  PI_VERSION=$$v $(PI_HARNESS) gen --compact >/dev/null; \
 	  PI_VERSION=$$v $(PI_HARNESS) goldens; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec summarize/testdata/gen-goldens.mjs >/dev/null; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec tokenize/testdata/gen-estimate-goldens.mjs; \
 	done
 
 # End to end with the real Pi (RPC mode) against the scripted model of internal/scriptllm:
