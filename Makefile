@@ -8,9 +8,10 @@ PKGS     := ./...
 # The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
 PI_HARNESS ?= $(abspath interop/pi/pi)
 export PI_HARNESS
-# The Pi the Go code follows today: the Go-side comparisons of `make interop` and the suites
-# that run compactor next to a live Pi (e2e, chaos, test-extension) use it until the Go code
-# follows Pi 1.6 (issue 25). PI_VERSION=1.6.0 make e2e runs a suite against another Pi.
+# The Pi the Go code follows today: the Go-side comparisons of `make interop`, and the suites
+# that do not pass against Pi 1.6.0 yet (e2e: auto-compaction and zero-wait; test-extension: the
+# RPC tests) use it until the Go code and the extension follow Pi 1.6 (issue 25). chaos and
+# bench-read run the newest Pi. PI_VERSION=1.6.0 make e2e runs a suite against another Pi.
 PI_GO_VERSION ?= 0.73.1
 
 # staticcheck at a pinned version, built by `go run` from the module proxy on first use
@@ -154,7 +155,6 @@ e2e:
 # restore entry needs a Pi line placed inside the append), also checked by the real Pi. Not
 # part of `make test`; bounded at 10 minutes.
 CHAOS_RUN ?= .
-chaos: export PI_VERSION ?= $(PI_GO_VERSION)
 chaos:
 	$(PI_HARNESS) install
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
