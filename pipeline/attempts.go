@@ -33,7 +33,7 @@ func attemptKey(seq uint64, jobID string) string {
 }
 
 // addAttempts adds delta to the count under key and returns the new count.
-func addAttempts(ctx context.Context, kv jetstream.KeyValue, key string, delta int) (int, error) {
+func addAttempts(ctx context.Context, kv *kvBucket, key string, delta int) (int, error) {
 	for range 10 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -63,7 +63,7 @@ func addAttempts(ctx context.Context, kv jetstream.KeyValue, key string, delta i
 	return 0, fmt.Errorf("attempts %s: too many concurrent updates", key)
 }
 
-func clearAttempts(ctx context.Context, kv jetstream.KeyValue, key string) error {
+func clearAttempts(ctx context.Context, kv *kvBucket, key string) error {
 	if err := kv.Delete(ctx, key); err != nil {
 		return fmt.Errorf("attempts %s: %w", key, err)
 	}

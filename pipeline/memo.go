@@ -33,10 +33,10 @@ type memoEntry struct {
 
 // openMemo starts the watcher and returns once it has delivered every current record
 // (or ctx ends).
-func openMemo(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) (*memo, error) {
+func openMemo(ctx context.Context, kv *kvBucket, log *slog.Logger) (*memo, error) {
 	// The watcher outlives this call (it follows later writes): its context is the memo's.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := kv.WatchAll(wctx)
+	w, err := kv.Watch(wctx, "")
 	if err != nil {
 		cancel()
 		return nil, fmt.Errorf("sweep memo: watch %s: %w", BucketSweep, err)

@@ -31,7 +31,7 @@ type PreparedStore interface {
 	Put(ctx context.Context, store, sessionID string, value []byte) error
 }
 
-type kvPrepared struct{ kv jetstream.KeyValue }
+type kvPrepared struct{ kv *kvBucket }
 
 func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, error) {
 	e, err := p.kv.Get(ctx, PreparedKey(store, sessionID))

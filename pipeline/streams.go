@@ -54,11 +54,11 @@ type resources struct {
 	jobs     jetstream.Stream
 	events   jetstream.Stream
 	dlq      jetstream.Stream
-	leases   jetstream.KeyValue
-	sweep    jetstream.KeyValue
-	attempts jetstream.KeyValue
-	prepared jetstream.KeyValue
-	workers  jetstream.KeyValue
+	leases   *kvBucket
+	sweep    *kvBucket
+	attempts *kvBucket
+	prepared *kvBucket
+	workers  *kvBucket
 	cons     map[string]jetstream.Consumer // by store
 }
 
@@ -145,7 +145,7 @@ func streamConfigs(cfg Config, r *resources) []streamSpec {
 }
 
 type bucketSpec struct {
-	dst *jetstream.KeyValue
+	dst **kvBucket
 	cfg jetstream.KeyValueConfig
 }
 
@@ -219,12 +219,12 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 
 // ensureBucket is ensureStream for a KV bucket: created by a create-only request, or
 // updated from the stream the server holds.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (jetstream.KeyValue, error) {
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (*kvBucket, error) {
 	name := "KV_" + want.Bucket
 	for round := 1; ; round++ {
-		kv, err := js.CreateKeyValue(ctx, want)
+		_, err := js.CreateKeyValue(ctx, want)
 		if err == nil {
-			return kv, nil
+			return openBucket(js, want.Bucket), nil
 		}
 		if !errors.Is(err, jetstream.ErrBucketExists) {
 			return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, explainReplicas(err, want.Replicas))
@@ -257,11 +257,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 				return nil, fmt.Errorf("update bucket %s: %w", want.Bucket, explainReplicas(err, next.Replicas))
 			}
 		}
-		kv, err = js.KeyValue(ctx, want.Bucket)
-		if err != nil {
-			return nil, fmt.Errorf("open bucket %s: %w", want.Bucket, err)
-		}
-		return kv, nil
+		return openBucket(js, want.Bucket), nil
 	}
 }
 
@@ -424,11 +420,10 @@ func open(ctx context.Context, js jetstream.JetStream, _ Config, _ *slog.Logger)
 		return nil, missing(StreamJobs, err)
 	}
 	r.jobs = str
-	kv, err := js.KeyValue(ctx, BucketSweep)
-	if err != nil {
+	if _, err := js.KeyValue(ctx, BucketSweep); err != nil {
 		return nil, missing("KV_"+BucketSweep, err)
 	}
-	r.sweep = kv
+	r.sweep = openBucket(js, BucketSweep)
 	return r, nil
 }
 
