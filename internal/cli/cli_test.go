@@ -104,7 +104,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version", "extra"}, code: 2, stderr: true, first: `compactor version: unexpected argument "extra"`},
 		{args: []string{"version"}, code: 0, first: "compactor "},
 
-		{args: []string{"enqueue", good}, code: 2, stderr: true, first: "compactor enqueue: " + good + ` is in none of the stores "default=./sessions"; give --store-dir`},
+		{args: []string{"enqueue", good}, code: 2, stderr: true, first: "compactor enqueue: " + good + ` is in none of the stores "` + defaultStoresSpec(func(string) string { return "" }) + `"; give --store-dir`},
 		{args: []string{"enqueue", good, "--store-dir", store}, code: 2, stderr: true, first: "compactor enqueue: " + good + " is not inside the store directory " + store},
 		{args: []string{"enqueue", notJSON, "--store-dir", filepath.Dir(notJSON)}, code: 2, stderr: true, first: "compactor enqueue: " + notJSON + ":1: no valid session header"},
 		{args: []string{"enqueue", good, "--store-dir", dir, "--nats-url", noNATS}, code: 1, stderr: true, first: "compactor enqueue: nats: connect " + noNATS},

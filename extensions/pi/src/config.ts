@@ -139,9 +139,10 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 
 /**
  * parseStores reads "name=DIR,name2=DIR2" as the Go CLI does: parts are split on ',' or ';'
- * and trimmed, a part without '=' is a directory for the store "default", names must be
- * subject tokens (ASCII letters, digits, '-', '_', at most 64). Bad parts are skipped and
- * reported.
+ * and trimmed, names must be subject tokens (ASCII letters, digits, '-', '_', at most 64).
+ * A bare DIR is refused, as the CLI refuses it: jobs carry the store's name, which must be
+ * the one the workers serve. Where the CLI refuses the whole variable, the extension (which
+ * must not fail Pi) skips the bad parts and reports them.
  */
 export function parseStores(spec: string): { stores: Store[]; errors: string[] } {
 	const stores: Store[] = [];
@@ -150,8 +151,12 @@ export function parseStores(spec: string): { stores: Store[]; errors: string[] }
 		const part = raw.trim();
 		if (part === "") continue;
 		const eq = part.indexOf("=");
-		const name = eq < 0 ? DEFAULT_STORE_NAME : part.slice(0, eq);
-		const dir = eq < 0 ? part : part.slice(eq + 1);
+		if (eq < 0) {
+			errors.push(`store ${JSON.stringify(part)}: want NAME=DIR (for example ${DEFAULT_STORE_NAME}=${part})`);
+			continue;
+		}
+		const name = part.slice(0, eq);
+		const dir = part.slice(eq + 1);
 		const bad = storeNameProblem(name);
 		if (bad) {
 			errors.push(`store ${JSON.stringify(part)}: ${bad}`);

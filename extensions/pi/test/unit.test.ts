@@ -15,11 +15,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 describe("config", () => {
 	test("stores parse as the Go CLI parses them", () => {
-		assert.deepEqual(parseStores("team=/srv/a, solo=/srv/b;/srv/c").stores, [
+		const bare = parseStores("team=/srv/a, solo=/srv/b;/srv/c");
+		assert.deepEqual(bare.stores, [
 			{ name: "team", dir: "/srv/a" },
 			{ name: "solo", dir: "/srv/b" },
-			{ name: "default", dir: "/srv/c" },
 		]);
+		assert.deepEqual(bare.errors, ['store "/srv/c": want NAME=DIR (for example default=/srv/c)'], "a bare directory is refused");
 		const { stores, errors } = parseStores("ok=/x,bad.name=/y,empty=,=/z");
 		assert.deepEqual(stores, [{ name: "ok", dir: "/x" }]);
 		assert.equal(errors.length, 3);
@@ -69,6 +70,22 @@ describe("config", () => {
 		assert.equal(bad.deadlineMs, 200);
 		assert.equal(bad.prepareLatencyMs, 30_000);
 		assert.equal(bad.problems.length, 3);
+	});
+
+	test("the environment means what it means to the Go CLI (testdata/env-parity.json, also read by its TestEnvParity)", () => {
+		const table = JSON.parse(readFileSync(join(here, "testdata", "env-parity.json"), "utf8")) as {
+			cases: Array<{ name: string; env: Record<string, string>; agentDir: string; nats: Record<string, string>; stores: Array<{ name: string; dir: string }>; refused?: string[] }>;
+		};
+		assert.ok(table.cases.length >= 5);
+		for (const c of table.cases) {
+			const cfg = loadConfig(c.env, c.agentDir);
+			const nats = Object.fromEntries(Object.entries(cfg.nats).filter(([, v]) => v !== undefined && v !== ""));
+			assert.deepEqual(nats, c.nats, c.name);
+			assert.deepEqual(cfg.stores, c.stores, c.name);
+			for (const part of c.refused ?? []) {
+				assert.ok(cfg.problems.some((p) => p.includes(`"${part}": want NAME=DIR`)), `${c.name}: ${cfg.problems.join("; ")}`);
+			}
+		}
 	});
 
 	test("describeNats never shows a secret", () => {
