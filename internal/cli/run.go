@@ -221,9 +221,19 @@ func newLogger(w io.Writer, format, level string) (*slog.Logger, error) {
 	return nil, usageErrorf("--log-format: %q is not text or json", format)
 }
 
-// servicePtr is the service of this process (one per `compactor run`), for handlers that
-// need its resources once it has started (the bucket of prepared summaries).
-var servicePtr atomic.Pointer[pipeline.Service]
+// serviceRef is the service of one `compactor run`, for its handler, which needs its
+// resources once it has started (the bucket of prepared summaries). One per run, not one
+// per process: a test runs several services in one process, each with its own user.
+type serviceRef struct {
+	atomic.Pointer[pipeline.Service]
+}
+
+func (r *serviceRef) prepared() pipeline.PreparedStore {
+	if s := r.Load(); s != nil {
+		return s.Prepared()
+	}
+	return nil
+}
 
 func durationSeconds(_ []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindDuration {
@@ -235,7 +245,7 @@ func durationSeconds(_ []string, a slog.Attr) slog.Attr {
 // compose fills the Handler (workers) and the Assessor: the engine, the same code path as
 // `compactor compact`, configured by the summarizer and planning flags. A sweep only
 // checks budgets and needs no summarizer.
-func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, error) {
+func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (pipeline.Config, error) {
 	if NewPipelineHandler != nil {
 		h, a, err := NewPipelineHandler(cfg)
 		if err != nil {
@@ -257,12 +267,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 	}
 	cfg.Assessor = budgetAssessor(eng)
 	if f.worker {
-		cfg.Handler = jobHandler(eng, func() pipeline.PreparedStore {
-			if s := servicePtr.Load(); s != nil {
-				return s.Prepared()
-			}
-			return nil
-		})
+		cfg.Handler = jobHandler(eng, svc.prepared)
 		cfg.Bridger = bridger(eng)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
@@ -305,7 +310,8 @@ Examples:
 	} else if f.asJSON {
 		return usageErrorf("--json goes with --once (a running worker logs; --log-format json)")
 	}
-	cfg, err = f.compose(cfg, env)
+	var ref serviceRef
+	cfg, err = f.compose(cfg, env, &ref)
 	if err != nil {
 		return err
 	}
@@ -313,7 +319,7 @@ Examples:
 	if err != nil {
 		return &UsageError{Err: flagError(err)}
 	}
-	servicePtr.Store(svc)
+	ref.Store(svc)
 	defer svc.Close()
 	if !f.once {
 		return svc.Run(ctx)
