@@ -335,7 +335,16 @@ func WaitJetStream(t testing.TB, url string, d time.Duration) {
 // its store in a temp dir; shut down when the test ends.
 func StartServer(t testing.TB) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	return StartServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+}
+
+// StartServerWith runs one nats-server in this process with opts (a configuration file's,
+// say: server.ProcessConfigFile), without its signal handlers and its log; shut down when
+// the test ends.
+func StartServerWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.NoSigs, opts.NoLog = true, true
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
