@@ -25,11 +25,12 @@ import (
 // deleted when the job gets its final answer.
 const attemptsTTL = 7 * 24 * time.Hour
 
-// attemptKey names the count of one job message. The job id is part of it so that a
-// recreated stream (sequences start again at 1) does not inherit old counts.
-func attemptKey(seq uint64, jobID string) string {
+// attemptKey names the count of one job message: <store>.<seq>.<hash of the job id>. The
+// job id is part of it so that a recreated stream (sequences start again at 1) does not
+// inherit old counts.
+func attemptKey(store string, seq uint64, jobID string) string {
 	sum := sha256.Sum256([]byte(jobID))
-	return "a." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
+	return store + "." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
 }
 
 // addAttempts adds delta to the count under key and returns the new count.

@@ -24,3 +24,11 @@ func flock(f *os.File, exclusive bool) error {
 }
 
 func funlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
+
+// devIno is the device and inode of a directory (0, 0 where unknown).
+func devIno(fi os.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), st.Ino //nolint:unconvert // Dev's type varies by platform
+	}
+	return 0, 0
+}

@@ -40,7 +40,8 @@ func (e *errLeaseBusy) Error() string {
 	return fmt.Sprintf("session lease held by worker %s (job %s) for another %s", e.holder.Worker, e.holder.JobID, e.remaining.Round(time.Millisecond))
 }
 
-func leaseKey(store, sessionID string) string { return "s." + store + "." + SessionToken(sessionID) }
+// leaseKey is <store>.<session token>.
+func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
 func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
 	key := leaseKey(store, sessionID)
