@@ -17,7 +17,7 @@ import (
 )
 
 // commandNames are every subcommand, as the help lists them.
-var commandNames = []string{"branch-summary", "compact", "context", "dlq", "enqueue", "experiment", "inspect", "plan", "prepare", "run", "sweep", "version"}
+var commandNames = []string{"auth", "branch-summary", "compact", "context", "dlq", "enqueue", "experiment", "inspect", "plan", "prepare", "run", "setup", "sweep", "version"}
 
 // TestCommandLine runs every subcommand (and the enqueue program) with --help, with a
 // flag it does not have, and with bad input, and checks the exit code, which stream the

@@ -114,10 +114,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
-	if ncfg.URL == "" {
-		ncfg.URL = pipeline.LocalClientURL(*dataDir)
-	}
-	ncfg.Name = "compactor enqueue"
+	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", pipeline.RoleAgent, []string{st.Name}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err

@@ -89,11 +89,15 @@ var natsEnv = []struct {
 	{"nats-user", []string{"COMPACTOR_NATS_USER", "NATS_USER"}, false, func(c *pipeline.NATSConfig) *string { return &c.User }, "NATS user"},
 	{"nats-password", []string{"COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"}, true, func(c *pipeline.NATSConfig) *string { return &c.Password }, "NATS `password` (visible to every user in the process list when given here: prefer the environment)"},
 	{"nats-token", []string{"COMPACTOR_NATS_TOKEN", "NATS_TOKEN"}, true, func(c *pipeline.NATSConfig) *string { return &c.Token }, "NATS `token` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-password-file", []string{"COMPACTOR_NATS_PASSWORD_FILE"}, false, func(c *pipeline.NATSConfig) *string { return &c.PasswordFile }, "file holding the NATS password (its content, trimmed)"},
+	{"nats-token-file", []string{"COMPACTOR_NATS_TOKEN_FILE"}, false, func(c *pipeline.NATSConfig) *string { return &c.TokenFile }, "file holding the NATS token (its content, trimmed); without any credentials, a local service's generated token (--data-dir's nats.token) is used"},
 	{"nkey", []string{"COMPACTOR_NATS_NKEY", "NATS_NKEY"}, false, func(c *pipeline.NATSConfig) *string { return &c.NKeySeedFile }, "NATS nkey seed file"},
 	{"creds", []string{"COMPACTOR_NATS_CREDS", "NATS_CREDS"}, false, func(c *pipeline.NATSConfig) *string { return &c.CredsFile }, "NATS credentials file"},
 	{"tls-ca", []string{"COMPACTOR_NATS_TLS_CA", "NATS_CA"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSCA }, "CA certificate for NATS TLS"},
 	{"tls-cert", []string{"COMPACTOR_NATS_TLS_CERT", "NATS_CERT"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSCert }, "client certificate for NATS TLS"},
 	{"tls-key", []string{"COMPACTOR_NATS_TLS_KEY", "NATS_KEY"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSKey }, "client key for NATS TLS"},
+	{"inbox-prefix", []string{"COMPACTOR_NATS_INBOX_PREFIX"}, false, func(c *pipeline.NATSConfig) *string { return &c.InboxPrefix },
+		"where replies come (default _INBOX_<role>_<first store>, as `compactor auth` permits each role; docs/security.md)"},
 }
 
 // firstEnv is the first of keys that is set and not empty.

@@ -43,6 +43,11 @@ type serviceFlags struct {
 	eng             engineFlags
 	configFile      *string
 	worker          bool
+	setup           bool
+	insecureLocal   bool
+	serveTLSCert    string
+	serveTLSKey     string
+	shared          stringList
 }
 
 // bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
@@ -78,6 +83,11 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.BoolVar(&f.once, "once", false, "sweep, process everything queued, print a report and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics and /healthz on this address (e.g. 127.0.0.1:9464)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", pipeline.DefaultShutdownTimeout, "on stop, how long running jobs may finish before they are given back")
+	fs.BoolVar(&f.setup, "setup", false, "with --nats-url: also set up the streams, buckets, consumers and the fleet's settings from this process's flags, as `compactor setup` does (the admin's right; implied without --nats-url)")
+	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "without --nats-url: the embedded server takes any connection from this machine, without the token it otherwise generates into --data-dir")
+	fs.StringVar(&f.serveTLSCert, "serve-tls-cert", "", "without --nats-url: the embedded server speaks TLS only, with this certificate (clients on this machine trust it by default)")
+	fs.StringVar(&f.serveTLSKey, "serve-tls-key", "", "the key of --serve-tls-cert")
+	fs.Var(&f.shared, "shared-store", "a store served from one directory on several hosts (a shared file system): its workers need not be on one host (repeatable; docs/security.md)")
 }
 
 // parse parses the command line, fills what it left unset from --config, refuses
@@ -128,6 +138,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
 		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, ShutdownTimeout: f.shutdownTimeout, Logger: log,
+		Setup: f.setup, InsecureLocal: f.insecureLocal, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
 	}
 	// A client (sweep) without --nats-url finds the local service's address through
 	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
@@ -164,21 +175,31 @@ func checkStores(stores []pipeline.Store, source string) error {
 // configFlags names the flag behind each pipeline.Config field, so a validation error
 // reads "--concurrency: 0, need at least 1" rather than "config: Concurrency: ...".
 var configFlags = map[string]string{
-	"Stores":              "--store",
-	"DataDir":             "--data-dir",
-	"Concurrency":         "--concurrency",
-	"Idle":                "--idle",
-	"SweepEvery":          "--sweep-every",
-	"MetricsAddr":         "--metrics-addr",
-	"ShutdownTimeout":     "--shutdown-timeout",
-	"NATS":                "--nats-user/--nats-token/--nkey/--creds",
-	"NATS.User":           "--nats-user",
-	"NATS.NKeySeedFile":   "--nkey",
-	"NATS.CredsFile":      "--creds",
-	"NATS.TLSCA":          "--tls-ca",
-	"NATS.TLSCert":        "--tls-cert",
-	"NATS.TLSKey":         "--tls-key",
-	"NATS.TLSCert/TLSKey": "--tls-cert/--tls-key",
+	"Stores":                     "--store",
+	"DataDir":                    "--data-dir",
+	"Concurrency":                "--concurrency",
+	"Idle":                       "--idle",
+	"SweepEvery":                 "--sweep-every",
+	"MetricsAddr":                "--metrics-addr",
+	"ShutdownTimeout":            "--shutdown-timeout",
+	"NATS":                       "--nats-user/--nats-token/--nkey/--creds",
+	"NATS.User":                  "--nats-user",
+	"NATS.NKeySeedFile":          "--nkey",
+	"NATS.CredsFile":             "--creds",
+	"NATS.TLSCA":                 "--tls-ca",
+	"NATS.TLSCert":               "--tls-cert",
+	"NATS.TLSKey":                "--tls-key",
+	"NATS.TLSCert/TLSKey":        "--tls-cert/--tls-key",
+	"NATS.TokenFile":             "--nats-token-file",
+	"NATS.PasswordFile":          "--nats-password-file",
+	"NATS.InboxPrefix":           "--inbox-prefix",
+	"NATS.Password":              "--nats-password-file",
+	"ServeTLSCert":               "--serve-tls-cert",
+	"ServeTLSKey":                "--serve-tls-key",
+	"ServeTLSCert/ServeTLSKey":   "--serve-tls-cert/--serve-tls-key",
+	"ServeTLSCert/InsecureLocal": "--serve-tls-cert/--insecure-local",
+	"InsecureLocal":              "--insecure-local",
+	"SharedStores":               "--shared-store",
 }
 
 // flagError rewrites a pipeline.Config validation error to name the flag behind its
@@ -277,16 +298,23 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 func runRun(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "run", "[--store NAME=DIR]... [flags]", `
 Work compaction jobs from NATS JetStream. Without --nats-url an embedded NATS server is
-started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222) so that
-enqueue and sweep on this machine reach it. Stop with SIGINT/SIGTERM: fetching stops,
-running jobs get --shutdown-timeout to finish, the rest are given back.
+started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222, requiring a
+token it generates into --data-dir, which enqueue, sweep and Pi's extension on this
+machine find there) and this process sets everything up on it. With --nats-url the
+streams, buckets and consumers are the admin's ('compactor setup', or --setup): a worker
+checks that they are there, says what is missing or different, and follows the fleet's
+settings (lease TTL, max deliver, ack wait); it never creates or changes them. A store
+has one owner: a worker serving a store's name from another directory refuses to start
+and names the other host (--shared-store for one directory mounted on several hosts).
+Stop with SIGINT/SIGTERM: fetching stops, running jobs get --shutdown-timeout to finish,
+the rest are given back.
 
 With --once: sweep the stores, process everything queued, print a report (a table, or
 JSON with --json) and exit: 0 when no job failed, 1 otherwise.
 
 Examples:
   compactor run --store default=$HOME/.pi/agent/sessions --concurrency 8 --sweep-every 10m
-  compactor run --nats-url nats://nats:4222 --creds /etc/compactor/nats.creds --store team=/srv/sessions
+  compactor run --nats-url nats://nats:4222 --nkey /etc/compactor/worker-team.nk --store team=/srv/sessions
   compactor run --once --store default=./sessions     # sweep, process everything, print a report
   compactor run --once --config configs/example.json  # settings from a file (flags win)`)
 	var f serviceFlags
