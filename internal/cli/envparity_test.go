@@ -53,7 +53,8 @@ func TestEnvParity(t *testing.T) {
 				n.URL = pipeline.DefaultClientURL // what a client without a local service uses
 			}
 			got := map[string]string{"url": n.URL, "user": n.User, "password": n.Password, "token": n.Token, "credsFile": n.CredsFile,
-				"nkeySeedFile": n.NKeySeedFile, "tlsCaFile": n.TLSCA, "tlsCertFile": n.TLSCert, "tlsKeyFile": n.TLSKey}
+				"nkeySeedFile": n.NKeySeedFile, "tlsCaFile": n.TLSCA, "tlsCertFile": n.TLSCert, "tlsKeyFile": n.TLSKey,
+				"passwordFile": n.PasswordFile, "tokenFile": n.TokenFile, "inboxPrefix": n.InboxPrefix}
 			for k, v := range got {
 				if v == "" {
 					delete(got, k)
