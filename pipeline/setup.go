@@ -51,8 +51,9 @@ func (e *LiveWorkersError) Error() string {
 		strings.Join(e.Workers, "; "), BucketWorkers, workerBeatTTL)
 }
 
-// layoutOf tells which layout the NATS holds: 0 nothing of compactor's, 1 the layout
-// before the fleet's settings, else the settings' own.
+// layoutOf tells which layout the NATS holds: 0 nothing of compactor's (or a setup of this
+// layout under way: its streams allow direct gets from their creation), 1 the layout before
+// the fleet's settings (a jobs stream without direct gets), else the settings' own.
 func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	f, err := readFleet(ctx, js.Conn())
 	if err == nil {
@@ -68,9 +69,11 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 			return f.Layout, nil
 		}
 	}
-	if _, err := js.Stream(ctx, StreamJobs); err == nil {
+	str, err := js.Stream(ctx, StreamJobs)
+	switch {
+	case err == nil && !str.CachedInfo().Config.AllowDirect:
 		return 1, nil
-	} else if !errors.Is(err, jetstream.ErrStreamNotFound) {
+	case err != nil && !errors.Is(err, jetstream.ErrStreamNotFound):
 		return 0, err
 	}
 	return 0, nil
