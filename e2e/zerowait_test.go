@@ -23,7 +23,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/scriptllm"
@@ -49,7 +48,7 @@ func extensionPath() string { return filepath.Join(repoRoot, "extensions", "pi",
 // session dir as store "default".
 func withExtension(cfg Config, url string) Config {
 	cfg.Extensions = append(cfg.Extensions, extensionPath())
-	cfg.PiEnv = append(cfg.PiEnv, "COMPACTOR_NATS_URL="+url, "COMPACTOR_DEBUG=1")
+	cfg.PiEnv = append(cfg.PiEnv, "COMPACTOR_NATS_URL="+url, "COMPACTOR_DEBUG=1", "COMPACTOR_NATS_NKEY="+natsKey(url, "agent-default"))
 	cfg.piEnvFunc = func(e *Env) []string { return []string{"COMPACTOR_STORES=default=" + e.SessionDir} }
 	return cfg
 }
@@ -286,7 +285,7 @@ func TestZeroWaitLargeWindow(t *testing.T) {
 // preparedValue polls COMPACTOR_PREPARED for the session until pred accepts the value.
 func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any) bool) map[string]any {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := natsAdmin(t, url)
 	if err != nil {
 		t.Fatal(err)
 	}
