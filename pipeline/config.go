@@ -347,7 +347,7 @@ type Config struct {
 	// MaxDeliver, LeaseTTL, DuplicateWindow and PreparedTTL. Without it Start binds what
 	// `compactor setup` set up and changes nothing; the fleet's lease TTL and max deliver
 	// then apply, whatever this process's own. Always on for the embedded server (the
-	// service is its admin) and a `run --once` that joins one.
+	// service is its admin); off for a `run --once` that joins another's (JoinRunning).
 	Setup bool
 	// InsecureLocal: the embedded server takes any connection from this machine. Without
 	// it (and without NATS.Token or NATS.User), it requires a token generated into

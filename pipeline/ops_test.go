@@ -449,13 +449,16 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	}
 
 	join := base
-	join.JoinRunning = true
+	join.JoinRunning, join.LeaseTTL = true, 7*time.Second // its own flag: not the running service's to change
 	once, _ := New(join)
 	rep, err := once.RunOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer once.Close()
+	if f, err := readFleet(context.Background(), once.Conn()); err != nil || time.Duration(f.LeaseTTL) != DefaultLeaseTTL {
+		t.Errorf("the joined run --once changed the fleet's lease TTL: %+v %v", f, err)
+	}
 	if once.ClientURL() != url || rep.Counts[OutcomeDone] != 1 {
 		t.Errorf("joined run --once: url %s (want %s), report %v", once.ClientURL(), url, rep.Counts)
 	}

@@ -99,6 +99,11 @@ func (s *Service) start(ctx context.Context) error {
 			return err
 		}
 		nc = local
+		if s.ns == nil {
+			// Joined another service's embedded server (run --once): that service set it
+			// up; this one binds, and its own settings change nothing of the other's.
+			s.cfg.Setup = false
+		}
 	}
 	if nc.Name == "" {
 		nc.Name = "compactor " + s.worker
