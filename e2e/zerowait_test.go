@@ -13,6 +13,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -311,6 +312,39 @@ func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any
 	return nil
 }
 
+// preparedGone waits until the session has no prepared summary (compactor deletes it once
+// the hook reported that Pi compacted), and then puts value back, as if that report had
+// been lost (reports are fire-and-forget): the extension must still refuse it.
+func preparedGoneThenBack(t *testing.T, url, sessionID string, value map[string]any) {
+	t.Helper()
+	nc, err := natsAdmin(t, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "COMPACTOR_PREPARED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := kv.Get(ctx, "default."+sessionID); errors.Is(err, jetstream.ErrKeyNotFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the prepared summary of %s was not deleted after Pi compacted past it", sessionID)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b, _ := json.Marshal(value)
+	if _, err := kv.Put(ctx, "default."+sessionID, b); err != nil {
+		t.Fatal(err)
+	}
+}
+
 // sessionID reads the header id of Pi's session file.
 func sessionID(t *testing.T, file string) string {
 	t.Helper()
@@ -483,7 +517,8 @@ func TestZeroWaitFallbacks(t *testing.T) {
 	t.Run("session moved on", func(t *testing.T) {
 		// The preparation builds on no compaction; then Pi compacts by itself (custom
 		// instructions), and the agent goes on: the preparation now builds on the wrong
-		// compaction, and the next /compact must not use it.
+		// compaction, and the next /compact must not use it. compactor deleted it when the
+		// hook reported Pi's compaction; it is put back, as if that report had been lost.
 		url := StartNATS(t)
 		e := manualEnv(t, url)
 		e.Workload(1, 14)
@@ -492,6 +527,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 		if _, calls, comp := manualCompact(t, e, "Keep the notes."); fromHook(comp) || calls == 0 {
 			t.Fatalf("the compaction with instructions was not Pi's own")
 		}
+		preparedGoneThenBack(t, url, sessionID(t, file), pr)
 		e.Workload(15, 15)
 		piCompactsItself(t, e, "session_moved_on", fmt.Sprintf("prepared at %v before Pi compacted; ", pr["leafId"]))
 		if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale (previous-compaction") }) {
