@@ -142,17 +142,22 @@ func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim boo
 			if _, err = kv.Create(ctx, ownerKey(mine.Store), val); errors.Is(err, jetstream.ErrKeyExists) {
 				continue // claimed meanwhile: read whose it is
 			}
-			return err
+			if err != nil {
+				return fmt.Errorf("store %s: claim its name in %s: %w", mine.Store, BucketWorkers, err)
+			}
+			return nil
 		}
 		if err != nil {
-			return err
+			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, BucketWorkers, err)
 		}
 		var other StoreIdentity
 		if json.Unmarshal(e.Value(), &other) != nil || mine.sameDir(other) || mine.Shared || other.Shared {
 			if claim {
-				_, err = kv.Put(ctx, ownerKey(mine.Store), val)
+				if _, err = kv.Put(ctx, ownerKey(mine.Store), val); err != nil {
+					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, BucketWorkers, err)
+				}
 			}
-			return err
+			return nil
 		}
 		return &OwnerError{Mine: mine, Other: other, Renewed: time.Since(e.Created())}
 	}

@@ -137,23 +137,20 @@ func (s *Service) start(ctx context.Context) error {
 		s.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	res, err := ensureUntil(ctx, js, s.cfg, s.log)
-	if err == nil {
-		s.res = res
-		s.follow(res.fleet)
-		_, err = guard(ctx, conn, func(ctx context.Context) (struct{}, error) {
-			for _, st := range s.cfg.Stores {
-				if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client); err != nil {
-					return struct{}{}, err
-				}
+	res, err := ensureUntil(ctx, js, s.cfg, s.log, func(ctx context.Context, res *resources) error {
+		for _, st := range s.cfg.Stores {
+			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client); err != nil {
+				return err
 			}
-			return struct{}{}, nil
-		})
-	}
+		}
+		return nil
+	})
 	if err != nil {
 		s.Close()
 		return err
 	}
+	s.res = res
+	s.follow(res.fleet)
 	s.m.reg.MustRegister(&queueCollector{s: s})
 	s.log.Info("compactor pipeline ready", "nats", nc.String(), "server", conn.ConnectedServerName(), "stores", len(s.cfg.Stores),
 		"concurrency", s.cfg.Concurrency, "replicas", res.fleet.Replicas, "lease_ttl_s", seconds(s.leaseTTL()), "ack_wait_s", seconds(s.cfg.AckWait),

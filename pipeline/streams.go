@@ -539,7 +539,9 @@ func transient(err error) bool {
 // cluster that is electing leaders (after a node restart) answers with timeouts and
 // "temporarily unavailable" for a few seconds, which must not stop a worker from
 // starting. What is not set up, and a permission the server refused, are said at once.
-func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*resources, error) {
+// then, when given, runs on the bound resources within the same retries (the stores'
+// claims, which a cluster settling after a setup's changes can also time out).
+func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger, then func(context.Context, *resources) error) (*resources, error) {
 	deadline := time.Now().Add(cfg.StartupTimeout)
 	wait := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
@@ -551,7 +553,11 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 					return nil, err
 				}
 			}
-			return bind(ctx, js, cfg, log)
+			res, err := bind(ctx, js, cfg, log)
+			if err == nil && then != nil {
+				err = then(ctx, res)
+			}
+			return res, err
 		})
 		if err == nil {
 			return res, nil
@@ -565,8 +571,9 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 			pe *PermissionError
 			oe *OldLayoutError
 			le *LiveWorkersError
+			we *OwnerError
 		)
-		if errors.As(err, &se) || errors.As(err, &ns) || errors.As(err, &pe) || errors.As(err, &oe) || errors.As(err, &le) {
+		if errors.As(err, &se) || errors.As(err, &ns) || errors.As(err, &pe) || errors.As(err, &oe) || errors.As(err, &le) || errors.As(err, &we) {
 			return nil, err
 		}
 		if !transient(err) {
