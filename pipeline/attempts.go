@@ -25,15 +25,16 @@ import (
 // deleted when the job gets its final answer.
 const attemptsTTL = 7 * 24 * time.Hour
 
-// attemptKey names the count of one job message. The job id is part of it so that a
-// recreated stream (sequences start again at 1) does not inherit old counts.
-func attemptKey(seq uint64, jobID string) string {
+// attemptKey names the count of one job message: <store>.<seq>.<hash of the job id>. The
+// job id is part of it so that a recreated stream (sequences start again at 1) does not
+// inherit old counts.
+func attemptKey(store string, seq uint64, jobID string) string {
 	sum := sha256.Sum256([]byte(jobID))
-	return "a." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
+	return store + "." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
 }
 
 // addAttempts adds delta to the count under key and returns the new count.
-func addAttempts(ctx context.Context, kv jetstream.KeyValue, key string, delta int) (int, error) {
+func addAttempts(ctx context.Context, kv *kvBucket, key string, delta int) (int, error) {
 	n, _, err := addCount(ctx, kv, "attempts", key, delta, 0)
 	return n, err
 }
@@ -42,7 +43,7 @@ func addAttempts(ctx context.Context, kv jetstream.KeyValue, key string, delta i
 // concurrency: a write that lost to another is read and tried again. With limit > 0, a
 // count already at limit or more is not added to: over is true and nothing is written.
 // what names the count in errors.
-func addCount(ctx context.Context, kv jetstream.KeyValue, what, key string, delta, limit int) (n int, over bool, err error) {
+func addCount(ctx context.Context, kv *kvBucket, what, key string, delta, limit int) (n int, over bool, err error) {
 	for range 10 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -75,7 +76,7 @@ func addCount(ctx context.Context, kv jetstream.KeyValue, what, key string, delt
 	return 0, false, fmt.Errorf("%s %s: too many concurrent updates", what, key)
 }
 
-func clearAttempts(ctx context.Context, kv jetstream.KeyValue, key string) error {
+func clearAttempts(ctx context.Context, kv *kvBucket, key string) error {
 	if err := kv.Delete(ctx, key); err != nil {
 		return fmt.Errorf("attempts %s: %w", key, err)
 	}

@@ -15,7 +15,7 @@ import (
 // disappears by itself after at most LeaseTTL. Leases make jobs of one session (its compact
 // and branch_summary subjects, or a redelivery racing a slow original) run one at a time.
 type lease struct {
-	kv  jetstream.KeyValue
+	kv  *kvBucket
 	key string
 	val []byte
 	rev uint64
@@ -40,9 +40,10 @@ func (e *errLeaseBusy) Error() string {
 	return fmt.Sprintf("session lease held by worker %s (job %s) for another %s", e.holder.Worker, e.holder.JobID, e.remaining.Round(time.Millisecond))
 }
 
-func leaseKey(store, sessionID string) string { return "s." + store + "." + SessionToken(sessionID) }
+// leaseKey is <store>.<session token>.
+func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
-func acquireLease(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
+func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
 	key := leaseKey(store, sessionID)
 	sent := time.Now()
 	val, _ := json.Marshal(leaseValue{Worker: worker, JobID: jobID, Since: sent.UTC()})
@@ -94,7 +95,7 @@ func isWrongLastSeq(err error) bool {
 
 // release deletes the lease if it is still ours.
 func (l *lease) release(ctx context.Context) error {
-	if err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev)); err != nil {
+	if err := l.kv.Delete(ctx, l.key, l.rev); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil

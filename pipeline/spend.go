@@ -112,12 +112,18 @@ func spendWindow(w time.Duration, now time.Time) (start time.Time, suffix string
 	return start, "d" + start.Format("20060102")
 }
 
-// spendKey is the key of l's count in the window that holds now.
+// spendFleetScope is the first token of the fleet-wide counts' keys: '=' may be in a key but
+// not in a store's name, so no store's keys (<store>.spend.<window>) can be confused with it.
+const spendFleetScope = "=fleet"
+
+// spendKey is the key of l's count in the window that holds now: <store>.spend.<window>
+// for a store's limit (a key a store's worker may write, as every key of a store), and
+// =fleet.<window> for the fleet's.
 func spendKey(l SpendLimit, now time.Time) (key string, end time.Time) {
 	start, suffix := spendWindow(l.Window, now)
-	scope := "all"
+	scope := spendFleetScope
 	if l.Store != "" {
-		scope = "store." + l.Store
+		scope = l.Store + ".spend"
 	}
 	return scope + "." + suffix, start.Add(l.Window)
 }

@@ -100,7 +100,7 @@ type sweepRecord struct {
 
 func sweepKey(store, rel string) string {
 	sum := sha256.Sum256([]byte(rel))
-	return "f." + store + "." + hex.EncodeToString(sum[:20])
+	return store + "." + hex.EncodeToString(sum[:20])
 }
 
 // settingsFingerprinter is implemented by an Assessor whose budget depends on settings
@@ -121,6 +121,17 @@ type settingsFingerprinter interface{ SettingsFingerprint() string }
 // progress may be nil. The stats are logged (at info level when the sweep read or enqueued
 // something and no progress is shown, else at debug level).
 func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
+	if s.cfg.Assessor == nil {
+		return SweepStats{}, configError("Assessor", "required to sweep")
+	}
+	if err := s.Start(ctx); err != nil {
+		return SweepStats{}, err
+	}
+	// A refusal ends the sweep at once, named (this user may not reach a store's keys).
+	return guard(ctx, s.nc, func(ctx context.Context) (SweepStats, error) { return s.sweep(ctx, progress) })
+}
+
+func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
 		return SweepStats{}, configError("Assessor", "required to sweep")
 	}

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -87,7 +88,7 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	beats, err := readBeats(rctx, s.res.workers, store+".>")
+	beats, err := readBeats(rctx, s.res.workers, store)
 	if err != nil {
 		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", BucketWorkers, "err", err)
 		return f.beats[store]
@@ -99,10 +100,10 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	return beats
 }
 
-// readBeats reads the beats under filter (a key filter of COMPACTOR_WORKERS), those of
-// workers that reported within workerBeatTTL.
-func readBeats(ctx context.Context, kv jetstream.KeyValue, filter string) ([]WorkerBeat, error) {
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+// readBeats reads the beats of store ("": every store's) in COMPACTOR_WORKERS, those of
+// workers that reported within workerBeatTTL (a store's owner record is no beat).
+func readBeats(ctx context.Context, kv *kvBucket, store string) ([]WorkerBeat, error) {
+	w, err := kv.Watch(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", BucketWorkers, err)
 	}
@@ -118,6 +119,9 @@ func readBeats(ctx context.Context, kv jetstream.KeyValue, filter string) ([]Wor
 			}
 			if e == nil {
 				return out, nil
+			}
+			if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
+				continue
 			}
 			var b WorkerBeat
 			if json.Unmarshal(e.Value(), &b) == nil && time.Since(b.At) < workerBeatTTL {
@@ -174,9 +178,9 @@ func (s *Service) handBack(ctx context.Context, d *delivery, reason string, dela
 	}
 	d.releaseLease(ctx)
 	s.m.handedBack.WithLabelValues(d.ev.Store, reason).Inc()
-	s.noteHeld(d.ev.JobSeq, reason != handBackShutdown)
+	s.noteHeld(d.ev.JobSeq, d.msg.Subject(), reason != handBackShutdown)
 	if d.key == "" && jobID != "" {
-		d.key = attemptKey(d.ev.JobSeq, jobID)
+		d.key = attemptKey(d.ev.Store, d.ev.JobSeq, jobID)
 	}
 	if d.delivered+1 >= uint64(s.cfg.MaxDeliver+maxFreeDeliveries) {
 		s.requeue(ctx, d, reason, delay)
@@ -226,7 +230,7 @@ func (s *Service) republish(ctx context.Context, log *slog.Logger, ev Event, sub
 	if oldKey != "" {
 		if used > 0 {
 			if _, id, ok := jobHeadOf(payload); ok {
-				_, aerr := addAttempts(ctx, s.res.attempts, attemptKey(ack.Sequence, id), used)
+				_, aerr := addAttempts(ctx, s.res.attempts, attemptKey(ev.Store, ack.Sequence, id), used)
 				answered(log, slog.LevelWarn, "attempt count not carried to the queued-again job", aerr)
 			}
 		}
@@ -236,24 +240,10 @@ func (s *Service) republish(ctx context.Context, log *slog.Logger, ev Event, sub
 		"reason", reason, "deliveries", deliveries, "new_job_seq", ack.Sequence)
 }
 
-// requeueStored is requeue for a message whose deliveries are over (the max-deliveries
-// advisory's): it deletes the message, unless another worker did, and publishes it again.
-func (s *Service) requeueStored(ctx context.Context, log *slog.Logger, ev Event, subject string, payload []byte, deliveries uint64, jobID string) {
-	err := s.res.jobs.DeleteMsg(ctx, ev.JobSeq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return // another worker has handled it
-	}
-	if !answered(log, slog.LevelError, "exhausted job of an unknown version not deleted", err) {
-		return
-	}
-	key := attemptKey(ev.JobSeq, jobID)
-	used := s.attemptsUsed(ctx, key)
-	s.republish(ctx, log, ev, subject, payload, deliveries, key, used, handBackVersion)
-}
-
-// noteHeld notes (held) or forgets a job message this worker handed back for a reason that
-// lasts (a version it does not work, a spend limit): RunOnce does not wait for those.
-func (s *Service) noteHeld(seq uint64, held bool) {
+// noteHeld notes (held) or forgets a job message (its sequence and subject) this worker
+// handed back for a reason that lasts (a version it does not work, a spend limit): RunOnce
+// does not wait for those.
+func (s *Service) noteHeld(seq uint64, subject string, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !held {
@@ -261,24 +251,23 @@ func (s *Service) noteHeld(seq uint64, held bool) {
 		return
 	}
 	if s.held == nil {
-		s.held = map[uint64]bool{}
+		s.held = map[uint64]string{}
 	}
-	s.held[seq] = true
+	s.held[seq] = subject
 }
 
 // heldQueued counts the job messages this worker handed back for a lasting reason that are
-// still queued (those another worker has taken since are forgotten).
+// still queued (those another worker has taken since are forgotten). A message is still
+// queued when it is the one on its subject (a direct get of the subject, which a store's
+// permission allows: a read by sequence is not).
 func (s *Service) heldQueued(ctx context.Context) int {
 	s.mu.Lock()
-	seqs := make([]uint64, 0, len(s.held))
-	for seq := range s.held {
-		seqs = append(seqs, seq)
-	}
+	held := maps.Clone(s.held)
 	s.mu.Unlock()
 	n := 0
-	for _, seq := range seqs {
-		if _, err := s.res.jobs.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
-			s.noteHeld(seq, false)
+	for seq, subject := range held {
+		if m, err := directLast(ctx, s.nc, StreamJobs, subject); errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Sequence != seq {
+			s.noteHeld(seq, "", false)
 			continue
 		}
 		n++

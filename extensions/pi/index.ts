@@ -19,8 +19,16 @@
 
 import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent, SessionEntry } from "@mariozechner/pi-coding-agent";
 import { estimateTokens, getAgentDir } from "@mariozechner/pi-coding-agent";
-import { CompactorClient, withDeadline } from "./src/client.ts";
-import { type Config, describeNats, type FlagValues, loadConfig, type PiCompactionSettings, readPiCompactionSettings } from "./src/config.ts";
+import { CompactorClient, notPermitted, withDeadline } from "./src/client.ts";
+import {
+	agentInboxPrefix,
+	type Config,
+	describeNats,
+	type FlagValues,
+	loadConfig,
+	type PiCompactionSettings,
+	readPiCompactionSettings,
+} from "./src/config.ts";
 import {
 	bridgeSubject,
 	type HookReport,
@@ -97,7 +105,9 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				piSettings: readPiCompactionSettings(ctx.cwd, agentDir),
 				pace: new Pace(cfg.prepareLatencyMs),
 			};
-			client ??= new CompactorClient(cfg.nats);
+			storeNames = cfg.stores.map((s) => s.name);
+			// Replies come to this store's agent inbox, the one `compactor auth` permits it.
+			client ??= new CompactorClient({ ...cfg.nats, inboxPrefix: cfg.nats.inboxPrefix ?? agentInboxPrefix(cfg.stores) });
 			log(`active: nats ${describeNats(cfg.nats)}, stores ${cfg.stores.map((s) => s.name).join(",")}, fraction ${cfg.prepareFraction}, step ${cfg.prepareStep}, deadline ${cfg.deadlineMs} ms`);
 		} catch (err) {
 			state = undefined;
@@ -318,7 +328,13 @@ function latestCompactionId(path: SessionEntry[]): string | null {
 	return i >= 0 ? path[i].id : null;
 }
 
+/** The configured stores' names, for the words of a refusal. */
+let storeNames: string[] = [];
+
+/** errText is an error for the debug log; a refusal by the server reads "not permitted: SUBJECT (...)". */
 function errText(err: unknown): string {
+	const refused = notPermitted(err, storeNames);
+	if (refused !== undefined) return refused;
 	if (err instanceof Error) return err.message;
 	return String(err);
 }

@@ -49,11 +49,12 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		return o
 	}
 	if role == opsWorker {
-		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
-		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
-		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
-		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives")
-		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+		const setupOnly = " (a setting of the fleet: applied by the embedded server's service and --setup, as by compactor setup; a worker without them follows the fleet's)"
+		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has"+setupOnly)
+		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
+		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
+		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
+		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
 	}
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
 	fs.DurationVar(&o.retryBase, "sweep-retry-base", pipeline.DefaultSweepRetryBase, "a session whose job failed or met a busy session (a turn in progress) is enqueued again by a sweep this long after, even unchanged; doubled per further miss")
@@ -63,7 +64,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		if listen == "" {
 			listen = pipeline.DefaultEmbeddedHost + ":4222"
 		}
-		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); --nats-token or --nats-user/--nats-password protect it (env COMPACTOR_LISTEN)")
+		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
 	}
 	return o
 }
@@ -95,16 +96,13 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			cfg.JoinRunning = true
 		}
 	case o.role != opsWorker && cfg.NATS.URL == "":
-		cfg.NATS.URL = pipeline.LocalClientURL(o.dataDir)
+		cfg.NATS = pipeline.LocalNATS(o.dataDir, cfg.NATS)
 	}
 	return cfg, nil
 }
 
 // clientNATS returns the NATS settings of a client command: the flags, and without
-// --nats-url the local service's address.
+// --nats-url the local service's address and generated token.
 func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
-	if n.URL == "" {
-		n.URL = pipeline.LocalClientURL(o.dataDir)
-	}
-	return n
+	return pipeline.LocalNATS(o.dataDir, n)
 }

@@ -220,7 +220,7 @@ func TestStampedVersionInBeats(t *testing.T) {
 		t.Fatalf("compactor version: %q, %v; want %q", out, err, "compactor "+version)
 	}
 	url := natstest.StartServer(t).ClientURL()
-	p := startProcess(t, bin, "run", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
+	p := startProcess(t, bin, "run", "--setup", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
 	var rep statusReport
 	waitUntil(t, time.Minute, "the worker's beat", func() bool {
 		if p.exited() {

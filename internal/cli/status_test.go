@@ -26,7 +26,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 		version  string
 		versions []int
 	}{{"v0.9.0", nil}, {"v0.10.0", []int{1, 2}}} {
-		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url},
+		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url}, Setup: true,
 			Idle: -1, Handler: idle, Version: c.version, JobVersions: c.versions})
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +36,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 		go func() { done <- svc.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done; svc.Close() })
 	}
-	run := startCLI([]string{"run", "--nats-url", url, "--store", "other=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json"})
+	run := startCLI([]string{"run", "--setup", "--nats-url", url, "--store", "other=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json"})
 	if err := run.ready(); err != nil {
 		t.Fatal(err)
 	}
