@@ -49,6 +49,8 @@ export async function plan(file: string, s: PlanSettings): Promise<Plan> {
 	const bin = await compactorBinary();
 	const args = ["plan", file, "--json", "--policy", "nearest"];
 	args.push("--context-window", String(s.contextWindow), "--reserve-tokens", String(s.reserveTokens), "--keep-recent-tokens", String(s.keepRecentTokens));
+	// planned by the rules of the Pi under test (the harness's PI_VERSION; compactor's default is the newest)
+	if (process.env.PI_VERSION) args.push("--pi-version", process.env.PI_VERSION);
 	const { stdout } = await run(bin, args, { maxBuffer: 64 << 20 });
 	return JSON.parse(stdout) as Plan;
 }
