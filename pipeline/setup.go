@@ -59,9 +59,12 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	if err == nil {
 		return f.Layout, nil
 	}
-	var ns *NotSetUpError
-	if !errors.As(err, &ns) {
-		return 0, err
+	var (
+		ns    *NotSetUpError
+		newer *NewerRecordError
+	)
+	if !errors.As(err, &ns) || errors.As(err, &newer) {
+		return 0, err // settings of a newer schema are never rewritten by an older setup
 	}
 	if raw, rerr := directLast(ctx, js.Conn(), "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey); rerr == nil {
 		var f FleetSettings
@@ -265,8 +268,7 @@ func liveWorkers(ctx context.Context, js jetstream.JetStream) ([]string, error) 
 		if err != nil {
 			continue
 		}
-		var b WorkerBeat
-		if json.Unmarshal(e.Value(), &b) == nil && b.Worker != "" {
+		if b, ok := beatOf(e); ok && b.Worker != "" {
 			out = append(out, fmt.Sprintf("%s for store %s, %s ago", b.Worker, b.Store, time.Since(b.At).Round(time.Second)))
 		} else {
 			out = append(out, k)

@@ -20,20 +20,23 @@ import (
 
 // SweepStats counts what a sweep saw and did.
 type SweepStats struct {
-	Stores        int           `json:"stores"`
-	Files         int           `json:"files"`
-	Unchanged     int           `json:"unchanged"`     // same size and mtime as last sweep: not read
-	Active        int           `json:"active"`        // modified within Idle: left alone
-	Assessed      int           `json:"assessed"`      // read by the Assessor
-	Retried       int           `json:"retried"`       // unchanged, but their last job failed or met a busy session and the backoff has passed
-	Resettled     int           `json:"resettled"`     // unchanged, but the settings that decide the budget changed since they were assessed
-	OverBudget    int           `json:"overBudget"`    // assessed and over budget
-	UnderBudget   int           `json:"underBudget"`   // assessed and within budget: nothing to do
-	Ineligible    int           `json:"ineligible"`    // over budget but nothing a job could do (v1/v2, no assistant, already compacted)
-	Enqueued      int           `json:"enqueued"`      // new jobs
-	AlreadyQueued int           `json:"alreadyQueued"` // a job was pending (or the same one within the duplicate window)
-	Errors        int           `json:"errors"`
-	Duration      time.Duration `json:"durationNs"`
+	Stores        int `json:"stores"`
+	Files         int `json:"files"`
+	Unchanged     int `json:"unchanged"`     // same size and mtime as last sweep: not read
+	Active        int `json:"active"`        // modified within Idle: left alone
+	Assessed      int `json:"assessed"`      // read by the Assessor
+	Retried       int `json:"retried"`       // unchanged, but their last job failed or met a busy session and the backoff has passed
+	Resettled     int `json:"resettled"`     // unchanged, but the settings that decide the budget changed since they were assessed
+	OverBudget    int `json:"overBudget"`    // assessed and over budget
+	UnderBudget   int `json:"underBudget"`   // assessed and within budget: nothing to do
+	Ineligible    int `json:"ineligible"`    // over budget but nothing a job could do (v1/v2, no assistant, already compacted)
+	Enqueued      int `json:"enqueued"`      // new jobs
+	AlreadyQueued int `json:"alreadyQueued"` // a job was pending (or the same one within the duplicate window)
+	Errors        int `json:"errors"`
+	// NewerRecords: files whose sweep record a newer compactor wrote, in a shape this one
+	// cannot read: left to the newer sweeps (not assessed, the record not rewritten).
+	NewerRecords int           `json:"newerRecords"`
+	Duration     time.Duration `json:"durationNs"`
 }
 
 // String is the one-line summary.
@@ -41,6 +44,9 @@ func (st SweepStats) String() string {
 	extra := ""
 	if st.Retried > 0 || st.Resettled > 0 {
 		extra = fmt.Sprintf(" (%d retried after a backoff, %d for new settings)", st.Retried, st.Resettled)
+	}
+	if st.NewerRecords > 0 {
+		extra += fmt.Sprintf(", %d left to a newer compactor", st.NewerRecords)
 	}
 	return fmt.Sprintf("sweep: %d files in %d stores: %d unchanged, %d active, %d assessed%s, %d over budget, %d enqueued, %d already queued, %d ineligible, %d errors in %s",
 		st.Files, st.Stores, st.Unchanged, st.Active, st.Assessed, extra, st.OverBudget, st.Enqueued, st.AlreadyQueued, st.Ineligible, st.Errors, st.Duration.Round(time.Millisecond))
@@ -58,7 +64,8 @@ type SweepProgress interface {
 }
 
 // SweptFile is one file a sweep looked at. Result is the sweep metric's label: unchanged,
-// active, assessed (read and within budget), ineligible, already_queued, enqueued or error.
+// active, assessed (read and within budget), ineligible, already_queued, enqueued,
+// newer_record (left to a newer compactor: docs/upgrading.md) or error.
 type SweptFile struct {
 	Store  string
 	Path   string // relative to the store's root
@@ -73,6 +80,7 @@ func (st SweepStats) changed() bool { return st.Assessed > 0 || st.Enqueued > 0 
 // without reading it when its size and mtime are unchanged, the settings that decide the
 // budget are the same, and no retry is due.
 type sweepRecord struct {
+	V             int       `json:"v"` // sweepRecordV
 	Path          string    `json:"path"`
 	Size          int64     `json:"size"`
 	MtimeNs       int64     `json:"mtimeNs"`
@@ -198,6 +206,10 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	if err != nil {
 		return stats, fmt.Errorf("sweep: %w", err)
 	}
+	if stats.NewerRecords > 0 && s.sayEvery("sweep-newer", time.Hour) {
+		s.log.Warn("sweep: files whose records a newer compactor wrote were left to its sweeps (their records are of a schema version this one cannot read; docs/upgrading.md)",
+			"files", stats.NewerRecords)
+	}
 	if progress == nil && stats.changed() {
 		s.log.Info(stats.String())
 	} else {
@@ -229,13 +241,17 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 	}
 	key := sweepKey(store, rel)
 	prev, known := sw.memo.get(key)
-	known = known && prev.Path == rel
+	if known && prev.newer > 0 {
+		add(func() { st.NewerRecords++ })
+		return "newer_record"
+	}
+	known = known && prev.rec.Path == rel
 	var retry bool
-	if known && prev.Size == fi.Size() && prev.MtimeNs == fi.ModTime().UnixNano() {
+	if known && prev.rec.Size == fi.Size() && prev.rec.MtimeNs == fi.ModTime().UnixNano() {
 		switch {
-		case prev.Settings != sw.settings:
+		case prev.rec.Settings != sw.settings:
 			add(func() { st.Resettled++ })
-		case !prev.RetryAt.IsZero() && !sw.now.Before(prev.RetryAt):
+		case !prev.rec.RetryAt.IsZero() && !sw.now.Before(prev.rec.RetryAt):
 			retry = true
 			add(func() { st.Retried++ })
 		default:
@@ -247,9 +263,9 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 		add(func() { st.Active++ })
 		return "active"
 	}
-	rec := sweepRecord{Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
+	rec := sweepRecord{V: sweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
 	if known {
-		rec.Misses, rec.LastOutcome = prev.Misses, prev.LastOutcome
+		rec.Misses, rec.LastOutcome = prev.rec.Misses, prev.rec.LastOutcome
 	}
 	a, aerr := s.cfg.Assessor.Assess(ctx, abs)
 	add(func() { st.Assessed++ })

@@ -65,6 +65,9 @@ func versionList(vs []int) string {
 // jobVersionsOf are the job versions a worker's beat says it works; a beat without them
 // comes from a worker older than the field, which works version 1 only.
 func (b WorkerBeat) jobVersionsOf() []int {
+	if b.Newer() {
+		return nil // not read from a beat of a newer schema
+	}
 	if len(b.JobVersions) == 0 {
 		return []int{1}
 	}
@@ -123,12 +126,25 @@ func readBeats(ctx context.Context, kv *kvBucket, store string) ([]WorkerBeat, e
 			if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
 				continue
 			}
-			var b WorkerBeat
-			if json.Unmarshal(e.Value(), &b) == nil && time.Since(b.At) < workerBeatTTL {
+			if b, ok := beatOf(e); ok && time.Since(b.At) < workerBeatTTL {
 				out = append(out, b)
 			}
 		}
 	}
+}
+
+// beatOf reads a worker's beat. A beat of a newer schema version is its worker (named by
+// its key), its store and the time it was written, nothing more: WorkerBeat.Newer.
+func beatOf(e jetstream.KeyValueEntry) (WorkerBeat, bool) {
+	if v, ok := recordV(e.Value()); ok && v > beatV {
+		store, worker, _ := strings.Cut(e.Key(), ".")
+		return WorkerBeat{V: v, Worker: worker, Store: store, At: e.Created().UTC()}, true
+	}
+	var b WorkerBeat
+	if json.Unmarshal(e.Value(), &b) != nil {
+		return b, false
+	}
+	return b, true
 }
 
 // unknownVersion hands back a delivery whose job is of a version this worker does not
@@ -281,8 +297,11 @@ func (s *Service) attemptsUsed(ctx context.Context, key string) int {
 	if err != nil {
 		return 0
 	}
-	n, _ := strconv.Atoi(string(e.Value()))
-	return n
+	c, err := parseCount(BucketAttempts, key, e.Value())
+	if err != nil {
+		return 0
+	}
+	return c.N
 }
 
 // sayEvery reports whether what (a kind of log line) was not said in the last every, and

@@ -28,13 +28,14 @@ type sweepJSON struct {
 	Enqueued        int     `json:"enqueued"`
 	AlreadyQueued   int     `json:"alreadyQueued"`
 	Errors          int     `json:"errors"`
+	NewerRecords    int     `json:"newerRecords"`
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
 func sweepDoc(st pipeline.SweepStats) *sweepJSON {
 	return &sweepJSON{Stores: st.Stores, Files: st.Files, Unchanged: st.Unchanged, Active: st.Active, Assessed: st.Assessed,
 		OverBudget: st.OverBudget, UnderBudget: st.UnderBudget, Ineligible: st.Ineligible, Enqueued: st.Enqueued,
-		AlreadyQueued: st.AlreadyQueued, Errors: st.Errors, DurationSeconds: seconds(st.Duration)}
+		AlreadyQueued: st.AlreadyQueued, Errors: st.Errors, NewerRecords: st.NewerRecords, DurationSeconds: seconds(st.Duration)}
 }
 
 type jobJSON struct {
