@@ -177,6 +177,7 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 		mu                sync.Mutex
 		initDone          bool
 		received, initial uint64
+		last              = time.Now() // the last delivery (or the start)
 		ready             = make(chan struct{})
 	)
 	update := func(m *nats.Msg) {
@@ -187,6 +188,7 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		last = time.Now()
 		w.updates <- &kvEntry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
 			created: meta.Timestamp, delta: meta.NumPending, op: opOf(m.Header)}
 		if !initDone {
@@ -218,8 +220,35 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 	mu.Unlock()
 	close(ready)
 	w.sub = sub
+	// The initial values end with the message that leaves nothing pending. When the last
+	// ones vanish before they are delivered (markers that expire, keys deleted), that
+	// message never comes: once nothing has been delivered for watchInitialIdle (and the
+	// delivery is not waiting for this watch's reader: it holds mu then), the initial
+	// values are taken as complete. A value missed that way only comes later.
+	go func() {
+		t := time.NewTicker(watchInitialIdle / 4)
+		defer t.Stop()
+		for range t.C {
+			mu.Lock()
+			switch {
+			case initDone || !sub.IsValid():
+			case time.Since(last) >= watchInitialIdle:
+				initDone = true
+				w.updates <- nil
+			default:
+				mu.Unlock()
+				continue
+			}
+			mu.Unlock()
+			return
+		}
+	}()
 	return w, nil
 }
+
+// watchInitialIdle is how long a watch's initial delivery may pause before it is taken as
+// complete (see Watch).
+const watchInitialIdle = time.Second
 
 // directLast reads the last message of stream on subject with a direct get whose API
 // subject names the subject, so that a permission can scope it ($JS.API.DIRECT.GET.
