@@ -323,6 +323,9 @@ type Config struct {
 	// clock). Tests set both to move through windows without waiting for them.
 	spendClock   func() time.Time
 	spendHoldMax time.Duration
+	// sweepMarkerTTL is how long the marker of a removed sweep record is kept (0: the
+	// constant sweepMarkerTTL). Tests shorten it.
+	sweepMarkerTTL time.Duration
 	// versionWaitAlone is how long a job of a version no worker of its store understands
 	// waits before its next delivery (0: the constant versionWaitAlone). Tests shorten it.
 	versionWaitAlone time.Duration

@@ -147,6 +147,29 @@ func (b *kvBucket) Delete(ctx context.Context, key string, lastRev ...uint64) er
 	return err
 }
 
+// errCodeMsgTTLDisabled is the err_code of a message with a TTL published to a stream that
+// does not allow per-message TTLs.
+const errCodeMsgTTLDisabled jetstream.ErrorCode = 10166
+
+// deleteExpiring writes a delete marker that the server removes ttl later, if the key's
+// last revision is still rev (0: whatever it is): the watchers of the moment learn that the key is gone, and
+// the marker does not stay for ever in a bucket without a TTL of its own. A bucket set up
+// before it allowed per-message TTLs gets a plain marker (ttlRefused is then true).
+func (b *kvBucket) deleteExpiring(ctx context.Context, key string, rev uint64, ttl time.Duration) (ttlRefused bool, err error) {
+	m := nats.NewMsg(b.pre + key)
+	m.Header.Set(kvOpHeader, kvOpDel)
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(ttl)}
+	var revs []uint64
+	if rev > 0 {
+		opts, revs = append(opts, jetstream.WithExpectLastSequencePerSubject(rev)), []uint64{rev}
+	}
+	_, err = b.js.PublishMsg(ctx, m, opts...)
+	if apiCode(err) == errCodeMsgTTLDisabled {
+		return true, b.Delete(ctx, key, revs...)
+	}
+	return false, err
+}
+
 // kvWatcher delivers a bucket's values under a key prefix: every current one, then nil,
 // then every change, until Stop.
 type kvWatcher struct {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -124,6 +125,19 @@ func (m *memo) put(key string, rec sweepRecord, rev uint64) {
 	if cur, ok := m.recs[key]; !ok || cur.rev <= rev {
 		m.recs[key] = memoEntry{rec: rec, rev: rev}
 	}
+}
+
+// under returns a copy of the entries of a store's records.
+func (m *memo) under(store string) map[string]memoEntry {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[string]memoEntry{}
+	for k, e := range m.recs {
+		if strings.HasPrefix(k, store+".") {
+			out[k] = e
+		}
+	}
+	return out
 }
 
 func (m *memo) forget(key string) {

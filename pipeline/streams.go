@@ -342,13 +342,26 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 }
 
+// msgTTLBuckets are the buckets whose markers expire by themselves (per-message TTLs): the
+// sweep records', which has no TTL of its own (prune in sweep.go).
+var msgTTLBuckets = []string{BucketSweep}
+
 // ensureBucket is ensureStream for a KV bucket: created by a create-only request, or
-// updated from the stream the server holds.
+// updated from the stream the server holds. A bucket of msgTTLBuckets is then made to
+// allow per-message TTLs (the client library sets that only with limit markers, which
+// would add a marker of their own after each expired one).
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (*kvBucket, error) {
 	name := "KV_" + want.Bucket
+	msgTTL := slices.Contains(msgTTLBuckets, want.Bucket)
 	for round := 1; ; round++ {
 		_, err := js.CreateKeyValue(ctx, want)
 		if err == nil {
+			if msgTTL {
+				err = allowMsgTTL(ctx, js, name)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+			}
 			return openBucket(js, want.Bucket), nil
 		}
 		if !errors.Is(err, jetstream.ErrBucketExists) {
@@ -368,7 +381,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 			dup = want.TTL
 		}
 		sc := jetstream.StreamConfig{Name: name, Description: want.Description, MaxAge: want.TTL, Duplicates: dup,
-			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas}
+			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas, AllowMsgTTL: msgTTL}
 		next, ok, err := reconcile("bucket", want.Bucket, str.CachedInfo().Config, sc, log)
 		if err != nil {
 			return nil, err
@@ -384,6 +397,18 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		}
 		return openBucket(js, want.Bucket), nil
 	}
+}
+
+// allowMsgTTL lets the stream of a bucket just created take per-message TTLs.
+func allowMsgTTL(ctx context.Context, js jetstream.JetStream, stream string) error {
+	str, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := str.CachedInfo().Config
+	cfg.AllowMsgTTL = true
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // ensureConsumer creates a durable consumer with a create-only request, or updates the
@@ -472,6 +497,7 @@ func reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.L
 	differ(&changes, "max_age", &next.MaxAge, want.MaxAge)
 	differ(&changes, "duplicate_window", &next.Duplicates, want.Duplicates)
 	differ(&changes, "allow_direct", &next.AllowDirect, want.AllowDirect)
+	differ(&changes, "allow_msg_ttl", &next.AllowMsgTTL, want.AllowMsgTTL)
 	switch {
 	case want.Replicas > have.Replicas:
 		changes = append(changes, change{"replicas", have.Replicas, want.Replicas})

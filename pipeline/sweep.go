@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -35,8 +36,11 @@ type SweepStats struct {
 	Errors        int `json:"errors"`
 	// NewerRecords: files whose sweep record a newer compactor wrote, in a shape this one
 	// cannot read: left to the newer sweeps (not assessed, the record not rewritten).
-	NewerRecords int           `json:"newerRecords"`
-	Duration     time.Duration `json:"durationNs"`
+	NewerRecords int `json:"newerRecords"`
+	// Removed: records of files that are gone (deleted, or moved out of the store),
+	// removed by this sweep.
+	Removed  int           `json:"removedRecords"`
+	Duration time.Duration `json:"durationNs"`
 }
 
 // String is the one-line summary.
@@ -47,6 +51,9 @@ func (st SweepStats) String() string {
 	}
 	if st.NewerRecords > 0 {
 		extra += fmt.Sprintf(", %d left to a newer compactor", st.NewerRecords)
+	}
+	if st.Removed > 0 {
+		extra += fmt.Sprintf(", %d records of files that are gone removed", st.Removed)
 	}
 	return fmt.Sprintf("sweep: %d files in %d stores: %d unchanged, %d active, %d assessed%s, %d over budget, %d enqueued, %d already queued, %d ineligible, %d errors in %s",
 		st.Files, st.Stores, st.Unchanged, st.Active, st.Assessed, extra, st.OverBudget, st.Enqueued, st.AlreadyQueued, st.Ineligible, st.Errors, st.Duration.Round(time.Millisecond))
@@ -157,6 +164,7 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	}
 	type item struct{ store, rel, abs string }
 	var items []item
+	walked := map[string]bool{} // the keys of the files walked
 	for _, st := range s.cfg.Stores {
 		root := s.roots[st.Name]
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -170,6 +178,7 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".jsonl") {
 				rel, _ := filepath.Rel(root, p)
 				items = append(items, item{st.Name, filepath.ToSlash(rel), p})
+				walked[sweepKey(st.Name, filepath.ToSlash(rel))] = true
 			}
 			return ctx.Err()
 		})
@@ -199,6 +208,9 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 		})
 	}
 	err = g.Wait()
+	if err == nil {
+		stats.Removed = sw.prune(ctx, walked)
+	}
 	stats.Duration = time.Since(start)
 	if progress != nil {
 		progress.Finished(stats)
@@ -345,9 +357,55 @@ func (sw *sweeper) remember(ctx context.Context, key string, rec sweepRecord) er
 
 func (sw *sweeper) forget(ctx context.Context, key string) {
 	sw.memo.forget(key)
-	if err := sw.s.res.sweep.Delete(ctx, key); err != nil {
+	if _, err := sw.s.res.sweep.deleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
 		sw.s.log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
 	}
+}
+
+// sweepMarkerTTL is how long the marker of a removed sweep record stays: long enough for
+// the watchers of the moment to see it (the others load the bucket without the key).
+const sweepMarkerTTL = time.Hour
+
+// prune removes the records of this service's stores whose files are gone: a record the
+// walk did not meet, whose file does not exist (a file that exists but was not walked,
+// because a directory could not be read or it is no longer a regular file, keeps its
+// record). A record is removed only if it has not changed since the memo read it (a
+// conditional delete: another sweep or a worker's note wins), and never one of a newer
+// schema version. It returns how many were removed.
+func (sw *sweeper) prune(ctx context.Context, walked map[string]bool) int {
+	s := sw.s
+	removed := 0
+	for _, st := range s.cfg.Stores {
+		for key, e := range sw.memo.under(st.Name) {
+			if walked[key] || e.newer > 0 || !filepath.IsLocal(filepath.FromSlash(e.rec.Path)) || sweepKey(st.Name, e.rec.Path) != key {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(s.roots[st.Name], filepath.FromSlash(e.rec.Path))); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			refused, err := s.res.sweep.deleteExpiring(ctx, key, e.rev, sw.markerTTL())
+			if err != nil {
+				s.log.Debug("sweep: record of a file that is gone not removed", "store", st.Name, "path", e.rec.Path, "err", err)
+				continue
+			}
+			if refused && s.sayEvery("sweep-marker-ttl", time.Hour) {
+				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", BucketSweep)
+			}
+			sw.memo.forget(key)
+			removed++
+		}
+	}
+	if removed > 0 {
+		s.log.Info("sweep: records of session files that are gone removed", "records", removed)
+	}
+	return removed
+}
+
+func (sw *sweeper) markerTTL() time.Duration {
+	if sw.s.cfg.sweepMarkerTTL > 0 {
+		return sw.s.cfg.sweepMarkerTTL
+	}
+	return sweepMarkerTTL
 }
 
 // sweepLoop runs Sweep every SweepEvery until ctx ends. The memo's watcher stays open
