@@ -33,6 +33,9 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
+	DefaultEventsMaxBytes  = 1 << 30
+	DefaultJobsMaxAge      = 7 * 24 * time.Hour
+	DefaultJobsMaxBytes    = 1 << 30
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
 	DefaultSweepRetryBase  = time.Hour
 	DefaultSweepRetryMax   = 24 * time.Hour
@@ -339,6 +342,14 @@ type Config struct {
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
 	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
+	// The limits of the jobs and events streams (setup's): a job older than JobsMaxAge is
+	// removed unanswered, an enqueue into JobsMaxBytes of queued jobs is refused; the
+	// oldest events go past EventsMaxAge or EventsMaxBytes. Defaults 7 days and 1 GiB,
+	// 24 hours and 1 GiB.
+	JobsMaxAge     time.Duration
+	JobsMaxBytes   int64
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
 	// Replicas of every stream and bucket on a clustered NATS; default 1. A stream that
 	// already has more (set by an operator) keeps them.
 	Replicas int
@@ -427,6 +438,14 @@ func (c Config) withDefaults() Config {
 	set(&c.DuplicateWindow, DefaultDuplicateWindow)
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	set(&c.PreparedTTL, DefaultPreparedTTL)
+	set(&c.JobsMaxAge, DefaultJobsMaxAge)
+	set(&c.EventsMaxAge, DefaultEventsMaxAge)
+	if c.JobsMaxBytes == 0 {
+		c.JobsMaxBytes = DefaultJobsMaxBytes
+	}
+	if c.EventsMaxBytes == 0 {
+		c.EventsMaxBytes = DefaultEventsMaxBytes
+	}
 	set(&c.StartupTimeout, DefaultStartupTimeout)
 	set(&c.SweepRetryBase, DefaultSweepRetryBase)
 	set(&c.SweepRetryMax, DefaultSweepRetryMax)
@@ -534,6 +553,9 @@ func (c Config) Validate() error {
 	}
 	if c.DuplicateWindow < time.Second {
 		return configError("DuplicateWindow", "%s is too short", c.DuplicateWindow)
+	}
+	if err := c.setupConfig().validLimits(); err != nil {
+		return err
 	}
 	if c.StartupTimeout < 0 {
 		return configError("StartupTimeout", "%s is negative", c.StartupTimeout)

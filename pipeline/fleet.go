@@ -40,6 +40,12 @@ type FleetSettings struct {
 	DuplicateWindow Duration `json:"duplicateWindow"`
 	PreparedTTL     Duration `json:"preparedTtl"`
 	Replicas        int      `json:"replicas"`
+	// The limits of the jobs and events streams (since issue 28; absent in a record of an
+	// older setup).
+	JobsMaxAge     Duration `json:"jobsMaxAge,omitempty"`
+	JobsMaxBytes   int64    `json:"jobsMaxBytes,omitempty"`
+	EventsMaxAge   Duration `json:"eventsMaxAge,omitempty"`
+	EventsMaxBytes int64    `json:"eventsMaxBytes,omitempty"`
 	// Stores are the stores set up (each has its consumers).
 	Stores []string  `json:"stores"`
 	By     string    `json:"by,omitempty"` // host and process of the setup

@@ -90,8 +90,12 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 func Setup(ctx context.Context, nc *nats.Conn, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
 	stores := sc.Stores
 	sc = Config{Replicas: sc.Replicas, AckWait: sc.AckWait, MaxDeliver: sc.MaxDeliver, LeaseTTL: sc.LeaseTTL, DuplicateWindow: sc.DuplicateWindow,
-		PreparedTTL: sc.PreparedTTL}.withDefaults().setupConfig() // zero settings take the defaults
+		PreparedTTL: sc.PreparedTTL, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: sc.EventsMaxAge,
+		EventsMaxBytes: sc.EventsMaxBytes}.withDefaults().setupConfig() // zero settings take the defaults
 	sc.Stores = stores
+	if err := sc.validLimits(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}

@@ -16,10 +16,10 @@ func init() {
 
 const setupHelp = `
 Set up what a fleet of compactor workers and clients uses on a NATS deployment, with the
-admin's credentials: the streams (COMPACTOR_JOBS, _EVENTS, _DLQ), the buckets (COMPACTOR_
-WORKERS, _LEASES, _SWEEP, _ATTEMPTS, _PREPARED, _SETTINGS), each store's consumers
-(compactor-<store>, compactor-dlq-<store>) and the fleet's settings record, which workers
-follow (the lease TTL above all). It creates what is missing and updates what differs from
+admin's credentials: the streams (COMPACTOR_JOBS, _EVENTS, _DLQ) with their limits, the
+buckets (COMPACTOR_WORKERS, _LEASES, _SWEEP, _ATTEMPTS, _PREPARED, _SPEND, _SETTINGS), each
+store's consumers (compactor-<store>, compactor-dlq-<store>) and the fleet's settings
+record, which workers follow (the lease TTL above all). It creates what is missing and updates what differs from
 these flags, one log line per setting changed; replicas are never lowered. Run it again
 with more --store to add stores; a store once set up stays in the settings record.
 
@@ -59,6 +59,8 @@ func runSetup(ctx context.Context, env *Env) error {
 	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
 	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
 	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", pipeline.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
+	var limits streamLimits
+	bindStreamLimits(fs.FlagSet, &limits, "")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -92,6 +94,10 @@ func runSetup(ctx context.Context, env *Env) error {
 		return usageErrorf("--duplicate-window: %s is too short", sc.DuplicateWindow)
 	case sc.PreparedTTL < time.Second:
 		return usageErrorf("--prepared-ttl: %s is too short", sc.PreparedTTL)
+	}
+	limits.apply(&sc)
+	if err := sc.Validate(); err != nil {
+		return usageErrorf("%v", flagError(err))
 	}
 	log, err := newLogger(env.Stderr, "", "info", new(slog.LevelVar))
 	if err != nil {
@@ -129,8 +135,9 @@ func runSetup(ctx context.Context, env *Env) error {
 		fmt.Fprintf(env.Stdout, "migrated from layout %d: %d sweep records and %d attempt counts moved under their store's name, %d counts of jobs no longer queued and %d stale leases dropped, %d stores found by their consumers\n",
 			m.From, m.SweepRecords, m.AttemptCounts, m.AttemptsGone, m.LeasesDropped, m.ConsumersFound)
 	}
-	fmt.Fprintf(env.Stdout, "set up (layout %d): stores %s; lease TTL %s, ack wait %s, max deliver %d, duplicate window %s, prepared TTL %s, replicas %d\n",
+	jobsBytes, eventsBytes := byteSize(f.JobsMaxBytes), byteSize(f.EventsMaxBytes)
+	fmt.Fprintf(env.Stdout, "set up (layout %d): stores %s; lease TTL %s, ack wait %s, max deliver %d, duplicate window %s, prepared TTL %s, replicas %d; jobs kept %s and %s at most, events %s and %s\n",
 		f.Layout, strings.Join(f.Stores, ", "), time.Duration(f.LeaseTTL), time.Duration(f.AckWait), f.MaxDeliver, time.Duration(f.DuplicateWindow),
-		time.Duration(f.PreparedTTL), f.Replicas)
+		time.Duration(f.PreparedTTL), f.Replicas, time.Duration(f.JobsMaxAge), jobsBytes.String(), time.Duration(f.EventsMaxAge), eventsBytes.String())
 	return nil
 }

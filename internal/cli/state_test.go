@@ -1,0 +1,67 @@
+package cli
+
+import (
+	"context"
+	"strconv"
+	"strings"
+	"testing"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+func TestByteSizeFlag(t *testing.T) {
+	for in, want := range map[string]int64{"1073741824": 1 << 30, "512MiB": 512 << 20, "1GiB": 1 << 30, "100MB": 100e6, "64 KiB": 64 << 10, "2kB": 2000} {
+		var b byteSize
+		if err := b.Set(in); err != nil || int64(b) != want {
+			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
+		}
+	}
+	for _, in := range []string{"", "GiB", "1.5GiB", "12XB", "-1", "99999999999TiB"} {
+		var b byteSize
+		if err := b.Set(in); err == nil {
+			t.Errorf("Set(%q) = %d, want an error", in, b)
+		}
+	}
+	for n, want := range map[int64]string{1 << 30: "1GiB", 3 << 20: "3MiB", 1000: "1000"} {
+		if b := byteSize(n); b.String() != want {
+			t.Errorf("byteSize(%d) = %s, want %s", n, b.String(), want)
+		}
+	}
+}
+
+// compactor setup sets the limits of the jobs and events streams from its flags (and
+// refuses one that cannot be, naming the flag).
+func TestSetupStreamLimits(t *testing.T) {
+	t.Parallel()
+	url := natstest.StartServer(t).ClientURL()
+	if code, _, errs := runCLI(t, "setup", "--nats-url", url, "--store", "a", "--jobs-max-age", "1s"); code != 2 || !strings.Contains(errs, "--jobs-max-age: 1s: want at least the duplicate window") {
+		t.Errorf("setup --jobs-max-age 1s: exit %d, %s; want 2 naming the flag", code, errs)
+	}
+	code, out, errs := runCLI(t, "setup", "--nats-url", url, "--store", "a", "--jobs-max-age", "48h", "--jobs-max-bytes", "256MiB", "--events-max-age", "12h", "--events-max-bytes", "64MiB")
+	if code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, errs)
+	}
+	if !strings.Contains(out, "jobs kept 48h0m0s and 256MiB at most, events 12h0m0s and 64MiB") {
+		t.Errorf("setup's summary: %s", out)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	for name, want := range map[string]string{pipeline.StreamJobs: "48h0m0s 268435456", pipeline.StreamEvents: "12h0m0s 67108864"} {
+		str, err := js.Stream(context.Background(), name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		c := str.CachedInfo().Config
+		if got := c.MaxAge.String() + " " + strconv.FormatInt(c.MaxBytes, 10); got != want {
+			t.Errorf("%s: max age and bytes %s, want %s", name, got, want)
+		}
+	}
+}
