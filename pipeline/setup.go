@@ -24,6 +24,7 @@ type SetupResult struct {
 	Stores   []string       `json:"stores"`             // the stores set up (with those found when migrating)
 	Fleet    *FleetSettings `json:"fleet,omitempty"`    // the settings record written
 	Migrated *Migration     `json:"migrated,omitempty"` // what a migration moved
+	Pruned   []PrunedStore  `json:"pruned,omitempty"`   // the retired stores removed (setup --prune)
 }
 
 // Migration counts what a migration from layout 1 moved or dropped.

@@ -65,3 +65,38 @@ func TestSetupStreamLimits(t *testing.T) {
 		}
 	}
 }
+
+// compactor setup --prune: with the fleet's list (a), a dry run names what store b holds and
+// removes nothing; the prune removes it (TestPruneRetiredStores in pipeline: the refusal
+// while b's worker reports, and everything removed and kept).
+func TestSetupPrune(t *testing.T) {
+	t.Parallel()
+	url := natstest.StartServer(t).ClientURL()
+	if code, _, errs := runCLI(t, "setup", "--nats-url", url, "--store", "a", "--store", "b"); code != 0 {
+		t.Fatalf("setup: exit %d: %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "setup", "--nats-url", url, "--dry-run", "--store", "a"); code != 2 || !strings.Contains(errs, "--dry-run goes with --prune") {
+		t.Errorf("--dry-run alone: exit %d: %s", code, errs)
+	}
+	code, out, errs := runCLI(t, "setup", "--nats-url", url, "--store", "a", "--prune", "--dry-run")
+	if code != 0 || !strings.Contains(out, "would remove store b") || !strings.Contains(out, "consumers compactor-b, compactor-dlq-b") {
+		t.Fatalf("prune --dry-run: exit %d: %s%s", code, out, errs)
+	}
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("b")); err != nil {
+		t.Fatalf("the dry run removed b's consumer: %v", err)
+	}
+	code, out, errs = runCLI(t, "setup", "--nats-url", url, "--store", "a", "--prune")
+	t.Logf("setup --store a --prune:\n%s", out)
+	if code != 0 || !strings.Contains(out, "removed store b") || !strings.Contains(out, "set up (layout 2): stores a;") {
+		t.Fatalf("prune: exit %d: %s%s", code, out, errs)
+	}
+	if _, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("b")); err == nil {
+		t.Error("b's consumer is still there")
+	}
+}
