@@ -308,6 +308,13 @@ type Config struct {
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
 	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
+	// EmbeddedSync is how often the embedded server's JetStream syncs its files to disk
+	// (nats-server's sync_interval; 0: its default, 2 minutes); with EmbeddedSyncAlways it
+	// syncs every write before acknowledging it. Between two syncs, what the server
+	// acknowledged lives in the operating system's cache: a power loss (not a crash of the
+	// process) can lose it. Settings of the embedded server only.
+	EmbeddedSync       time.Duration
+	EmbeddedSyncAlways bool
 
 	Concurrency int           // jobs running at once on this worker
 	Idle        time.Duration // sessions modified more recently are active: skipped unless forced. <0 disables
@@ -521,6 +528,11 @@ func (c Config) Validate() error {
 		}
 	} else if c.ServeTLSCert != "" || c.InsecureLocal {
 		return configError("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
+	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
+		return configError("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
+	}
+	if c.EmbeddedSync < 0 {
+		return configError("EmbeddedSync", "%s is negative", c.EmbeddedSync)
 	}
 	for i, st := range c.SharedStores {
 		if err := ValidateStoreName(st); err != nil {

@@ -40,8 +40,39 @@ type opsFlags struct {
 	retryBase      time.Duration
 	retryMax       time.Duration
 	listen         string
+	sync           natsSync
 	dataDir        string // clients: where a local service writes its NATS URL
 	limits         streamLimits
+}
+
+// natsSync is --nats-sync: "always", or how often the embedded server syncs to disk.
+type natsSync struct {
+	every  time.Duration
+	always bool
+	set    bool
+}
+
+func (n *natsSync) String() string {
+	switch {
+	case n == nil || !n.set:
+		return "2m0s"
+	case n.always:
+		return "always"
+	}
+	return n.every.String()
+}
+
+func (n *natsSync) Set(s string) error {
+	if s == "always" {
+		*n = natsSync{always: true, set: true}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%q: want always or a duration (2m, 1s)", s)
+	}
+	*n = natsSync{every: d, set: true}
+	return nil
 }
 
 // streamLimits are the flags of the jobs' and events' streams' limits (setup's settings).
@@ -124,6 +155,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		if listen == "" {
 			listen = pipeline.DefaultEmbeddedHost + ":4222"
 		}
+		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
 	}
 	return o
@@ -144,6 +176,12 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	case opsSweeper:
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
 		cfg.Client = o.role == opsSweeper
+	}
+	if o.sync.set {
+		if cfg.NATS.URL != "" {
+			return cfg, usageErrorf("--nats-sync: a setting of the embedded server, not with --nats-url (an external server's is its own: sync_interval in its jetstream block)")
+		}
+		cfg.EmbeddedSync, cfg.EmbeddedSyncAlways = o.sync.every, o.sync.always
 	}
 	switch {
 	case o.role == opsWorker && cfg.NATS.URL == "":

@@ -100,3 +100,20 @@ func TestSetupPrune(t *testing.T) {
 		t.Error("b's consumer is still there")
 	}
 }
+
+// --nats-sync is the embedded server's: given with --nats-url it is refused, naming it; a bad
+// value is refused too; `run --once` on the embedded server with always works.
+func TestNATSSyncFlag(t *testing.T) {
+	t.Parallel()
+	store := t.TempDir()
+	if code, _, errs := runCLI(t, "run", "--once", "--nats-url", "nats://127.0.0.1:1", "--store", "s="+store, "--nats-sync", "always"); code != 2 || !strings.Contains(errs, "--nats-sync: a setting of the embedded server") {
+		t.Errorf("--nats-sync with --nats-url: exit %d: %s", code, errs)
+	}
+	if code, _, errs := runCLI(t, "run", "--once", "--store", "s="+store, "--nats-sync", "sometimes"); code != 2 || !strings.Contains(errs, "want always or a duration") {
+		t.Errorf("--nats-sync sometimes: exit %d: %s", code, errs)
+	}
+	code, _, errs := runCLI(t, "run", "--once", "--store", "s="+store, "--data-dir", t.TempDir(), "--listen", "127.0.0.1:0", "--nats-sync", "always", "--log-format", "json")
+	if code != 0 || !strings.Contains(errs, `"sync":"always"`) {
+		t.Errorf("run --once --nats-sync always: exit %d: %s", code, errs)
+	}
+}
