@@ -186,23 +186,21 @@ const (
 // HandedBack), so that waiting never spends the deliveries that bound a job (admit): the
 // job keeps its message however long it waits, and with it its sequence, which the
 // requester's wait and the job's events name. jobID names the job for its count when
-// the delivery was not decoded ("" otherwise).
+// the delivery was not decoded (its "id", empty when it has none).
 func (s *Service) handBack(ctx context.Context, d *delivery, reason string, delay time.Duration, jobID string) {
-	if d.key == "" && jobID != "" {
+	if d.key == "" { // not decoded (a version this worker does not work): the key its workers use
 		d.key = attemptKey(d.ev.Store, d.ev.JobSeq, jobID)
 	}
-	if d.key != "" {
-		uncount := d.attempt > 0
-		_, err := updateCount(ctx, s.res.attempts, "attempts", d.key, func(c *countRecord) bool {
-			if uncount {
-				c.N = max(c.N-1, 0)
-			}
-			c.HandedBack++
-			return true
-		})
-		answered(d.log, slog.LevelWarn, "hand-back not counted; the job's deliveries may run out sooner", err)
-		d.attempt = 0
-	}
+	uncount := d.attempt > 0
+	_, err := updateCount(ctx, s.res.attempts, "attempts", d.key, func(c *countRecord) bool {
+		if uncount {
+			c.N = max(c.N-1, 0)
+		}
+		c.HandedBack++
+		return true
+	})
+	answered(d.log, slog.LevelWarn, "hand-back not counted; the job's deliveries may run out sooner", err)
+	d.attempt = 0
 	d.releaseLease(ctx)
 	s.m.handedBack.WithLabelValues(d.ev.Store, reason).Inc()
 	s.noteHeld(d.ev.JobSeq, d.msg.Subject(), reason != handBackShutdown)

@@ -172,7 +172,9 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 
 // A job that waits for a version nobody works spends deliveries past the bound of its
 // deliveries, keeps its message (its sequence), is never dead-lettered, and runs once a
-// worker that understands it starts. Here --max-deliver 1 makes the bound 51 deliveries.
+// worker that understands it starts. Here --max-deliver 1 makes the bound 51 deliveries,
+// and the job, of a version this worker cannot read, has no id (its hand-backs are counted
+// under the key its workers use all the same).
 func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
@@ -183,9 +185,15 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	old := b.service(cfg)
 	b.run(old)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	j := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
-	j.Normalize(time.Now())
-	b.publishRaw(j, 2)
+	j := Job{V: 2, Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, RequestedAt: time.Now().UTC()}
+	payload, _ := json.Marshal(j)
+	var raw map[string]any
+	_ = json.Unmarshal(payload, &raw)
+	delete(raw, "id")
+	payload, _ = json.Marshal(raw)
+	if _, err := b.js.Publish(context.Background(), j.Subject(), payload); err != nil {
+		t.Fatal(err)
+	}
 	pending, err := directLast(context.Background(), b.nc, StreamJobs, j.Subject())
 	if err != nil {
 		t.Fatal(err)
