@@ -24,7 +24,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop goldens e2e chaos test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-read bench-sweep bench-state proptest fuzz interop goldens e2e chaos test-extension demo clean
 
 all: build
 
@@ -94,6 +94,15 @@ bench-sweep:
 	SWEEP_BENCH_N=$(SWEEP_BENCH_N) SWEEP_BENCH_DIR=$(SWEEP_BENCH_DIR) SWEEP_BENCH_CPUPROFILE=$(abspath $(BIN))/sweep-first.pprof \
 	  $(GO) test -run '^$$' -bench 'BenchmarkSweep$$' -benchtime 1x -count=1 -timeout 30m ./internal/cli/
 	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.CheckBudget|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
+
+# State that stays bounded, at full size (issue 28; docs/operations.md, docs/performance.md):
+# one sweep after 10,000 sessions were swept and 5,000 deleted; the memory of a `compactor
+# run` of 1 store of 100 while the other stores' records grow from 1,000 to 100,000; what
+# --nats-sync always costs an enqueue.
+bench-state:
+	COMPACTOR_SWEEP_PRUNE_N=10000 $(GO) test -count=1 -v -timeout 10m -run 'TestSweepRemovesRecordsOfDeletedFiles$$' ./pipeline/ | grep -E 'prune_test|^(--- |ok|FAIL)'
+	$(GO) test -run '^$$' -bench 'HostMemory$$' -benchtime 1x -count=1 -timeout 15m ./internal/cli/
+	$(GO) test -run '^$$' -bench 'EnqueueSync$$' -benchtime 1x -count=5 -timeout 10m ./pipeline/
 
 # Property tests at full size: at least 10,000 generated sessions per policy, and 10,000
 # generated trees on which the tail reader must agree with the full reader (every need), with

@@ -33,6 +33,9 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
+	DefaultEventsMaxBytes  = 1 << 30
+	DefaultJobsMaxAge      = 7 * 24 * time.Hour
+	DefaultJobsMaxBytes    = 1 << 30
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
 	DefaultSweepRetryBase  = time.Hour
 	DefaultSweepRetryMax   = 24 * time.Hour
@@ -305,6 +308,13 @@ type Config struct {
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
 	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
+	// EmbeddedSync is how often the embedded server's JetStream syncs its files to disk
+	// (nats-server's sync_interval; 0: its default, 2 minutes); with EmbeddedSyncAlways it
+	// syncs every write before acknowledging it. Between two syncs, what the server
+	// acknowledged lives in the operating system's cache: a power loss (not a crash of the
+	// process) can lose it. Settings of the embedded server only.
+	EmbeddedSync       time.Duration
+	EmbeddedSyncAlways bool
 
 	Concurrency int           // jobs running at once on this worker
 	Idle        time.Duration // sessions modified more recently are active: skipped unless forced. <0 disables
@@ -323,6 +333,9 @@ type Config struct {
 	// clock). Tests set both to move through windows without waiting for them.
 	spendClock   func() time.Time
 	spendHoldMax time.Duration
+	// sweepMarkerTTL is how long the marker of a removed sweep record is kept (0: the
+	// constant sweepMarkerTTL). Tests shorten it.
+	sweepMarkerTTL time.Duration
 	// versionWaitAlone is how long a job of a version no worker of its store understands
 	// waits before its next delivery (0: the constant versionWaitAlone). Tests shorten it.
 	versionWaitAlone time.Duration
@@ -336,6 +349,14 @@ type Config struct {
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
 	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
+	// The limits of the jobs and events streams (setup's): a job older than JobsMaxAge is
+	// removed unanswered, an enqueue into JobsMaxBytes of queued jobs is refused; the
+	// oldest events go past EventsMaxAge or EventsMaxBytes. Defaults 7 days and 1 GiB,
+	// 24 hours and 1 GiB.
+	JobsMaxAge     time.Duration
+	JobsMaxBytes   int64
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
 	// Replicas of every stream and bucket on a clustered NATS; default 1. A stream that
 	// already has more (set by an operator) keeps them.
 	Replicas int
@@ -424,6 +445,14 @@ func (c Config) withDefaults() Config {
 	set(&c.DuplicateWindow, DefaultDuplicateWindow)
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	set(&c.PreparedTTL, DefaultPreparedTTL)
+	set(&c.JobsMaxAge, DefaultJobsMaxAge)
+	set(&c.EventsMaxAge, DefaultEventsMaxAge)
+	if c.JobsMaxBytes == 0 {
+		c.JobsMaxBytes = DefaultJobsMaxBytes
+	}
+	if c.EventsMaxBytes == 0 {
+		c.EventsMaxBytes = DefaultEventsMaxBytes
+	}
 	set(&c.StartupTimeout, DefaultStartupTimeout)
 	set(&c.SweepRetryBase, DefaultSweepRetryBase)
 	set(&c.SweepRetryMax, DefaultSweepRetryMax)
@@ -499,6 +528,11 @@ func (c Config) Validate() error {
 		}
 	} else if c.ServeTLSCert != "" || c.InsecureLocal {
 		return configError("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
+	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
+		return configError("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
+	}
+	if c.EmbeddedSync < 0 {
+		return configError("EmbeddedSync", "%s is negative", c.EmbeddedSync)
 	}
 	for i, st := range c.SharedStores {
 		if err := ValidateStoreName(st); err != nil {
@@ -531,6 +565,9 @@ func (c Config) Validate() error {
 	}
 	if c.DuplicateWindow < time.Second {
 		return configError("DuplicateWindow", "%s is too short", c.DuplicateWindow)
+	}
+	if err := c.setupConfig().validLimits(); err != nil {
+		return err
 	}
 	if c.StartupTimeout < 0 {
 		return configError("StartupTimeout", "%s is negative", c.StartupTimeout)

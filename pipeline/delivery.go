@@ -78,7 +78,11 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	}
 	d.job, d.key = job, attemptKey(store, d.ev.JobSeq, job.ID)
 	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
-	if d.delivered > uint64(s.cfg.MaxDeliver+maxFreeDeliveries) {
+	switch beyond, ok := s.beyondBound(ctx, d); {
+	case !ok:
+		answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(s.cfg.BackoffBase))
+		return nil
+	case beyond:
 		s.exhausted(ctx, d)
 		return nil
 	}

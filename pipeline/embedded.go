@@ -31,6 +31,7 @@ func startEmbedded(cfg Config, auth NATSConfig) (*server.Server, error) {
 		NoSigs:     true,
 		NoLog:      true,
 	}
+	opts.SyncInterval, opts.SyncAlways = syncOptions(cfg)
 	switch {
 	case auth.Token != "" || auth.TokenFile != "":
 		token, err := secret(auth.Token, auth.TokenFile, "token")
@@ -70,6 +71,30 @@ func startEmbedded(cfg Config, auth NATSConfig) (*server.Server, error) {
 		return nil, fmt.Errorf("embedded nats: not ready on %s after 10s (port in use? choose another with --listen)", listenAddr(cfg))
 	}
 	return ns, nil
+}
+
+// defaultSyncInterval is nats-server's own sync interval (its defaultSyncInterval).
+const defaultSyncInterval = 2 * time.Minute
+
+// syncOptions are the embedded server's sync settings (nats-server's sync_interval:
+// "always" is the default interval and SyncAlways, as its configuration parser sets it).
+func syncOptions(cfg Config) (time.Duration, bool) {
+	if cfg.EmbeddedSyncAlways {
+		return defaultSyncInterval, true
+	}
+	return cfg.EmbeddedSync, false
+}
+
+// SyncSetting says how the embedded server syncs to disk: "always" or the interval.
+func (c Config) SyncSetting() string {
+	switch iv, always := syncOptions(c); {
+	case always:
+		return "always"
+	case iv == 0:
+		return defaultSyncInterval.String()
+	default:
+		return iv.String()
+	}
 }
 
 func listenAddr(cfg Config) string {

@@ -55,6 +55,10 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 		if pe := refusal(ctx); pe != nil {
 			return EnqueueResult{}, pe
 		}
+		if isStreamFull(err) {
+			return EnqueueResult{}, fmt.Errorf("enqueue %s: not queued: stream %s is full: it holds as many queued jobs as its size limit allows (--jobs-max-bytes of compactor setup); are the stores' workers running (compactor status, compactor_queue_pending)?: %w",
+				job.Subject(), StreamJobs, err)
+		}
 		if !IsAlreadyQueued(err) {
 			if unavailable(err) {
 				// No responders (no stream takes the subject), a timeout (no leader), ...:

@@ -30,6 +30,9 @@ const Layout = 2
 
 // FleetSettings is the settings record.
 type FleetSettings struct {
+	// V is the record's schema version (settingsV); Layout the layout of the subjects
+	// and keys it was set up for.
+	V               int      `json:"v"`
 	Layout          int      `json:"layout"`
 	LeaseTTL        Duration `json:"leaseTtl"`
 	AckWait         Duration `json:"ackWait"`
@@ -37,6 +40,12 @@ type FleetSettings struct {
 	DuplicateWindow Duration `json:"duplicateWindow"`
 	PreparedTTL     Duration `json:"preparedTtl"`
 	Replicas        int      `json:"replicas"`
+	// The limits of the jobs and events streams (since issue 28; absent in a record of an
+	// older setup).
+	JobsMaxAge     Duration `json:"jobsMaxAge,omitempty"`
+	JobsMaxBytes   int64    `json:"jobsMaxBytes,omitempty"`
+	EventsMaxAge   Duration `json:"eventsMaxAge,omitempty"`
+	EventsMaxBytes int64    `json:"eventsMaxBytes,omitempty"`
 	// Stores are the stores set up (each has its consumers).
 	Stores []string  `json:"stores"`
 	By     string    `json:"by,omitempty"` // host and process of the setup
@@ -63,11 +72,14 @@ func (d *Duration) UnmarshalJSON(b []byte) error {
 type NotSetUpError struct {
 	What   string // what is missing or different
 	Remedy string // the command that fixes it
+	Err    error  // the cause, when there is one (a *NewerRecordError)
 }
 
 func (e *NotSetUpError) Error() string {
 	return e.What + ": " + e.Remedy
 }
+
+func (e *NotSetUpError) Unwrap() error { return e.Err }
 
 // readFleet reads the settings record. Missing: a *NotSetUpError.
 func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
@@ -81,6 +93,12 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	}
 	if opOf(m.Header) != jetstream.KeyValuePut {
 		return nil, &NotSetUpError{What: "the fleet settings were deleted", Remedy: "run `compactor setup` again"}
+	}
+	if err := newerThan(BucketSettings, settingsKey, m.Data, settingsV); err != nil {
+		var nr *NewerRecordError
+		errors.As(err, &nr)
+		return nil, &NotSetUpError{What: fmt.Sprintf("the fleet's settings (bucket %s, key %s) are of schema version %d, newer than this compactor reads (%d)", BucketSettings, settingsKey, nr.V, nr.Known),
+			Remedy: "a newer compactor's `compactor setup` wrote them: run the workers, clients and setup of that version (docs/upgrading.md); this one neither follows nor rewrites them", Err: err}
 	}
 	var f FleetSettings
 	if err := json.Unmarshal(m.Data, &f); err != nil {
@@ -96,7 +114,7 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 // writeFleet writes the settings record (the admin's).
 func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
 	host, _ := os.Hostname()
-	f.Layout, f.At, f.By = Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
+	f.V, f.Layout, f.At, f.By = settingsV, Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
 	b, err := json.Marshal(f)
 	if err != nil {
 		return err

@@ -147,6 +147,29 @@ func (b *kvBucket) Delete(ctx context.Context, key string, lastRev ...uint64) er
 	return err
 }
 
+// errCodeMsgTTLDisabled is the err_code of a message with a TTL published to a stream that
+// does not allow per-message TTLs.
+const errCodeMsgTTLDisabled jetstream.ErrorCode = 10166
+
+// deleteExpiring writes a delete marker that the server removes ttl later, if the key's
+// last revision is still rev (0: whatever it is): the watchers of the moment learn that the key is gone, and
+// the marker does not stay for ever in a bucket without a TTL of its own. A bucket set up
+// before it allowed per-message TTLs gets a plain marker (ttlRefused is then true).
+func (b *kvBucket) deleteExpiring(ctx context.Context, key string, rev uint64, ttl time.Duration) (ttlRefused bool, err error) {
+	m := nats.NewMsg(b.pre + key)
+	m.Header.Set(kvOpHeader, kvOpDel)
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(ttl)}
+	var revs []uint64
+	if rev > 0 {
+		opts, revs = append(opts, jetstream.WithExpectLastSequencePerSubject(rev)), []uint64{rev}
+	}
+	_, err = b.js.PublishMsg(ctx, m, opts...)
+	if apiCode(err) == errCodeMsgTTLDisabled {
+		return true, b.Delete(ctx, key, revs...)
+	}
+	return false, err
+}
+
 // kvWatcher delivers a bucket's values under a key prefix: every current one, then nil,
 // then every change, until Stop.
 type kvWatcher struct {
@@ -177,6 +200,7 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 		mu                sync.Mutex
 		initDone          bool
 		received, initial uint64
+		last              = time.Now() // the last delivery (or the start)
 		ready             = make(chan struct{})
 	)
 	update := func(m *nats.Msg) {
@@ -187,6 +211,7 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 		}
 		mu.Lock()
 		defer mu.Unlock()
+		last = time.Now()
 		w.updates <- &kvEntry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
 			created: meta.Timestamp, delta: meta.NumPending, op: opOf(m.Header)}
 		if !initDone {
@@ -218,8 +243,35 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 	mu.Unlock()
 	close(ready)
 	w.sub = sub
+	// The initial values end with the message that leaves nothing pending. When the last
+	// ones vanish before they are delivered (markers that expire, keys deleted), that
+	// message never comes: once nothing has been delivered for watchInitialIdle (and the
+	// delivery is not waiting for this watch's reader: it holds mu then), the initial
+	// values are taken as complete. A value missed that way only comes later.
+	go func() {
+		t := time.NewTicker(watchInitialIdle / 4)
+		defer t.Stop()
+		for range t.C {
+			mu.Lock()
+			switch {
+			case initDone || !sub.IsValid():
+			case time.Since(last) >= watchInitialIdle:
+				initDone = true
+				w.updates <- nil
+			default:
+				mu.Unlock()
+				continue
+			}
+			mu.Unlock()
+			return
+		}
+	}()
 	return w, nil
 }
+
+// watchInitialIdle is how long a watch's initial delivery may pause before it is taken as
+// complete (see Watch).
+const watchInitialIdle = time.Second
 
 // directLast reads the last message of stream on subject with a direct get whose API
 // subject names the subject, so that a permission can scope it ($JS.API.DIRECT.GET.

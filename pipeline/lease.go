@@ -25,6 +25,7 @@ type lease struct {
 }
 
 type leaseValue struct {
+	V      int       `json:"v"` // leaseV
 	Worker string    `json:"worker"`
 	JobID  string    `json:"jobId"`
 	Since  time.Time `json:"since"`
@@ -46,7 +47,7 @@ func leaseKey(store, sessionID string) string { return store + "." + SessionToke
 func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
 	key := leaseKey(store, sessionID)
 	sent := time.Now()
-	val, _ := json.Marshal(leaseValue{Worker: worker, JobID: jobID, Since: sent.UTC()})
+	val, _ := json.Marshal(leaseValue{V: leaseV, Worker: worker, JobID: jobID, Since: sent.UTC()})
 	rev, err := kv.Create(ctx, key, val)
 	if err == nil {
 		return &lease{kv: kv, key: key, val: val, rev: rev, written: sent}, nil
@@ -56,7 +57,13 @@ func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, s
 	}
 	busy := &errLeaseBusy{remaining: ttl}
 	if e, gerr := kv.Get(ctx, key); gerr == nil {
-		_ = json.Unmarshal(e.Value(), &busy.holder)
+		// A lease of a newer schema version is a lease all the same: the session is busy;
+		// only its holder is not read.
+		if newerThan(BucketLeases, key, e.Value(), leaseV) == nil {
+			_ = json.Unmarshal(e.Value(), &busy.holder)
+		} else {
+			busy.holder.Worker = "(a newer compactor's)"
+		}
 		busy.remaining = ttl - time.Since(e.Created())
 		if busy.remaining < 0 {
 			busy.remaining = 0

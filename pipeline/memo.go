@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,6 +31,9 @@ type memo struct {
 type memoEntry struct {
 	rec sweepRecord
 	rev uint64
+	// newer is the schema version of a record this version cannot read (0: it can): the
+	// file is left to the newer compactor's sweeps.
+	newer int
 }
 
 // openMemo starts the stores' watchers and returns once they have delivered every current
@@ -94,6 +98,10 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		delete(m.recs, e.Key())
 		return
 	}
+	if v, ok := recordV(e.Value()); ok && v > sweepRecordV {
+		m.recs[e.Key()] = memoEntry{rev: e.Revision(), newer: v}
+		return
+	}
 	var rec sweepRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		log.Debug("sweep memo: unreadable record ignored", "key", e.Key(), "err", err)
@@ -103,11 +111,11 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	m.recs[e.Key()] = memoEntry{rec: rec, rev: e.Revision()}
 }
 
-func (m *memo) get(key string) (sweepRecord, bool) {
+func (m *memo) get(key string) (memoEntry, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.recs[key]
-	return e.rec, ok
+	return e, ok
 }
 
 // put records what this process just wrote, ahead of the watcher.
@@ -117,6 +125,19 @@ func (m *memo) put(key string, rec sweepRecord, rev uint64) {
 	if cur, ok := m.recs[key]; !ok || cur.rev <= rev {
 		m.recs[key] = memoEntry{rec: rec, rev: rev}
 	}
+}
+
+// under returns a copy of the entries of a store's records.
+func (m *memo) under(store string) map[string]memoEntry {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[string]memoEntry{}
+	for k, e := range m.recs {
+		if strings.HasPrefix(k, store+".") {
+			out[k] = e
+		}
+	}
+	return out
 }
 
 func (m *memo) forget(key string) {
@@ -185,10 +206,15 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev Event) {
 			}
 			return
 		}
+		if err := newerThan(BucketSweep, key, e.Value(), sweepRecordV); err != nil {
+			log.Debug("sweep memo: outcome not noted", "err", err)
+			return
+		}
 		var rec sweepRecord
 		if json.Unmarshal(e.Value(), &rec) != nil || rec.Path != ev.Path {
 			return
 		}
+		rec.V = sweepRecordV
 		if !rec.noteOutcome(ev, s.cfg.sweepNow(), s.cfg.SweepRetryBase, s.cfg.SweepRetryMax) {
 			return
 		}

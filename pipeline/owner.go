@@ -109,6 +109,13 @@ func identify(store, root string, shared bool) (StoreIdentity, error) {
 	return id, nil
 }
 
+// ownerRecord is the value of a store's owner key: the owner's identity, with the
+// record's schema version.
+type ownerRecord struct {
+	V int `json:"v"` // ownerV
+	StoreIdentity
+}
+
 // ownerKey is the store's claim in COMPACTOR_WORKERS.
 func ownerKey(store string) string { return store + "._owner" }
 
@@ -131,8 +138,11 @@ func (e *OwnerError) Error() string {
 // checkOwner compares this process's identity of a store with the store's owner. claim:
 // take the name when nobody owns it (a worker; a sweep only checks). It returns the
 // owner's identity when another directory owns the store and it is not declared shared.
+//
+// An owner record of a newer schema version cannot be compared: the store is refused (it
+// may be served from another directory, which is what the record is there to prevent).
 func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim bool) error {
-	val, _ := json.Marshal(mine)
+	val, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: mine})
 	for range 5 {
 		e, err := kv.Get(ctx, ownerKey(mine.Store))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -149,6 +159,10 @@ func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim boo
 		}
 		if err != nil {
 			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, BucketWorkers, err)
+		}
+		if err := newerThan(BucketWorkers, ownerKey(mine.Store), e.Value(), ownerV); err != nil {
+			return fmt.Errorf("store %s: its owner cannot be compared with this directory: %w; upgrade this compactor to the version of the store's workers (the record expires %s after they stop)",
+				mine.Store, err, workerBeatTTL)
 		}
 		var other StoreIdentity
 		if json.Unmarshal(e.Value(), &other) != nil || mine.sameDir(other) || mine.Shared || other.Shared {

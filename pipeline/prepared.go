@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"strings"
 	"time"
 
@@ -34,7 +35,10 @@ type PreparedStore interface {
 	Put(ctx context.Context, store, sessionID string, value []byte) error
 }
 
-type kvPrepared struct{ kv *kvBucket }
+type kvPrepared struct {
+	kv  *kvBucket
+	log *slog.Logger
+}
 
 func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, error) {
 	e, err := p.kv.Get(ctx, PreparedKey(store, sessionID))
@@ -47,11 +51,36 @@ func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, e
 	return e.Value(), nil
 }
 
+// Put stores the session's prepared summary in place of the one there, unless that one is
+// of a newer schema version than value: a newer compactor's preparation is not replaced
+// by an older shape (it is kept, and the skip logged; its readers ignore what they cannot
+// read, and either is only a preparation).
 func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []byte) error {
-	if _, err := p.kv.Put(ctx, PreparedKey(store, sessionID), value); err != nil {
-		return fmt.Errorf("prepared %s: %w", PreparedKey(store, sessionID), err)
+	key := PreparedKey(store, sessionID)
+	mine, _ := recordV(value)
+	for range 5 {
+		e, err := p.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if _, err = p.kv.Create(ctx, key, value); errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+		case err != nil:
+		default:
+			if nerr := newerThan(BucketPrepared, key, e.Value(), mine); nerr != nil {
+				p.log.Warn("prepared summary not stored: the session has one of a newer schema version, which is kept", "store", store, "session", sessionID, "err", nerr)
+				return nil
+			}
+			if _, err = p.kv.Update(ctx, key, value, e.Revision()); isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("prepared %s: %w", key, err)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("prepared %s: too many concurrent updates", key)
 }
 
 // Prepared is the store of prepared summaries (nil before Start).
@@ -59,7 +88,7 @@ func (s *Service) Prepared() PreparedStore {
 	if s.res == nil || s.res.prepared == nil {
 		return nil
 	}
-	return kvPrepared{kv: s.res.prepared}
+	return kvPrepared{kv: s.res.prepared, log: s.log}
 }
 
 // HookSubject is where Pi's extension reports each run of Pi's session_before_compact hook

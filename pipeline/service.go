@@ -272,7 +272,8 @@ func (s *Service) embedded() (NATSConfig, error) {
 	if s.cfg.InsecureLocal {
 		s.log.Warn("embedded NATS takes any connection from this machine (--insecure-local): every local user can read and steer this service's sessions")
 	}
-	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "")
+	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "",
+		"sync", s.cfg.SyncSetting())
 	return nc, nil
 }
 

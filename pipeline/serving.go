@@ -25,7 +25,7 @@ import (
 // their own.
 
 // BucketWorkers holds the workers' keys, <store>.<worker>, whose values are WorkerBeats,
-// and each store's owner, <store>._owner, whose value is the owner's StoreIdentity.
+// and each store's owner, <store>._owner, whose value is the owner's identity (an ownerRecord).
 const BucketWorkers = "COMPACTOR_WORKERS"
 
 const (
@@ -41,6 +41,10 @@ const (
 
 // WorkerBeat is a worker's key's value.
 type WorkerBeat struct {
+	// V is the beat's schema version (beatV). A beat of a newer version is read for what
+	// every version of it says, its worker, store and time (from the key and the
+	// record's time); none of its other fields is taken from it (see Newer).
+	V           int           `json:"v"`
 	Worker      string        `json:"worker"`
 	Store       string        `json:"store"`
 	Host        string        `json:"host,omitempty"`
@@ -55,6 +59,10 @@ type WorkerBeat struct {
 	JobVersions []int  `json:"jobVersions,omitempty"`
 	InFlight    int    `json:"inFlight"`
 }
+
+// Newer reports whether the beat is of a schema version newer than this compactor reads:
+// only its worker, store and time are known.
+func (b WorkerBeat) Newer() bool { return b.V > beatV }
 
 // workerKey is the worker's key for a store. A worker id holds the host name, whose
 // characters a key may not (dots separate a key's tokens).
@@ -78,7 +86,7 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 	started := time.Now().UTC()
 	beat := func() {
 		for _, st := range s.cfg.Stores {
-			b, _ := json.Marshal(WorkerBeat{Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
+			b, _ := json.Marshal(WorkerBeat{V: beatV, Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
 				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count()})
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
@@ -95,9 +103,13 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 			}
 		}
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		if f, err := readFleet(fctx, s.nc); err == nil {
+		var newer *NewerRecordError
+		switch f, err := readFleet(fctx, s.nc); {
+		case err == nil:
 			s.follow(*f)
-		} else if ctx.Err() == nil {
+		case errors.As(err, &newer) && s.sayEvery("settings-newer", time.Hour):
+			s.log.Warn("the fleet's settings were rewritten by a newer compactor: this worker keeps those it started with; upgrade it", "err", err)
+		case ctx.Err() == nil:
 			s.log.Debug("fleet settings not read again", "err", err)
 		}
 		cancel()

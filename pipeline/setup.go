@@ -24,6 +24,7 @@ type SetupResult struct {
 	Stores   []string       `json:"stores"`             // the stores set up (with those found when migrating)
 	Fleet    *FleetSettings `json:"fleet,omitempty"`    // the settings record written
 	Migrated *Migration     `json:"migrated,omitempty"` // what a migration moved
+	Pruned   []PrunedStore  `json:"pruned,omitempty"`   // the retired stores removed (setup --prune)
 }
 
 // Migration counts what a migration from layout 1 moved or dropped.
@@ -59,9 +60,12 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	if err == nil {
 		return f.Layout, nil
 	}
-	var ns *NotSetUpError
-	if !errors.As(err, &ns) {
-		return 0, err
+	var (
+		ns    *NotSetUpError
+		newer *NewerRecordError
+	)
+	if !errors.As(err, &ns) || errors.As(err, &newer) {
+		return 0, err // settings of a newer schema are never rewritten by an older setup
 	}
 	if raw, rerr := directLast(ctx, js.Conn(), "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey); rerr == nil {
 		var f FleetSettings
@@ -87,8 +91,12 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 func Setup(ctx context.Context, nc *nats.Conn, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
 	stores := sc.Stores
 	sc = Config{Replicas: sc.Replicas, AckWait: sc.AckWait, MaxDeliver: sc.MaxDeliver, LeaseTTL: sc.LeaseTTL, DuplicateWindow: sc.DuplicateWindow,
-		PreparedTTL: sc.PreparedTTL}.withDefaults().setupConfig() // zero settings take the defaults
+		PreparedTTL: sc.PreparedTTL, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: sc.EventsMaxAge,
+		EventsMaxBytes: sc.EventsMaxBytes}.withDefaults().setupConfig() // zero settings take the defaults
 	sc.Stores = stores
+	if err := sc.validLimits(); err != nil {
+		return nil, err
+	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -265,8 +273,7 @@ func liveWorkers(ctx context.Context, js jetstream.JetStream) ([]string, error) 
 		if err != nil {
 			continue
 		}
-		var b WorkerBeat
-		if json.Unmarshal(e.Value(), &b) == nil && b.Worker != "" {
+		if b, ok := beatOf(e); ok && b.Worker != "" {
 			out = append(out, fmt.Sprintf("%s for store %s, %s ago", b.Worker, b.Store, time.Since(b.At).Round(time.Second)))
 		} else {
 			out = append(out, k)

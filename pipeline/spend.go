@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -202,6 +203,15 @@ func (s *Service) reserveSpend(ctx context.Context, t *ticket, estimate func() i
 			limit = 0 // a job that pays is counted, never stopped
 		}
 		used, over, err := addCount(ctx, s.res.spend, "spend", key, n, limit)
+		var newer *NewerRecordError
+		if errors.As(err, &newer) {
+			// A newer compactor counts this window in a shape this one cannot read: it is
+			// taken as full rather than overwritten or ignored (the limit is a promise).
+			if s.sayEvery("spend-newer:"+key, l.Window) {
+				s.log.Warn("spend count of a newer schema version: this worker takes its window as full", "limit", l.String(), "err", err)
+			}
+			used, over, err = l.Tokens, true, nil
+		}
 		if err != nil {
 			s.log.Warn("spend count not updated; the job is not held by this limit", "limit", l.String(), "key", key, "err", err)
 			continue

@@ -43,10 +43,19 @@ func ConsumerName(store string) string { return consumerPfx + store }
 const errCodeDiscardNewPerSubject jetstream.ErrorCode = 10077
 
 // IsAlreadyQueued reports whether a publish error means the session already has a pending
-// job of that kind.
+// job of that kind. The server answers a stream full (its byte limit) with the same code:
+// the description tells them apart.
 func IsAlreadyQueued(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDiscardNewPerSubject
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDiscardNewPerSubject && !isStreamFull(err)
+}
+
+// isStreamFull reports whether a publish was refused because the stream holds its limit of
+// bytes or messages (a stream that discards new messages).
+func isStreamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDiscardNewPerSubject &&
+		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
 }
 
 type resources struct {
@@ -80,12 +89,40 @@ type SetupConfig struct {
 	LeaseTTL        time.Duration
 	DuplicateWindow time.Duration
 	PreparedTTL     time.Duration
+	JobsMaxAge      time.Duration
+	JobsMaxBytes    int64
+	EventsMaxAge    time.Duration
+	EventsMaxBytes  int64
+}
+
+// Validate checks what setup would set up (a zero setting: its default), naming the field
+// of the first that is wrong.
+func (sc SetupConfig) Validate() error {
+	return Config{DuplicateWindow: sc.DuplicateWindow, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes,
+		EventsMaxAge: sc.EventsMaxAge, EventsMaxBytes: sc.EventsMaxBytes}.withDefaults().setupConfig().validLimits()
+}
+
+// validLimits checks the streams' limits (zero: the default). A stream's age limit may not
+// be shorter than its duplicate window (the server refuses it).
+func (sc SetupConfig) validLimits() error {
+	switch {
+	case sc.JobsMaxAge < 0 || sc.JobsMaxAge > 0 && sc.JobsMaxAge < max(sc.DuplicateWindow, time.Second):
+		return configError("JobsMaxAge", "%s: want at least the duplicate window (%s)", sc.JobsMaxAge, sc.DuplicateWindow)
+	case sc.EventsMaxAge < 0 || sc.EventsMaxAge > 0 && sc.EventsMaxAge < time.Second:
+		return configError("EventsMaxAge", "%s: want at least 1s", sc.EventsMaxAge)
+	case sc.JobsMaxBytes < 0 || sc.JobsMaxBytes > 0 && sc.JobsMaxBytes < 1<<10:
+		return configError("JobsMaxBytes", "%d: want at least 1 KiB", sc.JobsMaxBytes)
+	case sc.EventsMaxBytes < 0 || sc.EventsMaxBytes > 0 && sc.EventsMaxBytes < 1<<10:
+		return configError("EventsMaxBytes", "%d: want at least 1 KiB", sc.EventsMaxBytes)
+	}
+	return nil
 }
 
 // setupConfig is the part of a service's configuration that setup applies.
 func (c Config) setupConfig() SetupConfig {
 	sc := SetupConfig{Replicas: c.Replicas, AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, LeaseTTL: c.LeaseTTL,
-		DuplicateWindow: c.DuplicateWindow, PreparedTTL: c.PreparedTTL}
+		DuplicateWindow: c.DuplicateWindow, PreparedTTL: c.PreparedTTL, JobsMaxAge: c.JobsMaxAge, JobsMaxBytes: c.JobsMaxBytes,
+		EventsMaxAge: c.EventsMaxAge, EventsMaxBytes: c.EventsMaxBytes}
 	for _, st := range c.Stores {
 		sc.Stores = append(sc.Stores, st.Name)
 	}
@@ -134,7 +171,8 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 		}
 	}
 	return writeFleet(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
-		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: stores})
+		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: stores,
+		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes})
 }
 
 // bind opens what a worker (or a client, cfg.Client) uses, as it was set up, and checks
@@ -227,6 +265,8 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			Description:          "compactor jobs: one pending job per session and kind",
 			Subjects:             []string{jobsPrefix + ">"},
 			Retention:            jetstream.WorkQueuePolicy,
+			MaxAge:               cfg.JobsMaxAge,
+			MaxBytes:             cfg.JobsMaxBytes,
 			MaxMsgsPerSubject:    1,
 			Discard:              jetstream.DiscardNew,
 			DiscardNewPerSubject: true,
@@ -238,7 +278,8 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			Description:       "compactor job results (metadata only)",
 			Subjects:          []string{eventsPrefix + ">"},
 			Retention:         jetstream.LimitsPolicy,
-			MaxAge:            DefaultEventsMaxAge,
+			MaxAge:            cfg.EventsMaxAge,
+			MaxBytes:          cfg.EventsMaxBytes,
 			MaxMsgsPerSubject: eventsPerJob,
 			Discard:           jetstream.DiscardOld,
 			AllowDirect:       true,
@@ -342,13 +383,26 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 }
 
+// msgTTLBuckets are the buckets whose markers expire by themselves (per-message TTLs): the
+// sweep records', which has no TTL of its own (prune in sweep.go).
+var msgTTLBuckets = []string{BucketSweep}
+
 // ensureBucket is ensureStream for a KV bucket: created by a create-only request, or
-// updated from the stream the server holds.
+// updated from the stream the server holds. A bucket of msgTTLBuckets is then made to
+// allow per-message TTLs (the client library sets that only with limit markers, which
+// would add a marker of their own after each expired one).
 func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (*kvBucket, error) {
 	name := "KV_" + want.Bucket
+	msgTTL := slices.Contains(msgTTLBuckets, want.Bucket)
 	for round := 1; ; round++ {
 		_, err := js.CreateKeyValue(ctx, want)
 		if err == nil {
+			if msgTTL {
+				err = allowMsgTTL(ctx, js, name)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+			}
 			return openBucket(js, want.Bucket), nil
 		}
 		if !errors.Is(err, jetstream.ErrBucketExists) {
@@ -368,7 +422,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 			dup = want.TTL
 		}
 		sc := jetstream.StreamConfig{Name: name, Description: want.Description, MaxAge: want.TTL, Duplicates: dup,
-			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas}
+			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas, AllowMsgTTL: msgTTL}
 		next, ok, err := reconcile("bucket", want.Bucket, str.CachedInfo().Config, sc, log)
 		if err != nil {
 			return nil, err
@@ -384,6 +438,18 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 		}
 		return openBucket(js, want.Bucket), nil
 	}
+}
+
+// allowMsgTTL lets the stream of a bucket just created take per-message TTLs.
+func allowMsgTTL(ctx context.Context, js jetstream.JetStream, stream string) error {
+	str, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := str.CachedInfo().Config
+	cfg.AllowMsgTTL = true
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // ensureConsumer creates a durable consumer with a create-only request, or updates the
@@ -470,8 +536,10 @@ func reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.L
 	differ(&changes, "discard", &next.Discard, want.Discard)
 	differ(&changes, "discard_new_per_subject", &next.DiscardNewPerSubject, want.DiscardNewPerSubject)
 	differ(&changes, "max_age", &next.MaxAge, want.MaxAge)
+	differ(&changes, "max_bytes", &next.MaxBytes, want.MaxBytes)
 	differ(&changes, "duplicate_window", &next.Duplicates, want.Duplicates)
 	differ(&changes, "allow_direct", &next.AllowDirect, want.AllowDirect)
+	differ(&changes, "allow_msg_ttl", &next.AllowMsgTTL, want.AllowMsgTTL)
 	switch {
 	case want.Replicas > have.Replicas:
 		changes = append(changes, change{"replicas", have.Replicas, want.Replicas})

@@ -301,7 +301,7 @@ func attemptsOnB(f *fleet) []attempt {
 			return err
 		})
 	}
-	for _, b := range []string{pipeline.BucketLeases, pipeline.BucketPrepared} {
+	for _, b := range []string{pipeline.BucketLeases, pipeline.BucketPrepared, pipeline.BucketSweep, pipeline.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("put B's "+b, func(ctx context.Context, nc *nats.Conn) error {
 			_, err := js(nc).Publish(ctx, key, []byte(`{"worker":"hostA"}`))
@@ -314,6 +314,12 @@ func attemptsOnB(f *fleet) []attempt {
 			return err
 		})
 	}
+	add("remove B's sweep record with an expiring marker", func(ctx context.Context, nc *nats.Conn) error {
+		m := nats.NewMsg("$KV." + pipeline.BucketSweep + ".hostB." + tok)
+		m.Header.Set("KV-Operation", "DEL")
+		_, err := js(nc).PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Hour))
+		return err
+	})
 	add("request B's bridge", request(pipeline.BridgeSubject("hostB", acmeID), []byte(`{"v":1}`)))
 	add("subscribe to B's bridge subject", subscribe("compactor.bridge.hostB.*"))
 	add("subscribe to B's hook subject", subscribe("compactor.hooks.hostB.*"))
@@ -431,6 +437,23 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 		time.Sleep(100 * time.Millisecond)
 	}
 	swept := compactionsUnder(t, root) - before
+	// A session deleted: the next sweep (the worker's credentials) removes its record, the
+	// marker expiring (the bucket allows it since this setup).
+	gone := filepath.Join(root, "--home-dev-notes--")
+	entries, err := os.ReadDir(gone)
+	if err != nil || len(entries) == 0 {
+		t.Fatalf("%s: %v", gone, err)
+	}
+	if err := os.Remove(filepath.Join(gone, entries[0].Name())); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errOut = f.cli(append([]string{"sweep", "--store", h + "=" + root, "--idle", "0", "--context-window", "40000", "--keep-recent-tokens", "8000", "--json"}, f.args("worker-"+h)...)...)
+	var sw struct {
+		Removed int `json:"removedRecords"`
+	}
+	if code != ExitOK || json.Unmarshal([]byte(out), &sw) != nil || sw.Removed != 1 || strings.Contains(errOut, "markers") {
+		t.Fatalf("%s: the sweep after a deletion: exit %d\n%s\n%s", h, code, out, errOut)
+	}
 	// enqueue --wait (the agent's credentials) returns the result: the session prepared
 	// above (under budget, so no sweep took it) compacted on demand.
 	code, out, errOut = f.cli(append([]string{"enqueue", filepath.Join(root, acmeSession), "--store-dir", root, "--store", h, "--force", "--wait", "--timeout", "2m"}, f.args("agent-"+h)...)...)
@@ -459,7 +482,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 		retried[0].Event.Outcome == pipeline.OutcomeFailed {
 		t.Fatalf("%s: the operator's replay: exit %d\n%s\n%s", h, code, out, errOut)
 	}
-	t.Logf("%s: prepared and bridged to %s, deleted once used; sweep compacted %d sessions; enqueue --wait: %s; the operator replayed dead letter %d: %s",
+	t.Logf("%s: prepared and bridged to %s, deleted once used; sweep compacted %d sessions, then removed the record of a deleted one; enqueue --wait: %s; the operator replayed dead letter %d: %s",
 		h, plan.FirstKept, swept, ev.Outcome, retried[0].Seq, retried[0].Event.Outcome)
 }
 

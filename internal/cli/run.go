@@ -235,6 +235,11 @@ var configFlags = map[string]string{
 	"ServeTLSCert/InsecureLocal": "--serve-tls-cert/--insecure-local",
 	"InsecureLocal":              "--insecure-local",
 	"SharedStores":               "--shared-store",
+	"EmbeddedSync":               "--nats-sync",
+	"JobsMaxAge":                 "--jobs-max-age",
+	"JobsMaxBytes":               "--jobs-max-bytes",
+	"EventsMaxAge":               "--events-max-age",
+	"EventsMaxBytes":             "--events-max-bytes",
 }
 
 // flagError rewrites a pipeline.Config validation error to name the flag behind its

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -77,9 +80,31 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	}
 	for _, st := range rep.Stores {
 		for _, b := range st.Workers {
-			if time.Since(b.At) > 30*time.Second || b.Concurrency == 0 || b.Host == "" {
+			if time.Since(b.At) > 30*time.Second || b.Concurrency == 0 || b.Host == "" || b.V != 1 {
 				t.Errorf("beat %+v", b)
 			}
+		}
+	}
+
+	// A worker of a newer compactor whose beat is of a schema this one cannot read: listed
+	// by its name, its version and job versions not read, and said.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.Publish(context.Background(), "$KV.COMPACTOR_WORKERS.other.w-next", []byte(`{"v":2,"worker":"w-next","store":"other","host":{"name":"h"},"version":["v9"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI(t, "status", "--nats-url", url, "--store", "other")
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errs)
+	}
+	t.Logf("compactor status --store other:\n%s", out)
+	for _, want := range []string{"store other: 2 workers", "w-next", "newer", "warning: worker w-next of store other reports in a beat of schema version 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q", want)
 		}
 	}
 }
