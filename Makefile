@@ -8,9 +8,9 @@ PKGS     := ./...
 # The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
 PI_HARNESS ?= $(abspath interop/pi/pi)
 export PI_HARNESS
-# The Pi the suites that run compactor next to a live Pi (e2e, chaos, test-extension) use by
-# default: the newest of the matrix, the one users run. PI_VERSION=0.73.1 make e2e runs a
-# suite against another Pi of the harness.
+# The Pi the suites that run compactor next to a live Pi (e2e, e2e-matrix, test-extension) use
+# by default: the newest of the matrix, the one users run (chaos and bench-read run the
+# harness's default, the same). PI_VERSION=0.73.1 make e2e runs a suite against another Pi.
 PI_LIVE_VERSION ?= 1.6.0
 
 # staticcheck at a pinned version, built by `go run` from the module proxy on first use
@@ -23,7 +23,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep proptest fuzz interop goldens e2e e2e-matrix chaos test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-read bench-sweep bench-state proptest fuzz interop goldens e2e e2e-matrix chaos test-extension demo clean
 
 all: build
 
@@ -94,6 +94,15 @@ bench-sweep:
 	  $(GO) test -run '^$$' -bench 'BenchmarkSweep$$' -benchtime 1x -count=1 -timeout 30m ./internal/cli/
 	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.CheckBudget|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
 
+# State that stays bounded, at full size (issue 28; docs/operations.md, docs/performance.md):
+# one sweep after 10,000 sessions were swept and 5,000 deleted; the memory of a `compactor
+# run` of 1 store of 100 while the other stores' records grow from 1,000 to 100,000; what
+# --nats-sync always costs an enqueue.
+bench-state:
+	COMPACTOR_SWEEP_PRUNE_N=10000 $(GO) test -count=1 -v -timeout 10m -run 'TestSweepRemovesRecordsOfDeletedFiles$$' ./pipeline/ | grep -E 'prune_test|^(--- |ok|FAIL)'
+	$(GO) test -run '^$$' -bench 'HostMemory$$' -benchtime 1x -count=1 -timeout 15m ./internal/cli/
+	$(GO) test -run '^$$' -bench 'EnqueueSync$$' -benchtime 1x -count=5 -timeout 10m ./pipeline/
+
 # Property tests at full size: at least 10,000 generated sessions per policy, and 10,000
 # generated trees on which the tail reader must agree with the full reader (every need), with
 # and without a checkpoint of an earlier size of the file.
@@ -110,9 +119,11 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz FuzzCheckpoint -fuzztime $(FUZZTIME) ./sessionio/
 
 # Every Pi of the matrix (installed once each from its lockfile): the harness's selftest, then
-# every golden of that version (testdata/expected/<version>/) and the generated corpus
-# (testdata/corpus/gen-<version>/) re-checked byte for byte against the live Pi, then the Go
-# tests that compare compactor with the live Pi of that version (PI_VERSION): contexts,
+# every golden of that version (testdata/expected/<version>/, the serialization, file-list and
+# branch goldens of summarize/testdata/golden/<version>/ with their edge-case sessions, and the
+# per-entry estimates of tokenize/testdata/estimate-goldens/<version>.json) and the generated
+# corpus (testdata/corpus/gen-<version>/) re-checked byte for byte against the live Pi, then
+# the Go tests that compare compactor with the live Pi of that version (PI_VERSION): contexts,
 # plans, generated sessions, and every entry compactor appends loading as planned and written
 # as that Pi would write it.
 interop:
@@ -120,14 +131,19 @@ interop:
 	  echo "== Pi $$v"; \
 	  PI_VERSION=$$v $(PI_HARNESS) selftest; \
 	  PI_VERSION=$$v $(PI_HARNESS) goldens --check; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec summarize/testdata/gen-goldens.mjs --check; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec tokenize/testdata/gen-estimate-goldens.mjs --check; \
 	  PI_VERSION=$$v COMPACTOR_INTEROP=1 CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(PKGS); \
 	done
 
-# Rewrite the goldens and the generated corpus of every Pi of the matrix from the live Pi.
+# Rewrite the goldens and the generated corpus of every Pi of the matrix from the live Pi
+# (summarize's goldens before tokenize's, which read summarize's edge-case sessions).
 goldens:
 	@set -e; for v in $$($(PI_HARNESS) matrix); do \
 	  PI_VERSION=$$v $(PI_HARNESS) gen --compact >/dev/null; \
 	  PI_VERSION=$$v $(PI_HARNESS) goldens; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec summarize/testdata/gen-goldens.mjs >/dev/null; \
+	  PI_VERSION=$$v $(PI_HARNESS) exec tokenize/testdata/gen-estimate-goldens.mjs; \
 	done
 
 # End to end with the real Pi (RPC mode) against the scripted model of internal/scriptllm:
@@ -135,7 +151,7 @@ goldens:
 # `make test`: it needs Node and, the first time, the npm registry. One test:
 # make e2e E2E_RUN=TestScenarioA
 E2E_RUN ?= .
-e2e: export PI_VERSION ?= 0.73.1
+e2e: export PI_VERSION ?= $(PI_LIVE_VERSION)
 e2e:
 	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
@@ -157,7 +173,6 @@ e2e-matrix:
 # restore entry needs a Pi line placed inside the append), also checked by the real Pi. Not
 # part of `make test`; bounded at 10 minutes.
 CHAOS_RUN ?= .
-chaos: export PI_VERSION ?= 0.73.1
 chaos:
 	$(PI_HARNESS) install
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/

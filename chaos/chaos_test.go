@@ -49,15 +49,15 @@ func TestWorkerKillLoop(t *testing.T) {
 	f := newFleet(t, n)
 	llm := newEndpoint(t)
 	llm.llm.SetDefault(fakellm.Behavior{Latency: 700 * time.Millisecond})
-	natsURL := startNATS(t)
-	nc, js := connect(t, natsURL)
+	secured := startNATS(t)
+	nc, js := connect(t, secured)
 	defer nc.Close()
 	key, logs := keyFile(t), t.TempDir()
 
 	start := time.Now()
-	workers := []*proc{compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...), compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...)}
+	workers := []*proc{compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...), compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)}
 	waitServed(t, js)
-	if st := sweepStats(t, logs, sweepArgs(natsURL, f.dir)...); st.Enqueued != n {
+	if st := sweepStats(t, logs, sweepArgs(secured, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
 	kills := 0
@@ -77,7 +77,7 @@ func TestWorkerKillLoop(t *testing.T) {
 		i := rand.IntN(len(workers))
 		workers[i].kill()
 		kills++
-		workers[i] = compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...)
+		workers[i] = compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)
 	}
 	took := time.Since(start)
 	for _, w := range workers {
@@ -101,18 +101,18 @@ func TestClusterNodeKill(t *testing.T) {
 	f := newFleet(t, n)
 	llm := newEndpoint(t)
 	llm.llm.SetDefault(fakellm.Behavior{Latency: 400 * time.Millisecond})
-	nodes, urls := startCluster(t)
-	nc, js := connect(t, urls)
+	nodes, secured := startCluster(t)
+	nc, js := connect(t, secured)
 	defer nc.Close()
 	key, logs := keyFile(t), t.TempDir()
 
 	start := time.Now()
 	var workers []*proc
 	for range 2 {
-		workers = append(workers, compactor(t, logs, workerArgs(urls, f.dir, llm.url, key, "--replicas", "3", "--concurrency", "4")...))
+		workers = append(workers, compactor(t, logs, workerArgs(secured, f.dir, llm.url, key, "--concurrency", "4")...))
 	}
 	waitServed(t, js)
-	if st := sweepStats(t, logs, sweepArgs(urls, f.dir)...); st.Enqueued != n {
+	if st := sweepStats(t, logs, sweepArgs(secured, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
 	waitFor(t, 2*time.Minute, "a quarter of the sessions compacted", func() bool { return llm.llm.Count() >= n/4 })
@@ -181,14 +181,14 @@ func TestLLMFaults(t *testing.T) {
 	}
 	llm.llm.Enqueue(script...)
 	llm.cuts.Store(int32(faults["cut"]))
-	natsURL := startNATS(t)
-	nc, js := connect(t, natsURL)
+	secured := startNATS(t)
+	nc, js := connect(t, secured)
 	defer nc.Close()
 	key, logs := keyFile(t), t.TempDir()
 	start := time.Now()
-	w := compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...)
+	w := compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)
 	waitServed(t, js)
-	if st := sweepStats(t, logs, sweepArgs(natsURL, f.dir)...); st.Enqueued != n {
+	if st := sweepStats(t, logs, sweepArgs(secured, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
 	waitFor(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
@@ -212,8 +212,8 @@ func TestLLMFaults(t *testing.T) {
 func TestBadFiles(t *testing.T) {
 	f := newFleet(t, 10)
 	llm := newEndpoint(t)
-	natsURL := startNATS(t)
-	nc, js := connect(t, natsURL)
+	secured := startNATS(t)
+	nc, js := connect(t, secured)
 	defer nc.Close()
 	key, logs := keyFile(t), t.TempDir()
 	src, err := os.ReadFile(filepath.Join("..", "testdata", "corpus", "12-tricky-custom-message-cut.jsonl"))
@@ -272,16 +272,12 @@ func TestBadFiles(t *testing.T) {
 		t.Fatal(err)
 	}
 
-	// Jobs queued before any worker runs; then one file is deleted and one renamed. Only a
-	// service sets up the streams: `compactor run --once` on an empty store does, and
-	// ends; the sweep then queues for a store no worker serves (--allow-unserved).
+	// Jobs queued before any worker runs; then one file is deleted and one renamed. The
+	// admin set the streams up (startNATS); the sweep queues for a store no worker serves
+	// yet (--allow-unserved).
 	deleted := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-0000000de1e7.jsonl", "019c0000-0000-7000-8000-0000000de1e7", src)
 	renamed := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-00000000ae2a.jsonl", "019c0000-0000-7000-8000-00000000ae2a", src)
-	setup := compactor(t, logs, workerArgs(natsURL, t.TempDir(), llm.url, key, "--once")...)
-	if code := setup.wait(t, time.Minute); code != 0 {
-		t.Fatalf("run --once to set up the streams: exit %d\n%s", code, tail(setup.log, 20))
-	}
-	st := sweepStats(t, logs, sweepArgs(natsURL, f.dir, "--allow-unserved")...)
+	st := sweepStats(t, logs, sweepArgs(secured, f.dir, "--allow-unserved")...)
 	for _, j := range []pipeline.Job{
 		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/link-out.jsonl", SessionID: "019c0000-0000-7000-8000-0000000000a1", Reason: "chaos"},
 		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},
@@ -307,7 +303,7 @@ func TestBadFiles(t *testing.T) {
 	want[moved] = 1
 
 	start := time.Now()
-	w := compactor(t, logs, workerArgs(natsURL, f.dir, llm.url, key)...)
+	w := compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)
 	waitFor(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
 	took := time.Since(start)
 	w.stop()

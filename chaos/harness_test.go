@@ -28,6 +28,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -280,24 +281,86 @@ func newEndpoint(t *testing.T) *endpoint {
 
 // ---------------------------------------------------------------- NATS
 
-// startNATS runs one nats-server in this process on a free loopback port.
-func startNATS(t *testing.T) string {
-	t.Helper()
-	return natstest.StartServer(t).ClientURL()
+// securedNATS is a scenario's NATS under compactor's permissions (docs/security.md): the
+// users `compactor auth` makes for store default, and the admin's `compactor setup` done
+// with the settings every scenario's workers share. The workers and the sweeps use the
+// worker's key; the scenario's own checks connect as the admin.
+type securedNATS struct {
+	url   string
+	creds string // the users' nkey seeds
 }
 
-// startCluster runs three routed nodes, each in its own process (internal/natstest), and
-// returns them and the client URL list once JetStream has its meta leader.
-func startCluster(t *testing.T) ([]*natstest.Node, string) {
-	nodes := natstest.StartCluster(t, "compactor-chaos")
-	all := natstest.URLs(nodes)
-	natstest.WaitJetStream(t, all, 30*time.Second)
-	return nodes, all
+func (s *securedNATS) key(user string) string { return filepath.Join(s.creds, user+".nk") }
+
+func (s *securedNATS) admin(t *testing.T) nats.Option {
+	t.Helper()
+	o, err := nats.NkeyOptionFromSeed(s.key("admin"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return o
 }
 
-func connect(t *testing.T, url string) (*nats.Conn, jetstream.JetStream) {
+// authConfig writes the configuration `compactor auth` prints for store default into dir.
+func authConfig(t *testing.T, dir string) (conf, creds string) {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	creds, conf = filepath.Join(dir, "creds"), filepath.Join(dir, "auth.conf")
+	out, err := exec.Command(compactorBin, "auth", "--store", "default", "--credentials", creds).Output()
+	if err != nil {
+		t.Fatalf("compactor auth: %v", err)
+	}
+	if err := os.WriteFile(conf, out, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	return conf, creds
+}
+
+// setup is the admin's `compactor setup` of store default: short JetStream timings, so
+// that a killed worker's jobs come back within seconds (the workers follow them).
+func (s *securedNATS) setup(t *testing.T, extra ...string) {
+	t.Helper()
+	args := append([]string{"setup", "--nats-url", s.url, "--nkey", s.key("admin"), "--store", "default",
+		"--ack-wait", "6s", "--lease-ttl", "3s", "--max-deliver", "8"}, extra...)
+	if out, err := exec.Command(compactorBin, args...).CombinedOutput(); err != nil {
+		t.Fatalf("compactor setup: %v\n%s", err, out)
+	}
+}
+
+// startNATS runs one nats-server in this process on a free loopback port, from the
+// configuration `compactor auth` prints, and sets it up.
+func startNATS(t *testing.T) *securedNATS {
+	t.Helper()
+	dir := t.TempDir()
+	_, creds := authConfig(t, dir)
+	conf := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(conf, fmt.Appendf(nil, "host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n", filepath.Join(dir, "js")), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	s := &securedNATS{url: natstest.StartServerWith(t, opts).ClientURL(), creds: creds}
+	s.setup(t)
+	return s
+}
+
+// startCluster runs three routed nodes, each in its own process (internal/natstest) and
+// with the configuration `compactor auth` prints, and returns them once JetStream has its
+// meta leader and the cluster is set up with 3 replicas.
+func startCluster(t *testing.T) ([]*natstest.Node, *securedNATS) {
+	conf, creds := authConfig(t, t.TempDir())
+	nodes := natstest.StartClusterWith(t, "compactor-chaos", conf)
+	s := &securedNATS{url: natstest.URLs(nodes), creds: creds}
+	natstest.WaitJetStream(t, s.url, 30*time.Second, s.admin(t))
+	s.setup(t, "--replicas", "3")
+	return nodes, s
+}
+
+// connect is the scenario's own connection, as the admin.
+func connect(t *testing.T, s *securedNATS) (*nats.Conn, jetstream.JetStream) {
+	t.Helper()
+	nc, err := nats.Connect(s.url, nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond), s.admin(t))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -372,21 +435,20 @@ func (p *proc) wait(t *testing.T, d time.Duration) int {
 	return p.cmd.ProcessState.ExitCode()
 }
 
-// workerArgs are the settings every scenario's workers share: the real engine with the
-// OpenAI summarizer on the fake endpoint, a small window (every session over budget), short
-// JetStream timings so that a killed worker's jobs come back within seconds.
-func workerArgs(natsURL, store, llmURL, keyFile string, extra ...string) []string {
-	args := []string{"run", "--nats-url", natsURL, "--store", "default=" + store, "--idle", "0", "--concurrency", "8",
+// workerArgs are the settings every scenario's workers share: the worker's key (its
+// JetStream timings are the fleet's, set up by startNATS), the real engine with the OpenAI
+// summarizer on the fake endpoint, a small window (every session over budget).
+func workerArgs(s *securedNATS, store, llmURL, keyFile string, extra ...string) []string {
+	args := []string{"run", "--nats-url", s.url, "--nkey", s.key("worker-default"), "--store", "default=" + store, "--idle", "0", "--concurrency", "8",
 		"--summarizer", "openai", "--base-url", llmURL, "--model", "fake-model", "--api-key-file", keyFile,
 		"--context-window", "20000", "--keep-recent-tokens", "2000", "--llm-timeout", "3s",
-		"--ack-wait", "6s", "--lease-ttl", "3s", "--max-deliver", "8", "--drain-timeout", "2s", "--log-format", "json"}
+		"--drain-timeout", "2s", "--log-format", "json"}
 	return append(args, extra...)
 }
 
-// sweepArgs are a sweep's: a client, which takes none of the streams' settings (only a
-// service sets them up).
-func sweepArgs(natsURL, store string, extra ...string) []string {
-	args := []string{"sweep", "--nats-url", natsURL, "--store", "default=" + store, "--idle", "0",
+// sweepArgs are a sweep's, with the worker's key.
+func sweepArgs(s *securedNATS, store string, extra ...string) []string {
+	args := []string{"sweep", "--nats-url", s.url, "--nkey", s.key("worker-default"), "--store", "default=" + store, "--idle", "0",
 		"--context-window", "20000", "--keep-recent-tokens", "2000", "--json"}
 	return append(args, extra...)
 }

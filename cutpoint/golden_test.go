@@ -13,7 +13,7 @@ import (
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// oracleCut is the part of `pi-oracle cut` output the goldens are compared on.
+// oracleCut is the part of `interop/pi/pi cut` output the goldens are compared on.
 type oracleCut struct {
 	File                 string   `json:"file"`
 	Prepared             bool     `json:"prepared"`

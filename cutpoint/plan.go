@@ -81,7 +81,7 @@ func ByName(name string) (Policy, error) {
 	return nil, fmt.Errorf("cutpoint: unknown policy %q (known: %s)", name, strings.Join(Names(), ", "))
 }
 
-// Reasons a plan is not prepared (the texts pi-oracle cut prints).
+// Reasons a plan is not prepared (the words a plan says it with; Pi's harness prints its own).
 const (
 	ReasonAlreadyCompacted = "last entry on the branch is a compaction (Pi: 'Already compacted')"
 	ReasonEmpty            = "no entry with an id at the cut point (empty branch / needs migration)"
@@ -102,7 +102,7 @@ type FileOps struct {
 
 // Plan is a policy's decision for one path. Indices are positions in the path (for Pi 1.x
 // too, whose own indices count in its projection). Its JSON
-// uses the field names `pi-oracle cut` prints wherever a field means the same thing.
+// uses the field names Pi's harness (interop/pi/pi cut) prints wherever a field means the same thing.
 type Plan struct {
 	// Prepared is false when there is nothing to plan (empty path, or the path already
 	// ends in a compaction); Reason says which.

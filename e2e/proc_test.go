@@ -9,6 +9,7 @@ import (
 	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"strings"
 	"sync"
 	"syscall"
@@ -17,7 +18,6 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
 )
 
 // Result is one finished command.
@@ -200,18 +200,60 @@ func ParseJobEvent(out string) (JobEvent, bool) {
 }
 
 // StartNATS runs a real nats-server with JetStream in the test process, on a random
-// loopback port with its store in a temp dir, and returns its client URL.
+// loopback port with its store in a temp dir, under compactor's permissions: started from
+// the configuration `compactor auth --store default` prints and set up by the admin's
+// `compactor setup` (docs/security.md). It returns its client URL; natsKey names the users'
+// keys (the service runs as worker-default, enqueue and the Pi extension as agent-default,
+// the test's own checks as admin).
 func StartNATS(t testing.TB) string {
 	t.Helper()
 	return startNATSServer(t).ClientURL()
 }
 
+// natsUsers maps a server's client URL to the directory of its users' nkey seeds.
+var natsUsers sync.Map
+
+// natsKey is the nkey seed file of a user of the server at url (started by StartNATS).
+func natsKey(url, user string) string {
+	dir, ok := natsUsers.Load(url)
+	if !ok {
+		panic("e2e: no NATS users for " + url + " (not started by StartNATS)")
+	}
+	return filepath.Join(dir.(string), user+".nk")
+}
+
+// natsAdmin connects as the admin of the server at url.
+func natsAdmin(t testing.TB, url string) (*nats.Conn, error) {
+	t.Helper()
+	o, err := nats.NkeyOptionFromSeed(natsKey(url, "admin"))
+	if err != nil {
+		return nil, err
+	}
+	return nats.Connect(url, o)
+}
+
 // startNATSServer is StartNATS, returning the server so a test can stop it.
 func startNATSServer(t testing.TB) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{
-		Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true,
-	})
+	dir := t.TempDir()
+	creds := filepath.Join(dir, "creds")
+	auth, err := exec.Command(compactorBin(), "auth", "--store", "default", "--credentials", creds).Output()
+	if err != nil {
+		t.Fatalf("compactor auth: %v", err)
+	}
+	conf := filepath.Join(dir, "server.conf")
+	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), auth, 0o600); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\njetstream { store_dir: \""+filepath.Join(dir, "js")+"\" }\ninclude \"auth.conf\"\n"), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	opts, err := server.ProcessConfigFile(conf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	opts.NoSigs, opts.NoLog = true, true
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -223,42 +265,34 @@ func startNATSServer(t testing.TB) *server.Server {
 		ns.Shutdown()
 		ns.WaitForShutdown()
 	})
+	natsUsers.Store(ns.ClientURL(), creds)
+	out, err := exec.Command(compactorBin(), "setup", "--nats-url", ns.ClientURL(), "--nkey", filepath.Join(creds, "admin.nk"), "--store", "default").CombinedOutput()
+	if err != nil {
+		t.Fatalf("compactor setup: %v\n%s", err, out)
+	}
 	return ns
 }
 
 // StartService runs `compactor run` against the NATS at url with the env's session dir as
-// store "default" and the scripted model as summarizer, and waits until its job stream
-// exists (the stream name is the design's COMPACTOR_JOBS).
+// store "default", the worker's key, and the scripted model as summarizer, and waits until
+// it is ready (it has bound what setup made and claimed its store).
 func (e *Env) StartService(url string, extra ...string) *Proc {
 	e.t.Helper()
-	args := append([]string{"run", "--nats-url", url, "--store", "default=" + e.SessionDir,
+	args := append([]string{"run", "--nats-url", url, "--nkey", natsKey(url, "worker-default"), "--store", "default=" + e.SessionDir,
 		"--data-dir", e.t.TempDir(), "--log-format", "json", "--log-level", "debug", "--concurrency", "2"}, e.llmFlags()...)
 	p := StartProc(e.t, llmEnv, compactorBin(), append(args, extra...)...)
-	nc, err := nats.Connect(url)
-	if err != nil {
-		e.t.Fatal(err)
-	}
-	defer nc.Close()
-	js, err := jetstream.New(nc)
-	if err != nil {
-		e.t.Fatal(err)
-	}
 	deadline := time.Now().Add(30 * time.Second)
-	for {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := js.Stream(ctx, "COMPACTOR_JOBS")
-		cancel()
-		if err == nil {
-			return p
-		}
+	for !strings.Contains(p.Stderr(), "compactor pipeline ready") {
 		if p.Exited() || time.Now().After(deadline) {
-			e.t.Fatalf("compactor run did not create its job stream: %v\n%s", err, tail(p.Stderr(), 4000))
+			e.t.Fatalf("compactor run did not start:\n%s", tail(p.Stderr(), 4000))
 		}
 		time.Sleep(100 * time.Millisecond)
 	}
+	return p
 }
 
-// enqueueArgs is the enqueue command for the env's session file against url.
+// enqueueArgs is the enqueue command for the env's session file against url, with the
+// agent's key.
 func (e *Env) enqueueArgs(file, url string, extra ...string) []string {
-	return append([]string{file, "--store-dir", e.SessionDir, "--nats-url", url}, extra...)
+	return append([]string{file, "--store-dir", e.SessionDir, "--nats-url", url, "--nkey", natsKey(url, "agent-default")}, extra...)
 }

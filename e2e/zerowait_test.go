@@ -13,6 +13,7 @@ package e2e
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"net/http"
 	"os"
@@ -23,7 +24,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/scriptllm"
@@ -49,7 +49,7 @@ func extensionPath() string { return filepath.Join(repoRoot, "extensions", "pi",
 // session dir as store "default".
 func withExtension(cfg Config, url string) Config {
 	cfg.Extensions = append(cfg.Extensions, extensionPath())
-	cfg.PiEnv = append(cfg.PiEnv, "COMPACTOR_NATS_URL="+url, "COMPACTOR_DEBUG=1")
+	cfg.PiEnv = append(cfg.PiEnv, "COMPACTOR_NATS_URL="+url, "COMPACTOR_DEBUG=1", "COMPACTOR_NATS_NKEY="+natsKey(url, "agent-default"))
 	cfg.piEnvFunc = func(e *Env) []string { return []string{"COMPACTOR_STORES=default=" + e.SessionDir} }
 	return cfg
 }
@@ -220,7 +220,7 @@ func TestZeroWaitLargeWindow(t *testing.T) {
 // preparedValue polls COMPACTOR_PREPARED for the session until pred accepts the value.
 func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any) bool) map[string]any {
 	t.Helper()
-	nc, err := nats.Connect(url)
+	nc, err := natsAdmin(t, url)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -244,6 +244,39 @@ func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any
 	}
 	t.Fatalf("no prepared summary for %s after 2 minutes", sessionID)
 	return nil
+}
+
+// preparedGone waits until the session has no prepared summary (compactor deletes it once
+// the hook reported that Pi compacted), and then puts value back, as if that report had
+// been lost (reports are fire-and-forget): the extension must still refuse it.
+func preparedGoneThenBack(t *testing.T, url, sessionID string, value map[string]any) {
+	t.Helper()
+	nc, err := natsAdmin(t, url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	defer cancel()
+	kv, err := js.KeyValue(ctx, "COMPACTOR_PREPARED")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for {
+		if _, err := kv.Get(ctx, "default."+sessionID); errors.Is(err, jetstream.ErrKeyNotFound) {
+			break
+		}
+		select {
+		case <-ctx.Done():
+			t.Fatalf("the prepared summary of %s was not deleted after Pi compacted past it", sessionID)
+		case <-time.After(100 * time.Millisecond):
+		}
+	}
+	b, _ := json.Marshal(value)
+	if _, err := kv.Put(ctx, "default."+sessionID, b); err != nil {
+		t.Fatal(err)
+	}
 }
 
 // sessionID reads the header id of Pi's session file.
@@ -418,7 +451,8 @@ func TestZeroWaitFallbacks(t *testing.T) {
 	t.Run("session moved on", func(t *testing.T) {
 		// The preparation builds on no compaction; then Pi compacts by itself (custom
 		// instructions), and the agent goes on: the preparation now builds on the wrong
-		// compaction, and the next /compact must not use it.
+		// compaction, and the next /compact must not use it. compactor deleted it when the
+		// hook reported Pi's compaction; it is put back, as if that report had been lost.
 		url := StartNATS(t)
 		e := manualEnv(t, url)
 		e.Workload(1, 14)
@@ -427,6 +461,7 @@ func TestZeroWaitFallbacks(t *testing.T) {
 		if _, calls, comp := manualCompact(t, e, "Keep the notes."); fromHook(comp) || calls == 0 {
 			t.Fatalf("the compaction with instructions was not Pi's own")
 		}
+		preparedGoneThenBack(t, url, sessionID(t, file), pr)
 		e.Workload(15, 15)
 		piCompactsItself(t, e, "session_moved_on", fmt.Sprintf("prepared at %v before Pi compacted; ", pr["leafId"]))
 		if !slices.ContainsFunc(hookLines(e), func(l string) bool { return strings.HasPrefix(l, "stale (previous-compaction") }) {

@@ -25,57 +25,81 @@ import (
 // deleted when the job gets its final answer.
 const attemptsTTL = 7 * 24 * time.Hour
 
-// attemptKey names the count of one job message. The job id is part of it so that a
-// recreated stream (sequences start again at 1) does not inherit old counts.
-func attemptKey(seq uint64, jobID string) string {
+// attemptKey names the count of one job message: <store>.<seq>.<hash of the job id>. The
+// job id is part of it so that a recreated stream (sequences start again at 1) does not
+// inherit old counts.
+func attemptKey(store string, seq uint64, jobID string) string {
 	sum := sha256.Sum256([]byte(jobID))
-	return "a." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
+	return store + "." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
 }
 
 // addAttempts adds delta to the count under key and returns the new count.
-func addAttempts(ctx context.Context, kv jetstream.KeyValue, key string, delta int) (int, error) {
+func addAttempts(ctx context.Context, kv *kvBucket, key string, delta int) (int, error) {
 	n, _, err := addCount(ctx, kv, "attempts", key, delta, 0)
 	return n, err
 }
 
-// addCount adds delta to the decimal count under key (never below 0), with optimistic
+// addCount adds delta to the count under key (never below 0), with optimistic
 // concurrency: a write that lost to another is read and tried again. With limit > 0, a
 // count already at limit or more is not added to: over is true and nothing is written.
-// what names the count in errors.
-func addCount(ctx context.Context, kv jetstream.KeyValue, what, key string, delta, limit int) (n int, over bool, err error) {
+// what names the count in errors. A count of a newer schema version is left as it is (a
+// *NewerRecordError).
+func addCount(ctx context.Context, kv *kvBucket, what, key string, delta, limit int) (n int, over bool, err error) {
+	c, err := updateCount(ctx, kv, what, key, func(c *countRecord) bool {
+		if limit > 0 && c.N >= limit {
+			over = true
+			return false
+		}
+		c.N = max(c.N+delta, 0)
+		return true
+	})
+	return c.N, over, err
+}
+
+// updateCount applies change to the count record under key (a zero record when there is
+// none) and writes it if change says so, with optimistic concurrency: a write that lost
+// to another is read and tried again. It returns the record as it stands. A record this
+// version cannot read (a newer schema version: a *NewerRecordError, or a damaged value) is
+// not written.
+func updateCount(ctx context.Context, kv *kvBucket, what, key string, change func(*countRecord) bool) (countRecord, error) {
 	for range 10 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			n := max(delta, 0)
-			_, err := kv.Create(ctx, key, []byte(strconv.Itoa(n)))
+			c := countRecord{V: countV}
+			if !change(&c) {
+				return c, nil
+			}
+			_, err := kv.Create(ctx, key, c.bytes())
 			if err == nil {
-				return n, false, nil
+				return c, nil
 			}
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue
 			}
-			return 0, false, fmt.Errorf("%s %s: %w", what, key, err)
+			return countRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 		if err != nil {
-			return 0, false, fmt.Errorf("%s %s: %w", what, key, err)
+			return countRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
-		n, _ := strconv.Atoi(string(e.Value()))
-		if limit > 0 && n >= limit {
-			return n, true, nil
+		c, err := parseCount(kv.name, key, e.Value())
+		if err != nil {
+			return countRecord{}, err
 		}
-		n = max(n+delta, 0)
-		_, err = kv.Update(ctx, key, []byte(strconv.Itoa(n)), e.Revision())
+		if !change(&c) {
+			return c, nil
+		}
+		_, err = kv.Update(ctx, key, c.bytes(), e.Revision())
 		if err == nil {
-			return n, false, nil
+			return c, nil
 		}
 		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
-			return 0, false, fmt.Errorf("%s %s: %w", what, key, err)
+			return countRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 	}
-	return 0, false, fmt.Errorf("%s %s: too many concurrent updates", what, key)
+	return countRecord{}, fmt.Errorf("%s %s: too many concurrent updates", what, key)
 }
 
-func clearAttempts(ctx context.Context, kv jetstream.KeyValue, key string) error {
+func clearAttempts(ctx context.Context, kv *kvBucket, key string) error {
 	if err := kv.Delete(ctx, key); err != nil {
 		return fmt.Errorf("attempts %s: %w", key, err)
 	}

@@ -5,7 +5,6 @@ import (
 	"errors"
 	"fmt"
 	"strings"
-	"time"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -72,17 +71,22 @@ func unavailable(err error) bool {
 
 // diagnose finds out why stream did not answer (cause is the error seen) and returns a
 // *StreamError, or cause itself when the stream looks healthy now. It makes at most two
-// requests of its own (2 s each), even when ctx has ended, unless ctx was cancelled.
+// requests of its own (2 s each), even when ctx has ended, unless ctx was cancelled. A
+// refusal that ended ctx is the answer; the stream's information and the account's, which
+// a store's roles may not read, are asked as probes: refused, cause is returned as it is.
 func diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause error) error {
+	if pe := refusal(ctx); pe != nil {
+		return pe
+	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return cause
 	}
-	base := context.WithoutCancel(ctx)
-	dctx, cancel := context.WithTimeout(base, 2*time.Second)
-	defer cancel()
 	se := &StreamError{Stream: stream, Err: cause}
-	str, err := js.Stream(dctx, stream)
+	str, err := probe(ctx, js.Conn(), apiPre+"STREAM.INFO."+stream, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, stream) })
+	var pe *PermissionError
 	switch {
+	case errors.As(err, &pe):
+		return cause // this user may not look: say what was seen
 	case err == nil:
 		ci := str.CachedInfo().Cluster
 		if ci == nil || ci.Leader != "" {
@@ -104,9 +108,11 @@ func diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause 
 		return se
 	}
 	// The stream did not answer. If the JetStream API does, the stream itself is down.
-	actx, acancel := context.WithTimeout(base, 2*time.Second)
-	defer acancel()
-	if _, aerr := js.AccountInfo(actx); aerr == nil {
+	_, aerr := probe(ctx, js.Conn(), apiPre+"INFO", func(ctx context.Context) (*jetstream.AccountInfo, error) { return js.AccountInfo(ctx) })
+	if errors.As(aerr, &pe) {
+		return cause
+	}
+	if aerr == nil {
 		se.Kind, se.Detail = ErrStreamOffline, "JetStream answers but the stream does not: the servers holding it are down or electing its leader"+electionHint
 		return se
 	}

@@ -24,7 +24,7 @@ import (
 
 // BridgeSubject is where a bridge for the session is asked for.
 func BridgeSubject(store, sessionID string) string {
-	return "compactor.bridge." + store + "." + SessionToken(sessionID)
+	return bridgePrefix + store + "." + SessionToken(sessionID)
 }
 
 // BridgeRequest is the extension's request (JSON).
@@ -113,8 +113,11 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 	sem := make(chan struct{}, maxBridges)
 	var subs []*nats.Subscription
 	for _, st := range s.cfg.Stores {
-		subj := "compactor.bridge." + st.Name + ".*"
+		subj := bridgePrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-bridge", func(m *nats.Msg) {
+			if delivered(m) || m.Reply == "" {
+				return // not a client's request (see delivered)
+			}
 			select {
 			case sem <- struct{}{}:
 			default:

@@ -109,7 +109,7 @@ func TestClusterLeaderKill(t *testing.T) {
 
 	h := &fakeHandler{delay: 400 * time.Millisecond}
 	newWorker := func(urls string, replicas int) (*Service, error) {
-		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: urls}, Concurrency: 3, Idle: -1,
+		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
 			AckWait: 2 * time.Second, LeaseTTL: 3 * time.Second, LeaseBusyDelay: 200 * time.Millisecond,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, ShutdownTimeout: 5 * time.Second,
 			Replicas: replicas, StartupTimeout: 45 * time.Second, Handler: h}
@@ -249,7 +249,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	}
 	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
-	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Idle: -1, Handler: &fakeHandler{}})
+	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
 	info := streamInfo(t, js, StreamJobs)
 	victim := c.node(info.Cluster.Leader)
 	c.nodes[victim].Kill()

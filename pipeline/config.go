@@ -33,6 +33,9 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
+	DefaultEventsMaxBytes  = 1 << 30
+	DefaultJobsMaxAge      = 7 * 24 * time.Hour
+	DefaultJobsMaxBytes    = 1 << 30
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
 	DefaultSweepRetryBase  = time.Hour
 	DefaultSweepRetryMax   = 24 * time.Hour
@@ -47,10 +50,14 @@ type Store struct {
 // NATSConfig says how to reach NATS. An empty URL means: start an embedded server.
 // Secrets here are never logged (see String).
 type NATSConfig struct {
-	URL          string
-	User         string
-	Password     string
-	Token        string
+	URL      string
+	User     string
+	Password string
+	Token    string
+	// PasswordFile and TokenFile hold the password or the token (the file's content,
+	// trimmed), so that no secret needs the command line, which every user sees.
+	PasswordFile string
+	TokenFile    string
 	NKeySeedFile string
 	CredsFile    string
 	TLSCA        string
@@ -58,6 +65,25 @@ type NATSConfig struct {
 	TLSKey       string
 	// Name is the client connection name shown by the server.
 	Name string
+	// Role and Stores are what this process acts as (docs/security.md): they give the
+	// default InboxPrefix and say, when the server refuses something, what was refused to
+	// whom and who may do it.
+	Role   Role
+	Stores []string
+	// InboxPrefix is where replies come (default: InboxPrefix(Role, Stores) when Role is
+	// set, else the client library's _INBOX).
+	InboxPrefix string
+}
+
+// inbox is the inbox prefix the connection uses ("" for the library's default).
+func (c NATSConfig) inbox() string {
+	switch {
+	case c.InboxPrefix != "":
+		return c.InboxPrefix
+	case c.Role != "":
+		return InboxPrefix(c.Role, c.Stores)
+	}
+	return ""
 }
 
 // String describes the config without secrets.
@@ -66,7 +92,7 @@ func (c NATSConfig) String() string {
 	if c.User != "" {
 		auth = append(auth, "user")
 	}
-	if c.Token != "" {
+	if c.Token != "" || c.TokenFile != "" {
 		auth = append(auth, "token")
 	}
 	if c.NKeySeedFile != "" {
@@ -94,7 +120,7 @@ func (c NATSConfig) String() string {
 // validate checks the connection settings; prefix is the field's name in errors.
 func (c NATSConfig) validate(prefix string) error {
 	n := 0
-	for _, set := range []bool{c.User != "" || c.Password != "", c.Token != "", c.NKeySeedFile != "", c.CredsFile != ""} {
+	for _, set := range []bool{c.User != "" || c.Password != "" || c.PasswordFile != "", c.Token != "" || c.TokenFile != "", c.NKeySeedFile != "", c.CredsFile != ""} {
 		if set {
 			n++
 		}
@@ -102,13 +128,24 @@ func (c NATSConfig) validate(prefix string) error {
 	if n > 1 {
 		return configError(prefix, "choose one of user/password, token, nkey seed file, creds file")
 	}
-	if c.Password != "" && c.User == "" {
+	if (c.Password != "" || c.PasswordFile != "") && c.User == "" {
 		return configError(prefix+".User", "a password needs a user")
+	}
+	if c.Password != "" && c.PasswordFile != "" {
+		return configError(prefix+".PasswordFile", "give the password or its file, not both")
+	}
+	if c.Token != "" && c.TokenFile != "" {
+		return configError(prefix+".TokenFile", "give the token or its file, not both")
+	}
+	if c.InboxPrefix != "" {
+		if err := validInboxPrefix(c.InboxPrefix); err != nil {
+			return configError(prefix+".InboxPrefix", "%w", err)
+		}
 	}
 	if (c.TLSCert == "") != (c.TLSKey == "") {
 		return configError(prefix+".TLSCert/TLSKey", "give both or neither")
 	}
-	for field, f := range map[string]string{"NKeySeedFile": c.NKeySeedFile, "CredsFile": c.CredsFile, "TLSCA": c.TLSCA, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey} {
+	for field, f := range map[string]string{"PasswordFile": c.PasswordFile, "TokenFile": c.TokenFile, "NKeySeedFile": c.NKeySeedFile, "CredsFile": c.CredsFile, "TLSCA": c.TLSCA, "TLSCert": c.TLSCert, "TLSKey": c.TLSKey} {
 		if f == "" {
 			continue
 		}
@@ -125,11 +162,22 @@ func (c NATSConfig) Options() ([]nats.Option, error) {
 	if c.Name != "" {
 		opts = append(opts, nats.Name(c.Name))
 	}
+	if p := c.inbox(); p != "" {
+		opts = append(opts, nats.CustomInboxPrefix(p))
+	}
 	switch {
 	case c.User != "":
-		opts = append(opts, nats.UserInfo(c.User, c.Password))
-	case c.Token != "":
-		opts = append(opts, nats.Token(c.Token))
+		pass, err := secret(c.Password, c.PasswordFile, "password")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.UserInfo(c.User, pass))
+	case c.Token != "" || c.TokenFile != "":
+		token, err := secret(c.Token, c.TokenFile, "token")
+		if err != nil {
+			return nil, err
+		}
+		opts = append(opts, nats.Token(token))
 	case c.NKeySeedFile != "":
 		o, err := nats.NkeyOptionFromSeed(c.NKeySeedFile)
 		if err != nil {
@@ -173,6 +221,8 @@ func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 	if err != nil {
 		return nil, err
 	}
+	ref := newRefusals(c.Role, c.Stores)
+	opts = append(opts, nats.ErrorHandler(ref.handle), nats.ClosedHandler(func(nc *nats.Conn) { refusalsOf.Delete(nc) }))
 	nc, err := nats.Connect(c.URL, append(opts, extra...)...)
 	if err != nil {
 		hint := ""
@@ -180,10 +230,11 @@ func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 		case errors.Is(err, nats.ErrNoServers):
 			hint = " (no NATS server answers there: start `compactor run`, which embeds one, or give --nats-url)"
 		case errors.Is(err, nats.ErrAuthorization):
-			hint = " (give the server's credentials: --nats-token or --nats-user/--nats-password, or NATS_TOKEN, NATS_USER, NATS_PASSWORD)"
+			hint = " (give the server's credentials: --nats-token-file, --nats-user with --nats-password-file, --nkey or --creds, or COMPACTOR_NATS_TOKEN, COMPACTOR_NATS_USER, COMPACTOR_NATS_PASSWORD...; a local service's own token is read from its data directory)"
 		}
 		return nil, fmt.Errorf("nats: connect %s: %w%s", c.URL, err, hint)
 	}
+	refusalsOf.Store(nc, ref)
 	return nc, nil
 }
 
@@ -193,7 +244,7 @@ func (c NATSConfig) authMode() string {
 	switch {
 	case c.User != "":
 		return "user"
-	case c.Token != "":
+	case c.Token != "" || c.TokenFile != "":
 		return "token"
 	case c.NKeySeedFile != "":
 		return "nkey"
@@ -201,6 +252,30 @@ func (c NATSConfig) authMode() string {
 		return "creds"
 	}
 	return "none"
+}
+
+// secret is value, or the trimmed content of file.
+func secret(value, file, what string) (string, error) {
+	if file == "" {
+		return value, nil
+	}
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "", fmt.Errorf("nats: %s file: %w", what, err)
+	}
+	s := strings.TrimSpace(string(b))
+	if s == "" {
+		return "", fmt.Errorf("nats: %s file %s is empty", what, file)
+	}
+	return s, nil
+}
+
+// validInboxPrefix checks a reply-inbox prefix as the client library does.
+func validInboxPrefix(p string) error {
+	if strings.ContainsAny(p, "*> \t\r\n") || strings.HasPrefix(p, ".") || strings.HasSuffix(p, ".") || strings.Contains(p, "..") {
+		return fmt.Errorf("inbox prefix %q: a subject without wildcards, spaces or empty tokens", p)
+	}
+	return nil
 }
 
 // ParseListen parses --listen HOST:PORT for the embedded server. Port 0 picks a free port
@@ -233,6 +308,13 @@ type Config struct {
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
 	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
+	// EmbeddedSync is how often the embedded server's JetStream syncs its files to disk
+	// (nats-server's sync_interval; 0: its default, 2 minutes); with EmbeddedSyncAlways it
+	// syncs every write before acknowledging it. Between two syncs, what the server
+	// acknowledged lives in the operating system's cache: a power loss (not a crash of the
+	// process) can lose it. Settings of the embedded server only.
+	EmbeddedSync       time.Duration
+	EmbeddedSyncAlways bool
 
 	Concurrency int           // jobs running at once on this worker
 	Idle        time.Duration // sessions modified more recently are active: skipped unless forced. <0 disables
@@ -251,6 +333,9 @@ type Config struct {
 	// clock). Tests set both to move through windows without waiting for them.
 	spendClock   func() time.Time
 	spendHoldMax time.Duration
+	// sweepMarkerTTL is how long the marker of a removed sweep record is kept (0: the
+	// constant sweepMarkerTTL). Tests shorten it.
+	sweepMarkerTTL time.Duration
 	// versionWaitAlone is how long a job of a version no worker of its store understands
 	// waits before its next delivery (0: the constant versionWaitAlone). Tests shorten it.
 	versionWaitAlone time.Duration
@@ -264,6 +349,14 @@ type Config struct {
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
 	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
+	// The limits of the jobs and events streams (setup's): a job older than JobsMaxAge is
+	// removed unanswered, an enqueue into JobsMaxBytes of queued jobs is refused; the
+	// oldest events go past EventsMaxAge or EventsMaxBytes. Defaults 7 days and 1 GiB,
+	// 24 hours and 1 GiB.
+	JobsMaxAge     time.Duration
+	JobsMaxBytes   int64
+	EventsMaxAge   time.Duration
+	EventsMaxBytes int64
 	// Replicas of every stream and bucket on a clustered NATS; default 1. A stream that
 	// already has more (set by an operator) keeps them.
 	Replicas int
@@ -274,11 +367,28 @@ type Config struct {
 	// embedded server as a client (run --once next to a running service) instead of
 	// failing. The service writes its client URL into DataDir.
 	JoinRunning bool
-	// Client: this process only uses what a service set up (`compactor sweep`). Start opens
-	// the jobs stream and the sweeps' bucket, creates and changes nothing, and fails naming
-	// what is missing; the workers cannot run. Only services configure the cluster, so that
-	// a client typed with other settings cannot rewrite a fleet's (replicas, windows).
+	// Client: this process only uses what was set up (`compactor sweep`). Start binds the
+	// jobs stream and the sweeps' bucket, creates and changes nothing, and fails naming
+	// what is missing; the workers cannot run.
 	Client bool
+	// Setup: this process sets up the streams, buckets and consumers and the fleet's
+	// settings (the admin's right: `compactor run --setup`), from Replicas, AckWait,
+	// MaxDeliver, LeaseTTL, DuplicateWindow and PreparedTTL. Without it Start binds what
+	// `compactor setup` set up and changes nothing; the fleet's lease TTL and max deliver
+	// then apply, whatever this process's own. Always on for the embedded server (the
+	// service is its admin); off for a `run --once` that joins another's (JoinRunning).
+	Setup bool
+	// InsecureLocal: the embedded server takes any connection from this machine. Without
+	// it (and without NATS.Token or NATS.User), it requires a token generated into
+	// DataDir (nats.token, readable by its owner only), which clients on this machine find
+	// there.
+	InsecureLocal bool
+	// ServeTLSCert and ServeTLSKey make the embedded server speak TLS only.
+	ServeTLSCert, ServeTLSKey string
+	// SharedStores are the stores declared shared: one directory served by workers on
+	// several hosts (a shared file system). Any other store has one owner: a worker serving
+	// its name from another directory refuses to start (owner.go).
+	SharedStores []string
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics, /healthz and /readyz
 	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
@@ -335,6 +445,14 @@ func (c Config) withDefaults() Config {
 	set(&c.DuplicateWindow, DefaultDuplicateWindow)
 	set(&c.ShutdownTimeout, DefaultShutdownTimeout)
 	set(&c.PreparedTTL, DefaultPreparedTTL)
+	set(&c.JobsMaxAge, DefaultJobsMaxAge)
+	set(&c.EventsMaxAge, DefaultEventsMaxAge)
+	if c.JobsMaxBytes == 0 {
+		c.JobsMaxBytes = DefaultJobsMaxBytes
+	}
+	if c.EventsMaxBytes == 0 {
+		c.EventsMaxBytes = DefaultEventsMaxBytes
+	}
 	set(&c.StartupTimeout, DefaultStartupTimeout)
 	set(&c.SweepRetryBase, DefaultSweepRetryBase)
 	set(&c.SweepRetryMax, DefaultSweepRetryMax)
@@ -343,6 +461,9 @@ func (c Config) withDefaults() Config {
 	}
 	if len(c.JobVersions) == 0 {
 		c.JobVersions = []int{JobVersion}
+	}
+	if c.NATS.URL == "" && !c.Client {
+		c.Setup = true // the embedded server is this service's own
 	}
 	if c.Logger == nil {
 		c.Logger = slog.New(slog.DiscardHandler)
@@ -385,11 +506,37 @@ func (c Config) Validate() error {
 			return configError("DataDir", "needed for the embedded NATS server (or set NATS.URL)")
 		}
 		n := c.NATS
-		if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCA != "" || n.TLSCert != "" {
-			return configError("NATS", "the embedded server supports token or user/password auth only; nkey, creds and TLS need an external NATS (set NATS.URL)")
+		if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCert != "" {
+			return configError("NATS", "the embedded server supports token or user/password auth only; nkey and creds need an external NATS (set NATS.URL)")
 		}
-		if n.User != "" && n.Password == "" {
+		if n.User != "" && n.Password == "" && n.PasswordFile == "" {
 			return configError("NATS.Password", "the embedded server's user needs a password")
+		}
+		if (c.ServeTLSCert == "") != (c.ServeTLSKey == "") {
+			return configError("ServeTLSCert/ServeTLSKey", "give both or neither")
+		}
+		for field, f := range map[string]string{"ServeTLSCert": c.ServeTLSCert, "ServeTLSKey": c.ServeTLSKey} {
+			if _, err := os.Stat(f); f != "" && err != nil {
+				return configError(field, "%w", err)
+			}
+		}
+		if n.TLSCA != "" && c.ServeTLSCert == "" {
+			return configError("NATS.TLSCA", "the embedded server speaks TLS only with its own certificate (ServeTLSCert)")
+		}
+		if c.InsecureLocal && (n.Token != "" || n.TokenFile != "" || n.User != "") {
+			return configError("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
+		}
+	} else if c.ServeTLSCert != "" || c.InsecureLocal {
+		return configError("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
+	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
+		return configError("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
+	}
+	if c.EmbeddedSync < 0 {
+		return configError("EmbeddedSync", "%s is negative", c.EmbeddedSync)
+	}
+	for i, st := range c.SharedStores {
+		if err := ValidateStoreName(st); err != nil {
+			return configError(fmt.Sprintf("SharedStores[%d]", i), "%w", err)
 		}
 	}
 	if c.EmbeddedPort < -1 || c.EmbeddedPort > 65535 {
@@ -418,6 +565,9 @@ func (c Config) Validate() error {
 	}
 	if c.DuplicateWindow < time.Second {
 		return configError("DuplicateWindow", "%s is too short", c.DuplicateWindow)
+	}
+	if err := c.setupConfig().validLimits(); err != nil {
+		return err
 	}
 	if c.StartupTimeout < 0 {
 		return configError("StartupTimeout", "%s is negative", c.StartupTimeout)

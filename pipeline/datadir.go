@@ -19,9 +19,14 @@ const (
 // (service.json) so that other processes on this machine find it: `run --once` joins it,
 // and clients without --nats-url use its URL. It holds no secret, only the auth mode.
 type ServiceInfo struct {
-	PID       int       `json:"pid"`
-	ClientURL string    `json:"clientUrl"`
-	Auth      string    `json:"auth"` // none, token or user: what a client must bring
+	PID       int    `json:"pid"`
+	ClientURL string `json:"clientUrl"`
+	Auth      string `json:"auth"` // none, token or user: what a client must bring
+	// TokenFile is the generated token's file (readable by the data directory's owner
+	// only), when the server requires it; TLSCert the server's certificate when it speaks
+	// TLS (a client on this machine trusts it).
+	TokenFile string    `json:"tokenFile,omitempty"`
+	TLSCert   string    `json:"tlsCert,omitempty"`
 	Worker    string    `json:"worker"`
 	Once      bool      `json:"once,omitempty"` // a `run --once`, which exits when done
 	Started   time.Time `json:"startedAt"`
@@ -156,12 +161,5 @@ func DefaultDataDir(getenv func(string) string) string {
 
 // LocalClientURL is where a client on this machine looks for NATS when no URL is given:
 // the embedded server of the service running on dataDir (it may listen on a port of its
-// choosing, see --listen), else DefaultClientURL.
-func LocalClientURL(dataDir string) string {
-	if dataDir != "" {
-		if info := RunningService(dataDir); info != nil && info.ClientURL != "" {
-			return info.ClientURL
-		}
-	}
-	return DefaultClientURL
-}
+// choosing, see --listen), else DefaultClientURL. LocalNATS also finds its credentials.
+func LocalClientURL(dataDir string) string { return LocalNATS(dataDir, NATSConfig{}).URL }

@@ -62,7 +62,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 	}
 	d.delivered = meta.NumDelivered
 	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
-	s.noteHeld(d.ev.JobSeq, false) // delivered again: it is decided anew
+	s.noteHeld(d.ev.JobSeq, "", false) // delivered again: it is decided anew
 	if v, id, ok := jobHeadOf(msg.Data()); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
 		s.unknownVersion(ctx, d, v, id)
 		return nil
@@ -76,8 +76,16 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		s.refuse(ctx, d, "invalid job", err)
 		return nil
 	}
-	d.job, d.key = job, attemptKey(d.ev.JobSeq, job.ID)
+	d.job, d.key = job, attemptKey(store, d.ev.JobSeq, job.ID)
 	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
+	switch beyond, ok := s.beyondBound(ctx, d); {
+	case !ok:
+		answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(s.cfg.BackoffBase))
+		return nil
+	case beyond:
+		s.exhausted(ctx, d)
+		return nil
+	}
 	if d.file, err = s.locate(d); err != nil {
 		s.refuse(ctx, d, "refused path", err)
 		return nil
@@ -134,7 +142,7 @@ func (s *Service) active(d *delivery) string {
 // takeLease acquires the session's lease; when another job holds it, the delivery comes
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
-	l, err := acquireLease(ctx, s.res.leases, s.cfg.LeaseTTL, d.ev.Store, d.job.SessionID, s.worker, d.job.ID)
+	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), d.ev.Store, d.job.SessionID, s.worker, d.job.ID)
 	if err == nil {
 		d.lease = l
 		return true
@@ -142,7 +150,7 @@ func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 	var busy *errLeaseBusy
 	delay := s.cfg.LeaseBusyDelay
 	if errors.As(err, &busy) {
-		delay = min(max(busy.remaining, s.cfg.LeaseBusyDelay), s.cfg.LeaseTTL)
+		delay = min(max(busy.remaining, s.cfg.LeaseBusyDelay), s.leaseTTL())
 	}
 	d.log.Debug("session busy; job delayed", "reason", err, "delay", delay)
 	answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
@@ -156,11 +164,11 @@ func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 // this one would then run its handler beside that worker's. A lease that cannot be renewed
 // is not relied on: the attempt is uncounted and the job comes back after LeaseBusyDelay.
 func (s *Service) leaseStillOurs(ctx context.Context, d *delivery) bool {
-	every := s.cfg.LeaseTTL / 3
+	every := s.leaseTTL() / 3
 	if time.Since(d.lease.written) < every {
 		return true
 	}
-	left := s.cfg.LeaseTTL - time.Since(d.lease.written)
+	left := s.leaseTTL() - time.Since(d.lease.written)
 	rctx, cancel := context.WithTimeout(ctx, max(min(every, left), time.Millisecond))
 	err := d.lease.renew(rctx)
 	cancel()
@@ -245,6 +253,9 @@ func (s *Service) attempt(w work, d *delivery) {
 	}
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
 	s.finish(w.book, d, dec, res)
+	if dec.Outcome == OutcomeDone && d.job.Kind == KindCompact && res.EntryID != "" {
+		s.forgetPrepared(w.book, d.ev.Store, d.job.SessionID) // compacted past it
+	}
 	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
 		s.recheck(w.book, d.log, d.job, d.file, res)
 	}
@@ -254,13 +265,14 @@ func (s *Service) attempt(w work, d *delivery) {
 // lease at LeaseTTL/3. Only a renewal refused for a wrong revision or a missing key means
 // the lease is lost (someone else took the session): the handler is cancelled at once.
 // Other failures (NATS unreachable) are retried every second while the lease lasts; the
-// handler is cancelled only when LeaseTTL has passed since the last successful renewal
-// was sent, since from then on another worker may take the session.
+// handler is cancelled only when the lease TTL has passed since the last successful
+// renewal was sent, since from then on another worker may take the session. The TTL is the
+// fleet's, the lease bucket's own (leaseTTL), never this process's flag.
 func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *delivery, done chan<- struct{}) {
 	defer close(done)
 	ackT := time.NewTicker(s.cfg.AckWait / 3)
 	defer ackT.Stop()
-	every := s.cfg.LeaseTTL / 3
+	every := s.leaseTTL() / 3
 	leaseT := time.NewTimer(every)
 	defer leaseT.Stop()
 	failures := 0
@@ -271,7 +283,8 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 		case <-ackT.C:
 			answered(d.log, slog.LevelWarn, "in-progress heartbeat failed", d.msg.InProgress())
 		case <-leaseT.C:
-			left := s.cfg.LeaseTTL - time.Since(d.lease.written)
+			every = s.leaseTTL() / 3 // the fleet's, which setup may have changed meanwhile
+			left := s.leaseTTL() - time.Since(d.lease.written)
 			rctx, rcancel := context.WithTimeout(ctx, max(min(every, left), time.Millisecond))
 			err := d.lease.renew(rctx)
 			rcancel()
@@ -290,10 +303,10 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 				return
 			default:
 				failures++
-				left = s.cfg.LeaseTTL - time.Since(d.lease.written)
+				left = s.leaseTTL() - time.Since(d.lease.written)
 				if left <= 0 {
 					d.log.Error("lease not renewed within its TTL; another worker may take the session: cancelling job",
-						"ttl_s", seconds(s.cfg.LeaseTTL), "failures", failures, "err", err)
+						"ttl_s", seconds(s.leaseTTL()), "failures", failures, "err", err)
 					cancel()
 					return
 				}

@@ -49,8 +49,14 @@ type DLQ struct {
 	stream jetstream.Stream
 }
 
-// OpenDLQ opens the dead letters on the NATS of nc.
+// OpenDLQ opens the dead letters on the NATS of nc. Dead letters are the operator's:
+// acting on them takes requests by stream sequence (read, delete), which a permission
+// cannot limit to a store (docs/security.md). A refusal is a *PermissionError at once.
 func OpenDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
+	return guard(ctx, nc, func(ctx context.Context) (*DLQ, error) { return openDLQ(ctx, nc) })
+}
+
+func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
@@ -67,6 +73,10 @@ func OpenDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 
 // List returns the dead letters f selects, oldest first.
 func (q *DLQ) List(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord, error) {
+	return guard(ctx, q.nc, func(ctx context.Context) ([]DeadLetterRecord, error) { return q.list(ctx, f) })
+}
+
+func (q *DLQ) list(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord, error) {
 	now := time.Now()
 	var out []DeadLetterRecord
 	keep := func(r DeadLetterRecord) {
@@ -217,6 +227,11 @@ type RetryResult struct {
 // whose payload is not a valid job, or whose session has another job pending, is left as
 // it is, with the reason in its result.
 func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, timeout time.Duration) []RetryResult {
+	if r := RefusalsOf(q.nc); r != nil {
+		var cancel context.CancelFunc
+		ctx, cancel = r.Watch(ctx)
+		defer cancel()
+	}
 	out := make([]RetryResult, 0, len(recs))
 	for _, r := range recs {
 		res := RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path}
@@ -251,6 +266,9 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 				res.Error = err.Error() // queued, but waiting failed
 			}
 			if derr := q.stream.DeleteMsg(context.WithoutCancel(ctx), r.Seq); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
+				if pe := refusal(ctx); pe != nil {
+					derr = pe
+				}
 				res.Error = strings.TrimPrefix(res.Error+"; ", "; ") + "queued, but the dead letter was not removed: " + derr.Error()
 			}
 		}
@@ -261,6 +279,10 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 
 // Delete removes the records from COMPACTOR_DLQ and returns how many it removed.
 func (q *DLQ) Delete(ctx context.Context, recs []DeadLetterRecord) (int, error) {
+	return guard(ctx, q.nc, func(ctx context.Context) (int, error) { return q.delete(ctx, recs) })
+}
+
+func (q *DLQ) delete(ctx context.Context, recs []DeadLetterRecord) (int, error) {
 	n := 0
 	for _, r := range recs {
 		err := q.stream.DeleteMsg(ctx, r.Seq)

@@ -36,7 +36,8 @@ type EnqueueResult struct {
 }
 
 // publishJob validates and publishes a job. A refusal because the session already has a
-// pending job of that kind is reported as AlreadyQueued with that job's sequence and id.
+// pending job of that kind is reported as AlreadyQueued with that job's sequence and id
+// (read by a direct get of the job's subject, which a store's roles may make).
 func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueResult, error) {
 	job.Normalize(time.Now())
 	if err := job.Validate(); err != nil {
@@ -51,6 +52,13 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 		if err == nil {
 			return EnqueueResult{JobID: job.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}
+		if pe := refusal(ctx); pe != nil {
+			return EnqueueResult{}, pe
+		}
+		if isStreamFull(err) {
+			return EnqueueResult{}, fmt.Errorf("enqueue %s: not queued: stream %s is full: it holds as many queued jobs as its size limit allows (--jobs-max-bytes of compactor setup); are the stores' workers running (compactor status, compactor_queue_pending)?: %w",
+				job.Subject(), StreamJobs, err)
+		}
 		if !IsAlreadyQueued(err) {
 			if unavailable(err) {
 				// No responders (no stream takes the subject), a timeout (no leader), ...:
@@ -59,11 +67,7 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 			}
 			return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), err)
 		}
-		stream, serr := js.Stream(ctx, StreamJobs)
-		if serr != nil {
-			return EnqueueResult{}, fmt.Errorf("enqueue: %w", serr)
-		}
-		pending, gerr := stream.GetLastMsgForSubject(ctx, job.Subject())
+		pending, gerr := directLast(ctx, js.Conn(), StreamJobs, job.Subject())
 		if gerr == nil {
 			var pj Job
 			_ = json.Unmarshal(pending.Data, &pj)
@@ -98,11 +102,17 @@ func OnWaiting(f func(jobID string, seq uint64)) EnqueueOption {
 // Enqueue publishes job (filling v, requestedAt and id) and, with wait, waits up to timeout
 // (0 = until ctx ends) for the job's final event: done, skipped or failed.
 //
-// The wait cannot miss its event: an ordered consumer on the session's event subject is
-// created before publishing and replays the events still in COMPACTOR_EVENTS, so an event
-// published before the consumer existed (a duplicate of a finished request, or a fast
-// worker) is found as well as a later one. Events are matched by job id and job sequence.
+// The wait cannot miss its event: a subscription to the session's event subjects is made
+// before publishing, so a fast worker's event is seen; and the last event of the job's own
+// subject (compactor.events.<store>.<session>.<job seq>) is read once the job's sequence is
+// known, so that the event of a job that ended before this request (a duplicate of a
+// finished request) is found too. Events are matched by job id and job sequence. Both are
+// requests a store's agent may make; a refusal ends the call at once (*PermissionError).
 func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
+	return guard(ctx, nc, func(ctx context.Context) (EnqueueResult, error) { return enqueue(ctx, nc, job, wait, timeout, opts...) })
+}
+
+func enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -125,27 +135,15 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 	if job.SessionID == "" {
 		return EnqueueResult{}, errors.New("enqueue: job: sessionId is empty")
 	}
-	events := make(chan jetstream.Msg, 64)
-	oc, err := js.OrderedConsumer(ctx, StreamEvents, jetstream.OrderedConsumerConfig{
-		FilterSubjects: []string{EventSubject(job.Store, job.SessionID)},
-		DeliverPolicy:  jetstream.DeliverAllPolicy,
-	})
-	if err != nil {
-		if unavailable(err) {
-			err = diagnose(ctx, js, StreamEvents, err)
-		}
-		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
-	}
-	cc, err := oc.Consume(func(m jetstream.Msg) {
-		select {
-		case events <- m:
-		case <-ctx.Done():
-		}
-	})
+	events := make(chan *nats.Msg, 64)
+	sub, err := nc.ChanSubscribe(EventSubject(job.Store, job.SessionID)+".*", events)
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
 	}
-	defer cc.Stop()
+	defer func() { _ = sub.Unsubscribe() }()
+	if err := nc.FlushWithContext(ctx); err != nil {
+		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
+	}
 
 	var waited []string
 	var done uint64 // the other job last waited for: its message may linger briefly after its event
@@ -165,10 +163,10 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 		if res.Other && o.onWaiting != nil {
 			o.onWaiting(res.JobID, res.Seq)
 		}
-		ev, err := waitFinal(ctx, events, res.Seq, res.JobID)
+		ev, err := waitFinal(ctx, nc, events, job.Store, job.SessionID, res.Seq, res.JobID)
 		if errors.Is(err, context.DeadlineExceeded) {
 			// A timeout alone tells nothing: say where the job is and who serves its store.
-			err = fmt.Errorf("%w: %s", err, whyWaiting(ctx, js, job.Store, res.Seq))
+			err = fmt.Errorf("%w: %s", err, whyWaiting(ctx, js, job.Store, job.Subject(), res.Seq))
 		}
 		if err != nil {
 			return res, err
@@ -183,19 +181,42 @@ func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 	}
 }
 
-// waitFinal returns the final event of the job with that sequence and id.
-func waitFinal(ctx context.Context, events <-chan jetstream.Msg, seq uint64, jobID string) (*Event, error) {
+// waitFinal returns the final event of the job with that sequence and id: the last one on
+// its subject when it ended already, else the one that comes.
+func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, store, sessionID string, seq uint64, jobID string) (*Event, error) {
+	final := func(data []byte) *Event {
+		var ev Event
+		if json.Unmarshal(data, &ev) != nil || ev.JobSeq != seq || ev.JobID != jobID || !ev.Final() {
+			return nil
+		}
+		return &ev
+	}
+	m, err := directLast(ctx, nc, StreamEvents, JobEventSubject(store, sessionID, seq))
+	switch {
+	case err == nil:
+		if ev := final(m.Data); ev != nil {
+			return ev, nil
+		}
+	case errors.Is(err, jetstream.ErrMsgNotFound):
+	default:
+		if pe := refusal(ctx); pe != nil {
+			return nil, pe
+		}
+		return nil, fmt.Errorf("enqueue: read the job's events: %w", err)
+	}
 	for {
 		select {
 		case <-ctx.Done():
+			if pe := refusal(ctx); pe != nil {
+				return nil, pe
+			}
 			return nil, fmt.Errorf("enqueue: job %s (seq %d) did not end in time: %w", jobID, seq, ctx.Err())
 		case m := <-events:
-			var ev Event
-			if json.Unmarshal(m.Data(), &ev) != nil {
-				continue
+			if delivered(m) {
+				continue // not published by a worker (see delivered)
 			}
-			if ev.JobSeq == seq && ev.JobID == jobID && ev.Final() {
-				return &ev, nil
+			if ev := final(m.Data); ev != nil {
+				return ev, nil
 			}
 		}
 	}

@@ -14,7 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Event is published on compactor.events.<store>.<session> for every delivery that ends
+// Event is published on compactor.events.<store>.<session>.<job seq> for every delivery that ends
 // (done, skipped, failed) or is retried. Metadata only: never summary text, never secrets.
 type Event struct {
 	V            int     `json:"v"`
@@ -85,9 +85,17 @@ func newDeadLetter(subject string, seq uint64, payload []byte, reason string, er
 // compactor.jobs.<store>.<token>.<kind> → compactor.dlq.<store>.<token>.
 func dlqSubjectFor(jobSubject string) string { return dlqPrefix + sessionPart(jobSubject) }
 
-// eventSubjectFor is the event subject of a job subject (the same as EventSubject of the
-// job's store and session, but available even when the payload cannot be parsed).
-func eventSubjectFor(jobSubject string) string { return eventsPrefix + sessionPart(jobSubject) }
+// JobEventSubject is compactor.events.<store>.<session token>.<job seq>: a job's events.
+func JobEventSubject(store, sessionID string, jobSeq uint64) string {
+	return EventSubject(store, sessionID) + "." + strconv.FormatUint(jobSeq, 10)
+}
+
+// eventSubjectFor is the event subject of the job message seq on jobSubject (the same as
+// JobEventSubject of the job's store and session, but available even when the payload
+// cannot be parsed).
+func eventSubjectFor(jobSubject string, seq uint64) string {
+	return eventsPrefix + sessionPart(jobSubject) + "." + strconv.FormatUint(seq, 10)
+}
 
 // sessionPart is "<store>.<token>" of compactor.jobs.<store>.<token>.<kind>.
 func sessionPart(jobSubject string) string {
@@ -118,7 +126,7 @@ func publishEvent(ctx context.Context, js jetstream.JetStream, jobSubject string
 	// A fresh id per event: a retry of a publish that was stored after all is dropped.
 	var id [12]byte
 	_, _ = rand.Read(id[:])
-	if err := publishRetry(ctx, js, eventSubjectFor(jobSubject), b, "ev:"+hex.EncodeToString(id[:])); err != nil {
+	if err := publishRetry(ctx, js, eventSubjectFor(jobSubject, ev.JobSeq), b, "ev:"+hex.EncodeToString(id[:])); err != nil {
 		return fmt.Errorf("event for job %d: %w", ev.JobSeq, err)
 	}
 	return nil

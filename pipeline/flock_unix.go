@@ -33,3 +33,11 @@ func writableDir(dir string) error {
 	}
 	return nil
 }
+
+// devIno is the device and inode of a directory (0, 0 where unknown).
+func devIno(fi os.FileInfo) (dev, ino uint64) {
+	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
+		return uint64(st.Dev), st.Ino //nolint:unconvert // Dev's type varies by platform
+	}
+	return 0, 0
+}

@@ -53,6 +53,7 @@ func (b *bundle) config(h Handler) Config {
 	return Config{
 		Stores:          []Store{{Name: "default", Dir: b.dir}},
 		NATS:            NATSConfig{URL: b.url},
+		Setup:           true,
 		Concurrency:     4,
 		Idle:            -1,
 		AckWait:         time.Second,

@@ -158,7 +158,8 @@ func JobSubject(store, sessionID, kind string) string {
 	return jobsPrefix + store + "." + SessionToken(sessionID) + "." + kind
 }
 
-// EventSubject is compactor.events.<store>.<session token>.
+// EventSubject is compactor.events.<store>.<session token>: the session's events are on
+// its subjects, one per job (JobEventSubject).
 func EventSubject(store, sessionID string) string {
 	return eventsPrefix + store + "." + SessionToken(sessionID)
 }

@@ -15,7 +15,7 @@ import (
 // disappears by itself after at most LeaseTTL. Leases make jobs of one session (its compact
 // and branch_summary subjects, or a redelivery racing a slow original) run one at a time.
 type lease struct {
-	kv  jetstream.KeyValue
+	kv  *kvBucket
 	key string
 	val []byte
 	rev uint64
@@ -25,6 +25,7 @@ type lease struct {
 }
 
 type leaseValue struct {
+	V      int       `json:"v"` // leaseV
 	Worker string    `json:"worker"`
 	JobID  string    `json:"jobId"`
 	Since  time.Time `json:"since"`
@@ -40,12 +41,13 @@ func (e *errLeaseBusy) Error() string {
 	return fmt.Sprintf("session lease held by worker %s (job %s) for another %s", e.holder.Worker, e.holder.JobID, e.remaining.Round(time.Millisecond))
 }
 
-func leaseKey(store, sessionID string) string { return "s." + store + "." + SessionToken(sessionID) }
+// leaseKey is <store>.<session token>.
+func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
-func acquireLease(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
+func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
 	key := leaseKey(store, sessionID)
 	sent := time.Now()
-	val, _ := json.Marshal(leaseValue{Worker: worker, JobID: jobID, Since: sent.UTC()})
+	val, _ := json.Marshal(leaseValue{V: leaseV, Worker: worker, JobID: jobID, Since: sent.UTC()})
 	rev, err := kv.Create(ctx, key, val)
 	if err == nil {
 		return &lease{kv: kv, key: key, val: val, rev: rev, written: sent}, nil
@@ -55,7 +57,13 @@ func acquireLease(ctx context.Context, kv jetstream.KeyValue, ttl time.Duration,
 	}
 	busy := &errLeaseBusy{remaining: ttl}
 	if e, gerr := kv.Get(ctx, key); gerr == nil {
-		_ = json.Unmarshal(e.Value(), &busy.holder)
+		// A lease of a newer schema version is a lease all the same: the session is busy;
+		// only its holder is not read.
+		if newerThan(BucketLeases, key, e.Value(), leaseV) == nil {
+			_ = json.Unmarshal(e.Value(), &busy.holder)
+		} else {
+			busy.holder.Worker = "(a newer compactor's)"
+		}
 		busy.remaining = ttl - time.Since(e.Created())
 		if busy.remaining < 0 {
 			busy.remaining = 0
@@ -94,7 +102,7 @@ func isWrongLastSeq(err error) bool {
 
 // release deletes the lease if it is still ours.
 func (l *lease) release(ctx context.Context) error {
-	if err := l.kv.Delete(ctx, l.key, jetstream.LastRevision(l.rev)); err != nil {
+	if err := l.kv.Delete(ctx, l.key, l.rev); err != nil {
 		return fmt.Errorf("release lease %s: %w", l.key, err)
 	}
 	return nil

@@ -6,15 +6,17 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"strings"
 	"sync"
 	"time"
 
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// memo is this process's copy of COMPACTOR_SWEEP, so a sweep decides "unchanged" with a
-// stat and a map lookup instead of one NATS round trip per file. It is loaded by one KV
-// watcher, started at the first sweep and kept until Close: the watcher delivers every
+// memo is this process's copy of its stores' part of COMPACTOR_SWEEP, so a sweep decides
+// "unchanged" with a stat and a map lookup instead of one NATS round trip per file. It is
+// loaded by one KV watcher per store (each of the store's keys only, as a store's worker
+// may watch), started at the first sweep and kept until Close: a watcher delivers every
 // record once, then every later write by any process (other sweepers, the workers that
 // note job outcomes). A copy a moment behind is harmless: a record it lacks only makes
 // the sweep read that file again.
@@ -29,40 +31,54 @@ type memo struct {
 type memoEntry struct {
 	rec sweepRecord
 	rev uint64
+	// newer is the schema version of a record this version cannot read (0: it can): the
+	// file is left to the newer compactor's sweeps.
+	newer int
 }
 
-// openMemo starts the watcher and returns once it has delivered every current record
-// (or ctx ends).
-func openMemo(ctx context.Context, kv jetstream.KeyValue, log *slog.Logger) (*memo, error) {
-	// The watcher outlives this call (it follows later writes): its context is the memo's.
+// openMemo starts the stores' watchers and returns once they have delivered every current
+// record (or ctx ends).
+func openMemo(ctx context.Context, kv *kvBucket, stores []Store, log *slog.Logger) (*memo, error) {
+	// The watchers outlive this call (they follow later writes): their context is the memo's.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		cancel()
-		return nil, fmt.Errorf("sweep memo: watch %s: %w", BucketSweep, err)
-	}
 	m := &memo{recs: map[string]memoEntry{}, ready: make(chan struct{}), done: make(chan struct{})}
+	var watchers []*kvWatcher
 	m.stop = func() {
-		_ = w.Stop()
+		for _, w := range watchers {
+			_ = w.Stop()
+		}
 		cancel()
 	}
-	go func() {
-		defer close(m.done)
-		initial := true
-		for e := range w.Updates() {
-			if e == nil {
-				if initial {
-					initial = false
-					close(m.ready)
+	for _, st := range stores {
+		w, err := kv.Watch(wctx, st.Name)
+		if err != nil {
+			m.stop()
+			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", BucketSweep, st.Name, err)
+		}
+		watchers = append(watchers, w)
+	}
+	var loaded, ended sync.WaitGroup
+	for _, w := range watchers {
+		loaded.Add(1)
+		ended.Go(func() {
+			initial := true
+			for e := range w.Updates() {
+				if e == nil {
+					if initial {
+						initial = false
+						loaded.Done()
+					}
+					continue
 				}
-				continue
+				m.apply(e, log)
 			}
-			m.apply(e, log)
-		}
-		if initial {
-			close(m.ready)
-		}
-	}()
+			if initial {
+				loaded.Done()
+			}
+		})
+	}
+	go func() { loaded.Wait(); close(m.ready) }()
+	go func() { ended.Wait(); close(m.done) }()
 	select {
 	case <-m.ready:
 		return m, nil
@@ -82,6 +98,10 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		delete(m.recs, e.Key())
 		return
 	}
+	if v, ok := recordV(e.Value()); ok && v > sweepRecordV {
+		m.recs[e.Key()] = memoEntry{rev: e.Revision(), newer: v}
+		return
+	}
 	var rec sweepRecord
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		log.Debug("sweep memo: unreadable record ignored", "key", e.Key(), "err", err)
@@ -91,11 +111,11 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	m.recs[e.Key()] = memoEntry{rec: rec, rev: e.Revision()}
 }
 
-func (m *memo) get(key string) (sweepRecord, bool) {
+func (m *memo) get(key string) (memoEntry, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.recs[key]
-	return e.rec, ok
+	return e, ok
 }
 
 // put records what this process just wrote, ahead of the watcher.
@@ -105,6 +125,19 @@ func (m *memo) put(key string, rec sweepRecord, rev uint64) {
 	if cur, ok := m.recs[key]; !ok || cur.rev <= rev {
 		m.recs[key] = memoEntry{rec: rec, rev: rev}
 	}
+}
+
+// under returns a copy of the entries of a store's records.
+func (m *memo) under(store string) map[string]memoEntry {
+	m.mu.RLock()
+	defer m.mu.RUnlock()
+	out := map[string]memoEntry{}
+	for k, e := range m.recs {
+		if strings.HasPrefix(k, store+".") {
+			out[k] = e
+		}
+	}
+	return out
 }
 
 func (m *memo) forget(key string) {
@@ -128,7 +161,7 @@ func (s *Service) sweepMemo(ctx context.Context) (*memo, error) {
 	if s.memo != nil {
 		return s.memo, nil
 	}
-	m, err := openMemo(ctx, s.res.sweep, s.log)
+	m, err := openMemo(ctx, s.res.sweep, s.cfg.Stores, s.log)
 	if err != nil {
 		return nil, err
 	}
@@ -173,10 +206,15 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev Event) {
 			}
 			return
 		}
+		if err := newerThan(BucketSweep, key, e.Value(), sweepRecordV); err != nil {
+			log.Debug("sweep memo: outcome not noted", "err", err)
+			return
+		}
 		var rec sweepRecord
 		if json.Unmarshal(e.Value(), &rec) != nil || rec.Path != ev.Path {
 			return
 		}
+		rec.V = sweepRecordV
 		if !rec.noteOutcome(ev, s.cfg.sweepNow(), s.cfg.SweepRetryBase, s.cfg.SweepRetryMax) {
 			return
 		}

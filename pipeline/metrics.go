@@ -127,8 +127,8 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 			ch <- prometheus.MustNewConstMetric(descPending, prometheus.GaugeValue, float64(ci.NumPending), st.Name)
 			ch <- prometheus.MustNewConstMetric(descInFlight, prometheus.GaugeValue, float64(ci.NumAckPending), st.Name)
 		}
-		if n, err := countSubjects(ctx, c.s.res.dlq, dlqPrefix+st.Name+".>"); err == nil {
-			ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(n), st.Name)
+		if ci, err := c.s.res.dlqCons[st.Name].Info(ctx); err == nil {
+			ch <- prometheus.MustNewConstMetric(descDead, prometheus.GaugeValue, float64(ci.NumPending), st.Name)
 		}
 	}
 }

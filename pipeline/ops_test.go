@@ -116,7 +116,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
 		ShutdownTimeout: 5 * time.Second, Handler: h, Logger: logs.logger()}
 	runService(t, startService(t, cfg))
@@ -232,7 +232,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	})
 	h := &fakeHandler{delay: time.Minute}
 	logs := &logBuffer{}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
 		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
 	s := startService(t, cfg)
@@ -449,13 +449,16 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	}
 
 	join := base
-	join.JoinRunning = true
+	join.JoinRunning, join.LeaseTTL = true, 7*time.Second // its own flag: not the running service's to change
 	once, _ := New(join)
 	rep, err := once.RunOnce(context.Background())
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer once.Close()
+	if f, err := readFleet(context.Background(), once.Conn()); err != nil || time.Duration(f.LeaseTTL) != DefaultLeaseTTL {
+		t.Errorf("the joined run --once changed the fleet's lease TTL: %+v %v", f, err)
+	}
 	if once.ClientURL() != url || rep.Counts[OutcomeDone] != 1 {
 		t.Errorf("joined run --once: url %s (want %s), report %v", once.ClientURL(), url, rep.Counts)
 	}

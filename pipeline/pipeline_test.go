@@ -405,42 +405,49 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	}
 }
 
-// A message whose deliveries run out without any final answer (the worker died on its last
-// delivery) is caught through JetStream's max-deliveries advisory: dead-lettered, deleted,
-// and the subject is unblocked.
-func TestMaxDeliveriesAdvisory(t *testing.T) {
+// A message whose deliveries run out without any final answer (give-backs, busy leases,
+// workers lost mid-job) is dead-lettered by the worker that receives it next, with the
+// message in hand and without running the handler, and the subject is unblocked. (The
+// consumer itself no longer bounds deliveries: acting on an exhausted message afterwards
+// took reading and deleting it by sequence, which a store's worker may not.)
+func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	file := filepath.Join(b.dir, "s.jsonl")
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	entered := make(chan struct{})
-	var once sync.Once
-	stuck := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
-		once.Do(func() { close(entered) })
-		select {} // never answers
-	}}
-	a := b.service(b.config(stuck))
-	good := &fakeHandler{}
-	w := b.service(b.config(good))
-	// Both are started (resources ensured); now make deliveries scarce, as after many crashes.
+	h := &fakeHandler{}
+	cfg := b.config(h)
+	cfg.MaxDeliver = 1
+	w := b.service(cfg)
+	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	// Spend the deliveries as give-backs would: fetched and given back at once.
 	ctx := context.Background()
-	if _, err := b.js.UpdateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{
-		Durable: ConsumerName("default"), FilterSubject: jobsPrefix + "default.>", AckPolicy: jetstream.AckExplicitPolicy,
-		AckWait: time.Second, MaxDeliver: 1, MaxAckPending: 10000,
-	}); err != nil {
+	cons, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("default"))
+	if err != nil {
 		t.Fatal(err)
 	}
-	go func() { _ = a.Run(context.Background()) }()
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
-	<-entered
-	a.Conn().Close()
+	for spent := 0; spent < cfg.MaxDeliver+maxFreeDeliveries; {
+		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
+		if err != nil {
+			t.Fatal(err)
+		}
+		for m := range batch.Messages() {
+			if err := m.Nak(); err != nil {
+				t.Fatal(err)
+			}
+			spent++
+		}
+	}
 	b.run(w)
-	eventually(t, 20*time.Second, "dead letter from the advisory", func() bool { return len(b.deadLetters()) == 1 })
+	eventually(t, 20*time.Second, "the exhausted job's dead letter", func() bool { return len(b.deadLetters()) == 1 })
 	dl := b.deadLetters()[0]
-	if dl.JobSeq != r.Seq || !strings.Contains(dl.Reason, "max deliveries exhausted") {
+	if dl.JobSeq != r.Seq || !strings.Contains(dl.Reason, "max deliveries exhausted after 52 deliveries") {
 		t.Errorf("dead letter = %+v", dl)
 	}
-	eventually(t, 10*time.Second, "the job message deleted", func() bool { return b.pending() == 0 })
+	if calls, _ := h.stats(); calls != 0 {
+		t.Errorf("the handler ran %d times on an exhausted job", calls)
+	}
+	eventually(t, 10*time.Second, "the job message gone", func() bool { return b.pending() == 0 })
 	newLeaf, _ := appendLine(file, "message", leaf)
 	r2 := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
 	if r2.AlreadyQueued {

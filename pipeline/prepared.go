@@ -5,7 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -17,8 +19,10 @@ import (
 // PreparedKey. Pi's extension reads it in its session_before_compact hook.
 const BucketPrepared = "COMPACTOR_PREPARED"
 
-// DefaultPreparedTTL is how long a prepared summary is kept: a preparation is only useful
-// while its session grows toward its next compaction.
+// DefaultPreparedTTL is how long a prepared summary is kept at most: a preparation is only
+// useful while its session grows toward its next compaction. It is deleted before that,
+// once used or compacted past (forgetPrepared): a summary holds someone's code, errors and
+// sometimes secrets, and lives no longer than it is needed.
 const DefaultPreparedTTL = 24 * time.Hour
 
 // PreparedKey is the key of a session's prepared summary: <store>.<session token>.
@@ -32,7 +36,10 @@ type PreparedStore interface {
 	Put(ctx context.Context, store, sessionID string, value []byte) error
 }
 
-type kvPrepared struct{ kv jetstream.KeyValue }
+type kvPrepared struct {
+	kv  *kvBucket
+	log *slog.Logger
+}
 
 func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, error) {
 	e, err := p.kv.Get(ctx, PreparedKey(store, sessionID))
@@ -45,11 +52,36 @@ func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, e
 	return e.Value(), nil
 }
 
+// Put stores the session's prepared summary in place of the one there, unless that one is
+// of a newer schema version than value: a newer compactor's preparation is not replaced
+// by an older shape (it is kept, and the skip logged; its readers ignore what they cannot
+// read, and either is only a preparation).
 func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []byte) error {
-	if _, err := p.kv.Put(ctx, PreparedKey(store, sessionID), value); err != nil {
-		return fmt.Errorf("prepared %s: %w", PreparedKey(store, sessionID), err)
+	key := PreparedKey(store, sessionID)
+	mine, _ := recordV(value)
+	for range 5 {
+		e, err := p.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+			if _, err = p.kv.Create(ctx, key, value); errors.Is(err, jetstream.ErrKeyExists) {
+				continue
+			}
+		case err != nil:
+		default:
+			if nerr := newerThan(BucketPrepared, key, e.Value(), mine); nerr != nil {
+				p.log.Warn("prepared summary not stored: the session has one of a newer schema version, which is kept", "store", store, "session", sessionID, "err", nerr)
+				return nil
+			}
+			if _, err = p.kv.Update(ctx, key, value, e.Revision()); isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+				continue
+			}
+		}
+		if err != nil {
+			return fmt.Errorf("prepared %s: %w", key, err)
+		}
+		return nil
 	}
-	return nil
+	return fmt.Errorf("prepared %s: too many concurrent updates", key)
 }
 
 // Prepared is the store of prepared summaries (nil before Start).
@@ -57,13 +89,13 @@ func (s *Service) Prepared() PreparedStore {
 	if s.res == nil || s.res.prepared == nil {
 		return nil
 	}
-	return kvPrepared{kv: s.res.prepared}
+	return kvPrepared{kv: s.res.prepared, log: s.log}
 }
 
 // HookSubject is where Pi's extension reports each run of Pi's session_before_compact hook
 // (a HookReport): compactor.hooks.<store>.<session token>.
 func HookSubject(store, sessionID string) string {
-	return "compactor.hooks." + store + "." + SessionToken(sessionID)
+	return hooksPrefix + store + "." + SessionToken(sessionID)
 }
 
 // Hook outcomes.
@@ -184,17 +216,39 @@ func registered[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	return c
 }
 
-// watchHookReports counts the extension's reports for this worker's stores. A queue group
-// makes one worker of the fleet count each report.
-func (s *Service) watchHookReports() ([]*nats.Subscription, error) {
+// forgetPrepared deletes the session's prepared summary: it was used, or the session was
+// compacted past it. A summary not deleted (NATS down) expires after PreparedTTL.
+func (s *Service) forgetPrepared(ctx context.Context, store, sessionID string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := s.res.prepared.Delete(ctx, PreparedKey(store, sessionID)); err != nil {
+		s.log.Warn("prepared summary not deleted; it expires by itself", "store", store, "session", sessionID, "err", err)
+	}
+}
+
+// delivered reports whether m came from a JetStream consumer rather than from a client: its
+// reply is the consumer's acknowledgement subject. A user that may create a consumer on its
+// own data can have it deliver to any subject (NATS does not check the delivery subject
+// against the creator's permissions): bridge requests and hook reports that arrive that
+// way are ignored (docs/security.md, "What a worker can still do").
+func delivered(m *nats.Msg) bool { return strings.HasPrefix(m.Reply, "$JS.ACK.") }
+
+// watchHookReports counts the extension's reports for this worker's stores, and deletes the
+// session's prepared summary: the hook runs when Pi compacts, so the summary was used or
+// is compacted past. A queue group makes one worker of the fleet handle each report.
+func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 	hm := newHookMetrics(s.m.reg)
 	var subs []*nats.Subscription
 	for _, st := range s.cfg.Stores {
-		subj := "compactor.hooks." + st.Name + ".*"
+		subj := hooksPrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
 			var r HookReport
-			if json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" || r.Store != st.Name ||
+				HookSubject(st.Name, r.SessionID) != m.Subject {
 				return
+			}
+			if s.res.prepared != nil {
+				bg.goTask(func() { s.forgetPrepared(context.Background(), st.Name, r.SessionID) })
 			}
 			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
 			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)

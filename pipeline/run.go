@@ -85,7 +85,7 @@ func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 			continue
 		case <-tick.C:
 		}
-		n, err := pendingJobs(ctx, s.res.jobs, s.cfg.Stores)
+		n, err := pendingJobs(ctx, s.res.cons, s.cfg.Stores)
 		if err != nil {
 			s.log.Warn("cannot count pending jobs", "err", err)
 			continue

@@ -9,6 +9,7 @@ import (
 	"log/slog"
 	"net"
 	"os"
+	"path/filepath"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -38,6 +39,8 @@ type Service struct {
 	nc        *nats.Conn
 	server    atomic.Pointer[string] // the NATS server last connected to, for disconnect logs
 	res       *resources
+	lease     atomic.Int64 // the fleet's lease TTL in nanoseconds (leaseTTL)
+	ids       map[string]StoreIdentity
 	m         *metrics
 	memoMu    sync.Mutex
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
@@ -58,7 +61,7 @@ type Service struct {
 	rows      []ReportRow
 	metrics   net.Addr
 	said      map[string]time.Time // warnings said lately (sayEvery)
-	held      map[uint64]bool      // job messages handed back for a lasting reason (noteHeld)
+	held      map[uint64]string    // job messages handed back for a lasting reason, by sequence: their subjects (noteHeld)
 }
 
 // New validates cfg and prepares a Service; nothing is started until Start, Run or RunOnce.
@@ -103,9 +106,10 @@ func (s *Service) drainTimeout() time.Duration { return time.Duration(s.drain.Lo
 // WorkerID names this worker in leases, events and dead letters.
 func (s *Service) WorkerID() string { return s.worker }
 
-// Start connects to NATS (starting the embedded server when no URL is configured) and
-// creates or updates the streams, buckets and consumers, retrying within StartupTimeout
-// while JetStream is not ready. It is idempotent.
+// Start connects to NATS (starting the embedded server when no URL is configured), sets up
+// the streams, buckets and consumers (Setup: the admin's) or binds and checks them (the
+// others), retrying within StartupTimeout while JetStream is not ready, and claims its
+// stores (owner.go). It is idempotent.
 func (s *Service) Start(ctx context.Context) error {
 	s.startOnce.Do(func() { s.startErr = s.start(ctx) })
 	return s.startErr
@@ -114,74 +118,163 @@ func (s *Service) Start(ctx context.Context) error {
 func (s *Service) start(ctx context.Context) error {
 	nc := s.cfg.NATS
 	if nc.URL == "" {
-		url, err := s.embedded()
+		local, err := s.embedded()
 		if err != nil {
 			return err
 		}
-		nc.URL = url
+		nc = local
+		if s.ns == nil {
+			// Joined another service's embedded server (run --once): that service set it
+			// up; this one binds, and its own settings change nothing of the other's.
+			s.cfg.Setup = false
+		}
 	}
 	if nc.Name == "" {
 		nc.Name = "compactor " + s.worker
 	}
+	nc.Role = RoleWorker
+	if s.cfg.Setup {
+		nc.Role = RoleAdmin
+	}
+	for _, st := range s.cfg.Stores {
+		nc.Stores = append(nc.Stores, st.Name)
+	}
+	ids, err := s.identities()
+	if err != nil {
+		s.Close()
+		return err
+	}
+	s.ids = ids
 	conn, err := nc.Connect(s.connEvents()...)
 	if err != nil {
 		s.Close()
 		return err
 	}
 	s.nc = conn
+	RefusalsOf(conn).OnRefusal(func(pe *PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
+		func(err error) { s.log.Warn("NATS error", "err", err) })
 	s.noteServer(conn)
 	s.log.Info("connected to NATS", "url", conn.ConnectedUrlRedacted(), "server", conn.ConnectedServerName(),
-		"cluster", conn.ConnectedClusterName(), "auth", nc.authMode())
+		"cluster", conn.ConnectedClusterName(), "auth", nc.authMode(), "role", string(nc.Role), "inbox", nc.inbox())
 	js, err := jetstream.New(conn)
 	if err != nil {
 		s.Close()
 		return fmt.Errorf("jetstream: %w", err)
 	}
-	res, err := ensureUntil(ctx, js, s.cfg, s.log)
+	res, err := ensureUntil(ctx, js, s.cfg, s.log, func(ctx context.Context, res *resources) error {
+		for _, st := range s.cfg.Stores {
+			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client); err != nil {
+				return err
+			}
+		}
+		return nil
+	})
 	if err != nil {
 		s.Close()
 		return err
 	}
 	s.res = res
+	s.follow(res.fleet)
 	s.m.reg.MustRegister(&queueCollector{s: s})
 	s.log.Info("compactor pipeline ready", "nats", nc.String(), "server", conn.ConnectedServerName(), "stores", len(s.cfg.Stores),
-		"concurrency", s.cfg.Concurrency, "replicas", s.cfg.Replicas, "worker", s.worker)
+		"concurrency", s.cfg.Concurrency, "replicas", res.fleet.Replicas, "lease_ttl_s", seconds(s.leaseTTL()), "ack_wait_s", seconds(s.cfg.AckWait),
+		"max_deliver", s.cfg.MaxDeliver, "worker", s.worker)
 	return nil
 }
 
-// embedded starts the embedded server on the locked data directory and returns its client
-// URL. When another process holds the lock and JoinRunning is set, it returns that
-// process's URL instead (this Service is then only a client of it).
-func (s *Service) embedded() (string, error) {
+// follow takes the fleet's settings that a worker must share with the others: the lease
+// TTL (the lease bucket's) and MaxDeliver, and the AckWait of its stores' consumer. A
+// process's own flag that differs is said and not used: only `compactor setup` changes a
+// shared setting. Called at start; again with every beat for the lease TTL.
+func (s *Service) follow(f FleetSettings) {
+	ttl := time.Duration(f.LeaseTTL)
+	if old := time.Duration(s.lease.Swap(int64(ttl))); old == 0 {
+		if !s.cfg.Setup && s.cfg.LeaseTTL != ttl {
+			s.log.Info("using the fleet's lease TTL, not this process's (only compactor setup changes it)", "fleet", ttl.String(), "process", s.cfg.LeaseTTL.String())
+		}
+		if !s.cfg.Setup && s.cfg.MaxDeliver != f.MaxDeliver {
+			s.log.Info("using the fleet's max deliver, not this process's (only compactor setup changes it)", "fleet", f.MaxDeliver, "process", s.cfg.MaxDeliver)
+		}
+		s.cfg.MaxDeliver = f.MaxDeliver
+		for _, c := range s.res.cons {
+			if aw := c.CachedInfo().Config.AckWait; aw > 0 {
+				if !s.cfg.Setup && aw != s.cfg.AckWait {
+					s.log.Info("using the store's consumer's ack wait, not this process's (only compactor setup changes it)", "consumer", c.CachedInfo().Name, "consumer_ack_wait", aw.String(), "process", s.cfg.AckWait.String())
+				}
+				s.cfg.AckWait = aw
+				break
+			}
+		}
+	} else if old != ttl {
+		s.log.Warn("the fleet's lease TTL changed; leases are renewed from the new one", "old", old.String(), "new", ttl.String())
+	}
+}
+
+// leaseTTL is the lifetime of a session's lease: the fleet's, the lease bucket's own.
+func (s *Service) leaseTTL() time.Duration {
+	if d := s.lease.Load(); d > 0 {
+		return time.Duration(d)
+	}
+	return s.cfg.LeaseTTL
+}
+
+// embedded starts the embedded server on the locked data directory and returns how to
+// connect to it: its URL and the credentials it requires (a token generated into the data
+// directory unless some were given or InsecureLocal), its certificate as the CA when it
+// speaks TLS. When another process holds the lock and JoinRunning is set, it returns that
+// process's server instead (this Service is then only a client of it).
+func (s *Service) embedded() (NATSConfig, error) {
+	nc := s.cfg.NATS
 	dd, err := lockDataDir(s.cfg.DataDir)
 	var busy *DataDirBusyError
 	if errors.As(err, &busy) && s.cfg.JoinRunning && busy.Info != nil && busy.Info.ClientURL != "" {
-		if busy.Info.Auth != "none" && s.cfg.NATS.authMode() == "none" {
-			return "", fmt.Errorf("data directory %s belongs to a running compactor (pid %d) whose NATS at %s requires %s authentication: give the same --nats-token or --nats-user/--nats-password (or NATS_TOKEN, NATS_USER and NATS_PASSWORD)",
+		joined := LocalNATS(s.cfg.DataDir, nc)
+		joined.URL = busy.Info.ClientURL
+		if busy.Info.Auth != "none" && joined.authMode() == "none" {
+			return nc, fmt.Errorf("data directory %s belongs to a running compactor (pid %d) whose NATS at %s requires %s authentication, and its token file cannot be read: give its credentials (--nats-token-file, or --nats-user with --nats-password-file)",
 				busy.Dir, busy.Info.PID, busy.Info.ClientURL, busy.Info.Auth)
 		}
 		s.log.Info("data directory in use by a running service: working through its NATS as a client",
 			"data_dir", busy.Dir, "pid", busy.Info.PID, "url", busy.Info.ClientURL)
-		return busy.Info.ClientURL, nil
+		return joined, nil
 	}
 	if err != nil {
-		return "", err
+		return nc, err
 	}
-	ns, err := startEmbedded(s.cfg)
+	info := ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
+	if nc.authMode() == "none" && !s.cfg.InsecureLocal {
+		if nc.TokenFile, err = localToken(dd.dir); err != nil {
+			dd.release()
+			return nc, err
+		}
+		info.TokenFile = nc.TokenFile
+	}
+	if nc.authMode() != "none" {
+		info.Auth = nc.authMode()
+	}
+	ns, err := startEmbedded(s.cfg, nc)
 	if err != nil {
 		dd.release()
-		return "", err
+		return nc, err
 	}
 	s.ns, s.dd = ns, dd
-	auth := "none"
-	if s.cfg.NATS.Token != "" || s.cfg.NATS.User != "" {
-		auth = s.cfg.NATS.authMode()
+	nc.URL = ns.ClientURL()
+	if s.cfg.ServeTLSCert != "" {
+		info.TLSCert, _ = filepath.Abs(s.cfg.ServeTLSCert)
+		if nc.TLSCA == "" {
+			nc.TLSCA = info.TLSCert
+		}
 	}
-	if err := dd.writeInfo(ServiceInfo{PID: os.Getpid(), ClientURL: ns.ClientURL(), Auth: auth, Worker: s.worker, Started: time.Now().UTC()}); err != nil {
+	info.ClientURL = nc.URL
+	if err := dd.writeInfo(info); err != nil {
 		s.log.Warn("service file not written; run --once and clients will not find this server", "err", err)
 	}
-	s.log.Info("embedded NATS started", "url", ns.ClientURL(), "store_dir", ns.StoreDir(), "auth", auth)
-	return ns.ClientURL(), nil
+	if s.cfg.InsecureLocal {
+		s.log.Warn("embedded NATS takes any connection from this machine (--insecure-local): every local user can read and steer this service's sessions")
+	}
+	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "",
+		"sync", s.cfg.SyncSetting())
+	return nc, nil
 }
 
 // connEvents logs what happens to the connection: an operator must see a worker lose its
@@ -197,9 +290,6 @@ func (s *Service) connEvents() []nats.Option {
 		nats.ReconnectHandler(func(c *nats.Conn) {
 			s.noteServer(c)
 			s.log.Info("NATS reconnected", "url", c.ConnectedUrlRedacted(), "server", c.ConnectedServerName())
-		}),
-		nats.ErrorHandler(func(c *nats.Conn, sub *nats.Subscription, err error) {
-			s.log.Warn("NATS error", "err", err)
 		}),
 	}
 }

@@ -16,13 +16,16 @@ import (
 
 // Who serves a store. A job published for a store that no worker serves sits in
 // COMPACTOR_JOBS until one does; a client that asks first can say so instead of waiting
-// in silence. Every worker keeps a key per store it serves in BucketWorkers, put again
-// every workerBeatEvery while its fetch loops run; the bucket's TTL drops the keys of a
-// worker that stopped (a crash as well as a shutdown: a service restarted within the TTL
-// is not seen as gone). A store is served when it has its durable consumer and at least
-// one key.
+// in silence. Every worker keeps a key per store it serves in BucketWorkers,
+// <store>.<worker>, and the store's owner key <store>._owner (owner.go), put again every
+// workerBeatEvery while its fetch loops run; the bucket's TTL drops the keys of a worker
+// that stopped (a crash as well as a shutdown: a service restarted within the TTL is not
+// seen as gone). A store is served when it has its durable consumer and its owner key.
+// Every key a client reads is in the store's part of the bucket: a store's roles may read
+// their own.
 
-// BucketWorkers holds the workers' keys, <store>.<worker>, whose values are WorkerBeats.
+// BucketWorkers holds the workers' keys, <store>.<worker>, whose values are WorkerBeats,
+// and each store's owner, <store>._owner, whose value is the owner's identity (an ownerRecord).
 const BucketWorkers = "COMPACTOR_WORKERS"
 
 const (
@@ -38,12 +41,17 @@ const (
 
 // WorkerBeat is a worker's key's value.
 type WorkerBeat struct {
-	Worker      string    `json:"worker"`
-	Store       string    `json:"store"`
-	Host        string    `json:"host,omitempty"`
-	Concurrency int       `json:"concurrency"`
-	Started     time.Time `json:"started"`
-	At          time.Time `json:"at"`
+	// V is the beat's schema version (beatV). A beat of a newer version is read for what
+	// every version of it says, its worker, store and time (from the key and the
+	// record's time); none of its other fields is taken from it (see Newer).
+	V           int           `json:"v"`
+	Worker      string        `json:"worker"`
+	Store       string        `json:"store"`
+	Host        string        `json:"host,omitempty"`
+	Identity    StoreIdentity `json:"identity"`
+	Concurrency int           `json:"concurrency"`
+	Started     time.Time     `json:"started"`
+	At          time.Time     `json:"at"`
 	// Version is the worker's program version (`git describe` of its build); JobVersions
 	// the job schema versions it works (absent: a worker older than the field, which
 	// works version 1); InFlight its jobs in flight at the beat (all its stores').
@@ -51,6 +59,10 @@ type WorkerBeat struct {
 	JobVersions []int  `json:"jobVersions,omitempty"`
 	InFlight    int    `json:"inFlight"`
 }
+
+// Newer reports whether the beat is of a schema version newer than this compactor reads:
+// only its worker, store and time are known.
+func (b WorkerBeat) Newer() bool { return b.V > beatV }
 
 // workerKey is the worker's key for a store. A worker id holds the host name, whose
 // characters a key may not (dots separate a key's tokens).
@@ -64,21 +76,43 @@ func workerKey(store, worker string) string {
 }
 
 // beatServing announces this worker for each of its stores now and every workerBeatEvery
-// until the returned stop is called. A failed put is logged; the next one may succeed.
+// until the returned stop is called, renews the stores' owner keys, and reads the fleet's
+// settings again (a lease TTL changed by setup applies from the next renewal). A failed
+// put is logged; the next one may succeed. A store whose owner key another directory has
+// taken meanwhile (this worker lost NATS for longer than workerBeatTTL) is said at error
+// level at each beat: two directories serve it.
 func (s *Service) beatServing(ctx context.Context) (stop func()) {
 	host, _ := os.Hostname()
 	started := time.Now().UTC()
 	beat := func() {
 		for _, st := range s.cfg.Stores {
-			b, _ := json.Marshal(WorkerBeat{Worker: s.worker, Store: st.Name, Host: host, Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
+			b, _ := json.Marshal(WorkerBeat{V: beatV, Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
 				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count()})
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
+			if err == nil {
+				err = checkOwner(pctx, s.res.workers, s.ids[st.Name], true)
+			}
 			cancel()
-			if err != nil && ctx.Err() == nil {
+			var oe *OwnerError
+			switch {
+			case errors.As(err, &oe):
+				s.log.Error("another directory has taken this store's name: two directories serve it; stop one of them", "store", st.Name, "err", err)
+			case err != nil && ctx.Err() == nil:
 				s.log.Warn("cannot report this worker as serving its store; clients may refuse to queue for it", "store", st.Name, "bucket", BucketWorkers, "err", err)
 			}
 		}
+		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+		var newer *NewerRecordError
+		switch f, err := readFleet(fctx, s.nc); {
+		case err == nil:
+			s.follow(*f)
+		case errors.As(err, &newer) && s.sayEvery("settings-newer", time.Hour):
+			s.log.Warn("the fleet's settings were rewritten by a newer compactor: this worker keeps those it started with; upgrade it", "err", err)
+		case ctx.Err() == nil:
+			s.log.Debug("fleet settings not read again", "err", err)
+		}
+		cancel()
 	}
 	beat()
 	quit, done := make(chan struct{}), make(chan struct{})
@@ -107,8 +141,7 @@ func Workers(ctx context.Context, nc *nats.Conn) ([]WorkerBeat, error) {
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, BucketWorkers)
-	if err != nil {
+	if _, err := js.KeyValue(ctx, BucketWorkers); err != nil {
 		if errors.Is(err, jetstream.ErrBucketNotFound) {
 			err = diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
 		} else if unavailable(err) {
@@ -116,7 +149,7 @@ func Workers(ctx context.Context, nc *nats.Conn) ([]WorkerBeat, error) {
 		}
 		return nil, fmt.Errorf("workers: bucket %s: %w", BucketWorkers, err)
 	}
-	beats, err := readBeats(ctx, kv, ">")
+	beats, err := readBeats(ctx, openBucket(js, BucketWorkers), "")
 	if err != nil {
 		return nil, fmt.Errorf("workers: %w", err)
 	}
@@ -135,7 +168,8 @@ type UnservedError struct {
 	// without a durable consumer (no service has ever served them on this NATS).
 	Stores     []string
 	NoConsumer []string
-	// Served counts the workers of every store served now.
+	// Served counts the workers of every store served now (nil when this user may not
+	// list them).
 	Served map[string]int
 	// NoBucket: BucketWorkers does not exist (no service of this version has run here).
 	NoBucket bool
@@ -162,8 +196,12 @@ func (e *UnservedError) Error() string {
 	return b.String()
 }
 
-// servedList names the stores served now, with their workers.
+// servedList names the stores served now, with their workers (nil: not known, this user
+// may not list them).
 func servedList(served map[string]int) string {
+	if served == nil {
+		return "the stores served now cannot be listed with these credentials (an operator's can)"
+	}
 	if len(served) == 0 {
 		return "no store is served on this NATS now"
 	}
@@ -186,82 +224,60 @@ func nOf(n int, one, many string) string {
 	return fmt.Sprintf("%d %s", n, many)
 }
 
-// CheckServed returns nil when every store has its durable consumer and a worker that
-// reported within the last workerBeatTTL; else an *UnservedError naming the stores that
-// are not served and those that are. When some are not, it waits up to grace for their
-// workers to report (a service that is starting), and returns as soon as they have.
+// CheckServed returns nil when every store has its durable consumer and an owner key
+// (a worker renewed it within the last workerBeatTTL); else an *UnservedError naming the
+// stores that are not served and, when this user may list them, those that are. When some
+// are not, it waits up to grace for their workers to report (a service that is starting),
+// and returns as soon as they have. Each store's keys are read by a direct get in that
+// store's part of the bucket, as a store's roles may; a store whose keys this user may not
+// read is a *PermissionError at once.
 func CheckServed(ctx context.Context, nc *nats.Conn, stores []string, grace time.Duration) error {
+	_, err := guard(ctx, nc, func(ctx context.Context) (struct{}, error) {
+		return struct{}{}, checkServed(ctx, nc, stores, grace)
+	})
+	return err
+}
+
+func checkServed(ctx context.Context, nc *nats.Conn, stores []string, grace time.Duration) error {
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return fmt.Errorf("served: %w", err)
 	}
-	kv, err := js.KeyValue(ctx, BucketWorkers)
-	if errors.Is(err, jetstream.ErrBucketNotFound) {
-		return &UnservedError{Stores: stores, NoBucket: true}
-	}
-	if err != nil {
-		if unavailable(err) {
-			err = diagnose(ctx, js, "KV_"+BucketWorkers, err)
-		}
-		return fmt.Errorf("served: bucket %s: %w", BucketWorkers, err)
-	}
-	// One watcher gives the keys there now, then each new one: no polling while waiting.
-	wctx, cancel := context.WithCancel(ctx)
-	defer cancel()
-	w, err := kv.WatchAll(wctx)
-	if err != nil {
-		return fmt.Errorf("served: watch %s: %w", BucketWorkers, err)
-	}
-	defer func() { _ = w.Stop() }()
-	workers := map[string]map[string]bool{} // store → keys
-	unserved := func() []string {
-		var out []string
+	kv := openBucket(js, BucketWorkers)
+	deadline := time.Now().Add(grace)
+	for {
+		var unserved []string
 		for _, st := range stores {
-			if len(workers[st]) == 0 {
-				out = append(out, st)
+			_, err := kv.Get(ctx, ownerKey(st))
+			switch {
+			case errors.Is(err, jetstream.ErrKeyNotFound):
+				unserved = append(unserved, st)
+			case errors.Is(err, nats.ErrNoResponders):
+				return &UnservedError{Stores: stores, NoBucket: true}
+			case err != nil:
+				if unavailable(err) {
+					err = diagnose(ctx, js, "KV_"+BucketWorkers, err)
+				}
+				return fmt.Errorf("served: bucket %s: %w", BucketWorkers, err)
 			}
 		}
-		return out
-	}
-	var timeout <-chan time.Time // starts when the initial keys are in
-	for {
+		if len(unserved) == 0 {
+			return checkConsumers(ctx, js, stores)
+		}
+		if !time.Now().Before(deadline) {
+			return unservedError(ctx, js, unserved)
+		}
 		select {
 		case <-ctx.Done():
 			return fmt.Errorf("served: %w", ctx.Err())
-		case <-timeout:
-			return unservedError(ctx, js, unserved(), workers)
-		case e, ok := <-w.Updates():
-			if !ok {
-				return fmt.Errorf("served: watch %s ended", BucketWorkers)
-			}
-			if e != nil {
-				st, _, _ := strings.Cut(e.Key(), ".")
-				if workers[st] == nil {
-					workers[st] = map[string]bool{}
-				}
-				if e.Operation() == jetstream.KeyValuePut {
-					workers[st][e.Key()] = true
-				} else {
-					delete(workers[st], e.Key())
-				}
-			} else if timeout == nil {
-				t := time.NewTimer(grace)
-				defer t.Stop()
-				timeout = t.C
-			}
-			if timeout == nil {
-				continue
-			}
-			if len(unserved()) == 0 {
-				return checkConsumers(ctx, js, stores, workers)
-			}
+		case <-time.After(min(200*time.Millisecond, time.Until(deadline))):
 		}
 	}
 }
 
 // checkConsumers returns nil when every store has its consumer, else the *UnservedError
-// (a worker's key outlives the consumer an operator deleted, for up to workerBeatTTL).
-func checkConsumers(ctx context.Context, js jetstream.JetStream, stores []string, workers map[string]map[string]bool) error {
+// (an owner key outlives the consumer an operator deleted, for up to workerBeatTTL).
+func checkConsumers(ctx context.Context, js jetstream.JetStream, stores []string) error {
 	var none []string
 	for _, st := range stores {
 		if _, err := js.Consumer(ctx, StreamJobs, ConsumerName(st)); errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -273,15 +289,12 @@ func checkConsumers(ctx context.Context, js jetstream.JetStream, stores []string
 	if len(none) == 0 {
 		return nil
 	}
-	for _, st := range none {
-		delete(workers, st)
-	}
-	return &UnservedError{Stores: none, NoConsumer: none, Served: counts(workers)}
+	return &UnservedError{Stores: none, NoConsumer: none, Served: servedNow(ctx, js)}
 }
 
 // unservedError builds the error for stores, finding out which of them have no consumer.
-func unservedError(ctx context.Context, js jetstream.JetStream, stores []string, workers map[string]map[string]bool) error {
-	e := &UnservedError{Stores: stores, Served: counts(workers)}
+func unservedError(ctx context.Context, js jetstream.JetStream, stores []string) error {
+	e := &UnservedError{Stores: stores, Served: servedNow(ctx, js)}
 	for _, st := range stores {
 		_, err := js.Consumer(ctx, StreamJobs, ConsumerName(st))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -291,30 +304,70 @@ func unservedError(ctx context.Context, js jetstream.JetStream, stores []string,
 	return e
 }
 
-func counts(workers map[string]map[string]bool) map[string]int {
+// servedNow counts the workers of every store served now, read from the subjects of
+// BucketWorkers: the stream's information, which only an operator (or an admin) may read.
+// For another user it is nil, and the refusal is expected, not reported.
+func servedNow(ctx context.Context, js jetstream.JetStream) map[string]int {
+	info, err := probe(ctx, js.Conn(), apiPre+"STREAM.INFO.KV_"+BucketWorkers, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		str, err := js.Stream(ctx, "KV_"+BucketWorkers)
+		if err != nil {
+			return nil, err
+		}
+		return str.Info(ctx, jetstream.WithSubjectFilter(kvSubjectRoot+BucketWorkers+".*.*"))
+	})
+	if err != nil {
+		return nil
+	}
 	out := map[string]int{}
-	for st, keys := range workers {
-		if len(keys) > 0 {
-			out[st] = len(keys)
+	for subj := range info.State.Subjects {
+		parts := strings.Split(strings.TrimPrefix(subj, kvSubjectRoot+BucketWorkers+"."), ".")
+		if len(parts) == 2 && parts[1] != "_owner" {
+			out[parts[0]]++
 		}
 	}
 	return out
 }
 
+// probe runs f, whose request to subject this user may not be permitted to make: a
+// refusal of it ends f at once and is f's error, without ending the operations that
+// Refusals watch (it is expected).
+func probe[T any](ctx context.Context, nc *nats.Conn, subject string, f func(context.Context) (T, error)) (T, error) {
+	base := context.WithoutCancel(ctx)
+	pctx, cancel := context.WithTimeout(base, 2*time.Second)
+	defer cancel()
+	r := RefusalsOf(nc)
+	if r == nil {
+		return f(pctx)
+	}
+	refused, done := r.Expect(subject)
+	defer done()
+	pctx, cancelCause := context.WithCancelCause(pctx)
+	defer cancelCause(nil)
+	go func() {
+		select {
+		case pe := <-refused:
+			cancelCause(pe)
+		case <-pctx.Done():
+		}
+	}()
+	v, err := f(pctx)
+	if pe := refusal(pctx); pe != nil {
+		return v, pe
+	}
+	return v, err
+}
+
 // whyWaiting says, after a wait for job seq of store timed out, whether the job is still
 // queued (and whether a worker has taken it) and whether any worker serves the store. It
 // makes a few requests of its own, 2 s at most each, whatever ctx's state.
-func whyWaiting(ctx context.Context, js jetstream.JetStream, store string, seq uint64) string {
+func whyWaiting(ctx context.Context, js jetstream.JetStream, store, subject string, seq uint64) string {
 	base := context.WithoutCancel(ctx)
 	qctx, cancel := context.WithTimeout(base, 2*time.Second)
 	defer cancel()
 	var parts []string
-	str, err := js.Stream(qctx, StreamJobs)
-	if err == nil {
-		_, err = str.GetMsg(qctx, seq)
-	}
+	m, err := directLast(qctx, js.Conn(), StreamJobs, subject)
 	switch {
-	case errors.Is(err, jetstream.ErrMsgNotFound):
+	case errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Sequence != seq):
 		parts = append(parts, "the job has left the queue (it ended just now, or was removed) but its final event was not seen")
 	case err != nil:
 		parts = append(parts, "whether the job is still queued is unknown ("+err.Error()+")")

@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"errors"
+	"fmt"
 	"slices"
 	"strings"
 	"testing"
@@ -35,38 +36,28 @@ func TestClientCreatesNothing(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	cfg := b.config(nil)
-	cfg.Client, cfg.StartupTimeout = true, 30*time.Second
-	c, err := New(cfg)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer c.Close()
-	start := time.Now()
-	err = c.Start(context.Background())
-	var se *StreamError
-	if !errors.As(err, &se) || se.Stream != StreamJobs || !errors.Is(err, ErrNoService) ||
-		!strings.Contains(err.Error(), "stream COMPACTOR_JOBS does not exist") || !strings.Contains(err.Error(), "only `compactor run` sets it up") {
-		t.Fatalf("client Start on an empty server: %v", err)
-	}
-	// A retried refusal lasts StartupTimeout; half of it cannot be reached by a slow machine.
-	if d := time.Since(start); d >= cfg.StartupTimeout/2 {
-		t.Errorf("the refusal took %s: a missing stream was retried", d)
-	}
-	if names := streamNames(t, b.js); len(names) != 0 {
-		t.Fatalf("a client created %v", names)
-	}
-
-	// The jobs stream alone (as an older service left it): the missing bucket is named.
-	if _, err := b.js.CreateStream(context.Background(), jetstream.StreamConfig{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy}); err != nil {
-		t.Fatal(err)
-	}
-	c2, _ := New(cfg)
-	defer c2.Close()
-	if err := c2.Start(context.Background()); !errors.Is(err, ErrNoService) || !strings.Contains(err.Error(), "bucket COMPACTOR_SWEEP does not exist") {
-		t.Fatalf("client Start without the sweeps' bucket: %v", err)
-	}
-	if err := b.js.DeleteStream(context.Background(), StreamJobs); err != nil {
-		t.Fatal(err)
+	cfg.Client, cfg.Setup, cfg.StartupTimeout = true, false, 30*time.Second
+	worker := b.config(&fakeHandler{})
+	worker.Setup, worker.StartupTimeout = false, 30*time.Second
+	for _, c := range []Config{cfg, worker} {
+		s, err := New(c)
+		if err != nil {
+			t.Fatal(err)
+		}
+		start := time.Now()
+		err = s.Start(context.Background())
+		s.Close()
+		var ns *NotSetUpError
+		if !errors.As(err, &ns) || !strings.Contains(err.Error(), "this NATS holds no fleet settings") || !strings.Contains(err.Error(), "compactor setup") {
+			t.Fatalf("Start on an empty server (client %v): %v", c.Client, err)
+		}
+		// A retried refusal lasts StartupTimeout; half of it cannot be reached by a slow machine.
+		if d := time.Since(start); d >= c.StartupTimeout/2 {
+			t.Errorf("the refusal took %s: a missing setup was retried", d)
+		}
+		if names := streamNames(t, b.js); len(names) != 0 {
+			t.Fatalf("a process without Setup created %v", names)
+		}
 	}
 
 	svc := b.config(&fakeHandler{})
@@ -77,7 +68,7 @@ func TestClientCreatesNothing(t *testing.T) {
 	c3, _ := New(cfg)
 	defer c3.Close()
 	if err := c3.Start(context.Background()); err != nil {
-		t.Fatalf("client Start after the service: %v", err)
+		t.Fatalf("client Start after the setup: %v", err)
 	}
 	if after := streamNames(t, b.js); !slices.Equal(before, after) {
 		t.Errorf("streams before the client %v, after %v", before, after)
@@ -87,6 +78,27 @@ func TestClientCreatesNothing(t *testing.T) {
 	}
 	if _, err := c3.startWorkers(context.Background()); err == nil {
 		t.Error("a client started workers")
+	}
+
+	// A worker of a store that was never set up: its consumer is named, and the command.
+	other := worker
+	other.Stores = []Store{{Name: "other", Dir: b.dir}}
+	o, _ := New(other)
+	defer o.Close()
+	if err := o.Start(context.Background()); !strings.Contains(fmt.Sprint(err), "consumer compactor-other of COMPACTOR_JOBS does not exist") ||
+		!strings.Contains(fmt.Sprint(err), "compactor setup --store other") {
+		t.Fatalf("worker of a store not set up: %v", err)
+	}
+	// A bucket gone: named.
+	if err := b.js.DeleteKeyValue(context.Background(), BucketSweep); err != nil {
+		t.Fatal(err)
+	}
+	short := cfg
+	short.StartupTimeout = time.Second // no answer may be an election: retried, said when it lasts
+	c4, _ := New(short)
+	defer c4.Close()
+	if err := c4.Start(context.Background()); !strings.Contains(fmt.Sprint(err), "bucket COMPACTOR_SWEEP answers no direct get") || !strings.Contains(fmt.Sprint(err), "compactor setup") {
+		t.Fatalf("client Start without the sweeps' bucket: %v", err)
 	}
 }
 

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"log/slog"
 	"math/rand/v2"
@@ -112,12 +113,18 @@ func spendWindow(w time.Duration, now time.Time) (start time.Time, suffix string
 	return start, "d" + start.Format("20060102")
 }
 
-// spendKey is the key of l's count in the window that holds now.
+// spendFleetScope is the first token of the fleet-wide counts' keys: '=' may be in a key but
+// not in a store's name, so no store's keys (<store>.spend.<window>) can be confused with it.
+const spendFleetScope = "=fleet"
+
+// spendKey is the key of l's count in the window that holds now: <store>.spend.<window>
+// for a store's limit (a key a store's worker may write, as every key of a store), and
+// =fleet.<window> for the fleet's.
 func spendKey(l SpendLimit, now time.Time) (key string, end time.Time) {
 	start, suffix := spendWindow(l.Window, now)
-	scope := "all"
+	scope := spendFleetScope
 	if l.Store != "" {
-		scope = "store." + l.Store
+		scope = l.Store + ".spend"
 	}
 	return scope + "." + suffix, start.Add(l.Window)
 }
@@ -196,6 +203,15 @@ func (s *Service) reserveSpend(ctx context.Context, t *ticket, estimate func() i
 			limit = 0 // a job that pays is counted, never stopped
 		}
 		used, over, err := addCount(ctx, s.res.spend, "spend", key, n, limit)
+		var newer *NewerRecordError
+		if errors.As(err, &newer) {
+			// A newer compactor counts this window in a shape this one cannot read: it is
+			// taken as full rather than overwritten or ignored (the limit is a promise).
+			if s.sayEvery("spend-newer:"+key, l.Window) {
+				s.log.Warn("spend count of a newer schema version: this worker takes its window as full", "limit", l.String(), "err", err)
+			}
+			used, over, err = l.Tokens, true, nil
+		}
 		if err != nil {
 			s.log.Warn("spend count not updated; the job is not held by this limit", "limit", l.String(), "key", key, "err", err)
 			continue

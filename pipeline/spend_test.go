@@ -260,3 +260,34 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 		t.Errorf("dead letters: %+v", dl)
 	}
 }
+
+// A store's worker may write its store's spend counts and the fleet's (the keys spendKey
+// makes), and no other store's.
+func TestSpendKeysArePermitted(t *testing.T) {
+	t.Parallel()
+	p, err := PermissionsFor(RoleWorker, []string{"hostA"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	now := time.Date(2026, 12, 5, 10, 30, 0, 0, time.UTC)
+	allowed := func(subject string) bool {
+		for _, s := range p.Publish {
+			if _, ok := matchTemplate(s, subject); ok {
+				return true
+			}
+		}
+		return false
+	}
+	for _, l := range []SpendLimit{{Store: "hostA", Window: time.Hour, Tokens: 1}, {Window: 24 * time.Hour, Tokens: 1}} {
+		key, _ := spendKey(l, now)
+		for _, subj := range []string{"$KV." + BucketSpend + "." + key, "$JS.API.DIRECT.GET.KV_" + BucketSpend + ".$KV." + BucketSpend + "." + key} {
+			if !allowed(subj) {
+				t.Errorf("worker of hostA may not publish %s (limit %s)", subj, l)
+			}
+		}
+	}
+	other, _ := spendKey(SpendLimit{Store: "hostB", Window: time.Hour, Tokens: 1}, now)
+	if allowed("$KV." + BucketSpend + "." + other) {
+		t.Errorf("worker of hostA may write hostB's spend count %s", other)
+	}
+}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -25,13 +26,12 @@ const (
 	// worker is bounded by MaxDeliver like one that fails (see attempts.go).
 	BucketAttempts = "COMPACTOR_ATTEMPTS"
 	consumerPfx    = "compactor-"
-	eventsPerSess  = 32
 
 	// maxFreeDeliveries is how many deliveries a job may spend without a handler attempt
-	// (a busy session lease, or a give-back at shutdown): the consumer's MaxDeliver is
-	// Config.MaxDeliver plus this. Handler attempts, crashes included, are counted in
-	// COMPACTOR_ATTEMPTS and bounded by Config.MaxDeliver; this is only the backstop for
-	// endless contention, caught by the max-deliveries advisory.
+	// (a busy session lease, or a give-back at shutdown): a delivery beyond MaxDeliver plus
+	// this is dead-lettered at admission. Handler attempts, crashes included, are counted
+	// in COMPACTOR_ATTEMPTS and bounded by MaxDeliver; this is only the backstop for
+	// endless contention.
 	maxFreeDeliveries = 50
 )
 
@@ -43,93 +43,248 @@ func ConsumerName(store string) string { return consumerPfx + store }
 const errCodeDiscardNewPerSubject jetstream.ErrorCode = 10077
 
 // IsAlreadyQueued reports whether a publish error means the session already has a pending
-// job of that kind.
+// job of that kind. The server answers a stream full (its byte limit) with the same code:
+// the description tells them apart.
 func IsAlreadyQueued(err error) bool {
 	var apiErr *jetstream.APIError
-	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDiscardNewPerSubject
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDiscardNewPerSubject && !isStreamFull(err)
+}
+
+// isStreamFull reports whether a publish was refused because the stream holds its limit of
+// bytes or messages (a stream that discards new messages).
+func isStreamFull(err error) bool {
+	var apiErr *jetstream.APIError
+	return errors.As(err, &apiErr) && apiErr.ErrorCode == errCodeDiscardNewPerSubject &&
+		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
 }
 
 type resources struct {
 	js       jetstream.JetStream
-	jobs     jetstream.Stream
-	events   jetstream.Stream
-	dlq      jetstream.Stream
-	leases   jetstream.KeyValue
-	sweep    jetstream.KeyValue
-	attempts jetstream.KeyValue
-	prepared jetstream.KeyValue
-	workers  jetstream.KeyValue
-	spend    jetstream.KeyValue
-	cons     map[string]jetstream.Consumer // by store
+	leases   *kvBucket
+	sweep    *kvBucket
+	attempts *kvBucket
+	prepared *kvBucket
+	workers  *kvBucket
+	spend    *kvBucket
+	cons     map[string]jetstream.Consumer // by store: compactor-<store> on COMPACTOR_JOBS
+	dlqCons  map[string]jetstream.Consumer // by store: compactor-dlq-<store> on COMPACTOR_DLQ (its count)
+	fleet    FleetSettings
 }
 
-// ensure sets up every stream, bucket and the stores' consumers, as only a service does
-// (clients open them: see open). Each is created with a create-only request; when that
-// fails because it exists, it is read again and updated from what the server holds, and
-// only where this process's configuration differs (one log line per setting changed).
-// Replicas are never lowered: a stream or bucket with more replicas than cfg.Replicas (an
-// operator raised it, or another service asked for more) keeps them. So two processes
-// starting together cannot undo each other's replicas: neither writes a configuration it
-// did not read first, and the loser of a create race only raises. What is left is two
-// services whose other settings differ (a fleet in the middle of a configuration change)
-// updating the same stream within the same few milliseconds: the later update wins for
-// those settings.
-//
-// The workers bucket is set up first: a client that sees COMPACTOR_JOBS can count on it.
-func ensure(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*resources, error) {
-	r := &resources{js: js, cons: map[string]jetstream.Consumer{}}
-	for _, b := range bucketConfigs(cfg, r) {
-		kv, err := ensureBucket(ctx, js, b.cfg, log)
-		if err != nil {
-			return nil, err
-		}
-		*b.dst = kv
+// dlqConsumerPfx names a store's consumer of COMPACTOR_DLQ. Nothing fetches from it: its
+// pending count is the store's dead letters, which a worker may read (the stream's
+// information, which would count them too, may not be read by a store's roles).
+const dlqConsumerPfx = "compactor-dlq-"
+
+// DLQConsumerName is the consumer of COMPACTOR_DLQ that counts a store's dead letters.
+func DLQConsumerName(store string) string { return dlqConsumerPfx + store }
+
+// SetupConfig is what `compactor setup` sets up: the streams and buckets of a fleet, and
+// the consumers of each store.
+type SetupConfig struct {
+	Stores          []string
+	Replicas        int
+	AckWait         time.Duration
+	MaxDeliver      int
+	LeaseTTL        time.Duration
+	DuplicateWindow time.Duration
+	PreparedTTL     time.Duration
+	JobsMaxAge      time.Duration
+	JobsMaxBytes    int64
+	EventsMaxAge    time.Duration
+	EventsMaxBytes  int64
+}
+
+// Validate checks what setup would set up (a zero setting: its default), naming the field
+// of the first that is wrong.
+func (sc SetupConfig) Validate() error {
+	return Config{DuplicateWindow: sc.DuplicateWindow, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes,
+		EventsMaxAge: sc.EventsMaxAge, EventsMaxBytes: sc.EventsMaxBytes}.withDefaults().setupConfig().validLimits()
+}
+
+// validLimits checks the streams' limits (zero: the default). A stream's age limit may not
+// be shorter than its duplicate window (the server refuses it).
+func (sc SetupConfig) validLimits() error {
+	switch {
+	case sc.JobsMaxAge < 0 || sc.JobsMaxAge > 0 && sc.JobsMaxAge < max(sc.DuplicateWindow, time.Second):
+		return configError("JobsMaxAge", "%s: want at least the duplicate window (%s)", sc.JobsMaxAge, sc.DuplicateWindow)
+	case sc.EventsMaxAge < 0 || sc.EventsMaxAge > 0 && sc.EventsMaxAge < time.Second:
+		return configError("EventsMaxAge", "%s: want at least 1s", sc.EventsMaxAge)
+	case sc.JobsMaxBytes < 0 || sc.JobsMaxBytes > 0 && sc.JobsMaxBytes < 1<<10:
+		return configError("JobsMaxBytes", "%d: want at least 1 KiB", sc.JobsMaxBytes)
+	case sc.EventsMaxBytes < 0 || sc.EventsMaxBytes > 0 && sc.EventsMaxBytes < 1<<10:
+		return configError("EventsMaxBytes", "%d: want at least 1 KiB", sc.EventsMaxBytes)
 	}
-	for _, st := range streamConfigs(cfg, r) {
-		str, err := ensureStream(ctx, js, st.cfg, log)
-		if err != nil {
-			return nil, err
+	return nil
+}
+
+// setupConfig is the part of a service's configuration that setup applies.
+func (c Config) setupConfig() SetupConfig {
+	sc := SetupConfig{Replicas: c.Replicas, AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, LeaseTTL: c.LeaseTTL,
+		DuplicateWindow: c.DuplicateWindow, PreparedTTL: c.PreparedTTL, JobsMaxAge: c.JobsMaxAge, JobsMaxBytes: c.JobsMaxBytes,
+		EventsMaxAge: c.EventsMaxAge, EventsMaxBytes: c.EventsMaxBytes}
+	for _, st := range c.Stores {
+		sc.Stores = append(sc.Stores, st.Name)
+	}
+	return sc
+}
+
+// ensure sets up every stream, bucket and the stores' consumers and writes the fleet's
+// settings, as only the admin does (`compactor setup`, `run --setup`, the embedded
+// server's service; the others bind them: see bind). Each is created with a create-only
+// request; when that fails because it exists, it is read again and updated from what the
+// server holds, and only where this process's configuration differs (one log line per
+// setting changed). Replicas are never lowered: a stream or bucket with more replicas than
+// sc.Replicas (an operator raised it, or another setup asked for more) keeps them. So two
+// processes starting together cannot undo each other's replicas: neither writes a
+// configuration it did not read first, and the loser of a create race only raises. What
+// is left is two setups whose other settings differ updating the same stream within the
+// same few milliseconds: the later update wins for those settings.
+//
+// The fleet's settings record keeps every store set up so far, with this setup's values.
+func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) error {
+	for _, b := range bucketConfigs(sc) {
+		if _, err := ensureBucket(ctx, js, b, log); err != nil {
+			return err
 		}
-		*st.dst = str
+	}
+	for _, st := range streamConfigs(sc) {
+		if _, err := ensureStream(ctx, js, st, log); err != nil {
+			return err
+		}
+	}
+	stores := slices.Clone(sc.Stores)
+	if old, err := readFleet(ctx, js.Conn()); err == nil {
+		for _, st := range old.Stores {
+			if !slices.Contains(stores, st) {
+				stores = append(stores, st)
+			}
+		}
+	}
+	slices.Sort(stores)
+	for _, st := range sc.Stores {
+		if _, err := ensureConsumer(ctx, js, StreamJobs, consumerConfig(sc, st), log); err != nil {
+			return err
+		}
+		if _, err := ensureConsumer(ctx, js, StreamDLQ, dlqConsumerConfig(st), log); err != nil {
+			return err
+		}
+	}
+	return writeFleet(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
+		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: stores,
+		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes})
+}
+
+// bind opens what a worker (or a client, cfg.Client) uses, as it was set up, and checks
+// that it is there: the fleet's settings, each bucket and the jobs stream (a direct get in
+// the first store's part of each: the requests a store's roles may make), and each
+// store's consumers. It creates and changes nothing. What is missing or different is a
+// *NotSetUpError that names it and the command that sets it up.
+func bind(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*resources, error) {
+	fleet, err := readFleet(ctx, js.Conn())
+	if err != nil {
+		return nil, err
+	}
+	r := &resources{js: js, cons: map[string]jetstream.Consumer{}, dlqCons: map[string]jetstream.Consumer{}, fleet: *fleet}
+	r.leases, r.sweep, r.attempts = openBucket(js, BucketLeases), openBucket(js, BucketSweep), openBucket(js, BucketAttempts)
+	r.prepared, r.workers, r.spend = openBucket(js, BucketPrepared), openBucket(js, BucketWorkers), openBucket(js, BucketSpend)
+	probe := cfg.Stores[0].Name
+	buckets := []*kvBucket{r.sweep, r.workers}
+	if !cfg.Client {
+		buckets = []*kvBucket{r.leases, r.attempts, r.sweep, r.prepared, r.workers, r.spend}
+	}
+	for _, b := range buckets {
+		if _, err := b.last(ctx, probe+"._probe"); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
+			return nil, probeError("bucket "+b.name, err)
+		}
+	}
+	if _, err := directLast(ctx, js.Conn(), StreamJobs, jobsPrefix+probe+"._probe"); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, probeError("stream "+StreamJobs, err)
+	}
+	if cfg.Client {
+		return r, nil
 	}
 	for _, st := range cfg.Stores {
-		c, err := ensureConsumer(ctx, js, StreamJobs, consumerConfig(cfg, st.Name), log)
+		c, err := bindConsumer(ctx, js, StreamJobs, consumerConfig(SetupConfig{}, st.Name))
 		if err != nil {
 			return nil, err
 		}
 		r.cons[st.Name] = c
+		if c, err = bindConsumer(ctx, js, StreamDLQ, dlqConsumerConfig(st.Name)); err != nil {
+			return nil, err
+		}
+		r.dlqCons[st.Name] = c
 	}
 	return r, nil
 }
 
-type streamSpec struct {
-	dst *jetstream.Stream
-	cfg jetstream.StreamConfig
+// probeError explains a probe of a bucket or stream that did not answer. Nothing answers
+// a direct get of a stream that does not exist or does not allow them, and, for a moment,
+// of one whose servers are electing a leader: the start retries it within StartupTimeout,
+// and says what it means if it lasts.
+func probeError(what string, err error) error {
+	if errors.Is(err, nats.ErrNoResponders) {
+		return fmt.Errorf("%s answers no direct get (it does not exist or was set up by an older compactor: run `compactor setup`, or `compactor setup --migrate`; or its servers are electing a leader): %w", what, err)
+	}
+	return fmt.Errorf("%s: %w", what, err)
 }
 
-// streamConfigs are the streams a service sets up, each with where it goes in r.
-func streamConfigs(cfg Config, r *resources) []streamSpec {
-	out := []streamSpec{
-		{&r.jobs, jetstream.StreamConfig{
+// bindConsumer opens a store's consumer and checks the settings that make it the store's.
+func bindConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
+	store := strings.TrimPrefix(strings.TrimPrefix(want.Durable, dlqConsumerPfx), consumerPfx)
+	remedy := fmt.Sprintf("run `compactor setup --store %s` with the admin's credentials, or `compactor run --setup`", store)
+	c, err := js.Consumer(ctx, stream, want.Durable)
+	if errors.Is(err, jetstream.ErrConsumerNotFound) {
+		return nil, &NotSetUpError{What: fmt.Sprintf("consumer %s of %s does not exist", want.Durable, stream), Remedy: remedy}
+	}
+	if errors.Is(err, jetstream.ErrStreamNotFound) {
+		return nil, &NotSetUpError{What: fmt.Sprintf("stream %s does not exist", stream), Remedy: remedy}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("consumer %s: %w", want.Durable, err)
+	}
+	have := c.CachedInfo().Config
+	switch {
+	case have.FilterSubject != want.FilterSubject:
+		return nil, &NotSetUpError{What: fmt.Sprintf("consumer %s of %s takes %q, not the store's %q", want.Durable, stream, have.FilterSubject, want.FilterSubject), Remedy: remedy}
+	case want.MaxDeliver != 0 && have.MaxDeliver != want.MaxDeliver:
+		return nil, &NotSetUpError{What: fmt.Sprintf("consumer %s of %s was set up by an older compactor (max_deliver %d)", want.Durable, stream, have.MaxDeliver),
+			Remedy: "run `compactor setup --migrate` (docs/security.md, \"Upgrading\")"}
+	}
+	return c, nil
+}
+
+// eventsPerJob bounds a job's events (its retries and its final event).
+const eventsPerJob = 16
+
+// streamConfigs are the streams setup sets up.
+func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
+	out := []jetstream.StreamConfig{
+		{
 			Name:                 StreamJobs,
 			Description:          "compactor jobs: one pending job per session and kind",
 			Subjects:             []string{jobsPrefix + ">"},
 			Retention:            jetstream.WorkQueuePolicy,
+			MaxAge:               cfg.JobsMaxAge,
+			MaxBytes:             cfg.JobsMaxBytes,
 			MaxMsgsPerSubject:    1,
 			Discard:              jetstream.DiscardNew,
 			DiscardNewPerSubject: true,
 			Duplicates:           cfg.DuplicateWindow,
-		}},
-		{&r.events, jetstream.StreamConfig{
+			AllowDirect:          true,
+		},
+		{
 			Name:              StreamEvents,
 			Description:       "compactor job results (metadata only)",
 			Subjects:          []string{eventsPrefix + ">"},
 			Retention:         jetstream.LimitsPolicy,
-			MaxAge:            DefaultEventsMaxAge,
-			MaxMsgsPerSubject: eventsPerSess,
+			MaxAge:            cfg.EventsMaxAge,
+			MaxBytes:          cfg.EventsMaxBytes,
+			MaxMsgsPerSubject: eventsPerJob,
 			Discard:           jetstream.DiscardOld,
-		}},
-		{&r.dlq, jetstream.StreamConfig{
+			AllowDirect:       true,
+		},
+		{
 			Name:        StreamDLQ,
 			Description: "compactor dead letters: refused, failed or exhausted jobs",
 			Subjects:    []string{dlqPrefix + ">"},
@@ -137,45 +292,54 @@ func streamConfigs(cfg Config, r *resources) []streamSpec {
 			MaxAge:      DefaultDLQMaxAge,
 			Discard:     jetstream.DiscardOld,
 			Duplicates:  cfg.DuplicateWindow,
-		}},
+		},
 	}
 	for i := range out {
-		out[i].cfg.Storage, out[i].cfg.Replicas = jetstream.FileStorage, cfg.Replicas
+		out[i].Storage, out[i].Replicas = jetstream.FileStorage, cfg.Replicas
 	}
 	return out
 }
 
-type bucketSpec struct {
-	dst *jetstream.KeyValue
-	cfg jetstream.KeyValueConfig
-}
-
-// bucketConfigs are the buckets a service sets up, the workers' first.
-func bucketConfigs(cfg Config, r *resources) []bucketSpec {
-	out := []bucketSpec{
-		{&r.workers, jetstream.KeyValueConfig{Bucket: BucketWorkers, Description: "the workers serving each store: a key per store and worker, renewed while it works", TTL: workerBeatTTL}},
-		{&r.leases, jetstream.KeyValueConfig{Bucket: BucketLeases, Description: "per-session leases of running compactor jobs", TTL: cfg.LeaseTTL}},
-		{&r.sweep, jetstream.KeyValueConfig{Bucket: BucketSweep, Description: "what the last sweep saw of each session file"}},
-		{&r.attempts, jetstream.KeyValueConfig{Bucket: BucketAttempts, Description: "handler attempts per job message (crashes included)", TTL: attemptsTTL}},
-		{&r.prepared, jetstream.KeyValueConfig{Bucket: BucketPrepared, Description: "compaction summaries prepared ahead of time for live agents (one per session)", TTL: cfg.PreparedTTL}},
-		{&r.spend, spendBucket()},
+// bucketConfigs are the buckets setup sets up, the settings' and the workers' first.
+func bucketConfigs(cfg SetupConfig) []jetstream.KeyValueConfig {
+	out := []jetstream.KeyValueConfig{
+		{Bucket: BucketSettings, Description: "the fleet's settings, written by compactor setup"},
+		{Bucket: BucketWorkers, Description: "the workers serving each store: a key per store and worker, renewed while it works, and the store's owner", TTL: workerBeatTTL},
+		{Bucket: BucketLeases, Description: "per-session leases of running compactor jobs", TTL: cfg.LeaseTTL},
+		{Bucket: BucketSweep, Description: "what the last sweep saw of each session file"},
+		{Bucket: BucketAttempts, Description: "handler attempts per job message (crashes included)", TTL: attemptsTTL},
+		{Bucket: BucketPrepared, Description: "compaction summaries prepared ahead of time for live agents (one per session)", TTL: cfg.PreparedTTL},
+		spendBucket(),
 	}
 	for i := range out {
-		out[i].cfg.History, out[i].cfg.Storage, out[i].cfg.Replicas = 1, jetstream.FileStorage, cfg.Replicas
+		out[i].History, out[i].Storage, out[i].Replicas = 1, jetstream.FileStorage, cfg.Replicas
 	}
 	return out
 }
 
-// consumerConfig is the durable pull consumer of a store.
-func consumerConfig(cfg Config, store string) jetstream.ConsumerConfig {
+// consumerConfig is the durable pull consumer of a store. Its deliveries are not bounded
+// here (MaxDeliver -1): a worker bounds them with the message in hand (admit), so that no
+// worker needs the right to read or delete a message of the stream by its sequence.
+func consumerConfig(cfg SetupConfig, store string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName(store),
 		Description:   "compactor workers of store " + store,
 		FilterSubject: jobsPrefix + store + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
-		MaxDeliver:    cfg.MaxDeliver + maxFreeDeliveries,
+		MaxDeliver:    -1,
 		MaxAckPending: 10000,
+		DeliverPolicy: jetstream.DeliverAllPolicy,
+	}
+}
+
+// dlqConsumerConfig is the consumer that counts a store's dead letters.
+func dlqConsumerConfig(store string) jetstream.ConsumerConfig {
+	return jetstream.ConsumerConfig{
+		Durable:       DLQConsumerName(store),
+		Description:   "counts the dead letters of store " + store + " (nothing fetches from it)",
+		FilterSubject: dlqPrefix + store + ".>",
+		AckPolicy:     jetstream.AckNonePolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
 }
@@ -219,14 +383,27 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 	}
 }
 
+// msgTTLBuckets are the buckets whose markers expire by themselves (per-message TTLs): the
+// sweep records', which has no TTL of its own (prune in sweep.go).
+var msgTTLBuckets = []string{BucketSweep}
+
 // ensureBucket is ensureStream for a KV bucket: created by a create-only request, or
-// updated from the stream the server holds.
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (jetstream.KeyValue, error) {
+// updated from the stream the server holds. A bucket of msgTTLBuckets is then made to
+// allow per-message TTLs (the client library sets that only with limit markers, which
+// would add a marker of their own after each expired one).
+func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (*kvBucket, error) {
 	name := "KV_" + want.Bucket
+	msgTTL := slices.Contains(msgTTLBuckets, want.Bucket)
 	for round := 1; ; round++ {
-		kv, err := js.CreateKeyValue(ctx, want)
+		_, err := js.CreateKeyValue(ctx, want)
 		if err == nil {
-			return kv, nil
+			if msgTTL {
+				err = allowMsgTTL(ctx, js, name)
+			}
+			if err != nil {
+				return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, err)
+			}
+			return openBucket(js, want.Bucket), nil
 		}
 		if !errors.Is(err, jetstream.ErrBucketExists) {
 			return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, explainReplicas(err, want.Replicas))
@@ -245,7 +422,7 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 			dup = want.TTL
 		}
 		sc := jetstream.StreamConfig{Name: name, Description: want.Description, MaxAge: want.TTL, Duplicates: dup,
-			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas}
+			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas, AllowMsgTTL: msgTTL}
 		next, ok, err := reconcile("bucket", want.Bucket, str.CachedInfo().Config, sc, log)
 		if err != nil {
 			return nil, err
@@ -259,12 +436,20 @@ func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.Ke
 				return nil, fmt.Errorf("update bucket %s: %w", want.Bucket, explainReplicas(err, next.Replicas))
 			}
 		}
-		kv, err = js.KeyValue(ctx, want.Bucket)
-		if err != nil {
-			return nil, fmt.Errorf("open bucket %s: %w", want.Bucket, err)
-		}
-		return kv, nil
+		return openBucket(js, want.Bucket), nil
 	}
+}
+
+// allowMsgTTL lets the stream of a bucket just created take per-message TTLs.
+func allowMsgTTL(ctx context.Context, js jetstream.JetStream, stream string) error {
+	str, err := js.Stream(ctx, stream)
+	if err != nil {
+		return err
+	}
+	cfg := str.CachedInfo().Config
+	cfg.AllowMsgTTL = true
+	_, err = js.UpdateStream(ctx, cfg)
+	return err
 }
 
 // ensureConsumer creates a durable consumer with a create-only request, or updates the
@@ -351,7 +536,10 @@ func reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.L
 	differ(&changes, "discard", &next.Discard, want.Discard)
 	differ(&changes, "discard_new_per_subject", &next.DiscardNewPerSubject, want.DiscardNewPerSubject)
 	differ(&changes, "max_age", &next.MaxAge, want.MaxAge)
+	differ(&changes, "max_bytes", &next.MaxBytes, want.MaxBytes)
 	differ(&changes, "duplicate_window", &next.Duplicates, want.Duplicates)
+	differ(&changes, "allow_direct", &next.AllowDirect, want.AllowDirect)
+	differ(&changes, "allow_msg_ttl", &next.AllowMsgTTL, want.AllowMsgTTL)
 	switch {
 	case want.Replicas > have.Replicas:
 		changes = append(changes, change{"replicas", have.Replicas, want.Replicas})
@@ -416,53 +604,46 @@ func transient(err error) bool {
 	return false
 }
 
-// open binds what a client uses (the jobs stream, the sweeps' bucket), set up by a
-// service. It creates and changes nothing: what is missing is a *StreamError naming it,
-// which says that `compactor run` sets it up.
-func open(ctx context.Context, js jetstream.JetStream, _ Config, _ *slog.Logger) (*resources, error) {
-	r := &resources{js: js, cons: map[string]jetstream.Consumer{}}
-	str, err := js.Stream(ctx, StreamJobs)
-	if err != nil {
-		return nil, missing(StreamJobs, err)
-	}
-	r.jobs = str
-	kv, err := js.KeyValue(ctx, BucketSweep)
-	if err != nil {
-		return nil, missing("KV_"+BucketSweep, err)
-	}
-	r.sweep = kv
-	return r, nil
-}
-
-// missing turns a not-found error on stream (a bucket's is KV_<bucket>) into the
-// *StreamError that says a service sets it up.
-func missing(stream string, err error) error {
-	if errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrBucketNotFound) {
-		return &StreamError{Stream: stream, Kind: ErrNoService}
-	}
-	return fmt.Errorf("open %s: %w", stream, err)
-}
-
-// ensureUntil sets up (a service: ensure) or opens (a client: open) the resources, again
-// until it succeeds, a permanent error occurs, or timeout passes: a cluster that is
-// electing leaders (after a node restart) answers with timeouts and "temporarily
-// unavailable" for a few seconds, which must not stop a worker from starting.
-func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*resources, error) {
-	setup := ensure
-	if cfg.Client {
-		setup = open
-	}
+// ensureUntil sets up (the admin: ensure, then bind) or binds (a worker or client) the
+// resources, again until it succeeds, a permanent error occurs, or timeout passes: a
+// cluster that is electing leaders (after a node restart) answers with timeouts and
+// "temporarily unavailable" for a few seconds, which must not stop a worker from
+// starting. What is not set up, and a permission the server refused, are said at once.
+// then, when given, runs on the bound resources within the same retries (the stores'
+// claims, which a cluster settling after a setup's changes can also time out).
+func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger, then func(context.Context, *resources) error) (*resources, error) {
 	deadline := time.Now().Add(cfg.StartupTimeout)
 	wait := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		res, err := setup(ctx, js, cfg, log)
+		res, err := guard(ctx, js.Conn(), func(ctx context.Context) (*resources, error) {
+			if cfg.Setup && !cfg.Client {
+				// The embedded server is this service's own: an older layout on it is
+				// migrated at once (a migration refuses while other workers serve).
+				if _, err := setup(ctx, js, cfg.setupConfig(), cfg.NATS.URL == "", false, log); err != nil {
+					return nil, err
+				}
+			}
+			res, err := bind(ctx, js, cfg, log)
+			if err == nil && then != nil {
+				err = then(ctx, res)
+			}
+			return res, err
+		})
 		if err == nil {
 			return res, nil
 		}
 		if ctx.Err() != nil {
 			return nil, err
 		}
-		if se := (*StreamError)(nil); errors.As(err, &se) {
+		var (
+			se *StreamError
+			ns *NotSetUpError
+			pe *PermissionError
+			oe *OldLayoutError
+			le *LiveWorkersError
+			we *OwnerError
+		)
+		if errors.As(err, &se) || errors.As(err, &ns) || errors.As(err, &pe) || errors.As(err, &oe) || errors.As(err, &le) || errors.As(err, &we) {
 			return nil, err
 		}
 		if !transient(err) {
@@ -484,16 +665,20 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 	}
 }
 
-// pendingJobs counts the messages still in COMPACTOR_JOBS for the given stores (in a
-// work-queue stream a message stays until it is acked or terminated).
-func pendingJobs(ctx context.Context, s jetstream.Stream, stores []Store) (uint64, error) {
+// pendingJobs counts the jobs of the given stores not answered yet: queued, running, or
+// waiting for a retry's delay (each store's consumer says it of its own).
+func pendingJobs(ctx context.Context, cons map[string]jetstream.Consumer, stores []Store) (uint64, error) {
 	var n uint64
 	for _, st := range stores {
-		c, err := countSubjects(ctx, s, jobsPrefix+st.Name+".>")
+		ci, err := cons[st.Name].Info(ctx)
 		if err != nil {
-			return 0, fmt.Errorf("jobs stream info: %w", err)
+			return 0, fmt.Errorf("consumer %s: %w", ConsumerName(st.Name), err)
 		}
-		n += c
+		n += ci.NumPending + uint64(ci.NumAckPending)
 	}
 	return n, nil
 }
+
+// Transient reports whether a JetStream error may go away by itself (a timeout, a cluster
+// electing a leader): worth trying again within a startup timeout.
+func Transient(err error) bool { return transient(err) }

@@ -5,6 +5,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"os"
@@ -20,20 +21,26 @@ import (
 
 // SweepStats counts what a sweep saw and did.
 type SweepStats struct {
-	Stores        int           `json:"stores"`
-	Files         int           `json:"files"`
-	Unchanged     int           `json:"unchanged"`     // same size and mtime as last sweep: not read
-	Active        int           `json:"active"`        // modified within Idle: left alone
-	Assessed      int           `json:"assessed"`      // read by the Assessor
-	Retried       int           `json:"retried"`       // unchanged, but their last job failed or met a busy session and the backoff has passed
-	Resettled     int           `json:"resettled"`     // unchanged, but the settings that decide the budget changed since they were assessed
-	OverBudget    int           `json:"overBudget"`    // assessed and over budget
-	UnderBudget   int           `json:"underBudget"`   // assessed and within budget: nothing to do
-	Ineligible    int           `json:"ineligible"`    // over budget but nothing a job could do (v1/v2, no assistant, already compacted)
-	Enqueued      int           `json:"enqueued"`      // new jobs
-	AlreadyQueued int           `json:"alreadyQueued"` // a job was pending (or the same one within the duplicate window)
-	Errors        int           `json:"errors"`
-	Duration      time.Duration `json:"durationNs"`
+	Stores        int `json:"stores"`
+	Files         int `json:"files"`
+	Unchanged     int `json:"unchanged"`     // same size and mtime as last sweep: not read
+	Active        int `json:"active"`        // modified within Idle: left alone
+	Assessed      int `json:"assessed"`      // read by the Assessor
+	Retried       int `json:"retried"`       // unchanged, but their last job failed or met a busy session and the backoff has passed
+	Resettled     int `json:"resettled"`     // unchanged, but the settings that decide the budget changed since they were assessed
+	OverBudget    int `json:"overBudget"`    // assessed and over budget
+	UnderBudget   int `json:"underBudget"`   // assessed and within budget: nothing to do
+	Ineligible    int `json:"ineligible"`    // over budget but nothing a job could do (v1/v2, no assistant, already compacted)
+	Enqueued      int `json:"enqueued"`      // new jobs
+	AlreadyQueued int `json:"alreadyQueued"` // a job was pending (or the same one within the duplicate window)
+	Errors        int `json:"errors"`
+	// NewerRecords: files whose sweep record a newer compactor wrote, in a shape this one
+	// cannot read: left to the newer sweeps (not assessed, the record not rewritten).
+	NewerRecords int `json:"newerRecords"`
+	// Removed: records of files that are gone (deleted, or moved out of the store),
+	// removed by this sweep.
+	Removed  int           `json:"removedRecords"`
+	Duration time.Duration `json:"durationNs"`
 }
 
 // String is the one-line summary.
@@ -41,6 +48,12 @@ func (st SweepStats) String() string {
 	extra := ""
 	if st.Retried > 0 || st.Resettled > 0 {
 		extra = fmt.Sprintf(" (%d retried after a backoff, %d for new settings)", st.Retried, st.Resettled)
+	}
+	if st.NewerRecords > 0 {
+		extra += fmt.Sprintf(", %d left to a newer compactor", st.NewerRecords)
+	}
+	if st.Removed > 0 {
+		extra += fmt.Sprintf(", %d records of files that are gone removed", st.Removed)
 	}
 	return fmt.Sprintf("sweep: %d files in %d stores: %d unchanged, %d active, %d assessed%s, %d over budget, %d enqueued, %d already queued, %d ineligible, %d errors in %s",
 		st.Files, st.Stores, st.Unchanged, st.Active, st.Assessed, extra, st.OverBudget, st.Enqueued, st.AlreadyQueued, st.Ineligible, st.Errors, st.Duration.Round(time.Millisecond))
@@ -58,7 +71,8 @@ type SweepProgress interface {
 }
 
 // SweptFile is one file a sweep looked at. Result is the sweep metric's label: unchanged,
-// active, assessed (read and within budget), ineligible, already_queued, enqueued or error.
+// active, assessed (read and within budget), ineligible, already_queued, enqueued,
+// newer_record (left to a newer compactor: docs/upgrading.md) or error.
 type SweptFile struct {
 	Store  string
 	Path   string // relative to the store's root
@@ -73,6 +87,7 @@ func (st SweepStats) changed() bool { return st.Assessed > 0 || st.Enqueued > 0 
 // without reading it when its size and mtime are unchanged, the settings that decide the
 // budget are the same, and no retry is due.
 type sweepRecord struct {
+	V             int       `json:"v"` // sweepRecordV
 	Path          string    `json:"path"`
 	Size          int64     `json:"size"`
 	MtimeNs       int64     `json:"mtimeNs"`
@@ -100,7 +115,7 @@ type sweepRecord struct {
 
 func sweepKey(store, rel string) string {
 	sum := sha256.Sum256([]byte(rel))
-	return "f." + store + "." + hex.EncodeToString(sum[:20])
+	return store + "." + hex.EncodeToString(sum[:20])
 }
 
 // settingsFingerprinter is implemented by an Assessor whose budget depends on settings
@@ -127,6 +142,17 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	if err := s.Start(ctx); err != nil {
 		return SweepStats{}, err
 	}
+	// A refusal ends the sweep at once, named (this user may not reach a store's keys).
+	return guard(ctx, s.nc, func(ctx context.Context) (SweepStats, error) { return s.sweep(ctx, progress) })
+}
+
+func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
+	if s.cfg.Assessor == nil {
+		return SweepStats{}, configError("Assessor", "required to sweep")
+	}
+	if err := s.Start(ctx); err != nil {
+		return SweepStats{}, err
+	}
 	start := time.Now()
 	m, err := s.sweepMemo(ctx)
 	if err != nil {
@@ -138,6 +164,7 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	}
 	type item struct{ store, rel, abs string }
 	var items []item
+	walked := map[string]bool{} // the keys of the files walked
 	for _, st := range s.cfg.Stores {
 		root := s.roots[st.Name]
 		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -151,6 +178,7 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".jsonl") {
 				rel, _ := filepath.Rel(root, p)
 				items = append(items, item{st.Name, filepath.ToSlash(rel), p})
+				walked[sweepKey(st.Name, filepath.ToSlash(rel))] = true
 			}
 			return ctx.Err()
 		})
@@ -180,12 +208,19 @@ func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats
 		})
 	}
 	err = g.Wait()
+	if err == nil {
+		stats.Removed = sw.prune(ctx, walked)
+	}
 	stats.Duration = time.Since(start)
 	if progress != nil {
 		progress.Finished(stats)
 	}
 	if err != nil {
 		return stats, fmt.Errorf("sweep: %w", err)
+	}
+	if stats.NewerRecords > 0 && s.sayEvery("sweep-newer", time.Hour) {
+		s.log.Warn("sweep: files whose records a newer compactor wrote were left to its sweeps (their records are of a schema version this one cannot read; docs/upgrading.md)",
+			"files", stats.NewerRecords)
 	}
 	if progress == nil && stats.changed() {
 		s.log.Info(stats.String())
@@ -218,13 +253,17 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 	}
 	key := sweepKey(store, rel)
 	prev, known := sw.memo.get(key)
-	known = known && prev.Path == rel
+	if known && prev.newer > 0 {
+		add(func() { st.NewerRecords++ })
+		return "newer_record"
+	}
+	known = known && prev.rec.Path == rel
 	var retry bool
-	if known && prev.Size == fi.Size() && prev.MtimeNs == fi.ModTime().UnixNano() {
+	if known && prev.rec.Size == fi.Size() && prev.rec.MtimeNs == fi.ModTime().UnixNano() {
 		switch {
-		case prev.Settings != sw.settings:
+		case prev.rec.Settings != sw.settings:
 			add(func() { st.Resettled++ })
-		case !prev.RetryAt.IsZero() && !sw.now.Before(prev.RetryAt):
+		case !prev.rec.RetryAt.IsZero() && !sw.now.Before(prev.rec.RetryAt):
 			retry = true
 			add(func() { st.Retried++ })
 		default:
@@ -236,9 +275,9 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 		add(func() { st.Active++ })
 		return "active"
 	}
-	rec := sweepRecord{Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
+	rec := sweepRecord{V: sweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
 	if known {
-		rec.Misses, rec.LastOutcome = prev.Misses, prev.LastOutcome
+		rec.Misses, rec.LastOutcome = prev.rec.Misses, prev.rec.LastOutcome
 	}
 	a, aerr := s.cfg.Assessor.Assess(ctx, abs)
 	add(func() { st.Assessed++ })
@@ -318,9 +357,55 @@ func (sw *sweeper) remember(ctx context.Context, key string, rec sweepRecord) er
 
 func (sw *sweeper) forget(ctx context.Context, key string) {
 	sw.memo.forget(key)
-	if err := sw.s.res.sweep.Delete(ctx, key); err != nil {
+	if _, err := sw.s.res.sweep.deleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
 		sw.s.log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
 	}
+}
+
+// sweepMarkerTTL is how long the marker of a removed sweep record stays: long enough for
+// the watchers of the moment to see it (the others load the bucket without the key).
+const sweepMarkerTTL = time.Hour
+
+// prune removes the records of this service's stores whose files are gone: a record the
+// walk did not meet, whose file does not exist (a file that exists but was not walked,
+// because a directory could not be read or it is no longer a regular file, keeps its
+// record). A record is removed only if it has not changed since the memo read it (a
+// conditional delete: another sweep or a worker's note wins), and never one of a newer
+// schema version. It returns how many were removed.
+func (sw *sweeper) prune(ctx context.Context, walked map[string]bool) int {
+	s := sw.s
+	removed := 0
+	for _, st := range s.cfg.Stores {
+		for key, e := range sw.memo.under(st.Name) {
+			if walked[key] || e.newer > 0 || !filepath.IsLocal(filepath.FromSlash(e.rec.Path)) || sweepKey(st.Name, e.rec.Path) != key {
+				continue
+			}
+			if _, err := os.Lstat(filepath.Join(s.roots[st.Name], filepath.FromSlash(e.rec.Path))); !errors.Is(err, fs.ErrNotExist) {
+				continue
+			}
+			refused, err := s.res.sweep.deleteExpiring(ctx, key, e.rev, sw.markerTTL())
+			if err != nil {
+				s.log.Debug("sweep: record of a file that is gone not removed", "store", st.Name, "path", e.rec.Path, "err", err)
+				continue
+			}
+			if refused && s.sayEvery("sweep-marker-ttl", time.Hour) {
+				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", BucketSweep)
+			}
+			sw.memo.forget(key)
+			removed++
+		}
+	}
+	if removed > 0 {
+		s.log.Info("sweep: records of session files that are gone removed", "records", removed)
+	}
+	return removed
+}
+
+func (sw *sweeper) markerTTL() time.Duration {
+	if sw.s.cfg.sweepMarkerTTL > 0 {
+		return sw.s.cfg.sweepMarkerTTL
+	}
+	return sweepMarkerTTL
 }
 
 // sweepLoop runs Sweep every SweepEvery until ctx ends. The memo's watcher stays open

@@ -74,7 +74,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	}
 	rec := func(rel string) sweepRecord {
 		r, _ := s.memo.get(sweepKey("default", rel))
-		return r
+		return r.rec
 	}
 	eventually(t, 5*time.Second, "the outcomes noted in the memo", func() bool {
 		return rec("fail.jsonl").Misses == 1 && rec("busy.jsonl").Misses == 1

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"maps"
 	"slices"
 	"strconv"
 	"strings"
@@ -23,11 +24,10 @@ import (
 // none has. So a fleet in a rolling upgrade routes each job to a worker that understands
 // it, through the store's one consumer.
 //
-// Waiting costs deliveries, and the consumer allows MaxDeliver + maxFreeDeliveries of them
-// before JetStream gives up on a message (the max-deliveries advisory dead-letters it). A
-// job handed back that many times (a job waiting for a version nobody runs yet, or held
-// by a spend limit for many windows) is queued again instead, as a new message with a
-// fresh delivery count (requeue).
+// Waiting costs deliveries, which do not count against the job's bound: each hand-back is
+// counted with the job's attempts, and the bound (MaxDeliver + maxFreeDeliveries) is
+// raised by them (handBack, beyondBound). A job waiting for a version nobody runs yet, or
+// held by a spend limit for many windows, keeps its message, and its sequence, to its end.
 
 // versionWaitAlone is how long a job of a version no worker of its store understands
 // waits before it is delivered again: a worker that understands it may start meanwhile.
@@ -64,6 +64,9 @@ func versionList(vs []int) string {
 // jobVersionsOf are the job versions a worker's beat says it works; a beat without them
 // comes from a worker older than the field, which works version 1 only.
 func (b WorkerBeat) jobVersionsOf() []int {
+	if b.Newer() {
+		return nil // not read from a beat of a newer schema
+	}
 	if len(b.JobVersions) == 0 {
 		return []int{1}
 	}
@@ -87,7 +90,7 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	beats, err := readBeats(rctx, s.res.workers, store+".>")
+	beats, err := readBeats(rctx, s.res.workers, store)
 	if err != nil {
 		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", BucketWorkers, "err", err)
 		return f.beats[store]
@@ -99,10 +102,10 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	return beats
 }
 
-// readBeats reads the beats under filter (a key filter of COMPACTOR_WORKERS), those of
-// workers that reported within workerBeatTTL.
-func readBeats(ctx context.Context, kv jetstream.KeyValue, filter string) ([]WorkerBeat, error) {
-	w, err := kv.Watch(ctx, filter, jetstream.IgnoreDeletes())
+// readBeats reads the beats of store ("": every store's) in COMPACTOR_WORKERS, those of
+// workers that reported within workerBeatTTL (a store's owner record is no beat).
+func readBeats(ctx context.Context, kv *kvBucket, store string) ([]WorkerBeat, error) {
+	w, err := kv.Watch(ctx, store)
 	if err != nil {
 		return nil, fmt.Errorf("watch %s: %w", BucketWorkers, err)
 	}
@@ -119,12 +122,28 @@ func readBeats(ctx context.Context, kv jetstream.KeyValue, filter string) ([]Wor
 			if e == nil {
 				return out, nil
 			}
-			var b WorkerBeat
-			if json.Unmarshal(e.Value(), &b) == nil && time.Since(b.At) < workerBeatTTL {
+			if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
+				continue
+			}
+			if b, ok := beatOf(e); ok && time.Since(b.At) < workerBeatTTL {
 				out = append(out, b)
 			}
 		}
 	}
+}
+
+// beatOf reads a worker's beat. A beat of a newer schema version is its worker (named by
+// its key), its store and the time it was written, nothing more: WorkerBeat.Newer.
+func beatOf(e jetstream.KeyValueEntry) (WorkerBeat, bool) {
+	if v, ok := recordV(e.Value()); ok && v > beatV {
+		store, worker, _ := strings.Cut(e.Key(), ".")
+		return WorkerBeat{V: v, Worker: worker, Store: store, At: e.Created().UTC()}, true
+	}
+	var b WorkerBeat
+	if json.Unmarshal(e.Value(), &b) != nil {
+		return b, false
+	}
+	return b, true
 }
 
 // unknownVersion hands back a delivery whose job is of a version this worker does not
@@ -163,25 +182,28 @@ const (
 // handBack answers a delivery this worker does not work now through no fault of the job:
 // its version, a spend limit, a shutdown. It costs the job no attempt (one already counted
 // is taken back) and the session's lease is released; the job is delivered again after
-// delay (at once for 0). A job that has spent nearly every delivery its consumer allows is
-// queued again as a new message instead: waiting never dead-letters a job. jobID names
-// the job for its attempt count when the delivery was not decoded ("" otherwise).
+// delay (at once for 0). The hand-back is counted with the job's attempts (countRecord's
+// HandedBack), so that waiting never spends the deliveries that bound a job (admit): the
+// job keeps its message however long it waits, and with it its sequence, which the
+// requester's wait and the job's events name. jobID names the job for its count when
+// the delivery was not decoded (its "id", empty when it has none).
 func (s *Service) handBack(ctx context.Context, d *delivery, reason string, delay time.Duration, jobID string) {
-	if d.attempt > 0 {
-		_, err := addAttempts(ctx, s.res.attempts, d.key, -1)
-		answered(d.log, slog.LevelDebug, "attempt of a handed-back job not uncounted", err)
-		d.attempt = 0
+	if d.key == "" { // not decoded (a version this worker does not work): the key its workers use
+		d.key = attemptKey(d.ev.Store, d.ev.JobSeq, jobID)
 	}
+	uncount := d.attempt > 0
+	_, err := updateCount(ctx, s.res.attempts, "attempts", d.key, func(c *countRecord) bool {
+		if uncount {
+			c.N = max(c.N-1, 0)
+		}
+		c.HandedBack++
+		return true
+	})
+	answered(d.log, slog.LevelWarn, "hand-back not counted; the job's deliveries may run out sooner", err)
+	d.attempt = 0
 	d.releaseLease(ctx)
 	s.m.handedBack.WithLabelValues(d.ev.Store, reason).Inc()
-	s.noteHeld(d.ev.JobSeq, reason != handBackShutdown)
-	if d.key == "" && jobID != "" {
-		d.key = attemptKey(d.ev.JobSeq, jobID)
-	}
-	if d.delivered+1 >= uint64(s.cfg.MaxDeliver+maxFreeDeliveries) {
-		s.requeue(ctx, d, reason, delay)
-		return
-	}
+	s.noteHeld(d.ev.JobSeq, d.msg.Subject(), reason != handBackShutdown)
 	if delay <= 0 {
 		answered(d.log, slog.LevelWarn, "nak failed", d.msg.Nak())
 		return
@@ -189,71 +211,36 @@ func (s *Service) handBack(ctx context.Context, d *delivery, reason string, dela
 	answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
 }
 
-// requeue queues a handed-back job again as a new message, with a fresh delivery count and
-// the attempts it used so far: it ends this message (an ack removes it from the work
-// queue, freeing its subject) and publishes the same payload. When the publish fails, the
-// job is kept as a dead letter, from where `compactor dlq retry` queues it again: it is
-// never dropped. (A crash between the ack and the publish loses it; a sweep enqueues its
-// session again after --sweep-retry-base.)
-func (s *Service) requeue(ctx context.Context, d *delivery, reason string, delay time.Duration) {
-	used := 0
-	if d.key != "" {
-		used = s.attemptsUsed(ctx, d.key)
+// beyondBound reports whether a delivery is beyond the bound of a job's deliveries:
+// MaxDeliver attempts, maxFreeDeliveries spent on contention (a busy lease), and every
+// delivery handed back (handBack). ok is false when that cannot be known now (the count
+// cannot be read): the delivery is then given back, not dead-lettered.
+func (s *Service) beyondBound(ctx context.Context, d *delivery) (beyond, ok bool) {
+	bound := uint64(s.cfg.MaxDeliver + maxFreeDeliveries)
+	if d.delivered <= bound {
+		return false, true
 	}
-	if err := d.msg.DoubleAck(ctx); err != nil {
-		answered(d.log, slog.LevelWarn, "nak failed", d.msg.NakWithDelay(delay))
-		d.log.Warn("job not queued again (its ack failed); handed back instead", "reason", reason, "err", err)
-		return
+	e, err := s.res.attempts.Get(ctx, d.key)
+	switch {
+	case errors.Is(err, jetstream.ErrKeyNotFound):
+		return true, true
+	case err != nil:
+		d.log.Warn("the job's hand-backs cannot be read; delivery given back", "err", err)
+		return false, false
 	}
-	s.republish(ctx, d.log, d.ev, d.msg.Subject(), d.msg.Data(), d.delivered, d.key, used, reason)
-}
-
-// republish publishes the payload of a job message that has left the queue as a new
-// message on its subject (no message id: the duplicate window must not swallow it), and
-// moves its attempt count (used, under oldKey) to the new message. A publish that fails
-// leaves the job as a dead letter.
-func (s *Service) republish(ctx context.Context, log *slog.Logger, ev Event, subject string, payload []byte, deliveries uint64, oldKey string, used int, reason string) {
-	ack, err := s.res.js.Publish(ctx, subject, payload, jetstream.WithExpectStream(StreamJobs))
+	c, err := parseCount(BucketAttempts, d.key, e.Value())
 	if err != nil {
-		why := fmt.Sprintf("queued again after %d deliveries spent waiting (%s), but the publish failed", deliveries, reason)
-		if IsAlreadyQueued(err) {
-			why = fmt.Sprintf("queued again after %d deliveries spent waiting (%s), but another job of this kind is now pending for the session", deliveries, reason)
-		}
-		s.deadLetter(ctx, deadJob{subject: subject, payload: payload, deliveries: deliveries, cause: "requeue failed",
-			reason: why, err: err, ev: ev, start: time.Now(), log: log})
-		return
+		// A count this worker cannot read (a newer compactor's) bounds nothing here.
+		d.log.Debug("the job's hand-backs cannot be read; the delivery is taken as within its bound", "err", err)
+		return false, true
 	}
-	if oldKey != "" {
-		if used > 0 {
-			if _, id, ok := jobHeadOf(payload); ok {
-				_, aerr := addAttempts(ctx, s.res.attempts, attemptKey(ack.Sequence, id), used)
-				answered(log, slog.LevelWarn, "attempt count not carried to the queued-again job", aerr)
-			}
-		}
-		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, oldKey))
-	}
-	log.Info("job queued again as a new message: it spent nearly every delivery its consumer allows waiting",
-		"reason", reason, "deliveries", deliveries, "new_job_seq", ack.Sequence)
+	return d.delivered > bound+uint64(c.HandedBack), true
 }
 
-// requeueStored is requeue for a message whose deliveries are over (the max-deliveries
-// advisory's): it deletes the message, unless another worker did, and publishes it again.
-func (s *Service) requeueStored(ctx context.Context, log *slog.Logger, ev Event, subject string, payload []byte, deliveries uint64, jobID string) {
-	err := s.res.jobs.DeleteMsg(ctx, ev.JobSeq)
-	if errors.Is(err, jetstream.ErrMsgNotFound) {
-		return // another worker has handled it
-	}
-	if !answered(log, slog.LevelError, "exhausted job of an unknown version not deleted", err) {
-		return
-	}
-	key := attemptKey(ev.JobSeq, jobID)
-	used := s.attemptsUsed(ctx, key)
-	s.republish(ctx, log, ev, subject, payload, deliveries, key, used, handBackVersion)
-}
-
-// noteHeld notes (held) or forgets a job message this worker handed back for a reason that
-// lasts (a version it does not work, a spend limit): RunOnce does not wait for those.
-func (s *Service) noteHeld(seq uint64, held bool) {
+// noteHeld notes (held) or forgets a job message (its sequence and subject) this worker
+// handed back for a reason that lasts (a version it does not work, a spend limit): RunOnce
+// does not wait for those.
+func (s *Service) noteHeld(seq uint64, subject string, held bool) {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	if !held {
@@ -261,38 +248,27 @@ func (s *Service) noteHeld(seq uint64, held bool) {
 		return
 	}
 	if s.held == nil {
-		s.held = map[uint64]bool{}
+		s.held = map[uint64]string{}
 	}
-	s.held[seq] = true
+	s.held[seq] = subject
 }
 
 // heldQueued counts the job messages this worker handed back for a lasting reason that are
-// still queued (those another worker has taken since are forgotten).
+// still queued (those another worker has taken since are forgotten). A message is still
+// queued when it is the one on its subject (a direct get of the subject, which a store's
+// permission allows: a read by sequence is not).
 func (s *Service) heldQueued(ctx context.Context) int {
 	s.mu.Lock()
-	seqs := make([]uint64, 0, len(s.held))
-	for seq := range s.held {
-		seqs = append(seqs, seq)
-	}
+	held := maps.Clone(s.held)
 	s.mu.Unlock()
 	n := 0
-	for _, seq := range seqs {
-		if _, err := s.res.jobs.GetMsg(ctx, seq); errors.Is(err, jetstream.ErrMsgNotFound) {
-			s.noteHeld(seq, false)
+	for seq, subject := range held {
+		if m, err := directLast(ctx, s.nc, StreamJobs, subject); errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Sequence != seq {
+			s.noteHeld(seq, "", false)
 			continue
 		}
 		n++
 	}
-	return n
-}
-
-// attemptsUsed reads the attempt count under key (0 when there is none or it cannot be read).
-func (s *Service) attemptsUsed(ctx context.Context, key string) int {
-	e, err := s.res.attempts.Get(ctx, key)
-	if err != nil {
-		return 0
-	}
-	n, _ := strconv.Atoi(string(e.Value()))
 	return n
 }
 

@@ -115,7 +115,7 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	newSvc := b.service(newCfg)
 	b.run(newSvc)
 	eventually(t, 10*time.Second, "both workers' beats", func() bool {
-		beats, err := readBeats(context.Background(), newSvc.res.workers, "default.>")
+		beats, err := readBeats(context.Background(), newSvc.res.workers, "default")
 		return err == nil && len(beats) == 2
 	})
 	for i := range 100 { // 100 v2 jobs and the other 50 v1 jobs, interleaved
@@ -170,9 +170,11 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	}
 }
 
-// A job that waits for a version nobody works spends deliveries; before the consumer's
-// bound it is queued again as a new message, never dead-lettered, and runs once a worker
-// that understands it starts. Here --max-deliver 1 makes the bound 51 deliveries.
+// A job that waits for a version nobody works spends deliveries past the bound of its
+// deliveries, keeps its message (its sequence), is never dead-lettered, and runs once a
+// worker that understands it starts. Here --max-deliver 1 makes the bound 51 deliveries,
+// and the job, of a version this worker cannot read, has no id (its hand-backs are counted
+// under the key its workers use all the same).
 func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
@@ -183,13 +185,26 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	old := b.service(cfg)
 	b.run(old)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	j := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
-	j.Normalize(time.Now())
-	b.publishRaw(j, 2)
+	j := Job{V: 2, Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, RequestedAt: time.Now().UTC()}
+	payload, _ := json.Marshal(j)
+	var raw map[string]any
+	_ = json.Unmarshal(payload, &raw)
+	delete(raw, "id")
+	payload, _ = json.Marshal(raw)
+	if _, err := b.js.Publish(context.Background(), j.Subject(), payload); err != nil {
+		t.Fatal(err)
+	}
+	pending, err := directLast(context.Background(), b.nc, StreamJobs, j.Subject())
+	if err != nil {
+		t.Fatal(err)
+	}
 	bound := cfg.MaxDeliver + maxFreeDeliveries
-	eventually(t, 30*time.Second, "the job queued again past its deliveries", func() bool {
+	eventually(t, 30*time.Second, "the job handed back past its deliveries", func() bool {
 		return counterValue(t, old.m.handedBack.WithLabelValues("default", handBackVersion)) > float64(bound)
 	})
+	if m, err := directLast(context.Background(), b.nc, StreamJobs, j.Subject()); err != nil || m.Sequence != pending.Sequence {
+		t.Fatalf("the waiting job's message: %v %v, want the one published (seq %d)", m, err, pending.Sequence)
+	}
 	if dl := b.deadLetters(); len(dl) > 0 {
 		t.Fatalf("dead-lettered while waiting: %+v", dl[0])
 	}
@@ -203,6 +218,64 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	defer wl.mu.Unlock()
 	if ws := wl.byJob[j.ID]; len(ws) != 1 || ws[0] != "new" || len(wl.wrongV) > 0 {
 		t.Errorf("ran by %v (wrong version: %v)", ws, wl.wrongV)
+	}
+	for _, ev := range b.events() {
+		if ev.Final() && (ev.JobSeq != pending.Sequence || ev.Outcome != OutcomeDone) {
+			t.Errorf("final event %+v, want done for the message published (seq %d)", ev, pending.Sequence)
+		}
+	}
+	if dl := b.deadLetters(); len(dl) > 0 {
+		t.Errorf("dead letters: %+v", dl)
+	}
+}
+
+// A job that waits (held by a spend limit, here a handler that holds it) through more
+// deliveries than the bound keeps its message: the requester's wait sees its result, and
+// no step ends the message before the job is done, so no crash can lose it. Before, such
+// a job was acknowledged and published again as a new message: `enqueue --wait` waited
+// for the old sequence until it timed out, and a crash between the two steps lost the job.
+func TestWaitSeesAJobHeldPastTheBound(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	var (
+		mu    sync.Mutex
+		holds int
+	)
+	bound := 1 + maxFreeDeliveries
+	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+		mu.Lock()
+		defer mu.Unlock()
+		if holds <= bound {
+			holds++
+			return Result{}, &HoldError{Reason: "test: the window is full", Delay: 5 * time.Millisecond, why: handBackSpend}
+		}
+		return applyFake(job, file)
+	})
+	cfg := b.config(h)
+	cfg.MaxDeliver = 1
+	s := b.service(cfg)
+	b.run(s)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	res, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, time.Minute)
+	if err != nil {
+		mu.Lock()
+		defer mu.Unlock()
+		t.Fatalf("enqueue --wait: %v (held %d times)", err, holds)
+	}
+	if res.Event == nil || res.Event.Outcome != OutcomeDone || res.Event.JobSeq != res.Seq || res.Event.Attempt != 1 {
+		t.Errorf("final event %+v of job seq %d, want done at attempt 1, of the same message", res.Event, res.Seq)
+	}
+	info, err := b.js.Stream(context.Background(), StreamJobs)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if last := info.CachedInfo().State.LastSeq; last != res.Seq {
+		t.Errorf("the jobs stream's last sequence is %d, want %d: the job was published again", last, res.Seq)
+	}
+	handedBack := counterValue(t, s.m.handedBack.WithLabelValues("default", handBackSpend))
+	t.Logf("held %d times (%.0f hand-backs, the bound %d deliveries), then done in the same message (seq %d)", holds, handedBack, bound, res.Seq)
+	if handedBack <= float64(bound) {
+		t.Errorf("%.0f hand-backs, want more than the bound %d", handedBack, bound)
 	}
 	if dl := b.deadLetters(); len(dl) > 0 {
 		t.Errorf("dead letters: %+v", dl)

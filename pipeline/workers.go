@@ -11,7 +11,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The workers' start and their two-stage stop: metrics, the advisory and hook listeners, one
+// The workers' start and their two-stage stop: metrics, the hook and bridge listeners, one
 // fetch loop per store, which hands each fetched message to a job goroutine (delivery.go);
 // at the stop, fetching ends first, then running jobs get ShutdownTimeout before they are
 // cancelled and given back.
@@ -21,8 +21,7 @@ import (
 // context, which are then left behind.
 const shutdownGrace = time.Second
 
-// startWorkers starts metrics, the max-deliveries advisory listener and one fetch loop per
-// store, all ending with ctx. The returned stop waits for them and for running jobs (the
+// startWorkers starts metrics, the hook and bridge listeners and one fetch loop per store, all ending with ctx. The returned stop waits for them and for running jobs (the
 // two-stage shutdown), but not for a job left behind (Run says which).
 func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if s.cfg.Client {
@@ -42,12 +41,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		cancelBook()
 		return nil, err
 	}
-	subs, err = s.watchMaxDeliveries(bookCtx, bg)
-	if err == nil {
-		var hooks []*nats.Subscription
-		hooks, err = s.watchHookReports()
-		subs = append(subs, hooks...)
-	}
+	subs, err = s.watchHookReports(bg)
 	if err == nil {
 		var bridges []*nats.Subscription
 		bridges, err = s.serveBridges(bg)

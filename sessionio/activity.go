@@ -74,6 +74,9 @@ func retryPending(path []*Entry) (bool, string, string) {
 			continue
 		}
 		m := e.Message
+		if m != nil && m.Role == RoleSystem {
+			continue // Pi 1.x's prompt state, written before a request: not an answer
+		}
 		if m == nil || m.Role != RoleAssistant || m.StopReason != "error" {
 			return false, "", ""
 		}
@@ -135,8 +138,8 @@ func TurnInProgress(path []*Entry) (inProgress bool, reason, entryID string) {
 			continue
 		}
 		m := e.Message
-		if m == nil {
-			continue
+		if m == nil || m.Role == RoleSystem {
+			continue // Pi 1.x writes its prompt's changes just before the request they go with
 		}
 		switch m.Role {
 		case RoleUser:

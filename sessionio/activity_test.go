@@ -14,6 +14,10 @@ func TestActivity(t *testing.T) {
 		label    = `{"type":"label","id":"z","parentId":"c","timestamp":"2025-01-01T00:00:05.000Z","targetId":"b","label":"x"}`
 		custMsg  = `{"type":"custom_message","customType":"ext","content":"hi","display":true,"id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z"}`
 		comp     = `{"type":"compaction","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:09.000Z","summary":"x","firstKeptEntryId":"a","tokensBefore":1}`
+		// Pi 1.x: the prompt's patch it writes just before a request, and the usage its cache
+		// warmer writes while the agent is idle.
+		sysPatch = `{"type":"message","id":"s","parentId":"c","timestamp":"2025-01-01T00:00:05.000Z","message":{"role":"system","content":"","sections":{"env":"x"},"timestamp":5}}`
+		warm     = `{"type":"usage","id":"w","parentId":"b","timestamp":"2025-01-01T00:00:06.000Z","kind":"cache_warm","provider":"p","model":"m","usage":{"input":1,"output":0,"cacheRead":9,"cacheWrite":0,"totalTokens":10}}`
 	)
 	base := hdr + "\n" + user("a", "", "hi") + "\n" + asst("b", "a", "yo") + "\n"
 	aborted := strings.Replace(callRead, `"stopReason":"toolUse"`, `"stopReason":"aborted"`, 1)
@@ -33,6 +37,8 @@ func TestActivity(t *testing.T) {
 		{"label after a user message", base + user("c", "b", "next") + "\n" + label + "\n", false, "user message c is waiting", 0},
 		{"extension message", base + custMsg + "\n", false, "extension message c is waiting", 0},
 		{"compaction", base + comp + "\n", false, "", 0},
+		{"user waiting behind Pi 1.x's system patch", base + user("c", "b", "next") + "\n" + sysPatch + "\n", false, "user message c is waiting for the model", 0},
+		{"idle with Pi 1.x's cache-warm usage", base + warm + "\n", false, "", 0},
 		{"torn tail", base + `{"type":"message","id":"c","par`, false, "", 4},
 		{"no final newline, complete line", strings.TrimSuffix(base, "\n"), false, "", 0},
 	}
@@ -61,6 +67,15 @@ func TestActivityRetryableError(t *testing.T) {
 	base := hdr + "\n" + user("a", "", "hi") + "\n"
 	errAnswer := func(msg string) string {
 		return `{"type":"message","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"assistant","content":[],"api":"x","provider":"p","model":"m","usage":{"input":0,"output":0,"cacheRead":0,"cacheWrite":0,"totalTokens":0},"stopReason":"error","errorMessage":` + msg + `,"timestamp":2}}` + "\n"
+	}
+	// Pi 1.x omits the failed attempt with a context edit and may patch its prompt before the
+	// retry: the run is still open.
+	omit := `{"type":"context_edit","id":"e","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","targetId":"b","replacement":null}` + "\n"
+	patch := `{"type":"message","id":"s","parentId":"e","timestamp":"2025-01-01T00:00:04.000Z","message":{"role":"system","content":"","sections":{"env":"x"},"timestamp":4}}` + "\n"
+	if s, err := ParseWith([]byte(base+errAnswer(`"fetch failed"`)+omit+patch), "t.jsonl", Options{Light: true}); err != nil {
+		t.Fatal(err)
+	} else if a := s.Activity(); !a.Retrying {
+		t.Errorf("Pi 1.x retry behind a context edit and a system patch: %+v, want retrying", a)
 	}
 	for _, tc := range []struct {
 		msg      string

@@ -59,20 +59,7 @@ func (f *FileOps) AddFromMessage(m *Message) {
 		if b.Type != BlockToolCall {
 			continue
 		}
-		var add func(string)
-		switch b.Name {
-		case "read":
-			add = f.AddRead
-		case "write":
-			add = f.AddWritten
-		case "edit":
-			add = f.AddEdited
-		default:
-			continue
-		}
-		if p, ok := pathArgument(b.Arguments); ok && p != "" {
-			add(p)
-		}
+		f.addCall(b.Name, b.Arguments)
 	}
 }
 
@@ -99,24 +86,28 @@ func (f *FileOps) AddFromNestedCalls(m *Message) {
 			continue
 		}
 		cms := trustedMembers(call, cbuf[:0])
-		name, ok := jsonString(lastMember(cms, "name"))
-		if !ok {
-			continue
+		if name, ok := jsonString(lastMember(cms, "name")); ok {
+			f.addCall(name, lastMember(cms, "arguments"))
 		}
-		var add func(string)
-		switch name {
-		case "read":
-			add = f.AddRead
-		case "write":
-			add = f.AddWritten
-		case "edit":
-			add = f.AddEdited
-		default:
-			continue
-		}
-		if p, ok := pathArgument(lastMember(cms, "arguments")); ok && p != "" {
-			add(p)
-		}
+	}
+}
+
+// addCall records the path of a call of the read, write or edit tool whose arguments.path
+// is a non-empty string (Pi's addFileOp); other tools are ignored.
+func (f *FileOps) addCall(tool string, args json.RawMessage) {
+	var add func(string)
+	switch tool {
+	case "read":
+		add = f.AddRead
+	case "write":
+		add = f.AddWritten
+	case "edit":
+		add = f.AddEdited
+	default:
+		return
+	}
+	if p, ok := pathArgument(args); ok && p != "" {
+		add(p)
 	}
 }
 

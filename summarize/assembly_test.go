@@ -43,7 +43,7 @@ func TestCompactionSummaryShapes(t *testing.T) {
 	t.Parallel()
 	hist := []*sessionio.Message{userMsg("a"), readCall("b.go")}
 	prefix := []*sessionio.Message{userMsg("c")}
-	f := ExtractFileOps(nil, hist, prefix)
+	f := ExtractFileOps(sessionio.Pi073, nil, hist, prefix)
 	f.AddEdited("z.go")
 
 	r := &recorder{}

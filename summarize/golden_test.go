@@ -14,13 +14,16 @@ import (
 	"sync"
 	"testing"
 
+	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// The goldens in testdata/golden were produced by the real Pi 0.73.1
-// (testdata/gen-goldens.mjs) from the session files in testdata/corpus.
+// The goldens in testdata/golden/<version> were produced by the real Pi of that version
+// (testdata/gen-goldens.mjs, through interop/pi) from the session files in testdata/corpus
+// and the repository's generated corpus of that Pi (testdata/corpus/gen-<version>). Each
+// test runs for every dialect, with that dialect's rules.
 
 type textRef struct {
 	Len    int    `json:"len"`
@@ -67,6 +70,7 @@ type goldenCut struct {
 	LeafID               string        `json:"leafId"`
 	KeepRecentTokens     int           `json:"keepRecentTokens"`
 	Prepared             bool          `json:"prepared"`
+	FirstKeptEntryID     string        `json:"firstKeptEntryId"`
 	IsSplitTurn          bool          `json:"isSplitTurn"`
 	PreviousCompactionID *string       `json:"previousCompactionId"`
 	PreviousSummary      *string       `json:"previousSummary"`
@@ -91,9 +95,10 @@ type goldenBranch struct {
 }
 
 type golden struct {
-	File    string `json:"file"`
-	LeafID  string `json:"leafId"`
-	Context struct {
+	File      string `json:"file"`
+	PiVersion string `json:"piVersion"`
+	LeafID    string `json:"leafId"`
+	Context   struct {
 		IDs        []string `json:"ids"`
 		Serialized textRef  `json:"serialized"`
 	} `json:"context"`
@@ -138,11 +143,12 @@ func loadCorpus(t testing.TB, name string) *sessionio.Session {
 	return s
 }
 
-func loadGoldens(t *testing.T) map[string]*golden {
+// loadGoldens reads the goldens of dialect d's Pi (testdata/golden/<version>/*.json).
+func loadGoldens(t *testing.T, d sessionio.Dialect) map[string]*golden {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "golden", "*.json"))
+	files, err := filepath.Glob(filepath.Join("testdata", "golden", d.String(), "*.json"))
 	if err != nil || len(files) == 0 {
-		t.Fatalf("no goldens: %v", err)
+		t.Fatalf("no goldens of Pi %s: %v", d, err)
 	}
 	out := map[string]*golden{}
 	for _, f := range files {
@@ -154,9 +160,35 @@ func loadGoldens(t *testing.T) map[string]*golden {
 		if err := json.Unmarshal(data, &g); err != nil {
 			t.Fatalf("%s: %v", f, err)
 		}
+		if g.PiVersion != d.String() {
+			t.Fatalf("%s: made by Pi %s, not %s", f, g.PiVersion, d)
+		}
 		out[strings.TrimSuffix(filepath.Base(f), ".json")] = &g
 	}
 	return out
+}
+
+// forEachGolden runs fn as a parallel subtest "<version>/<golden>" for every golden of every
+// dialect.
+func forEachGolden(t *testing.T, fn func(t *testing.T, d sessionio.Dialect, name string, g *golden)) {
+	for _, d := range sessionio.Dialects() {
+		for name, g := range loadGoldens(t, d) {
+			t.Run(d.String()+"/"+name, func(t *testing.T) {
+				t.Parallel()
+				fn(t, d, name, g)
+			})
+		}
+	}
+}
+
+// pathTo is the session's path from the root to leaf.
+func pathTo(t *testing.T, s *sessionio.Session, leaf string) []*sessionio.Entry {
+	t.Helper()
+	path, err := s.Path(leaf)
+	if err != nil {
+		t.Fatalf("path to %s: %v", leaf, err)
+	}
+	return path
 }
 
 // checkText compares a serialization with a golden reference (UTF-16 length + sha256).
@@ -199,6 +231,13 @@ func messagesFor(t *testing.T, s *sessionio.Session, ids []string) []*sessionio.
 
 func checkFileOps(t *testing.T, what string, f *FileOps, want goldenFileOps) {
 	t.Helper()
+	read, modified := ComputeFileLists(f)
+	checkFileLists(t, what, cutpoint.FileOps{Read: f.ReadSet(), Written: f.WrittenSet(), Edited: f.EditedSet(), ReadFiles: read, ModifiedFiles: modified}, want)
+}
+
+// checkFileLists compares Pi's file operation sets (in Set order) and the lists computed from them.
+func checkFileLists(t *testing.T, what string, f cutpoint.FileOps, want goldenFileOps) {
+	t.Helper()
 	eq := func(field string, got, want []string) {
 		if len(got) == 0 && len(want) == 0 {
 			return
@@ -207,124 +246,148 @@ func checkFileOps(t *testing.T, what string, f *FileOps, want goldenFileOps) {
 			t.Errorf("%s: %s = %q, Pi %q", what, field, got, want)
 		}
 	}
-	eq("read", f.ReadSet(), want.Read)
-	eq("written", f.WrittenSet(), want.Written)
-	eq("edited", f.EditedSet(), want.Edited)
-	read, modified := ComputeFileLists(f)
-	eq("readFiles", read, want.ReadFiles)
-	eq("modifiedFiles", modified, want.ModifiedFiles)
+	eq("read", f.Read, want.Read)
+	eq("written", f.Written, want.Written)
+	eq("edited", f.Edited, want.Edited)
+	eq("readFiles", f.ReadFiles, want.ReadFiles)
+	eq("modifiedFiles", f.ModifiedFiles, want.ModifiedFiles)
 }
 
 func corpusName(g *golden) string { return g.File }
 
-// TestSerializeContextGolden: the serialization of every corpus file's whole context.
+// TestSerializeContextGolden: the context of every corpus file (the entries its messages come
+// from, as the dialect's Pi builds it) and its serialization.
 func TestSerializeContextGolden(t *testing.T) {
 	t.Parallel()
-	for name, g := range loadGoldens(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := loadCorpus(t, corpusName(g))
-			got := SerializeConversation(messagesFor(t, s, g.Context.IDs), sessionio.Pi073)
-			checkText(t, "context serialization", got, g.Context.Serialized, g.Texts)
-		})
-	}
+	forEachGolden(t, func(t *testing.T, d sessionio.Dialect, name string, g *golden) {
+		s := loadCorpus(t, corpusName(g))
+		ctx := sessionio.Project(pathTo(t, s, g.LeafID), d).Context()
+		if !slices.Equal(ctx.EntryIDs, g.Context.IDs) {
+			t.Fatalf("context of %s: entries %v, Pi %s %v", name, ctx.EntryIDs, d, g.Context.IDs)
+		}
+		checkText(t, "context serialization", SerializeConversation(ctx.Messages, d), g.Context.Serialized, g.Texts)
+	})
 }
 
-// TestCutGolden: for every cut Pi prepared (many leaves and keepRecentTokens values),
-// the serialization of the summarized messages and of the turn prefix, the file
-// operations in Pi's set order, the sorted lists and the formatted block.
+// TestCutGolden: for every cut Pi considered (many leaves and keepRecentTokens values), the
+// plan of cutpoint's pi policy under the dialect's rules: whether there is one, the first kept
+// entry, the split turn, the previous compaction, the entries summarized and those of the
+// turn prefix; the serialization of both message lists, the file operations in Pi's set
+// order, the sorted lists and the formatted block.
 func TestCutGolden(t *testing.T) {
 	t.Parallel()
-	for name, g := range loadGoldens(t) {
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := loadCorpus(t, corpusName(g))
-			n := 0
-			for _, c := range g.Cuts {
-				if !c.Prepared {
-					continue
-				}
-				n++
-				what := name + " leaf " + c.LeafID + " keep " + itoa(c.KeepRecentTokens)
-				hist := messagesFor(t, s, c.MessagesToSummarize)
-				prefix := messagesFor(t, s, c.TurnPrefix)
-				checkText(t, what+" history", SerializeConversation(hist, sessionio.Pi073), c.SerializedHistory, g.Texts)
-				checkText(t, what+" prefix", SerializeConversation(prefix, sessionio.Pi073), c.SerializedPrefix, g.Texts)
-				var prev *sessionio.Entry
-				if c.PreviousCompactionID != nil {
-					prev = s.Get(*c.PreviousCompactionID)
-				}
-				f := ExtractFileOps(prev, hist, prefix)
-				checkFileOps(t, what, f, c.FileOps)
-				read, modified := ComputeFileLists(f)
-				if got := FormatFileOperations(read, modified); got != string(c.Formatted) {
-					t.Errorf("%s: formatted file lists %q, Pi %q", what, got, c.Formatted)
-				}
-				if t.Failed() {
-					return
-				}
+	forEachGolden(t, func(t *testing.T, d sessionio.Dialect, name string, g *golden) {
+		s := loadCorpus(t, corpusName(g))
+		est := tokenize.EstimateFor(d)
+		n := 0
+		for _, c := range g.Cuts {
+			what := name + " leaf " + c.LeafID + " keep " + itoa(c.KeepRecentTokens)
+			settings := cutpoint.Settings{KeepRecentTokens: c.KeepRecentTokens, ReserveTokens: cutpoint.DefaultReserveTokens, Dialect: d}
+			p, err := cutpoint.Pi{}.Plan(pathTo(t, s, c.LeafID), settings, est)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
 			}
-			if n == 0 && !strings.HasPrefix(name, "09-") {
-				t.Fatalf("no prepared cut in %s", name)
+			if p.Prepared != c.Prepared {
+				t.Fatalf("%s: prepared %v (%s), Pi %v", what, p.Prepared, p.Reason, c.Prepared)
 			}
-		})
-	}
+			if !c.Prepared {
+				continue
+			}
+			n++
+			if p.FirstKeptEntryID != c.FirstKeptEntryID || p.IsSplitTurn != c.IsSplitTurn {
+				t.Fatalf("%s: cut before %s (split %v), Pi before %s (split %v)", what, p.FirstKeptEntryID, p.IsSplitTurn, c.FirstKeptEntryID, c.IsSplitTurn)
+			}
+			wantPrev := ""
+			if c.PreviousCompactionID != nil {
+				wantPrev = *c.PreviousCompactionID
+			}
+			if p.PreviousCompactionID != wantPrev || (p.PreviousSummary == nil) != (c.PreviousSummary == nil) ||
+				(p.PreviousSummary != nil && *p.PreviousSummary != *c.PreviousSummary) {
+				t.Errorf("%s: previous compaction %q, Pi %q (or its summary differs)", what, p.PreviousCompactionID, wantPrev)
+			}
+			if !slices.Equal(p.MessagesToSummarize, nonNil(c.MessagesToSummarize)) || !slices.Equal(p.TurnPrefix, nonNil(c.TurnPrefix)) {
+				t.Fatalf("%s: summarizes %v + prefix %v, Pi %v + %v", what, p.MessagesToSummarize, p.TurnPrefix, c.MessagesToSummarize, c.TurnPrefix)
+			}
+			checkText(t, what+" history", SerializeConversation(p.Summarize, d), c.SerializedHistory, g.Texts)
+			checkText(t, what+" prefix", SerializeConversation(p.Prefix, d), c.SerializedPrefix, g.Texts)
+			checkFileLists(t, what, p.FileOps, c.FileOps)
+			var prev *sessionio.Entry
+			if c.PreviousCompactionID != nil {
+				prev = s.Get(*c.PreviousCompactionID)
+			}
+			checkFileOps(t, what+" ExtractFileOps", ExtractFileOps(d, prev, p.Summarize, p.Prefix), c.FileOps)
+			if got := FormatFileOperations(p.FileOps.ReadFiles, p.FileOps.ModifiedFiles); got != string(c.Formatted) {
+				t.Errorf("%s: formatted file lists %q, Pi %q", what, got, c.Formatted)
+			}
+			if t.Failed() {
+				return
+			}
+		}
+		if n == 0 && !strings.Contains(name, "09-") {
+			t.Fatalf("no prepared cut in %s", name)
+		}
+	})
 }
 
-// TestBranchGolden: CollectBranch and PrepareBranch against Pi's
-// collectEntriesForBranchSummary and prepareBranchEntries, for every (tip, target,
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
+}
+
+// TestBranchGolden: CollectBranch and PrepareBranch (with the dialect's estimate) against
+// Pi's collectEntriesForBranchSummary and prepareBranchEntries, for every (tip, target,
 // budget) the generator tried, and the serialization of the prepared messages.
 func TestBranchGolden(t *testing.T) {
 	t.Parallel()
-	est := tokenize.EstimateFor(sessionio.Pi073) // the goldens are Pi 0.73.1's
-	total := 0
-	for name, g := range loadGoldens(t) {
-		if len(g.Branches) == 0 {
-			continue
+	for _, d := range sessionio.Dialects() {
+		total := 0
+		for _, g := range loadGoldens(t, d) {
+			total += len(g.Branches)
 		}
-		total += len(g.Branches)
-		t.Run(name, func(t *testing.T) {
-			t.Parallel()
-			s := loadCorpus(t, corpusName(g))
-			for _, b := range g.Branches {
-				what := name + " " + b.FromID + "→" + b.ToID + " budget " + itoa(b.TokenBudget)
-				entries, ancestor, err := CollectBranch(s, b.FromID, b.ToID)
-				if err != nil {
-					t.Fatalf("%s: %v", what, err)
-				}
-				wantAnc := ""
-				if b.CommonAncestorID != nil {
-					wantAnc = *b.CommonAncestorID
-				}
-				if ancestor != wantAnc {
-					t.Errorf("%s: common ancestor %q, Pi %q", what, ancestor, wantAnc)
-				}
-				var ids []string
-				for _, e := range entries {
-					ids = append(ids, e.ID)
-				}
-				if !slices.Equal(ids, b.Entries) && (len(ids) > 0 || len(b.Entries) > 0) {
-					t.Errorf("%s: entries %v, Pi %v", what, ids, b.Entries)
-					continue
-				}
-				msgs, f, tokens := PrepareBranch(entries, b.TokenBudget, est, sessionio.Pi073)
-				if len(msgs) != len(b.Messages) {
-					t.Errorf("%s: %d messages, Pi %d (%v)", what, len(msgs), len(b.Messages), b.Messages)
-				}
-				if tokens != b.TotalTokens {
-					t.Errorf("%s: totalTokens %d, Pi %d", what, tokens, b.TotalTokens)
-				}
-				checkFileOps(t, what, f, b.FileOps)
-				checkText(t, what+" serialization", SerializeConversation(msgs, sessionio.Pi073), b.Serialized, g.Texts)
-				if t.Failed() {
-					return
-				}
+		if total < 500 {
+			t.Errorf("only %d branch goldens of Pi %s", total, d)
+		}
+	}
+	forEachGolden(t, func(t *testing.T, d sessionio.Dialect, name string, g *golden) {
+		s := loadCorpus(t, corpusName(g))
+		est := tokenize.EstimateFor(d)
+		for _, b := range g.Branches {
+			what := name + " " + b.FromID + "→" + b.ToID + " budget " + itoa(b.TokenBudget)
+			entries, ancestor, err := CollectBranch(s, b.FromID, b.ToID)
+			if err != nil {
+				t.Fatalf("%s: %v", what, err)
 			}
-		})
-	}
-	if total < 500 {
-		t.Errorf("only %d branch goldens", total)
-	}
+			wantAnc := ""
+			if b.CommonAncestorID != nil {
+				wantAnc = *b.CommonAncestorID
+			}
+			if ancestor != wantAnc {
+				t.Errorf("%s: common ancestor %q, Pi %q", what, ancestor, wantAnc)
+			}
+			var ids []string
+			for _, e := range entries {
+				ids = append(ids, e.ID)
+			}
+			if !slices.Equal(ids, b.Entries) && (len(ids) > 0 || len(b.Entries) > 0) {
+				t.Errorf("%s: entries %v, Pi %v", what, ids, b.Entries)
+				continue
+			}
+			msgs, f, tokens := PrepareBranch(entries, b.TokenBudget, est, d)
+			if len(msgs) != len(b.Messages) {
+				t.Errorf("%s: %d messages, Pi %d (%v)", what, len(msgs), len(b.Messages), b.Messages)
+			}
+			if tokens != b.TotalTokens {
+				t.Errorf("%s: totalTokens %d, Pi %d", what, tokens, b.TotalTokens)
+			}
+			checkFileOps(t, what, f, b.FileOps)
+			checkText(t, what+" serialization", SerializeConversation(msgs, d), b.Serialized, g.Texts)
+			if t.Failed() {
+				return
+			}
+		}
+	})
 }
 
 // TestSerializeSyntheticV3Golden: Pi's own serializeConversation output shipped with the

@@ -94,7 +94,13 @@ func appendParts(parts []string, m *sessionio.Message, pi16 bool) []string {
 			parts = append(parts, "[Assistant tool calls]: "+strings.Join(calls, "; "))
 		}
 	case sessionio.RoleToolResult:
-		if t := blocksText(m.Content.Blocks); t != "" {
+		// Pi 1.x reads the content with contentText, which takes a string content as it is;
+		// Pi 0.73 only filtered blocks (a string content made it throw): nothing then.
+		t := blocksText(m.Content.Blocks)
+		if pi16 {
+			t = contentText(m.Content)
+		}
+		if t != "" {
 			parts = append(parts, "[Tool result]: "+truncateUTF16(t, ToolResultMaxChars, pi16))
 		}
 	}

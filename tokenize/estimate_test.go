@@ -13,7 +13,8 @@ import (
 // corpusDir is the project's copy of the shared corpus.
 const corpusDir = "../testdata/corpus"
 
-// goldenFiles maps a file name in estimate-goldens.json to its path under corpusDir.
+// goldenFiles maps a file name in estimate-goldens/<version>.json to its path under
+// corpusDir (the other names, such as "gen-<version>/NAME.jsonl", are paths under it already).
 var goldenFiles = map[string]string{
 	"synthetic-v3-session.jsonl":          "pi-generated/synthetic-v3-session.jsonl",
 	"before-compaction.migrated-v3.jsonl": "pi-generated/before-compaction.migrated-v3.jsonl",
@@ -29,12 +30,50 @@ type estimateGolden struct {
 	} `json:"paths"`
 }
 
-// TestEstimateMatchesPi checks Estimate against the real Pi's estimateTokens for every
-// message entry of the corpus (every leaf's path, so side branches are covered too).
-// Goldens: testdata/gen-estimate-goldens.mjs, which runs `pi-oracle cut --per-entry`.
+// perEntry is what the Pi of dialect d counts for each path entry with est, nil where it
+// counts nothing: 0.73 each message entry's message; 1.x the messages each entry puts into the
+// projection (nil for an entry that puts none there).
+func perEntry(path []*sessionio.Entry, d sessionio.Dialect, est Counter) []*int {
+	out := make([]*int, len(path))
+	if !d.Projects() {
+		for i, e := range path {
+			if e.Type == sessionio.TypeMessage {
+				n := est.Count(e.Message)
+				out[i] = &n
+			}
+		}
+		return out
+	}
+	for _, pe := range sessionio.Project(path, d).Entries {
+		if len(pe.Messages) == 0 {
+			continue
+		}
+		n := 0
+		for _, m := range pe.Messages {
+			n += est.Count(m)
+		}
+		out[pe.Index] = &n
+	}
+	return out
+}
+
+// TestEstimateMatchesPi checks EstimateFor(d) against the real Pi's estimateTokens, for every
+// Pi of the matrix, on every path entry of the corpus (every leaf's path, so side branches are
+// covered too): 0.73 per message entry, 1.x per entry of its projection (context edits,
+// system messages and checkpoints, custom messages and branch summaries included).
+// Goldens: testdata/gen-estimate-goldens.mjs (through interop/pi).
 func TestEstimateMatchesPi(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("testdata/estimate-goldens.json")
+	for _, d := range sessionio.Dialects() {
+		t.Run(d.String(), func(t *testing.T) {
+			t.Parallel()
+			checkEstimateGoldens(t, d)
+		})
+	}
+}
+
+func checkEstimateGoldens(t *testing.T, d sessionio.Dialect) {
+	data, err := os.ReadFile(filepath.Join("testdata", "estimate-goldens", d.String()+".json"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -45,8 +84,8 @@ func TestEstimateMatchesPi(t *testing.T) {
 	if len(goldens) < 16 {
 		t.Fatalf("only %d golden files", len(goldens))
 	}
-	est := EstimateFor(sessionio.Pi073) // the goldens are Pi 0.73.1's
-	checked := 0
+	est := EstimateFor(d)
+	checked, nothing := 0, 0
 	for name, g := range goldens {
 		rel := goldenFiles[name]
 		if rel == "" {
@@ -64,6 +103,7 @@ func TestEstimateMatchesPi(t *testing.T) {
 			if len(path) != len(gp.Entries) {
 				t.Fatalf("%s leaf %q: path has %d entries, Pi's %d", name, gp.Leaf, len(path), len(gp.Entries))
 			}
+			got := perEntry(path, d, est)
 			for i, ge := range gp.Entries {
 				var id, typ string
 				var want *int
@@ -79,21 +119,23 @@ func TestEstimateMatchesPi(t *testing.T) {
 				if gotType := strings.SplitN(typ, ":", 2)[0]; e.Type != gotType {
 					t.Fatalf("%s index %d: type %s, Pi %s", name, i, e.Type, typ)
 				}
-				if want == nil {
-					if e.Type == sessionio.TypeMessage {
-						t.Errorf("%s %s: Pi did not count a message entry", name, id)
-					}
+				switch {
+				case want == nil && got[i] == nil:
+					nothing++
 					continue
-				}
-				if got := est.Count(e.Message); got != *want {
-					t.Errorf("%s %s (%s): estimate %d, Pi %d", name, id, typ, got, *want)
+				case want == nil:
+					t.Errorf("%s %s (%s): counted %d, Pi counts nothing", name, id, typ, *got[i])
+				case got[i] == nil:
+					t.Errorf("%s %s (%s): counted nothing, Pi %d", name, id, typ, *want)
+				case *got[i] != *want:
+					t.Errorf("%s %s (%s): estimate %d, Pi %d", name, id, typ, *got[i], *want)
 				}
 				checked++
 			}
 		}
 	}
-	t.Logf("%d message entries checked against Pi", checked)
-	if checked < 5000 {
+	t.Logf("Pi %s: %d path entries counted as Pi counts them, %d more that both count nothing", d, checked, nothing)
+	if checked < 4000 {
 		t.Errorf("only %d entries checked", checked)
 	}
 }

@@ -94,7 +94,11 @@ func (b *bench) run(history []string, piHistory bool) error {
 	fmt.Printf("## %s (%.1f MiB, Pi-written: tool calls, long outputs, images, unicode, branches, compactions)\n\n", filepath.Base(large), mib(st.Size()))
 	fmt.Println("compactor with --checkpoints off: every line is read, as on the first read of a file.")
 	fmt.Println()
-	fmt.Println("| command | compactor | peak RSS | Pi 0.73.1 | Pi peak RSS | ratio (compactor / Pi) |")
+	piVersion, err := exec.Command(b.oracle, "version").Output()
+	if err != nil {
+		return fmt.Errorf("%s version: %w", b.oracle, err)
+	}
+	fmt.Printf("| command | compactor | peak RSS | Pi %s | Pi peak RSS | ratio (compactor / Pi) |\n", strings.TrimSpace(string(piVersion)))
 	fmt.Println("|---|---|---|---|---|---|")
 	for _, c := range []struct{ ours, pi []string }{
 		{[]string{b.compactor, "context", large, "--json", "--checkpoints", "off"}, []string{b.oracle, "context", large, "--compact"}},

@@ -25,8 +25,16 @@
 
 import type { ExtensionAPI, ExtensionContext, SessionBeforeCompactEvent, SessionEntry } from "@earendil-works/pi-coding-agent";
 import * as piApi from "@mariozechner/pi-coding-agent";
-import { CompactorClient, withDeadline } from "./src/client.ts";
-import { type Config, describeNats, type FlagValues, loadConfig, type PiCompactionSettings, readPiCompactionSettings } from "./src/config.ts";
+import { CompactorClient, notPermitted, withDeadline } from "./src/client.ts";
+import {
+	agentInboxPrefix,
+	type Config,
+	describeNats,
+	type FlagValues,
+	loadConfig,
+	type PiCompactionSettings,
+	readPiCompactionSettings,
+} from "./src/config.ts";
 import { contextEntries, contextTokens, summarizableTokens } from "./src/context.ts";
 import {
 	bridgeSubject,
@@ -137,7 +145,9 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				lastCycleMs: undefined,
 				counts: {},
 			};
-			client ??= new CompactorClient(cfg.nats);
+			storeNames = cfg.stores.map((s) => s.name);
+			// Replies come to this store's agent inbox, the one `compactor auth` permits it.
+			client ??= new CompactorClient({ ...cfg.nats, inboxPrefix: cfg.nats.inboxPrefix ?? agentInboxPrefix(cfg.stores) });
 			log(
 				`active in Pi ${host.VERSION ?? "(version unknown)"}${project ? " (projected contexts)" : ""}: nats ${describeNats(cfg.nats)}, stores ${cfg.stores.map((s) => s.name).join(",")}, ` +
 					`start ${cfg.prepareFraction}, step ${cfg.prepareStep}, deadline ${cfg.deadlineMs} ms, extract ${cfg.extract ? `on (${cfg.extractDeadlineMs} ms)` : "off"}`,
@@ -552,7 +562,13 @@ function secs(ms: number): string {
 	return `${(ms / 1000).toFixed(1)} s`;
 }
 
+/** The configured stores' names, for the words of a refusal. */
+let storeNames: string[] = [];
+
+/** errText is an error for the debug log; a refusal by the server reads "not permitted: SUBJECT (...)". */
 function errText(err: unknown): string {
+	const refused = notPermitted(err, storeNames);
+	if (refused !== undefined) return refused;
 	if (err instanceof Error) return err.message;
 	return String(err);
 }

@@ -17,7 +17,7 @@ import (
 )
 
 // commandNames are every subcommand, as the help lists them.
-var commandNames = []string{"branch-summary", "compact", "context", "dlq", "enqueue", "experiment", "inspect", "plan", "prepare", "run", "status", "sweep", "version"}
+var commandNames = []string{"auth", "branch-summary", "compact", "context", "dlq", "enqueue", "experiment", "inspect", "plan", "prepare", "run", "setup", "status", "sweep", "version"}
 
 // TestCommandLine runs every subcommand (and the enqueue program) with --help, with a
 // flag it does not have, and with bad input, and checks the exit code, which stream the
@@ -104,7 +104,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version", "extra"}, code: 2, stderr: true, first: `compactor version: unexpected argument "extra"`},
 		{args: []string{"version"}, code: 0, first: "compactor "},
 
-		{args: []string{"enqueue", good}, code: 2, stderr: true, first: "compactor enqueue: " + good + ` is in none of the stores "default=./sessions"; give --store-dir`},
+		{args: []string{"enqueue", good}, code: 2, stderr: true, first: "compactor enqueue: " + good + ` is in none of the stores "` + defaultStoresSpec(func(string) string { return "" }) + `"; give --store-dir`},
 		{args: []string{"enqueue", good, "--store-dir", store}, code: 2, stderr: true, first: "compactor enqueue: " + good + " is not inside the store directory " + store},
 		{args: []string{"enqueue", notJSON, "--store-dir", filepath.Dir(notJSON)}, code: 2, stderr: true, first: "compactor enqueue: " + notJSON + ":1: no valid session header"},
 		{args: []string{"enqueue", good, "--store-dir", dir, "--nats-url", noNATS}, code: 1, stderr: true, first: "compactor enqueue: nats: connect " + noNATS},

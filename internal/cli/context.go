@@ -19,7 +19,7 @@ func init() {
 	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as Pi's harness prints it)", Run: runContext})
 }
 
-// contextOutput mirrors `pi-oracle context`: leafId, pathIds and context are the fields
+// contextOutput mirrors `interop/pi/pi context`: leafId, pathIds and context are the fields
 // that must equal Pi's; the rest is for people.
 type contextOutput struct {
 	File            string                 `json:"file"`

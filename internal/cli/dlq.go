@@ -119,7 +119,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 		}
 	}
 	ncfg := f.ops.clientNATS(f.nats)
-	ncfg.Name = "compactor dlq"
+	ncfg.Name, ncfg.Role = "compactor dlq", pipeline.RoleOperator
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err

@@ -14,7 +14,7 @@ import (
 // the fake endpoint; extra are the settings of the case.
 func drainRun(t *testing.T, bin, natsURL, store, llmURL string, extra ...string) *process {
 	t.Helper()
-	args := append([]string{"run", "--nats-url", natsURL, "--store", "default=" + store, "--data-dir", t.TempDir(),
+	args := append([]string{"run", "--setup", "--nats-url", natsURL, "--store", "default=" + store, "--data-dir", t.TempDir(),
 		"--idle", "0", "--summarizer", "openai", "--base-url", llmURL, "--model", "fake-model",
 		"--context-window", "20000", "--keep-recent-tokens", "2000", "--log-format", "json"}, extra...)
 	return startProcess(t, bin, args...)

@@ -18,8 +18,9 @@ func init() {
 
 const enqueueHelp = `Publish a job for the Pi session FILE. FILE must lie inside a store: --store-dir DIR (with
 --store NAME, default "default"), or one of the stores in COMPACTOR_STORES
-("NAME=DIR,NAME2=DIR2"; default default=./sessions), chosen by --store or by which one
-contains FILE. The job carries the store name, FILE's path relative to the store, and the
+("NAME=DIR,NAME2=DIR2"; default: store "default" at Pi's session directory,
+$PI_CODING_AGENT_DIR/sessions or ~/.pi/agent/sessions, as the Pi extension's), chosen by
+--store or by which one contains FILE. The job carries the store name, FILE's path relative to the store, and the
 session id and leaf read from FILE.
 
 A second request for a session that already has a pending job of that kind is answered
@@ -113,10 +114,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
-	if ncfg.URL == "" {
-		ncfg.URL = pipeline.LocalClientURL(*dataDir)
-	}
-	ncfg.Name = "compactor enqueue"
+	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", pipeline.RoleAgent, []string{st.Name}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err

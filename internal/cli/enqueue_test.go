@@ -21,7 +21,7 @@ const enqueueSession = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a
 // enqueueService starts a real worker (pipelinetest: embedded nats-server on a random
 // port) over the store dir whose handler appends a line, or blocks while block is open, or
 // fails for reason "fail", and returns its URL.
-func enqueueService(t *testing.T, dir string, block chan struct{}) string {
+func enqueueService(t *testing.T, dir string, block chan struct{}) []string {
 	t.Helper()
 	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
 		if block != nil {
@@ -38,7 +38,8 @@ func enqueueService(t *testing.T, dir string, block chan struct{}) string {
 		_, err = fmt.Fprintf(f, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
 		return pipeline.Result{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}, err
 	})
-	return pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h}).URL()
+	n := pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h}).NATS()
+	return []string{"--nats-url", n.URL, "--nats-token-file", n.TokenFile}
 }
 
 func writeSessionFile(t *testing.T, dir, rel string) string {
@@ -62,9 +63,9 @@ func runEnqueueCLI(args ...string) (int, string, string) {
 func TestEnqueueWaitPrintsEvent(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
-	url := enqueueService(t, dir, nil)
+	natsArgs := enqueueService(t, dir, nil)
 	file := writeSessionFile(t, dir, "sessions/--tmp--/x.jsonl")
-	code, out, errs := runEnqueueCLI(file, "--store-dir", dir, "--wait", "--timeout", "2m", "--nats-url", url)
+	code, out, errs := runEnqueueCLI(append([]string{file, "--store-dir", dir, "--wait", "--timeout", "2m"}, natsArgs...)...)
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
@@ -79,7 +80,7 @@ func TestEnqueueWaitPrintsEvent(t *testing.T) {
 	file2 := writeSessionFile(t, dir, "y.jsonl")
 	data, _ := os.ReadFile(file2)
 	_ = os.WriteFile(file2, bytes.Replace(data, []byte("019a48fc-d300"), []byte("019a48fc-d301"), 1), 0o644)
-	code, out, _ = runEnqueueCLI(file2, "--store-dir", dir, "--wait", "--reason", "fail", "--nats-url", url)
+	code, out, _ = runEnqueueCLI(append([]string{file2, "--store-dir", dir, "--wait", "--reason", "fail"}, natsArgs...)...)
 	if code != 1 || !strings.Contains(out, `"outcome":"failed"`) || !strings.Contains(out, "model refused") {
 		t.Errorf("failed job: exit %d, %s", code, out)
 	}
@@ -89,15 +90,15 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 	t.Parallel()
 	dir := t.TempDir()
 	block := make(chan struct{})
-	url := enqueueService(t, dir, block)
+	natsArgs := enqueueService(t, dir, block)
 	file := writeSessionFile(t, dir, "x.jsonl")
-	code, _, errs := runEnqueueCLI(file, "--store-dir", dir, "--nats-url", url)
+	code, _, errs := runEnqueueCLI(append([]string{file, "--store-dir", dir}, natsArgs...)...)
 	if code != 0 || !strings.HasPrefix(errs, "queued: job") {
 		t.Fatalf("first: exit %d %q", code, errs)
 	}
 	// Same session, a different request (forced) while the first is pending: it is not
 	// answered by the first job; without --wait it is not queued (exit 1, said so).
-	code, _, errs = runEnqueueCLI(file, "--store-dir", dir, "--nats-url", url, "--force", "--kind", "compact", "--reason", "again")
+	code, _, errs = runEnqueueCLI(append([]string{file, "--store-dir", dir, "--force", "--kind", "compact", "--reason", "again"}, natsArgs...)...)
 	if code != 1 || !strings.HasPrefix(errs, "not queued: another request") {
 		t.Fatalf("second: exit %d %q", code, errs)
 	}
@@ -110,7 +111,7 @@ func TestEnqueueAlreadyQueued(t *testing.T) {
 	waiting := newWatchWriter("waiting: another request's job")
 	go func() {
 		var o bytes.Buffer
-		c := RunEnqueue(context.Background(), &Env{Args: []string{file, "--store-dir", dir, "--nats-url", url, "--force", "--wait", "--reason", "again"},
+		c := RunEnqueue(context.Background(), &Env{Args: append([]string{file, "--store-dir", dir, "--force", "--wait", "--reason", "again"}, natsArgs...),
 			Stdout: &o, Stderr: waiting, Getenv: func(string) string { return "" }})
 		third <- out{c, o.String(), waiting.String()}
 	}()

@@ -5,6 +5,8 @@ import (
 	"flag"
 	"fmt"
 	"io"
+	"os"
+	"path/filepath"
 	"strconv"
 	"strings"
 	"time"
@@ -74,28 +76,71 @@ func oneFile(args []string) (string, error) {
 	return args[0], nil
 }
 
-// bindNATSFlags registers the NATS connection flags shared by run, sweep and enqueue, with
-// defaults from the environment. Secrets given by flag are visible in the process list:
-// prefer the environment or files for them.
-func bindNATSFlags(fs *flag.FlagSet, c *pipeline.NATSConfig, getenv func(string) string) {
-	env := func(keys ...string) string {
-		for _, k := range keys {
-			if v := getenv(k); v != "" {
-				return v
-			}
-		}
-		return ""
-	}
-	fs.StringVar(&c.URL, "nats-url", env("COMPACTOR_NATS_URL", "NATS_URL"), "NATS server URL (env COMPACTOR_NATS_URL, NATS_URL)")
-	fs.StringVar(&c.User, "nats-user", env("NATS_USER"), "NATS user (env NATS_USER)")
-	fs.StringVar(&c.Password, "nats-password", env("NATS_PASSWORD"), "NATS password (env NATS_PASSWORD)")
-	fs.StringVar(&c.Token, "nats-token", env("NATS_TOKEN"), "NATS token (env NATS_TOKEN)")
-	fs.StringVar(&c.NKeySeedFile, "nkey", env("NATS_NKEY"), "NATS nkey seed file (env NATS_NKEY)")
-	fs.StringVar(&c.CredsFile, "creds", env("NATS_CREDS"), "NATS credentials file (env NATS_CREDS)")
-	fs.StringVar(&c.TLSCA, "tls-ca", env("NATS_CA"), "CA certificate for NATS TLS (env NATS_CA)")
-	fs.StringVar(&c.TLSCert, "tls-cert", env("NATS_CERT"), "client certificate for NATS TLS (env NATS_CERT)")
-	fs.StringVar(&c.TLSKey, "tls-key", env("NATS_KEY"), "client key for NATS TLS (env NATS_KEY)")
+// natsEnv are the environment variables of the NATS connection, read as the Pi extension
+// reads them (extensions/pi/src/config.ts): COMPACTOR_NATS_<NAME> first, then NATS_*. The
+// two sides agree on every name (TestNATSEnvParity and the extension's test read one
+// table: extensions/pi/test/testdata/env-parity.json).
+var natsEnv = []struct {
+	flag   string
+	keys   []string
+	secret bool // the flag's default (from the environment) is never printed
+	field  func(*pipeline.NATSConfig) *string
+	usage  string
+}{
+	{"nats-url", []string{"COMPACTOR_NATS_URL", "NATS_URL"}, false, func(c *pipeline.NATSConfig) *string { return &c.URL }, "NATS server URL(s), comma-separated"},
+	{"nats-user", []string{"COMPACTOR_NATS_USER", "NATS_USER"}, false, func(c *pipeline.NATSConfig) *string { return &c.User }, "NATS user"},
+	{"nats-password", []string{"COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"}, true, func(c *pipeline.NATSConfig) *string { return &c.Password }, "NATS `password` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-token", []string{"COMPACTOR_NATS_TOKEN", "NATS_TOKEN"}, true, func(c *pipeline.NATSConfig) *string { return &c.Token }, "NATS `token` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-password-file", []string{"COMPACTOR_NATS_PASSWORD_FILE"}, false, func(c *pipeline.NATSConfig) *string { return &c.PasswordFile }, "file holding the NATS password (its content, trimmed)"},
+	{"nats-token-file", []string{"COMPACTOR_NATS_TOKEN_FILE"}, false, func(c *pipeline.NATSConfig) *string { return &c.TokenFile }, "file holding the NATS token (its content, trimmed); without any credentials, a local service's generated token (--data-dir's nats.token) is used"},
+	{"nkey", []string{"COMPACTOR_NATS_NKEY", "NATS_NKEY"}, false, func(c *pipeline.NATSConfig) *string { return &c.NKeySeedFile }, "NATS nkey seed file"},
+	{"creds", []string{"COMPACTOR_NATS_CREDS", "NATS_CREDS"}, false, func(c *pipeline.NATSConfig) *string { return &c.CredsFile }, "NATS credentials file"},
+	{"tls-ca", []string{"COMPACTOR_NATS_TLS_CA", "NATS_CA"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSCA }, "CA certificate for NATS TLS"},
+	{"tls-cert", []string{"COMPACTOR_NATS_TLS_CERT", "NATS_CERT"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSCert }, "client certificate for NATS TLS"},
+	{"tls-key", []string{"COMPACTOR_NATS_TLS_KEY", "NATS_KEY"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSKey }, "client key for NATS TLS"},
+	{"inbox-prefix", []string{"COMPACTOR_NATS_INBOX_PREFIX"}, false, func(c *pipeline.NATSConfig) *string { return &c.InboxPrefix },
+		"where replies come (default _INBOX_<role>_<first store>, as `compactor auth` permits each role; docs/security.md)"},
 }
+
+// firstEnv is the first of keys that is set and not empty.
+func firstEnv(getenv func(string) string, keys ...string) string {
+	for _, k := range keys {
+		if v := getenv(k); v != "" {
+			return v
+		}
+	}
+	return ""
+}
+
+// natsFromEnv is the NATS connection the environment gives, before any flag.
+func natsFromEnv(getenv func(string) string) pipeline.NATSConfig {
+	var c pipeline.NATSConfig
+	for _, e := range natsEnv {
+		*e.field(&c) = firstEnv(getenv, e.keys...)
+	}
+	return c
+}
+
+// bindNATSFlags registers the NATS connection flags shared by run, sweep, enqueue and
+// dlq, with defaults from the environment (natsEnv). A secret's default is not printed by
+// --help.
+func bindNATSFlags(fs *flag.FlagSet, c *pipeline.NATSConfig, getenv func(string) string) {
+	*c = natsFromEnv(getenv)
+	for _, e := range natsEnv {
+		usage := fmt.Sprintf("%s (env %s)", e.usage, strings.Join(e.keys, ", "))
+		if e.secret {
+			fs.Var((*secretString)(e.field(c)), e.flag, usage)
+			continue
+		}
+		fs.StringVar(e.field(c), e.flag, *e.field(c), usage)
+	}
+}
+
+// secretString is a string flag whose value --help never prints.
+type secretString string
+
+func (s *secretString) String() string     { return "" }
+func (s *secretString) Set(v string) error { *s = secretString(v); return nil }
 
 // storeFlag collects repeatable --store NAME=DIR flags.
 type storeFlag []pipeline.Store
@@ -118,7 +163,8 @@ func (s *storeFlag) Set(v string) error {
 }
 
 // parseStore parses a store NAME=DIR. A bare DIR is refused rather than named "default"
-// silently: jobs carry the store's name, so it has to be the name the workers use.
+// silently: jobs carry the store's name, so it has to be the name the workers use. (The Pi
+// extension refuses it too, and skips it.)
 func parseStore(spec string) (pipeline.Store, error) {
 	name, dir, ok := strings.Cut(spec, "=")
 	if !ok {
@@ -133,16 +179,34 @@ func parseStore(spec string) (pipeline.Store, error) {
 	return pipeline.Store{Name: name, Dir: dir}, nil
 }
 
-// defaultStores is the store list when neither --store nor COMPACTOR_STORES gives one.
-const defaultStores = "default=./sessions"
+// defaultStores describes the store list when neither --store nor COMPACTOR_STORES gives
+// one: Pi's own session directory, as the Pi extension's default (defaultStoresSpec).
+const defaultStores = "default=<Pi's agent dir>/sessions ($PI_CODING_AGENT_DIR, else ~/.pi/agent)"
 
-// envStores reads COMPACTOR_STORES ("NAME=DIR,NAME2=DIR2"; default default=./sessions),
-// the one place the variable is parsed (run, sweep and enqueue). It returns the spec it
-// read for messages.
+// defaultStoresSpec is the default store list: store "default" at Pi's session directory,
+// <agent dir>/sessions, where Pi's agent directory is $PI_CODING_AGENT_DIR (a leading ~
+// is the home directory) or ~/.pi/agent, as Pi's getAgentDir says.
+func defaultStoresSpec(getenv func(string) string) string {
+	home, _ := os.UserHomeDir()
+	dir := getenv("PI_CODING_AGENT_DIR")
+	switch {
+	case dir == "":
+		dir = filepath.Join(home, ".pi", "agent")
+	case dir == "~":
+		dir = home
+	case strings.HasPrefix(dir, "~/"):
+		dir = filepath.Join(home, dir[2:])
+	}
+	return pipeline.DefaultStoreName + "=" + filepath.Join(dir, "sessions")
+}
+
+// envStores reads COMPACTOR_STORES ("NAME=DIR,NAME2=DIR2", parts split on ',' or ';' and
+// trimmed; default: defaultStoresSpec), the one place the variable is parsed (run, sweep
+// and enqueue), as the Pi extension parses it. It returns the spec it read for messages.
 func envStores(getenv func(string) string) ([]pipeline.Store, string, error) {
 	spec := getenv("COMPACTOR_STORES")
 	if spec == "" {
-		spec = defaultStores
+		spec = defaultStoresSpec(getenv)
 	}
 	var stores []pipeline.Store
 	for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == ';' }) {

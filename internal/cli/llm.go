@@ -25,6 +25,8 @@ type summarizerFlags struct {
 	apiKeyFile   string
 	organization string
 	headers      stringList
+	headerFiles  stringList
+	headerEnvs   stringList
 	timeout      time.Duration
 	maxTokensKey string
 	maxInput     int
@@ -71,7 +73,9 @@ func (f *summarizerFlags) registerEndpoint(fs *flag.FlagSet) {
 	fs.StringVar(&f.apiKeyEnv, "api-key-env", "", "environment variable holding the API key (default OPENAI_API_KEY; no key at all is fine for a keyless endpoint)")
 	fs.StringVar(&f.apiKeyFile, "api-key-file", "", "file holding the API key (env COMPACTOR_LLM_API_KEY_FILE)")
 	fs.StringVar(&f.organization, "organization", "", "OpenAI organization header (env COMPACTOR_LLM_ORGANIZATION)")
-	fs.Var(&f.headers, "header", "extra request header 'Name: value' (repeatable)")
+	fs.Var(&f.headers, "header", "extra request header 'Name: value' (repeatable; a secret value belongs in --header-file or --header-env: a command line is visible to every user)")
+	fs.Var(&f.headerFiles, "header-file", "extra request header 'Name=FILE': the value is the file's content, trimmed (repeatable)")
+	fs.Var(&f.headerEnvs, "header-env", "extra request header 'Name=VAR': the value is the environment variable's (repeatable)")
 	fs.DurationVar(&f.timeout, "llm-timeout", 120*time.Second, "timeout of one LLM request")
 	fs.StringVar(&f.maxTokensKey, "max-tokens-field", "max_tokens", "how the output limit is sent: max_tokens or max_completion_tokens")
 	fs.IntVar(&f.maxInput, "llm-max-input-tokens", 0, "the summarizer model's input window; larger spans are summarized in chunks (0 = unknown)")
@@ -133,6 +137,9 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 			return nil, usageErrorf("--header %q: want 'Name: value'", h)
 		}
 		hdrs[strings.TrimSpace(k)] = strings.TrimSpace(v)
+	}
+	if err := secretHeaders(hdrs, f.headerFiles, f.headerEnvs, getenv); err != nil {
+		return nil, err
 	}
 	var useMCT bool
 	switch f.maxTokensKey {
@@ -293,4 +300,37 @@ func (f *engineFlags) settings() engine.Settings {
 	return engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
 		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter,
 		PrepareUpdate: f.prepareUpdate, BridgeMaxTokens: f.bridgeMaxTokens, ModelOverrides: f.overrides}
+}
+
+// secretHeaders adds the headers whose values come from files (--header-file Name=FILE)
+// and from the environment (--header-env Name=VAR), so that no secret needs the command
+// line. A file that cannot be read or a variable that is empty is an error naming it.
+func secretHeaders(hdrs map[string]string, files, envs []string, getenv func(string) string) error {
+	for _, spec := range files {
+		name, file, ok := strings.Cut(spec, "=")
+		if !ok || strings.TrimSpace(name) == "" || file == "" {
+			return usageErrorf("--header-file %q: want 'Name=FILE'", spec)
+		}
+		b, err := os.ReadFile(file)
+		if err != nil {
+			return usageErrorf("--header-file %s: %v", name, err)
+		}
+		v := strings.TrimSpace(string(b))
+		if v == "" {
+			return usageErrorf("--header-file %s: %s is empty", name, file)
+		}
+		hdrs[strings.TrimSpace(name)] = v
+	}
+	for _, spec := range envs {
+		name, env, ok := strings.Cut(spec, "=")
+		if !ok || strings.TrimSpace(name) == "" || env == "" {
+			return usageErrorf("--header-env %q: want 'Name=VAR'", spec)
+		}
+		v := strings.TrimSpace(getenv(env))
+		if v == "" {
+			return usageErrorf("--header-env %s: the variable %s is empty or unset", name, env)
+		}
+		hdrs[strings.TrimSpace(name)] = v
+	}
+	return nil
 }

@@ -76,8 +76,20 @@ func TestRunListenLockAndJoin(t *testing.T) {
 		}
 		time.Sleep(50 * time.Millisecond)
 	}
-	if ci == nil || ci.Config.AckWait != 2*time.Minute || ci.Config.MaxDeliver != 7+50 {
+	if ci == nil || ci.Config.AckWait != 2*time.Minute || ci.Config.MaxDeliver != -1 {
 		t.Fatalf("consumer config: %+v", ci)
+	}
+	var fleet string // written last by the setup
+	for time.Now().Before(deadline) && fleet == "" {
+		if e, err := js.Stream(context.Background(), "KV_"+pipeline.BucketSettings); err == nil {
+			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+pipeline.BucketSettings+".fleet"); err == nil {
+				fleet = string(m.Data)
+			}
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	if !strings.Contains(fleet, `"maxDeliver":7`) || !strings.Contains(fleet, `"leaseTtl":"30s"`) {
+		t.Fatalf("fleet settings: %s", fleet)
 	}
 	if st, err := js.Stream(context.Background(), pipeline.StreamJobs); err != nil || st.CachedInfo().Config.Duplicates != 5*time.Minute {
 		t.Errorf("jobs stream: %v %+v", err, st)

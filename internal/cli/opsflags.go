@@ -2,6 +2,10 @@ package cli
 
 import (
 	"flag"
+	"fmt"
+	"math"
+	"strconv"
+	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
@@ -36,7 +40,93 @@ type opsFlags struct {
 	retryBase      time.Duration
 	retryMax       time.Duration
 	listen         string
+	sync           natsSync
 	dataDir        string // clients: where a local service writes its NATS URL
+	limits         streamLimits
+}
+
+// natsSync is --nats-sync: "always", or how often the embedded server syncs to disk.
+type natsSync struct {
+	every  time.Duration
+	always bool
+	set    bool
+}
+
+func (n *natsSync) String() string {
+	switch {
+	case n == nil || !n.set:
+		return "2m0s"
+	case n.always:
+		return "always"
+	}
+	return n.every.String()
+}
+
+func (n *natsSync) Set(s string) error {
+	if s == "always" {
+		*n = natsSync{always: true, set: true}
+		return nil
+	}
+	d, err := time.ParseDuration(s)
+	if err != nil || d <= 0 {
+		return fmt.Errorf("%q: want always or a duration (2m, 1s)", s)
+	}
+	*n = natsSync{every: d, set: true}
+	return nil
+}
+
+// streamLimits are the flags of the jobs' and events' streams' limits (setup's settings).
+type streamLimits struct {
+	jobsMaxAge, eventsMaxAge     time.Duration
+	jobsMaxBytes, eventsMaxBytes byteSize
+}
+
+// bindStreamLimits declares the limits' flags; note ends their usage.
+func bindStreamLimits(fs *flag.FlagSet, l *streamLimits, note string) {
+	l.jobsMaxBytes, l.eventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
+	fs.DurationVar(&l.jobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
+	fs.Var(&l.jobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
+	fs.DurationVar(&l.eventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
+	fs.Var(&l.eventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
+}
+
+// apply copies the limits into a setup configuration.
+func (l streamLimits) apply(sc *pipeline.SetupConfig) {
+	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.jobsMaxAge, int64(l.jobsMaxBytes), l.eventsMaxAge, int64(l.eventsMaxBytes)
+}
+
+// byteSize is a flag of a size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB,
+// or kB, MB, GB, TB).
+type byteSize int64
+
+func (b *byteSize) String() string {
+	n := int64(*b)
+	for _, u := range []struct {
+		name string
+		size int64
+	}{{"TiB", 1 << 40}, {"GiB", 1 << 30}, {"MiB", 1 << 20}, {"KiB", 1 << 10}} {
+		if n >= u.size && n%u.size == 0 {
+			return strconv.FormatInt(n/u.size, 10) + u.name
+		}
+	}
+	return strconv.FormatInt(n, 10)
+}
+
+func (b *byteSize) Set(s string) error {
+	units := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
+		"kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
+	t := strings.TrimSpace(s)
+	i := strings.IndexFunc(t, func(r rune) bool { return r < '0' || r > '9' })
+	if i < 0 {
+		i = len(t)
+	}
+	n, err := strconv.ParseInt(t[:i], 10, 64)
+	unit, ok := units[strings.TrimSpace(t[i:])]
+	if err != nil || !ok || n > math.MaxInt64/unit {
+		return fmt.Errorf("%q: want a size in bytes, as 1073741824, 512MiB or 1GiB", s)
+	}
+	*b = byteSize(n * unit)
+	return nil
 }
 
 func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
@@ -49,11 +139,13 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		return o
 	}
 	if role == opsWorker {
-		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
-		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
-		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
-		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives")
-		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+		const setupOnly = " (a setting of the fleet: applied by the embedded server's service and --setup, as by compactor setup; a worker without them follows the fleet's)"
+		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has"+setupOnly)
+		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
+		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
+		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
+		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
+		bindStreamLimits(fs, &o.limits, setupOnly)
 	}
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
 	fs.DurationVar(&o.retryBase, "sweep-retry-base", pipeline.DefaultSweepRetryBase, "a session whose job failed or met a busy session (a turn in progress) is enqueued again by a sweep this long after, even unchanged; doubled per further miss")
@@ -63,7 +155,8 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		if listen == "" {
 			listen = pipeline.DefaultEmbeddedHost + ":4222"
 		}
-		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); --nats-token or --nats-user/--nats-password protect it (env COMPACTOR_LISTEN)")
+		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
+		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
 	}
 	return o
 }
@@ -78,10 +171,17 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	case opsWorker:
 		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
 		cfg.DuplicateWindow = o.dupWindow
+		cfg.JobsMaxAge, cfg.JobsMaxBytes, cfg.EventsMaxAge, cfg.EventsMaxBytes = o.limits.jobsMaxAge, int64(o.limits.jobsMaxBytes), o.limits.eventsMaxAge, int64(o.limits.eventsMaxBytes)
 		fallthrough
 	case opsSweeper:
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
 		cfg.Client = o.role == opsSweeper
+	}
+	if o.sync.set {
+		if cfg.NATS.URL != "" {
+			return cfg, usageErrorf("--nats-sync: a setting of the embedded server, not with --nats-url (an external server's is its own: sync_interval in its jetstream block)")
+		}
+		cfg.EmbeddedSync, cfg.EmbeddedSyncAlways = o.sync.every, o.sync.always
 	}
 	switch {
 	case o.role == opsWorker && cfg.NATS.URL == "":
@@ -95,16 +195,13 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			cfg.JoinRunning = true
 		}
 	case o.role != opsWorker && cfg.NATS.URL == "":
-		cfg.NATS.URL = pipeline.LocalClientURL(o.dataDir)
+		cfg.NATS = pipeline.LocalNATS(o.dataDir, cfg.NATS)
 	}
 	return cfg, nil
 }
 
 // clientNATS returns the NATS settings of a client command: the flags, and without
-// --nats-url the local service's address.
+// --nats-url the local service's address and generated token.
 func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
-	if n.URL == "" {
-		n.URL = pipeline.LocalClientURL(o.dataDir)
-	}
-	return n
+	return pipeline.LocalNATS(o.dataDir, n)
 }

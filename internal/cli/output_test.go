@@ -209,7 +209,7 @@ func TestSweepClient(t *testing.T) {
 	if err := os.WriteFile(filepath.Join(srv.StoreDir, "--p--", "s.jsonl"), data, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	args := []string{"sweep", "--store", "default=" + srv.StoreDir, "--nats-url", srv.URL(), "--idle", "0", "--context-window", "40000"}
+	args := []string{"sweep", "--store", "default=" + srv.StoreDir, "--nats-url", srv.URL(), "--nats-token-file", srv.NATS().TokenFile, "--idle", "0", "--context-window", "40000"}
 	code, out, errOut := runCLI(t, args...)
 	if code != 0 || errOut != "" || !strings.HasPrefix(out, "sweep: 1 files in 1 stores: ") || strings.Count(out, "\n") != 1 || !strings.Contains(out, "1 enqueued") {
 		t.Fatalf("sweep: exit %d\nstdout %q\nstderr %q", code, out, errOut)

@@ -101,8 +101,8 @@ func runPlan(ctx context.Context, env *Env) error {
 		`Print where a compaction of the session's current path would cut: the first kept entry, the
 entries to summarize and the split turn's prefix, the context's tokens and whether it is over
 budget. Nothing is written and no LLM is called. With --json the field names are those
-pi-oracle cut prints (docs/json-output.md); with --policy pi --counter estimate the
-result is Pi's own.
+Pi's harness prints for its own cut (interop/pi/pi cut; docs/json-output.md); with --policy
+pi --counter estimate the result is Pi's own, for the Pi --pi-version names.
 
 The context's size is Pi's measure: the usage the last answer reported (its whole prompt
 and reply) plus the counter's count of the messages after it. The summarized, prefix and

@@ -29,7 +29,7 @@ var built struct {
 
 // compactorBinary builds cmd/compactor once (without the race detector: it is the program
 // under test, not the test) and returns its path and the version stamped into it.
-func compactorBinary(t *testing.T) (path, version string) {
+func compactorBinary(t testing.TB) (path, version string) {
 	t.Helper()
 	built.once.Do(func() {
 		root, err := filepath.Abs("../..")
@@ -86,7 +86,7 @@ func (b *syncBuffer) String() string {
 
 // startProcess runs the binary with args, in an environment of its own (no key in it, HOME
 // a temporary directory); it is killed when the test ends if it still runs.
-func startProcess(t *testing.T, bin string, args ...string) *process {
+func startProcess(t testing.TB, bin string, args ...string) *process {
 	t.Helper()
 	p := &process{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
 	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
@@ -110,7 +110,7 @@ func startProcess(t *testing.T, bin string, args ...string) *process {
 	return p
 }
 
-func (p *process) signal(t *testing.T, sig syscall.Signal) {
+func (p *process) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
 	if err := p.cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
@@ -118,7 +118,7 @@ func (p *process) signal(t *testing.T, sig syscall.Signal) {
 }
 
 // wait waits for the process to exit (hangGuard at most) and returns its exit code.
-func (p *process) wait(t *testing.T) int {
+func (p *process) wait(t testing.TB) int {
 	t.Helper()
 	select {
 	case <-p.done:
@@ -139,7 +139,7 @@ func (p *process) exited() bool {
 }
 
 // waitLog waits until the process has logged a line holding every part.
-func (p *process) waitLog(t *testing.T, what string, parts ...string) {
+func (p *process) waitLog(t testing.TB, what string, parts ...string) {
 	t.Helper()
 	deadline := time.Now().Add(hangGuard)
 	for !hasLine(p.logs.String(), parts...) {
@@ -169,7 +169,7 @@ func hasLine(logs string, parts ...string) bool {
 
 // overBudgetStore writes n copies of a corpus session (each with its own session id, two
 // hours old) in a store: each is over budget with --context-window 20000.
-func overBudgetStore(t *testing.T, n int) (dir string, files []string) {
+func overBudgetStore(t testing.TB, n int) (dir string, files []string) {
 	t.Helper()
 	src, err := os.ReadFile(liveSrc)
 	if err != nil {
@@ -220,7 +220,7 @@ func TestStampedVersionInBeats(t *testing.T) {
 		t.Fatalf("compactor version: %q, %v; want %q", out, err, "compactor "+version)
 	}
 	url := natstest.StartServer(t).ClientURL()
-	p := startProcess(t, bin, "run", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
+	p := startProcess(t, bin, "run", "--setup", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
 	var rep statusReport
 	waitUntil(t, time.Minute, "the worker's beat", func() bool {
 		if p.exited() {

@@ -41,7 +41,7 @@ func TestReadyzLLMRefusesKey(t *testing.T) {
 	t.Parallel()
 	url := natstest.StartServer(t).ClientURL()
 	llm := fakellm.Start(t)
-	run := startCLI([]string{"run", "--nats-url", url, "--store", "default=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json",
+	run := startCLI([]string{"run", "--setup", "--nats-url", url, "--store", "default=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json",
 		"--summarizer", "openai", "--base-url", llm.URL(), "--model", "fake-model", "--metrics-addr", "127.0.0.1:0"})
 	if err := run.ready(); err != nil {
 		t.Fatal(err)

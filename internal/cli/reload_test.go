@@ -37,7 +37,7 @@ func TestSIGHUPReloads(t *testing.T) {
 		}
 	}
 	config := func(model, level string, concurrency int) string {
-		b, _ := json.Marshal(map[string]any{"nats-url": url, "store": []string{"default=" + store}, "data-dir": filepath.Join(dir, "data"),
+		b, _ := json.Marshal(map[string]any{"setup": true, "nats-url": url, "store": []string{"default=" + store}, "data-dir": filepath.Join(dir, "data"),
 			"idle": "0s", "sweep-every": "1h", "summarizer": "openai", "base-url": llm.URL(), "model": model, "api-key-file": keyFile,
 			"log-level": level, "log-format": "json", "context-window": 20000, "keep-recent-tokens": 2000, "concurrency": concurrency})
 		return string(b)

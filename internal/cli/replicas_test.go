@@ -49,7 +49,7 @@ func TestReplicasNeverLowered(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	store := t.TempDir()
 	service := func(replicas string) []string {
-		return []string{"run", "--nats-url", url, "--store", "default=" + store, "--replicas", replicas, "--data-dir", t.TempDir(),
+		return []string{"run", "--setup", "--nats-url", url, "--store", "default=" + store, "--replicas", replicas, "--data-dir", t.TempDir(),
 			"--idle", "0", "--log-format", "json", "--drain-timeout", "1s"}
 	}
 	client := []string{"sweep", "--nats-url", url, "--store", "default=" + store, "--idle", "0"}

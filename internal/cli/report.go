@@ -22,19 +22,23 @@ type sweepJSON struct {
 	Unchanged       int     `json:"unchanged"`
 	Active          int     `json:"active"`
 	Assessed        int     `json:"assessed"`
+	Retried         int     `json:"retried"`
+	Resettled       int     `json:"resettled"`
 	OverBudget      int     `json:"overBudget"`
 	UnderBudget     int     `json:"underBudget"`
 	Ineligible      int     `json:"ineligible"`
 	Enqueued        int     `json:"enqueued"`
 	AlreadyQueued   int     `json:"alreadyQueued"`
 	Errors          int     `json:"errors"`
+	NewerRecords    int     `json:"newerRecords"`
+	RemovedRecords  int     `json:"removedRecords"`
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
 func sweepDoc(st pipeline.SweepStats) *sweepJSON {
-	return &sweepJSON{Stores: st.Stores, Files: st.Files, Unchanged: st.Unchanged, Active: st.Active, Assessed: st.Assessed,
+	return &sweepJSON{Stores: st.Stores, Files: st.Files, Unchanged: st.Unchanged, Active: st.Active, Assessed: st.Assessed, Retried: st.Retried, Resettled: st.Resettled,
 		OverBudget: st.OverBudget, UnderBudget: st.UnderBudget, Ineligible: st.Ineligible, Enqueued: st.Enqueued,
-		AlreadyQueued: st.AlreadyQueued, Errors: st.Errors, DurationSeconds: seconds(st.Duration)}
+		AlreadyQueued: st.AlreadyQueued, Errors: st.Errors, NewerRecords: st.NewerRecords, RemovedRecords: st.Removed, DurationSeconds: seconds(st.Duration)}
 }
 
 type jobJSON struct {

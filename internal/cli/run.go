@@ -49,7 +49,12 @@ type serviceFlags struct {
 	// live is the service's summarizer, which a reload replaces (compose builds it).
 	live *liveSummarizer
 	// logLevel of the service's log, which a reload changes.
-	level *slog.LevelVar
+	level         *slog.LevelVar
+	setup         bool
+	insecureLocal bool
+	serveTLSCert  string
+	serveTLSKey   string
+	shared        stringList
 }
 
 // bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
@@ -88,6 +93,11 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long the summaries in flight may finish before they are handed back (0: --llm-timeout, so that a summary whose request started just before the stop can end)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "the former name of --drain-timeout (deprecated: give --drain-timeout)")
 	fs.Var(&f.spend, "spend-limit", "a limit on the LLM input tokens the fleet starts paying for: `[STORE=]TOKENS/hour` or [STORE=]TOKENS/day, every store's or STORE's (repeatable; counted in COMPACTOR_SPEND for every worker that has it: give every worker the same); over it, jobs wait for the window to end")
+	fs.BoolVar(&f.setup, "setup", false, "with --nats-url: also set up the streams, buckets, consumers and the fleet's settings from this process's flags, as `compactor setup` does (the admin's right; implied without --nats-url)")
+	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "without --nats-url: the embedded server takes any connection from this machine, without the token it otherwise generates into --data-dir")
+	fs.StringVar(&f.serveTLSCert, "serve-tls-cert", "", "without --nats-url: the embedded server speaks TLS only, with this certificate (clients on this machine trust it by default)")
+	fs.StringVar(&f.serveTLSKey, "serve-tls-key", "", "the key of --serve-tls-cert")
+	fs.Var(&f.shared, "shared-store", "a store served from one directory on several hosts (a shared file system): its workers need not be on one host (repeatable; docs/security.md)")
 }
 
 // drain is the drain limit: --drain-timeout, else the deprecated --shutdown-timeout, else
@@ -158,6 +168,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
 		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, Logger: log, Version: Version(),
+		Setup: f.setup, InsecureLocal: f.insecureLocal, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
 	}
 	// A client (sweep) without --nats-url finds the local service's address through
 	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
@@ -198,22 +209,37 @@ func checkStores(stores []pipeline.Store, source string) error {
 // configFlags names the flag behind each pipeline.Config field, so a validation error
 // reads "--concurrency: 0, need at least 1" rather than "config: Concurrency: ...".
 var configFlags = map[string]string{
-	"Stores":              "--store",
-	"DataDir":             "--data-dir",
-	"Concurrency":         "--concurrency",
-	"Idle":                "--idle",
-	"SweepEvery":          "--sweep-every",
-	"MetricsAddr":         "--metrics-addr",
-	"ShutdownTimeout":     "--drain-timeout",
-	"SpendLimits":         "--spend-limit",
-	"NATS":                "--nats-user/--nats-token/--nkey/--creds",
-	"NATS.User":           "--nats-user",
-	"NATS.NKeySeedFile":   "--nkey",
-	"NATS.CredsFile":      "--creds",
-	"NATS.TLSCA":          "--tls-ca",
-	"NATS.TLSCert":        "--tls-cert",
-	"NATS.TLSKey":         "--tls-key",
-	"NATS.TLSCert/TLSKey": "--tls-cert/--tls-key",
+	"Stores":                     "--store",
+	"DataDir":                    "--data-dir",
+	"Concurrency":                "--concurrency",
+	"Idle":                       "--idle",
+	"SweepEvery":                 "--sweep-every",
+	"MetricsAddr":                "--metrics-addr",
+	"ShutdownTimeout":            "--drain-timeout",
+	"SpendLimits":                "--spend-limit",
+	"NATS":                       "--nats-user/--nats-token/--nkey/--creds",
+	"NATS.User":                  "--nats-user",
+	"NATS.NKeySeedFile":          "--nkey",
+	"NATS.CredsFile":             "--creds",
+	"NATS.TLSCA":                 "--tls-ca",
+	"NATS.TLSCert":               "--tls-cert",
+	"NATS.TLSKey":                "--tls-key",
+	"NATS.TLSCert/TLSKey":        "--tls-cert/--tls-key",
+	"NATS.TokenFile":             "--nats-token-file",
+	"NATS.PasswordFile":          "--nats-password-file",
+	"NATS.InboxPrefix":           "--inbox-prefix",
+	"NATS.Password":              "--nats-password-file",
+	"ServeTLSCert":               "--serve-tls-cert",
+	"ServeTLSKey":                "--serve-tls-key",
+	"ServeTLSCert/ServeTLSKey":   "--serve-tls-cert/--serve-tls-key",
+	"ServeTLSCert/InsecureLocal": "--serve-tls-cert/--insecure-local",
+	"InsecureLocal":              "--insecure-local",
+	"SharedStores":               "--shared-store",
+	"EmbeddedSync":               "--nats-sync",
+	"JobsMaxAge":                 "--jobs-max-age",
+	"JobsMaxBytes":               "--jobs-max-bytes",
+	"EventsMaxAge":               "--events-max-age",
+	"EventsMaxBytes":             "--events-max-bytes",
 }
 
 // flagError rewrites a pipeline.Config validation error to name the flag behind its
@@ -266,9 +292,19 @@ func parseLevel(level string, lv *slog.LevelVar) error {
 	return nil
 }
 
-// servicePtr is the service of this process (one per `compactor run`), for handlers that
-// need its resources once it has started (the bucket of prepared summaries).
-var servicePtr atomic.Pointer[pipeline.Service]
+// serviceRef is the service of one `compactor run`, for its handler, which needs its
+// resources once it has started (the bucket of prepared summaries). One per run, not one
+// per process: a test runs several services in one process, each with its own user.
+type serviceRef struct {
+	atomic.Pointer[pipeline.Service]
+}
+
+func (r *serviceRef) prepared() pipeline.PreparedStore {
+	if s := r.Load(); s != nil {
+		return s.Prepared()
+	}
+	return nil
+}
 
 func durationSeconds(_ []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindDuration {
@@ -280,7 +316,7 @@ func durationSeconds(_ []string, a slog.Attr) slog.Attr {
 // compose fills the Handler (workers) and the Assessor: the engine, the same code path as
 // `compactor compact`, configured by the summarizer and planning flags. A sweep only
 // checks budgets and needs no summarizer.
-func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, error) {
+func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (pipeline.Config, error) {
 	if NewPipelineHandler != nil {
 		h, a, err := NewPipelineHandler(cfg)
 		if err != nil {
@@ -309,12 +345,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env) (pipeline.Config, 
 	}
 	cfg.Assessor = budgetAssessor(eng, pv)
 	if f.worker {
-		cfg.Handler = jobHandler(eng, pv, func() pipeline.PreparedStore {
-			if s := servicePtr.Load(); s != nil {
-				return s.Prepared()
-			}
-			return nil
-		})
+		cfg.Handler = jobHandler(eng, pv, svc.prepared)
 		cfg.Bridger = bridger(eng, pv)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
@@ -326,18 +357,25 @@ const (
 	runUsage = "[--store NAME=DIR]... [flags]"
 	runHelp  = `
 Work compaction jobs from NATS JetStream. Without --nats-url an embedded NATS server is
-started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222) so that
-enqueue and sweep on this machine reach it. Stop with SIGINT/SIGTERM: fetching stops, the
-summaries in flight get --drain-timeout (default: --llm-timeout) to finish, jobs that have
-not started one and those still running then are handed back at once. SIGHUP reloads the
-settings that can change safely (docs/operations.md, "Reload").
+started (JetStream on, stored under --data-dir, listening on 127.0.0.1:4222, requiring a
+token it generates into --data-dir, which enqueue, sweep and Pi's extension on this
+machine find there) and this process sets everything up on it. With --nats-url the
+streams, buckets and consumers are the admin's ('compactor setup', or --setup): a worker
+checks that they are there, says what is missing or different, and follows the fleet's
+settings (lease TTL, max deliver, ack wait); it never creates or changes them. A store
+has one owner: a worker serving a store's name from another directory refuses to start
+and names the other host (--shared-store for one directory mounted on several hosts).
+Stop with SIGINT/SIGTERM: fetching stops, the summaries in flight get --drain-timeout
+(default: --llm-timeout) to finish, jobs that have not started one and those still running
+then are handed back at once. SIGHUP reloads the settings that can change safely
+(docs/operations.md, "Reload").
 
 With --once: sweep the stores, process everything queued, print a report (a table, or
 JSON with --json) and exit: 0 when no job failed, 1 otherwise.
 
 Examples:
   compactor run --store default=$HOME/.pi/agent/sessions --concurrency 8 --sweep-every 10m
-  compactor run --nats-url nats://nats:4222 --creds /etc/compactor/nats.creds --store team=/srv/sessions
+  compactor run --nats-url nats://nats:4222 --nkey /etc/compactor/worker-team.nk --store team=/srv/sessions
   compactor run --once --store default=./sessions     # sweep, process everything, print a report
   compactor run --once --config configs/example.json  # settings from a file (flags win)`
 )
@@ -370,7 +408,8 @@ func runRun(ctx context.Context, env *Env) error {
 	} else if f.asJSON {
 		return usageErrorf("--json goes with --once (a running worker logs; --log-format json)")
 	}
-	cfg, err = f.compose(cfg, env)
+	var ref serviceRef
+	cfg, err = f.compose(cfg, env, &ref)
 	if err != nil {
 		return err
 	}
@@ -378,7 +417,7 @@ func runRun(ctx context.Context, env *Env) error {
 	if err != nil {
 		return &UsageError{Err: flagError(err)}
 	}
-	servicePtr.Store(svc)
+	ref.Store(svc)
 	defer svc.Close()
 	if !f.once {
 		stopReload := f.reloadOnHangup(env, flagValues(fs.FlagSet), svc)

@@ -65,7 +65,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 	}
 	var services []*cliProc
 	for _, st := range []string{"hostA", "hostB"} {
-		p := startCLI([]string{"run", "--nats-url", url, "--store", st + "=" + dirs[st], "--data-dir", t.TempDir(), "--idle", "0",
+		p := startCLI([]string{"run", "--setup", "--nats-url", url, "--store", st + "=" + dirs[st], "--data-dir", t.TempDir(), "--idle", "0",
 			"--log-format", "json", "--drain-timeout", "1s"})
 		services = append(services, p)
 		if err := p.ready(); err != nil {

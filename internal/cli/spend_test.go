@@ -20,7 +20,7 @@ func TestSpendLimitHoldsJobsInRun(t *testing.T) {
 	llm := fakellm.Start(t)
 	store, files := overBudgetStore(t, 3)
 	day := time.Now().UTC().Format("2006-01-02")
-	run := startCLI([]string{"run", "--nats-url", url, "--store", "default=" + store, "--data-dir", t.TempDir(), "--log-format", "json",
+	run := startCLI([]string{"run", "--setup", "--nats-url", url, "--store", "default=" + store, "--data-dir", t.TempDir(), "--log-format", "json",
 		"--idle", "0", "--sweep-every", "1h", "--summarizer", "openai", "--base-url", llm.URL(), "--model", "fake-model",
 		"--context-window", "20000", "--keep-recent-tokens", "2000", "--metrics-addr", "127.0.0.1:0",
 		"--spend-limit", "1/hour", "--spend-limit", "1/day"})

@@ -101,7 +101,7 @@ func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
 	versions := map[string]map[string]bool{} // version → workers
 	for _, st := range rep.Stores {
 		for _, b := range st.Workers {
-			v := orUnknown(b.Version)
+			v := versionOf(b)
 			if versions[v] == nil {
 				versions[v] = map[string]bool{}
 			}
@@ -110,6 +110,14 @@ func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
 	}
 	if len(versions) > 1 {
 		rep.Warnings = append(rep.Warnings, "the workers run different versions: "+countedList(versions))
+	}
+	for _, st := range rep.Stores {
+		for _, b := range st.Workers {
+			if b.Newer() {
+				rep.Warnings = append(rep.Warnings, fmt.Sprintf("worker %s of store %s reports in a beat of schema version %d, which this compactor cannot read beyond its name: it runs a newer compactor (upgrade this one to see it)",
+					b.Worker, st.Store, b.V))
+			}
+		}
 	}
 	// Job versions per store: a job goes to a worker of its store.
 	for _, st := range rep.Stores {
@@ -129,6 +137,14 @@ func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
 	return rep
 }
 
+// versionOf is a beat's program version as status shows it.
+func versionOf(b pipeline.WorkerBeat) string {
+	if b.Newer() {
+		return "newer"
+	}
+	return orUnknown(b.Version)
+}
+
 func orUnknown(s string) string {
 	if s == "" {
 		return "unknown"
@@ -139,6 +155,9 @@ func orUnknown(s string) string {
 // jobVersionsText is a beat's job versions as "1,2"; a beat without them is from a
 // worker that works version 1 only.
 func jobVersionsText(b pipeline.WorkerBeat) string {
+	if b.Newer() {
+		return "?"
+	}
 	vs := b.JobVersions
 	if len(vs) == 0 {
 		vs = []int{1}
@@ -172,7 +191,7 @@ func writeStatus(w io.Writer, rep statusReport, now time.Time) {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
 		for _, b := range st.Workers {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, orUnknown(b.Version), jobVersionsText(b),
+			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, versionOf(b), jobVersionsText(b),
 				b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
 		}
 		_ = tw.Flush()

@@ -7,6 +7,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -26,7 +29,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 		version  string
 		versions []int
 	}{{"v0.9.0", nil}, {"v0.10.0", []int{1, 2}}} {
-		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url},
+		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url}, Setup: true,
 			Idle: -1, Handler: idle, Version: c.version, JobVersions: c.versions})
 		if err != nil {
 			t.Fatal(err)
@@ -36,7 +39,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 		go func() { done <- svc.Run(ctx) }()
 		t.Cleanup(func() { cancel(); <-done; svc.Close() })
 	}
-	run := startCLI([]string{"run", "--nats-url", url, "--store", "other=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json"})
+	run := startCLI([]string{"run", "--setup", "--nats-url", url, "--store", "other=" + t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json"})
 	if err := run.ready(); err != nil {
 		t.Fatal(err)
 	}
@@ -77,9 +80,31 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	}
 	for _, st := range rep.Stores {
 		for _, b := range st.Workers {
-			if time.Since(b.At) > 30*time.Second || b.Concurrency == 0 || b.Host == "" {
+			if time.Since(b.At) > 30*time.Second || b.Concurrency == 0 || b.Host == "" || b.V != 1 {
 				t.Errorf("beat %+v", b)
 			}
+		}
+	}
+
+	// A worker of a newer compactor whose beat is of a schema this one cannot read: listed
+	// by its name, its version and job versions not read, and said.
+	nc, err := nats.Connect(url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer nc.Close()
+	js, _ := jetstream.New(nc)
+	if _, err := js.Publish(context.Background(), "$KV.COMPACTOR_WORKERS.other.w-next", []byte(`{"v":2,"worker":"w-next","store":"other","host":{"name":"h"},"version":["v9"]}`)); err != nil {
+		t.Fatal(err)
+	}
+	code, out, errs = runCLI(t, "status", "--nats-url", url, "--store", "other")
+	if code != 0 {
+		t.Fatalf("status: exit %d: %s", code, errs)
+	}
+	t.Logf("compactor status --store other:\n%s", out)
+	for _, want := range []string{"store other: 2 workers", "w-next", "newer", "warning: worker w-next of store other reports in a beat of schema version 2"} {
+		if !strings.Contains(out, want) {
+			t.Errorf("status output lacks %q", want)
 		}
 	}
 }

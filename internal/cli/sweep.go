@@ -39,7 +39,7 @@ Examples:
 	if err != nil {
 		return err
 	}
-	cfg, err = f.compose(cfg, env)
+	cfg, err = f.compose(cfg, env, &serviceRef{})
 	if err != nil {
 		return err
 	}

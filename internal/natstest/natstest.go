@@ -39,6 +39,9 @@ type NodeSpec struct {
 	ClusterPort int      `json:"clusterPort"`
 	Routes      []string `json:"routes"`
 	StoreDir    string   `json:"storeDir"`
+	// Config is a nats-server configuration file whose settings (its authorization, say)
+	// the node starts from; the fields above override its own.
+	Config string `json:"config,omitempty"`
 }
 
 // MaybeRunNode serves a node instead of running the tests when the environment asks for
@@ -64,10 +67,18 @@ func runNode(spec string) int {
 		}
 		routes = append(routes, u)
 	}
-	srv, err := server.NewServer(&server.Options{
-		ServerName: ns.Name, Host: "127.0.0.1", Port: ns.Port, JetStream: true, StoreDir: ns.StoreDir, NoSigs: true, NoLog: true,
-		Cluster: server.ClusterOpts{Name: ns.Cluster, Host: "127.0.0.1", Port: ns.ClusterPort}, Routes: routes,
-	})
+	opts := &server.Options{}
+	if ns.Config != "" {
+		var err error
+		if opts, err = server.ProcessConfigFile(ns.Config); err != nil {
+			fmt.Printf("failed: %v\n", err)
+			return 2
+		}
+	}
+	opts.ServerName, opts.Host, opts.Port, opts.JetStream, opts.StoreDir, opts.NoSigs, opts.NoLog = ns.Name, "127.0.0.1", ns.Port, true, ns.StoreDir, true, true
+	opts.Cluster = server.ClusterOpts{Name: ns.Cluster, Host: "127.0.0.1", Port: ns.ClusterPort}
+	opts.Routes = routes
+	srv, err := server.NewServer(opts)
 	if err != nil {
 		fmt.Printf("failed: %v\n", err)
 		return 2
@@ -258,10 +269,17 @@ func ephemeralLow() int {
 // again on other ports, up to three times; each failure is logged with the server's reason.
 func StartCluster(t testing.TB, name string) []*Node {
 	t.Helper()
+	return StartClusterWith(t, name, "")
+}
+
+// StartClusterWith is StartCluster with each node started from the nats-server
+// configuration file config (its authorization, say); "" for none.
+func StartClusterWith(t testing.TB, name, config string) []*Node {
+	t.Helper()
 	var err error
 	for attempt := 1; attempt <= 3; attempt++ {
 		var nodes []*Node
-		if nodes, err = startCluster(t, name); err == nil {
+		if nodes, err = startCluster(t, name, config); err == nil {
 			return nodes
 		}
 		t.Logf("cluster start, attempt %d: %v", attempt, err)
@@ -270,7 +288,7 @@ func StartCluster(t testing.TB, name string) []*Node {
 	return nil
 }
 
-func startCluster(t testing.TB, name string) ([]*Node, error) {
+func startCluster(t testing.TB, name, config string) ([]*Node, error) {
 	ports := FreePorts(t, 6)
 	var nodes []*Node
 	errs := make([]error, 3)
@@ -282,7 +300,7 @@ func startCluster(t testing.TB, name string) ([]*Node, error) {
 				routes = append(routes, fmt.Sprintf("nats://127.0.0.1:%d", ports[3+j]))
 			}
 		}
-		n := &Node{T: t, Spec: NodeSpec{Name: fmt.Sprintf("n%d", i), Cluster: name, Port: ports[i], ClusterPort: ports[3+i], Routes: routes, StoreDir: t.TempDir()}}
+		n := &Node{T: t, Spec: NodeSpec{Name: fmt.Sprintf("n%d", i), Cluster: name, Port: ports[i], ClusterPort: ports[3+i], Routes: routes, StoreDir: t.TempDir(), Config: config}}
 		nodes = append(nodes, n)
 		wg.Go(func() { errs[i] = n.start() }) // together: JetStream waits for its peers
 	}
@@ -309,10 +327,10 @@ func URLs(nodes []*Node) string {
 }
 
 // WaitJetStream waits up to d for the JetStream API at url to answer: on a cluster, until
-// it has elected its meta leader.
-func WaitJetStream(t testing.TB, url string, d time.Duration) {
+// it has elected its meta leader. opts are the connection's (its credentials).
+func WaitJetStream(t testing.TB, url string, d time.Duration, opts ...nats.Option) {
 	t.Helper()
-	nc, err := nats.Connect(url, nats.MaxReconnects(-1))
+	nc, err := nats.Connect(url, append([]nats.Option{nats.MaxReconnects(-1)}, opts...)...)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -335,7 +353,16 @@ func WaitJetStream(t testing.TB, url string, d time.Duration) {
 // its store in a temp dir; shut down when the test ends.
 func StartServer(t testing.TB) *server.Server {
 	t.Helper()
-	ns, err := server.NewServer(&server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	return StartServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
+}
+
+// StartServerWith runs one nats-server in this process with opts (a configuration file's,
+// say: server.ProcessConfigFile), without its signal handlers and its log; shut down when
+// the test ends.
+func StartServerWith(t testing.TB, opts *server.Options) *server.Server {
+	t.Helper()
+	opts.NoSigs, opts.NoLog = true, true
+	ns, err := server.NewServer(opts)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -55,6 +55,7 @@ type Server struct {
 	StoreDir  string
 
 	cfg     pipeline.Config
+	dataDir string
 	tmp     []string
 	mu      sync.Mutex
 	running bool
@@ -104,7 +105,7 @@ func New(opts Options) (*Server, error) {
 	}
 	// Always the embedded server, on a random port, with its store here.
 	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = pipeline.NATSConfig{}, data, "127.0.0.1", -1
-	s.cfg = cfg
+	s.cfg, s.dataDir = cfg, data
 	if s.Service, err = pipeline.New(cfg); err != nil {
 		s.removeTemp()
 		return nil, err
@@ -114,7 +115,8 @@ func New(opts Options) (*Server, error) {
 		s.removeTemp()
 		return nil, err
 	}
-	if s.Conn, err = nats.Connect(s.Service.ClientURL(), nats.Name("pipelinetest")); err != nil {
+	// The embedded server requires the token it generated into its data directory.
+	if s.Conn, err = pipeline.LocalNATS(data, pipeline.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
 		s.Service.Close()
 		s.removeTemp()
 		return nil, fmt.Errorf("pipelinetest: connect: %w", err)
@@ -127,6 +129,12 @@ func New(opts Options) (*Server, error) {
 
 // URL is the embedded server's client URL (for `enqueue --nats-url` or another client).
 func (s *Server) URL() string { return s.Service.ClientURL() }
+
+// NATS is how a client reaches the server: its URL and the token it requires (a file in
+// its data directory, as `compactor run` generates one).
+func (s *Server) NATS() pipeline.NATSConfig {
+	return pipeline.LocalNATS(s.dataDir, pipeline.NATSConfig{})
+}
 
 // Resume starts the workers (if they are not running); they run until Close.
 func (s *Server) Resume() {

@@ -1,35 +1,66 @@
 #!/usr/bin/env node
-// Regenerates the golden files of package summarize from the REAL Pi library.
+// Regenerates the golden files of package summarize from the REAL Pi, one Pi version at a
+// time, through the project's harness (interop/pi: its context report, and the mapping of Pi's
+// plans and branch messages back to entries that its cut and branch reports use, exact or
+// refused):
 //
-// It is not run by `make test` (which must not need node). Run it by hand after the
-// corpus or the Pi version changes:
+//   PI_VERSION=0.73.1 interop/pi/pi exec summarize/testdata/gen-goldens.mjs [--check]
+//   PI_VERSION=1.6.0  interop/pi/pi exec summarize/testdata/gen-goldens.mjs [--check]
 //
-//   PI_VERSION=0.73.1 interop/pi/pi exec summarize/testdata/gen-goldens.mjs
+// `make goldens` runs it for every Pi of the matrix, `make interop` with --check (rewrites
+// nothing: compares every golden and edge session with what the live Pi gives, byte for
+// byte; ends with "N passed, M failed", exit 1 on a failure). `make test` does not need node.
 //
-// Inputs:  testdata/corpus/*.jsonl[.gz] (corpus copies) and the edge-case sessions this
-//          script writes itself (testdata/corpus/edge-*.jsonl, deterministic).
-// Outputs: testdata/golden/NAME.json with, per session file:
-//   context:  the ids of buildSessionContext's messages and serializeConversation(convertToLlm(...))
+// Inputs:  testdata/corpus/*.jsonl[.gz] (corpus copies), the edge-case sessions this script
+//          writes itself (testdata/corpus/edge-*.jsonl, deterministic; edge-pi1-* only for
+//          Pi >= 1.x, which knows system messages, context edits and usage entries), and the
+//          repository's generated corpus of that Pi (../../testdata/corpus/gen-<version>/,
+//          written by Pi's own SessionManager; not the x-* byte edits, which test loaders).
+// Outputs: testdata/golden/<Pi version>/NAME.json with, per session file:
+//   context:  the entry ids of buildSessionContext's messages and serializeConversation(convertToLlm(...))
 //   cuts:     prepareCompaction at several leaves and keepRecentTokens values: ids summarized,
 //             ids of the turn prefix, the previous compaction, both serializations, fileOps,
 //             computeFileLists and formatFileOperations
 //   branches: collectEntriesForBranchSummary + prepareBranchEntries for many (from, to, budget)
 // Long texts are stored as {len, sha256} (len in UTF-16 units) to keep the files small.
 import { createHash } from "node:crypto";
-import { mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
-import { dirname, join } from "node:path";
+import { dirname, join, relative } from "node:path";
 import { fileURLToPath, pathToFileURL } from "node:url";
 import { gunzipSync } from "node:zlib";
 
 const here = dirname(fileURLToPath(import.meta.url));
 // The harness (interop/pi/pi exec) sets PI_HARNESS_ROOT; its lib/pi.mjs imports the selected Pi.
-const pi = await import(pathToFileURL(join(process.env.PI_HARNESS_ROOT, "lib", "pi.mjs")).href);
+const lib = (m) => import(pathToFileURL(join(process.env.PI_HARNESS_ROOT, "lib", m)).href);
+const pi = await lib("pi.mjs");
+const { contextReport } = await lib("context.mjs");
+const { planEntries } = await lib("cut.mjs");
+const { mapBranchMessages } = await lib("branch.mjs");
 const utils = await import(new URL("./core/compaction/utils.js", pi.entryUrl).href);
 
+const check = process.argv.includes("--check");
 const corpusDir = join(here, "corpus");
-const goldenDir = join(here, "golden");
+const genDir = join(here, "..", "..", "testdata", "corpus", `gen-${pi.PI_VERSION}`);
+const goldenDir = join(here, "golden", pi.PI_VERSION);
 const INLINE_MAX = 4000; // longer texts are checked by length and hash only
+
+// --check compares instead of writing; every output goes through emit().
+let passed = 0;
+let failed = 0;
+function emit(file, text) {
+	if (!check) {
+		mkdirSync(dirname(file), { recursive: true });
+		writeFileSync(file, text);
+		return;
+	}
+	const have = existsSync(file) ? readFileSync(file, "utf8") : null;
+	if (have === text) passed++;
+	else {
+		failed++;
+		console.log(`FAIL ${relative(join(here, "..", ".."), file)}: ${have === null ? "missing" : "differs from the live Pi"} (regenerate: PI_VERSION=${pi.PI_VERSION} interop/pi/pi exec summarize/testdata/gen-goldens.mjs)`);
+	}
+}
 
 // ---------------------------------------------------------------- edge-case sessions
 function edgeSession(name, build) {
@@ -82,7 +113,7 @@ function edgeSession(name, build) {
 	api.header();
 	build(api);
 	const file = join(corpusDir, `edge-${name}.jsonl`);
-	writeFileSync(file, `${lines.join("\n")}\n`);
+	emit(file, `${lines.join("\n")}\n`);
 	return file;
 }
 
@@ -205,6 +236,112 @@ edgeSession("fileops", (s) => {
 	s.add("label", { targetId: u1, label: "start" });
 });
 
+// Pi >= 1.x only (edge-pi1-*): what 1.x added to a session and changed in summaries. System
+// messages (full, patches, null content and tools), context edits (omit, replace with a
+// string or blocks, superseded, on a custom message, a branch summary and a system message,
+// on entries of a side branch only), usage entries, a compaction carrying a systemMessage
+// checkpoint, thinking (1.x no longer serializes it), tool results with codemode nestedCalls
+// (file lists) and with string content, and cuts at 2000 UTF-16 units inside a surrogate pair
+// or after a lone high surrogate (1.x's sliceHead keeps pairs whole).
+edgeSession("pi1-corners", (s) => {
+	s.add("model_change", { provider: "openai", modelId: "gpt-test" });
+	s.msg({
+		role: "system",
+		content: "You are a test agent.",
+		sections: { env: "<env>\ncwd: /tmp/edge\n</env>", notes: "", gone: null },
+		toolsAdded: [{ name: "read", description: "Read a file", parameters: { type: "object", properties: { path: { type: "string" } } } }],
+	});
+	const u1 = s.user([text("start: read things "), image, text("and run a script")]);
+	const a1 = s.assistant([
+		{ type: "thinking", thinking: "private reasoning that 1.x leaves out", thinkingSignature: "sig" },
+		text("Reading."),
+		call("p1", "read", { path: "a.txt" }),
+		call("p2", "codemode", { script: "await read('nested-read.txt')" }),
+		call("p3", "bash", { command: "echo hi" }),
+	]);
+	s.result("p1", "read", [text(`${"a".repeat(1999)}😀 and a tail after the pair`)]);
+	s.msg({
+		role: "toolResult",
+		toolCallId: "p2",
+		toolName: "codemode",
+		content: [text("script done")],
+		isError: false,
+		nestedCalls: {
+			calls: [
+				{ name: "read", arguments: { path: "nested-read.txt" } },
+				{ name: "write", arguments: { path: "nested-write.txt", content: "x" } },
+				{ name: "edit", arguments: { path: "nested-edit.txt", edits: [] } },
+				{ name: "read", arguments: { path: "a.txt" } },
+				{ name: "bash", arguments: { command: "ls" } },
+				{ name: "read", arguments: { path: "" } },
+				{ name: "read", arguments: { path: 7 } },
+				{ name: "read", arguments: {} },
+				{ name: "read" },
+				{ arguments: { path: "no-name.txt" } },
+				{ name: "write", arguments: { path: "nested-write.txt", path2: "dup" } },
+			],
+		},
+	});
+	const r3 = s.result("p3", "bash", "plain string output of a tool");
+	s.add("usage", {
+		kind: "cache_warm",
+		provider: "openai",
+		model: "gpt-test",
+		usage: { input: 1, output: 1, cacheRead: 100, cacheWrite: 0, totalTokens: 102, cost: { input: 0, output: 0, cacheRead: 0, cacheWrite: 0, total: 0 } },
+	});
+	s.assistant([{ type: "thinking", thinking: "only thinking here" }]);
+	s.assistant([{ type: "thinking", thinking: "thinking then empty text" }, text("")]);
+	const u2 = s.user("second request: the big outputs");
+	s.assistant([call("q1", "read", { path: "big.txt" }), call("q2", "read", { path: "lone.txt" }), call("q3", "read", { path: "str.txt" })]);
+	s.result("q1", "read", [text("b".repeat(1000)), text(`${"c".repeat(999)}😀😀 tail`)]);
+	s.result("q2", "read", [text(`${"d".repeat(1999)}\ud800${"e".repeat(50)}`)]);
+	s.result("q3", "read", `${"f".repeat(1999)}😀 string content cut inside the pair`);
+	s.msg({ role: "system", content: "", sections: { notes: "patched notes" }, toolsAdded: null });
+	const c1 = s.add("custom_message", { customType: "ext", content: "custom before its edit", display: true });
+	const a2 = s.assistant([text("Edited soon."), call("w1", "write", { path: "w.txt", content: "1" }), call("w2", "edit", { path: "e.txt", edits: [] })]);
+	s.result("w1", "write", [text("ok")]);
+	s.result("w2", "edit", [text("ok")]);
+	const sys2 = s.msg({ role: "system", content: "", sections: { env: "<env>\ncwd: /tmp/other\n</env>" }, toolsRemoved: [{ name: "read" }] });
+	const bs = s.add("branch_summary", { fromId: u2, summary: "a summary an edit cannot change", details: { readFiles: ["bs.txt"], modifiedFiles: [] }, fromHook: false });
+	// omitted from the context, still summarized with the branch (Pi edits messages and custom messages there)
+	const bs2 = s.add("branch_summary", { fromId: u2, summary: "a summary a null edit omits", details: { readFiles: ["bs2.txt"], modifiedFiles: [] }, fromHook: false });
+	s.add("context_edit", { targetId: r3, replacement: null });
+	s.add("context_edit", { targetId: a1, replacement: { content: "assistant replaced by a string (its tool calls are gone)" } });
+	s.add("context_edit", { targetId: u1, replacement: { content: [text("user replaced "), image, text("with blocks")] } });
+	s.add("context_edit", { targetId: c1, replacement: { content: [text("custom replaced")] } });
+	s.add("context_edit", { targetId: a2, replacement: { content: [text("first replacement")] } });
+	s.add("context_edit", { targetId: a2, replacement: null });
+	s.add("context_edit", { targetId: bs, replacement: { content: "ignored for a branch summary" } });
+	s.add("context_edit", { targetId: bs2, replacement: null });
+	s.add("context_edit", { targetId: sys2, replacement: null });
+	const u3 = s.user("third request");
+	s.assistant([text("Third answer. ".repeat(40)), call("t1", "read", { path: "t.txt" })]);
+	s.result("t1", "read", [text("t".repeat(700))]);
+	s.add("compaction", {
+		summary: "summary of the first three requests",
+		firstKeptEntryId: u3,
+		tokensBefore: 4321,
+		details: { readFiles: ["prev-read.txt"], modifiedFiles: ["prev-mod.txt"] },
+		fromHook: false,
+		systemMessage: { role: "system", content: "You are a test agent (checkpoint).", sections: { env: "<env>\ncwd: /tmp/other\n</env>" }, toolsAdded: [{ name: "write" }] },
+	});
+	const u4 = s.user("after the compaction");
+	const a4 = s.assistant([text("Working after it."), call("x1", "edit", { path: "late.txt", edits: [] })]);
+	s.result("x1", "edit", [text("ok")]);
+	s.add("context_edit", { targetId: a4, replacement: { content: [text("late answer replaced"), call("x9", "read", { path: "from-replacement.txt" })] } });
+	s.user("last request");
+	s.assistant([text("Done.")]);
+	// a side branch from u2 with its own edits: honoured when it is summarized, not elsewhere
+	s.setLeaf(u2);
+	const sa = s.assistant([text("side answer"), call("s1", "read", { path: "side.txt" })]);
+	s.result("s1", "read", [text("side result")]);
+	const sc = s.add("custom_message", { customType: "ext", content: [text("side custom")], display: false });
+	s.add("context_edit", { targetId: sa, replacement: { content: [text("side answer replaced")] } });
+	s.add("context_edit", { targetId: sc, replacement: null });
+	s.add("context_edit", { targetId: u4, replacement: null }); // a target on the other branch
+	s.user("side question");
+});
+
 // ---------------------------------------------------------------- golden generation
 const sha = (s) => createHash("sha256").update(Buffer.from(s, "utf8")).digest("hex");
 // Serialized texts are stored once per file in golden.texts (sha256 -> text) when short.
@@ -216,150 +353,131 @@ const textGolden = (s) => {
 };
 const serialize = (msgs) => textGolden(utils.serializeConversation(pi.convertToLlm(msgs)));
 
-function loadFile(file) {
-	if (!file.endsWith(".gz")) return { sm: pi.loadSession(file).sm, name: file.split("/").pop().replace(/\.jsonl$/, "") };
-	const dir = mkdtempSync(join(tmpdir(), "gen-goldens-"));
-	const base = file.split("/").pop().replace(/\.gz$/, "");
-	const plain = join(dir, base);
-	writeFileSync(plain, gunzipSync(readFileSync(file)));
-	try {
-		return { sm: pi.loadSession(plain).sm, name: base.replace(/\.jsonl$/, "") };
-	} finally {
-		rmSync(dir, { recursive: true, force: true });
+// The session files of this Pi, [golden name, file, path recorded in the golden (relative to
+// testdata/corpus)].
+function inputs() {
+	const out = [];
+	for (const f of readdirSync(corpusDir).sort()) {
+		if (!/\.jsonl(\.gz)?$/.test(f)) continue;
+		if (f.startsWith("edge-pi1-") && !pi.PROJECTED) continue; // entry types Pi 0.73 does not know
+		out.push([f.replace(/\.jsonl(\.gz)?$/, ""), join(corpusDir, f), f]);
 	}
+	if (existsSync(genDir))
+		for (const f of readdirSync(genDir).sort())
+			if (f.endsWith(".jsonl") && !f.startsWith("x-")) out.push([`gen-${pi.PI_VERSION}-${f.slice(0, -6)}`, join(genDir, f), relative(corpusDir, join(genDir, f))]);
+	return out;
 }
 
-// Which path entry each context message came from: message entries by identity, the
-// synthesized ones by type and timestamp (in order).
-function contextIds(messages, path) {
-	const byMsg = new Map(path.filter((e) => e.type === "message").map((e) => [e.message, e.id]));
-	const kind = { compactionSummary: "compaction", branchSummary: "branch_summary", custom: "custom_message" };
-	let from = 0;
-	return messages.map((m) => {
-		if (byMsg.has(m)) return byMsg.get(m);
-		const want = kind[m.role];
-		for (let i = 0; i < path.length; i++) {
-			const e = path[(from + i) % path.length];
-			if (e.type === want && Date.parse(e.timestamp) === m.timestamp && (m.summary === undefined || m.summary === e.summary)) {
-				from = (from + i + 1) % path.length;
-				return e.id;
-			}
-		}
-		throw new Error(`cannot map context message ${m.role}`);
-	});
+// Pi reads files; a .gz copy is unpacked into a temp dir for it.
+function plainFile(file, tmp) {
+	if (!file.endsWith(".gz")) return file;
+	const plain = join(tmp, file.split("/").pop().replace(/\.gz$/, ""));
+	writeFileSync(plain, gunzipSync(readFileSync(file)));
+	return plain;
 }
 
-const fromEntries = (e) => e.type === "message" || e.type === "custom_message" || e.type === "branch_summary";
+const report = async (run, argv) => (await run(argv)).result;
+const fileOpsGolden = (fileOps) => {
+	const lists = pi.computeFileLists(fileOps);
+	return { read: [...fileOps.read], written: [...fileOps.written], edited: [...fileOps.edited], readFiles: lists.readFiles, modifiedFiles: lists.modifiedFiles };
+};
 
+// prepareCompaction at leafId with keepRecentTokens keep (what `interop/pi/pi cut --leaf ID
+// --keep-recent-tokens N --messages` prints, without loading the file again).
 function cutGolden(sm, leafId, keep) {
-	sm.branch(leafId);
+	pi.applyLeaf(sm, leafId);
 	const path = sm.getBranch();
-	const prep = pi.prepareCompaction(path, { ...pi.DEFAULT_COMPACTION_SETTINGS, keepRecentTokens: keep });
+	const settings = pi.compactionSettings({ keepRecentTokens: keep });
+	const prep = pi.prepareCompaction(path, settings);
 	const out = { leafId, keepRecentTokens: keep, prepared: prep !== undefined };
 	if (!prep) return out;
-	let prev = -1;
-	for (let i = path.length - 1; i >= 0; i--)
-		if (path[i].type === "compaction") {
-			prev = i;
-			break;
-		}
-	let start = 0;
-	if (prev >= 0) {
-		const k = path.findIndex((e) => e.id === path[prev].firstKeptEntryId);
-		start = k >= 0 ? k : prev + 1;
-	}
-	const cut = pi.findCutPoint(path, start, path.length, keep);
-	const histEnd = prep.isSplitTurn ? cut.turnStartIndex : cut.firstKeptEntryIndex;
-	const ids = (from, to) => path.slice(from, to).filter(fromEntries).map((e) => e.id);
-	const hist = ids(start, histEnd);
-	const prefix = prep.isSplitTurn ? ids(cut.turnStartIndex, cut.firstKeptEntryIndex) : [];
-	if (hist.length !== prep.messagesToSummarize.length || prefix.length !== prep.turnPrefixMessages.length)
-		throw new Error(`internal: id mapping mismatch for ${leafId}/${keep}`);
-	const lists = pi.computeFileLists(prep.fileOps);
+	const plan = planEntries(prep, path, settings);
+	const fileOps = fileOpsGolden(prep.fileOps);
 	return {
 		...out,
 		firstKeptEntryId: prep.firstKeptEntryId,
 		isSplitTurn: prep.isSplitTurn,
-		previousCompactionId: prev >= 0 ? path[prev].id : null,
+		previousCompactionId: plan.previousCompactionId,
 		previousSummary: prep.previousSummary ?? null,
-		messagesToSummarize: hist,
-		turnPrefix: prefix,
+		messagesToSummarize: plan.messagesToSummarize,
+		turnPrefix: plan.turnPrefix,
 		serializedHistory: serialize(prep.messagesToSummarize),
 		serializedPrefix: serialize(prep.turnPrefixMessages),
-		fileOps: {
-			read: [...prep.fileOps.read],
-			written: [...prep.fileOps.written],
-			edited: [...prep.fileOps.edited],
-			readFiles: lists.readFiles,
-			modifiedFiles: lists.modifiedFiles,
-		},
-		formatted: utils.formatFileOperations(lists.readFiles, lists.modifiedFiles),
+		fileOps,
+		formatted: utils.formatFileOperations(fileOps.readFiles, fileOps.modifiedFiles),
 	};
 }
 
-const yieldsBranch = (e) =>
-	(e.type === "message" && e.message.role !== "toolResult") || ["custom_message", "branch_summary", "compaction"].includes(e.type);
-
+// collectEntriesForBranchSummary + prepareBranchEntries (`interop/pi/pi branch --messages`
+// without the summary entry it places).
 function branchGolden(sm, fromId, toId, budget) {
 	const { entries, commonAncestorId } = pi.collectEntriesForBranchSummary(sm, fromId, toId);
 	const prep = pi.prepareBranchEntries(entries, budget);
-	const cands = entries.filter(yieldsBranch);
-	const used = cands.slice(cands.length - prep.messages.length);
-	const lists = pi.computeFileLists(prep.fileOps);
 	return {
 		fromId,
 		toId,
 		tokenBudget: budget,
 		commonAncestorId,
 		entries: entries.map((e) => e.id),
-		messages: used.map((e) => e.id),
+		messages: mapBranchMessages(entries, prep.messages),
 		totalTokens: prep.totalTokens,
 		serialized: serialize(prep.messages),
-		fileOps: {
-			read: [...prep.fileOps.read],
-			written: [...prep.fileOps.written],
-			edited: [...prep.fileOps.edited],
-			readFiles: lists.readFiles,
-			modifiedFiles: lists.modifiedFiles,
-		},
+		fileOps: fileOpsGolden(prep.fileOps),
 	};
 }
 
-const files = readdirSync(corpusDir)
-	.filter((f) => /\.jsonl(\.gz)?$/.test(f))
-	.sort();
-for (const f of files) {
-	const { sm, name } = loadFile(join(corpusDir, f));
-	const leaf = sm.getLeafId();
-	const entries = sm.getEntries();
-	const small = entries.length <= 80;
-	texts = {};
-	const golden = { file: f, piVersion: pi.PI_VERSION, leafId: leaf };
+const want = new Set();
+const tmp = mkdtempSync(join(tmpdir(), "gen-goldens-"));
+try {
+	for (const [name, source, recorded] of inputs()) {
+		const file = plainFile(source, tmp);
+		const { sm } = pi.loadSession(file);
+		const leaf = sm.getLeafId();
+		const entries = sm.getEntries();
+		// every leaf and branch of small files; of the generated corpus, the small size (-s)
+		const small = entries.length <= 80 && !(source.startsWith(genDir) && !name.endsWith("-s"));
+		texts = {};
+		const golden = { file: recorded, piVersion: pi.PI_VERSION, leafId: leaf };
 
-	const path = sm.getBranch();
-	const ctx = pi.buildSessionContext(path);
-	golden.context = { ids: contextIds(ctx.messages, path), serialized: serialize(ctx.messages) };
+		const ctx = await report(contextReport, [file]);
+		golden.context = { ids: ctx.messageEntryIds, serialized: serialize(ctx.context.messages) };
 
-	// cuts: the file's leaf with several budgets; for small files every entry as leaf
-	const leaves = small ? entries.map((e) => e.id) : [leaf];
-	const keeps = small ? [0, 100, 1000, 5000, 20000] : [1000, 5000, 20000];
-	golden.cuts = [];
-	for (const l of leaves) for (const k of keeps) golden.cuts.push(cutGolden(sm, l, k));
-	sm.branch(leaf);
+		// cuts: the file's leaf with several budgets; for small files every entry as leaf
+		const leaves = small ? entries.map((e) => e.id) : [leaf];
+		const keeps = small ? [0, 100, 1000, 5000, 20000] : [1000, 5000, 20000];
+		golden.cuts = [];
+		for (const l of leaves) for (const k of keeps) golden.cuts.push(cutGolden(sm, l, k));
+		pi.applyLeaf(sm, leaf);
 
-	// branches: from the leaf (and from every other tip in small files) to every entry
-	golden.branches = [];
-	if (small) {
-		const hasChild = new Set(entries.map((e) => e.parentId).filter(Boolean));
-		const tips = [leaf, ...entries.filter((e) => !hasChild.has(e.id) && e.id !== leaf).map((e) => e.id)];
-		for (const from of tips)
-			for (const e of entries)
-				for (const budget of [0, 60, 500, 3000]) {
-					if (e.id === from) continue;
-					golden.branches.push(branchGolden(sm, from, e.id, budget));
-				}
+		// branches: from the leaf (and from every other tip in small files) to every entry
+		golden.branches = [];
+		if (small) {
+			const hasChild = new Set(entries.map((e) => e.parentId).filter(Boolean));
+			const tips = [leaf, ...entries.filter((e) => !hasChild.has(e.id) && e.id !== leaf).map((e) => e.id)];
+			for (const from of tips)
+				for (const e of entries)
+					for (const budget of [0, 60, 500, 3000]) {
+						if (e.id === from) continue;
+						golden.branches.push(branchGolden(sm, from, e.id, budget));
+					}
+		}
+		golden.texts = texts;
+		want.add(`${name}.json`);
+		emit(join(goldenDir, `${name}.json`), `${JSON.stringify(golden)}\n`);
+		if (!check) console.log(`${pi.PI_VERSION}/${name}: ${golden.cuts.length} cuts, ${golden.branches.length} branches`);
 	}
-	golden.texts = texts;
-	writeFileSync(join(goldenDir, `${name}.json`), `${JSON.stringify(golden)}\n`);
-	console.log(`${name}: ${golden.cuts.length} cuts, ${golden.branches.length} branches`);
+} finally {
+	rmSync(tmp, { recursive: true, force: true });
+}
+for (const g of existsSync(goldenDir) ? readdirSync(goldenDir).sort() : []) {
+	if (want.has(g)) continue;
+	if (!check) rmSync(join(goldenDir, g));
+	else {
+		failed++;
+		console.log(`FAIL summarize/testdata/golden/${pi.PI_VERSION}/${g}: no session file makes it (stale)`);
+	}
+}
+if (check) {
+	console.log(`summarize goldens of Pi ${pi.PI_VERSION}: ${passed} passed, ${failed} failed`);
+	if (failed) process.exitCode = 1;
 }

@@ -13,6 +13,7 @@ import {
 	type NatsConnection,
 	type NodeConnectionOptions,
 	nkeyAuthenticator,
+	PermissionViolationError,
 } from "@nats-io/transport-node";
 import type { NatsSettings } from "./config.ts";
 import { type BridgeReply, type BridgeRequest, ERR_CODE_PENDING, PREPARED_BUCKET, type PrepareJob } from "./session.ts";
@@ -124,7 +125,10 @@ export class CompactorClient {
 	#bucket(): Promise<KV> {
 		if (!this.#kv) {
 			// open() binds without a round trip; a missing bucket shows up as a failed get.
-			this.#kv = new Kvm(this.#js as JetStreamClient).open(PREPARED_BUCKET);
+			// allow_direct: a value is read by a direct get whose subject names its key
+			// ($JS.API.DIRECT.GET.KV_COMPACTOR_PREPARED.$KV.COMPACTOR_PREPARED.<store>.<token>), the
+			// one request an agent's permissions let through (docs/security.md).
+			this.#kv = new Kvm(this.#js as JetStreamClient).open(PREPARED_BUCKET, { allow_direct: true });
 			this.#kv.catch(() => {
 				this.#kv = undefined;
 			});
@@ -187,11 +191,12 @@ export class CompactorClient {
 			maxReconnectAttempts: -1,
 			waitOnFirstConnect: false,
 		};
+		if (s.inboxPrefix) opts.inboxPrefix = s.inboxPrefix;
 		if (s.user) {
 			opts.user = s.user;
-			opts.pass = s.password;
-		} else if (s.token) {
-			opts.token = s.token;
+			opts.pass = s.passwordFile ? (await readFile(s.passwordFile, "utf8")).trim() : s.password;
+		} else if (s.token || s.tokenFile) {
+			opts.token = s.tokenFile ? (await readFile(s.tokenFile, "utf8")).trim() : s.token;
 		} else if (s.credsFile) {
 			opts.authenticator = credsAuthenticator(await readFile(s.credsFile));
 		} else if (s.nkeySeedFile) {
@@ -233,4 +238,24 @@ export function withDeadline<T>(p: Promise<T>, ms: number, signal?: AbortSignal)
 			(error) => finish({ ok: false, reason: "error", error }),
 		);
 	});
+}
+
+/**
+ * notPermitted says, for an error that is the server's refusal of a subject outside this
+ * agent's permissions, what was refused and who may (compactor's words: docs/security.md);
+ * undefined for any other error. nats.js rejects a request, a JetStream publish or a KV get
+ * at once when the server refuses it.
+ */
+export function notPermitted(err: unknown, stores: string[]): string | undefined {
+	let e: unknown = err;
+	for (let i = 0; i < 4 && e instanceof Error; i++) {
+		if (e instanceof PermissionViolationError || e.name === "PermissionViolationError") {
+			const pe = e as PermissionViolationError;
+			const op = pe.operation === "subscription" ? "subscribe" : "publish";
+			const who = stores.length > 0 ? `agent of store ${[...stores].sort().join(", ")}` : "agent";
+			return `not permitted: ${pe.subject} (${op} refused for role ${who}; see compactor's docs/security.md)`;
+		}
+		e = (e as { cause?: unknown }).cause;
+	}
+	return undefined;
 }

@@ -4,7 +4,8 @@
 // Nothing here throws: a bad value falls back to its default and is reported through the
 // returned `problems`, which the extension logs at debug level only.
 
-import { readFileSync } from "node:fs";
+import { accessSync, constants, readFileSync } from "node:fs";
+import { homedir } from "node:os";
 import { join } from "node:path";
 
 /** A session store: a name that is a subject token, and its root directory. */
@@ -18,12 +19,20 @@ export interface NatsSettings {
 	url: string;
 	user?: string;
 	password?: string;
+	/** A file holding the password or the token (its content, trimmed): no secret in the environment. */
+	passwordFile?: string;
 	token?: string;
+	tokenFile?: string;
 	credsFile?: string;
 	nkeySeedFile?: string;
 	tlsCaFile?: string;
 	tlsCertFile?: string;
 	tlsKeyFile?: string;
+	/**
+	 * Where replies come. Unset: _INBOX_agent_<first store in sorted order> (agentInboxPrefix), the
+	 * inbox `compactor auth` permits this store's agent; docs/security.md.
+	 */
+	inboxPrefix?: string;
 }
 
 export interface Config {
@@ -101,13 +110,19 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 		url: flags.natsUrl ?? first("COMPACTOR_NATS_URL", "NATS_URL") ?? DEFAULT_NATS_URL,
 		user: first("COMPACTOR_NATS_USER", "NATS_USER"),
 		password: first("COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"),
+		passwordFile: first("COMPACTOR_NATS_PASSWORD_FILE"),
 		token: first("COMPACTOR_NATS_TOKEN", "NATS_TOKEN"),
+		tokenFile: first("COMPACTOR_NATS_TOKEN_FILE"),
 		credsFile: first("COMPACTOR_NATS_CREDS", "NATS_CREDS"),
 		nkeySeedFile: first("COMPACTOR_NATS_NKEY", "NATS_NKEY"),
 		tlsCaFile: first("COMPACTOR_NATS_TLS_CA", "NATS_CA"),
 		tlsCertFile: first("COMPACTOR_NATS_TLS_CERT", "NATS_CERT"),
 		tlsKeyFile: first("COMPACTOR_NATS_TLS_KEY", "NATS_KEY"),
+		inboxPrefix: first("COMPACTOR_NATS_INBOX_PREFIX"),
 	};
+	if (flags.natsUrl === undefined && first("COMPACTOR_NATS_URL", "NATS_URL") === undefined) {
+		localService(nats, first("COMPACTOR_DATA_DIR") ?? join(homedir(), ".compactor"));
+	}
 
 	const num = (name: string, raw: string | undefined, def: number, ok: (n: number) => boolean): number => {
 		if (raw === undefined || raw.trim() === "") return def;
@@ -158,9 +173,10 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 
 /**
  * parseStores reads "name=DIR,name2=DIR2" as the Go CLI does: parts are split on ',' or ';'
- * and trimmed, a part without '=' is a directory for the store "default", names must be
- * subject tokens (ASCII letters, digits, '-', '_', at most 64). Bad parts are skipped and
- * reported.
+ * and trimmed, names must be subject tokens (ASCII letters, digits, '-', '_', at most 64).
+ * A bare DIR is refused, as the CLI refuses it: jobs carry the store's name, which must be
+ * the one the workers serve. Where the CLI refuses the whole variable, the extension (which
+ * must not fail Pi) skips the bad parts and reports them.
  */
 export function parseStores(spec: string): { stores: Store[]; errors: string[] } {
 	const stores: Store[] = [];
@@ -169,8 +185,12 @@ export function parseStores(spec: string): { stores: Store[]; errors: string[] }
 		const part = raw.trim();
 		if (part === "") continue;
 		const eq = part.indexOf("=");
-		const name = eq < 0 ? DEFAULT_STORE_NAME : part.slice(0, eq);
-		const dir = eq < 0 ? part : part.slice(eq + 1);
+		if (eq < 0) {
+			errors.push(`store ${JSON.stringify(part)}: want NAME=DIR (for example ${DEFAULT_STORE_NAME}=${part})`);
+			continue;
+		}
+		const name = part.slice(0, eq);
+		const dir = part.slice(eq + 1);
 		const bad = storeNameProblem(name);
 		if (bad) {
 			errors.push(`store ${JSON.stringify(part)}: ${bad}`);
@@ -192,11 +212,41 @@ function storeNameProblem(name: string): string | undefined {
 	return undefined;
 }
 
+/**
+ * localService completes the settings of a NATS given by no URL as the Go clients do: the
+ * address of the `compactor run` on this machine (its data directory's service.json, whose
+ * clientUrl may be a port of its choosing), its TLS certificate as the CA, and its generated
+ * token (nats.token, readable by its owner only) when no credentials are given.
+ */
+export function localService(n: NatsSettings, dataDir: string): void {
+	try {
+		const info = JSON.parse(readFileSync(join(dataDir, "service.json"), "utf8")) as { clientUrl?: unknown; tlsCert?: unknown };
+		if (typeof info.clientUrl === "string" && info.clientUrl !== "") n.url = info.clientUrl;
+		if (typeof info.tlsCert === "string" && info.tlsCert !== "" && !n.tlsCaFile) n.tlsCaFile = info.tlsCert;
+	} catch {
+		// no service running here: the default URL
+	}
+	if (n.user || n.token || n.tokenFile || n.credsFile || n.nkeySeedFile) return;
+	const token = join(dataDir, "nats.token");
+	try {
+		accessSync(token, constants.R_OK);
+		n.tokenFile = token;
+	} catch {
+		// none, or not ours to read
+	}
+}
+
+/** agentInboxPrefix is the inbox `compactor auth` permits an agent of these stores: the first in sorted order's. */
+export function agentInboxPrefix(stores: Store[]): string {
+	const names = stores.map((s) => s.name).sort();
+	return names.length > 0 ? `_INBOX_agent_${names[0]}` : "_INBOX_agent";
+}
+
 /** describeNats says where NATS is and which kind of auth is set, without any secret. */
 export function describeNats(n: NatsSettings): string {
 	const auth: string[] = [];
 	if (n.user) auth.push("user");
-	if (n.token) auth.push("token");
+	if (n.token || n.tokenFile) auth.push("token");
 	if (n.nkeySeedFile) auth.push("nkey");
 	if (n.credsFile) auth.push("creds");
 	if (n.tlsCaFile || n.tlsCertFile) auth.push("tls");

@@ -6,8 +6,9 @@ import { tmpdir } from "node:os";
 import { dirname, join } from "node:path";
 import { describe, test } from "node:test";
 import { fileURLToPath } from "node:url";
-import { withDeadline } from "../src/client.ts";
-import { describeNats, loadConfig, parseStores, readPiCompactionSettings } from "../src/config.ts";
+import { PermissionViolationError } from "@nats-io/transport-node";
+import { notPermitted, withDeadline } from "../src/client.ts";
+import { agentInboxPrefix, describeNats, loadConfig, parseStores, readPiCompactionSettings } from "../src/config.ts";
 import { locateSession, prepareJob, prepareSubject, preparedKey, sessionToken } from "../src/session.ts";
 import { type Cycle, type InFlight, lostAfterMs, Pace, type PaceEstimate, type Snapshot, shouldAsk } from "../src/trigger.ts";
 
@@ -15,11 +16,12 @@ const here = dirname(fileURLToPath(import.meta.url));
 
 describe("config", () => {
 	test("stores parse as the Go CLI parses them", () => {
-		assert.deepEqual(parseStores("team=/srv/a, solo=/srv/b;/srv/c").stores, [
+		const bare = parseStores("team=/srv/a, solo=/srv/b;/srv/c");
+		assert.deepEqual(bare.stores, [
 			{ name: "team", dir: "/srv/a" },
 			{ name: "solo", dir: "/srv/b" },
-			{ name: "default", dir: "/srv/c" },
 		]);
+		assert.deepEqual(bare.errors, ['store "/srv/c": want NAME=DIR (for example default=/srv/c)'], "a bare directory is refused");
 		const { stores, errors } = parseStores("ok=/x,bad.name=/y,empty=,=/z");
 		assert.deepEqual(stores, [{ name: "ok", dir: "/x" }]);
 		assert.equal(errors.length, 3);
@@ -73,6 +75,58 @@ describe("config", () => {
 		assert.equal(bad.deadlineMs, 200);
 		assert.equal(bad.prepareLatencyMs, 30_000);
 		assert.equal(bad.problems.length, 3);
+	});
+
+	test("the environment means what it means to the Go CLI (testdata/env-parity.json, also read by its TestEnvParity)", () => {
+		const table = JSON.parse(readFileSync(join(here, "testdata", "env-parity.json"), "utf8")) as {
+			cases: Array<{ name: string; env: Record<string, string>; agentDir: string; nats: Record<string, string>; stores: Array<{ name: string; dir: string }>; refused?: string[] }>;
+		};
+		assert.ok(table.cases.length >= 5);
+		for (const c of table.cases) {
+			const cfg = loadConfig(c.env, c.agentDir);
+			const nats = Object.fromEntries(Object.entries(cfg.nats).filter(([, v]) => v !== undefined && v !== ""));
+			assert.deepEqual(nats, c.nats, c.name);
+			assert.deepEqual(cfg.stores, c.stores, c.name);
+			for (const part of c.refused ?? []) {
+				assert.ok(cfg.problems.some((p) => p.includes(`"${part}": want NAME=DIR`)), `${c.name}: ${cfg.problems.join("; ")}`);
+			}
+		}
+	});
+
+	test("the agent's inbox is the one compactor auth permits it: _INBOX_agent_<first store>", () => {
+		assert.equal(agentInboxPrefix([{ name: "zeta", dir: "/z" }, { name: "alpha", dir: "/a" }]), "_INBOX_agent_alpha");
+		assert.equal(agentInboxPrefix([]), "_INBOX_agent");
+		assert.equal(loadConfig({ COMPACTOR_NATS_INBOX_PREFIX: "_INBOX_agent_zeta", COMPACTOR_NATS_URL: "nats://x:1" }, "/a").nats.inboxPrefix, "_INBOX_agent_zeta");
+	});
+
+	test("a local service's address and generated token are found in its data directory, as the Go clients find them", () => {
+		const data = mkdtempSync(join(tmpdir(), "compactor-data-"));
+		try {
+			assert.equal(loadConfig({ COMPACTOR_DATA_DIR: data }, "/a").nats.tokenFile, undefined, "no token file: none used");
+			writeFileSync(join(data, "service.json"), JSON.stringify({ pid: 1, clientUrl: "tls://127.0.0.1:4999", auth: "token", tlsCert: "/etc/c.pem" }));
+			writeFileSync(join(data, "nats.token"), "t0ken\n", { mode: 0o600 });
+			const local = loadConfig({ COMPACTOR_DATA_DIR: data }, "/a").nats;
+			assert.equal(local.url, "tls://127.0.0.1:4999");
+			assert.equal(local.tlsCaFile, "/etc/c.pem");
+			assert.equal(local.tokenFile, join(data, "nats.token"));
+			const given = loadConfig({ COMPACTOR_DATA_DIR: data, COMPACTOR_NATS_NKEY: "/k.nk" }, "/a").nats;
+			assert.equal(given.tokenFile, undefined, "credentials given: the local token is not added");
+			const remote = loadConfig({ COMPACTOR_DATA_DIR: data, COMPACTOR_NATS_URL: "nats://far:4222" }, "/a").nats;
+			assert.equal(remote.url, "nats://far:4222");
+			assert.equal(remote.tokenFile, undefined, "another server: the local token is not sent to it");
+		} finally {
+			rmSync(data, { recursive: true, force: true });
+		}
+	});
+
+	test("a refusal by the server reads 'not permitted: SUBJECT', an other error nothing", () => {
+		const pe = PermissionViolationError.parse('Permissions Violation for Publish to "compactor.jobs.hostB.s1.prepare"');
+		assert.ok(pe);
+		assert.equal(
+			notPermitted(new Error("wrapped", { cause: pe }), ["hostA"]),
+			"not permitted: compactor.jobs.hostB.s1.prepare (publish refused for role agent of store hostA; see compactor's docs/security.md)",
+		);
+		assert.equal(notPermitted(new Error("timeout"), ["hostA"]), undefined);
 	});
 
 	test("describeNats never shows a secret", () => {

@@ -1,4 +1,4 @@
-// interop/pi/pi branch FILE --to TARGET_ID [--from LEAF_ID] [--token-budget N] [--compact]
+// interop/pi/pi branch FILE --to TARGET_ID [--from LEAF_ID] [--token-budget N] [--messages] [--compact]
 //
 // What /tree navigation (AgentSession.navigateTree) does when it leaves the current leaf (or
 // --from) for TARGET_ID with a summary, without an LLM:
@@ -9,6 +9,8 @@
 // parent for a user or custom message) and calls branchWithSummary there; the harness makes
 // that call on its private copy and prints the entry Pi made (parentId, fromId: 0.73 stores
 // the summary's parent, 1.6 the leaf it left). tokenBudget 0 = no limit (Pi: window - reserve).
+// --messages adds Pi's prepared messages themselves (summarizedMessages: what its summary
+// request serializes), as `cut --messages` does for a plan.
 import {
 	collectEntriesForBranchSummary,
 	computeFileLists,
@@ -20,12 +22,13 @@ import {
 	PROJECTED,
 	parseArgs,
 	prepareBranchEntries,
+	projectContextEntry,
 } from "./pi.mjs";
 
-export const USAGE = "usage: interop/pi/pi branch FILE --to TARGET_ID [--from LEAF_ID] [--token-budget N] [--compact]";
+export const USAGE = "usage: interop/pi/pi branch FILE --to TARGET_ID [--from LEAF_ID] [--token-budget N] [--messages] [--compact]";
 
 export async function branchReport(argv) {
-	const args = parseArgs(argv, { booleans: ["compact"], values: ["to", "from", "token-budget"] });
+	const args = parseArgs(argv, { booleans: ["compact", "messages"], values: ["to", "from", "token-budget"] });
 	if (args._.length !== 1 || !args.to) throw new HarnessError("expected a session FILE and --to TARGET_ID", 64);
 	const budget = intArg(args["token-budget"], "token-budget") ?? 0;
 	const { sm, file } = loadSession(args._[0]);
@@ -50,50 +53,54 @@ export async function branchReport(argv) {
 		const e = sm.getEntry(id);
 		summaryEntry = { id, parentId: e.parentId, fromId: e.fromId };
 	}
-	return {
-		result: {
-			piVersion: PI_VERSION,
-			file,
-			oldLeafId,
-			targetId: args.to,
-			newLeafId,
-			commonAncestorId,
-			entries: entries.map((e) => e.id),
-			tokenBudget: budget,
-			messages: messageIds,
-			totalTokens: prep.totalTokens,
-			fileOps: {
-				read: [...prep.fileOps.read],
-				written: [...prep.fileOps.written],
-				edited: [...prep.fileOps.edited],
-				...computeFileLists(prep.fileOps),
-			},
-			summaryEntry, // null: nothing to summarize, navigateTree only moves the leaf
+	const result = {
+		piVersion: PI_VERSION,
+		file,
+		oldLeafId,
+		targetId: args.to,
+		newLeafId,
+		commonAncestorId,
+		entries: entries.map((e) => e.id),
+		tokenBudget: budget,
+		messages: messageIds,
+		totalTokens: prep.totalTokens,
+		fileOps: {
+			read: [...prep.fileOps.read],
+			written: [...prep.fileOps.written],
+			edited: [...prep.fileOps.edited],
+			...computeFileLists(prep.fileOps),
 		},
-		compact: args.compact,
+		summaryEntry, // null: nothing to summarize, navigateTree only moves the leaf
 	};
+	if (args.messages) result.summarizedMessages = prep.messages;
+	return { result, compact: args.compact };
 }
 
 /**
  * Pi walks the entries newest first and keeps a suffix of the ones that give a message (tool
  * results never do; 1.6 skips omitted ones and projects replaced ones). Match that suffix
- * against Pi's messages from the end, each message deep-equal (or Pi's own object).
+ * against Pi's messages from the end, each message deep-equal (or Pi's own object). Returns
+ * the entry id of each message; HarnessError(4) when they do not line up.
  */
-function mapBranchMessages(entries, messages) {
+export function mapBranchMessages(entries, messages) {
 	const edits = new Map();
 	if (PROJECTED) for (const e of entries) if (e.type === "context_edit") edits.set(e.targetId, e);
+	// 1.6 applies an edit to a message or custom_message only (Pi's projectContextEntry).
+	const editOf = (e) => (e.type === "message" || e.type === "custom_message" ? edits.get(e.id) : undefined);
 	const gives = (e) => {
-		if (PROJECTED && edits.get(e.id)?.replacement === null) return false;
-		if (e.type === "message") return e.message.role !== "toolResult";
-		return e.type === "custom_message" || e.type === "branch_summary" || e.type === "compaction";
+		if (e.type === "message" && e.message.role === "toolResult") return false;
+		if (editOf(e)?.replacement === null) return false;
+		return e.type === "message" || e.type === "custom_message" || e.type === "branch_summary" || e.type === "compaction";
 	};
 	const cands = entries.filter(gives);
 	if (messages.length > cands.length) throw new HarnessError(`internal: Pi ${PI_VERSION} summarizes ${messages.length} messages, only ${cands.length} entries give one`, 4);
 	const used = cands.slice(cands.length - messages.length);
 	used.forEach((e, k) => {
 		const m = messages[k];
+		const edit = editOf(e);
 		let ok;
-		if (e.type === "message") ok = m === e.message || (edits.has(e.id) && m.role === e.message.role && deepEqual(m.content, edits.get(e.id).replacement.content));
+		if (edit) ok = deepEqual(m, projectContextEntry(e, edit)[0]);
+		else if (e.type === "message") ok = m === e.message;
 		else if (e.type === "custom_message") ok = m.role === "custom" && m.customType === e.customType;
 		else if (e.type === "branch_summary") ok = m.role === "branchSummary" && m.summary === e.summary;
 		else ok = m.role === "compactionSummary" && m.summary === e.summary;

@@ -62,12 +62,6 @@ export async function cutReport(argv) {
 
 	const prep = prepareCompaction(path, settings);
 	const proj = project(path);
-	const pathIndex = new Map(path.map((e, i) => [e, i]));
-	const indexOf = (e) => {
-		const i = pathIndex.get(e);
-		if (i === undefined) fail(`entry ${e.id} of the projection is not on the path`);
-		return i;
-	};
 
 	const result = { piVersion: PI_VERSION, file, leafId: sm.getLeafId(), settings };
 	if (args.settings) result.model = model ? `${model.provider}/${model.modelId}` : null;
@@ -79,7 +73,7 @@ export async function cutReport(argv) {
 		else if (path.length === 0) result.reason = "no entry with an id at the cut point (empty branch / needs migration)";
 		else result.reason = "nothing to summarize before the cut point (Pi: 'Nothing to compact (session too small)')";
 	} else {
-		const plan = PROJECTED ? mapProjected(prep, proj, indexOf) : mapRaw(prep, path, settings);
+		const plan = planEntries(prep, path, settings, proj);
 		const fileLists = computeFileLists(prep.fileOps);
 		Object.assign(result, {
 			firstKeptEntryId: prep.firstKeptEntryId,
@@ -132,6 +126,23 @@ export async function cutReport(argv) {
 	if (args.strict && diagnostics.warnings.length) throw new HarnessError(`--strict: ${diagnostics.warnings.join("; ")}`, 3);
 	result.diagnostics = diagnostics;
 	return { result, compact: args.compact };
+}
+
+/**
+ * Pi's preparation `prep` of `path` (prepareCompaction(path, settings)) in entries:
+ * {firstKeptEntryIndex, turnStartIndex, boundaryStartIndex, previousCompactionId,
+ * messagesToSummarize, turnPrefix} (ids, one per message), and for 1.6 `projected`. Exact or
+ * HarnessError(4). `proj` is project(path), when the caller has it.
+ */
+export function planEntries(prep, path, settings, proj = project(path)) {
+	if (!PROJECTED) return mapRaw(prep, path, settings);
+	const pathIndex = new Map(path.map((e, i) => [e, i]));
+	const indexOf = (e) => {
+		const i = pathIndex.get(e);
+		if (i === undefined) fail(`entry ${e.id} of the projection is not on the path`);
+		return i;
+	};
+	return mapProjected(prep, proj, indexOf);
 }
 
 /**

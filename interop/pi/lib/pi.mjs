@@ -117,6 +117,7 @@ export const {
 	CURRENT_SESSION_VERSION,
 	buildSessionProjection, // 1.6 only
 	sessionEntryToContextMessages, // 1.6 only
+	projectContextEntry, // 1.6 only
 } = sessionMod;
 export const {
 	prepareCompaction,

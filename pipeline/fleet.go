@@ -1,0 +1,126 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The fleet's settings: what `compactor setup` set up, written by it into
+// COMPACTOR_SETTINGS (key "fleet"), read by every worker at start and every
+// workerBeatEvery. A worker that is not the admin cannot read a stream's configuration
+// (the request that reads it can also list every store's subjects, see kv.go), so it
+// learns the settings it must follow here: a lease is renewed from the fleet's lease TTL,
+// not from the process's own flag.
+
+// BucketSettings holds the fleet's settings.
+const BucketSettings = "COMPACTOR_SETTINGS"
+
+const settingsKey = "fleet"
+
+// Layout is the version of the subjects, keys and consumers this package uses
+// (docs/security.md, "Layout"): 1 before issue 27 (no settings record), 2 since.
+const Layout = 2
+
+// FleetSettings is the settings record.
+type FleetSettings struct {
+	// V is the record's schema version (settingsV); Layout the layout of the subjects
+	// and keys it was set up for.
+	V               int      `json:"v"`
+	Layout          int      `json:"layout"`
+	LeaseTTL        Duration `json:"leaseTtl"`
+	AckWait         Duration `json:"ackWait"`
+	MaxDeliver      int      `json:"maxDeliver"`
+	DuplicateWindow Duration `json:"duplicateWindow"`
+	PreparedTTL     Duration `json:"preparedTtl"`
+	Replicas        int      `json:"replicas"`
+	// The limits of the jobs and events streams (since issue 28; absent in a record of an
+	// older setup).
+	JobsMaxAge     Duration `json:"jobsMaxAge,omitempty"`
+	JobsMaxBytes   int64    `json:"jobsMaxBytes,omitempty"`
+	EventsMaxAge   Duration `json:"eventsMaxAge,omitempty"`
+	EventsMaxBytes int64    `json:"eventsMaxBytes,omitempty"`
+	// Stores are the stores set up (each has its consumers).
+	Stores []string  `json:"stores"`
+	By     string    `json:"by,omitempty"` // host and process of the setup
+	At     time.Time `json:"at"`
+}
+
+// Duration is a time.Duration written as Go writes it ("1m30s").
+type Duration time.Duration
+
+func (d Duration) MarshalJSON() ([]byte, error) { return json.Marshal(time.Duration(d).String()) }
+
+func (d *Duration) UnmarshalJSON(b []byte) error {
+	var s string
+	if err := json.Unmarshal(b, &s); err != nil {
+		return err
+	}
+	v, err := time.ParseDuration(s)
+	*d = Duration(v)
+	return err
+}
+
+// NotSetUpError says that what a worker or client needs has not been set up (or not by
+// this version): only `compactor setup` (the admin's) sets it up.
+type NotSetUpError struct {
+	What   string // what is missing or different
+	Remedy string // the command that fixes it
+	Err    error  // the cause, when there is one (a *NewerRecordError)
+}
+
+func (e *NotSetUpError) Error() string {
+	return e.What + ": " + e.Remedy
+}
+
+func (e *NotSetUpError) Unwrap() error { return e.Err }
+
+// readFleet reads the settings record. Missing: a *NotSetUpError.
+func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
+	m, err := directLast(ctx, nc, "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey)
+	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + BucketSettings + ", key " + settingsKey + ")",
+			Remedy: "no `compactor setup` of this version has run here: run `compactor setup --store NAME...` with the admin's credentials (a deployment of an older compactor: `compactor setup --migrate`), or `compactor run --setup` on a single host"}
+	}
+	if err != nil {
+		return nil, fmt.Errorf("fleet settings: %w", err)
+	}
+	if opOf(m.Header) != jetstream.KeyValuePut {
+		return nil, &NotSetUpError{What: "the fleet settings were deleted", Remedy: "run `compactor setup` again"}
+	}
+	if err := newerThan(BucketSettings, settingsKey, m.Data, settingsV); err != nil {
+		var nr *NewerRecordError
+		errors.As(err, &nr)
+		return nil, &NotSetUpError{What: fmt.Sprintf("the fleet's settings (bucket %s, key %s) are of schema version %d, newer than this compactor reads (%d)", BucketSettings, settingsKey, nr.V, nr.Known),
+			Remedy: "a newer compactor's `compactor setup` wrote them: run the workers, clients and setup of that version (docs/upgrading.md); this one neither follows nor rewrites them", Err: err}
+	}
+	var f FleetSettings
+	if err := json.Unmarshal(m.Data, &f); err != nil {
+		return nil, fmt.Errorf("fleet settings: %w", err)
+	}
+	if f.Layout != Layout {
+		return nil, &NotSetUpError{What: fmt.Sprintf("this NATS was set up for layout %d, this compactor uses layout %d", f.Layout, Layout),
+			Remedy: "run `compactor setup --migrate` with the compactor of the newer layout (docs/security.md, \"Upgrading\")"}
+	}
+	return &f, nil
+}
+
+// writeFleet writes the settings record (the admin's).
+func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+	host, _ := os.Hostname()
+	f.V, f.Layout, f.At, f.By = settingsV, Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
+	b, err := json.Marshal(f)
+	if err != nil {
+		return err
+	}
+	if _, err := openBucket(js, BucketSettings).Put(ctx, settingsKey, b); err != nil {
+		return fmt.Errorf("write fleet settings: %w", err)
+	}
+	return nil
+}

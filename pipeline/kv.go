@@ -1,0 +1,313 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"strconv"
+	"sync"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The buckets, read and written with the subjects a NATS permission can name: a value is
+// published to $KV.<bucket>.<key> and read by a direct get whose API subject ends in the
+// key ($JS.API.DIRECT.GET.KV_<bucket>.$KV.<bucket>.<key>), and a watch is a consumer
+// created with its filter in the API subject ($JS.API.CONSUMER.CREATE.KV_<bucket>.<name>.
+// $KV.<bucket>.<keys>). So "this store's keys only" is a permission on subjects that start
+// with the store's name (docs/security.md). The client library's own KeyValue binds a
+// bucket by reading its stream's information ($JS.API.STREAM.INFO), which a permission
+// cannot scope: whoever may read it may list every key of every store.
+
+// kvBucket is one bucket. Its errors are the client library's (jetstream.ErrKeyNotFound,
+// ErrKeyExists, a wrong-last-sequence API error for a revision that moved on).
+type kvBucket struct {
+	js     jetstream.JetStream
+	nc     *nats.Conn
+	name   string // the bucket
+	stream string // KV_<bucket>
+	pre    string // $KV.<bucket>.
+}
+
+func openBucket(js jetstream.JetStream, name string) *kvBucket {
+	return &kvBucket{js: js, nc: js.Conn(), name: name, stream: "KV_" + name, pre: "$KV." + name + "."}
+}
+
+// kvEntry is a value read from a bucket (jetstream.KeyValueEntry).
+type kvEntry struct {
+	bucket, key string
+	value       []byte
+	rev         uint64
+	created     time.Time
+	delta       uint64
+	op          jetstream.KeyValueOp
+}
+
+func (e *kvEntry) Bucket() string                  { return e.bucket }
+func (e *kvEntry) Key() string                     { return e.key }
+func (e *kvEntry) Value() []byte                   { return e.value }
+func (e *kvEntry) Revision() uint64                { return e.rev }
+func (e *kvEntry) Created() time.Time              { return e.created }
+func (e *kvEntry) Delta() uint64                   { return e.delta }
+func (e *kvEntry) Operation() jetstream.KeyValueOp { return e.op }
+
+// KV headers (the client library's wire format, so that its watchers and ours agree).
+const (
+	kvOpHeader = "KV-Operation"
+	kvOpDel    = "DEL"
+	kvOpPurge  = "PURGE"
+)
+
+func opOf(h nats.Header) jetstream.KeyValueOp {
+	switch h.Get(kvOpHeader) {
+	case kvOpDel:
+		return jetstream.KeyValueDelete
+	case kvOpPurge:
+		return jetstream.KeyValuePurge
+	}
+	switch h.Get(jetstream.MarkerReasonHeader) {
+	case "MaxAge", "Purge":
+		return jetstream.KeyValuePurge
+	case "Remove":
+		return jetstream.KeyValueDelete
+	}
+	return jetstream.KeyValuePut
+}
+
+// Get returns the key's value; a key never written, deleted or expired is
+// jetstream.ErrKeyNotFound.
+func (b *kvBucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := b.last(ctx, key)
+	if err != nil {
+		return nil, err
+	}
+	if e.op != jetstream.KeyValuePut {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	return e, nil
+}
+
+// last is the key's last message, a delete marker included.
+func (b *kvBucket) last(ctx context.Context, key string) (*kvEntry, error) {
+	m, err := directLast(ctx, b.nc, b.stream, b.pre+key)
+	if errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: get %s: %w", b.name, key, err)
+	}
+	return &kvEntry{bucket: b.name, key: key, value: m.Data, rev: m.Sequence, created: m.Time, op: opOf(m.Header)}, nil
+}
+
+// Put writes the key whatever it holds and returns the new revision.
+func (b *kvBucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+	ack, err := b.js.Publish(ctx, b.pre+key, value)
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Create writes the key only if it holds no value (never written, deleted or expired);
+// else jetstream.ErrKeyExists.
+func (b *kvBucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+	rev, err := b.Update(ctx, key, value, 0)
+	if err == nil || !isWrongLastSeq(err) {
+		return rev, err
+	}
+	// Something is there: a value, or a delete marker that a create may replace.
+	e, gerr := b.last(ctx, key)
+	if gerr == nil && e.op != jetstream.KeyValuePut {
+		return b.Update(ctx, key, value, e.rev)
+	}
+	return 0, jetstream.ErrKeyExists
+}
+
+// Update writes the key if its last revision is still rev (0: it was never written).
+func (b *kvBucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+	ack, err := b.js.Publish(ctx, b.pre+key, value, jetstream.WithExpectLastSequencePerSubject(rev))
+	if err != nil {
+		return 0, err
+	}
+	return ack.Sequence, nil
+}
+
+// Delete writes a delete marker (with history 1 the value itself is gone). With lastRev,
+// only if the key's last revision is still that.
+func (b *kvBucket) Delete(ctx context.Context, key string, lastRev ...uint64) error {
+	m := nats.NewMsg(b.pre + key)
+	m.Header.Set(kvOpHeader, kvOpDel)
+	var opts []jetstream.PublishOpt
+	if len(lastRev) > 0 {
+		opts = append(opts, jetstream.WithExpectLastSequencePerSubject(lastRev[0]))
+	}
+	_, err := b.js.PublishMsg(ctx, m, opts...)
+	return err
+}
+
+// errCodeMsgTTLDisabled is the err_code of a message with a TTL published to a stream that
+// does not allow per-message TTLs.
+const errCodeMsgTTLDisabled jetstream.ErrorCode = 10166
+
+// deleteExpiring writes a delete marker that the server removes ttl later, if the key's
+// last revision is still rev (0: whatever it is): the watchers of the moment learn that the key is gone, and
+// the marker does not stay for ever in a bucket without a TTL of its own. A bucket set up
+// before it allowed per-message TTLs gets a plain marker (ttlRefused is then true).
+func (b *kvBucket) deleteExpiring(ctx context.Context, key string, rev uint64, ttl time.Duration) (ttlRefused bool, err error) {
+	m := nats.NewMsg(b.pre + key)
+	m.Header.Set(kvOpHeader, kvOpDel)
+	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(ttl)}
+	var revs []uint64
+	if rev > 0 {
+		opts, revs = append(opts, jetstream.WithExpectLastSequencePerSubject(rev)), []uint64{rev}
+	}
+	_, err = b.js.PublishMsg(ctx, m, opts...)
+	if apiCode(err) == errCodeMsgTTLDisabled {
+		return true, b.Delete(ctx, key, revs...)
+	}
+	return false, err
+}
+
+// kvWatcher delivers a bucket's values under a key prefix: every current one, then nil,
+// then every change, until Stop.
+type kvWatcher struct {
+	updates chan jetstream.KeyValueEntry
+	sub     *nats.Subscription
+}
+
+func (w *kvWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+
+// Stop ends the watch. Its consumer is deleted by the client library (a request the
+// worker's permissions refuse: it then expires by itself, see Watch).
+func (w *kvWatcher) Stop() error { return w.sub.Unsubscribe() }
+
+// Watch follows the keys under prefix (a key's first tokens, e.g. a store's name; ""
+// watches every key). The consumer is an ordered push consumer created with its filter
+// in the request's subject, so that a permission can allow it for one store's keys.
+func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error) {
+	legacy, err := b.nc.JetStream()
+	if err != nil {
+		return nil, err
+	}
+	filter := b.pre + ">"
+	if prefix != "" {
+		filter = b.pre + prefix + ".>"
+	}
+	w := &kvWatcher{updates: make(chan jetstream.KeyValueEntry, 256)}
+	var (
+		mu                sync.Mutex
+		initDone          bool
+		received, initial uint64
+		last              = time.Now() // the last delivery (or the start)
+		ready             = make(chan struct{})
+	)
+	update := func(m *nats.Msg) {
+		<-ready
+		meta, err := m.Metadata()
+		if err != nil || len(m.Subject) <= len(b.pre) {
+			return
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		last = time.Now()
+		w.updates <- &kvEntry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
+			created: meta.Timestamp, delta: meta.NumPending, op: opOf(m.Header)}
+		if !initDone {
+			received++
+			if received >= initial || meta.NumPending == 0 {
+				initDone = true
+				w.updates <- nil
+			}
+		}
+	}
+	sub, err := legacy.Subscribe(filter, update, nats.BindStream(b.stream), nats.OrderedConsumer(), nats.DeliverLastPerSubject(), nats.Context(ctx))
+	if err != nil {
+		close(ready)
+		return nil, err
+	}
+	sub.SetClosedHandler(func(string) {
+		mu.Lock()
+		defer mu.Unlock()
+		close(w.updates)
+	})
+	mu.Lock()
+	if n, err := sub.InitialConsumerPending(); err == nil {
+		if n == 0 {
+			initDone = true
+			w.updates <- nil
+		}
+		initial = n
+	}
+	mu.Unlock()
+	close(ready)
+	w.sub = sub
+	// The initial values end with the message that leaves nothing pending. When the last
+	// ones vanish before they are delivered (markers that expire, keys deleted), that
+	// message never comes: once nothing has been delivered for watchInitialIdle (and the
+	// delivery is not waiting for this watch's reader: it holds mu then), the initial
+	// values are taken as complete. A value missed that way only comes later.
+	go func() {
+		t := time.NewTicker(watchInitialIdle / 4)
+		defer t.Stop()
+		for range t.C {
+			mu.Lock()
+			switch {
+			case initDone || !sub.IsValid():
+			case time.Since(last) >= watchInitialIdle:
+				initDone = true
+				w.updates <- nil
+			default:
+				mu.Unlock()
+				continue
+			}
+			mu.Unlock()
+			return
+		}
+	}()
+	return w, nil
+}
+
+// watchInitialIdle is how long a watch's initial delivery may pause before it is taken as
+// complete (see Watch).
+const watchInitialIdle = time.Second
+
+// directLast reads the last message of stream on subject with a direct get whose API
+// subject names the subject, so that a permission can scope it ($JS.API.DIRECT.GET.
+// <stream>.<subject>; the stream must allow direct gets). A subject without a message is
+// jetstream.ErrMsgNotFound; a stream that does not exist or does not allow direct gets
+// answers nothing (nats.ErrNoResponders).
+func directLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	r, err := nc.RequestWithContext(ctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
+	if err != nil {
+		return nil, err
+	}
+	if len(r.Data) == 0 {
+		switch r.Header.Get("Status") {
+		case "":
+		case "404":
+			return nil, jetstream.ErrMsgNotFound
+		default:
+			desc := r.Header.Get("Description")
+			if desc == "" {
+				desc = "unable to get message"
+			}
+			return nil, fmt.Errorf("direct get %s: %s %s", subject, r.Header.Get("Status"), desc)
+		}
+	}
+	seq, err := strconv.ParseUint(r.Header.Get(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get %s: bad sequence header %q", subject, r.Header.Get(jetstream.SequenceHeader))
+	}
+	at, err := time.Parse(time.RFC3339Nano, r.Header.Get(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get %s: bad time stamp header %q", subject, r.Header.Get(jetstream.TimeStampHeaer))
+	}
+	return &jetstream.RawStreamMsg{Subject: r.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data, Time: at}, nil
+}

@@ -1,0 +1,211 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// putRaw writes value under key in bucket as a newer compactor would.
+func (b *bundle) putRaw(bucket, key, value string) uint64 {
+	b.t.Helper()
+	rev, err := openBucket(b.js, bucket).Put(context.Background(), key, []byte(value))
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return rev
+}
+
+// rawValue reads key in bucket as it is ("" when it holds none).
+func (b *bundle) rawValue(bucket, key string) string {
+	b.t.Helper()
+	e, err := openBucket(b.js, bucket).Get(context.Background(), key)
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return ""
+	}
+	if err != nil {
+		b.t.Fatal(err)
+	}
+	return string(e.Value())
+}
+
+// A newer compactor's records (schema version 2, a shape this one does not know) meet
+// every reader of this one: none crashes, none overwrites a newer record with its older
+// shape, and each says so. What each reader does instead is its record's rule
+// (docs/upgrading.md, "Records of a newer version").
+func TestNewerRecordsLeftAlone(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	logs := &logBuffer{}
+	cfg := b.config(&fakeHandler{})
+	cfg.Assessor = leafAssessor
+	cfg.Logger = logs.logger()
+	cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: 1000}}
+	s := b.service(cfg)
+	ctx := context.Background()
+	unchanged := func(bucket, key, want string) {
+		t.Helper()
+		if got := b.rawValue(bucket, key); got != want {
+			t.Errorf("%s %s was overwritten: %s, want the newer record %s", bucket, key, got, want)
+		}
+	}
+
+	t.Run("sweep record", func(t *testing.T) {
+		writeSession(t, b.dir, "newer.jsonl")
+		key := sweepKey("default", "newer.jsonl")
+		newer := `{"v":2,"path":"newer.jsonl","state":{"size":1}}`
+		b.putRaw(BucketSweep, key, newer)
+		gone := sweepKey("default", "gone.jsonl") // a file this sweep does not see
+		goneRec := `{"v":2,"path":"gone.jsonl"}`
+		b.putRaw(BucketSweep, gone, goneRec)
+		st, err := s.Sweep(ctx, nil)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.NewerRecords != 1 || st.Assessed != 0 {
+			t.Errorf("sweep: %+v, want the file left to the newer compactor (1 newer record, none assessed)", st)
+		}
+		unchanged(BucketSweep, key, newer)
+		unchanged(BucketSweep, gone, goneRec)
+		s.noteOutcome(ctx, s.log, Event{Kind: KindCompact, Store: "default", Path: "newer.jsonl", Outcome: OutcomeFailed})
+		unchanged(BucketSweep, key, newer)
+	})
+	t.Run("attempt count", func(t *testing.T) {
+		key := attemptKey("default", 7, "job")
+		newer := `{"v":2,"attempts":{"count":1}}`
+		b.putRaw(BucketAttempts, key, newer)
+		var nr *NewerRecordError
+		if _, err := addAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
+			t.Errorf("a count of a newer version added to: %v, want a NewerRecordError of v2", err)
+		}
+		unchanged(BucketAttempts, key, newer)
+	})
+	t.Run("spend count", func(t *testing.T) {
+		key, _ := spendKey(SpendLimit{Window: time.Hour}, s.spendNow())
+		newer := `{"v":2,"tokens":{"in":5}}`
+		b.putRaw(BucketSpend, key, newer)
+		h := s.reserveSpend(ctx, &ticket{s: s, store: "default"}, func() int { return 10 })
+		if h == nil {
+			t.Error("a job paid against a spend window whose count is of a newer version: want it held until the window ends")
+		}
+		unchanged(BucketSpend, key, newer)
+	})
+	t.Run("lease", func(t *testing.T) {
+		key := leaseKey("default", "sess-newer")
+		newer := `{"v":2,"holder":{"id":"w"}}`
+		b.putRaw(BucketLeases, key, newer)
+		var busy *errLeaseBusy
+		if _, err := acquireLease(ctx, s.res.leases, time.Minute, "default", "sess-newer", "me", "job"); !errors.As(err, &busy) {
+			t.Errorf("lease of a newer version: %v, want the session busy", err)
+		}
+		unchanged(BucketLeases, key, newer)
+	})
+	t.Run("prepared value", func(t *testing.T) {
+		newer := `{"v":2,"store":"default","sessionId":"sess-p"}`
+		b.putRaw(BucketPrepared, PreparedKey("default", "sess-p"), newer)
+		if err := s.Prepared().Put(ctx, "default", "sess-p", []byte(`{"v":1,"store":"default","sessionId":"sess-p"}`)); err != nil {
+			t.Error(err)
+		}
+		unchanged(BucketPrepared, PreparedKey("default", "sess-p"), newer)
+	})
+	t.Run("owner record", func(t *testing.T) {
+		newer := `{"v":2,"store":"other","where":{"id":"x"}}`
+		b.putRaw(BucketWorkers, ownerKey("other"), newer)
+		id := StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
+		for _, claim := range []bool{true, false} { // a worker's start, a sweep's check
+			if err := checkOwner(ctx, s.res.workers, id, claim); err == nil || !strings.Contains(err.Error(), "schema version 2") {
+				t.Errorf("claim %v of a store whose owner record is of a newer version: %v, want a refusal that says so", claim, err)
+			}
+		}
+		unchanged(BucketWorkers, ownerKey("other"), newer)
+	})
+	t.Run("beat", func(t *testing.T) {
+		newer := `{"v":2,"worker":"w-newer","store":"default","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","jobVersions":{"list":[3]}}`
+		b.putRaw(BucketWorkers, workerKey("default", "w-newer"), newer)
+		beats, err := readBeats(ctx, s.res.workers, "default")
+		if err != nil {
+			t.Fatal(err)
+		}
+		found := false
+		for _, bt := range beats {
+			if bt.Worker == "w-newer" {
+				found = true
+				if !bt.Newer() || bt.Store != "default" || len(bt.jobVersionsOf()) != 0 {
+					t.Errorf("newer beat read as %+v (job versions %v), want its worker and store only", bt, bt.jobVersionsOf())
+				}
+			}
+		}
+		if !found {
+			t.Errorf("the newer worker's beat is not listed: %+v", beats)
+		}
+	})
+	t.Run("said", func(t *testing.T) {
+		for _, want := range []string{"left to its sweeps", "takes its window as full", "newer schema version, which is kept"} {
+			if !strings.Contains(logs.String(), want) {
+				t.Errorf("the log does not say %q", want)
+			}
+		}
+	})
+	t.Run("fleet settings", func(t *testing.T) {
+		old := b.rawValue(BucketSettings, settingsKey)
+		var f map[string]any
+		if err := json.Unmarshal([]byte(old), &f); err != nil {
+			t.Fatal(err)
+		}
+		f["v"] = 2
+		nb, _ := json.Marshal(f)
+		newer := string(nb)
+		b.putRaw(BucketSettings, settingsKey, newer)
+		defer b.putRaw(BucketSettings, settingsKey, old)
+		if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); err == nil {
+			t.Error("an older setup rewrote the fleet settings of a newer version")
+		}
+		unchanged(BucketSettings, settingsKey, newer)
+		wcfg := b.config(&fakeHandler{})
+		wcfg.Setup = false
+		w, err := New(wcfg)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer w.Close()
+		if err := w.Start(ctx); err == nil || !strings.Contains(err.Error(), "newer") {
+			t.Errorf("a worker started on fleet settings of a newer version: %v, want a refusal that says so", err)
+		}
+	})
+}
+
+// How a record's version and a count are read: a record without "v" is version 1's
+// shape; a value that is no JSON object, or whose "v" is not a whole number of at least
+// 1, is damaged, not newer; a count is its record or, as first written, a bare decimal.
+func TestRecordVersions(t *testing.T) {
+	for _, c := range []struct {
+		in string
+		v  int
+		ok bool
+	}{
+		{`{"path":"a"}`, 1, true}, {`{"v":1}`, 1, true}, {`{"v":3,"x":[1]}`, 3, true},
+		{`{"v":0}`, 0, false}, {`{"v":1.5}`, 0, false}, {`{"v":"2"}`, 0, false}, {`12`, 0, false}, {`not json`, 0, false},
+	} {
+		if v, ok := recordV([]byte(c.in)); v != c.v || ok != c.ok {
+			t.Errorf("recordV(%s) = %d, %v; want %d, %v", c.in, v, ok, c.v, c.ok)
+		}
+	}
+	for _, c := range []struct {
+		in    string
+		n, hb int
+		err   string
+	}{
+		{`7`, 7, 0, ""}, {`{"v":1,"n":3,"handedBack":2}`, 3, 2, ""}, {`{"n":4}`, 4, 0, ""},
+		{`{"v":2,"n":3}`, 0, 0, "schema version 2"}, {`seven`, 0, 0, "not a count"},
+	} {
+		got, err := parseCount("B", "k", []byte(c.in))
+		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) || got.N != c.n || got.HandedBack != c.hb {
+			t.Errorf("parseCount(%s) = %+v, %v; want n %d, handed back %d, error %q", c.in, got, err, c.n, c.hb, c.err)
+		}
+	}
+}

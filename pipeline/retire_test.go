@@ -1,0 +1,133 @@
+package pipeline
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"slices"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// A fleet of three stores, a, b and c, retires b and c: their consumers, keys in every
+// bucket and queued jobs stay on the NATS until the admin removes them, never by
+// themselves. `setup --prune` with the fleet's list (a) refuses while b's worker reports,
+// naming it, and removes nothing; a dry run says what would go; once b's worker is gone,
+// everything of b and c goes, and only that: a's consumers, keys and jobs, the fleet's
+// spend count, and the dead letters of b and c (the operator's) stay.
+func TestPruneRetiredStores(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	ctx := context.Background()
+	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"a", "b", "c"}}, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	// Records and jobs of each store, as their workers and clients leave them.
+	for _, st := range []string{"a", "b", "c"} {
+		b.putRaw(BucketSweep, sweepKey(st, "s.jsonl"), `{"v":1,"path":"s.jsonl"}`)
+		b.putRaw(BucketAttempts, attemptKey(st, 9, "job"), `{"v":1,"n":1}`)
+		b.putRaw(BucketPrepared, PreparedKey(st, "sess"), `{"v":1}`)
+		b.putRaw(BucketSpend, st+".spend.h2026010203", `{"v":1,"n":10}`)
+		for i := range 2 {
+			b.enqueue(Job{Kind: KindCompact, Store: st, Path: fmt.Sprintf("s%d.jsonl", i), SessionID: fmt.Sprintf("sess-%s-%d", st, i)})
+		}
+	}
+	b.putRaw(BucketSpend, spendFleetScope+".h2026010203", `{"v":1,"n":30}`)
+	if err := publishDeadLetter(ctx, b.js, newDeadLetter(JobSubject("c", "sess-c-9", KindCompact), 99, []byte(`{}`), "test", nil, 1, "w")); err != nil {
+		t.Fatal(err)
+	}
+	// b's worker reports.
+	bcfg := b.config(&fakeHandler{})
+	bcfg.Stores = []Store{{Name: "b", Dir: t.TempDir()}}
+	bcfg.Setup = false
+	bsvc := b.service(bcfg)
+	stopB := b.run(bsvc)
+	eventually(t, 10*time.Second, "b's worker reported", func() bool {
+		beats, err := readBeats(ctx, openBucket(b.js, BucketWorkers), "b")
+		return err == nil && len(beats) == 1
+	})
+
+	var served *ServedStoreError
+	if _, err := Prune(ctx, b.nc, []string{"a"}, false, nil); !errors.As(err, &served) || served.Store != "b" || len(served.Workers) != 1 {
+		t.Fatalf("prune with b's worker reporting: %v, want it refused naming b's worker", err)
+	}
+	dry, err := Prune(ctx, b.nc, []string{"a", "b"}, true, nil)
+	if err != nil || len(dry) != 1 || dry[0].Store != "c" || dry[0].Removed || dry[0].Jobs != 2 || len(dry[0].Consumers) != 2 || dry[0].Keys[BucketSweep] != 1 {
+		t.Fatalf("dry run keeping a and b: %+v %v, want c's 2 consumers, keys and 2 jobs named, nothing removed", dry, err)
+	}
+	if _, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("c")); err != nil {
+		t.Fatalf("the dry run removed c's consumer: %v", err)
+	}
+
+	// b's worker stops; its keys expire 30 s later (deleted here, standing for that).
+	stopB()
+	bsvc.Close()
+	for _, k := range []string{workerKey("b", bsvc.WorkerID()), ownerKey("b")} {
+		if err := openBucket(b.js, BucketWorkers).Delete(ctx, k); err != nil {
+			t.Fatal(err)
+		}
+	}
+	pruned, err := Prune(ctx, b.nc, []string{"a"}, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Logf("pruned: %+v", pruned)
+	if len(pruned) != 2 || pruned[0].Store != "b" || pruned[1].Store != "c" || !pruned[1].Removed || pruned[1].Dead != 1 {
+		t.Fatalf("pruned %+v, want b and c removed, c's dead letter kept", pruned)
+	}
+	for _, st := range []string{"b", "c"} {
+		for _, c := range []struct{ stream, name string }{{StreamJobs, ConsumerName(st)}, {StreamDLQ, DLQConsumerName(st)}} {
+			if _, err := b.js.Consumer(ctx, c.stream, c.name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
+				t.Errorf("consumer %s: %v, want it gone", c.name, err)
+			}
+		}
+		for _, bk := range storeBuckets {
+			if n := len(subjectsIn(t, b, "KV_"+bk, kvSubjectRoot+bk+"."+st+".>")); n != 0 {
+				t.Errorf("%s keeps %d keys of store %s", bk, n, st)
+			}
+		}
+		if n := len(subjectsIn(t, b, StreamJobs, jobsPrefix+st+".>")); n != 0 {
+			t.Errorf("%d jobs of store %s left", n, st)
+		}
+	}
+	// a's, and the fleet's, are untouched.
+	if _, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("a")); err != nil {
+		t.Errorf("a's consumer: %v", err)
+	}
+	for _, bk := range []string{BucketSweep, BucketAttempts, BucketPrepared, BucketSpend} {
+		if n := len(subjectsIn(t, b, "KV_"+bk, kvSubjectRoot+bk+".a.>")); n != 1 {
+			t.Errorf("%s holds %d keys of store a, want 1", bk, n)
+		}
+	}
+	if b.rawValue(BucketSpend, spendFleetScope+".h2026010203") == "" {
+		t.Error("the fleet's spend count was removed")
+	}
+	if n := len(subjectsIn(t, b, StreamJobs, jobsPrefix+"a.>")); n != 2 {
+		t.Errorf("%d jobs of store a, want 2", n)
+	}
+	// b's worker dead-lettered b's two jobs (their files are not in its directory): the
+	// dead letters of both stores stay.
+	if n := len(b.deadLetters()); n != pruned[0].Dead+pruned[1].Dead || n != 3 {
+		t.Errorf("%d dead letters, want b's 2 and c's 1 kept", n)
+	}
+	f, err := readFleet(ctx, b.nc)
+	if err != nil || !slices.Equal(f.Stores, []string{"a"}) {
+		t.Errorf("fleet settings %+v %v, want stores [a]", f, err)
+	}
+	// Nothing left to prune.
+	if again, err := Prune(ctx, b.nc, []string{"a"}, false, nil); err != nil || len(again) != 0 {
+		t.Errorf("second prune: %+v %v, want nothing", again, err)
+	}
+}
+
+// subjectsIn are the subjects of a stream under filter.
+func subjectsIn(t *testing.T, b *bundle, stream, filter string) map[string]uint64 {
+	t.Helper()
+	s, err := subjectsOf(context.Background(), b.js, stream, filter)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return s
+}

@@ -1,0 +1,363 @@
+package pipeline
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// Issue 27: host A works with a lease TTL of 6 s (60 s scaled down), host C starts for
+// another store with 1 s (10 s). Before, every start set the streams and buckets up from
+// its own flags: the lease bucket's TTL became 1 s for everyone, A's leases expired before
+// A renewed them (every 2 s), and every attempt of A's job, a paid summary of 5 s, was
+// cancelled: 5 attempts, 5 leases lost, the job dead-lettered, no compaction (measured on
+// 21abee5). Now a worker that is not the admin changes no shared setting, follows the
+// fleet's lease TTL whatever its own flag, and A's job ends at its first attempt.
+func TestLeaseTTLIsTheFleets(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	file := filepath.Join(b.dir, "s.jsonl")
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	var calls atomic.Int32
+	started := make(chan struct{}, 8)
+	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+		calls.Add(1)
+		started <- struct{}{}
+		select {
+		case <-ctx.Done():
+			return ctx.Err()
+		case <-time.After(5 * time.Second): // a paid summary
+		}
+		return nil
+	}}
+	var logs logBuffer
+	cfg := b.config(h)
+	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 6*time.Second, 30*time.Second, logs.logger()
+	a := b.service(cfg) // the admin's setup (run --setup): the fleet's lease TTL is 6 s
+	b.run(a)
+	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	<-started
+
+	var clog logBuffer
+	c := b.config(&fakeHandler{})
+	c.Stores, c.Setup, c.LeaseTTL, c.Logger = []Store{{Name: "default", Dir: b.dir}}, false, time.Second, clog.logger()
+	cs := b.service(c) // a worker: binds, changes nothing
+	b.run(cs)
+	str, err := b.js.Stream(context.Background(), "KV_"+BucketLeases)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if ttl := str.CachedInfo().Config.MaxAge; ttl != 6*time.Second {
+		t.Errorf("lease bucket TTL after a worker with --lease-ttl 1s started: %s, want 6s", ttl)
+	}
+	if f, err := readFleet(context.Background(), b.nc); err != nil || time.Duration(f.LeaseTTL) != 6*time.Second {
+		t.Errorf("fleet settings after the worker started: %+v, %v", f, err)
+	}
+	if cs.leaseTTL() != 6*time.Second || !strings.Contains(clog.String(), "using the fleet's lease TTL") {
+		t.Errorf("the worker's lease TTL is %s; its log:\n%s", cs.leaseTTL(), clog.String())
+	}
+	eventually(t, 30*time.Second, "the job to end", func() bool { return countType(t, file, "compaction") == 1 && b.pending() == 0 })
+	if n := calls.Load(); n != 1 || strings.Contains(logs.String(), "lease lost") || strings.Contains(clog.String(), "lease lost") {
+		t.Errorf("handler calls %d (want 1), lease lost: %v", n, strings.Contains(logs.String()+clog.String(), "lease lost"))
+	}
+	t.Logf("lease bucket TTL stayed %s; the job ended at attempt %d with no lease lost", str.CachedInfo().Config.MaxAge, calls.Load())
+}
+
+// A store has one owner: a second worker serving the same name from another directory
+// refuses to start and names the first one's host and root; a copy of the directory (its
+// marker with another inode) too; the same directory again (a restart, a second process)
+// starts, and a store declared shared starts from anywhere.
+func TestStoreHasOneOwner(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	first := b.config(&fakeHandler{})
+	first.Stores = []Store{{Name: "hostA", Dir: b.dir}}
+	b.service(first)
+	host, _ := os.Hostname()
+
+	other := t.TempDir()
+	second := first
+	second.Stores, second.Setup = []Store{{Name: "hostA", Dir: other}}, false
+	s2, err := New(second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = s2.Start(context.Background())
+	s2.Close()
+	var oe *OwnerError
+	if !errors.As(err, &oe) || oe.Other.Host != host || !strings.Contains(err.Error(), "store hostA is already served from another directory: host "+host) ||
+		!strings.Contains(err.Error(), b.dir) || !strings.Contains(err.Error(), "--shared-store hostA") {
+		t.Fatalf("a second root for store hostA: %v", err)
+	}
+	t.Logf("refused: %v", err)
+
+	// A copy of the first root, marker included: another inode.
+	copied := t.TempDir()
+	marker, err := os.ReadFile(filepath.Join(b.dir, markerFile))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(filepath.Join(copied, markerFile), marker, 0o644); err != nil {
+		t.Fatal(err)
+	}
+	third := second
+	third.Stores = []Store{{Name: "hostA", Dir: copied}}
+	s3, _ := New(third)
+	err = s3.Start(context.Background())
+	s3.Close()
+	if !errors.As(err, &oe) || !strings.Contains(err.Error(), "the same marker seen through another mount") {
+		t.Fatalf("a copy of the root: %v", err)
+	}
+
+	again := second
+	again.Stores = []Store{{Name: "hostA", Dir: b.dir}}
+	b.service(again) // the same directory: a restart, a second process
+
+	shared := second
+	shared.SharedStores = []string{"hostA"}
+	b.service(shared) // declared shared: one directory mounted on several hosts
+}
+
+// A prepared summary lives no longer than it is needed: deleted when the extension
+// reports that Pi's hook ran (used, or Pi compacted past it), and when a job compacts
+// the session.
+func TestPreparedDeletedOnceUsed(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	s := b.service(b.config(&fakeHandler{}))
+	b.run(s)
+	ctx := context.Background()
+	put := func() {
+		if err := s.Prepared().Put(ctx, "default", sid, []byte(`{"v":1,"summary":"someone's code"}`)); err != nil {
+			t.Fatal(err)
+		}
+	}
+	gone := func() bool { v, err := s.Prepared().Get(ctx, "default", sid); return err == nil && v == nil }
+	put()
+	rep, _ := json.Marshal(HookReport{V: 1, Store: "default", SessionID: sid, Outcome: HookHit, LatencyMs: 3})
+	if err := b.nc.Publish(HookSubject("default", sid), rep); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the used summary deleted", gone)
+
+	put()
+	r, err := Enqueue(ctx, b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	if err != nil || r.Event.Outcome != OutcomeDone {
+		t.Fatalf("compact: %+v, %v", r, err)
+	}
+	eventually(t, 10*time.Second, "the summary compacted past deleted", gone)
+}
+
+// A user that may create a consumer on its own records can have it deliver them to any
+// subject (NATS does not check where a consumer delivers against its creator's
+// permissions). A bridge request or a hook report that arrives that way, not from a
+// client, is ignored.
+func TestDeliveredRequestsIgnored(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, _ := writeSession(t, b.dir, "s.jsonl")
+	var bridges atomic.Int32
+	cfg := b.config(&fakeHandler{})
+	cfg.Bridger = BridgerFunc(func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+		bridges.Add(1)
+		return prepared, nil
+	})
+	s := b.service(cfg)
+	b.run(s)
+	ctx := context.Background()
+	if err := s.Prepared().Put(ctx, "default", sid, []byte(`{"v":1}`)); err != nil {
+		t.Fatal(err)
+	}
+	req, _ := json.Marshal(BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
+	// Another store's records, delivered into this store's bridge subject.
+	kv := openBucket(b.js, BucketSweep)
+	if _, err := kv.Put(ctx, "other.forged", req); err != nil {
+		t.Fatal(err)
+	}
+	seen := make(chan *nats.Msg, 4)
+	sub, err := b.nc.ChanSubscribe(BridgeSubject("default", sid), seen)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	if _, err := b.js.CreateConsumer(ctx, "KV_"+BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + BucketSweep + ".other.>",
+		DeliverSubject: BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		t.Fatal(err)
+	}
+	select {
+	case m := <-seen:
+		if !delivered(m) {
+			t.Fatalf("a consumer's delivery not told apart: reply %q", m.Reply)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the forged request was not delivered at all")
+	}
+	// A client's request is answered; it went after the forged one on the same subject.
+	if _, err := b.nc.Request(BridgeSubject("default", sid), req, 10*time.Second); err != nil {
+		t.Fatal(err)
+	}
+	if n := bridges.Load(); n != 1 {
+		t.Fatalf("%d bridges, want 1 (the client's; the delivered one ignored)", n)
+	}
+}
+
+// The embedded server requires a token it generates into the data directory (its
+// owner's alone), which a client on this machine finds; --insecure-local lets anyone in.
+func TestEmbeddedServerRequiresItsToken(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	writeSession(t, dir, "s.jsonl")
+	data := t.TempDir()
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1, Handler: &fakeHandler{}}
+	s := startService(t, cfg)
+	fi, err := os.Stat(filepath.Join(data, tokenFileName))
+	if err != nil || fi.Mode().Perm() != 0o600 {
+		t.Fatalf("token file: %v, %v", fi, err)
+	}
+	if nc, err := nats.Connect(s.ClientURL()); err == nil {
+		nc.Close()
+		t.Fatal("an anonymous connection was let in")
+	}
+	local := LocalNATS(data, NATSConfig{})
+	if local.URL != s.ClientURL() || local.TokenFile == "" {
+		t.Fatalf("LocalNATS = %+v", local)
+	}
+	nc, err := local.Connect()
+	if err != nil {
+		t.Fatal(err)
+	}
+	nc.Close()
+	if info := RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
+		t.Errorf("service file: %+v", info)
+	}
+	s.Close()
+
+	open := cfg
+	open.DataDir, open.InsecureLocal = t.TempDir(), true
+	o := startService(t, open)
+	nc2, err := nats.Connect(o.ClientURL())
+	if err != nil {
+		t.Fatalf("--insecure-local: %v", err)
+	}
+	nc2.Close()
+	if _, err := os.Stat(filepath.Join(open.DataDir, tokenFileName)); !errors.Is(err, os.ErrNotExist) {
+		t.Errorf("--insecure-local wrote a token: %v", err)
+	}
+}
+
+// An existing deployment upgrades with one step, `compactor setup --migrate`, and loses
+// no queued job: the layout before issue 27 (keys not under their store's name, a
+// consumer bounding deliveries, no settings record) is refused by workers and by a plain
+// setup; the migration moves the sweep records and attempt counts, drops the stale
+// leases, sets up the rest, and a worker then works every job that was queued.
+func TestMigrationKeepsQueuedJobs(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	ctx := context.Background()
+	// Layout 1, as the service before it created it.
+	for _, sc := range []jetstream.StreamConfig{
+		{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, Duplicates: 2 * time.Minute},
+		{Name: StreamEvents, Subjects: []string{eventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
+		{Name: StreamDLQ, Subjects: []string{dlqPrefix + ">"}, MaxAge: DefaultDLQMaxAge},
+	} {
+		if _, err := b.js.CreateStream(ctx, sc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	for _, kc := range []jetstream.KeyValueConfig{{Bucket: BucketWorkers, TTL: workerBeatTTL}, {Bucket: BucketLeases, TTL: DefaultLeaseTTL},
+		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: BucketPrepared, TTL: DefaultPreparedTTL}} {
+		kc.History = 1
+		if _, err := b.js.CreateKeyValue(ctx, kc); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if _, err := b.js.CreateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName("default"), FilterSubject: jobsPrefix + "default.>",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: DefaultMaxDeliver + 50, MaxAckPending: 10000}); err != nil {
+		t.Fatal(err)
+	}
+	const queued = 5
+	var seqs []uint64
+	for i := range queued {
+		rel := fmt.Sprintf("p/s%d.jsonl", i)
+		sid, leaf := writeSession(t, b.dir, rel)
+		r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		seqs = append(seqs, r.Seq)
+		if i == 0 {
+			var job Job
+			str, _ := b.js.Stream(ctx, StreamJobs) // the old stream allows no direct get
+			m, err := str.GetLastMsgForSubject(ctx, JobSubject("default", sid, KindCompact))
+			if err != nil {
+				t.Fatal(err)
+			}
+			_ = json.Unmarshal(m.Data, &job)
+			kv, _ := b.js.KeyValue(ctx, BucketAttempts)
+			sum := strings.TrimPrefix(attemptKey("x", r.Seq, job.ID), "x.")
+			if _, err := kv.Put(ctx, "a."+sum, []byte("1")); err != nil {
+				t.Fatal(err)
+			}
+			lk, _ := b.js.KeyValue(ctx, BucketLeases)
+			if _, err := lk.Put(ctx, "s.default."+SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
+				t.Fatal(err)
+			}
+			sw, _ := b.js.KeyValue(ctx, BucketSweep)
+			rec, _ := json.Marshal(sweepRecord{Path: rel, Size: 1, At: time.Now()})
+			if _, err := sw.Put(ctx, "f."+sweepKey("default", rel), rec); err != nil {
+				t.Fatal(err)
+			}
+		}
+	}
+
+	worker := b.config(&fakeHandler{})
+	worker.Setup = false
+	w, _ := New(worker)
+	if err := w.Start(ctx); !strings.Contains(fmt.Sprint(err), "compactor setup --migrate") {
+		t.Fatalf("a worker on the old layout: %v", err)
+	}
+	w.Close()
+	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*OldLayoutError)) {
+		t.Fatalf("setup without --migrate: %v", err)
+	}
+	res, err := Setup(ctx, b.nc, SetupConfig{}, true, false, nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if m := res.Migrated; m == nil || m.SweepRecords != 1 || m.AttemptCounts != 1 || m.LeasesDropped != 1 || m.ConsumersFound != 1 || !slices.Equal(res.Stores, []string{"default"}) {
+		t.Fatalf("migration: %+v %+v", res.Migrated, res)
+	}
+	if _, err := openBucket(b.js, BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
+		t.Errorf("the sweep record under its store's name: %v", err)
+	}
+	if got := b.pending(); got != queued {
+		t.Fatalf("%d jobs queued after the migration, want %d", got, queued)
+	}
+	w2 := b.service(worker)
+	b.run(w2)
+	eventually(t, 30*time.Second, "every queued job worked", func() bool {
+		done := 0
+		for i := range queued {
+			done += countType(t, filepath.Join(b.dir, fmt.Sprintf("p/s%d.jsonl", i)), "compaction")
+		}
+		return done == queued && b.pending() == 0
+	})
+	var attempts []int
+	for _, ev := range b.events() {
+		if ev.JobSeq == seqs[0] {
+			attempts = append(attempts, ev.Attempt)
+		}
+	}
+	if !slices.Equal(attempts, []int{2}) {
+		t.Errorf("the first job's events' attempts %v, want [2] (its migrated count went on)", attempts)
+	}
+}
