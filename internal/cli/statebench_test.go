@@ -81,7 +81,9 @@ func hostMemory(b *testing.B) {
 		}
 		return total
 	}
-	swept := func() float64 { return metric(`compactor_sweep_files_total{result="assessed",store="s00"}`) + metric(`compactor_sweep_files_total{result="unchanged",store="s00"}`) }
+	swept := func() float64 {
+		return metric(`compactor_sweep_files_total{result="assessed",store="s00"}`) + metric(`compactor_sweep_files_total{result="unchanged",store="s00"}`)
+	}
 	waitFor := func(what string, cond func() bool) {
 		deadline := time.Now().Add(3 * time.Minute)
 		for !cond() {
