@@ -35,7 +35,7 @@ import {
 	type PiCompactionSettings,
 	readPiCompactionSettings,
 } from "./src/config.ts";
-import { contextEntries, contextTokens, summarizableTokens } from "./src/context.ts";
+import { contextEntries, contextTokens, preparableTokens } from "./src/context.ts";
 import {
 	bridgeSubject,
 	type BridgeRequest,
@@ -237,7 +237,8 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				keepRecentTokens: st.piSettings.keepRecentTokens,
 				leafId,
 				compactionId,
-				summarizable: () => summarizableTokens(contextEntries(branch(), project), st.piSettings.keepRecentTokens, estimate),
+				// what a worker would prepare now (0 in the middle of a turn Pi 0.73 could not cut)
+				summarizable: () => preparableTokens(contextEntries(branch(), project), st.piSettings.keepRecentTokens, estimate, project !== undefined),
 				lastCycleMs: st.lastCycleMs,
 			},
 			pace,

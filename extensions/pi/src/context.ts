@@ -28,25 +28,53 @@ function messagesOf(e: SessionEntry): AgentMessage[] {
 	return m ? [m] : [];
 }
 
-/**
- * summarizableTokens is about what Pi would summarize if it compacted the branch now: the
- * conversation after the latest compaction (its summary and the system messages left out)
- * beyond the keepRecentTokens Pi keeps verbatim. Pi's cut lands on a turn boundary near
- * there, so this is an estimate, good enough to tell "nothing yet" from "a span worth a
- * summary".
- */
-export function summarizableTokens(entries: ProjectedEntry[], keepRecentTokens: number, estimate: Estimator): number {
-	let total = 0;
-	for (const pe of entries) {
-		if (pe.sourceEntry.type === "compaction") continue;
-		for (const m of pe.messages) if (m.role !== "system") total += estimate(m);
-	}
-	return Math.max(0, total - keepRecentTokens);
-}
-
 /** contextTokens is Pi's estimate of the whole context (chars / 4 of every message). */
 export function contextTokens(entries: ProjectedEntry[], estimate: Estimator): number {
 	let n = 0;
 	for (const pe of entries) for (const m of pe.messages) n += estimate(m);
 	return n;
+}
+
+/**
+ * preparableTokens is what a worker's preparation would summarize if it were asked now (Pi's
+ * estimate): the span after the branch's latest compaction up to Pi's cut, where a cut that
+ * splits a turn is moved back to the turn's start (the worker summarizes whole turns, so a
+ * split turn's prefix is left to the bridge). Pi's cut is found as Pi finds it: walking back
+ * from the newest entry until keepRecentTokens are reached, then the first cut point (an
+ * entry with a message other than a tool result) at or after that entry. When there is none
+ * (the agent is in the middle of a turn whose tool results alone fill keepRecentTokens),
+ * Pi 0.73 cuts at the span's first cut point, which leaves nothing to summarize, and Pi 1.x
+ * at its last (newestFallback). So a request is not made where the worker would find nothing
+ * to prepare: with large tool outputs a turn is bigger than keepRecentTokens, and the
+ * difference between the context and keepRecentTokens says nothing about what is preparable.
+ */
+export function preparableTokens(entries: ProjectedEntry[], keepRecentTokens: number, estimate: Estimator, newestFallback: boolean): number {
+	const start = entries.length > 0 && entries[0].sourceEntry.type === "compaction" ? 1 : 0;
+	const sizes = entries.map((pe) => (pe.sourceEntry.type === "compaction" ? 0 : pe.messages.reduce((n, m) => n + (m.role === "system" ? 0 : estimate(m)), 0)));
+	const cutPoints: number[] = [];
+	for (let i = start; i < entries.length; i++) if (isCutPoint(entries[i])) cutPoints.push(i);
+	if (cutPoints.length === 0) return 0;
+	let cut = cutPoints[0];
+	let kept = 0;
+	for (let i = entries.length - 1; i >= start; i--) {
+		kept += sizes[i];
+		if (sizes[i] > 0 && kept >= keepRecentTokens) {
+			cut = cutPoints.find((c) => c >= i) ?? (newestFallback ? cutPoints[cutPoints.length - 1] : cutPoints[0]);
+			break;
+		}
+	}
+	let end = cut;
+	while (end > start && !startsTurn(entries[end])) end--;
+	let n = 0;
+	for (let i = start; i < end; i++) n += sizes[i];
+	return n;
+}
+
+function isCutPoint(pe: ProjectedEntry): boolean {
+	return pe.sourceEntry.type !== "compaction" && pe.messages.some((m) => m.role !== "toolResult" && m.role !== "system");
+}
+
+/** startsTurn: the entry opens a turn (a user's message, or what Pi counts as one). */
+function startsTurn(pe: ProjectedEntry): boolean {
+	return pe.sourceEntry.type !== "compaction" && pe.messages.some((m) => m.role === "user" || m.role === "bashExecution" || m.role === "custom" || m.role === "branchSummary");
 }

@@ -64,8 +64,10 @@ export const MAX_ASKS_PER_CYCLE = 2;
 export const SAFETY = 1.5;
 /** The first preparation needs at least this many tokens to summarize, whatever the fraction. */
 export const MIN_START_TOKENS = 500;
-/** A request whose value never showed up is given up after this many latencies (at least a minute). */
-export const LOST_AFTER_LATENCIES = 3;
+/** A request whose value never showed up is given up after this many latencies (at least LOST_AFTER_MIN_MS). */
+export const LOST_AFTER_LATENCIES = 2;
+/** ... and never before this (a guess of the latency that is far too small). */
+export const LOST_AFTER_MIN_MS = 10_000;
 
 /** The request in flight: published, its value not seen yet. */
 export interface InFlight {
@@ -215,5 +217,7 @@ export class Pace {
 
 /** lostAfterMs is when a request in flight is given up (its job was skipped or lost). */
 export function lostAfterMs(pace: PaceEstimate): number {
-	return Math.max(60_000, LOST_AFTER_LATENCIES * pace.latencyMs);
+	// Giving up early costs nothing: a request made again while the job is still pending is
+	// refused by compactor's queue (one job per session) and kept as the one in flight.
+	return Math.max(LOST_AFTER_MIN_MS, LOST_AFTER_LATENCIES * pace.latencyMs);
 }

@@ -9,6 +9,8 @@ import { fileURLToPath } from "node:url";
 import { PermissionViolationError } from "@nats-io/transport-node";
 import { notPermitted, withDeadline } from "../src/client.ts";
 import { agentInboxPrefix, describeNats, loadConfig, parseStores, readPiCompactionSettings } from "../src/config.ts";
+import { preparableTokens } from "../src/context.ts";
+import type { ProjectedEntry } from "../src/validate.ts";
 import { locateSession, prepareJob, prepareSubject, preparedKey, sessionToken } from "../src/session.ts";
 import { type Cycle, type InFlight, lostAfterMs, Pace, type PaceEstimate, type Snapshot, shouldAsk } from "../src/trigger.ts";
 
@@ -320,8 +322,9 @@ describe("prepare trigger", () => {
 		p.preparationTook(-5); // skewed clocks
 		p.preparationTook(3_600_000);
 		assert.equal(p.estimate().latencyMs, 6000);
-		assert.equal(lostAfterMs(p.estimate()), 60_000);
-		assert.equal(lostAfterMs({ ...p.estimate(), latencyMs: 40_000 }), 120_000);
+		assert.equal(lostAfterMs(p.estimate()), 12_000);
+		assert.equal(lostAfterMs({ ...p.estimate(), latencyMs: 1_000 }), 10_000, "never before 10 s");
+		assert.equal(lostAfterMs({ ...p.estimate(), latencyMs: 40_000 }), 80_000);
 	});
 });
 
@@ -342,5 +345,44 @@ describe("withDeadline", () => {
 		assert.deepEqual(await p, { ok: false, reason: "aborted" });
 		const aborted = AbortSignal.abort();
 		assert.deepEqual(await withDeadline(new Promise(() => {}), 10_000, aborted), { ok: false, reason: "aborted" });
+	});
+});
+
+describe("preparableTokens (what a worker would prepare now)", () => {
+	// One prompt = a user message, an assistant message calling three reads, three results of
+	// 10,000 tokens each and the answer; keepRecentTokens 20,000 (smaller than one turn).
+	let id = 0;
+	const entry = (role: string, tokens: number, type = "message"): ProjectedEntry =>
+		({ sourceEntry: { type, id: `e${++id}` }, messages: type === "compaction" ? [] : [{ role, tokens }] }) as unknown as ProjectedEntry;
+	const est = (m: unknown) => (m as { tokens: number }).tokens;
+	const turn = (answered: boolean) => [
+		entry("user", 20),
+		entry("assistant", 30),
+		entry("toolResult", 10_000),
+		entry("toolResult", 10_000),
+		entry("toolResult", 10_000),
+		...(answered ? [entry("assistant", 25)] : []),
+	];
+	const one = 20 + 30 + 30_000 + 25;
+
+	test("a turn bigger than keepRecentTokens: the turns before the one Pi cuts in", () => {
+		assert.equal(preparableTokens(turn(true), 20_000, est, false), 0, "one prompt: the cut splits it, its start is the span's start");
+		assert.equal(preparableTokens([...turn(true), ...turn(true)], 20_000, est, false), one, "Pi 0.73");
+		assert.equal(preparableTokens([...turn(true), ...turn(true)], 20_000, est, true), one, "Pi 1.x");
+	});
+
+	test("in the middle of a turn whose results fill keepRecentTokens: nothing under Pi 0.73, the turns before under Pi 1.x", () => {
+		const mid = [...turn(true), ...turn(false)];
+		assert.equal(preparableTokens(mid, 20_000, est, false), 0, "Pi 0.73 cuts at the span's first cut point");
+		assert.equal(preparableTokens(mid, 20_000, est, true), one, "Pi 1.x cuts at the last cut point");
+	});
+
+	test("the span starts after the latest compaction; small turns are cut at a turn start", () => {
+		const small = (n: number) => Array.from({ length: n }, () => [entry("user", 100), entry("assistant", 100)]).flat();
+		const span = [entry("", 0, "compaction"), ...small(10)];
+		// 2,000 tokens after the compaction, keep 500: Pi keeps from the third-newest user message's turn.
+		assert.equal(preparableTokens(span, 500, est, false), 1_400);
+		assert.equal(preparableTokens(span, 5_000, est, false), 0, "everything fits in keepRecentTokens");
+		assert.equal(preparableTokens([], 500, est, true), 0);
 	});
 });
