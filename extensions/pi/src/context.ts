@@ -39,7 +39,8 @@ export function contextTokens(entries: ProjectedEntry[], estimate: Estimator): n
  * preparableTokens is what a worker's preparation would summarize if it were asked now (Pi's
  * estimate): the span after the branch's latest compaction up to Pi's cut, where a cut that
  * splits a turn is moved back to the turn's start (the worker summarizes whole turns, so a
- * split turn's prefix is left to the bridge). Pi's cut is found as Pi finds it: walking back
+ * split turn's prefix is left to the bridge) unless the turn starts the span (then the
+ * worker summarizes its prefix). Pi's cut is found as Pi finds it: walking back
  * from the newest entry until keepRecentTokens are reached, then the first cut point (an
  * entry with a message other than a tool result) at or after that entry. When there is none
  * (the agent is in the middle of a turn whose tool results alone fill keepRecentTokens),
@@ -63,10 +64,17 @@ export function preparableTokens(entries: ProjectedEntry[], keepRecentTokens: nu
 			break;
 		}
 	}
-	let end = cut;
-	while (end > start && !startsTurn(entries[end])) end--;
+	let turnStart = cut;
+	while (turnStart > start && !startsTurn(entries[turnStart])) turnStart--;
+	const history = sum(sizes, start, turnStart);
+	// A split turn with nothing before it in the span (a system message is not summarized):
+	// the worker keeps Pi's cut and prepares the turn's prefix.
+	return history > 0 ? history : sum(sizes, start, cut);
+}
+
+function sum(sizes: number[], from: number, to: number): number {
 	let n = 0;
-	for (let i = start; i < end; i++) n += sizes[i];
+	for (let i = from; i < to; i++) n += sizes[i];
 	return n;
 }
 

@@ -366,7 +366,7 @@ describe("preparableTokens (what a worker would prepare now)", () => {
 	const one = 20 + 30 + 30_000 + 25;
 
 	test("a turn bigger than keepRecentTokens: the turns before the one Pi cuts in", () => {
-		assert.equal(preparableTokens(turn(true), 20_000, est, false), 0, "one prompt: the cut splits it, its start is the span's start");
+		assert.equal(preparableTokens(turn(true), 20_000, est, false), 20 + 30 + 30_000, "one prompt: the cut splits it; it starts the span, so its prefix");
 		assert.equal(preparableTokens([...turn(true), ...turn(true)], 20_000, est, false), one, "Pi 0.73");
 		assert.equal(preparableTokens([...turn(true), ...turn(true)], 20_000, est, true), one, "Pi 1.x");
 	});
@@ -374,6 +374,7 @@ describe("preparableTokens (what a worker would prepare now)", () => {
 	test("in the middle of a turn whose results fill keepRecentTokens: nothing under Pi 0.73, the turns before under Pi 1.x", () => {
 		const mid = [...turn(true), ...turn(false)];
 		assert.equal(preparableTokens(mid, 20_000, est, false), 0, "Pi 0.73 cuts at the span's first cut point");
+		assert.equal(preparableTokens(turn(false), 20_000, est, false), 0, "the first turn, unanswered: no cut under Pi 0.73");
 		assert.equal(preparableTokens(mid, 20_000, est, true), one, "Pi 1.x cuts at the last cut point");
 	});
 
@@ -384,5 +385,8 @@ describe("preparableTokens (what a worker would prepare now)", () => {
 		assert.equal(preparableTokens(span, 500, est, false), 1_400);
 		assert.equal(preparableTokens(span, 5_000, est, false), 0, "everything fits in keepRecentTokens");
 		assert.equal(preparableTokens([], 500, est, true), 0);
+		// Pi 1.x's first request writes a system message: it is not history to summarize.
+		const sys = [entry("system", 300), entry("user", 20), entry("assistant", 30), entry("toolResult", 800), entry("assistant", 400), entry("user", 20), entry("assistant", 30), entry("toolResult", 900), entry("assistant", 400)];
+		assert.equal(preparableTokens(sys, 1_500, est, true), 20 + 30 + 800, "the first turn's prefix, the system message left out");
 	});
 });
