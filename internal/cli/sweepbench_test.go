@@ -19,7 +19,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/engine"
@@ -89,7 +88,10 @@ func BenchmarkSweep(b *testing.B) {
 		})
 	})
 
-	svc, url := sweepService(b, dir, b.TempDir(), "")
+	data := b.TempDir()
+	svc, _ := sweepService(b, dir, data, pipeline.NATSConfig{})
+	// The other processes are clients of svc's embedded server, with its token.
+	local := pipeline.LocalNATS(data, pipeline.NATSConfig{})
 	b.Run("first", func(b *testing.B) {
 		if b.N > 1 {
 			b.Skip("one sweep with an empty memo per run: use -benchtime 1x")
@@ -125,7 +127,7 @@ func BenchmarkSweep(b *testing.B) {
 	})
 	b.Run("resweep-new-process", func(b *testing.B) {
 		measure(b, func() error {
-			other, _ := sweepService(b, dir, "", url)
+			other, _ := sweepService(b, dir, "", local)
 			defer other.Close()
 			st, err := other.Sweep(context.Background(), nil)
 			if err == nil && st.Unchanged != n {
@@ -135,7 +137,7 @@ func BenchmarkSweep(b *testing.B) {
 		})
 	})
 	b.Run("resweep-kv-get", func(b *testing.B) {
-		nc, err := nats.Connect(url)
+		nc, err := local.Connect()
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -169,14 +171,14 @@ func BenchmarkSweep(b *testing.B) {
 }
 
 // sweepService starts a Service for the fleet: with dataDir, on its own embedded
-// nats-server (whose URL it returns); with url, as a client of that server.
-func sweepService(b *testing.B, dir, dataDir, url string) (*pipeline.Service, string) {
+// nats-server (whose URL it returns); with nc's URL, as a client of that server.
+func sweepService(b *testing.B, dir, dataDir string, nc pipeline.NATSConfig) (*pipeline.Service, string) {
 	eng, err := engine.New(summarize.NewExtractive(), engine.Settings{Counter: os.Getenv("SWEEP_BENCH_COUNTER")})
 	if err != nil {
 		b.Fatal(err)
 	}
 	cfg := pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, Idle: -1, Assessor: budgetAssessor(eng, piVersions{}),
-		Handler: jobHandler(eng, piVersions{}, nil), NATS: pipeline.NATSConfig{URL: url}, DataDir: dataDir, EmbeddedPort: -1}
+		Handler: jobHandler(eng, piVersions{}, nil), NATS: nc, DataDir: dataDir, EmbeddedPort: -1}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
 		b.Fatal(err)
@@ -184,7 +186,7 @@ func sweepService(b *testing.B, dir, dataDir, url string) (*pipeline.Service, st
 	if err := svc.Start(context.Background()); err != nil {
 		b.Fatal(err)
 	}
-	if url == "" {
+	if nc.URL == "" {
 		b.Cleanup(svc.Close)
 	}
 	return svc, svc.ClientURL()
