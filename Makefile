@@ -8,11 +8,10 @@ PKGS     := ./...
 # The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
 PI_HARNESS ?= $(abspath interop/pi/pi)
 export PI_HARNESS
-# The Pi the Go code follows today: the Go-side comparisons of `make interop`, and the suites
-# that do not pass against Pi 1.6.0 yet (e2e: auto-compaction and zero-wait; test-extension: the
-# RPC tests) use it until the Go code and the extension follow Pi 1.6 (issue 25). chaos and
-# bench-read run the newest Pi. PI_VERSION=1.6.0 make e2e runs a suite against another Pi.
-PI_GO_VERSION ?= 0.73.1
+# The Pi the suites that run compactor next to a live Pi (e2e, e2e-matrix, test-extension) use
+# by default: the newest of the matrix, the one users run (chaos and bench-read run the
+# harness's default, the same). PI_VERSION=0.73.1 make e2e runs a suite against another Pi.
+PI_LIVE_VERSION ?= 1.6.0
 
 # staticcheck at a pinned version, built by `go run` from the module proxy on first use
 # (then from the module and build caches), so a fresh clone needs nothing installed.
@@ -24,7 +23,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep bench-state proptest fuzz interop goldens e2e chaos test-extension demo clean
+.PHONY: all build static image test vet configref bench bench-read bench-sweep bench-state proptest fuzz interop goldens e2e e2e-matrix chaos test-extension demo clean
 
 all: build
 
@@ -150,13 +149,23 @@ goldens:
 # End to end with the real Pi (RPC mode) against the scripted model of internal/scriptllm:
 # the live-agent scenarios and Pi's own compaction timings (e2e/README.md). Not part of
 # `make test`: it needs Node and, the first time, the npm registry. One test:
-# make e2e E2E_RUN=TestScenarioA
+# make e2e E2E_RUN=TestScenarioA (the workload matrix is make e2e-matrix's, not run by default)
 E2E_RUN ?= .
-e2e: export PI_VERSION ?= $(PI_GO_VERSION)
+e2e: export PI_VERSION ?= $(PI_LIVE_VERSION)
 e2e:
 	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
-	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' ./e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' $(if $(filter .,$(E2E_RUN)),-skip '^TestZeroWaitMatrix$$') ./e2e/
+
+# The zero-wait workload matrix (e2e/matrix_test.go, issue 26): seven workloads, each with Pi
+# alone and with the extension and compactor, against the Pi of PI_VERSION; the table goes to
+# docs/live-agents.md. About 35 minutes per Pi. One cell:
+# make e2e-matrix E2E_RUN=TestZeroWaitMatrix/20k-1k-fast
+e2e-matrix: export PI_VERSION ?= $(PI_LIVE_VERSION)
+e2e-matrix:
+	$(PI_HARNESS) install
+	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
+	$(GO) test -tags e2e -count=1 -v -timeout 90m -run '$(if $(filter .,$(E2E_RUN)),TestZeroWaitMatrix,$(E2E_RUN))' ./e2e/
 
 # The reliability suite (chaos/, docs/reliability.md): worker SIGKILL loops, a node kill on a
 # 3-node cluster, LLM faults, bad files, a full disk; real processes on loopback, every file
@@ -169,11 +178,13 @@ chaos:
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
 	COMPACTOR_INTEROP=1 $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
 
-# The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi).
-test-extension: export PI_VERSION ?= $(PI_GO_VERSION)
+# The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi), against
+# the Pi of PI_VERSION: its CLI in RPC mode, and its library (PI_PACKAGE_DIR) for the unit tests.
+test-extension: export PI_VERSION ?= $(PI_LIVE_VERSION)
 test-extension:
 	$(PI_HARNESS) install
-	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error && npm run typecheck && npm test
+	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error && npm run typecheck && \
+	  PI_PACKAGE_DIR="$$($(PI_HARNESS) where)" npm test
 
 # The README's main command: the service on its embedded defaults (embedded NATS,
 # extractive summarizer) over a scratch copy of the example store, once, with a report.

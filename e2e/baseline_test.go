@@ -156,20 +156,29 @@ func checkCompactedRequest(t testing.TB, next scriptllm.Request, file string, co
 		}
 		t.Errorf("request #%d does not carry the compaction summary as Pi wraps it; message 1: %s", next.Seq, got)
 	}
-	// The leaf of the request: the user prompt Pi wrote after the compaction.
-	var leaf string
+	// The leaf of the request: the user prompt Pi wrote after the compaction; or, when the
+	// first message after it is not one (Pi 1.x compacted in the middle of a run, right
+	// after a tool's results), the compaction itself: the run goes on from there.
+	leaf := comp.ID
 	for _, e := range ReadEntries(t, file) {
-		if e.Line > comp.Line && messageRole(e) == "user" {
-			leaf = e.ID
+		if r := messageRole(e); e.Line > comp.Line && r != "" && r != "system" {
+			if r == "user" {
+				leaf = e.ID
+			}
 			break
 		}
 	}
-	if leaf == "" {
-		t.Fatalf("no user entry after the compaction %s in %s", comp.ID, file)
-	}
 	c := CheckRequestIsContext(t, next, file, leaf)
-	// The kept part starts at firstKeptEntryId.
-	if len(c.MessageEntryIDs) < 2 || deref(c.MessageEntryIDs[1]) != firstKept {
+	// The kept part starts at firstKeptEntryId: the first message that is not the
+	// compaction's own (its summary, and in Pi 1.x its system checkpoint).
+	var kept string
+	for _, id := range c.MessageEntryIDs {
+		if deref(id) != comp.ID {
+			kept = deref(id)
+			break
+		}
+	}
+	if kept != firstKept {
 		t.Errorf("the first kept message is not firstKeptEntryId %s: message entries %v", firstKept, derefAll(c.MessageEntryIDs))
 	}
 	if next.Size() >= before.Size() {

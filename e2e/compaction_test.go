@@ -23,6 +23,7 @@ type AutoCompaction struct {
 	Prompt   int // the workload prompt after which (or at whose start) it ran
 	Reason   string
 	Blocked  time.Duration // compaction_start to compaction_end
+	End      time.Time     // compaction_end, as the test received it
 	LLMCalls int           // summary requests the model received meanwhile
 	Entry    Entry         // the compaction entry Pi appended
 }
@@ -57,12 +58,16 @@ func RunAutoCompactions(t *testing.T, cfg Config, prompts int) (*Env, []AutoComp
 			}
 			_ = ev.Decode(&s)
 			blocked, calls := compactionWindow(t, e, run.From+i, llmMark)
+			end := time.Now()
+			if sp := compactionSpans(e); len(sp) > len(out) {
+				end = sp[len(out)].End
+			}
 			file := e.SessionFile()
 			comps := entriesOfType(ReadEntries(t, file), "compaction")
 			if len(comps) == 0 {
 				t.Fatalf("prompt %d: Pi reported a compaction but wrote none", n)
 			}
-			out = append(out, AutoCompaction{Prompt: n, Reason: s.Reason, Blocked: blocked, LLMCalls: calls, Entry: comps[len(comps)-1]})
+			out = append(out, AutoCompaction{Prompt: n, Reason: s.Reason, Blocked: blocked, End: end, LLMCalls: calls, Entry: comps[len(comps)-1]})
 		}
 	}
 	// One more prompt, so that a compaction after the last prompt has a request after it

@@ -34,6 +34,10 @@ type Config struct {
 	SummaryDelay *time.Duration
 	// AgentDelay is how long every agent turn of the scripted model takes (default 0).
 	AgentDelay time.Duration
+	// Reads, when set, is the workload instead of scriptllm.Workload: prompts that read files
+	// of given sizes, written into the workspace before Pi starts (Prompts of them).
+	Reads   *scriptllm.Reads
+	Prompts int
 	// Extensions and extra arguments/environment for Pi.
 	Extensions []string
 	PiArgs     []string
@@ -54,9 +58,15 @@ type Env struct {
 	SessionDir string
 	LLM        *scriptllm.Server
 	Plan       *scriptllm.Plan // per-prompt turns; other prompts follow Work
-	Work       scriptllm.Workload
+	Work       Workload
 	Pi         *Pi
 	cfg        Config
+}
+
+// Workload is the script of the agent's turns, and its prompts.
+type Workload interface {
+	scriptllm.Script
+	Prompt(n int) string
 }
 
 // Model names in models.json.
@@ -83,11 +93,27 @@ func NewEnv(t *testing.T, cfg Config) *Env {
 		AgentDir:   filepath.Join(dir, "agent"),
 		Workspace:  filepath.Join(dir, "workspace"),
 		SessionDir: filepath.Join(dir, "sessions"),
-		Work:       scriptllm.Workload{Seed: cfg.Seed, Lines: cfg.Lines},
+	}
+	e.Work = scriptllm.Workload{Seed: cfg.Seed, Lines: cfg.Lines}
+	if cfg.Reads != nil {
+		e.Work = *cfg.Reads
 	}
 	for _, d := range []string{e.AgentDir, e.Workspace, e.SessionDir} {
 		if err := os.MkdirAll(d, 0o755); err != nil {
 			t.Fatal(err)
+		}
+	}
+	if cfg.Reads != nil {
+		for n := 1; n <= cfg.Prompts; n++ {
+			for rel, text := range cfg.Reads.Files(n) {
+				file := filepath.Join(e.Workspace, rel)
+				if err := os.MkdirAll(filepath.Dir(file), 0o755); err != nil {
+					t.Fatal(err)
+				}
+				if err := os.WriteFile(file, []byte(text), 0o644); err != nil {
+					t.Fatal(err)
+				}
+			}
 		}
 	}
 	t.Cleanup(e.keepArtifacts)

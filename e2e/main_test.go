@@ -7,6 +7,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strings"
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/pigolden"
@@ -14,9 +15,10 @@ import (
 
 // Paths shared by every test, set up once by TestMain.
 var (
-	repoRoot string // the module root (the parent of this directory)
-	piOracle string // the Pi harness (env PI_HARNESS, default interop/pi/pi; PI_VERSION picks the Pi)
-	binDir   string // compactor and enqueue, built from this checkout
+	repoRoot  string // the module root (the parent of this directory)
+	piOracle  string // the Pi harness (env PI_HARNESS, default interop/pi/pi; PI_VERSION picks the Pi)
+	piVersion string // the version of that Pi ("1.6.0")
+	binDir    string // compactor and enqueue, built from this checkout
 )
 
 func compactorBin() string { return filepath.Join(binDir, "compactor") }
@@ -50,6 +52,11 @@ func setup(m *testing.M) (int, error) {
 	if out, err := exec.Command(piOracle, "install").CombinedOutput(); err != nil {
 		return 0, fmt.Errorf("%s where: %w\n%s", piOracle, err, out)
 	}
+	out, err := exec.Command(piOracle, "version").Output()
+	if err != nil {
+		return 0, fmt.Errorf("%s version: %w", piOracle, err)
+	}
+	piVersion = strings.TrimSpace(string(out))
 	binDir, err = os.MkdirTemp("", "compactor-e2e-bin-")
 	if err != nil {
 		return 0, err

@@ -201,6 +201,14 @@ func WireMessages(t testing.TB, msgs []LLMMessage) []scriptllm.Message {
 			out = append(out, w)
 		case "toolResult":
 			out = append(out, scriptllm.Message{Role: "tool", ToolCallID: m.ToolCallID, Content: joinText(blocks, "\n")})
+		case "system":
+			// Pi 1.x: its prompt (a compaction's checkpoint, or a system message of the
+			// session); the one that leads the context is the request's system prompt.
+			w := scriptllm.Message{Role: "system", Content: str}
+			if blocks != nil {
+				w.Content = joinText(blocks, "")
+			}
+			out = append(out, w)
 		default:
 			t.Fatalf("llm message %d has role %q", i, m.Role)
 		}
@@ -270,7 +278,11 @@ func CheckRequestIsContext(t testing.TB, req scriptllm.Request, file, leaf strin
 	if len(req.Messages) == 0 || req.Messages[0].Role != "system" {
 		t.Fatalf("request #%d does not start with the system prompt", req.Seq)
 	}
-	if d := DiffMessages(req.Messages[1:], WireMessages(t, c.LLMMessages)); d != "" {
+	wire := WireMessages(t, c.LLMMessages)
+	if len(wire) > 0 && wire[0].Role == "system" {
+		wire = wire[1:] // Pi 1.x: the context's leading system message is the request's system prompt
+	}
+	if d := DiffMessages(req.Messages[1:], wire); d != "" {
 		t.Errorf("request #%d is not Pi's context of %s at leaf %s: %s", req.Seq, file, leaf, d)
 	}
 	CheckPairing(t, req)

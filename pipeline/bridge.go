@@ -38,6 +38,15 @@ type BridgeRequest struct {
 	FirstKeptEntryID string `json:"firstKeptEntryId"`
 	// PiVersion is the Pi release the asking agent runs; empty: the store's setting.
 	PiVersion string `json:"piVersion,omitempty"`
+	// Extract asks for the answer made without a model (engine.Extract): the previous
+	// summary plus extractive notes of the span Pi summarizes now, at Pi's cut, whatever the
+	// bucket holds. The hook asks for it when no preparation is valid for the branch.
+	Extract bool `json:"extract,omitempty"`
+	// KeepRecentTokens, ReserveTokens and ContextWindow are Pi's settings at the hook
+	// (preparation.settings, the model's window); 0: the worker's. An extract plans with them.
+	KeepRecentTokens int `json:"keepRecentTokens,omitempty"`
+	ReserveTokens    int `json:"reserveTokens,omitempty"`
+	ContextWindow    int `json:"contextWindow,omitempty"`
 }
 
 // BridgeReply is the answer (JSON): the bridged value, or why there is none. Stale means
@@ -50,9 +59,9 @@ type BridgeReply struct {
 }
 
 // Bridger extends a session's prepared summary (the raw COMPACTOR_PREPARED value, nil when
-// there is none) to the request's cut, reading file (the resolved session file). It
-// returns the new value, or an error; errors that implement interface{ Stale() bool } are
-// reported as stale.
+// there is none) to the request's cut, reading file (the resolved session file), or makes
+// the extract a request with Extract asks for. It returns the new value, or an error;
+// errors that implement interface{ Stale() bool } are reported as stale.
 type Bridger interface {
 	Bridge(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error)
 }
@@ -128,7 +137,7 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 				}
 				bm.total.WithLabelValues(st.Name, string(ended)).Inc()
 				bm.latency.WithLabelValues(st.Name).Observe(time.Since(start).Seconds())
-				s.log.Debug("bridge", "store", st.Name, "outcome", string(ended), "error", rep.Error, "duration_s", time.Since(start).Seconds())
+				s.log.Debug("bridge", "store", st.Name, "extract", extractRequest(m.Data), "outcome", string(ended), "error", rep.Error, "duration_s", time.Since(start).Seconds())
 				s.replyBridge(m, rep)
 			})
 		})
@@ -141,6 +150,14 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 		subs = append(subs, sub)
 	}
 	return subs, nil
+}
+
+// extractRequest reports whether a request's payload asks for an extract (for the log).
+func extractRequest(data []byte) bool {
+	var r struct {
+		Extract bool `json:"extract"`
+	}
+	return json.Unmarshal(data, &r) == nil && r.Extract
 }
 
 func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
@@ -168,12 +185,14 @@ func (s *Service) bridge(st Store, data []byte) BridgeReply {
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
 	defer cancel()
-	raw, err := kvPrepared{kv: s.res.prepared}.Get(ctx, st.Name, req.SessionID)
-	if err != nil {
-		return BridgeReply{V: 1, Error: err.Error()}
-	}
-	if raw == nil {
-		return BridgeReply{V: 1, Error: "nothing prepared", Stale: true}
+	var raw []byte
+	if !req.Extract {
+		if raw, err = (kvPrepared{kv: s.res.prepared}).Get(ctx, st.Name, req.SessionID); err != nil {
+			return BridgeReply{V: 1, Error: err.Error()}
+		}
+		if raw == nil {
+			return BridgeReply{V: 1, Error: "nothing prepared", Stale: true}
+		}
 	}
 	out, err := s.cfg.Bridger.Bridge(ctx, req, file, raw)
 	if err != nil {

@@ -690,7 +690,8 @@ func TestMetricsAndHealthz(t *testing.T) {
 }
 
 // The extension's reports of Pi's hook runs are counted once per report (a queue group),
-// by outcome, with their lookup latency.
+// by outcome, with their lookup latency, and by what answered the hook and why not a
+// preparation (an unknown reason word is counted as "other", so the label stays bounded).
 func TestHookReportsMetrics(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
@@ -699,7 +700,13 @@ func TestHookReportsMetrics(t *testing.T) {
 	s := b.service(cfg)
 	b.run(s)
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
-	for _, r := range []HookReport{{Outcome: HookHit, LatencyMs: 3}, {Outcome: HookHit, LatencyMs: 4}, {Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2}} {
+	for _, r := range []HookReport{
+		{Outcome: HookHit, LatencyMs: 3, Result: HookResultPrepared, ReasonCode: "none"},
+		{Outcome: HookHit, LatencyMs: 4, Result: HookResultExtract, ReasonCode: "not-ready"},
+		{Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: HookResultPi, ReasonCode: "stale-leaf"},
+		{Outcome: HookMiss, LatencyMs: 1, Result: HookResultPi, ReasonCode: "made-up word"},
+		{Outcome: HookMiss, LatencyMs: 1}, // an older extension: counted as a lookup only
+	} {
 		r.V, r.Store, r.SessionID = 1, "default", "s1"
 		data, _ := json.Marshal(r)
 		if err := b.nc.Publish(HookSubject("default", "s1"), data); err != nil {
@@ -707,7 +714,11 @@ func TestHookReportsMetrics(t *testing.T) {
 		}
 	}
 	wants := []string{`compactor_prepared_lookups_total{outcome="hit",store="default"} 2`, `compactor_prepared_lookups_total{outcome="stale",store="default"} 1`,
-		`compactor_prepared_lookup_seconds_count{store="default"} 3`}
+		`compactor_prepared_lookups_total{outcome="miss",store="default"} 2`, `compactor_prepared_lookup_seconds_count{store="default"} 5`,
+		`compactor_prepared_hook_total{reason="none",result="prepared",store="default"} 1`,
+		`compactor_prepared_hook_total{reason="not-ready",result="extract",store="default"} 1`,
+		`compactor_prepared_hook_total{reason="stale-leaf",result="pi",store="default"} 1`,
+		`compactor_prepared_hook_total{reason="other",result="pi",store="default"} 1`}
 	eventually(t, 5*time.Second, "hook metrics", func() bool {
 		resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -105,6 +106,35 @@ const (
 	HookError = "error" // the lookup failed (Reason says why)
 )
 
+// What answered Pi's hook (HookReport.Result): a preparation (bridged to Pi's cut or not),
+// the extract made at hook time without a model (engine.Extract), or nothing (Pi compacted
+// by itself).
+const (
+	HookResultPrepared = "prepared"
+	HookResultExtract  = "extract"
+	HookResultPi       = "pi"
+)
+
+// HookReasons are the reason codes of HookReport.ReasonCode: why the hook did not use a
+// preparation, in a word (the label of compactor_prepared_hook_total; anything else is
+// counted as "other"). "none": a preparation was used.
+var HookReasons = []string{
+	"none",
+	"not-prepared",     // no preparation was ever asked for in this cycle (or none could help)
+	"not-ready",        // one was asked for and had not landed when Pi compacted
+	"other-compaction", // the value builds on another compaction than the branch's latest
+	"stale-leaf",       // its leaf or cut is not on the branch (the branch was switched)
+	"bridge-late",      // the bridge to Pi's cut did not answer within the deadline
+	"bridge-refused",   // the bridge answered with an error, or its value did not pass
+	"instructions",     // /compact with other custom instructions
+	"entries-differ",   // it summarizes other entries than Pi would
+	"too-big",          // summary and kept part would not fit under the threshold
+	"malformed",        // the value is not one compactor writes
+	"nats",             // NATS or the bucket could not be reached in time
+	"no-store",         // the session's file lies in none of the stores
+	"error",            // anything else that failed
+}
+
 // HookReport is what the extension publishes after Pi's hook ran.
 type HookReport struct {
 	V         int     `json:"v"`
@@ -117,12 +147,36 @@ type HookReport struct {
 	// Bridged: a hit whose value was extended to Pi's cut (bridge.go), over BridgedEntries.
 	Bridged        bool `json:"bridged,omitempty"`
 	BridgedEntries int  `json:"bridgedEntries,omitempty"`
+	// Result (HookResult*) and ReasonCode (HookReasons) say in a word what answered the hook
+	// and why not a preparation; PiReason is Pi's own (manual, threshold, overflow).
+	Result     string `json:"result,omitempty"`
+	ReasonCode string `json:"reasonCode,omitempty"`
+	PiReason   string `json:"piReason,omitempty"`
+	// Counts are the session's hooks so far by "result/reasonCode" (this one included), as
+	// the extension counts them.
+	Counts map[string]int `json:"counts,omitempty"`
+}
+
+// hookLabels are the result and reason labels of a report, bounded to the known words.
+func (r HookReport) hookLabels() (result, reason string) {
+	result = r.Result
+	switch result {
+	case HookResultPrepared, HookResultExtract, HookResultPi:
+	default:
+		result = "other"
+	}
+	reason = "other"
+	if slices.Contains(HookReasons, r.ReasonCode) {
+		reason = r.ReasonCode
+	}
+	return result, reason
 }
 
 // hookMetrics count the extension's reports.
 type hookMetrics struct {
 	lookups *prometheus.CounterVec
 	latency *prometheus.HistogramVec
+	hooks   *prometheus.CounterVec
 }
 
 func newHookMetrics(reg prometheus.Registerer) *hookMetrics {
@@ -137,8 +191,13 @@ func newHookMetrics(reg prometheus.Registerer) *hookMetrics {
 			Buckets: []float64{.001, .002, .005, .01, .02, .05, .1, .2, .5, 1},
 		}, []string{"store"}),
 	}
+	m.hooks = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "compactor_prepared_hook_total",
+		Help: "Runs of Pi's session_before_compact hook by what answered it (prepared, extract, pi: Pi's own summary) and why not a preparation (none when one was used).",
+	}, []string{"store", "result", "reason"})
 	m.lookups = registered(reg, m.lookups)
 	m.latency = registered(reg, m.latency)
+	m.hooks = registered(reg, m.hooks)
 	return m
 }
 
@@ -193,7 +252,13 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 			}
 			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
 			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)
-			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "reason", r.Reason, "latency_ms", r.LatencyMs, "bridged", r.Bridged, "bridged_entries", r.BridgedEntries)
+			if r.Result != "" {
+				result, reason := r.hookLabels()
+				hm.hooks.WithLabelValues(st.Name, result, reason).Inc()
+			}
+			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "result", r.Result,
+				"reason_code", r.ReasonCode, "pi_reason", r.PiReason, "reason", r.Reason, "latency_ms", r.LatencyMs,
+				"bridged", r.Bridged, "bridged_entries", r.BridgedEntries, "session_counts", r.Counts)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("subscribe %s: %w", subj, err)

@@ -82,20 +82,30 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 	return res, nil
 }
 
-// bridger answers the extension's bridge requests with the engine (engine.Bridge): the
-// session's preparation extended to the cut Pi makes now.
+// bridger answers the extension's bridge requests with the engine: the session's
+// preparation extended to the cut Pi makes now (engine.Bridge), or, when the request asks
+// for it, the answer made without a model at that cut (engine.Extract).
 func bridger(e *engine.Engine, pv piVersions) pipeline.Bridger {
 	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
+		pi := req.PiVersion
+		if pi == "" {
+			pi = pv.of(req.Store)
+		}
+		if req.Extract {
+			out, err := e.Extract(ctx, engine.ExtractRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID,
+				KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow, Pi: pi})
+			if err != nil {
+				return nil, err
+			}
+			out.Store, out.Path = req.Store, req.Path
+			return json.Marshal(out)
+		}
 		var prep engine.Prepared
 		if err := json.Unmarshal(raw, &prep); err != nil {
 			return nil, fmt.Errorf("bridge: the prepared value is not JSON: %w", err)
 		}
 		if prep.Path != req.Path || prep.SessionID != req.SessionID {
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
-		}
-		pi := req.PiVersion
-		if pi == "" {
-			pi = pv.of(req.Store)
 		}
 		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: pi}, &prep)
 		if err != nil {

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"sync/atomic"
 	"testing"
@@ -394,9 +395,13 @@ func TestLiveBridge(t *testing.T) {
 	// The agent goes on for two turns; Pi cuts at the newest user message.
 	appendPi(t, file, piUser("pu000011", j.ExpectLeafID), piAssistant("pa000011", "pu000011"), piUser("pu000012", "pa000011"), piAssistant("pa000012", "pu000012"))
 	calls := b.llm.Count()
-	ask := func(cut string) pipeline.BridgeReply {
+	ask := func(cut string, extract ...bool) pipeline.BridgeRequest {
+		return pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000012", FirstKeptEntryID: cut,
+			Extract: len(extract) > 0 && extract[0], KeepRecentTokens: 200}
+	}
+	send := func(r pipeline.BridgeRequest) pipeline.BridgeReply {
 		t.Helper()
-		req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000012", FirstKeptEntryID: cut})
+		req, _ := json.Marshal(r)
 		msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
@@ -407,7 +412,7 @@ func TestLiveBridge(t *testing.T) {
 		}
 		return rep
 	}
-	rep := ask("pu000012")
+	rep := send(ask("pu000012"))
 	if rep.Error != "" {
 		t.Fatalf("bridge: %s", rep.Error)
 	}
@@ -424,8 +429,21 @@ func TestLiveBridge(t *testing.T) {
 		t.Fatal("a bridge called the model")
 	}
 	// A preparation that lies after the requested cut is stale.
-	if rep := ask(prep.BoundaryStartEntryID); !rep.Stale && rep.Error == "" {
+	if rep := send(ask(prep.BoundaryStartEntryID)); !rep.Stale && rep.Error == "" {
 		t.Fatalf("bridge to a cut before the preparation's: %+v", rep)
+	}
+	// The extract: the same cut, made without the preparation and without a model.
+	rep = send(ask("pu000012", true))
+	var ext engine.Prepared
+	if rep.Error != "" || json.Unmarshal(rep.Prepared, &ext) != nil {
+		t.Fatalf("extract: %+v", rep)
+	}
+	if ext.FirstKeptEntryID != "pu000012" || ext.LeafID != "pa000012" || !slices.Equal(ext.SummarizedEntryIDs, got.SummarizedEntryIDs) ||
+		ext.Summary == got.Summary || ext.LLMCalls != 0 || ext.Store != "default" || ext.Path != j.Path {
+		t.Fatalf("extract %+v (the bridged value summarized %v)", ext, got.SummarizedEntryIDs)
+	}
+	if b.llm.Count() != calls {
+		t.Fatal("an extract called the model")
 	}
 }
 

@@ -568,3 +568,42 @@ func TestSplitRunes(t *testing.T) {
 		t.Error("empty string has parts")
 	}
 }
+
+// A Reads prompt reads exactly the files it wrote, of the sizes asked, in one turn, then
+// answers; a request whose prompt was summarized away gets the answer.
+func TestReadsScript(t *testing.T) {
+	w := Reads{Seed: 3, Chars: func(n int) int { return []int{0, 4000, 40_000, 100_000}[n] }}
+	for n, want := range map[int][]int{1: {4000}, 2: {40_000}, 3: {40_000, 40_000, 20_000}} {
+		files := w.Files(n)
+		if len(files) != len(want) {
+			t.Fatalf("prompt %d: %d files, want %d", n, len(files), len(want))
+		}
+		turn := w.Next(&Request{Messages: []Message{{Role: "user", Content: w.Prompt(n)}}})
+		if len(turn.ToolCalls) != len(want) {
+			t.Fatalf("prompt %d: %d reads", n, len(turn.ToolCalls))
+		}
+		for i, c := range turn.ToolCalls {
+			path := c.Args.(map[string]any)["path"].(string)
+			text, ok := files[path]
+			if !ok || len(text) != want[i] || !strings.HasSuffix(text, "\n") || strings.ContainsFunc(text, func(r rune) bool { return r > 127 }) {
+				t.Fatalf("prompt %d: read %s: %d characters (want %d ASCII)", n, path, len(text), want[i])
+			}
+			for _, line := range strings.Split(strings.TrimSuffix(text, "\n"), "\n") {
+				if len(line) > 200 {
+					t.Fatalf("a line of %d characters", len(line))
+				}
+			}
+		}
+		done := w.Next(&Request{Messages: []Message{{Role: "user", Content: w.Prompt(n)}, {Role: "assistant"}, {Role: "tool"}}})
+		if len(done.ToolCalls) != 0 || !strings.HasPrefix(done.Text, "Done: Read task") {
+			t.Fatalf("prompt %d, after the reads: %+v", n, done)
+		}
+	}
+	summarized := w.Next(&Request{Messages: []Message{{Role: "user", Content: "The conversation history before this point was compacted"}, {Role: "assistant"}, {Role: "tool"}}})
+	if len(summarized.ToolCalls) != 0 {
+		t.Fatalf("after a compaction that summarized the prompt: %+v", summarized)
+	}
+	if a, b := w.Files(2), (Reads{Seed: 3, Chars: w.Chars}).Files(2); a["reads/002/part-0.md"] != b["reads/002/part-0.md"] {
+		t.Fatal("not deterministic")
+	}
+}

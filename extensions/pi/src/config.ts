@@ -40,14 +40,24 @@ export interface Config {
 	enabled: boolean;
 	stores: Store[];
 	nats: NatsSettings;
-	/** Never ask for a preparation below this fraction of Pi's threshold (src/trigger.ts). */
+	/**
+	 * A cycle's first preparation is asked for once this fraction of the cycle's room (Pi's
+	 * threshold minus what it keeps) is summarizable (src/trigger.ts).
+	 */
 	prepareFraction: number;
-	/** A top-up is asked for when the context grew by this fraction of the threshold since the cycle's first request. */
+	/** A top-up is asked for when the context grew by this fraction of the room since the cycle's first request. */
 	prepareStep: number;
 	/** How long a preparation is taken to take until one has been measured, in milliseconds. */
 	prepareLatencyMs: number;
 	/** How long session_before_compact may wait for the prepared value, in milliseconds. */
 	deadlineMs: number;
+	/**
+	 * With no valid preparation, an automatic compaction (Pi 1.x's reason threshold or
+	 * overflow) is answered from the previous summary plus extractive notes, made by a worker.
+	 */
+	extract: boolean;
+	/** How long the hook waits for that extract, in milliseconds, after the deadline above. */
+	extractDeadlineMs: number;
 	/** Write debug lines to stderr. */
 	debug: boolean;
 	/** What was wrong in the environment (each fell back to a default). */
@@ -55,10 +65,11 @@ export interface Config {
 }
 
 export const DEFAULT_NATS_URL = "nats://127.0.0.1:4222";
-export const DEFAULT_PREPARE_FRACTION = 0.5;
+export const DEFAULT_PREPARE_FRACTION = 0.05;
 export const DEFAULT_PREPARE_STEP = 0.25;
 export const DEFAULT_PREPARE_LATENCY_MS = 30_000;
 export const DEFAULT_DEADLINE_MS = 200;
+export const DEFAULT_EXTRACT_DEADLINE_MS = 1500;
 export const DEFAULT_STORE_NAME = "default";
 
 /** Values given as Pi extension flags (--compactor-*); undefined when not given. */
@@ -146,10 +157,18 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 		DEFAULT_DEADLINE_MS,
 		(n) => n >= 0 && n <= 60_000,
 	);
+	const extractDeadlineMs = num(
+		"COMPACTOR_EXTRACT_DEADLINE_MS",
+		first("COMPACTOR_EXTRACT_DEADLINE_MS"),
+		DEFAULT_EXTRACT_DEADLINE_MS,
+		(n) => n >= 0 && n <= 60_000,
+	);
+	const off = (raw: string | undefined) => raw !== undefined && ["0", "false", "no", "off"].includes(raw.trim().toLowerCase());
+	const extract = !off(first("COMPACTOR_EXTRACT"));
 	const debugRaw = (first("COMPACTOR_DEBUG") ?? "").trim().toLowerCase();
 	const debug = debugRaw !== "" && !["0", "false", "no", "off"].includes(debugRaw);
 
-	return { enabled, stores, nats, prepareFraction, prepareStep, prepareLatencyMs, deadlineMs, debug, problems };
+	return { enabled, stores, nats, prepareFraction, prepareStep, prepareLatencyMs, deadlineMs, extract, extractDeadlineMs, debug, problems };
 }
 
 /**

@@ -94,6 +94,8 @@ export interface PrepareJob {
 	policy: "pi";
 	counter: "estimate";
 	keepRecentTokens: number;
+	/** The Pi release the agent runs (Pi's VERSION): the worker reads and plans the session by its rules. */
+	piVersion?: string;
 	id: string;
 }
 
@@ -123,6 +125,13 @@ export interface BridgeRequest {
 	sessionId: string;
 	leafId: string;
 	firstKeptEntryId: string;
+	piVersion?: string;
+	/** Answer from the previous summary plus extractive notes, without the prepared value. */
+	extract?: boolean;
+	/** Pi's settings at the hook (preparation.settings, the model's window), for an extract. */
+	keepRecentTokens?: number;
+	reserveTokens?: number;
+	contextWindow?: number;
 }
 
 /** BridgeReply is the bridge's answer: the bridged value, or why there is none. */
@@ -132,6 +141,29 @@ export interface BridgeReply {
 	error?: string;
 	stale?: boolean;
 }
+
+/** What answered Pi's hook: a preparation, the extract made at hook time, or nothing (Pi's own summary). */
+export type HookResult = "prepared" | "extract" | "pi";
+
+/**
+ * Why a hook did not use a preparation, in a word (compactor's pipeline.HookReasons; the
+ * label of compactor_prepared_hook_total). "none": it did.
+ */
+export type HookReason =
+	| "none"
+	| "not-prepared"
+	| "not-ready"
+	| "other-compaction"
+	| "stale-leaf"
+	| "bridge-late"
+	| "bridge-refused"
+	| "instructions"
+	| "entries-differ"
+	| "too-big"
+	| "malformed"
+	| "nats"
+	| "no-store"
+	| "error";
 
 /** HookReport is the message published on hookSubject. */
 export interface HookReport {
@@ -145,17 +177,31 @@ export interface HookReport {
 	/** A hit whose value was bridged to Pi's cut, and the entries the bridge covered. */
 	bridged?: boolean;
 	bridgedEntries?: number;
+	result?: HookResult;
+	reasonCode?: HookReason;
+	/** Pi's reason for compacting (Pi 1.x: manual, threshold, overflow). */
+	piReason?: string;
+	/** The session's hooks so far by "result/reasonCode", this one included. */
+	counts?: Record<string, number>;
 }
 
 /**
  * prepareJob builds the job for the session at leafId, planned as Pi plans (policy pi, Pi's
- * estimate, Pi's keepRecentTokens): its cut is the one Pi would make now. Its id (also the
- * Nats-Msg-Id) changes whenever the request changes: store, session, leaf, and a hash of
- * path, instructions and keepRecentTokens.
+ * estimate, Pi's keepRecentTokens, by the rules of the Pi release that runs, piVersion): its
+ * cut is the one Pi would make now. Its id (also the Nats-Msg-Id) changes whenever the
+ * request changes: store, session, leaf, and a hash of path, instructions, keepRecentTokens
+ * and the Pi version.
  */
-export function prepareJob(loc: SessionLocation, leafId: string, instructions: string | undefined, keepRecentTokens: number, now: Date): PrepareJob {
+export function prepareJob(
+	loc: SessionLocation,
+	leafId: string,
+	instructions: string | undefined,
+	keepRecentTokens: number,
+	now: Date,
+	piVersion?: string,
+): PrepareJob {
 	const instr = instructions?.trim() || undefined;
-	const h = sha256hex(`${loc.path}\n${instr ?? ""}\n${keepRecentTokens}`).slice(0, 16);
+	const h = sha256hex(`${loc.path}\n${instr ?? ""}\n${keepRecentTokens}${piVersion ? `\n${piVersion}` : ""}`).slice(0, 16);
 	let id = `prepare:${loc.store}:${loc.sessionId}:${leafId}:${h}`;
 	// A header value must stay short and on one line, whatever the session id holds.
 	if (id.length > 200 || /[\x00-\x1f\x7f]/.test(id)) id = `prepare:${sha256hex(id).slice(0, 32)}`;
@@ -172,6 +218,7 @@ export function prepareJob(loc: SessionLocation, leafId: string, instructions: s
 		policy: "pi",
 		counter: "estimate",
 		keepRecentTokens,
+		...(piVersion ? { piVersion } : {}),
 		id,
 	};
 }

@@ -1,42 +1,42 @@
 // When to ask compactor for a preparation. Asked at every turn_end, this must say "no" on
-// almost every turn.
+// almost every turn, and say why in one line when asked.
 //
-// A preparation costs a summary request; one that is never used is money thrown away, and
-// one that lands after Pi compacted is worse (Pi then pays for its own summary too). So the
-// extension asks once per compaction cycle (the span between two compactions of the
-// branch), just in time: when the context, growing at the pace the agent works, would reach
-// Pi's threshold within the time a preparation takes (learned from earlier preparations),
-// with a safety margin. The gap between that preparation's cut and the cut Pi makes later
-// is bridged without a model at hook time (compactor's bridge), so an early preparation
-// costs no extra request. A second request in the cycle (a top-up) is made only when the
-// context grew a lot since the first and there is still time for it to land before the
-// threshold. Never below a floor (a fraction of the threshold), and always by a backstop
-// fraction, whatever the pace says.
+// Readiness comes first. Pi's hook bridges whatever preparation it finds to the cut Pi makes
+// then (compactor's bridge: the entries between the two cuts as extractive notes, in
+// milliseconds), so a preparation made early in a compaction cycle (the span between two
+// compactions of the branch) serves as well as one made late, as long as it is ready when
+// Pi compacts and builds on the branch's latest compaction. So each cycle gets:
+//
+//   1. a first preparation as soon as Pi would summarize something worth it (a fraction of
+//      the cycle's room is summarizable): it lands long before the threshold even when a
+//      summary takes a minute, and it is small (the span is short) and so cheap;
+//   2. at most one top-up, the latest one that still lands before the threshold at the
+//      agent's pace: it summarizes most of the span with the model, so the bridge has little
+//      left to cover. It is never needed for readiness, so it is made only when it can land.
+//
+// At most two requests per cycle, whatever the timing. Where no preparation can land before
+// Pi compacts (the agent fills the room faster than a summary is made, as learned from the
+// pace and from earlier preparations), nothing is asked: nothing is spent on a preparation
+// that would arrive after the compaction it was for (Pi's hook then answers from the
+// previous summary plus extractive notes, or Pi compacts by itself).
+//
+// Only one preparation per session is pending at a time (compactor's queue keeps one job per
+// session), so a request is in flight from the moment it is published until its value lands.
 
 /** What the extension sees at turn_end. */
 export interface Snapshot {
-	/** ctx.getContextUsage().tokens (null right after a compaction, until the next answer). */
+	/** ctx.getContextUsage().tokens (null right after a compaction, until the model answers). */
 	tokens: number | null | undefined;
 	contextWindow: number | undefined;
 	reserveTokens: number;
+	keepRecentTokens: number;
 	leafId: string | null;
-	/** The branch, computed only when the decision needs it (walking it costs a little). */
-	branch: () => BranchInfo;
-}
-
-export interface BranchInfo {
-	latestCompactionId: string | null;
-	/** Whether an entry id is on the current branch. */
-	onBranch: (id: string) => boolean;
-}
-
-/** The last request compactor accepted (or already had pending) for this session. */
-export interface LastAsk {
-	leafId: string;
-	tokens: number;
+	/** The latest compaction on the branch (null: none): which cycle this is. */
 	compactionId: string | null;
-	/** Requests made in this compaction cycle, this one included. */
-	asks: number;
+	/** The tokens Pi would summarize if it compacted now (computed only when needed). */
+	summarizable: () => number;
+	/** How long (wall time) the last complete cycle took, from one compaction to the next; undefined before one. */
+	lastCycleMs: number | undefined;
 }
 
 /** What the extension has learned of the agent and of compactor (see Pace). */
@@ -47,21 +47,50 @@ export interface PaceEstimate {
 	maxTurnTokens: number;
 	/** How long a preparation takes from request to value, in ms. */
 	latencyMs: number;
+	/** Whether latencyMs was measured (false: still the configured guess). */
+	latencyMeasured: boolean;
 }
 
 export interface Knobs {
-	/** Floor: no request below this fraction of the threshold. */
-	fraction: number;
-	/** Growth since the cycle's first request, as a fraction of the threshold, that justifies a top-up. */
+	/** The first preparation of a cycle once this fraction of the cycle's room is summarizable. */
+	start: number;
+	/** A top-up only when the context grew by this fraction of the room since the first request. */
 	step: number;
 }
 
-/** Backstop: past this fraction of the threshold a cycle's first request is made whatever the pace. */
-export const BACKSTOP_FRACTION = 0.85;
 /** Requests per compaction cycle: the first one and at most one top-up. */
 export const MAX_ASKS_PER_CYCLE = 2;
-/** The margin on the learned latency: a preparation must land before the threshold, not at it. */
+/** The margin on the learned latency: a top-up must land before the threshold, not at it. */
 export const SAFETY = 1.5;
+/** The first preparation needs at least this many tokens to summarize, whatever the fraction. */
+export const MIN_START_TOKENS = 500;
+/** A request whose value never showed up is given up after this many latencies (at least LOST_AFTER_MIN_MS). */
+export const LOST_AFTER_LATENCIES = 2;
+/** ... and never before this (a guess of the latency that is far too small). */
+export const LOST_AFTER_MIN_MS = 10_000;
+
+/** The request in flight: published, its value not seen yet. */
+export interface InFlight {
+	/** The job's requestedAt, in ms since the epoch (the value carries it back). */
+	requestedAt: number;
+	/** performance.now() when it was published. */
+	at: number;
+	leafId: string;
+	nth: number;
+	/** The cycle it was asked for: the latest compaction on the branch then. */
+	compactionId: string | null;
+}
+
+/** One compaction cycle of the branch, as far as the trigger is concerned. */
+export interface Cycle {
+	compactionId: string | null;
+	/** Requests made in this cycle. */
+	asks: number;
+	/** The context size at the cycle's first request. */
+	firstTokens?: number;
+	/** The leaf of the cycle's last request. */
+	lastLeafId?: string;
+}
 
 export interface Decision {
 	ask: boolean;
@@ -71,71 +100,88 @@ export interface Decision {
 }
 
 /** shouldAsk decides; pure, so the rules are tested without Pi or NATS. */
-export function shouldAsk(last: LastAsk | undefined, s: Snapshot, pace: PaceEstimate, k: Knobs): Decision {
+export function shouldAsk(cycle: Cycle, inFlight: InFlight | undefined, s: Snapshot, pace: PaceEstimate, k: Knobs, nowMs: number): Decision {
 	const window = s.contextWindow ?? 0;
 	const threshold = window - s.reserveTokens;
 	if (s.tokens === null || s.tokens === undefined || !(s.tokens > 0)) return { ask: false, why: "context size unknown" };
 	if (!(threshold > 0)) return { ask: false, why: `no threshold (window ${window}, reserve ${s.reserveTokens})` };
-	const tokens = s.tokens;
-	const floor = k.fraction * threshold;
-	if (tokens < floor) return { ask: false, why: `${tokens} tokens < ${Math.ceil(floor)} (${k.fraction} of ${threshold})` };
 	if (s.leafId === null) return { ask: false, why: "no leaf" };
-	if (last !== undefined && last.leafId === s.leafId) return { ask: false, why: "already asked at this leaf" };
-	let asks = 0;
-	if (last !== undefined) {
-		const b = s.branch();
-		if (last.compactionId === b.latestCompactionId && b.onBranch(last.leafId)) asks = last.asks;
-		// else: compacted since, or the branch left the leaf asked at: a new cycle.
-	}
-	const lead = leadTokens(pace);
-	const projected = `${tokens} + ${lead} tokens in ${(SAFETY * pace.latencyMs / 1000).toFixed(1)} s`;
-	if (asks === 0) {
-		if (tokens >= BACKSTOP_FRACTION * threshold) return { ask: true, nth: 1, why: `${tokens} tokens >= ${BACKSTOP_FRACTION} of ${threshold}` };
-		if (pace.tokensPerSecond === undefined) return { ask: true, nth: 1, why: `${tokens} tokens >= ${Math.ceil(floor)}, pace not known yet` };
-		if (tokens + lead >= threshold) return { ask: true, nth: 1, why: `due: ${projected} >= ${threshold}` };
-		return { ask: false, why: `not due: ${projected} < ${threshold}` };
+	const tokens = s.tokens;
+	const asks = cycle.compactionId === s.compactionId ? cycle.asks : 0;
+	if (inFlight !== undefined) {
+		return { ask: false, why: `a preparation requested ${secs(nowMs - inFlight.at)} ago is in flight` };
 	}
 	if (asks >= MAX_ASKS_PER_CYCLE) return { ask: false, why: `${asks} requests in this cycle already` };
-	const grew = tokens - (last as LastAsk).tokens;
-	const step = k.step * threshold;
-	if (grew < step) return { ask: false, why: `grew by ${grew} < ${Math.ceil(step)} tokens since the last request` };
-	if (pace.tokensPerSecond === undefined || tokens + lead >= threshold) {
-		return { ask: false, why: `grew by ${grew} tokens, but a top-up would land too late (${projected})` };
+	if (cycle.compactionId === s.compactionId && cycle.lastLeafId === s.leafId) return { ask: false, why: "already asked at this leaf" };
+	const room = Math.max(threshold - s.keepRecentTokens, 1);
+	const rate = pace.tokensPerSecond;
+	const toGo = threshold - tokens;
+	const lead = rate === undefined ? undefined : (rate * SAFETY * pace.latencyMs) / 1000;
+	if (asks === 0) {
+		const need = Math.max(MIN_START_TOKENS, Math.ceil(k.start * room));
+		// Cheap bound first: the messages are never more than Pi's whole count.
+		if (tokens < s.keepRecentTokens + need) return { ask: false, why: `${tokens} tokens: too few to summarize ${need}` };
+		const summarizable = s.summarizable();
+		if (summarizable < need) return { ask: false, why: `${summarizable} tokens to summarize < ${need} (${k.start} of ${room})` };
+		// Where the last cycle was shorter than a preparation takes and the agent's pace says this
+		// one will be too, a preparation would land after the compaction it is for. (The pace
+		// counts working time only; the cycle's wall time counts the user's pauses too, during
+		// which a preparation can land: both must say no.)
+		const tooFast =
+			pace.latencyMeasured && rate !== undefined && rate > 0 && (toGo * 1000) / rate < pace.latencyMs && s.lastCycleMs !== undefined && s.lastCycleMs < pace.latencyMs;
+		if (tooFast) {
+			return {
+				ask: false,
+				why: `no preparation can land before Pi compacts: ${toGo} tokens to go at ${Math.round(rate)} tokens/s is ${secs((toGo * 1000) / rate)}, the last cycle took ${secs(s.lastCycleMs ?? 0)}, a preparation takes ${secs(pace.latencyMs)}`,
+			};
+		}
+		return { ask: true, nth: 1, why: `${summarizable} tokens to summarize >= ${need}, ${toGo} tokens before the threshold` };
+	}
+	const grew = tokens - (cycle.firstTokens ?? tokens);
+	const step = Math.ceil(k.step * room);
+	if (grew < step) return { ask: false, why: `grew by ${grew} < ${step} tokens since the first request` };
+	if (!pace.latencyMeasured || rate === undefined || lead === undefined) {
+		return { ask: false, why: "no top-up before the pace and the latency are known" };
+	}
+	const projected = `${tokens} + ${Math.ceil(lead)} tokens in ${secs(SAFETY * pace.latencyMs)}`;
+	if (tokens + lead >= threshold) return { ask: false, why: `a top-up would land too late (${projected} >= ${threshold})` };
+	// The latest turn that still lands: after one more turn of the largest size seen, it would not.
+	if (tokens + lead + pace.maxTurnTokens < threshold) {
+		return { ask: false, why: `top-up later (${projected}, + a turn of ${pace.maxTurnTokens} < ${threshold})` };
 	}
 	return { ask: true, nth: asks + 1, why: `top-up: grew by ${grew} tokens, and ${projected} < ${threshold}` };
 }
 
-/** leadTokens is how much the context may grow while a preparation is being made. */
-function leadTokens(p: PaceEstimate): number {
-	const byPace = p.tokensPerSecond === undefined ? 0 : (p.tokensPerSecond * SAFETY * p.latencyMs) / 1000;
-	return Math.ceil(Math.max(byPace, p.maxTurnTokens));
+function secs(ms: number): string {
+	return `${(ms / 1000).toFixed(1)} s`;
 }
 
 /**
  * Pace learns the agent's working pace from turn_end samples, and compactor's latency from
- * the preparations the hook reads. Only growth within one agent run counts (agent_start
- * resets the clock): the time a user takes to write the next prompt adds no tokens, and
- * counting it would make the agent look slower than it is, and the request late.
+ * the preparations seen landing. Every turn's growth counts, the first one of a run
+ * included: agent_start sets the base the first turn is measured from (the time a user takes
+ * to write the next prompt is not working time, so the clock does not run between runs), and
+ * a compaction sets the base to the compacted context.
  */
 export class Pace {
 	#rate: number | undefined;
 	#turns: number[] = [];
 	#latency: number;
 	#learned = false;
-	#last: { tokens: number; at: number } | undefined;
+	#last: { tokens: number | undefined; at: number } | undefined;
 
 	constructor(initialLatencyMs: number) {
 		this.#latency = initialLatencyMs;
 	}
 
-	/** runStarted forgets the previous sample: the time since it was not working time. */
-	runStarted(): void {
-		this.#last = undefined;
+	/** runStarted: the agent starts working at nowMs with a context of tokens (if known). */
+	runStarted(tokens: number | null | undefined, nowMs: number): void {
+		this.#last = { tokens: typeof tokens === "number" && tokens > 0 ? tokens : this.#last?.tokens, at: nowMs };
 	}
 
-	/** compacted forgets the previous sample: the context shrank. */
-	compacted(): void {
-		this.#last = undefined;
+	/** compacted: the context was compacted to tokens (Pi's estimate of what it rebuilt) at nowMs. */
+	compacted(tokens: number | undefined, nowMs: number): void {
+		this.#last = { tokens: typeof tokens === "number" && tokens > 0 ? tokens : undefined, at: nowMs };
 	}
 
 	/** turnEnded records the context size at the end of a turn, at time nowMs. */
@@ -143,7 +189,7 @@ export class Pace {
 		if (typeof tokens !== "number" || !(tokens > 0)) return;
 		const prev = this.#last;
 		this.#last = { tokens, at: nowMs };
-		if (!prev || tokens <= prev.tokens || nowMs <= prev.at) return;
+		if (!prev || prev.tokens === undefined || tokens <= prev.tokens || nowMs <= prev.at) return;
 		const grew = tokens - prev.tokens;
 		const rate = (grew * 1000) / (nowMs - prev.at);
 		this.#rate = this.#rate === undefined ? rate : 0.7 * this.#rate + 0.3 * rate;
@@ -160,6 +206,18 @@ export class Pace {
 	}
 
 	estimate(): PaceEstimate {
-		return { tokensPerSecond: this.#rate, maxTurnTokens: this.#turns.length ? Math.max(...this.#turns) : 0, latencyMs: this.#latency };
+		return {
+			tokensPerSecond: this.#rate,
+			maxTurnTokens: this.#turns.length ? Math.max(...this.#turns) : 0,
+			latencyMs: this.#latency,
+			latencyMeasured: this.#learned,
+		};
 	}
+}
+
+/** lostAfterMs is when a request in flight is given up (its job was skipped or lost). */
+export function lostAfterMs(pace: PaceEstimate): number {
+	// Giving up early costs nothing: a request made again while the job is still pending is
+	// refused by compactor's queue (one job per session) and kept as the one in flight.
+	return Math.max(LOST_AFTER_MIN_MS, LOST_AFTER_LATENCIES * pace.latencyMs);
 }

@@ -9,13 +9,17 @@
 //   - it builds on the same previous compaction (the latest one on the branch, or none);
 //   - the entries it summarized are exactly those Pi would summarize for that cut: from the
 //     previous compaction's kept boundary up to the cut, compaction entries and entries that
-//     yield no message left out;
+//     yield no message left out (Pi 1.x: on its projection, where context edits omit or
+//     replace messages and system messages are never summarized); and when the cut is Pi's
+//     own, as many messages as Pi's own preparation (the hook's event) summarizes;
 //   - the context it leaves (summary + everything kept up to the current leaf, by Pi's own
-//     estimate) fits under Pi's threshold, contextWindow - reserveTokens.
+//     estimate, and in Pi 1.x the system messages Pi folds into the compaction's checkpoint)
+//     fits under Pi's threshold, contextWindow - reserveTokens.
 //
-// This module has no runtime dependency on Pi: Pi's estimateTokens is passed in.
+// This module has no runtime dependency on Pi: Pi's estimateTokens (and in Pi 1.x its
+// buildSessionProjection) are passed in.
 
-import type { SessionEntry, SessionMessageEntry } from "@mariozechner/pi-coding-agent";
+import type { SessionEntry, SessionMessageEntry } from "@earendil-works/pi-coding-agent";
 
 /** Pi's AgentMessage, named through the entry type that carries it. */
 export type AgentMessage = SessionMessageEntry["message"];
@@ -72,6 +76,26 @@ export interface CheckInput {
 	/** preparation.tokensBefore: Pi's count now (the session grew since the preparation). */
 	tokensBefore: number;
 	estimate: Estimator;
+	/** Pi 1.x's buildSessionProjection (undefined in Pi 0.73, which builds its context from the raw path). */
+	project?: Project;
+	/** Pi's own preparation of this compaction (the hook's event.preparation). */
+	preparation?: PiPreparation;
+}
+
+/** A context entry as Pi 1.x projects it: the entry and the messages it gives the model. */
+export interface ProjectedEntry {
+	sourceEntry: SessionEntry;
+	messages: AgentMessage[];
+}
+
+/** Pi 1.x's buildSessionProjection over a path (root first, the leaf last). */
+export type Project = (path: SessionEntry[]) => { entries: ProjectedEntry[] };
+
+/** The fields of Pi's CompactionPreparation the checks compare with. */
+export interface PiPreparation {
+	firstKeptEntryId: string;
+	messagesToSummarize: unknown[];
+	turnPrefixMessages: unknown[];
 }
 
 /** Why a value was refused. "malformed" and "other-session" are not about staleness. */
@@ -90,7 +114,7 @@ export type Refusal =
 	| "too-big";
 
 export type CheckResult =
-	| { ok: true; compaction: PreparedCompaction; summaryTokens: number; keptTokens: number; threshold: number }
+	| { ok: true; compaction: PreparedCompaction; summaryTokens: number; keptTokens: number; systemTokens: number; threshold: number }
 	| { ok: false; refusal: Refusal; detail: string };
 
 const refuse = (refusal: Refusal, detail: string): CheckResult => ({ ok: false, refusal, detail });
@@ -117,7 +141,8 @@ export function checkPrepared(input: CheckInput): CheckResult {
 	if (cutIdx === undefined) return refuse("cut-off-branch", `firstKeptEntryId ${v.firstKeptEntryId} is not on the branch`);
 	if (cutIdx > leafIdx) return refuse("cut-after-leaf", `firstKeptEntryId ${v.firstKeptEntryId} comes after leaf ${v.leafId}`);
 	const cut = path[cutIdx];
-	if (cut.type === "message" && cut.message.role === "toolResult") {
+	const projection = input.project?.(path);
+	if (cut.type === "message" && cut.message.role === "toolResult" && !omitted(projection, cut.id)) {
 		return refuse("cut-on-tool-result", `firstKeptEntryId ${cut.id} is a tool result`);
 	}
 
@@ -126,13 +151,19 @@ export function checkPrepared(input: CheckInput): CheckResult {
 	if (prevId !== v.previousCompactionId) {
 		return refuse("previous-compaction", `branch has ${prevId ?? "no compaction"}, value builds on ${v.previousCompactionId ?? "none"}`);
 	}
-	const boundary = boundaryStart(path, prevIdx, index);
-	if (cutIdx < boundary) {
+	const span = projection ? projectedSpan(projection, v.firstKeptEntryId, input.estimate) : rawSpan(path, prevIdx, index, cutIdx, input.estimate);
+	if (span === undefined) {
 		return refuse("cut-before-boundary", `firstKeptEntryId ${cut.id} lies before the previous compaction's kept boundary`);
 	}
-	const expected = summarizedIds(path, boundary, cutIdx);
-	const diff = firstDifference(expected, v.summarizedEntryIds);
+	const diff = firstDifference(span.summarized, v.summarizedEntryIds);
 	if (diff !== undefined) return refuse("entries-differ", diff);
+	const pi = input.preparation;
+	if (pi && pi.firstKeptEntryId === v.firstKeptEntryId) {
+		const piCount = pi.messagesToSummarize.length + pi.turnPrefixMessages.length;
+		if (piCount !== span.summarizedMessages) {
+			return refuse("entries-differ", `Pi's own preparation summarizes ${piCount} messages at this cut, the branch gives ${span.summarizedMessages}`);
+		}
+	}
 
 	const window = input.contextWindow ?? 0;
 	if (!(window > 0)) return refuse("no-window", "the model's context window is unknown");
@@ -141,13 +172,10 @@ export function checkPrepared(input: CheckInput): CheckResult {
 		input.estimate({ role: "compactionSummary", summary: v.summary, tokensBefore: input.tokensBefore, timestamp: 0 } as AgentMessage),
 		v.summaryTokensEstimate ?? 0,
 	);
-	let keptTokens = 0;
-	for (let i = cutIdx; i < path.length; i++) {
-		const m = contextMessage(path[i]);
-		if (m) keptTokens += input.estimate(m);
-	}
-	if (summaryTokens + keptTokens > threshold) {
-		return refuse("too-big", `summary ${summaryTokens} + kept ${keptTokens} tokens > ${threshold} (window ${window} - reserve ${input.reserveTokens})`);
+	const { keptTokens, systemTokens } = span;
+	if (summaryTokens + keptTokens + systemTokens > threshold) {
+		const sys = systemTokens > 0 ? ` + system ${systemTokens}` : "";
+		return refuse("too-big", `summary ${summaryTokens} + kept ${keptTokens}${sys} tokens > ${threshold} (window ${window} - reserve ${input.reserveTokens})`);
 	}
 	return {
 		ok: true,
@@ -159,8 +187,72 @@ export function checkPrepared(input: CheckInput): CheckResult {
 		},
 		summaryTokens,
 		keptTokens,
+		systemTokens,
 		threshold,
 	};
+}
+
+/**
+ * omitted: in Pi 1.x's projection the entry gives no message (a context edit omits it). Pi
+ * 1.x may cut at such a tool result: the model never sees it, so it orphans nothing.
+ */
+function omitted(projection: { entries: ProjectedEntry[] } | undefined, id: string): boolean {
+	const pe = projection?.entries.find((e) => e.sourceEntry.id === id);
+	return pe !== undefined && pe.messages.length === 0;
+}
+
+/** What a cut means on the branch: the entries and messages it summarizes, what it keeps. */
+interface Span {
+	summarized: string[];
+	summarizedMessages: number;
+	keptTokens: number;
+	/** Pi 1.x: the system messages Pi folds into the compaction's checkpoint (an upper bound: their sum). */
+	systemTokens: number;
+}
+
+/**
+ * rawSpan is the span of a cut under Pi 0.73's rules, which work on the raw path: from the
+ * previous compaction's kept boundary to the cut; undefined when the cut lies before it.
+ */
+function rawSpan(path: SessionEntry[], prevIdx: number, index: Map<string, number>, cutIdx: number, estimate: Estimator): Span | undefined {
+	const boundary = boundaryStart(path, prevIdx, index);
+	if (cutIdx < boundary) return undefined;
+	const summarized = summarizedIds(path, boundary, cutIdx);
+	let keptTokens = 0;
+	for (let i = cutIdx; i < path.length; i++) {
+		const m = contextMessage(path[i]);
+		if (m) keptTokens += estimate(m);
+	}
+	return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens: 0 };
+}
+
+/**
+ * projectedSpan is the span of a cut under Pi 1.x's rules, on its projection (as its
+ * prepareCompaction): the previous compaction is the projection's first entry, the span runs
+ * from the entry after it to the cut, an entry is summarized when it gives a message other
+ * than a system message, and what stays is every message from the cut on but the system
+ * messages, which Pi folds into the compaction's systemMessage. Undefined when the cut is
+ * not in the projection (it lies before the previous compaction's kept boundary).
+ */
+function projectedSpan(projection: { entries: ProjectedEntry[] }, cutId: string, estimate: Estimator): Span | undefined {
+	const entries = projection.entries;
+	const cut = entries.findIndex((pe) => pe.sourceEntry.id === cutId);
+	const prev = entries.findIndex((pe) => pe.sourceEntry.type === "compaction" && pe.messages.length > 0);
+	if (cut < 0 || cut <= prev) return undefined;
+	const summarized: string[] = [];
+	let summarizedMessages = 0;
+	let keptTokens = 0;
+	let systemTokens = 0;
+	entries.forEach((pe, i) => {
+		const conversation = pe.sourceEntry.type === "compaction" ? [] : pe.messages.filter((m) => m.role !== "system");
+		for (const m of pe.messages) if (m.role === "system") systemTokens += estimate(m);
+		if (i > prev && i < cut && conversation.length > 0) {
+			summarized.push(pe.sourceEntry.id);
+			summarizedMessages += conversation.length;
+		}
+		if (i >= cut) for (const m of conversation) keptTokens += estimate(m);
+	});
+	return { summarized, summarizedMessages, keptTokens, systemTokens };
 }
 
 function normInstructions(s: string | undefined): string {
@@ -201,7 +293,7 @@ export function summarizedIds(path: SessionEntry[], from: number, to: number): s
  * compaction (buildSessionContext): messages as they are, custom messages, branch summaries
  * with a non-empty summary; nothing for other entries (older compactions included).
  */
-function contextMessage(e: SessionEntry): AgentMessage | undefined {
+export function contextMessage(e: SessionEntry): AgentMessage | undefined {
 	switch (e.type) {
 		case "message":
 			return e.message;

@@ -15,7 +15,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import { sessionToken } from "../src/session.ts";
 import { FakeModel } from "./harness/fakemodel.ts";
 import { freePort, type NatsServer, silentListener, startNats } from "./harness/nats.ts";
-import { makeWorld, PiRpc, type PiWorld, stopAll } from "./harness/pi.ts";
+import { makeWorld, PiRpc, type PiWorld, piVersion, stopAll } from "./harness/pi.ts";
 import { compactorBinary, type Plan, plan, valueFromPlan } from "./harness/prepared.ts";
 
 const STORE = "t";
@@ -193,9 +193,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 	});
 
 	test("automatic compaction takes a preparation the extension asked for at turn_end", { timeout: TEST_TIMEOUT_MS }, async () => {
-		// A preparation is taken to take 1 ms: the pace never makes one due before the backstop,
-		// so the test decides when the extension asks, by the sizes the model reports.
-		const { pi, world } = startPi(nats.url, { COMPACTOR_PREPARE_LATENCY_MS: "1" });
+		const { pi, world } = startPi(nats.url);
 		const jsm = await jetstreamManager(nats.nc);
 		const durable = `w${Date.now()}`;
 		await jsm.consumers.add("COMPACTOR_JOBS", { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: `compactor.jobs.${STORE}.>` });
@@ -212,6 +210,10 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			for await (const m of messages) {
 				const job = m.json<Record<string, unknown>>();
 				try {
+					if (job.sessionId !== (await pi.state()).sessionId) {
+						m.ack(); // a job of an earlier test's session, left in the stream
+						continue;
+					}
 					if (!accepting) {
 						m.ack();
 						ignored.push(job);
@@ -220,7 +222,9 @@ describe("the extension in the real Pi (RPC mode)", () => {
 					const file = `${world.sessionDir}/${job.path as string}`;
 					const p = await plan(file, SETTINGS);
 					const summary = `PREPARED automatically #${jobs.length + 1}`;
-					const value = valueFromPlan(p, { store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS });
+					const value = valueFromPlan(p, {
+						store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS, requestedAt: job.requestedAt as string,
+					});
 					await kv.put(`${STORE}.${sessionToken(job.sessionId as string)}`, JSON.stringify(value));
 					// acknowledged for sure before the test looks, so the session's subject is free again
 					await m.ackAck();
@@ -235,31 +239,31 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		try {
 			fm.promptTokens = undefined;
 			await pi.prompt("small task 1");
+			assert.equal(jobs.length, 0, "nothing worth summarizing yet: no request");
+
+			// A second read: past keepRecentTokens by more than 5% of the room, the first
+			// preparation of the cycle is asked for at once, long before the threshold.
 			await pi.prompt("small task 2");
-			assert.equal(jobs.length, 0, "below 0.5 of the threshold: no request");
-
-			fm.promptTokens = 11_500; // past the floor, but the agent is far from the threshold at its pace
-			await pi.prompt("bigger task");
-			await new Promise((r) => setTimeout(r, 300));
-			assert.equal(jobs.length, 0, "not due yet: no request");
-
-			fm.promptTokens = 13_700; // past 0.85 of the 16k threshold
-			await pi.prompt("task near the threshold");
 			await waitUntil(() => jobs.length >= 1, "first prepare job");
 			const w = await where(pi, world);
 			const j = jobs[0];
 			assert.equal(j.subject, `compactor.jobs.${STORE}.${sessionToken(w.sessionId)}.prepare`);
 			assert.equal(j.msgId, j.job.id);
-			assert.deepEqual(Object.keys(j.job), ["v", "kind", "store", "path", "sessionId", "reason", "requestedAt", "expectLeafId", "policy", "counter", "keepRecentTokens", "id"]);
+			assert.deepEqual(Object.keys(j.job), ["v", "kind", "store", "path", "sessionId", "reason", "requestedAt", "expectLeafId", "policy", "counter", "keepRecentTokens", "piVersion", "id"]);
 			assert.deepEqual([j.job.v, j.job.kind, j.job.store, j.job.path, j.job.sessionId, j.job.reason], [1, "prepare", STORE, w.rel, w.sessionId, "extension"]);
 			assert.deepEqual([j.job.policy, j.job.counter, j.job.keepRecentTokens], ["pi", "estimate", SETTINGS.keepRecentTokens], "planned as Pi plans, at Pi's keepRecentTokens");
+			assert.equal(j.job.piVersion, await piVersion(), "the Pi that runs");
 			assert.ok(entries(w.sessionFile).some((e) => e.id === j.job.expectLeafId), "expectLeafId is an entry of the session");
+			assert.match(pi.stderr, /prepare #1 requested at leaf \S+ \(\d+ tokens to summarize >= \d+/);
 			await pi.prompt("one more small step");
-			await new Promise((r) => setTimeout(r, 300));
-			assert.equal(jobs.length, 1, "one request per cycle unless the context grew by a step with time to spare");
+			await waitUntil(() => /preparation #1 landed: leaf \S+, requested [\d:.]+, ready after [\d.]+ s/.test(pi.stderr), "the extension sees the value land");
+			assert.equal(jobs.length, 1, "no top-up while far from the threshold");
 
 			accepting = false;
-			fm.promptTokens = 17_000; // past the threshold, under the window: Pi compacts after this run
+			// Past the threshold, under the window: Pi 1.x compacts right after the first answer's
+			// tool result, Pi 0.73 after the run, on its last answer.
+			fm.promptTokens = 17_000;
+			fm.promptTokensTurns = await turnsPastThreshold();
 			const from = pi.mark();
 			await pi.prompt("the task that fills the window");
 			const end = await pi.waitFor((e) => e.msg.type === "compaction_end", from);
@@ -274,11 +278,12 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			assert.equal(last.fromHook, true);
 			assert.equal(last.summary, latest.summary);
 			assert.deepEqual(pi.events.slice(from).filter((e) => e.msg.type === "extension_error" || e.msg.errorMessage), []);
+			assert.match(pi.hookLines().at(-1) ?? "", /: hit .*\[prepared\/none, threshold; value requested [\d:.]+, ready after/);
 			figures.autoBlockedMs.push(end.at - start.at);
-			// A compaction starts a new cycle: the next time the context is past the backstop,
-			// the extension asks again.
-			fm.promptTokens = 14_000;
-			await pi.prompt("after the compaction");
+			// A compaction starts a new cycle: once a span worth it is summarizable again, the
+			// extension asks again.
+			fm.promptTokens = undefined;
+			for (let i = 0; i < 3 && ignored.length === 0; i++) await pi.prompt(`after the compaction ${i}`);
 			await waitUntil(() => ignored.length >= 1, "the new cycle's request after the compaction");
 			assert.deepEqual(workerErrors, []);
 		} finally {
@@ -286,6 +291,57 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			messages.stop();
 			await pi.stop();
 			await worker;
+		}
+	});
+
+	test("no valid preparation: an automatic compaction takes the extract, /compact is Pi's own", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url);
+		// A stand-in for the workers' bridge: answers extract requests with the value for Pi's
+		// own cut (planned by compactor as Pi plans), and records what it was asked.
+		const asked: Array<Record<string, unknown>> = [];
+		const sub = nats.nc.subscribe(`compactor.bridge.${STORE}.*`, {
+			callback: (_err, msg) => {
+				void (async () => {
+					const req = msg.json<Record<string, unknown>>();
+					asked.push(req);
+					if (req.extract !== true) return msg.respond(JSON.stringify({ v: 1, error: "nothing prepared", stale: true }));
+					const p = await plan(`${world.sessionDir}/${req.path as string}`, { ...SETTINGS, keepRecentTokens: req.keepRecentTokens as number }, "pi");
+					if (p.firstKeptEntryId !== req.firstKeptEntryId) return msg.respond(JSON.stringify({ v: 1, error: `cut ${p.firstKeptEntryId}, asked ${String(req.firstKeptEntryId)}` }));
+					const value = valueFromPlan(p, { store: STORE, path: req.path as string, sessionId: req.sessionId as string, summary: "EXTRACT at Pi's cut", settings: SETTINGS });
+					msg.respond(JSON.stringify({ v: 1, prepared: value }));
+				})();
+			},
+		});
+		try {
+			for (let i = 0; i < 3; i++) await pi.prompt(`task ${i}`);
+			const w = await where(pi, world);
+			await kv.delete(w.key);
+			// /compact with nothing prepared: Pi's own summary, no extract asked for
+			assertPiCompactedItself(await compact(pi, w.sessionFile), "manual, nothing prepared", /miss \(nothing prepared\) \[pi\/(not-prepared|not-ready), manual/);
+			assert.equal(asked.filter((r) => r.extract).length, 0, "no extract for /compact");
+			// An automatic compaction with nothing prepared: the extract
+			for (let i = 0; i < 3; i++) await pi.prompt(`more ${i}`);
+			await kv.delete(w.key);
+			const summaries = fm.summaryRequests;
+			const hooks = pi.hookLines().length;
+			fm.promptTokens = 17_000;
+			fm.promptTokensTurns = await turnsPastThreshold();
+			const from = pi.mark();
+			await pi.prompt("the task that fills the window");
+			const end = await pi.waitFor((e) => e.msg.type === "compaction_end", from);
+			assert.equal((end.msg.result as { summary: string }).summary, "EXTRACT at Pi's cut");
+			assert.equal(fm.summaryRequests, summaries, "no summary request reached the model");
+			await waitUntil(() => pi.hookLines().length > hooks, "the hook's debug line", 5000);
+			assert.match(pi.hookLines()[hooks], /extract used .*\[extract\/(not-prepared|not-ready), threshold/);
+			const req = asked.filter((r) => r.extract).at(-1);
+			assert.ok(req);
+			assert.deepEqual([req.piVersion, req.keepRecentTokens, req.reserveTokens, req.contextWindow], [await piVersion(), SETTINGS.keepRecentTokens, SETTINGS.reserveTokens, SETTINGS.contextWindow]);
+			const last = entries(w.sessionFile).filter((e) => e.type === "compaction").at(-1) as Entry;
+			assert.deepEqual([last.summary, last.fromHook], ["EXTRACT at Pi's cut", true]);
+		} finally {
+			fm.promptTokens = undefined;
+			sub.unsubscribe();
+			await pi.stop();
 		}
 	});
 
@@ -387,11 +443,16 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		try {
 			for (let round = 0; round < 10; round++) {
 				fm.promptTokens = undefined;
+				// two reads: Pi 1.x plans nothing while what it would summarize is empty
 				await pi.prompt(`round ${round} task`);
+				await pi.prompt(`round ${round} second task`);
 				const prep = await prepare(pi, world, `PREPARED round ${round}`);
 				if (round > 0) assert.ok(prep.plan.previousCompactionId, "builds on the previous (hook-made) compaction");
 				const hooksBefore = pi.hookLines().length;
-				fm.promptTokens = 17_000; // the run ends past the threshold: Pi compacts by itself, automatically
+				// the run is past the threshold: Pi compacts by itself, automatically (Pi 1.x right
+				// after the first answer's tool result, Pi 0.73 after the run)
+				fm.promptTokens = 17_000;
+				fm.promptTokensTurns = await turnsPastThreshold();
 				const from = pi.mark();
 				await pi.prompt(`round ${round} big task`);
 				const start = await pi.waitFor((e) => e.msg.type === "compaction_start", from);
@@ -403,8 +464,9 @@ describe("the extension in the real Pi (RPC mode)", () => {
 				assert.match(hook, /: hit /);
 				figures.hitHookMs.push(Number(/ in ([\d.]+) ms$/.exec(hook)?.[1]));
 				figures.autoBlockedMs.push(end.at - start.at);
-				const last = entries(prep.sessionFile).at(-1) as Entry;
-				assert.equal(last.type, "compaction");
+				// (Pi 1.x compacts mid-run: the run's answer follows the compaction)
+				const last = entries(prep.sessionFile).filter((e) => e.type === "compaction").at(-1) as Entry;
+				assert.equal(last.summary, `PREPARED round ${round}`);
 				assert.equal(last.fromHook, true);
 			}
 			assert.equal(fm.summaryRequests, summariesBefore, "no summary request reached the model");
@@ -415,6 +477,15 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		}
 	});
 });
+
+/**
+ * turnsPastThreshold is how many answers of a run must report a context past the threshold
+ * for Pi to compact once: Pi 1.x checks after the first answer's tool results (mid-run), Pi
+ * 0.73 only the run's last answer.
+ */
+async function turnsPastThreshold(): Promise<number> {
+	return (await piVersion()).startsWith("0.") ? 2 : 1;
+}
 
 async function waitUntil(cond: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {
 	const until = performance.now() + timeoutMs;

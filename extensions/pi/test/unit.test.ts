@@ -9,8 +9,10 @@ import { fileURLToPath } from "node:url";
 import { PermissionViolationError } from "@nats-io/transport-node";
 import { notPermitted, withDeadline } from "../src/client.ts";
 import { agentInboxPrefix, describeNats, loadConfig, parseStores, readPiCompactionSettings } from "../src/config.ts";
+import { preparableTokens } from "../src/context.ts";
+import type { ProjectedEntry } from "../src/validate.ts";
 import { locateSession, prepareJob, prepareSubject, preparedKey, sessionToken } from "../src/session.ts";
-import { type LastAsk, Pace, type PaceEstimate, type Snapshot, shouldAsk } from "../src/trigger.ts";
+import { type Cycle, type InFlight, lostAfterMs, Pace, type PaceEstimate, type Snapshot, shouldAsk } from "../src/trigger.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
 
@@ -33,10 +35,11 @@ describe("config", () => {
 		assert.equal(c.enabled, true);
 		assert.deepEqual(c.stores, [{ name: "default", dir: "/home/u/.pi/agent/sessions" }]);
 		assert.equal(c.nats.url, "nats://127.0.0.1:4222");
-		assert.equal(c.prepareFraction, 0.5);
+		assert.equal(c.prepareFraction, 0.05);
 		assert.equal(c.prepareStep, 0.25);
 		assert.equal(c.prepareLatencyMs, 30_000);
 		assert.equal(c.deadlineMs, 200);
+		assert.deepEqual([c.extract, c.extractDeadlineMs], [true, 1500]);
 		assert.equal(c.debug, false);
 
 		const env = {
@@ -48,6 +51,8 @@ describe("config", () => {
 			COMPACTOR_PREPARE_DEADLINE_MS: "150",
 			COMPACTOR_STORES: "team=/srv/s",
 			COMPACTOR_DEBUG: "1",
+			COMPACTOR_EXTRACT: "off",
+			COMPACTOR_EXTRACT_DEADLINE_MS: "400",
 		};
 		const d = loadConfig(env, "/a");
 		assert.equal(d.nats.url, "nats://fallback:4222");
@@ -56,6 +61,7 @@ describe("config", () => {
 		assert.equal(d.prepareFraction, 0.6);
 		assert.equal(d.prepareLatencyMs, 8000);
 		assert.equal(d.deadlineMs, 150);
+		assert.deepEqual([d.extract, d.extractDeadlineMs], [false, 400]);
 		assert.deepEqual(d.stores, [{ name: "team", dir: "/srv/s" }]);
 		assert.equal(d.debug, true);
 		assert.equal(loadConfig({ ...env, COMPACTOR_NATS_URL: "nats://main:4222" }, "/a").nats.url, "nats://main:4222");
@@ -67,7 +73,7 @@ describe("config", () => {
 		assert.equal(loadConfig({ COMPACTOR_EXTENSION: "off" }, "/a").enabled, false);
 
 		const bad = loadConfig({ COMPACTOR_PREPARE_FRACTION: "2", COMPACTOR_PREPARE_DEADLINE_MS: "soon", COMPACTOR_PREPARE_LATENCY_MS: "-1" }, "/a");
-		assert.equal(bad.prepareFraction, 0.5);
+		assert.equal(bad.prepareFraction, 0.05);
 		assert.equal(bad.deadlineMs, 200);
 		assert.equal(bad.prepareLatencyMs, 30_000);
 		assert.equal(bad.problems.length, 3);
@@ -201,105 +207,124 @@ describe("naming", () => {
 		const focused = prepareJob(loc, "leaf0001", " Focus ", 20000, now);
 		assert.equal(focused.instructions, "Focus");
 		assert.notEqual(focused.id, job.id);
+		const v16 = prepareJob(loc, "leaf0001", undefined, 20000, now, "1.6.0");
+		assert.deepEqual(Object.keys(v16), ["v", "kind", "store", "path", "sessionId", "reason", "requestedAt", "expectLeafId", "policy", "counter", "keepRecentTokens", "piVersion", "id"]);
+		assert.equal(v16.piVersion, "1.6.0", "the worker follows the Pi that runs");
+		assert.notEqual(v16.id, job.id, "another Pi, another request");
 		const odd = prepareJob({ ...loc, sessionId: "a\nb", token: sessionToken("a\nb") }, "l", undefined, 20000, now);
 		assert.match(odd.id, /^prepare:[0-9a-f]{32}$/, "no newline in a header");
 	});
 });
 
 describe("prepare trigger", () => {
-	const knobs = { fraction: 0.5, step: 0.25 };
-	// threshold = 100000 - 20000 = 80000: the floor is 40000, the backstop 68000, a top-up step 20000
-	const snap = (tokens: number | null, leafId: string, over: Partial<Snapshot> = {}, onBranch = (_: string) => true, compaction: string | null = null): Snapshot => ({
+	const knobs = { start: 0.05, step: 0.25 };
+	// threshold = 100000 - 20000 = 80000, keep 10000: the room is 70000, the first request
+	// needs 3500 tokens to summarize, a top-up 17500 tokens of growth since the first.
+	const snap = (tokens: number | null, leafId: string, over: Partial<Snapshot> = {}, summarizable = Math.max(0, (tokens ?? 0) - 12_000)): Snapshot => ({
 		tokens,
 		contextWindow: 100_000,
 		reserveTokens: 20_000,
+		keepRecentTokens: 10_000,
 		leafId,
-		branch: () => ({ latestCompactionId: compaction, onBranch }),
+		compactionId: null,
+		summarizable: () => summarizable,
+		lastCycleMs: 8000,
 		...over,
 	});
-	// 1000 tokens a second while working, preparations take 10 s: the lead is 15000 tokens.
-	const known: PaceEstimate = { tokensPerSecond: 1000, maxTurnTokens: 3000, latencyMs: 10_000 };
-	const unknown: PaceEstimate = { tokensPerSecond: undefined, maxTurnTokens: 0, latencyMs: 30_000 };
+	// 1000 tokens a second while working, preparations take 10 s: a top-up's lead is 15000 tokens.
+	const known: PaceEstimate = { tokensPerSecond: 1000, maxTurnTokens: 3000, latencyMs: 10_000, latencyMeasured: true };
+	const unknown: PaceEstimate = { tokensPerSecond: undefined, maxTurnTokens: 0, latencyMs: 30_000, latencyMeasured: false };
+	const fresh: Cycle = { compactionId: null, asks: 0 };
+	const ask = (cycle: Cycle, s: Snapshot, pace: PaceEstimate, inFlight?: InFlight) => shouldAsk(cycle, inFlight, s, pace, knobs, 0);
 
-	test("never below the floor; at the floor when the pace is not known yet", () => {
-		assert.equal(shouldAsk(undefined, snap(39_999, "a"), unknown, knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(null, "a"), unknown, knobs).ask, false);
-		const d = shouldAsk(undefined, snap(40_000, "a"), unknown, knobs);
+	test("the first preparation as soon as a span worth it is summarizable, whatever the pace", () => {
+		assert.equal(ask(fresh, snap(null, "a"), unknown).ask, false);
+		assert.equal(ask(fresh, snap(15_000, "a", {}, 3_499), unknown).ask, false, "3499 tokens to summarize < 3500");
+		const d = ask(fresh, snap(15_500, "a", {}, 3_500), unknown);
 		assert.equal(d.ask, true);
 		assert.equal(d.nth, 1);
-	});
-
-	test("just in time: when the pace would reach the threshold within the preparation's time", () => {
-		assert.equal(shouldAsk(undefined, snap(64_999, "a"), known, knobs).ask, false, "80000 - 15000 = 65000 not reached");
-		assert.equal(shouldAsk(undefined, snap(65_000, "a"), known, knobs).ask, true);
-		// A slow agent is asked for later; one big turn brings it forward.
-		const slow = { ...known, tokensPerSecond: 100, maxTurnTokens: 0 }; // lead 1500 tokens
-		const bigTurns = { ...slow, maxTurnTokens: 14_000 };
-		assert.equal(shouldAsk(undefined, snap(65_999, "a"), bigTurns, knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(66_000, "a"), bigTurns, knobs).ask, true, "one turn of 14000 away");
-		// Whatever the pace, the backstop.
-		assert.equal(shouldAsk(undefined, snap(67_999, "a"), slow, knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(68_000, "a"), slow, knobs).ask, true);
-	});
-
-	test("one request per cycle, at most one top-up, and only when it can land in time", () => {
-		const last: LastAsk = { leafId: "a", tokens: 40_000, compactionId: null, asks: 1 };
-		assert.equal(shouldAsk(last, snap(70_000, "a"), known, knobs).ask, false, "same leaf");
-		assert.equal(shouldAsk(last, snap(59_999, "b"), known, knobs).ask, false, "grew less than a step");
-		const top = shouldAsk(last, snap(60_000, "b"), known, knobs);
-		assert.equal(top.ask, true, "grew by a step, and 60000 + 15000 < 80000");
-		assert.equal(top.nth, 2);
-		assert.equal(shouldAsk(last, snap(66_000, "b"), known, knobs).ask, false, "a top-up now would land after the threshold");
-		assert.equal(shouldAsk(last, snap(60_000, "b"), unknown, knobs).ask, false, "no pace, no top-up");
-		assert.equal(shouldAsk({ ...last, asks: 2 }, snap(79_000, "b"), known, knobs).ask, false, "two requests in this cycle");
-	});
-
-	test("a compaction or a branch switch starts a new cycle", () => {
-		const last: LastAsk = { leafId: "a", tokens: 70_000, compactionId: null, asks: 2 };
-		assert.equal(shouldAsk(last, snap(66_000, "b", {}, () => true, "comp1"), known, knobs).ask, true, "compacted since");
-		assert.equal(shouldAsk(last, snap(66_000, "b", {}, () => false), known, knobs).ask, true, "branch left the asked leaf");
-		assert.equal(shouldAsk(last, snap(50_000, "b", {}, () => true, "comp1"), known, knobs).ask, false, "new cycle, not due yet");
-	});
-
-	test("no threshold, no ask", () => {
-		assert.equal(shouldAsk(undefined, snap(90_000, "a", { contextWindow: 0 }), known, knobs).ask, false);
-		assert.equal(shouldAsk(undefined, snap(90_000, "a", { contextWindow: 10_000 }), known, knobs).ask, false);
-	});
-
-	test("the branch is walked only when the decision needs it", () => {
+		assert.match(d.why, /3500 tokens to summarize >= 3500/);
+		// at any pace the agent might have: readiness first
+		assert.equal(ask(fresh, snap(15_500, "a", {}, 3_500), { ...known, tokensPerSecond: 10 }).ask, true);
+		// below keepRecentTokens + 3500 the branch is not even walked
 		let walks = 0;
-		const s = snap(10_000, "b", {
-			branch: () => {
-				walks++;
-				return { latestCompactionId: null, onBranch: () => true };
-			},
-		});
-		shouldAsk({ leafId: "a", tokens: 1, compactionId: null, asks: 1 }, s, known, knobs);
+		ask(fresh, snap(13_499, "a", { summarizable: () => walks++ }), unknown);
 		assert.equal(walks, 0);
 	});
 
-	test("pace: working time only, and the first measured latency replaces the guess", () => {
+	test("never a request that cannot land before the threshold: nothing is spent on it", () => {
+		// 80000 - 20000 = 60000 tokens to go at 1000 tokens/s: 60 s; a preparation takes 10 s
+		assert.equal(ask(fresh, snap(20_000, "a"), known).ask, true);
+		// at 10000 tokens/s: 6 s to go, less than a preparation takes
+		const fast = { ...known, tokensPerSecond: 10_000 };
+		const d = ask(fresh, snap(20_000, "a"), fast);
+		assert.equal(d.ask, false);
+		assert.match(d.why, /no preparation can land before Pi compacts: 60000 tokens to go at 10000 tokens\/s is 6.0 s, the last cycle took 8.0 s, a preparation takes 10.0 s/);
+		// not before the latency was measured once: the guess may be wrong
+		assert.equal(ask(fresh, snap(20_000, "a"), { ...fast, latencyMeasured: false }).ask, true);
+		// not before a cycle was seen, nor when the last one (with the user's pauses) was long enough
+		assert.equal(ask(fresh, snap(20_000, "a", { lastCycleMs: undefined }), fast).ask, true);
+		assert.equal(ask(fresh, snap(20_000, "a", { lastCycleMs: 12_000 }), fast).ask, true);
+	});
+
+	test("at most one top-up: the latest turn that still lands, and only after enough growth", () => {
+		const first: Cycle = { compactionId: null, asks: 1, firstTokens: 20_000, lastLeafId: "a" };
+		assert.equal(ask(first, snap(40_000, "a"), known).ask, false, "same leaf");
+		assert.match(ask(first, snap(37_499, "b"), known).why, /grew by 17499 < 17500/);
+		// 60000 + 15000 + 3000 (a turn) < 80000: it can wait a turn
+		assert.match(ask(first, snap(60_000, "b"), known).why, /top-up later/);
+		const top = ask(first, snap(62_000, "b"), known);
+		assert.equal(top.ask, true, "62000 + 15000 < 80000, but after one more turn of 3000 it would not be");
+		assert.equal(top.nth, 2);
+		assert.match(ask(first, snap(65_000, "b"), known).why, /a top-up would land too late/);
+		assert.equal(ask(first, snap(62_000, "b"), unknown).ask, false, "no pace, no top-up");
+		assert.equal(ask({ ...first, asks: 2 }, snap(62_000, "c"), known).ask, false, "two requests in this cycle");
+	});
+
+	test("one request in flight at a time", () => {
+		const flying: InFlight = { requestedAt: 0, at: -4000, leafId: "a", nth: 1, compactionId: null };
+		const d = ask(fresh, snap(30_000, "b"), known, flying);
+		assert.equal(d.ask, false);
+		assert.match(d.why, /requested 4.0 s ago is in flight/);
+	});
+
+	test("a compaction starts a new cycle", () => {
+		const spent: Cycle = { compactionId: null, asks: 2, firstTokens: 20_000, lastLeafId: "a" };
+		assert.equal(ask(spent, snap(20_000, "b", { compactionId: "comp1" }), known).ask, true, "compacted since");
+		assert.equal(ask(spent, snap(20_000, "b"), known).ask, false, "same cycle");
+	});
+
+	test("no threshold, no ask", () => {
+		assert.equal(ask(fresh, snap(90_000, "a", { contextWindow: 0 }), known).ask, false);
+		assert.equal(ask(fresh, snap(90_000, "a", { contextWindow: 10_000 }), known).ask, false);
+	});
+
+	test("pace: every turn counts, the first of a run included; working time only", () => {
 		const p = new Pace(30_000);
 		assert.equal(p.estimate().tokensPerSecond, undefined);
-		p.turnEnded(10_000, 0);
-		p.turnEnded(12_000, 1000); // 2000 tokens in 1 s
+		p.runStarted(10_000, 0);
+		p.turnEnded(12_000, 1000); // the run's first turn: 2000 tokens in 1 s (a file read)
 		assert.equal(p.estimate().tokensPerSecond, 2000);
-		p.runStarted(); // the user thinks for a minute: not working time
-		p.turnEnded(12_500, 61_000);
-		assert.equal(p.estimate().tokensPerSecond, 2000, "the idle minute is not a sample");
-		p.turnEnded(14_500, 62_000);
-		assert.equal(p.estimate().tokensPerSecond, 2000);
-		assert.equal(p.estimate().maxTurnTokens, 2000);
-		p.compacted();
-		p.turnEnded(5000, 63_000); // the context shrank: no sample
-		assert.equal(p.estimate().tokensPerSecond, 2000);
+		p.turnEnded(12_500, 2000);
+		p.runStarted(12_500, 62_000); // the user thinks for a minute: not working time
+		p.turnEnded(22_500, 63_000); // a 10000-token read in the next run's first turn counts
+		assert.equal(p.estimate().maxTurnTokens, 10_000);
+		assert.ok((p.estimate().tokensPerSecond ?? 0) > 2000, "the idle minute is not a sample, the read is");
+		const before = p.estimate().tokensPerSecond;
+		p.compacted(5000, 64_000); // the context shrank to 5000: the next turn grows from there
+		p.turnEnded(6000, 65_000);
+		assert.equal(p.estimate().tokensPerSecond, 0.7 * (before ?? 0) + 0.3 * 1000);
+		assert.equal(p.estimate().latencyMeasured, false);
 		p.preparationTook(5000);
-		assert.equal(p.estimate().latencyMs, 5000);
+		assert.deepEqual([p.estimate().latencyMs, p.estimate().latencyMeasured], [5000, true]);
 		p.preparationTook(7000);
 		assert.equal(p.estimate().latencyMs, 6000);
 		p.preparationTook(-5); // skewed clocks
 		p.preparationTook(3_600_000);
 		assert.equal(p.estimate().latencyMs, 6000);
+		assert.equal(lostAfterMs(p.estimate()), 12_000);
+		assert.equal(lostAfterMs({ ...p.estimate(), latencyMs: 1_000 }), 10_000, "never before 10 s");
+		assert.equal(lostAfterMs({ ...p.estimate(), latencyMs: 40_000 }), 80_000);
 	});
 });
 
@@ -320,5 +345,48 @@ describe("withDeadline", () => {
 		assert.deepEqual(await p, { ok: false, reason: "aborted" });
 		const aborted = AbortSignal.abort();
 		assert.deepEqual(await withDeadline(new Promise(() => {}), 10_000, aborted), { ok: false, reason: "aborted" });
+	});
+});
+
+describe("preparableTokens (what a worker would prepare now)", () => {
+	// One prompt = a user message, an assistant message calling three reads, three results of
+	// 10,000 tokens each and the answer; keepRecentTokens 20,000 (smaller than one turn).
+	let id = 0;
+	const entry = (role: string, tokens: number, type = "message"): ProjectedEntry =>
+		({ sourceEntry: { type, id: `e${++id}` }, messages: type === "compaction" ? [] : [{ role, tokens }] }) as unknown as ProjectedEntry;
+	const est = (m: unknown) => (m as { tokens: number }).tokens;
+	const turn = (answered: boolean) => [
+		entry("user", 20),
+		entry("assistant", 30),
+		entry("toolResult", 10_000),
+		entry("toolResult", 10_000),
+		entry("toolResult", 10_000),
+		...(answered ? [entry("assistant", 25)] : []),
+	];
+	const one = 20 + 30 + 30_000 + 25;
+
+	test("a turn bigger than keepRecentTokens: the turns before the one Pi cuts in", () => {
+		assert.equal(preparableTokens(turn(true), 20_000, est, false), 20 + 30 + 30_000, "one prompt: the cut splits it; it starts the span, so its prefix");
+		assert.equal(preparableTokens([...turn(true), ...turn(true)], 20_000, est, false), one, "Pi 0.73");
+		assert.equal(preparableTokens([...turn(true), ...turn(true)], 20_000, est, true), one, "Pi 1.x");
+	});
+
+	test("in the middle of a turn whose results fill keepRecentTokens: nothing under Pi 0.73, the turns before under Pi 1.x", () => {
+		const mid = [...turn(true), ...turn(false)];
+		assert.equal(preparableTokens(mid, 20_000, est, false), 0, "Pi 0.73 cuts at the span's first cut point");
+		assert.equal(preparableTokens(turn(false), 20_000, est, false), 0, "the first turn, unanswered: no cut under Pi 0.73");
+		assert.equal(preparableTokens(mid, 20_000, est, true), one, "Pi 1.x cuts at the last cut point");
+	});
+
+	test("the span starts after the latest compaction; small turns are cut at a turn start", () => {
+		const small = (n: number) => Array.from({ length: n }, () => [entry("user", 100), entry("assistant", 100)]).flat();
+		const span = [entry("", 0, "compaction"), ...small(10)];
+		// 2,000 tokens after the compaction, keep 500: Pi keeps from the third-newest user message's turn.
+		assert.equal(preparableTokens(span, 500, est, false), 1_400);
+		assert.equal(preparableTokens(span, 5_000, est, false), 0, "everything fits in keepRecentTokens");
+		assert.equal(preparableTokens([], 500, est, true), 0);
+		// Pi 1.x's first request writes a system message: it is not history to summarize.
+		const sys = [entry("system", 300), entry("user", 20), entry("assistant", 30), entry("toolResult", 800), entry("assistant", 400), entry("user", 20), entry("assistant", 30), entry("toolResult", 900), entry("assistant", 400)];
+		assert.equal(preparableTokens(sys, 1_500, est, true), 20 + 30 + 800, "the first turn's prefix, the system message left out");
 	});
 });

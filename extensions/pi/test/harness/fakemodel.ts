@@ -2,8 +2,8 @@
 // scripted for the tests. Pi talks to it through a models.json custom provider
 // (api "openai-completions").
 //
-// - A summary request (Pi's own compaction: its user message opens with <conversation>) is
-//   answered with a numbered summary, after summaryDelayMs, and counted.
+// - A summary request (Pi's own compaction and its turn-prefix summary: a request that offers
+//   no tools, in every Pi) is answered with a numbered summary, after summaryDelayMs, and counted.
 // - Any other request is an agent turn: after a user prompt the model calls the `read` tool
 //   on the next file of `files`; after a tool result it answers with a long text.
 // - Usage: prompt_tokens is chars/4 of the request's messages, or `promptTokens` when a test
@@ -26,6 +26,7 @@ interface ChatBody {
 	model: string;
 	messages: ChatMessage[];
 	stream?: boolean;
+	tools?: unknown[];
 }
 
 export class FakeModel {
@@ -33,6 +34,8 @@ export class FakeModel {
 	summaryDelayMs = 0;
 	/** When set, every agent turn reports exactly this many prompt tokens (drives Pi's context usage). */
 	promptTokens: number | undefined;
+	/** When set, promptTokens applies to this many more agent turns only, then is cleared. */
+	promptTokensTurns: number | undefined;
 	answerChars = 1600;
 	files: string[] = [];
 	#fileIdx = 0;
@@ -74,6 +77,10 @@ export class FakeModel {
 		this.requests.push({ at: performance.now(), kind, body });
 		const estimate = Math.ceil(JSON.stringify(body.messages).length / 4);
 		const promptTokens = kind === "turn" && this.promptTokens !== undefined ? this.promptTokens : estimate;
+		if (kind === "turn" && this.promptTokensTurns !== undefined && --this.promptTokensTurns <= 0) {
+			this.promptTokens = undefined;
+			this.promptTokensTurns = undefined;
+		}
 		if (kind === "summary") {
 			if (this.summaryDelayMs > 0) await new Promise((r) => setTimeout(r, this.summaryDelayMs));
 			this.#summaries++;
@@ -90,16 +97,13 @@ export class FakeModel {
 	}
 }
 
-function textOf(m: ChatMessage | undefined): string {
-	if (!m?.content) return "";
-	if (typeof m.content === "string") return m.content;
-	return m.content.map((b) => b.text ?? "").join("");
-}
-
-/** Pi's summarizer sends one user message that opens with the serialized conversation. */
+/**
+ * Pi's summarizer offers the model no tools; an agent turn always does (Pi's built-in tools).
+ * (The prompts differ between Pi releases: 1.6's turn-prefix request no longer opens with
+ * <conversation>, so the text is no test.)
+ */
 function isSummaryRequest(body: ChatBody): boolean {
-	const users = body.messages.filter((m) => m.role === "user");
-	return body.messages.length <= 2 && users.length === 1 && textOf(users[0]).startsWith("<conversation>");
+	return !Array.isArray(body.tools) || body.tools.length === 0;
 }
 
 let callSeq = 0;

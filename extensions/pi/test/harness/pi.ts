@@ -2,7 +2,8 @@
 // loaded by `-e`, against a FakeModel. The Pi used is the project's Pi harness
 // (interop/pi/pi cli, or $PI_HARNESS cli; $PI_VERSION picks the Pi), else the one in node_modules.
 
-import { type ChildProcess, spawn } from "node:child_process";
+import { type ChildProcess, execFile, spawn } from "node:child_process";
+import { promisify } from "node:util";
 import { existsSync, mkdirSync, mkdtempSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, resolve } from "node:path";
@@ -74,7 +75,20 @@ function piCommand(): { cmd: string; args: string[] } {
 	return { cmd: process.execPath, args: [join(EXT_DIR, "node_modules", "@mariozechner", "pi-coding-agent", "dist", "cli.js")] };
 }
 
+let version: Promise<string> | undefined;
+
+/** piVersion is the version of the Pi the tests run (what its VERSION says, as the extension sends it). */
+export function piVersion(): Promise<string> {
+	version ??= (async () => {
+		const { cmd, args } = piCommand();
+		const out = await promisify(execFile)(cmd, [...args, "--version"], { env: { ...process.env, PI_OFFLINE: "1" } });
+		return `${out.stdout}${out.stderr}`.trim().split(/\s+/).pop() ?? "";
+	})();
+	return version;
+}
+
 const running = new Set<PiRpc>();
+let stderrFiles = 0;
 
 /** stopAll stops every Pi still running (a test that failed half-way leaves none behind). */
 export async function stopAll(): Promise<void> {
@@ -225,6 +239,9 @@ export class PiRpc {
 
 	async stop(): Promise<void> {
 		running.delete(this);
+		// PI_STDERR_DIR=DIR keeps each Pi's stderr (the extension's debug lines) for a look afterwards.
+		const dir = process.env.PI_STDERR_DIR;
+		if (dir) writeFileSync(join(dir, `pi-${process.pid}-${++stderrFiles}.log`), this.stderr);
 		this.#proc.stdin?.end();
 		await killAndWait(this.#proc);
 	}

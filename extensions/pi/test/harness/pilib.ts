@@ -1,10 +1,15 @@
-// Pi's own library (the pinned devDependency, same version as the oracle) for the unit tests:
-// its SessionManager builds real session entries, and its prepareCompaction (not exported by
-// the package entry point, so imported from its module file) says what Pi would summarize.
+// Pi's own library for the unit tests: the Pi of $PI_PACKAGE_DIR (`make test-extension` sets it
+// to the harness's install of $PI_VERSION, 0.73.1 or 1.6.0), else the pinned devDependency
+// (1.6.0). Its SessionManager builds real session entries, and its prepareCompaction (not
+// exported by the package entry point, so imported from its module file) says what Pi would
+// summarize. Only dist/core modules are loaded: they run on the machine's Node 20 (Pi 1.6's
+// entry point and CLI need Node 22).
 
+import { readFileSync } from "node:fs";
 import { join } from "node:path";
+import { isDeepStrictEqual } from "node:util";
 import { pathToFileURL } from "node:url";
-import type { SessionEntry, SessionManager as SM } from "@mariozechner/pi-coding-agent";
+import type { SessionEntry, SessionManager as SM } from "@earendil-works/pi-coding-agent";
 
 /** The fields of Pi's CompactionPreparation the tests use (the type is not exported by the entry point). */
 export interface CompactionPreparation {
@@ -17,14 +22,22 @@ export interface CompactionPreparation {
 }
 import { EXT_DIR } from "./nats.ts";
 
-const dist = join(EXT_DIR, "node_modules", "@mariozechner", "pi-coding-agent", "dist");
+const pkgDir = process.env.PI_PACKAGE_DIR || join(EXT_DIR, "node_modules", "@earendil-works", "pi-coding-agent");
+const dist = join(pkgDir, "dist");
 const load = (rel: string) => import(pathToFileURL(join(dist, rel)).href);
+
+/** The version of the Pi whose library the tests use. */
+export const PI_LIB_VERSION = (JSON.parse(readFileSync(join(pkgDir, "package.json"), "utf8")) as { version: string }).version;
 
 const compactionMod = await load("core/compaction/compaction.js");
 const utilsMod = await load("core/compaction/utils.js");
 const sessionMod = await load("core/session-manager.js");
 
 export const SessionManager = sessionMod.SessionManager as typeof SM;
+/** Pi 1.x's buildSessionProjection; undefined in Pi 0.73. */
+export const buildSessionProjection = sessionMod.buildSessionProjection as
+	| ((path: SessionEntry[]) => { entries: Array<{ sourceEntry: SessionEntry; messages: unknown[] }> })
+	| undefined;
 export const estimateTokens = compactionMod.estimateTokens as (m: unknown) => number;
 export const prepareCompaction = compactionMod.prepareCompaction as (
 	path: SessionEntry[],
@@ -37,10 +50,24 @@ export const computeFileLists = utilsMod.computeFileLists as (ops: CompactionPre
 
 /**
  * idsOfPiMessages maps the messages of Pi's preparation back to the entries they came from:
- * message entries by object identity, custom messages and branch summaries (which Pi builds
- * anew) by their content and timestamp. It does not use the extension's own range logic.
+ * in Pi 1.x through its own projection (the entry each projected message comes from, matched
+ * by value, in order); in Pi 0.73 message entries by object identity, custom messages and
+ * branch summaries (which Pi builds anew) by their content and timestamp. It does not use
+ * the extension's own range logic.
  */
 export function idsOfPiMessages(path: SessionEntry[], msgs: unknown[]): string[] {
+	if (buildSessionProjection) {
+		const projected = buildSessionProjection(path).entries.flatMap((pe) => pe.messages.map((m) => ({ id: pe.sourceEntry.id, m })));
+		let k = 0;
+		const ids: string[] = [];
+		for (const m of msgs) {
+			while (k < projected.length && !(projected[k].m === m || isDeepStrictEqual(projected[k].m, m))) k++;
+			if (k === projected.length) throw new Error(`no projected entry for Pi's message ${JSON.stringify(m).slice(0, 120)}`);
+			if (ids[ids.length - 1] !== projected[k].id) ids.push(projected[k].id);
+			k++;
+		}
+		return ids;
+	}
 	const used = new Set<string>();
 	return msgs.map((m) => {
 		const mm = m as Record<string, unknown>;

@@ -45,9 +45,11 @@ export interface Plan {
 	fileOps: { readFiles: string[] | null; modifiedFiles: string[] | null };
 }
 
-export async function plan(file: string, s: PlanSettings): Promise<Plan> {
+/** plan is `compactor plan --json` of the file (policy nearest unless said: "pi" plans exactly as Pi, with its estimate). */
+export async function plan(file: string, s: PlanSettings, policy: "nearest" | "pi" = "nearest"): Promise<Plan> {
 	const bin = await compactorBinary();
-	const args = ["plan", file, "--json", "--policy", "nearest"];
+	const args = ["plan", file, "--json", "--policy", policy];
+	if (policy === "pi") args.push("--counter", "estimate");
 	args.push("--context-window", String(s.contextWindow), "--reserve-tokens", String(s.reserveTokens), "--keep-recent-tokens", String(s.keepRecentTokens));
 	// planned by the rules of the Pi under test (the harness's PI_VERSION; compactor's default is the newest)
 	if (process.env.PI_VERSION) args.push("--pi-version", process.env.PI_VERSION);
@@ -62,6 +64,8 @@ export interface ValueInput {
 	summary: string;
 	customInstructions?: string;
 	settings: PlanSettings;
+	/** The job's requestedAt, as a worker copies it into the value. */
+	requestedAt?: string;
 }
 
 /** valueFromPlan is the COMPACTOR_PREPARED value of the contract for a plan. */
@@ -86,6 +90,7 @@ export function valueFromPlan(p: Plan, v: ValueInput): Record<string, unknown> {
 		counter: "tiktoken",
 		settings: { ...v.settings },
 		customInstructions: v.customInstructions ?? "",
+		...(v.requestedAt ? { requestedAt: v.requestedAt } : {}),
 		createdAt: new Date().toISOString(),
 		llmInputTokens: 0,
 		incremental: false,

@@ -1,6 +1,6 @@
 // Building session entries with Pi's own SessionManager, as an agent run would append them.
 
-import type { SessionEntry } from "@mariozechner/pi-coding-agent";
+import type { SessionEntry } from "@earendil-works/pi-coding-agent";
 import { SessionManager } from "./pilib.ts";
 
 type SM = ReturnType<typeof SessionManager.inMemory>;
@@ -36,7 +36,7 @@ export function assistant(sm: SM, text: string, calls: Array<{ name: string; arg
 	const output = Math.ceil(text.length / 4) + 10;
 	const id = sm.appendMessage({
 		role: "assistant",
-		content,
+		content: content as Parameters<SM["appendMessage"]>[0] extends { content: infer C } ? C : never,
 		api: "openai-completions",
 		provider: "fake",
 		model: "fake-model",

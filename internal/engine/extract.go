@@ -1,0 +1,64 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// ExtractRequest asks for a compaction at Pi's own cut made without a model, from inside
+// Pi's session_before_compact hook, when no preparation is valid for the branch (none was
+// made, or none could be ready: the agent compacts more often than a summary takes).
+type ExtractRequest struct {
+	File string
+	// LeafID is Pi's leaf when the hook ran ("" = the file's leaf).
+	LeafID string
+	// FirstKeptEntryID is Pi's own cut (the hook's preparation.firstKeptEntryId).
+	FirstKeptEntryID string
+	// KeepRecentTokens, ReserveTokens and ContextWindow are Pi's (preparation.settings and
+	// the model's window); 0: the engine's.
+	KeepRecentTokens, ReserveTokens, ContextWindow int
+	// Pi is the Pi release the session follows ("": the engine's setting).
+	Pi string
+}
+
+// Extract answers Pi's hook from the previous summary plus extractive notes of the new
+// span: the span Pi would summarize now (from the previous compaction's kept boundary to
+// Pi's cut) goes through the extractive summarizer (summarize.Extractive, in milliseconds,
+// no model) as an update of the branch's latest compaction summary, exactly as `compactor
+// compact` does without a model. A turn Pi splits is summarized whole up to its start and
+// its prefix bridged (Bridge), so the result is a Prepared for Pi's cut and leaf that the
+// extension checks as it checks any preparation. The next preparation that lands sends this
+// summary to the model as the previous summary, so the model rewrites the notes then.
+// Nothing is written and no model is called.
+func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, error) {
+	x := *e
+	if _, ok := e.Summarizer.(*summarize.Extractive); !ok {
+		x.Summarizer = summarize.NewExtractive()
+	}
+	x.Settings.PrepareUpdate = PrepareFull
+	set := Settings{Pi: req.Pi, Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate,
+		KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow}
+	prep, res, err := x.Prepare(ctx, Request{File: req.File, Settings: set}, nil)
+	if err != nil {
+		return nil, err
+	}
+	if prep == nil {
+		reason := "nothing to summarize"
+		if res != nil && res.Reason != "" {
+			reason = res.Reason
+		}
+		return nil, &StaleError{Reason: "no extract: " + reason}
+	}
+	if prep.FirstKeptEntryID == req.FirstKeptEntryID {
+		return prep, nil
+	}
+	out, err := x.Bridge(ctx, BridgeRequest{File: req.File, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: req.Pi}, prep)
+	if err != nil {
+		return nil, fmt.Errorf("extract: %w", err)
+	}
+	return out, nil
+}
