@@ -212,27 +212,10 @@ func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request,
 // (context edits applied, system messages left to the compaction's checkpoint, entries
 // outside the context left out).
 func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []*sessionio.Message {
-	var out []*sessionio.Message
-	if d.Projects() {
-		for _, pe := range sessionio.Project(path, d).Entries {
-			if pe.Index < from || pe.Index >= to || pe.Entry.Type == sessionio.TypeCompaction {
-				continue
-			}
-			for _, m := range pe.Messages {
-				if m.Role != sessionio.RoleSystem {
-					out = append(out, m)
-				}
-			}
-		}
-		return out
-	}
-	for _, e := range path[from:to] {
-		if e.Type == sessionio.TypeCompaction {
-			continue
-		}
-		if m := sessionio.AsMessage(e); m != nil {
-			out = append(out, m)
-		}
+	gap := gapMessages(path, from, to, d)
+	out := make([]*sessionio.Message, len(gap))
+	for i, g := range gap {
+		out[i] = g.m
 	}
 	return out
 }
