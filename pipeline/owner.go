@@ -90,19 +90,24 @@ func identify(store, root string, shared bool) (StoreIdentity, error) {
 		var r [16]byte
 		_, _ = rand.Read(r[:])
 		b, _ = json.Marshal(marker{ID: hex.EncodeToString(r[:]), Store: store, Created: time.Now().UTC()})
-		f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o644)
-		if errors.Is(err, os.ErrExist) {
-			continue // written by another process meanwhile: read it
-		}
+		// Written whole beside it, then linked into place: the link fails if another
+		// process was first, and a reader never sees a marker half written.
+		tmp, err := os.CreateTemp(root, markerFile+".*")
 		if err != nil {
 			return id, nil // a root this process may not write: it is known by its device and inode
 		}
-		_, werr := f.Write(append(b, '\n'))
-		if cerr := f.Close(); werr == nil {
+		_, werr := tmp.Write(append(b, '\n'))
+		if cerr := tmp.Close(); werr == nil {
 			werr = cerr
 		}
+		if werr == nil {
+			werr = os.Link(tmp.Name(), p)
+		}
+		_ = os.Remove(tmp.Name())
+		if errors.Is(werr, os.ErrExist) {
+			continue // written by another process meanwhile: read it
+		}
 		if werr != nil {
-			_ = os.Remove(p)
 			return id, nil
 		}
 	}
