@@ -84,12 +84,40 @@ func startService(t testing.TB, cfg Config) *Service {
 
 func (b *bundle) run(s *Service) (stop func()) { return runService(b.t, s) }
 
-// runService starts s.Run and returns a stop function that cancels it and waits for it;
-// it is called when the test ends at the latest.
+// runService starts s.Run, waits until its workers are up (listeners registered, every
+// fetch loop running) or Run has returned, and returns a stop function that cancels it and
+// waits for it; it is called when the test ends at the latest. Without the wait, a hook
+// report a test publishes at once could reach NATS before the service listens for it,
+// and be lost (core NATS keeps nothing): TestPreparedDeletedOnceUsed failed so once.
 func runService(t testing.TB, s *Service) (stop func()) {
 	ctx, cancel := context.WithCancel(context.Background())
 	done := make(chan error, 1)
 	go func() { done <- s.Run(ctx) }()
+	up := func() bool {
+		for _, st := range s.cfg.Stores {
+			s.loops.mu.Lock()
+			running := s.loops.state(st.Name).running
+			s.loops.mu.Unlock()
+			if !running {
+				return false
+			}
+		}
+		return true
+	}
+	deadline := time.Now().Add(hangGuard)
+	for !up() {
+		select {
+		case err := <-done:
+			done <- err // stop reports it
+			up = func() bool { return true }
+			continue
+		default:
+		}
+		if time.Now().After(deadline) {
+			t.Fatalf("the service's workers did not start within %s", hangGuard)
+		}
+		time.Sleep(5 * time.Millisecond)
+	}
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {

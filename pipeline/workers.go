@@ -50,6 +50,14 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if err != nil {
 		return undo(err)
 	}
+	// The server has the listeners before the fetch loops start (and /readyz says ready): a
+	// hook report or a bridge request sent after that reaches them. When NATS is away the
+	// client registers them again as it reconnects; the worker does not wait for that.
+	fctx, cancelFlush := context.WithTimeout(ctx, 10*time.Second)
+	if ferr := s.nc.FlushWithContext(fctx); ferr != nil {
+		s.log.Warn("hook and bridge listeners not confirmed by NATS; they are registered as it reconnects", "err", ferr)
+	}
+	cancelFlush()
 	waitMetrics := func() {}
 	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
