@@ -93,7 +93,7 @@ func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
 
 func (b *liveBundle) enqueue(t *testing.T, j pipeline.Job) pipeline.EnqueueResult {
 	t.Helper()
-	r, err := b.Enqueue(context.Background(), j, true, 60*time.Second)
+	r, err := b.Enqueue(context.Background(), j, true, hangGuard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -164,7 +164,7 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	j := b.job(t, file)
 	events := make(chan pipeline.EnqueueResult, 1)
 	go func() {
-		r, err := b.Enqueue(context.Background(), j, true, 60*time.Second)
+		r, err := b.Enqueue(context.Background(), j, true, hangGuard)
 		if err != nil {
 			t.Error(err)
 		}
