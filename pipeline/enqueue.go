@@ -175,14 +175,18 @@ func enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 			res.Event, res.WaitedFor = ev, waited
 			return res, nil
 		}
-		// Another request held the subject; it has ended, so the subject is free (a final
-		// event is published after the job's DoubleAck): queue ours now.
+		// Another request held the subject; it has ended, so the subject is free (its final
+		// event is published just before its DoubleAck: the loop above waits that out).
 		waited, done = append(waited, res.JobID), res.Seq
 	}
 }
 
 // waitFinal returns the final event of the job with that sequence and id: the last one on
-// its subject when it ended already, else the one that comes.
+// its subject when it ended already, else the one that comes. The events stream is the
+// truth, the subscription only the fast path: an event published while this connection was
+// away (a reconnect, a slow-consumer cut) never reaches the subscription, so the stream is
+// read again from time to time (finalPollMin, doubling to finalPollMax). A read that fails
+// is tried again; the last failure is part of the error when ctx ends first.
 func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, store, sessionID string, seq uint64, jobID string) (*Event, error) {
 	final := func(data []byte) *Event {
 		var ev Event
@@ -191,24 +195,18 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 		}
 		return &ev
 	}
-	m, err := directLast(ctx, nc, StreamEvents, JobEventSubject(store, sessionID, seq))
-	switch {
-	case err == nil:
-		if ev := final(m.Data); ev != nil {
-			return ev, nil
-		}
-	case errors.Is(err, jetstream.ErrMsgNotFound):
-	default:
-		if pe := refusal(ctx); pe != nil {
-			return nil, pe
-		}
-		return nil, fmt.Errorf("enqueue: read the job's events: %w", err)
-	}
+	poll := time.NewTimer(0) // the first read at once: the job may have ended already
+	defer poll.Stop()
+	every := finalPollMin
+	var readErr error
 	for {
 		select {
 		case <-ctx.Done():
 			if pe := refusal(ctx); pe != nil {
 				return nil, pe
+			}
+			if readErr != nil {
+				return nil, fmt.Errorf("enqueue: job %s (seq %d) did not end in time (the last read of its events failed: %v): %w", jobID, seq, readErr, ctx.Err())
 			}
 			return nil, fmt.Errorf("enqueue: job %s (seq %d) did not end in time: %w", jobID, seq, ctx.Err())
 		case m := <-events:
@@ -218,6 +216,34 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 			if ev := final(m.Data); ev != nil {
 				return ev, nil
 			}
+		case <-poll.C:
+			rctx, cancel := context.WithTimeout(ctx, finalReadTimeout)
+			m, err := directLast(rctx, nc, StreamEvents, JobEventSubject(store, sessionID, seq))
+			cancel()
+			switch {
+			case err == nil:
+				if ev := final(m.Data); ev != nil {
+					return ev, nil
+				}
+				readErr = nil
+			case errors.Is(err, jetstream.ErrMsgNotFound):
+				readErr = nil
+			default:
+				if pe := refusal(ctx); pe != nil {
+					return nil, pe
+				}
+				readErr = err
+			}
+			poll.Reset(every)
+			every = min(2*every, finalPollMax)
 		}
 	}
 }
+
+// How often waitFinal reads the events stream besides listening (see waitFinal), and how
+// long one read may take.
+const (
+	finalPollMin     = 500 * time.Millisecond
+	finalPollMax     = 5 * time.Second
+	finalReadTimeout = 5 * time.Second
+)
