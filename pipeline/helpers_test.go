@@ -105,12 +105,12 @@ func runService(t testing.TB, s *Service) (stop func()) {
 		return true
 	}
 	deadline := time.Now().Add(hangGuard)
+wait:
 	for !up() {
 		select {
 		case err := <-done:
 			done <- err // stop reports it
-			up = func() bool { return true }
-			continue
+			break wait
 		default:
 		}
 		if time.Now().After(deadline) {
