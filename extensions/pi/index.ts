@@ -75,6 +75,8 @@ interface SessionState {
 	asking: boolean;
 	polling: boolean;
 	lastPollAt: number;
+	/** A poll put off (one a second at most, or one still running): it runs when it may. */
+	pollTimer: ReturnType<typeof setTimeout> | undefined;
 	/** The last decision logged (digits left out), so that the log says each reason once in a row. */
 	lastWhy: string;
 	/** When the current cycle began (performance.now()). */
@@ -84,6 +86,11 @@ interface SessionState {
 	/** The session's hooks by "result/reason". */
 	counts: Record<string, number>;
 }
+
+/** How often at most the extension reads the bucket for a preparation in flight. */
+const POLL_EVERY_MS = 1000;
+/** The shortest wait before a poll put off runs (one still running ends within POLL_EVERY_MS). */
+const POLL_RETRY_MIN_MS = 50;
 
 const FLAG_OFF = "compactor-off";
 const FLAG_FRACTION = "compactor-prepare-fraction";
@@ -118,6 +125,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 
 	pi.on("session_start", (_event, ctx) => {
 		try {
+			if (state?.pollTimer) clearTimeout(state.pollTimer);
 			const agentDir = host.getAgentDir();
 			cfg = loadConfig(process.env, agentDir, flags());
 			if (cfg.debug) log = (msg) => process.stderr.write(`[compactor] ${new Date().toISOString()} ${msg}\n`);
@@ -140,6 +148,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				asking: false,
 				polling: false,
 				lastPollAt: -Infinity,
+				pollTimer: undefined,
 				lastWhy: "",
 				cycleStartedAt: performance.now(),
 				lastCycleMs: undefined,
@@ -186,19 +195,45 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		}
 	});
 
-	/** pollInFlight looks (at most once a second, in the background) whether the value asked for has landed. */
+	/**
+	 * pollInFlight looks (at most once a second, in the background) whether the value asked for
+	 * has landed. A poll it may not make now (too soon after the last, or the last still
+	 * running), or one that failed, is put off rather than dropped: a value that lands just
+	 * after the run's last turn is then still seen, not only at the next run's turns, and the
+	 * next preparation is not held back by a request that has in fact landed.
+	 */
 	const pollInFlight = (cl: CompactorClient, st: SessionState, now: number) => {
-		if (st.polling || now - st.lastPollAt < 1000 || !st.location) return;
+		if (!st.inFlight || !st.location) return;
+		if (st.polling || now - st.lastPollAt < POLL_EVERY_MS) return pollLater(st, now);
 		st.polling = true;
 		st.lastPollAt = now;
 		const loc = st.location;
-		void withDeadline(cl.getPrepared(preparedKey(loc)), 1000)
+		void withDeadline(cl.getPrepared(preparedKey(loc)), POLL_EVERY_MS)
 			.then((got) => {
 				if (got.ok && got.value !== undefined) noteValue(st, got.value);
+				else if (!got.ok) pollLater(st, performance.now());
 			})
 			.finally(() => {
 				st.polling = false;
 			});
+	};
+
+	/** pollLater makes the poll pollInFlight could not make now, once (a single timer), when it may. */
+	const pollLater = (st: SessionState, now: number) => {
+		if (st.pollTimer) return;
+		const wait = Math.max(POLL_RETRY_MIN_MS, st.lastPollAt + POLL_EVERY_MS - now);
+		st.pollTimer = setTimeout(() => {
+			st.pollTimer = undefined;
+			const cl = client;
+			const f = st.inFlight;
+			// the session moved on, the extension closed, or the request landed meanwhile
+			if (state !== st || !cl || !f) return;
+			const at = performance.now();
+			if (at - f.at > lostAfterMs(st.pace.estimate())) return; // the next turn_end gives it up
+			pollInFlight(cl, st, at);
+		}, wait);
+		// a put-off poll never keeps Pi's process alive
+		st.pollTimer.unref?.();
 	};
 
 	/** noteValue learns from a value read from the bucket: when the request in flight landed, and how long it took. */
@@ -480,6 +515,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 	pi.on("session_shutdown", async () => {
 		const cl = client;
 		client = undefined;
+		if (state?.pollTimer) clearTimeout(state.pollTimer);
 		state = undefined;
 		if (!cl) return;
 		// Bounded: shutting down must not hang on an unreachable server.
