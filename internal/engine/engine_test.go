@@ -211,22 +211,29 @@ func checkPiLoads(t *testing.T, file string, leaf *sessionio.Entry, kept []strin
 // error and an untouched file.
 func TestCompactLLMFailuresWriteNothing(t *testing.T) {
 	t.Parallel()
+	// Only the hanging endpoint gets a short attempt timeout: the others must fail for their
+	// own reason, however slowly a loaded machine serves the 443 KB request.
 	cases := map[string]struct {
-		b    fakellm.Behavior
-		want string
+		b       fakellm.Behavior
+		timeout time.Duration
+		want    string
 	}{
-		"timeout":        {fakellm.Behavior{Hang: true}, "timeout"},
-		"malformed json": {fakellm.Behavior{Garbage: true}, "cannot decode"},
-		"empty":          {fakellm.Behavior{Empty: true}, "no text"},
-		"context length": {fakellm.Behavior{Status: 400, Code: "context_length_exceeded", Message: "This model's maximum context length is 1000 tokens"}, "context"},
-		"server error":   {fakellm.Behavior{Status: 500}, "500"},
+		"timeout":        {fakellm.Behavior{Hang: true}, 300 * time.Millisecond, "timeout"},
+		"malformed json": {fakellm.Behavior{Garbage: true}, 0, "cannot decode"},
+		"empty":          {fakellm.Behavior{Empty: true}, 0, "no text"},
+		"context length": {fakellm.Behavior{Status: 400, Code: "context_length_exceeded", Message: "This model's maximum context length is 1000 tokens"}, 0, "context"},
+		"server error":   {fakellm.Behavior{Status: 500}, 0, "500"},
 	}
 	for name, tc := range cases {
 		t.Run(name, func(t *testing.T) {
 			t.Parallel()
 			llm := fakellm.Start(t)
 			llm.SetDefault(tc.b)
-			sum := openAI(t, llm.URL(), func(c *summarize.OpenAIConfig) { c.Timeout = 300 * time.Millisecond })
+			sum := openAI(t, llm.URL(), func(c *summarize.OpenAIConfig) {
+				if tc.timeout > 0 {
+					c.Timeout = tc.timeout
+				}
+			})
 			eng, _ := New(sum, Settings{KeepRecentTokens: 5000})
 			file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
 			before, _ := os.ReadFile(file)
