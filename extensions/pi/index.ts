@@ -197,10 +197,11 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 
 	/**
 	 * pollInFlight looks (at most once a second, in the background) whether the value asked for
-	 * has landed. A poll it may not make now (too soon after the last, or the last still
-	 * running), or one that failed, is put off rather than dropped: a value that lands just
-	 * after the run's last turn is then still seen, not only at the next run's turns, and the
-	 * next preparation is not held back by a request that has in fact landed.
+	 * has landed, and keeps looking once a second until it has or the request is given up
+	 * (lostAfterMs). A look it may not take now (too soon after the last, or the last still
+	 * running) is put off rather than dropped. So a value that lands after the run's last turn
+	 * is seen when it lands, not at the next run's turns, and the next preparation is not held
+	 * back by a request that has in fact landed.
 	 */
 	const pollInFlight = (cl: CompactorClient, st: SessionState, now: number) => {
 		if (!st.inFlight || !st.location) return;
@@ -211,14 +212,16 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		void withDeadline(cl.getPrepared(preparedKey(loc)), POLL_EVERY_MS)
 			.then((got) => {
 				if (got.ok && got.value !== undefined) noteValue(st, got.value);
-				else if (!got.ok) pollLater(st, performance.now());
 			})
 			.finally(() => {
 				st.polling = false;
+				// not landed yet (or the read failed): look again in a second, until it lands or
+				// is given up, whether or not the agent takes another turn
+				if (st.inFlight) pollLater(st, performance.now());
 			});
 	};
 
-	/** pollLater makes the poll pollInFlight could not make now, once (a single timer), when it may. */
+	/** pollLater makes pollInFlight's next look, once (a single timer), when it may. */
 	const pollLater = (st: SessionState, now: number) => {
 		if (st.pollTimer) return;
 		const wait = Math.max(POLL_RETRY_MIN_MS, st.lastPollAt + POLL_EVERY_MS - now);
@@ -307,6 +310,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				return;
 			}
 			st.inFlight = { requestedAt: requested.getTime(), at: performance.now(), leafId, nth, compactionId };
+			pollLater(st, performance.now()); // look until it lands, whether or not the agent takes another turn
 			const firstTokens = nth === 1 ? tokens : st.cycle.firstTokens;
 			st.cycle = { compactionId, asks: nth, firstTokens, lastLeafId: leafId };
 			log(`prepare #${nth} requested at leaf ${leafId} (${decision.why}; ${Math.round(pace.tokensPerSecond ?? 0)} tokens/s, latency ${secs(pace.latencyMs)}${pace.latencyMeasured ? "" : " (guess)"}): ${outcome}`);

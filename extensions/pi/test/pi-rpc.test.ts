@@ -202,6 +202,13 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		const ignored: Array<Record<string, unknown>> = [];
 		const workerErrors: unknown[] = [];
 		let accepting = true;
+		// The first value is written only when the test says so, after the run that asked for it
+		// has ended: the extension must see it land without another turn.
+		let held = false;
+		let release = () => {};
+		const released = new Promise<void>((r) => {
+			release = r;
+		});
 		const messages = await consumer.consume();
 		// A stand-in for compactor's worker: plan the file at the job's path, write the value.
 		// It stops preparing before the run that triggers the compaction, so the value Pi gets
@@ -225,6 +232,10 @@ describe("the extension in the real Pi (RPC mode)", () => {
 					const value = valueFromPlan(p, {
 						store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS, requestedAt: job.requestedAt as string,
 					});
+					if (jobs.length === 0) {
+						held = true;
+						await released;
+					}
 					await kv.put(`${STORE}.${sessionToken(job.sessionId as string)}`, JSON.stringify(value));
 					// acknowledged for sure before the test looks, so the session's subject is free again
 					await m.ackAck();
@@ -244,7 +255,11 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			// A second read: past keepRecentTokens by more than 5% of the room, the first
 			// preparation of the cycle is asked for at once, long before the threshold.
 			await pi.prompt("small task 2");
-			await waitUntil(() => jobs.length >= 1, "first prepare job");
+			// the run is over: no turn follows until the next prompt
+			await waitUntil(() => held, "first prepare job");
+			release();
+			await waitUntil(() => /preparation #1 landed: leaf \S+, requested [\d:.]+, ready after [\d.]+ s/.test(pi.stderr), "the extension sees the value land, with no turn after it");
+			await waitUntil(() => jobs.length >= 1, "first prepare job acknowledged");
 			const w = await where(pi, world);
 			const j = jobs[0];
 			assert.equal(j.subject, `compactor.jobs.${STORE}.${sessionToken(w.sessionId)}.prepare`);
@@ -256,7 +271,6 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			assert.ok(entries(w.sessionFile).some((e) => e.id === j.job.expectLeafId), "expectLeafId is an entry of the session");
 			assert.match(pi.stderr, /prepare #1 requested at leaf \S+ \(\d+ tokens to summarize >= \d+/);
 			await pi.prompt("one more small step");
-			await waitUntil(() => /preparation #1 landed: leaf \S+, requested [\d:.]+, ready after [\d.]+ s/.test(pi.stderr), "the extension sees the value land");
 			assert.equal(jobs.length, 1, "no top-up while far from the threshold");
 
 			accepting = false;
@@ -264,6 +278,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			// tool result, Pi 0.73 after the run, on its last answer.
 			fm.promptTokens = 17_000;
 			fm.promptTokensTurns = await turnsPastThreshold();
+			const hooksBefore = pi.hookLines().length;
 			const from = pi.mark();
 			await pi.prompt("the task that fills the window");
 			const end = await pi.waitFor((e) => e.msg.type === "compaction_end", from);
@@ -278,7 +293,9 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			assert.equal(last.fromHook, true);
 			assert.equal(last.summary, latest.summary);
 			assert.deepEqual(pi.events.slice(from).filter((e) => e.msg.type === "extension_error" || e.msg.errorMessage), []);
-			assert.match(pi.hookLines().at(-1) ?? "", /: hit .*\[prepared\/none, threshold; value requested [\d:.]+, ready after/);
+			// stderr (the hook's line) and stdout (events) are separate pipes
+			await waitUntil(() => pi.hookLines().length > hooksBefore, "the hook's debug line", 5000);
+			assert.match(pi.hookLines()[hooksBefore], /: hit .*\[prepared\/none, threshold; value requested [\d:.]+, ready after/);
 			figures.autoBlockedMs.push(end.at - start.at);
 			// A compaction starts a new cycle: once a span worth it is summarizable again, the
 			// extension asks again.
@@ -288,6 +305,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			assert.deepEqual(workerErrors, []);
 		} finally {
 			fm.promptTokens = undefined;
+			release();
 			messages.stop();
 			await pi.stop();
 			await worker;
