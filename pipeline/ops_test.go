@@ -117,7 +117,9 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 		}
 	}}
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
-		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
+		// The lease must outlast two server restarts (one without JetStream) and a reconnect
+		// after its first failed renewal (at TTL/3), under -race on a loaded machine.
+		AckWait: 30 * time.Second, LeaseTTL: 18 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
 		ShutdownTimeout: 5 * time.Second, Handler: h, Logger: logs.logger()}
 	runService(t, startService(t, cfg))
 

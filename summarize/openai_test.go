@@ -207,7 +207,8 @@ func TestOpenAITimeout(t *testing.T) {
 	t.Parallel()
 	srv := fakellm.Start(t)
 	srv.Enqueue(fakellm.Behavior{Hang: true})
-	c, _, _ := newClient(t, srv, func(c *OpenAIConfig) { c.Timeout = 200 * time.Millisecond })
+	// long enough that the retry's answer is never cut short on a loaded machine
+	c, _, _ := newClient(t, srv, func(c *OpenAIConfig) { c.Timeout = time.Second })
 	res, err := c.Summarize(context.Background(), simpleReq())
 	if err != nil {
 		t.Fatalf("the retry after a timeout should succeed: %v", err)

@@ -275,16 +275,18 @@ func TestLiveBusySession(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			b := newLiveBundle(t, -1, nil, true)
-			b.llm.SetDefault(fakellm.Behavior{Latency: 700 * time.Millisecond})
+			// The summary is answered only once Pi has written: Pi writes while it is being written.
+			written := make(chan struct{})
+			b.llm.SetDefault(fakellm.Behavior{Hold: written})
 			const id = "019a0000-0000-7000-8000-000000000005"
 			file := b.session(t, "--p--/a_"+id+".jsonl", id)
 			j := b.job(t, file)
 			go func() {
-				// Pi writes while the summary is being written.
 				for b.llm.Count() == 0 {
 					time.Sleep(5 * time.Millisecond)
 				}
 				appendPi(t, file, tc.lines(j.ExpectLeafID)...)
+				close(written)
 			}()
 			r := b.enqueue(t, j)
 			if r.Event.Outcome != tc.want || r.Event.Attempt != 1 {

@@ -27,6 +27,10 @@ import (
 type Behavior struct {
 	// Latency delays the answer (the request context still ends it early).
 	Latency time.Duration
+	// Hold, when not nil, delays the answer until it is closed (the request context still
+	// ends it early): a test that must act while a summary is being written waits on that
+	// moment, not on a duration.
+	Hold <-chan struct{}
 	// Status, when non-zero and not 200, answers with that status and an OpenAI-style
 	// error body (Code/Message, defaults per status).
 	Status int
@@ -112,6 +116,18 @@ func Start(t Cleanuper) *Server {
 	s := New()
 	t.Cleanup(s.Close)
 	return s
+}
+
+// until waits for ready; false when the client gave up or the server closed first.
+func (s *Server) until(r *http.Request, ready <-chan struct{}) bool {
+	select {
+	case <-ready:
+		return true
+	case <-r.Context().Done():
+		return false
+	case <-s.closed:
+		return false
+	}
 }
 
 // URL is the API base URL to configure a client with (ends in /v1).
@@ -252,15 +268,17 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	}()
 
 	if b.Latency > 0 {
-		select {
-		case <-time.After(b.Latency):
-		case <-r.Context().Done():
-			status = 499
-			return
-		case <-s.closed:
+		latency := make(chan struct{})
+		stop := time.AfterFunc(b.Latency, func() { close(latency) })
+		defer stop.Stop()
+		if !s.until(r, latency) {
 			status = 499
 			return
 		}
+	}
+	if b.Hold != nil && !s.until(r, b.Hold) {
+		status = 499
+		return
 	}
 	if b.Hang {
 		select {

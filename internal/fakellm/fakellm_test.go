@@ -1,9 +1,11 @@
 package fakellm
 
 import (
+	"context"
 	"encoding/json"
 	"io"
 	"net/http"
+	"runtime"
 	"strings"
 	"sync"
 	"testing"
@@ -88,5 +90,45 @@ func TestSummaryDeterministic(t *testing.T) {
 	}
 	if !strings.Contains(a, "## Critical Context") || strings.Contains(Summary(prompt("## Goal")), "## Critical Context") {
 		t.Fatal("the branch prompt (no Critical Context) is not told apart from the history prompt")
+	}
+}
+
+// Hold answers only once its channel is closed: a held request that its client gives up is
+// recorded as given up (499), never answered; one released is answered normally.
+func TestHoldAnswersWhenReleased(t *testing.T) {
+	t.Parallel()
+	s := Start(t)
+	hold := make(chan struct{})
+	s.SetDefault(Behavior{Hold: hold})
+	body := `{"model":"m","messages":[{"role":"user","content":"## Goal"}]}`
+
+	ctx, cancel := context.WithCancel(context.Background())
+	req, _ := http.NewRequestWithContext(ctx, http.MethodPost, s.URL()+"/chat/completions", strings.NewReader(body))
+	gaveUp := make(chan error, 1)
+	go func() {
+		resp, err := http.DefaultClient.Do(req)
+		if err == nil {
+			resp.Body.Close()
+		}
+		gaveUp <- err
+	}()
+	for s.Count() == 0 {
+		runtime.Gosched()
+	}
+	cancel()
+	if err := <-gaveUp; err == nil {
+		t.Fatal("a held request was answered before its hold was released")
+	}
+	for s.Requests()[0].Status == 0 {
+		runtime.Gosched()
+	}
+	if st := s.Requests()[0].Status; st != 499 {
+		t.Fatalf("held request given up by its client recorded as %d, want 499", st)
+	}
+
+	close(hold)
+	st, _, out := post(t, s.URL()+"/chat/completions", body)
+	if st != 200 || len(out["choices"].([]any)) != 1 {
+		t.Fatalf("after the release: %d %v", st, out)
 	}
 }
