@@ -141,11 +141,14 @@ interop:
 	  PI_VERSION=$$v COMPACTOR_INTEROP=1 CUTPOINT_DIFF_N=60 $(GO) test -count=1 -timeout 30m $(INTEROP_PKGS); \
 	done
 
-# Rewrite the goldens and the generated corpus of every Pi of the matrix from the live Pi
-# (summarize's goldens before tokenize's, which read summarize's edge-case sessions).
+# Rewrite the goldens of every Pi of the matrix, oldest first, from the live Pi, and the
+# generated corpus of those that have one committed (testdata/corpus/gen-<version>/: 0.73.1
+# and 1.6.0); summarize's goldens before tokenize's, which read summarize's edge-case sessions.
+# The goldens are golden stores (interop/pi/lib/store.mjs): a release stores only what differs
+# from the pinned release before it.
 goldens:
 	@set -e; for v in $$($(PI_HARNESS) matrix); do \
-	  PI_VERSION=$$v $(PI_HARNESS) gen --compact >/dev/null; \
+	  if [ -d testdata/corpus/gen-$$v ]; then PI_VERSION=$$v $(PI_HARNESS) gen --compact >/dev/null; fi; \
 	  PI_VERSION=$$v $(PI_HARNESS) goldens; \
 	  PI_VERSION=$$v $(PI_HARNESS) exec summarize/testdata/gen-goldens.mjs >/dev/null; \
 	  PI_VERSION=$$v $(PI_HARNESS) exec tokenize/testdata/gen-estimate-goldens.mjs; \

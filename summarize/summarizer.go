@@ -63,9 +63,9 @@ type Request struct {
 	ReplaceInstructions bool
 	// MaxTokens is the output limit; 0 lets the summarizer choose.
 	MaxTokens int
-	// Dialect is the Pi whose serialization and prompt rules the request follows (zero: the
+	// Release is the Pi whose serialization and prompt rules the request follows (zero: the
 	// newest).
-	Dialect sessionio.Dialect
+	Release sessionio.Release
 }
 
 // Result is a summary and what it cost.

@@ -339,7 +339,10 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
-	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
+	if f.eng.piWarning != "" {
+		cfg.Logger.Warn("unknown Pi release", "pi_version", f.eng.pi.version, "warning", f.eng.piWarning)
+	}
+	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores, cfg.Logger)
 	if err != nil {
 		return cfg, err
 	}

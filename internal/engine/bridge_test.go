@@ -81,7 +81,7 @@ func TestBridgeReachesPisCut(t *testing.T) {
 		t.Fatalf("bridge info %+v", got.Bridge)
 	}
 	est := tokenize.Estimate()
-	if kept := keptTokens(pi.Path, pi.Plan.FirstKeptEntryIndex, pi.Dialect, est); got.KeptTokensEstimate != kept {
+	if kept := keptTokens(pi.Path, pi.Plan.FirstKeptEntryIndex, pi.Release, est); got.KeptTokensEstimate != kept {
 		t.Fatalf("kept estimate %d, want %d", got.KeptTokensEstimate, kept)
 	}
 	if got.History != "" {

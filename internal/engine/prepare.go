@@ -126,7 +126,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
-		Dialect: src.Dialect,
+		Release: src.Release,
 	}
 	if p.PreviousSummary != nil {
 		in.PreviousSummary = *p.PreviousSummary
@@ -138,7 +138,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
 		base := prev.History
 		in.BaseHistory = &base
-		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Dialect)
+		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Release)
 		leaf := prev.LeafID
 		basedOn = &leaf
 	}
@@ -154,14 +154,14 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		return nil, nil, err
 	}
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
-	est := tokenize.EstimateFor(src.Dialect)
+	est := tokenize.EstimateFor(src.Release)
 	pr := &Prepared{
 		V: PreparedVersion, SessionID: src.Session.Header.ID, LeafID: src.Path[len(src.Path)-1].ID,
 		FirstKeptEntryID: p.FirstKeptEntryID, BoundaryStartEntryID: p.BoundaryStartEntryID,
 		SummarizedEntryIDs: append(append([]string{}, p.MessagesToSummarize...), p.TurnPrefix...),
 		TokensBefore:       p.TokensBefore, Summary: out.Summary,
 		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Dialect, est),
+		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, est),
 		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
 		Policy:                p.Policy, Counter: p.Counter,
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
@@ -208,11 +208,11 @@ func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request,
 }
 
 // messagesBetween returns the messages of path[from:to) as a summary reads them
-// (compaction entries excluded), under dialect d's rules: Pi 1.x reads its projection
-// (context edits applied, system messages left to the compaction's checkpoint, entries
-// outside the context left out).
-func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []*sessionio.Message {
-	gap := gapMessages(path, from, to, d)
+// (gapMessages: compaction entries excluded; from 0.87 Pi reads its projection, context
+// edits applied, system messages left to the compaction's checkpoint, entries outside the
+// context left out).
+func messagesBetween(path []*sessionio.Entry, from, to int, r sessionio.Release) []*sessionio.Message {
+	gap := gapMessages(path, from, to, r)
 	out := make([]*sessionio.Message, len(gap))
 	for i, g := range gap {
 		out[i] = g.m
@@ -220,12 +220,15 @@ func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect)
 	return out
 }
 
-// keptTokens counts the context messages from path[first] to the end with c (Pi 1.x: the
-// projection's, system messages included, as Pi's cut weighs them).
-func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpoint.Counter) int {
+// keptTokens counts the context messages from path[first] to the end with c: from 0.87
+// (ContextEdits) the projection's, system messages included, as Pi's cut weighs them; from
+// 0.80.4 (EntryMessages) what every entry puts into the context (an older compaction's
+// summary too, ResentSummary; the kept range's system messages not, SystemMessages); before,
+// the messages a summary would read.
+func keptTokens(path []*sessionio.Entry, first int, r sessionio.Release, c cutpoint.Counter) int {
 	n := 0
-	if d.Projects() {
-		for _, pe := range sessionio.Project(path, d).Entries {
+	if r.Has(sessionio.ContextEdits) {
+		for _, pe := range sessionio.Project(path, r).Entries {
 			if pe.Index >= first && pe.Entry.Type != sessionio.TypeCompaction {
 				for _, m := range pe.Messages {
 					n += c.Count(m)
@@ -234,7 +237,20 @@ func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpo
 		}
 		return n
 	}
-	for _, m := range messagesBetween(path, first, len(path), d) {
+	if r.Has(sessionio.EntryMessages) {
+		for _, e := range path[min(first, len(path)):] {
+			if e.Type == sessionio.TypeCompaction && !r.Has(sessionio.ResentSummary) {
+				continue
+			}
+			for _, m := range sessionio.MessagesOf(e, r) {
+				if !(m.Role == sessionio.RoleSystem && r.Has(sessionio.SystemMessages)) {
+					n += c.Count(m)
+				}
+			}
+		}
+		return n
+	}
+	for _, m := range messagesBetween(path, first, len(path), r) {
 		n += c.Count(m)
 	}
 	return n
