@@ -201,11 +201,16 @@ func (pv piVersions) forRequest(store, named string) (version, unknown, refusal 
 	if pv.policy == piUnknownRefuse {
 		return version, unknown, why + " (--pi-unknown refuse)", nil
 	}
-	level := slog.LevelDebug
-	if _, seen := pv.warned.LoadOrStore(store+"\x00"+unknown, true); !seen {
-		level = slog.LevelWarn
+	level, log := slog.LevelWarn, pv.log
+	if pv.warned != nil {
+		if _, seen := pv.warned.LoadOrStore(store+"\x00"+unknown, true); seen {
+			level = slog.LevelDebug
+		}
 	}
-	pv.log.Log(context.Background(), level, "unknown Pi release", "store", store, "pi_version", unknown, "warning", why)
+	if log == nil {
+		log = slog.Default()
+	}
+	log.Log(context.Background(), level, "unknown Pi release", "store", store, "pi_version", unknown, "warning", why)
 	return version, unknown, "", nil
 }
 

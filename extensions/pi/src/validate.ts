@@ -9,15 +9,17 @@
 //   - it builds on the same previous compaction (the latest one on the branch, or none);
 //   - the entries it summarized are exactly those Pi would summarize for that cut: from the
 //     previous compaction's kept boundary up to the cut, compaction entries and entries that
-//     yield no message left out (Pi 1.x: on its projection, where context edits omit or
-//     replace messages and system messages are never summarized); and when the cut is Pi's
-//     own, as many messages as Pi's own preparation (the hook's event) summarizes;
+//     yield no message left out (from Pi 0.80.4 what each entry puts into the context, and from
+//     0.86 without system messages, which are never summarized; from 0.87 on its projection,
+//     where context edits omit or replace messages); and when the cut is Pi's own, as many
+//     messages as Pi's own preparation (the hook's event) summarizes;
 //   - the context it leaves (summary + everything kept up to the current leaf, by Pi's own
-//     estimate, and in Pi 1.x the system messages Pi folds into the compaction's checkpoint)
+//     estimate, and from 0.86 the system messages Pi folds into the compaction's checkpoint)
 //     fits under Pi's threshold, contextWindow - reserveTokens.
 //
-// This module has no runtime dependency on Pi: Pi's estimateTokens (and in Pi 1.x its
-// buildSessionProjection) are passed in.
+// This module has no runtime dependency on Pi: Pi's estimateTokens (and its
+// buildSessionProjection, or buildContextEntries and sessionEntryToContextMessages, where
+// the host Pi has them) are passed in.
 
 import type { SessionEntry, SessionMessageEntry } from "@earendil-works/pi-coding-agent";
 
@@ -76,8 +78,10 @@ export interface CheckInput {
 	/** preparation.tokensBefore: Pi's count now (the session grew since the preparation). */
 	tokensBefore: number;
 	estimate: Estimator;
-	/** Pi 1.x's buildSessionProjection (undefined in Pi 0.73, which builds its context from the raw path). */
+	/** Pi's buildSessionProjection (>= 0.87; undefined before, where Pi builds its context from the path). */
 	project?: Project;
+	/** Pi 0.80.6 .. 0.86: what each entry puts into the context (undefined with project, or before 0.80.6). */
+	entryMessages?: EntryMessages;
 	/** Pi's own preparation of this compaction (the hook's event.preparation). */
 	preparation?: PiPreparation;
 }
@@ -88,8 +92,21 @@ export interface ProjectedEntry {
 	messages: AgentMessage[];
 }
 
-/** Pi 1.x's buildSessionProjection over a path (root first, the leaf last). */
+/** Pi's buildSessionProjection over a path (root first, the leaf last). */
 export type Project = (path: SessionEntry[]) => { entries: ProjectedEntry[] };
+
+/**
+ * EntryMessages is how Pi 0.80.6 to 0.86 builds its context: the entries of the path that are
+ * in it (buildContextEntries), each with the messages it puts there
+ * (sessionEntryToContextMessages; an older compaction kept in the range puts its summary there
+ * again), and from 0.86 (systemMessages) system messages as prompt state: never summarized,
+ * and the ones of the kept range replaced by the compaction's checkpoint.
+ */
+export interface EntryMessages {
+	contextEntries: (path: SessionEntry[]) => SessionEntry[];
+	contextMessages: (e: SessionEntry) => AgentMessage[];
+	systemMessages: boolean;
+}
 
 /** The fields of Pi's CompactionPreparation the checks compare with. */
 export interface PiPreparation {
@@ -151,7 +168,9 @@ export function checkPrepared(input: CheckInput): CheckResult {
 	if (prevId !== v.previousCompactionId) {
 		return refuse("previous-compaction", `branch has ${prevId ?? "no compaction"}, value builds on ${v.previousCompactionId ?? "none"}`);
 	}
-	const span = projection ? projectedSpan(projection, v.firstKeptEntryId, input.estimate) : rawSpan(path, prevIdx, index, cutIdx, input.estimate);
+	const span = projection
+		? projectedSpan(projection, v.firstKeptEntryId, input.estimate)
+		: rawSpan(path, prevIdx, index, cutIdx, input.estimate, input.entryMessages);
 	if (span === undefined) {
 		return refuse("cut-before-boundary", `firstKeptEntryId ${cut.id} lies before the previous compaction's kept boundary`);
 	}
@@ -211,19 +230,41 @@ interface Span {
 }
 
 /**
- * rawSpan is the span of a cut under Pi 0.73's rules, which work on the raw path: from the
- * previous compaction's kept boundary to the cut; undefined when the cut lies before it.
+ * rawSpan is the span of a cut under the rules of Pi before 0.87, which work on the raw path:
+ * from the previous compaction's kept boundary to the cut; undefined when the cut lies before
+ * it. With em (0.80.6 .. 0.86) an entry is summarized when it puts a message into the context
+ * (a compaction never; from 0.86 a system message neither), and what stays is what the kept
+ * entries put into the context (an older compaction's summary too; from 0.86 not the kept
+ * system messages, which the checkpoint replaces).
  */
-function rawSpan(path: SessionEntry[], prevIdx: number, index: Map<string, number>, cutIdx: number, estimate: Estimator): Span | undefined {
+function rawSpan(path: SessionEntry[], prevIdx: number, index: Map<string, number>, cutIdx: number, estimate: Estimator, em?: EntryMessages): Span | undefined {
 	const boundary = boundaryStart(path, prevIdx, index);
 	if (cutIdx < boundary) return undefined;
-	const summarized = summarizedIds(path, boundary, cutIdx);
+	if (!em) {
+		const summarized = summarizedIds(path, boundary, cutIdx);
+		let keptTokens = 0;
+		for (let i = cutIdx; i < path.length; i++) {
+			const m = contextMessage(path[i]);
+			if (m) keptTokens += estimate(m);
+		}
+		return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens: 0 };
+	}
+	const isSystem = (m: AgentMessage | undefined) => em.systemMessages && (m as { role?: string } | undefined)?.role === "system";
+	const summarized: string[] = [];
+	for (let i = boundary; i < cutIdx; i++) {
+		const e = path[i];
+		const m = e.type === "compaction" ? undefined : em.contextMessages(e)[0];
+		if (m && !isSystem(m)) summarized.push(e.id);
+	}
 	let keptTokens = 0;
 	for (let i = cutIdx; i < path.length; i++) {
-		const m = contextMessage(path[i]);
-		if (m) keptTokens += estimate(m);
+		const e = path[i];
+		if (e.type === "message" && isSystem(e.message)) continue;
+		for (const m of em.contextMessages(e)) keptTokens += estimate(m);
 	}
-	return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens: 0 };
+	let systemTokens = 0;
+	if (em.systemMessages) for (const e of em.contextEntries(path)) for (const m of em.contextMessages(e)) if (isSystem(m)) systemTokens += estimate(m);
+	return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens };
 }
 
 /**

@@ -10,7 +10,18 @@ import { describe, test } from "node:test";
 import type { SessionEntry } from "@earendil-works/pi-coding-agent";
 import { type CheckInput, checkPrepared, type PreparedValue } from "../src/validate.ts";
 import { REPO_ROOT } from "./harness/nats.ts";
-import { buildSessionProjection, computeFileLists, estimateTokens, idsOfPiMessages, PI_LIB_VERSION, prepareCompaction, SessionManager } from "./harness/pilib.ts";
+import { has } from "../src/rules.ts";
+import {
+	buildContextEntries,
+	buildSessionProjection,
+	computeFileLists,
+	estimateTokens,
+	idsOfPiMessages,
+	PI_LIB_VERSION,
+	prepareCompaction,
+	SessionManager,
+	sessionEntryToContextMessages,
+} from "./harness/pilib.ts";
 import { assistant, branchOf, newSession, turn, user } from "./harness/sessions.ts";
 
 const STORE = "team";
@@ -40,9 +51,18 @@ function valueFromPi(path: SessionEntry[], sessionId: string, keep: number, extr
 	};
 }
 
-/** project is the host Pi's projection, as the extension passes it (Pi 1.x only). */
+/** project is the host Pi's projection, as the extension passes it (Pi >= 0.87 only). */
 const projectWith = buildSessionProjection;
 const project: CheckInput["project"] = projectWith ? (path) => projectWith(path) as ReturnType<NonNullable<CheckInput["project"]>> : undefined;
+/** entryMessages is how Pi 0.80.6 .. 0.86 builds its context, as the extension passes it. */
+const entryMessages: CheckInput["entryMessages"] =
+	!project && buildContextEntries && sessionEntryToContextMessages
+		? {
+				contextEntries: (path) => buildContextEntries?.(path) ?? path,
+				contextMessages: (e) => (sessionEntryToContextMessages?.(e) ?? []) as ReturnType<NonNullable<CheckInput["entryMessages"]>["contextMessages"]>,
+				systemMessages: has(PI_LIB_VERSION, "SystemMessages"),
+			}
+		: undefined;
 
 function input(value: unknown, path: SessionEntry[], sessionId: string, over: Partial<CheckInput> = {}): CheckInput {
 	return {
@@ -56,6 +76,7 @@ function input(value: unknown, path: SessionEntry[], sessionId: string, over: Pa
 		tokensBefore: 4242,
 		estimate: (m) => estimateTokens(m),
 		project,
+		entryMessages,
 		...over,
 	};
 }
@@ -335,7 +356,12 @@ describe("checkPrepared on the session files Pi wrote (corpus)", () => {
 					const v = valueFromPi(path, sm.getSessionId(), keep);
 					const r = checkPrepared(input(v, path, sm.getSessionId(), { contextWindow: 100_000_000, preparation: prep }));
 					assert.ok(r.ok, `${file} keep=${keep}: ${JSON.stringify(r)}`);
-					const systems = project ? project(path).entries.flatMap((pe) => pe.messages.filter((m) => m.role === "system")).length : 0;
+					const em = entryMessages?.systemMessages ? entryMessages : undefined;
+					const systems = project
+						? project(path).entries.flatMap((pe) => pe.messages.filter((m) => m.role === "system")).length
+						: em
+							? em.contextEntries(path).flatMap((e) => em.contextMessages(e).filter((m) => (m as { role?: string }).role === "system")).length
+							: 0;
 					sm.appendCompaction(r.compaction.summary, r.compaction.firstKeptEntryId, r.compaction.tokensBefore, r.compaction.details, true);
 					const piTokens = sm.buildSessionContext().messages.reduce((s: number, m: unknown) => s + estimateTokens(m), 0);
 					// Pi 1.x folds the system messages into the compaction's checkpoint: with one, its
