@@ -106,6 +106,7 @@ func (r roller) chunked(ctx context.Context, req Request, parts []string, capTok
 		total.OutputTokens += res.OutputTokens
 		total.CachedInputTokens += res.CachedInputTokens
 		total.Calls += res.Calls
+		total.Truncated = total.Truncated || res.Truncated
 		i = j
 	}
 	total.Text = summary

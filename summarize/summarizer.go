@@ -79,6 +79,9 @@ type Result struct {
 	CachedInputTokens int
 	// Calls is the number of completed model calls (more than 1 when chunked).
 	Calls int
+	// Truncated: an answer stopped at its output limit (finish_reason "length"), so the
+	// text is incomplete.
+	Truncated bool
 }
 
 // Summarizer writes the text of one summary. Implementations: *OpenAI, *Extractive.

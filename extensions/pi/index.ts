@@ -497,6 +497,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 			project,
 			entryMessages,
 			preparation: event.preparation,
+			piVersion: host.VERSION,
 		});
 	};
 
@@ -572,6 +573,8 @@ function reasonOf(refusal: Refusal, cycleInFlight: boolean): HookReason {
 			return "stale-leaf";
 		case "instructions":
 			return "instructions";
+		case "pi-version":
+			return "other-pi";
 		case "entries-differ":
 			return "entries-differ";
 		case "too-big":

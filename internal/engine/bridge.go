@@ -70,6 +70,9 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if src.Session.Header.ID != prep.SessionID {
 		return nil, &StaleError{Reason: fmt.Sprintf("prepared for session %s, the file is session %s", prep.SessionID, src.Session.Header.ID)}
 	}
+	if prep.PiVersion != "" && !sameRules(prep.PiVersion, src.Release) {
+		return nil, &StaleError{Reason: fmt.Sprintf("prepared by the rules of Pi %s, the session follows Pi %s", prep.PiVersion, src.Release)}
+	}
 	index := func(id string) int {
 		for i, e := range path {
 			if e.ID == id {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -45,6 +46,12 @@ type Prepared struct {
 	SummaryTokensEstimate int              `json:"summaryTokensEstimate"`
 	Policy                string           `json:"policy"`
 	Counter               string           `json:"counter"`
+	// PiVersion is the Pi release whose rules made the preparation: the cut, and the summary
+	// request as that release would have asked for it (thinking left out or not, the output
+	// limit, ...). A preparation is built on (PrepareIncremental) or bridged only for a
+	// release with the same rules, and the extension takes it only in that Pi. Empty in
+	// values of compactor before 0.3 (taken as they are).
+	PiVersion string `json:"piVersion,omitempty"`
 	Settings              PreparedSettings `json:"settings"`
 	CustomInstructions    string           `json:"customInstructions"`
 	// RequestedAt is when the job asked for it (the requester's clock; zero when not
@@ -163,7 +170,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
 		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, est),
 		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
-		Policy:                p.Policy, Counter: p.Counter,
+		Policy:                p.Policy, Counter: p.Counter, PiVersion: src.Release.String(),
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
 		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
@@ -184,12 +191,20 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
 }
 
+// sameRules reports whether a preparation made by the rules of Pi release made (its
+// PiVersion) asks and cuts as r does: the same behaviours (sessionio.Release.Rules). An
+// empty or unreadable version is not the same.
+func sameRules(made string, r sessionio.Release) bool {
+	m, err := sessionio.ParseRelease(made)
+	return made != "" && err == nil && slices.Equal(m.Rules(), r.Rules())
+}
+
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
 // path index its history ends at (where the new messages start).
 func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request, historyEnd int) (int, bool) {
 	if prev == nil || prev.V != PreparedVersion || prev.SessionID != src.Session.Header.ID || prev.History == "" ||
 		prev.History == summarize.NoPriorHistory || prev.Policy != p.Policy || prev.CustomInstructions != req.Instructions ||
-		prev.BoundaryStartEntryID != p.BoundaryStartEntryID {
+		prev.BoundaryStartEntryID != p.BoundaryStartEntryID || !sameRules(prev.PiVersion, src.Release) {
 		return 0, false
 	}
 	prevComp := ""

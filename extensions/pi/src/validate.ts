@@ -3,7 +3,9 @@
 // checking it, so every rule that keeps the result equal in meaning to Pi's own compaction is
 // checked here, against the branch entries Pi hands to the hook:
 //
-//   - the value is for this session, and was made with the same custom instructions;
+//   - the value is for this session, and was made with the same custom instructions, by the
+//     rules of this Pi release (its piVersion, when it says one: a summary request is not
+//     the same in every release);
 //   - its leaf and its firstKeptEntryId are on this branch, the cut at or before the leaf,
 //     never on a tool result (which would orphan it from its tool call);
 //   - it builds on the same previous compaction (the latest one on the branch, or none);
@@ -47,6 +49,8 @@ export interface PreparedValue {
 	settings?: { keepRecentTokens?: number; reserveTokens?: number; contextWindow?: number };
 	customInstructions?: string;
 	createdAt?: string;
+	/** The Pi release whose rules made the value (absent in values of compactor before 0.3). */
+	piVersion?: string;
 	llmInputTokens?: number;
 	incremental?: boolean;
 	basedOnLeafId?: string | null;
@@ -84,6 +88,8 @@ export interface CheckInput {
 	entryMessages?: EntryMessages;
 	/** Pi's own preparation of this compaction (the hook's event.preparation). */
 	preparation?: PiPreparation;
+	/** The host Pi's release (its VERSION): a value made for another release is refused. */
+	piVersion?: string;
 }
 
 /** A context entry as Pi 1.x projects it: the entry and the messages it gives the model. */
@@ -119,6 +125,7 @@ export interface PiPreparation {
 export type Refusal =
 	| "malformed"
 	| "other-session"
+	| "pi-version"
 	| "instructions"
 	| "leaf-off-branch"
 	| "cut-off-branch"
@@ -142,6 +149,9 @@ export function checkPrepared(input: CheckInput): CheckResult {
 	if (typeof v === "string") return refuse("malformed", v);
 	if (v.sessionId !== input.sessionId || v.store !== input.store) {
 		return refuse("other-session", `value is for ${v.store}/${v.sessionId}`);
+	}
+	if (v.piVersion !== undefined && input.piVersion !== undefined && v.piVersion !== input.piVersion) {
+		return refuse("pi-version", `made by the rules of Pi ${v.piVersion}, this is Pi ${input.piVersion}`);
 	}
 	const wanted = normInstructions(input.customInstructions);
 	const prepared = normInstructions(v.customInstructions);
@@ -385,5 +395,6 @@ export function parseValue(raw: unknown): PreparedValue | string {
 		return "customInstructions is not a string";
 	}
 	if (o.summaryTokensEstimate !== undefined && typeof o.summaryTokensEstimate !== "number") return "summaryTokensEstimate is not a number";
+	if (o.piVersion !== undefined && !isStr(o.piVersion)) return "piVersion is not a string";
 	return o as unknown as PreparedValue;
 }

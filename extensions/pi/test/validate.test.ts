@@ -276,6 +276,11 @@ describe("checkPrepared on sessions built with Pi's SessionManager", () => {
 		for (const b of bad) assert.equal(refusal(input(b, path, id)), "malformed", JSON.stringify(b)?.slice(0, 80));
 		assert.equal(refusal(input({ ...v, sessionId: "other" }, path, id)), "other-session");
 		assert.equal(refusal(input({ ...v, store: "elsewhere" }, path, id)), "other-session");
+		// A value made by the rules of another Pi release (the agent was upgraded since).
+		assert.equal(refusal(input({ ...v, piVersion: "1.0.3" }, path, id, { piVersion: "1.6.0" })), "pi-version");
+		assert.ok(checkPrepared(input({ ...v, piVersion: "1.6.0" }, path, id, { piVersion: "1.6.0" })).ok);
+		assert.ok(checkPrepared(input(v, path, id, { piVersion: "1.6.0" })).ok, "a value without piVersion (compactor before 0.3) is taken");
+		assert.equal(refusal(input({ ...v, piVersion: 7 }, path, id)), "malformed");
 		const r = checkPrepared(input({ ...v, details: { ...v.details, extra: 1 } }, path, id));
 		assert.ok(r.ok);
 		assert.deepEqual(Object.keys(r.compaction.details), ["readFiles", "modifiedFiles"]);
