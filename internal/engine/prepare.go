@@ -42,18 +42,18 @@ type Prepared struct {
 	Details            PreparedDetails `json:"details"`
 	// Estimates with Pi's chars/4 estimateTokens, as the extension checks the window with:
 	// the kept part from FirstKeptEntryID to LeafID, and the summary as Pi will wrap it.
-	KeptTokensEstimate    int              `json:"keptTokensEstimate"`
-	SummaryTokensEstimate int              `json:"summaryTokensEstimate"`
-	Policy                string           `json:"policy"`
-	Counter               string           `json:"counter"`
+	KeptTokensEstimate    int    `json:"keptTokensEstimate"`
+	SummaryTokensEstimate int    `json:"summaryTokensEstimate"`
+	Policy                string `json:"policy"`
+	Counter               string `json:"counter"`
 	// PiVersion is the Pi release whose rules made the preparation: the cut, and the summary
 	// request as that release would have asked for it (thinking left out or not, the output
 	// limit, ...). A preparation is built on (PrepareIncremental) or bridged only for a
 	// release with the same rules, and the extension takes it only in that Pi. Empty in
 	// values of compactor before 0.3 (taken as they are).
-	PiVersion string `json:"piVersion,omitempty"`
-	Settings              PreparedSettings `json:"settings"`
-	CustomInstructions    string           `json:"customInstructions"`
+	PiVersion          string           `json:"piVersion,omitempty"`
+	Settings           PreparedSettings `json:"settings"`
+	CustomInstructions string           `json:"customInstructions"`
 	// RequestedAt is when the job asked for it (the requester's clock; zero when not
 	// asked by a job): CreatedAt - RequestedAt is how long a live agent waits for a
 	// preparation, which the extension learns to ask early enough.
