@@ -187,3 +187,23 @@ func TestReplaceMember(t *testing.T) {
 		}
 	}
 }
+
+// TestCompatibilityDocNamesEveryBehaviour: docs/compatibility.md has a row for every
+// behaviour, with the release it holds from (and until).
+func TestCompatibilityDocNamesEveryBehaviour(t *testing.T) {
+	t.Parallel()
+	doc, err := os.ReadFile("../docs/compatibility.md")
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, b := range sessionio.Behaviours() {
+		until := " "
+		if u, ok := b.Until(); ok {
+			until = " " + u.String() + " "
+		}
+		row := fmt.Sprintf("| `%s` | %s |%s|", b, b.Since(), until)
+		if !strings.Contains(string(doc), row) {
+			t.Errorf("docs/compatibility.md has no row starting %q", row)
+		}
+	}
+}

@@ -1,6 +1,7 @@
 package engine
 
 import (
+	"slices"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -322,7 +323,13 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 	if len(targets) < 2 {
 		t.Fatalf("want a user and an assistant target off the current path, got %d", len(targets))
 	}
-	for _, d := range sessionio.RuleSets() {
+	releases := sessionio.RuleSets()
+	if v := os.Getenv("PI_VERSION"); interop && v != "" { // make interop: the live Pi's release too
+		if r, err := sessionio.ParseRelease(v); err == nil && !slices.Contains(releases, r) {
+			releases = append(releases, r)
+		}
+	}
+	for _, d := range releases {
 		for _, target := range targets {
 			t.Run(d.String()+"/"+target.ID, func(t *testing.T) {
 				branchSummaryWherePiPutsIt(t, src, target, d, s.LeafID())

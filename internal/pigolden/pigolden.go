@@ -16,7 +16,7 @@
 // make interop-releases points the tests at any published release: PIGOLDEN_VERSIONS (a
 // comma-separated list instead of versions.txt), PIGOLDEN_EXPECTED (the directory holding
 // <version>/ goldens instead of testdata/expected) and PIGOLDEN_CORPUS_EXTRA (a directory of
-// gen-<version>/ sessions the release wrote, added to the corpus).
+// own-<version>/ sessions the release wrote itself, added to the corpus).
 package pigolden
 
 import (
@@ -112,8 +112,8 @@ type File struct {
 }
 
 // CorpusFiles lists every session file the goldens cover, as interop/pi/goldens.mjs does:
-// testdata/corpus/*.jsonl, bad/, pi-generated/, pi-repo/ and every gen-<version>/ (those of
-// PIGOLDEN_CORPUS_EXTRA too, in place of a committed one of the same name).
+// testdata/corpus/*.jsonl, bad/, pi-generated/, pi-repo/, every gen-<version>/ and the
+// own-<version>/ directories of PIGOLDEN_CORPUS_EXTRA.
 func CorpusFiles() ([]File, error) {
 	root, err := Root()
 	if err != nil {
@@ -122,14 +122,14 @@ func CorpusFiles() ([]File, error) {
 	corpus := filepath.Join(root, "testdata", "corpus")
 	type dir struct{ base, dir, prefix string }
 	dirs := []dir{{corpus, ".", ""}, {corpus, "bad", "bad-"}, {corpus, "pi-generated", ""}, {corpus, "pi-repo", ""}}
-	gens := map[string]string{} // gen-<version> → the directory holding it
-	for _, base := range []string{corpus, os.Getenv("PIGOLDEN_CORPUS_EXTRA")} {
-		if base == "" {
+	gens := map[string]string{} // gen-<version> or own-<version> → the directory holding it
+	for _, base := range []struct{ dir, glob string }{{corpus, "gen-*"}, {os.Getenv("PIGOLDEN_CORPUS_EXTRA"), "own-*"}} {
+		if base.dir == "" {
 			continue
 		}
-		m, _ := filepath.Glob(filepath.Join(base, "gen-*"))
+		m, _ := filepath.Glob(filepath.Join(base.dir, base.glob))
 		for _, g := range m {
-			gens[filepath.Base(g)] = base
+			gens[filepath.Base(g)] = base.dir
 		}
 	}
 	var names []string

@@ -16,8 +16,8 @@
 // regenerates it into a temp dir and compares; it ends with "N passed, M failed".
 //
 // --out DIR writes the goldens into DIR instead (a release that is not pinned: make
-// interop-releases), and --gen DIR adds the sessions of DIR as that release's generated
-// corpus (`gen --out DIR`; named and filed as gen-<version>/ would be).
+// interop-releases), and --gen DIR adds the sessions of DIR as that release's own generated
+// sessions (`gen --out DIR`), named own-<version>-NAME, filed as own-<version>/NAME.jsonl.
 import { existsSync, mkdirSync, mkdtempSync, readdirSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { tmpdir } from "node:os";
 import { join, relative, resolve } from "node:path";
@@ -44,8 +44,8 @@ export function corpusFiles(extraGen) {
 	add("bad", "bad-");
 	add("pi-generated", "");
 	add("pi-repo", "");
-	for (const g of readdirSync(corpus).sort()) if (g.startsWith("gen-") && !(extraGen && g === `gen-${PI_VERSION}`)) add(g, `${g}-`);
-	if (extraGen) for (const f of readdirSync(extraGen).sort()) if (f.endsWith(".jsonl")) out.push([`gen-${PI_VERSION}-${f.slice(0, -6)}`, join(extraGen, f)]);
+	for (const g of readdirSync(corpus).sort()) if (g.startsWith("gen-")) add(g, `${g}-`);
+	if (extraGen) for (const f of readdirSync(extraGen).sort()) if (f.endsWith(".jsonl")) out.push([`own-${PI_VERSION}-${f.slice(0, -6)}`, join(extraGen, f)]);
 	return out;
 }
 
@@ -55,8 +55,8 @@ const runs = (file) => [
 	["cut-override", () => cutReport([file, "--settings", settings])],
 ];
 
-// The path a golden names: under testdata/corpus, or gen-<version>/ for --gen's sessions.
-const corpusPath = (file) => (args.gen && file.startsWith(resolve(args.gen) + "/") ? `gen-${PI_VERSION}/${file.slice(resolve(args.gen).length + 1)}` : relative(corpus, file));
+// The path a golden names: under testdata/corpus, or own-<version>/ for --gen's sessions.
+const corpusPath = (file) => (args.gen && file.startsWith(`${resolve(args.gen)}/`) ? `own-${PI_VERSION}/${file.slice(resolve(args.gen).length + 1)}` : relative(corpus, file));
 
 async function goldensOf(name, file) {
 	const out = {};
