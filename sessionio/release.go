@@ -66,7 +66,7 @@ const MaxReleaseLen = 32
 // unknown (see Known).
 func ParseRelease(s string) (Release, error) {
 	if len(s) > MaxReleaseLen {
-		return Release{}, fmt.Errorf("Pi version %.16q...: longer than %d characters", s, MaxReleaseLen)
+		return Release{}, fmt.Errorf("%.16q...: longer than %d characters for a Pi release", s, MaxReleaseLen)
 	}
 	v := strings.TrimPrefix(strings.ToLower(strings.TrimSpace(s)), "v")
 	newest := knownReleases[len(knownReleases)-1]
@@ -78,24 +78,24 @@ func ParseRelease(s string) (Release, error) {
 		core, pre, hasPre = strings.Cut(v, "+")
 	}
 	if hasPre && (pre == "" || strings.Trim(pre, "abcdefghijklmnopqrstuvwxyz0123456789.-+") != "") {
-		return Release{}, fmt.Errorf("Pi version %q: the suffix after x.y.z may hold letters, digits, '.', '-' and '+' only", s)
+		return Release{}, fmt.Errorf("%q as a Pi release: the suffix after x.y.z may hold letters, digits, '.', '-' and '+' only", s)
 	}
 	parts := strings.Split(core, ".")
 	if len(parts) < 2 || len(parts) > 3 {
-		return Release{}, fmt.Errorf("Pi version %q is not x.y.z (for example %s), x.y or latest", s, newest)
+		return Release{}, fmt.Errorf("%q is not a Pi release (x.y.z, for example %s), x.y or latest", s, newest)
 	}
 	var n [3]int
 	for i, p := range parts {
 		x, err := strconv.Atoi(p)
 		if err != nil || strings.Trim(p, "0123456789") != "" || x > 99999 || len(p) > 1 && p[0] == '0' {
-			return Release{}, fmt.Errorf("Pi version %q: %q is not a release number (x.y.z, for example %s)", s, p, newest)
+			return Release{}, fmt.Errorf("%q is not a Pi release: %q is not a number (x.y.z, for example %s)", s, p, newest)
 		}
 		n[i] = x
 	}
 	r := Release{major: n[0], minor: n[1], patch: n[2], pre: pre, set: true}
 	if len(parts) == 2 {
 		if hasPre {
-			return Release{}, fmt.Errorf("Pi version %q: a suffix needs a full x.y.z", s)
+			return Release{}, fmt.Errorf("%q as a Pi release: a suffix needs a full x.y.z", s)
 		}
 		for _, k := range knownReleases { // x.y: its newest known patch
 			if strings.HasPrefix(k, fmt.Sprintf("%d.%d.", r.major, r.minor)) {

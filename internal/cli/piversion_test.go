@@ -258,7 +258,7 @@ func TestPiVersionFlags(t *testing.T) {
 		{[]string{"--pi-version", "9.9.9"}, 0, "compactor: warning: --pi-version: Pi 9.9.9 is newer than every release compactor knows", ""},
 		{[]string{"--pi-version", "1.2.0"}, 0, "Pi 1.2.0 is not a release compactor has proven", ""},
 		{[]string{"--pi-version", "9.9.9", "--pi-unknown", "refuse"}, 2, "--pi-version: Pi 9.9.9 is newer than every release compactor knows", ""},
-		{[]string{"--pi-version", "banana"}, 2, `--pi-version: Pi version "banana" is not x.y.z`, ""},
+		{[]string{"--pi-version", "banana"}, 2, `--pi-version: "banana" is not a Pi release (x.y.z`, ""},
 		{[]string{"--pi-unknown", "maybe"}, 2, `--pi-unknown "maybe": want warn or refuse`, ""},
 	} {
 		args := append([]string{"plan", file, "--json"}, c.args...)

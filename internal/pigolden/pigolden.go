@@ -30,6 +30,7 @@ import (
 	"regexp"
 	"sort"
 	"strings"
+	"sync"
 )
 
 // Kinds are the goldens each loadable corpus file has, in the order the harness writes them.
@@ -252,12 +253,31 @@ func AsVersion(b []byte, holder, version string) []byte {
 		return b
 	}
 	b = bytes.ReplaceAll(b, []byte(`"piVersion":"`+holder+`"`), []byte(`"piVersion":"`+version+`"`))
+	if !bytes.Contains(b, []byte("Pi "+holder)) {
+		return b
+	}
 	re := regexp.MustCompile(`\bPi ` + regexp.QuoteMeta(holder) + `([^0-9.]|\.[^0-9]|\.?$)`)
 	return re.ReplaceAll(b, []byte("Pi "+version+"${1}"))
 }
 
+// indexes caches the indexes read (tests read thousands of goldens; an index does not change
+// while they run).
+var indexes sync.Map // dir/version → map[string]string (nil: none)
+
 // readIndex is dir/version/_index.json's golden → holder map (nil without an index).
 func readIndex(dir, version string) (map[string]string, error) {
+	key := filepath.Join(dir, version)
+	if ix, ok := indexes.Load(key); ok {
+		return ix.(map[string]string), nil
+	}
+	ix, err := loadIndex(dir, version)
+	if err == nil {
+		indexes.Store(key, ix)
+	}
+	return ix, err
+}
+
+func loadIndex(dir, version string) (map[string]string, error) {
 	b, err := os.ReadFile(filepath.Join(dir, version, "_index.json"))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, nil
