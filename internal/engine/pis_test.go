@@ -264,3 +264,44 @@ func repoRootDir(t *testing.T) string {
 	}
 	return r
 }
+
+// TestNewerPisFileRefused: a session that holds what only a newer Pi writes than the release a
+// job follows is skipped, naming the entry and the release it comes from, and nothing is
+// written: a system message or a usage entry before 0.86 (SystemMessages), a context edit
+// before 0.87 (ContextEdits). The release that writes them works the same file.
+func TestNewerPisFileRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		file, pi, want string // want: "" when the job goes on
+	}{
+		{"n01-system-messages-s", "0.85.1", "a system message at line "},
+		{"n03-usage-entries-s", "0.85.1", "comes from Pi 0.86.0 or later; compactor follows Pi 0.85.1 here"},
+		{"n01-system-messages-s", "0.86.1", ""},
+		{"n02-context-edits-s", "0.86.1", "a context_edit entry at line "},
+		{"n02-context-edits-s", "0.86.1", "comes from Pi 0.87.0 or later; compactor follows Pi 0.86.1 here"},
+		{"n04-retain-none-s", "0.86.1", "a retain-none compaction at line "},
+		{"n02-context-edits-s", "0.87.0", ""},
+	} {
+		file := copyFile(t, "../../testdata/corpus/gen-1.6.0/"+c.file+".jsonl")
+		before, _ := os.ReadFile(file)
+		eng, err := New(summarize.NewExtractive(), Settings{Pi: c.pi, KeepRecentTokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := eng.Compact(context.Background(), Request{File: file})
+		if err != nil {
+			t.Fatalf("%s under Pi %s: %v", c.file, c.pi, err)
+		}
+		newer := res.Outcome == outcome.Skipped && strings.Contains(res.Reason, "written by a newer Pi than this store follows")
+		switch {
+		case c.want == "" && newer:
+			t.Errorf("%s under Pi %s: refused (%s), though that release writes it", c.file, c.pi, res.Reason)
+		case c.want != "" && (!newer || !strings.Contains(res.Reason, c.want)):
+			t.Errorf("%s under Pi %s: %s (%s), want a skip saying %q", c.file, c.pi, res.Outcome, res.Reason, c.want)
+		case c.want != "":
+			if after, _ := os.ReadFile(file); !bytes.Equal(after, before) {
+				t.Errorf("%s under Pi %s: skipped, but the file changed", c.file, c.pi)
+			}
+		}
+	}
+}
