@@ -16,9 +16,13 @@ const uniq = (xs) => [...new Set(xs)].sort();
 
 await runMain(() => {
 	const dist = join(PI_PACKAGE_DIR, "dist");
-	const piAi = join(PI_PACKAGE_DIR, "..", "..", PI_SCOPE, "pi-ai", "dist", "types.d.ts");
-	const sibling = join(PI_PACKAGE_DIR, "..", "pi-ai", "dist", "types.d.ts");
+	// pi-ai where Node would find it: nested under Pi's package first (0.73.0's install puts it
+	// there), then beside it in the same scope.
+	const piAi = [join(PI_PACKAGE_DIR, "node_modules", PI_SCOPE, "pi-ai"), join(PI_PACKAGE_DIR, "..", "pi-ai")]
+		.map((d) => join(d, "dist", "types.d.ts"))
+		.find((f) => existsSync(f));
+	if (!piAi) throw new Error(`pi-ai's dist/types.d.ts not found for Pi ${PI_VERSION}`);
 	const entryTypes = uniq(literals(join(dist, "core", "session-manager.d.ts"), "type"));
-	const roles = uniq([...literals(join(dist, "core", "messages.d.ts"), "role"), ...literals(existsSync(sibling) ? sibling : piAi, "role")]);
+	const roles = uniq([...literals(join(dist, "core", "messages.d.ts"), "role"), ...literals(piAi, "role")]);
 	return { result: { piVersion: PI_VERSION, entryTypes, roles }, compact: process.argv.includes("--compact") };
 }, "usage: interop/pi/pi types [--compact]");
