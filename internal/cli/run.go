@@ -339,6 +339,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
+	eng.Roots = pipeline.StoreRoots(cfg.Stores)
 	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
 	if err != nil {
 		return cfg, err
