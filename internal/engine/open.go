@@ -9,12 +9,14 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
 // The opening. Every job (Compact, BranchSummary, Prepare) starts in open, which does in
 // one order what decides whether the job goes on, before anything costs a summary:
 //
+//  0. its custom instructions, bounded (summarize.CheckInstructions);
 //  1. its settings: the engine's with the request's laid over them (Settings);
 //  2. one read of the file (Load): the path, the model, the counter;
 //  3. the result that names the session and its model (Result, with the job's kind);
@@ -79,6 +81,11 @@ type job struct {
 // go on.
 func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, error)) (*job, *Result, error) {
 	start := time.Now()
+	// Custom instructions are data quoted into the prompt (summarize.CheckInstructions);
+	// what cannot be quoted safely is refused before anything is read or paid for.
+	if err := summarize.CheckInstructions(req.Instructions); err != nil {
+		return nil, nil, &InputError{Err: fmt.Errorf("instructions: %w", err)}
+	}
 	cfg := e.settings(req)
 	if kind.counter != "" {
 		cfg.Counter = kind.counter
