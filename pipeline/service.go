@@ -179,6 +179,7 @@ func (s *Service) start(ctx context.Context) error {
 	s.log.Info("compactor pipeline ready", "nats", nc.String(), "server", conn.ConnectedServerName(), "stores", len(s.cfg.Stores),
 		"concurrency", s.cfg.Concurrency, "replicas", res.fleet.Replicas, "lease_ttl_s", seconds(s.leaseTTL()), "ack_wait_s", seconds(s.cfg.AckWait),
 		"max_deliver", s.cfg.MaxDeliver, "worker", s.worker)
+	s.logConfinement()
 	return nil
 }
 

@@ -33,7 +33,10 @@ the last error.
   show    the dead letters SEQ... in full (the job, the reason, the error)
   retry   publish each selected job again (the original request, with a new id so that it
           is not taken for a duplicate) and remove its dead letter; --wait waits for the
-          results. A session with another job pending is left for later.
+          results. A session with another job pending is left for later. A job that
+          carries summary instructions (written by whoever published it, a store's key) is
+          left too, unless --allow-instructions: then each is logged with this operator's
+          identity (docs/security.md, "Instructions are data").
   purge   delete the selected dead letters
 
 retry and purge act on SEQ... or on the filters; with neither they need --all.
@@ -60,6 +63,7 @@ type dlqFlags struct {
 	configFile    *string
 	ops           *opsFlags
 	allowUnserved *bool
+	allowInstr    bool
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -79,6 +83,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
 	f.allowUnserved = allowUnservedFlag(fs)
+	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -182,10 +187,16 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		fmt.Fprintln(w, err)
 	}
 	var serve []pipeline.DeadLetterRecord
+	held := map[uint64]string{} // dead letters left for their instructions, with the reason
 	for _, r := range recs {
-		if ue == nil || !slices.Contains(ue.Stores, r.Store) {
-			serve = append(serve, r)
+		if ue != nil && slices.Contains(ue.Stores, r.Store) {
+			continue
 		}
+		if why := f.passInstructions(w, r); why != "" {
+			held[r.Seq] = why
+			continue
+		}
+		serve = append(serve, r)
 	}
 	done := q.Retry(ctx, serve, f.wait, f.timeout)
 	out := make([]pipeline.RetryResult, 0, len(recs))
@@ -194,10 +205,31 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 			out, done = append(out, done[0]), done[1:]
 			continue
 		}
-		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path,
-			Error: fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)})
+		why, ok := held[r.Seq]
+		if !ok {
+			why = fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)
+		}
+		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
 	}
 	return out, nil
+}
+
+// passInstructions decides on a dead letter whose job carries summary instructions:
+// without --allow-instructions it is left (the reason is returned); with it the operator
+// passes them on, and says so on w with its identity. Instructions are a store's key's
+// text, not the operator's: replaying them is the operator's act, never a side effect of
+// a filter that selected many dead letters.
+func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) string {
+	job, err := pipeline.DecodeJob(r.Job)
+	if err != nil || job.Instructions == "" {
+		return "" // Retry says what is wrong with a job it cannot decode
+	}
+	if !f.allowInstr {
+		return fmt.Sprintf("not queued: the job carries summary instructions (%s) that its publisher wrote; see them with `compactor dlq show %d`, then retry with --allow-instructions to pass them on", instructionsDigest(job.Instructions), r.Seq)
+	}
+	fmt.Fprintf(w, "dlq retry: passing summary instructions on to store %s (dead letter %d, session %s, %s), as %s\n",
+		job.Store, r.Seq, job.SessionID, instructionsDigest(job.Instructions), operatorIdentity(f.ops.clientNATS(f.nats)))
+	return ""
 }
 
 func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {

@@ -29,6 +29,7 @@ func init() {
 type serviceFlags struct {
 	stores          storeFlag
 	storePi         storePiFlag
+	storeInstr      storeInstructionsFlag
 	nats            pipeline.NATSConfig
 	dataDir         string
 	concurrency     int
@@ -79,6 +80,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	}
 	f.sum.register(fs.FlagSet)
 	f.eng.registerPreparation(fs.FlagSet)
+	fs.Var(&f.storeInstr, "store-instructions", "whether a store's jobs may carry summary instructions, `NAME=POLICY`, POLICY allow or refuse (repeatable; NAME * for every store; default allow): a job with instructions for a store that refuses them ends skipped, saying why (docs/security.md)")
 	dd := env.Getenv("COMPACTOR_DATA_DIR")
 	if dd == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -339,13 +341,17 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
+	eng.Roots = pipeline.StoreRoots(cfg.Stores)
 	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Assessor = budgetAssessor(eng, pv)
+	if err := f.storeInstr.check(cfg.Stores); err != nil {
+		return cfg, err
+	}
 	if f.worker {
-		cfg.Handler = jobHandler(eng, pv, svc.prepared)
+		cfg.Handler = refuseInstructions(f.storeInstr, cfg.Logger, jobHandler(eng, pv, svc.prepared))
 		cfg.Bridger = bridger(eng, pv)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
