@@ -70,11 +70,21 @@ func runStatus(ctx context.Context, env *Env) error {
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	beats, err := pipeline.Workers(rctx, nc)
+	var stores []string
+	if *store != "" {
+		stores = append(stores, *store)
+	}
+	// One batched read of the workers' keys (the operator's, or a store's worker's or
+	// agent's for its own stores); a refusal ends it at once, naming who may.
+	beats, foreign, err := pipeline.Workers(rctx, nc, stores...)
 	if err != nil {
 		return err
 	}
 	rep := statusOf(beats, *store)
+	if foreign > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s left out: they name another store or worker than their key (docs/security.md, \"Records are trusted only within their store\")",
+			plural(foreign, "beat", "beats")))
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
