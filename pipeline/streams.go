@@ -756,3 +756,29 @@ func pendingJobs(ctx context.Context, cons map[string]jetstream.Consumer, stores
 // Transient reports whether a JetStream error may go away by itself (a timeout, a cluster
 // electing a leader): worth trying again within a startup timeout.
 func Transient(err error) bool { return transient(err) }
+
+// What setup makes in a NATS account, for the account's limits (compactor auth).
+const operatorConsumers = 16 // the operator's reads (dlq list) and the admin's tools, at once
+
+// AccountStreams is how many streams setup makes in an account: the streams and the
+// buckets (each bucket is a stream).
+func AccountStreams() int {
+	sc := SetupConfig{}.withDefaults()
+	return len(streamConfigs(sc)) + len(bucketConfigs(sc))
+}
+
+// AccountStorage is the file storage setup's default limits reserve in an account, with
+// replicas replicas of each stream.
+func AccountStorage(replicas int) int64 {
+	sc := SetupConfig{Replicas: max(replicas, 1)}.withDefaults()
+	var n int64
+	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
+		n += c.MaxBytes * int64(c.Replicas)
+	}
+	return n
+}
+
+// AccountConsumers is the most consumers an account of n stores uses: two per store (its
+// jobs' and its dead letters' count), the watches of its sweep records, and the
+// operator's and the admin's reads.
+func AccountConsumers(stores int) int { return 2*stores + sweepWatches + operatorConsumers }

@@ -60,6 +60,7 @@ type dlqFlags struct {
 	configFile    *string
 	ops           *opsFlags
 	allowUnserved *bool
+	credentials   string
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -79,6 +80,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
 	f.allowUnserved = allowUnservedFlag(fs)
+	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -120,6 +122,22 @@ func runDLQ(ctx context.Context, env *Env) error {
 	}
 	ncfg := f.ops.clientNATS(f.nats)
 	ncfg.Name, ncfg.Role = "compactor dlq", pipeline.RoleOperator
+	if f.credentials != "" {
+		// Dead letters are an account's: one account at a time (its sequences are its own).
+		var only []string
+		if f.filter.Store != "" {
+			only = []string{f.filter.Store}
+		}
+		accounts, err := fleetAccounts(f.credentials, pipeline.RoleOperator, only, ncfg)
+		if err != nil {
+			return err
+		}
+		if len(accounts) != 1 {
+			return usageErrorf("--credentials holds %d accounts: give --store, the store whose account's dead letters to act on", len(accounts))
+		}
+		ncfg = accounts[0].NATS
+		ncfg.Name = "compactor dlq"
+	}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err

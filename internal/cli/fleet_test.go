@@ -29,7 +29,8 @@ import (
 )
 
 // Issue 27's "done when": a real nats-server started from the configuration `compactor
-// auth` generates (once plain, once with TLS), two hosts A and B, an operator. With A's
+// auth` generates (once plain, once with TLS; since issue 32 one NATS account per host),
+// two hosts A and B, each account's operator. With A's
 // worker and agent credentials every attempt on B's part is refused at once with the
 // "not permitted" message, and none is allowed; A's and B's own flows pass (a sweep
 // compacts, enqueue --wait returns the result, a prepared summary is bridged and then
@@ -129,7 +130,13 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 		}
 		t.Fatalf("an anonymous connection: %v", err)
 	}
-	if code, out, errOut := f.cli(append([]string{"setup", "--store", "hostA", "--store", "hostB"}, f.args("admin")...)...); code != ExitOK || !strings.Contains(out, "set up (layout 2): stores hostA, hostB") {
+	// Every host's account, each with its own admin's seed (--credentials).
+	setupArgs := []string{"setup", "--nats-url", f.url, "--credentials", f.creds}
+	if f.ca != "" {
+		setupArgs = append(setupArgs, "--tls-ca", f.ca)
+	}
+	if code, out, errOut := f.cli(setupArgs...); code != ExitOK || !strings.Contains(out, "account compactor-hostA:\n") ||
+		!strings.Contains(out, "set up (layout 3): stores hostA;") || !strings.Contains(out, "set up (layout 3): stores hostB;") {
 		t.Fatalf("setup: exit %d\n%s\n%s", code, out, errOut)
 	}
 	var workers []*cliProc
@@ -476,7 +483,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	if err := os.WriteFile(filepath.Join(root, late), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator")...)...)
+	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator-"+h)...)...)
 	var retried []pipeline.RetryResult
 	if code != ExitOK || json.Unmarshal([]byte(out), &retried) != nil || len(retried) != 1 || !retried[0].Queued || retried[0].Event == nil ||
 		retried[0].Event.Outcome == pipeline.OutcomeFailed {

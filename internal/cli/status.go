@@ -49,7 +49,8 @@ func runStatus(ctx context.Context, env *Env) error {
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
-	store := fs.String("store", "", "only this store's workers")
+	store := fs.String("store", "", "only this store's workers (with a store's worker or agent credentials: its own)")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): every account's workers (or those of --store), with each operator's seed")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
@@ -63,22 +64,34 @@ func runStatus(ctx context.Context, env *Env) error {
 	}
 	ncfg := ops.clientNATS(n)
 	ncfg.Name = "compactor status"
-	nc, err := ncfg.Connect()
-	if err != nil {
-		return err
-	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
 	var stores []string
 	if *store != "" {
 		stores = append(stores, *store)
 	}
-	// One batched read of the workers' keys (the operator's, or a store's worker's or
-	// agent's for its own stores); a refusal ends it at once, naming who may.
-	beats, foreign, err := pipeline.Workers(rctx, nc, stores...)
-	if err != nil {
-		return err
+	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
+	if *credentials != "" {
+		if accounts, err = fleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+			return err
+		}
+		if len(stores) == 0 {
+			for i := range accounts {
+				accounts[i].Stores = nil // every store of the account
+			}
+		}
+	}
+	var (
+		beats   []pipeline.WorkerBeat
+		foreign int
+	)
+	for _, a := range accounts {
+		b, f, err := accountWorkers(ctx, a.NATS, a.Stores)
+		if err != nil {
+			if a.Account != "" {
+				return fmt.Errorf("account %s: %w", a.Account, err)
+			}
+			return err
+		}
+		beats, foreign = append(beats, b...), foreign+f
 	}
 	rep := statusOf(beats, *store)
 	if foreign > 0 {
@@ -92,6 +105,20 @@ func runStatus(ctx context.Context, env *Env) error {
 	}
 	writeStatus(env.Stdout, rep, time.Now())
 	return nil
+}
+
+// accountWorkers reads the workers of stores (none: every store) in one account. One
+// batched read of the workers' keys (the operator's, or a store's worker's or agent's for
+// its own stores); a refusal ends it at once, naming who may.
+func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pipeline.Workers(rctx, nc, stores...)
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
