@@ -348,17 +348,27 @@ func directLastAll(ctx context.Context, nc *nats.Conn, stream, filter string) ([
 	}
 }
 
-// rawOf reads a direct get's answer.
+// rawOf reads a direct get's answer. The server adds its headers (the message's sequence,
+// time and subject) after the message's own: a message may carry headers of those names
+// itself (a client wrote them, or a relayed answer kept them, docs/security.md), so the
+// server's are the last values.
 func rawOf(r *nats.Msg, subject string) (*jetstream.RawStreamMsg, error) {
-	seq, err := strconv.ParseUint(r.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("direct get %s: bad sequence header %q", subject, r.Header.Get(jetstream.SequenceHeader))
+	last := func(k string) string {
+		v := r.Header.Values(k)
+		if len(v) == 0 {
+			return ""
+		}
+		return v[len(v)-1]
 	}
-	at, err := time.Parse(time.RFC3339Nano, r.Header.Get(jetstream.TimeStampHeaer))
+	seq, err := strconv.ParseUint(last(jetstream.SequenceHeader), 10, 64)
 	if err != nil {
-		return nil, fmt.Errorf("direct get %s: bad time stamp header %q", subject, r.Header.Get(jetstream.TimeStampHeaer))
+		return nil, fmt.Errorf("direct get %s: bad sequence header %q", subject, last(jetstream.SequenceHeader))
 	}
-	return &jetstream.RawStreamMsg{Subject: r.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data, Time: at}, nil
+	at, err := time.Parse(time.RFC3339Nano, last(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get %s: bad time stamp header %q", subject, last(jetstream.TimeStampHeaer))
+	}
+	return &jetstream.RawStreamMsg{Subject: last(jetstream.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data, Time: at}, nil
 }
 
 // directLast reads the last message of stream on subject with a direct get whose API

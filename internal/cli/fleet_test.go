@@ -196,6 +196,46 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 	for _, h := range []string{"hostA", "hostB"} {
 		ownFlows(t, f, h)
 	}
+
+	// compactor status with each role's key of hostA's account: its workers, at once (it
+	// timed out after 10 s with a worker's, an agent's or an operator's key before issue
+	// 32); hostB's workers are in no account hostA's keys reach.
+	var statusTimes []string
+	for _, user := range []string{"worker-hostA", "agent-hostA", "operator-hostA"} {
+		for _, store := range []string{"hostA", "hostB", ""} {
+			if store == "" && user != "operator-hostA" {
+				continue // a store's user says which store (its inbox is the store's)
+			}
+			args := append([]string{"status", "--json"}, f.args(user)...)
+			if store != "" {
+				args = append(args, "--store", store)
+			}
+			start := time.Now()
+			code, out, errOut := f.cli(args...)
+			took := time.Since(start)
+			var rep statusReport
+			if store == "hostB" && user != "operator-hostA" {
+				// Another store's workers with a store's key: not permitted, at once.
+				if code != 1 || !strings.Contains(errOut, "not permitted") || took > 5*time.Second {
+					t.Fatalf("status of hostB as %s: exit %d in %s\n%s%s", user, code, took, out, errOut)
+				}
+				statusTimes = append(statusTimes, fmt.Sprintf("%s --store %s: not permitted in %s", user, store, took.Round(time.Millisecond)))
+				continue
+			}
+			if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || took > 5*time.Second {
+				t.Fatalf("status %v as %s: exit %d in %s\n%s%s", store, user, code, took, out, errOut)
+			}
+			want := 1
+			if store == "hostB" {
+				want = 0
+			}
+			if len(rep.Stores) != want || (want == 1 && rep.Stores[0].Store != "hostA") {
+				t.Errorf("status %q as %s: %+v", store, user, rep.Stores)
+			}
+			statusTimes = append(statusTimes, fmt.Sprintf("%s --store %q: %s", user, store, took.Round(time.Millisecond)))
+		}
+	}
+	t.Logf("compactor status: %s", strings.Join(statusTimes, "; "))
 }
 
 // attempt is one thing hostA's credentials must not do on hostB's part.

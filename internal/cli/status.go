@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -109,8 +110,43 @@ func runStatus(ctx context.Context, env *Env) error {
 
 // accountWorkers reads the workers of stores (none: every store) in one account. One
 // batched read of the workers' keys (the operator's, or a store's worker's or agent's for
-// its own stores); a refusal ends it at once, naming who may.
+// its own stores); a refusal ends it at once, naming who may. A user's replies come to its
+// role's inbox, which the credentials alone do not tell: without --inbox-prefix the
+// operator's is tried, then (with --store) the store's worker's and agent's, each refusal
+// at once.
 func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	candidates := []pipeline.NATSConfig{ncfg}
+	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
+		candidates = nil
+		for _, role := range []pipeline.Role{pipeline.RoleOperator, pipeline.RoleWorker, pipeline.RoleAgent} {
+			if role.PerStore() && len(stores) == 0 {
+				continue
+			}
+			c := ncfg
+			c.Role = role
+			if role.PerStore() {
+				c.Stores = stores
+			}
+			candidates = append(candidates, c)
+		}
+	}
+	var lastErr error
+	for _, c := range candidates {
+		beats, foreign, err := workersAs(ctx, c, stores)
+		var pe *pipeline.PermissionError
+		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
+			lastErr = err // not this role's inbox: the next
+			continue
+		}
+		return beats, foreign, err
+	}
+	if len(stores) == 0 {
+		return nil, 0, fmt.Errorf("%w (with a store's worker or agent credentials, give --store: the store whose workers to show)", lastErr)
+	}
+	return nil, 0, lastErr
+}
+
+func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return nil, 0, err
