@@ -36,7 +36,12 @@ the last error.
           results. A session with another job pending is left for later.
   purge   delete the selected dead letters
 
-retry and purge act on SEQ... or on the filters; with neither they need --all.
+retry and purge act on SEQ... or on the filters; with neither they need --all. A dead
+letter is retried only into the store of its subject: one whose job (or job subject) names
+another store is refused, naming both, and nothing is published (docs/security.md).
+
+Dead letters are a NATS account's: the operator's key of the account (--nkey), or
+--credentials DIR (compactor auth's) with --store to pick the account.
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 

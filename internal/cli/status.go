@@ -26,12 +26,18 @@ they last reported (every 10 s). A warning line says when the workers run differ
 versions, or when the workers of a store do not all work the same job versions (a job of
 a version only some of them understand waits for those: docs/upgrading.md).
 
+Each host of a fleet has a NATS account of its own: with an account's operator's key,
+status shows every store of that account; with a store's worker or agent key, that store's
+(--store); with --credentials DIR (compactor auth's), every account's, each with its
+operator's key. A key that may not read them is said at once ("not permitted").
+
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
 Examples:
   compactor status
-  compactor status --nats-url nats://nats.internal:4222 --creds /etc/compactor/nats.creds --json`
+  compactor status --nats-url nats://nats.internal:4222 --credentials /etc/nats/compactor
+  compactor status --nats-url nats://nats.internal:4222 --nkey agent-hostA.nk --store hostA --json`
 
 // statusReport is what status prints with --json.
 type statusReport struct {
