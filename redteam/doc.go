@@ -29,7 +29,7 @@
 //			Roles: []pipeline.Role{pipeline.RoleWorker},
 //			Attack: func(ctx context.Context, a *Attacker) (stop func(), err error) {
 //				_, err = a.Publish(ctx, "$KV.COMPACTOR_PREPARED.hostA.x", Header{"Nats-Rollup": "all"}, nil)
-//				return nil, a.Refused(err) // refused: nil; taken: the error says what was done
+//				return nil, a.Refused(err, "a rollup") // refused: nil; taken: an error saying so
 //			},
 //		})
 //	}

@@ -340,8 +340,8 @@ func writeNSC(w io.Writer, accounts []authAccount) {
 		l := a.Limits
 		fmt.Fprintf(w, "# %s: stores %s\n", a.Name, strings.Join(a.Stores, ", "))
 		fmt.Fprintf(w, "nsc add account --name %s\n", shellWord(a.Name))
-		fmt.Fprintf(w, "nsc edit account --name %s --js-disk-storage %d --js-mem-storage 0 --js-streams %d --js-consumer %d --js-max-bytes-required --conns %d --subscriptions %d\n",
-			shellWord(a.Name), l.MaxStorage, l.MaxStreams, l.MaxConsumers, l.MaxConnections, l.MaxSubscriptions)
+		fmt.Fprintf(w, "nsc edit account --name %s --js-disk-storage %d --js-mem-storage 0 --js-streams %d --js-consumer %d --js-max-bytes-required --conns %d\n",
+			shellWord(a.Name), l.MaxStorage, l.MaxStreams, l.MaxConsumers, l.MaxConnections)
 		for _, u := range a.Users {
 			fmt.Fprintf(w, "# %s: %s\n", u.Name, roleNote[u.Role])
 			fmt.Fprintf(w, "nsc add user --account %s --name %s --allow-pub %s --allow-sub %s", shellWord(a.Name), shellWord(u.Name), quote(u.Permissions.Publish), quote(u.Permissions.Subscribe))
