@@ -35,6 +35,9 @@ type metrics struct {
 	handedBack *prometheus.CounterVec
 	// spendUsed and spendLimit: the spend limits' current windows (spend.go).
 	spendUsed, spendLimit *prometheus.GaugeVec
+	// foreign counts records refused because they name another store or session than
+	// the subject or key they came on (foreign.go).
+	foreign *prometheus.CounterVec
 }
 
 // countLLM adds an event's model usage to the token counters.
@@ -92,10 +95,14 @@ func newMetrics() *metrics {
 			Name: "compactor_jobs_handed_back_total",
 			Help: "Deliveries handed back to the queue without a handler attempt, by reason: version (a job schema version this worker does not understand), spend (a spend limit reached), shutdown.",
 		}, []string{"store", "reason"}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_foreign_records_total",
+			Help: "Records refused because they name another store or session than the subject or key they came on, by the store of that subject or key and the kind of record (hook, bridge, prepared, beat, owner, sweep).",
+		}, []string{"store", "kind"}),
 	}
 	m.spendUsed, m.spendLimit = spendGauges()
 	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
-		m.spendUsed, m.spendLimit,
+		m.spendUsed, m.spendLimit, m.foreign,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

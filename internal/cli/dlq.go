@@ -39,7 +39,12 @@ the last error.
           identity (docs/security.md, "Instructions are data").
   purge   delete the selected dead letters
 
-retry and purge act on SEQ... or on the filters; with neither they need --all.
+retry and purge act on SEQ... or on the filters; with neither they need --all. A dead
+letter is retried only into the store of its subject: one whose job (or job subject) names
+another store is refused, naming both, and nothing is published (docs/security.md).
+
+Dead letters are a NATS account's: the operator's key of the account (--nkey), or
+--credentials DIR (compactor auth's) with --store to pick the account.
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
@@ -64,6 +69,7 @@ type dlqFlags struct {
 	ops           *opsFlags
 	allowUnserved *bool
 	allowInstr    bool
+	credentials   string
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -84,6 +90,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
 	f.allowUnserved = allowUnservedFlag(fs)
 	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
+	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -125,6 +132,22 @@ func runDLQ(ctx context.Context, env *Env) error {
 	}
 	ncfg := f.ops.clientNATS(f.nats)
 	ncfg.Name, ncfg.Role = "compactor dlq", pipeline.RoleOperator
+	if f.credentials != "" {
+		// Dead letters are an account's: one account at a time (its sequences are its own).
+		var only []string
+		if f.filter.Store != "" {
+			only = []string{f.filter.Store}
+		}
+		accounts, err := fleetAccounts(f.credentials, pipeline.RoleOperator, only, ncfg)
+		if err != nil {
+			return err
+		}
+		if len(accounts) != 1 {
+			return usageErrorf("--credentials holds %d accounts: give --store, the store whose account's dead letters to act on", len(accounts))
+		}
+		ncfg = accounts[0].NATS
+		ncfg.Name = "compactor dlq"
+	}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
