@@ -35,6 +35,9 @@ type metrics struct {
 	handedBack *prometheus.CounterVec
 	// spendUsed and spendLimit: the spend limits' current windows (spend.go).
 	spendUsed, spendLimit *prometheus.GaugeVec
+	// foreign counts records refused because they name another store or session than
+	// the subject or key they came on (foreign.go).
+	foreign *prometheus.CounterVec
 	// piUnknown counts jobs and bridge requests served for a Pi release compactor does not
 	// know; piSeen bounds its version label (countPiUnknown).
 	piUnknown *prometheus.CounterVec
@@ -118,6 +121,10 @@ func newMetrics() *metrics {
 			Name: "compactor_jobs_handed_back_total",
 			Help: "Deliveries handed back to the queue without a handler attempt, by reason: version (a job schema version this worker does not understand), spend (a spend limit reached), shutdown.",
 		}, []string{"store", "reason"}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_foreign_records_total",
+			Help: "Records refused because they name another store or session than the subject or key they came on, by the store of that subject or key and the kind of record (hook, bridge, prepared, beat, owner, sweep).",
+		}, []string{"store", "kind"}),
 	}
 	m.piUnknown = prometheus.NewCounterVec(prometheus.CounterOpts{
 		Name: "compactor_pi_version_unknown_total",
@@ -126,7 +133,7 @@ func newMetrics() *metrics {
 	m.piSeen = map[string]bool{}
 	m.spendUsed, m.spendLimit = spendGauges()
 	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
-		m.spendUsed, m.spendLimit, m.piUnknown,
+		m.spendUsed, m.spendLimit, m.foreign, m.piUnknown,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

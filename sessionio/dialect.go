@@ -18,11 +18,15 @@ var ErrPaddedHeader = errors.New("no valid session header for this Pi")
 // line with such characters around its JSON is skipped and the file refused ("not a valid
 // session"). Everything both refuse (no header at all, an empty file) is left to the read,
 // which says so. Only the first non-blank line is read.
-func CheckLoads(file string, r Release) error {
+func CheckLoads(file string, r Release) error { return Named(file).CheckLoads(r) }
+
+// CheckLoads is CheckLoads for this file.
+func (src *File) CheckLoads(r Release) error {
 	if !r.Has(LineLoader) {
 		return nil
 	}
-	f, err := os.Open(file)
+	file := src.Name()
+	f, _, err := src.open(os.O_RDONLY)
 	if err != nil {
 		return nil // the read reports it
 	}

@@ -171,8 +171,9 @@ const (
 )
 
 // instructions returns the prompt for a request: the task's base prompt (the update form
-// when a previous summary is carried), plus "\n\nAdditional focus: ..." for custom
-// instructions; for a branch, custom instructions alone when ReplaceInstructions is set.
+// when a previous summary is carried), plus, for custom instructions, the quoted focus
+// block (quoteFocus: instructions.go); for a branch, custom instructions alone when
+// ReplaceInstructions is set (a library caller's own prompt, never a job's).
 // Pi adds custom instructions to history and branch requests, and from 1.4.0
 // (sessionio.TurnPrefixInstructions) to the turn prefix too.
 func instructions(req Request) string {
@@ -202,7 +203,7 @@ func instructions(req Request) string {
 		}
 	}
 	if req.CustomInstructions != "" {
-		base += "\n\nAdditional focus: " + req.CustomInstructions
+		base += "\n\n" + quoteFocus(req.CustomInstructions)
 	}
 	return base
 }

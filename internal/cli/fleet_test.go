@@ -29,7 +29,8 @@ import (
 )
 
 // Issue 27's "done when": a real nats-server started from the configuration `compactor
-// auth` generates (once plain, once with TLS), two hosts A and B, an operator. With A's
+// auth` generates (once plain, once with TLS; since issue 32 one NATS account per host),
+// two hosts A and B, each account's operator. With A's
 // worker and agent credentials every attempt on B's part is refused at once with the
 // "not permitted" message, and none is allowed; A's and B's own flows pass (a sweep
 // compacts, enqueue --wait returns the result, a prepared summary is bridged and then
@@ -129,7 +130,13 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 		}
 		t.Fatalf("an anonymous connection: %v", err)
 	}
-	if code, out, errOut := f.cli(append([]string{"setup", "--store", "hostA", "--store", "hostB"}, f.args("admin")...)...); code != ExitOK || !strings.Contains(out, "set up (layout 2): stores hostA, hostB") {
+	// Every host's account, each with its own admin's seed (--credentials).
+	setupArgs := []string{"setup", "--nats-url", f.url, "--credentials", f.creds}
+	if f.ca != "" {
+		setupArgs = append(setupArgs, "--tls-ca", f.ca)
+	}
+	if code, out, errOut := f.cli(setupArgs...); code != ExitOK || !strings.Contains(out, "account compactor-hostA:\n") ||
+		!strings.Contains(out, "set up (layout 3): stores hostA;") || !strings.Contains(out, "set up (layout 3): stores hostB;") {
 		t.Fatalf("setup: exit %d\n%s\n%s", code, out, errOut)
 	}
 	var workers []*cliProc
@@ -189,6 +196,46 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 	for _, h := range []string{"hostA", "hostB"} {
 		ownFlows(t, f, h)
 	}
+
+	// compactor status with each role's key of hostA's account: its workers, at once (it
+	// timed out after 10 s with a worker's, an agent's or an operator's key before issue
+	// 32); hostB's workers are in no account hostA's keys reach.
+	var statusTimes []string
+	for _, user := range []string{"worker-hostA", "agent-hostA", "operator-hostA"} {
+		for _, store := range []string{"hostA", "hostB", ""} {
+			if store == "" && user != "operator-hostA" {
+				continue // a store's user says which store (its inbox is the store's)
+			}
+			args := append([]string{"status", "--json"}, f.args(user)...)
+			if store != "" {
+				args = append(args, "--store", store)
+			}
+			start := time.Now()
+			code, out, errOut := f.cli(args...)
+			took := time.Since(start)
+			var rep statusReport
+			if store == "hostB" && user != "operator-hostA" {
+				// Another store's workers with a store's key: not permitted, at once.
+				if code != 1 || !strings.Contains(errOut, "not permitted") || took > 5*time.Second {
+					t.Fatalf("status of hostB as %s: exit %d in %s\n%s%s", user, code, took, out, errOut)
+				}
+				statusTimes = append(statusTimes, fmt.Sprintf("%s --store %s: not permitted in %s", user, store, took.Round(time.Millisecond)))
+				continue
+			}
+			if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || took > 5*time.Second {
+				t.Fatalf("status %v as %s: exit %d in %s\n%s%s", store, user, code, took, out, errOut)
+			}
+			want := 1
+			if store == "hostB" {
+				want = 0
+			}
+			if len(rep.Stores) != want || (want == 1 && rep.Stores[0].Store != "hostA") {
+				t.Errorf("status %q as %s: %+v", store, user, rep.Stores)
+			}
+			statusTimes = append(statusTimes, fmt.Sprintf("%s --store %q: %s", user, store, took.Round(time.Millisecond)))
+		}
+	}
+	t.Logf("compactor status: %s", strings.Join(statusTimes, "; "))
 }
 
 // attempt is one thing hostA's credentials must not do on hostB's part.
@@ -476,7 +523,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	if err := os.WriteFile(filepath.Join(root, late), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator")...)...)
+	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator-"+h)...)...)
 	var retried []pipeline.RetryResult
 	if code != ExitOK || json.Unmarshal([]byte(out), &retried) != nil || len(retried) != 1 || !retried[0].Queued || retried[0].Event == nil ||
 		retried[0].Event.Outcome == pipeline.OutcomeFailed {

@@ -75,24 +75,28 @@ func (n *natsSync) Set(s string) error {
 	return nil
 }
 
-// streamLimits are the flags of the jobs' and events' streams' limits (setup's settings).
+// streamLimits are the flags of the streams' and buckets' limits (setup's settings).
 type streamLimits struct {
-	jobsMaxAge, eventsMaxAge     time.Duration
-	jobsMaxBytes, eventsMaxBytes byteSize
+	jobsMaxAge, eventsMaxAge                                   time.Duration
+	jobsMaxBytes, eventsMaxBytes, dlqMaxBytes, recordsMaxBytes byteSize
 }
 
 // bindStreamLimits declares the limits' flags; note ends their usage.
 func bindStreamLimits(fs *flag.FlagSet, l *streamLimits, note string) {
 	l.jobsMaxBytes, l.eventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
+	l.dlqMaxBytes, l.recordsMaxBytes = pipeline.DefaultDLQMaxBytes, pipeline.DefaultRecordsMaxBytes
 	fs.DurationVar(&l.jobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
 	fs.Var(&l.jobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
 	fs.DurationVar(&l.eventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
 	fs.Var(&l.eventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
+	fs.Var(&l.dlqMaxBytes, "dlq-max-bytes", "the most COMPACTOR_DLQ holds, in `BYTES`; past it the oldest dead letters go"+note)
+	fs.Var(&l.recordsMaxBytes, "records-max-bytes", "the most each bucket (leases, sweep records, attempt counts, prepared summaries, workers, spend counts) holds, in `BYTES`; past it a new key is refused"+note)
 }
 
 // apply copies the limits into a setup configuration.
 func (l streamLimits) apply(sc *pipeline.SetupConfig) {
 	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.jobsMaxAge, int64(l.jobsMaxBytes), l.eventsMaxAge, int64(l.eventsMaxBytes)
+	sc.DLQMaxBytes, sc.RecordsMaxBytes = int64(l.dlqMaxBytes), int64(l.recordsMaxBytes)
 }
 
 // byteSize is a flag of a size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB,
@@ -172,6 +176,7 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
 		cfg.DuplicateWindow = o.dupWindow
 		cfg.JobsMaxAge, cfg.JobsMaxBytes, cfg.EventsMaxAge, cfg.EventsMaxBytes = o.limits.jobsMaxAge, int64(o.limits.jobsMaxBytes), o.limits.eventsMaxAge, int64(o.limits.eventsMaxBytes)
+		cfg.DLQMaxBytes, cfg.RecordsMaxBytes = int64(o.limits.dlqMaxBytes), int64(o.limits.recordsMaxBytes)
 		fallthrough
 	case opsSweeper:
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -25,12 +26,18 @@ they last reported (every 10 s). A warning line says when the workers run differ
 versions, or when the workers of a store do not all work the same job versions (a job of
 a version only some of them understand waits for those: docs/upgrading.md).
 
+Each host of a fleet has a NATS account of its own: with an account's operator's key,
+status shows every store of that account; with a store's worker or agent key, that store's
+(--store); with --credentials DIR (compactor auth's), every account's, each with its
+operator's key. A key that may not read them is said at once ("not permitted").
+
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
 Examples:
   compactor status
-  compactor status --nats-url nats://nats.internal:4222 --creds /etc/compactor/nats.creds --json`
+  compactor status --nats-url nats://nats.internal:4222 --credentials /etc/nats/compactor
+  compactor status --nats-url nats://nats.internal:4222 --nkey agent-hostA.nk --store hostA --json`
 
 // statusReport is what status prints with --json.
 type statusReport struct {
@@ -49,7 +56,8 @@ func runStatus(ctx context.Context, env *Env) error {
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
-	store := fs.String("store", "", "only this store's workers")
+	store := fs.String("store", "", "only this store's workers (with a store's worker or agent credentials: its own)")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): every account's workers (or those of --store), with each operator's seed")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
@@ -63,18 +71,40 @@ func runStatus(ctx context.Context, env *Env) error {
 	}
 	ncfg := ops.clientNATS(n)
 	ncfg.Name = "compactor status"
-	nc, err := ncfg.Connect()
-	if err != nil {
-		return err
+	var stores []string
+	if *store != "" {
+		stores = append(stores, *store)
 	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	beats, err := pipeline.Workers(rctx, nc)
-	if err != nil {
-		return err
+	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
+	if *credentials != "" {
+		if accounts, err = fleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+			return err
+		}
+		if len(stores) == 0 {
+			for i := range accounts {
+				accounts[i].Stores = nil // every store of the account
+			}
+		}
+	}
+	var (
+		beats   []pipeline.WorkerBeat
+		foreign int
+	)
+	for _, a := range accounts {
+		b, f, err := accountWorkers(ctx, a.NATS, a.Stores)
+		if err != nil {
+			if a.Account != "" {
+				return fmt.Errorf("account %s: %w", a.Account, err)
+			}
+			return err
+		}
+		beats, foreign = append(beats, b...), foreign+f
 	}
 	rep := statusOf(beats, *store)
+	if foreign > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s left out: they name another store or worker than their key (docs/security.md, \"Records are trusted only within their store\")",
+			plural(foreign, "beat", "beats")))
+	}
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -82,6 +112,55 @@ func runStatus(ctx context.Context, env *Env) error {
 	}
 	writeStatus(env.Stdout, rep, time.Now())
 	return nil
+}
+
+// accountWorkers reads the workers of stores (none: every store) in one account. One
+// batched read of the workers' keys (the operator's, or a store's worker's or agent's for
+// its own stores); a refusal ends it at once, naming who may. A user's replies come to its
+// role's inbox, which the credentials alone do not tell: without --inbox-prefix the
+// operator's is tried, then (with --store) the store's worker's and agent's, each refusal
+// at once.
+func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	candidates := []pipeline.NATSConfig{ncfg}
+	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
+		candidates = nil
+		for _, role := range []pipeline.Role{pipeline.RoleOperator, pipeline.RoleWorker, pipeline.RoleAgent} {
+			if role.PerStore() && len(stores) == 0 {
+				continue
+			}
+			c := ncfg
+			c.Role = role
+			if role.PerStore() {
+				c.Stores = stores
+			}
+			candidates = append(candidates, c)
+		}
+	}
+	var lastErr error
+	for _, c := range candidates {
+		beats, foreign, err := workersAs(ctx, c, stores)
+		var pe *pipeline.PermissionError
+		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
+			lastErr = err // not this role's inbox: the next
+			continue
+		}
+		return beats, foreign, err
+	}
+	if len(stores) == 0 {
+		return nil, 0, fmt.Errorf("%w (with a store's worker or agent credentials, give --store: the store whose workers to show)", lastErr)
+	}
+	return nil, 0, lastErr
+}
+
+func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pipeline.Workers(rctx, nc, stores...)
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
