@@ -11,12 +11,14 @@
 // session files, byte for byte; its worker's count of foreign records), runs the attack,
 // takes the snapshot again and compares: any difference is a hostB-visible effect. Then,
 // with whatever the attack left running (a flood, a full stream), it times hostB's own
-// flows once: a preparation asked for and read back, bridged to a later cut, deleted once
-// the hook reports; an enqueue --wait; a sweep; each against the same flows timed before
-// any attack (the median of three rounds). The figures are printed at the end: the
-// effects (0 is the only passing count), and each flow's ratio to its baseline (within 2x
-// passes; a flow faster than redteamFloor counts as redteamFloor, so that a few
-// milliseconds of a loaded machine do not make a ratio).
+// flows: a preparation asked for and read back, bridged to a later cut, deleted once the
+// hook reports; an enqueue --wait; a sweep; the median of three rounds of each against the
+// same flows timed before any attack (also the median of three rounds). A figure over 2x
+// is measured again, the attack still running, up to twice: an attack that slows hostB
+// slows every measure, a moment of a loaded machine does not last. The figures are
+// printed at the end: the effects (0 is the only passing count), and each flow's ratio to
+// its baseline (within 2x passes; a flow faster than redteamFloor counts as redteamFloor,
+// so that a few milliseconds of a loaded machine do not make a ratio).
 //
 // # Adding a case
 //
