@@ -7,7 +7,7 @@ PKGS     := ./...
 # The packages whose tests run the live Pi when COMPACTOR_INTEROP=1 (contexts, plans, appends
 # loaded by Pi): `make interop` runs the ones that depend on the release for each Pi of the
 # matrix, the rest once. The other packages do not depend on Pi and run in `make test`.
-INTEROP_PKGS := ./cutpoint/ ./sessionio/ ./internal/engine/ ./internal/cli/
+INTEROP_PKGS := ./cutpoint/ ./sessionio/ ./engine/ ./internal/cli/
 
 # The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
 PI_HARNESS ?= $(abspath interop/pi/pi)
@@ -149,7 +149,7 @@ interop:
 	  PI_VERSION=$$v $(PI_HARNESS) goldens --check; \
 	  PI_VERSION=$$v $(PI_HARNESS) exec summarize/testdata/gen-goldens.mjs --check; \
 	  PI_VERSION=$$v $(PI_HARNESS) exec tokenize/testdata/gen-estimate-goldens.mjs --check; \
-	  PI_VERSION=$$v PIGOLDEN_VERSIONS=$$v COMPACTOR_INTEROP=1 CUTPOINT_DIFF_N=20 $(GO) test -count=1 -timeout 10m -run '$(INTEROP_RELEASE_TESTS)' ./cutpoint/ ./internal/engine/; \
+	  PI_VERSION=$$v PIGOLDEN_VERSIONS=$$v COMPACTOR_INTEROP=1 CUTPOINT_DIFF_N=20 $(GO) test -count=1 -timeout 10m -run '$(INTEROP_RELEASE_TESTS)' ./cutpoint/ ./engine/; \
 	done
 	@newest=$$($(PI_HARNESS) matrix | tail -n 1); echo "== the live tests that do not depend on the release, with Pi $$newest"; \
 	  PI_VERSION=$$newest COMPACTOR_INTEROP=1 $(GO) test -count=1 -timeout 30m -skip '$(INTEROP_RELEASE_TESTS)' $(INTEROP_PKGS)

@@ -102,7 +102,7 @@ func (r *report) print(w io.Writer) {
 // (and none ends in a compaction already), and each can be compacted under that budget.
 // 11-tricky-trailing-toolresults is not one of them: its last turn alone (25,908 tokens of
 // tool results) is over the 3,616-token budget, so compactor refuses it, naming the sizes
-// (no compaction leaves a session over budget; internal/engine TestCompactRefusesWhatCannotFit),
+// (no compaction leaves a session over budget; engine TestCompactRefusesWhatCannotFit),
 // and a refusal is not what this suite is about.
 var sources = []string{"12-tricky-custom-message-cut", "10-tricky-parallel", "06-custom-bash-entries",
 	"02-tools-parallel-errors-images", "03-branches-labels-name"}

@@ -14,7 +14,7 @@ import (
 )
 
 // Bridges: Pi's extension asks, from inside Pi's session_before_compact hook, for the
-// session's prepared summary extended to the cut Pi makes now (internal/engine's Bridge
+// session's prepared summary extended to the cut Pi makes now (package engine's Bridge
 // says how). It is a core NATS request with a reply, not a job: the hook waits for it
 // (within its deadline, 200 ms by default) and nothing is queued or retried; without an
 // answer in time the extension uses the preparation as it is, or lets Pi compact.

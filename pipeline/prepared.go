@@ -29,7 +29,7 @@ const DefaultPreparedTTL = 24 * time.Hour
 func PreparedKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
 // PreparedStore reads and writes prepared summaries (JSON values; the schema belongs to
-// whoever makes them: internal/engine's Prepared).
+// whoever makes them: package engine's Prepared).
 type PreparedStore interface {
 	// Get returns the session's prepared summary, or nil when there is none.
 	Get(ctx context.Context, store, sessionID string) ([]byte, error)

@@ -8,7 +8,7 @@ import (
 	"os"
 	"syscall"
 
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )

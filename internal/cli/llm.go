@@ -9,7 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )

@@ -13,7 +13,7 @@ import (
 	"strings"
 	"sync"
 
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 )

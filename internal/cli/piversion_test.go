@@ -13,7 +13,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/pipeline"

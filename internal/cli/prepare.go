@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"os"
 
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 )
 
 func init() {

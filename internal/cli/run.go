@@ -12,13 +12,13 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor,
-// which are otherwise built from the summarizer and planning flags by internal/engine.
+// which are otherwise built from the summarizer and planning flags by package engine.
 var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error)
 
 func init() {

@@ -21,7 +21,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 )

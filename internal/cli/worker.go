@@ -8,7 +8,7 @@ import (
 	"os"
 
 	"github.com/compactor-dev/compactor/configs"
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"

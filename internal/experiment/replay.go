@@ -6,7 +6,7 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/cutpoint"
-	"github.com/compactor-dev/compactor/internal/engine"
+	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/summarize"

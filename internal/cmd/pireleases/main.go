@@ -7,7 +7,7 @@
 // and runs the Go tests that compare compactor with them: `compactor context` and `compactor
 // plan --policy pi --counter estimate --pi-version <release>` (internal/cli), and every
 // compaction compactor appends loading in that release, written as it would write it
-// (internal/engine, with the live Pi). It also compares the entry types and message roles
+// (engine, with the live Pi). It also compares the entry types and message roles
 // the release declares with the ones compactor's rules for it know.
 //
 // It writes the table into docs/compatibility.md (between the releases markers) and exits 0
@@ -130,7 +130,7 @@ func run(which, doc, work string, clean bool, out io.Writer) error {
 	fmt.Fprintf(out, "pireleases: %d releases (%s to %s); work in %s\n", len(releases), releases[0], releases[len(releases)-1], work)
 	// The test binaries, built once.
 	cliTest, engineTest := filepath.Join(work, "cli.test"), filepath.Join(work, "engine.test")
-	for _, b := range []struct{ bin, pkg string }{{cliTest, "./internal/cli/"}, {engineTest, "./internal/engine/"}} {
+	for _, b := range []struct{ bin, pkg string }{{cliTest, "./internal/cli/"}, {engineTest, "./engine/"}} {
 		if err := command(root, nil, "go", "test", "-c", "-o", b.bin, b.pkg).Run(); err != nil {
 			return fmt.Errorf("go test -c %s: %w", b.pkg, err)
 		}
@@ -301,7 +301,7 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 	// Appends, with the live Pi.
 	events, err = goTest(filepath.Join(root, "internal", "engine"), engineTest, append(goldens, "COMPACTOR_INTEROP=1"), "TestAppendsLoadAsPlannedInEveryPi$")
 	if err != nil {
-		fail("internal/engine: %v", err)
+		fail("engine: %v", err)
 	}
 	re := regexp.MustCompile(`Pi \S+: (\d+) compactions written and checked, by the real Pi`)
 	for _, ev := range events {

@@ -47,7 +47,7 @@ func userLine(id, parent string) string {
 func TestBusySkipsSayTheirCause(t *testing.T) {
 	t.Parallel()
 	// model_change bbbb0001, user bbbb0002, ... leaf bbbb0007 (an answer): idle.
-	const src = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
+	const src = "../testdata/corpus/12-tricky-custom-message-cut.jsonl"
 	const leaf = "bbbb0007"
 	for _, tc := range []struct {
 		name   string

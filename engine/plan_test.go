@@ -39,7 +39,7 @@ func TestPlanIsCompactsPlan(t *testing.T) {
 		}
 	}
 	// A leaf the file does not have is bad input.
-	_, err := Plan("../../testdata/corpus/01-minimal.jsonl", Settings{}, LoadOptions{Leaf: "nope"})
+	_, err := Plan("../testdata/corpus/01-minimal.jsonl", Settings{}, LoadOptions{Leaf: "nope"})
 	var ie *InputError
 	if !errors.As(err, &ie) {
 		t.Fatalf("unknown leaf: %v", err)
@@ -64,7 +64,7 @@ func TestSettingsRefuseImpossibleBudgets(t *testing.T) {
 func TestPlanPathOnlyIsTheFullReadsPlan(t *testing.T) {
 	t.Parallel()
 	files := v3Corpus(t)
-	more, _ := filepath.Glob("../../testdata/corpus/pi-repo/*.jsonl")
+	more, _ := filepath.Glob("../testdata/corpus/pi-repo/*.jsonl")
 	for _, file := range append(files, more...) {
 		for _, counter := range []string{tokenize.CounterEstimate, tokenize.CounterTiktoken} {
 			for _, keep := range []int{2000, 20000} {

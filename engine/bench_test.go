@@ -14,7 +14,7 @@ import (
 // long-running worker that has seen these entries before (counts are cached by entry
 // content). Compare with `pi-oracle cut` on the same file (docs/performance.md).
 func BenchmarkPlan08Large(b *testing.B) {
-	const file = "../../testdata/corpus/08-large.jsonl"
+	const file = "../testdata/corpus/08-large.jsonl"
 	for _, mode := range []string{"cold", "cached"} {
 		b.Run(mode, func(b *testing.B) {
 			eng, err := New(summarize.NewExtractive(), Settings{Policy: "pi"})

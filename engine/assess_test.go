@@ -16,7 +16,7 @@ import (
 func TestAssessTailMatchesFullRead(t *testing.T) {
 	t.Parallel()
 	files := v3Corpus(t)
-	more, _ := filepath.Glob("../../testdata/corpus/pi-repo/*.jsonl")
+	more, _ := filepath.Glob("../testdata/corpus/pi-repo/*.jsonl")
 	eng, err := New(summarize.NewExtractive(), Settings{})
 	if err != nil {
 		t.Fatal(err)

@@ -38,8 +38,8 @@ func copyFile(t *testing.T, src string) string {
 
 func v3Corpus(t *testing.T) []string {
 	t.Helper()
-	files, _ := filepath.Glob("../../testdata/corpus/*.jsonl")
-	files = append(files, "../../testdata/corpus/pi-generated/synthetic-v3-session.jsonl")
+	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
+	files = append(files, "../testdata/corpus/pi-generated/synthetic-v3-session.jsonl")
 	if len(files) < 13 {
 		t.Fatalf("corpus incomplete: %d files", len(files))
 	}
@@ -236,7 +236,7 @@ func TestCompactLLMFailuresWriteNothing(t *testing.T) {
 				}
 			})
 			eng, _ := New(sum, Settings{KeepRecentTokens: 5000})
-			file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
+			file := copyFile(t, "../testdata/corpus/07-long-outputs.jsonl")
 			before, _ := os.ReadFile(file)
 			_, err := eng.Compact(context.Background(), Request{File: file})
 			if err == nil || !strings.Contains(strings.ToLower(err.Error()), tc.want) {
@@ -264,7 +264,7 @@ func TestCompactRateLimitedThenSucceeds(t *testing.T) {
 		c.Sleep = func(_ context.Context, d time.Duration) error { slept = append(slept, d); return nil }
 	})
 	eng, _ := New(sum, Settings{KeepRecentTokens: 5000})
-	file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
+	file := copyFile(t, "../testdata/corpus/07-long-outputs.jsonl")
 	res, err := eng.Compact(context.Background(), Request{File: file})
 	if err != nil {
 		t.Fatal(err)
@@ -280,7 +280,7 @@ func TestGuardRefusesLargerContext(t *testing.T) {
 	llm := fakellm.Start(t)
 	llm.SetDefault(fakellm.Behavior{Text: strings.Repeat("padding words ", 200000)})
 	eng, _ := New(openAI(t, llm.URL(), nil), Settings{KeepRecentTokens: 5000})
-	file := copyFile(t, "../../testdata/corpus/07-long-outputs.jsonl")
+	file := copyFile(t, "../testdata/corpus/07-long-outputs.jsonl")
 	before, _ := os.ReadFile(file)
 	_, err := eng.Compact(context.Background(), Request{File: file})
 	var ge *GuardError
@@ -297,7 +297,7 @@ func TestGuardRefusesLargerContext(t *testing.T) {
 // 03-branches-labels-name and checks where the entry lands and what the context shows.
 func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 	t.Parallel()
-	src := "../../testdata/corpus/03-branches-labels-name.jsonl"
+	src := "../testdata/corpus/03-branches-labels-name.jsonl"
 	s, err := sessionio.ReadFile(src)
 	if err != nil {
 		t.Fatal(err)
@@ -404,7 +404,7 @@ func piHarness(t *testing.T) string {
 // default window and encoding, and the result says the model was unknown.
 func TestUnknownModelUsesDefaultAndSaysSo(t *testing.T) {
 	t.Parallel()
-	data, err := os.ReadFile("../../testdata/corpus/10-tricky-parallel.jsonl")
+	data, err := os.ReadFile("../testdata/corpus/10-tricky-parallel.jsonl")
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -420,7 +420,7 @@ func TestUnknownModelUsesDefaultAndSaysSo(t *testing.T) {
 	if res.ModelKnown || res.Model != "mystery-model-9000" || res.ContextWindow != 128000 || res.Counter != "tiktoken:o200k_base" {
 		t.Fatalf("model %q known %v window %d counter %s", res.Model, res.ModelKnown, res.ContextWindow, res.Counter)
 	}
-	known, err := eng.Compact(context.Background(), Request{File: "../../testdata/corpus/10-tricky-parallel.jsonl", DryRun: true})
+	known, err := eng.Compact(context.Background(), Request{File: "../testdata/corpus/10-tricky-parallel.jsonl", DryRun: true})
 	if err != nil || !known.ModelKnown || known.ContextWindow != 200000 {
 		t.Fatalf("known model: %+v %v", known, err)
 	}

@@ -282,7 +282,7 @@ func TestNewerPisFileRefused(t *testing.T) {
 		{"n04-retain-none-s", "0.86.1", "a retain-none compaction at line "},
 		{"n02-context-edits-s", "0.87.0", ""},
 	} {
-		file := copyFile(t, "../../testdata/corpus/gen-1.6.0/"+c.file+".jsonl")
+		file := copyFile(t, "../testdata/corpus/gen-1.6.0/"+c.file+".jsonl")
 		before, _ := os.ReadFile(file)
 		eng, err := New(summarize.NewExtractive(), Settings{Pi: c.pi, KeepRecentTokens: 1000})
 		if err != nil {
