@@ -18,6 +18,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/worker"
 )
 
 // BenchmarkPipelineEngine pushes 500 sessions through the whole service: an embedded
@@ -87,7 +88,7 @@ func benchPipeline(b *testing.B, conc, n int, latency time.Duration) {
 	}
 	svc, err := pipeline.New(pipeline.Config{
 		Stores: []pipeline.Store{{Name: "default", Dir: store}}, DataDir: filepath.Join(dir, "nats"), EmbeddedPort: -1,
-		Concurrency: conc, Idle: -1, Handler: jobHandler(eng, piVersions{}, nil), Assessor: budgetAssessor(eng, piVersions{}),
+		Concurrency: conc, Idle: -1, Handler: worker.Handler(eng, worker.PiVersions{}, nil), Assessor: worker.Assessor(eng, worker.PiVersions{}),
 	})
 	if err != nil {
 		b.Fatal(err)

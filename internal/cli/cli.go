@@ -1,7 +1,8 @@
-// Package cli holds compactor's subcommands and is its composition root: the engine, the
-// pipeline and the summarizers are put together here. Each subcommand lives in its own
-// file and registers itself with register; cmd/compactor and cmd/enqueue only call Main
-// and MainEnqueue.
+// Package cli holds compactor's subcommands and is its composition root: it parses the
+// flags, builds the engine, the summarizers and the pipeline's service, wires them together
+// (package worker joins the engine to the pipeline) and prints what they return. Each
+// subcommand lives in its own file and registers itself with register; cmd/compactor and
+// cmd/enqueue only call Main and MainEnqueue.
 package cli
 
 import (

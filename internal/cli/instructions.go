@@ -1,12 +1,10 @@
 package cli
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"flag"
 	"fmt"
-	"log/slog"
 	"os"
 	"os/user"
 	"sort"
@@ -37,7 +35,8 @@ func checkInstructionsFlag(s string) error {
 }
 
 // storeInstructionsFlag collects repeatable --store-instructions NAME=allow|refuse; NAME
-// "*" is every store the worker serves that has no entry of its own.
+// "*" is every store the worker serves that has no entry of its own (worker.RefuseInstructions
+// applies it).
 type storeInstructionsFlag map[string]bool // store → refuse
 
 func (s *storeInstructionsFlag) String() string {
@@ -74,14 +73,6 @@ func (s *storeInstructionsFlag) Set(v string) error {
 	return nil
 }
 
-// refuses reports whether store refuses instructions.
-func (s storeInstructionsFlag) refuses(store string) bool {
-	if refuse, ok := s[store]; ok {
-		return refuse
-	}
-	return s["*"]
-}
-
 // check refuses a store name the worker does not serve.
 func (s storeInstructionsFlag) check(stores []pipeline.Store) error {
 	for name := range s {
@@ -102,24 +93,6 @@ func containsStore(stores []pipeline.Store, name string) bool {
 		}
 	}
 	return false
-}
-
-// refuseInstructions wraps a worker's handler: a job that carries instructions for a
-// store that refuses them ends skipped, with the reason, before anything is read or paid
-// for. It is a refusal, not a failure: nothing for the operator to retry; the requester
-// sees why and may ask again without them.
-func refuseInstructions(policy storeInstructionsFlag, log *slog.Logger, h pipeline.Handler) pipeline.Handler {
-	if len(policy) == 0 {
-		return h
-	}
-	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		if job.Instructions != "" && policy.refuses(job.Store) {
-			log.Warn("job with summary instructions refused: the store takes none", "store", job.Store, "session", job.SessionID,
-				"kind", job.Kind, "job", job.ID, "instructions_bytes", len(job.Instructions))
-			return pipeline.Result{}, pipeline.Skip(fmt.Sprintf("instructions refused: store %s takes no summary instructions (--store-instructions %s=refuse); ask again without them", job.Store, job.Store))
-		}
-		return h.Handle(ctx, job, file)
-	})
 }
 
 // operatorIdentity says who runs a command for the log: the NATS identity its credentials

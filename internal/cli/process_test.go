@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // Tests that run compactor as a real process, with real signals: the binary is built once
@@ -167,6 +168,10 @@ func hasLine(logs string, parts ...string) bool {
 	return false
 }
 
+// liveSrc is a corpus session over budget at --context-window 20000 whose summary a fake
+// model can write.
+const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
+
 // overBudgetStore writes n copies of a corpus session (each with its own session id, two
 // hours old) in a store: each is over budget with --context-window 20000.
 func overBudgetStore(t testing.TB, n int) (dir string, files []string) {
@@ -203,7 +208,16 @@ func overBudgetStore(t testing.TB, n int) (dir string, files []string) {
 func compactions(t *testing.T, files []string) (total int, perFile []int) {
 	t.Helper()
 	for _, f := range files {
-		n := len(entriesOf(t, f, "compaction"))
+		s, err := sessionio.ReadFile(f)
+		if err != nil {
+			t.Fatal(err)
+		}
+		n := 0
+		for _, e := range s.Entries {
+			if e.Type == sessionio.TypeCompaction {
+				n++
+			}
+		}
 		total += n
 		perFile = append(perFile, n)
 	}

@@ -15,10 +15,12 @@ import (
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/worker"
 )
 
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor,
-// which are otherwise built from the summarizer and planning flags by package engine.
+// which are otherwise package worker's around the engine the summarizer and planning flags
+// build.
 var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error)
 
 func init() {
@@ -355,13 +357,13 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, err
 	}
-	cfg.Assessor = budgetAssessor(eng, pv)
+	cfg.Assessor = worker.Assessor(eng, pv)
 	if err := f.storeInstr.check(cfg.Stores); err != nil {
 		return cfg, err
 	}
 	if f.worker {
-		cfg.Handler = refuseInstructions(f.storeInstr, cfg.Logger, jobHandler(eng, pv, svc.prepared))
-		cfg.Bridger = bridger(eng, pv)
+		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared))
+		cfg.Bridger = worker.Bridger(eng, pv)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
 	return cfg, nil

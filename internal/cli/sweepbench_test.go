@@ -24,6 +24,7 @@ import (
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/worker"
 )
 
 // BenchmarkSweep measures a sweep of a fleet: SWEEP_BENCH_N sessions (default 10,000)
@@ -177,8 +178,8 @@ func sweepService(b *testing.B, dir, dataDir string, nc pipeline.NATSConfig) (*p
 	if err != nil {
 		b.Fatal(err)
 	}
-	cfg := pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, Idle: -1, Assessor: budgetAssessor(eng, piVersions{}),
-		Handler: jobHandler(eng, piVersions{}, nil), NATS: nc, DataDir: dataDir, EmbeddedPort: -1}
+	cfg := pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, Idle: -1, Assessor: worker.Assessor(eng, worker.PiVersions{}),
+		Handler: worker.Handler(eng, worker.PiVersions{}, nil), NATS: nc, DataDir: dataDir, EmbeddedPort: -1}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -1,32 +1,24 @@
-package cli
+package worker
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/engine"
-	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/sessionio"
-	"github.com/compactor-dev/compactor/summarize"
 )
 
-// The worker is composed here, at the root: the engine does the work and knows nothing of
-// NATS, the pipeline moves jobs and knows nothing of compaction. jobHandler and
-// budgetAssessor adapt one to the other, and classify maps the engine's errors onto the
-// pipeline's outcome classes, in one place.
-
-// jobHandler runs a job exactly as `compactor compact` (or `branch-summary`, or `prepare`)
-// runs, by the rules of the Pi release the job names (else its store's). A release
-// compactor does not know is worked as --pi-unknown says: with a warning and piUnknown in
-// the result (its event, and the metric compactor_pi_version_unknown_total), or skipped.
-// prepared returns the store of prepared summaries: the service's bucket, which exists once
-// the service has started, hence a function.
-func jobHandler(e *engine.Engine, pv piVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
+// Handler works the jobs the pipeline delivers with e, exactly as `compactor compact` (or
+// `branch-summary`, or `prepare`) runs, by the rules of the Pi release the job names (else
+// its store's, pv). A release compactor does not know is worked as pv's policy says: with a
+// warning and piUnknown in the result (its event, and the metric
+// compactor_pi_version_unknown_total), or skipped. prepared returns the store of prepared
+// summaries: the service's bucket, which exists once the service has started, hence a
+// function.
+func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
 		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
 		if err != nil {
@@ -89,10 +81,10 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 	return res, nil
 }
 
-// bridger answers the extension's bridge requests with the engine: the session's
-// preparation extended to the cut Pi makes now (engine.Bridge), or, when the request asks
-// for it, the answer made without a model at that cut (engine.Extract).
-func bridger(e *engine.Engine, pv piVersions) pipeline.Bridger {
+// Bridger answers the extension's bridge requests with e: the session's preparation
+// extended to the cut Pi makes now (engine.Bridge), or, when the request asks for it, the
+// answer made without a model at that cut (engine.Extract).
+func Bridger(e *engine.Engine, pv PiVersions) pipeline.Bridger {
 	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
@@ -125,70 +117,14 @@ func bridger(e *engine.Engine, pv piVersions) pipeline.Bridger {
 	})
 }
 
-// jobResult is the pipeline's view of an engine result. The outcome words are the same
-// in both (docs/json-output.md); LeafID is the new leaf only when the entry became it.
-func jobResult(res *engine.Result) pipeline.Result {
-	out := pipeline.Result{Outcome: res.Outcome, Reason: res.Reason, EntryID: res.EntryID,
-		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens,
-		LLMInputTokens: res.LLMInputTokens, LLMCachedInputTokens: res.LLMCachedInputTokens, LLMOutputTokens: res.LLMOutputTokens}
-	switch res.Outcome {
-	case outcome.Done:
-		out.LeafID = res.EntryID
-		if res.Trimmed != nil && out.Reason == "" {
-			out.Reason = res.Trimmed.String() // what was left out to end under the budget
-		}
-	case outcome.Skipped:
-		// A skip for a busy session (a turn or a write in progress, a session that kept
-		// changing while its summary was written) passes without the file changing: sweeps
-		// try it again after a backoff. The engine says so in a field, not in the words.
-		out.Busy = res.Busy != ""
-	}
-	return out
-}
-
-// classify turns engine, sessionio and summarize errors into pipeline classes.
-func classify(err error) error {
-	switch {
-	case errors.Is(err, sessionio.ErrNotV3), errors.Is(err, sessionio.ErrNoAssistant), errors.Is(err, sessionio.ErrAlreadyCompacted):
-		return pipeline.Skip(err.Error())
-	case errors.Is(err, sessionio.ErrUnsafeFile):
-		// A symlink, an escape from the store's root or a hard link appeared where the job's
-		// file was: nothing was written, and trying again would meet the same trap.
-		return pipeline.Permanent(err)
-	case errors.Is(err, sessionio.ErrChanged):
-		// (sessionio.ErrReplaced is one too: the file read was replaced or deleted meanwhile;
-		// the new one is planned afresh by a later job.)
-		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
-		// requester asking again). Decided on the error's identity; the text is for people.
-		return pipeline.SkipBusy("busy: " + err.Error())
-	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
-		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
-		return pipeline.Permanent(err)
-	case errors.Is(err, summarize.ErrEmptyCompletion):
-		// An empty answer is a fault of the moment (an overloaded model or proxy), not of
-		// the request: retried with backoff like a 5xx, bounded by MaxDeliver.
-		return pipeline.Retry(err)
-	}
-	if kind, ok := summarize.KindOf(err); ok {
-		if after, retry := summarize.IsRetryable(err); retry {
-			return pipeline.RetryAfter(after, err)
-		}
-		if kind == summarize.KindCanceled {
-			return err // shutting down: the delivery goes back to the queue
-		}
-		return pipeline.Permanent(err)
-	}
-	return err // GuardError and InputError say Permanent() themselves; anything else is retried (bounded by MaxDeliver)
-}
-
-// budgetAssessor adapts the engine's budget check to the pipeline's sweeps. It also
-// fingerprints the settings the budget and a job's effect depend on, so a sweep assesses
-// unchanged files again when they change.
-func budgetAssessor(e *engine.Engine, pv piVersions) pipeline.Assessor { return assessor{e, pv} }
+// Assessor adapts the engine's budget check to the pipeline's sweeps, for the Pi release
+// of the store that holds each file. It also fingerprints the settings the budget and a
+// job's effect depend on, so a sweep assesses unchanged files again when they change.
+func Assessor(e *engine.Engine, pv PiVersions) pipeline.Assessor { return assessor{e, pv} }
 
 type assessor struct {
 	e  *engine.Engine
-	pv piVersions
+	pv PiVersions
 }
 
 func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment, error) {

@@ -1,4 +1,4 @@
-package cli
+package worker
 
 import (
 	"context"
@@ -78,7 +78,7 @@ func TestBusySkipsAreMarked(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, herr := jobHandler(e, piVersions{}, nil).Handle(context.Background(), pipeline.Job{Kind: pipeline.KindCompact, OnlyOverBudget: true}, file)
+			res, herr := Handler(e, PiVersions{}, nil).Handle(context.Background(), pipeline.Job{Kind: pipeline.KindCompact, OnlyOverBudget: true}, file)
 			if herr != nil || res.Outcome != pipeline.OutcomeSkipped {
 				t.Fatalf("handler %+v, %v; want a skip", res, herr)
 			}

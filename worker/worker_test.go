@@ -1,4 +1,4 @@
-package cli
+package worker
 
 import (
 	"context"
@@ -41,7 +41,7 @@ type liveBundle struct {
 	eng *engine.Engine
 }
 
-const liveSrc = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
+const liveSrc = "../testdata/corpus/12-tricky-custom-message-cut.jsonl"
 
 func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler) pipeline.Handler, start bool) *liveBundle {
 	t.Helper()
@@ -55,14 +55,14 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 	// `compactor run` does (engine.Roots).
 	dir := t.TempDir()
 	eng.Roots = pipeline.StoreRoots([]pipeline.Store{{Name: pipeline.DefaultStoreName, Dir: dir}})
-	h := jobHandler(eng, piVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() })
+	h := Handler(eng, PiVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() })
 	if wrap != nil {
 		h = wrap(h)
 	}
-	b.Server = pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h, Assessor: budgetAssessor(eng, piVersions{}), Idle: idle, Paused: !start,
+	b.Server = pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h, Assessor: Assessor(eng, PiVersions{}), Idle: idle, Paused: !start,
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
-			c.Bridger = bridger(eng, piVersions{})
+			c.Bridger = Bridger(eng, PiVersions{})
 		}})
 	return b
 }
@@ -324,6 +324,24 @@ func eventually(t *testing.T, cond func() bool) {
 	t.Helper()
 	waitUntil(t, 10*time.Second, "the condition", cond)
 }
+
+// waitUntil polls cond until it holds. d only guards against a hang: a test waits for
+// its condition, not for a duration, so on a loaded machine (a CPU hog, one core, -race) it
+// waits at least hangGuard before it fails the test.
+func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
+	t.Helper()
+	d = max(d, hangGuard)
+	deadline := time.Now().Add(d)
+	for !cond() {
+		if time.Now().After(deadline) {
+			t.Fatalf("timed out after %s waiting for %s", d, what)
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// hangGuard is the least time waitUntil waits for a condition before it fails the test.
+const hangGuard = 2 * time.Minute
 
 // A prepare job on a session with a turn in progress (a live agent, which is what
 // preparations are for) stores its result in COMPACTOR_PREPARED and writes nothing to the
