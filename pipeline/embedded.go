@@ -162,8 +162,14 @@ func LocalNATS(dataDir string, n NATSConfig) NATSConfig {
 		}
 	}
 	if n.authMode() == "none" && dataDir != "" {
+		abs, err := filepath.Abs(dataDir)
+		if err != nil {
+			abs = dataDir
+		}
+		n.local = &localLookup{dir: abs, service: info != nil}
 		if p := filepath.Join(dataDir, tokenFileName); readable(p) {
 			n.TokenFile = p
+			n.local.token = true
 		}
 	}
 	return n

@@ -62,7 +62,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	if s.cfg.MetricsAddr != "" {
-		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log)
+		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log, s.cfg.HTTPHandler)
 		if err != nil {
 			stopMetrics()
 			return undo(err)
@@ -134,6 +134,9 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 	s.loops.set(store, func(st *loopState) { st.running, st.lastOK = true, time.Now() })
 	defer s.loops.set(store, func(st *loopState) { st.running = false })
 	for {
+		if !s.waitUnpaused(ctx, store) {
+			return
+		}
 		s.loops.set(store, func(st *loopState) { st.waiting = true })
 		select {
 		case <-ctx.Done():

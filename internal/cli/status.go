@@ -11,19 +11,25 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
 func init() {
-	register(&Command{Name: "status", Summary: "the workers serving each store: host, version, job versions, jobs in flight; version skew", Run: runStatus})
+	register(&Command{Name: "status", Summary: "each store's workers (host, version, jobs in flight), queue (depth and oldest job by kind), running jobs and pause; version skew", Run: runStatus})
 }
 
 const statusHelp = `
-The workers that reported in the last 30 s (COMPACTOR_WORKERS), store by store: their host,
-the version they run, the job schema versions they work, their jobs in flight and when
-they last reported (every 10 s). A warning line says when the workers run different
-versions, or when the workers of a store do not all work the same job versions (a job of
-a version only some of them understand waits for those: docs/upgrading.md).
+Store by store: whether it is paused (compactor pause); its queue: jobs queued, in flight
+and dead-lettered, and the jobs by kind with the age of the oldest; the jobs running now
+(session, kind, worker, attempt, elapsed); and the workers that reported in the last 30 s
+(COMPACTOR_WORKERS): their host, the version they run, the job schema versions they work,
+their jobs in flight and when they last reported (every 10 s). A warning line says when
+the workers run different versions, or when the workers of a store do not all work the
+same job versions (a job of a version only some of them understand waits for those:
+docs/upgrading.md). Reading the queues is the operator's (or the admin's) right; with
+other credentials status shows the workers and says what it could not read.
 
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
@@ -41,6 +47,10 @@ type statusReport struct {
 type storeStatus struct {
 	Store   string                `json:"store"`
 	Workers []pipeline.WorkerBeat `json:"workers"`
+	// Queue, Running and Paused: what the operator's view reads (absent when it could not).
+	Queue   *pipeline.StoreQueue  `json:"queue,omitempty"`
+	Running []pipeline.RunningJob `json:"running,omitempty"`
+	Paused  *pipeline.PauseRecord `json:"paused,omitempty"`
 }
 
 func runStatus(ctx context.Context, env *Env) error {
@@ -70,11 +80,10 @@ func runStatus(ctx context.Context, env *Env) error {
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	beats, err := pipeline.Workers(rctx, nc)
+	rep, err := readStatus(rctx, nc, *store)
 	if err != nil {
 		return err
 	}
-	rep := statusOf(beats, *store)
 	if *asJSON {
 		enc := json.NewEncoder(env.Stdout)
 		enc.SetIndent("", "  ")
@@ -82,6 +91,50 @@ func runStatus(ctx context.Context, env *Env) error {
 	}
 	writeStatus(env.Stdout, rep, time.Now())
 	return nil
+}
+
+// readStatus reads the fleet through the operator's view; with credentials that may not
+// read the queues, the workers alone, with a warning.
+func readStatus(ctx context.Context, nc *nats.Conn, store string) (statusReport, error) {
+	v, verr := pipeline.OpenFleetView(ctx, nc, pipeline.FleetViewOptions{})
+	if verr != nil {
+		beats, err := pipeline.Workers(ctx, nc)
+		if err != nil {
+			return statusReport{}, err
+		}
+		rep := statusOf(beats, store)
+		rep.Warnings = append(rep.Warnings, "queues, running jobs and pauses not read: "+verr.Error())
+		return rep, nil
+	}
+	defer v.Close()
+	snap := v.Snapshot()
+	var beats []pipeline.WorkerBeat
+	for _, st := range snap.Stores {
+		beats = append(beats, st.Workers...)
+	}
+	rep := statusOf(beats, store)
+	// Every store set up is listed, with or without workers.
+	var stores []storeStatus
+	for _, st := range snap.Stores {
+		if store != "" && st.Store != store {
+			continue
+		}
+		ss := storeStatus{Store: st.Store, Workers: st.Workers, Running: st.Running, Paused: st.Paused}
+		q := st.Queue
+		ss.Queue = &q
+		stores = append(stores, ss)
+		if len(st.Workers) == 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: no worker has reported in the last 30s", st.Store))
+		}
+		if q.Err != "" {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: %s", st.Store, q.Err))
+		}
+	}
+	if stores == nil {
+		stores = []storeStatus{}
+	}
+	rep.Stores = stores
+	return rep, nil
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
@@ -187,14 +240,52 @@ func writeStatus(w io.Writer, rep statusReport, now time.Time) {
 		fmt.Fprintln(w, "no worker has reported in the last 30s")
 	}
 	for _, st := range rep.Stores {
-		fmt.Fprintf(w, "store %s: %s\n", st.Store, plural(len(st.Workers), "worker", "workers"))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
-		for _, b := range st.Workers {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, versionOf(b), jobVersionsText(b),
-				b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
+		head := fmt.Sprintf("store %s: %s", st.Store, plural(len(st.Workers), "worker", "workers"))
+		if q := st.Queue; q != nil {
+			head += fmt.Sprintf("; %d queued, %d in flight, %d dead letters", q.Pending, q.InFlight, q.DeadLetters)
+			if !q.Oldest.IsZero() {
+				head += fmt.Sprintf("; oldest job %s old", now.Sub(q.Oldest).Round(time.Second))
+			}
 		}
-		_ = tw.Flush()
+		fmt.Fprintln(w, head)
+		if p := st.Paused; p != nil {
+			line := fmt.Sprintf("  PAUSED since %s by %s", p.At.Local().Format(time.DateTime), p.By)
+			if p.Reason != "" {
+				line += ": " + p.Reason
+			}
+			fmt.Fprintln(w, line+" (its workers take no jobs; compactor resume "+st.Store+")")
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if q := st.Queue; q != nil && len(q.Kinds) > 0 {
+			fmt.Fprintln(tw, "  KIND\tJOBS\tOLDEST")
+			for _, k := range q.Kinds {
+				fmt.Fprintf(tw, "  %s\t%d\t%s\n", k.Kind, k.Jobs, now.Sub(k.Oldest).Round(time.Second))
+			}
+			_ = tw.Flush()
+		}
+		if len(st.Running) > 0 {
+			fmt.Fprintln(tw, "  RUNNING\tKIND\tWORKER\tATTEMPT\tELAPSED")
+			for _, r := range st.Running {
+				sess := r.SessionID
+				if sess == "" {
+					sess = r.Token
+				}
+				attempt := "-"
+				if r.Attempt > 0 {
+					attempt = strconv.Itoa(r.Attempt)
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", sess, r.Kind, r.Worker, attempt, now.Sub(r.Since).Round(time.Second))
+			}
+			_ = tw.Flush()
+		}
+		if len(st.Workers) > 0 {
+			fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
+			for _, b := range st.Workers {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, versionOf(b), jobVersionsText(b),
+					b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
+			}
+			_ = tw.Flush()
+		}
 	}
 	for _, warn := range rep.Warnings {
 		fmt.Fprintln(w, "warning:", warn)

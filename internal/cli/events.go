@@ -1,0 +1,109 @@
+package cli
+
+import (
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"strings"
+	"time"
+
+	"github.com/compactor-dev/compactor/pipeline"
+)
+
+func init() {
+	register(&Command{Name: "events", Summary: "a store's or a session's job history from COMPACTOR_EVENTS (--follow: and what comes)", Run: runEvents})
+}
+
+const eventsHelp = `
+Every event kept of a store's jobs (--session: of one session's), oldest first: each
+attempt and each job's end, with its outcome, reason, tokens, LLM usage, duration, worker
+and error. Events are kept 24 h by default (--events-max-age of setup). --follow prints
+new events as they come until interrupted. --json prints one JSON event per line
+(docs/json-output.md).
+
+Reading the events is the operator's right (and the agent's, for its own store). Without
+--nats-url, the NATS of the compactor run on --data-dir is used.
+
+Examples:
+  compactor events --store default --session 0195f1c3-...
+  compactor events --store team --follow --json | jq .`
+
+func runEvents(ctx context.Context, env *Env) error {
+	fs := newFlagSet(env, "events", "--store STORE [--session ID] [--follow] [flags]", eventsHelp)
+	var n pipeline.NATSConfig
+	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
+	configFile := configFlag(fs.FlagSet, env)
+	store := fs.String("store", "", "the store (required)")
+	session := fs.String("session", "", "only this session id's events")
+	follow := fs.Bool("follow", false, "then print new events as they come, until interrupted")
+	asJSON := fs.Bool("json", false, "print one JSON event per line")
+	pos, err := fs.parse(env.Args)
+	if err != nil {
+		return err
+	}
+	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return usageErrorf("unexpected argument %q", pos[0])
+	}
+	if *store == "" {
+		return usageErrorf("--store is required")
+	}
+	if err := pipeline.ValidateStoreName(*store); err != nil {
+		return usageErrorf("--store: %v", err)
+	}
+	ncfg := ops.clientNATS(n)
+	ncfg.Name, ncfg.Role = "compactor events", pipeline.RoleOperator
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	enc := json.NewEncoder(env.Stdout)
+	count := 0
+	err = pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
+		count++
+		if *asJSON {
+			_ = enc.Encode(ev)
+			return
+		}
+		writeEvent(env.Stdout, ev)
+	})
+	if err != nil {
+		return err
+	}
+	if count == 0 && !*asJSON {
+		what := "store " + *store
+		if *session != "" {
+			what = "session " + *session + " of store " + *store
+		}
+		fmt.Fprintf(env.Stderr, "no event of %s is kept\n", what)
+	}
+	return nil
+}
+
+// writeEvent prints an event on one line.
+func writeEvent(w io.Writer, ev pipeline.Event) {
+	var b strings.Builder
+	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, ev.Kind, ev.SessionID, ev.Attempt, ev.Outcome)
+	if ev.Reason != "" {
+		fmt.Fprintf(&b, ": %s", ev.Reason)
+	}
+	if ev.EntryID != "" {
+		fmt.Fprintf(&b, "  tokens %d -> %d  entry %s", ev.TokensBefore, ev.TokensAfter, ev.EntryID)
+	}
+	if ev.LLMTokens > 0 {
+		fmt.Fprintf(&b, "  llm %d in (%d cached) %d out", ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens)
+	}
+	if ev.RetryInMs > 0 {
+		fmt.Fprintf(&b, "  retry in %s", time.Duration(ev.RetryInMs)*time.Millisecond)
+	}
+	fmt.Fprintf(&b, "  %s  %s", (time.Duration(ev.DurationMs) * time.Millisecond).String(), ev.Worker)
+	if ev.Error != "" {
+		fmt.Fprintf(&b, "  error: %s", ev.Error)
+	}
+	fmt.Fprintln(w, b.String())
+}
