@@ -397,7 +397,11 @@ func bindRun(fs *flagSet, env *Env) (*serviceFlags, *opsFlags) {
 func runRun(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "run", runUsage, runHelp)
 	f, ops := bindRun(fs, env)
-	cfg, err := ops.config(f.parse(fs, env))
+	parsed, err := f.parse(fs, env)
+	// The values a reload compares with: the flags as parsed (command line and --config),
+	// as a reload reads them, before anything below fills in a default.
+	running := flagValues(fs.FlagSet)
+	cfg, err := ops.config(parsed, err)
 	if err != nil {
 		return err
 	}
@@ -436,7 +440,7 @@ func runRun(ctx context.Context, env *Env) error {
 	ref.Store(svc)
 	defer svc.Close()
 	if !f.once {
-		stopReload := f.reloadOnHangup(env, flagValues(fs.FlagSet), svc)
+		stopReload := f.reloadOnHangup(env, running, svc)
 		defer stopReload()
 		return svc.Run(ctx)
 	}
