@@ -62,6 +62,9 @@ func (n *natsSync) String() string {
 	return n.every.String()
 }
 
+// Placeholder is its word in --help.
+func (n *natsSync) Placeholder() string { return "always|DURATION" }
+
 func (n *natsSync) Set(s string) error {
 	if s == "always" {
 		*n = natsSync{always: true, set: true}
