@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"os"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/nats-io/nats.go"
@@ -107,6 +108,8 @@ func pauseOf(store string, data []byte) (*PauseRecord, error) {
 type pauses struct {
 	mu sync.Mutex
 	st map[string]*pauseState
+	// held counts the fetch loops' turns spent paused (a test waits for some).
+	held atomic.Uint64
 }
 
 type pauseState struct {
@@ -180,6 +183,7 @@ func (s *Service) pausedNow(store string) *PauseRecord {
 // waitUnpaused returns once store is not paused (true) or ctx ends (false).
 func (s *Service) waitUnpaused(ctx context.Context, store string) bool {
 	for s.paused(ctx, store) != nil {
+		s.pauses.held.Add(1)
 		s.loops.set(store, func(st *loopState) { st.paused, st.lastOK = true, time.Now() })
 		select {
 		case <-ctx.Done():
