@@ -37,8 +37,8 @@ type fleet struct {
 	dataDir  string
 	stores   map[string]string
 	llm      *fakellm.Server
-	main     *proc // serves a and b, the embedded NATS and the console
-	second   *proc // serves b
+	main     *proc  // serves a and b, the embedded NATS and the console
+	second   *proc  // serves b
 	console  string // http://ADDR
 	natsURL  string
 	viewer   string // the console's tokens
