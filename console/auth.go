@@ -203,13 +203,15 @@ func (c *Console) who(r *http.Request) caller {
 	return caller{role: role, nonce: nonce}
 }
 
-// sameOrigin reports whether a state-changing request comes from this console's own pages:
-// its Origin (or, without one, its Referer) is this host, or the browser says
-// Sec-Fetch-Site same-origin. A request with none of them (a script, curl) passes: it
-// carries no cookie of a browser's, so its bearer token or CSRF token decides.
+// sameOrigin reports whether a state-changing request comes from this console's own pages.
+// A browser says where a request comes from in Sec-Fetch-Site (same-origin for the
+// console's own forms and scripts); one that does not send it is judged by its Origin (or,
+// without one, its Referer), which must be this host ("null", an opaque origin, is not). A
+// request with none of them (a script, curl) passes: it carries no cookie of a browser's,
+// so its bearer token or CSRF token decides.
 func sameOrigin(r *http.Request) bool {
-	if site := r.Header.Get("Sec-Fetch-Site"); site != "" && site != "same-origin" && site != "none" {
-		return false
+	if site := r.Header.Get("Sec-Fetch-Site"); site != "" {
+		return site == "same-origin"
 	}
 	origin := r.Header.Get("Origin")
 	if origin == "" {

@@ -573,37 +573,27 @@ func (v *FleetView) SetPaused(ctx context.Context, store string, paused bool, re
 	return rec, err
 }
 
-// QueuedJobs are up to limit of a store's queued jobs (waiting or running), oldest first.
+// QueuedJobs are up to limit of a store's queued jobs (waiting or running), oldest first,
+// read one by one by direct gets of the next message on the store's subjects (a work
+// queue takes no consumer that would overlap the store's own).
 func (v *FleetView) QueuedJobs(ctx context.Context, store string, limit int) ([]QueuedJob, error) {
-	oc, err := v.jobs.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{jobsPrefix + store + ".>"}, DeliverPolicy: jetstream.DeliverAllPolicy})
-	if err != nil {
-		return nil, fmt.Errorf("queued jobs of %s: %w", store, err)
-	}
 	var out []QueuedJob
-	for len(out) < limit {
-		batch, err := oc.FetchNoWait(min(limit-len(out), 256))
+	filter := jobsPrefix + store + ".>"
+	for seq := uint64(1); len(out) < limit; {
+		m, err := v.jobs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		if errors.Is(err, jetstream.ErrMsgNotFound) {
+			break
+		}
 		if err != nil {
 			return out, fmt.Errorf("queued jobs of %s: %w", store, err)
 		}
-		got := 0
-		last := false
-		for m := range batch.Messages() {
-			got++
-			meta, err := m.Metadata()
-			if err != nil {
-				continue
-			}
-			qj := QueuedJob{Seq: meta.Sequence.Stream, At: meta.Timestamp.UTC(), Subject: m.Subject()}
-			var j Job
-			if json.Unmarshal(m.Data(), &j) == nil {
-				qj.SessionID, qj.Path, qj.Kind, qj.Reason = j.SessionID, j.Path, j.Kind, j.Reason
-			}
-			out = append(out, qj)
-			last = meta.NumPending == 0
+		qj := QueuedJob{Seq: m.Sequence, At: m.Time.UTC(), Subject: m.Subject}
+		var j Job
+		if json.Unmarshal(m.Data, &j) == nil {
+			qj.SessionID, qj.Path, qj.Kind, qj.Reason = j.SessionID, j.Path, j.Kind, j.Reason
 		}
-		if got == 0 || last || batch.Error() != nil {
-			break
-		}
+		out = append(out, qj)
+		seq = m.Sequence + 1
 	}
 	return out, nil
 }

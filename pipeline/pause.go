@@ -122,6 +122,11 @@ type pauseState struct {
 // pauseCheckEvery. A record that cannot be read leaves the last answer (a worker that lost
 // NATS fetches nothing anyway).
 func (s *Service) paused(ctx context.Context, store string) *PauseRecord {
+	return s.pausedWithin(ctx, store, pauseCheckEvery)
+}
+
+// pausedWithin is paused with an answer at most maxAge old.
+func (s *Service) pausedWithin(ctx context.Context, store string, maxAge time.Duration) *PauseRecord {
 	p := &s.pauses
 	p.mu.Lock()
 	if p.st == nil {
@@ -132,7 +137,7 @@ func (s *Service) paused(ctx context.Context, store string) *PauseRecord {
 		st = &pauseState{}
 		p.st[store] = st
 	}
-	if time.Since(st.at) < pauseCheckEvery {
+	if time.Since(st.at) < maxAge {
 		defer p.mu.Unlock()
 		return st.rec
 	}

@@ -138,6 +138,7 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 			return
 		}
 		s.loops.set(store, func(st *loopState) { st.waiting = true })
+		waitStart := time.Now()
 		select {
 		case <-ctx.Done():
 			return
@@ -147,6 +148,16 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		if ctx.Err() != nil { // a free slot and the end were both ready: select picks either
 			<-s.sem
 			return
+		}
+		// A pause that came while every slot was busy: the slot is given back unused (the
+		// record read again when the wait outlasted the last read).
+		maxAge := pauseCheckEvery
+		if time.Since(waitStart) >= pauseCheckEvery {
+			maxAge = 0
+		}
+		if s.pausedWithin(ctx, store, maxAge) != nil {
+			<-s.sem
+			continue
 		}
 		n := 1
 	more:
