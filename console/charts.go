@@ -314,7 +314,7 @@ func tokenChart(f *SessionFile) template.HTML {
 			fmt.Fprintf(&b, `<line x1="%.1f" y1="%d" x2="%.1f" y2="%d" stroke="#d9822b" stroke-dasharray="4 3"><title>cut: first kept entry %s</title></line>`, xOf(i), padT, xOf(i), padT+plotH, template.HTMLEscapeString(p.ID))
 		}
 	}
-	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="#2f6db5"/><text x="%d" y="%d" font-size="11" fill="#222">tokens from the root</text>`, padL, chartH+2, padL+14, chartH+11)
+	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="#2f6db5"/><text x="%d" y="%d" font-size="11" fill="#222">context tokens</text>`, padL, chartH+2, padL+14, chartH+11)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="#b53f3f"/><text x="%d" y="%d" font-size="11" fill="#222">compaction</text>`, padL+180, chartH+2, padL+194, chartH+11)
 	fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="#d9822b"/><text x="%d" y="%d" font-size="11" fill="#222">cut (first kept entry)</text>`, padL+290, chartH+2, padL+304, chartH+11)
 	b.WriteString(`</svg>`)

@@ -34,6 +34,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.0f ms", total/float64(n))
 	},
+	"dur": func(d pipeline.Duration) string { return time.Duration(d).String() },
 	"add": func(a, b int) int { return a + b },
 	"sub": func(a, b int) int { return a - b },
 }

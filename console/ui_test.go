@@ -251,8 +251,14 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.run(t, chromedp.Navigate(f.console+"/store/a"), chromedp.WaitVisible(chromedp.ID(`pause`)),
 			chromedp.SendKeys(chromedp.CSS(`input[name=reason]`), "browser test"), chromedp.Click(chromedp.ID(`pause`)),
 			chromedp.WaitVisible(chromedp.ID(`paused`)))
+		// The worker says it in /readyz once its fetch loop has read the pause.
 		t0 := time.Now()
-		waitFor(t, "store a's worker paused", func() bool {
+		waitFor(t, "store a's worker paused (its /readyz)", func() bool {
+			_, _, body := f.get(http.DefaultClient, "/readyz", "")
+			return strings.Contains(body, "store a: paused since")
+		})
+		t.Logf("the worker took no more jobs %s after the click's answer (its /readyz says paused)", time.Since(t0).Round(time.Millisecond))
+		waitFor(t, "store a's worker's beat says paused", func() bool {
 			for _, s := range f.status().Stores {
 				if s.Store == "a" {
 					return len(s.Workers) == 1 && s.Workers[0].Paused
@@ -260,7 +266,6 @@ func TestConsoleInBrowser(t *testing.T) {
 			}
 			return false
 		})
-		t.Logf("the worker reported the pause %s after the click's answer", time.Since(t0).Round(time.Millisecond))
 		var files []string
 		for range 3 {
 			_, file := f.addSession("a", true)
