@@ -23,6 +23,23 @@ type EventIndex struct {
 	sessions map[sessionKey][]*Event
 	stores   map[string]*storeEvents
 	added    uint64
+	// words holds one copy of the strings that repeat across events (stores, workers,
+	// kinds, models): 100,000 events hold a few of each, not 100,000.
+	words map[string]string
+}
+
+// wordsMax bounds words: past it, it starts again (the strings held stay valid).
+const wordsMax = 4096
+
+func (x *EventIndex) word(s string) string {
+	if w, ok := x.words[s]; ok {
+		return w
+	}
+	if len(x.words) >= wordsMax {
+		clear(x.words)
+	}
+	x.words[s] = s
+	return s
 }
 
 type sessionKey struct{ store, session string }
@@ -41,7 +58,8 @@ const (
 
 // NewEventIndex holds at most max events.
 func NewEventIndex(max int) *EventIndex {
-	return &EventIndex{max: max, ring: make([]*Event, 0, min(max, 1<<16)), sessions: map[sessionKey][]*Event{}, stores: map[string]*storeEvents{}}
+	return &EventIndex{max: max, ring: make([]*Event, 0, min(max, 1<<16)), sessions: map[sessionKey][]*Event{}, stores: map[string]*storeEvents{},
+		words: map[string]string{}}
 }
 
 // Add indexes an event (events arrive in the stream's order).
@@ -50,6 +68,18 @@ func (x *EventIndex) Add(ev Event) {
 	x.mu.Lock()
 	defer x.mu.Unlock()
 	x.added++
+	e.Store, e.Worker, e.Kind, e.LLMModel = x.word(e.Store), x.word(e.Worker), x.word(e.Kind), x.word(e.LLMModel)
+	if list := x.sessions[sessionKey{e.Store, e.SessionID}]; len(list) > 0 {
+		// A session's events share its id and, mostly, its path and job id.
+		prev := list[len(list)-1]
+		e.SessionID = prev.SessionID
+		if e.Path == prev.Path {
+			e.Path = prev.Path
+		}
+		if e.JobID == prev.JobID {
+			e.JobID = prev.JobID
+		}
+	}
 	if x.n == x.max {
 		old := x.ring[x.head]
 		x.ring[x.head] = e
