@@ -71,6 +71,9 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 	}
 }
 
+// MetricNames are the names of the metrics compactor console exports.
+func MetricNames() []string { return pipeline.DescribedNames(NewCollector(nil)) }
+
 // View is the fleet view the console reads (nil until it is open).
 func (c *Console) View() *pipeline.FleetView {
 	c.mu.Lock()

@@ -422,6 +422,9 @@ type Config struct {
 	// HTTPHandler, when set, serves every other path of the MetricsAddr listener (the
 	// console, mounted by compactor run).
 	HTTPHandler http.Handler
+	// MetricsToken, when set, is the bearer token /metrics requires (a central scraper's
+	// credentials_file); /healthz and /readyz stay open to probes.
+	MetricsToken string
 	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
 	// loops, the stores): an LLM endpoint answering, say. Each result is kept a few seconds.
 	ReadyProbes []ReadyProbe

@@ -2,11 +2,14 @@ package pipeline
 
 import (
 	"context"
+	"crypto/subtle"
 	"errors"
 	"fmt"
 	"log/slog"
 	"net"
 	"net/http"
+	"slices"
+	"strings"
 	"sync"
 	"time"
 
@@ -105,6 +108,41 @@ func newMetrics() *metrics {
 	return m
 }
 
+// MetricNames are the names of every metric a worker exports (its /metrics), series or
+// not yet: the deploy/ dashboard and alert rules are checked against them.
+func MetricNames() []string {
+	m := newMetrics()
+	m.setBuildInfo("x")
+	newHookMetrics(m.reg)
+	return DescribedNames(m.reg, &queueCollector{})
+}
+
+// DescribedNames are the metric names the collectors describe.
+func DescribedNames(cs ...prometheus.Collector) []string {
+	ch := make(chan *prometheus.Desc, 64)
+	go func() {
+		for _, c := range cs {
+			c.Describe(ch)
+		}
+		close(ch)
+	}()
+	seen := map[string]bool{}
+	var out []string
+	for d := range ch {
+		// A Desc says its name only in its String(): Desc{fqName: "NAME", ...}.
+		str := d.String()
+		if i := strings.Index(str, `fqName: "`); i >= 0 {
+			rest := str[i+len(`fqName: "`):]
+			if j := strings.IndexByte(rest, '"'); j > 0 && !seen[rest[:j]] {
+				seen[rest[:j]] = true
+				out = append(out, rest[:j])
+			}
+		}
+	}
+	slices.Sort(out)
+	return out
+}
+
 // setBuildInfo exports the program's version (compactor_build_info, 1): the version skew
 // of a fleet is the count of its versions.
 func (m *metrics) setBuildInfo(version string) {
@@ -185,6 +223,23 @@ func (c *queueCollector) oldestAge(ctx context.Context, store string) (float64, 
 	return max(0, time.Since(at).Seconds()), true
 }
 
+// RequireBearer serves h to requests that carry "Authorization: Bearer TOKEN" (every
+// request when token is ""), and 401 to the others.
+func RequireBearer(token string, h http.Handler) http.Handler {
+	if token == "" {
+		return h
+	}
+	want := []byte("Bearer " + token)
+	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if subtle.ConstantTimeCompare([]byte(r.Header.Get("Authorization")), want) != 1 {
+			w.Header().Set("WWW-Authenticate", `Bearer realm="compactor metrics"`)
+			http.Error(w, "unauthorized: /metrics takes the scraper's bearer token (--metrics-token-file)", http.StatusUnauthorized)
+			return
+		}
+		h.ServeHTTP(w, r)
+	})
+}
+
 // countSubjects counts the messages of stream str under the subject filter.
 func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (uint64, error) {
 	info, err := str.Info(ctx, jetstream.WithSubjectFilter(filter))
@@ -202,12 +257,12 @@ func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (ui
 // server has stopped. healthy reports liveness (connected to NATS), ready readiness
 // (readiness.go).
 func serveMetrics(ctx context.Context, addr string, reg *prometheus.Registry, healthy func() error,
-	ready func(context.Context) (bool, []string), log *slog.Logger, rest http.Handler) (net.Addr, func(), error) {
+	ready func(context.Context) (bool, []string), log *slog.Logger, rest http.Handler, token string) (net.Addr, func(), error) {
 	mux := http.NewServeMux()
 	if rest != nil {
 		mux.Handle("/", rest)
 	}
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	mux.Handle("/metrics", RequireBearer(token, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if err := healthy(); err != nil {
 			http.Error(w, "unhealthy: "+err.Error(), http.StatusServiceUnavailable)

@@ -62,7 +62,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	if s.cfg.MetricsAddr != "" {
-		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log, s.cfg.HTTPHandler)
+		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log, s.cfg.HTTPHandler, s.cfg.MetricsToken)
 		if err != nil {
 			stopMetrics()
 			return undo(err)

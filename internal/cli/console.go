@@ -50,6 +50,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	listen := fs.String("listen", "127.0.0.1:9470", "the `ADDRESS` to serve the console on (loopback unless --remote)")
 	remote := fs.Bool("remote", false, "allow --listen on an address that is not loopback")
 	tokenDir := fs.String("token-dir", "", "the `DIR` of the console's tokens (default: --data-dir)")
+	metricsTokenFile := fs.String("metrics-token-file", "", "a file holding the bearer token /metrics requires (a central scraper's credentials_file)")
 	var stores storeFlag
 	fs.Var(&stores, "store", "a store's directory on this host, `NAME=DIR`, to show its sessions' compactions and token charts (repeatable)")
 	logFormat := fs.String("log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
@@ -105,7 +106,13 @@ func runConsole(ctx context.Context, env *Env) error {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(console.NewCollector(c.View))
 	mux := http.NewServeMux()
-	mux.Handle("/metrics", promhttp.HandlerFor(reg, promhttp.HandlerOpts{}))
+	metricsToken := ""
+	if *metricsTokenFile != "" {
+		if metricsToken, err = readMetricsToken(*metricsTokenFile); err != nil {
+			return err
+		}
+	}
+	mux.Handle("/metrics", pipeline.RequireBearer(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		if !nc.IsConnected() {
 			http.Error(w, "unhealthy: not connected to NATS", http.StatusServiceUnavailable)

@@ -60,6 +60,7 @@ type serviceFlags struct {
 	shared        stringList
 	console       bool
 	consoleRemote bool
+	metricsToken  string
 }
 
 // bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
@@ -95,6 +96,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.DurationVar(&f.sweepEvery, "sweep-every", 0, "sweep the stores this often (0: never)")
 	fs.BoolVar(&f.once, "once", false, "sweep, process everything queued, print a report and exit")
 	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464), and the web console at / (see --console)")
+	fs.StringVar(&f.metricsToken, "metrics-token-file", "", "a file holding the bearer token /metrics requires (its content, trimmed): for a --metrics-addr a central scraper reaches (Prometheus' authorization.credentials_file); /healthz and /readyz stay open")
 	fs.BoolVar(&f.console, "console", true, "serve the web console at / of --metrics-addr when this process sets up its NATS (the embedded server, or --setup) and the address is loopback; its tokens are generated into --data-dir (docs/operations.md, \"The console\")")
 	fs.BoolVar(&f.consoleRemote, "console-remote", false, "serve the console on a --metrics-addr that is not loopback too (put TLS in front: the tokens travel in its requests)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long the summaries in flight may finish before they are handed back (0: --llm-timeout, so that a summary whose request started just before the stop can end)")
@@ -184,6 +186,11 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	}
 	if cfg.ShutdownTimeout, err = f.drain(log); err != nil {
 		return cfg, err
+	}
+	if f.metricsToken != "" {
+		if cfg.MetricsToken, err = readMetricsToken(f.metricsToken); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.SpendLimits = f.spend
 	if err := cfg.Validate(); err != nil {
@@ -502,4 +509,18 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 	cfg.HTTPHandler = c
 	log.Info("web console at / of the metrics listener", "addr", cfg.MetricsAddr, "token_files", files)
 	return c, nil
+}
+
+// readMetricsToken reads --metrics-token-file: its content, trimmed, at least 16
+// characters.
+func readMetricsToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageErrorf("--metrics-token-file: %v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 {
+		return "", usageErrorf("--metrics-token-file %s: want a token of at least 16 characters", path)
+	}
+	return tok, nil
 }
