@@ -192,10 +192,10 @@ func TestObservabilityNamesExportedMetrics(t *testing.T) {
 func TestMissingMetricIsFound(t *testing.T) {
 	have := exported()
 	for expr, want := range map[string]string{
-		`max by (store) (compactor_queue_oldest_age_secs) > 900`:                              "compactor_queue_oldest_age_secs",
-		`histogram_quantile(0.95, sum by (le) (rate(compactor_job_seconds_bucket[5m])))`:       "compactor_job_seconds_bucket",
+		`max by (store) (compactor_queue_oldest_age_secs) > 900`:                                "compactor_queue_oldest_age_secs",
+		`histogram_quantile(0.95, sum by (le) (rate(compactor_job_seconds_bucket[5m])))`:        "compactor_job_seconds_bucket",
 		`sum(rate(compactor_jobs_total{outcome="failed"}[5m])) / sum(rate(compactor_jobz[5m]))`: "compactor_jobz",
-		`count(count by (version) (compactor_build_info)) > 1 and on (store) nats_varz_cpu`:    "nats_varz_cpu",
+		`count(count by (version) (compactor_build_info)) > 1 and on (store) nats_varz_cpu`:     "nats_varz_cpu",
 	} {
 		got := missing(map[string]string{"x": expr}, have)
 		if len(got) != 1 || got[0] != "x: "+want {
