@@ -189,6 +189,76 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 	for _, h := range []string{"hostA", "hostB"} {
 		ownFlows(t, f, h)
 	}
+	operatorsWindow(t, f)
+}
+
+// operatorsWindow: with the operator's credentials, status reads every store's queue,
+// events lists a store's history, the console's view opens, and pause and resume work;
+// a store's worker reads its own store's pause record (it logs no refusal) and no other's,
+// and neither it nor an agent may write one.
+func operatorsWindow(t *testing.T, f *fleet) {
+	t.Helper()
+	code, out, errOut := f.cli(append([]string{"status", "--json"}, f.args("operator")...)...)
+	var st statusReport
+	if code != ExitOK || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("operator's status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if len(st.Stores) != 2 || st.Stores[0].Queue == nil || st.Stores[1].Queue == nil {
+		t.Errorf("operator's status reads no queue: %s", out)
+	}
+	for _, w := range st.Warnings {
+		if strings.Contains(w, "not read") {
+			t.Errorf("operator's status: %s", w)
+		}
+	}
+	if code, out, errOut := f.cli(append([]string{"events", "--store", "hostA"}, f.args("operator")...)...); code != ExitOK || !strings.Contains(out, acmeID) {
+		t.Errorf("operator's events: exit %d\n%s\n%s", code, out, errOut)
+	}
+	op := f.conn("operator", pipeline.RoleOperator)
+	ctx := context.Background()
+	v, err := pipeline.OpenFleetView(ctx, op, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+	if err != nil {
+		t.Fatalf("the console's view with the operator's credentials: %v", err)
+	}
+	defer v.Close()
+	if snap := v.Snapshot(); len(snap.Stores) != 2 || len(snap.Stores[0].Workers) != 1 || v.Events().Len() == 0 {
+		t.Errorf("the operator's view: %+v, %d events", snap, v.Events().Len())
+	}
+	if _, err := v.QueuedJobs(ctx, "hostA", 10); err != nil {
+		t.Errorf("the operator's queued jobs: %v", err)
+	}
+	if code, out, errOut := f.cli(append([]string{"pause", "hostA", "--reason", "test"}, f.args("operator")...)...); code != ExitOK || !strings.Contains(out, "store hostA paused") {
+		t.Fatalf("operator's pause: exit %d\n%s\n%s", code, out, errOut)
+	}
+	wa := f.conn("worker-hostA", pipeline.RoleWorker, "hostA")
+	if r, err := pipeline.ReadPaused(ctx, wa, "hostA"); err != nil || r == nil || !r.Paused {
+		t.Errorf("worker of hostA reading its pause record: %+v, %v", r, err)
+	}
+	waitUntil(t, time.Minute, "hostA's worker says paused in its beat", func() bool {
+		beats, err := pipeline.Workers(ctx, op)
+		for _, b := range beats {
+			if b.Store == "hostA" {
+				return err == nil && b.Paused
+			}
+		}
+		return false
+	})
+	if code, out, errOut := f.cli(append([]string{"resume", "hostA"}, f.args("operator")...)...); code != ExitOK || !strings.Contains(out, "store hostA resumed") {
+		t.Fatalf("operator's resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, who := range []struct {
+		name string
+		nc   *nats.Conn
+	}{{"worker-hostA", wa}, {"agent-hostA", f.conn("agent-hostA", pipeline.RoleAgent, "hostA")}} {
+		for _, store := range []string{"hostA", "hostB"} {
+			if _, err := pipeline.SetPaused(ctx, who.nc, store, true, "", ""); err == nil || !strings.Contains(err.Error(), "not permitted") {
+				t.Errorf("%s pausing %s: %v, want a refusal", who.name, store, err)
+			}
+		}
+	}
+	if _, err := pipeline.ReadPaused(ctx, wa, "hostB"); err == nil {
+		t.Error("hostA's worker read hostB's pause record")
+	}
 }
 
 // attempt is one thing hostA's credentials must not do on hostB's part.

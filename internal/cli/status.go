@@ -72,7 +72,9 @@ func runStatus(ctx context.Context, env *Env) error {
 		return usageErrorf("unexpected argument %q", pos[0])
 	}
 	ncfg := ops.clientNATS(n)
-	ncfg.Name = "compactor status"
+	// Reading every store's queue is the operator's (docs/security.md): status replies to
+	// the operator's inbox unless --inbox-prefix says otherwise.
+	ncfg.Name, ncfg.Role = "compactor status", pipeline.RoleOperator
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
