@@ -109,11 +109,13 @@ func newMetrics() *metrics {
 }
 
 // MetricNames are the names of every metric a worker exports (its /metrics), series or
-// not yet: the deploy/ dashboard and alert rules are checked against them.
+// not yet: the deploy/ dashboard and alert rules are checked against them. A metric
+// registered elsewhere than newMetrics must be added here (its constructor called on m.reg).
 func MetricNames() []string {
 	m := newMetrics()
 	m.setBuildInfo("x")
 	newHookMetrics(m.reg)
+	newBridgeMetrics(m.reg)
 	return DescribedNames(m.reg, &queueCollector{})
 }
 
