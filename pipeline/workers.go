@@ -211,3 +211,18 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		}
 	}
 }
+
+// waitUnpaused returns once store is not paused (true) or ctx ends (false).
+func (s *Service) waitUnpaused(ctx context.Context, store string) bool {
+	for s.paused(ctx, store) != nil {
+		s.pauses.held.Add(1)
+		s.loops.set(store, func(st *loopState) { st.paused, st.lastOK = true, time.Now() })
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pauseCheckEvery / 4):
+		}
+	}
+	s.loops.set(store, func(st *loopState) { st.paused = false })
+	return true
+}
