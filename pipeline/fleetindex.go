@@ -228,18 +228,23 @@ func (c *WindowCounts) add(ev Event) {
 		if model == "" {
 			model = "unknown"
 		}
-		if c.Billed == nil {
-			c.Billed = map[string]*ModelTokens{}
-		}
-		m := c.Billed[model]
-		if m == nil {
-			m = &ModelTokens{}
-			c.Billed[model] = m
-		}
-		m.Input += ev.LLMInputTokens
-		m.Cached += ev.LLMCachedInputTokens
-		m.Output += ev.LLMOutputTokens
+		c.bill(model, ModelTokens{Input: ev.LLMInputTokens, Cached: ev.LLMCachedInputTokens, Output: ev.LLMOutputTokens})
 	}
+}
+
+// bill adds a model's tokens.
+func (c *WindowCounts) bill(model string, t ModelTokens) {
+	if c.Billed == nil {
+		c.Billed = map[string]*ModelTokens{}
+	}
+	m := c.Billed[model]
+	if m == nil {
+		m = &ModelTokens{}
+		c.Billed[model] = m
+	}
+	m.Input += t.Input
+	m.Cached += t.Cached
+	m.Output += t.Output
 }
 
 func (c *WindowCounts) merge(o *WindowCounts) {
@@ -252,17 +257,7 @@ func (c *WindowCounts) merge(o *WindowCounts) {
 	c.TokensBefore += o.TokensBefore
 	c.TokensAfter += o.TokensAfter
 	for model, t := range o.Billed {
-		if c.Billed == nil {
-			c.Billed = map[string]*ModelTokens{}
-		}
-		m := c.Billed[model]
-		if m == nil {
-			m = &ModelTokens{}
-			c.Billed[model] = m
-		}
-		m.Input += t.Input
-		m.Cached += t.Cached
-		m.Output += t.Output
+		c.bill(model, *t)
 	}
 }
 

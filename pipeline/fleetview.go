@@ -502,57 +502,56 @@ func (v *FleetView) DeadLetters(store string) []DeadLetterRecord {
 	return v.dlq.list(store)
 }
 
-// DeadLetter is one dead letter by its sequence, read from COMPACTOR_DLQ.
-func (v *FleetView) DeadLetter(ctx context.Context, seq uint64) (DeadLetterRecord, error) {
+// deadLetterOf opens the dead letters and reads the one of sequence seq.
+func (v *FleetView) deadLetterOf(ctx context.Context, seq uint64) (*DLQ, DeadLetterRecord, error) {
 	q, err := OpenDLQ(ctx, v.nc)
 	if err != nil {
-		return DeadLetterRecord{}, err
+		return nil, DeadLetterRecord{}, err
 	}
 	recs, err := q.List(ctx, DeadLetterFilter{Seqs: []uint64{seq}})
 	if err != nil {
-		return DeadLetterRecord{}, err
+		return nil, DeadLetterRecord{}, err
 	}
 	if len(recs) == 0 {
-		return DeadLetterRecord{}, fmt.Errorf("dlq: no dead letter %d", seq)
+		return nil, DeadLetterRecord{}, fmt.Errorf("dlq: no dead letter %d", seq)
 	}
-	return recs[0], nil
+	return q, recs[0], nil
+}
+
+// DeadLetter is one dead letter by its sequence, read from COMPACTOR_DLQ.
+func (v *FleetView) DeadLetter(ctx context.Context, seq uint64) (DeadLetterRecord, error) {
+	_, rec, err := v.deadLetterOf(ctx, seq)
+	return rec, err
 }
 
 // RetryDeadLetter enqueues a dead letter's job again and deletes the dead letter.
 func (v *FleetView) RetryDeadLetter(ctx context.Context, seq uint64) (RetryResult, error) {
-	q, err := OpenDLQ(ctx, v.nc)
+	q, rec, err := v.deadLetterOf(ctx, seq)
 	if err != nil {
 		return RetryResult{}, err
 	}
-	recs, err := q.List(ctx, DeadLetterFilter{Seqs: []uint64{seq}})
-	if err != nil {
-		return RetryResult{}, err
+	res := q.Retry(ctx, []DeadLetterRecord{rec}, false, 0)
+	if len(res) == 0 || !res[0].Queued {
+		why := "not queued"
+		if len(res) > 0 {
+			why = res[0].Error
+		}
+		return RetryResult{Seq: seq}, fmt.Errorf("dlq: dead letter %d not retried: %s", seq, why)
 	}
-	res := q.Retry(ctx, recs, false, 0)
-	if len(res) == 0 {
-		return RetryResult{}, fmt.Errorf("dlq: dead letter %d not retried", seq)
-	}
-	if !res[0].Queued {
-		return res[0], fmt.Errorf("dlq: dead letter %d not retried: %s", seq, res[0].Error)
-	}
-	v.forgetDeadLetters(recs)
+	v.forgetDeadLetters([]DeadLetterRecord{rec})
 	return res[0], nil
 }
 
 // PurgeDeadLetter deletes a dead letter.
 func (v *FleetView) PurgeDeadLetter(ctx context.Context, seq uint64) error {
-	q, err := OpenDLQ(ctx, v.nc)
+	q, rec, err := v.deadLetterOf(ctx, seq)
 	if err != nil {
 		return err
 	}
-	recs, err := q.List(ctx, DeadLetterFilter{Seqs: []uint64{seq}})
-	if err != nil {
+	if _, err := q.Delete(ctx, []DeadLetterRecord{rec}); err != nil {
 		return err
 	}
-	if _, err := q.Delete(ctx, recs); err != nil {
-		return err
-	}
-	v.forgetDeadLetters(recs)
+	v.forgetDeadLetters([]DeadLetterRecord{rec})
 	return nil
 }
 

@@ -80,9 +80,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	ncfg := ops.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor console", pipeline.RoleOperator
-	nc, err := ncfg.Connect(nats.MaxReconnects(-1))
+	nc, err := ops.operatorConn(n, "console", nats.MaxReconnects(-1))
 	if err != nil {
 		return err
 	}

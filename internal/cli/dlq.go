@@ -118,9 +118,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 			return usageErrorf("--store: %v", err)
 		}
 	}
-	ncfg := f.ops.clientNATS(f.nats)
-	ncfg.Name, ncfg.Role = "compactor dlq", pipeline.RoleOperator
-	nc, err := ncfg.Connect()
+	nc, err := f.ops.operatorConn(f.nats, "dlq")
 	if err != nil {
 		return err
 	}

@@ -55,9 +55,7 @@ func runEvents(ctx context.Context, env *Env) error {
 	if err := pipeline.ValidateStoreName(*store); err != nil {
 		return usageErrorf("--store: %v", err)
 	}
-	ncfg := ops.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor events", pipeline.RoleOperator
-	nc, err := ncfg.Connect()
+	nc, err := ops.operatorConn(n, "events")
 	if err != nil {
 		return err
 	}

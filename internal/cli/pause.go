@@ -59,9 +59,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 	if err := pipeline.ValidateStoreName(pos[0]); err != nil {
 		return usageErrorf("%v", err)
 	}
-	ncfg := ops.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+name, pipeline.RoleOperator
-	nc, err := ncfg.Connect()
+	nc, err := ops.operatorConn(n, name)
 	if err != nil {
 		return err
 	}

@@ -71,11 +71,9 @@ func runStatus(ctx context.Context, env *Env) error {
 	if len(pos) > 0 {
 		return usageErrorf("unexpected argument %q", pos[0])
 	}
-	ncfg := ops.clientNATS(n)
 	// Reading every store's queue is the operator's (docs/security.md): status replies to
 	// the operator's inbox unless --inbox-prefix says otherwise.
-	ncfg.Name, ncfg.Role = "compactor status", pipeline.RoleOperator
-	nc, err := ncfg.Connect()
+	nc, err := ops.operatorConn(n, "status")
 	if err != nil {
 		return err
 	}
