@@ -50,12 +50,13 @@ image: static
 	cp $(CA_CERTS) $(BIN)/image/ca-certificates.crt
 	$(CONTAINER) build -f deploy/Containerfile -t compactor:$(VERSION) $(BIN)/image
 
-# go vet, staticcheck (the e2e and chaos suites too: they build only with their tags) and gofmt.
+# go vet, staticcheck (the e2e, chaos and ui suites too: they build only with their tags) and gofmt.
 vet:
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./e2e/
 	$(STATICCHECK) -tags chaos ./chaos/
+	$(STATICCHECK) -tags ui ./console/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
 # The README's test command: vet + gofmt + every test with the race detector. Needs no
