@@ -12,8 +12,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -258,6 +260,43 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	}
 	if _, err := pipeline.ReadPaused(ctx, wa, "hostB"); err == nil {
 		t.Error("hostA's worker read hostB's pause record")
+	}
+
+	// compactor console with the operator's key: its API and its metrics.
+	tokens := t.TempDir()
+	c := startCLI(append([]string{"console", "--listen", "127.0.0.1:0", "--token-dir", tokens, "--log-format", "json"}, f.args("operator")...))
+	defer c.stop(t)
+	var addr string
+	waitUntil(t, time.Minute, "the console listening", func() bool {
+		if c.ended() {
+			t.Fatalf("console exited %d:\n%s", c.code, c.log.String())
+		}
+		for l := range strings.Lines(c.log.String()) {
+			var rec struct{ Msg, URL string }
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "console listening" {
+				addr = strings.TrimSuffix(rec.URL, "/")
+			}
+		}
+		return addr != ""
+	})
+	tok, err := os.ReadFile(filepath.Join(tokens, "console-operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, addr+"/api/fleet", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"store": "hostA"`) || !strings.Contains(string(body), `"store": "hostB"`) {
+		t.Errorf("compactor console's /api/fleet: %d\n%s", resp.StatusCode, body)
+	}
+	code, metrics := httpGet(t, addr+"/metrics")
+	if code != 200 || !strings.Contains(metrics, `compactor_fleet_store_workers{store="hostA"} 1`) || !strings.Contains(metrics, `compactor_queue_oldest_age_seconds{store="hostB"}`) {
+		t.Errorf("compactor console's /metrics: %d\n%s", code, metrics)
 	}
 }
 
