@@ -336,6 +336,10 @@ type Config struct {
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
 	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
+	// EmbeddedMonitorHost and EmbeddedMonitorPort, when the port is set (-1: a random
+	// one), serve the embedded server's monitoring endpoints (/varz, /jsz, ...).
+	EmbeddedMonitorHost string
+	EmbeddedMonitorPort int
 	// EmbeddedSync is how often the embedded server's JetStream syncs its files to disk
 	// (nats-server's sync_interval; 0: its default, 2 minutes); with EmbeddedSyncAlways it
 	// syncs every write before acknowledging it. Between two syncs, what the server

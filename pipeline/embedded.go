@@ -32,6 +32,9 @@ func startEmbedded(cfg Config, auth NATSConfig) (*server.Server, error) {
 		NoLog:      true,
 	}
 	opts.SyncInterval, opts.SyncAlways = syncOptions(cfg)
+	if cfg.EmbeddedMonitorPort != 0 {
+		opts.HTTPHost, opts.HTTPPort = cfg.EmbeddedMonitorHost, cfg.EmbeddedMonitorPort
+	}
 	switch {
 	case auth.Token != "" || auth.TokenFile != "":
 		token, err := secret(auth.Token, auth.TokenFile, "token")

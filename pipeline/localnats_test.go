@@ -1,6 +1,8 @@
 package pipeline
 
 import (
+	"io"
+	"net/http"
 	"strings"
 	"testing"
 
@@ -27,5 +29,33 @@ func TestLocalRefusalNamesTheDataDir(t *testing.T) {
 		if !strings.Contains(err.Error(), want) {
 			t.Errorf("the refusal does not say %q:\n%v", want, err)
 		}
+	}
+}
+
+// The embedded server serves NATS's monitoring (/varz, /jsz) on the loopback address
+// given, and logs it; without it, none.
+func TestEmbeddedMonitoring(t *testing.T) {
+	t.Parallel()
+	dir := t.TempDir()
+	var logs jsonLog
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: t.TempDir(), EmbeddedPort: -1, Idle: -1, Handler: &fakeHandler{},
+		EmbeddedMonitorHost: "127.0.0.1", EmbeddedMonitorPort: -1, Logger: logs.logger()}
+	startService(t, cfg)
+	recs := logs.records("embedded NATS started")
+	if len(recs) != 1 {
+		t.Fatalf("no start line: %s", logs.String())
+	}
+	monitor, _ := recs[0]["monitor"].(string)
+	if !strings.HasPrefix(monitor, "http://127.0.0.1:") {
+		t.Fatalf("monitor %q", monitor)
+	}
+	resp, err := http.Get(monitor + "/jsz")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"streams"`) {
+		t.Errorf("/jsz: %d %s", resp.StatusCode, body)
 	}
 }

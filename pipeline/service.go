@@ -274,7 +274,11 @@ func (s *Service) embedded() (NATSConfig, error) {
 	if s.cfg.InsecureLocal {
 		s.log.Warn("embedded NATS takes any connection from this machine (--insecure-local): every local user can read and steer this service's sessions")
 	}
-	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "",
+	monitor := ""
+	if a := ns.MonitorAddr(); a != nil {
+		monitor = "http://" + a.String()
+	}
+	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "", "monitor", monitor,
 		"sync", s.cfg.SyncSetting())
 	return nc, nil
 }

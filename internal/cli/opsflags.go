@@ -42,6 +42,7 @@ type opsFlags struct {
 	retryBase      time.Duration
 	retryMax       time.Duration
 	listen         string
+	monitor        string
 	sync           natsSync
 	dataDir        string // clients: where a local service writes its NATS URL
 	limits         streamLimits
@@ -162,6 +163,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		}
 		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
+		fs.StringVar(&o.monitor, "nats-monitor", "", "without --nats-url: serve the embedded NATS server's monitoring (/varz, /jsz, /connz..., for nats-top or an exporter) on this loopback `HOST:PORT` (port 0: a free one, logged)")
 	}
 	return o
 }
@@ -182,6 +184,9 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
 		cfg.Client = o.role == opsSweeper
 	}
+	if o.monitor != "" && cfg.NATS.URL != "" {
+		return cfg, usageErrorf("--nats-monitor: a setting of the embedded server, not with --nats-url (an external server's is its own: http in its configuration)")
+	}
 	if o.sync.set {
 		if cfg.NATS.URL != "" {
 			return cfg, usageErrorf("--nats-sync: a setting of the embedded server, not with --nats-url (an external server's is its own: sync_interval in its jetstream block)")
@@ -195,6 +200,16 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			return cfg, usageErrorf("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
+		if o.monitor != "" {
+			mh, mp, err := pipeline.ParseListen(o.monitor)
+			if err != nil {
+				return cfg, usageErrorf("--nats-monitor: %v", err)
+			}
+			if !isLoopback(mh) {
+				return cfg, usageErrorf("--nats-monitor %s: want a loopback address (the monitoring port has no authentication: an exporter beside it serves other hosts)", o.monitor)
+			}
+			cfg.EmbeddedMonitorHost, cfg.EmbeddedMonitorPort = mh, mp
+		}
 		// run --once next to a running service on the same data directory works through it.
 		if f := o.fs.Lookup("once"); f != nil && f.Value.String() == "true" {
 			cfg.JoinRunning = true
