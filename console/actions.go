@@ -98,10 +98,10 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 	if err != nil {
 		done = act + " failed: " + err.Error()
 	}
-	if !strings.HasPrefix(back, "/") || strings.HasPrefix(back, "//") {
-		back = "/"
+	u, err := url.Parse(safeNext(back))
+	if err != nil {
+		u = &url.URL{Path: "/"}
 	}
-	u, _ := url.Parse(back)
 	q := u.Query()
 	q.Set("done", done)
 	u.RawQuery = q.Encode()

@@ -216,6 +216,9 @@ func TestConsoleOverHTTP(t *testing.T) {
 			}
 			return m != nil
 		})
+		if code, _, body := f.get(viewer, "/deadletter?seq="+seq, ""); code != 200 || !strings.Contains(body, "the request is bad") || !strings.Contains(body, `"kind": "compact"`) {
+			t.Errorf("the dead letter's page: %d\n%s", code, body)
+		}
 		if code, _ := f.post(viewer, "/action/retry", withCSRF(url.Values{"seq": {seq}}, csrf(viewer)), nil); code != http.StatusForbidden {
 			t.Errorf("a viewer's retry: %d, want 403", code)
 		}
@@ -223,6 +226,38 @@ func TestConsoleOverHTTP(t *testing.T) {
 			t.Fatalf("retry: %d %s", code, body)
 		}
 		waitFor(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })
+	})
+
+	t.Run("charts", func(t *testing.T) {
+		for _, p := range []string{"/charts", "/charts?store=a"} {
+			code, _, body := f.get(viewer, p, "")
+			if code != 200 || strings.Count(body, "<svg") < 5 || !strings.Contains(body, "Tokens billed by fake-model") {
+				t.Errorf("%s: %d, %d charts", p, code, strings.Count(body, "<svg"))
+			}
+		}
+		// Every compaction in the files is counted (its event comes just after the file's line).
+		var counted float64
+		waitFor(t, "the chart counting every compaction of the files", func() bool {
+			var cp struct {
+				Charts []struct {
+					Series []struct {
+						Values []float64
+					}
+				}
+			}
+			_, _, body := f.get(http.DefaultClient, "/api/charts", f.viewer)
+			if err := json.Unmarshal([]byte(body), &cp); err != nil {
+				t.Fatal(err)
+			}
+			counted = 0
+			for _, v := range cp.Charts[0].Series[0].Values {
+				counted += v
+			}
+			return int(counted) == f.done()
+		})
+		if code, _, _ := f.get(viewer, "/charts?store=nope", ""); code != http.StatusNotFound {
+			t.Errorf("/charts of no store: %d", code)
+		}
 	})
 
 	t.Run("summary text is the operator's", func(t *testing.T) {
