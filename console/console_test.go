@@ -216,7 +216,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 			}
 			return m != nil
 		})
-		if code, _, body := f.get(viewer, "/deadletter?seq="+seq, ""); code != 200 || !strings.Contains(body, "the request is bad") || !strings.Contains(body, `"kind": "compact"`) {
+		if code, _, body := f.get(viewer, "/deadletter?seq="+seq, ""); code != 200 || !strings.Contains(body, "the request is bad") || !strings.Contains(body, "<th>Kind</th><td>compact</td>") {
 			t.Errorf("the dead letter's page: %d\n%s", code, body)
 		}
 		if code, _ := f.post(viewer, "/action/retry", withCSRF(url.Values{"seq": {seq}}, csrf(viewer)), nil); code != http.StatusForbidden {
