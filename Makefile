@@ -27,7 +27,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test test-ui bench-ui vet configref bench bench-read bench-sweep bench-state proptest fuzz interop goldens e2e e2e-matrix chaos test-extension demo clean
+.PHONY: all build static image test test-ui bench-ui vet configref bench bench-read bench-sweep bench-state proptest fuzz interop goldens e2e e2e-matrix chaos redteam test-extension demo clean
 
 all: build
 
@@ -57,6 +57,7 @@ vet:
 	$(STATICCHECK) -tags e2e ./e2e/
 	$(STATICCHECK) -tags chaos ./chaos/
 	$(STATICCHECK) -tags ui ./console/
+	$(STATICCHECK) -tags redteam ./redteam/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
 # The README's test command: vet + gofmt + every test with the race detector. Needs no
@@ -183,6 +184,14 @@ chaos:
 	$(PI_HARNESS) install
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
 	COMPACTOR_INTEROP=1 $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
+
+# The red-team suite (redteam/, docs/security.md "The red-team suite"): a real nats-server
+# from `compactor auth`'s configuration, stores hostA and hostB set up and served by real
+# workers, every attack with hostA's keys; hostB's state compared byte for byte before and
+# after each, its flows timed against a run without attacks; then the control run (the
+# relay with both stores in one account, where it must be seen). Offline; about 2.5 min.
+redteam:
+	$(GO) test -tags redteam -count=1 -v -timeout 15m ./redteam/
 
 # The Pi extension's own tests (extensions/pi: Node, a real nats-server, the real Pi), against
 # the Pi of PI_VERSION: its CLI in RPC mode, and its library (PI_PACKAGE_DIR) for the unit tests.

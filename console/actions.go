@@ -54,19 +54,26 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 	var done string
 	switch act {
 	case "retry", "purge":
+		store := r.PostFormValue("store")
 		seq, perr := strconv.ParseUint(r.PostFormValue("seq"), 10, 64)
-		if perr != nil {
-			err = fmt.Errorf("%s: a dead letter's seq is needed", act)
+		if perr != nil || store == "" {
+			err = &httpError{http.StatusBadRequest, act + ": a dead letter's store and seq are needed"}
 			break
 		}
 		if act == "retry" {
+			// Instructions in the job are its publisher's text: passed on only when the
+			// operator ticks so on the dead letter's page, and logged with who did.
+			allow := r.PostFormValue("instructions") == "pass"
 			var rr pipeline.RetryResult
-			rr, err = v.RetryDeadLetter(ctx, seq)
+			rr, err = v.RetryDeadLetter(ctx, store, seq, allow)
 			res.Retry = &rr
-			done = fmt.Sprintf("dead letter %d retried: job %d queued", seq, rr.JobSeq)
+			done = fmt.Sprintf("dead letter %d of store %s retried: job %d queued", seq, store, rr.JobSeq)
+			if err == nil && allow {
+				c.log.Warn("console: dead letter retried with its job's summary instructions passed on", "store", store, "seq", seq, "by", c.actor(r))
+			}
 		} else {
-			err = v.PurgeDeadLetter(ctx, seq)
-			done = fmt.Sprintf("dead letter %d purged", seq)
+			err = v.PurgeDeadLetter(ctx, store, seq)
+			done = fmt.Sprintf("dead letter %d of store %s purged", seq, store)
 		}
 	case "pause", "resume":
 		store := r.PostFormValue("store")
@@ -197,9 +204,11 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	var main strings.Builder
 	_ = c.tmpl.ExecuteTemplate(&main, "login", p)
 	p.Main = template.HTML(main.String()) //nolint:gosec // rendered by html/template
+	var doc strings.Builder
+	_ = c.tmpl.ExecuteTemplate(&doc, "layout", p)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_ = c.tmpl.ExecuteTemplate(w, "layout", p)
+	_, _ = w.Write([]byte(doc.String()))
 }
 
 func safeNext(next string) string {

@@ -51,7 +51,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			t0 := time.Now()
-			view, err := pipeline.OpenFleetView(context.Background(), nc, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+			view, err := pipeline.OpenFleetView(context.Background(), []pipeline.FleetAccount{{Conn: nc}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
 			if err != nil {
 				b.Fatal(err)
 			}

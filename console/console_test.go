@@ -216,13 +216,13 @@ func TestConsoleOverHTTP(t *testing.T) {
 			}
 			return m != nil
 		})
-		if code, _, body := f.get(viewer, "/deadletter?seq="+seq, ""); code != 200 || !strings.Contains(body, "the request is bad") || !strings.Contains(body, "<th>Kind</th><td>compact</td>") {
+		if code, _, body := f.get(viewer, "/deadletter?store=b&seq="+seq, ""); code != 200 || !strings.Contains(body, "the request is bad") || !strings.Contains(body, "<th>Kind</th><td>compact</td>") {
 			t.Errorf("the dead letter's page: %d\n%s", code, body)
 		}
-		if code, _ := f.post(viewer, "/action/retry", withCSRF(url.Values{"seq": {seq}}, csrf(viewer)), nil); code != http.StatusForbidden {
+		if code, _ := f.post(viewer, "/action/retry", withCSRF(url.Values{"store": {"b"}, "seq": {seq}}, csrf(viewer)), nil); code != http.StatusForbidden {
 			t.Errorf("a viewer's retry: %d, want 403", code)
 		}
-		if code, body := f.post(operator, "/action/retry", withCSRF(url.Values{"seq": {seq}, "back": {"/store/b"}}, opCSRF), map[string]string{"Origin": f.console}); code != http.StatusSeeOther {
+		if code, body := f.post(operator, "/action/retry", withCSRF(url.Values{"store": {"b"}, "seq": {seq}, "back": {"/store/b"}}, opCSRF), map[string]string{"Origin": f.console}); code != http.StatusSeeOther {
 			t.Fatalf("retry: %d %s", code, body)
 		}
 		waitFor(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })

@@ -86,9 +86,13 @@ func (c *Console) page(name string, data dataFunc) http.HandlerFunc {
 			return
 		}
 		p.Main = template.HTML(main.String()) //nolint:gosec // rendered by html/template above
-		if err := c.tmpl.ExecuteTemplate(w, "layout", p); err != nil {
+		var doc bytes.Buffer
+		if err := c.tmpl.ExecuteTemplate(&doc, "layout", p); err != nil {
 			c.log.Error("console: render", "page", "layout", "err", err)
+			http.Error(w, "render failed", http.StatusInternalServerError)
+			return
 		}
+		_, _ = w.Write(doc.Bytes())
 	}
 }
 
@@ -113,15 +117,17 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, who caller, err e
 	}
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	if r.Header.Get("X-Console-Partial") != "" {
-		_ = c.tmpl.ExecuteTemplate(w, "error", c.pageOf(r, who, "Error", err.Error()))
-		return
-	}
 	p := c.pageOf(r, who, "Error", err.Error())
 	var main bytes.Buffer
 	_ = c.tmpl.ExecuteTemplate(&main, "error", p)
+	if r.Header.Get("X-Console-Partial") != "" {
+		_, _ = w.Write(main.Bytes())
+		return
+	}
 	p.Main = template.HTML(main.String()) //nolint:gosec // rendered by html/template
-	_ = c.tmpl.ExecuteTemplate(w, "layout", p)
+	var doc bytes.Buffer
+	_ = c.tmpl.ExecuteTemplate(&doc, "layout", p)
+	_, _ = w.Write(doc.Bytes())
 }
 
 // FleetPage is the fleet page's data (and /api/fleet's).
@@ -351,18 +357,25 @@ func (c *Console) zeroWaitData(ctx context.Context, r *http.Request, v *pipeline
 type DeadLetterPage struct {
 	pipeline.DeadLetterRecord
 	JobJSON string `json:"-"`
+	// Instructions are the summary instructions its job carries: a retry passes them on
+	// only when the operator says so.
+	Instructions string `json:"instructions,omitempty"`
 }
 
 func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *pipeline.FleetView) (*DeadLetterPage, error) {
+	store := r.URL.Query().Get("store")
 	seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
-	if err != nil {
-		return nil, badRequest("a dead letter is named by ?seq=N")
+	if err != nil || store == "" {
+		return nil, badRequest("a dead letter is named by ?store=STORE&seq=N (a sequence is its store's account's)")
 	}
-	rec, err := v.DeadLetter(ctx, seq)
+	rec, err := v.DeadLetter(ctx, store, seq)
 	if err != nil {
 		return nil, notFound("%v", err)
 	}
 	dp := &DeadLetterPage{DeadLetterRecord: rec}
+	if job, err := pipeline.DecodeJob(rec.Job); err == nil {
+		dp.Instructions = job.Instructions
+	}
 	if len(rec.Job) > 0 {
 		var b bytes.Buffer
 		if json.Indent(&b, rec.Job, "", "  ") == nil {

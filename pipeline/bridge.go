@@ -127,7 +127,7 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 			bg.goTask(func() {
 				defer func() { <-sem }()
 				start := time.Now()
-				rep := s.bridge(st, m.Data)
+				rep := s.bridge(st, m.Subject, m.Data)
 				ended := outcome.Done
 				switch {
 				case rep.Stale:
@@ -171,12 +171,17 @@ func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
 }
 
 // bridge handles one request of store st.
-func (s *Service) bridge(st Store, data []byte) BridgeReply {
+func (s *Service) bridge(st Store, subject string, data []byte) BridgeReply {
 	var req BridgeRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return BridgeReply{V: 1, Error: "not a bridge request: " + err.Error()}
 	}
-	if req.V != 1 || req.Store != st.Name || req.SessionID == "" || req.FirstKeptEntryID == "" {
+	if req.Store != st.Name || BridgeSubject(st.Name, req.SessionID) != subject {
+		err := &ForeignError{Kind: "bridge request", Where: subject, Store: st.Name, Session: sessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
+		s.foreign(st.Name, foreignBridge, err)
+		return BridgeReply{V: 1, Error: err.Error()}
+	}
+	if req.V != 1 || req.SessionID == "" || req.FirstKeptEntryID == "" {
 		return BridgeReply{V: 1, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
 	}
 	file, err := resolve(s.roots[st.Name], req.Path)
@@ -192,6 +197,10 @@ func (s *Service) bridge(st Store, data []byte) BridgeReply {
 		}
 		if raw == nil {
 			return BridgeReply{V: 1, Error: "nothing prepared", Stale: true}
+		}
+		if err := checkPrepared(raw, st.Name, req.SessionID, kvSubjectRoot+BucketPrepared+"."+PreparedKey(st.Name, req.SessionID)); err != nil {
+			s.foreign(st.Name, foreignPrepared, err)
+			return BridgeReply{V: 1, Error: err.Error()}
 		}
 	}
 	out, err := s.cfg.Bridger.Bridge(ctx, req, file, raw)

@@ -34,10 +34,13 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
-	DefaultEventsMaxBytes  = 1 << 30
+	DefaultEventsMaxBytes  = 256 << 20
 	DefaultJobsMaxAge      = 7 * 24 * time.Hour
-	DefaultJobsMaxBytes    = 1 << 30
+	DefaultJobsMaxBytes    = 256 << 20
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
+	DefaultDLQMaxBytes     = 256 << 20
+	// DefaultRecordsMaxBytes is each bucket's limit (the fleet's settings' excepted: 1 MiB).
+	DefaultRecordsMaxBytes = 128 << 20
 	DefaultSweepRetryBase  = time.Hour
 	DefaultSweepRetryMax   = 24 * time.Hour
 )
@@ -381,14 +384,18 @@ type Config struct {
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
 	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
-	// The limits of the jobs and events streams (setup's): a job older than JobsMaxAge is
-	// removed unanswered, an enqueue into JobsMaxBytes of queued jobs is refused; the
-	// oldest events go past EventsMaxAge or EventsMaxBytes. Defaults 7 days and 1 GiB,
-	// 24 hours and 1 GiB.
-	JobsMaxAge     time.Duration
-	JobsMaxBytes   int64
-	EventsMaxAge   time.Duration
-	EventsMaxBytes int64
+	// The limits of the streams and buckets (setup's, docs/security.md "Limits"): a job
+	// older than JobsMaxAge is removed unanswered, an enqueue into JobsMaxBytes of queued
+	// jobs is refused; the oldest events go past EventsMaxAge or EventsMaxBytes, the
+	// oldest dead letters past DLQMaxBytes; each bucket holds RecordsMaxBytes at most (a
+	// write beyond it is refused). Every stream's message count is bounded in proportion
+	// (streams.go). Defaults 7 days and 256 MiB, 24 hours and 256 MiB, 256 MiB, 128 MiB.
+	JobsMaxAge      time.Duration
+	JobsMaxBytes    int64
+	EventsMaxAge    time.Duration
+	EventsMaxBytes  int64
+	DLQMaxBytes     int64
+	RecordsMaxBytes int64
 	// Replicas of every stream and bucket on a clustered NATS; default 1. A stream that
 	// already has more (set by an operator) keeps them.
 	Replicas int
@@ -415,6 +422,10 @@ type Config struct {
 	// DataDir (nats.token, readable by its owner only), which clients on this machine find
 	// there.
 	InsecureLocal bool
+	// InsecureCleartextAuth lets the embedded server listen beyond loopback (EmbeddedHost)
+	// without TLS: its token or password then crosses the network in clear text, which
+	// anyone on the path reads. Without it such a listener is refused.
+	InsecureCleartextAuth bool
 	// ServeTLSCert and ServeTLSKey make the embedded server speak TLS only.
 	ServeTLSCert, ServeTLSKey string
 	// SharedStores are the stores declared shared: one directory served by workers on
@@ -491,6 +502,12 @@ func (c Config) withDefaults() Config {
 	if c.EventsMaxBytes == 0 {
 		c.EventsMaxBytes = DefaultEventsMaxBytes
 	}
+	if c.DLQMaxBytes == 0 {
+		c.DLQMaxBytes = DefaultDLQMaxBytes
+	}
+	if c.RecordsMaxBytes == 0 {
+		c.RecordsMaxBytes = DefaultRecordsMaxBytes
+	}
 	set(&c.StartupTimeout, DefaultStartupTimeout)
 	set(&c.SweepRetryBase, DefaultSweepRetryBase)
 	set(&c.SweepRetryMax, DefaultSweepRetryMax)
@@ -564,7 +581,15 @@ func (c Config) Validate() error {
 		if c.InsecureLocal && (n.Token != "" || n.TokenFile != "" || n.User != "") {
 			return configError("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
 		}
-	} else if c.ServeTLSCert != "" || c.InsecureLocal {
+		if !loopback(c.EmbeddedHost) {
+			if c.InsecureLocal {
+				return configError("InsecureLocal", "the embedded server would take any connection, and it listens on %s, beyond this machine: anyone who reaches it could read and steer this service's sessions; listen on 127.0.0.1, or require a token", c.EmbeddedHost)
+			}
+			if c.ServeTLSCert == "" && !c.InsecureCleartextAuth {
+				return configError("EmbeddedHost", "the embedded server listens on %s, beyond this machine, without TLS: its token or password would cross the network in clear text; give it a certificate (ServeTLSCert), listen on 127.0.0.1, or allow it explicitly (InsecureCleartextAuth)", c.EmbeddedHost)
+			}
+		}
+	} else if c.ServeTLSCert != "" || c.InsecureLocal || c.InsecureCleartextAuth {
 		return configError("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
 	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
 		return configError("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
@@ -625,6 +650,17 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// loopback reports whether host (an embedded server's listening address) is this machine's
+// alone: a loopback IP or "localhost". Anything else, "0.0.0.0" and "" included, is
+// reachable from elsewhere.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // rootOf resolves a store's directory once (symlinks included), so the check in resolve

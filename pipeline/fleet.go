@@ -24,9 +24,12 @@ const BucketSettings = "COMPACTOR_SETTINGS"
 
 const settingsKey = "fleet"
 
-// Layout is the version of the subjects, keys and consumers this package uses
-// (docs/security.md, "Layout"): 1 before issue 27 (no settings record), 2 since.
-const Layout = 2
+// Layout is the version of what `compactor setup` sets up (docs/security.md, "Layout"): 1
+// before issue 27 (no settings record), 2 with issue 27's subjects and keys under their
+// store's name, 3 since issue 32: the same subjects and keys, every stream and bucket
+// without rollups, with deletes and purges only where they are used and with byte and
+// message limits (streams.go), on a NATS account of its own per host (compactor auth).
+const Layout = 3
 
 // FleetSettings is the settings record.
 type FleetSettings struct {
@@ -46,7 +49,10 @@ type FleetSettings struct {
 	JobsMaxBytes   int64    `json:"jobsMaxBytes,omitempty"`
 	EventsMaxAge   Duration `json:"eventsMaxAge,omitempty"`
 	EventsMaxBytes int64    `json:"eventsMaxBytes,omitempty"`
-	// Stores are the stores set up (each has its consumers).
+	// The limits of the dead letters' stream and of each bucket (since layout 3).
+	DLQMaxBytes     int64 `json:"dlqMaxBytes,omitempty"`
+	RecordsMaxBytes int64 `json:"recordsMaxBytes,omitempty"`
+	// Stores are the stores set up in this NATS account (each has its consumers).
 	Stores []string  `json:"stores"`
 	By     string    `json:"by,omitempty"` // host and process of the setup
 	At     time.Time `json:"at"`
@@ -107,6 +113,23 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	if f.Layout != Layout {
 		return nil, &NotSetUpError{What: fmt.Sprintf("this NATS was set up for layout %d, this compactor uses layout %d", f.Layout, Layout),
 			Remedy: "run `compactor setup --migrate` with the compactor of the newer layout (docs/security.md, \"Upgrading\")"}
+	}
+	return &f, nil
+}
+
+// readFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
+// older one to keep its stores).
+func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
+	m, err := directLast(ctx, nc, "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey)
+	if err != nil {
+		return nil, err
+	}
+	if opOf(m.Header) != jetstream.KeyValuePut {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	var f FleetSettings
+	if err := json.Unmarshal(m.Data, &f); err != nil {
+		return nil, fmt.Errorf("fleet settings: %w", err)
 	}
 	return &f, nil
 }

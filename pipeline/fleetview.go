@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"slices"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -46,13 +47,48 @@ type FleetViewOptions struct {
 // DefaultMaxEvents bounds a FleetView's event index.
 const DefaultMaxEvents = 200_000
 
+// FleetAccount is one NATS account a FleetView reads: a connection of its operator (or
+// its admin). A fleet of several hosts has an account per host (docs/security.md), and a
+// view of the whole fleet reads each through its own connection.
+type FleetAccount struct {
+	// Name is the account's name (compactor auth's fleet.json); "" for the one account a
+	// connection reaches.
+	Name string
+	Conn *nats.Conn
+	// Stores are the stores the account holds, as the operator's own list says (fleet.json).
+	// A record of the account that names another store is left out and counted: a host's
+	// keys can write anything into their own account (a relayed message included), and
+	// what they write is trusted for their own stores only. Empty: the stores the account's
+	// settings list and any its records name (one account: nothing else to confuse).
+	Stores []string
+}
+
 // FleetView is a live view of a fleet. Open it with OpenFleetView; Close it.
 type FleetView struct {
-	nc   *nats.Conn
-	js   jetstream.JetStream
-	opts FleetViewOptions
-	log  *slog.Logger
-	jobs jetstream.Stream
+	opts     FleetViewOptions
+	log      *slog.Logger
+	accounts []*accountView
+	byStore  map[string]*accountView // the stores the accounts' lists hold
+
+	mu      sync.RWMutex
+	history map[string]*queueHistory
+
+	events *EventIndex
+	hooks  *HookIndex
+
+	cancel  context.CancelFunc
+	done    sync.WaitGroup
+	closers []func()
+}
+
+// accountView is what a FleetView reads of one account.
+type accountView struct {
+	name    string
+	nc      *nats.Conn
+	js      jetstream.JetStream
+	jobs    jetstream.Stream
+	trusted map[string]bool // nil: every store the account's records name
+	dlq     *deadLetterIndex
 
 	mu       sync.RWMutex
 	settings *FleetSettings
@@ -62,15 +98,19 @@ type FleetView struct {
 	queues   map[string]StoreQueue
 	polled   time.Time
 	pollErr  error
-	history  map[string]*queueHistory
+	// leftOut counts the records of this account that name a store it does not hold, or
+	// another store or session than their key or subject (foreign.go).
+	leftOut uint64
+}
 
-	events *EventIndex
-	dlq    *deadLetterIndex
-	hooks  *HookIndex
+// holds reports whether the account's records about store are trusted.
+func (a *accountView) holds(store string) bool { return a.trusted == nil || a.trusted[store] }
 
-	cancel  context.CancelFunc
-	done    sync.WaitGroup
-	closers []func()
+// refuse counts a record left out.
+func (a *accountView) refuse() {
+	a.mu.Lock()
+	a.leftOut++
+	a.mu.Unlock()
 }
 
 type leaseSeen struct {
@@ -118,16 +158,30 @@ type RunningJob struct {
 // FleetSnapshot is the fleet as a FleetView last saw it.
 type FleetSnapshot struct {
 	At       time.Time   `json:"at"`
-	PolledAt time.Time   `json:"polledAt"`
+	PolledAt time.Time   `json:"polledAt"` // the oldest of the accounts' last polls
 	Stores   []StoreView `json:"stores"`
-	// Setup: the fleet's settings (nil when none could be read: Err says why).
+	// Accounts are the NATS accounts read, each with its settings.
+	Accounts []AccountSnapshot `json:"accounts"`
+	Err      string            `json:"error,omitempty"`
+}
+
+// AccountSnapshot is one account as last read.
+type AccountSnapshot struct {
+	Name     string    `json:"account,omitempty"`
+	Stores   []string  `json:"stores"`
+	PolledAt time.Time `json:"polledAt"`
+	// Setup: the account's settings (nil when none could be read: Err says why).
 	Setup *FleetSettings `json:"setup,omitempty"`
-	Err   string         `json:"error,omitempty"`
+	// LeftOut counts the account's records left out: they name a store the account does
+	// not hold, or another store or session than their key or subject.
+	LeftOut uint64 `json:"leftOut,omitempty"`
+	Err     string `json:"error,omitempty"`
 }
 
 // StoreView is one store.
 type StoreView struct {
 	Store   string        `json:"store"`
+	Account string        `json:"account,omitempty"`
 	Workers []WorkerBeat  `json:"workers"`
 	Queue   StoreQueue    `json:"queue"`
 	Running []RunningJob  `json:"running"`
@@ -135,9 +189,13 @@ type StoreView struct {
 	Window  *WindowCounts `json:"window,omitempty"` // the last hour's jobs (with the event index)
 }
 
-// OpenFleetView starts following the fleet on nc and returns once it has read what is
-// there (the buckets' current values, the queues, and the events' backlog when asked).
-func OpenFleetView(ctx context.Context, nc *nats.Conn, opts FleetViewOptions) (*FleetView, error) {
+// OpenFleetView starts following the fleet's accounts and returns once it has read what
+// is there (the buckets' current values, the queues, and the events' backlog when asked).
+// An account that cannot be read fails the whole view, naming it.
+func OpenFleetView(ctx context.Context, accounts []FleetAccount, opts FleetViewOptions) (*FleetView, error) {
+	if len(accounts) == 0 {
+		return nil, errors.New("fleet view: no account to read")
+	}
 	if opts.Poll <= 0 {
 		opts.Poll = time.Second
 	}
@@ -148,28 +206,28 @@ func OpenFleetView(ctx context.Context, nc *nats.Conn, opts FleetViewOptions) (*
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	v, err := guard(ctx, nc, func(ctx context.Context) (*FleetView, error) { return openFleetView(ctx, nc, opts, log) })
-	if err != nil {
-		return nil, err
-	}
-	return v, nil
-}
-
-func openFleetView(ctx context.Context, nc *nats.Conn, opts FleetViewOptions, log *slog.Logger) (*FleetView, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("fleet view: %w", err)
-	}
-	v := &FleetView{nc: nc, js: js, opts: opts, log: log, beats: map[string]WorkerBeat{}, leases: map[string]leaseSeen{},
-		pauses: map[string]PauseRecord{}, queues: map[string]StoreQueue{}, history: map[string]*queueHistory{}}
-	if v.settings, err = readFleet(ctx, nc); err != nil {
-		return nil, err
-	}
-	if v.jobs, err = js.Stream(ctx, StreamJobs); err != nil {
-		if unavailable(err) {
-			err = diagnose(ctx, js, StreamJobs, err)
+	v := &FleetView{opts: opts, log: log, byStore: map[string]*accountView{}, history: map[string]*queueHistory{}}
+	for _, fa := range accounts {
+		a := &accountView{name: fa.Name, nc: fa.Conn, beats: map[string]WorkerBeat{}, leases: map[string]leaseSeen{},
+			pauses: map[string]PauseRecord{}, queues: map[string]StoreQueue{}}
+		if len(fa.Stores) > 0 {
+			a.trusted = map[string]bool{}
+			for _, st := range fa.Stores {
+				if other := v.byStore[st]; other != nil {
+					return nil, fmt.Errorf("fleet view: store %s is in two accounts, %s and %s: a store belongs to one account (compactor auth)", st, other.name, fa.Name)
+				}
+				a.trusted[st], v.byStore[st] = true, a
+			}
+		} else if len(accounts) > 1 {
+			return nil, fmt.Errorf("fleet view: account %s: its stores are needed to read several accounts", fa.Name)
 		}
-		return nil, fmt.Errorf("fleet view: stream %s: %w", StreamJobs, err)
+		v.accounts = append(v.accounts, a)
+	}
+	if opts.Events {
+		v.events = NewEventIndex(opts.MaxEvents)
+	}
+	if opts.Hooks {
+		v.hooks = NewHookIndex(hookIndexRecent)
 	}
 	runCtx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	v.cancel = cancel
@@ -179,45 +237,13 @@ func openFleetView(ctx context.Context, nc *nats.Conn, opts FleetViewOptions, lo
 			v.Close()
 		}
 	}()
-	watches := []struct {
-		bucket, prefix string
-		apply          func(jetstream.KeyValueEntry)
-	}{
-		{BucketWorkers, "", v.applyBeat},
-		{BucketLeases, "", v.applyLease},
-		{BucketSettings, strings.TrimSuffix(pauseKeyPrefix, "."), v.applyPause},
-	}
-	for _, w := range watches {
-		if err := v.watch(ctx, runCtx, w.bucket, w.prefix, w.apply); err != nil {
-			return nil, err
-		}
-	}
-	if opts.Events {
-		v.events = NewEventIndex(opts.MaxEvents)
-		if err := v.followEvents(ctx, runCtx); err != nil {
-			return nil, err
-		}
-	}
-	if opts.DeadLetters {
-		dlq, err := OpenDLQ(ctx, nc)
-		if err != nil {
-			return nil, err
-		}
-		v.dlq = &deadLetterIndex{q: dlq, byStore: map[string][]DeadLetterRecord{}}
-	}
-	if opts.Hooks {
-		v.hooks = NewHookIndex(hookIndexRecent)
-		sub, err := nc.Subscribe(hooksPrefix+">", func(m *nats.Msg) {
-			var r HookReport
-			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" || HookSubject(r.Store, r.SessionID) != m.Subject {
-				return
+	for _, a := range v.accounts {
+		if _, err := guard(ctx, a.nc, func(ctx context.Context) (struct{}, error) { return struct{}{}, v.openAccount(ctx, runCtx, a) }); err != nil {
+			if a.name != "" {
+				return nil, fmt.Errorf("account %s: %w", a.name, err)
 			}
-			v.hooks.Add(r, time.Now())
-		})
-		if err != nil {
-			return nil, fmt.Errorf("fleet view: subscribe %s>: %w", hooksPrefix, err)
+			return nil, err
 		}
-		v.closers = append(v.closers, func() { _ = sub.Unsubscribe() })
 	}
 	if err := v.Refresh(ctx); err != nil {
 		return nil, err
@@ -225,6 +251,67 @@ func openFleetView(ctx context.Context, nc *nats.Conn, opts FleetViewOptions, lo
 	v.done.Go(func() { v.pollLoop(runCtx) })
 	ok = true
 	return v, nil
+}
+
+// openAccount starts following one account.
+func (v *FleetView) openAccount(ctx, runCtx context.Context, a *accountView) error {
+	js, err := jetstream.New(a.nc)
+	if err != nil {
+		return fmt.Errorf("fleet view: %w", err)
+	}
+	a.js = js
+	if a.settings, err = readFleet(ctx, a.nc); err != nil {
+		return err
+	}
+	if a.jobs, err = js.Stream(ctx, StreamJobs); err != nil {
+		if unavailable(err) {
+			err = diagnose(ctx, js, StreamJobs, err)
+		}
+		return fmt.Errorf("fleet view: stream %s: %w", StreamJobs, err)
+	}
+	watches := []struct {
+		bucket, prefix string
+		apply          func(jetstream.KeyValueEntry)
+	}{
+		{BucketWorkers, "", a.applyBeat},
+		{BucketLeases, "", a.applyLease},
+		{BucketSettings, strings.TrimSuffix(pauseKeyPrefix, "."), a.applyPause},
+	}
+	for _, w := range watches {
+		if err := v.watch(ctx, runCtx, js, w.bucket, w.prefix, w.apply); err != nil {
+			return err
+		}
+	}
+	if v.events != nil {
+		if err := v.followEvents(ctx, runCtx, a); err != nil {
+			return err
+		}
+	}
+	if v.opts.DeadLetters {
+		dlq, err := OpenDLQ(ctx, a.nc)
+		if err != nil {
+			return err
+		}
+		a.dlq = &deadLetterIndex{q: dlq, byStore: map[string][]DeadLetterRecord{}}
+	}
+	if v.hooks != nil {
+		sub, err := a.nc.Subscribe(hooksPrefix+">", func(m *nats.Msg) {
+			var r HookReport
+			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+				return
+			}
+			if HookSubject(r.Store, r.SessionID) != m.Subject || !a.holds(r.Store) {
+				a.refuse()
+				return
+			}
+			v.hooks.Add(r, time.Now())
+		})
+		if err != nil {
+			return fmt.Errorf("fleet view: subscribe %s>: %w", hooksPrefix, err)
+		}
+		v.closers = append(v.closers, func() { _ = sub.Unsubscribe() })
+	}
+	return nil
 }
 
 // Close stops following the fleet.
@@ -240,8 +327,8 @@ func (v *FleetView) Close() {
 
 // watch follows a bucket's keys under prefix, applying each value, and returns once the
 // current values are applied.
-func (v *FleetView) watch(ctx, runCtx context.Context, bucket, prefix string, apply func(jetstream.KeyValueEntry)) error {
-	w, err := openBucket(v.js, bucket).Watch(runCtx, prefix)
+func (v *FleetView) watch(ctx, runCtx context.Context, js jetstream.JetStream, bucket, prefix string, apply func(jetstream.KeyValueEntry)) error {
+	w, err := openBucket(js, bucket).Watch(runCtx, prefix)
 	if err != nil {
 		return fmt.Errorf("fleet view: watch %s: %w", bucket, err)
 	}
@@ -271,44 +358,69 @@ func (v *FleetView) watch(ctx, runCtx context.Context, bucket, prefix string, ap
 	}
 }
 
-func (v *FleetView) applyBeat(e jetstream.KeyValueEntry) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+// applyBeat keeps a worker's beat: one whose store or worker is not its key's, or of a
+// store the account does not hold, is left out.
+func (a *accountView) applyBeat(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
-		delete(v.beats, e.Key())
+		a.mu.Lock()
+		delete(a.beats, e.Key())
+		a.mu.Unlock()
 		return
 	}
-	if b, ok := beatOf(e); ok {
-		v.beats[e.Key()] = b
+	b, ok := beatOf(e)
+	if !ok {
+		return
 	}
+	keyStore, _, _ := strings.Cut(e.Key(), ".")
+	if b.Store != keyStore || workerKey(b.Store, b.Worker) != e.Key() || !a.holds(keyStore) {
+		a.refuse()
+		return
+	}
+	a.mu.Lock()
+	a.beats[e.Key()] = b
+	a.mu.Unlock()
 }
 
-func (v *FleetView) applyLease(e jetstream.KeyValueEntry) {
-	v.mu.Lock()
-	defer v.mu.Unlock()
+// applyLease keeps a running job's lease: one whose session is not its key's, or of a
+// store the account does not hold, is left out.
+func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 	if e.Operation() != jetstream.KeyValuePut {
-		delete(v.leases, e.Key())
+		a.mu.Lock()
+		delete(a.leases, e.Key())
+		a.mu.Unlock()
 		return
 	}
+	store, token, _ := strings.Cut(e.Key(), ".")
 	var lv leaseValue
 	if newerThan(BucketLeases, e.Key(), e.Value(), leaseV) == nil {
 		_ = json.Unmarshal(e.Value(), &lv)
 	} else {
 		lv.Worker = "(a newer compactor's)"
 	}
-	v.leases[e.Key()] = leaseSeen{key: e.Key(), value: lv, at: e.Created()}
+	if !a.holds(store) || (lv.SessionID != "" && SessionToken(lv.SessionID) != token) {
+		a.refuse()
+		return
+	}
+	a.mu.Lock()
+	a.leases[e.Key()] = leaseSeen{key: e.Key(), value: lv, at: e.Created()}
+	a.mu.Unlock()
 }
 
-func (v *FleetView) applyPause(e jetstream.KeyValueEntry) {
+// applyPause keeps a store's pause record (its store is its key's).
+func (a *accountView) applyPause(e jetstream.KeyValueEntry) {
 	store := strings.TrimPrefix(e.Key(), pauseKeyPrefix)
-	v.mu.Lock()
-	defer v.mu.Unlock()
+	if !a.holds(store) {
+		a.refuse()
+		return
+	}
+	a.mu.Lock()
+	defer a.mu.Unlock()
 	if e.Operation() != jetstream.KeyValuePut {
-		delete(v.pauses, store)
+		delete(a.pauses, store)
 		return
 	}
 	if r, err := pauseOf(store, e.Value()); err == nil {
-		v.pauses[store] = *r
+		a.pauses[store] = *r
 	}
 }
 
@@ -329,23 +441,39 @@ func (v *FleetView) pollLoop(ctx context.Context) {
 	}
 }
 
-// Refresh reads the queues (and the fleet's settings) now.
+// Refresh reads the queues (and the accounts' settings) now. An account that cannot be
+// read keeps what was read of it before, and says why in the snapshot.
 func (v *FleetView) Refresh(ctx context.Context) error {
-	settings, err := readFleet(ctx, v.nc)
+	var errs []error
+	for _, a := range v.accounts {
+		if err := v.refreshAccount(ctx, a); err != nil {
+			if a.name != "" {
+				err = fmt.Errorf("account %s: %w", a.name, err)
+			}
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+func (v *FleetView) refreshAccount(ctx context.Context, a *accountView) error {
+	settings, err := readFleet(ctx, a.nc)
 	if err != nil {
-		v.mu.Lock()
-		v.pollErr = err
-		v.mu.Unlock()
+		a.mu.Lock()
+		a.pollErr = err
+		a.mu.Unlock()
 		return err
 	}
-	stores := v.knownStores(settings)
+	stores := a.knownStores(settings)
 	queues := make(map[string]StoreQueue, len(stores))
 	for _, st := range stores {
-		queues[st] = v.readQueue(ctx, st)
+		queues[st] = a.readQueue(ctx, st)
 	}
 	now := time.Now()
+	a.mu.Lock()
+	a.settings, a.queues, a.polled, a.pollErr = settings, queues, now, nil
+	a.mu.Unlock()
 	v.mu.Lock()
-	v.settings, v.queues, v.polled, v.pollErr = settings, queues, now, nil
 	for st, q := range queues {
 		h := v.history[st]
 		if h == nil {
@@ -355,46 +483,55 @@ func (v *FleetView) Refresh(ctx context.Context) error {
 		h.add(now, q)
 	}
 	v.mu.Unlock()
-	if v.dlq != nil {
+	if a.dlq != nil {
 		for _, st := range stores {
-			v.dlq.sync(ctx, st, queues[st].DeadLetters, v.log)
+			a.dlq.sync(ctx, st, queues[st].DeadLetters, v.log)
 		}
 	}
 	return nil
 }
 
-// knownStores are the stores set up, and those a worker serves or a record names.
-func (v *FleetView) knownStores(settings *FleetSettings) []string {
+// knownStores are the stores of the account: those the operator's list holds; without
+// one, the stores set up, and those a worker serves or a record names.
+func (a *accountView) knownStores(settings *FleetSettings) []string {
+	if a.trusted != nil {
+		stores := make([]string, 0, len(a.trusted))
+		for st := range a.trusted {
+			stores = append(stores, st)
+		}
+		slices.Sort(stores)
+		return stores
+	}
 	stores := slices.Clone(settings.Stores)
-	v.mu.RLock()
-	for _, b := range v.beats {
+	a.mu.RLock()
+	for _, b := range a.beats {
 		stores = append(stores, b.Store)
 	}
-	for st := range v.pauses {
+	for st := range a.pauses {
 		stores = append(stores, st)
 	}
-	v.mu.RUnlock()
+	a.mu.RUnlock()
 	slices.Sort(stores)
 	return slices.Compact(stores)
 }
 
 // readQueue reads one store's queue: its consumers' counts, its jobs by kind (the stream's
 // subjects under the store) and the oldest job of each kind.
-func (v *FleetView) readQueue(ctx context.Context, store string) StoreQueue {
+func (a *accountView) readQueue(ctx context.Context, store string) StoreQueue {
 	q := StoreQueue{Kinds: []KindQueue{}}
 	var errs []string
-	if c, err := v.js.Consumer(ctx, StreamJobs, ConsumerName(store)); err == nil {
+	if c, err := a.js.Consumer(ctx, StreamJobs, ConsumerName(store)); err == nil {
 		ci := c.CachedInfo()
 		q.Pending, q.InFlight = ci.NumPending, uint64(ci.NumAckPending)
 	} else {
 		errs = append(errs, fmt.Sprintf("consumer %s: %v", ConsumerName(store), err))
 	}
-	if c, err := v.js.Consumer(ctx, StreamDLQ, DLQConsumerName(store)); err == nil {
+	if c, err := a.js.Consumer(ctx, StreamDLQ, DLQConsumerName(store)); err == nil {
 		q.DeadLetters = c.CachedInfo().NumPending
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		errs = append(errs, fmt.Sprintf("consumer %s: %v", DLQConsumerName(store), err))
 	}
-	info, err := v.jobs.Info(ctx, jetstream.WithSubjectFilter(jobsPrefix+store+".>"))
+	info, err := a.jobs.Info(ctx, jetstream.WithSubjectFilter(jobsPrefix+store+".>"))
 	if err != nil {
 		errs = append(errs, fmt.Sprintf("stream %s: %v", StreamJobs, err))
 	} else {
@@ -404,7 +541,7 @@ func (v *FleetView) readQueue(ctx context.Context, store string) StoreQueue {
 		}
 		for kind, n := range byKind {
 			kq := KindQueue{Kind: kind, Jobs: n}
-			if at, err := oldestJob(ctx, v.jobs, jobsPrefix+store+".*."+kind); err == nil && !at.IsZero() {
+			if at, err := oldestJob(ctx, a.jobs, jobsPrefix+store+".*."+kind); err == nil && !at.IsZero() {
 				kq.Oldest = at
 				if q.Oldest.IsZero() || kq.Oldest.Before(q.Oldest) {
 					q.Oldest = kq.Oldest
@@ -419,47 +556,80 @@ func (v *FleetView) readQueue(ctx context.Context, store string) StoreQueue {
 }
 
 // Snapshot is the fleet as last read: every store set up or served, its workers (those
-// that reported within the last 30 s), queue, running jobs and pause.
+// that reported within the last 30 s), queue, running jobs and pause, and each account.
 func (v *FleetView) Snapshot() FleetSnapshot {
 	now := time.Now()
-	v.mu.RLock()
-	defer v.mu.RUnlock()
-	snap := FleetSnapshot{At: now.UTC(), PolledAt: v.polled.UTC(), Stores: []StoreView{}}
-	if v.settings != nil {
-		s := *v.settings
-		snap.Setup = &s
+	snap := FleetSnapshot{At: now.UTC(), Stores: []StoreView{}, Accounts: []AccountSnapshot{}}
+	var errs []string
+	for _, a := range v.accounts {
+		as := a.snapshot(now, &snap)
+		if as.Err != "" {
+			if a.name != "" {
+				errs = append(errs, "account "+a.name+": "+as.Err)
+			} else {
+				errs = append(errs, as.Err)
+			}
+		}
+		if snap.PolledAt.IsZero() || as.PolledAt.Before(snap.PolledAt) {
+			snap.PolledAt = as.PolledAt
+		}
+		snap.Accounts = append(snap.Accounts, as)
 	}
-	if v.pollErr != nil {
-		snap.Err = v.pollErr.Error()
+	snap.Err = strings.Join(errs, "; ")
+	for i := range snap.Stores {
+		if v.events != nil {
+			w := v.events.Window(snap.Stores[i].Store, now.Add(-time.Hour), now)
+			snap.Stores[i].Window = &w
+		}
+	}
+	slices.SortFunc(snap.Stores, func(a, b StoreView) int { return strings.Compare(a.Store, b.Store) })
+	return snap
+}
+
+// snapshot adds the account's stores to snap and returns the account's own part.
+func (a *accountView) snapshot(now time.Time, snap *FleetSnapshot) AccountSnapshot {
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	as := AccountSnapshot{Name: a.name, PolledAt: a.polled.UTC(), LeftOut: a.leftOut, Stores: []string{}}
+	if a.settings != nil {
+		s := *a.settings
+		as.Setup = &s
+	}
+	if a.pollErr != nil {
+		as.Err = a.pollErr.Error()
 	}
 	byStore := map[string]*StoreView{}
 	get := func(st string) *StoreView {
 		if sv := byStore[st]; sv != nil {
 			return sv
 		}
-		sv := &StoreView{Store: st, Workers: []WorkerBeat{}, Running: []RunningJob{}}
+		sv := &StoreView{Store: st, Account: a.name, Workers: []WorkerBeat{}, Running: []RunningJob{}}
 		byStore[st] = sv
 		return sv
 	}
-	if v.settings != nil {
-		for _, st := range v.settings.Stores {
+	if a.trusted != nil {
+		for st := range a.trusted {
+			get(st)
+		}
+	} else if a.settings != nil {
+		for _, st := range a.settings.Stores {
 			get(st)
 		}
 	}
-	for st, q := range v.queues {
+	for st, q := range a.queues {
 		get(st).Queue = q
 	}
-	for _, b := range v.beats {
+	for _, b := range a.beats {
 		if now.Sub(b.At) < workerBeatTTL {
 			sv := get(b.Store)
 			sv.Workers = append(sv.Workers, b)
 		}
 	}
 	ttl := time.Duration(DefaultLeaseTTL)
-	if v.settings != nil && v.settings.LeaseTTL > 0 {
-		ttl = time.Duration(v.settings.LeaseTTL)
+	if a.settings != nil && a.settings.LeaseTTL > 0 {
+		ttl = time.Duration(a.settings.LeaseTTL)
 	}
-	for _, l := range v.leases {
+	for _, l := range a.leases {
 		if now.Sub(l.at) >= ttl {
 			continue // expired: its holder is gone
 		}
@@ -469,7 +639,7 @@ func (v *FleetView) Snapshot() FleetSnapshot {
 			Kind: l.value.Kind, Worker: l.value.Worker, JobID: l.value.JobID, Attempt: l.value.Attempt, Delivery: l.value.Delivery,
 			Since: l.value.Since})
 	}
-	for st, p := range v.pauses {
+	for st, p := range a.pauses {
 		if p.Paused {
 			p := p
 			get(st).Paused = &p
@@ -478,14 +648,11 @@ func (v *FleetView) Snapshot() FleetSnapshot {
 	for _, sv := range byStore {
 		slices.SortFunc(sv.Workers, func(a, b WorkerBeat) int { return strings.Compare(a.Worker, b.Worker) })
 		slices.SortFunc(sv.Running, func(a, b RunningJob) int { return a.Since.Compare(b.Since) })
-		if v.events != nil {
-			w := v.events.Window(sv.Store, now.Add(-time.Hour), now)
-			sv.Window = &w
-		}
+		as.Stores = append(as.Stores, sv.Store)
 		snap.Stores = append(snap.Stores, *sv)
 	}
-	slices.SortFunc(snap.Stores, func(a, b StoreView) int { return strings.Compare(a.Store, b.Store) })
-	return snap
+	slices.Sort(as.Stores)
+	return as
 }
 
 // Events is the event index (nil unless FleetViewOptions.Events).
@@ -494,41 +661,80 @@ func (v *FleetView) Events() *EventIndex { return v.events }
 // Hooks is the hook reports' index (nil unless FleetViewOptions.Hooks).
 func (v *FleetView) Hooks() *HookIndex { return v.hooks }
 
+// accountOf is the account that holds store: the one whose list names it, else (one
+// account without a list) the only one.
+func (v *FleetView) accountOf(store string) (*accountView, error) {
+	if err := ValidateStoreName(store); err != nil {
+		return nil, err
+	}
+	if a := v.byStore[store]; a != nil {
+		return a, nil
+	}
+	if len(v.accounts) == 1 && v.accounts[0].trusted == nil {
+		return v.accounts[0], nil
+	}
+	return nil, fmt.Errorf("store %s is in none of the accounts read (fleet.json)", store)
+}
+
 // DeadLetters are a store's dead letters, newest first (with FleetViewOptions.DeadLetters).
 func (v *FleetView) DeadLetters(store string) []DeadLetterRecord {
-	if v.dlq == nil {
+	a, err := v.accountOf(store)
+	if err != nil || a.dlq == nil {
 		return nil
 	}
-	return v.dlq.list(store)
+	return a.dlq.list(store)
 }
 
-// deadLetterOf opens the dead letters and reads the one of sequence seq.
-func (v *FleetView) deadLetterOf(ctx context.Context, seq uint64) (*DLQ, DeadLetterRecord, error) {
-	q, err := OpenDLQ(ctx, v.nc)
+// deadLetterOf opens the dead letters of store's account and reads the one of sequence seq
+// there (a sequence is its account's): one of another store is not found.
+func (v *FleetView) deadLetterOf(ctx context.Context, store string, seq uint64) (*accountView, *DLQ, DeadLetterRecord, error) {
+	a, err := v.accountOf(store)
 	if err != nil {
-		return nil, DeadLetterRecord{}, err
+		return nil, nil, DeadLetterRecord{}, err
 	}
-	recs, err := q.List(ctx, DeadLetterFilter{Seqs: []uint64{seq}})
+	q, err := OpenDLQ(ctx, a.nc)
 	if err != nil {
-		return nil, DeadLetterRecord{}, err
+		return nil, nil, DeadLetterRecord{}, err
 	}
-	if len(recs) == 0 {
-		return nil, DeadLetterRecord{}, fmt.Errorf("dlq: no dead letter %d", seq)
+	recs, err := q.List(ctx, DeadLetterFilter{Store: store, Seqs: []uint64{seq}})
+	if err != nil {
+		return nil, nil, DeadLetterRecord{}, err
 	}
-	return q, recs[0], nil
+	if len(recs) == 0 || recs[0].Store != store {
+		return nil, nil, DeadLetterRecord{}, fmt.Errorf("dlq: store %s has no dead letter %d", store, seq)
+	}
+	return a, q, recs[0], nil
 }
 
-// DeadLetter is one dead letter by its sequence, read from COMPACTOR_DLQ.
-func (v *FleetView) DeadLetter(ctx context.Context, seq uint64) (DeadLetterRecord, error) {
-	_, rec, err := v.deadLetterOf(ctx, seq)
+// DeadLetter is one dead letter of store by its sequence, read from its account's
+// COMPACTOR_DLQ.
+func (v *FleetView) DeadLetter(ctx context.Context, store string, seq uint64) (DeadLetterRecord, error) {
+	_, _, rec, err := v.deadLetterOf(ctx, store, seq)
 	return rec, err
 }
 
-// RetryDeadLetter enqueues a dead letter's job again and deletes the dead letter.
-func (v *FleetView) RetryDeadLetter(ctx context.Context, seq uint64) (RetryResult, error) {
-	q, rec, err := v.deadLetterOf(ctx, seq)
+// InstructionsError refuses to replay a job's summary instructions without the operator
+// saying so: they are the text of whoever published the job (a store's key), and replaying
+// them is the operator's act (docs/security.md, "Instructions are data").
+type InstructionsError struct {
+	Seq          uint64
+	Instructions string
+}
+
+func (e *InstructionsError) Error() string {
+	return fmt.Sprintf("dead letter %d not retried: its job carries summary instructions (%d bytes) that its publisher wrote; read them, then retry passing them on", e.Seq, len(e.Instructions))
+}
+
+// RetryDeadLetter enqueues a dead letter's job again and deletes the dead letter. A job
+// with summary instructions is an *InstructionsError unless allowInstructions (the caller
+// logs who passed them on).
+func (v *FleetView) RetryDeadLetter(ctx context.Context, store string, seq uint64, allowInstructions bool) (RetryResult, error) {
+	a, q, rec, err := v.deadLetterOf(ctx, store, seq)
 	if err != nil {
 		return RetryResult{}, err
+	}
+	if job, err := DecodeJob(rec.Job); err == nil && job.Instructions != "" && !allowInstructions {
+		return RetryResult{Seq: seq, Store: store}, &InstructionsError{Seq: seq, Instructions: job.Instructions}
 	}
 	res := q.Retry(ctx, []DeadLetterRecord{rec}, false, 0)
 	if len(res) == 0 || !res[0].Queued {
@@ -536,38 +742,40 @@ func (v *FleetView) RetryDeadLetter(ctx context.Context, seq uint64) (RetryResul
 		if len(res) > 0 {
 			why = res[0].Error
 		}
-		return RetryResult{Seq: seq}, fmt.Errorf("dlq: dead letter %d not retried: %s", seq, why)
+		return RetryResult{Seq: seq, Store: store}, fmt.Errorf("dlq: dead letter %d not retried: %s", seq, why)
 	}
-	v.forgetDeadLetters([]DeadLetterRecord{rec})
+	if a.dlq != nil {
+		a.dlq.forget([]DeadLetterRecord{rec})
+	}
 	return res[0], nil
 }
 
-// PurgeDeadLetter deletes a dead letter.
-func (v *FleetView) PurgeDeadLetter(ctx context.Context, seq uint64) error {
-	q, rec, err := v.deadLetterOf(ctx, seq)
+// PurgeDeadLetter deletes a dead letter of store.
+func (v *FleetView) PurgeDeadLetter(ctx context.Context, store string, seq uint64) error {
+	a, q, rec, err := v.deadLetterOf(ctx, store, seq)
 	if err != nil {
 		return err
 	}
 	if _, err := q.Delete(ctx, []DeadLetterRecord{rec}); err != nil {
 		return err
 	}
-	v.forgetDeadLetters([]DeadLetterRecord{rec})
+	if a.dlq != nil {
+		a.dlq.forget([]DeadLetterRecord{rec})
+	}
 	return nil
 }
 
-func (v *FleetView) forgetDeadLetters(recs []DeadLetterRecord) {
-	if v.dlq != nil {
-		v.dlq.forget(recs)
-	}
-}
-
-// SetPaused pauses or resumes a store, and shows it at once.
+// SetPaused pauses or resumes a store in its account, and shows it at once.
 func (v *FleetView) SetPaused(ctx context.Context, store string, paused bool, reason, by string) (PauseRecord, error) {
-	rec, err := SetPaused(ctx, v.nc, store, paused, reason, by)
+	a, err := v.accountOf(store)
+	if err != nil {
+		return PauseRecord{}, err
+	}
+	rec, err := SetPaused(ctx, a.nc, store, paused, reason, by)
 	if err == nil {
-		v.mu.Lock()
-		v.pauses[store] = rec
-		v.mu.Unlock()
+		a.mu.Lock()
+		a.pauses[store] = rec
+		a.mu.Unlock()
 	}
 	return rec, err
 }
@@ -576,10 +784,14 @@ func (v *FleetView) SetPaused(ctx context.Context, store string, paused bool, re
 // read one by one by direct gets of the next message on the store's subjects (a work
 // queue takes no consumer that would overlap the store's own).
 func (v *FleetView) QueuedJobs(ctx context.Context, store string, limit int) ([]QueuedJob, error) {
+	a, err := v.accountOf(store)
+	if err != nil {
+		return nil, err
+	}
 	var out []QueuedJob
 	filter := jobsPrefix + store + ".>"
 	for seq := uint64(1); len(out) < limit; {
-		m, err := v.jobs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
+		m, err := a.jobs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
 			break
 		}
@@ -588,7 +800,14 @@ func (v *FleetView) QueuedJobs(ctx context.Context, store string, limit int) ([]
 		}
 		qj := QueuedJob{Seq: m.Sequence, At: m.Time.UTC(), Subject: m.Subject}
 		var j Job
-		if json.Unmarshal(m.Data, &j) == nil {
+		parts := strings.Split(m.Subject, ".")
+		switch {
+		case json.Unmarshal(m.Data, &j) != nil:
+			qj.Foreign = "not a job"
+		case len(parts) != 5 || j.Store != store || SessionToken(j.SessionID) != parts[3] || j.Kind != parts[4]:
+			// A worker admits a job only of its subject's store, session and kind (foreign.go).
+			qj.Foreign = fmt.Sprintf("its job names store %q, session %q, kind %q: not its subject's; a worker refuses it", j.Store, j.SessionID, j.Kind)
+		default:
 			qj.SessionID, qj.Path, qj.Kind, qj.Reason = j.SessionID, j.Path, j.Kind, j.Reason
 		}
 		out = append(out, qj)
@@ -606,6 +825,9 @@ type QueuedJob struct {
 	Kind      string    `json:"kind,omitempty"`
 	Reason    string    `json:"reason,omitempty"`
 	At        time.Time `json:"at"`
+	// Foreign says why the job's fields are not shown: it is not a job, or it names
+	// another store, session or kind than its subject.
+	Foreign string `json:"foreign,omitempty"`
 }
 
 // QueueHistory is a store's queue sampled once a minute (the last of each minute), over
@@ -647,8 +869,8 @@ func (h *queueHistory) add(now time.Time, q StoreQueue) {
 
 // followEvents feeds the event index from COMPACTOR_EVENTS (every event kept, then each new
 // one), and returns once the backlog is read.
-func (v *FleetView) followEvents(ctx, runCtx context.Context) error {
-	str, err := v.js.Stream(ctx, StreamEvents)
+func (v *FleetView) followEvents(ctx, runCtx context.Context, a *accountView) error {
+	str, err := a.js.Stream(ctx, StreamEvents)
 	if err != nil {
 		return fmt.Errorf("fleet view: stream %s: %w", StreamEvents, err)
 	}
@@ -662,8 +884,14 @@ func (v *FleetView) followEvents(ctx, runCtx context.Context) error {
 		return fmt.Errorf("fleet view: read %s: %w", StreamEvents, err)
 	}
 	cc, err := oc.Consume(func(m jetstream.Msg) {
-		var ev Event
-		if json.Unmarshal(m.Data(), &ev) == nil && ev.SessionID != "" {
+		switch ev, err := eventOn(m.Subject(), m.Data()); {
+		case err != nil:
+			a.refuse()
+		case !a.holds(ev.Store):
+			a.refuse()
+		case ev.SessionID == "":
+			// a job whose payload could not be read: no session's history
+		default:
 			v.events.Add(ev)
 		}
 		if meta, err := m.Metadata(); err == nil && meta.NumPending == 0 {
@@ -684,27 +912,46 @@ func (v *FleetView) followEvents(ctx, runCtx context.Context) error {
 	}
 }
 
-// SessionEvents reads a session's events from COMPACTOR_EVENTS (compactor events), oldest
-// first; with follow, it then calls fn with each new one until ctx ends.
-func SessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(Event)) error {
-	return unguarded(guard(ctx, nc, func(ctx context.Context) (struct{}, error) {
-		return struct{}{}, sessionEvents(ctx, nc, store, sessionID, follow, fn)
-	}))
+// eventOn reads an event published on subject (compactor.events.<store>.<token>.<job
+// seq>): one that names another store, session or job than its subject is a
+// *ForeignError (foreign.go), and is shown nowhere.
+func eventOn(subject string, data []byte) (Event, error) {
+	var ev Event
+	if err := json.Unmarshal(data, &ev); err != nil {
+		return ev, fmt.Errorf("event on %s: %w", subject, err)
+	}
+	parts := strings.Split(strings.TrimPrefix(subject, eventsPrefix), ".")
+	if len(parts) != 3 {
+		return ev, fmt.Errorf("event on %s: not an event subject", subject)
+	}
+	// An event of a job whose payload could not be read names no session.
+	if ev.Store != parts[0] || (ev.SessionID != "" && SessionToken(ev.SessionID) != parts[1]) || strconv.FormatUint(ev.JobSeq, 10) != parts[2] {
+		return ev, &ForeignError{Kind: "event", Where: subject, Store: parts[0], Session: parts[1], NamesStore: ev.Store, NamesSession: ev.SessionID}
+	}
+	return ev, nil
 }
 
-func unguarded[T any](_ T, err error) error { return err }
+// SessionEvents reads a session's events from COMPACTOR_EVENTS (compactor events), oldest
+// first; with follow, it then calls fn with each new one until ctx ends. Events that name
+// another store, session or job than their subject are left out, and counted in leftOut.
+func SessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(Event)) (leftOut int, err error) {
+	return guard(ctx, nc, func(ctx context.Context) (int, error) {
+		return sessionEvents(ctx, nc, store, sessionID, follow, fn)
+	})
+}
 
-func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(Event)) error {
+func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(Event)) (int, error) {
+	leftOut := 0
 	js, err := jetstream.New(nc)
 	if err != nil {
-		return err
+		return 0, err
 	}
 	str, err := js.Stream(ctx, StreamEvents)
 	if err != nil {
 		if unavailable(err) {
 			err = diagnose(ctx, js, StreamEvents, err)
 		}
-		return fmt.Errorf("events: stream %s: %w", StreamEvents, err)
+		return 0, fmt.Errorf("events: stream %s: %w", StreamEvents, err)
 	}
 	filter := eventsPrefix + store + ".>"
 	if sessionID != "" {
@@ -712,22 +959,23 @@ func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, 
 	}
 	oc, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return fmt.Errorf("events: %w", err)
+		return 0, fmt.Errorf("events: %w", err)
 	}
 	for {
 		batch, err := oc.Fetch(256, jetstream.FetchMaxWait(time.Second))
 		if err != nil {
 			if ctx.Err() != nil {
-				return nil
+				return leftOut, nil
 			}
-			return fmt.Errorf("events: %w", err)
+			return leftOut, fmt.Errorf("events: %w", err)
 		}
 		got, last := 0, false
 		for m := range batch.Messages() {
 			got++
-			var ev Event
-			if json.Unmarshal(m.Data(), &ev) == nil {
+			if ev, err := eventOn(m.Subject(), m.Data()); err == nil {
 				fn(ev)
+			} else {
+				leftOut++
 			}
 			if meta, err := m.Metadata(); err == nil {
 				last = meta.NumPending == 0
@@ -735,15 +983,15 @@ func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, 
 		}
 		if err := batch.Error(); err != nil && !errors.Is(err, nats.ErrTimeout) && !errors.Is(err, context.DeadlineExceeded) {
 			if ctx.Err() != nil {
-				return nil
+				return leftOut, nil
 			}
-			return fmt.Errorf("events: %w", err)
+			return leftOut, fmt.Errorf("events: %w", err)
 		}
 		if !follow && (got == 0 || last) {
-			return nil
+			return leftOut, nil
 		}
 		if ctx.Err() != nil {
-			return nil
+			return leftOut, nil
 		}
 	}
 }

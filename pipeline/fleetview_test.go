@@ -41,7 +41,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	b.enqueue(jobs[1])
 	running := map[string]bool{<-started: true, <-started: true}
 	ctx := context.Background()
-	v, err := OpenFleetView(ctx, b.nc, FleetViewOptions{Events: true, DeadLetters: true})
+	v, err := OpenFleetView(ctx, []FleetAccount{{Conn: b.nc}}, FleetViewOptions{Events: true, DeadLetters: true})
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -40,6 +40,9 @@ type metrics struct {
 	spendUsed, spendLimit *prometheus.GaugeVec
 	// paused: 1 while a store is paused (pause.go).
 	paused *prometheus.GaugeVec
+	// foreign counts records refused because they name another store or session than
+	// the subject or key they came on (foreign.go).
+	foreign *prometheus.CounterVec
 }
 
 // countLLM adds an event's model usage to the token counters.
@@ -97,13 +100,17 @@ func newMetrics() *metrics {
 			Name: "compactor_jobs_handed_back_total",
 			Help: "Deliveries handed back to the queue without a handler attempt, by reason: version (a job schema version this worker does not understand), spend (a spend limit reached), shutdown.",
 		}, []string{"store", "reason"}),
+		foreign: prometheus.NewCounterVec(prometheus.CounterOpts{
+			Name: "compactor_foreign_records_total",
+			Help: "Records refused because they name another store or session than the subject or key they came on, by the store of that subject or key and the kind of record (hook, bridge, prepared, beat, owner, sweep).",
+		}, []string{"store", "kind"}),
 	}
 	m.spendUsed, m.spendLimit = spendGauges()
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "compactor_store_paused", Help: "1 while the store is paused (compactor pause): its workers take no jobs and its queue keeps them.",
 	}, []string{"store"})
 	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
-		m.spendUsed, m.spendLimit, m.paused,
+		m.spendUsed, m.spendLimit, m.paused, m.foreign,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+	"slices"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -61,6 +63,16 @@ func SetPaused(ctx context.Context, nc *nats.Conn, store string, paused bool, re
 		return rec, err
 	}
 	return guard(ctx, nc, func(ctx context.Context) (PauseRecord, error) {
+		// A pause is read by the workers of the account it is written in: a store of
+		// another account would never see it (docs/security.md, "The design").
+		f, err := readFleet(ctx, nc)
+		if err != nil {
+			return rec, fmt.Errorf("pause record of store %s: %w", store, err)
+		}
+		if !slices.Contains(f.Stores, store) {
+			return rec, fmt.Errorf("store %s is not set up in this account (its stores: %s): its workers would never read this pause record; nothing was written (the store's account's operator key, or --credentials, pauses it)",
+				store, strings.Join(f.Stores, ", "))
+		}
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return rec, err

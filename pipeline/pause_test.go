@@ -62,7 +62,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 		t.Error("/metrics does not say the store is paused")
 	}
 	eventually(t, 30*time.Second, "the worker's beat says paused", func() bool {
-		beats, err := Workers(ctx, b.nc)
+		beats, _, err := Workers(ctx, b.nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})
 

@@ -102,10 +102,18 @@ func templates(role Role) Permissions {
 	// A store's pause record (pause.go): its workers read it, the operator writes it.
 	pauseRecord := kvSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
 	jobsInfo := apiPre + "CONSUMER.INFO." + StreamJobs + "." + consumerPfx + storeToken
+	// A batched direct get names its subjects in its body, not its subject: any of the
+	// account's workers' keys (the account is one host's: docs/security.md).
+	workersBatch := directGetPre + "KV_" + BucketWorkers
 	switch role {
 	case RoleWorker:
-		p := Permissions{AllowResponses: true}
+		// No allow_responses: a user that may answer whatever reply subject its requests
+		// name may publish anywhere (the store's agent names the reply, the worker answers
+		// there). A worker answers the bridge requests of its stores' agents, in their
+		// inboxes alone.
+		p := Permissions{}
 		p.Publish = []string{
+			inboxPrefixRoot + string(RoleAgent) + "_" + storeToken + ".>",
 			jobsPrefix + storeToken + ".>", eventsPrefix + storeToken + ".>", dlqPrefix + storeToken + ".>",
 			directGetPre + StreamJobs + "." + jobsPrefix + storeToken + ".>",
 			jobsInfo,
@@ -113,8 +121,12 @@ func templates(role Role) Permissions {
 			"$JS.ACK." + StreamJobs + "." + consumerPfx + storeToken + ".>",
 			"$JS.ACK.*.*." + StreamJobs + "." + consumerPfx + storeToken + ".>",
 			apiPre + "CONSUMER.INFO." + StreamDLQ + "." + dlqConsumerPfx + storeToken,
-			// The sweeps' memo: a watch of the store's records (kv.go's Watch).
+			// The sweeps' memo: a watch of the store's records (kv.go's Watch), deleted when it
+			// stops.
 			apiPre + "CONSUMER.CREATE.KV_" + BucketSweep + ".*." + kvKeys(BucketSweep),
+			apiPre + "CONSUMER.DELETE.KV_" + BucketSweep + ".*",
+			// The workers' beats, read at once (a batched direct get: readBeats).
+			workersBatch,
 			"$JS.FC.KV_" + BucketSweep + ".>", "$JS.FC.*.*.KV_" + BucketSweep + ".>",
 			fleet, directGetPre + "KV_" + BucketSettings + "." + pauseRecord,
 		}
@@ -128,7 +140,7 @@ func templates(role Role) Permissions {
 		return Permissions{
 			Publish: []string{
 				jobsPrefix + storeToken + ".>", bridgePrefix + storeToken + ".*", hooksPrefix + storeToken + ".*",
-				kvDirect(BucketPrepared), kvDirect(BucketWorkers), fleet,
+				kvDirect(BucketPrepared), kvDirect(BucketWorkers), workersBatch, fleet,
 				directGetPre + StreamJobs + "." + jobsPrefix + storeToken + ".>",
 				directGetPre + StreamEvents + "." + eventsPrefix + storeToken + ".>",
 				jobsInfo,

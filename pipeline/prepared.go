@@ -243,8 +243,12 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 		subj := hooksPrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
 			var r HookReport
-			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" || r.Store != st.Name ||
-				HookSubject(st.Name, r.SessionID) != m.Subject {
+			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+				return
+			}
+			if r.Store != st.Name || HookSubject(st.Name, r.SessionID) != m.Subject {
+				s.foreign(st.Name, foreignHook, &ForeignError{Kind: "hook report", Where: m.Subject, Store: st.Name, Session: sessionTokenOf(m.Subject),
+					NamesStore: r.Store, NamesSession: r.SessionID})
 				return
 			}
 			if s.res.prepared != nil {

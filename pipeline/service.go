@@ -165,7 +165,7 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	res, err := ensureUntil(ctx, js, s.cfg, s.log, func(ctx context.Context, res *resources) error {
 		for _, st := range s.cfg.Stores {
-			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client); err != nil {
+			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client, func(err error) { s.foreign(st.Name, foreignOwner, err) }); err != nil {
 				return err
 			}
 		}
@@ -181,6 +181,7 @@ func (s *Service) start(ctx context.Context) error {
 	s.log.Info("compactor pipeline ready", "nats", nc.String(), "server", conn.ConnectedServerName(), "stores", len(s.cfg.Stores),
 		"concurrency", s.cfg.Concurrency, "replicas", res.fleet.Replicas, "lease_ttl_s", seconds(s.leaseTTL()), "ack_wait_s", seconds(s.cfg.AckWait),
 		"max_deliver", s.cfg.MaxDeliver, "worker", s.worker)
+	s.logConfinement()
 	return nil
 }
 

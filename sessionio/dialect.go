@@ -92,11 +92,15 @@ var ErrPaddedHeader = errors.New("no valid session header for Pi 1.x")
 // with such characters around its JSON is skipped and the file refused ("not a valid
 // session"). Everything both refuse (no header at all, an empty file) is left to the read,
 // which says so. Only the first non-blank line is read.
-func CheckLoads(file string, d Dialect) error {
+func CheckLoads(file string, d Dialect) error { return Named(file).CheckLoads(d) }
+
+// CheckLoads is CheckLoads for this file.
+func (src *File) CheckLoads(d Dialect) error {
 	if !d.Or().Projects() {
 		return nil
 	}
-	f, err := os.Open(file)
+	file := src.Name()
+	f, _, err := src.open(os.O_RDONLY)
 	if err != nil {
 		return nil // the read reports it
 	}

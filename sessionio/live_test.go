@@ -283,7 +283,8 @@ func runPiWriter() {
 	_ = out.Flush()
 }
 
-// TestAppendRacesLiveWriter races 1,000 compaction appends (appends that wrote) against a
+// TestAppendRacesLiveWriter races 1,000 compaction appends (appends that wrote, each read
+// and written through one File beneath the file's directory, as a worker's job) against a
 // Pi-like writer in another process, in 10 rounds of 100 on a fresh file each (so the file
 // stays the size of a session, not of the test), then loads each file as Pi would: every
 // entry the writer wrote must be on the path from the leaf. Under the race detector, which
@@ -335,11 +336,13 @@ func raceRound(t *testing.T, round, want int, st *raceStats) {
 		if _, err := tick.Write([]byte{1}); err != nil {
 			t.Fatalf("round %d: the writer stopped: %v", round, err)
 		}
-		s, err := ReadFileWith(p, Options{Light: true})
+		// As a worker's job does: read and append through one File beneath the store's root.
+		f := Beneath(filepath.Dir(p), filepath.Base(p))
+		s, err := f.Read(Options{Light: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ap, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+		ap, err := f.AppendCompaction(ctxb, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 		switch {
 		case errors.Is(err, ErrChanged):
 			st.changed++

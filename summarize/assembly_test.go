@@ -121,7 +121,7 @@ func TestPromptLayout(t *testing.T) {
 	t.Parallel()
 	msgs := []*sessionio.Message{userMsg("hi")}
 	p := BuildPrompt(Request{Task: TaskHistory, Messages: msgs, PreviousSummary: "old", CustomInstructions: "tests"})
-	want := "<conversation>\n[User]: hi\n</conversation>\n\n<previous-summary>\nold\n</previous-summary>\n\n" + UpdatePrompt + "\n\nAdditional focus: tests"
+	want := "<conversation>\n[User]: hi\n</conversation>\n\n<previous-summary>\nold\n</previous-summary>\n\n" + UpdatePrompt + "\n\n" + focusRules + "\n<focus-request>\ntests\n</focus-request>"
 	if p != want {
 		t.Fatalf("prompt %q", p)
 	}
@@ -129,7 +129,7 @@ func TestPromptLayout(t *testing.T) {
 		t.Fatalf("turn prefix prompt (Pi 0.73) %q", p)
 	}
 	// Pi 1.4+ gives the turn prefix the custom instructions too.
-	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "focus", Dialect: sessionio.Pi16}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt+"\n\nAdditional focus: focus" {
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "focus", Dialect: sessionio.Pi16}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt+"\n\n"+focusRules+"\n<focus-request>\nfocus\n</focus-request>" {
 		t.Fatalf("turn prefix prompt (Pi 1.6) %q", p)
 	}
 	if p := BuildPrompt(Request{Task: TaskBranch, Messages: msgs, CustomInstructions: "only this", ReplaceInstructions: true}); !strings.HasSuffix(p, "</conversation>\n\nonly this") {

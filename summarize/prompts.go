@@ -167,8 +167,9 @@ const (
 )
 
 // instructions returns the prompt for a request: the task's base prompt (the update form
-// when a previous summary is carried), plus "\n\nAdditional focus: ..." for custom
-// instructions; for a branch, custom instructions alone when ReplaceInstructions is set.
+// when a previous summary is carried), plus, for custom instructions, the quoted focus
+// block (quoteFocus: instructions.go); for a branch, custom instructions alone when
+// ReplaceInstructions is set (a library caller's own prompt, never a job's).
 // Pi 0.73 adds custom instructions to history and branch requests only, never to a turn
 // prefix; Pi 1.x (since 1.4.0) to the turn prefix too.
 func instructions(req Request) string {
@@ -198,7 +199,7 @@ func instructions(req Request) string {
 		}
 	}
 	if req.CustomInstructions != "" {
-		base += "\n\nAdditional focus: " + req.CustomInstructions
+		base += "\n\n" + quoteFocus(req.CustomInstructions)
 	}
 	return base
 }

@@ -57,7 +57,8 @@ type Request struct {
 	Messages []*sessionio.Message
 	// PreviousSummary is merged into the new summary (update prompt) when non-empty.
 	PreviousSummary string
-	// CustomInstructions are appended as "Additional focus: ..." (history and branch).
+	// CustomInstructions are quoted after the prompt as a focus request (history and
+	// branch; the turn prefix too under Pi 1.x): data, bounded by CheckInstructions.
 	CustomInstructions string
 	// ReplaceInstructions (branch only): use CustomInstructions instead of the prompt.
 	ReplaceInstructions bool

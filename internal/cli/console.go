@@ -31,14 +31,19 @@ charts over the last hours. /api/... serves the same as JSON (docs/json-output.m
 /metrics exports the fleet's figures no single worker has (the oldest job's age, the
 workers per store and per version) for a central scraper.
 
-It connects with the operator's NATS credentials (compactor auth). Reading a page needs
+Each host of a fleet has a NATS account of its own (docs/security.md): with --credentials
+DIR (compactor auth's), the console reads every account of DIR/fleet.json, each with its
+operator's key, and shows the whole fleet; with one account's operator key (--nkey,
+--creds), that account's stores. A record of an account is shown only for the stores
+fleet.json gives that account. Reading a page needs
 the console's viewer or operator token, acting the operator's: the tokens are read from
 --token-dir (console-viewer.token, console-operator.token), generated there on first use
 (mode 0600; docs/operations.md, "The console"). It listens on the loopback interface
 unless --remote is given (then put it behind TLS: the tokens travel in its requests).
 
 Examples:
-  compactor console --nats-url nats://nats.internal:4222 --creds /etc/compactor/operator.creds
+  compactor console --nats-url nats://nats.internal:4222 --credentials /etc/nats/compactor
+  compactor console --nats-url nats://nats.internal:4222 --nkey operator-hostA.nk
   compactor console --listen 127.0.0.1:9470 --store team=/srv/sessions/team`
 
 func runConsole(ctx context.Context, env *Env) error {
@@ -51,6 +56,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	remote := fs.Bool("remote", false, "allow --listen on an address that is not loopback")
 	tokenDir := fs.String("token-dir", "", "the `DIR` of the console's tokens (default: --data-dir)")
 	metricsTokenFile := fs.String("metrics-token-file", "", "a file holding the bearer token /metrics requires (a central scraper's credentials_file)")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): read every account of its fleet.json, each with its operator's seed")
 	var stores storeFlag
 	fs.Var(&stores, "store", "a store's directory on this host, `NAME=DIR`, to show its sessions' compactions and token charts (repeatable)")
 	logFormat := fs.String("log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
@@ -80,16 +86,32 @@ func runConsole(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	nc, err := ops.operatorConn(n, "console", nats.MaxReconnects(-1))
+	accounts, err := ops.operatorAccounts(n, *credentials, "console", nil)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
+	var conns []pipeline.FleetAccount
+	defer func() {
+		for _, c := range conns {
+			c.Conn.Close()
+		}
+	}()
+	for _, a := range accounts {
+		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
+		if err != nil {
+			return accountErr(a.Account, err)
+		}
+		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
+		if a.Account == "" {
+			fa.Stores = nil // one account: every store of it
+		}
+		conns = append(conns, fa)
+	}
 	dirs := map[string]string{}
 	for _, st := range stores {
 		dirs[st.Name] = st.Dir
 	}
-	c, err := newConsole(nc, tokens, dirs, "compactor console", log)
+	c, err := newConsole(conns, tokens, dirs, "compactor console", log)
 	if err != nil {
 		return err
 	}
@@ -112,9 +134,11 @@ func runConsole(ctx context.Context, env *Env) error {
 	}
 	mux.Handle("/metrics", pipeline.RequireBearer(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		if !nc.IsConnected() {
-			http.Error(w, "unhealthy: not connected to NATS", http.StatusServiceUnavailable)
-			return
+		for _, c := range conns {
+			if !c.Conn.IsConnected() {
+				http.Error(w, accountErr(c.Name, errors.New("unhealthy: not connected to NATS")).Error(), http.StatusServiceUnavailable)
+				return
+			}
 		}
 		fmt.Fprintln(w, "ok")
 	})
@@ -123,7 +147,11 @@ func runConsole(ctx context.Context, env *Env) error {
 	if err != nil {
 		return fmt.Errorf("console: listen %s: %w", *listen, err)
 	}
-	log.Info("console listening", "url", "http://"+ln.Addr().String()+"/", "token_files", files, "nats", nc.ConnectedUrlRedacted())
+	names := make([]string, 0, len(conns))
+	for _, c := range conns {
+		names = append(names, c.Name)
+	}
+	log.Info("console listening", "url", "http://"+ln.Addr().String()+"/", "token_files", files, "nats", conns[0].Conn.ConnectedUrlRedacted(), "accounts", names)
 	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
@@ -137,12 +165,12 @@ func runConsole(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// newConsole makes the console of a fleet reached through nc (the operator's or the
-// admin's connection).
-func newConsole(nc *nats.Conn, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
+// newConsole makes the console of a fleet reached through its accounts' connections (the
+// operator's or the admin's of each).
+func newConsole(accounts []pipeline.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
 	return console.New(console.Options{
 		Open: func(ctx context.Context) (*pipeline.FleetView, error) {
-			return pipeline.OpenFleetView(ctx, nc, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+			return pipeline.OpenFleetView(ctx, accounts, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: stores, Name: name, Logger: log,
 	})

@@ -33,10 +33,18 @@ the last error.
   show    the dead letters SEQ... in full (the job, the reason, the error)
   retry   publish each selected job again (the original request, with a new id so that it
           is not taken for a duplicate) and remove its dead letter; --wait waits for the
-          results. A session with another job pending is left for later.
+          results. A session with another job pending is left for later. A job that
+          carries summary instructions (written by whoever published it, a store's key) is
+          left too, unless --allow-instructions: then each is logged with this operator's
+          identity (docs/security.md, "Instructions are data").
   purge   delete the selected dead letters
 
-retry and purge act on SEQ... or on the filters; with neither they need --all.
+retry and purge act on SEQ... or on the filters; with neither they need --all. A dead
+letter is retried only into the store of its subject: one whose job (or job subject) names
+another store is refused, naming both, and nothing is published (docs/security.md).
+
+Dead letters are a NATS account's: the operator's key of the account (--nkey), or
+--credentials DIR (compactor auth's) with --store to pick the account.
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
@@ -60,6 +68,11 @@ type dlqFlags struct {
 	configFile    *string
 	ops           *opsFlags
 	allowUnserved *bool
+	allowInstr    bool
+	credentials   string
+	// account: the NATS settings acted with (the account's operator), for the log of who
+	// passed instructions on.
+	account pipeline.NATSConfig
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -79,6 +92,8 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
 	f.allowUnserved = allowUnservedFlag(fs)
+	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
+	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -118,7 +133,12 @@ func runDLQ(ctx context.Context, env *Env) error {
 			return usageErrorf("--store: %v", err)
 		}
 	}
-	nc, err := f.ops.operatorConn(f.nats, "dlq")
+	ncfg, err := f.ops.operatorAccount(f.nats, f.credentials, "dlq", f.filter.Store, "dead letters")
+	if err != nil {
+		return err
+	}
+	f.account = ncfg
+	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
 	}
@@ -180,10 +200,16 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		fmt.Fprintln(w, err)
 	}
 	var serve []pipeline.DeadLetterRecord
+	held := map[uint64]string{} // dead letters left for their instructions, with the reason
 	for _, r := range recs {
-		if ue == nil || !slices.Contains(ue.Stores, r.Store) {
-			serve = append(serve, r)
+		if ue != nil && slices.Contains(ue.Stores, r.Store) {
+			continue
 		}
+		if why := f.passInstructions(w, r); why != "" {
+			held[r.Seq] = why
+			continue
+		}
+		serve = append(serve, r)
 	}
 	done := q.Retry(ctx, serve, f.wait, f.timeout)
 	out := make([]pipeline.RetryResult, 0, len(recs))
@@ -192,10 +218,31 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 			out, done = append(out, done[0]), done[1:]
 			continue
 		}
-		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path,
-			Error: fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)})
+		why, ok := held[r.Seq]
+		if !ok {
+			why = fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)
+		}
+		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
 	}
 	return out, nil
+}
+
+// passInstructions decides on a dead letter whose job carries summary instructions:
+// without --allow-instructions it is left (the reason is returned); with it the operator
+// passes them on, and says so on w with its identity. Instructions are a store's key's
+// text, not the operator's: replaying them is the operator's act, never a side effect of
+// a filter that selected many dead letters.
+func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) string {
+	job, err := pipeline.DecodeJob(r.Job)
+	if err != nil || job.Instructions == "" {
+		return "" // Retry says what is wrong with a job it cannot decode
+	}
+	if !f.allowInstr {
+		return fmt.Sprintf("not queued: the job carries summary instructions (%s) that its publisher wrote; see them with `compactor dlq show %d`, then retry with --allow-instructions to pass them on", instructionsDigest(job.Instructions), r.Seq)
+	}
+	fmt.Fprintf(w, "dlq retry: passing summary instructions on to store %s (dead letter %d, session %s, %s), as %s\n",
+		job.Store, r.Seq, job.SessionID, instructionsDigest(job.Instructions), operatorIdentity(f.account))
+	return ""
 }
 
 func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {
@@ -215,8 +262,12 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 	fmt.Fprintln(tw, "SEQ\tAGE\tSTORE\tSESSION\tKIND\tDELIVERIES\tPATH\tREASON")
 	now := time.Now()
 	for _, r := range recs {
+		reason := r.Reason
+		if r.Foreign != "" {
+			reason = "REFUSED: " + r.Foreign
+		}
 		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), r.Store, clip(r.SessionID, 36), orDash(r.Kind),
-			r.Deliveries, clip(orDash(r.Path), 60), clip(r.Reason, 80))
+			r.Deliveries, clip(orDash(r.Path), 60), clip(reason, 80))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -240,8 +291,11 @@ func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool)
 		if r.Error != "" && r.Error != r.Reason {
 			fmt.Fprintf(w, "  error:      %s\n", r.Error)
 		}
+		if r.Foreign != "" {
+			fmt.Fprintf(w, "  refused:    %s\n", r.Foreign)
+		}
 		if len(r.Job) > 0 {
-			fmt.Fprintf(w, "  job:        %s\n", r.Job)
+			fmt.Fprintf(w, "  job:        %s\n", string(r.Job))
 		} else {
 			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", r.JobText)
 		}

@@ -22,8 +22,11 @@ and error. Events are kept 24 h by default (--events-max-age of setup). --follow
 new events as they come until interrupted. --json prints one JSON event per line
 (docs/json-output.md).
 
-Reading the events is the operator's right (and the agent's, for its own store). Without
---nats-url, the NATS of the compactor run on --data-dir is used.
+Reading the events is the operator's right (and the agent's, for its own store). Events
+are a NATS account's: the operator's key of the store's account (--nkey), or --credentials
+DIR (compactor auth's) to pick it from fleet.json. An event that names another store,
+session or job than its subject is left out, and counted. Without --nats-url, the NATS of
+the compactor run on --data-dir is used.
 
 Examples:
   compactor events --store default --session 0195f1c3-...
@@ -39,6 +42,7 @@ func runEvents(ctx context.Context, env *Env) error {
 	session := fs.String("session", "", "only this session id's events")
 	follow := fs.Bool("follow", false, "then print new events as they come, until interrupted")
 	asJSON := fs.Bool("json", false, "print one JSON event per line")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in --store's account with its operator's seed")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -55,14 +59,18 @@ func runEvents(ctx context.Context, env *Env) error {
 	if err := pipeline.ValidateStoreName(*store); err != nil {
 		return usageErrorf("--store: %v", err)
 	}
-	nc, err := ops.operatorConn(n, "events")
+	ncfg, err := ops.operatorAccount(n, *credentials, "events", *store, "events")
+	if err != nil {
+		return err
+	}
+	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
 	}
 	defer nc.Close()
 	enc := json.NewEncoder(env.Stdout)
 	count := 0
-	err = pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
+	leftOut, err := pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
 		count++
 		if *asJSON {
 			_ = enc.Encode(ev)
@@ -72,6 +80,9 @@ func runEvents(ctx context.Context, env *Env) error {
 	})
 	if err != nil {
 		return err
+	}
+	if leftOut > 0 {
+		fmt.Fprintf(env.Stderr, "%s left out: they name another store, session or job than their subject (docs/security.md, \"Records are trusted only within their store\")\n", plural(leftOut, "event", "events"))
 	}
 	if count == 0 && !*asJSON {
 		what := "store " + *store
@@ -86,7 +97,7 @@ func runEvents(ctx context.Context, env *Env) error {
 // writeEvent prints an event on one line.
 func writeEvent(w io.Writer, ev pipeline.Event) {
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, ev.Kind, ev.SessionID, ev.Attempt, ev.Outcome)
+	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, ev.Kind, ev.SessionID, ev.Attempt, string(ev.Outcome))
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, ": %s", ev.Reason)
 	}
@@ -95,6 +106,9 @@ func writeEvent(w io.Writer, ev pipeline.Event) {
 	}
 	if ev.LLMTokens > 0 {
 		fmt.Fprintf(&b, "  llm %d in (%d cached) %d out", ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens)
+		if ev.LLMModel != "" {
+			fmt.Fprintf(&b, " by %s", ev.LLMModel)
+		}
 	}
 	if ev.RetryInMs > 0 {
 		fmt.Fprintf(&b, "  retry in %s", time.Duration(ev.RetryInMs)*time.Millisecond)

@@ -20,13 +20,15 @@ they hold run to their end; the queue keeps every job (sweeps and agents still e
 compactor status, the console, /metrics (compactor_store_paused) and /readyz say so.
 compactor resume STORE undoes it: the workers drain the queue.
 
-The pause is a record in COMPACTOR_SETTINGS (paused.STORE) that only the operator and
-the admin may write (docs/security.md). Without --nats-url, the NATS of the compactor
-run on --data-dir is used.
+The pause is a record in COMPACTOR_SETTINGS (paused.STORE) of the store's NATS account
+that only the account's operator and admin may write (docs/security.md): give that
+operator's key (--nkey), or --credentials DIR (compactor auth's) to pick it from
+fleet.json. Without --nats-url, the NATS of the compactor run on --data-dir is used.
 
 Examples:
   compactor pause team --reason "LLM endpoint degraded"
-  compactor resume team`
+  compactor resume team
+  compactor pause hostA --nats-url tls://nats.internal:4222 --credentials /etc/nats/compactor`
 
 func runPause(ctx context.Context, env *Env) error  { return pauseOrResume(ctx, env, true) }
 func runResume(ctx context.Context, env *Env) error { return pauseOrResume(ctx, env, false) }
@@ -46,6 +48,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 		fs.StringVar(&reason, "reason", "", "why the store is paused (shown by status and the console)")
 	}
 	asJSON := fs.Bool("json", false, "print the record written as JSON")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in STORE's account with its operator's seed")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -59,7 +62,11 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 	if err := pipeline.ValidateStoreName(pos[0]); err != nil {
 		return usageErrorf("%v", err)
 	}
-	nc, err := ops.operatorConn(n, name)
+	ncfg, err := ops.operatorAccount(n, *credentials, name, pos[0], "pause record")
+	if err != nil {
+		return err
+	}
+	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
 	}

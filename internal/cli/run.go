@@ -32,6 +32,7 @@ func init() {
 type serviceFlags struct {
 	stores          storeFlag
 	storePi         storePiFlag
+	storeInstr      storeInstructionsFlag
 	nats            pipeline.NATSConfig
 	dataDir         string
 	concurrency     int
@@ -55,6 +56,7 @@ type serviceFlags struct {
 	level         *slog.LevelVar
 	setup         bool
 	insecureLocal bool
+	cleartext     bool
 	serveTLSCert  string
 	serveTLSKey   string
 	shared        stringList
@@ -85,6 +87,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	}
 	f.sum.register(fs.FlagSet)
 	f.eng.registerPreparation(fs.FlagSet)
+	fs.Var(&f.storeInstr, "store-instructions", "whether a store's jobs may carry summary instructions, `NAME=POLICY`, POLICY allow or refuse (repeatable; NAME * for every store; default allow): a job with instructions for a store that refuses them ends skipped, saying why (docs/security.md)")
 	dd := env.Getenv("COMPACTOR_DATA_DIR")
 	if dd == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -104,6 +107,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.Var(&f.spend, "spend-limit", "a limit on the LLM input tokens the fleet starts paying for: `[STORE=]TOKENS/hour` or [STORE=]TOKENS/day, every store's or STORE's (repeatable; counted in COMPACTOR_SPEND for every worker that has it: give every worker the same); over it, jobs wait for the window to end")
 	fs.BoolVar(&f.setup, "setup", false, "with --nats-url: also set up the streams, buckets, consumers and the fleet's settings from this process's flags, as `compactor setup` does (the admin's right; implied without --nats-url)")
 	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "without --nats-url: the embedded server takes any connection from this machine, without the token it otherwise generates into --data-dir")
+	fs.BoolVar(&f.cleartext, "insecure-cleartext-auth", false, "without --nats-url: let the embedded server listen beyond loopback (--listen) without TLS, its token or password crossing the network in clear text (refused otherwise: give --serve-tls-cert)")
 	fs.StringVar(&f.serveTLSCert, "serve-tls-cert", "", "without --nats-url: the embedded server speaks TLS only, with this certificate (clients on this machine trust it by default)")
 	fs.StringVar(&f.serveTLSKey, "serve-tls-key", "", "the key of --serve-tls-cert")
 	fs.Var(&f.shared, "shared-store", "a store served from one directory on several hosts (a shared file system): its workers need not be on one host (repeatable; docs/security.md)")
@@ -177,7 +181,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
 		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, Logger: log, Version: Version(),
-		Setup: f.setup, InsecureLocal: f.insecureLocal, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
+		Setup: f.setup, InsecureLocal: f.insecureLocal, InsecureCleartextAuth: f.cleartext, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
 	}
 	// A client (sweep) without --nats-url finds the local service's address through
 	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
@@ -248,6 +252,10 @@ var configFlags = map[string]string{
 	"ServeTLSCert/ServeTLSKey":   "--serve-tls-cert/--serve-tls-key",
 	"ServeTLSCert/InsecureLocal": "--serve-tls-cert/--insecure-local",
 	"InsecureLocal":              "--insecure-local",
+	"InsecureCleartextAuth":      "--insecure-cleartext-auth",
+	"EmbeddedHost":               "--listen",
+	"DLQMaxBytes":                "--dlq-max-bytes",
+	"RecordsMaxBytes":            "--records-max-bytes",
 	"SharedStores":               "--shared-store",
 	"EmbeddedSync":               "--nats-sync",
 	"JobsMaxAge":                 "--jobs-max-age",
@@ -353,13 +361,17 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
+	eng.Roots = pipeline.StoreRoots(cfg.Stores)
 	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Assessor = budgetAssessor(eng, pv)
+	if err := f.storeInstr.check(cfg.Stores); err != nil {
+		return cfg, err
+	}
 	if f.worker {
-		cfg.Handler = jobHandler(eng, pv, svc.prepared)
+		cfg.Handler = refuseInstructions(f.storeInstr, cfg.Logger, jobHandler(eng, pv, svc.prepared))
 		cfg.Bridger = bridger(eng, pv)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
@@ -499,7 +511,9 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 			if svc == nil || svc.Conn() == nil {
 				return nil, errors.New("the service is starting")
 			}
-			return pipeline.OpenFleetView(ctx, svc.Conn(), pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+			// The service's own account (the embedded server's, or --setup's with the
+			// account's admin key): every store of it.
+			return pipeline.OpenFleetView(ctx, []pipeline.FleetAccount{{Conn: svc.Conn()}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: dirs, Name: "compactor run", Logger: log,
 	})

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -10,8 +11,6 @@ import (
 	"strings"
 	"text/tabwriter"
 	"time"
-
-	"github.com/nats-io/nats.go"
 
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -31,12 +30,18 @@ same job versions (a job of a version only some of them understand waits for tho
 docs/upgrading.md). Reading the queues is the operator's (or the admin's) right; with
 other credentials status shows the workers and says what it could not read.
 
+Each host of a fleet has a NATS account of its own: with an account's operator's key,
+status shows every store of that account; with a store's worker or agent key, that store's
+(--store); with --credentials DIR (compactor auth's), every account's, each with its
+operator's key. A key that may not read them is said at once ("not permitted").
+
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
 Examples:
   compactor status
-  compactor status --nats-url nats://nats.internal:4222 --creds /etc/compactor/nats.creds --json`
+  compactor status --nats-url nats://nats.internal:4222 --credentials /etc/nats/compactor
+  compactor status --nats-url nats://nats.internal:4222 --nkey agent-hostA.nk --store hostA --json`
 
 // statusReport is what status prints with --json.
 type statusReport struct {
@@ -46,6 +51,7 @@ type statusReport struct {
 
 type storeStatus struct {
 	Store   string                `json:"store"`
+	Account string                `json:"account,omitempty"`
 	Workers []pipeline.WorkerBeat `json:"workers"`
 	// Queue, Running and Paused: what the operator's view reads (absent when it could not).
 	Queue   *pipeline.StoreQueue  `json:"queue,omitempty"`
@@ -59,7 +65,8 @@ func runStatus(ctx context.Context, env *Env) error {
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
-	store := fs.String("store", "", "only this store's workers")
+	store := fs.String("store", "", "only this store's workers (with a store's worker or agent credentials: its own)")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): every account's workers (or those of --store), with each operator's seed")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
@@ -71,16 +78,19 @@ func runStatus(ctx context.Context, env *Env) error {
 	if len(pos) > 0 {
 		return usageErrorf("unexpected argument %q", pos[0])
 	}
-	// Reading every store's queue is the operator's (docs/security.md): status replies to
-	// the operator's inbox unless --inbox-prefix says otherwise.
-	nc, err := ops.operatorConn(n, "status")
-	if err != nil {
-		return err
+	var stores []string
+	if *store != "" {
+		stores = append(stores, *store)
 	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	rep, err := readStatus(rctx, nc, *store)
+	ncfg := ops.clientNATS(n)
+	ncfg.Name = "compactor status"
+	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
+	if *credentials != "" {
+		if accounts, err = fleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+			return err
+		}
+	}
+	rep, err := readStatus(ctx, accounts, *store)
 	if err != nil {
 		return err
 	}
@@ -93,18 +103,48 @@ func runStatus(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// readStatus reads the fleet through the operator's view; with credentials that may not
-// read the queues, the workers alone, with a warning.
-func readStatus(ctx context.Context, nc *nats.Conn, store string) (statusReport, error) {
-	v, verr := pipeline.OpenFleetView(ctx, nc, pipeline.FleetViewOptions{})
+// readStatus reads the accounts through the operator's view of them (their queues, running
+// jobs and pauses). Without --credentials the one account the NATS flags reach is read as
+// the operator; when those credentials are not the operator's, the workers alone are read
+// with them (a store's worker or agent key, for its store), with a warning.
+func readStatus(ctx context.Context, accounts []fleetAccount, store string) (statusReport, error) {
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var conns []pipeline.FleetAccount
+	defer func() {
+		for _, c := range conns {
+			c.Conn.Close()
+		}
+	}()
+	for _, a := range accounts {
+		c := a.NATS
+		if c.Role == "" && c.InboxPrefix == "" {
+			c.Role = pipeline.RoleOperator
+		}
+		nc, err := c.Connect()
+		if err != nil {
+			return statusReport{}, accountErr(a.Account, err)
+		}
+		conns = append(conns, pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
+	}
+	if len(accounts) == 1 && accounts[0].Account == "" {
+		// One account: every store its records name (with --store, that one).
+		conns[0].Stores = nil
+	}
+	v, verr := pipeline.OpenFleetView(vctx, conns, pipeline.FleetViewOptions{})
 	if verr != nil {
-		beats, err := pipeline.Workers(ctx, nc)
+		var pe *pipeline.PermissionError
+		if len(accounts) > 1 || accounts[0].Account != "" || !errors.As(verr, &pe) {
+			return statusReport{}, verr
+		}
+		// Not the operator's credentials: the workers, as the role they are.
+		beats, foreign, err := accountWorkers(ctx, accounts[0].NATS, accounts[0].Stores)
 		if err != nil {
 			return statusReport{}, err
 		}
 		rep := statusOf(beats, store)
-		rep.Warnings = append(rep.Warnings, "queues, running jobs and pauses not read: "+verr.Error())
-		return rep, nil
+		rep.Warnings = append(rep.Warnings, "queues, running jobs and pauses not read: they are the operator's to read ("+verr.Error()+")")
+		return withForeign(rep, foreign), nil
 	}
 	defer v.Close()
 	snap := v.Snapshot()
@@ -114,15 +154,15 @@ func readStatus(ctx context.Context, nc *nats.Conn, store string) (statusReport,
 	}
 	rep := statusOf(beats, store)
 	// Every store set up is listed, with or without workers.
-	var stores []storeStatus
+	var out []storeStatus
 	for _, st := range snap.Stores {
 		if store != "" && st.Store != store {
 			continue
 		}
-		ss := storeStatus{Store: st.Store, Workers: st.Workers, Running: st.Running, Paused: st.Paused}
+		ss := storeStatus{Store: st.Store, Account: st.Account, Workers: st.Workers, Running: st.Running, Paused: st.Paused}
 		q := st.Queue
 		ss.Queue = &q
-		stores = append(stores, ss)
+		out = append(out, ss)
 		if len(st.Workers) == 0 {
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: no worker has reported in the last 30s", st.Store))
 		}
@@ -130,11 +170,84 @@ func readStatus(ctx context.Context, nc *nats.Conn, store string) (statusReport,
 			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: %s", st.Store, q.Err))
 		}
 	}
-	if stores == nil {
-		stores = []storeStatus{}
+	if out == nil {
+		out = []storeStatus{}
 	}
-	rep.Stores = stores
-	return rep, nil
+	rep.Stores = out
+	leftOut := 0
+	for _, a := range snap.Accounts {
+		leftOut += int(a.LeftOut)
+		if a.Err != "" {
+			rep.Warnings = append(rep.Warnings, accountErr(a.Name, errors.New(a.Err)).Error())
+		}
+	}
+	return withForeign(rep, leftOut), nil
+}
+
+// withForeign says how many records were left out.
+func withForeign(rep statusReport, n int) statusReport {
+	if n > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s left out: they name another store, worker or session than their key or subject, or a store of another account (docs/security.md, \"Records are trusted only within their store\")",
+			plural(n, "record", "records")))
+	}
+	return rep
+}
+
+// accountErr names the account of an error (none: the one the NATS flags reach).
+func accountErr(account string, err error) error {
+	if account == "" {
+		return err
+	}
+	return fmt.Errorf("account %s: %w", account, err)
+}
+
+// accountWorkers reads the workers of stores (none: every store) in one account. One
+// batched read of the workers' keys (the operator's, or a store's worker's or agent's for
+// its own stores); a refusal ends it at once, naming who may. A user's replies come to its
+// role's inbox, which the credentials alone do not tell: without --inbox-prefix the
+// operator's is tried, then (with --store) the store's worker's and agent's, each refusal
+// at once.
+func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	candidates := []pipeline.NATSConfig{ncfg}
+	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
+		candidates = nil
+		for _, role := range []pipeline.Role{pipeline.RoleOperator, pipeline.RoleWorker, pipeline.RoleAgent} {
+			if role.PerStore() && len(stores) == 0 {
+				continue
+			}
+			c := ncfg
+			c.Role = role
+			if role.PerStore() {
+				c.Stores = stores
+			}
+			candidates = append(candidates, c)
+		}
+	}
+	var lastErr error
+	for _, c := range candidates {
+		beats, foreign, err := workersAs(ctx, c, stores)
+		var pe *pipeline.PermissionError
+		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
+			lastErr = err // not this role's inbox: the next
+			continue
+		}
+		return beats, foreign, err
+	}
+	if len(stores) == 0 {
+		return nil, 0, fmt.Errorf("%w (with a store's worker or agent credentials, give --store: the store whose workers to show)", lastErr)
+	}
+	return nil, 0, lastErr
+}
+
+func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pipeline.Workers(rctx, nc, stores...)
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
@@ -241,6 +354,9 @@ func writeStatus(w io.Writer, rep statusReport, now time.Time) {
 	}
 	for _, st := range rep.Stores {
 		head := fmt.Sprintf("store %s: %s", st.Store, plural(len(st.Workers), "worker", "workers"))
+		if st.Account != "" {
+			head += " (account " + st.Account + ")"
+		}
 		if q := st.Queue; q != nil {
 			head += fmt.Sprintf("; %d queued, %d in flight, %d dead letters", q.Pending, q.InFlight, q.DeadLetters)
 			if !q.Oldest.IsZero() {

@@ -141,7 +141,13 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, sessionio.ErrNotV3), errors.Is(err, sessionio.ErrNoAssistant), errors.Is(err, sessionio.ErrAlreadyCompacted):
 		return pipeline.Skip(err.Error())
+	case errors.Is(err, sessionio.ErrUnsafeFile):
+		// A symlink, an escape from the store's root or a hard link appeared where the job's
+		// file was: nothing was written, and trying again would meet the same trap.
+		return pipeline.Permanent(err)
 	case errors.Is(err, sessionio.ErrChanged):
+		// (sessionio.ErrReplaced is one too: the file read was replaced or deleted meanwhile;
+		// the new one is planned afresh by a later job.)
 		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
 		// requester asking again). Decided on the error's identity; the text is for people.
 		return pipeline.SkipBusy("busy: " + err.Error())

@@ -26,7 +26,7 @@ func TestAssessTailMatchesFullRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		src, err := eng.load(file, eng.Settings) // the full read
+		src, err := eng.load(sessionio.Named(file), eng.Settings) // the full read
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -20,14 +21,14 @@ func BenchmarkPlan08Large(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := eng.load(file, eng.Settings); err != nil { // vocabulary loaded, cache warmed
+			if _, err := eng.load(sessionio.Named(file), eng.Settings); err != nil { // vocabulary loaded, cache warmed
 				b.Fatal(err)
 			}
 			for b.Loop() {
 				if mode == "cold" {
 					eng.Cache = tokenize.NewCache(0)
 				}
-				src, err := eng.load(file, eng.Settings)
+				src, err := eng.load(sessionio.Named(file), eng.Settings)
 				if err != nil {
 					b.Fatal(err)
 				}

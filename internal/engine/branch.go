@@ -40,7 +40,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if req.DryRun {
 		return j.end(outcome.DryRun), nil
 	}
-	if err := sessionio.CheckWritable(req.File); err != nil {
+	if err := j.file.CheckWritable(); err != nil {
 		return nil, err
 	}
 	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions, Dialect: d})
@@ -56,7 +56,7 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		// Pi 1.x records the leaf that was left as fromId, and the summary's usage.
 		nb.FromID, nb.Usage = b.from, summaryUsage(out)
 	}
-	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(j.src.Session), nb)
+	ap, err := j.file.AppendBranchSummary(ctx, sessionio.ExpectOf(j.src.Session), nb)
 	if errors.Is(err, sessionio.ErrChanged) {
 		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
 		// meanwhile is still on the branch being left, and its next entry would leave the

@@ -62,7 +62,11 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if prep == nil || prep.V != PreparedVersion {
 		return nil, &StaleError{Reason: "no preparation of this version"}
 	}
-	src, err := Load(req.File, Settings{Pi: set(req.Pi, e.Settings.Pi), Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID})
+	file, err := e.file(req.File)
+	if err != nil {
+		return nil, err
+	}
+	src, err := Load(req.File, Settings{Pi: set(req.Pi, e.Settings.Pi), Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID, File: file})
 	if err != nil {
 		return nil, err
 	}

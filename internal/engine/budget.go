@@ -37,7 +37,11 @@ func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) 
 func (e *Engine) CheckBudgetAs(ctx context.Context, file, pi string) (*Budget, error) {
 	s := e.Settings
 	s.Pi = set(pi, s.Pi)
-	src, err := Load(file, s, LoadOptions{Cache: e.Cache, Read: ReadBudget})
+	f, err := e.file(file)
+	if err != nil {
+		return nil, err
+	}
+	src, err := Load(file, s, LoadOptions{Cache: e.Cache, Read: ReadBudget, File: f})
 	if err != nil {
 		return nil, err
 	}

@@ -30,7 +30,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		return j.end(outcome.DryRun), nil
 	}
 	// Pay for a summary only if it can be written.
-	if err := sessionio.CheckWritable(req.File); err != nil {
+	if err := j.file.CheckWritable(); err != nil {
 		return nil, err
 	}
 	prev := ""
@@ -66,7 +66,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if res.TokensAfter >= p.TokensBefore {
 			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
 		}
-		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(j.src.Session), nc)
+		ap, err := j.file.AppendCompaction(ctx, sessionio.ExpectOf(j.src.Session), nc)
 		if err == nil {
 			res.EntryID, res.ParentID = ap.ID, ap.ParentID
 			return j.appended(ap), nil
@@ -119,7 +119,7 @@ const maxSalvage = 3
 // counted again on the new path. Otherwise why says why not, and cause how the session
 // is busy.
 func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan, cause BusyCause, why string, _ error) {
-	src, err := e.load(j.req.File, j.cfg)
+	src, err := e.load(j.file, j.cfg)
 	if err != nil {
 		return nil, nil, "", "", err
 	}

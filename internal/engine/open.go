@@ -2,18 +2,21 @@ package engine
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
 // The opening. Every job (Compact, BranchSummary, Prepare) starts in open, which does in
 // one order what decides whether the job goes on, before anything costs a summary:
 //
+//  0. its custom instructions, bounded (summarize.CheckInstructions);
 //  1. its settings: the engine's with the request's laid over them (Settings);
 //  2. one read of the file (Load): the path, the model, the counter;
 //  3. the result that names the session and its model (Result, with the job's kind);
@@ -65,7 +68,8 @@ var (
 type job struct {
 	kind  jobKind
 	req   Request
-	cfg   Settings // the engine's settings with the request's over them
+	cfg   Settings        // the engine's settings with the request's over them
+	file  *sessionio.File // the session file: every read and the append go through it
 	src   *Source
 	res   *Result
 	start time.Time
@@ -77,15 +81,24 @@ type job struct {
 // go on.
 func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, error)) (*job, *Result, error) {
 	start := time.Now()
+	// Custom instructions are data quoted into the prompt (summarize.CheckInstructions);
+	// what cannot be quoted safely is refused before anything is read or paid for.
+	if err := summarize.CheckInstructions(req.Instructions); err != nil {
+		return nil, nil, &InputError{Err: fmt.Errorf("instructions: %w", err)}
+	}
 	cfg := e.settings(req)
 	if kind.counter != "" {
 		cfg.Counter = kind.counter
 	}
-	src, err := e.load(req.File, cfg)
+	file, err := e.file(req.File)
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &job{kind: kind, req: req, cfg: cfg, src: src, start: start,
+	src, err := e.load(file, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	j := &job{kind: kind, req: req, cfg: cfg, file: file, src: src, start: start,
 		res: &Result{Kind: kind.name, File: req.File, SessionID: src.Session.Header.ID, Model: src.Model.ModelID,
 			ModelKnown: src.Model.Known, ContextWindow: src.Model.ContextWindow, Counter: src.Counter.Name()}}
 	if v := src.Session.Version(); v != 3 {
@@ -155,8 +168,31 @@ func (e *Engine) settings(req Request) Settings { return req.Settings.over(e.Set
 // model_change or assistant message on the path) sets the window and the encoding
 // (configs.Resolve). An unknown model gets the catalog's default, and the result says so
 // (modelKnown false); results name the model by the id the session uses.
-func (e *Engine) load(file string, s Settings) (*Source, error) {
-	return Load(file, s, LoadOptions{Cache: e.Cache})
+func (e *Engine) load(file *sessionio.File, s Settings) (*Source, error) {
+	return Load(file.Name(), s, LoadOptions{Cache: e.Cache, File: file})
+}
+
+// file is the session file at name as the engine opens it: beneath the root that holds
+// it when the engine has roots (the deepest: a store inside another is its own), by name
+// without roots. With roots, a name under none of them is refused.
+func (e *Engine) file(name string) (*sessionio.File, error) {
+	if len(e.Roots) == 0 {
+		return sessionio.Named(name), nil
+	}
+	best, rel := "", ""
+	for _, root := range e.Roots {
+		r, err := filepath.Rel(root, name)
+		if err != nil || !filepath.IsAbs(name) || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			continue
+		}
+		if len(root) > len(best) {
+			best, rel = root, r
+		}
+	}
+	if best == "" {
+		return nil, &sessionio.FileError{File: name, Err: fmt.Errorf("%w: not inside any store's root (%s)", sessionio.ErrUnsafeFile, strings.Join(e.Roots, ", "))}
+	}
+	return sessionio.Beneath(best, rel), nil
 }
 
 // end ends the job with o.

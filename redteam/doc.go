@@ -1,0 +1,53 @@
+// Package redteam is compactor's red-team suite (`make redteam`; docs/security.md, "The
+// red-team suite"): a real nats-server started from the configuration `compactor auth`
+// prints for stores hostA and hostB, each store's account set up by its admin's `compactor
+// setup`, a real `compactor run` of each store (its worker's key, the OpenAI summarizer
+// on a fake model of its own), and then every attack of the cases, each with hostA's keys
+// only: its worker's, its agent's and, where it matters, its operator's.
+//
+// For each case and role the runner waits until hostB is quiet, takes a snapshot of
+// everything of hostB's (every message of its streams and buckets but its workers' beats,
+// which its own worker rewrites every 10 s; its streams' configurations and consumers; its
+// session files, byte for byte; its worker's count of foreign records), runs the attack,
+// takes the snapshot again and compares: any difference is a hostB-visible effect. Then,
+// with whatever the attack left running (a flood, a full stream), it times hostB's own
+// flows once: a preparation asked for and read back, bridged to a later cut, deleted once
+// the hook reports; an enqueue --wait; a sweep; each against the same flows timed before
+// any attack (the median of three rounds). The figures are printed at the end: the
+// effects (0 is the only passing count), and each flow's ratio to its baseline (within 2x
+// passes; a flow faster than redteamFloor counts as redteamFloor, so that a few
+// milliseconds of a loaded machine do not make a ratio).
+//
+// # Adding a case
+//
+// A case is a Case value given to register, in a file of this package by topic
+// (cases_*_test.go), for instance:
+//
+//	func init() {
+//		register(Case{
+//			Name:  "a rollup of every key of the prepared values",
+//			Roles: []pipeline.Role{pipeline.RoleWorker},
+//			Attack: func(ctx context.Context, a *Attacker) (stop func(), err error) {
+//				_, err = a.Publish(ctx, "$KV.COMPACTOR_PREPARED.hostA.x", Header{"Nats-Rollup": "all"}, nil)
+//				return nil, a.Refused(err, "a rollup") // refused: nil; taken: an error saying so
+//			},
+//		})
+//	}
+//
+// Attack runs with an Attacker: hostA's connection of the case's role (its inbox, its
+// refusals said at once), hostA's store directory and the names of hostB's subjects and
+// keys (a.B.*). It returns an error when the attack learned or did what it must not (it
+// read something of hostB's, or an operation that must be refused was taken); what the
+// attack does to hostB's state is the runner's to find. stop, when not nil, is called
+// after hostB's flows were timed: a flood or a held resource lasts until then. Helpers of
+// the Attacker: Publish (a JetStream publish with headers), Request (a request with any
+// reply subject), Subscribe, CLI (a compactor command with the role's key), Refused (nil
+// for a permission refusal or a JetStream error, else an error).
+//
+// The cases of the files' race (a symlink swapped during a summary, a hard link) and of
+// instructions are added the same way (cases_files_test.go): FileSystem gives hostA's root
+// and a way to hold hostA's summary in flight (a.HoldSummary), and the runner already
+// compares every session file of hostB's byte for byte.
+//
+// The tests carry the build tag redteam: `make test` does not run them.
+package redteam
