@@ -12,6 +12,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -208,7 +209,7 @@ func (c *Console) renderLogin(w http.ResponseWriter, r *http.Request, status int
 	_ = c.tmpl.ExecuteTemplate(&doc, "layout", p)
 	w.Header().Set("Content-Type", "text/html; charset=utf-8")
 	w.WriteHeader(status)
-	_, _ = w.Write([]byte(doc.String()))
+	_, _ = w.Write(visible.HTML([]byte(doc.String())))
 }
 
 func safeNext(next string) string {

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -82,7 +83,7 @@ func (c *Console) page(name string, data dataFunc) http.HandlerFunc {
 		}
 		w.Header().Set("Content-Type", "text/html; charset=utf-8")
 		if r.Header.Get("X-Console-Partial") != "" {
-			_, _ = w.Write(main.Bytes())
+			_, _ = w.Write(visible.HTML(main.Bytes()))
 			return
 		}
 		p.Main = template.HTML(main.String()) //nolint:gosec // rendered by html/template above
@@ -92,7 +93,7 @@ func (c *Console) page(name string, data dataFunc) http.HandlerFunc {
 			http.Error(w, "render failed", http.StatusInternalServerError)
 			return
 		}
-		_, _ = w.Write(doc.Bytes())
+		_, _ = w.Write(visible.HTML(doc.Bytes()))
 	}
 }
 
@@ -121,13 +122,13 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, who caller, err e
 	var main bytes.Buffer
 	_ = c.tmpl.ExecuteTemplate(&main, "error", p)
 	if r.Header.Get("X-Console-Partial") != "" {
-		_, _ = w.Write(main.Bytes())
+		_, _ = w.Write(visible.HTML(main.Bytes()))
 		return
 	}
 	p.Main = template.HTML(main.String()) //nolint:gosec // rendered by html/template
 	var doc bytes.Buffer
 	_ = c.tmpl.ExecuteTemplate(&doc, "layout", p)
-	_, _ = w.Write(doc.Bytes())
+	_, _ = w.Write(visible.HTML(doc.Bytes()))
 }
 
 // FleetPage is the fleet page's data (and /api/fleet's).

@@ -18,6 +18,7 @@ import (
 	"time"
 
 	"github.com/chromedp/cdproto/network"
+	"github.com/chromedp/cdproto/page"
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 
@@ -400,6 +401,60 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.mu.Lock()
 		b.requests = b.requests[:before] // the other site's own requests are the test's, not the console's
 		b.mu.Unlock()
+	})
+
+	t.Run("records carrying markup are rendered inert", func(t *testing.T) {
+		// What ran in the page: any alert (the forged markup's), any blocked script or
+		// handler (the Content-Security-Policy's reports), recorded from before each load.
+		if _, err := chromedp.Call(b.ctx, page.AddScriptToEvaluateOnNewDocument, page.AddScriptToEvaluateOnNewDocumentParams{Source: `
+			window.__ran = []; window.__blocked = [];
+			for (const f of ['alert', 'confirm', 'prompt']) { window[f] = (m) => { window.__ran.push(f + ':' + m); }; }
+			document.addEventListener('securitypolicyviolation', (e) => { window.__blocked.push(e.violatedDirective + ' ' + e.blockedURI); });`}); err != nil {
+			t.Fatal(err)
+		}
+		b.run(t, chromedp.Navigate(f.console+"/zero-wait"), chromedp.WaitVisible(chromedp.ID(`hook-totals`))) // the hooks are followed from now
+		fg := forgeRecords(t, f, true)
+		before := len(b.sent())
+		pages := []string{"/", "/store/b", "/session?store=b&id=" + url.QueryEscape(fg.session), "/zero-wait", "/charts?store=b",
+			fmt.Sprintf("/deadletter?store=b&seq=%d", fg.dlSeq)}
+		for _, p := range pages {
+			b.run(t, chromedp.Navigate(f.console+p), chromedp.WaitVisible(chromedp.CSS(`main`)))
+			b.waitJS(t, p+" showing the forged text", `document.querySelector('main').textContent.includes('<img src=x onerror=alert(1)><script>alert(2)</script>')`)
+			// Once as loaded, once after a live refresh (the server's partial, put in place by
+			// the script through its Trusted Types policy).
+			for _, when := range []string{"loaded", "refreshed"} {
+				if when == "refreshed" {
+					b.waitJS(t, p+" refreshed", `document.documentElement.dataset.refreshed !== undefined`)
+				}
+				got := eval[map[string]any](t, b, `(() => {
+					const m = document.querySelector('main');
+					return {
+						elements: m.querySelectorAll('img, iframe, object, embed, script, svg:not(.chart)').length,
+						handlers: [...m.querySelectorAll('*')].filter(e => [...e.attributes].some(a => a.name.startsWith('on') || a.name === 'srcdoc')).length,
+						jsLinks: [...m.querySelectorAll('[href], [src], [action]')].filter(e => /^\s*javascript:/i.test(e.getAttribute('href') || e.getAttribute('src') || e.getAttribute('action') || '')).length,
+						raw: /[\u0000-\u0008\u000b\u000c\u000e-\u001f\u007f-\u009f\u200b-\u200f\u202a-\u202e\u2066-\u2069\ufeff]/.test(m.innerText + m.innerHTML),
+						escaped: m.textContent.includes('\\x1b[31m\\u202eRTL'),
+						ran: window.__ran.length, blocked: window.__blocked.join('; '),
+					}; })()`)
+				if got["elements"].(float64) != 0 || got["handlers"].(float64) != 0 || got["jsLinks"].(float64) != 0 || got["raw"].(bool) || !got["escaped"].(bool) ||
+					got["ran"].(float64) != 0 || got["blocked"].(string) != "" {
+					t.Errorf("%s (%s): the forged records are not inert: %v", p, when, got)
+				}
+				if when == "loaded" {
+					eval[bool](t, b, `delete document.documentElement.dataset.refreshed; true`)
+				}
+			}
+		}
+		// The policy holds: a script may not write markup but through the console's policy.
+		if got := eval[string](t, b, `(() => { try { document.body.insertAdjacentHTML('beforeend', '<b>x</b>'); return 'written'; } catch (e) { return e.name; } })()`); got != "TypeError" {
+			t.Errorf("a string written as markup: %s, want Trusted Types' TypeError", got)
+		}
+		for _, r := range b.sent()[before:] {
+			_, u, _ := strings.Cut(r, " ")
+			if strings.HasSuffix(u, "/x") || strings.Contains(u, "evil") || strings.HasPrefix(u, "javascript:") {
+				t.Errorf("the forged markup made the browser ask for %s", u)
+			}
+		}
 	})
 
 	t.Run("no request leaves the origin", func(t *testing.T) {

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -162,7 +163,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	case action == "purge":
 		n, err := q.Delete(ctx, recs)
 		if f.asJSON {
-			_ = json.NewEncoder(env.Stdout).Encode(map[string]int{"purged": n})
+			_ = json.NewEncoder(jsonOut(env.Stdout)).Encode(map[string]int{"purged": n})
 		} else {
 			fmt.Fprintf(env.Stdout, "purged %d dead letters\n", n)
 		}
@@ -241,7 +242,7 @@ func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) st
 		return fmt.Sprintf("not queued: the job carries summary instructions (%s) that its publisher wrote; see them with `compactor dlq show %d`, then retry with --allow-instructions to pass them on", instructionsDigest(job.Instructions), r.Seq)
 	}
 	fmt.Fprintf(w, "dlq retry: passing summary instructions on to store %s (dead letter %d, session %s, %s), as %s\n",
-		job.Store, r.Seq, job.SessionID, instructionsDigest(job.Instructions), operatorIdentity(f.account))
+		visible.Line(job.Store), r.Seq, visible.Line(job.SessionID), instructionsDigest(job.Instructions), operatorIdentity(f.account))
 	return ""
 }
 
@@ -250,7 +251,7 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 		if recs == nil {
 			recs = []pipeline.DeadLetterRecord{}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}
@@ -261,13 +262,16 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tAGE\tSTORE\tSESSION\tKIND\tDELIVERIES\tPATH\tREASON")
 	now := time.Now()
+	// Every text but the sequence and the age is what the store's worker wrote (or any
+	// holder of its key): escaped (visible.Line), as in every command that prints records.
+	v := visible.Line
 	for _, r := range recs {
 		reason := r.Reason
 		if r.Foreign != "" {
 			reason = "REFUSED: " + r.Foreign
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), r.Store, clip(r.SessionID, 36), orDash(r.Kind),
-			r.Deliveries, clip(orDash(r.Path), 60), clip(reason, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), v(r.Store), v(clip(r.SessionID, 36)), v(orDash(r.Kind)),
+			r.Deliveries, v(clip(orDash(r.Path), 60)), v(clip(reason, 80)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -284,20 +288,21 @@ func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool)
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
+		v := visible.Line
 		fmt.Fprintf(w, "dead letter %d (%s ago, %s)\n", r.Seq, age(time.Since(r.At)), r.At.Local().Format(time.RFC3339))
-		fmt.Fprintf(w, "  store:      %s\n  session:    %s\n  path:       %s\n  kind:       %s\n", r.Store, r.SessionID, orDash(r.Path), orDash(r.Kind))
-		fmt.Fprintf(w, "  job seq:    %d (%d deliveries, last worker %s)\n", r.JobSeq, r.Deliveries, orDash(r.Worker))
-		fmt.Fprintf(w, "  reason:     %s\n", r.Reason)
+		fmt.Fprintf(w, "  store:      %s\n  session:    %s\n  path:       %s\n  kind:       %s\n", v(r.Store), v(r.SessionID), v(orDash(r.Path)), v(orDash(r.Kind)))
+		fmt.Fprintf(w, "  job seq:    %d (%d deliveries, last worker %s)\n", r.JobSeq, r.Deliveries, v(orDash(r.Worker)))
+		fmt.Fprintf(w, "  reason:     %s\n", v(r.Reason))
 		if r.Error != "" && r.Error != r.Reason {
-			fmt.Fprintf(w, "  error:      %s\n", r.Error)
+			fmt.Fprintf(w, "  error:      %s\n", v(r.Error))
 		}
 		if r.Foreign != "" {
-			fmt.Fprintf(w, "  refused:    %s\n", r.Foreign)
+			fmt.Fprintf(w, "  refused:    %s\n", v(r.Foreign))
 		}
 		if len(r.Job) > 0 {
-			fmt.Fprintf(w, "  job:        %s\n", string(r.Job))
+			fmt.Fprintf(w, "  job:        %s\n", v(string(r.Job)))
 		} else {
-			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", r.JobText)
+			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", v(r.JobText))
 		}
 	}
 	return nil
@@ -315,7 +320,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 		if results == nil {
 			results = []pipeline.RetryResult{}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(results)
 		return failed
@@ -333,7 +338,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 				detail = r.Event.Reason
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Store, clip(r.SessionID, 36), result, orDash(seqText(r.JobSeq)), clip(detail, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, visible.Line(r.Store), visible.Line(clip(r.SessionID, 36)), visible.Line(result), orDash(seqText(r.JobSeq)), visible.Line(clip(detail, 80)))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d retried, %d not queued or failed again\n", len(results)-failed, failed)

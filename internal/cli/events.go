@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -25,7 +26,9 @@ new events as they come until interrupted. --json prints one JSON event per line
 Reading the events is the operator's right (and the agent's, for its own store). Events
 are a NATS account's: the operator's key of the store's account (--nkey), or --credentials
 DIR (compactor auth's) to pick it from fleet.json. An event that names another store,
-session or job than its subject is left out, and counted. Without --nats-url, the NATS of
+session or job than its subject is left out, and counted. Fields a store's worker wrote
+are printed with their control and invisible formatting characters escaped (\x1b, \r,
+\u202e); --json prints them as they are, JSON-escaped. Without --nats-url, the NATS of
 the compactor run on --data-dir is used.
 
 Examples:
@@ -68,7 +71,7 @@ func runEvents(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer nc.Close()
-	enc := json.NewEncoder(env.Stdout)
+	enc := json.NewEncoder(jsonOut(env.Stdout))
 	count := 0
 	leftOut, err := pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
 		count++
@@ -94,28 +97,30 @@ func runEvents(ctx context.Context, env *Env) error {
 	return nil
 }
 
-// writeEvent prints an event on one line.
+// writeEvent prints an event on one line, every text a store's worker wrote escaped
+// (visible.Line).
 func writeEvent(w io.Writer, ev pipeline.Event) {
+	v := visible.Line
 	var b strings.Builder
-	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, ev.Kind, ev.SessionID, ev.Attempt, string(ev.Outcome))
+	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, v(ev.Kind), v(ev.SessionID), ev.Attempt, v(string(ev.Outcome)))
 	if ev.Reason != "" {
-		fmt.Fprintf(&b, ": %s", ev.Reason)
+		fmt.Fprintf(&b, ": %s", v(ev.Reason))
 	}
 	if ev.EntryID != "" {
-		fmt.Fprintf(&b, "  tokens %d -> %d  entry %s", ev.TokensBefore, ev.TokensAfter, ev.EntryID)
+		fmt.Fprintf(&b, "  tokens %d -> %d  entry %s", ev.TokensBefore, ev.TokensAfter, v(ev.EntryID))
 	}
 	if ev.LLMTokens > 0 {
 		fmt.Fprintf(&b, "  llm %d in (%d cached) %d out", ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens)
 		if ev.LLMModel != "" {
-			fmt.Fprintf(&b, " by %s", ev.LLMModel)
+			fmt.Fprintf(&b, " by %s", v(ev.LLMModel))
 		}
 	}
 	if ev.RetryInMs > 0 {
 		fmt.Fprintf(&b, "  retry in %s", time.Duration(ev.RetryInMs)*time.Millisecond)
 	}
-	fmt.Fprintf(&b, "  %s  %s", (time.Duration(ev.DurationMs) * time.Millisecond).String(), ev.Worker)
+	fmt.Fprintf(&b, "  %s  %s", (time.Duration(ev.DurationMs) * time.Millisecond).String(), v(ev.Worker))
 	if ev.Error != "" {
-		fmt.Fprintf(&b, "  error: %s", ev.Error)
+		fmt.Fprintf(&b, "  error: %s", v(ev.Error))
 	}
 	fmt.Fprintln(w, b.String())
 }

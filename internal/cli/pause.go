@@ -78,7 +78,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
+		enc := json.NewEncoder(jsonOut(env.Stdout))
 		enc.SetIndent("", "  ")
 		return enc.Encode(rec)
 	}

@@ -12,6 +12,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -95,7 +96,7 @@ func runStatus(ctx context.Context, env *Env) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
+		enc := json.NewEncoder(jsonOut(env.Stdout))
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
@@ -348,14 +349,18 @@ func countedList(m map[string]map[string]bool) string {
 	return strings.Join(keys, ", ")
 }
 
+// writeStatus prints the report. Every text a store's key may write (a beat's worker,
+// host and version, a running job's session and kind, a queue's kinds, a pause record's
+// reason and author, the warnings that quote them) is escaped (visible.Line).
 func writeStatus(w io.Writer, rep statusReport, now time.Time) {
+	v := visible.Line
 	if len(rep.Stores) == 0 {
 		fmt.Fprintln(w, "no worker has reported in the last 30s")
 	}
 	for _, st := range rep.Stores {
-		head := fmt.Sprintf("store %s: %s", st.Store, plural(len(st.Workers), "worker", "workers"))
+		head := fmt.Sprintf("store %s: %s", v(st.Store), plural(len(st.Workers), "worker", "workers"))
 		if st.Account != "" {
-			head += " (account " + st.Account + ")"
+			head += " (account " + v(st.Account) + ")"
 		}
 		if q := st.Queue; q != nil {
 			head += fmt.Sprintf("; %d queued, %d in flight, %d dead letters", q.Pending, q.InFlight, q.DeadLetters)
@@ -365,17 +370,17 @@ func writeStatus(w io.Writer, rep statusReport, now time.Time) {
 		}
 		fmt.Fprintln(w, head)
 		if p := st.Paused; p != nil {
-			line := fmt.Sprintf("  PAUSED since %s by %s", p.At.Local().Format(time.DateTime), p.By)
+			line := fmt.Sprintf("  PAUSED since %s by %s", p.At.Local().Format(time.DateTime), v(p.By))
 			if p.Reason != "" {
-				line += ": " + p.Reason
+				line += ": " + v(p.Reason)
 			}
-			fmt.Fprintln(w, line+" (its workers take no jobs; compactor resume "+st.Store+")")
+			fmt.Fprintln(w, line+" (its workers take no jobs; compactor resume "+v(st.Store)+")")
 		}
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		if q := st.Queue; q != nil && len(q.Kinds) > 0 {
 			fmt.Fprintln(tw, "  KIND\tJOBS\tOLDEST")
 			for _, k := range q.Kinds {
-				fmt.Fprintf(tw, "  %s\t%d\t%s\n", k.Kind, k.Jobs, now.Sub(k.Oldest).Round(time.Second))
+				fmt.Fprintf(tw, "  %s\t%d\t%s\n", v(k.Kind), k.Jobs, now.Sub(k.Oldest).Round(time.Second))
 			}
 			_ = tw.Flush()
 		}
@@ -390,20 +395,20 @@ func writeStatus(w io.Writer, rep statusReport, now time.Time) {
 				if r.Attempt > 0 {
 					attempt = strconv.Itoa(r.Attempt)
 				}
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", sess, r.Kind, r.Worker, attempt, now.Sub(r.Since).Round(time.Second))
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", v(sess), v(r.Kind), v(r.Worker), attempt, now.Sub(r.Since).Round(time.Second))
 			}
 			_ = tw.Flush()
 		}
 		if len(st.Workers) > 0 {
 			fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
 			for _, b := range st.Workers {
-				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, versionOf(b), jobVersionsText(b),
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", v(b.Worker), v(b.Host), v(versionOf(b)), jobVersionsText(b),
 					b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
 			}
 			_ = tw.Flush()
 		}
 	}
 	for _, warn := range rep.Warnings {
-		fmt.Fprintln(w, "warning:", warn)
+		fmt.Fprintln(w, "warning:", v(warn))
 	}
 }
