@@ -59,7 +59,7 @@ type FleetAccount struct {
 	// A record of the account that names another store is left out and counted: a host's
 	// keys can write anything into their own account (a relayed message included), and
 	// what they write is trusted for their own stores only. Empty: the stores the account's
-	// settings list and any its records name (one account: nothing else to confuse).
+	// settings list (the admin's record; one account: nothing else to confuse).
 	Stores []string
 }
 
@@ -87,7 +87,7 @@ type accountView struct {
 	nc      *nats.Conn
 	js      jetstream.JetStream
 	jobs    jetstream.Stream
-	trusted map[string]bool // nil: every store the account's records name
+	trusted map[string]bool // nil: the stores of the account's settings
 	dlq     *deadLetterIndex
 
 	mu       sync.RWMutex
@@ -103,8 +103,16 @@ type accountView struct {
 	leftOut uint64
 }
 
-// holds reports whether the account's records about store are trusted.
-func (a *accountView) holds(store string) bool { return a.trusted == nil || a.trusted[store] }
+// holds reports whether the account's records about store are trusted: a store of the
+// operator's list, or without one, of the account's settings.
+func (a *accountView) holds(store string) bool {
+	if a.trusted != nil {
+		return a.trusted[store]
+	}
+	a.mu.RLock()
+	defer a.mu.RUnlock()
+	return a.settings != nil && slices.Contains(a.settings.Stores, store)
+}
 
 // refuse counts a record left out.
 func (a *accountView) refuse() {
@@ -492,7 +500,7 @@ func (v *FleetView) refreshAccount(ctx context.Context, a *accountView) error {
 }
 
 // knownStores are the stores of the account: those the operator's list holds; without
-// one, the stores set up, and those a worker serves or a record names.
+// one, the stores set up in it.
 func (a *accountView) knownStores(settings *FleetSettings) []string {
 	if a.trusted != nil {
 		stores := make([]string, 0, len(a.trusted))
@@ -503,14 +511,6 @@ func (a *accountView) knownStores(settings *FleetSettings) []string {
 		return stores
 	}
 	stores := slices.Clone(settings.Stores)
-	a.mu.RLock()
-	for _, b := range a.beats {
-		stores = append(stores, b.Store)
-	}
-	for st := range a.pauses {
-		stores = append(stores, st)
-	}
-	a.mu.RUnlock()
 	slices.Sort(stores)
 	return slices.Compact(stores)
 }

@@ -2,6 +2,8 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
+	"strings"
 	"testing"
 	"time"
 )
@@ -148,5 +150,66 @@ func TestEventIndexBounded(t *testing.T) {
 	}
 	if y.Sessions() != 1 || len(y.Session("s", "gone")) != 0 {
 		t.Errorf("a session whose events all went is still held: %d sessions", y.Sessions())
+	}
+}
+
+// The fleet view trusts an account's records for its own stores only (those of the
+// operator's list, or without one, of the account's settings), and only when they name
+// the store and session of their key or subject: a beat, a lease, a pause record, an event
+// and a hook report under another store's name, or naming another than their key's, are
+// left out and counted; the view of two accounts refuses a store listed in both.
+func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	s := b.service(b.config(&fakeHandler{}))
+	b.run(s)
+	ctx := context.Background()
+	for _, list := range [][]string{nil, {"default"}} {
+		v, err := OpenFleetView(ctx, []FleetAccount{{Name: "acct", Conn: b.nc, Stores: list}}, FleetViewOptions{Events: true, Hooks: true})
+		if err != nil {
+			t.Fatal(err)
+		}
+		now := time.Now().UTC()
+		put := func(bucket, key string, v any) {
+			raw, _ := json.Marshal(v)
+			b.putRaw(bucket, key, string(raw))
+		}
+		put(BucketWorkers, "other.w1", WorkerBeat{V: 1, Worker: "w1", Store: "other", At: now})                     // a store not of the account
+		put(BucketWorkers, "default.w2", WorkerBeat{V: 1, Worker: "w2", Store: "other", At: now})                   // another store than its key's
+		put(BucketLeases, "other."+SessionToken("s1"), leaseValue{V: 1, Worker: "w1", SessionID: "s1", Since: now}) // a store not of the account
+		put(BucketLeases, "default."+SessionToken("s1"), leaseValue{V: 1, Worker: "w1", SessionID: "s2", Since: now})
+		put(BucketSettings, pauseKey("other"), PauseRecord{V: 1, Store: "other", Paused: true, At: now})
+		for subject, ev := range map[string]Event{
+			JobEventSubject("other", "s1", 5):   {V: 1, JobSeq: 5, Store: "other", SessionID: "s1", Outcome: OutcomeDone, At: now},
+			JobEventSubject("default", "s1", 5): {V: 1, JobSeq: 5, Store: "default", SessionID: "s2", Outcome: OutcomeDone, At: now},
+			JobEventSubject("default", "s1", 6): {V: 1, JobSeq: 5, Store: "default", SessionID: "s1", Outcome: OutcomeDone, At: now},
+		} {
+			raw, _ := json.Marshal(ev)
+			if _, err := b.js.Publish(ctx, subject, raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		for subject, r := range map[string]HookReport{HookSubject("other", "s1"): {V: 1, Store: "other", SessionID: "s1", Outcome: HookHit},
+			HookSubject("default", "s1"): {V: 1, Store: "default", SessionID: "s2", Outcome: HookHit}} {
+			raw, _ := json.Marshal(r)
+			if err := b.nc.Publish(subject, raw); err != nil {
+				t.Fatal(err)
+			}
+		}
+		eventually(t, 10*time.Second, "every forged record left out", func() bool { return v.Snapshot().Accounts[0].LeftOut >= 10 })
+		snap := v.Snapshot()
+		if len(snap.Stores) != 1 || snap.Stores[0].Store != "default" || len(snap.Stores[0].Workers) != 1 || len(snap.Stores[0].Running) != 0 ||
+			snap.Stores[0].Paused != nil || v.Events().Sessions() != 0 || len(v.Hooks().Recent(10)) != 0 {
+			t.Errorf("list %v: a forged record is shown: %+v; %d sessions, %d hooks", list, snap, v.Events().Sessions(), len(v.Hooks().Recent(10)))
+		}
+		v.Close()
+		for _, k := range []string{"other.w1", "default.w2", "other." + SessionToken("s1"), "default." + SessionToken("s1")} {
+			_ = openBucket(b.js, BucketWorkers).Delete(ctx, k)
+			_ = openBucket(b.js, BucketLeases).Delete(ctx, k)
+		}
+	}
+	if _, err := OpenFleetView(ctx, []FleetAccount{{Name: "a", Conn: b.nc, Stores: []string{"default"}}, {Name: "b", Conn: b.nc, Stores: []string{"default"}}},
+		FleetViewOptions{}); err == nil || !strings.Contains(err.Error(), "in two accounts") {
+		t.Errorf("a store in two accounts: %v", err)
 	}
 }

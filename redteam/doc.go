@@ -49,5 +49,13 @@
 // and a way to hold hostA's summary in flight (a.HoldSummary), and the runner already
 // compares every session file of hostB's byte for byte.
 //
+// What the operator reads (cases_operator_test.go): records that hostA's keys write with
+// terminal escapes and markup in every field, read by hostA's operator with dlq, events,
+// status and the console (nothing raw, everything shown escaped); records relayed under
+// hostB's names into hostA's own account, read by the operators' view of both accounts
+// (none shown as hostB's); pause records no store's key may write or read for another.
+//
+// REDTEAM_RUN=REGEXP runs the cases whose names match it only (while writing a case).
+//
 // The tests carry the build tag redteam: `make test` does not run them.
 package redteam
