@@ -8,8 +8,6 @@ import (
 	"strings"
 	"time"
 
-	"github.com/nats-io/nats.go"
-
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -229,14 +227,6 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 // --nats-url the local service's address and generated token.
 func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
 	return pipeline.LocalNATS(o.dataDir, n)
-}
-
-// operatorConn connects as the operator (its inbox, and its words in a refusal) to the
-// account the NATS flags reach.
-func (o *opsFlags) operatorConn(n pipeline.NATSConfig, command string, opts ...nats.Option) (*nats.Conn, error) {
-	ncfg := o.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
-	return ncfg.Connect(opts...)
 }
 
 // operatorAccount is the NATS settings of the operator of store's account: with
