@@ -11,12 +11,14 @@
 // session files, byte for byte; its worker's count of foreign records), runs the attack,
 // takes the snapshot again and compares: any difference is a hostB-visible effect. Then,
 // with whatever the attack left running (a flood, a full stream), it times hostB's own
-// flows once: a preparation asked for and read back, bridged to a later cut, deleted once
-// the hook reports; an enqueue --wait; a sweep; each against the same flows timed before
-// any attack (the median of three rounds). The figures are printed at the end: the
-// effects (0 is the only passing count), and each flow's ratio to its baseline (within 2x
-// passes; a flow faster than redteamFloor counts as redteamFloor, so that a few
-// milliseconds of a loaded machine do not make a ratio).
+// flows: a preparation asked for and read back, bridged to a later cut, deleted once the
+// hook reports; an enqueue --wait; a sweep; the median of three rounds of each against the
+// same flows timed before any attack (also the median of three rounds). A figure over 2x
+// is measured again, the attack still running, up to twice: an attack that slows hostB
+// slows every measure, a moment of a loaded machine does not last. The figures are
+// printed at the end: the effects (0 is the only passing count), and each flow's ratio to
+// its baseline (within 2x passes; a flow faster than redteamFloor counts as redteamFloor,
+// so that a few milliseconds of a loaded machine do not make a ratio).
 //
 // # Adding a case
 //
@@ -44,10 +46,14 @@
 // reply subject), Subscribe, CLI (a compactor command with the role's key), Refused (nil
 // for a permission refusal or a JetStream error, else an error).
 //
-// The cases of the files' race (a symlink swapped during a summary, a hard link) and of
-// instructions are added the same way (cases_files_test.go): FileSystem gives hostA's root
-// and a way to hold hostA's summary in flight (a.HoldSummary), and the runner already
-// compares every session file of hostB's byte for byte.
+// The cases of the files' race (cases_files_test.go: a directory or the session file
+// swapped for a symlink during a summary, hard links, a rename, a FIFO or a device) and of
+// instructions (cases_instructions_test.go) act on hostA's root (a.Root) and enqueue
+// hostA's jobs with the role's key: a.enqueueA waits for the job's final event (read with
+// hostA's admin's key: a worker's key may not read events), a.duringSummary runs an attack
+// while hostA's summary is held at its fake model (a.HoldSummary), a.ModelA is that model
+// (what it was asked), a.victim is hostB's next session file (what a redirected append
+// would write); the runner compares every session file of hostB's byte for byte.
 //
 // What the operator reads (cases_operator_test.go): records that hostA's keys write with
 // terminal escapes and markup in every field, read by hostA's operator with dlq, events,

@@ -323,20 +323,17 @@ func runCases(t *testing.T, f *fleet, cs []Case) (results []result, all []Case, 
 			res.leak = leak
 			res.effects = before.diff(f.snapshot(ctx))
 			// hostB's flows, three times under the attack: the median of each against its
-			// baseline's (a single run on a loaded machine is noise).
-			under := map[string][]time.Duration{}
-			for range flowRounds {
-				times, err := f.hostBRound(ctx)
-				for k, v := range times {
-					under[k] = append(under[k], v)
+			// baseline's (a single run on a loaded machine is noise). A flow over 2x is timed
+			// again, the attack still running, up to remeasures times: an attack that slows
+			// hostB slows every measure, a moment of a loaded machine does not last.
+			for try := 0; try <= remeasures; try++ {
+				if try > 0 {
+					t.Logf("%s: hostB's flows %v its baseline: timed again (%d of %d)", res.name, res.ratio, try, remeasures)
 				}
-				if err != nil {
-					res.flowErr = err
+				res.ratio, res.flowErr = f.timeFlows(ctx, baseline)
+				if res.flowErr != nil || !overTwice(res.ratio) {
 					break
 				}
-			}
-			for k, v := range under {
-				res.ratio[k] = float64(median(v)) / float64(max(baseline[k], redteamFloor))
 			}
 			if stop != nil {
 				stop()
@@ -352,6 +349,40 @@ func runCases(t *testing.T, f *fleet, cs []Case) (results []result, all []Case, 
 
 // flowRounds is how many times hostB's flows run for a figure (the median counts).
 const flowRounds = 3
+
+// remeasures is how many times more a figure over 2x is measured before it counts.
+const remeasures = 2
+
+// timeFlows times hostB's flows flowRounds times and returns each one's median against
+// its baseline (at least redteamFloor).
+func (f *fleet) timeFlows(ctx context.Context, baseline map[string]time.Duration) (map[string]float64, error) {
+	under := map[string][]time.Duration{}
+	var err error
+	for range flowRounds {
+		var times map[string]time.Duration
+		times, err = f.hostBRound(ctx)
+		for k, v := range times {
+			under[k] = append(under[k], v)
+		}
+		if err != nil {
+			break
+		}
+	}
+	ratio := map[string]float64{}
+	for k, v := range under {
+		ratio[k] = float64(median(v)) / float64(max(baseline[k], redteamFloor))
+	}
+	return ratio, err
+}
+
+func overTwice(ratio map[string]float64) bool {
+	for _, v := range ratio {
+		if v > 2 {
+			return true
+		}
+	}
+	return false
+}
 
 func median(v []time.Duration) time.Duration {
 	v = slices.Clone(v)

@@ -232,8 +232,13 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 // without --allow-instructions it is left (the reason is returned); with it the operator
 // passes them on, and says so on w with its identity. Instructions are a store's key's
 // text, not the operator's: replaying them is the operator's act, never a side effect of
-// a filter that selected many dead letters.
+// a filter that selected many dead letters. A dead letter whose job is another store's
+// or session's is not decided on here: Retry refuses it whatever the flag, naming both
+// stores, and nothing is passed on (nor said to be).
 func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) string {
+	if r.Foreign != "" {
+		return ""
+	}
 	job, err := pipeline.DecodeJob(r.Job)
 	if err != nil || job.Instructions == "" {
 		return "" // Retry says what is wrong with a job it cannot decode

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go/jetstream"
+
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -196,5 +198,26 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	}
 	if got.Load() != issueInjection {
 		t.Errorf("the retried job carried %q", got.Load())
+	}
+
+	// A forged dead letter of this store whose job is another store's, with instructions:
+	// refused naming both stores with the flag and without it (never "retry with
+	// --allow-instructions"), and no line says its instructions were passed on.
+	const other = "019a48fc-d300-72c8-a6b9-f316c6e7ab33"
+	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostB", Path: "s.jsonl", SessionID: other, ID: "forged",
+		Instructions: issueInjection, RequestedAt: time.Now().UTC()})
+	dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Job: job, Reason: "failed", At: time.Now().UTC()})
+	js, _ := jetstream.New(svc.Conn())
+	ack, err := js.Publish(context.Background(), pipeline.DLQSubject("default", other), dl)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, extra := range [][]string{nil, {"--allow-instructions"}} {
+		code, out, errOut := runCLI(t, append([]string{"dlq", "retry", strconv.FormatUint(ack.Sequence, 10), dd, "--json"}, extra...)...)
+		if code != ExitFailed || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0].Queued ||
+			!strings.Contains(res[0].Error, "is store default's, but its job is for store hostB") || strings.Contains(res[0].Error, "--allow-instructions") ||
+			strings.Contains(errOut, "passing summary instructions on") {
+			t.Errorf("retry %v of a dead letter holding another store's job: exit %d\n%s\n%s", extra, code, out, errOut)
+		}
 	}
 }
