@@ -154,13 +154,11 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	waitFor(b, "the fleet set up", func() bool {
-		_, err := pipeline.ReadPaused(context.Background(), nc, "b")
+	// Store b paused, once the fleet is set up (its settings list the stores).
+	waitFor(b, "the fleet set up and store b paused", func() bool {
+		_, err := pipeline.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
 		return err == nil
 	})
-	if _, err := pipeline.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench"); err != nil {
-		b.Fatal(err)
-	}
 	js, _ := jetstream.New(nc)
 	pub := func(subject string, v any) {
 		data, _ := json.Marshal(v)
