@@ -371,6 +371,19 @@ func operatorsWindow(t *testing.T, f *fleet) {
 		!strings.Contains(string(body), `"account": "compactor-hostB"`) {
 		t.Errorf("compactor console's /api/fleet: %d\n%s", resp.StatusCode, body)
 	}
+	// Its fleet page: both stores, each in its account.
+	req, _ = http.NewRequest(http.MethodGet, addr+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, h := range []string{"hostA", "hostB"} {
+		if resp.StatusCode != 200 || !strings.Contains(string(page), `<tr data-store="`+h+`">`) || !strings.Contains(string(page), "account compactor-"+h) {
+			t.Errorf("compactor console's fleet page does not show %s in its account: %d\n%s", h, resp.StatusCode, page)
+		}
+	}
 	code, metrics := httpGet(t, addr+"/metrics")
 	if code != 200 || !strings.Contains(metrics, `compactor_fleet_store_workers{store="hostA"} 1`) || !strings.Contains(metrics, `compactor_fleet_store_workers{store="hostB"} 1`) ||
 		!strings.Contains(metrics, `compactor_queue_oldest_age_seconds{store="hostB"}`) {
