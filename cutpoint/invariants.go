@@ -52,7 +52,7 @@ type checked struct {
 }
 
 func newChecked(path []*sessionio.Entry, p *Plan) *checked {
-	c := &checked{sg: newSegment(path, p.Dialect), p: p, index: make(map[string]int, len(path)), fk: -1, fkAt: -1}
+	c := &checked{sg: newSegment(path, p.Release), p: p, index: make(map[string]int, len(path)), fk: -1, fkAt: -1}
 	for i, e := range path {
 		c.index[e.ID] = i // duplicate ids cannot happen on a path (the index keeps one entry per id)
 	}
@@ -221,10 +221,10 @@ func describe(e *sessionio.Entry) string {
 }
 
 // InsideToolSpan reports whether entry index i of path lies strictly inside a tool span
-// of the range after the path's previous compaction, under dialect d: a cut there separates
+// of the range after the path's previous compaction, under release r: a cut there separates
 // a tool call from one of its results. It identifies Pi's documented breach of invariant 2.
-func InsideToolSpan(path []*sessionio.Entry, i int, d sessionio.Dialect) bool {
-	sg := newSegment(path, d)
+func InsideToolSpan(path []*sessionio.Entry, i int, r sessionio.Release) bool {
+	sg := newSegment(path, r)
 	k := sg.index(i)
 	if k < 0 {
 		return false

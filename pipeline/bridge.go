@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -183,6 +184,15 @@ func (s *Service) bridge(st Store, subject string, data []byte) BridgeReply {
 	}
 	if req.V != 1 || req.SessionID == "" || req.FirstKeptEntryID == "" {
 		return BridgeReply{V: 1, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
+	}
+	if req.PiVersion != "" {
+		r, err := sessionio.ParseRelease(req.PiVersion)
+		if err != nil {
+			return BridgeReply{V: 1, Error: "bad bridge request: piVersion: " + err.Error()}
+		}
+		if !r.Known() {
+			s.m.countPiUnknown(st.Name, r.String())
+		}
 	}
 	file, err := resolve(s.roots[st.Name], req.Path)
 	if err != nil {

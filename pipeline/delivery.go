@@ -331,6 +331,10 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
 	ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens = res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens
 	ev.LLMModel = res.LLMModel
+	if res.PiUnknown != "" {
+		ev.PiUnknown = res.PiUnknown
+		s.m.countPiUnknown(ev.Store, res.PiUnknown)
+	}
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // JobVersion is the version of the job payload this package writes, and the one its workers
@@ -100,6 +102,13 @@ func (j *Job) validate(versions []int) error {
 	if j.KeepRecentTokens < 0 {
 		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
 	}
+	if j.PiVersion != "" {
+		// Any well-formed release is accepted (an unknown one is served as --pi-unknown
+		// says); a malformed or overlong one never reaches a worker's logs or metrics.
+		if _, err := sessionio.ParseRelease(j.PiVersion); err != nil {
+			return fmt.Errorf("job: piVersion: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -110,10 +119,15 @@ func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind)
 // the job does: kind, store, path, session, leaf, target and source, force, the budget
 // condition and every override. The same request for the same state within the duplicate
 // window is stored once; a request that differs in anything (another path, --force, other
-// instructions) is a new job, never answered by an older result.
+// instructions, another Pi release) is a new job, never answered by an older result. A job
+// without piVersion keeps the id it had before piVersion counted.
 func (j *Job) MsgID() string {
-	ident, _ := json.Marshal([]any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
-		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions})
+	fields := []any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
+		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions}
+	if j.PiVersion != "" {
+		fields = append(fields, j.PiVersion)
+	}
+	ident, _ := json.Marshal(fields)
 	sum := sha256.Sum256(ident)
 	return j.Kind + ":" + SessionToken(j.SessionID) + ":" + hex.EncodeToString(sum[:12])
 }

@@ -43,6 +43,32 @@ type metrics struct {
 	// foreign counts records refused because they name another store or session than
 	// the subject or key they came on (foreign.go).
 	foreign *prometheus.CounterVec
+	// piUnknown counts jobs and bridge requests served for a Pi release compactor does not
+	// know; piSeen bounds its version label (countPiUnknown).
+	piUnknown *prometheus.CounterVec
+	piMu      sync.Mutex
+	piSeen    map[string]bool
+}
+
+// maxPiVersionLabels bounds the distinct versions compactor_pi_version_unknown_total keeps:
+// the version comes from jobs, which any tenant may send, so after this many the rest are
+// counted as "other". Versions are validated first (sessionio.ParseRelease: x.y.z, at most
+// sessionio.MaxReleaseLen characters) and normalized ("v9.9.9" and "9.9.9" are one).
+const maxPiVersionLabels = 16
+
+// countPiUnknown counts one job or bridge request served for version, which compactor does
+// not know.
+func (m *metrics) countPiUnknown(store, version string) {
+	m.piMu.Lock()
+	if !m.piSeen[version] {
+		if len(m.piSeen) >= maxPiVersionLabels {
+			version = "other"
+		} else {
+			m.piSeen[version] = true
+		}
+	}
+	m.piMu.Unlock()
+	m.piUnknown.WithLabelValues(store, version).Inc()
 }
 
 // countLLM adds an event's model usage to the token counters.
@@ -105,12 +131,17 @@ func newMetrics() *metrics {
 			Help: "Records refused because they name another store or session than the subject or key they came on, by the store of that subject or key and the kind of record (hook, bridge, prepared, beat, owner, sweep).",
 		}, []string{"store", "kind"}),
 	}
+	m.piUnknown = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "compactor_pi_version_unknown_total",
+		Help: "Jobs and bridge requests served for a Pi release compactor does not know, by store and release (at most 16 releases, then \"other\"); --pi-unknown says how they were served.",
+	}, []string{"store", "version"})
+	m.piSeen = map[string]bool{}
 	m.spendUsed, m.spendLimit = spendGauges()
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "compactor_store_paused", Help: "1 while the store is paused (compactor pause): its workers take no jobs and its queue keeps them.",
 	}, []string{"store"})
 	m.reg.MustRegister(m.jobs, m.duration, m.inFlight, m.llmTokens, m.llmInput, m.llmCached, m.llmOutput, m.deadLtrs, m.swept, m.handedBack,
-		m.spendUsed, m.spendLimit, m.paused, m.foreign,
+		m.spendUsed, m.spendLimit, m.paused, m.foreign, m.piUnknown,
 		collectors.NewGoCollector(), collectors.NewProcessCollector(collectors.ProcessCollectorOpts{}))
 	return m
 }

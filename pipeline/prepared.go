@@ -127,6 +127,7 @@ var HookReasons = []string{
 	"bridge-late",      // the bridge to Pi's cut did not answer within the deadline
 	"bridge-refused",   // the bridge answered with an error, or its value did not pass
 	"instructions",     // /compact with other custom instructions
+	"other-pi",         // made by the rules of another Pi release than the agent's (an upgrade)
 	"entries-differ",   // it summarizes other entries than Pi would
 	"too-big",          // summary and kept part would not fit under the threshold
 	"malformed",        // the value is not one compactor writes

@@ -118,7 +118,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 				if last.ID != ap.Restores[len(ap.Restores)-1] || last.Type != TypeCustom || last.CustomType != RestoreCustomType {
 					t.Fatalf("leaf %s (%s), want the last restore entry", last.ID, last.Type)
 				}
-				if got := BuildContext(path, Pi073); len(got.Messages) != 2+len(piIDs) {
+				if got := BuildContext(path, pi073); len(got.Messages) != 2+len(piIDs) {
 					t.Fatalf("context has %d messages, want the %d entries Pi wrote", len(got.Messages), 2+len(piIDs))
 				}
 			}
@@ -192,7 +192,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 	if s2.LeafID() != pi.LeafID || !slices.Equal(ids, pi.PathIDs) {
 		t.Fatalf("leaf %s path %v; Pi: leaf %s path %v", s2.LeafID(), ids, pi.LeafID, pi.PathIDs)
 	}
-	if !jsonEqual(t, rawMessages(BuildContext(path, Pi073).Messages), pi.Messages) {
+	if !jsonEqual(t, rawMessages(BuildContext(path, pi073).Messages), pi.Messages) {
 		t.Fatal("context differs from Pi's")
 	}
 	if os.Getenv("COMPACTOR_INTEROP") == "1" {

@@ -23,7 +23,7 @@ func TestRedteamInstructionsQuoted(t *testing.T) {
 	for _, req := range []Request{
 		{Task: TaskHistory, Messages: msgs, CustomInstructions: injection},
 		{Task: TaskUpdate, Messages: msgs, PreviousSummary: "## Goal\nold", CustomInstructions: injection},
-		{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Dialect: sessionio.Pi16},
+		{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Release: sessionio.Latest},
 		{Task: TaskBranch, Messages: msgs, CustomInstructions: injection},
 	} {
 		p := BuildPrompt(req)
@@ -49,7 +49,7 @@ func TestRedteamInstructionsQuoted(t *testing.T) {
 		}
 	}
 	// Pi 0.73 gives the turn prefix no instructions at all.
-	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Dialect: sessionio.Pi073}); strings.Contains(p, "focus-request") {
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Release: sessionio.MustParseRelease("0.73.1")}); strings.Contains(p, "focus-request") {
 		t.Errorf("Pi 0.73's turn prefix carries instructions")
 	}
 }
@@ -93,8 +93,8 @@ func TestInstructionsPromptCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := sessionio.BuildContext(path, sessionio.Pi16).Messages
-	tk, err := tokenize.NewFor(tokenize.CounterTiktoken, tokenize.O200KBase, sessionio.Pi16)
+	msgs := sessionio.BuildContext(path, sessionio.Latest).Messages
+	tk, err := tokenize.NewFor(tokenize.CounterTiktoken, tokenize.O200KBase, sessionio.Latest)
 	if err != nil {
 		t.Fatal(err)
 	}

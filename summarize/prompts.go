@@ -1,6 +1,10 @@
 package summarize
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/compactor-dev/compactor/sessionio"
+)
 
 // The prompt texts below are this project's own wording. Only their structure follows
 // Pi (pi-session-format.md §4.6, §5.4): the same section headings, so that a summary
@@ -170,8 +174,8 @@ const (
 // when a previous summary is carried), plus, for custom instructions, the quoted focus
 // block (quoteFocus: instructions.go); for a branch, custom instructions alone when
 // ReplaceInstructions is set (a library caller's own prompt, never a job's).
-// Pi 0.73 adds custom instructions to history and branch requests only, never to a turn
-// prefix; Pi 1.x (since 1.4.0) to the turn prefix too.
+// Pi adds custom instructions to history and branch requests, and from 1.4.0
+// (sessionio.TurnPrefixInstructions) to the turn prefix too.
 func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""
@@ -181,7 +185,7 @@ func instructions(req Request) string {
 		if update {
 			base = TurnPrefixUpdatePrompt
 		}
-		if req.CustomInstructions == "" || !req.Dialect.Or().Projects() {
+		if req.CustomInstructions == "" || !req.Release.Has(sessionio.TurnPrefixInstructions) {
 			return base
 		}
 	case TaskBranch:
@@ -209,7 +213,7 @@ func instructions(req Request) string {
 // previous summary) "<previous-summary>\n" + summary + "\n</previous-summary>\n\n", then
 // the instructions.
 func BuildPrompt(req Request) string {
-	return buildPromptText(req, SerializeConversation(req.Messages, req.Dialect))
+	return buildPromptText(req, SerializeConversation(req.Messages, req.Release))
 }
 
 func buildPromptText(req Request, conversation string) string {

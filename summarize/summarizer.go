@@ -64,9 +64,9 @@ type Request struct {
 	ReplaceInstructions bool
 	// MaxTokens is the output limit; 0 lets the summarizer choose.
 	MaxTokens int
-	// Dialect is the Pi whose serialization and prompt rules the request follows (zero: the
+	// Release is the Pi whose serialization and prompt rules the request follows (zero: the
 	// newest).
-	Dialect sessionio.Dialect
+	Release sessionio.Release
 }
 
 // Result is a summary and what it cost.
@@ -80,6 +80,9 @@ type Result struct {
 	CachedInputTokens int
 	// Calls is the number of completed model calls (more than 1 when chunked).
 	Calls int
+	// Truncated: an answer stopped at its output limit (finish_reason "length"), so the
+	// text is incomplete.
+	Truncated bool
 }
 
 // Summarizer writes the text of one summary. Implementations: *OpenAI, *Extractive.

@@ -96,6 +96,7 @@ func newEngine(env *Env, sf *summarizerFlags, ef *engineFlags, dryRun bool) (*en
 	if err := ef.check(); err != nil {
 		return nil, err
 	}
+	warnTo(env.Stderr, ef.piWarning)
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := sf.build(env.Getenv, logger, dryRun)
 	if err != nil {

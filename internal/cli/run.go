@@ -361,8 +361,11 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
+	if f.eng.piWarning != "" {
+		cfg.Logger.Warn("unknown Pi release", "pi_version", f.eng.pi.version, "warning", f.eng.piWarning)
+	}
 	eng.Roots = pipeline.StoreRoots(cfg.Stores)
-	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
+	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores, cfg.Logger)
 	if err != nil {
 		return cfg, err
 	}

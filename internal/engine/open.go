@@ -107,9 +107,9 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 	if !src.Session.HasAssistant() {
 		return nil, j.skip(kind.noAssistant), nil
 	}
-	if e := newerPi(src); e != nil {
-		return nil, j.skip(fmt.Sprintf("written by a newer Pi than this store follows: %s at line %d (entry %s) is Pi 1.x's; compactor follows Pi %s here (setting pi-version)",
-			describeNewer(e), e.Line, e.ID, src.Dialect)), nil
+	if e, what, since := newerPi(src); e != nil {
+		return nil, j.skip(fmt.Sprintf("written by a newer Pi than this store follows: %s at line %d (entry %s) comes from Pi %s or later; compactor follows Pi %s here (setting pi-version)",
+			what, e.Line, e.ID, since, src.Release)), nil
 	}
 	if resolve != nil {
 		if res, err := resolve(j); res != nil || err != nil {
@@ -129,36 +129,36 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 	return j, nil, nil
 }
 
-// newerPi returns the first entry of the session that only a Pi newer than the dialect of
-// src writes (nil when none): under Pi 0.73's rules, a context edit, a usage entry, a system
-// message or a compaction with a checkpoint or that keeps nothing. Such a file comes from an
-// agent running Pi 1.x, which reads it differently; compactor writes nothing to it under
-// 0.73's rules.
-func newerPi(src *Source) *sessionio.Entry {
-	if src.Dialect.Projects() || src.Session == nil {
-		return nil
+// newerPi returns the first entry of the session that only a Pi newer than the release of
+// src writes (nil when none), what it is, and the behaviour's first release: before 0.86
+// (SystemMessages) a usage entry, a system message or a compaction with a checkpoint; before
+// 0.87 (ContextEdits) a context edit or a compaction that keeps nothing. Such a file comes
+// from an agent running a newer Pi, which reads it differently; compactor writes nothing to
+// it under the older rules.
+func newerPi(src *Source) (*sessionio.Entry, string, sessionio.Release) {
+	r := src.Release
+	if r.Has(sessionio.ContextEdits) || src.Session == nil {
+		return nil, "", r
 	}
 	for _, e := range src.Session.Entries {
+		if !r.Has(sessionio.SystemMessages) {
+			switch {
+			case e.Type == sessionio.TypeUsage:
+				return e, "a usage entry", sessionio.SystemMessages.Since()
+			case e.IsMessage(sessionio.RoleSystem):
+				return e, "a system message", sessionio.SystemMessages.Since()
+			case e.Type == sessionio.TypeCompaction && e.SystemMessage != nil:
+				return e, "a compaction with a systemMessage checkpoint", sessionio.SystemMessages.Since()
+			}
+		}
 		switch {
-		case e.Type == sessionio.TypeContextEdit, e.Type == sessionio.TypeUsage, e.IsMessage(sessionio.RoleSystem),
-			e.Type == sessionio.TypeCompaction && (e.SystemMessage != nil || e.FirstKeptEntryID == e.ID):
-			return e
+		case e.Type == sessionio.TypeContextEdit:
+			return e, "a context_edit entry", sessionio.ContextEdits.Since()
+		case e.Type == sessionio.TypeCompaction && e.FirstKeptEntryID == e.ID:
+			return e, "a retain-none compaction", sessionio.ContextEdits.Since()
 		}
 	}
-	return nil
-}
-
-// describeNewer names what newerPi found.
-func describeNewer(e *sessionio.Entry) string {
-	switch {
-	case e.Type == sessionio.TypeCompaction && e.SystemMessage != nil:
-		return "a compaction with a systemMessage checkpoint"
-	case e.Type == sessionio.TypeCompaction:
-		return "a retain-none compaction"
-	case e.IsMessage(sessionio.RoleSystem):
-		return "a system message"
-	}
-	return "a " + e.Type + " entry"
+	return nil, "", r
 }
 
 // settings are the engine's settings with the request's laid over them.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -41,12 +42,18 @@ type Prepared struct {
 	Details            PreparedDetails `json:"details"`
 	// Estimates with Pi's chars/4 estimateTokens, as the extension checks the window with:
 	// the kept part from FirstKeptEntryID to LeafID, and the summary as Pi will wrap it.
-	KeptTokensEstimate    int              `json:"keptTokensEstimate"`
-	SummaryTokensEstimate int              `json:"summaryTokensEstimate"`
-	Policy                string           `json:"policy"`
-	Counter               string           `json:"counter"`
-	Settings              PreparedSettings `json:"settings"`
-	CustomInstructions    string           `json:"customInstructions"`
+	KeptTokensEstimate    int    `json:"keptTokensEstimate"`
+	SummaryTokensEstimate int    `json:"summaryTokensEstimate"`
+	Policy                string `json:"policy"`
+	Counter               string `json:"counter"`
+	// PiVersion is the Pi release whose rules made the preparation: the cut, and the summary
+	// request as that release would have asked for it (thinking left out or not, the output
+	// limit, ...). A preparation is built on (PrepareIncremental) or bridged only for a
+	// release with the same rules, and the extension takes it only in that Pi. Empty in
+	// values of compactor before 0.3 (taken as they are).
+	PiVersion          string           `json:"piVersion,omitempty"`
+	Settings           PreparedSettings `json:"settings"`
+	CustomInstructions string           `json:"customInstructions"`
 	// RequestedAt is when the job asked for it (the requester's clock; zero when not
 	// asked by a job): CreatedAt - RequestedAt is how long a live agent waits for a
 	// preparation, which the extension learns to ask early enough.
@@ -126,7 +133,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
-		Dialect: src.Dialect,
+		Release: src.Release,
 	}
 	if p.PreviousSummary != nil {
 		in.PreviousSummary = *p.PreviousSummary
@@ -138,7 +145,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
 		base := prev.History
 		in.BaseHistory = &base
-		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Dialect)
+		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Release)
 		leaf := prev.LeafID
 		basedOn = &leaf
 	}
@@ -154,16 +161,16 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		return nil, nil, err
 	}
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
-	est := tokenize.EstimateFor(src.Dialect)
+	est := tokenize.EstimateFor(src.Release)
 	pr := &Prepared{
 		V: PreparedVersion, SessionID: src.Session.Header.ID, LeafID: src.Path[len(src.Path)-1].ID,
 		FirstKeptEntryID: p.FirstKeptEntryID, BoundaryStartEntryID: p.BoundaryStartEntryID,
 		SummarizedEntryIDs: append(append([]string{}, p.MessagesToSummarize...), p.TurnPrefix...),
 		TokensBefore:       p.TokensBefore, Summary: out.Summary,
 		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Dialect, est),
+		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, est),
 		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
-		Policy:                p.Policy, Counter: p.Counter,
+		Policy:                p.Policy, Counter: p.Counter, PiVersion: src.Release.String(),
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
 		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
@@ -184,12 +191,20 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
 }
 
+// sameRules reports whether a preparation made by the rules of Pi release made (its
+// PiVersion) asks and cuts as r does: the same behaviours (sessionio.Release.Rules). An
+// empty or unreadable version is not the same.
+func sameRules(made string, r sessionio.Release) bool {
+	m, err := sessionio.ParseRelease(made)
+	return made != "" && err == nil && slices.Equal(m.Rules(), r.Rules())
+}
+
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
 // path index its history ends at (where the new messages start).
 func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request, historyEnd int) (int, bool) {
 	if prev == nil || prev.V != PreparedVersion || prev.SessionID != src.Session.Header.ID || prev.History == "" ||
 		prev.History == summarize.NoPriorHistory || prev.Policy != p.Policy || prev.CustomInstructions != req.Instructions ||
-		prev.BoundaryStartEntryID != p.BoundaryStartEntryID {
+		prev.BoundaryStartEntryID != p.BoundaryStartEntryID || !sameRules(prev.PiVersion, src.Release) {
 		return 0, false
 	}
 	prevComp := ""
@@ -208,11 +223,11 @@ func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request,
 }
 
 // messagesBetween returns the messages of path[from:to) as a summary reads them
-// (compaction entries excluded), under dialect d's rules: Pi 1.x reads its projection
-// (context edits applied, system messages left to the compaction's checkpoint, entries
-// outside the context left out).
-func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []*sessionio.Message {
-	gap := gapMessages(path, from, to, d)
+// (gapMessages: compaction entries excluded; from 0.87 Pi reads its projection, context
+// edits applied, system messages left to the compaction's checkpoint, entries outside the
+// context left out).
+func messagesBetween(path []*sessionio.Entry, from, to int, r sessionio.Release) []*sessionio.Message {
+	gap := gapMessages(path, from, to, r)
 	out := make([]*sessionio.Message, len(gap))
 	for i, g := range gap {
 		out[i] = g.m
@@ -220,12 +235,15 @@ func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect)
 	return out
 }
 
-// keptTokens counts the context messages from path[first] to the end with c (Pi 1.x: the
-// projection's, system messages included, as Pi's cut weighs them).
-func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpoint.Counter) int {
+// keptTokens counts the context messages from path[first] to the end with c: from 0.87
+// (ContextEdits) the projection's, system messages included, as Pi's cut weighs them; from
+// 0.80.4 (EntryMessages) what every entry puts into the context (an older compaction's
+// summary too, ResentSummary; the kept range's system messages not, SystemMessages); before,
+// the messages a summary would read.
+func keptTokens(path []*sessionio.Entry, first int, r sessionio.Release, c cutpoint.Counter) int {
 	n := 0
-	if d.Projects() {
-		for _, pe := range sessionio.Project(path, d).Entries {
+	if r.Has(sessionio.ContextEdits) {
+		for _, pe := range sessionio.Project(path, r).Entries {
 			if pe.Index >= first && pe.Entry.Type != sessionio.TypeCompaction {
 				for _, m := range pe.Messages {
 					n += c.Count(m)
@@ -234,7 +252,20 @@ func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpo
 		}
 		return n
 	}
-	for _, m := range messagesBetween(path, first, len(path), d) {
+	if r.Has(sessionio.EntryMessages) {
+		for _, e := range path[min(first, len(path)):] {
+			if e.Type == sessionio.TypeCompaction && !r.Has(sessionio.ResentSummary) {
+				continue
+			}
+			for _, m := range sessionio.MessagesOf(e, r) {
+				if !(m.Role == sessionio.RoleSystem && r.Has(sessionio.SystemMessages)) {
+					n += c.Count(m)
+				}
+			}
+		}
+		return n
+	}
+	for _, m := range messagesBetween(path, first, len(path), r) {
 		n += c.Count(m)
 	}
 	return n
