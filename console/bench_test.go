@@ -62,6 +62,15 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 			runtime.ReadMemStats(&after)
 			b.Logf("fleet view open in %s: %d events indexed (%d sessions), heap +%.1f MiB", open.Round(time.Millisecond), view.Events().Len(),
 				view.Events().Sessions(), float64(int64(after.HeapAlloc)-int64(before.HeapAlloc))/(1<<20))
+			// The fleet as meant: every event indexed, store b's 2,000 jobs queued, none worked.
+			if n := view.Events().Len(); n != size.sessions*size.perSession {
+				b.Fatalf("%d events indexed, want %d", n, size.sessions*size.perSession)
+			}
+			for _, sv := range view.Snapshot().Stores {
+				if want := map[bool]uint64{true: 2000}[sv.Store == "b" && size.sessions > 0]; sv.Queue.Pending != want {
+					b.Fatalf("store %s: %d jobs queued, want %d", sv.Store, sv.Queue.Pending, want)
+				}
+			}
 			c, err := console.New(console.Options{Open: func(context.Context) (*pipeline.FleetView, error) { return view, nil },
 				Tokens: console.Tokens{Viewer: strings.Repeat("v", 32), Operator: strings.Repeat("o", 32)}})
 			if err != nil {
@@ -137,6 +146,7 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	dirs := map[string]string{"a": b.TempDir(), "b": b.TempDir()}
 	cfg := pipeline.Config{
 		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: pipeline.NATSConfig{URL: ns.ClientURL()}, Setup: true,
+		MetricsAddr: "127.0.0.1:0",
 		Handler: pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
 			return pipeline.Result{}, pipeline.Skip("benchmark")
 		}),
@@ -154,10 +164,26 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 		b.Fatal(err)
 	}
 	defer nc.Close()
-	// Store b paused, once the fleet is set up (its settings list the stores).
+	// Store b paused, once the fleet is set up (its settings list the stores), and its
+	// worker's fetch loop holding (its gauge set as it reads the pause, before it would
+	// fetch): the 2,000 jobs published below stay queued (without this wait, a fetch loop
+	// that read "not paused" less than a second before worked 697 of them in one run).
 	waitFor(b, "the fleet set up and store b paused", func() bool {
 		_, err := pipeline.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
 		return err == nil
+	})
+	waitFor(b, "store b's worker holding its jobs", func() bool {
+		addr := svc.MetricsAddr()
+		if addr == nil {
+			return false
+		}
+		resp, err := http.Get("http://" + addr.String() + "/metrics")
+		if err != nil {
+			return false
+		}
+		defer resp.Body.Close()
+		m, _ := io.ReadAll(resp.Body)
+		return strings.Contains(string(m), `compactor_store_paused{store="b"} 1`)
 	})
 	js, _ := jetstream.New(nc)
 	pub := func(subject string, v any) {
