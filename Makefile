@@ -27,7 +27,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
+.PHONY: all build static image test test-ui bench-ui vet configref bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
 
 all: build
 
@@ -50,12 +50,13 @@ image: static
 	cp $(CA_CERTS) $(BIN)/image/ca-certificates.crt
 	$(CONTAINER) build -f deploy/Containerfile -t compactor:$(VERSION) $(BIN)/image
 
-# go vet, staticcheck (the e2e and chaos suites too: they build only with their tags) and gofmt.
+# go vet, staticcheck (the e2e, chaos and ui suites too: they build only with their tags) and gofmt.
 vet:
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./e2e/
 	$(STATICCHECK) -tags chaos ./chaos/
+	$(STATICCHECK) -tags ui ./console/
 	$(STATICCHECK) -tags redteam ./redteam/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
@@ -238,3 +239,17 @@ demo:
 
 clean:
 	rm -rf $(BIN)
+
+# The web console in a real browser (console/ui_test.go): headless Chromium (Debian's
+# chromium package; CHROMIUM=PATH for another) driven through the DevTools protocol on a
+# fleet doing real work. SCREENSHOTS=docs/images retakes the pictures docs/operations.md
+# shows. UI_COUNT=10 runs it ten times.
+UI_COUNT ?= 1
+test-ui:
+	$(GO) test -tags ui -count=$(UI_COUNT) -timeout 30m -run 'TestConsoleInBrowser' -v ./console/
+	@if [ -n "$(SCREENSHOTS)" ]; then mkdir -p $(SCREENSHOTS) && COMPACTOR_UI_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -tags ui -count=1 -timeout 10m -run 'TestConsoleInBrowser' ./console/; fi
+
+# The console's first page on a fleet of 10,000 sessions, 1,000 dead letters and 100,000
+# events, in the browser (Navigation Timing), and the server's CPU per page.
+bench-ui:
+	$(GO) test -tags ui -run '^$$' -bench 'ConsoleFirstPage' -benchtime 20x -count=1 -timeout 30m -v ./console/

@@ -134,11 +134,17 @@ func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, err
 	return &f, nil
 }
 
-// writeFleet writes the settings record (the admin's).
-func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+// settingsRecord is f as the settings record holds it: this version and layout, when and
+// by whom.
+func settingsRecord(f FleetSettings) ([]byte, error) {
 	host, _ := os.Hostname()
 	f.V, f.Layout, f.At, f.By = settingsV, Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
-	b, err := json.Marshal(f)
+	return json.Marshal(f)
+}
+
+// writeFleet writes the settings record (the admin's).
+func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+	b, err := settingsRecord(f)
 	if err != nil {
 		return err
 	}
