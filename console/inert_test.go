@@ -66,7 +66,7 @@ func forgeRecords(t testing.TB, f *fleet, pause bool) forged {
 		Job: job, Reason: xss, Error: xss, Deliveries: 1, Worker: xss, At: now})
 	put(pipeline.JobEventSubject("b", fg.session, 999999), pipeline.Event{V: 1, JobID: xss, JobSeq: 999999, Store: "b", SessionID: fg.session, Path: xss,
 		Kind: pipeline.KindCompact, Outcome: pipeline.OutcomeFailed, Reason: xss, Error: xss, Worker: xss, LLMTokens: 3, LLMInputTokens: 2,
-		LLMOutputTokens: 1, LLMModel: xss, Attempt: 1, At: now})
+		LLMOutputTokens: 1, LLMModel: xss, PiUnknown: xss, Attempt: 1, At: now})
 	put("$KV."+pipeline.BucketWorkers+".b.w-forged", pipeline.WorkerBeat{V: 1, Worker: "w-forged", Store: "b", Host: xss, Version: xss,
 		Concurrency: 1, Started: now, At: now})
 	put("$KV."+pipeline.BucketLeases+"."+pipeline.PreparedKey("b", fg.session), map[string]any{"v": 1, "worker": xss, "jobId": xss, "since": now,
@@ -155,6 +155,10 @@ func TestConsoleRendersRecordsInert(t *testing.T) {
 				t.Error(bad)
 			}
 		}
+	}
+	// The session page says which unknown Pi release a job was served for, as text.
+	if _, _, body := f.get(op, sess, ""); !strings.Contains(body, "served for unknown Pi "+xssEscaped) {
+		t.Errorf("%s: the event's unknown Pi release is not shown", sess)
 	}
 	// The API: JSON, said to be JSON, with the text as it was written.
 	for _, p := range []string{"/api/fleet", "/api/store?store=b", "/api/session?store=b&id=" + url.QueryEscape(fg.session), "/api/zero-wait",

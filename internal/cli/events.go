@@ -106,6 +106,9 @@ func writeEvent(w io.Writer, ev pipeline.Event) {
 	if ev.Reason != "" {
 		fmt.Fprintf(&b, ": %s", v(ev.Reason))
 	}
+	if ev.PiUnknown != "" {
+		fmt.Fprintf(&b, "  unknown Pi %s", v(ev.PiUnknown))
+	}
 	if ev.EntryID != "" {
 		fmt.Fprintf(&b, "  tokens %d -> %d  entry %s", ev.TokensBefore, ev.TokensAfter, v(ev.EntryID))
 	}
