@@ -290,12 +290,12 @@ func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
 	return p, cs, err
 }
 
-// live checks what the file says about a running agent (design §9, docs/live-agents.md):
-// while a turn is in progress, or a line is being written, Pi will append again from its
-// in-memory leaf and anything appended now ends on a side branch, so the request is
-// skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
-// and an incomplete last line is only warned about (Pi skips it; a newline is written
-// before the new entry). --force does not override this.
+// live checks what the file says about a running agent (docs/live-agents.md, "The rules";
+// docs/architecture.md, "Live agents"): while a turn is in progress, or a line is being
+// written, Pi will append again from its in-memory leaf and anything appended now ends on a
+// side branch, so the request is skipped. A file left like that for AbandonedAfter is taken
+// as abandoned: it is compacted, and an incomplete last line is only warned about (Pi skips
+// it; a newline is written before the new entry). --force does not override this.
 func live(src *Source, s Settings) (skip string, cause BusyCause, warnings []string) {
 	act := src.Session.ActivityOn(src.Path)
 	age := time.Since(src.ModTime)
