@@ -111,7 +111,7 @@ bench-sweep:
 	  $(GO) test -run '^$$' -bench 'BenchmarkSweep$$' -benchtime 1x -count=1 -timeout 30m ./internal/cli/
 	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.CheckBudget|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
 
-# State that stays bounded, at full size (issue 28; docs/operations.md, docs/performance.md):
+# State that stays bounded, at full size (docs/operations.md, docs/performance.md):
 # one sweep after 10,000 sessions were swept and 5,000 deleted; the memory of a `compactor
 # run` of 1 store of 100 while the other stores' records grow from 1,000 to 100,000; what
 # --nats-sync always costs an enqueue.
@@ -204,7 +204,7 @@ e2e:
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
 	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' $(if $(filter .,$(E2E_RUN)),-skip '^TestZeroWaitMatrix$$') ./e2e/
 
-# The zero-wait workload matrix (e2e/matrix_test.go, issue 26): seven workloads, each with Pi
+# The zero-wait workload matrix (e2e/matrix_test.go): seven workloads, each with Pi
 # alone and with the extension and compactor, against the Pi of PI_VERSION; the table goes to
 # docs/live-agents.md. About 35 minutes per Pi. One cell:
 # make e2e-matrix E2E_RUN=TestZeroWaitMatrix/20k-1k-fast

@@ -35,8 +35,8 @@ type jobKind struct {
 	// counter, when set, is what the job counts with, whatever the settings say.
 	counter string
 	// notV3 (with the version for %d) and noAssistant are the reasons of the skips of
-	// steps 4 and 5. Each kind has said them in its own words since it was written, and
-	// results and events carry them; they are kept word for word.
+	// steps 4 and 5, in the kind's own words: results and events carry them, so they stay
+	// as they are.
 	notV3, noAssistant string
 	// live: a turn or a write in progress skips the job (step 7). warnLiveDryRun: a dry
 	// run goes on and says so in a warning.
