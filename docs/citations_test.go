@@ -91,6 +91,9 @@ func TestNoCitationOutsideRepository(t *testing.T) {
 	var found []string
 	for name, b := range repoFiles(t) {
 		for i, line := range strings.Split(string(b), "\n") {
+			if !strings.ContainsAny(line, "§/") && !strings.Contains(line, "pi-") && !strings.Contains(line, "design") {
+				continue // none of the patterns can match: saves most of the regexp work
+			}
 			for _, o := range outside {
 				if m := o.re.FindString(line); m != "" {
 					found = append(found, fmt.Sprintf("%s:%d: %s (%q): %s", name, i+1, o.what, m, strings.TrimSpace(line)))
@@ -124,6 +127,9 @@ func TestCitedSectionsExist(t *testing.T) {
 	var bad []string
 	for name, b := range files {
 		for i, line := range strings.Split(string(b), "\n") {
+			if !strings.Contains(line, ".md") && !strings.Contains(line, "](") {
+				continue // neither a citation of a Markdown file nor a link
+			}
 			at := fmt.Sprintf("%s:%d", name, i+1)
 			for _, m := range sectionCite.FindAllStringSubmatch(line, -1) {
 				doc := resolve(name, m[1])
