@@ -264,7 +264,7 @@ func TestRedTeam(t *testing.T) {
 }
 
 // The control run: the direct get relay with both stores' users in one NATS account, as
-// every host was before issue 32 (the same permissions, this version's streams): the relay
+// in a fleet of layout 2 (the same permissions, this version's streams): the relay
 // overwrites hostB's values there, and the runner sees it. Without this, a suite that
 // cannot see a relay's effect would pass as well. (The bridge answer's relay is stopped by
 // the worker's permissions, which no longer allow responses: in one account too.)

@@ -17,8 +17,8 @@ import (
 	"syscall"
 )
 
-// Exit codes (design §8), for every command: 0 done (a skip with its reason is done), 1
-// failed, 2 bad usage, bad input or bad configuration.
+// Exit codes, for every command (docs/architecture.md, "Exit codes"): 0 done (a skip with
+// its reason is done), 1 failed, 2 bad usage, bad input or bad configuration.
 const (
 	ExitOK     = 0
 	ExitFailed = 1

@@ -31,7 +31,7 @@ import (
 )
 
 // Issue 27's "done when": a real nats-server started from the configuration `compactor
-// auth` generates (once plain, once with TLS; since issue 32 one NATS account per host),
+// auth` generates (once plain, once with TLS; one NATS account per host),
 // two hosts A and B, each account's operator. With A's
 // worker and agent credentials every attempt on B's part is refused at once with the
 // "not permitted" message, and none is allowed; A's and B's own flows pass (a sweep

@@ -26,8 +26,8 @@ const (
 	opsClient
 )
 
-// opsFlags are the settings an operator of a fleet needs (issue 11). They live apart from
-// serviceFlags so each command opts in with one line; every flag is also a --config key.
+// opsFlags are the settings an operator of a fleet needs. They live apart from serviceFlags
+// so each command opts in with one line; every flag is also a --config key.
 type opsFlags struct {
 	fs             *flag.FlagSet
 	role           opsRole
