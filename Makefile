@@ -27,7 +27,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
 
-.PHONY: all build static image test vet configref bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
+.PHONY: all build static image test test-ui bench-ui vet configref identical bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
 
 all: build
 
@@ -50,12 +50,13 @@ image: static
 	cp $(CA_CERTS) $(BIN)/image/ca-certificates.crt
 	$(CONTAINER) build -f deploy/Containerfile -t compactor:$(VERSION) $(BIN)/image
 
-# go vet, staticcheck (the e2e and chaos suites too: they build only with their tags) and gofmt.
+# go vet, staticcheck (the e2e, chaos and ui suites too: they build only with their tags) and gofmt.
 vet:
 	$(GO) vet $(PKGS)
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./e2e/
 	$(STATICCHECK) -tags chaos ./chaos/
+	$(STATICCHECK) -tags ui ./console/
 	$(STATICCHECK) -tags redteam ./redteam/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
@@ -71,6 +72,18 @@ test: vet
 # and the environment variables the code names; a test fails when it is out of date.
 configref:
 	$(GO) run ./internal/cmd/genconfigref
+
+# Every output unchanged: what compactor prints for every file of testdata/corpus (context,
+# plan and compact --dry-run, each policy and keep, Pi 0.73.1 and 1.6.0; scripts/identical) at
+# BASE and in the working tree, compared byte for byte; a difference fails. For changes that
+# must not change behaviour (restructuring, comments, docs). About a minute on 2 cores.
+BASE ?= main
+IDENTICAL_DIR ?= .compactor/identical
+identical:
+	scripts/identical $(IDENTICAL_DIR)/base $(BASE)
+	scripts/identical $(IDENTICAL_DIR)/head
+	@diff -rq $(IDENTICAL_DIR)/base $(IDENTICAL_DIR)/head || { diff -r $(IDENTICAL_DIR)/base $(IDENTICAL_DIR)/head | head -100; exit 1; }
+	@echo "identical: every output of $(BASE) unchanged in the working tree"
 
 # Benchmarks (not part of `make test`).
 bench:
@@ -99,7 +112,7 @@ bench-sweep:
 	  $(GO) test -run '^$$' -bench 'BenchmarkSweep$$' -benchtime 1x -count=1 -timeout 30m ./internal/cli/
 	$(GO) tool pprof -top -cum $(BIN)/sweep-first.pprof 2>/dev/null | grep -E 'flat%|\(\*Service\)\.Sweep|sweeper\)\.one|\(\*Engine\)\.CheckBudget|engine\.\(\*Engine\)\.load|sessionio\.ReadFile|ContextTokens|sweeper\)\.remember|publishJob|os\.Stat|runtime\.gcBgMarkWorker' | head -20
 
-# State that stays bounded, at full size (issue 28; docs/operations.md, docs/performance.md):
+# State that stays bounded, at full size (docs/operations.md, docs/performance.md):
 # one sweep after 10,000 sessions were swept and 5,000 deleted; the memory of a `compactor
 # run` of 1 store of 100 while the other stores' records grow from 1,000 to 100,000; what
 # --nats-sync always costs an enqueue.
@@ -192,7 +205,7 @@ e2e:
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
 	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' $(if $(filter .,$(E2E_RUN)),-skip '^TestZeroWaitMatrix$$') ./e2e/
 
-# The zero-wait workload matrix (e2e/matrix_test.go, issue 26): seven workloads, each with Pi
+# The zero-wait workload matrix (e2e/matrix_test.go): seven workloads, each with Pi
 # alone and with the extension and compactor, against the Pi of PI_VERSION; the table goes to
 # docs/live-agents.md. About 35 minutes per Pi. One cell:
 # make e2e-matrix E2E_RUN=TestZeroWaitMatrix/20k-1k-fast
@@ -238,3 +251,17 @@ demo:
 
 clean:
 	rm -rf $(BIN)
+
+# The web console in a real browser (console/ui_test.go): headless Chromium (Debian's
+# chromium package; CHROMIUM=PATH for another) driven through the DevTools protocol on a
+# fleet doing real work. SCREENSHOTS=docs/images retakes the pictures docs/operations.md
+# shows. UI_COUNT=10 runs it ten times.
+UI_COUNT ?= 1
+test-ui:
+	$(GO) test -tags ui -count=$(UI_COUNT) -timeout 30m -run 'TestConsoleInBrowser' -v ./console/
+	@if [ -n "$(SCREENSHOTS)" ]; then mkdir -p $(SCREENSHOTS) && COMPACTOR_UI_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -tags ui -count=1 -timeout 10m -run 'TestConsoleInBrowser' ./console/; fi
+
+# The console's first page on a fleet of 10,000 sessions, 1,000 dead letters and 100,000
+# events, in the browser (Navigation Timing), and the server's CPU per page.
+bench-ui:
+	$(GO) test -tags ui -run '^$$' -bench 'ConsoleFirstPage' -benchtime 20x -count=1 -timeout 30m -v ./console/

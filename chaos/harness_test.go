@@ -209,7 +209,7 @@ func (f *fleet) verify(t *testing.T) map[string]int {
 }
 
 // piLoad loads every given file with the real Pi (pi-load-many.mjs: Pi's SessionManager
-// through pi-oracle's library, one Node process per batch) and checks that a compacted
+// through the harness's library, one Node process per batch) and checks that a compacted
 // file's context starts with Pi's compaction summary.
 func piLoad(t *testing.T, files []string, compacted map[string]int) (loaded int) {
 	t.Helper()

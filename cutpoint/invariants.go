@@ -7,7 +7,8 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// Violation is a breach of one of design §4's invariants by a plan.
+// Violation is a plan's breach of one of the four invariants every plan keeps
+// (docs/architecture.md, "The invariants of a plan"), numbered as they are there.
 type Violation struct {
 	Invariant int    // 1..4
 	EntryID   string // the entry concerned, when there is one
@@ -21,9 +22,9 @@ func (v Violation) String() string {
 	return fmt.Sprintf("invariant %d: %s", v.Invariant, v.Detail)
 }
 
-// CheckInvariants checks a prepared plan against design §4 under the plan's Pi dialect,
-// recomputing everything it needs from the path rather than trusting the plan. Each
-// invariant has its own check (below); the violations come in invariant order. An
+// CheckInvariants checks a prepared plan against those invariants under the plan's Pi
+// dialect, recomputing everything it needs from the path rather than trusting the plan.
+// Each invariant has its own check (below); the violations come in invariant order. An
 // unprepared plan has nothing to check.
 func CheckInvariants(path []*sessionio.Entry, p *Plan) []Violation {
 	if p == nil || !p.Prepared {

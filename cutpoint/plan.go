@@ -1,7 +1,8 @@
 // Package cutpoint decides where a compaction cuts a session's current path: which entries
 // are summarized, which turn prefix (if any) gets its own summary, and which entries stay
-// verbatim. A Policy produces a Plan; CheckInvariants verifies the guarantees of design §4
-// for any plan, so experiments can compare policies that are all known to be safe.
+// verbatim. A Policy produces a Plan; CheckInvariants verifies, for any plan, the invariants
+// every plan keeps (docs/architecture.md, "The invariants of a plan"), so experiments can
+// compare policies that are all known to be safe.
 //
 // Three policies exist:
 //

@@ -12,7 +12,7 @@ import (
 // read, count with tiktoken, plan with the pi policy. "cold" starts each iteration with an
 // empty count cache (the vocabulary is loaded once per process either way); "cached" is a
 // long-running worker that has seen these entries before (counts are cached by entry
-// content). Compare with `pi-oracle cut` on the same file (docs/performance.md).
+// content). Compare with `interop/pi/pi cut` on the same file (docs/performance.md).
 func BenchmarkPlan08Large(b *testing.B) {
 	const file = "../testdata/corpus/08-large.jsonl"
 	for _, mode := range []string{"cold", "cached"} {

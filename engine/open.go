@@ -35,8 +35,8 @@ type jobKind struct {
 	// counter, when set, is what the job counts with, whatever the settings say.
 	counter string
 	// notV3 (with the version for %d) and noAssistant are the reasons of the skips of
-	// steps 4 and 5. Each kind has said them in its own words since it was written, and
-	// results and events carry them; they are kept word for word.
+	// steps 4 and 5, in the kind's own words: results and events carry them, so they stay
+	// as they are.
 	notV3, noAssistant string
 	// live: a turn or a write in progress skips the job (step 7). warnLiveDryRun: a dry
 	// run goes on and says so in a warning.
@@ -290,12 +290,12 @@ func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
 	return p, cs, err
 }
 
-// live checks what the file says about a running agent (design §9, docs/live-agents.md):
-// while a turn is in progress, or a line is being written, Pi will append again from its
-// in-memory leaf and anything appended now ends on a side branch, so the request is
-// skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
-// and an incomplete last line is only warned about (Pi skips it; a newline is written
-// before the new entry). --force does not override this.
+// live checks what the file says about a running agent (docs/live-agents.md, "The rules";
+// docs/architecture.md, "Live agents"): while a turn is in progress, or a line is being
+// written, Pi will append again from its in-memory leaf and anything appended now ends on a
+// side branch, so the request is skipped. A file left like that for AbandonedAfter is taken
+// as abandoned: it is compacted, and an incomplete last line is only warned about (Pi skips
+// it; a newline is written before the new entry). --force does not override this.
 func live(src *Source, s Settings) (skip string, cause BusyCause, warnings []string) {
 	act := src.Session.ActivityOn(src.Path)
 	age := time.Since(src.ModTime)

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -76,6 +77,16 @@ type NATSConfig struct {
 	// InboxPrefix is where replies come (default: InboxPrefix(Role, Stores) when Role is
 	// set, else the client library's _INBOX).
 	InboxPrefix string
+	// local is where LocalNATS looked for a running service ("" when it did not look):
+	// a refusal then names that directory and how to point elsewhere.
+	local *localLookup
+}
+
+// localLookup is what LocalNATS found in a data directory.
+type localLookup struct {
+	dir     string
+	service bool // a running service's file was there
+	token   bool // its token file was there (and readable)
 }
 
 // inbox is the inbox prefix the connection uses ("" for the library's default).
@@ -232,6 +243,8 @@ func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 		switch {
 		case errors.Is(err, nats.ErrNoServers):
 			hint = " (no NATS server answers there: start `compactor run`, which embeds one, or give --nats-url)"
+		case errors.Is(err, nats.ErrAuthorization) && c.local != nil:
+			hint = c.local.authHint()
 		case errors.Is(err, nats.ErrAuthorization):
 			hint = " (give the server's credentials: --nats-token-file, --nats-user with --nats-password-file, --nkey or --creds, or COMPACTOR_NATS_TOKEN, COMPACTOR_NATS_USER, COMPACTOR_NATS_PASSWORD...; a local service's own token is read from its data directory)"
 		}
@@ -239,6 +252,21 @@ func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 	}
 	refusalsOf.Store(nc, ref)
 	return nc, nil
+}
+
+// authHint explains a refusal of a client that looked for a local service in a data
+// directory: where it looked, what it found, and how to point it elsewhere.
+func (l *localLookup) authHint() string {
+	var found string
+	switch {
+	case !l.service && !l.token:
+		found = "found no compactor service there (no " + serviceFileName + ", no " + tokenFileName + ")"
+	case !l.token:
+		found = "found a service's address there but no readable " + tokenFileName
+	default:
+		found = "used the token there, which this server does not take (the service there is not the one at this address)"
+	}
+	return fmt.Sprintf(" (this client looked for the local service's address and token in the data directory %s and %s: a service started with another --data-dir keeps them in that directory; give the same --data-dir, or set COMPACTOR_DATA_DIR, or give --nats-url with the server's credentials)", l.dir, found)
 }
 
 // authMode names the client authentication configured ("none", "token", "user", ...),
@@ -311,6 +339,10 @@ type Config struct {
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
 	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
+	// EmbeddedMonitorHost and EmbeddedMonitorPort, when the port is set (-1: a random
+	// one), serve the embedded server's monitoring endpoints (/varz, /jsz, ...).
+	EmbeddedMonitorHost string
+	EmbeddedMonitorPort int
 	// EmbeddedSync is how often the embedded server's JetStream syncs its files to disk
 	// (nats-server's sync_interval; 0: its default, 2 minutes); with EmbeddedSyncAlways it
 	// syncs every write before acknowledging it. Between two syncs, what the server
@@ -402,6 +434,12 @@ type Config struct {
 	SharedStores []string
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics, /healthz and /readyz
+	// HTTPHandler, when set, serves every other path of the MetricsAddr listener (the
+	// console, mounted by compactor run).
+	HTTPHandler http.Handler
+	// MetricsToken, when set, is the bearer token /metrics requires (a central scraper's
+	// credentials_file); /healthz and /readyz stay open to probes.
+	MetricsToken string
 	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
 	// loops, the stores): an LLM endpoint answering, say. Each result is kept a few seconds.
 	ReadyProbes []ReadyProbe

@@ -142,7 +142,8 @@ func (s *Service) active(d *delivery) string {
 // takeLease acquires the session's lease; when another job holds it, the delivery comes
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
-	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), d.ev.Store, d.job.SessionID, s.worker, d.job.ID)
+	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), d.ev.Store, d.job.SessionID, s.worker, d.job.ID,
+		leaseValue{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
 	if err == nil {
 		d.lease = l
 		return true
@@ -198,6 +199,9 @@ func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
 	}
 	d.attempt, d.ev.Attempt = n, n
 	if n <= s.cfg.MaxDeliver {
+		if d.lease != nil {
+			d.lease.noteAttempt(n)
+		}
 		return true
 	}
 	d.ev.Attempt = n - 1

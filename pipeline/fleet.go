@@ -24,11 +24,12 @@ const BucketSettings = "COMPACTOR_SETTINGS"
 
 const settingsKey = "fleet"
 
-// Layout is the version of what `compactor setup` sets up (docs/security.md, "Layout"): 1
-// before issue 27 (no settings record), 2 with issue 27's subjects and keys under their
-// store's name, 3 since issue 32: the same subjects and keys, every stream and bucket
-// without rollups, with deletes and purges only where they are used and with byte and
-// message limits (streams.go), on a NATS account of its own per host (compactor auth).
+// Layout is the version of what `compactor setup` sets up (docs/security.md, "Layout"), so
+// that a worker refuses a NATS set up for another one: 1 has no settings record; 2 puts
+// every subject and key under its store's name; 3 keeps those names, and sets up every
+// stream and bucket without rollups, with deletes and purges only where they are used and
+// with byte and message limits (streams.go), on a NATS account of its own per host
+// (compactor auth).
 const Layout = 3
 
 // FleetSettings is the settings record.
@@ -43,8 +44,8 @@ type FleetSettings struct {
 	DuplicateWindow Duration `json:"duplicateWindow"`
 	PreparedTTL     Duration `json:"preparedTtl"`
 	Replicas        int      `json:"replicas"`
-	// The limits of the jobs and events streams (since issue 28; absent in a record of an
-	// older setup).
+	// The limits of the jobs and events streams (absent in a record written by a setup
+	// that set none).
 	JobsMaxAge     Duration `json:"jobsMaxAge,omitempty"`
 	JobsMaxBytes   int64    `json:"jobsMaxBytes,omitempty"`
 	EventsMaxAge   Duration `json:"eventsMaxAge,omitempty"`
@@ -134,11 +135,17 @@ func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, err
 	return &f, nil
 }
 
-// writeFleet writes the settings record (the admin's).
-func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+// settingsRecord is f as the settings record holds it: this version and layout, when and
+// by whom.
+func settingsRecord(f FleetSettings) ([]byte, error) {
 	host, _ := os.Hostname()
 	f.V, f.Layout, f.At, f.By = settingsV, Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
-	b, err := json.Marshal(f)
+	return json.Marshal(f)
+}
+
+// writeFleet writes the settings record (the admin's).
+func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+	b, err := settingsRecord(f)
 	if err != nil {
 		return err
 	}

@@ -99,6 +99,8 @@ var spendFleetKeys = kvSubjectRoot + BucketSpend + "." + spendFleetScope + ".>"
 // templates are each role's permissions, with {store} for the store's name.
 func templates(role Role) Permissions {
 	fleet := directGetPre + "KV_" + BucketSettings + "." + kvSubjectRoot + BucketSettings + "." + settingsKey
+	// A store's pause record (pause.go): its workers read it, the operator writes it.
+	pauseRecord := kvSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
 	jobsInfo := apiPre + "CONSUMER.INFO." + StreamJobs + "." + consumerPfx + storeToken
 	// A batched direct get names its subjects in its body, not its subject: any of the
 	// account's workers' keys (the account is one host's: docs/security.md).
@@ -126,7 +128,7 @@ func templates(role Role) Permissions {
 			// The workers' beats, read at once (a batched direct get: readBeats).
 			workersBatch,
 			"$JS.FC.KV_" + BucketSweep + ".>", "$JS.FC.*.*.KV_" + BucketSweep + ".>",
-			fleet,
+			fleet, directGetPre + "KV_" + BucketSettings + "." + pauseRecord,
 		}
 		for _, b := range storeBuckets {
 			p.Publish = append(p.Publish, kvKeys(b), kvDirect(b))
@@ -155,8 +157,19 @@ func templates(role Role) Permissions {
 				apiPre + "STREAM.MSG.DELETE." + StreamDLQ,
 				apiPre + "CONSUMER.CREATE." + StreamDLQ + ".>", apiPre + "CONSUMER.MSG.NEXT." + StreamDLQ + ".*",
 				apiPre + "CONSUMER.DELETE." + StreamDLQ + ".*",
+				// Pausing and resuming a store (pause.go).
+				pauseRecord[:len(pauseRecord)-len(storeToken)] + "*",
+				// What the console and status follow (fleetview.go): the events, the workers'
+				// beats, the leases of running jobs and the pause records, by ordered consumers.
+				apiPre + "CONSUMER.CREATE." + StreamEvents + ".>", apiPre + "CONSUMER.MSG.NEXT." + StreamEvents + ".*",
+				apiPre + "CONSUMER.DELETE." + StreamEvents + ".*",
+				apiPre + "CONSUMER.CREATE.KV_" + BucketWorkers + ".>", apiPre + "CONSUMER.CREATE.KV_" + BucketLeases + ".>",
+				apiPre + "CONSUMER.CREATE.KV_" + BucketSettings + ".>",
+				apiPre + "CONSUMER.DELETE.KV_" + BucketWorkers + ".*", apiPre + "CONSUMER.DELETE.KV_" + BucketLeases + ".*",
+				apiPre + "CONSUMER.DELETE.KV_" + BucketSettings + ".*",
+				"$JS.FC.>",
 			},
-			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", eventsPrefix + ">"},
+			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", eventsPrefix + ">", hooksPrefix + ">"},
 		}
 	case RoleAdmin:
 		return Permissions{Publish: []string{">"}, Subscribe: []string{">"}}

@@ -231,7 +231,7 @@ func (s *Service) forgetPrepared(ctx context.Context, store, sessionID string) {
 // reply is the consumer's acknowledgement subject. A user that may create a consumer on its
 // own data can have it deliver to any subject (NATS does not check the delivery subject
 // against the creator's permissions): bridge requests and hook reports that arrive that
-// way are ignored (docs/security.md, "What a worker can still do").
+// way are ignored (docs/security.md, "What a host can still do").
 func delivered(m *nats.Msg) bool { return strings.HasPrefix(m.Reply, "$JS.ACK.") }
 
 // watchHookReports counts the extension's reports for this worker's stores, and deletes the

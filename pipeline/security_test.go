@@ -258,7 +258,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 }
 
 // An existing deployment upgrades with one step, `compactor setup --migrate`, and loses
-// no queued job: the layout before issue 27 (keys not under their store's name, a
+// no queued job: layout 1 (keys not under their store's name, a
 // consumer bounding deliveries, no settings record) is refused by workers and by a plain
 // setup; the migration moves the sweep records and attempt counts, drops the stale
 // leases, sets up the rest, and a worker then works every job that was queued.

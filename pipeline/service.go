@@ -49,6 +49,7 @@ type Service struct {
 	flights *flights      // the jobs being worked, for RunOnce and the shutdown
 	fleet   fleetView     // what this worker last read of COMPACTOR_WORKERS
 	loops   loops         // the fetch loops' state, for /readyz
+	pauses  pauses        // the stores' pause records as last read (pause.go)
 	probes  []probeResult // Config.ReadyProbes' results, for /readyz
 	// draining: the workers are stopping; a job that has not started paying is handed back
 	// (ReserveLLM).
@@ -73,6 +74,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
 		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
+	s.m.setBuildInfo(cfg.Version)
 	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {
 		return nil, err
 	}
@@ -273,7 +275,11 @@ func (s *Service) embedded() (NATSConfig, error) {
 	if s.cfg.InsecureLocal {
 		s.log.Warn("embedded NATS takes any connection from this machine (--insecure-local): every local user can read and steer this service's sessions")
 	}
-	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "",
+	monitor := ""
+	if a := ns.MonitorAddr(); a != nil {
+		monitor = "http://" + a.String()
+	}
+	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "", "monitor", monitor,
 		"sync", s.cfg.SyncSetting())
 	return nc, nil
 }

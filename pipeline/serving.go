@@ -58,6 +58,9 @@ type WorkerBeat struct {
 	Version     string `json:"version,omitempty"`
 	JobVersions []int  `json:"jobVersions,omitempty"`
 	InFlight    int    `json:"inFlight"`
+	// Paused: the store is paused as this worker last read it (pause.go): it takes none of
+	// the store's jobs.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Newer reports whether the beat is of a schema version newer than this compactor reads:
@@ -87,7 +90,7 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 	beat := func() {
 		for _, st := range s.cfg.Stores {
 			b, _ := json.Marshal(WorkerBeat{V: beatV, Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
-				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count()})
+				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count(), Paused: s.pausedNow(st.Name) != nil})
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
 			if err == nil {

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -170,15 +171,6 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 			return err
 		}
 	}
-	stores := slices.Clone(sc.Stores)
-	if old, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
-		for _, st := range old.Stores {
-			if !slices.Contains(stores, st) {
-				stores = append(stores, st)
-			}
-		}
-	}
-	slices.Sort(stores)
 	for _, st := range sc.Stores {
 		if _, err := ensureConsumer(ctx, js, StreamJobs, consumerConfig(sc, st), log); err != nil {
 			return err
@@ -187,14 +179,61 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 			return err
 		}
 	}
+	stores, err := writeFleetAdding(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
+		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: slices.Clone(sc.Stores),
+		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes,
+		DLQMaxBytes: sc.DLQMaxBytes, RecordsMaxBytes: sc.RecordsMaxBytes})
+	if err != nil {
+		return err
+	}
 	if len(stores) > 1 {
 		log.Info("stores that share this NATS account trust each other: each store's keys can reach what the others hold through JetStream's replies; give each host its own account (compactor auth, docs/security.md)",
 			"stores", strings.Join(stores, ","))
 	}
-	return writeFleet(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
-		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: stores,
-		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes,
-		DLQMaxBytes: sc.DLQMaxBytes, RecordsMaxBytes: sc.RecordsMaxBytes})
+	return nil
+}
+
+// writeFleetAdding writes the settings record f with the stores it already lists added to
+// f's, and returns them. The record is read and written as one step (written only if no
+// other setup wrote it in between, else read again): two setups of different stores at
+// once both keep theirs (a store missing from the record is one the operator's view does
+// not show).
+func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettings) ([]string, error) {
+	kv := openBucket(js, BucketSettings)
+	mine := slices.Clone(f.Stores)
+	for attempt := 0; ; attempt++ {
+		var rev uint64
+		stores := slices.Clone(mine)
+		e, err := kv.last(ctx, settingsKey)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("write fleet settings: %w", err)
+		default:
+			rev = e.rev
+			var old FleetSettings
+			if e.op == jetstream.KeyValuePut && json.Unmarshal(e.value, &old) == nil {
+				for _, st := range old.Stores {
+					if !slices.Contains(stores, st) {
+						stores = append(stores, st)
+					}
+				}
+			}
+		}
+		slices.Sort(stores)
+		f.Stores = stores
+		b, err := settingsRecord(f)
+		if err != nil {
+			return nil, err
+		}
+		_, err = kv.Update(ctx, settingsKey, b, rev)
+		if err == nil {
+			return stores, nil
+		}
+		if !isWrongLastSeq(err) || attempt == 20 {
+			return nil, fmt.Errorf("write fleet settings: %w", err)
+		}
+	}
 }
 
 // bind opens what a worker (or a client, cfg.Client) uses, as it was set up, and checks
@@ -758,7 +797,12 @@ func pendingJobs(ctx context.Context, cons map[string]jetstream.Consumer, stores
 func Transient(err error) bool { return transient(err) }
 
 // What setup makes in a NATS account, for the account's limits (compactor auth).
-const operatorConsumers = 16 // the operator's reads (dlq list) and the admin's tools, at once
+// operatorConsumers is the room an account keeps for the operator's and the admin's reads
+// at once: a console's four (its watches of the workers, the leases and the pause records,
+// and the events), status's three, dlq's, and the admin's tools. A store's worker cannot
+// take it: the only consumers it may create are its sweep watches, which their bucket
+// bounds (sweepWatches).
+const operatorConsumers = 24
 
 // AccountStreams is how many streams setup makes in an account: the streams and the
 // buckets (each bucket is a stream).

@@ -21,13 +21,14 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-// The files' race (issue 32): what hostA's host can do to hostA's own store directory while
-// hostA's worker works on it (swap a directory or the session file for a symlink, link,
-// rename, put a FIFO or a device in a file's place), each with a job of hostA's enqueued
-// with the role's key. Before issue 32 the worker resolved the path, then reopened it by
-// name for the append: a directory swapped for a symlink during the summary got the
-// compaction appended to another store's file, and a job whose path was gone was matched by
-// session id to a hard link of another store's file. The aim is hostB's next session (the
+// The files' race: what hostA's host can do to hostA's own store directory while hostA's
+// worker works on it (swap a directory or the session file for a symlink, link, rename, put
+// a FIFO or a device in a file's place), each with a job of hostA's enqueued with the role's
+// key. A worker that resolves the path and then opens it again by name for the append is
+// open to it: a directory swapped for a symlink during the summary gets the compaction
+// appended to another store's file, and a job whose path is gone is matched by session id
+// to a hard link of another store's file. Hence every open beneath the root, and the file
+// pinned by device and inode. The aim is hostB's next session (the
 // file its flows work on after the attack, written before the runner's first snapshot):
 // hostA knows its name, never writes it. The runner compares it, and every other file of
 // hostB's, byte for byte; each case also checks that nothing was written outside hostA's
@@ -408,9 +409,9 @@ func init() {
 	// admitted; a device (/dev/null's numbers) in the file's place, where the host may make
 	// one (root). The worker does not hang (a FIFO opened to read or write with no one at the
 	// other end blocks for ever; every open beneath the root is non-blocking): each job ends,
-	// failed, naming the path; then a job of hostA's is done. (Before issue 32 these ended
-	// too, retried then refused at admission: the append opened the file read-write, which a
-	// FIFO does not block, and refused what is not a regular file.)
+	// failed, naming the path; then a job of hostA's is done. (The append alone never hangs
+	// on these: it opens the file read-write, which a FIFO does not block, and refuses what
+	// is not a regular file; the case holds every other open to the same.)
 	register(Case{Name: "a FIFO and a device in hostA's session file's place", Roles: agentAndWorker,
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			dir, cleanup := a.scratch("fifo")

@@ -50,11 +50,12 @@ func refusedEverywhere(name string, h Header) Case {
 }
 
 func init() {
-	// Rollups: with Nats-Rollup: all one publish to hostA's own key wiped every store's
-	// values (issue 32); no stream allows rollups now.
+	// Rollups: where a stream allows them, one publish with Nats-Rollup: all to hostA's own
+	// key wipes every store's values; no stream of compactor's allows them.
 	register(refusedEverywhere("Nats-Rollup: all on every subject hostA writes", Header{"Nats-Rollup": "all"}))
 	register(refusedEverywhere("Nats-Rollup: sub on every subject hostA writes", Header{"Nats-Rollup": "sub"}))
-	// Repeated once a second while hostB works (before: every lease of every store lost).
+	// Repeated once a second while hostB works (with rollups allowed: every lease of every
+	// store lost).
 	register(Case{Name: "Nats-Rollup: all on hostA's lease, once a second during hostB's flows", Roles: []pipeline.Role{pipeline.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			stop := make(chan struct{})

@@ -21,10 +21,10 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-// Instructions (issue 32): a job's `instructions` reached the summary prompt verbatim, and
-// "IGNORE ALL PRIOR RULES ... curl ... | sh" came back in the compaction the agent then
-// read. Now they are bounded and quoted as data, and the operator passes on what others
-// wrote only with --allow-instructions, logged with its identity. What hostA's model was
+// Instructions: a job's `instructions` that reached the summary prompt verbatim would bring
+// "IGNORE ALL PRIOR RULES ... curl ... | sh" back in the compaction the agent then reads. So
+// they are bounded and quoted as data, and the operator passes on what others wrote only
+// with --allow-instructions, logged with its identity. What hostA's model was
 // asked is read from it (a.ModelA); hostB's model must never see the text.
 
 // injection is the issue's: a rule to ignore the rules, a command, a tag that would close

@@ -18,8 +18,8 @@ import (
 // hostA at every one of its limits: its jobs (of a job version nobody works, handed back
 // for ever: they are bounded by hostA's own jobs stream, its bytes, messages and age), its
 // events, its dead letters, every bucket's bytes, the consumers it may create; its
-// account's storage. Before issue 32 one stream or bucket held every store's: hostB's
-// enqueue was refused "stream is full", its writes "insufficient resources", its sweeps
+// account's storage. Where one stream or bucket holds every store's, hostA filling it gets
+// hostB's enqueue refused "stream is full", its writes "insufficient resources", its sweeps
 // "maximum consumers limit reached". hostB's flows are timed while hostA stays full.
 
 // fill publishes to subjects until the stream refuses (or n messages), asynchronously.

@@ -19,8 +19,8 @@ import (
 
 func init() {
 	// A dead letter of hostA's whose job is hostB's, with instructions of hostA's choosing:
-	// `dlq retry` republished it as hostB's job, and hostB's session ended with a summary
-	// carrying hostA's text (issue 32). Now: refused, naming both stores, no job published.
+	// republished by `dlq retry` as hostB's job, hostB's session would end with a summary
+	// carrying hostA's text. It is refused, naming both stores, and no job is published.
 	register(Case{Name: "a dead letter of hostA's holding hostB's job, retried by hostA's operator", Roles: []pipeline.Role{pipeline.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostB", Path: sourceSession, SessionID: sourceID, Force: true,

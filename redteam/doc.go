@@ -55,5 +55,22 @@
 // (what it was asked), a.victim is hostB's next session file (what a redirected append
 // would write); the runner compares every session file of hostB's byte for byte.
 //
+// What the operator reads (cases_operator_test.go): records that hostA's keys write with
+// terminal escapes in every field, read by hostA's operator with dlq, events and status
+// (nothing raw, everything shown escaped); records relayed under hostB's names into hostA's
+// own account, read by the operators' view of both accounts (none shown as hostB's); pause
+// records no store's key may write or read for another.
+//
+// The web console (cases_console_test.go): `compactor console --credentials` of both
+// accounts (a.f.console(), started once) shows both; records with markup in every field
+// (a dead letter, an event, a beat and a lease of hostA's worker, a hook report of its
+// agent) are inert in every page, whole and partial, and every /api answer
+// (console/consoletest: no element, script, handler or URL a record brought; the
+// Content-Security-Policy, nosniff, the content type); hostA's worker's and agent's keys
+// neither run a console, nor pass for the console's tokens (as a bearer token or a login),
+// nor act (the API's actions, pause, resume, dlq), and hostA's own worker serves no console.
+//
+// REDTEAM_RUN=REGEXP runs the cases whose names match it only (while writing a case).
+//
 // The tests carry the build tag redteam: `make test` does not run them.
 package redteam

@@ -96,8 +96,8 @@ type session struct{ rel, id string }
 func startFleet(t *testing.T) *fleet { return startFleetIn(t, false) }
 
 // startFleetIn starts the fleet; with oneAccount, both stores' users (with the same
-// permissions) are in one NATS account, as every host was before issue 32 (the control
-// run: what the accounts stop).
+// permissions) are in one NATS account, as in a fleet of layout 2 (the control run: what
+// the accounts stop).
 func startFleetIn(t *testing.T, oneAccount bool) *fleet {
 	t.Helper()
 	dir := t.TempDir()

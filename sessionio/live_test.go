@@ -131,7 +131,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 
 // TestAppendRestoreGolden pins the bytes of a restored file and what the real Pi made of
 // them: testdata/append/live-restore.jsonl is the file after a Pi line landed between the
-// final check and the write, and live-restore.pi.json is `pi-oracle context` on it (leaf,
+// final check and the write, and live-restore.pi.json is `interop/pi/pi context` on it (leaf,
 // path and messages). `make interop` re-checks it against the live Pi.
 func TestAppendRestoreGolden(t *testing.T) {
 	t.Parallel()

@@ -7,11 +7,12 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// CollectBranch is Pi's collectEntriesForBranchSummary (pi-session-format.md §5.2): the
-// entries on the way from oldLeafID back to the deepest entry it shares with targetID's
-// path, in chronological order, and that common ancestor ("" when the two paths share
-// nothing). Compaction entries are not a stop: their summaries become input. When the
-// target descends from the old leaf the list is empty. An empty oldLeafID gives nothing.
+// CollectBranch is Pi's collectEntriesForBranchSummary
+// (docs/pi-format.md, "Branch summaries"): the entries on the way from oldLeafID back to
+// the deepest entry it shares with targetID's path, in chronological order, and that common
+// ancestor ("" when the two paths share nothing). Compaction entries are not a stop: their
+// summaries become input. When the target descends from the old leaf the list is empty. An
+// empty oldLeafID gives nothing.
 func CollectBranch(s *sessionio.Session, oldLeafID, targetID string) ([]*sessionio.Entry, string, error) {
 	if oldLeafID == "" {
 		return nil, "", nil
@@ -95,15 +96,16 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 	return nil
 }
 
-// PrepareBranch is Pi's prepareBranchEntries (§5.3): file operations seeded from earlier
-// branch summaries' details (unless fromHook), then the entries converted to messages from
-// newest to oldest while they fit tokenBudget (0 = no limit). Each message's file
-// operations are recorded before the budget check, so the one that breaks the budget still
-// contributes its files. A compaction or branch summary that does not fit is still taken
-// when less than 90% of the budget is used; then the walk stops. counter must be Pi's
-// estimate of the release (tokenize.EstimateFor(r)) to reproduce Pi. From 1.5.0
-// (BranchHonoursEdits) Pi honours the branch's context edits: the latest edit of a message or
-// custom_message among entries omits it or replaces its content.
+// PrepareBranch is Pi's prepareBranchEntries (docs/pi-format.md, "Branch summaries"): file
+// operations seeded from earlier branch summaries' details (unless fromHook), then the
+// entries converted to messages from newest to oldest while they fit tokenBudget (0 = no
+// limit). Each message's file operations are recorded before the budget check, so the one
+// that breaks the budget still contributes its files. A compaction or branch summary that
+// does not fit is still taken when less than 90% of the budget is used; then the walk
+// stops. counter must be Pi's estimate of the release (tokenize.EstimateFor(r)) to
+// reproduce Pi. From 1.5.0 (BranchHonoursEdits) Pi honours the branch's context edits: the
+// latest edit of a message or custom_message among entries omits it or replaces its
+// content.
 func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r sessionio.Release) ([]*sessionio.Message, *FileOps, int) {
 	fileOps := sessionio.NewFileOps()
 	edits := map[string]*sessionio.Entry{}

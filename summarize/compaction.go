@@ -39,7 +39,8 @@ type CompactionInput struct {
 // DefaultReserveTokens is Pi's default reserveTokens.
 const DefaultReserveTokens = 16384
 
-// CompactionSummary writes a compaction summary as Pi's compact() does (§4.6):
+// CompactionSummary writes a compaction summary as Pi's compact() does
+// (docs/pi-format.md, "The requests"):
 //
 //   - a split turn with a non-empty prefix makes two requests (in parallel here; Pi from
 //     0.80.4 makes them one after the other, for the same tokens): the history (with none,

@@ -106,7 +106,7 @@ func TestInstructionsPromptCost(t *testing.T) {
 	without := BuildPrompt(req)
 	req.CustomInstructions = focus
 	with := BuildPrompt(req)
-	former := without + "\n\nAdditional focus: " + focus // the layout before issue 32
+	former := without + "\n\nAdditional focus: " + focus // the focus appended bare, as Pi appends it
 	sys := count(SystemPrompt)
 	t.Logf("prompt tokens (system %d + user message): without instructions %d; with %q: %d before (\"Additional focus:\"), %d now (+%d; the rules alone %d)",
 		sys, sys+count(without), focus, sys+count(former), sys+count(with), count(with)-count(former), count(focusRules))

@@ -7,8 +7,9 @@ import (
 )
 
 // The prompt texts below are this project's own wording. Only their structure follows
-// Pi (pi-session-format.md §4.6, §5.4): the same section headings, so that a summary
-// written by compactor reads like one Pi wrote, and Pi's next update prompt can merge it.
+// Pi (docs/pi-format.md, "The requests" and "Branch summaries"): the same section
+// headings, so that a summary written by compactor reads like one Pi wrote, and Pi's next
+// update prompt can merge it.
 
 // SystemPrompt frames the model as a note-taker, not a participant: the conversation it
 // is shown is material to condense, never a request to act on.
@@ -158,7 +159,8 @@ const BranchUpdatePrompt = `The transcript inside <conversation> is a further pi
 
 Keep file paths, function and type names, commands and error messages exactly as written.`
 
-// Literal strings of Pi's output format (facts reproduced exactly, §4.6 and §5.4).
+// Literal strings of Pi's output format, facts reproduced exactly
+// (docs/pi-format.md, "The requests" and "Branch summaries").
 const (
 	// BranchSummaryPreamble starts every LLM-made branch summary.
 	BranchSummaryPreamble = "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"

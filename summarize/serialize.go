@@ -14,7 +14,8 @@ import (
 )
 
 // Wrapping constants Pi's convertToLlm uses when summary messages are sent to a model
-// (pi-session-format.md §3.1). They are facts of the format, reproduced exactly.
+// (docs/pi-format.md, "What the model receives"). They are facts of the format,
+// reproduced exactly.
 const (
 	CompactionSummaryPrefix = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 	CompactionSummarySuffix = "\n</summary>"

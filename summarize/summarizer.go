@@ -90,7 +90,7 @@ type Summarizer interface {
 	Summarize(ctx context.Context, req Request) (Result, error)
 }
 
-// Output limits as Pi sets them (pi-session-format.md §4.6, §5.4).
+// Output limits as Pi sets them (docs/pi-format.md, "The requests" and "Branch summaries").
 
 // HistoryMaxTokens is the output limit of a history summary: floor(0.8 × reserveTokens).
 // It is computed in float64 as JavaScript does, so it agrees with Pi for every input.

@@ -259,7 +259,7 @@ type tlsBlock struct {
 // roleNote says what a role's user is for, in the configuration's comments.
 var roleNote = map[pipeline.Role]string{
 	pipeline.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
-	pipeline.RoleOperator: "compactor dlq and status, reading across the account's stores",
+	pipeline.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
 	pipeline.RoleWorker:   "compactor run and compactor sweep",
 	pipeline.RoleAgent:    "enqueue and the Pi extension",
 }

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -70,6 +71,9 @@ type dlqFlags struct {
 	allowUnserved *bool
 	allowInstr    bool
 	credentials   string
+	// account: the NATS settings acted with (the account's operator), for the log of who
+	// passed instructions on.
+	account pipeline.NATSConfig
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -130,24 +134,11 @@ func runDLQ(ctx context.Context, env *Env) error {
 			return usageErrorf("--store: %v", err)
 		}
 	}
-	ncfg := f.ops.clientNATS(f.nats)
-	ncfg.Name, ncfg.Role = "compactor dlq", pipeline.RoleOperator
-	if f.credentials != "" {
-		// Dead letters are an account's: one account at a time (its sequences are its own).
-		var only []string
-		if f.filter.Store != "" {
-			only = []string{f.filter.Store}
-		}
-		accounts, err := fleetAccounts(f.credentials, pipeline.RoleOperator, only, ncfg)
-		if err != nil {
-			return err
-		}
-		if len(accounts) != 1 {
-			return usageErrorf("--credentials holds %d accounts: give --store, the store whose account's dead letters to act on", len(accounts))
-		}
-		ncfg = accounts[0].NATS
-		ncfg.Name = "compactor dlq"
+	ncfg, err := f.ops.operatorAccount(f.nats, f.credentials, "dlq", f.filter.Store, "dead letters")
+	if err != nil {
+		return err
 	}
+	f.account = ncfg
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -172,7 +163,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	case action == "purge":
 		n, err := q.Delete(ctx, recs)
 		if f.asJSON {
-			_ = json.NewEncoder(env.Stdout).Encode(map[string]int{"purged": n})
+			_ = json.NewEncoder(jsonOut(env.Stdout)).Encode(map[string]int{"purged": n})
 		} else {
 			fmt.Fprintf(env.Stdout, "purged %d dead letters\n", n)
 		}
@@ -256,7 +247,7 @@ func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) st
 		return fmt.Sprintf("not queued: the job carries summary instructions (%s) that its publisher wrote; see them with `compactor dlq show %d`, then retry with --allow-instructions to pass them on", instructionsDigest(job.Instructions), r.Seq)
 	}
 	fmt.Fprintf(w, "dlq retry: passing summary instructions on to store %s (dead letter %d, session %s, %s), as %s\n",
-		job.Store, r.Seq, job.SessionID, instructionsDigest(job.Instructions), operatorIdentity(f.ops.clientNATS(f.nats)))
+		visible.Line(job.Store), r.Seq, visible.Line(job.SessionID), instructionsDigest(job.Instructions), operatorIdentity(f.account))
 	return ""
 }
 
@@ -265,7 +256,7 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 		if recs == nil {
 			recs = []pipeline.DeadLetterRecord{}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}
@@ -276,9 +267,16 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tAGE\tSTORE\tSESSION\tKIND\tDELIVERIES\tPATH\tREASON")
 	now := time.Now()
+	// Every text but the sequence and the age is what the store's worker wrote (or any
+	// holder of its key): escaped (visible.Line), as in every command that prints records.
+	v := visible.Line
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), r.Store, clip(r.SessionID, 36), orDash(r.Kind),
-			r.Deliveries, clip(orDash(r.Path), 60), clip(r.Reason, 80))
+		reason := r.Reason
+		if r.Foreign != "" {
+			reason = "REFUSED: " + r.Foreign
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), v(r.Store), v(clip(r.SessionID, 36)), v(orDash(r.Kind)),
+			r.Deliveries, v(clip(orDash(r.Path), 60)), v(clip(reason, 80)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -295,17 +293,21 @@ func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool)
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
+		v := visible.Line
 		fmt.Fprintf(w, "dead letter %d (%s ago, %s)\n", r.Seq, age(time.Since(r.At)), r.At.Local().Format(time.RFC3339))
-		fmt.Fprintf(w, "  store:      %s\n  session:    %s\n  path:       %s\n  kind:       %s\n", r.Store, r.SessionID, orDash(r.Path), orDash(r.Kind))
-		fmt.Fprintf(w, "  job seq:    %d (%d deliveries, last worker %s)\n", r.JobSeq, r.Deliveries, orDash(r.Worker))
-		fmt.Fprintf(w, "  reason:     %s\n", r.Reason)
+		fmt.Fprintf(w, "  store:      %s\n  session:    %s\n  path:       %s\n  kind:       %s\n", v(r.Store), v(r.SessionID), v(orDash(r.Path)), v(orDash(r.Kind)))
+		fmt.Fprintf(w, "  job seq:    %d (%d deliveries, last worker %s)\n", r.JobSeq, r.Deliveries, v(orDash(r.Worker)))
+		fmt.Fprintf(w, "  reason:     %s\n", v(r.Reason))
 		if r.Error != "" && r.Error != r.Reason {
-			fmt.Fprintf(w, "  error:      %s\n", r.Error)
+			fmt.Fprintf(w, "  error:      %s\n", v(r.Error))
+		}
+		if r.Foreign != "" {
+			fmt.Fprintf(w, "  refused:    %s\n", v(r.Foreign))
 		}
 		if len(r.Job) > 0 {
-			fmt.Fprintf(w, "  job:        %s\n", r.Job)
+			fmt.Fprintf(w, "  job:        %s\n", v(string(r.Job)))
 		} else {
-			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", r.JobText)
+			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", v(r.JobText))
 		}
 	}
 	return nil
@@ -323,7 +325,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 		if results == nil {
 			results = []pipeline.RetryResult{}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(results)
 		return failed
@@ -341,7 +343,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 				detail = r.Event.Reason
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Store, clip(r.SessionID, 36), result, orDash(seqText(r.JobSeq)), clip(detail, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, visible.Line(r.Store), visible.Line(clip(r.SessionID, 36)), visible.Line(result), orDash(seqText(r.JobSeq)), visible.Line(clip(detail, 80)))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d retried, %d not queued or failed again\n", len(results)-failed, failed)

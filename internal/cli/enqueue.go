@@ -151,7 +151,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		return nil
 	}
 	b, _ := json.Marshal(res.Event)
-	fmt.Fprintln(env.Stdout, string(b))
+	fmt.Fprintln(jsonOut(env.Stdout), string(b))
 	switch res.Event.Outcome {
 	case pipeline.OutcomeFailed:
 		return &ExitError{Code: ExitFailed}

@@ -26,8 +26,8 @@ const (
 	opsClient
 )
 
-// opsFlags are the settings an operator of a fleet needs (issue 11). They live apart from
-// serviceFlags so each command opts in with one line; every flag is also a --config key.
+// opsFlags are the settings an operator of a fleet needs. They live apart from serviceFlags
+// so each command opts in with one line; every flag is also a --config key.
 type opsFlags struct {
 	fs             *flag.FlagSet
 	role           opsRole
@@ -40,6 +40,7 @@ type opsFlags struct {
 	retryBase      time.Duration
 	retryMax       time.Duration
 	listen         string
+	monitor        string
 	sync           natsSync
 	dataDir        string // clients: where a local service writes its NATS URL
 	limits         streamLimits
@@ -61,6 +62,9 @@ func (n *natsSync) String() string {
 	}
 	return n.every.String()
 }
+
+// Placeholder is its word in --help.
+func (n *natsSync) Placeholder() string { return "always|DURATION" }
 
 func (n *natsSync) Set(s string) error {
 	if s == "always" {
@@ -161,6 +165,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		}
 		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
+		fs.StringVar(&o.monitor, "nats-monitor", "", "without --nats-url: serve the embedded NATS server's monitoring (/varz, /jsz, /connz..., for nats-top or an exporter) on this loopback `HOST:PORT` (port 0: a free one, logged)")
 	}
 	return o
 }
@@ -182,6 +187,9 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
 		cfg.Client = o.role == opsSweeper
 	}
+	if o.monitor != "" && cfg.NATS.URL != "" {
+		return cfg, usageErrorf("--nats-monitor: a setting of the embedded server, not with --nats-url (an external server's is its own: http in its configuration)")
+	}
 	if o.sync.set {
 		if cfg.NATS.URL != "" {
 			return cfg, usageErrorf("--nats-sync: a setting of the embedded server, not with --nats-url (an external server's is its own: sync_interval in its jetstream block)")
@@ -195,6 +203,16 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			return cfg, usageErrorf("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
+		if o.monitor != "" {
+			mh, mp, err := pipeline.ParseListen(o.monitor)
+			if err != nil {
+				return cfg, usageErrorf("--nats-monitor: %v", err)
+			}
+			if !isLoopback(mh) {
+				return cfg, usageErrorf("--nats-monitor %s: want a loopback address (the monitoring port has no authentication: an exporter beside it serves other hosts)", o.monitor)
+			}
+			cfg.EmbeddedMonitorHost, cfg.EmbeddedMonitorPort = mh, mp
+		}
 		// run --once next to a running service on the same data directory works through it.
 		if f := o.fs.Lookup("once"); f != nil && f.Value.String() == "true" {
 			cfg.JoinRunning = true
@@ -209,4 +227,51 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 // --nats-url the local service's address and generated token.
 func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
 	return pipeline.LocalNATS(o.dataDir, n)
+}
+
+// operatorAccount is the NATS settings of the operator of store's account: with
+// credentials (compactor auth --credentials DIR), the operator's seed of the account of
+// fleet.json that holds store (store may be "" when it lists one account only); without,
+// the NATS flags as given. what names what the command acts on, for the error that asks
+// for --store. Each account's records are its own (its dead letters' sequences, its
+// pause records, its events): a command acts in one account at a time.
+func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, store, what string) (pipeline.NATSConfig, error) {
+	ncfg := o.clientNATS(n)
+	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	if credentials == "" {
+		return ncfg, nil
+	}
+	var only []string
+	if store != "" {
+		only = []string{store}
+	}
+	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, only, ncfg)
+	if err != nil {
+		return ncfg, err
+	}
+	if len(accounts) != 1 {
+		return ncfg, usageErrorf("--credentials holds %d accounts: give --store, the store whose account's %s to act on", len(accounts), what)
+	}
+	a := accounts[0].NATS
+	a.Name = ncfg.Name
+	return a, nil
+}
+
+// operatorAccounts are the accounts an operator's command reads across: with credentials,
+// every account of fleet.json (those holding one of stores, when given), each with its
+// operator's seed; without, the one account the NATS flags reach (Account "").
+func (o *opsFlags) operatorAccounts(n pipeline.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
+	ncfg := o.clientNATS(n)
+	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	if credentials == "" {
+		return []fleetAccount{{Stores: stores, NATS: ncfg}}, nil
+	}
+	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, stores, ncfg)
+	if err != nil {
+		return nil, err
+	}
+	for i := range accounts {
+		accounts[i].NATS.Name = ncfg.Name
+	}
+	return accounts, nil
 }
