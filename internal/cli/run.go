@@ -21,9 +21,9 @@ import (
 	"github.com/compactor-dev/compactor/worker"
 )
 
-// NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor,
-// which are otherwise package worker's around the engine the summarizer and planning flags
-// build.
+// NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor:
+// otherwise worker.Handler and worker.Assessor, around the engine that the summarizer and
+// planning flags build.
 var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error)
 
 func init() {
