@@ -146,6 +146,16 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	// The history of a bridged value is not a model's: a later preparation must not build
 	// on it incrementally (it reads the compaction's summary as its previous summary).
 	out.History, out.HistoryEndEntryID = "", ""
+	model, extracted := 0, gapTokens
+	if prep.SpanTokens != nil {
+		model = prep.SpanTokens.Model
+		extracted += prep.SpanTokens.Extract
+	} else if sp, err := cutpoint.SpanAt(path, src.Dialect, prep.FirstKeptEntryID); err == nil {
+		for _, m := range sp.Messages {
+			model += est.Count(m) // a preparation of an older version: made by its model
+		}
+	}
+	out.SpanTokens = &SpanTokens{Model: model, Extract: extracted}
 	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
 		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	return &out, nil

@@ -23,6 +23,9 @@ type ExtractRequest struct {
 	KeepRecentTokens, ReserveTokens, ContextWindow int
 	// Pi is the Pi release the session follows ("": the engine's setting).
 	Pi string
+	// Base is the session's base (base.go): when it stands for the branch's latest
+	// compaction, the extract updates its text instead of that compaction's.
+	Base *Base
 }
 
 // Extract answers Pi's hook from the previous summary plus extractive notes of the new
@@ -42,7 +45,7 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 	x.Settings.PrepareUpdate = PrepareFull
 	set := Settings{Pi: req.Pi, Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate,
 		KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow}
-	prep, res, err := x.Prepare(ctx, Request{File: req.File, Settings: set}, nil)
+	prep, res, err := x.Prepare(ctx, Request{File: req.File, Settings: set, Base: req.Base}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -61,4 +64,28 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 		return nil, fmt.Errorf("extract: %w", err)
 	}
 	return out, nil
+}
+
+// LeftBase is the base an extract leaves for the compaction Pi writes with it (Pi's leaf
+// leafID its parent): the text the extract built on, from where no model has read the spans
+// yet; the model's summary of them is made later (MakeBase). builtOnLatest names the
+// compaction that text stood for, for NextBase. It is nil for a value that is not an
+// extract made by this engine.
+func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAnchor) {
+	if p == nil || p.basis == nil {
+		return nil, nil
+	}
+	bs := p.basis
+	if leafID == "" {
+		leafID = p.LeafID
+	}
+	b := &Base{V: BaseVersion, Store: p.Store, Path: p.Path, SessionID: p.SessionID,
+		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
+			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
+		Summary: bs.text, Details: PreparedDetails{ReadFiles: nonNil(bs.details.ReadFiles), ModifiedFiles: nonNil(bs.details.ModifiedFiles)},
+		FromEntryID: p.BuiltOn.FromEntryID, Source: bs.source, CreatedAt: bs.madeAt}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = p.CreatedAt
+	}
+	return b, bs.latest
 }
