@@ -125,8 +125,8 @@ func (s *Service) locate(d *delivery) (string, error) {
 
 // active returns why the session is left alone for now (modified within Idle), or "".
 func (s *Service) active(d *delivery) string {
-	// A preparation writes nothing to the session: live sessions are what it is for.
-	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare {
+	// A preparation or a base writes nothing to the session: live sessions are what it is for.
+	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare || d.job.Kind == KindBase {
 		return ""
 	}
 	fi, err := os.Stat(d.file)

@@ -34,6 +34,10 @@ const (
 	// in COMPACTOR_PREPARED, writing nothing to the session (zero-wait compaction: Pi's
 	// extension hands it to Pi, which writes the entry itself).
 	KindPrepare = "prepare"
+	// KindBase has a model summarize what an extract answered Pi's hook with (the session's
+	// base: internal/engine's base.go), stored beside the session's preparation. A worker
+	// that answered the extract asks for it; it writes nothing to the session.
+	KindBase = "base"
 )
 
 // Job is the JSON payload of a message on COMPACTOR_JOBS. It names a session by store and a
@@ -69,6 +73,10 @@ type Job struct {
 	// PiVersion is the Pi release the requesting agent runs ("1.6.0"); empty: the store's
 	// setting. The session is read, planned and written by that Pi's rules.
 	PiVersion string `json:"piVersion,omitempty"`
+	// Cut and SummarySHA256 name, with ExpectLeafID (its parent), the compaction a base job
+	// is for: its firstKeptEntryId and the SHA-256 (hex) of the summary Pi was handed.
+	Cut           string `json:"cut,omitempty"`
+	SummarySHA256 string `json:"summarySha256,omitempty"`
 	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
 	ID string `json:"id"`
 }
@@ -82,8 +90,8 @@ func (j *Job) validate(versions []int) error {
 	if !slices.Contains(versions, j.V) {
 		return fmt.Errorf("job: unsupported version v=%d (want %s)", j.V, versionList(versions))
 	}
-	if j.Kind != KindCompact && j.Kind != KindBranchSummary && j.Kind != KindPrepare {
-		return fmt.Errorf("job: kind %q is not %q, %q or %q", j.Kind, KindCompact, KindBranchSummary, KindPrepare)
+	if j.Kind != KindCompact && j.Kind != KindBranchSummary && j.Kind != KindPrepare && j.Kind != KindBase {
+		return fmt.Errorf("job: kind %q is not %q, %q, %q or %q", j.Kind, KindCompact, KindBranchSummary, KindPrepare, KindBase)
 	}
 	if err := ValidateStoreName(j.Store); err != nil {
 		return fmt.Errorf("job: %w", err)
@@ -96,6 +104,9 @@ func (j *Job) validate(versions []int) error {
 	}
 	if j.Kind == KindBranchSummary && j.TargetID == "" {
 		return errors.New("job: branch_summary needs targetId")
+	}
+	if j.Kind == KindBase && (j.ExpectLeafID == "" || j.Cut == "" || j.SummarySHA256 == "") {
+		return errors.New("job: base needs expectLeafId, cut and summarySha256")
 	}
 	if j.KeepRecentTokens < 0 {
 		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
@@ -112,8 +123,12 @@ func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind)
 // window is stored once; a request that differs in anything (another path, --force, other
 // instructions) is a new job, never answered by an older result.
 func (j *Job) MsgID() string {
-	ident, _ := json.Marshal([]any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
-		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions})
+	fields := []any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
+		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions}
+	if j.Cut != "" || j.SummarySHA256 != "" {
+		fields = append(fields, j.Cut, j.SummarySHA256) // only then: the ids of other jobs stay as they were
+	}
+	ident, _ := json.Marshal(fields)
 	sum := sha256.Sum256(ident)
 	return j.Kind + ":" + SessionToken(j.SessionID) + ":" + hex.EncodeToString(sum[:12])
 }

@@ -108,6 +108,12 @@ func (a BaseAnchor) Equal(b BaseAnchor) bool {
 		slices.Equal(a.SummarizedEntryIDs, b.SummarizedEntryIDs)
 }
 
+// names reports whether a names the compaction b does by the fields a job carries (its
+// parent, its cut and its summary's digest).
+func (a BaseAnchor) names(b BaseAnchor) bool {
+	return a.LeafID == b.LeafID && a.FirstKeptEntryID == b.FirstKeptEntryID && a.SummarySHA256 == b.SummarySHA256
+}
+
 // Complete reports whether the base is a model's summary of everything its anchor covers.
 func (b *Base) Complete() bool {
 	return b != nil && b.Source == SourceModel && b.FromEntryID == b.Anchor.FirstKeptEntryID
@@ -371,7 +377,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	}
 	target, rec := req.Anchor, (*Base)(nil)
 	if current != nil && current.V == BaseVersion && current.SessionID == sid {
-		if current.Anchor.Equal(req.Anchor) || index(current.Anchor.LeafID) > index(req.Anchor.LeafID) && index(req.Anchor.LeafID) >= 0 {
+		if current.Anchor.names(req.Anchor) || index(current.Anchor.LeafID) > index(req.Anchor.LeafID) && index(req.Anchor.LeafID) >= 0 {
 			target, rec = current.Anchor, current
 		}
 	}
@@ -397,6 +403,13 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	prevID := ""
 	if sp.Previous != nil {
 		prevID = sp.Previous.ID
+	}
+	if rec == nil {
+		// A job alone names the compaction by its parent, cut and digest: the rest is the file's.
+		target.SummarizedEntryIDs, target.PreviousCompactionID = sp.EntryIDs, nil
+		if prevID != "" {
+			target.PreviousCompactionID = &prevID
+		}
 	}
 	if prevID != deref(target.PreviousCompactionID) || !slices.Equal(sp.EntryIDs, target.SummarizedEntryIDs) {
 		return nil, j.skip(fmt.Sprintf("%s: the compaction at %s does not summarize what the extract did", BaseRefusedEntriesDiffer, target.FirstKeptEntryID)), nil

@@ -153,6 +153,8 @@ func (w *baseWorld) extract() *Prepared {
 // makeBase runs the base job the extract for anchor asked for and lands it.
 func (w *baseWorld) makeBase(anchor BaseAnchor) (*Base, *Result, string) {
 	w.t.Helper()
+	// A job carries the compaction's parent, cut and digest only.
+	anchor = BaseAnchor{LeafID: anchor.LeafID, FirstKeptEntryID: anchor.FirstKeptEntryID, SummarySHA256: anchor.SummarySHA256}
 	b, res, err := w.eng.MakeBase(context.Background(), BaseRequest{File: w.file, Anchor: anchor, Settings: Settings{Pi: w.pi, Counter: tokenize.CounterEstimate}}, w.stored)
 	if err != nil {
 		w.t.Fatal(err)
