@@ -60,7 +60,9 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
 			c.Bridger = bridger(eng, piVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() },
-				func(ctx context.Context, j pipeline.Job) (pipeline.EnqueueResult, error) { return b.Service.Follow(ctx, j) }, slog.Default())
+				func(ctx context.Context, j pipeline.Job) (pipeline.EnqueueResult, error) {
+					return b.Service.Follow(ctx, j)
+				}, slog.Default())
 		}})
 	return b
 }
