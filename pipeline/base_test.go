@@ -16,13 +16,14 @@ func baseJobFor(sid, leaf string) Job {
 	return Job{Kind: KindBase, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Cut: "cut-" + leaf, SummarySHA256: "sha-" + leaf}
 }
 
-// A base job names its compaction; ids of the other kinds are as they were.
+// A base job names its compaction, and is written as version 2, which a worker that does
+// not know the kind hands back (versions.go); ids of the other kinds are as they were.
 func TestBaseJobValidation(t *testing.T) {
 	t.Parallel()
 	j := baseJobFor("s1", "l1")
 	j.Normalize(time.Now())
-	if err := j.Validate(); err != nil || j.Subject() != "compactor.jobs.default.s1.base" {
-		t.Fatalf("base job: %v, subject %s", err, j.Subject())
+	if err := j.Validate(); err != nil || j.Subject() != "compactor.jobs.default.s1.base" || j.V != BaseJobVersion {
+		t.Fatalf("base job: %v, subject %s, v%d", err, j.Subject(), j.V)
 	}
 	for _, f := range []func(*Job){func(j *Job) { j.ExpectLeafID = "" }, func(j *Job) { j.Cut = "" }, func(j *Job) { j.SummarySHA256 = "" }} {
 		k := baseJobFor("s1", "l1")
@@ -195,5 +196,49 @@ func TestBaseStore(t *testing.T) {
 	eventually(t, 10*time.Second, "the used preparation deleted", func() bool { p, err := st.Get(ctx, "default", sid); return err == nil && p == nil })
 	if v2, err := st.GetBase(ctx, "default", sid); err != nil || string(v2) != string(v) {
 		t.Fatalf("the base after the hook report: %q %v", v2, err)
+	}
+}
+
+// A base job has a lease of its own: it runs while a preparation of its session runs (a
+// lease taken behind another waits for the holder's whole remaining time), and two base
+// jobs of a session still run one at a time.
+func TestBaseJobBesidePreparation(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	sid, leaf := writeSession(t, b.dir, "s.jsonl")
+	release := make(chan struct{})
+	var baseRan atomic.Bool
+	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+		switch job.Kind {
+		case KindPrepare:
+			select {
+			case <-release:
+			case <-ctx.Done():
+			}
+		case KindBase:
+			baseRan.Store(true)
+		}
+		return nil
+	}}
+	s := b.service(b.config(h))
+	b.run(s)
+	ctx := context.Background()
+	if _, err := Enqueue(ctx, b.nc, Job{Kind: KindPrepare, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the preparation running", func() bool {
+		h.mu.Lock()
+		defer h.mu.Unlock()
+		return h.active[sid] == 1
+	})
+	if _, err := s.Follow(ctx, baseJobFor(sid, leaf)); err != nil {
+		t.Fatal(err)
+	}
+	eventually(t, 10*time.Second, "the base job run while the preparation holds the session", baseRan.Load)
+	close(release)
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	if h.maxActive > 2 {
+		t.Fatalf("%d jobs of the session at once", h.maxActive)
 	}
 }

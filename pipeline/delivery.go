@@ -142,7 +142,7 @@ func (s *Service) active(d *delivery) string {
 // takeLease acquires the session's lease; when another job holds it, the delivery comes
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
-	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), d.ev.Store, d.job.SessionID, s.worker, d.job.ID)
+	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), leaseKeyOf(d.ev.Store, d.job), s.worker, d.job.ID)
 	if err == nil {
 		d.lease = l
 		return true

@@ -26,6 +26,14 @@ import (
 // dead-letters it.
 const JobVersion = 1
 
+// BaseJobVersion is the version base jobs (KindBase) are written in: a kind workers before
+// it do not know, which such a worker hands back for one that does (versions.go) instead of
+// refusing it as an invalid job. A version-1 payload of kind base is accepted too.
+const BaseJobVersion = 2
+
+// writtenVersions are the versions this package writes.
+var writtenVersions = []int{JobVersion, BaseJobVersion}
+
 // Job kinds.
 const (
 	KindCompact       = "compact"
@@ -81,9 +89,9 @@ type Job struct {
 	ID string `json:"id"`
 }
 
-// Validate checks what a worker relies on before it touches anything, for a job of the
-// version this package writes (JobVersion).
-func (j *Job) Validate() error { return j.validate([]int{JobVersion}) }
+// Validate checks what a worker relies on before it touches anything, for a job of a
+// version this package writes (JobVersion, BaseJobVersion).
+func (j *Job) Validate() error { return j.validate(writtenVersions) }
 
 // validate is Validate for a worker that understands the job versions in versions.
 func (j *Job) validate(versions []int) error {
@@ -137,6 +145,9 @@ func (j *Job) MsgID() string {
 func (j *Job) Normalize(now time.Time) {
 	if j.V == 0 {
 		j.V = JobVersion
+		if j.Kind == KindBase {
+			j.V = BaseJobVersion
+		}
 	}
 	if j.RequestedAt.IsZero() {
 		j.RequestedAt = now.UTC()
@@ -146,8 +157,8 @@ func (j *Job) Normalize(now time.Time) {
 	}
 }
 
-// DecodeJob parses and validates a job payload of the version this package writes.
-func DecodeJob(data []byte) (Job, error) { return decodeJob(data, []int{JobVersion}) }
+// DecodeJob parses and validates a job payload of a version this package writes.
+func DecodeJob(data []byte) (Job, error) { return decodeJob(data, writtenVersions) }
 
 // decodeJob parses and validates a job payload of one of versions.
 func decodeJob(data []byte, versions []int) (Job, error) {

@@ -44,8 +44,20 @@ func (e *errLeaseBusy) Error() string {
 // leaseKey is <store>.<session token>.
 func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
-func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, sessionID, worker, jobID string) (*lease, error) {
-	key := leaseKey(store, sessionID)
+// leaseKeyOf is the lease a job takes: the session's, but a base job's own
+// (<store>.<session token>.base). A base job writes nothing the session's other jobs read
+// or write but the base itself, which it updates with a compare-and-set; it must neither
+// wait for a preparation or a compaction of its session (a lease taken behind another is
+// retried only after the holder's whole remaining time) nor hold them back for a summary's
+// latency. Two base jobs of a session still run one at a time.
+func leaseKeyOf(store string, job Job) string {
+	if job.Kind == KindBase {
+		return leaseKey(store, job.SessionID) + ".base"
+	}
+	return leaseKey(store, job.SessionID)
+}
+
+func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, key, worker, jobID string) (*lease, error) {
 	sent := time.Now()
 	val, _ := json.Marshal(leaseValue{V: leaseV, Worker: worker, JobID: jobID, Since: sent.UTC()})
 	rev, err := kv.Create(ctx, key, val)

@@ -197,9 +197,19 @@ func bridger(e *engine.Engine, pv piVersions, prepared func() pipeline.PreparedS
 		if prep.Path != req.Path || prep.SessionID != req.SessionID {
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
-		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: pi}, &prep)
+		var store pipeline.PreparedStore
+		if prepared != nil && follow != nil {
+			store = prepared()
+		}
+		base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
+		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: pi, Base: base}, &prep)
 		if err != nil {
 			return nil, err
+		}
+		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
+			// made on the previous compaction's text before its base landed: the next summary
+			// builds on the base and reads this preparation's span again
+			pipeline.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, nil, made, latest, pipeline.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger) })
 		}
 		return json.Marshal(out)
 	})
@@ -282,9 +292,10 @@ func (a assessor) SettingsFingerprint() string {
 	return fmt.Sprintf("w%d r%d c%s p%s k%d m%s pi%s", s.ContextWindow, s.ReserveTokens, s.Counter, s.Policy, s.KeepRecentTokens, configs.Fingerprint(), a.pv.fingerprint())
 }
 
-// leaveBase stores the base an extract leaves for the compaction Pi writes with it (on what
-// is stored now: engine.NextBase), then queues the base job for it. Failures are logged: the
-// extract has answered Pi already, and the next one asks again.
+// leaveBase stores the base a value leaves for the compaction Pi writes with it (on what is
+// stored now: engine.NextBase), then, with follow, queues the base job for it (an
+// extract's). Failures are logged: the value has answered Pi already, and the next extract
+// asks again.
 func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error),
 	made *engine.Base, latest *engine.BaseAnchor, job pipeline.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
@@ -298,7 +309,10 @@ func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(co
 		return json.Marshal(engine.NextBase(c, made, latest))
 	})
 	if err != nil {
-		logger.Warn("the base an extract leaves was not stored; no model summary of its span is asked for", "store", job.Store, "session", job.SessionID, "err", err)
+		logger.Warn("the base a compaction leaves was not stored; the next summary builds on the compaction's text", "store", job.Store, "session", job.SessionID, "err", err)
+		return
+	}
+	if follow == nil {
 		return
 	}
 	r, err := follow(ctx, job)

@@ -156,7 +156,8 @@ type SpanTokens struct {
 type basis struct {
 	text    string
 	details PreparedDetails
-	from    int // path index where the messages to read start
+	from    int    // path index where the messages to read start
+	fromID  string // that entry's id
 	source  string
 	madeAt  time.Time
 	refused string
@@ -170,10 +171,17 @@ func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
 	if b.source != SourceNone {
 		bo.SHA256 = SHA256(b.text)
 	}
-	if b.from >= 0 && b.from < len(path) {
-		bo.FromEntryID = path[b.from].ID
-	}
+	bo.FromEntryID = b.fromID
 	return bo
+}
+
+// at names the entry basis b's messages start at on path.
+func (b basis) at(path []*sessionio.Entry) basis {
+	b.fromID = ""
+	if b.from >= 0 && b.from < len(path) {
+		b.fromID = path[b.from].ID
+	}
+	return b
 }
 
 // latestCompaction is the index of the path's latest compaction, -1 without one.
@@ -205,6 +213,10 @@ func anchorOf(path []*sessionio.Entry, ci int, d sessionio.Dialect) (BaseAnchor,
 // latest compaction and every check holds; else that compaction's own text from where the
 // next range starts (or nothing, without a compaction).
 func resolveBasis(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessionID string) basis {
+	return resolveBasisOn(path, d, b, sessionID).at(path)
+}
+
+func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessionID string) basis {
 	ci := latestCompaction(path)
 	def := basis{from: cutpoint.RangeStart(path, d), source: SourceNone}
 	if ci >= 0 {
@@ -416,7 +428,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	}
 	var bs basis
 	if rec != nil {
-		bs = basis{text: rec.Summary, details: rec.Details, from: index(rec.FromEntryID), source: rec.Source}
+		bs = basis{text: rec.Summary, details: rec.Details, from: index(rec.FromEntryID), fromID: rec.FromEntryID, source: rec.Source}
 		if bs.from < 0 || bs.from > sp.StartIndex {
 			return nil, j.skip(fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)), nil
 		}
@@ -459,10 +471,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	if err := checkSummary(out.Summary); err != nil {
 		return nil, nil, err
 	}
-	fromID := ""
-	if bs.from >= 0 && bs.from < len(pre) {
-		fromID = pre[bs.from].ID
-	}
+	fromID := bs.fromID
 	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: out.Summary,
 		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
 		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: fromID,

@@ -393,3 +393,54 @@ func TestBaseLand(t *testing.T) {
 		t.Fatalf("twice: %+v %s", got, why)
 	}
 }
+
+// A preparation made on the previous compaction's own text (an extract) while the model's
+// base for that compaction was being made is bridged as it is, and leaves that base for the
+// next summary, which reads the preparation's span again: the extract's span is a model's
+// from the compaction after on. A preparation made on the base leaves nothing.
+func TestBridgeAfterTheBaseLanded(t *testing.T) {
+	t.Parallel()
+	w := newBaseWorld(t, "1.6.0", "019a0000-0000-7000-8000-0000000ba5f3")
+	x1 := w.extract()
+	a1 := w.stored.Anchor
+	w.leaf = piWrites(t, w.file, "c0000001", w.leaf, x1)
+	w.grow(10)
+	settings := Request{File: w.file, Settings: Settings{Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate, KeepRecentTokens: baseKeep}}
+	early := settings
+	early.Base = w.stored // the base is not made yet: the preparation builds on the extract's text
+	prep, _, err := w.eng.Prepare(context.Background(), early, nil)
+	if err != nil || prep == nil || prep.BuiltOn.Source == SourceModel {
+		t.Fatalf("prepare: %v, built on %+v", err, prep.BuiltOn)
+	}
+	if _, _, why := w.makeBase(a1); why != "" || !w.stored.Complete() {
+		t.Fatalf("base 1: %s", why)
+	}
+	w.grow(3)
+	pi, err := Plan(w.file, w.piSettings(), LoadOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	bridge := func(p *Prepared) *Prepared {
+		t.Helper()
+		out, err := w.eng.Bridge(context.Background(), BridgeRequest{File: w.file, LeafID: w.leaf, FirstKeptEntryID: pi.Plan.FirstKeptEntryID, Base: w.stored}, p)
+		if err != nil {
+			t.Fatal(err)
+		}
+		return out
+	}
+	out := bridge(prep)
+	made, latest := out.LeftBase(w.leaf)
+	if made == nil || made.Source != SourceModel || made.Summary != w.stored.Summary || made.FromEntryID != x1.FirstKeptEntryID ||
+		made.Anchor.SummarySHA256 != SHA256(out.Summary) || latest == nil || !latest.Equal(w.stored.Anchor) {
+		t.Fatalf("the bridged preparation leaves %+v", made)
+	}
+	late := settings
+	late.Base = w.stored
+	onBase, _, err := w.eng.Prepare(context.Background(), late, nil)
+	if err != nil || onBase.BuiltOn.Source != SourceModel {
+		t.Fatalf("prepare on the base: %v %+v", err, onBase.BuiltOn)
+	}
+	if made, _ := bridge(onBase).LeftBase(w.leaf); made != nil {
+		t.Fatalf("a preparation on the base leaves %+v", made)
+	}
+}

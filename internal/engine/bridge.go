@@ -24,6 +24,10 @@ type BridgeRequest struct {
 	MaxTokens int
 	// Pi is the Pi release the session follows ("": the engine's setting).
 	Pi string
+	// Base is the session's base (base.go). A preparation made on the previous compaction's
+	// own text while a model's base for that compaction was being made is bridged as it is,
+	// and the bridged value leaves that base for the next summary (Prepared.LeftBase).
+	Base *Base
 }
 
 // BridgeInfo says what a bridge added to a preparation.
@@ -156,6 +160,10 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		}
 	}
 	out.SpanTokens = &SpanTokens{Model: model, Extract: extracted}
+	out.basis = nil
+	if bs := resolveBasis(path, src.Dialect, req.Base, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
+		out.basis = &bs
+	}
 	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
 		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	return &out, nil

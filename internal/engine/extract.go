@@ -63,14 +63,17 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 	if err != nil {
 		return nil, fmt.Errorf("extract: %w", err)
 	}
+	out.basis = prep.basis // what the extract built on, for the base it leaves
 	return out, nil
 }
 
-// LeftBase is the base an extract leaves for the compaction Pi writes with it (Pi's leaf
-// leafID its parent): the text the extract built on, from where no model has read the spans
-// yet; the model's summary of them is made later (MakeBase). builtOnLatest names the
-// compaction that text stood for, for NextBase. It is nil for a value that is not an
-// extract made by this engine.
+// LeftBase is the base a value leaves for the compaction Pi writes with it (Pi's leaf
+// leafID its parent): for an extract, the text the extract built on, from where no model
+// has read the spans yet (the model's summary of them is made later: MakeBase); for a
+// preparation bridged after the session's base had landed, that base, from its cut (the
+// preparation was made on the previous compaction's text: the next summary reads its span
+// again). builtOnLatest names the compaction that text stood for, for NextBase. It is nil
+// when the value leaves no base.
 func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAnchor) {
 	if p == nil || p.basis == nil {
 		return nil, nil
@@ -83,7 +86,7 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
 			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
 		Summary: bs.text, Details: PreparedDetails{ReadFiles: nonNil(bs.details.ReadFiles), ModifiedFiles: nonNil(bs.details.ModifiedFiles)},
-		FromEntryID: p.BuiltOn.FromEntryID, Source: bs.source, CreatedAt: bs.madeAt}
+		FromEntryID: bs.fromID, Source: bs.source, CreatedAt: bs.madeAt}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
 	}
