@@ -209,7 +209,9 @@ func bridger(e *engine.Engine, pv piVersions, prepared func() pipeline.PreparedS
 		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
 			// made on the previous compaction's text before its base landed: the next summary
 			// builds on the base and reads this preparation's span again
-			pipeline.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, nil, made, latest, pipeline.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger) })
+			pipeline.AfterReply(ctx, func(ctx context.Context) {
+				leaveBase(ctx, store, nil, made, latest, pipeline.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
+			})
 		}
 		return json.Marshal(out)
 	})
