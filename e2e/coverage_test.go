@@ -74,6 +74,15 @@ func between(s, open, close string) string {
 	return in
 }
 
+// conversationOf is the conversation a summary request gives the model to read: inside
+// <conversation> tags, or (Pi 1.x's turn-prefix request) under "# Conversation".
+func conversationOf(prompt string) string {
+	if c := between(prompt, "<conversation>", "</conversation>"); c != "" {
+		return c
+	}
+	return between(prompt, "# Conversation\n", "\n# Instructions\n")
+}
+
 // readBy is what the summary with digest d read, its own conversation and what the texts it
 // built on read (nil when d is not a summary the model wrote).
 func (p *provenance) readBy(d string) map[int]bool {
@@ -89,7 +98,7 @@ func (p *provenance) readBy(d string) map[int]bool {
 	if len(r.Messages) > 0 {
 		prompt = r.Messages[len(r.Messages)-1].Content
 	}
-	out := tasks(between(prompt, "<conversation>", "</conversation>"))
+	out := tasks(conversationOf(prompt))
 	for n := range p.read(between(prompt, "<previous-summary>", "</previous-summary>")) {
 		out[n] = true
 	}
@@ -328,6 +337,13 @@ func TestProvenance(t *testing.T) {
 	if got := p.landed([]int{3}); !got.IsZero() {
 		t.Fatalf("the extracted prompt landed %v", got)
 	}
+	prefix := scriptllm.Request{Seq: 3, Kind: scriptllm.KindSummary, Completed: true, AnsweredAt: at.Add(3 * time.Second),
+		Messages: []scriptllm.Message{{Role: "system", Content: "sys"}, {Role: "user", Content: "# Conversation\n[User]: Read task 005: read\n\n# Instructions\nSummarize the prefix."}}}
+	prefix.Reply = &scriptllm.Turn{Text: scriptllm.SummaryText(&prefix)}
+	split := r2.Reply.Text + "\n\n---\n\n**Turn Context (split turn):**\n\n" + prefix.Reply.Text
+	if got := newProvenance([]scriptllm.Request{r1, r2, prefix}).read(split); !maps(got, 1, 2, 4, 5) {
+		t.Fatalf("a split turn's summary (Pi 1.x's prefix request) read %v", got)
+	}
 	if m, x, ok := spanShare("hit (...) [extract/not-ready, threshold; base model; span 1200 tokens: 200 model, 1000 extract] in 3.1 ms"); !ok || m != 200 || x != 1000 {
 		t.Fatalf("span share %d %d %v", m, x, ok)
 	}
@@ -343,4 +359,36 @@ func maps(got map[int]bool, want ...int) bool {
 		}
 	}
 	return true
+}
+
+// summaryRequestsFigure lists the run's summary requests: when, whose (Pi's are streamed),
+// their size, and which prompts they read in their conversation and through the summaries
+// they built on.
+func summaryRequestsFigure(reqs []scriptllm.Request, start time.Time) []string {
+	p := newProvenance(reqs)
+	var out []string
+	for i := range reqs {
+		r := &reqs[i]
+		if r.Kind != scriptllm.KindSummary || len(r.Messages) == 0 {
+			continue
+		}
+		who := "compactor"
+		if r.Stream {
+			who = "Pi"
+		}
+		prompt := r.Messages[len(r.Messages)-1].Content
+		conv := sortedKeys(tasks(conversationOf(prompt)))
+		prev := sortedKeys(p.read(between(prompt, "<previous-summary>", "</previous-summary>")))
+		out = append(out, fmt.Sprintf("+%s %s %d tokens (%d cached): reads %v, on a summary that read %v", r.Time.Sub(start).Round(10*time.Millisecond), who, r.PromptTokens, r.CachedTokens, conv, prev))
+	}
+	return out
+}
+
+func sortedKeys(m map[int]bool) []int {
+	out := make([]int, 0, len(m))
+	for k := range m {
+		out = append(out, k)
+	}
+	slices.Sort(out)
+	return out
 }

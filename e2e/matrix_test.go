@@ -209,6 +209,9 @@ func runCell(t *testing.T, cfg Config, prompts int, with bool) cellRun {
 		latency = *cfg.SummaryDelay
 	}
 	r.Coverage = coverageOf(t, e, comps, spans, latency)
+	for _, l := range summaryRequestsFigure(e.LLM.Requests(), start) {
+		figure(t, name+".summary_request", l)
+	}
 	figure(t, name+".coverage", r.Coverage.String())
 	for _, miss := range r.Coverage.Missed {
 		figure(t, name+".coverage.missed", miss)
