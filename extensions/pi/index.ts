@@ -630,6 +630,7 @@ function describeMaking(m: ValueMaking): string {
 		if (m.baseMadeAt && m.base === "model") notes.push(`made ${clock(Date.parse(m.baseMadeAt))}`);
 		if (m.baseRefused) notes.push(`refused: ${m.baseRefused}`);
 		if (m.readAgainTokens) notes.push(`${m.readAgainTokens} tokens of older spans read again`);
+		if (m.via) notes.push(`via compaction ${m.via}`);
 		if (notes.length) out += ` (${notes.join(", ")})`;
 	}
 	if (m.spanTokens) {

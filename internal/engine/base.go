@@ -74,6 +74,11 @@ type Base struct {
 	FromEntryID string `json:"fromEntryId"`
 	// Source says what Summary is (SourceModel, SourceCompaction, SourceNone).
 	Source string `json:"source"`
+	// ExtractOn: the anchor compaction's own text is an extract made on exactly this base
+	// (Summary, from FromEntryID). The next extract then updates that text rather than
+	// extracting the spans after FromEntryID again (the same notes, in a fraction of the
+	// time); a preparation or a base job still reads them (a model must).
+	ExtractOn bool `json:"extractOn,omitempty"`
 	// BasedOnSHA256 and BasedOnFromEntryID (a model's base) are the text it was made on and
 	// where its messages started: it lands only on the state it was made for (Land).
 	BasedOnSHA256      string `json:"basedOnSha256,omitempty"`
@@ -140,6 +145,9 @@ type BuiltOn struct {
 	ReadAgainTokens int    `json:"readAgainTokens,omitempty"`
 	// BaseMadeAt is when the base used was made (a model's).
 	BaseMadeAt time.Time `json:"baseMadeAt,omitzero"`
+	// Via is the previous compaction whose text an extract updated (that text is an extract
+	// made on the base: Base.ExtractOn) instead of the base's own text and the spans after it.
+	Via string `json:"via,omitempty"`
 	// Refused is why a base that was there was not used (BaseRefused*), empty otherwise.
 	Refused string `json:"refused,omitempty"`
 }
@@ -159,8 +167,9 @@ type basis struct {
 	from    int    // path index where the messages to read start
 	fromID  string // that entry's id
 	source  string
-	madeAt  time.Time
-	refused string
+	madeAt    time.Time
+	extractOn bool
+	refused   string
 	// latest is the anchor of the path's latest compaction (nil without one): a base for it
 	// may land after this basis was read (NextBase).
 	latest *BaseAnchor
@@ -265,7 +274,7 @@ func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessi
 	if _, err := spansFrom(path, d, from, ci); err != nil {
 		return refuse(BaseRefusedChainDiffers)
 	}
-	return basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, latest: def.latest}
+	return basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest}
 }
 
 // spansFrom are the messages the compactions on path[:upTo+1] summarized from path index
@@ -323,6 +332,7 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 	}
 	next := *made
 	next.Summary, next.Details, next.FromEntryID, next.Source = current.Summary, current.Details, current.FromEntryID, current.Source
+	next.ExtractOn = false // the extract was made on what was there before
 	next.BasedOnSHA256, next.BasedOnFromEntryID = current.BasedOnSHA256, current.BasedOnFromEntryID
 	next.Messages, next.TokensEstimate, next.CreatedAt = current.Messages, current.TokensEstimate, current.CreatedAt
 	next.LLMInputTokens, next.LLMCachedInputTokens, next.LLMOutputTokens, next.LLMCalls = current.LLMInputTokens, current.LLMCachedInputTokens, current.LLMOutputTokens, current.LLMCalls

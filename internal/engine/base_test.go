@@ -213,11 +213,13 @@ func TestBaseChain(t *testing.T) {
 			w.grow(12)
 			s1 := w.spanSteps(x1.FirstKeptEntryID)
 
-			// Compaction 2 comes before the base of compaction 1 lands: the extract builds on
-			// the same (empty) text and reads compaction 1's span again.
+			// Compaction 2 comes before the base of compaction 1 lands: the extract updates
+			// compaction 1's text (an extract on the same base) rather than extracting its span
+			// again, and leaves the same base, from the same entry.
 			x2 := w.extract()
-			if x2.BuiltOn.Source != SourceNone || x2.BuiltOn.ReadAgainTokens == 0 {
-				t.Fatalf("second extract before the base landed: built on %+v", x2.BuiltOn)
+			if x2.BuiltOn.Source != SourceNone || x2.BuiltOn.ReadAgainTokens != 0 || x2.BuiltOn.Via != "c0000001" ||
+				!w.stored.ExtractOn || w.stored.FromEntryID != a1.SummarizedEntryIDs[0] {
+				t.Fatalf("second extract before the base landed: built on %+v, leaves %+v", x2.BuiltOn, w.stored)
 			}
 			a2 := w.stored.Anchor
 			c2 := piWrites(t, w.file, "c0000002", w.leaf, x2)
@@ -442,5 +444,36 @@ func TestBridgeAfterTheBaseLanded(t *testing.T) {
 	}
 	if made, _ := bridge(onBase).LeftBase(w.leaf); made != nil {
 		t.Fatalf("a preparation on the base leaves %+v", made)
+	}
+}
+
+// A model's base that lands after the next extract carries over to that extract's compaction;
+// the extract after it reads the span the carried base does not cover again, from the
+// messages (the compaction's own text was made on what was there before the base).
+func TestBaseLandsAfterTheNextExtract(t *testing.T) {
+	t.Parallel()
+	w := newBaseWorld(t, "0.73.1", "019a0000-0000-7000-8000-0000000ba5f4")
+	x1 := w.extract()
+	a1 := w.stored.Anchor
+	w.leaf = piWrites(t, w.file, "c0000001", w.leaf, x1)
+	w.grow(12)
+	// The base job for compaction 1 starts now (the store stands for compaction 1) ...
+	made, _, err := w.eng.MakeBase(context.Background(), BaseRequest{File: w.file, Settings: Settings{Pi: w.pi, Counter: tokenize.CounterEstimate},
+		Anchor: BaseAnchor{LeafID: a1.LeafID, FirstKeptEntryID: a1.FirstKeptEntryID, SummarySHA256: a1.SummarySHA256}}, w.stored)
+	if err != nil || made == nil {
+		t.Fatalf("base 1: %v", err)
+	}
+	// ... and lands after the extract for compaction 2.
+	x2 := w.extract()
+	w.leaf = piWrites(t, w.file, "c0000002", w.leaf, x2)
+	w.grow(12)
+	landed, why := made.Land(w.stored)
+	if landed == nil || why != "" || landed.Anchor.FirstKeptEntryID != x2.FirstKeptEntryID || landed.FromEntryID != x1.FirstKeptEntryID || landed.ExtractOn {
+		t.Fatalf("base 1 landing after the extract for compaction 2: %+v (%s)", landed, why)
+	}
+	w.stored = landed
+	x3 := w.extract()
+	if x3.BuiltOn.Source != SourceModel || x3.BuiltOn.Via != "" || x3.BuiltOn.ReadAgainTokens == 0 || !strings.Contains(x3.Summary, "Model summary") {
+		t.Fatalf("the extract after the carried base: built on %+v", x3.BuiltOn)
 	}
 }

@@ -57,6 +57,7 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 		return nil, &StaleError{Reason: "no extract: " + reason}
 	}
 	if prep.FirstKeptEntryID == req.FirstKeptEntryID {
+		prep.extract = true
 		return prep, nil
 	}
 	out, err := x.Bridge(ctx, BridgeRequest{File: req.File, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: req.Pi}, prep)
@@ -64,6 +65,7 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 		return nil, fmt.Errorf("extract: %w", err)
 	}
 	out.basis = prep.basis // what the extract built on, for the base it leaves
+	out.extract = true
 	return out, nil
 }
 
@@ -86,7 +88,7 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
 			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
 		Summary: bs.text, Details: PreparedDetails{ReadFiles: nonNil(bs.details.ReadFiles), ModifiedFiles: nonNil(bs.details.ModifiedFiles)},
-		FromEntryID: bs.fromID, Source: bs.source, CreatedAt: bs.madeAt}
+		FromEntryID: bs.fromID, Source: bs.source, CreatedAt: bs.madeAt, ExtractOn: p.extract}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
 	}

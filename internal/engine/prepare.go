@@ -74,8 +74,10 @@ type Prepared struct {
 	// model read and what was only extracted.
 	SpanTokens *SpanTokens `json:"spanTokens,omitempty"`
 
-	// basis is what it was built on, for the base an extract leaves (Extract).
-	basis *basis
+	// basis is what it was built on, for the base an extract leaves (Extract); extract says
+	// it is one (made by Extract).
+	basis   *basis
+	extract bool
 }
 
 // PreparedDetails are the compaction's details as Pi stores them.
@@ -146,7 +148,14 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	bs := resolveBasis(src.Path, src.Dialect, req.Base, src.Session.Header.ID)
 	est := tokenize.EstimateFor(src.Dialect)
 	readAgain := 0
-	if bs.source != SourceCompaction || bs.from != p.BoundaryStartIndex {
+	_, extractive := e.Summarizer.(*summarize.Extractive)
+	via := ""
+	if extractive && bs.extractOn && bs.from < p.BoundaryStartIndex && p.PreviousCompactionID != "" {
+		// The previous compaction's text is an extract made on this base: updating it gives the
+		// notes of the spans after the base without extracting them again.
+		via = p.PreviousCompactionID
+	}
+	if via == "" && (bs.source != SourceCompaction || bs.from != p.BoundaryStartIndex) {
 		in.PreviousSummary = bs.text
 		for _, f := range bs.details.ReadFiles {
 			fo.AddRead(f)
@@ -170,6 +179,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		}
 	}
 	builtOn := bs.builtOn(src.Path, readAgain)
+	builtOn.Via = via
 	var basedOn *string
 	if j.cfg.PrepareUpdate != PrepareIncremental {
 		prev = nil
@@ -198,7 +208,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		span += est.Count(m)
 	}
 	spanTokens := &SpanTokens{Model: span}
-	if _, extractive := e.Summarizer.(*summarize.Extractive); extractive {
+	if extractive {
 		spanTokens = &SpanTokens{Extract: span}
 	}
 	pr := &Prepared{

@@ -207,6 +207,8 @@ export interface ValueMaking {
 	baseRefused?: string;
 	baseMadeAt?: string;
 	readAgainTokens?: number;
+	/** The previous compaction whose text an extract updated (itself an extract on that base). */
+	via?: string;
 }
 
 /** valueMaking reads builtOn and spanTokens from a value (anything: nothing it cannot read is trusted). */
@@ -221,6 +223,7 @@ export function valueMaking(value: unknown): ValueMaking {
 		if (typeof b.refused === "string" && /^[a-z-]{1,32}$/.test(b.refused)) out.baseRefused = b.refused;
 		if (typeof b.baseMadeAt === "string" && !Number.isNaN(Date.parse(b.baseMadeAt))) out.baseMadeAt = b.baseMadeAt;
 		if (isCount(b.readAgainTokens) && b.readAgainTokens > 0) out.readAgainTokens = b.readAgainTokens;
+		if (typeof b.via === "string" && /^[\w-]{1,64}$/.test(b.via)) out.via = b.via;
 	}
 	return out;
 }
