@@ -162,11 +162,11 @@ type SpanTokens struct {
 
 // basis is what the next summary of a path builds on (resolveBasis).
 type basis struct {
-	text    string
-	details PreparedDetails
-	from    int    // path index where the messages to read start
-	fromID  string // that entry's id
-	source  string
+	text      string
+	details   PreparedDetails
+	from      int    // path index where the messages to read start
+	fromID    string // that entry's id
+	source    string
 	madeAt    time.Time
 	extractOn bool
 	refused   string
