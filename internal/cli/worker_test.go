@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
+
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/outcome"
@@ -569,5 +571,59 @@ func TestOutcomeVocabulary(t *testing.T) {
 	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary || engine.KindPrepare != pipeline.KindPrepare {
 		t.Errorf("kinds differ: %q %q %q / %q %q %q", engine.KindCompact, engine.KindBranchSummary, engine.KindPrepare,
 			pipeline.KindCompact, pipeline.KindBranchSummary, pipeline.KindPrepare)
+	}
+}
+
+// A base that lands after the session moved on is discarded: while the model wrote it, the
+// session's base changed (here: an extract on another branch stored its own), so the job ends
+// superseded, its summary paid and counted, and the base stored by the other branch stays.
+func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, time.Hour, nil, true)
+	const id = "019a0000-0000-7000-8000-0000000ba5e1"
+	file := b.session(t, "--p--/y_"+id+".jsonl", id)
+	j := b.job(t, file)
+	appendPi(t, file, piUser("pu000031", j.ExpectLeafID), piAssistant("pa000031", "pu000031"), piUser("pu000032", "pa000031"), piAssistant("pa000032", "pu000032"))
+	events := make(chan pipeline.Event, 16)
+	sub, err := b.Conn.Subscribe("compactor.events.default.>", func(m *nats.Msg) {
+		var ev pipeline.Event
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Kind == pipeline.KindBase && ev.Final() {
+			events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	hold := make(chan struct{})
+	b.llm.Enqueue(fakellm.Behavior{Hold: hold})
+	calls := b.llm.Count()
+	req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000032", FirstKeptEntryID: "pu000032",
+		Extract: true, KeepRecentTokens: 200})
+	msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep pipeline.BridgeReply
+	if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" {
+		t.Fatalf("extract: %s", msg.Data)
+	}
+	waitUntil(t, time.Minute, "the base's model request", func() bool { return b.llm.Count() > calls })
+	other := []byte(`{"v":1,"store":"default","path":"` + j.Path + `","sessionId":"` + id + `","anchor":{"leafId":"elsewhere","previousCompactionId":null,"firstKeptEntryId":"x","summarizedEntryIds":[],"summarySha256":"y"},"summary":"another branch's","details":{"readFiles":[],"modifiedFiles":[]},"fromEntryId":"x","source":"compaction","createdAt":"2026-01-01T00:00:00Z"}`)
+	if err := b.Service.Prepared().UpdateBase(context.Background(), "default", id, func([]byte) ([]byte, error) { return other, nil }); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	var ev pipeline.Event
+	select {
+	case ev = <-events:
+	case <-time.After(hangGuard):
+		t.Fatal("no final event of the base job")
+	}
+	if ev.Outcome != pipeline.OutcomeSuperseded || !strings.HasPrefix(ev.Reason, "moved-on") || ev.LLMInputTokens == 0 {
+		t.Fatalf("the base job ended %+v", ev)
+	}
+	if got, _ := b.Service.Prepared().GetBase(context.Background(), "default", id); string(got) != string(other) {
+		t.Fatalf("the stored base was replaced: %s", got)
 	}
 }
