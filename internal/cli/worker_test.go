@@ -436,6 +436,14 @@ func TestLiveBridge(t *testing.T) {
 	if b.llm.Count() != calls {
 		t.Fatal("a bridge called the model")
 	}
+	// The bridge leaves the preparation's own text as the session's base, from its cut: the
+	// next summary has the model read the gap.
+	waitUntil(t, time.Minute, "the base the bridge leaves", func() bool {
+		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+		var base engine.Base
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.Summary &&
+			base.FromEntryID == prep.FirstKeptEntryID && base.Anchor.SummarySHA256 == engine.SHA256(got.Summary)
+	})
 	// A preparation that lies after the requested cut is stale.
 	if rep := send(ask(prep.BoundaryStartEntryID)); !rep.Stale && rep.Error == "" {
 		t.Fatalf("bridge to a cut before the preparation's: %+v", rep)

@@ -279,8 +279,8 @@ func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessi
 
 // spansFrom are the messages the compactions on path[:upTo+1] summarized from path index
 // from on, each span as its compaction read it (on the path it was appended to), oldest
-// first: nothing when from is the latest one's cut. from must be a cut or the start of one
-// of those spans.
+// first: nothing when from is the latest one's cut. from may lie inside a span (a bridged
+// preparation's cut: the gap after it is read).
 func spansFrom(path []*sessionio.Entry, d sessionio.Dialect, from, upTo int) ([]*sessionio.Message, error) {
 	var spans [][]*sessionio.Message
 	found := false
@@ -297,19 +297,28 @@ func spansFrom(path []*sessionio.Entry, d sessionio.Dialect, from, upTo int) ([]
 		case sp.CutIndex == from:
 			found = true
 			continue
-		case sp.CutIndex < from || sp.StartIndex > from && sp.Previous == nil:
-			return nil, fmt.Errorf("entry %s does not start a span of compaction %s", path[from].ID, c.ID)
+		case sp.CutIndex < from:
+			return nil, fmt.Errorf("entry %s lies after the cut of compaction %s", path[from].ID, c.ID)
 		}
-		spans = append(spans, sp.Messages)
-		switch {
-		case sp.StartIndex == from:
-			found = true
-		case sp.StartIndex < from:
-			return nil, fmt.Errorf("entry %s lies inside the span of compaction %s", path[from].ID, c.ID)
+		msgs := sp.Messages
+		if sp.StartIndex < from {
+			// from lies inside this span: its messages from that entry on
+			at := map[string]int{}
+			for i, e := range path[sp.StartIndex:sp.CutIndex] {
+				at[e.ID] = sp.StartIndex + i
+			}
+			msgs = nil
+			for k, id := range sp.EntryIDs {
+				if at[id] >= from {
+					msgs = append(msgs, sp.Messages[k])
+				}
+			}
 		}
+		spans = append(spans, msgs)
+		found = sp.StartIndex <= from
 	}
 	if !found {
-		return nil, fmt.Errorf("entry %s starts no span of the compactions on the path", path[from].ID)
+		return nil, fmt.Errorf("entry %s lies in no span of the compactions on the path", path[from].ID)
 	}
 	var out []*sessionio.Message
 	for i := len(spans) - 1; i >= 0; i-- {

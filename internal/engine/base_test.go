@@ -310,7 +310,7 @@ func TestBaseRefused(t *testing.T) {
 		{"another parent", BaseRefusedOtherCompaction, func(b *Base) { b.Anchor.LeafID = "u0000003" }},
 		{"other summarized entries", BaseRefusedEntriesDiffer, func(b *Base) { b.Anchor.SummarizedEntryIDs = b.Anchor.SummarizedEntryIDs[1:] }},
 		{"another previous compaction", BaseRefusedChainDiffers, func(b *Base) { id := "c0ffee00"; b.Anchor.PreviousCompactionID = &id }},
-		{"a text that ends inside a span", BaseRefusedChainDiffers, func(b *Base) { b.FromEntryID = "a0000003" }},
+		{"a text that ends off the branch", BaseRefusedChainDiffers, func(b *Base) { b.FromEntryID = "nowhere0" }},
 		{"another session's", BaseRefusedMalformed, func(b *Base) { b.SessionID = "someone-else" }},
 	} {
 		b := good
@@ -442,9 +442,40 @@ func TestBridgeAfterTheBaseLanded(t *testing.T) {
 	if err != nil || onBase.BuiltOn.Source != SourceModel {
 		t.Fatalf("prepare on the base: %v %+v", err, onBase.BuiltOn)
 	}
-	if made, _ := bridge(onBase).LeftBase(w.leaf); made != nil {
-		t.Fatalf("a preparation on the base leaves %+v", made)
+	// Made on the base, the preparation leaves its own text, from its own cut: the next
+	// summary has the model read the bridge's gap.
+	bridged := bridge(onBase)
+	own, latest := bridged.LeftBase(w.leaf)
+	if own == nil || own.Summary != onBase.Summary || own.FromEntryID != onBase.FirstKeptEntryID || own.Source != SourceModel || latest != nil ||
+		own.Anchor.SummarySHA256 != SHA256(bridged.Summary) || bridged.Bridge.Messages == 0 {
+		t.Fatalf("a preparation on the base, bridged over %+v, leaves %+v", bridged.Bridge, own)
 	}
+	// The next preparation builds on it and reads the gap.
+	w.leaf = piWrites(t, w.file, "c0000002", w.leaf, bridged)
+	w.grow(12)
+	next := settings
+	next.Base = own
+	p3, _, err := w.eng.Prepare(context.Background(), next, nil)
+	if err != nil || p3.BuiltOn.Source != SourceModel || p3.BuiltOn.ReadAgainTokens == 0 || w.model.last().PreviousSummary != onBase.Summary {
+		t.Fatalf("the preparation after the bridged one: %v, built on %+v", err, p3.BuiltOn)
+	}
+	gapSteps := steps(w.model.last().Messages)
+	if len(gapSteps) == 0 || gapSteps[0] > indexTurn(mustPath(t, w.file), indexOf(mustPath(t, w.file), bridged.FirstKeptEntryID)) {
+		t.Fatalf("the next preparation read steps %v, not the gap first", gapSteps)
+	}
+}
+
+func mustPath(t *testing.T, file string) []*sessionio.Entry {
+	t.Helper()
+	s, err := sessionio.ReadFile(file)
+	if err != nil {
+		t.Fatal(err)
+	}
+	p, err := s.Path("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	return p
 }
 
 // A model's base that lands after the next extract carries over to that extract's compaction;

@@ -160,9 +160,16 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		}
 	}
 	out.SpanTokens = &SpanTokens{Model: model, Extract: extracted}
-	out.basis = nil
+	// What the compaction Pi writes with this value leaves for the next summary (LeftBase):
+	// a model's base for the previous compaction that landed after the preparation was made on
+	// its own text; else, when the bridge added notes, the preparation's own text from its
+	// cut, so that the next summary has the model read the gap rather than build on its notes.
+	out.basis, out.leavesOwn = nil, false
 	if bs := resolveBasis(path, src.Dialect, req.Base, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
 		out.basis = &bs
+	} else if len(gap) > 0 && model > 0 {
+		out.basis = &basis{text: prep.Summary, details: prep.Details, from: from, fromID: prep.FirstKeptEntryID, source: SourceModel, madeAt: prep.CreatedAt}
+		out.leavesOwn = true
 	}
 	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
 		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}

@@ -72,9 +72,11 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 // LeftBase is the base a value leaves for the compaction Pi writes with it (Pi's leaf
 // leafID its parent): for an extract, the text the extract built on, from where no model
 // has read the spans yet (the model's summary of them is made later: MakeBase); for a
-// preparation bridged after the session's base had landed, that base, from its cut (the
-// preparation was made on the previous compaction's text: the next summary reads its span
-// again). builtOnLatest names the compaction that text stood for, for NextBase. It is nil
+// bridged preparation, its own text before the bridge, from its cut (the next summary has
+// the model read the bridge's gap), or, when the session's base for the previous compaction
+// landed after the preparation was made on that compaction's text, that base, from its cut
+// (the next summary reads the preparation's span again). builtOnLatest names the compaction
+// the text stood for, for NextBase (nil: the text stands whatever is stored). made is nil
 // when the value leaves no base.
 func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAnchor) {
 	if p == nil || p.basis == nil {
@@ -91,6 +93,9 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		FromEntryID: bs.fromID, Source: bs.source, CreatedAt: bs.madeAt, ExtractOn: p.extract}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
+	}
+	if p.leavesOwn {
+		return b, nil // the preparation's text is what the compaction stands on, whatever is stored
 	}
 	return b, bs.latest
 }

@@ -78,6 +78,9 @@ type Prepared struct {
 	// it is one (made by Extract).
 	basis   *basis
 	extract bool
+	// leavesOwn: a bridged preparation leaves its own text, before the bridge, as the base
+	// (Bridge): nothing stored stands in for it.
+	leavesOwn bool
 }
 
 // PreparedDetails are the compaction's details as Pi stores them.
