@@ -124,10 +124,15 @@ func (r cellRun) through(n int) Economics {
 	if n <= 0 || n > len(r.comps) {
 		return r.Economics
 	}
+	// The agent's requests before the n-th compaction started (Pi sends none while it
+	// compacts), the summary requests up to its end: an agent request sent right as the
+	// compaction ended is on either side of the event's time as the test received it
+	// (another pipe), and one 4k-token request moved the 20k-1k-fast cell's ratio by 0.02.
 	end := r.comps[n-1].End
+	start := end.Add(-r.comps[n-1].Blocked)
 	var reqs []scriptllm.Request
 	for _, q := range r.reqs {
-		if !q.Time.After(end) {
+		if q.Kind == scriptllm.KindAgent && q.Time.Before(start) || q.Kind != scriptllm.KindAgent && !q.Time.After(end) {
 			reqs = append(reqs, q)
 		}
 	}

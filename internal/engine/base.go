@@ -6,6 +6,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"slices"
+	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -122,6 +123,33 @@ func (a BaseAnchor) names(b BaseAnchor) bool {
 // Complete reports whether the base is a model's summary of everything its anchor covers.
 func (b *Base) Complete() bool {
 	return b != nil && b.Source == SourceModel && b.FromEntryID == b.Anchor.FirstKeptEntryID
+}
+
+// withoutFileLists splits a summary into its text and the file lists appended to it (as
+// summarize.FormatFileOperations writes them); a summary without them is returned whole. A
+// base keeps its text without the lists, which travel in its details: the next summary
+// appends them again, and the model is not sent them twice a cycle.
+func withoutFileLists(summary string) (text string, read, modified []string) {
+	text = summary
+	cut := func(tag string) []string {
+		end := "\n</" + tag + ">"
+		if !strings.HasSuffix(text, end) {
+			return nil
+		}
+		i := strings.LastIndex(text, "\n\n<"+tag+">\n")
+		if i < 0 {
+			return nil
+		}
+		list := strings.Split(text[i+len("\n\n<"+tag+">\n"):len(text)-len(end)], "\n")
+		text = text[:i]
+		return list
+	}
+	modified = cut("modified-files")
+	read = cut("read-files")
+	if text+summarize.FormatFileOperations(read, modified) != summary {
+		return summary, nil, nil
+	}
+	return text, read, modified
 }
 
 // SHA256 is the hex SHA-256 of s (how a base names a summary text).
@@ -482,7 +510,14 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 		tokens += est.Count(m)
 	}
 	cs := src.Settings(j.cfg.KeepRecentTokens, j.cfg.ReserveTokens)
-	in := summarize.CompactionInput{MessagesToSummarize: msgs, PreviousSummary: bs.text, ReserveTokens: cs.ReserveTokens, Dialect: d, FileOps: fo}
+	prevText, prevRead, prevModified := withoutFileLists(bs.text)
+	for _, f := range prevRead {
+		fo.AddRead(f)
+	}
+	for _, f := range prevModified {
+		fo.AddEdited(f)
+	}
+	in := summarize.CompactionInput{MessagesToSummarize: msgs, PreviousSummary: prevText, ReserveTokens: cs.ReserveTokens, Dialect: d, FileOps: fo}
 	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
 	if err != nil {
 		return nil, nil, err
@@ -491,7 +526,8 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 		return nil, nil, err
 	}
 	fromID := bs.fromID
-	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: out.Summary,
+	text, _, _ := withoutFileLists(out.Summary)
+	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: text,
 		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
 		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: fromID,
 		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(),

@@ -446,7 +446,8 @@ func TestBridgeAfterTheBaseLanded(t *testing.T) {
 	// summary has the model read the bridge's gap.
 	bridged := bridge(onBase)
 	own, latest := bridged.LeftBase(w.leaf)
-	if own == nil || own.Summary != onBase.Summary || own.FromEntryID != onBase.FirstKeptEntryID || own.Source != SourceModel || latest != nil ||
+	ownText, _, _ := withoutFileLists(onBase.Summary)
+	if own == nil || own.Summary != ownText || own.FromEntryID != onBase.FirstKeptEntryID || own.Source != SourceModel || latest != nil ||
 		own.Anchor.SummarySHA256 != SHA256(bridged.Summary) || bridged.Bridge.Messages == 0 {
 		t.Fatalf("a preparation on the base, bridged over %+v, leaves %+v", bridged.Bridge, own)
 	}
@@ -456,7 +457,7 @@ func TestBridgeAfterTheBaseLanded(t *testing.T) {
 	next := settings
 	next.Base = own
 	p3, _, err := w.eng.Prepare(context.Background(), next, nil)
-	if err != nil || p3.BuiltOn.Source != SourceModel || p3.BuiltOn.ReadAgainTokens == 0 || w.model.last().PreviousSummary != onBase.Summary {
+	if err != nil || p3.BuiltOn.Source != SourceModel || p3.BuiltOn.ReadAgainTokens == 0 || w.model.last().PreviousSummary != ownText {
 		t.Fatalf("the preparation after the bridged one: %v, built on %+v", err, p3.BuiltOn)
 	}
 	gapSteps := steps(w.model.last().Messages)
@@ -506,5 +507,24 @@ func TestBaseLandsAfterTheNextExtract(t *testing.T) {
 	x3 := w.extract()
 	if x3.BuiltOn.Source != SourceModel || x3.BuiltOn.Via != "" || x3.BuiltOn.ReadAgainTokens == 0 || !strings.Contains(x3.Summary, "Model summary") {
 		t.Fatalf("the extract after the carried base: built on %+v", x3.BuiltOn)
+	}
+}
+
+// A base keeps its text without the file lists a summary ends in; a text whose end only
+// looks like them is kept whole.
+func TestWithoutFileLists(t *testing.T) {
+	t.Parallel()
+	for _, tc := range []struct {
+		read, modified []string
+	}{{nil, nil}, {[]string{"a.go"}, nil}, {nil, []string{"b.go", "c d.go"}}, {[]string{"a.go", "x/y.go"}, []string{"b.go"}}} {
+		sum := "## Goal\n- x" + summarize.FormatFileOperations(tc.read, tc.modified)
+		text, read, modified := withoutFileLists(sum)
+		if text != "## Goal\n- x" || !slices.Equal(read, tc.read) || !slices.Equal(modified, tc.modified) {
+			t.Errorf("%v %v: text %q, read %v, modified %v", tc.read, tc.modified, text, read, modified)
+		}
+	}
+	odd := "## Goal\n- quoted:\n\n<read-files>\na.go\n</read-files>\n- more"
+	if text, read, _ := withoutFileLists(odd); text != odd || read != nil {
+		t.Errorf("a text with lists inside was cut: %q %v", text, read)
 	}
 }

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -86,10 +88,19 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 	if leafID == "" {
 		leafID = p.LeafID
 	}
+	text, read, modified := withoutFileLists(bs.text)
+	fo := sessionio.NewFileOps()
+	for _, f := range append(slices.Clone(bs.details.ReadFiles), read...) {
+		fo.AddRead(f)
+	}
+	for _, f := range append(slices.Clone(bs.details.ModifiedFiles), modified...) {
+		fo.AddEdited(f)
+	}
+	read, modified = fo.Lists()
 	b := &Base{V: BaseVersion, Store: p.Store, Path: p.Path, SessionID: p.SessionID,
 		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
 			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
-		Summary: bs.text, Details: PreparedDetails{ReadFiles: nonNil(bs.details.ReadFiles), ModifiedFiles: nonNil(bs.details.ModifiedFiles)},
+		Summary: text, Details: PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)},
 		FromEntryID: bs.fromID, Source: bs.source, CreatedAt: bs.madeAt, ExtractOn: p.extract}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
