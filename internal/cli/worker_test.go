@@ -441,7 +441,7 @@ func TestLiveBridge(t *testing.T) {
 	waitUntil(t, time.Minute, "the base the bridge leaves", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 		var base engine.Base
-		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.Summary &&
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.History &&
 			base.FromEntryID == prep.FirstKeptEntryID && base.Anchor.SummarySHA256 == engine.SHA256(got.Summary)
 	})
 	// A preparation that lies after the requested cut is stale.
