@@ -22,9 +22,11 @@ import (
 // exactly what the compaction covers (the same summarized entries, built on the same chain
 // of compactions), made in the background by a job of kind "base" right after the extract
 // answered. Until it lands, the base says where the model's text ends: the next summary then
-// reads the spans after it again, raw, rather than the extract's notes of them. So over a
-// session everything older than the last cycle is a model's summary, however fast the agent
-// compacts.
+// reads the spans after it again, raw, rather than the extract's notes of them. A compaction
+// answered by a preparation bridged to Pi's cut leaves the preparation's own text the same
+// way, from the preparation's cut: the next summary has the model read the bridge's gap. So
+// over a session everything older than the last cycle is a model's summary, however fast
+// the agent compacts.
 //
 // One base per session (the newest), stored beside its preparation (PreparedStore's base),
 // replaced as the session moves on. It names the compaction it stands for by what can be
@@ -53,7 +55,7 @@ const (
 const (
 	BaseRefusedOtherCompaction = "other-compaction" // it stands for another compaction than the branch's latest
 	BaseRefusedEntriesDiffer   = "entries-differ"   // the compaction summarized other entries than the base says
-	BaseRefusedChainDiffers    = "chain-differs"    // it follows another compaction, or its text ends elsewhere than a span of the chain starts
+	BaseRefusedChainDiffers    = "chain-differs"    // it follows another compaction, or its text ends where no span of the chain lies
 	BaseRefusedMalformed       = "malformed"        // another session's, or a version this worker does not read
 )
 
