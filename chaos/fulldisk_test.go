@@ -26,7 +26,7 @@ import (
 // room for part of the line (an unreserved write used to leave those bytes there, torn).
 // Then space is freed and Pi appends its next line as it does (one write on an O_APPEND
 // descriptor, no lock, from its in-memory leaf): the file must be the file before plus
-// that line, and the real Pi (pi-oracle context) must load that line as its leaf.
+// that line, and the real Pi (interop/pi/pi context) must load that line as its leaf.
 //
 // The restore entry (written when a Pi line lands between compactor's final check and its
 // write) needs a line placed at that instant, which only a hook inside the append can do:
@@ -124,7 +124,7 @@ func TestFullDisk(t *testing.T) {
 	}
 }
 
-// piContext is what the real Pi (pi-oracle context) makes of a file: its leaf and its
+// piContext is what the real Pi (interop/pi/pi context) makes of a file: its leaf and its
 // context's messages.
 func piContext(t *testing.T, file string) (view struct {
 	LeafID   string
@@ -136,7 +136,7 @@ func piContext(t *testing.T, file string) (view struct {
 	cmd.Stderr = &stderr
 	out, err := cmd.Output()
 	if err != nil {
-		t.Fatalf("pi-oracle context %s: %v\n%s", file, err, stderr.String())
+		t.Fatalf("interop/pi/pi context %s: %v\n%s", file, err, stderr.String())
 	}
 	var raw struct {
 		LeafID  string `json:"leafId"`
@@ -145,7 +145,7 @@ func piContext(t *testing.T, file string) (view struct {
 		} `json:"context"`
 	}
 	if err := json.Unmarshal(out, &raw); err != nil {
-		t.Fatalf("pi-oracle output: %v", err)
+		t.Fatalf("interop/pi/pi context output: %v", err)
 	}
 	view.LeafID, view.Messages = raw.LeafID, raw.Context.Messages
 	return view

@@ -21,6 +21,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"sort"
+	"strconv"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -208,7 +209,7 @@ func (f *fleet) verify(t *testing.T) map[string]int {
 }
 
 // piLoad loads every given file with the real Pi (pi-load-many.mjs: Pi's SessionManager
-// through pi-oracle's library, one Node process per batch) and checks that a compacted
+// through the harness's library, one Node process per batch) and checks that a compacted
 // file's context starts with Pi's compaction summary.
 func piLoad(t *testing.T, files []string, compacted map[string]int) (loaded int) {
 	t.Helper()
@@ -294,18 +295,19 @@ func (s *securedNATS) key(user string) string { return filepath.Join(s.creds, us
 
 func (s *securedNATS) admin(t *testing.T) nats.Option {
 	t.Helper()
-	o, err := nats.NkeyOptionFromSeed(s.key("admin"))
+	o, err := nats.NkeyOptionFromSeed(s.key("admin-default"))
 	if err != nil {
 		t.Fatal(err)
 	}
 	return o
 }
 
-// authConfig writes the configuration `compactor auth` prints for store default into dir.
-func authConfig(t *testing.T, dir string) (conf, creds string) {
+// authConfig writes the configuration `compactor auth` prints for store default into dir
+// (its account holds streams of replicas replicas).
+func authConfig(t *testing.T, dir string, replicas int) (conf, creds string) {
 	t.Helper()
 	creds, conf = filepath.Join(dir, "creds"), filepath.Join(dir, "auth.conf")
-	out, err := exec.Command(compactorBin, "auth", "--store", "default", "--credentials", creds).Output()
+	out, err := exec.Command(compactorBin, "auth", "--store", "default", "--credentials", creds, "--replicas", strconv.Itoa(replicas)).Output()
 	if err != nil {
 		t.Fatalf("compactor auth: %v", err)
 	}
@@ -319,7 +321,7 @@ func authConfig(t *testing.T, dir string) (conf, creds string) {
 // that a killed worker's jobs come back within seconds (the workers follow them).
 func (s *securedNATS) setup(t *testing.T, extra ...string) {
 	t.Helper()
-	args := append([]string{"setup", "--nats-url", s.url, "--nkey", s.key("admin"), "--store", "default",
+	args := append([]string{"setup", "--nats-url", s.url, "--nkey", s.key("admin-default"), "--store", "default",
 		"--ack-wait", "6s", "--lease-ttl", "3s", "--max-deliver", "8"}, extra...)
 	if out, err := exec.Command(compactorBin, args...).CombinedOutput(); err != nil {
 		t.Fatalf("compactor setup: %v\n%s", err, out)
@@ -331,7 +333,7 @@ func (s *securedNATS) setup(t *testing.T, extra ...string) {
 func startNATS(t *testing.T) *securedNATS {
 	t.Helper()
 	dir := t.TempDir()
-	_, creds := authConfig(t, dir)
+	_, creds := authConfig(t, dir, 1)
 	conf := filepath.Join(dir, "server.conf")
 	if err := os.WriteFile(conf, fmt.Appendf(nil, "host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n", filepath.Join(dir, "js")), 0o600); err != nil {
 		t.Fatal(err)
@@ -349,7 +351,7 @@ func startNATS(t *testing.T) *securedNATS {
 // with the configuration `compactor auth` prints, and returns them once JetStream has its
 // meta leader and the cluster is set up with 3 replicas.
 func startCluster(t *testing.T) ([]*natstest.Node, *securedNATS) {
-	conf, creds := authConfig(t, t.TempDir())
+	conf, creds := authConfig(t, t.TempDir(), 3)
 	nodes := natstest.StartClusterWith(t, "compactor-chaos", conf)
 	s := &securedNATS{url: natstest.URLs(nodes), creds: creds}
 	natstest.WaitJetStream(t, s.url, 30*time.Second, s.admin(t))

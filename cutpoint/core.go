@@ -10,30 +10,33 @@ func OverBudget(contextTokens int, s Settings) bool {
 	return contextTokens > s.ContextWindow-s.ReserveTokens
 }
 
-// ContextTokens is the size of the path's current context as Pi computes tokensBefore under
-// dialect d, with counter c.
+// ContextTokens is the size of the path's current context as Pi r computes tokensBefore,
+// with counter c.
 //
-// Pi 0.73 (estimateContextTokens over buildSessionContext): the usage of the last assistant
-// message that is neither aborted nor an error, plus c's count of every context message after
-// it; with no such assistant, c's count of every context message.
+// Before 0.87 (estimateContextTokens over buildSessionContext): the usage of the last
+// assistant message that is neither aborted nor an error (from 0.80, ZeroUsageSkipped: nor
+// all zeros), plus c's count of every context message after it; with no such assistant, c's
+// count of every context message.
 //
-// Pi 1.x (estimateProjectedContextTokens over the projection): the same, but an assistant's
-// usage counts only when it is not all zeros and its entry comes after the path's latest
-// context edit and latest compaction (a usage measured before an edit or a compaction is not
-// the context's size any more); otherwise the count of the projection's messages, its system
-// messages folded into one current system message (sessionio.CurrentSystemMessage).
-func ContextTokens(path []*sessionio.Entry, d sessionio.Dialect, c Counter) int {
-	if !d.Or().Projects() {
-		return MessagesTokens(sessionio.BuildContext(path, d).Messages, c)
+// From 0.87 (ContextEdits: estimateProjectedContextTokens over the projection): the same, but
+// an assistant's usage counts only when its entry comes after the path's latest context edit
+// and latest compaction (a usage measured before an edit or a compaction is not the context's
+// size any more); otherwise the count of the projection's messages, its system messages
+// folded into one current system message (sessionio.CurrentSystemMessage).
+func ContextTokens(path []*sessionio.Entry, r sessionio.Release, c Counter) int {
+	r = r.Or()
+	if !r.Has(sessionio.ContextEdits) {
+		return MessagesTokens(sessionio.BuildContext(path, r).Messages, r, c)
 	}
-	return ProjectedTokens(sessionio.Project(path, d), path, c)
+	return ProjectedTokens(sessionio.Project(path, r), path, c)
 }
 
-// MessagesTokens is Pi 0.73's ContextTokens for an already built list of context messages.
-func MessagesTokens(msgs []*sessionio.Message, c Counter) int {
+// MessagesTokens is ContextTokens (before 0.87) for an already built list of context messages.
+func MessagesTokens(msgs []*sessionio.Message, r sessionio.Release, c Counter) int {
+	skipZero := r.Or().Has(sessionio.ZeroUsageSkipped)
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
-		if msgs[i] != nil && msgs[i].HasValidUsage() {
+		if m := msgs[i]; m != nil && m.HasValidUsage() && (!skipZero || m.Usage.ContextTokens() > 0) {
 			last = i
 			break
 		}
@@ -50,7 +53,7 @@ func MessagesTokens(msgs []*sessionio.Message, c Counter) int {
 	return total
 }
 
-// ProjectedTokens is Pi 1.x's ContextTokens for a projection of path.
+// ProjectedTokens is ContextTokens (from 0.87) for a projection of path.
 func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Counter) int {
 	// The newest usage Pi takes, and the entry it came from.
 	usageK, usageM := -1, -1
@@ -98,11 +101,11 @@ func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Coun
 	return total
 }
 
-// addFileOps adds what a summarized message tells of files: its tool calls, and in Pi 1.x
-// the calls a tool result's codemode script made.
+// addFileOps adds what a summarized message tells of files: its tool calls, and from 0.99
+// (NestedCallsFileOps) the calls a tool result's codemode script made.
 func (s *segment) addFileOps(fo *sessionio.FileOps, m *sessionio.Message) {
 	fo.AddFromMessage(m)
-	if s.d.Projects() {
+	if s.r.Has(sessionio.NestedCallsFileOps) {
 		fo.AddFromNestedCalls(m)
 	}
 }
@@ -130,14 +133,15 @@ func unprepared(path []*sessionio.Entry, policy string, s Settings, c Counter) *
 
 // notPrepared is the plan that says why nothing is planned.
 func notPrepared(path []*sessionio.Entry, reason, policy string, s Settings, c Counter) *Plan {
-	return &Plan{Prepared: false, Reason: reason, Policy: policy, Counter: c.Name(), Dialect: s.Dialect.Or(),
-		TokensBefore: ContextTokens(path, s.Dialect, c), TurnStartIndex: -1, FirstKeptEntryIndex: -1}
+	return &Plan{Prepared: false, Reason: reason, Policy: policy, Counter: c.Name(), Release: s.Release.Or(),
+		TokensBefore: ContextTokens(path, s.Release, c), TurnStartIndex: -1, FirstKeptEntryIndex: -1}
 }
 
 // assemble builds the plan for a cut, as prepareCompaction's last steps do: the summarized
 // messages are the range's up to the history's end and the prefix those of the split turn up
 // to the cut; file operations are seeded from the previous compaction and collected from
-// both. Pi 1.x makes no plan when nothing would be summarized.
+// both. From 0.79.8 (NoPlanWhenNothingToSummarize) Pi makes no plan when nothing would be
+// summarized.
 func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
 	path := sg.path
 	if k.firstKept >= len(sg.items) || sg.items[k.firstKept].e.ID == "" {
@@ -145,10 +149,10 @@ func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
 	}
 	fk := sg.items[k.firstKept]
 	p := &Plan{
-		Prepared: true, Policy: policy, Counter: c.Name(), Dialect: sg.d,
+		Prepared: true, Policy: policy, Counter: c.Name(), Release: sg.r,
 		FirstKeptEntryID: fk.e.ID, FirstKeptEntryIndex: fk.at,
 		IsSplitTurn: k.split, TurnStartIndex: -1,
-		TokensBefore:       ContextTokens(path, sg.d, c),
+		TokensBefore:       ContextTokens(path, sg.r, c),
 		BoundaryStartIndex: sg.start,
 	}
 	if k.turnStart >= 0 {
@@ -189,7 +193,7 @@ func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
 			}
 		}
 	}
-	if sg.d.Projects() && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
+	if sg.r.Has(sessionio.NoPlanWhenNothingToSummarize) && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
 		return notPrepared(path, ReasonNothingToSummarize, policy, s, c)
 	}
 	for i := k.firstKept; i < len(sg.items); i++ {

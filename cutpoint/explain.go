@@ -19,7 +19,7 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 		w("Nothing to plan: %s.", p.Reason)
 		return b.String()
 	}
-	sg := newSegment(path, p.Dialect)
+	sg := newSegment(path, p.Release)
 	prevIdx, start := sg.prevAt, sg.start
 	switch {
 	case sg.prev == nil:
@@ -30,16 +30,16 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 		w("The last compaction (%s, index %d) kept entries from %s (index %d): the range starts there; its summary is updated, nothing before it is summarized again.",
 			sg.prev.ID, prevIdx, path[start].ID, start)
 	}
-	if p.Dialect.Projects() {
-		w("Pi %s rules: the range is what Pi's projection puts into the context (context edits applied, the kept part's system messages left to the compaction's checkpoint).", p.Dialect)
+	if p.Release.Has(sessionio.ContextEdits) {
+		w("Pi %s rules: the range is what Pi's projection puts into the context (context edits applied, the kept part's system messages left to the compaction's checkpoint).", p.Release)
 	}
 	fk := p.FirstKeptEntryIndex
 	switch p.Policy {
 	case PolicyPi:
 		acc, cross := 0, -1
 		for k := len(sg.items) - 1; k >= 0; k-- {
-			wt := sg.weight(k, c)
-			if p.Dialect.Projects() && wt == 0 || !p.Dialect.Projects() && sg.items[k].e.Type != sessionio.TypeMessage {
+			wt, counted := sg.weighs(k, c)
+			if !counted {
 				continue
 			}
 			acc += wt
@@ -61,8 +61,8 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 				}
 			}
 			switch {
-			case cp < 0 && p.Dialect.Projects():
-				w("No valid cut point follows it (only tool results): Pi %s keeps its last cut point.", p.Dialect)
+			case cp < 0 && p.Release.Has(sessionio.TrailingToolResultsKeepLastCut):
+				w("No valid cut point follows it (only tool results): Pi %s keeps its last cut point.", p.Release)
 			case cp < 0:
 				w("No valid cut point follows it (only tool results): Pi falls back to its first cut point and summarizes nothing.")
 			case cp != cross:
@@ -88,7 +88,7 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 	}
 	w("Summarized: %d entries (%d tokens).", len(p.MessagesToSummarize), p.SummarizedTokens)
 	for _, v := range CheckInvariants(path, p) {
-		if v.Invariant == 2 && InsideToolSpan(path, firstCutAtOrAfter(sg, fk), p.Dialect) {
+		if v.Invariant == 2 && InsideToolSpan(path, firstCutAtOrAfter(sg, fk), p.Release) {
 			w("Warning: %v. This is Pi's known behaviour (docs/policies.md); the turn and nearest policies avoid it.", v)
 		} else {
 			w("Warning: %v.", v)

@@ -232,11 +232,11 @@ func (g *sessionGen) retainNone() {
 		js("all of it "+g.text("summary")), js(id), rapid.IntRange(0, 90000).Draw(g.t, "tokensBefore")))
 }
 
-// genSession draws a session file as the Pi of dialect d could have written it: Pi 1.x's
-// system messages, context edits, usage entries and retain-none compactions only for
-// d = Pi16 (Pi 0.73 never writes them; compactor refuses to append to a file that has them
-// under its rules).
-func genSession(t *rapid.T, d sessionio.Dialect) []byte {
+// genSession draws a session file as Pi d could have written it: system messages, usage
+// entries and user images only from 0.86 (SystemMessages), context edits and retain-none
+// compactions only from 0.87 (ContextEdits): older releases never write them, and compactor
+// refuses to append to a file that has them under their rules.
+func genSession(t *rapid.T, d sessionio.Release) []byte {
 	g := &sessionGen{t: t, parent: map[string]string{}, kind: map[string]string{}}
 	g.buf.WriteString(`{"type":"session","version":3,"id":"019ad9b0-0000-7000-8000-000000000001","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/p"}` + "\n")
 	if rapid.Bool().Draw(t, "startSettings") {
@@ -250,10 +250,14 @@ func genSession(t *rapid.T, d sessionio.Dialect) []byte {
 			continue
 		}
 		maxOp := 19
-		if d.Projects() {
+		if d.Has(sessionio.SystemMessages) {
 			maxOp = 25
 		}
-		switch rapid.IntRange(0, maxOp).Draw(t, "op") {
+		op := rapid.IntRange(0, maxOp).Draw(t, "op")
+		if !d.Has(sessionio.ContextEdits) && (op == 21 || op == 22 || op == 25) {
+			op = 0 // Pi 0.86 writes no context edit and no retain-none compaction
+		}
+		switch op {
 		case 0, 1, 2, 3:
 			g.user()
 		case 4, 5, 6, 7, 8, 9:

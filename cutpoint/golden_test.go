@@ -2,8 +2,6 @@ package cutpoint
 
 import (
 	"encoding/json"
-	"os"
-	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
@@ -37,16 +35,19 @@ type oracleCut struct {
 
 const repoTestdata = "../testdata"
 
-// sessionFileFor finds the corpus file a golden refers to.
-func sessionFileFor(t *testing.T, name string) string {
+// sessionFileFor finds the corpus file a golden refers to (its path under testdata/corpus).
+func sessionFileFor(t *testing.T, rel string) string {
 	t.Helper()
-	for _, dir := range []string{"corpus", "corpus/pi-repo", "corpus/pi-generated", "corpus/bad"} {
-		p := filepath.Join(repoTestdata, dir, name)
-		if _, err := os.Stat(p); err == nil {
-			return p
+	files, err := pigolden.CorpusFiles()
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, f := range files {
+		if f.Rel == rel {
+			return f.Path
 		}
 	}
-	t.Fatalf("no session file %s under %s/corpus", name, repoTestdata)
+	t.Fatalf("no session file %s in the corpus", rel)
 	return ""
 }
 
@@ -83,7 +84,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range versions {
-		d, err := sessionio.ParseDialect(v)
+		d, err := sessionio.ParseRelease(v)
 		if err != nil {
 			t.Fatalf("matrix version %s: %v", v, err)
 		}
@@ -94,15 +95,25 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 	}
 }
 
-func piPolicyMatchesGoldens(t *testing.T, version string, d sessionio.Dialect) {
-	goldens, err := filepath.Glob(filepath.Join(repoTestdata, "expected", version, "*.cut-*.json"))
+func piPolicyMatchesGoldens(t *testing.T, version string, d sessionio.Release) {
+	dir, err := pigolden.Expected()
+	if err != nil {
+		t.Fatal(err)
+	}
+	names, err := pigolden.Names(dir, version)
+	var goldens []string
+	for _, n := range names {
+		if strings.Contains(n, ".cut-") {
+			goldens = append(goldens, n)
+		}
+	}
 	if err != nil || len(goldens) == 0 {
-		t.Fatalf("no goldens under %s/expected/%s (%v)", repoTestdata, version, err)
+		t.Fatalf("no goldens under %s/%s (%v)", dir, version, err)
 	}
 	matched := 0
 	for _, g := range goldens {
-		t.Run(filepath.Base(g), func(t *testing.T) {
-			raw, err := os.ReadFile(g)
+		t.Run(g, func(t *testing.T) {
+			raw, err := pigolden.Read(dir, version, g)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -113,10 +124,10 @@ func piPolicyMatchesGoldens(t *testing.T, version string, d sessionio.Dialect) {
 			file := sessionFileFor(t, want.File)
 			path, sess := loadPath(t, file)
 			settings := DefaultSettings()
-			settings.Dialect = d
+			settings.Release = d
 			settings.KeepRecentTokens = want.Settings.KeepRecentTokens
 			settings.ReserveTokens = want.Settings.ReserveTokens
-			got, err := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Dialect))
+			got, err := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Release))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -198,7 +209,7 @@ func isDocumentedPiQuirk(path []*sessionio.Entry, p *Plan, v Violation) bool {
 		return false
 	}
 	// Pi's cut point is the first valid cut at or after the (pulled-back) first kept entry.
-	sg := newSegment(path, p.Dialect)
+	sg := newSegment(path, p.Release)
 	for k := range sg.items {
 		if sg.items[k].at >= p.FirstKeptEntryIndex && sg.validCut(k) {
 			return sg.toolSpans()[k]

@@ -7,7 +7,8 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// Violation is a breach of one of design §4's invariants by a plan.
+// Violation is a plan's breach of one of the four invariants every plan keeps
+// (docs/architecture.md, "The invariants of a plan"), numbered as they are there.
 type Violation struct {
 	Invariant int    // 1..4
 	EntryID   string // the entry concerned, when there is one
@@ -21,9 +22,9 @@ func (v Violation) String() string {
 	return fmt.Sprintf("invariant %d: %s", v.Invariant, v.Detail)
 }
 
-// CheckInvariants checks a prepared plan against design §4 under the plan's Pi dialect,
-// recomputing everything it needs from the path rather than trusting the plan. Each
-// invariant has its own check (below); the violations come in invariant order. An
+// CheckInvariants checks a prepared plan against those invariants under the plan's Pi
+// dialect, recomputing everything it needs from the path rather than trusting the plan.
+// Each invariant has its own check (below); the violations come in invariant order. An
 // unprepared plan has nothing to check.
 func CheckInvariants(path []*sessionio.Entry, p *Plan) []Violation {
 	if p == nil || !p.Prepared {
@@ -52,7 +53,7 @@ type checked struct {
 }
 
 func newChecked(path []*sessionio.Entry, p *Plan) *checked {
-	c := &checked{sg: newSegment(path, p.Dialect), p: p, index: make(map[string]int, len(path)), fk: -1, fkAt: -1}
+	c := &checked{sg: newSegment(path, p.Release), p: p, index: make(map[string]int, len(path)), fk: -1, fkAt: -1}
 	for i, e := range path {
 		c.index[e.ID] = i // duplicate ids cannot happen on a path (the index keeps one entry per id)
 	}
@@ -221,10 +222,10 @@ func describe(e *sessionio.Entry) string {
 }
 
 // InsideToolSpan reports whether entry index i of path lies strictly inside a tool span
-// of the range after the path's previous compaction, under dialect d: a cut there separates
+// of the range after the path's previous compaction, under release r: a cut there separates
 // a tool call from one of its results. It identifies Pi's documented breach of invariant 2.
-func InsideToolSpan(path []*sessionio.Entry, i int, d sessionio.Dialect) bool {
-	sg := newSegment(path, d)
+func InsideToolSpan(path []*sessionio.Entry, i int, r sessionio.Release) bool {
+	sg := newSegment(path, r)
 	k := sg.index(i)
 	if k < 0 {
 		return false

@@ -19,7 +19,7 @@ func (Nearest) Plan(path []*sessionio.Entry, s Settings, c Counter) (*Plan, erro
 	if p := unprepared(path, PolicyNearest, s, c); p != nil {
 		return p, nil
 	}
-	sg := newSegment(path, s.Dialect)
+	sg := newSegment(path, s.Release)
 	r := newRangeInfo(sg, c)
 	best, bestKept, bestDiff := -1, 0, 0
 	for k := range sg.items {

@@ -1,7 +1,8 @@
 // Package cutpoint decides where a compaction cuts a session's current path: which entries
 // are summarized, which turn prefix (if any) gets its own summary, and which entries stay
-// verbatim. A Policy produces a Plan; CheckInvariants verifies the guarantees of design §4
-// for any plan, so experiments can compare policies that are all known to be safe.
+// verbatim. A Policy produces a Plan; CheckInvariants verifies, for any plan, the invariants
+// every plan keeps (docs/architecture.md, "The invariants of a plan"), so experiments can
+// compare policies that are all known to be safe.
 //
 // Three policies exist:
 //
@@ -30,8 +31,8 @@ type Settings struct {
 	// ContextWindow is the model's window; 0 means unknown (then every session is over
 	// budget, as in Pi with a window of 0).
 	ContextWindow int
-	// Dialect is the Pi release whose rules the plan follows (zero: the newest).
-	Dialect sessionio.Dialect
+	// Release is the Pi release whose rules the plan follows (zero: the newest).
+	Release sessionio.Release
 }
 
 // Pi's DEFAULT_COMPACTION_SETTINGS.
@@ -100,7 +101,7 @@ type FileOps struct {
 	ModifiedFiles []string `json:"modifiedFiles"`
 }
 
-// Plan is a policy's decision for one path. Indices are positions in the path (for Pi 1.x
+// Plan is a policy's decision for one path. Indices are positions in the path (for Pi >= 0.87
 // too, whose own indices count in its projection). Its JSON
 // uses the field names Pi's harness (interop/pi/pi cut) prints wherever a field means the same thing.
 type Plan struct {
@@ -110,8 +111,8 @@ type Plan struct {
 	Reason   string
 	Policy   string
 	Counter  string
-	// Dialect is the Pi release whose rules made the plan.
-	Dialect sessionio.Dialect
+	// Release is the Pi release whose rules made the plan.
+	Release sessionio.Release
 
 	FirstKeptEntryID    string
 	FirstKeptEntryIndex int
@@ -165,7 +166,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		return jsjson.Marshal(jsjson.Fields{
 			{Key: "prepared", Value: false}, {Key: "reason", Value: p.Reason},
 			{Key: "policy", Value: p.Policy}, {Key: "counter", Value: p.Counter},
-			{Key: "piVersion", Value: p.Dialect.String()},
+			{Key: "piVersion", Value: p.Release.String()},
 			{Key: "tokensBefore", Value: p.TokensBefore},
 		})
 	}
@@ -186,7 +187,7 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 		{Key: "prepared", Value: true},
 		{Key: "policy", Value: p.Policy},
 		{Key: "counter", Value: p.Counter},
-		{Key: "piVersion", Value: p.Dialect.String()},
+		{Key: "piVersion", Value: p.Release.String()},
 		{Key: "firstKeptEntryId", Value: p.FirstKeptEntryID},
 		{Key: "firstKeptEntryIndex", Value: p.FirstKeptEntryIndex},
 		{Key: "isSplitTurn", Value: p.IsSplitTurn},

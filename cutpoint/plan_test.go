@@ -41,7 +41,7 @@ func TestOverBudget(t *testing.T) {
 func TestPlanJSONShapes(t *testing.T) {
 	t.Parallel()
 	pi073 := DefaultSettings()
-	pi073.Dialect = sessionio.Pi073
+	pi073.Release = sessionio.MustParseRelease("0.73.1")
 	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "09-ends-with-compaction.jsonl"))
 	// Pi 0.73 counts the usage of a kept answer from before the compaction; Pi 1.6 does not,
 	// and estimates the projection instead (2602 is what Pi 1.6.0 prints for this file).
@@ -49,10 +49,10 @@ func TestPlanJSONShapes(t *testing.T) {
 		s    Settings
 		want string
 	}{
-		{pi073, `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate@0.73.1","piVersion":"0.73.1","tokensBefore":19068}`},
+		{pi073, `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate@0.73.0","piVersion":"0.73.1","tokensBefore":19068}`},
 		{DefaultSettings(), `{"prepared":false,"reason":"last entry on the branch is a compaction (Pi: 'Already compacted')","policy":"pi","counter":"estimate","piVersion":"1.6.0","tokensBefore":2602}`},
 	} {
-		p, err := Pi{}.Plan(path, tc.s, tokenize.EstimateFor(tc.s.Dialect))
+		p, err := Pi{}.Plan(path, tc.s, tokenize.EstimateFor(tc.s.Release))
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -66,7 +66,7 @@ func TestPlanJSONShapes(t *testing.T) {
 	}
 
 	path, _ = loadPath(t, filepath.Join(repoTestdata, "corpus", "01-minimal.jsonl"))
-	p, _ := Pi{}.Plan(path, pi073, tokenize.EstimateFor(sessionio.Pi073))
+	p, _ := Pi{}.Plan(path, pi073, tokenize.EstimateFor(sessionio.MustParseRelease("0.73.1")))
 	var m map[string]any
 	b, _ := json.Marshal(p)
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -104,9 +104,9 @@ func TestDifferentialAgainstPi(t *testing.T) {
 		n = v
 	}
 	// The Pi the harness runs (PI_VERSION; the old oracle is 0.73.1).
-	dialect := sessionio.Pi073
+	dialect := sessionio.MustParseRelease("0.73.1")
 	if v := os.Getenv("PI_VERSION"); v != "" {
-		d, err := sessionio.ParseDialect(v)
+		d, err := sessionio.ParseRelease(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,9 +135,9 @@ func TestDifferentialAgainstPi(t *testing.T) {
 		}
 		path, _ := s.Path("")
 		settings := DefaultSettings()
-		settings.Dialect = dialect
+		settings.Release = dialect
 		settings.KeepRecentTokens = keep
-		got, _ := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Dialect))
+		got, _ := Pi{}.Plan(path, settings, tokenize.EstimateFor(settings.Release))
 		gb, _ := json.Marshal([]any{got.Prepared, got.FirstKeptEntryID, got.IsSplitTurn, got.TurnStartIndex, got.TokensBefore,
 			ids(got.MessagesToSummarize), ids(got.TurnPrefix), got.FileOps.Read, got.FileOps.Written, got.FileOps.Edited, got.FileOps.ReadFiles, got.FileOps.ModifiedFiles})
 		if !want.Prepared {

@@ -2,19 +2,21 @@ package cutpoint
 
 import "github.com/compactor-dev/compactor/sessionio"
 
-// A segment is the range a compaction cuts, as the Pi dialect of the plan sees it: the
+// A segment is the range a compaction cuts, as the Pi release of the plan sees it: the
 // entries from where the previous compaction's kept part begins to the leaf, each with the
 // messages it puts into the context. Every policy, the invariants and the explanation work on
-// it, so that one algorithm serves both Pi releases.
+// it, so that one algorithm serves every Pi release.
 //
-// Pi 0.73 cuts the path itself: the range is path[start:], the previous compaction's
-// firstKeptEntryId on the path (else the entry after that compaction, else 0), and each entry
-// brings the message Pi's compaction would summarize (none for a compaction). Pi 1.x cuts its
-// projection (sessionio.Projection): the range is everything after the compaction the context
-// starts with, system messages of the kept part are gone, an entry a context edit omits brings
-// no message, one it replaces brings the new content.
+// Before 0.87 (sessionio.ContextEdits) Pi cuts the path itself: the range is path[start:],
+// from the previous compaction's firstKeptEntryId on the path (else the entry after that
+// compaction, else 0), the previous compaction itself included. Before 0.80.4 each entry
+// brings the message Pi's compaction would summarize (none for a compaction); from 0.80.4
+// (sessionio.EntryMessages) what it puts into the context (a compaction its summary). From
+// 0.87 Pi cuts its projection (sessionio.Projection): the range is everything after the
+// compaction the context starts with, system messages of the kept part are gone, an entry a
+// context edit omits brings no message, one it replaces brings the new content.
 type segment struct {
-	d    sessionio.Dialect
+	r    sessionio.Release
 	path []*sessionio.Entry
 	// items are the range, in context order; items[k].at is the entry's index on the path.
 	items []item
@@ -32,11 +34,11 @@ type item struct {
 	msgs []*sessionio.Message
 }
 
-// newSegment builds the segment of path under dialect d.
-func newSegment(path []*sessionio.Entry, d sessionio.Dialect) *segment {
-	d = d.Or()
-	s := &segment{d: d, path: path, prevAt: -1}
-	if !d.Projects() {
+// newSegment builds the segment of path under release r.
+func newSegment(path []*sessionio.Entry, r sessionio.Release) *segment {
+	r = r.Or()
+	s := &segment{r: r, path: path, prevAt: -1}
+	if !r.Has(sessionio.ContextEdits) {
 		s.prevAt, s.start = boundary(path)
 		if s.prevAt >= 0 {
 			s.prev = path[s.prevAt]
@@ -44,14 +46,16 @@ func newSegment(path []*sessionio.Entry, d sessionio.Dialect) *segment {
 		s.items = make([]item, 0, len(path)-s.start)
 		for i := s.start; i < len(path); i++ {
 			it := item{e: path[i], at: i}
-			if m := messageOf(path[i]); m != nil {
+			if r.Has(sessionio.EntryMessages) {
+				it.msgs = sessionio.MessagesOf(path[i], r)
+			} else if m := messageOf(path[i]); m != nil {
 				it.msgs = []*sessionio.Message{m}
 			}
 			s.items = append(s.items, it)
 		}
 		return s
 	}
-	proj := sessionio.Project(path, d)
+	proj := sessionio.Project(path, r)
 	from := 0
 	for k, pe := range proj.Entries {
 		if pe.Entry.Type == sessionio.TypeCompaction && len(pe.Messages) > 0 {
@@ -71,7 +75,7 @@ func newSegment(path []*sessionio.Entry, d sessionio.Dialect) *segment {
 }
 
 // boundary returns the index of the last compaction on the path (-1 if none) and where
-// the new compaction's range starts (Pi 0.73.1): the previous compaction's
+// the new compaction's range starts (Pi before 0.87): the previous compaction's
 // firstKeptEntryId on the path, else the entry after that compaction, else 0.
 func boundary(path []*sessionio.Entry) (prevIdx, start int) {
 	prevIdx = -1
@@ -93,7 +97,7 @@ func boundary(path []*sessionio.Entry) (prevIdx, start int) {
 	return prevIdx, prevIdx + 1
 }
 
-// messageOf is the message an entry contributes to a summary in Pi 0.73 (its
+// messageOf is the message an entry contributes to a summary in Pi before 0.80.4 (its
 // getMessageFromEntryForCompaction): compactions excluded.
 func messageOf(e *sessionio.Entry) *sessionio.Message {
 	if e.Type == sessionio.TypeCompaction {
@@ -113,13 +117,14 @@ func (s *segment) index(at int) int {
 }
 
 // validCut reports whether item k may be the first kept entry: Pi's findValidCutPoints.
-// 0.73 decides by the entry (a user, assistant, bashExecution, custom, branchSummary or
-// compactionSummary message, a branch_summary or a custom_message); 1.x by what the entry
-// puts into the context (such a message, in its projection: an omitted entry is no cut
-// point). Never a toolResult: it must stay after its tool call. Never a compaction.
+// Before 0.80.4 it decides by the entry (a user, assistant, bashExecution, custom,
+// branchSummary or compactionSummary message, a branch_summary or a custom_message); from
+// 0.80.4 (ContextMessagesWeigh) by what the entry puts into the context (such a message: an
+// entry a context edit omits is no cut point). Never a toolResult: it must stay after its tool
+// call. Never a compaction.
 func (s *segment) validCut(k int) bool {
 	it := &s.items[k]
-	if !s.d.Projects() {
+	if !s.r.Has(sessionio.ContextMessagesWeigh) {
 		return isValidCut(it.e)
 	}
 	if it.e.Type == sessionio.TypeCompaction {
@@ -135,12 +140,13 @@ func (s *segment) validCut(k int) bool {
 	return false
 }
 
-// turnStart reports whether item k starts a turn: Pi's findTurnStartIndex predicate. 0.73: a
-// branch_summary, a custom_message, or a user or bashExecution message. 1.x: an entry whose
-// projection has a user, bashExecution, custom, branchSummary or compactionSummary message.
+// turnStart reports whether item k starts a turn: Pi's findTurnStartIndex predicate. Before
+// 0.80.4: a branch_summary, a custom_message, or a user or bashExecution message. From 0.80.4
+// (ContextMessagesWeigh): an entry whose context messages have a user, bashExecution, custom,
+// branchSummary or compactionSummary message.
 func (s *segment) turnStart(k int) bool {
 	it := &s.items[k]
-	if !s.d.Projects() {
+	if !s.r.Has(sessionio.ContextMessagesWeigh) {
 		return isTurnStart(it.e)
 	}
 	if it.e.Type == sessionio.TypeCompaction {
@@ -156,10 +162,10 @@ func (s *segment) turnStart(k int) bool {
 	return false
 }
 
-// user reports whether item k is a user message (in 1.x: in its projection).
+// user reports whether item k is a user message (from 0.80.4: in its context messages).
 func (s *segment) user(k int) bool {
 	it := &s.items[k]
-	if !s.d.Projects() {
+	if !s.r.Has(sessionio.ContextMessagesWeigh) {
 		return it.e.IsMessage(sessionio.RoleUser)
 	}
 	for _, m := range it.msgs {
@@ -170,26 +176,39 @@ func (s *segment) user(k int) bool {
 	return false
 }
 
-// visible reports whether item k stops a cut that is pulled back: 0.73 passes over every
-// entry but messages and compactions (custom_message and branch_summary entries included);
-// 1.x over every entry that puts nothing into the context.
+// visible reports whether item k stops a cut that is pulled back: before 0.80.4 Pi passes
+// over every entry but messages and compactions (custom_message and branch_summary entries
+// included); from 0.80.4 (ContextMessagesWeigh) over every entry that puts nothing into the
+// context.
 func (s *segment) visible(k int) bool {
 	it := &s.items[k]
 	if it.e.Type == sessionio.TypeCompaction {
 		return true
 	}
-	if !s.d.Projects() {
+	if !s.r.Has(sessionio.ContextMessagesWeigh) {
 		return it.e.Type == sessionio.TypeMessage
 	}
 	return len(it.msgs) > 0
 }
 
-// weight is what Pi's walk back from the leaf adds for item k: 0.73 weighs message entries
-// only (custom_message and branch_summary entries count nothing), 1.x every message the
-// entry puts into the context (system messages, custom and summary messages included).
+// weighs reports whether Pi's walk back from the leaf counts item k at all: before 0.80.4
+// every message entry (whatever it weighs), from 0.80.4 (ContextMessagesWeigh) an entry whose
+// context messages weigh something.
+func (s *segment) weighs(k int, c Counter) (int, bool) {
+	w := s.weight(k, c)
+	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+		return w, s.items[k].e.Type == sessionio.TypeMessage
+	}
+	return w, w > 0
+}
+
+// weight is what Pi's walk back from the leaf adds for item k: before 0.80.4 message entries
+// only (custom_message and branch_summary entries count nothing), from 0.80.4
+// (ContextMessagesWeigh) every message the entry puts into the context (custom and summary
+// messages, an older compaction's summary, system messages included).
 func (s *segment) weight(k int, c Counter) int {
 	it := &s.items[k]
-	if !s.d.Projects() {
+	if !s.r.Has(sessionio.ContextMessagesWeigh) {
 		if it.e.Type != sessionio.TypeMessage || it.e.Message == nil {
 			return 0
 		}
@@ -211,15 +230,19 @@ func (s *segment) tokens(k int, c Counter) int {
 	return n
 }
 
-// summarized is what item k gives a summary: its messages, without Pi 1.x's system
-// messages (prompt state, which the compaction's checkpoint carries).
+// summarized is what item k gives a summary: its messages, a compaction none, and from 0.86
+// (SystemMessages) no system message (prompt state, which the compaction's checkpoint
+// carries).
 func (s *segment) summarized(k int) []*sessionio.Message {
-	msgs := s.items[k].msgs
-	if !s.d.Projects() {
-		return msgs
+	it := &s.items[k]
+	if it.e.Type == sessionio.TypeCompaction {
+		return nil
+	}
+	if !s.r.Has(sessionio.SystemMessages) {
+		return it.msgs
 	}
 	var out []*sessionio.Message
-	for _, m := range msgs {
+	for _, m := range it.msgs {
 		if m.Role != sessionio.RoleSystem {
 			out = append(out, m)
 		}
@@ -257,7 +280,7 @@ func (s *segment) pullBack(k int) int {
 	return k
 }
 
-// isValidCut is Pi 0.73's findValidCutPoints predicate: a user, assistant, bashExecution,
+// isValidCut is the findValidCutPoints predicate of Pi before 0.80.4: a user, assistant, bashExecution,
 // custom, branchSummary or compactionSummary message, a branch_summary or a custom_message.
 // Never a toolResult: it must stay after its tool call.
 func isValidCut(e *sessionio.Entry) bool {
@@ -277,7 +300,7 @@ func isValidCut(e *sessionio.Entry) bool {
 	return false
 }
 
-// isTurnStart is Pi 0.73's findTurnStartIndex predicate: a branch_summary, a custom_message,
+// isTurnStart is the findTurnStartIndex predicate of Pi before 0.80.4: a branch_summary, a custom_message,
 // or a user or bashExecution message.
 func isTurnStart(e *sessionio.Entry) bool {
 	switch e.Type {

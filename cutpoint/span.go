@@ -7,8 +7,8 @@ import (
 )
 
 // Span is what a compaction with its first kept entry at a given cut summarizes, on a path
-// that ends where the compaction is appended (its parent last), under the path's Pi
-// dialect: the range from the previous compaction's kept boundary to the cut, each entry
+// that ends where the compaction is appended (its parent last), under the rules of the
+// path's Pi release: the range from the previous compaction's kept boundary to the cut, each entry
 // as the summary reads it (Pi 1.x: its projection, without system messages), the history
 // and a split turn's prefix together.
 type Span struct {
@@ -23,11 +23,11 @@ type Span struct {
 	Previous *sessionio.Entry
 }
 
-// SpanAt returns the span of a compaction cut at cutID on path under dialect d. It fails
+// SpanAt returns the span of a compaction cut at cutID on path under the rules of release r. It fails
 // when the cut is not in the range (not on the path, or before the previous compaction's
 // kept boundary).
-func SpanAt(path []*sessionio.Entry, d sessionio.Dialect, cutID string) (*Span, error) {
-	sg := newSegment(path, d)
+func SpanAt(path []*sessionio.Entry, r sessionio.Release, cutID string) (*Span, error) {
+	sg := newSegment(path, r)
 	k := -1
 	for i, it := range sg.items {
 		if it.e.ID == cutID {
@@ -51,6 +51,6 @@ func SpanAt(path []*sessionio.Entry, d sessionio.Dialect, cutID string) (*Span, 
 // RangeStart is the path index where the range of the path's next compaction starts: the
 // latest compaction's kept boundary (Pi 1.x: the first entry of its projection after that
 // compaction), 0 without one; len(path) when the range is empty.
-func RangeStart(path []*sessionio.Entry, d sessionio.Dialect) int {
-	return newSegment(path, d).start
+func RangeStart(path []*sessionio.Entry, r sessionio.Release) int {
+	return newSegment(path, r).start
 }

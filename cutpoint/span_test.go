@@ -33,10 +33,10 @@ func TestSpanAtIsThePlansSpan(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		for _, d := range []sessionio.Dialect{sessionio.Pi073, sessionio.Pi16} {
+		for _, d := range sessionio.RuleSets() {
 			for _, keep := range []int{200, 2000, 8000} {
 				st := DefaultSettings()
-				st.Dialect, st.KeepRecentTokens, st.ContextWindow = d, keep, 1
+				st.Release, st.KeepRecentTokens, st.ContextWindow = d, keep, 1
 				c := tokenize.EstimateFor(d)
 				p, err := Pi{}.Plan(path, st, c)
 				if err != nil || !p.Prepared {
@@ -79,7 +79,7 @@ func TestSpanAtRefusesACutOutsideTheRange(t *testing.T) {
 	if comp == nil {
 		t.Fatal("no compaction on the path")
 	}
-	for _, d := range []sessionio.Dialect{sessionio.Pi073, sessionio.Pi16} {
+	for _, d := range sessionio.RuleSets() {
 		if _, err := SpanAt(path, d, path[0].ID); err == nil {
 			t.Errorf("%s: the header's first entry, before the latest compaction's boundary, was accepted", d)
 		}

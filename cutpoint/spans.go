@@ -87,11 +87,11 @@ func (s *segment) toolSpans() []bool {
 // safeCut turns a chosen cut point into a cut: it pulls the cut back over the entries in
 // front of it that Pi passes over and splits the turn only when the cut does not start a
 // turn and the turn it belongs to started before the kept part. Unlike Pi, a cut that was
-// pulled back onto a settings entry in front of a user message is not a split turn. (0.73:
-// only a user message counts as starting its own turn here, as before.)
+// pulled back onto a settings entry in front of a user message is not a split turn. (Before
+// 0.80.4 only a user message counts as starting its own turn here, as in Pi.)
 func (s *segment) safeCut(chosen int) cut {
 	first := s.pullBack(chosen)
-	if s.user(chosen) || s.d.Projects() && s.turnStart(chosen) {
+	if s.startsTurn(chosen) {
 		return cut{firstKept: first, turnStart: -1}
 	}
 	ts := s.findTurnStart(chosen)

@@ -16,14 +16,14 @@ func TestTrickyParallel(t *testing.T) {
 	t.Parallel()
 	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "10-tricky-parallel.jsonl"))
 	s := DefaultSettings()
-	s.Dialect = sessionio.Pi073
+	s.Release = sessionio.MustParseRelease("0.73.1")
 	kept := map[string]int{}
 	for _, name := range Names() {
 		pol, err := ByName(name)
 		if err != nil {
 			t.Fatal(err)
 		}
-		p, err := pol.Plan(path, s, tokenize.EstimateFor(s.Dialect))
+		p, err := pol.Plan(path, s, tokenize.EstimateFor(s.Release))
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -22,7 +22,7 @@ func (Turn) Plan(path []*sessionio.Entry, s Settings, c Counter) (*Plan, error) 
 	if p := unprepared(path, PolicyTurn, s, c); p != nil {
 		return p, nil
 	}
-	sg := newSegment(path, s.Dialect)
+	sg := newSegment(path, s.Release)
 	r := newRangeInfo(sg, c)
 	chosen := -1
 	for k := len(sg.items) - 1; k >= 0; k-- {

@@ -2,17 +2,17 @@ package cutpoint
 
 import "github.com/compactor-dev/compactor/sessionio"
 
-// IsValidCut reports whether e may be the first kept entry of a compaction (Pi 0.73's
-// findValidCutPoints): never a tool result, which must stay after its tool call. See
-// ValidCutAt for a dialect's rule on a path.
+// IsValidCut reports whether e may be the first kept entry of a compaction (the
+// findValidCutPoints of Pi before 0.80.4): never a tool result, which must stay after its
+// tool call. See ValidCutAt for a release's rule on a path.
 func IsValidCut(e *sessionio.Entry) bool { return e != nil && isValidCut(e) }
 
 // ValidCutAt reports whether the entry at path index i may be the first kept entry of a
-// compaction under dialect d, as Pi would accept it from its own cut: a valid cut point, or
+// compaction under release r, as Pi would accept it from its own cut: a valid cut point, or
 // an entry Pi's cut was pulled back onto (one that puts nothing into the context, followed by
 // such entries up to a valid cut point).
-func ValidCutAt(path []*sessionio.Entry, i int, d sessionio.Dialect) bool {
-	sg := newSegment(path, d)
+func ValidCutAt(path []*sessionio.Entry, i int, r sessionio.Release) bool {
+	sg := newSegment(path, r)
 	k := sg.index(i)
 	if k < 0 {
 		return false
@@ -42,11 +42,11 @@ func WholeTurns(path []*sessionio.Entry, p *Plan, s Settings, c Counter) *Plan {
 	if p == nil || !p.Prepared || !p.IsSplitTurn || p.TurnStartIndex <= p.BoundaryStartIndex || len(p.Summarize) == 0 {
 		return p
 	}
-	sg := newSegment(path, p.Dialect)
+	sg := newSegment(path, p.Release)
 	k := sg.index(p.TurnStartIndex)
 	if k < 0 {
 		return p
 	}
-	s.Dialect = p.Dialect
+	s.Release = p.Release
 	return assemble(sg, sg.safeCut(k), p.Policy, s, c)
 }

@@ -163,7 +163,7 @@ func spansOf(t *testing.T, file string) []compactionSpanTasks {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sessionio.ParseDialect(piVersion)
+	d, err := sessionio.ParseRelease(piVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

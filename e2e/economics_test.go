@@ -2,12 +2,13 @@
 
 package e2e
 
-// What a workload costs (design §10): the agent's own requests and the summary requests
-// (Pi's, or compactor's preparations), under the cost model providers bill by. For each
-// stream of requests (the session's agent requests; Pi's summary requests; compactor's
-// summary requests) a request's leading messages that are identical to the previous
-// request's are served by the provider's prompt cache, and cached input costs 0.1 of
-// uncached input. Output is left out: the scripted answers are the same size in both runs.
+// What a workload costs (docs/architecture.md, "The cost model"): the agent's own requests
+// and the summary requests (Pi's, or compactor's preparations), under the cost model
+// providers bill by. For each stream of requests (the session's agent requests; Pi's
+// summary requests; compactor's summary requests) a request's leading messages that are
+// identical to the previous request's are served by the provider's prompt cache, and cached
+// input costs 0.1 of uncached input. Output is left out: the scripted answers are the same
+// size in both runs.
 //
 // Per Pi release, as Pi sends its requests:
 //   - Pi 1.6 sends its summary requests with cacheRetention "none" and a fresh routing id:

@@ -59,7 +59,8 @@ func (e Event) Data() json.RawMessage {
 }
 
 // Pi drives one real Pi process in RPC mode: JSON lines on stdin, responses and events
-// on stdout (split on "\n" only, as docs/rpc.md requires: JSON strings may hold U+2028).
+// on stdout (split on "\n" only, as Pi's RPC documentation requires: JSON strings may hold
+// U+2028; https://github.com/earendil-works/pi/blob/main/packages/coding-agent/docs/rpc.md).
 type Pi struct {
 	t   testing.TB
 	cmd *exec.Cmd

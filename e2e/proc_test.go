@@ -225,7 +225,7 @@ func natsKey(url, user string) string {
 // natsAdmin connects as the admin of the server at url.
 func natsAdmin(t testing.TB, url string) (*nats.Conn, error) {
 	t.Helper()
-	o, err := nats.NkeyOptionFromSeed(natsKey(url, "admin"))
+	o, err := nats.NkeyOptionFromSeed(natsKey(url, "admin-default"))
 	if err != nil {
 		return nil, err
 	}
@@ -266,7 +266,7 @@ func startNATSServer(t testing.TB) *server.Server {
 		ns.WaitForShutdown()
 	})
 	natsUsers.Store(ns.ClientURL(), creds)
-	out, err := exec.Command(compactorBin(), "setup", "--nats-url", ns.ClientURL(), "--nkey", filepath.Join(creds, "admin.nk"), "--store", "default").CombinedOutput()
+	out, err := exec.Command(compactorBin(), "setup", "--nats-url", ns.ClientURL(), "--nkey", filepath.Join(creds, "admin-default.nk"), "--store", "default").CombinedOutput()
 	if err != nil {
 		t.Fatalf("compactor setup: %v\n%s", err, out)
 	}

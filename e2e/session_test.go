@@ -17,8 +17,8 @@ import (
 	"github.com/compactor-dev/compactor/internal/scriptllm"
 )
 
-// Pi's wrapper around a compaction summary in the context it sends (facts from
-// dist/core/messages.js, design §9).
+// Pi's wrapper around a compaction summary in the context it sends, a fact of Pi's
+// dist/core/messages.js (docs/pi-format.md, "What the model receives").
 const (
 	summaryPrefix = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 	summarySuffix = "\n</summary>"
@@ -103,7 +103,7 @@ func entriesOfType(es []Entry, typ string) []Entry {
 	return out
 }
 
-// PiContext is what `pi-oracle context FILE --llm` prints (the parts the tests use).
+// PiContext is what `interop/pi/pi context FILE --llm` prints (the parts the tests use).
 type PiContext struct {
 	LeafID          *string         `json:"leafId"`
 	PathIDs         []string        `json:"pathIds"`
@@ -138,7 +138,7 @@ func OracleContext(t testing.TB, file, leaf string) PiContext {
 	out := runOK(t, piOracle, args...)
 	var c PiContext
 	if err := json.Unmarshal(out, &c); err != nil {
-		t.Fatalf("pi-oracle context: %v\n%s", err, tail(string(out), 2000))
+		t.Fatalf("interop/pi/pi context: %v\n%s", err, tail(string(out), 2000))
 	}
 	return c
 }
@@ -269,7 +269,7 @@ func jsonEqual(a, b string) bool {
 }
 
 // CheckRequestIsContext asserts that an agent request is exactly Pi's system prompt
-// followed by the context Pi builds from file at leaf (pi-oracle context): nothing lost,
+// followed by the context Pi builds from file at leaf (interop/pi/pi context): nothing lost,
 // nothing added. It also checks the tool pairing (no orphan result, no call without its
 // result, and no placeholder result that Pi fabricates for a lost one).
 func CheckRequestIsContext(t testing.TB, req scriptllm.Request, file, leaf string) PiContext {
@@ -303,7 +303,7 @@ func CheckPairing(t testing.TB, req scriptllm.Request) {
 	}
 }
 
-// CheckContextsEqual asserts `compactor context FILE --json` equals `pi-oracle context
+// CheckContextsEqual asserts `compactor context FILE --json` equals `interop/pi/pi context
 // FILE` for the fields compactor promises: leafId, pathIds, context.messages,
 // context.thinkingLevel, context.model (compared as JSON values, numbers exactly).
 func CheckContextsEqual(t testing.TB, file string) {
@@ -318,7 +318,7 @@ func CheckContextsEqual(t testing.TB, file string) {
 		return v
 	}
 	ours := decode(runOK(t, compactorBin(), "context", file, "--json"), "compactor context")
-	pis := decode(runOK(t, piOracle, "context", file), "pi-oracle context")
+	pis := decode(runOK(t, piOracle, "context", file), "interop/pi/pi context")
 	pick := func(v map[string]any) map[string]any {
 		c, _ := v["context"].(map[string]any)
 		return map[string]any{"leafId": v["leafId"], "pathIds": v["pathIds"],
@@ -333,12 +333,12 @@ func CheckContextsEqual(t testing.TB, file string) {
 		}
 	}
 	if b["pathIds"] == nil || b["messages"] == nil {
-		t.Errorf("pi-oracle context printed no path or messages")
+		t.Errorf("interop/pi/pi context printed no path or messages")
 	}
 }
 
 // CheckAllOnPath asserts that every entry of the file except those in except is on the
-// path Pi loads (pi-oracle context): nothing anyone wrote ended on a dead branch.
+// path Pi loads (interop/pi/pi context): nothing anyone wrote ended on a dead branch.
 func CheckAllOnPath(t testing.TB, file string, except ...string) PiContext {
 	t.Helper()
 	c := OracleContext(t, file, "")

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -127,7 +128,7 @@ func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscrip
 			bg.goTask(func() {
 				start := time.Now()
 				after := &afterReply{}
-				rep := s.bridge(withAfterReply(context.Background(), after), st, m.Data)
+				rep := s.bridge(withAfterReply(context.Background(), after), st, m.Subject, m.Data)
 				ended := outcome.Done
 				switch {
 				case rep.Stale:
@@ -173,13 +174,27 @@ func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
 }
 
 // bridge handles one request of store st.
-func (s *Service) bridge(bctx context.Context, st Store, data []byte) BridgeReply {
+func (s *Service) bridge(bctx context.Context, st Store, subject string, data []byte) BridgeReply {
 	var req BridgeRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return BridgeReply{V: 1, Error: "not a bridge request: " + err.Error()}
 	}
-	if req.V != 1 || req.Store != st.Name || req.SessionID == "" || req.FirstKeptEntryID == "" {
+	if req.Store != st.Name || BridgeSubject(st.Name, req.SessionID) != subject {
+		err := &ForeignError{Kind: "bridge request", Where: subject, Store: st.Name, Session: sessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
+		s.foreign(st.Name, foreignBridge, err)
+		return BridgeReply{V: 1, Error: err.Error()}
+	}
+	if req.V != 1 || req.SessionID == "" || req.FirstKeptEntryID == "" {
 		return BridgeReply{V: 1, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
+	}
+	if req.PiVersion != "" {
+		r, err := sessionio.ParseRelease(req.PiVersion)
+		if err != nil {
+			return BridgeReply{V: 1, Error: "bad bridge request: piVersion: " + err.Error()}
+		}
+		if !r.Known() {
+			s.m.countPiUnknown(st.Name, r.String())
+		}
 	}
 	file, err := resolve(s.roots[st.Name], req.Path)
 	if err != nil {
@@ -194,6 +209,10 @@ func (s *Service) bridge(bctx context.Context, st Store, data []byte) BridgeRepl
 		}
 		if raw == nil {
 			return BridgeReply{V: 1, Error: "nothing prepared", Stale: true}
+		}
+		if err := checkPrepared(raw, st.Name, req.SessionID, kvSubjectRoot+BucketPrepared+"."+PreparedKey(st.Name, req.SessionID)); err != nil {
+			s.foreign(st.Name, foreignPrepared, err)
+			return BridgeReply{V: 1, Error: err.Error()}
 		}
 	}
 	out, err := s.cfg.Bridger.Bridge(ctx, req, file, raw)

@@ -46,6 +46,10 @@ type Result struct {
 	LeafID string `json:"leafId,omitempty"`
 	// Busy marks a skip for a state that passes by itself (see SkipError.Busy).
 	Busy bool `json:"busy,omitempty"`
+	// PiUnknown is the Pi release the job was worked (or skipped) for when compactor does not
+	// know it (sessionio.Release.Known): it goes into the event and the metric
+	// compactor_pi_version_unknown_total. Set it with or without an error.
+	PiUnknown string `json:"piUnknown,omitempty"`
 }
 
 // Handler does the work of one job on a resolved absolute path. It returns either a Result

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"log/slog"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"slices"
@@ -34,10 +35,13 @@ const (
 	DefaultShutdownTimeout = 30 * time.Second
 	DefaultStartupTimeout  = time.Minute
 	DefaultEventsMaxAge    = 24 * time.Hour
-	DefaultEventsMaxBytes  = 1 << 30
+	DefaultEventsMaxBytes  = 256 << 20
 	DefaultJobsMaxAge      = 7 * 24 * time.Hour
-	DefaultJobsMaxBytes    = 1 << 30
+	DefaultJobsMaxBytes    = 256 << 20
 	DefaultDLQMaxAge       = 30 * 24 * time.Hour
+	DefaultDLQMaxBytes     = 256 << 20
+	// DefaultRecordsMaxBytes is each bucket's limit (the fleet's settings' excepted: 1 MiB).
+	DefaultRecordsMaxBytes = 128 << 20
 	DefaultSweepRetryBase  = time.Hour
 	DefaultSweepRetryMax   = 24 * time.Hour
 )
@@ -74,6 +78,16 @@ type NATSConfig struct {
 	// InboxPrefix is where replies come (default: InboxPrefix(Role, Stores) when Role is
 	// set, else the client library's _INBOX).
 	InboxPrefix string
+	// local is where LocalNATS looked for a running service ("" when it did not look):
+	// a refusal then names that directory and how to point elsewhere.
+	local *localLookup
+}
+
+// localLookup is what LocalNATS found in a data directory.
+type localLookup struct {
+	dir     string
+	service bool // a running service's file was there
+	token   bool // its token file was there (and readable)
 }
 
 // inbox is the inbox prefix the connection uses ("" for the library's default).
@@ -230,6 +244,8 @@ func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 		switch {
 		case errors.Is(err, nats.ErrNoServers):
 			hint = " (no NATS server answers there: start `compactor run`, which embeds one, or give --nats-url)"
+		case errors.Is(err, nats.ErrAuthorization) && c.local != nil:
+			hint = c.local.authHint()
 		case errors.Is(err, nats.ErrAuthorization):
 			hint = " (give the server's credentials: --nats-token-file, --nats-user with --nats-password-file, --nkey or --creds, or COMPACTOR_NATS_TOKEN, COMPACTOR_NATS_USER, COMPACTOR_NATS_PASSWORD...; a local service's own token is read from its data directory)"
 		}
@@ -237,6 +253,21 @@ func (c NATSConfig) Connect(extra ...nats.Option) (*nats.Conn, error) {
 	}
 	refusalsOf.Store(nc, ref)
 	return nc, nil
+}
+
+// authHint explains a refusal of a client that looked for a local service in a data
+// directory: where it looked, what it found, and how to point it elsewhere.
+func (l *localLookup) authHint() string {
+	var found string
+	switch {
+	case !l.service && !l.token:
+		found = "found no compactor service there (no " + serviceFileName + ", no " + tokenFileName + ")"
+	case !l.token:
+		found = "found a service's address there but no readable " + tokenFileName
+	default:
+		found = "used the token there, which this server does not take (the service there is not the one at this address)"
+	}
+	return fmt.Sprintf(" (this client looked for the local service's address and token in the data directory %s and %s: a service started with another --data-dir keeps them in that directory; give the same --data-dir, or set COMPACTOR_DATA_DIR, or give --nats-url with the server's credentials)", l.dir, found)
 }
 
 // authMode names the client authentication configured ("none", "token", "user", ...),
@@ -309,6 +340,10 @@ type Config struct {
 	DataDir      string // JetStream file store; required for the embedded server
 	EmbeddedHost string // default 127.0.0.1
 	EmbeddedPort int    // default 4222; -1 picks a random port (see ParseListen)
+	// EmbeddedMonitorHost and EmbeddedMonitorPort, when the port is set (-1: a random
+	// one), serve the embedded server's monitoring endpoints (/varz, /jsz, ...).
+	EmbeddedMonitorHost string
+	EmbeddedMonitorPort int
 	// EmbeddedSync is how often the embedded server's JetStream syncs its files to disk
 	// (nats-server's sync_interval; 0: its default, 2 minutes); with EmbeddedSyncAlways it
 	// syncs every write before acknowledging it. Between two syncs, what the server
@@ -350,14 +385,18 @@ type Config struct {
 	DuplicateWindow time.Duration // JetStream de-duplication window for Nats-Msg-Id
 	ShutdownTimeout time.Duration // how long running jobs may finish after Run's ctx ends
 	PreparedTTL     time.Duration // how long a prepared summary is kept (COMPACTOR_PREPARED)
-	// The limits of the jobs and events streams (setup's): a job older than JobsMaxAge is
-	// removed unanswered, an enqueue into JobsMaxBytes of queued jobs is refused; the
-	// oldest events go past EventsMaxAge or EventsMaxBytes. Defaults 7 days and 1 GiB,
-	// 24 hours and 1 GiB.
-	JobsMaxAge     time.Duration
-	JobsMaxBytes   int64
-	EventsMaxAge   time.Duration
-	EventsMaxBytes int64
+	// The limits of the streams and buckets (setup's, docs/security.md "Limits"): a job
+	// older than JobsMaxAge is removed unanswered, an enqueue into JobsMaxBytes of queued
+	// jobs is refused; the oldest events go past EventsMaxAge or EventsMaxBytes, the
+	// oldest dead letters past DLQMaxBytes; each bucket holds RecordsMaxBytes at most (a
+	// write beyond it is refused). Every stream's message count is bounded in proportion
+	// (streams.go). Defaults 7 days and 256 MiB, 24 hours and 256 MiB, 256 MiB, 128 MiB.
+	JobsMaxAge      time.Duration
+	JobsMaxBytes    int64
+	EventsMaxAge    time.Duration
+	EventsMaxBytes  int64
+	DLQMaxBytes     int64
+	RecordsMaxBytes int64
 	// Replicas of every stream and bucket on a clustered NATS; default 1. A stream that
 	// already has more (set by an operator) keeps them.
 	Replicas int
@@ -384,6 +423,10 @@ type Config struct {
 	// DataDir (nats.token, readable by its owner only), which clients on this machine find
 	// there.
 	InsecureLocal bool
+	// InsecureCleartextAuth lets the embedded server listen beyond loopback (EmbeddedHost)
+	// without TLS: its token or password then crosses the network in clear text, which
+	// anyone on the path reads. Without it such a listener is refused.
+	InsecureCleartextAuth bool
 	// ServeTLSCert and ServeTLSKey make the embedded server speak TLS only.
 	ServeTLSCert, ServeTLSKey string
 	// SharedStores are the stores declared shared: one directory served by workers on
@@ -392,6 +435,12 @@ type Config struct {
 	SharedStores []string
 
 	MetricsAddr string // "" = no HTTP server; serves /metrics, /healthz and /readyz
+	// HTTPHandler, when set, serves every other path of the MetricsAddr listener (the
+	// console, mounted by compactor run).
+	HTTPHandler http.Handler
+	// MetricsToken, when set, is the bearer token /metrics requires (a central scraper's
+	// credentials_file); /healthz and /readyz stay open to probes.
+	MetricsToken string
 	// ReadyProbes are checked by /readyz besides what the service knows (NATS, the fetch
 	// loops, the stores): an LLM endpoint answering, say. Each result is kept a few seconds.
 	ReadyProbes []ReadyProbe
@@ -454,6 +503,12 @@ func (c Config) withDefaults() Config {
 	}
 	if c.EventsMaxBytes == 0 {
 		c.EventsMaxBytes = DefaultEventsMaxBytes
+	}
+	if c.DLQMaxBytes == 0 {
+		c.DLQMaxBytes = DefaultDLQMaxBytes
+	}
+	if c.RecordsMaxBytes == 0 {
+		c.RecordsMaxBytes = DefaultRecordsMaxBytes
 	}
 	set(&c.StartupTimeout, DefaultStartupTimeout)
 	set(&c.SweepRetryBase, DefaultSweepRetryBase)
@@ -528,7 +583,15 @@ func (c Config) Validate() error {
 		if c.InsecureLocal && (n.Token != "" || n.TokenFile != "" || n.User != "") {
 			return configError("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
 		}
-	} else if c.ServeTLSCert != "" || c.InsecureLocal {
+		if !loopback(c.EmbeddedHost) {
+			if c.InsecureLocal {
+				return configError("InsecureLocal", "the embedded server would take any connection, and it listens on %s, beyond this machine: anyone who reaches it could read and steer this service's sessions; listen on 127.0.0.1, or require a token", c.EmbeddedHost)
+			}
+			if c.ServeTLSCert == "" && !c.InsecureCleartextAuth {
+				return configError("EmbeddedHost", "the embedded server listens on %s, beyond this machine, without TLS: its token or password would cross the network in clear text; give it a certificate (ServeTLSCert), listen on 127.0.0.1, or allow it explicitly (InsecureCleartextAuth)", c.EmbeddedHost)
+			}
+		}
+	} else if c.ServeTLSCert != "" || c.InsecureLocal || c.InsecureCleartextAuth {
 		return configError("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
 	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
 		return configError("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
@@ -589,6 +652,17 @@ func (c Config) Validate() error {
 		}
 	}
 	return nil
+}
+
+// loopback reports whether host (an embedded server's listening address) is this machine's
+// alone: a loopback IP or "localhost". Anything else, "0.0.0.0" and "" included, is
+// reachable from elsewhere.
+func loopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(strings.Trim(host, "[]"))
+	return ip != nil && ip.IsLoopback()
 }
 
 // rootOf resolves a store's directory once (symlinks included), so the check in resolve

@@ -142,7 +142,8 @@ func (s *Service) active(d *delivery) string {
 // takeLease acquires the session's lease; when another job holds it, the delivery comes
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
-	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), leaseKeyOf(d.ev.Store, d.job), s.worker, d.job.ID)
+	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), leaseKeyOf(d.ev.Store, d.job), d.job.SessionID, s.worker, d.job.ID,
+		leaseValue{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
 	if err == nil {
 		d.lease = l
 		return true
@@ -198,6 +199,9 @@ func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
 	}
 	d.attempt, d.ev.Attempt = n, n
 	if n <= s.cfg.MaxDeliver {
+		if d.lease != nil {
+			d.lease.noteAttempt(n)
+		}
 		return true
 	}
 	d.ev.Attempt = n - 1
@@ -327,6 +331,10 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
 	ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens = res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens
 	ev.LLMModel = res.LLMModel
+	if res.PiUnknown != "" {
+		ev.PiUnknown = res.PiUnknown
+		s.m.countPiUnknown(ev.Store, res.PiUnknown)
+	}
 	if dec.Err != nil {
 		ev.Error = dec.Err.Error()
 	}

@@ -39,6 +39,10 @@ type DeadLetterRecord struct {
 	SessionID string `json:"sessionId,omitempty"`
 	Path      string `json:"path,omitempty"`
 	Kind      string `json:"kind,omitempty"`
+	// Foreign says why the record cannot be replayed: its job (or the job subject it
+	// names) is of another store or session than its own subject (foreign.go). Empty for
+	// every record a worker of the store wrote.
+	Foreign string `json:"foreign,omitempty"`
 	DeadLetter
 }
 
@@ -188,10 +192,39 @@ func parseDeadLetter(seq uint64, subject string, data []byte, stored time.Time) 
 	if len(r.Job) > 0 && json.Unmarshal(r.Job, &job) == nil {
 		r.SessionID, r.Path, r.Kind = job.SessionID, job.Path, job.Kind
 	}
+	token := sessionTokenOf(subject)
 	if r.SessionID == "" {
-		r.SessionID = sessionTokenOf(subject)
+		r.SessionID = token
 	}
+	r.Foreign = foreignDeadLetter(seq, subject, r.Store, token, r.DeadLetter.Subject, job)
 	return r
+}
+
+// foreignDeadLetter says why a dead letter on subject (store, token) may not be replayed:
+// its job, or the job subject it names, is another store's or another session's. A dead
+// letter replays only into the store of its subject: a store's worker writes its own
+// store's dead letters and may write anything in them, another store's job included.
+func foreignDeadLetter(seq uint64, subject, store, token, jobSubject string, job Job) string {
+	names := func(what, other string) string {
+		return fmt.Sprintf("dead letter %d on %s is store %s's, but %s store %s: a dead letter replays only into the store of its subject; refused, nothing published",
+			seq, subject, store, what, other)
+	}
+	if jobSubject != "" {
+		jsStore, _, _ := strings.Cut(strings.TrimPrefix(jobSubject, jobsPrefix), ".")
+		if !strings.HasPrefix(jobSubject, jobsPrefix) || jsStore != store {
+			return names("it names the job subject "+jobSubject+" of", jsStore)
+		}
+		if dlqSubjectFor(jobSubject) != subject {
+			return fmt.Sprintf("dead letter %d on %s names the job subject %s, of another session: refused, nothing published", seq, subject, jobSubject)
+		}
+	}
+	if job.Store != "" && job.Store != store {
+		return names("its job is for", job.Store)
+	}
+	if job.SessionID != "" && SessionToken(job.SessionID) != token {
+		return fmt.Sprintf("dead letter %d on %s (session %s) holds a job of session %s: refused, nothing published", seq, subject, token, job.SessionID)
+	}
+	return ""
 }
 
 // sessionTokenOf is the session token of a compactor.dlq.<store>.<token> subject (a job
@@ -235,9 +268,19 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 	out := make([]RetryResult, 0, len(recs))
 	for _, r := range recs {
 		res := RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path}
+		if r.Foreign != "" {
+			res.Error = r.Foreign
+			out = append(out, res)
+			continue
+		}
 		job, err := DecodeJob(r.Job)
 		if err != nil {
 			res.Error = fmt.Sprintf("the dead letter holds no job that can be retried (%v); purge it", err)
+			out = append(out, res)
+			continue
+		}
+		if job.Store != r.Store {
+			res.Error = fmt.Sprintf("dead letter %d is store %s's, but its job is for store %s: a dead letter replays only into the store of its subject; refused, nothing published", r.Seq, r.Store, job.Store)
 			out = append(out, res)
 			continue
 		}

@@ -32,6 +32,9 @@ func startEmbedded(cfg Config, auth NATSConfig) (*server.Server, error) {
 		NoLog:      true,
 	}
 	opts.SyncInterval, opts.SyncAlways = syncOptions(cfg)
+	if cfg.EmbeddedMonitorPort != 0 {
+		opts.HTTPHost, opts.HTTPPort = cfg.EmbeddedMonitorHost, cfg.EmbeddedMonitorPort
+	}
 	switch {
 	case auth.Token != "" || auth.TokenFile != "":
 		token, err := secret(auth.Token, auth.TokenFile, "token")
@@ -162,8 +165,14 @@ func LocalNATS(dataDir string, n NATSConfig) NATSConfig {
 		}
 	}
 	if n.authMode() == "none" && dataDir != "" {
+		abs, err := filepath.Abs(dataDir)
+		if err != nil {
+			abs = dataDir
+		}
+		n.local = &localLookup{dir: abs, service: info != nil}
 		if p := filepath.Join(dataDir, tokenFileName); readable(p) {
 			n.TokenFile = p
+			n.local.token = true
 		}
 	}
 	return n

@@ -190,7 +190,11 @@ func enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, store, sessionID string, seq uint64, jobID string) (*Event, error) {
 	final := func(data []byte) *Event {
 		var ev Event
-		if json.Unmarshal(data, &ev) != nil || ev.JobSeq != seq || ev.JobID != jobID || !ev.Final() {
+		// An event is the job's only if it names the job's store and session as its subject
+		// does (foreign.go): the subject alone is the store's, its fields are what a worker
+		// of the store wrote.
+		if json.Unmarshal(data, &ev) != nil || ev.JobSeq != seq || ev.JobID != jobID || !ev.Final() ||
+			ev.Store != store || SessionToken(ev.SessionID) != SessionToken(sessionID) {
 			return nil
 		}
 		return &ev

@@ -43,9 +43,12 @@ type Event struct {
 	Error                string `json:"error,omitempty"`
 	// Busy: skipped because the session was busy (a turn or a write in progress, active);
 	// a later sweep tries it again after its backoff (Config.SweepRetryBase).
-	Busy   bool      `json:"busy,omitempty"`
-	Worker string    `json:"worker,omitempty"`
-	At     time.Time `json:"at"`
+	Busy bool `json:"busy,omitempty"`
+	// PiUnknown: the job was worked (or, with --pi-unknown refuse, skipped) for a Pi release
+	// compactor does not know; the value is that release (docs/compatibility.md).
+	PiUnknown string    `json:"piUnknown,omitempty"`
+	Worker    string    `json:"worker,omitempty"`
+	At        time.Time `json:"at"`
 }
 
 // Final reports whether the event ends its job (everything but retry).

@@ -24,9 +24,13 @@ const BucketSettings = "COMPACTOR_SETTINGS"
 
 const settingsKey = "fleet"
 
-// Layout is the version of the subjects, keys and consumers this package uses
-// (docs/security.md, "Layout"): 1 before issue 27 (no settings record), 2 since.
-const Layout = 2
+// Layout is the version of what `compactor setup` sets up (docs/security.md, "Layout"), so
+// that a worker refuses a NATS set up for another one: 1 has no settings record; 2 puts
+// every subject and key under its store's name; 3 keeps those names, and sets up every
+// stream and bucket without rollups, with deletes and purges only where they are used and
+// with byte and message limits (streams.go), on a NATS account of its own per host
+// (compactor auth).
+const Layout = 3
 
 // FleetSettings is the settings record.
 type FleetSettings struct {
@@ -40,13 +44,16 @@ type FleetSettings struct {
 	DuplicateWindow Duration `json:"duplicateWindow"`
 	PreparedTTL     Duration `json:"preparedTtl"`
 	Replicas        int      `json:"replicas"`
-	// The limits of the jobs and events streams (since issue 28; absent in a record of an
-	// older setup).
+	// The limits of the jobs and events streams (absent in a record written by a setup
+	// that set none).
 	JobsMaxAge     Duration `json:"jobsMaxAge,omitempty"`
 	JobsMaxBytes   int64    `json:"jobsMaxBytes,omitempty"`
 	EventsMaxAge   Duration `json:"eventsMaxAge,omitempty"`
 	EventsMaxBytes int64    `json:"eventsMaxBytes,omitempty"`
-	// Stores are the stores set up (each has its consumers).
+	// The limits of the dead letters' stream and of each bucket (since layout 3).
+	DLQMaxBytes     int64 `json:"dlqMaxBytes,omitempty"`
+	RecordsMaxBytes int64 `json:"recordsMaxBytes,omitempty"`
+	// Stores are the stores set up in this NATS account (each has its consumers).
 	Stores []string  `json:"stores"`
 	By     string    `json:"by,omitempty"` // host and process of the setup
 	At     time.Time `json:"at"`
@@ -111,11 +118,34 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	return &f, nil
 }
 
-// writeFleet writes the settings record (the admin's).
-func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+// readFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
+// older one to keep its stores).
+func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
+	m, err := directLast(ctx, nc, "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey)
+	if err != nil {
+		return nil, err
+	}
+	if opOf(m.Header) != jetstream.KeyValuePut {
+		return nil, jetstream.ErrKeyNotFound
+	}
+	var f FleetSettings
+	if err := json.Unmarshal(m.Data, &f); err != nil {
+		return nil, fmt.Errorf("fleet settings: %w", err)
+	}
+	return &f, nil
+}
+
+// settingsRecord is f as the settings record holds it: this version and layout, when and
+// by whom.
+func settingsRecord(f FleetSettings) ([]byte, error) {
 	host, _ := os.Hostname()
 	f.V, f.Layout, f.At, f.By = settingsV, Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
-	b, err := json.Marshal(f)
+	return json.Marshal(f)
+}
+
+// writeFleet writes the settings record (the admin's).
+func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) error {
+	b, err := settingsRecord(f)
 	if err != nil {
 		return err
 	}

@@ -18,6 +18,8 @@ import (
 	"strings"
 	"time"
 	"unicode"
+
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // JobVersion is the version of the job payload this package writes, and the one its workers
@@ -119,6 +121,13 @@ func (j *Job) validate(versions []int) error {
 	if j.KeepRecentTokens < 0 {
 		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
 	}
+	if j.PiVersion != "" {
+		// Any well-formed release is accepted (an unknown one is served as --pi-unknown
+		// says); a malformed or overlong one never reaches a worker's logs or metrics.
+		if _, err := sessionio.ParseRelease(j.PiVersion); err != nil {
+			return fmt.Errorf("job: piVersion: %w", err)
+		}
+	}
 	return nil
 }
 
@@ -129,10 +138,15 @@ func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind)
 // the job does: kind, store, path, session, leaf, target and source, force, the budget
 // condition and every override. The same request for the same state within the duplicate
 // window is stored once; a request that differs in anything (another path, --force, other
-// instructions) is a new job, never answered by an older result.
+// instructions, another Pi release, another compaction for a base job) is a new job, never
+// answered by an older result. A job without piVersion, cut or summarySha256 keeps the id it
+// had before they counted.
 func (j *Job) MsgID() string {
 	fields := []any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
 		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions}
+	if j.PiVersion != "" {
+		fields = append(fields, j.PiVersion)
+	}
 	if j.Cut != "" || j.SummarySHA256 != "" {
 		fields = append(fields, j.Cut, j.SummarySHA256) // only then: the ids of other jobs stay as they were
 	}

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"strconv"
@@ -170,6 +171,28 @@ func (b *kvBucket) deleteExpiring(ctx context.Context, key string, rev uint64, t
 	return false, err
 }
 
+// lastAll reads the last message of every key under prefix (a key's first tokens; "" every
+// key), delete markers included, with one batched direct get: no consumer is created, so a
+// role that may not create consumers reads them too. At most directBatchMax keys.
+func (b *kvBucket) lastAll(ctx context.Context, prefix string) ([]*kvEntry, error) {
+	filter := b.pre + ">"
+	if prefix != "" {
+		filter = b.pre + prefix + ".>"
+	}
+	msgs, err := directLastAll(ctx, b.nc, b.stream, filter)
+	if err != nil {
+		return nil, fmt.Errorf("bucket %s: read %s: %w", b.name, filter, err)
+	}
+	out := make([]*kvEntry, 0, len(msgs))
+	for _, m := range msgs {
+		if len(m.Subject) <= len(b.pre) {
+			continue
+		}
+		out = append(out, &kvEntry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: m.Sequence, created: m.Time, op: opOf(m.Header)})
+	}
+	return out, nil
+}
+
 // kvWatcher delivers a bucket's values under a key prefix: every current one, then nil,
 // then every change, until Stop.
 type kvWatcher struct {
@@ -273,6 +296,81 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 // complete (see Watch).
 const watchInitialIdle = time.Second
 
+// directBatchMax is the most messages a batched direct get answers (nats-server's own
+// bound; a larger answer is refused with "413 Too Many Results").
+const directBatchMax = 1024
+
+// directLastAll reads the last message of every subject under filter with one batched direct
+// get ($JS.API.DIRECT.GET.<stream> with multi_last; nats-server 2.11 or later): the
+// messages, then an end-of-batch status. No subject: an empty list.
+func directLastAll(ctx context.Context, nc *nats.Conn, stream, filter string) ([]*jetstream.RawStreamMsg, error) {
+	if _, ok := ctx.Deadline(); !ok {
+		var cancel context.CancelFunc
+		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+	}
+	inbox := nc.NewInbox()
+	sub, err := nc.SubscribeSync(inbox)
+	if err != nil {
+		return nil, err
+	}
+	defer func() { _ = sub.Unsubscribe() }()
+	req, _ := json.Marshal(struct {
+		MultiLast []string `json:"multi_last"`
+		Batch     int      `json:"batch"`
+	}{[]string{filter}, directBatchMax})
+	if err := nc.PublishRequest(directGetPre+stream, inbox, req); err != nil {
+		return nil, err
+	}
+	var out []*jetstream.RawStreamMsg
+	for {
+		r, err := sub.NextMsgWithContext(ctx)
+		if err != nil {
+			return nil, err
+		}
+		if len(r.Data) == 0 && r.Header.Get("Status") != "" {
+			switch r.Header.Get("Status") {
+			case "204": // end of the batch
+				return out, nil
+			case "404":
+				return out, nil
+			case "503":
+				return nil, nats.ErrNoResponders
+			default:
+				return nil, fmt.Errorf("direct get %s: %s %s", filter, r.Header.Get("Status"), r.Header.Get("Description"))
+			}
+		}
+		m, err := rawOf(r, filter)
+		if err != nil {
+			return nil, err
+		}
+		out = append(out, m)
+	}
+}
+
+// rawOf reads a direct get's answer. The server adds its headers (the message's sequence,
+// time and subject) after the message's own: a message may carry headers of those names
+// itself (a client wrote them, or a relayed answer kept them, docs/security.md), so the
+// server's are the last values.
+func rawOf(r *nats.Msg, subject string) (*jetstream.RawStreamMsg, error) {
+	last := func(k string) string {
+		v := r.Header.Values(k)
+		if len(v) == 0 {
+			return ""
+		}
+		return v[len(v)-1]
+	}
+	seq, err := strconv.ParseUint(last(jetstream.SequenceHeader), 10, 64)
+	if err != nil {
+		return nil, fmt.Errorf("direct get %s: bad sequence header %q", subject, last(jetstream.SequenceHeader))
+	}
+	at, err := time.Parse(time.RFC3339Nano, last(jetstream.TimeStampHeaer))
+	if err != nil {
+		return nil, fmt.Errorf("direct get %s: bad time stamp header %q", subject, last(jetstream.TimeStampHeaer))
+	}
+	return &jetstream.RawStreamMsg{Subject: last(jetstream.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data, Time: at}, nil
+}
+
 // directLast reads the last message of stream on subject with a direct get whose API
 // subject names the subject, so that a permission can scope it ($JS.API.DIRECT.GET.
 // <stream>.<subject>; the stream must allow direct gets). A subject without a message is
@@ -301,13 +399,5 @@ func directLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*je
 			return nil, fmt.Errorf("direct get %s: %s %s", subject, r.Header.Get("Status"), desc)
 		}
 	}
-	seq, err := strconv.ParseUint(r.Header.Get(jetstream.SequenceHeader), 10, 64)
-	if err != nil {
-		return nil, fmt.Errorf("direct get %s: bad sequence header %q", subject, r.Header.Get(jetstream.SequenceHeader))
-	}
-	at, err := time.Parse(time.RFC3339Nano, r.Header.Get(jetstream.TimeStampHeaer))
-	if err != nil {
-		return nil, fmt.Errorf("direct get %s: bad time stamp header %q", subject, r.Header.Get(jetstream.TimeStampHeaer))
-	}
-	return &jetstream.RawStreamMsg{Subject: r.Header.Get(jetstream.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data, Time: at}, nil
+	return rawOf(r, subject)
 }

@@ -22,6 +22,15 @@ type lease struct {
 	// written is when the last successful write (acquire or renewal) was sent: the
 	// server stored it after that, so the lease lasts at least until written + TTL.
 	written time.Time
+	value   leaseValue // what val says
+}
+
+// noteAttempt adds the job's attempt to the lease's value: the next renewal writes it.
+func (l *lease) noteAttempt(n int) {
+	l.value.Attempt = n
+	if b, err := json.Marshal(l.value); err == nil {
+		l.val = b
+	}
 }
 
 type leaseValue struct {
@@ -29,6 +38,14 @@ type leaseValue struct {
 	Worker string    `json:"worker"`
 	JobID  string    `json:"jobId"`
 	Since  time.Time `json:"since"`
+	// What the job is, for an operator's view of running jobs (status, the console):
+	// absent in a lease of an older compactor. Attempt is written from the first renewal
+	// after the attempt was counted; Delivery is JetStream's count of the job's deliveries.
+	SessionID string `json:"sessionId,omitempty"`
+	Path      string `json:"path,omitempty"`
+	Kind      string `json:"kind,omitempty"`
+	Delivery  uint64 `json:"delivery,omitempty"`
+	Attempt   int    `json:"attempt,omitempty"`
 }
 
 // errLeaseBusy is returned by acquireLease when another holder has the session.
@@ -52,17 +69,26 @@ func leaseKey(store, sessionID string) string { return store + "." + SessionToke
 // latency. Two base jobs of a session still run one at a time.
 func leaseKeyOf(store string, job Job) string {
 	if job.Kind == KindBase {
-		return leaseKey(store, job.SessionID) + ".base"
+		return leaseKey(store, job.SessionID) + baseLeaseSuffix
 	}
 	return leaseKey(store, job.SessionID)
 }
 
-func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, key, worker, jobID string) (*lease, error) {
+// baseLeaseSuffix ends a base job's lease key (leaseKeyOf).
+const baseLeaseSuffix = ".base"
+
+// acquireLease takes the lease key (leaseKey, leaseKeyOf) of a job of sessionID.
+func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, key, sessionID, worker, jobID string, what ...leaseValue) (*lease, error) {
 	sent := time.Now()
-	val, _ := json.Marshal(leaseValue{V: leaseV, Worker: worker, JobID: jobID, Since: sent.UTC()})
+	lv := leaseValue{}
+	if len(what) > 0 {
+		lv = what[0]
+	}
+	lv.V, lv.Worker, lv.JobID, lv.Since, lv.SessionID = leaseV, worker, jobID, sent.UTC(), sessionID
+	val, _ := json.Marshal(lv)
 	rev, err := kv.Create(ctx, key, val)
 	if err == nil {
-		return &lease{kv: kv, key: key, val: val, rev: rev, written: sent}, nil
+		return &lease{kv: kv, key: key, val: val, rev: rev, written: sent, value: lv}, nil
 	}
 	if !errors.Is(err, jetstream.ErrKeyExists) {
 		return nil, fmt.Errorf("lease %s: %w", key, err)

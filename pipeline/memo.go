@@ -26,6 +26,8 @@ type memo struct {
 	ready chan struct{}        // closed when the initial values are in
 	stop  func()
 	done  chan struct{}
+	// onForeign is told of a record refused because its path is not its key's (foreign.go).
+	onForeign func(store string, err error)
 }
 
 type memoEntry struct {
@@ -38,10 +40,10 @@ type memoEntry struct {
 
 // openMemo starts the stores' watchers and returns once they have delivered every current
 // record (or ctx ends).
-func openMemo(ctx context.Context, kv *kvBucket, stores []Store, log *slog.Logger) (*memo, error) {
+func openMemo(ctx context.Context, kv *kvBucket, stores []Store, log *slog.Logger, onForeign func(store string, err error)) (*memo, error) {
 	// The watchers outlive this call (they follow later writes): their context is the memo's.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &memo{recs: map[string]memoEntry{}, ready: make(chan struct{}), done: make(chan struct{})}
+	m := &memo{recs: map[string]memoEntry{}, ready: make(chan struct{}), done: make(chan struct{}), onForeign: onForeign}
 	var watchers []*kvWatcher
 	m.stop = func() {
 		for _, w := range watchers {
@@ -108,6 +110,16 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		delete(m.recs, e.Key())
 		return
 	}
+	if store, _, _ := strings.Cut(e.Key(), "."); sweepKey(store, rec.Path) != e.Key() {
+		// A record whose path is not the one its key was made of: another file's record
+		// (of this store, or naming another store's path) is never taken for this one's.
+		delete(m.recs, e.Key())
+		if m.onForeign != nil {
+			m.onForeign(store, &ForeignError{Kind: "sweep record", Where: kvSubjectRoot + BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
+				Session: e.Key(), NamesSession: rec.Path})
+		}
+		return
+	}
 	m.recs[e.Key()] = memoEntry{rec: rec, rev: e.Revision()}
 }
 
@@ -161,7 +173,7 @@ func (s *Service) sweepMemo(ctx context.Context) (*memo, error) {
 	if s.memo != nil {
 		return s.memo, nil
 	}
-	m, err := openMemo(ctx, s.res.sweep, s.cfg.Stores, s.log)
+	m, err := openMemo(ctx, s.res.sweep, s.cfg.Stores, s.log, func(store string, err error) { s.foreign(store, foreignSweep, err) })
 	if err != nil {
 		return nil, err
 	}

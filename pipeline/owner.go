@@ -144,9 +144,12 @@ func (e *OwnerError) Error() string {
 // take the name when nobody owns it (a worker; a sweep only checks). It returns the
 // owner's identity when another directory owns the store and it is not declared shared.
 //
+// A record under the store's key that names another store is no owner of it: onForeign (if
+// not nil) is told, and it is claimed over.
+//
 // An owner record of a newer schema version cannot be compared: the store is refused (it
 // may be served from another directory, which is what the record is there to prevent).
-func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim bool) error {
+func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim bool, onForeign func(error)) error {
 	val, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: mine})
 	for range 5 {
 		e, err := kv.Get(ctx, ownerKey(mine.Store))
@@ -170,7 +173,17 @@ func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim boo
 				mine.Store, err, workerBeatTTL)
 		}
 		var other StoreIdentity
-		if json.Unmarshal(e.Value(), &other) != nil || mine.sameDir(other) || mine.Shared || other.Shared {
+		readable := json.Unmarshal(e.Value(), &other) == nil
+		if readable && other.Store != mine.Store {
+			// A record under this store's key that names another store: not an owner of
+			// this one (foreign.go); claimed over like a damaged record.
+			if onForeign != nil {
+				onForeign(&ForeignError{Kind: "owner record", Where: kvSubjectRoot + BucketWorkers + "." + ownerKey(mine.Store), Store: mine.Store,
+					NamesStore: other.Store})
+			}
+			readable = false
+		}
+		if !readable || mine.sameDir(other) || mine.Shared || other.Shared {
 			if claim {
 				if _, err = kv.Put(ctx, ownerKey(mine.Store), val); err != nil {
 					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, BucketWorkers, err)

@@ -99,11 +99,21 @@ var spendFleetKeys = kvSubjectRoot + BucketSpend + "." + spendFleetScope + ".>"
 // templates are each role's permissions, with {store} for the store's name.
 func templates(role Role) Permissions {
 	fleet := directGetPre + "KV_" + BucketSettings + "." + kvSubjectRoot + BucketSettings + "." + settingsKey
+	// A store's pause record (pause.go): its workers read it, the operator writes it.
+	pauseRecord := kvSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
 	jobsInfo := apiPre + "CONSUMER.INFO." + StreamJobs + "." + consumerPfx + storeToken
+	// A batched direct get names its subjects in its body, not its subject: any of the
+	// account's workers' keys (the account is one host's: docs/security.md).
+	workersBatch := directGetPre + "KV_" + BucketWorkers
 	switch role {
 	case RoleWorker:
-		p := Permissions{AllowResponses: true}
+		// No allow_responses: a user that may answer whatever reply subject its requests
+		// name may publish anywhere (the store's agent names the reply, the worker answers
+		// there). A worker answers the bridge requests of its stores' agents, in their
+		// inboxes alone.
+		p := Permissions{}
 		p.Publish = []string{
+			inboxPrefixRoot + string(RoleAgent) + "_" + storeToken + ".>",
 			jobsPrefix + storeToken + ".>", eventsPrefix + storeToken + ".>", dlqPrefix + storeToken + ".>",
 			directGetPre + StreamJobs + "." + jobsPrefix + storeToken + ".>",
 			jobsInfo,
@@ -111,10 +121,14 @@ func templates(role Role) Permissions {
 			"$JS.ACK." + StreamJobs + "." + consumerPfx + storeToken + ".>",
 			"$JS.ACK.*.*." + StreamJobs + "." + consumerPfx + storeToken + ".>",
 			apiPre + "CONSUMER.INFO." + StreamDLQ + "." + dlqConsumerPfx + storeToken,
-			// The sweeps' memo: a watch of the store's records (kv.go's Watch).
+			// The sweeps' memo: a watch of the store's records (kv.go's Watch), deleted when it
+			// stops.
 			apiPre + "CONSUMER.CREATE.KV_" + BucketSweep + ".*." + kvKeys(BucketSweep),
+			apiPre + "CONSUMER.DELETE.KV_" + BucketSweep + ".*",
+			// The workers' beats, read at once (a batched direct get: readBeats).
+			workersBatch,
 			"$JS.FC.KV_" + BucketSweep + ".>", "$JS.FC.*.*.KV_" + BucketSweep + ".>",
-			fleet,
+			fleet, directGetPre + "KV_" + BucketSettings + "." + pauseRecord,
 		}
 		for _, b := range storeBuckets {
 			p.Publish = append(p.Publish, kvKeys(b), kvDirect(b))
@@ -126,7 +140,7 @@ func templates(role Role) Permissions {
 		return Permissions{
 			Publish: []string{
 				jobsPrefix + storeToken + ".>", bridgePrefix + storeToken + ".*", hooksPrefix + storeToken + ".*",
-				kvDirect(BucketPrepared), kvDirect(BucketWorkers), fleet,
+				kvDirect(BucketPrepared), kvDirect(BucketWorkers), workersBatch, fleet,
 				directGetPre + StreamJobs + "." + jobsPrefix + storeToken + ".>",
 				directGetPre + StreamEvents + "." + eventsPrefix + storeToken + ".>",
 				jobsInfo,
@@ -143,8 +157,19 @@ func templates(role Role) Permissions {
 				apiPre + "STREAM.MSG.DELETE." + StreamDLQ,
 				apiPre + "CONSUMER.CREATE." + StreamDLQ + ".>", apiPre + "CONSUMER.MSG.NEXT." + StreamDLQ + ".*",
 				apiPre + "CONSUMER.DELETE." + StreamDLQ + ".*",
+				// Pausing and resuming a store (pause.go).
+				pauseRecord[:len(pauseRecord)-len(storeToken)] + "*",
+				// What the console and status follow (fleetview.go): the events, the workers'
+				// beats, the leases of running jobs and the pause records, by ordered consumers.
+				apiPre + "CONSUMER.CREATE." + StreamEvents + ".>", apiPre + "CONSUMER.MSG.NEXT." + StreamEvents + ".*",
+				apiPre + "CONSUMER.DELETE." + StreamEvents + ".*",
+				apiPre + "CONSUMER.CREATE.KV_" + BucketWorkers + ".>", apiPre + "CONSUMER.CREATE.KV_" + BucketLeases + ".>",
+				apiPre + "CONSUMER.CREATE.KV_" + BucketSettings + ".>",
+				apiPre + "CONSUMER.DELETE.KV_" + BucketWorkers + ".*", apiPre + "CONSUMER.DELETE.KV_" + BucketLeases + ".*",
+				apiPre + "CONSUMER.DELETE.KV_" + BucketSettings + ".*",
+				"$JS.FC.>",
 			},
-			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", eventsPrefix + ">"},
+			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", eventsPrefix + ">", hooksPrefix + ">"},
 		}
 	case RoleAdmin:
 		return Permissions{Publish: []string{">"}, Subscribe: []string{">"}}

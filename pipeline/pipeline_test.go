@@ -269,11 +269,11 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	s := b.service(b.config(&fakeHandler{}))
 	ctx := context.Background()
 	kv := s.res.leases
-	l1, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "w1", "j1")
+	l1, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w1", "j1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "w2", "j2")
+	_, err = acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w2", "j2")
 	var busy *errLeaseBusy
 	if !errors.As(err, &busy) || busy.holder.Worker != "w1" {
 		t.Fatalf("second acquire: %v, want busy held by w1", err)
@@ -284,7 +284,7 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	if err := l1.release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "w2", "j2")
+	l2, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w2", "j2")
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	// Abandoned: expires by itself after the bucket TTL.
 	_ = l2
 	eventually(t, 10*time.Second, "abandoned lease to expire", func() bool {
-		l, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "w3", "j3")
+		l, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w3", "j3")
 		return err == nil && l != nil
 	})
 }

@@ -182,6 +182,7 @@ var HookReasons = []string{
 	"bridge-late",      // the bridge to Pi's cut did not answer within the deadline
 	"bridge-refused",   // the bridge answered with an error, or its value did not pass
 	"instructions",     // /compact with other custom instructions
+	"other-pi",         // made by the rules of another Pi release than the agent's (an upgrade)
 	"entries-differ",   // it summarizes other entries than Pi would
 	"too-big",          // summary and kept part would not fit under the threshold
 	"malformed",        // the value is not one compactor writes
@@ -233,7 +234,7 @@ type SpanTokens struct {
 var HookBases = []string{"model", "compaction", "none", "pi"}
 
 // HookBaseRefusals are the words of HookReport.BaseRefused ("none": not refused).
-var HookBaseRefusals = []string{"none", "other-compaction", "entries-differ", "chain-differs", "malformed"}
+var HookBaseRefusals = []string{"none", "other-compaction", "entries-differ", "chain-differs", "malformed", "other-rules"}
 
 // baseLabels are the base and refusal labels of a report, bounded to the known words.
 func (r HookReport) baseLabels() (base, refused string) {
@@ -336,7 +337,7 @@ func (s *Service) forgetPrepared(ctx context.Context, store, sessionID string) {
 // reply is the consumer's acknowledgement subject. A user that may create a consumer on its
 // own data can have it deliver to any subject (NATS does not check the delivery subject
 // against the creator's permissions): bridge requests and hook reports that arrive that
-// way are ignored (docs/security.md, "What a worker can still do").
+// way are ignored (docs/security.md, "What a host can still do").
 func delivered(m *nats.Msg) bool { return strings.HasPrefix(m.Reply, "$JS.ACK.") }
 
 // watchHookReports counts the extension's reports for this worker's stores, and deletes the
@@ -349,8 +350,12 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 		subj := hooksPrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
 			var r HookReport
-			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" || r.Store != st.Name ||
-				HookSubject(st.Name, r.SessionID) != m.Subject {
+			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+				return
+			}
+			if r.Store != st.Name || HookSubject(st.Name, r.SessionID) != m.Subject {
+				s.foreign(st.Name, foreignHook, &ForeignError{Kind: "hook report", Where: m.Subject, Store: st.Name, Session: sessionTokenOf(m.Subject),
+					NamesStore: r.Store, NamesSession: r.SessionID})
 				return
 			}
 			if s.res.prepared != nil {

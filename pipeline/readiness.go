@@ -44,6 +44,7 @@ type loops struct {
 type loopState struct {
 	running bool
 	waiting bool      // for a free slot: every slot is working a job
+	paused  bool      // its store is paused: it fetches nothing, on purpose
 	lastOK  time.Time // the last fetch that ended well
 	err     error     // the last fetch's error, until one ends well
 }
@@ -83,7 +84,7 @@ func (l *loops) check(store string) string {
 	switch {
 	case !st.running:
 		return "its fetch loop is not running"
-	case st.waiting:
+	case st.waiting || st.paused:
 		return ""
 	case time.Since(st.lastOK) > fetchStale:
 		why := fmt.Sprintf("no fetch ended well for %s", time.Since(st.lastOK).Round(100*time.Millisecond))
@@ -152,6 +153,13 @@ func (s *Service) ready(ctx context.Context) (bool, []string) {
 			say(false, "fetch %s: %s", st.Name, why)
 		} else {
 			say(true, "fetch %s: ok", st.Name)
+		}
+		if p := s.pausedNow(st.Name); p != nil {
+			line := fmt.Sprintf("store %s: paused since %s by %s", st.Name, p.At.Format(time.RFC3339), p.By)
+			if p.Reason != "" {
+				line += " (" + p.Reason + ")"
+			}
+			say(true, "%s; it takes no jobs and keeps its queue (compactor resume %s)", line, st.Name)
 		}
 		if err := writableDir(s.roots[st.Name]); err != nil {
 			say(false, "store %s: not writable: %v", st.Name, err)

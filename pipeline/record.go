@@ -23,9 +23,14 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	if ev.Final() {
 		s.noteOutcome(ctx, log, ev)
 	}
-	log.Info("job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
+	// A failed job is a dead letter: an operator looks for it at WARN, with its reason.
+	level := slog.LevelInfo
+	if ev.Outcome == OutcomeFailed {
+		level = slog.LevelWarn
+	}
+	log.Log(ctx, level, "job "+string(ev.Outcome), "path", ev.Path, "outcome", ev.Outcome, "reason", ev.Reason, "entry", ev.EntryID,
 		"tokens_before", ev.TokensBefore, "tokens_after", ev.TokensAfter, "llm_tokens", ev.LLMTokens, "llm_cached_input_tokens", ev.LLMCachedInputTokens,
-		"duration_s", seconds(dur), "attempt", ev.Attempt)
+		"duration_s", seconds(dur), "attempt", ev.Attempt, "error", ev.Error)
 	if ev.Final() {
 		s.mu.Lock()
 		if s.recording {

@@ -100,7 +100,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		newer := `{"v":2,"holder":{"id":"w"}}`
 		b.putRaw(BucketLeases, key, newer)
 		var busy *errLeaseBusy
-		if _, err := acquireLease(ctx, s.res.leases, time.Minute, leaseKey("default", "sess-newer"), "me", "job"); !errors.As(err, &busy) {
+		if _, err := acquireLease(ctx, s.res.leases, time.Minute, leaseKey("default", "sess-newer"), "sess-newer", "me", "job"); !errors.As(err, &busy) {
 			t.Errorf("lease of a newer version: %v, want the session busy", err)
 		}
 		unchanged(BucketLeases, key, newer)
@@ -118,7 +118,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		b.putRaw(BucketWorkers, ownerKey("other"), newer)
 		id := StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
 		for _, claim := range []bool{true, false} { // a worker's start, a sweep's check
-			if err := checkOwner(ctx, s.res.workers, id, claim); err == nil || !strings.Contains(err.Error(), "schema version 2") {
+			if err := checkOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
 				t.Errorf("claim %v of a store whose owner record is of a newer version: %v, want a refusal that says so", claim, err)
 			}
 		}
@@ -127,7 +127,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 	t.Run("beat", func(t *testing.T) {
 		newer := `{"v":2,"worker":"w-newer","store":"default","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","jobVersions":{"list":[3]}}`
 		b.putRaw(BucketWorkers, workerKey("default", "w-newer"), newer)
-		beats, err := readBeats(ctx, s.res.workers, "default")
+		beats, _, err := readBeats(ctx, s.res.workers, "default")
 		if err != nil {
 			t.Fatal(err)
 		}

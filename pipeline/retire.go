@@ -177,7 +177,7 @@ func subjectsOf(ctx context.Context, js jetstream.JetStream, stream, filter stri
 
 // storeWorkers names the workers of store that reported within workerBeatTTL.
 func storeWorkers(ctx context.Context, js jetstream.JetStream, store string) ([]string, error) {
-	beats, err := readBeats(ctx, openBucket(js, BucketWorkers), store)
+	beats, _, err := readBeats(ctx, openBucket(js, BucketWorkers), store)
 	if err != nil {
 		return nil, err
 	}

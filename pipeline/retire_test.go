@@ -45,7 +45,7 @@ func TestPruneRetiredStores(t *testing.T) {
 	bsvc := b.service(bcfg)
 	stopB := b.run(bsvc)
 	eventually(t, 10*time.Second, "b's worker reported", func() bool {
-		beats, err := readBeats(ctx, openBucket(b.js, BucketWorkers), "b")
+		beats, _, err := readBeats(ctx, openBucket(b.js, BucketWorkers), "b")
 		return err == nil && len(beats) == 1
 	})
 

@@ -36,7 +36,15 @@ func (s *Service) Run(ctx context.Context) error {
 	}
 	var sweeps sync.WaitGroup
 	if s.cfg.SweepEvery > 0 && s.cfg.Assessor != nil {
+		idle := "none"
+		if s.cfg.Idle > 0 {
+			idle = s.cfg.Idle.String()
+		}
+		s.log.Info("sweeping the stores periodically: sessions over their budget are enqueued; those modified within the idle threshold are left alone until idle",
+			"sweep_every_s", seconds(s.cfg.SweepEvery), "idle", idle)
 		sweeps.Go(func() { s.sweepLoop(ctx) })
+	} else {
+		s.log.Info("no periodic sweep (--sweep-every 0): only jobs enqueued by agents, `compactor enqueue` or `compactor sweep` are worked")
 	}
 	<-ctx.Done()
 	stop()

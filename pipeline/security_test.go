@@ -258,7 +258,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 }
 
 // An existing deployment upgrades with one step, `compactor setup --migrate`, and loses
-// no queued job: the layout before issue 27 (keys not under their store's name, a
+// no queued job: layout 1 (keys not under their store's name, a
 // consumer bounding deliveries, no settings record) is refused by workers and by a plain
 // setup; the migration moves the sweep records and attempt counts, drops the stale
 // leases, sets up the rest, and a worker then works every job that was queued.
@@ -359,5 +359,50 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	}
 	if !slices.Equal(attempts, []int{2}) {
 		t.Errorf("the first job's events' attempts %v, want [2] (its migrated count went on)", attempts)
+	}
+}
+
+// The embedded server beyond loopback: --insecure-local would take any connection that
+// reaches it, and a token or password without TLS would cross the network in clear text:
+// both are refused, naming what to do; the clear text only when explicitly allowed, and a
+// certificate makes it TLS. On loopback (IPv4, IPv6, localhost) all of it is as before.
+func TestEmbeddedListenerBeyondLoopback(t *testing.T) {
+	t.Parallel()
+	dir, data := t.TempDir(), t.TempDir()
+	cert, key := filepath.Join(dir, "c.pem"), filepath.Join(dir, "k.pem")
+	for _, f := range []string{cert, key} {
+		if err := os.WriteFile(f, []byte("x"), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	base := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1}
+	for _, c := range []struct {
+		host            string
+		insecure, clear bool
+		tls             bool
+		field, mustSay  string
+	}{
+		{host: "0.0.0.0", insecure: true, field: "InsecureLocal", mustSay: "beyond this machine"},
+		{host: "192.0.2.1", field: "EmbeddedHost", mustSay: "clear text"},
+		{host: "::", field: "EmbeddedHost", mustSay: "clear text"},
+		{host: "0.0.0.0", clear: true},
+		{host: "0.0.0.0", tls: true},
+		{host: "127.0.0.1", insecure: true},
+		{host: "::1"},
+		{host: "localhost"},
+	} {
+		cfg := base
+		cfg.EmbeddedHost, cfg.InsecureLocal, cfg.InsecureCleartextAuth = c.host, c.insecure, c.clear
+		if c.tls {
+			cfg.ServeTLSCert, cfg.ServeTLSKey = cert, key
+		}
+		err := cfg.Validate()
+		var ce *ConfigError
+		switch {
+		case c.field == "" && err != nil:
+			t.Errorf("%+v: %v", c, err)
+		case c.field != "" && (!errors.As(err, &ce) || ce.Field != c.field || !strings.Contains(err.Error(), c.mustSay)):
+			t.Errorf("%+v: %v, want %s refused saying %q", c, err, c.field, c.mustSay)
+		}
 	}
 }

@@ -49,6 +49,7 @@ type Service struct {
 	flights *flights      // the jobs being worked, for RunOnce and the shutdown
 	fleet   fleetView     // what this worker last read of COMPACTOR_WORKERS
 	loops   loops         // the fetch loops' state, for /readyz
+	pauses  pauses        // the stores' pause records as last read (pause.go)
 	probes  []probeResult // Config.ReadyProbes' results, for /readyz
 	// draining: the workers are stopping; a job that has not started paying is handed back
 	// (ReserveLLM).
@@ -73,6 +74,7 @@ func New(cfg Config) (*Service, error) {
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
 		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
+	s.m.setBuildInfo(cfg.Version)
 	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {
 		return nil, err
 	}
@@ -163,7 +165,7 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	res, err := ensureUntil(ctx, js, s.cfg, s.log, func(ctx context.Context, res *resources) error {
 		for _, st := range s.cfg.Stores {
-			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client); err != nil {
+			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client, func(err error) { s.foreign(st.Name, foreignOwner, err) }); err != nil {
 				return err
 			}
 		}
@@ -179,6 +181,7 @@ func (s *Service) start(ctx context.Context) error {
 	s.log.Info("compactor pipeline ready", "nats", nc.String(), "server", conn.ConnectedServerName(), "stores", len(s.cfg.Stores),
 		"concurrency", s.cfg.Concurrency, "replicas", res.fleet.Replicas, "lease_ttl_s", seconds(s.leaseTTL()), "ack_wait_s", seconds(s.cfg.AckWait),
 		"max_deliver", s.cfg.MaxDeliver, "worker", s.worker)
+	s.logConfinement()
 	return nil
 }
 
@@ -272,7 +275,11 @@ func (s *Service) embedded() (NATSConfig, error) {
 	if s.cfg.InsecureLocal {
 		s.log.Warn("embedded NATS takes any connection from this machine (--insecure-local): every local user can read and steer this service's sessions")
 	}
-	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "",
+	monitor := ""
+	if a := ns.MonitorAddr(); a != nil {
+		monitor = "http://" + a.String()
+	}
+	s.log.Info("embedded NATS started", "url", nc.URL, "store_dir", ns.StoreDir(), "auth", info.Auth, "token_file", info.TokenFile, "tls", info.TLSCert != "", "monitor", monitor,
 		"sync", s.cfg.SyncSetting())
 	return nc, nil
 }

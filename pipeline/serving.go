@@ -58,6 +58,9 @@ type WorkerBeat struct {
 	Version     string `json:"version,omitempty"`
 	JobVersions []int  `json:"jobVersions,omitempty"`
 	InFlight    int    `json:"inFlight"`
+	// Paused: the store is paused as this worker last read it (pause.go): it takes none of
+	// the store's jobs.
+	Paused bool `json:"paused,omitempty"`
 }
 
 // Newer reports whether the beat is of a schema version newer than this compactor reads:
@@ -87,11 +90,11 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 	beat := func() {
 		for _, st := range s.cfg.Stores {
 			b, _ := json.Marshal(WorkerBeat{V: beatV, Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
-				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count()})
+				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count(), Paused: s.pausedNow(st.Name) != nil})
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
 			if err == nil {
-				err = checkOwner(pctx, s.res.workers, s.ids[st.Name], true)
+				err = checkOwner(pctx, s.res.workers, s.ids[st.Name], true, func(err error) { s.foreign(st.Name, foreignOwner, err) })
 			}
 			cancel()
 			var oe *OwnerError
@@ -135,31 +138,48 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 }
 
 // Workers reads the beats of every worker that reported within the last workerBeatTTL,
-// ordered by store, then worker (compactor status).
-func Workers(ctx context.Context, nc *nats.Conn) ([]WorkerBeat, error) {
-	js, err := jetstream.New(nc)
-	if err != nil {
-		return nil, fmt.Errorf("workers: %w", err)
+// ordered by store, then worker (compactor status): those of stores ("" or none: every
+// store of the account). It makes one batched direct get of each store's keys, which the
+// operator, and a store's worker and agent for their own stores, may make; a refusal is
+// said at once. Beats that name another store than their key are left out and counted in
+// foreign.
+func Workers(ctx context.Context, nc *nats.Conn, stores ...string) (beats []WorkerBeat, foreign int, err error) {
+	type result struct {
+		beats   []WorkerBeat
+		foreign int
 	}
-	if _, err := js.KeyValue(ctx, BucketWorkers); err != nil {
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			err = diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
-		} else if unavailable(err) {
-			err = diagnose(ctx, js, "KV_"+BucketWorkers, err)
+	r, err := guard(ctx, nc, func(ctx context.Context) (result, error) {
+		js, err := jetstream.New(nc)
+		if err != nil {
+			return result{}, fmt.Errorf("workers: %w", err)
 		}
-		return nil, fmt.Errorf("workers: bucket %s: %w", BucketWorkers, err)
-	}
-	beats, err := readBeats(ctx, openBucket(js, BucketWorkers), "")
+		kv := openBucket(js, BucketWorkers)
+		if len(stores) == 0 {
+			stores = []string{""}
+		}
+		var out result
+		for _, st := range stores {
+			b, f, err := readBeats(ctx, kv, st)
+			if errors.Is(err, nats.ErrNoResponders) {
+				err = diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
+			}
+			if err != nil {
+				return result{}, fmt.Errorf("workers: %w", err)
+			}
+			out.beats, out.foreign = append(out.beats, b...), out.foreign+len(f)
+		}
+		return out, nil
+	})
 	if err != nil {
-		return nil, fmt.Errorf("workers: %w", err)
+		return nil, 0, err
 	}
-	slices.SortFunc(beats, func(a, b WorkerBeat) int {
+	slices.SortFunc(r.beats, func(a, b WorkerBeat) int {
 		if c := strings.Compare(a.Store, b.Store); c != 0 {
 			return c
 		}
 		return strings.Compare(a.Worker, b.Worker)
 	})
-	return beats, nil
+	return r.beats, r.foreign, nil
 }
 
 // UnservedError says which stores no worker serves, and which stores are served.

@@ -27,7 +27,9 @@ type SetupResult struct {
 	Pruned   []PrunedStore  `json:"pruned,omitempty"`   // the retired stores removed (setup --prune)
 }
 
-// Migration counts what a migration from layout 1 moved or dropped.
+// Migration counts what a migration moved or dropped. From layout 1 it moves keys; from
+// layout 2 it moves nothing: it sets every stream and bucket up anew (rollups off, deletes
+// and purges denied where unused, limits), and every key and queued job stays where it is.
 type Migration struct {
 	From           int `json:"from"`
 	SweepRecords   int `json:"sweepRecords"`   // f.<store>.<hash> → <store>.<hash>
@@ -89,11 +91,7 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 // keys moved to the store-first layout (no queued job is touched) and it is set up anew;
 // a migration refuses while workers serve (*LiveWorkersError) unless force.
 func Setup(ctx context.Context, nc *nats.Conn, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
-	stores := sc.Stores
-	sc = Config{Replicas: sc.Replicas, AckWait: sc.AckWait, MaxDeliver: sc.MaxDeliver, LeaseTTL: sc.LeaseTTL, DuplicateWindow: sc.DuplicateWindow,
-		PreparedTTL: sc.PreparedTTL, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: sc.EventsMaxAge,
-		EventsMaxBytes: sc.EventsMaxBytes}.withDefaults().setupConfig() // zero settings take the defaults
-	sc.Stores = stores
+	sc = sc.withDefaults() // zero settings take the defaults
 	if err := sc.validLimits(); err != nil {
 		return nil, err
 	}
@@ -118,8 +116,20 @@ func setup(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migrate,
 	switch {
 	case layout > Layout:
 		return nil, fmt.Errorf("this NATS was set up for layout %d by a newer compactor; this one (layout %d) cannot set it up", layout, Layout)
-	case layout == 1 && !migrate:
-		return nil, &OldLayoutError{Layout: 1}
+	case layout > 0 && layout < Layout && !migrate:
+		return nil, &OldLayoutError{Layout: layout}
+	case layout == 2:
+		// The same subjects and keys: ensure below updates every stream and bucket in place
+		// (its changes are logged, one line per setting). Queued jobs and keys stay.
+		res.Migrated = &Migration{From: 2}
+		if old, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
+			for _, st := range old.Stores {
+				if !slices.Contains(sc.Stores, st) {
+					sc.Stores = append(sc.Stores, st)
+				}
+			}
+			res.Migrated.ConsumersFound = len(old.Stores)
+		}
 	case layout == 1:
 		m, stores, err := migrateKeys(ctx, js, force, log)
 		if err != nil {

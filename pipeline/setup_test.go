@@ -9,7 +9,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+	"golang.org/x/sync/errgroup"
 )
 
 // streamNames lists the streams on the server, sorted.
@@ -179,5 +181,41 @@ func TestReconcile(t *testing.T) {
 	want.Retention = jetstream.InterestPolicy
 	if _, _, err := reconcile("stream", "S", have, want, log.logger()); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Fatalf("retention change: %v", err)
+	}
+}
+
+// Setups of different stores at once (two hosts' `run --setup` starting together) each
+// keep their store in the settings record: it is read and written as one step. Before, the
+// last write won, and the operator's view, which shows the stores of the record, lost a
+// store (TestStatusShowsVersionSkew failed 1 run in 3 under load).
+func TestSetupsAtOnceKeepEveryStore(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	ctx := context.Background()
+	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"first"}}, false, false, nil); err != nil {
+		t.Fatal(err)
+	}
+	const n = 8
+	var g errgroup.Group
+	for i := range n {
+		g.Go(func() error {
+			nc, err := nats.Connect(b.url)
+			if err != nil {
+				return err
+			}
+			defer nc.Close()
+			_, err = Setup(ctx, nc, SetupConfig{Stores: []string{fmt.Sprintf("s%d", i)}}, false, false, nil)
+			return err
+		})
+	}
+	if err := g.Wait(); err != nil {
+		t.Fatal(err)
+	}
+	f, err := readFleet(ctx, b.nc)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if len(f.Stores) != n+1 {
+		t.Errorf("the settings record lists %d stores after %d setups at once: %v", len(f.Stores), n+1, f.Stores)
 	}
 }

@@ -8,7 +8,6 @@ import (
 	"math/rand/v2"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -268,11 +267,6 @@ func (s *Service) settleSpend(ctx context.Context, t *ticket, actual int, ok boo
 		_, _, err := addCount(ctx, s.res.spend, "spend", c.key, delta, 0)
 		answered(s.log, slog.LevelWarn, "spend count not settled to the billed tokens", err)
 	}
-}
-
-// spendBucket is the spend bucket's configuration.
-func spendBucket() jetstream.KeyValueConfig {
-	return jetstream.KeyValueConfig{Bucket: BucketSpend, Description: "LLM input tokens per spend-limit window (scope.window keys)", TTL: spendTTL}
 }
 
 // spendGauges are the spend metrics: the count this worker last saw of each limit's

@@ -10,6 +10,8 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // ErrUnsafePath is the cause of every refusal by resolve: the job is dead-lettered with it
@@ -22,7 +24,10 @@ var errNotExist = errors.New("session file not found")
 
 // resolve maps a job's relative path to an absolute file inside root (a real path, as
 // returned by rootOf). Symlinks are followed, and the result must still be inside root,
-// be a regular file and end in .jsonl.
+// be a regular file with one hard link and end in .jsonl. The result names the file by a
+// path with no symlink beneath root: from here on the job opens it beneath root and
+// follows none (sessionio.Beneath, which the engine uses for every read and the append),
+// so a symlink put on the way later is refused, not followed.
 func resolve(root, rel string) (string, error) {
 	if rel == "" {
 		return "", fmt.Errorf("%w: empty path", ErrUnsafePath)
@@ -60,7 +65,41 @@ func resolve(root, rel string) (string, error) {
 	if !fi.Mode().IsRegular() {
 		return "", fmt.Errorf("%w: %q is not a regular file", ErrUnsafePath, rel)
 	}
+	// Opened as the job will open it: beneath root, no symlink, one link. (An error of
+	// another kind, a file the worker may not read, is the job's to report.)
+	under, err := filepath.Rel(root, real)
+	if err != nil {
+		return "", fmt.Errorf("%w: %q: %v", ErrUnsafePath, rel, err)
+	}
+	if _, err := sessionio.Beneath(root, under).Stat(); errors.Is(err, sessionio.ErrUnsafeFile) {
+		return "", fmt.Errorf("%w: %q: %v", ErrUnsafePath, rel, err)
+	}
 	return real, nil
+}
+
+// StoreRoots are the stores' roots as the service resolves them (rootOf): what an engine
+// confines a store's files to (engine.Engine.Roots). A directory that cannot be resolved is
+// left out: the service refuses to start with it (Config.Validate says why).
+func StoreRoots(stores []Store) []string {
+	var roots []string
+	for _, st := range stores {
+		if root, err := rootOf(st); err == nil {
+			roots = append(roots, root)
+		}
+	}
+	return roots
+}
+
+// logConfinement says once, at start, how session files are opened beneath the stores'
+// roots, and why not with openat2 where it is not (docs/security.md).
+func (s *Service) logConfinement() {
+	switch mode, why := sessionio.Confinement(); mode {
+	case sessionio.ConfineOpenat2:
+		s.log.Info("session files confined to their store's root", "with", mode.String())
+	default:
+		s.log.Warn("session files confined to their store's root without openat2: symlinks inside a root are followed (escapes are refused; a file must stay the one first read)",
+			"with", mode.String(), "why", why)
+	}
 }
 
 // within reports whether p is root or below it (both cleaned absolute paths).
@@ -100,13 +139,17 @@ func RelPath(dir, file string) (string, error) {
 // refind looks in the store under root for the file of a session whose recorded path is
 // gone (renamed or moved while its job was queued). Pi names session files
 // "<timestamp>_<sessionId>.jsonl"; a candidate must also carry the id in its header line
-// and pass resolve. Exactly one file must match: copies of a session are ambiguous.
+// and pass resolve. Exactly one file must match: copies of a session are ambiguous. The
+// walk follows no symlink (a symlinked directory or file is not looked into), the header is
+// read beneath root as the job reads (sessionio.Beneath), and a file of that name with
+// more than one hard link refuses the lookup, naming it: another of its names may be
+// another store's file, which the job would then write to.
 func refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 	if sessionID == "" || strings.ContainsAny(sessionID, `/\`) {
 		return "", "", fmt.Errorf("%w: %q does not exist, and its session id cannot name another file", errNotExist, oldRel)
 	}
 	suffix := "_" + sessionID + ".jsonl"
-	var found []string
+	var found, refused []string
 	_ = filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 		if err != nil {
 			if d != nil && d.IsDir() && p != root {
@@ -114,14 +157,25 @@ func refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 			}
 			return nil
 		}
-		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), suffix) || headerID(p) != sessionID {
+		if !d.Type().IsRegular() || !strings.HasSuffix(d.Name(), suffix) {
 			return nil
 		}
-		if r, err := filepath.Rel(root, p); err == nil {
+		r, err := filepath.Rel(root, p)
+		if err != nil {
+			return nil
+		}
+		id, err := headerID(sessionio.Beneath(root, r))
+		switch {
+		case errors.Is(err, sessionio.ErrUnsafeFile):
+			refused = append(refused, fmt.Sprintf("%s (%v)", filepath.ToSlash(r), errors.Unwrap(err)))
+		case id == sessionID:
 			found = append(found, filepath.ToSlash(r))
 		}
 		return nil
 	})
+	if len(refused) > 0 {
+		return "", "", fmt.Errorf("%w: %q does not exist, and the files named for session %s are refused: %s", ErrUnsafePath, oldRel, sessionID, strings.Join(refused, "; "))
+	}
 	switch len(found) {
 	case 0:
 		return "", "", fmt.Errorf("%w: %q does not exist, and no file in the store holds session %s", errNotExist, oldRel, sessionID)
@@ -133,11 +187,12 @@ func refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 	}
 }
 
-// headerID returns the id in a file's header line ("" if it has none).
-func headerID(path string) string {
-	f, err := os.Open(path)
+// headerID returns the id in a file's header line ("" if it has none), and the error of a
+// file that cannot be opened.
+func headerID(file *sessionio.File) (string, error) {
+	f, err := file.Open()
 	if err != nil {
-		return ""
+		return "", err
 	}
 	defer f.Close()
 	line, _ := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
@@ -146,7 +201,7 @@ func headerID(path string) string {
 		ID   string `json:"id"`
 	}
 	if json.Unmarshal(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")), &h) != nil || h.Type != "session" {
-		return ""
+		return "", nil
 	}
-	return h.ID
+	return h.ID, nil
 }

@@ -2,6 +2,7 @@ package pipeline
 
 import (
 	"context"
+	"encoding/json"
 	"errors"
 	"fmt"
 	"log/slog"
@@ -79,8 +80,8 @@ const dlqConsumerPfx = "compactor-dlq-"
 // DLQConsumerName is the consumer of COMPACTOR_DLQ that counts a store's dead letters.
 func DLQConsumerName(store string) string { return dlqConsumerPfx + store }
 
-// SetupConfig is what `compactor setup` sets up: the streams and buckets of a fleet, and
-// the consumers of each store.
+// SetupConfig is what `compactor setup` sets up: the streams and buckets of a fleet's NATS
+// account, and the consumers of each store.
 type SetupConfig struct {
 	Stores          []string
 	Replicas        int
@@ -93,13 +94,16 @@ type SetupConfig struct {
 	JobsMaxBytes    int64
 	EventsMaxAge    time.Duration
 	EventsMaxBytes  int64
+	DLQMaxBytes     int64
+	RecordsMaxBytes int64
 }
 
 // Validate checks what setup would set up (a zero setting: its default), naming the field
 // of the first that is wrong.
 func (sc SetupConfig) Validate() error {
 	return Config{DuplicateWindow: sc.DuplicateWindow, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes,
-		EventsMaxAge: sc.EventsMaxAge, EventsMaxBytes: sc.EventsMaxBytes}.withDefaults().setupConfig().validLimits()
+		EventsMaxAge: sc.EventsMaxAge, EventsMaxBytes: sc.EventsMaxBytes, DLQMaxBytes: sc.DLQMaxBytes,
+		RecordsMaxBytes: sc.RecordsMaxBytes}.withDefaults().setupConfig().validLimits()
 }
 
 // validLimits checks the streams' limits (zero: the default). A stream's age limit may not
@@ -114,6 +118,10 @@ func (sc SetupConfig) validLimits() error {
 		return configError("JobsMaxBytes", "%d: want at least 1 KiB", sc.JobsMaxBytes)
 	case sc.EventsMaxBytes < 0 || sc.EventsMaxBytes > 0 && sc.EventsMaxBytes < 1<<10:
 		return configError("EventsMaxBytes", "%d: want at least 1 KiB", sc.EventsMaxBytes)
+	case sc.DLQMaxBytes < 0 || sc.DLQMaxBytes > 0 && sc.DLQMaxBytes < 64<<10:
+		return configError("DLQMaxBytes", "%d: want at least 64 KiB", sc.DLQMaxBytes)
+	case sc.RecordsMaxBytes < 0 || sc.RecordsMaxBytes > 0 && sc.RecordsMaxBytes < 64<<10:
+		return configError("RecordsMaxBytes", "%d: want at least 64 KiB", sc.RecordsMaxBytes)
 	}
 	return nil
 }
@@ -122,10 +130,20 @@ func (sc SetupConfig) validLimits() error {
 func (c Config) setupConfig() SetupConfig {
 	sc := SetupConfig{Replicas: c.Replicas, AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, LeaseTTL: c.LeaseTTL,
 		DuplicateWindow: c.DuplicateWindow, PreparedTTL: c.PreparedTTL, JobsMaxAge: c.JobsMaxAge, JobsMaxBytes: c.JobsMaxBytes,
-		EventsMaxAge: c.EventsMaxAge, EventsMaxBytes: c.EventsMaxBytes}
+		EventsMaxAge: c.EventsMaxAge, EventsMaxBytes: c.EventsMaxBytes, DLQMaxBytes: c.DLQMaxBytes, RecordsMaxBytes: c.RecordsMaxBytes}
 	for _, st := range c.Stores {
 		sc.Stores = append(sc.Stores, st.Name)
 	}
+	return sc
+}
+
+// withDefaults fills sc's zero settings with the defaults.
+func (sc SetupConfig) withDefaults() SetupConfig {
+	stores := sc.Stores
+	sc = Config{Replicas: sc.Replicas, AckWait: sc.AckWait, MaxDeliver: sc.MaxDeliver, LeaseTTL: sc.LeaseTTL, DuplicateWindow: sc.DuplicateWindow,
+		PreparedTTL: sc.PreparedTTL, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: sc.EventsMaxAge,
+		EventsMaxBytes: sc.EventsMaxBytes, DLQMaxBytes: sc.DLQMaxBytes, RecordsMaxBytes: sc.RecordsMaxBytes}.withDefaults().setupConfig()
+	sc.Stores = stores
 	return sc
 }
 
@@ -141,27 +159,18 @@ func (c Config) setupConfig() SetupConfig {
 // is left is two setups whose other settings differ updating the same stream within the
 // same few milliseconds: the later update wins for those settings.
 //
-// The fleet's settings record keeps every store set up so far, with this setup's values.
+// Before it creates anything it checks that the limits fit the account's JetStream
+// storage (fitsAccount). The fleet's settings record keeps every store set up so far in
+// this account, with this setup's values.
 func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) error {
-	for _, b := range bucketConfigs(sc) {
-		if _, err := ensureBucket(ctx, js, b, log); err != nil {
+	if err := fitsAccount(ctx, js, sc, log); err != nil {
+		return err
+	}
+	for _, cfg := range append(bucketConfigs(sc), streamConfigs(sc)...) {
+		if _, err := ensureStream(ctx, js, cfg, log); err != nil {
 			return err
 		}
 	}
-	for _, st := range streamConfigs(sc) {
-		if _, err := ensureStream(ctx, js, st, log); err != nil {
-			return err
-		}
-	}
-	stores := slices.Clone(sc.Stores)
-	if old, err := readFleet(ctx, js.Conn()); err == nil {
-		for _, st := range old.Stores {
-			if !slices.Contains(stores, st) {
-				stores = append(stores, st)
-			}
-		}
-	}
-	slices.Sort(stores)
 	for _, st := range sc.Stores {
 		if _, err := ensureConsumer(ctx, js, StreamJobs, consumerConfig(sc, st), log); err != nil {
 			return err
@@ -170,9 +179,61 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 			return err
 		}
 	}
-	return writeFleet(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
-		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: stores,
-		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes})
+	stores, err := writeFleetAdding(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
+		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: slices.Clone(sc.Stores),
+		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes,
+		DLQMaxBytes: sc.DLQMaxBytes, RecordsMaxBytes: sc.RecordsMaxBytes})
+	if err != nil {
+		return err
+	}
+	if len(stores) > 1 {
+		log.Info("stores that share this NATS account trust each other: each store's keys can reach what the others hold through JetStream's replies; give each host its own account (compactor auth, docs/security.md)",
+			"stores", strings.Join(stores, ","))
+	}
+	return nil
+}
+
+// writeFleetAdding writes the settings record f with the stores it already lists added to
+// f's, and returns them. The record is read and written as one step (written only if no
+// other setup wrote it in between, else read again): two setups of different stores at
+// once both keep theirs (a store missing from the record is one the operator's view does
+// not show).
+func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettings) ([]string, error) {
+	kv := openBucket(js, BucketSettings)
+	mine := slices.Clone(f.Stores)
+	for attempt := 0; ; attempt++ {
+		var rev uint64
+		stores := slices.Clone(mine)
+		e, err := kv.last(ctx, settingsKey)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return nil, fmt.Errorf("write fleet settings: %w", err)
+		default:
+			rev = e.rev
+			var old FleetSettings
+			if e.op == jetstream.KeyValuePut && json.Unmarshal(e.value, &old) == nil {
+				for _, st := range old.Stores {
+					if !slices.Contains(stores, st) {
+						stores = append(stores, st)
+					}
+				}
+			}
+		}
+		slices.Sort(stores)
+		f.Stores = stores
+		b, err := settingsRecord(f)
+		if err != nil {
+			return nil, err
+		}
+		_, err = kv.Update(ctx, settingsKey, b, rev)
+		if err == nil {
+			return stores, nil
+		}
+		if !isWrongLastSeq(err) || attempt == 20 {
+			return nil, fmt.Errorf("write fleet settings: %w", err)
+		}
+	}
 }
 
 // bind opens what a worker (or a client, cfg.Client) uses, as it was set up, and checks
@@ -257,7 +318,41 @@ func bindConsumer(ctx context.Context, js jetstream.JetStream, stream string, wa
 // eventsPerJob bounds a job's events (its retries and its final event).
 const eventsPerJob = 16
 
-// streamConfigs are the streams setup sets up.
+// deadLettersPerSession bounds the dead letters kept of one session: beyond it the oldest go.
+const deadLettersPerSession = 64
+
+// The smallest message each stream is sized for: a stream's message limit is its byte limit
+// over it, so that a flood of tiny messages (whose count, not their bytes, costs the server
+// its memory: an index entry each) is bounded as its bytes are. A job, an event or a
+// record of compactor's is larger than these.
+const (
+	minJobBytes        = 512
+	minEventBytes      = 512
+	minDeadLetterBytes = 1024
+	minRecordBytes     = 512
+)
+
+// sweepWatches bounds the consumers of the sweep records' bucket: one watch per worker
+// process and per running sweep of each store (the only consumers a store's role creates).
+const sweepWatches = 64
+
+// settingsMaxBytes bounds the settings' bucket: one record.
+const settingsMaxBytes = 1 << 20
+
+// streamDuplicates is the duplicate window of the events stream: long enough for a
+// publish retried after a lost acknowledgement (publishRetry, publishRetryFor).
+const streamDuplicates = 2 * time.Minute
+
+// kvDuplicates is the buckets' duplicate window: no record is written with a message id,
+// so it is the smallest the server takes (a window is kept in the server's memory).
+const kvDuplicates = 100 * time.Millisecond
+
+// streamConfigs are the streams setup sets up, each with the settings it needs and no
+// other (docs/security.md, "Streams and buckets"): no rollups anywhere (a message with
+// Nats-Rollup would purge the subject or the stream), deletes through the API only where
+// an operator deletes (dead letters), purges only where `setup --prune` purges (a retired
+// store's queued jobs), direct gets where a role reads that way, and byte and message
+// limits on every one.
 func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	out := []jetstream.StreamConfig{
 		{
@@ -267,11 +362,13 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			Retention:            jetstream.WorkQueuePolicy,
 			MaxAge:               cfg.JobsMaxAge,
 			MaxBytes:             cfg.JobsMaxBytes,
+			MaxMsgs:              cfg.JobsMaxBytes / minJobBytes,
 			MaxMsgsPerSubject:    1,
 			Discard:              jetstream.DiscardNew,
 			DiscardNewPerSubject: true,
 			Duplicates:           cfg.DuplicateWindow,
 			AllowDirect:          true,
+			DenyDelete:           true,
 		},
 		{
 			Name:              StreamEvents,
@@ -280,18 +377,26 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			Retention:         jetstream.LimitsPolicy,
 			MaxAge:            cfg.EventsMaxAge,
 			MaxBytes:          cfg.EventsMaxBytes,
+			MaxMsgs:           cfg.EventsMaxBytes / minEventBytes,
 			MaxMsgsPerSubject: eventsPerJob,
 			Discard:           jetstream.DiscardOld,
+			Duplicates:        streamDuplicates,
 			AllowDirect:       true,
+			DenyDelete:        true,
+			DenyPurge:         true,
 		},
 		{
-			Name:        StreamDLQ,
-			Description: "compactor dead letters: refused, failed or exhausted jobs",
-			Subjects:    []string{dlqPrefix + ">"},
-			Retention:   jetstream.LimitsPolicy,
-			MaxAge:      DefaultDLQMaxAge,
-			Discard:     jetstream.DiscardOld,
-			Duplicates:  cfg.DuplicateWindow,
+			Name:              StreamDLQ,
+			Description:       "compactor dead letters: refused, failed or exhausted jobs",
+			Subjects:          []string{dlqPrefix + ">"},
+			Retention:         jetstream.LimitsPolicy,
+			MaxAge:            DefaultDLQMaxAge,
+			MaxBytes:          cfg.DLQMaxBytes,
+			MaxMsgs:           cfg.DLQMaxBytes / minDeadLetterBytes,
+			MaxMsgsPerSubject: deadLettersPerSession,
+			Discard:           jetstream.DiscardOld,
+			Duplicates:        cfg.DuplicateWindow,
+			DenyPurge:         true,
 		},
 	}
 	for i := range out {
@@ -300,21 +405,84 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	return out
 }
 
-// bucketConfigs are the buckets setup sets up, the settings' and the workers' first.
-func bucketConfigs(cfg SetupConfig) []jetstream.KeyValueConfig {
-	out := []jetstream.KeyValueConfig{
-		{Bucket: BucketSettings, Description: "the fleet's settings, written by compactor setup"},
-		{Bucket: BucketWorkers, Description: "the workers serving each store: a key per store and worker, renewed while it works, and the store's owner", TTL: workerBeatTTL},
-		{Bucket: BucketLeases, Description: "per-session leases of running compactor jobs", TTL: cfg.LeaseTTL},
-		{Bucket: BucketSweep, Description: "what the last sweep saw of each session file"},
-		{Bucket: BucketAttempts, Description: "handler attempts per job message (crashes included)", TTL: attemptsTTL},
-		{Bucket: BucketPrepared, Description: "compaction summaries prepared ahead of time for live agents (one per session)", TTL: cfg.PreparedTTL},
-		spendBucket(),
+// bucketConfigs are the streams of the buckets setup sets up, the settings' and the
+// workers' first. They are KV buckets as the client libraries read them (subjects
+// $KV.<bucket>.>, one message per key, direct gets), made here rather than by the client
+// library, whose buckets allow rollups: a value published with Nats-Rollup: all wiped
+// every key of the bucket. A full bucket refuses a write (a new key, or a larger value)
+// and keeps what it holds.
+func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
+	kv := func(bucket, desc string, ttl time.Duration, maxBytes int64) jetstream.StreamConfig {
+		return jetstream.StreamConfig{Name: "KV_" + bucket, Description: desc, Subjects: []string{kvSubjectRoot + bucket + ".>"},
+			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, MaxAge: ttl, MaxBytes: maxBytes, MaxMsgs: maxBytes / minRecordBytes,
+			Discard: jetstream.DiscardNew, Duplicates: kvDuplicates, AllowDirect: true, DenyDelete: true,
+			Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
 	}
-	for i := range out {
-		out[i].History, out[i].Storage, out[i].Replicas = 1, jetstream.FileStorage, cfg.Replicas
+	rb := cfg.RecordsMaxBytes
+	sweep := kv(BucketSweep, "what the last sweep saw of each session file", 0, rb)
+	sweep.AllowMsgTTL, sweep.MaxConsumers = true, sweepWatches // markers that expire (prune in sweep.go); the stores' watches
+	settings := kv(BucketSettings, "the fleet's settings, written by compactor setup", 0, settingsMaxBytes)
+	settings.DenyPurge = true
+	return []jetstream.StreamConfig{
+		settings,
+		kv(BucketWorkers, "the workers serving each store: a key per store and worker, renewed while it works, and the store's owner", workerBeatTTL, rb),
+		kv(BucketLeases, "per-session leases of running compactor jobs", cfg.LeaseTTL, rb),
+		sweep,
+		kv(BucketAttempts, "handler attempts per job message (crashes included)", attemptsTTL, rb),
+		kv(BucketPrepared, "compaction summaries prepared ahead of time for live agents (one per session)", cfg.PreparedTTL, rb),
+		kv(BucketSpend, "LLM input tokens per spend-limit window (scope.window keys)", spendTTL, rb),
 	}
-	return out
+}
+
+// fitsAccount checks, before anything is created, that the limits of every stream and
+// bucket fit the account's JetStream storage: the server reserves each stream's byte
+// limit, and refuses a stream that does not fit with words that do not say which limit to
+// lower. Streams of this account that are not compactor's count with their own limits.
+// An account without a storage limit is bounded by the server's (max_file_store), which
+// an account cannot read: the server's refusal is explained then (explainStorage).
+func fitsAccount(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) error {
+	info, err := js.AccountInfo(ctx)
+	if err != nil || info.Limits.MaxStore <= 0 {
+		return nil // not known here: the server checks
+	}
+	mine := map[string]int64{}
+	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
+		mine[c.Name] = c.MaxBytes * int64(max(c.Replicas, 1))
+	}
+	var want, others int64
+	for _, v := range mine {
+		want += v
+	}
+	var unbounded []string
+	names := js.ListStreams(ctx)
+	for si := range names.Info() {
+		if _, ok := mine[si.Config.Name]; ok {
+			continue
+		}
+		if si.Config.MaxBytes <= 0 {
+			unbounded = append(unbounded, si.Config.Name)
+			continue
+		}
+		others += si.Config.MaxBytes * int64(max(si.Config.Replicas, 1))
+	}
+	if len(unbounded) > 0 {
+		log.Warn("streams of this account have no byte limit: their growth is not reserved and can take the storage the limits of compactor's streams reserve", "streams", strings.Join(unbounded, ","))
+	}
+	if want+others > info.Limits.MaxStore {
+		return &LimitsError{Need: want, Others: others, Account: info.Limits.MaxStore}
+	}
+	log.Info("the streams' and buckets' limits fit the account's storage", "reserved_bytes", want, "others_bytes", others, "account_bytes", info.Limits.MaxStore)
+	return nil
+}
+
+// LimitsError says that the streams' and buckets' limits do not fit the account's storage.
+type LimitsError struct {
+	Need, Others, Account int64
+}
+
+func (e *LimitsError) Error() string {
+	return fmt.Sprintf("the limits of compactor's streams and buckets reserve %d bytes (replicas included) and the account's other streams %d, more than the account's JetStream storage (%d): lower --jobs-max-bytes, --events-max-bytes, --dlq-max-bytes or --records-max-bytes, or raise the account's storage (compactor auth --max-storage); nothing was set up",
+		e.Need, e.Others, e.Account)
 }
 
 // consumerConfig is the durable pull consumer of a store. Its deliveries are not bounded
@@ -381,75 +549,6 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		}
 		return str, nil
 	}
-}
-
-// msgTTLBuckets are the buckets whose markers expire by themselves (per-message TTLs): the
-// sweep records', which has no TTL of its own (prune in sweep.go).
-var msgTTLBuckets = []string{BucketSweep}
-
-// ensureBucket is ensureStream for a KV bucket: created by a create-only request, or
-// updated from the stream the server holds. A bucket of msgTTLBuckets is then made to
-// allow per-message TTLs (the client library sets that only with limit markers, which
-// would add a marker of their own after each expired one).
-func ensureBucket(ctx context.Context, js jetstream.JetStream, want jetstream.KeyValueConfig, log *slog.Logger) (*kvBucket, error) {
-	name := "KV_" + want.Bucket
-	msgTTL := slices.Contains(msgTTLBuckets, want.Bucket)
-	for round := 1; ; round++ {
-		_, err := js.CreateKeyValue(ctx, want)
-		if err == nil {
-			if msgTTL {
-				err = allowMsgTTL(ctx, js, name)
-			}
-			if err != nil {
-				return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, err)
-			}
-			return openBucket(js, want.Bucket), nil
-		}
-		if !errors.Is(err, jetstream.ErrBucketExists) {
-			return nil, fmt.Errorf("create bucket %s: %w", want.Bucket, explainReplicas(err, want.Replicas))
-		}
-		str, err := js.Stream(ctx, name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) && round < maxCreateRounds {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read bucket %s: %w", want.Bucket, err)
-		}
-		// The settings of a bucket as the stream under it holds them (the client library
-		// derives the duplicate window from the TTL).
-		dup := 2 * time.Minute
-		if want.TTL > 0 && want.TTL < dup {
-			dup = want.TTL
-		}
-		sc := jetstream.StreamConfig{Name: name, Description: want.Description, MaxAge: want.TTL, Duplicates: dup,
-			MaxMsgsPerSubject: int64(want.History), Replicas: want.Replicas, AllowMsgTTL: msgTTL}
-		next, ok, err := reconcile("bucket", want.Bucket, str.CachedInfo().Config, sc, log)
-		if err != nil {
-			return nil, err
-		}
-		if !ok {
-			_, err = js.UpdateStream(ctx, next)
-			if errors.Is(err, jetstream.ErrStreamNotFound) && round < maxCreateRounds {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("update bucket %s: %w", want.Bucket, explainReplicas(err, next.Replicas))
-			}
-		}
-		return openBucket(js, want.Bucket), nil
-	}
-}
-
-// allowMsgTTL lets the stream of a bucket just created take per-message TTLs.
-func allowMsgTTL(ctx context.Context, js jetstream.JetStream, stream string) error {
-	str, err := js.Stream(ctx, stream)
-	if err != nil {
-		return err
-	}
-	cfg := str.CachedInfo().Config
-	cfg.AllowMsgTTL = true
-	_, err = js.UpdateStream(ctx, cfg)
-	return err
 }
 
 // ensureConsumer creates a durable consumer with a create-only request, or updates the
@@ -538,8 +637,19 @@ func reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.L
 	differ(&changes, "max_age", &next.MaxAge, want.MaxAge)
 	differ(&changes, "max_bytes", &next.MaxBytes, want.MaxBytes)
 	differ(&changes, "duplicate_window", &next.Duplicates, want.Duplicates)
+	differ(&changes, "max_msgs", &next.MaxMsgs, want.MaxMsgs)
+	differ(&changes, "max_consumers", &next.MaxConsumers, want.MaxConsumers)
 	differ(&changes, "allow_direct", &next.AllowDirect, want.AllowDirect)
-	differ(&changes, "allow_msg_ttl", &next.AllowMsgTTL, want.AllowMsgTTL)
+	differ(&changes, "allow_msg_ttl", &next.AllowMsgTTL, want.AllowMsgTTL) // never turned off: the server refuses it
+	// What a message's headers may do, set as this version wants it whatever the server
+	// holds (a bucket made by the client library allows rollups); a deny once set stays
+	// (the server refuses to lift it).
+	if have.AllowRollup != want.AllowRollup {
+		changes = append(changes, change{"allow_rollup_hdrs", have.AllowRollup, want.AllowRollup})
+		next.AllowRollup = want.AllowRollup
+	}
+	differ(&changes, "deny_delete", &next.DenyDelete, want.DenyDelete)
+	differ(&changes, "deny_purge", &next.DenyPurge, want.DenyPurge)
 	switch {
 	case want.Replicas > have.Replicas:
 		changes = append(changes, change{"replicas", have.Replicas, want.Replicas})
@@ -565,6 +675,8 @@ func explainReplicas(err error, replicas int) error {
 		return fmt.Errorf("%w (--replicas %d needs a clustered NATS; this server is not clustered: use --replicas 1)", err, replicas)
 	case errCodeInsufficientResources, errCodeClusterNoPeers:
 		return fmt.Errorf("%w (%d replicas need %d JetStream servers up in the cluster)", err, replicas, replicas)
+	case errCodeStorageExceeded:
+		return fmt.Errorf("%w (the server reserves every stream's byte limit: the limits of compactor's streams and buckets do not fit the JetStream storage left to this account or server; lower --jobs-max-bytes, --events-max-bytes, --dlq-max-bytes or --records-max-bytes, or raise the account's storage (compactor auth --max-storage) or the server's max_file_store)", err)
 	}
 	return err
 }
@@ -575,6 +687,7 @@ const (
 	errCodeClusterNotAvail       jetstream.ErrorCode = 10008 // "JetStream system temporarily unavailable"
 	errCodeClusterNotLeader      jetstream.ErrorCode = 10009
 	errCodeInsufficientResources jetstream.ErrorCode = 10023
+	errCodeStorageExceeded       jetstream.ErrorCode = 10047 // "insufficient storage resources available"
 	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 on a server that is not clustered
 	errCodeStreamOffline         jetstream.ErrorCode = 10118
 	errCodeStreamOfflineReason   jetstream.ErrorCode = 10194
@@ -682,3 +795,34 @@ func pendingJobs(ctx context.Context, cons map[string]jetstream.Consumer, stores
 // Transient reports whether a JetStream error may go away by itself (a timeout, a cluster
 // electing a leader): worth trying again within a startup timeout.
 func Transient(err error) bool { return transient(err) }
+
+// What setup makes in a NATS account, for the account's limits (compactor auth).
+// operatorConsumers is the room an account keeps for the operator's and the admin's reads
+// at once: a console's four (its watches of the workers, the leases and the pause records,
+// and the events), status's three, dlq's, and the admin's tools. A store's worker cannot
+// take it: the only consumers it may create are its sweep watches, which their bucket
+// bounds (sweepWatches).
+const operatorConsumers = 24
+
+// AccountStreams is how many streams setup makes in an account: the streams and the
+// buckets (each bucket is a stream).
+func AccountStreams() int {
+	sc := SetupConfig{}.withDefaults()
+	return len(streamConfigs(sc)) + len(bucketConfigs(sc))
+}
+
+// AccountStorage is the file storage setup's default limits reserve in an account, with
+// replicas replicas of each stream.
+func AccountStorage(replicas int) int64 {
+	sc := SetupConfig{Replicas: max(replicas, 1)}.withDefaults()
+	var n int64
+	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
+		n += c.MaxBytes * int64(c.Replicas)
+	}
+	return n
+}
+
+// AccountConsumers is the most consumers an account of n stores uses: two per store (its
+// jobs' and its dead letters' count), the watches of its sweep records, and the
+// operator's and the admin's reads.
+func AccountConsumers(stores int) int { return 2*stores + sweepWatches + operatorConsumers }

@@ -79,9 +79,37 @@ type SweptFile struct {
 	Result string
 }
 
-// changed reports whether the sweep read or enqueued anything: a periodic sweep that
-// found everything unchanged or active is logged at debug level only.
-func (st SweepStats) changed() bool { return st.Assessed > 0 || st.Enqueued > 0 || st.Errors > 0 }
+// NothingEnqueued says why a sweep enqueued no job ("" when it enqueued one or found one
+// queued): what an operator who expected a compaction reads first. idle is the service's
+// idle threshold (Config.Idle; negative: none).
+func (st SweepStats) NothingEnqueued(idle time.Duration) string {
+	if st.Enqueued > 0 || st.AlreadyQueued > 0 {
+		return ""
+	}
+	if st.Files == 0 {
+		return "no session file (*.jsonl) in the stores"
+	}
+	var parts []string
+	add := func(n int, what string) {
+		if n > 0 {
+			parts = append(parts, fmt.Sprintf("%d %s", n, what))
+		}
+	}
+	if idle > 0 {
+		add(st.Active, fmt.Sprintf("active (modified within --idle %s; left alone until idle)", idle))
+	} else {
+		add(st.Active, "active")
+	}
+	add(st.UnderBudget, "within their budget")
+	add(st.Ineligible, "over budget with nothing a job could do")
+	add(st.Unchanged, "unchanged since the last sweep assessed them (within budget then, or their job already done)")
+	add(st.NewerRecords, "left to a newer compactor")
+	add(st.Errors, "not readable (errors)")
+	if len(parts) == 0 {
+		return "no file over its budget"
+	}
+	return fmt.Sprintf("of %d files: %s", st.Files, strings.Join(parts, ", "))
+}
 
 // sweepRecord is what COMPACTOR_SWEEP remembers of a file, so the next sweep skips it
 // without reading it when its size and mtime are unchanged, the settings that decide the
@@ -133,8 +161,8 @@ type settingsFingerprinter interface{ SettingsFingerprint() string }
 // its last job failed or met a busy session (a turn in progress: it becomes compactable
 // after --abandoned-after without changing) and its backoff has passed (SweepRetryBase
 // doubling per miss up to SweepRetryMax).
-// progress may be nil. The stats are logged (at info level when the sweep read or enqueued
-// something and no progress is shown, else at debug level).
+// progress may be nil. Without progress, the stats are logged in one line at info level,
+// with why nothing was enqueued when nothing was.
 func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
 		return SweepStats{}, configError("Assessor", "required to sweep")
@@ -222,10 +250,15 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 		s.log.Warn("sweep: files whose records a newer compactor wrote were left to its sweeps (their records are of a schema version this one cannot read; docs/upgrading.md)",
 			"files", stats.NewerRecords)
 	}
-	if progress == nil && stats.changed() {
-		s.log.Info(stats.String())
-	} else {
-		s.log.Debug(stats.String())
+	if progress == nil {
+		// One line per sweep, and why it enqueued nothing when it did not.
+		attrs := []any{"files", stats.Files, "unchanged", stats.Unchanged, "active", stats.Active, "assessed", stats.Assessed,
+			"over_budget", stats.OverBudget, "enqueued", stats.Enqueued, "already_queued", stats.AlreadyQueued, "ineligible", stats.Ineligible,
+			"errors", stats.Errors, "duration_s", seconds(stats.Duration)}
+		if why := stats.NothingEnqueued(s.cfg.Idle); why != "" {
+			attrs = append(attrs, "nothing_enqueued", why)
+		}
+		s.log.Info("sweep done", attrs...)
 	}
 	return stats, nil
 }

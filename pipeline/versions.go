@@ -90,7 +90,10 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	beats, err := readBeats(rctx, s.res.workers, store)
+	beats, foreign, err := readBeats(rctx, s.res.workers, store)
+	for _, ferr := range foreign {
+		s.foreign(store, foreignBeat, ferr)
+	}
 	if err != nil {
 		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", BucketWorkers, "err", err)
 		return f.beats[store]
@@ -102,34 +105,31 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	return beats
 }
 
-// readBeats reads the beats of store ("": every store's) in COMPACTOR_WORKERS, those of
-// workers that reported within workerBeatTTL (a store's owner record is no beat).
-func readBeats(ctx context.Context, kv *kvBucket, store string) ([]WorkerBeat, error) {
-	w, err := kv.Watch(ctx, store)
+// readBeats reads the beats of store ("": every store's of the account) in
+// COMPACTOR_WORKERS, those of workers that reported within workerBeatTTL (a store's owner
+// record is no beat), with one batched direct get. A beat that names another store than
+// its key, or a worker whose key it is not, is left out and returned in foreign.
+func readBeats(ctx context.Context, kv *kvBucket, store string) (beats []WorkerBeat, foreign []error, err error) {
+	entries, err := kv.lastAll(ctx, store)
 	if err != nil {
-		return nil, fmt.Errorf("watch %s: %w", BucketWorkers, err)
+		return nil, nil, fmt.Errorf("read %s: %w", BucketWorkers, err)
 	}
-	defer func() { _ = w.Stop() }()
-	var out []WorkerBeat
-	for {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("read %s: %w", BucketWorkers, ctx.Err())
-		case e, ok := <-w.Updates():
-			if !ok {
-				return nil, fmt.Errorf("read %s: the watch ended", BucketWorkers)
-			}
-			if e == nil {
-				return out, nil
-			}
-			if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
-				continue
-			}
-			if b, ok := beatOf(e); ok && time.Since(b.At) < workerBeatTTL {
-				out = append(out, b)
-			}
+	for _, e := range entries {
+		if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
+			continue
 		}
+		b, ok := beatOf(e)
+		if !ok || time.Since(b.At) >= workerBeatTTL {
+			continue
+		}
+		if keyStore, keyWorker, _ := strings.Cut(e.Key(), "."); b.Store != keyStore || workerKey(b.Store, b.Worker) != e.Key() {
+			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: kvSubjectRoot + BucketWorkers + "." + e.Key(), Store: keyStore,
+				NamesStore: b.Store, Session: keyWorker, NamesSession: strings.TrimPrefix(workerKey(b.Store, b.Worker), b.Store+".")})
+			continue
+		}
+		beats = append(beats, b)
 	}
+	return beats, foreign, nil
 }
 
 // beatOf reads a worker's beat. A beat of a newer schema version is its worker (named by

@@ -117,7 +117,7 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	newSvc := b.service(newCfg)
 	b.run(newSvc)
 	eventually(t, 10*time.Second, "both workers' beats", func() bool {
-		beats, err := readBeats(context.Background(), newSvc.res.workers, "default")
+		beats, _, err := readBeats(context.Background(), newSvc.res.workers, "default")
 		return err == nil && len(beats) == 2
 	})
 	for i := range 100 { // 100 v2 jobs and the other 50 v1 jobs, interleaved

@@ -62,7 +62,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	// The metrics server outlives ctx: it serves through the drain (/readyz says draining).
 	metricsCtx, stopMetrics := context.WithCancel(context.WithoutCancel(ctx))
 	if s.cfg.MetricsAddr != "" {
-		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log)
+		addr, wait, err := serveMetrics(metricsCtx, s.cfg.MetricsAddr, s.m.reg, s.healthy, s.ready, s.log, s.cfg.HTTPHandler, s.cfg.MetricsToken)
 		if err != nil {
 			stopMetrics()
 			return undo(err)
@@ -134,7 +134,11 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 	s.loops.set(store, func(st *loopState) { st.running, st.lastOK = true, time.Now() })
 	defer s.loops.set(store, func(st *loopState) { st.running = false })
 	for {
+		if !s.waitUnpaused(ctx, store) {
+			return
+		}
 		s.loops.set(store, func(st *loopState) { st.waiting = true })
+		waitStart := time.Now()
 		select {
 		case <-ctx.Done():
 			return
@@ -144,6 +148,16 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 		if ctx.Err() != nil { // a free slot and the end were both ready: select picks either
 			<-s.sem
 			return
+		}
+		// A pause that came while every slot was busy: the slot is given back unused (the
+		// record read again when the wait outlasted the last read).
+		maxAge := pauseCheckEvery
+		if time.Since(waitStart) >= pauseCheckEvery {
+			maxAge = 0
+		}
+		if s.pausedWithin(ctx, store, maxAge) != nil {
+			<-s.sem
+			continue
 		}
 		n := 1
 	more:
@@ -196,4 +210,19 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 			}
 		}
 	}
+}
+
+// waitUnpaused returns once store is not paused (true) or ctx ends (false).
+func (s *Service) waitUnpaused(ctx context.Context, store string) bool {
+	for s.paused(ctx, store) != nil {
+		s.pauses.held.Add(1)
+		s.loops.set(store, func(st *loopState) { st.paused, st.lastOK = true, time.Now() })
+		select {
+		case <-ctx.Done():
+			return false
+		case <-time.After(pauseCheckEvery / 4):
+		}
+	}
+	s.loops.set(store, func(st *loopState) { st.paused = false })
+	return true
 }

@@ -123,7 +123,12 @@ var (
 
 // AppendCompaction appends a compaction entry to file if the file still matches expect.
 func AppendCompaction(ctx context.Context, file string, expect Expect, c NewCompaction) (*Appended, error) {
-	return appendEntry(ctx, file, expect, func(s *Session) (parent string, path []*Entry, build func(id, ts string) jsjson.Fields, err error) {
+	return Named(file).AppendCompaction(ctx, expect, c)
+}
+
+// AppendCompaction is AppendCompaction for this file: the file of the job's reads.
+func (f *File) AppendCompaction(ctx context.Context, expect Expect, c NewCompaction) (*Appended, error) {
+	return appendEntry(ctx, f, expect, func(s *Session) (parent string, path []*Entry, build func(id, ts string) jsjson.Fields, err error) {
 		path, err = s.Path("")
 		if err != nil {
 			return "", nil, nil, err
@@ -171,7 +176,12 @@ func AppendCompaction(ctx context.Context, file string, expect Expect, c NewComp
 
 // AppendBranchSummary appends a branch_summary entry to file if it still matches expect.
 func AppendBranchSummary(ctx context.Context, file string, expect Expect, b NewBranchSummary) (*Appended, error) {
-	return appendEntry(ctx, file, expect, func(s *Session) (string, []*Entry, func(id, ts string) jsjson.Fields, error) {
+	return Named(file).AppendBranchSummary(ctx, expect, b)
+}
+
+// AppendBranchSummary is AppendBranchSummary for this file: the file of the job's reads.
+func (f *File) AppendBranchSummary(ctx context.Context, expect Expect, b NewBranchSummary) (*Appended, error) {
+	return appendEntry(ctx, f, expect, func(s *Session) (string, []*Entry, func(id, ts string) jsjson.Fields, error) {
 		if b.Summary == "" {
 			return "", nil, nil, fmt.Errorf("%w: empty summary", ErrInvalidEntry)
 		}
@@ -241,7 +251,8 @@ func fileDetails(read, modified []string) jsjson.Fields {
 type planFunc func(s *Session) (parent string, path []*Entry, build func(id, ts string) jsjson.Fields, err error)
 
 // testHooks maps a file to a function a test wants called at the named points of
-// appendEntry on that file ("write": after the final check, just before the write;
+// appendEntry on that file ("check": after the reservation, just before the final check;
+// "write": after the final check, just before the write;
 // "verify": after the write, before it is verified; "restore": just before a restore entry
 // is written), so a test can append a line exactly where a live Pi could.
 var testHooks sync.Map // string → func(point string)
@@ -250,8 +261,8 @@ var testHooks sync.Map // string → func(point string)
 // reservation, as on a file system without fallocate; or a write made to stop short).
 var testLineFiles sync.Map // string → func(*os.File) lineFile
 
-func lineFileOf(f *os.File) lineFile {
-	if w, ok := testLineFiles.Load(f.Name()); ok {
+func lineFileOf(name string, f *os.File) lineFile {
+	if w, ok := testLineFiles.Load(name); ok {
 		return w.(func(*os.File) lineFile)(f)
 	}
 	return osLineFile{File: f}
@@ -267,12 +278,16 @@ func hook(file, point string) {
 // lock and may append at any instant (a live Pi: one write per line, each hanging off its
 // own in-memory leaf):
 //
-//  1. Under an exclusive advisory lock (which serializes compactor processes; Pi ignores
-//     it) the file is read through the descriptor, checked against expect and the general
-//     rules, and the line is encoded. Everything that takes time happens here.
+//  1. The file is opened as every read of it was (File.open: beneath its store's root, no
+//     symlink, one hard link; the device and inode of the job's first read). Under an
+//     exclusive advisory lock (which serializes compactor processes; Pi ignores it) it is
+//     read through the descriptor, checked against expect and the general rules, and the
+//     line is encoded. Everything that takes time happens here.
 //  2. The line's blocks are reserved (fallocate, keep size: a full disk fails here, before
-//     any byte is written). Then the final check is one fstat: the size must still be
-//     expect.Size. Pi only ever appends, so an unchanged size means an unchanged file.
+//     any byte is written). Then the final check is one fstat of the descriptor: the size
+//     must still be expect.Size, and the file still the one read (the device and inode
+//     pinned, a name left, one link beneath a root). Pi only ever appends, so an unchanged
+//     size means an unchanged file.
 //     Nothing is read or parsed between this check and the write, which follows at once: a
 //     single write(2) of the whole line (preceded by "\n" if the file lacks its final
 //     newline) on an O_APPEND descriptor, then fsync. A write that still stops short is
@@ -294,28 +309,27 @@ func hook(file, point string) {
 // the last entry line is one another writer wrote, or a restore entry whose parent is the
 // newest entry another writer wrote: every entry on the other writer's branch is on the
 // path Pi loads.
-func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc) (*Appended, error) {
+func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (*Appended, error) {
+	file := src.Name()
 	fail := func(err error) (*Appended, error) {
 		return nil, &FileError{File: file, Err: fmt.Errorf("append: %w", err)}
 	}
-	f, err := os.OpenFile(file, os.O_RDWR|os.O_APPEND, 0)
+	f, _, err := src.open(os.O_RDWR | os.O_APPEND)
 	if err != nil {
+		var fe *FileError
+		if errors.As(err, &fe) && fe.File == file {
+			err = fe.Err
+		}
 		return fail(err)
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return fail(err)
-	}
-	if !st.Mode().IsRegular() {
-		return fail(errors.New("not a regular file"))
-	}
 	if err := lockFile(ctx, f); err != nil {
 		return fail(err)
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it anyway
 
-	if st, err = f.Stat(); err != nil {
+	st, err := f.Stat()
+	if err != nil {
 		return fail(err)
 	}
 	if st.Size() != expect.Size {
@@ -362,8 +376,12 @@ func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc)
 	// The line's space is reserved, then the final check, then the write, with nothing in
 	// between (appendLine).
 	final := func() error {
+		hook(file, "check")
 		st, err := f.Stat()
 		if err != nil {
+			return err
+		}
+		if err := src.admit(st, true); err != nil {
 			return err
 		}
 		if st.Size() != expect.Size {
@@ -372,11 +390,16 @@ func appendEntry(ctx context.Context, file string, expect Expect, plan planFunc)
 		hook(file, "write")
 		return nil
 	}
-	if err := appendLine(lineFileOf(f), expect.Size, buf, final); err != nil {
+	if err := appendLine(lineFileOf(file, f), expect.Size, buf, final); err != nil {
 		return fail(err)
 	}
+	// A rename over the file in the instant between the final check and the write sent the
+	// line to a file with no name left: say so rather than report an entry nobody will read.
+	if st, err := f.Stat(); err == nil && linksOf(st) == 0 {
+		return fail(fmt.Errorf("the entry was written to the file read, but that file has no name left (replaced by a rename or deleted as it was written): the session does not hold it: %w", &ReplacedError{Was: identify(st).String(), Now: "deleted"}))
+	}
 	ap := &Appended{ID: id, ParentID: parent, Timestamp: ts, Line: line}
-	if err := settle(ctx, f, scanFrom, expect, ts, s, ap); err != nil {
+	if err := settle(ctx, src, f, scanFrom, expect, ts, s, ap); err != nil {
 		return fail(err)
 	}
 	return ap, nil
@@ -391,12 +414,12 @@ const maxRestores = 16
 // starts at from, the start of the file's last line at the final check; lines that start
 // before expect.Size were in the file then (the planned leaf, or a torn tail that a Pi
 // line may have been glued onto, which Pi skips).
-func settle(ctx context.Context, f *os.File, from int64, expect Expect, ts string, s *Session, ap *Appended) error {
+func settle(ctx context.Context, src *File, f *os.File, from int64, expect Expect, ts string, s *Session, ap *Appended) error {
 	lastOther := expect.LeafID
 	ours := map[string]bool{ap.ID: true}
 	for round := 0; ; round++ {
 		if round == 0 {
-			hook(f.Name(), "verify")
+			hook(src.Name(), "verify")
 		}
 		region, err := readSettled(ctx, f, from)
 		if err != nil {
@@ -461,12 +484,20 @@ func settle(ctx context.Context, f *os.File, from int64, expect Expect, ts strin
 		if err != nil {
 			return err
 		}
-		hook(f.Name(), "restore")
+		hook(src.Name(), "restore")
 		st, err := f.Stat()
 		if err != nil {
 			return err
 		}
-		if err := appendLine(lineFileOf(f), st.Size(), append(rline, '\n'), nil); err != nil {
+		// The restore goes to the file the entry went to, still under its name.
+		still := func() error {
+			st, err := f.Stat()
+			if err != nil {
+				return err
+			}
+			return src.admit(st, true)
+		}
+		if err := appendLine(lineFileOf(src.Name(), f), st.Size(), append(rline, '\n'), still); err != nil {
 			return fmt.Errorf("restore entry: %w", err)
 		}
 		ours[rid] = true
@@ -581,10 +612,4 @@ func timestampAfter(path []*Entry) string {
 
 // CheckWritable reports, without writing anything, whether file can be opened for
 // appending: compactor checks this before it pays for a summary.
-func CheckWritable(file string) error {
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		return &FileError{File: file, Err: fmt.Errorf("not writable: %w", err)}
-	}
-	return f.Close()
-}
+func CheckWritable(file string) error { return Named(file).CheckWritable() }

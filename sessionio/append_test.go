@@ -194,7 +194,7 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 					t.Fatal(err)
 				}
 				path := mustPath(t, s, "")
-				old := BuildContext(path, Pi073)
+				old := BuildContext(path, pi073)
 				leaf := path[len(path)-1]
 				var ap *Appended
 				var want []json.RawMessage
@@ -236,7 +236,7 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 				if s2.LeafID() != ap.ID {
 					t.Fatalf("leaf after append %q, want %q", s2.LeafID(), ap.ID)
 				}
-				got := rawMessages(BuildContext(mustPath(t, s2, ""), Pi073).Messages)
+				got := rawMessages(BuildContext(mustPath(t, s2, ""), pi073).Messages)
 				if !jsonEqual(t, got, want) {
 					t.Fatalf("context after append is not the old context plus the entry's effect")
 				}

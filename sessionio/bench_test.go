@@ -28,7 +28,7 @@ func BenchmarkLoad(b *testing.B) {
 				if err != nil {
 					b.Fatal(err)
 				}
-				if c := BuildContext(p, Pi073); len(c.Messages) == 0 {
+				if c := BuildContext(p, pi073); len(c.Messages) == 0 {
 					b.Fatal("empty context")
 				}
 			}

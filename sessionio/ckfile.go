@@ -22,16 +22,16 @@ import (
 // them, and takes the rest from the table: `compactor context` and `compactor plan` then cost
 // what the live context costs, not what the history does.
 //
-// This is sound because Pi only appends to a version 3 file (pi-session-format.md §2.4:
-// it rewrites a file in place only to migrate a v1/v2 file or to replace an invalid header,
-// which changes the header). A checkpoint is used only for the same file (device and inode),
-// not shorter than the checkpoint, whose header bytes, last 4 KiB before the checkpoint and
-// 16 samples spread over the history hash as they did; a table that fails its checksum, or
-// a line it points to that no longer parses as the same entry, is ignored. What it cannot see
-// is an edit in place of the history that keeps every sampled byte: someone editing a
-// session by hand with a tool that writes in place. Such a read stays right up to the
-// checkpoint's lines; remove the checkpoint directory (or set COMPACTOR_CHECKPOINTS=off) to
-// read every line again.
+// This is sound because Pi only appends to a version 3 file: it rewrites a file in place
+// only to migrate a v1/v2 file or to replace an invalid header, which changes the header
+// (docs/pi-format.md, "How Pi writes its file"). A checkpoint is used only for the same
+// file (device and inode), not shorter than the checkpoint, whose header bytes, last 4 KiB
+// before the checkpoint and 16 samples spread over the history hash as they did; a table
+// that fails its checksum, or a line it points to that no longer parses as the same entry,
+// is ignored. What it cannot see is an edit in place of the history that keeps every
+// sampled byte: someone editing a session by hand with a tool that writes in place. Such a
+// read stays right up to the checkpoint's lines; remove the checkpoint directory (or set
+// COMPACTOR_CHECKPOINTS=off) to read every line again.
 //
 // Lines after the checkpoint that change the history's meaning (a line reusing an id of the
 // history, a parent the history was missing) make the read ignore the checkpoint, as do

@@ -21,8 +21,8 @@ import (
 //     custom_message a "custom" message, a branch_summary with a non-empty summary a
 //     "branchSummary" message; every other type emits nothing;
 //   - Pi 1.x: context edits, system messages and compaction checkpoints (Projection).
-func BuildContext(path []*Entry, d Dialect) *Context {
-	return Project(path, d).Context()
+func BuildContext(path []*Entry, r Release) *Context {
+	return Project(path, r).Context()
 }
 
 // ModelOf is the model a path's context names (its latest model_change or assistant

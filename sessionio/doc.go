@@ -1,4 +1,4 @@
-// Package sessionio reads Pi session files (append-only JSONL trees: pi-session-format.md)
+// Package sessionio reads Pi session files (append-only JSONL trees: docs/pi-format.md)
 // exactly as Pi reads them, and appends to them; it never rewrites one.
 //
 // # Two readers, one way to read a line

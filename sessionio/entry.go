@@ -15,7 +15,7 @@ const (
 	TypeCustomMessage       = "custom_message"
 	TypeLabel               = "label"
 	TypeSessionInfo         = "session_info"
-	// Pi 1.x (Dialect Pi16): an edit of an earlier entry's model-visible content, and usage
+	// Pi >= 0.87 (Projection), >= 0.86 (SystemMessages): an edit of an earlier entry's model-visible content, and usage
 	// that is no message (the cache warmer's, for instance).
 	TypeContextEdit = "context_edit"
 	TypeUsage       = "usage"

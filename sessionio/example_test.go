@@ -23,7 +23,7 @@ func ExampleBuildContext() {
 		return
 	}
 	path, _ := s.Path("") // "" = the leaf: the last entry line
-	ctx := sessionio.BuildContext(path, sessionio.Pi073)
+	ctx := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
 	fmt.Println("leaf:", s.LeafID(), "path:", len(path), "entries")
 	for i, m := range ctx.Messages {
 		fmt.Println(ctx.EntryIDs[i], m.Role, m.Content.Text)
@@ -64,7 +64,7 @@ func ExampleReadTail() {
 		fmt.Println(err)
 		return
 	}
-	ctx := t.Context(sessionio.Pi073)
+	ctx := t.Context(sessionio.MustParseRelease("0.73.1"))
 	fmt.Println("path:", len(t.Path), "entries, complete:", t.Complete)
 	fmt.Printf("read the last %d of %d bytes, from %.27s...\n", t.Size-t.ReadFrom, t.Size, file[t.ReadFrom:])
 	for i, m := range ctx.Messages {

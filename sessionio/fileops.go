@@ -8,12 +8,12 @@ import (
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
 
-// FileOps is Pi's file-operation tracking (pi-session-format.md §4.7): the paths the
+// FileOps is Pi's file-operation tracking (docs/pi-format.md, "File lists"): the paths the
 // summarized part of a session read, wrote and edited. Both compaction (cutpoint) and
 // branch summaries (summarize) need it, so it lives here, next to the messages it reads.
 //
 // The maps are the sets; the order slices remember insertion order, because Pi's sets are
-// JavaScript Sets (iteration = insertion order) and `pi-oracle cut` prints them that way.
+// JavaScript Sets (iteration = insertion order) and `interop/pi/pi cut` prints them that way.
 // Use Add* and the Seed/AddFromMessage methods rather than writing the maps directly, or
 // ReadSet/WrittenSet/EditedSet will list the extra paths after the ordered ones.
 type FileOps struct {

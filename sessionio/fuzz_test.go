@@ -33,7 +33,7 @@ func FuzzParse(f *testing.F) {
 			if err != nil {
 				t.Fatalf("path to %q: %v", e.ID, err)
 			}
-			c := BuildContext(p, Pi073)
+			c := BuildContext(p, pi073)
 			if len(c.Messages) != len(c.EntryIDs) {
 				t.Fatalf("messages %d, entry ids %d", len(c.Messages), len(c.EntryIDs))
 			}

@@ -118,7 +118,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 				if last.ID != ap.Restores[len(ap.Restores)-1] || last.Type != TypeCustom || last.CustomType != RestoreCustomType {
 					t.Fatalf("leaf %s (%s), want the last restore entry", last.ID, last.Type)
 				}
-				if got := BuildContext(path, Pi073); len(got.Messages) != 2+len(piIDs) {
+				if got := BuildContext(path, pi073); len(got.Messages) != 2+len(piIDs) {
 					t.Fatalf("context has %d messages, want the %d entries Pi wrote", len(got.Messages), 2+len(piIDs))
 				}
 			}
@@ -131,7 +131,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 
 // TestAppendRestoreGolden pins the bytes of a restored file and what the real Pi made of
 // them: testdata/append/live-restore.jsonl is the file after a Pi line landed between the
-// final check and the write, and live-restore.pi.json is `pi-oracle context` on it (leaf,
+// final check and the write, and live-restore.pi.json is `interop/pi/pi context` on it (leaf,
 // path and messages). `make interop` re-checks it against the live Pi.
 func TestAppendRestoreGolden(t *testing.T) {
 	t.Parallel()
@@ -192,7 +192,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 	if s2.LeafID() != pi.LeafID || !slices.Equal(ids, pi.PathIDs) {
 		t.Fatalf("leaf %s path %v; Pi: leaf %s path %v", s2.LeafID(), ids, pi.LeafID, pi.PathIDs)
 	}
-	if !jsonEqual(t, rawMessages(BuildContext(path, Pi073).Messages), pi.Messages) {
+	if !jsonEqual(t, rawMessages(BuildContext(path, pi073).Messages), pi.Messages) {
 		t.Fatal("context differs from Pi's")
 	}
 	if os.Getenv("COMPACTOR_INTEROP") == "1" {
@@ -283,7 +283,8 @@ func runPiWriter() {
 	_ = out.Flush()
 }
 
-// TestAppendRacesLiveWriter races 1,000 compaction appends (appends that wrote) against a
+// TestAppendRacesLiveWriter races 1,000 compaction appends (appends that wrote, each read
+// and written through one File beneath the file's directory, as a worker's job) against a
 // Pi-like writer in another process, in 10 rounds of 100 on a fresh file each (so the file
 // stays the size of a session, not of the test), then loads each file as Pi would: every
 // entry the writer wrote must be on the path from the leaf. Under the race detector, which
@@ -335,11 +336,13 @@ func raceRound(t *testing.T, round, want int, st *raceStats) {
 		if _, err := tick.Write([]byte{1}); err != nil {
 			t.Fatalf("round %d: the writer stopped: %v", round, err)
 		}
-		s, err := ReadFileWith(p, Options{Light: true})
+		// As a worker's job does: read and append through one File beneath the store's root.
+		f := Beneath(filepath.Dir(p), filepath.Base(p))
+		s, err := f.Read(Options{Light: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ap, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+		ap, err := f.AppendCompaction(ctxb, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 		switch {
 		case errors.Is(err, ErrChanged):
 			st.changed++

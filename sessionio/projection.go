@@ -16,19 +16,22 @@ type Projected struct {
 	Messages []*Message
 }
 
-// Projection is the context Pi builds for a path, entry by entry: Pi 1.x's
-// buildSessionProjection, and for Pi 0.73 the same shape over its buildSessionContext.
+// Projection is the context Pi builds for a path, entry by entry: Pi's buildSessionProjection
+// (>= 0.87), and for older releases the same shape over their buildSessionContext.
 //
 // With a compaction on the path, Entries starts with the latest compaction, followed by the
 // entries from its firstKeptEntryId up to it (nothing when that id is not on the path, as for
 // a retain-none compaction, whose firstKeptEntryId is its own id) and then every entry after
-// it; without one, Entries is the whole path. Pi 1.x leaves system messages out of the kept
-// range (the compaction's checkpoint replaces them), applies the latest context edit of each
-// target among these entries (a null replacement omits the target's messages, an object
-// replaces their content), fills in an empty content where a message has none, and makes the
-// compaction contribute its systemMessage checkpoint before its summary.
+// it; without one, Entries is the whole path. What each entry puts there depends on the
+// release (sessionio.Behaviour): with SystemMessages the kept range leaves system messages
+// out (the compaction's checkpoint replaces them) and a compaction contributes its
+// systemMessage before its summary; with EntryMessages a message without content gets an
+// empty one, and (ResentSummary) an older compaction kept in the range contributes again;
+// with ContextEdits the latest context edit of each target among these entries applies (a null
+// replacement omits the target's messages, an object replaces their content) and only the
+// newest compaction contributes.
 type Projection struct {
-	Dialect       Dialect
+	Release       Release
 	Entries       []Projected
 	ThinkingLevel string
 	Model         *ModelRef
@@ -38,10 +41,10 @@ type Projection struct {
 }
 
 // Project builds the projection of path (root first, as Session.Path returns it) under
-// dialect d's rules.
-func Project(path []*Entry, d Dialect) *Projection {
-	d = d.Or()
-	p := &Projection{Dialect: d, ThinkingLevel: "off", Compaction: -1}
+// release r's rules.
+func Project(path []*Entry, r Release) *Projection {
+	r = r.Or()
+	p := &Projection{Release: r, ThinkingLevel: "off", Compaction: -1}
 	compIdx := -1
 	for i, e := range path {
 		switch e.Type {
@@ -57,7 +60,7 @@ func Project(path []*Entry, d Dialect) *Projection {
 			compIdx = i
 		}
 	}
-	projects := d.Projects()
+	dropKeptSystem := r.Has(SystemMessages)
 	entries := make([]Projected, 0, len(path)-max(0, compIdx)+1)
 	if compIdx < 0 {
 		for i, e := range path {
@@ -72,7 +75,7 @@ func Project(path []*Entry, d Dialect) *Projection {
 			if e.ID == c.FirstKeptEntryID {
 				found = true
 			}
-			if found && !(projects && e.IsMessage(RoleSystem)) {
+			if found && !(dropKeptSystem && e.IsMessage(RoleSystem)) {
 				entries = append(entries, Projected{Entry: e, Index: i})
 			}
 		}
@@ -80,34 +83,37 @@ func Project(path []*Entry, d Dialect) *Projection {
 			entries = append(entries, Projected{Entry: e, Index: compIdx + 1 + i})
 		}
 	}
-	if !projects {
+	if !r.Has(EntryMessages) {
 		for k := range entries {
-			entries[k].Messages = messagesPi073(entries[k].Entry, k == 0 && compIdx >= 0)
+			entries[k].Messages = messagesBefore0804(entries[k].Entry, k == 0 && compIdx >= 0)
 		}
 		p.Entries = entries
 		return p
 	}
-	edits := map[string]*Entry{}
-	for _, pe := range entries {
-		if pe.Entry.Type == TypeContextEdit {
-			edits[pe.Entry.TargetID] = pe.Entry
+	var edits map[string]*Entry // the latest context edit of each target
+	if r.Has(ContextEdits) {
+		edits = map[string]*Entry{}
+		for _, pe := range entries {
+			if pe.Entry.Type == TypeContextEdit {
+				edits[pe.Entry.TargetID] = pe.Entry
+			}
 		}
 	}
 	for k := range entries {
 		e := entries[k].Entry
-		if e.Type == TypeCompaction && k > 0 {
+		if e.Type == TypeCompaction && k > 0 && !r.Has(ResentSummary) {
 			continue // an older compaction kept in the newest one's range contributes nothing
 		}
-		entries[k].Messages = applyEdit(messagesPi16(e), edits[e.ID])
+		entries[k].Messages = applyEdit(entryMessages(e, r), edits[e.ID])
 	}
 	p.Entries = entries
 	return p
 }
 
-// messagesPi073 is what an entry puts into Pi 0.73's context: a message entry its message, a
-// custom_message a custom message, a branch_summary with a summary a branchSummary message,
-// the latest compaction (first) its summary; nothing else.
-func messagesPi073(e *Entry, latestCompaction bool) []*Message {
+// messagesBefore0804 is what an entry puts into the context of a Pi before 0.80.4: a message
+// entry its message, a custom_message a custom message, a branch_summary with a summary a
+// branchSummary message, the latest compaction (first) its summary; nothing else.
+func messagesBefore0804(e *Entry, latestCompaction bool) []*Message {
 	switch e.Type {
 	case TypeMessage:
 		if e.Message == nil {
@@ -131,10 +137,11 @@ func messagesPi073(e *Entry, latestCompaction bool) []*Message {
 	return nil
 }
 
-// messagesPi16 is Pi 1.x's sessionEntryToContextMessages: as 0.73 for most entries, with an
-// empty content filled in where a user, assistant, tool result or system message has none
-// (and a custom_message's), and a compaction's systemMessage checkpoint before its summary.
-func messagesPi16(e *Entry) []*Message {
+// entryMessages is Pi's sessionEntryToContextMessages (>= 0.80.4) as release r has it: as
+// before for most entries, with an empty content filled in where a user, assistant or tool
+// result message (and, with SystemMessages, a system message) has none, and a custom_message's;
+// a compaction's systemMessage checkpoint before its summary (SystemMessages).
+func entryMessages(e *Entry, r Release) []*Message {
 	switch e.Type {
 	case TypeMessage:
 		m := e.Message
@@ -144,7 +151,9 @@ func messagesPi16(e *Entry) []*Message {
 		if m.ContentNull {
 			switch m.Role {
 			case RoleSystem:
-				return []*Message{withContent(m, json.RawMessage(`""`))}
+				if r.Has(SystemMessages) {
+					return []*Message{withContent(m, json.RawMessage(`""`))}
+				}
 			case RoleUser, RoleAssistant, RoleToolResult:
 				return []*Message{withContent(m, json.RawMessage(`[]`))}
 			}
@@ -162,7 +171,7 @@ func messagesPi16(e *Entry) []*Message {
 		}
 		return []*Message{AsMessage(e)}
 	case TypeCompaction:
-		if e.SystemMessage != nil {
+		if e.SystemMessage != nil && r.Has(SystemMessages) {
 			return []*Message{e.SystemMessage, AsMessage(e)}
 		}
 		return []*Message{AsMessage(e)}
@@ -170,11 +179,21 @@ func messagesPi16(e *Entry) []*Message {
 	return nil
 }
 
-// ProjectEntry is Pi 1.x's projectContextEntry: what entry e puts into a context with its
-// latest context edit (nil: none) applied.
-func ProjectEntry(e, edit *Entry) []*Message { return applyEdit(messagesPi16(e), edit) }
+// MessagesOf is what entry e puts into the context of Pi r without any context edit
+// (sessionEntryToContextMessages; before 0.80.4, what its buildSessionContext took from it,
+// a compaction counted as the latest).
+func MessagesOf(e *Entry, r Release) []*Message {
+	if !r.Or().Has(EntryMessages) {
+		return messagesBefore0804(e, true)
+	}
+	return entryMessages(e, r.Or())
+}
 
-// applyEdit is Pi 1.x's projectContextEntry: without an edit the messages as they are; a null
+// ProjectEntry is Pi's projectContextEntry (>= 0.87): what entry e puts into a context with
+// its latest context edit (nil: none) applied.
+func ProjectEntry(e, edit *Entry) []*Message { return applyEdit(entryMessages(e, Latest), edit) }
+
+// applyEdit is Pi's projectContextEntry: without an edit the messages as they are; a null
 // replacement omits them; an object's content replaces the content of user, assistant, tool
 // result and custom messages (a string becomes one text block for an assistant or a tool
 // result). A replacement Pi could not apply (not an object with a string or array content:

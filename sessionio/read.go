@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
-	"os"
 )
 
 // Errors for files Pi cannot load. Pi would silently truncate such a file to a fresh
@@ -58,11 +57,7 @@ type Options struct {
 
 // ReadFileWith is ReadFile with options.
 func ReadFileWith(path string, opts Options) (*Session, error) {
-	data, err := os.ReadFile(path)
-	if err != nil {
-		return nil, &FileError{File: path, Err: err}
-	}
-	return ParseWith(data, path, opts)
+	return Named(path).Read(opts)
 }
 
 // Parse reads a session from memory. file is used in errors and diagnostics only.

@@ -123,7 +123,8 @@ type Tail struct {
 	CheckpointAt   int64
 	CheckpointNote string
 
-	r *tailReader // for Extend
+	r   *tailReader // for Extend
+	src *File       // the file ReadTail opened (Extend opens it again)
 }
 
 // Version is the format version found on disk.
@@ -131,7 +132,7 @@ func (t *Tail) Version() int { return t.Header.Version }
 
 // Context builds the context from Path under dialect d's rules (exact for what the read's
 // Need settled).
-func (t *Tail) Context(d Dialect) *Context { return BuildContext(t.Path, d) }
+func (t *Tail) Context(r Release) *Context { return BuildContext(t.Path, r) }
 
 // ReadTail reads what need asks for from the end of a session file, backwards, and stops as
 // soon as it is settled; it reads the whole file only when need asks for it (NeedFile,
@@ -153,15 +154,17 @@ func ParseTail(data []byte, file string, need Need) (*Tail, error) {
 
 // ReadTailWith is ReadTail with options.
 func ReadTailWith(path string, need Need, o TailOptions) (*Tail, error) {
-	f, err := os.Open(path)
+	return Named(path).ReadTail(need, o)
+}
+
+// ReadTail is ReadTailWith for this file.
+func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
+	path := file.Name()
+	f, st, err := file.open(os.O_RDONLY)
 	if err != nil {
-		return nil, &FileError{File: path, Err: err}
+		return nil, err
 	}
 	defer f.Close()
-	st, err := f.Stat()
-	if err != nil {
-		return nil, &FileError{File: path, Err: err}
-	}
 	var cks *ckKeep
 	if o.Checkpoints != nil && o.Checkpoints.Dir != "" {
 		store := &dirStore{dir: o.Checkpoints.Dir, file: path, id: identify(st)}
@@ -172,7 +175,7 @@ func ReadTailWith(path string, need Need, o TailOptions) (*Tail, error) {
 	}
 	t, err := readTail(f, st.Size(), path, need, o, defaultSizes, cks)
 	if t != nil {
-		t.Info = st
+		t.Info, t.src = st, file
 	}
 	return t, err
 }
@@ -244,12 +247,16 @@ func (t *Tail) Extend(need Need) error {
 		return nil
 	}
 	if t.Info != nil { // ReadTail's file is closed: open it again, the same file
-		f, err := os.Open(t.File)
+		src := t.src
+		if src == nil {
+			src = Named(t.File)
+		}
+		f, st, err := src.open(os.O_RDONLY)
 		if err != nil {
-			return &FileError{File: t.File, Err: err}
+			return err
 		}
 		defer f.Close()
-		if st, err := f.Stat(); err != nil || !os.SameFile(st, t.Info) || st.Size() < t.Size {
+		if !os.SameFile(st, t.Info) || st.Size() < t.Size {
 			return &FileError{File: t.File, Err: errors.New("the file was replaced or shrank while it was read")}
 		}
 		r.file.ra = f
@@ -262,7 +269,7 @@ func (t *Tail) Extend(need Need) error {
 		if err != nil {
 			return err
 		}
-		again.Info, again.CheckpointNote = t.Info, "not used: "+ce.reason
+		again.Info, again.src, again.CheckpointNote = t.Info, t.src, "not used: "+ce.reason
 		*t = *again
 		if t.r != nil {
 			t.r.t = t // the reader fills in t from now on (a later Extend)

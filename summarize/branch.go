@@ -7,11 +7,12 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// CollectBranch is Pi's collectEntriesForBranchSummary (pi-session-format.md §5.2): the
-// entries on the way from oldLeafID back to the deepest entry it shares with targetID's
-// path, in chronological order, and that common ancestor ("" when the two paths share
-// nothing). Compaction entries are not a stop: their summaries become input. When the
-// target descends from the old leaf the list is empty. An empty oldLeafID gives nothing.
+// CollectBranch is Pi's collectEntriesForBranchSummary
+// (docs/pi-format.md, "Branch summaries"): the entries on the way from oldLeafID back to
+// the deepest entry it shares with targetID's path, in chronological order, and that common
+// ancestor ("" when the two paths share nothing). Compaction entries are not a stop: their
+// summaries become input. When the target descends from the old leaf the list is empty. An
+// empty oldLeafID gives nothing.
 func CollectBranch(s *sessionio.Session, oldLeafID, targetID string) ([]*sessionio.Entry, string, error) {
 	if oldLeafID == "" {
 		return nil, "", nil
@@ -95,16 +96,17 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 	return nil
 }
 
-// PrepareBranch is Pi's prepareBranchEntries (§5.3): file operations seeded from earlier
-// branch summaries' details (unless fromHook), then the entries converted to messages from
-// newest to oldest while they fit tokenBudget (0 = no limit). Each message's file
-// operations are recorded before the budget check, so the one that breaks the budget still
-// contributes its files. A compaction or branch summary that does not fit is still taken
-// when less than 90% of the budget is used; then the walk stops. counter must be Pi's
-// estimate for the dialect (tokenize.EstimateFor(d)) to reproduce Pi. Pi 1.x honours the
-// branch's context edits: the latest edit of a message or custom_message among entries
-// omits it or replaces its content.
-func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, d sessionio.Dialect) ([]*sessionio.Message, *FileOps, int) {
+// PrepareBranch is Pi's prepareBranchEntries (docs/pi-format.md, "Branch summaries"): file
+// operations seeded from earlier branch summaries' details (unless fromHook), then the
+// entries converted to messages from newest to oldest while they fit tokenBudget (0 = no
+// limit). Each message's file operations are recorded before the budget check, so the one
+// that breaks the budget still contributes its files. A compaction or branch summary that
+// does not fit is still taken when less than 90% of the budget is used; then the walk
+// stops. counter must be Pi's estimate of the release (tokenize.EstimateFor(r)) to
+// reproduce Pi. From 1.5.0 (BranchHonoursEdits) Pi honours the branch's context edits: the
+// latest edit of a message or custom_message among entries omits it or replaces its
+// content.
+func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r sessionio.Release) ([]*sessionio.Message, *FileOps, int) {
 	fileOps := sessionio.NewFileOps()
 	edits := map[string]*sessionio.Entry{}
 	for _, e := range entries {
@@ -115,7 +117,7 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 			edits[e.TargetID] = e
 		}
 	}
-	if !d.Or().Projects() {
+	if !r.Has(sessionio.BranchHonoursEdits) {
 		edits = nil
 	}
 	var rev []*sessionio.Message
@@ -152,9 +154,14 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 	return msgs, fileOps, total
 }
 
-func branchMaxTokens(d sessionio.Dialect) int {
-	if d.Or().Projects() {
+// branchMaxTokens is the output limit of a branch summary of Pi r: BranchMaxTokens, 4,096
+// from 0.85.0 (BranchOutput4096), the model's own from 1.4.0 (ModelOutputLimit).
+func branchMaxTokens(r sessionio.Release) int {
+	switch {
+	case r.Has(sessionio.ModelOutputLimit):
 		return 0 // the model's own limit
+	case r.Has(sessionio.BranchOutput4096):
+		return 4096
 	}
 	return BranchMaxTokens
 }
@@ -180,9 +187,9 @@ type BranchOptions struct {
 	CustomInstructions string
 	// ReplaceInstructions sends CustomInstructions instead of the branch prompt.
 	ReplaceInstructions bool
-	// Dialect is the Pi whose rules the summary follows (zero: the newest): Pi 0.73 limits
-	// the output to BranchMaxTokens, Pi 1.x leaves it to the model.
-	Dialect sessionio.Dialect
+	// Release is the Pi whose rules the summary follows (zero: the newest): the output limit
+	// (branchMaxTokens) and the serialization.
+	Release sessionio.Release
 }
 
 // BranchSummary writes the summary of a prepared branch (PrepareBranch's messages and
@@ -198,8 +205,8 @@ func BranchSummary(ctx context.Context, s Summarizer, msgs []*sessionio.Message,
 		Messages:            msgs,
 		CustomInstructions:  opts.CustomInstructions,
 		ReplaceInstructions: opts.ReplaceInstructions,
-		MaxTokens:           branchMaxTokens(opts.Dialect),
-		Dialect:             opts.Dialect,
+		MaxTokens:           branchMaxTokens(opts.Release),
+		Release:             opts.Release,
 	})
 	if err != nil {
 		return SummaryOutput{}, fmt.Errorf("branch summary: %w", err)

@@ -29,7 +29,7 @@ type roller struct {
 const minChunkTokens = 64
 
 func (r roller) run(ctx context.Context, req Request) (Result, error) {
-	parts := SerializeParts(req.Messages, req.Dialect)
+	parts := SerializeParts(req.Messages, req.Release)
 	full := buildPromptText(req, strings.Join(parts, "\n\n"))
 	sys := r.count(SystemPrompt)
 	capTokens := 0 // 0 = no cap beyond the window
@@ -106,6 +106,7 @@ func (r roller) chunked(ctx context.Context, req Request, parts []string, capTok
 		total.OutputTokens += res.OutputTokens
 		total.CachedInputTokens += res.CachedInputTokens
 		total.Calls += res.Calls
+		total.Truncated = total.Truncated || res.Truncated
 		i = j
 	}
 	total.Text = summary

@@ -20,11 +20,12 @@ type CompactionInput struct {
 	// PreviousSummary is the summary of the previous compaction on the path, if any.
 	PreviousSummary    string
 	CustomInstructions string
-	// ReserveTokens sets the output limits under Pi 0.73's rules (its default 16384); Pi 1.x
-	// leaves the output limit to the model (reserveTokens only decides when to compact).
+	// ReserveTokens sets the output limits before 1.4.0 (its default 16384); from 1.4.0
+	// (ModelOutputLimit) Pi leaves the output limit to the model (reserveTokens only decides
+	// when to compact).
 	ReserveTokens int
-	// Dialect is the Pi whose rules the summary follows (zero: the newest).
-	Dialect sessionio.Dialect
+	// Release is the Pi whose rules the summary follows (zero: the newest).
+	Release sessionio.Release
 	// FileOps are the plan's file operations (ExtractFileOps); nil means none.
 	FileOps *FileOps
 	// BaseHistory, when set, is a history summary already made of the span's beginning
@@ -38,18 +39,21 @@ type CompactionInput struct {
 // DefaultReserveTokens is Pi's default reserveTokens.
 const DefaultReserveTokens = 16384
 
-// CompactionSummary writes a compaction summary as Pi's compact() does (§4.6):
+// CompactionSummary writes a compaction summary as Pi's compact() does
+// (docs/pi-format.md, "The requests"):
 //
-//   - a split turn with a non-empty prefix makes two requests (in parallel here; Pi 1.x
-//     makes them one after the other, for the same tokens): the history
-//     (or the literal "No prior history." when there is none, which drops the previous
-//     summary) and the turn prefix, joined by SplitTurnSeparator;
+//   - a split turn with a non-empty prefix makes two requests (in parallel here; Pi from
+//     0.80.4 makes them one after the other, for the same tokens): the history (with none,
+//     the literal "No prior history.", which drops the previous summary; from 0.86.1,
+//     SplitTurnKeepsPreviousSummary, the previous summary as it is) and the turn prefix,
+//     joined by SplitTurnSeparator;
 //   - otherwise one history request (an update when there is a previous summary), even
 //     for an empty span;
 //
-// then the file lists are appended. Both requests are cancelled when one fails. Pi 0.73
-// limits the output to 0.8 (history) and 0.5 (prefix) × reserveTokens; Pi 1.x leaves it to
-// the model and gives the prefix request the custom instructions too.
+// then the file lists are appended. Both requests are cancelled when one fails. Before 1.4.0
+// Pi limits the output to 0.8 (history) and 0.5 (prefix) × reserveTokens; from 1.4.0
+// (ModelOutputLimit) it leaves it to the model, and (TurnPrefixInstructions) gives the prefix
+// request the custom instructions too.
 func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (CompactionOutput, error) {
 	reserve := in.ReserveTokens
 	if reserve <= 0 {
@@ -61,10 +65,9 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 		PreviousSummary:    in.PreviousSummary,
 		CustomInstructions: in.CustomInstructions,
 		MaxTokens:          HistoryMaxTokens(reserve),
-		Dialect:            in.Dialect,
+		Release:            in.Release,
 	}
-	pi16 := in.Dialect.Or().Projects()
-	if pi16 {
+	if in.Release.Has(sessionio.ModelOutputLimit) {
 		history.MaxTokens = 0 // the model's own limit
 	}
 	if in.BaseHistory != nil {
@@ -94,6 +97,8 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 				hist = r
 				return nil
 			})
+		} else if in.PreviousSummary != "" && in.Release.Has(sessionio.SplitTurnKeepsPreviousSummary) {
+			hist = Result{Text: in.PreviousSummary}
 		} else {
 			hist = Result{Text: NoPriorHistory}
 		}
@@ -102,10 +107,13 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 				Task:      TaskTurnPrefix,
 				Messages:  in.TurnPrefix,
 				MaxTokens: TurnPrefixMaxTokens(reserve),
-				Dialect:   in.Dialect,
+				Release:   in.Release,
 			}
-			if pi16 {
-				req.MaxTokens, req.CustomInstructions = 0, in.CustomInstructions
+			if in.Release.Has(sessionio.ModelOutputLimit) {
+				req.MaxTokens = 0
+			}
+			if in.Release.Has(sessionio.TurnPrefixInstructions) {
+				req.CustomInstructions = in.CustomInstructions
 			}
 			r, err := s.Summarize(gctx, req)
 			if err != nil {

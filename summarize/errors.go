@@ -56,6 +56,9 @@ var (
 	ErrEmptyCompletion = errors.New("empty completion")
 	// ErrMalformedResponse: the endpoint's answer was not the JSON of a chat completion.
 	ErrMalformedResponse = errors.New("malformed response")
+	// ErrTruncatedSummary: the summary stopped at its output limit (finish_reason "length"),
+	// which Pi refuses from 0.84.4 (sessionio.TruncatedSummaryRefused).
+	ErrTruncatedSummary = errors.New("summary stopped at its output limit")
 )
 
 // Error is a failed model call. Its message never contains the API key: every text that

@@ -6,19 +6,19 @@ import "github.com/compactor-dev/compactor/sessionio"
 // order). It lives in sessionio so that cutpoint and summarize share one implementation.
 type FileOps = sessionio.FileOps
 
-// ExtractFileOps is Pi's compaction file tracking (§4.7) as the Pi of dialect d does it:
-// seeded from the previous compaction's details (unless it came from an extension, fromHook),
-// then every assistant tool call read/write/edit in each message list (the summarized
-// messages, then the turn prefix of a split turn), and under Pi 1.x's rules the calls a tool
-// result's codemode script made (nestedCalls). prevCompaction may be nil. It is what
-// cutpoint's plans hold in FileOps.
-func ExtractFileOps(d sessionio.Dialect, prevCompaction *sessionio.Entry, lists ...[]*sessionio.Message) *FileOps {
+// ExtractFileOps is Pi's compaction file tracking as Pi r does it: seeded from the previous
+// compaction's details (unless it came from an extension, fromHook), then every assistant
+// tool call read/write/edit in each message list (the summarized messages, then the turn
+// prefix of a split turn), and from 0.99 (NestedCallsFileOps) the calls a tool result's
+// codemode script made (nestedCalls). prevCompaction may be nil. It is what cutpoint's plans
+// hold in FileOps.
+func ExtractFileOps(r sessionio.Release, prevCompaction *sessionio.Entry, lists ...[]*sessionio.Message) *FileOps {
 	f := sessionio.NewFileOps()
 	f.SeedFromCompaction(prevCompaction)
 	for _, msgs := range lists {
 		for _, m := range msgs {
 			f.AddFromMessage(m)
-			if d.Or().Projects() {
+			if r.Has(sessionio.NestedCallsFileOps) {
 				f.AddFromNestedCalls(m)
 			}
 		}

@@ -6,6 +6,7 @@ import (
 	"crypto/sha256"
 	"encoding/hex"
 	"encoding/json"
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"io"
 	"os"
 	"path/filepath"
@@ -143,16 +144,30 @@ func loadCorpus(t testing.TB, name string) *sessionio.Session {
 	return s
 }
 
-// loadGoldens reads the goldens of dialect d's Pi (testdata/golden/<version>/*.json).
-func loadGoldens(t *testing.T, d sessionio.Dialect) map[string]*golden {
+// goldenReleases are the Pi releases with goldens: the matrix (interop/pi/versions.txt).
+func goldenReleases(t *testing.T) []sessionio.Release {
 	t.Helper()
-	files, err := filepath.Glob(filepath.Join("testdata", "golden", d.String(), "*.json"))
-	if err != nil || len(files) == 0 {
+	vs, err := pigolden.Versions()
+	if err != nil {
+		t.Fatal(err)
+	}
+	out := make([]sessionio.Release, len(vs))
+	for i, v := range vs {
+		out[i] = sessionio.MustParseRelease(v)
+	}
+	return out
+}
+
+// loadGoldens reads the goldens of Pi d (the golden store testdata/golden/, pigolden.Read).
+func loadGoldens(t *testing.T, d sessionio.Release) map[string]*golden {
+	t.Helper()
+	names, err := pigolden.Names(filepath.Join("testdata", "golden"), d.String())
+	if err != nil || len(names) == 0 {
 		t.Fatalf("no goldens of Pi %s: %v", d, err)
 	}
 	out := map[string]*golden{}
-	for _, f := range files {
-		data, err := os.ReadFile(f)
+	for _, f := range names {
+		data, err := pigolden.Read(filepath.Join("testdata", "golden"), d.String(), f)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -163,15 +178,15 @@ func loadGoldens(t *testing.T, d sessionio.Dialect) map[string]*golden {
 		if g.PiVersion != d.String() {
 			t.Fatalf("%s: made by Pi %s, not %s", f, g.PiVersion, d)
 		}
-		out[strings.TrimSuffix(filepath.Base(f), ".json")] = &g
+		out[strings.TrimSuffix(f, ".json")] = &g
 	}
 	return out
 }
 
 // forEachGolden runs fn as a parallel subtest "<version>/<golden>" for every golden of every
-// dialect.
-func forEachGolden(t *testing.T, fn func(t *testing.T, d sessionio.Dialect, name string, g *golden)) {
-	for _, d := range sessionio.Dialects() {
+// release of the matrix.
+func forEachGolden(t *testing.T, fn func(t *testing.T, d sessionio.Release, name string, g *golden)) {
+	for _, d := range goldenReleases(t) {
 		for name, g := range loadGoldens(t, d) {
 			t.Run(d.String()+"/"+name, func(t *testing.T) {
 				t.Parallel()
@@ -259,7 +274,7 @@ func corpusName(g *golden) string { return g.File }
 // from, as the dialect's Pi builds it) and its serialization.
 func TestSerializeContextGolden(t *testing.T) {
 	t.Parallel()
-	forEachGolden(t, func(t *testing.T, d sessionio.Dialect, name string, g *golden) {
+	forEachGolden(t, func(t *testing.T, d sessionio.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
 		ctx := sessionio.Project(pathTo(t, s, g.LeafID), d).Context()
 		if !slices.Equal(ctx.EntryIDs, g.Context.IDs) {
@@ -276,13 +291,13 @@ func TestSerializeContextGolden(t *testing.T) {
 // order, the sorted lists and the formatted block.
 func TestCutGolden(t *testing.T) {
 	t.Parallel()
-	forEachGolden(t, func(t *testing.T, d sessionio.Dialect, name string, g *golden) {
+	forEachGolden(t, func(t *testing.T, d sessionio.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
 		est := tokenize.EstimateFor(d)
 		n := 0
 		for _, c := range g.Cuts {
 			what := name + " leaf " + c.LeafID + " keep " + itoa(c.KeepRecentTokens)
-			settings := cutpoint.Settings{KeepRecentTokens: c.KeepRecentTokens, ReserveTokens: cutpoint.DefaultReserveTokens, Dialect: d}
+			settings := cutpoint.Settings{KeepRecentTokens: c.KeepRecentTokens, ReserveTokens: cutpoint.DefaultReserveTokens, Release: d}
 			p, err := cutpoint.Pi{}.Plan(pathTo(t, s, c.LeafID), settings, est)
 			if err != nil {
 				t.Fatalf("%s: %v", what, err)
@@ -341,7 +356,7 @@ func nonNil(s []string) []string {
 // budget) the generator tried, and the serialization of the prepared messages.
 func TestBranchGolden(t *testing.T) {
 	t.Parallel()
-	for _, d := range sessionio.Dialects() {
+	for _, d := range goldenReleases(t) {
 		total := 0
 		for _, g := range loadGoldens(t, d) {
 			total += len(g.Branches)
@@ -350,7 +365,7 @@ func TestBranchGolden(t *testing.T) {
 			t.Errorf("only %d branch goldens of Pi %s", total, d)
 		}
 	}
-	forEachGolden(t, func(t *testing.T, d sessionio.Dialect, name string, g *golden) {
+	forEachGolden(t, func(t *testing.T, d sessionio.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
 		est := tokenize.EstimateFor(d)
 		for _, b := range g.Branches {
@@ -402,7 +417,7 @@ func TestSerializeSyntheticV3Golden(t *testing.T) {
 	// compaction f0398941 keeps 75c27ff3 (an assistant): the turn started at 8651b18c,
 	// so the history is everything before it that yields a message.
 	ids := []string{"abd4e31a", "e1aeb4c4", "b576be37", "8c71f6e5", "448287a6", "9ef025ce", "1bccc52e", "74d2b0e0"}
-	got := SerializeConversation(messagesFor(t, s, ids), sessionio.Pi073)
+	got := SerializeConversation(messagesFor(t, s, ids), sessionio.MustParseRelease("0.73.1"))
 	if got != string(want) {
 		t.Fatalf("serializeConversation differs from Pi:\n got %q\nwant %q", got, want)
 	}

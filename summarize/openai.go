@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -189,7 +190,14 @@ func (o *OpenAI) Summarize(ctx context.Context, req Request) (Result, error) {
 			return o.Complete(ctx, SystemPrompt, prompt, maxTokens)
 		},
 	}
-	return r.run(ctx, req)
+	res, err := r.run(ctx, req)
+	if err == nil && res.Truncated && req.Release.Has(sessionio.TruncatedSummaryRefused) {
+		// Pi refuses such a summary from 0.84.4 rather than write an incomplete checkpoint;
+		// the tokens were spent all the same, and the result says so.
+		return res, &Error{Kind: KindPermanent, cause: ErrTruncatedSummary,
+			Message: fmt.Sprintf("the summary stopped at its output limit (%d tokens, finish_reason length); Pi %s refuses an incomplete summary", maxTokens, req.Release)}
+	}
+	return res, err
 }
 
 // Complete sends one chat completion (system + user message) with retries, and returns
@@ -274,6 +282,7 @@ func (o *OpenAI) attempt(ctx context.Context, creq openai.ChatCompletionRequest)
 		InputTokens:  resp.Usage.PromptTokens,
 		OutputTokens: resp.Usage.CompletionTokens,
 		Calls:        1,
+		Truncated:    ch.FinishReason == openai.FinishReasonLength,
 	}
 	if d := resp.Usage.PromptTokensDetails; d != nil {
 		r.CachedInputTokens = d.CachedTokens

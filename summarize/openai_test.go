@@ -436,3 +436,33 @@ func TestBackoffAndRetryAfterParsing(t *testing.T) {
 		}
 	}
 }
+
+// TestOpenAITruncatedSummaryByRelease: a summary that stopped at its output limit
+// (finish_reason "length") is incomplete. Pi writes it before 0.84.4 and refuses it from
+// 0.84.4 (sessionio.TruncatedSummaryRefused): a permanent failure that still reports the
+// tokens the call cost.
+func TestOpenAITruncatedSummaryByRelease(t *testing.T) {
+	t.Parallel()
+	srv := fakellm.Start(t)
+	srv.SetDefault(fakellm.Behavior{FinishReason: "length"})
+	c, _, _ := newClient(t, srv, nil)
+	req := simpleReq()
+	req.Release = sessionio.MustParseRelease("0.84.3")
+	res, err := c.Summarize(context.Background(), req)
+	if err != nil || !res.Truncated || res.Text == "" {
+		t.Fatalf("Pi 0.84.3 takes a truncated summary: %+v, %v", res, err)
+	}
+	req.Release = sessionio.MustParseRelease("0.84.4")
+	res, err = c.Summarize(context.Background(), req)
+	var e *Error
+	if !errors.As(err, &e) || e.Kind != KindPermanent || !errors.Is(err, ErrTruncatedSummary) || !strings.Contains(err.Error(), "Pi 0.84.4 refuses") {
+		t.Fatalf("Pi 0.84.4: %v", err)
+	}
+	if res.InputTokens == 0 || res.Calls != 1 {
+		t.Errorf("the refused call's cost is lost: %+v", res)
+	}
+	srv.SetDefault(fakellm.Behavior{})
+	if res, err := c.Summarize(context.Background(), req); err != nil || res.Truncated {
+		t.Fatalf("a complete summary under 0.84.4: %+v, %v", res, err)
+	}
+}

@@ -1,10 +1,15 @@
 package summarize
 
-import "strings"
+import (
+	"strings"
+
+	"github.com/compactor-dev/compactor/sessionio"
+)
 
 // The prompt texts below are this project's own wording. Only their structure follows
-// Pi (pi-session-format.md §4.6, §5.4): the same section headings, so that a summary
-// written by compactor reads like one Pi wrote, and Pi's next update prompt can merge it.
+// Pi (docs/pi-format.md, "The requests" and "Branch summaries"): the same section
+// headings, so that a summary written by compactor reads like one Pi wrote, and Pi's next
+// update prompt can merge it.
 
 // SystemPrompt frames the model as a note-taker, not a participant: the conversation it
 // is shown is material to condense, never a request to act on.
@@ -154,7 +159,8 @@ const BranchUpdatePrompt = `The transcript inside <conversation> is a further pi
 
 Keep file paths, function and type names, commands and error messages exactly as written.`
 
-// Literal strings of Pi's output format (facts reproduced exactly, §4.6 and §5.4).
+// Literal strings of Pi's output format, facts reproduced exactly
+// (docs/pi-format.md, "The requests" and "Branch summaries").
 const (
 	// BranchSummaryPreamble starts every LLM-made branch summary.
 	BranchSummaryPreamble = "The user explored a different conversation branch before returning here.\nSummary of that exploration:\n\n"
@@ -167,10 +173,11 @@ const (
 )
 
 // instructions returns the prompt for a request: the task's base prompt (the update form
-// when a previous summary is carried), plus "\n\nAdditional focus: ..." for custom
-// instructions; for a branch, custom instructions alone when ReplaceInstructions is set.
-// Pi 0.73 adds custom instructions to history and branch requests only, never to a turn
-// prefix; Pi 1.x (since 1.4.0) to the turn prefix too.
+// when a previous summary is carried), plus, for custom instructions, the quoted focus
+// block (quoteFocus: instructions.go); for a branch, custom instructions alone when
+// ReplaceInstructions is set (a library caller's own prompt, never a job's).
+// Pi adds custom instructions to history and branch requests, and from 1.4.0
+// (sessionio.TurnPrefixInstructions) to the turn prefix too.
 func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""
@@ -180,7 +187,7 @@ func instructions(req Request) string {
 		if update {
 			base = TurnPrefixUpdatePrompt
 		}
-		if req.CustomInstructions == "" || !req.Dialect.Or().Projects() {
+		if req.CustomInstructions == "" || !req.Release.Has(sessionio.TurnPrefixInstructions) {
 			return base
 		}
 	case TaskBranch:
@@ -198,7 +205,7 @@ func instructions(req Request) string {
 		}
 	}
 	if req.CustomInstructions != "" {
-		base += "\n\nAdditional focus: " + req.CustomInstructions
+		base += "\n\n" + quoteFocus(req.CustomInstructions)
 	}
 	return base
 }
@@ -208,7 +215,7 @@ func instructions(req Request) string {
 // previous summary) "<previous-summary>\n" + summary + "\n</previous-summary>\n\n", then
 // the instructions.
 func BuildPrompt(req Request) string {
-	return buildPromptText(req, SerializeConversation(req.Messages, req.Dialect))
+	return buildPromptText(req, SerializeConversation(req.Messages, req.Release))
 }
 
 func buildPromptText(req Request, conversation string) string {

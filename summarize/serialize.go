@@ -14,7 +14,8 @@ import (
 )
 
 // Wrapping constants Pi's convertToLlm uses when summary messages are sent to a model
-// (pi-session-format.md §3.1). They are facts of the format, reproduced exactly.
+// (docs/pi-format.md, "What the model receives"). They are facts of the format,
+// reproduced exactly.
 const (
 	CompactionSummaryPrefix = "The conversation history before this point was compacted into the following summary:\n\n<summary>\n"
 	CompactionSummarySuffix = "\n</summary>"
@@ -29,26 +30,34 @@ const ToolResultMaxChars = 2000
 
 // SerializeConversation renders messages as the plain text Pi puts inside
 // <conversation> tags: Pi's convertToLlm followed by its serializeConversation, byte for
-// byte, as the Pi of dialect d does it (Pi 1.x leaves thinking out and never cuts a
-// surrogate pair in half). Rendering the span as labelled text (rather than as chat turns)
+// byte, as Pi r does it (sessionio.ThinkingOmitted, StringToolResultSerialized,
+// SurrogateSafeTruncation). Rendering the span as labelled text (rather than as chat turns)
 // keeps the model from continuing the conversation instead of summarizing it.
-func SerializeConversation(msgs []*sessionio.Message, d sessionio.Dialect) string {
-	return strings.Join(SerializeParts(msgs, d), "\n\n")
+func SerializeConversation(msgs []*sessionio.Message, r sessionio.Release) string {
+	return strings.Join(SerializeParts(msgs, r), "\n\n")
 }
 
 // SerializeParts returns the parts SerializeConversation joins with "\n\n", in order. A
 // message yields zero to three parts. The chunked summarizer splits a span at these
 // boundaries.
-func SerializeParts(msgs []*sessionio.Message, d sessionio.Dialect) []string {
+func SerializeParts(msgs []*sessionio.Message, r sessionio.Release) []string {
 	parts := make([]string, 0, len(msgs))
-	pi16 := d.Or().Projects()
+	rules := serialRules{thinking: !r.Has(sessionio.ThinkingOmitted), stringResults: r.Has(sessionio.StringToolResultSerialized),
+		wholePairs: r.Has(sessionio.SurrogateSafeTruncation)}
 	for _, m := range msgs {
-		parts = appendParts(parts, m, pi16)
+		parts = appendParts(parts, m, rules)
 	}
 	return parts
 }
 
-func appendParts(parts []string, m *sessionio.Message, pi16 bool) []string {
+// serialRules are the release's serialization rules.
+type serialRules struct {
+	thinking      bool // thinking is serialized (before 1.2.0)
+	stringResults bool // a tool result's string content is serialized (from 0.81.1)
+	wholePairs    bool // a cut tool result keeps surrogate pairs whole (from 1.5.1)
+}
+
+func appendParts(parts []string, m *sessionio.Message, rules serialRules) []string {
 	if m == nil {
 		return parts
 	}
@@ -77,7 +86,7 @@ func appendParts(parts []string, m *sessionio.Message, pi16 bool) []string {
 			case sessionio.BlockText:
 				texts = append(texts, b.Text)
 			case sessionio.BlockThinking:
-				if !pi16 { // Pi 1.x omits thinking: often not part of the model's live context
+				if rules.thinking { // from 1.2.0 Pi omits it: often not part of the model's live context
 					thinking = append(thinking, b.Thinking)
 				}
 			case sessionio.BlockToolCall:
@@ -94,14 +103,14 @@ func appendParts(parts []string, m *sessionio.Message, pi16 bool) []string {
 			parts = append(parts, "[Assistant tool calls]: "+strings.Join(calls, "; "))
 		}
 	case sessionio.RoleToolResult:
-		// Pi 1.x reads the content with contentText, which takes a string content as it is;
-		// Pi 0.73 only filtered blocks (a string content made it throw): nothing then.
+		// From 0.81.1 Pi reads the content with contentText, which takes a string content as
+		// it is; before, it only filtered blocks (a string content made it throw): nothing then.
 		t := blocksText(m.Content.Blocks)
-		if pi16 {
+		if rules.stringResults {
 			t = contentText(m.Content)
 		}
 		if t != "" {
-			parts = append(parts, "[Tool result]: "+truncateUTF16(t, ToolResultMaxChars, pi16))
+			parts = append(parts, "[Tool result]: "+truncateUTF16(t, ToolResultMaxChars, rules.wholePairs))
 		}
 	}
 	return parts
@@ -154,9 +163,9 @@ func BashExecutionText(m *sessionio.Message) string {
 }
 
 // truncateUTF16 keeps the first max UTF-16 code units of s and appends Pi's marker with
-// the number of units dropped (counted from max). A surrogate pair cut in half: Pi 0.73
-// leaves its high half, which becomes U+FFFD in UTF-8 (as when Node writes the string out);
-// Pi 1.x (sliceHead) leaves the whole pair out.
+// the number of units dropped (counted from max). A surrogate pair cut in half: Pi before
+// 1.5.1 leaves its high half, which becomes U+FFFD in UTF-8 (as when Node writes the string
+// out); from 1.5.1 (sliceHead) Pi leaves the whole pair out.
 func truncateUTF16(s string, max int, wholePairs bool) string {
 	n := jsjson.UTF16Len(s)
 	if n <= max {

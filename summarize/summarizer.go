@@ -57,15 +57,16 @@ type Request struct {
 	Messages []*sessionio.Message
 	// PreviousSummary is merged into the new summary (update prompt) when non-empty.
 	PreviousSummary string
-	// CustomInstructions are appended as "Additional focus: ..." (history and branch).
+	// CustomInstructions are quoted after the prompt as a focus request (history and
+	// branch; the turn prefix too under Pi 1.x): data, bounded by CheckInstructions.
 	CustomInstructions string
 	// ReplaceInstructions (branch only): use CustomInstructions instead of the prompt.
 	ReplaceInstructions bool
 	// MaxTokens is the output limit; 0 lets the summarizer choose.
 	MaxTokens int
-	// Dialect is the Pi whose serialization and prompt rules the request follows (zero: the
+	// Release is the Pi whose serialization and prompt rules the request follows (zero: the
 	// newest).
-	Dialect sessionio.Dialect
+	Release sessionio.Release
 }
 
 // Result is a summary and what it cost.
@@ -79,6 +80,9 @@ type Result struct {
 	CachedInputTokens int
 	// Calls is the number of completed model calls (more than 1 when chunked).
 	Calls int
+	// Truncated: an answer stopped at its output limit (finish_reason "length"), so the
+	// text is incomplete.
+	Truncated bool
 }
 
 // Summarizer writes the text of one summary. Implementations: *OpenAI, *Extractive.
@@ -86,7 +90,7 @@ type Summarizer interface {
 	Summarize(ctx context.Context, req Request) (Result, error)
 }
 
-// Output limits as Pi sets them (pi-session-format.md §4.6, §5.4).
+// Output limits as Pi sets them (docs/pi-format.md, "The requests" and "Branch summaries").
 
 // HistoryMaxTokens is the output limit of a history summary: floor(0.8 × reserveTokens).
 // It is computed in float64 as JavaScript does, so it agrees with Pi for every input.

@@ -8,18 +8,19 @@
 //
 // "estimate" is Pi's estimateTokens (pi-coding-agent compaction.ts), reproduced exactly so
 // that the "pi" cut policy picks the cut Pi picks: ceil(chars/4), chars counted in UTF-16
-// code units (JavaScript's String length). Pi 1.x (EstimateFor(Pi16), named "estimate")
-// and Pi 0.73 (EstimateFor(Pi073), named "estimate@0.73.1") differ in two roles:
+// code units (JavaScript's String length). The releases differ in two roles
+// (EstimateFor(r); sessionio.UserImagesWeigh, sessionio.SystemMessagesWeigh): "estimate"
+// counts as the newest Pi, "estimate@0.76.0" as 0.76.0 to 0.86.x, "estimate@0.73.0" as older:
 //
 //	user               content string, or the sum of the text blocks; images 4800 chars
-//	                   each (0.73: images 0)
+//	                   each (before 0.76.0: images 0)
 //	assistant          text + thinking + for each toolCall name + JSON.stringify(arguments)
 //	toolResult, custom content string, or the sum of the text blocks + 4800 per image
 //	bashExecution      command + output
 //	branchSummary,
 //	compactionSummary  summary
 //	system             content (as user) + every section's text +
-//	                   JSON.stringify(toolsAdded) (0.73: 0, it has no such role)
+//	                   JSON.stringify(toolsAdded) (before 0.87.0: 0)
 //	any other role     0
 //
 // "tiktoken:<encoding>" counts what the model reads, with tiktoken (o200k_base or
@@ -95,18 +96,17 @@ func CheckCounter(name string) error {
 	return fmt.Errorf("tokenize: unknown counter %q (want %q or %q)", name, CounterEstimate, CounterTiktoken)
 }
 
-// New returns the counter called name for the newest Pi: NewFor with
-// sessionio.DialectLatest.
+// New returns the counter called name for the newest Pi: NewFor with sessionio.Latest.
 func New(name, encoding string) (Counter, error) {
-	return NewFor(name, encoding, sessionio.DialectLatest)
+	return NewFor(name, encoding, sessionio.Latest)
 }
 
-// NewFor returns the counter called name: "estimate" (Pi dialect d's rules; encoding
-// ignored) or "tiktoken" with encoding "o200k_base" or "cl100k_base" ("" means o200k_base).
-func NewFor(name, encoding string, d sessionio.Dialect) (Counter, error) {
+// NewFor returns the counter called name: "estimate" (Pi r's rules; encoding ignored) or
+// "tiktoken" with encoding "o200k_base" or "cl100k_base" ("" means o200k_base).
+func NewFor(name, encoding string, r sessionio.Release) (Counter, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case CounterEstimate:
-		return EstimateFor(d), nil
+		return EstimateFor(r), nil
 	case CounterTiktoken:
 		if encoding == "" {
 			encoding = O200KBase

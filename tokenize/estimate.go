@@ -9,25 +9,33 @@ import (
 const estimateImageChars = 4800
 
 type estimate struct {
-	// pi16: Pi 1.x's rules (images in user messages, system messages); else 0.73's.
-	pi16 bool
+	// userImages: images in user messages count (UserImagesWeigh); system: system messages
+	// count (SystemMessagesWeigh).
+	userImages, system bool
 }
 
-// Estimate returns Pi's estimateTokens as the newest Pi computes it (sessionio.DialectLatest):
+// Estimate returns Pi's estimateTokens as the newest Pi computes it (sessionio.Latest):
 // ceil(chars/4) over UTF-16 code units, with the per-role rules in the package doc. It
 // matches the real Pi on every message entry of the corpus (TestEstimateMatchesPi).
-func Estimate() Counter { return EstimateFor(sessionio.DialectLatest) }
+func Estimate() Counter { return EstimateFor(sessionio.Latest) }
 
-// EstimateFor returns Pi's estimateTokens as the Pi of dialect d computes it. The counters of
-// different dialects have different names, since their counts differ.
-func EstimateFor(d sessionio.Dialect) Counter { return estimate{pi16: d.Or().Projects()} }
+// EstimateFor returns Pi's estimateTokens as Pi r computes it. Counters whose counts differ
+// have different names.
+func EstimateFor(r sessionio.Release) Counter {
+	return estimate{userImages: r.Has(sessionio.UserImagesWeigh), system: r.Has(sessionio.SystemMessagesWeigh)}
+}
 
-// Name is "estimate" for the newest Pi's rules, "estimate@0.73.1" for Pi 0.73's.
+// Name is "estimate" for the newest Pi's rules, else "estimate@" and the first release that
+// counts that way: "estimate@0.73.0" (no images in user messages), "estimate@0.76.0" (no
+// system messages).
 func (e estimate) Name() string {
-	if e.pi16 {
+	switch {
+	case e.system:
 		return CounterEstimate
+	case e.userImages:
+		return CounterEstimate + "@" + sessionio.UserImagesWeigh.Since().String()
 	}
-	return CounterEstimate + "@" + sessionio.Pi073.String()
+	return CounterEstimate + "@0.73.0"
 }
 
 func (e estimate) Count(m *sessionio.Message) int {
@@ -51,12 +59,12 @@ func (e estimate) chars(m *sessionio.Message) int {
 			switch {
 			case b.Type == sessionio.BlockText:
 				chars += jsjson.UTF16Len(b.Text)
-			case b.Type == sessionio.BlockImage && e.pi16:
+			case b.Type == sessionio.BlockImage && e.userImages:
 				chars += estimateImageChars
 			}
 		}
 	case sessionio.RoleSystem:
-		if !e.pi16 {
+		if !e.system {
 			return 0
 		}
 		if m.Content.IsString {

@@ -52,17 +52,29 @@ import {
 	valueMaking,
 } from "./src/session.ts";
 import { type Cycle, type InFlight, lostAfterMs, Pace, shouldAsk } from "./src/trigger.ts";
-import { type AgentMessage, type CheckResult, checkPrepared, lastCompactionIndex, type Project, type Refusal } from "./src/validate.ts";
+import { has } from "./src/rules.ts";
+import { type AgentMessage, type CheckResult, checkPrepared, type EntryMessages, lastCompactionIndex, type Project, type Refusal } from "./src/validate.ts";
 
-/** The host Pi's API: what both releases export, and what only Pi 1.x does. */
+/** The host Pi's API: what every release exports, and what only newer ones do. */
 const host = piApi as unknown as {
 	VERSION?: string;
 	estimateTokens: (m: AgentMessage) => number;
 	getAgentDir: () => string;
 	buildSessionProjection?: (entries: SessionEntry[]) => ReturnType<Project>;
+	buildContextEntries?: (entries: SessionEntry[]) => SessionEntry[];
+	sessionEntryToContextMessages?: (entry: SessionEntry) => AgentMessage[];
 };
-/** Pi 1.x builds contexts and plans on its projection; Pi 0.73 on the raw path. */
+/** Pi >= 0.87 builds contexts and plans on its projection; older releases on the raw path. */
 const project: Project | undefined = typeof host.buildSessionProjection === "function" ? (path) => host.buildSessionProjection?.(path) as ReturnType<Project> : undefined;
+/** Pi 0.80.6 .. 0.86: the raw path, with what each entry puts into the context. */
+const entryMessages: EntryMessages | undefined =
+	!project && typeof host.buildContextEntries === "function" && typeof host.sessionEntryToContextMessages === "function"
+		? {
+				contextEntries: (path) => host.buildContextEntries?.(path) ?? path,
+				contextMessages: (e) => host.sessionEntryToContextMessages?.(e) ?? [],
+				systemMessages: has(host.VERSION, "SystemMessages"),
+			}
+		: undefined;
 const estimate = (m: AgentMessage) => host.estimateTokens(m);
 
 /** What the extension keeps about the session it is bound to. */
@@ -160,7 +172,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 			// Replies come to this store's agent inbox, the one `compactor auth` permits it.
 			client ??= new CompactorClient({ ...cfg.nats, inboxPrefix: cfg.nats.inboxPrefix ?? agentInboxPrefix(cfg.stores) });
 			log(
-				`active in Pi ${host.VERSION ?? "(version unknown)"}${project ? " (projected contexts)" : ""}: nats ${describeNats(cfg.nats)}, stores ${cfg.stores.map((s) => s.name).join(",")}, ` +
+				`active in Pi ${host.VERSION ?? "(version unknown)"}${project ? " (projected contexts)" : entryMessages ? " (entry contexts)" : ""}: nats ${describeNats(cfg.nats)}, stores ${cfg.stores.map((s) => s.name).join(",")}, ` +
 					`start ${cfg.prepareFraction}, step ${cfg.prepareStep}, deadline ${cfg.deadlineMs} ms, extract ${cfg.extract ? `on (${cfg.extractDeadlineMs} ms)` : "off"}`,
 			);
 		} catch (err) {
@@ -278,7 +290,8 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				leafId,
 				compactionId,
 				// what a worker would prepare now (0 in the middle of a turn Pi 0.73 could not cut)
-				summarizable: () => preparableTokens(contextEntries(branch(), project), st.piSettings.keepRecentTokens, estimate, project !== undefined),
+				summarizable: () =>
+					preparableTokens(contextEntries(branch(), project, entryMessages), st.piSettings.keepRecentTokens, estimate, has(host.VERSION, "TrailingToolResultsKeepLastCut")),
 				lastCycleMs: st.lastCycleMs,
 			},
 			pace,
@@ -510,7 +523,9 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 			tokensBefore: event.preparation.tokensBefore,
 			estimate,
 			project,
+			entryMessages,
 			preparation: event.preparation,
+			piVersion: host.VERSION,
 		});
 	};
 
@@ -521,7 +536,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 			const ev = event as { compactionEntry?: { id?: string }; fromExtension?: boolean; reason?: string; willRetry?: boolean };
 			const path = ctx.sessionManager.getBranch();
 			const now = performance.now();
-			const after = contextTokens(contextEntries(path, project), estimate);
+			const after = contextTokens(contextEntries(path, project, entryMessages), estimate);
 			st.pace.compacted(after, now);
 			const was = st.cycle;
 			st.cycle = { compactionId: ev.compactionEntry?.id ?? latestCompactionId(path), asks: 0 };
@@ -586,6 +601,8 @@ function reasonOf(refusal: Refusal, cycleInFlight: boolean): HookReason {
 			return "stale-leaf";
 		case "instructions":
 			return "instructions";
+		case "pi-version":
+			return "other-pi";
 		case "entries-differ":
 			return "entries-differ";
 		case "too-big":

@@ -20,24 +20,36 @@ func init() {
 }
 
 const authHelp = `
-Print the NATS server configuration that gives each host of a fleet its own store and no
-other (docs/security.md): an authorization block with one user per role, each with the
-publish and subscribe permissions of docs/security.md, and, with --tls-cert, a tls block.
-Include it in the server's configuration (include "compactor-auth.conf"). Users:
+Print the NATS server configuration that gives each host of a fleet its own NATS account
+and, in it, its own store and no other (docs/security.md): an accounts block with one
+account per host (per --store; --store a,b for a host serving several stores), each with
+JetStream limits and one user per role, each with the publish and subscribe permissions
+of docs/security.md; with --tls-cert, a tls block. Include it in the server's
+configuration (include "compactor-auth.conf"). Users, in each host's account:
 
-  admin              compactor setup (creates and changes streams, buckets, consumers)
-  operator           compactor dlq, and reading across stores
+  admin-<store>      compactor setup (creates and changes its streams, buckets, consumers)
+  operator-<store>   compactor dlq, compactor status, reading across its stores
   worker-<store>     compactor run --store <store>=DIR, compactor sweep
   agent-<store>      enqueue, the Pi extension
 
-A --store of several names joined by commas (--store a,b) makes one worker and one agent
-for those stores together (a host serving several stores with one compactor run).
+An account is the boundary NATS enforces: no permission, header or JetStream request of
+one account's users reaches another account's streams (a JetStream reply, which the
+server sends wherever a request asks, stays in the requester's account). Hosts that share
+an account trust each other.
+
+Each account's JetStream is limited: --max-storage (what its streams may hold; the server
+reserves every stream's byte limit in it), its streams (exactly as many as compactor setup
+makes), --max-consumers, and the connections and subscriptions of its users. The sum of
+the accounts' storage must fit the server's max_file_store: the configuration says how
+much it is.
 
 Every user authenticates with an nkey: its seed is written into --credentials DIR as
 <user>.nk (readable by its owner only; kept and reused when the command runs again), to
 be given to that host's compactor with --nkey (or COMPACTOR_NATS_NKEY) and nothing else;
-the configuration holds the public keys alone. --nsc ACCOUNT prints the same users as nsc
-commands instead (decentralized JWT authentication: nsc makes the keys).
+the configuration holds the public keys alone. DIR/fleet.json lists the accounts, their
+stores and users' seed files: 'compactor setup', 'dlq' and 'status' take --credentials
+DIR to act in every account. --nsc prints the same accounts and users as nsc commands
+instead (decentralized JWT authentication: nsc makes the keys).
 
 Each client sends its replies to an inbox of its own role and store (_INBOX_<role>_<store>;
 --inbox-prefix or COMPACTOR_NATS_INBOX_PREFIX to choose another of its stores' when the
@@ -46,13 +58,15 @@ first in sorted order is not the one meant).
 Examples:
   compactor auth --store hostA --store hostB --credentials /etc/nats/compactor > /etc/nats/compactor-auth.conf
   compactor auth --store hostA --role worker,agent --credentials ./creds --tls-cert server.pem --tls-key server-key.pem
-  compactor auth --store hostA --nsc COMPACTOR | sh
-  compactor auth --store hostA --json     # the permissions alone`
+  compactor auth --store hostA --max-storage 8GiB --replicas 3 --credentials ./creds
+  compactor auth --store hostA --nsc | sh
+  compactor auth --store hostA --json     # the accounts and permissions alone`
 
 // authUser is one user of the generated configuration.
 type authUser struct {
 	Name        string               `json:"user"`
 	Role        pipeline.Role        `json:"role"`
+	Account     string               `json:"account"`
 	Stores      []string             `json:"stores,omitempty"`
 	InboxPrefix string               `json:"inboxPrefix"`
 	NKey        string               `json:"nkey,omitempty"` // public key
@@ -60,18 +74,44 @@ type authUser struct {
 	Permissions pipeline.Permissions `json:"permissions"`
 }
 
+// authAccount is one host's NATS account: its stores, its limits, its users.
+type authAccount struct {
+	Name   string        `json:"account"`
+	Stores []string      `json:"stores"`
+	Limits accountLimits `json:"limits"`
+	Users  []authUser    `json:"users"`
+}
+
+// accountLimits are an account's JetStream and connection limits.
+type accountLimits struct {
+	MaxStorage       int64 `json:"maxStorage"`
+	MaxStreams       int   `json:"maxStreams"`
+	MaxConsumers     int   `json:"maxConsumers"`
+	MaxConnections   int   `json:"maxConnections"`
+	MaxSubscriptions int   `json:"maxSubscriptions"`
+}
+
+// accountName is the NATS account of a store group.
+func accountName(group []string) string { return "compactor-" + strings.Join(group, "+") }
+
 func runAuth(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "auth", "--store NAME[,NAME]... [flags]", authHelp)
 	var groups stringList
-	fs.Var(&groups, "store", "a store, or several joined by commas for one user of each role (repeatable)")
+	fs.Var(&groups, "store", "a host's store, or several joined by commas for one account and one user of each role (repeatable)")
 	roles := fs.String("role", "admin,operator,worker,agent", "the roles to print users for: admin, operator, worker, agent (comma-separated)")
-	creds := fs.String("credentials", "", "directory for each user's nkey seed (<user>.nk, mode 0600): written once, reused after")
-	nsc := fs.String("nsc", "", "print nsc commands adding the users to this account instead of a server configuration")
-	asJSON := fs.Bool("json", false, "print the users and their permissions as JSON (no keys are made)")
+	creds := fs.String("credentials", "", "directory for each user's nkey seed (<user>.nk, mode 0600): written once, reused after; and fleet.json, the accounts' list")
+	nsc := fs.Bool("nsc", false, "print nsc commands adding the accounts and users instead of a server configuration")
+	asJSON := fs.Bool("json", false, "print the accounts, users and their permissions as JSON (no keys are made)")
 	tlsCert := fs.String("tls-cert", "", "the server's TLS certificate: print a tls block that requires TLS")
 	tlsKey := fs.String("tls-key", "", "the key of --tls-cert")
 	tlsCA := fs.String("tls-ca", "", "CA certificate of clients' certificates (with --tls-verify)")
 	tlsVerify := fs.Bool("tls-verify", false, "require and verify client certificates (signed by --tls-ca)")
+	replicas := fs.Int("replicas", 1, "the replicas compactor setup will give the streams (--replicas of setup): the default --max-storage holds them")
+	var storage byteSize
+	fs.Var(&storage, "max-storage", "each account's JetStream file storage, in `BYTES` (default: what compactor setup's default limits reserve, with --replicas)")
+	maxConsumers := fs.Int("max-consumers", 0, "each account's consumers (default: two per store, the watches of its sweep records and the operator's reads)")
+	maxConns := fs.Int("max-connections", 1024, "each account's connections at once (its agents, workers and commands)")
+	maxSubs := fs.Int("max-subscriptions", 65536, "each account's subscriptions at once")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -88,6 +128,7 @@ func runAuth(ctx context.Context, env *Env) error {
 		want = append(want, role)
 	}
 	var storeGroups [][]string
+	seen := map[string]string{}
 	for _, g := range groups {
 		var names []string
 		for _, n := range strings.Split(g, ",") {
@@ -95,26 +136,40 @@ func runAuth(ctx context.Context, env *Env) error {
 			if err := pipeline.ValidateStoreName(n); err != nil {
 				return usageErrorf("--store %q: %v", g, err)
 			}
+			if other, ok := seen[n]; ok {
+				return usageErrorf("--store %q: store %s is in --store %q already: a store is in one account", g, n, other)
+			}
+			seen[n] = g
 			names = append(names, n)
 		}
 		slices.Sort(names)
 		storeGroups = append(storeGroups, slices.Compact(names))
 	}
-	if len(storeGroups) == 0 && (slices.Contains(want, pipeline.RoleWorker) || slices.Contains(want, pipeline.RoleAgent)) {
-		return usageErrorf("--store NAME is needed for the worker and agent roles")
+	if len(storeGroups) == 0 {
+		return usageErrorf("--store NAME is needed: each host's store (its account)")
 	}
 	if (*tlsCert == "") != (*tlsKey == "") || (*tlsVerify && *tlsCA == "") {
 		return usageErrorf("--tls-cert and --tls-key go together; --tls-verify needs --tls-ca")
 	}
-	users, err := authUsers(want, storeGroups)
+	if *replicas < 1 || *replicas > 5 {
+		return usageErrorf("--replicas: %d, need 1..5", *replicas)
+	}
+	if storage == 0 {
+		storage = byteSize(pipeline.AccountStorage(*replicas))
+	}
+	if *maxConns < 1 || *maxSubs < 1 || *maxConsumers < 0 {
+		return usageErrorf("--max-connections, --max-subscriptions and --max-consumers: want at least 1")
+	}
+	accounts, err := authAccounts(want, storeGroups, accountLimits{MaxStorage: int64(storage), MaxStreams: pipeline.AccountStreams(),
+		MaxConsumers: *maxConsumers, MaxConnections: *maxConns, MaxSubscriptions: *maxSubs})
 	if err != nil {
 		return usageErrorf("%v", err)
 	}
 	switch {
 	case *asJSON:
-		return writeJSON(env.Stdout, users)
-	case *nsc != "":
-		writeNSC(env.Stdout, *nsc, users)
+		return writeJSON(env.Stdout, accounts)
+	case *nsc:
+		writeNSC(env.Stdout, accounts)
 		return nil
 	case *creds == "":
 		return usageErrorf("--credentials DIR is needed: each user's nkey seed is written there (or print --nsc commands, or --json)")
@@ -122,38 +177,47 @@ func runAuth(ctx context.Context, env *Env) error {
 	if err := os.MkdirAll(*creds, 0o700); err != nil {
 		return fmt.Errorf("--credentials: %w", err)
 	}
-	for i := range users {
-		if err := userKey(&users[i], *creds); err != nil {
-			return err
+	for i := range accounts {
+		for j := range accounts[i].Users {
+			if err := userKey(&accounts[i].Users[j], *creds); err != nil {
+				return err
+			}
 		}
 	}
-	writeServerAuth(env.Stdout, groups, users, tlsBlock{cert: *tlsCert, key: *tlsKey, ca: *tlsCA, verify: *tlsVerify})
-	for _, u := range users {
-		fmt.Fprintf(env.Stderr, "%s: %s\n", u.Name, u.SeedFile)
+	if err := writeManifest(*creds, accounts); err != nil {
+		return err
+	}
+	writeServerAuth(env.Stdout, groups, accounts, tlsBlock{cert: *tlsCert, key: *tlsKey, ca: *tlsCA, verify: *tlsVerify})
+	for _, a := range accounts {
+		for _, u := range a.Users {
+			fmt.Fprintf(env.Stderr, "%s (account %s): %s\n", u.Name, a.Name, u.SeedFile)
+		}
 	}
 	return nil
 }
 
-// authUsers are the users of the roles, one per store group for a store's roles.
-func authUsers(roles []pipeline.Role, groups [][]string) ([]authUser, error) {
-	var out []authUser
-	for _, role := range roles {
-		if !role.PerStore() {
-			p, err := pipeline.PermissionsFor(role, nil)
+// authAccounts are the accounts of the store groups, each with a user of each role.
+func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
+	var out []authAccount
+	for _, g := range groups {
+		a := authAccount{Name: accountName(g), Stores: g, Limits: limits}
+		if a.Limits.MaxConsumers == 0 {
+			a.Limits.MaxConsumers = pipeline.AccountConsumers(len(g))
+		}
+		suffix := "-" + strings.Join(g, "+")
+		for _, role := range roles {
+			var stores []string
+			if role.PerStore() {
+				stores = g
+			}
+			p, err := pipeline.PermissionsFor(role, stores)
 			if err != nil {
 				return nil, err
 			}
-			out = append(out, authUser{Name: string(role), Role: role, InboxPrefix: pipeline.InboxPrefix(role, nil), Permissions: p})
-			continue
+			a.Users = append(a.Users, authUser{Name: string(role) + suffix, Role: role, Account: a.Name, Stores: stores,
+				InboxPrefix: pipeline.InboxPrefix(role, stores), Permissions: p})
 		}
-		for _, g := range groups {
-			p, err := pipeline.PermissionsFor(role, g)
-			if err != nil {
-				return nil, err
-			}
-			out = append(out, authUser{Name: string(role) + "-" + strings.Join(g, "+"), Role: role, Stores: g,
-				InboxPrefix: pipeline.InboxPrefix(role, g), Permissions: p})
-		}
+		out = append(out, a)
 	}
 	return out, nil
 }
@@ -194,33 +258,48 @@ type tlsBlock struct {
 
 // roleNote says what a role's user is for, in the configuration's comments.
 var roleNote = map[pipeline.Role]string{
-	pipeline.RoleAdmin:    "compactor setup: creates and changes streams, buckets and consumers",
-	pipeline.RoleOperator: "compactor dlq, and reading across stores",
+	pipeline.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
+	pipeline.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
 	pipeline.RoleWorker:   "compactor run and compactor sweep",
 	pipeline.RoleAgent:    "enqueue and the Pi extension",
 }
 
 // writeServerAuth prints the nats-server configuration.
-func writeServerAuth(w io.Writer, groups []string, users []authUser, t tlsBlock) {
-	fmt.Fprintf(w, "# NATS users of a compactor fleet: `compactor auth --store %s` (compactor %s).\n", strings.Join(groups, " --store "), Version())
+func writeServerAuth(w io.Writer, groups []string, accounts []authAccount, t tlsBlock) {
+	fmt.Fprintf(w, "# NATS accounts and users of a compactor fleet: `compactor auth --store %s` (compactor %s).\n", strings.Join(groups, " --store "), Version())
+	fmt.Fprintln(w, "# One account per host: nothing of one account's users reaches another's streams (docs/security.md).")
 	fmt.Fprintln(w, "# Each user authenticates with the nkey seed in its <user>.nk file; every permission is explained in docs/security.md.")
-	fmt.Fprintln(w, "authorization {")
-	fmt.Fprintln(w, "  users = [")
-	for _, u := range users {
-		fmt.Fprintf(w, "    # %s: %s", u.Name, roleNote[u.Role])
-		if u.InboxPrefix != "" {
-			fmt.Fprintf(w, "; replies on %s", u.InboxPrefix)
-		}
-		fmt.Fprintln(w)
-		fmt.Fprintf(w, "    {\n      nkey: %q\n      permissions: {\n", u.NKey)
-		fmt.Fprintf(w, "        publish: { allow: %s }\n", confList(u.Permissions.Publish, "          "))
-		fmt.Fprintf(w, "        subscribe: { allow: %s }\n", confList(u.Permissions.Subscribe, "          "))
-		if u.Permissions.AllowResponses {
-			fmt.Fprintln(w, "        allow_responses: true")
-		}
-		fmt.Fprintln(w, "      }\n    }")
+	var total int64
+	for _, a := range accounts {
+		total += a.Limits.MaxStorage
 	}
-	fmt.Fprintln(w, "  ]")
+	fmt.Fprintf(w, "# The accounts' JetStream storage is %d bytes in all: the server's jetstream max_file_store must be at least that.\n", total)
+	fmt.Fprintln(w, "accounts {")
+	for _, a := range accounts {
+		l := a.Limits
+		fmt.Fprintf(w, "  # %s: stores %s\n", a.Name, strings.Join(a.Stores, ", "))
+		fmt.Fprintf(w, "  %q: {\n", a.Name)
+		fmt.Fprintf(w, "    jetstream: { max_file: %d, max_mem: 0, max_streams: %d, max_consumers: %d, max_bytes_required: true }\n",
+			l.MaxStorage, l.MaxStreams, l.MaxConsumers)
+		fmt.Fprintf(w, "    limits: { max_connections: %d, max_subscriptions: %d }\n", l.MaxConnections, l.MaxSubscriptions)
+		fmt.Fprintln(w, "    users = [")
+		for _, u := range a.Users {
+			fmt.Fprintf(w, "      # %s: %s", u.Name, roleNote[u.Role])
+			if u.InboxPrefix != "" {
+				fmt.Fprintf(w, "; replies on %s", u.InboxPrefix)
+			}
+			fmt.Fprintln(w)
+			fmt.Fprintf(w, "      {\n        nkey: %q\n        permissions: {\n", u.NKey)
+			fmt.Fprintf(w, "          publish: { allow: %s }\n", confList(u.Permissions.Publish, "            "))
+			fmt.Fprintf(w, "          subscribe: { allow: %s }\n", confList(u.Permissions.Subscribe, "            "))
+			if u.Permissions.AllowResponses {
+				fmt.Fprintln(w, "          allow_responses: true")
+			}
+			fmt.Fprintln(w, "        }\n      }")
+		}
+		fmt.Fprintln(w, "    ]")
+		fmt.Fprintln(w, "  }")
+	}
 	fmt.Fprintln(w, "}")
 	if t.cert != "" {
 		fmt.Fprintf(w, "tls {\n  cert_file: %q\n  key_file: %q\n", absPath(t.cert), absPath(t.key))
@@ -253,17 +332,24 @@ func absPath(p string) string {
 	return p
 }
 
-// writeNSC prints nsc commands that add the users to account.
-func writeNSC(w io.Writer, account string, users []authUser) {
+// writeNSC prints nsc commands that add the accounts (with their limits) and their users.
+func writeNSC(w io.Writer, accounts []authAccount) {
 	quote := func(list []string) string { return "'" + strings.Join(list, ",") + "'" }
-	fmt.Fprintf(w, "# NATS users of a compactor fleet for nsc (account %s); every permission is explained in docs/security.md.\n", account)
-	for _, u := range users {
-		fmt.Fprintf(w, "# %s: %s\n", u.Name, roleNote[u.Role])
-		fmt.Fprintf(w, "nsc add user --account %s --name %s --allow-pub %s --allow-sub %s", shellWord(account), u.Name, quote(u.Permissions.Publish), quote(u.Permissions.Subscribe))
-		if u.Permissions.AllowResponses {
-			fmt.Fprint(w, " --allow-pub-response=1")
+	fmt.Fprintln(w, "# NATS accounts and users of a compactor fleet for nsc; one account per host; every permission is explained in docs/security.md.")
+	for _, a := range accounts {
+		l := a.Limits
+		fmt.Fprintf(w, "# %s: stores %s\n", a.Name, strings.Join(a.Stores, ", "))
+		fmt.Fprintf(w, "nsc add account --name %s\n", shellWord(a.Name))
+		fmt.Fprintf(w, "nsc edit account --name %s --js-disk-storage %d --js-mem-storage 0 --js-streams %d --js-consumer %d --js-max-bytes-required --conns %d\n",
+			shellWord(a.Name), l.MaxStorage, l.MaxStreams, l.MaxConsumers, l.MaxConnections)
+		for _, u := range a.Users {
+			fmt.Fprintf(w, "# %s: %s\n", u.Name, roleNote[u.Role])
+			fmt.Fprintf(w, "nsc add user --account %s --name %s --allow-pub %s --allow-sub %s", shellWord(a.Name), shellWord(u.Name), quote(u.Permissions.Publish), quote(u.Permissions.Subscribe))
+			if u.Permissions.AllowResponses {
+				fmt.Fprint(w, " --allow-pub-response=1")
+			}
+			fmt.Fprintln(w)
 		}
-		fmt.Fprintln(w)
 	}
 }
 

@@ -17,8 +17,8 @@ import (
 	"syscall"
 )
 
-// Exit codes (design §8), for every command: 0 done (a skip with its reason is done), 1
-// failed, 2 bad usage, bad input or bad configuration.
+// Exit codes, for every command (docs/architecture.md, "Exit codes"): 0 done (a skip with
+// its reason is done), 1 failed, 2 bad usage, bad input or bad configuration.
 const (
 	ExitOK     = 0
 	ExitFailed = 1
@@ -68,7 +68,8 @@ func register(c *Command) {
 }
 
 // UsageError is an error caused by the command line, an input file or the configuration;
-// it exits 2. When usage is set (a flag error), the usage follows the error on stderr.
+// it exits 2. When usage is set (a flag error), a line saying how to see the usage follows
+// the error on stderr.
 type UsageError struct {
 	Err   error
 	usage func(io.Writer)
@@ -189,8 +190,8 @@ func exitCode(stderr io.Writer, prog string, err error) int {
 	var ue *UsageError
 	if errors.As(err, &ue) {
 		if ue.usage != nil {
-			fmt.Fprintln(stderr)
-			ue.usage(stderr)
+			// A flag error: one line on where the flags are, not the whole usage.
+			fmt.Fprintf(stderr, "Run '%s --help' for its flags and examples.\n", prog)
 		}
 		return ExitBadUse
 	}

@@ -17,7 +17,7 @@ import (
 )
 
 // commandNames are every subcommand, as the help lists them.
-var commandNames = []string{"auth", "branch-summary", "compact", "context", "dlq", "enqueue", "experiment", "inspect", "plan", "prepare", "run", "setup", "status", "sweep", "version"}
+var commandNames = []string{"auth", "branch-summary", "compact", "console", "context", "dlq", "enqueue", "events", "experiment", "inspect", "pause", "plan", "prepare", "resume", "run", "setup", "status", "sweep", "version"}
 
 // TestCommandLine runs every subcommand (and the enqueue program) with --help, with a
 // flag it does not have, and with bad input, and checks the exit code, which stream the
@@ -51,6 +51,7 @@ func TestCommandLine(t *testing.T) {
 		stderr  bool   // the first line is on stderr (else stdout)
 		first   string // the first line starts with this
 		usage   bool   // the usage follows the error on stderr
+		hint    bool   // a flag error: one line on how to see the usage follows it
 	}
 	cases := []tc{
 		{args: nil, code: 2, stderr: true, first: "compactor: no command given", usage: true},
@@ -84,9 +85,9 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"branch-summary", good, "--to", "deadbeef"}, code: 2, stderr: true, first: "compactor branch-summary: " + good + `: --to "deadbeef": no entry with this id in the file`},
 		{args: []string{"branch-summary", good}, code: 2, stderr: true, first: "compactor branch-summary: --to ID is required"},
 
-		{args: []string{"run", "--store", store}, code: 2, stderr: true, first: `compactor run: invalid value "` + store + `" for flag -store: "` + store + `": want NAME=DIR (for example default=` + store + ")", usage: true},
+		{args: []string{"run", "--store", store}, code: 2, stderr: true, first: `compactor run: invalid value "` + store + `" for flag -store: "` + store + `": want NAME=DIR (for example default=` + store + ")", hint: true},
 		{args: []string{"run", "--store", "x=" + missing}, code: 2, stderr: true, first: "compactor run: --store x=" + missing + ": no such file or directory"},
-		{args: []string{"run", "--store", "a.b=" + store}, code: 2, stderr: true, first: `compactor run: invalid value "a.b=`, usage: true},
+		{args: []string{"run", "--store", "a.b=" + store}, code: 2, stderr: true, first: `compactor run: invalid value "a.b=`, hint: true},
 		{args: []string{"run", "--store", "x=" + store, "--data-dir", nats, "--concurrency", "-1"}, code: 2, stderr: true, first: "compactor run: --concurrency: -1, need at least 1"},
 		{args: []string{"run", "--store", "x=" + store, "--data-dir", nats, "extra"}, code: 2, stderr: true, first: `compactor run: unexpected argument "extra"`},
 		{args: []string{"run", "--store", "x=" + store, "--data-dir", nats, "--json"}, code: 2, stderr: true, first: "compactor run: --json goes with --once"},
@@ -110,14 +111,14 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"enqueue", good, "--store-dir", dir, "--nats-url", noNATS}, code: 1, stderr: true, first: "compactor enqueue: nats: connect " + noNATS},
 		{args: []string{"version"}, enqueue: true, code: 0, first: "enqueue "},
 		{args: []string{"--help"}, enqueue: true, code: 0, first: "Usage: enqueue FILE [flags]"},
-		{args: []string{"--bogus"}, enqueue: true, code: 2, stderr: true, first: "enqueue: flag provided but not defined: -bogus", usage: true},
+		{args: []string{"--bogus"}, enqueue: true, code: 2, stderr: true, first: "enqueue: flag provided but not defined: -bogus", hint: true},
 		{args: []string{good, "--kind", "nope", "--store-dir", dir}, enqueue: true, code: 2, stderr: true, first: `enqueue: --kind "nope": want compact or branch_summary`},
 		{args: []string{good, "--store-dir", dir, "--nats-url", noNATS}, enqueue: true, code: 1, stderr: true, first: "enqueue: nats: connect " + noNATS},
 	}
 	for _, name := range commandNames {
 		cases = append(cases,
 			tc{args: []string{name, "--help"}, code: 0, first: "Usage: compactor " + name},
-			tc{args: []string{name, "--bogus"}, code: 2, stderr: true, first: "compactor " + name + ": flag provided but not defined: -bogus", usage: true})
+			tc{args: []string{name, "--bogus"}, code: 2, stderr: true, first: "compactor " + name + ": flag provided but not defined: -bogus", hint: true})
 	}
 	for _, c := range cases {
 		name := strings.Join(c.args, " ")
@@ -159,6 +160,16 @@ func TestCommandLine(t *testing.T) {
 			}
 			if c.usage && !strings.Contains(errb.String(), "\n\nUsage: ") {
 				t.Errorf("the usage does not follow the error on stderr:\n%s", errb.String())
+			}
+			if c.hint {
+				prog := "compactor " + c.args[0]
+				if c.enqueue {
+					prog = "enqueue"
+				}
+				want := "Run '" + prog + " --help' for its flags and examples.\n"
+				if lines := strings.Count(errb.String(), "\n"); lines != 2 || !strings.HasSuffix(errb.String(), want) {
+					t.Errorf("a flag error printed %d lines, want the error and %q:\n%s", lines, want, errb.String())
+				}
 			}
 		})
 	}

@@ -34,10 +34,13 @@ that needs no key (a local Ollama) works without one.`)
 	ef.register(fs.FlagSet, env.Getenv)
 	dry := fs.Bool("dry-run", false, "plan only: print the plan and the prompt size, write nothing")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	instructions := fs.String("instructions", "", "custom instructions appended to the prompt as an additional focus")
+	instructions := instructionsFlag(fs.FlagSet, "")
 	onlyOver := fs.Bool("only-over-budget", false, "skip the session unless it is over its model's budget")
 	args, err := fs.parse(env.Args)
 	if err != nil {
+		return err
+	}
+	if err := checkInstructionsFlag(*instructions); err != nil {
 		return err
 	}
 	file, err := oneFile(args)
@@ -66,9 +69,12 @@ short summary; --json prints the result document (docs/json-output.md).`)
 	from := fs.String("from", "", "the leaf being left (default: the file's leaf)")
 	dry := fs.Bool("dry-run", false, "print what would be summarized and where, write nothing")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
-	instructions := fs.String("instructions", "", "custom instructions appended to the prompt as an additional focus")
+	instructions := instructionsFlag(fs.FlagSet, "")
 	args, err := fs.parse(env.Args)
 	if err != nil {
+		return err
+	}
+	if err := checkInstructionsFlag(*instructions); err != nil {
 		return err
 	}
 	file, err := oneFile(args)
@@ -90,6 +96,7 @@ func newEngine(env *Env, sf *summarizerFlags, ef *engineFlags, dryRun bool) (*en
 	if err := ef.check(); err != nil {
 		return nil, err
 	}
+	warnTo(env.Stderr, ef.piWarning)
 	logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
 	s, err := sf.build(env.Getenv, logger, dryRun)
 	if err != nil {

@@ -64,7 +64,7 @@ func Describe() []CommandFlags {
 		_ = c.Run(context.Background(), env)
 		for _, fs := range sets {
 			fs.VisitAll(func(f *flag.Flag) {
-				typ, usage := flag.UnquoteUsage(f)
+				typ, usage := flagPlaceholder(f)
 				def := f.DefValue
 				if home != "" && strings.HasPrefix(def, home) {
 					def = "~" + strings.TrimPrefix(def, home)

@@ -46,7 +46,7 @@ func runContext(ctx context.Context, env *Env) error {
 (after the latest compaction on the path), the thinking level and the model. With --leaf,
 build it for another entry instead of the file's leaf (the last entry line).`)
 	asJSON := fs.Bool("json", false, "print JSON (the same fields as Pi's harness prints: interop/pi)")
-	var pi string
+	var pi piFlags
 	piVersionFlag(fs.FlagSet, &pi, env.Getenv)
 	leaf := fs.String("leaf", "", "build the context for this entry id instead of the current leaf")
 	var cks string
@@ -59,10 +59,12 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if err != nil {
 		return err
 	}
-	if err := checkPiVersion("--pi-version", pi); err != nil {
+	warning, err := pi.check()
+	if err != nil {
 		return err
 	}
-	d, _ := sessionio.ParseDialect(pi)
+	warnTo(env.Stderr, warning)
+	d, _ := sessionio.ParseRelease(pi.version)
 	if err := sessionio.CheckLoads(file, d); err != nil {
 		return inputError(err)
 	}

@@ -98,11 +98,7 @@ func contextMatchesPi(t *testing.T, version string, f pigolden.File) {
 				}
 				return
 			}
-			p, err := pigolden.Path(version, name, "context")
-			if err != nil {
-				t.Fatal(err)
-			}
-			want, err := os.ReadFile(p)
+			want, err := pigolden.Bytes(version, name, "context")
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -183,7 +179,7 @@ func TestContextBadFiles(t *testing.T) {
 		if !strings.Contains(stdout, diag) {
 			t.Errorf("%s: no %s diagnostic in output", name, diag)
 		}
-		want, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", "bad-"+name+".context.json"))
+		want, err := pigolden.Bytes("0.73.1", "bad-"+name, "context")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -224,7 +220,7 @@ func TestGoldensAgainstLivePi(t *testing.T) {
 			if err != nil {
 				t.Fatalf("%s %s: %v", name, kind, err)
 			}
-			golden, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/expected/0.73.1", name+"."+kind+".json"))
+			golden, err := pigolden.Bytes("0.73.1", name, kind)
 			if err != nil {
 				t.Fatal(err)
 			}

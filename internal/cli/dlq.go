@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -33,10 +34,18 @@ the last error.
   show    the dead letters SEQ... in full (the job, the reason, the error)
   retry   publish each selected job again (the original request, with a new id so that it
           is not taken for a duplicate) and remove its dead letter; --wait waits for the
-          results. A session with another job pending is left for later.
+          results. A session with another job pending is left for later. A job that
+          carries summary instructions (written by whoever published it, a store's key) is
+          left too, unless --allow-instructions: then each is logged with this operator's
+          identity (docs/security.md, "Instructions are data").
   purge   delete the selected dead letters
 
-retry and purge act on SEQ... or on the filters; with neither they need --all.
+retry and purge act on SEQ... or on the filters; with neither they need --all. A dead
+letter is retried only into the store of its subject: one whose job (or job subject) names
+another store is refused, naming both, and nothing is published (docs/security.md).
+
+Dead letters are a NATS account's: the operator's key of the account (--nkey), or
+--credentials DIR (compactor auth's) with --store to pick the account.
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
@@ -60,6 +69,11 @@ type dlqFlags struct {
 	configFile    *string
 	ops           *opsFlags
 	allowUnserved *bool
+	allowInstr    bool
+	credentials   string
+	// account: the NATS settings acted with (the account's operator), for the log of who
+	// passed instructions on.
+	account pipeline.NATSConfig
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -79,6 +93,8 @@ func runDLQ(ctx context.Context, env *Env) error {
 	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
 	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
 	f.allowUnserved = allowUnservedFlag(fs)
+	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
+	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
 		return err
@@ -118,8 +134,11 @@ func runDLQ(ctx context.Context, env *Env) error {
 			return usageErrorf("--store: %v", err)
 		}
 	}
-	ncfg := f.ops.clientNATS(f.nats)
-	ncfg.Name, ncfg.Role = "compactor dlq", pipeline.RoleOperator
+	ncfg, err := f.ops.operatorAccount(f.nats, f.credentials, "dlq", f.filter.Store, "dead letters")
+	if err != nil {
+		return err
+	}
+	f.account = ncfg
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -144,7 +163,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 	case action == "purge":
 		n, err := q.Delete(ctx, recs)
 		if f.asJSON {
-			_ = json.NewEncoder(env.Stdout).Encode(map[string]int{"purged": n})
+			_ = json.NewEncoder(jsonOut(env.Stdout)).Encode(map[string]int{"purged": n})
 		} else {
 			fmt.Fprintf(env.Stdout, "purged %d dead letters\n", n)
 		}
@@ -182,10 +201,16 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		fmt.Fprintln(w, err)
 	}
 	var serve []pipeline.DeadLetterRecord
+	held := map[uint64]string{} // dead letters left for their instructions, with the reason
 	for _, r := range recs {
-		if ue == nil || !slices.Contains(ue.Stores, r.Store) {
-			serve = append(serve, r)
+		if ue != nil && slices.Contains(ue.Stores, r.Store) {
+			continue
 		}
+		if why := f.passInstructions(w, r); why != "" {
+			held[r.Seq] = why
+			continue
+		}
+		serve = append(serve, r)
 	}
 	done := q.Retry(ctx, serve, f.wait, f.timeout)
 	out := make([]pipeline.RetryResult, 0, len(recs))
@@ -194,10 +219,36 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 			out, done = append(out, done[0]), done[1:]
 			continue
 		}
-		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path,
-			Error: fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)})
+		why, ok := held[r.Seq]
+		if !ok {
+			why = fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)
+		}
+		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
 	}
 	return out, nil
+}
+
+// passInstructions decides on a dead letter whose job carries summary instructions:
+// without --allow-instructions it is left (the reason is returned); with it the operator
+// passes them on, and says so on w with its identity. Instructions are a store's key's
+// text, not the operator's: replaying them is the operator's act, never a side effect of
+// a filter that selected many dead letters. A dead letter whose job is another store's
+// or session's is not decided on here: Retry refuses it whatever the flag, naming both
+// stores, and nothing is passed on (nor said to be).
+func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) string {
+	if r.Foreign != "" {
+		return ""
+	}
+	job, err := pipeline.DecodeJob(r.Job)
+	if err != nil || job.Instructions == "" {
+		return "" // Retry says what is wrong with a job it cannot decode
+	}
+	if !f.allowInstr {
+		return fmt.Sprintf("not queued: the job carries summary instructions (%s) that its publisher wrote; see them with `compactor dlq show %d`, then retry with --allow-instructions to pass them on", instructionsDigest(job.Instructions), r.Seq)
+	}
+	fmt.Fprintf(w, "dlq retry: passing summary instructions on to store %s (dead letter %d, session %s, %s), as %s\n",
+		visible.Line(job.Store), r.Seq, visible.Line(job.SessionID), instructionsDigest(job.Instructions), operatorIdentity(f.account))
+	return ""
 }
 
 func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {
@@ -205,7 +256,7 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 		if recs == nil {
 			recs = []pipeline.DeadLetterRecord{}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}
@@ -216,9 +267,16 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 	tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 	fmt.Fprintln(tw, "SEQ\tAGE\tSTORE\tSESSION\tKIND\tDELIVERIES\tPATH\tREASON")
 	now := time.Now()
+	// Every text but the sequence and the age is what the store's worker wrote (or any
+	// holder of its key): escaped (visible.Line), as in every command that prints records.
+	v := visible.Line
 	for _, r := range recs {
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), r.Store, clip(r.SessionID, 36), orDash(r.Kind),
-			r.Deliveries, clip(orDash(r.Path), 60), clip(r.Reason, 80))
+		reason := r.Reason
+		if r.Foreign != "" {
+			reason = "REFUSED: " + r.Foreign
+		}
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%d\t%s\t%s\n", r.Seq, age(now.Sub(r.At)), v(r.Store), v(clip(r.SessionID, 36)), v(orDash(r.Kind)),
+			r.Deliveries, v(clip(orDash(r.Path), 60)), v(clip(reason, 80)))
 	}
 	if err := tw.Flush(); err != nil {
 		return err
@@ -235,17 +293,21 @@ func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool)
 		if i > 0 {
 			fmt.Fprintln(w)
 		}
+		v := visible.Line
 		fmt.Fprintf(w, "dead letter %d (%s ago, %s)\n", r.Seq, age(time.Since(r.At)), r.At.Local().Format(time.RFC3339))
-		fmt.Fprintf(w, "  store:      %s\n  session:    %s\n  path:       %s\n  kind:       %s\n", r.Store, r.SessionID, orDash(r.Path), orDash(r.Kind))
-		fmt.Fprintf(w, "  job seq:    %d (%d deliveries, last worker %s)\n", r.JobSeq, r.Deliveries, orDash(r.Worker))
-		fmt.Fprintf(w, "  reason:     %s\n", r.Reason)
+		fmt.Fprintf(w, "  store:      %s\n  session:    %s\n  path:       %s\n  kind:       %s\n", v(r.Store), v(r.SessionID), v(orDash(r.Path)), v(orDash(r.Kind)))
+		fmt.Fprintf(w, "  job seq:    %d (%d deliveries, last worker %s)\n", r.JobSeq, r.Deliveries, v(orDash(r.Worker)))
+		fmt.Fprintf(w, "  reason:     %s\n", v(r.Reason))
 		if r.Error != "" && r.Error != r.Reason {
-			fmt.Fprintf(w, "  error:      %s\n", r.Error)
+			fmt.Fprintf(w, "  error:      %s\n", v(r.Error))
+		}
+		if r.Foreign != "" {
+			fmt.Fprintf(w, "  refused:    %s\n", v(r.Foreign))
 		}
 		if len(r.Job) > 0 {
-			fmt.Fprintf(w, "  job:        %s\n", r.Job)
+			fmt.Fprintf(w, "  job:        %s\n", v(string(r.Job)))
 		} else {
-			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", r.JobText)
+			fmt.Fprintf(w, "  payload:    %s (not a job: it cannot be retried)\n", v(r.JobText))
 		}
 	}
 	return nil
@@ -263,7 +325,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 		if results == nil {
 			results = []pipeline.RetryResult{}
 		}
-		enc := json.NewEncoder(w)
+		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(results)
 		return failed
@@ -281,7 +343,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 				detail = r.Event.Reason
 			}
 		}
-		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, r.Store, clip(r.SessionID, 36), result, orDash(seqText(r.JobSeq)), clip(detail, 80))
+		fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\n", r.Seq, visible.Line(r.Store), visible.Line(clip(r.SessionID, 36)), visible.Line(result), orDash(seqText(r.JobSeq)), visible.Line(clip(detail, 80)))
 	}
 	_ = tw.Flush()
 	fmt.Fprintf(w, "%d retried, %d not queued or failed again\n", len(results)-failed, failed)

@@ -16,6 +16,25 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
+// startDLQService runs a service of store "default" at store, with its embedded NATS in
+// data (which `compactor dlq --data-dir` finds), working jobs with h; stopped when t ends.
+func startDLQService(t *testing.T, store, data string, h pipeline.Handler) *pipeline.Service {
+	t.Helper()
+	svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: store}}, DataDir: data, EmbeddedPort: -1, Idle: -1,
+		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, Handler: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := svc.Start(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	done := make(chan struct{})
+	go func() { _ = svc.Run(ctx); close(done) }()
+	t.Cleanup(func() { cancel(); <-done; svc.Close() })
+	return svc
+}
+
 // A dead-lettered session is compacted after `compactor dlq retry`: list, show, the
 // refusals of bad usage, retry --wait, purge. The command finds the service's NATS through
 // its data directory (no --nats-url).
@@ -42,18 +61,7 @@ func TestDLQCommand(t *testing.T) {
 		_, err = fmt.Fprintf(fh, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
 		return pipeline.Result{EntryID: "c0ffee00"}, err
 	})
-	svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: store}}, DataDir: data, EmbeddedPort: -1, Idle: -1,
-		BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, Handler: h})
-	if err != nil {
-		t.Fatal(err)
-	}
-	if err := svc.Start(context.Background()); err != nil {
-		t.Fatal(err)
-	}
-	ctx, cancel := context.WithCancel(context.Background())
-	done := make(chan struct{})
-	go func() { _ = svc.Run(ctx); close(done) }()
-	t.Cleanup(func() { cancel(); <-done; svc.Close() })
+	svc := startDLQService(t, store, data, h)
 	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: "s.jsonl",
 		SessionID: sid, ExpectLeafID: "a1b2c3d4", Reason: "sweep"}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != pipeline.OutcomeFailed {

@@ -65,7 +65,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		reason     = fs.String("reason", "on-demand", "why the job was requested (shown in logs)")
 		policy     = fs.String("policy", "", "cut-point policy override")
 		keepRecent = fs.Int("keep-recent-tokens", 0, "keepRecentTokens override")
-		instr      = fs.String("instructions", "", "custom summary instructions")
+		instr      = instructionsFlag(fs.FlagSet, "; a store's worker may refuse them (--store-instructions)")
 		dataDir    = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 		ncfg       pipeline.NATSConfig
 	)
@@ -90,6 +90,9 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	}
 	if *timeout < 0 {
 		return usageErrorf("--timeout %s: must not be negative", *timeout)
+	}
+	if err := checkInstructionsFlag(*instr); err != nil {
+		return err
 	}
 
 	st, err := pickStore(file, *store, *storeDir, env.Getenv)
@@ -148,7 +151,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		return nil
 	}
 	b, _ := json.Marshal(res.Event)
-	fmt.Fprintln(env.Stdout, string(b))
+	fmt.Fprintln(jsonOut(env.Stdout), string(b))
 	switch res.Event.Outcome {
 	case pipeline.OutcomeFailed:
 		return &ExitError{Code: ExitFailed}

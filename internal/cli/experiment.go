@@ -52,7 +52,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	dir := fs.String("dir", "", "directory of session files (searched recursively for *.jsonl)")
 	policies := fs.String("policies", strings.Join(cutpoint.Names(), ","), "comma-separated policies to compare")
 	counter := fs.String("counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
-	var pi string
+	var pi piFlags
 	piVersionFlag(fs.FlagSet, &pi, env.Getenv)
 	keeps := fs.String("keep-recent-tokens", strconv.Itoa(cutpoint.DefaultKeepRecentTokens), "comma-separated keepRecentTokens settings")
 	window := fs.Int("context-window", 0, "context window for every session (default: the catalog window of each session's model)")
@@ -81,11 +81,13 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	if len(args) > 0 {
 		return usageErrorf("unexpected arguments %q", args)
 	}
-	if err := checkPiVersion("--pi-version", pi); err != nil {
+	warning, err := pi.check()
+	if err != nil {
 		return err
 	}
+	warnTo(env.Stderr, warning)
 	cfg := experiment.Config{
-		Pi: pi, Counter: *counter, ContextWindow: *window, ReserveTokens: *reserve, Replay: *replay, Eval: *eval,
+		Pi: pi.version, Counter: *counter, ContextWindow: *window, ReserveTokens: *reserve, Replay: *replay, Eval: *eval,
 		Summarizers: splitList(*summarizers), SummaryTokens: *summaryTokens, Workers: *workers,
 		Policies: splitList(*policies),
 	}

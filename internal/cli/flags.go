@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"reflect"
 	"strconv"
 	"strings"
 	"time"
@@ -30,11 +31,80 @@ func newFlagSet(env *Env, name, args, description string) *flagSet {
 	fs.FlagSet.Usage = func() {}
 	fs.usage = func(w io.Writer) {
 		fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", strings.TrimSpace(env.prog()+" "+args), strings.TrimSpace(description))
-		fs.SetOutput(w)
-		fs.PrintDefaults()
-		fs.SetOutput(io.Discard)
+		printFlags(w, fs.FlagSet)
 	}
 	return fs
+}
+
+// placeholderer is a flag value that names its own placeholder in the help.
+type placeholderer interface{ Placeholder() string }
+
+// flagPlaceholder is the word --help shows after a flag: none for a boolean; the
+// backticked word of its usage when that is a placeholder (no space, an upper-case letter:
+// NAME=DIR, BYTES), else the value's own name or its type (string, int, duration). A
+// backticked command or example in a usage text (` + "`compactor setup`" + `) is no placeholder.
+func flagPlaceholder(f *flag.Flag) (name, usage string) {
+	name, usage = flag.UnquoteUsage(f)
+	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+		return "", usage
+	}
+	if p, ok := f.Value.(placeholderer); ok {
+		return p.Placeholder(), usage
+	}
+	if _, ok := f.Value.(*secretString); ok {
+		return "string", usage
+	}
+	if strings.Contains(f.Usage, "`") && (strings.ContainsAny(name, " \t") || strings.ToLower(name) == name) {
+		// The type's name, as the flag package gives it without a backticked word.
+		name, _ = flag.UnquoteUsage(&flag.Flag{Name: f.Name, Value: f.Value, Usage: strings.ReplaceAll(f.Usage, "`", "")})
+	}
+	return name, usage
+}
+
+// printFlags prints a flag set's flags as flag.PrintDefaults does, with flagPlaceholder's
+// placeholders.
+func printFlags(w io.Writer, fs *flag.FlagSet) {
+	fs.VisitAll(func(f *flag.Flag) {
+		name, usage := flagPlaceholder(f)
+		var b strings.Builder
+		fmt.Fprintf(&b, "  -%s", f.Name)
+		if name != "" {
+			b.WriteString(" " + name)
+		}
+		b.WriteString("\n    \t")
+		b.WriteString(strings.ReplaceAll(usage, "\n", "\n    \t"))
+		if !zeroDefault(f) {
+			if isStringFlag(f) {
+				fmt.Fprintf(&b, " (default %q)", f.DefValue)
+			} else {
+				fmt.Fprintf(&b, " (default %v)", f.DefValue)
+			}
+		}
+		fmt.Fprintln(w, b.String())
+	})
+}
+
+// isStringFlag reports whether f is a flag.String (its default is quoted, as
+// flag.PrintDefaults quotes it).
+func isStringFlag(f *flag.Flag) bool {
+	return fmt.Sprintf("%T", f.Value) == "*flag.stringValue"
+}
+
+// zeroDefault reports whether the flag's default is what its type's zero value prints
+// (not printed, as flag.PrintDefaults does).
+func zeroDefault(f *flag.Flag) bool {
+	t := reflect.TypeOf(f.Value)
+	var z reflect.Value
+	if t.Kind() == reflect.Pointer {
+		z = reflect.New(t.Elem())
+	} else {
+		z = reflect.Zero(t)
+	}
+	v, ok := z.Interface().(flag.Value)
+	if !ok {
+		return f.DefValue == ""
+	}
+	return f.DefValue == v.String()
 }
 
 // flagSet is a command's flags and its usage text.

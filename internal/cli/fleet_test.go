@@ -12,8 +12,10 @@ import (
 	"encoding/pem"
 	"errors"
 	"fmt"
+	"io"
 	"math/big"
 	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
@@ -29,7 +31,8 @@ import (
 )
 
 // Issue 27's "done when": a real nats-server started from the configuration `compactor
-// auth` generates (once plain, once with TLS), two hosts A and B, an operator. With A's
+// auth` generates (once plain, once with TLS; one NATS account per host),
+// two hosts A and B, each account's operator. With A's
 // worker and agent credentials every attempt on B's part is refused at once with the
 // "not permitted" message, and none is allowed; A's and B's own flows pass (a sweep
 // compacts, enqueue --wait returns the result, a prepared summary is bridged and then
@@ -129,7 +132,13 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 		}
 		t.Fatalf("an anonymous connection: %v", err)
 	}
-	if code, out, errOut := f.cli(append([]string{"setup", "--store", "hostA", "--store", "hostB"}, f.args("admin")...)...); code != ExitOK || !strings.Contains(out, "set up (layout 2): stores hostA, hostB") {
+	// Every host's account, each with its own admin's seed (--credentials).
+	setupArgs := []string{"setup", "--nats-url", f.url, "--credentials", f.creds}
+	if f.ca != "" {
+		setupArgs = append(setupArgs, "--tls-ca", f.ca)
+	}
+	if code, out, errOut := f.cli(setupArgs...); code != ExitOK || !strings.Contains(out, "account compactor-hostA:\n") ||
+		!strings.Contains(out, "set up (layout 3): stores hostA;") || !strings.Contains(out, "set up (layout 3): stores hostB;") {
 		t.Fatalf("setup: exit %d\n%s\n%s", code, out, errOut)
 	}
 	var workers []*cliProc
@@ -189,6 +198,206 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 	for _, h := range []string{"hostA", "hostB"} {
 		ownFlows(t, f, h)
 	}
+
+	// compactor status with each role's key of hostA's account: its workers, at once (it
+	// timed out after 10 s with a worker's, an agent's or an operator's key before issue
+	// 32); hostB's workers are in no account hostA's keys reach.
+	var statusTimes []string
+	for _, user := range []string{"worker-hostA", "agent-hostA", "operator-hostA"} {
+		for _, store := range []string{"hostA", "hostB", ""} {
+			if store == "" && user != "operator-hostA" {
+				continue // a store's user says which store (its inbox is the store's)
+			}
+			args := append([]string{"status", "--json"}, f.args(user)...)
+			if store != "" {
+				args = append(args, "--store", store)
+			}
+			start := time.Now()
+			code, out, errOut := f.cli(args...)
+			took := time.Since(start)
+			var rep statusReport
+			if store == "hostB" && user != "operator-hostA" {
+				// Another store's workers with a store's key: not permitted, at once.
+				if code != 1 || !strings.Contains(errOut, "not permitted") || took > 5*time.Second {
+					t.Fatalf("status of hostB as %s: exit %d in %s\n%s%s", user, code, took, out, errOut)
+				}
+				statusTimes = append(statusTimes, fmt.Sprintf("%s --store %s: not permitted in %s", user, store, took.Round(time.Millisecond)))
+				continue
+			}
+			if code != ExitOK || json.Unmarshal([]byte(out), &rep) != nil || took > 5*time.Second {
+				t.Fatalf("status %v as %s: exit %d in %s\n%s%s", store, user, code, took, out, errOut)
+			}
+			want := 1
+			if store == "hostB" {
+				want = 0
+			}
+			if len(rep.Stores) != want || (want == 1 && rep.Stores[0].Store != "hostA") {
+				t.Errorf("status %q as %s: %+v", store, user, rep.Stores)
+			}
+			statusTimes = append(statusTimes, fmt.Sprintf("%s --store %q: %s", user, store, took.Round(time.Millisecond)))
+		}
+	}
+	t.Logf("compactor status: %s", strings.Join(statusTimes, "; "))
+
+	operatorsWindow(t, f)
+}
+
+// operatorsWindow: with each account's operator key (--credentials: fleet.json), status
+// reads every store's queue, events lists a store's history, the console's view opens on
+// both accounts, and pause and resume work; a store's worker reads its own store's pause
+// record (it logs no refusal) and no other's, neither it nor an agent may write one, and
+// an account's operator may not pause a store of another account.
+func operatorsWindow(t *testing.T, f *fleet) {
+	t.Helper()
+	creds := f.credArgs()
+	code, out, errOut := f.cli(append([]string{"status", "--json"}, creds...)...)
+	var st statusReport
+	if code != ExitOK || json.Unmarshal([]byte(out), &st) != nil {
+		t.Fatalf("operator's status: exit %d\n%s\n%s", code, out, errOut)
+	}
+	if len(st.Stores) != 2 || st.Stores[0].Queue == nil || st.Stores[1].Queue == nil ||
+		st.Stores[0].Account != "compactor-hostA" || st.Stores[1].Account != "compactor-hostB" {
+		t.Errorf("operators' status reads no queue, or not each store in its account: %s", out)
+	}
+	for _, w := range st.Warnings {
+		if strings.Contains(w, "not read") || strings.Contains(w, "left out") {
+			t.Errorf("operators' status: %s", w)
+		}
+	}
+	for _, h := range []string{"hostA", "hostB"} {
+		if code, out, errOut := f.cli(append([]string{"events", "--store", h}, creds...)...); code != ExitOK || !strings.Contains(out, acmeID) {
+			t.Errorf("operator's events of %s: exit %d\n%s\n%s", h, code, out, errOut)
+		}
+	}
+	// One account's operator key: that account's stores only.
+	if code, out, errOut := f.cli(append([]string{"events", "--store", "hostB"}, f.args("operator-hostA")...)...); code != ExitOK || strings.Contains(out, acmeID) {
+		t.Errorf("hostA's operator's events of hostB: exit %d\n%s\n%s", code, out, errOut)
+	}
+	ctx := context.Background()
+	accounts := []pipeline.FleetAccount{
+		{Name: "compactor-hostA", Conn: f.conn("operator-hostA", pipeline.RoleOperator), Stores: []string{"hostA"}},
+		{Name: "compactor-hostB", Conn: f.conn("operator-hostB", pipeline.RoleOperator), Stores: []string{"hostB"}},
+	}
+	v, err := pipeline.OpenFleetView(ctx, accounts, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+	if err != nil {
+		t.Fatalf("the console's view with the operators' credentials: %v", err)
+	}
+	defer v.Close()
+	if snap := v.Snapshot(); len(snap.Stores) != 2 || len(snap.Stores[0].Workers) != 1 || len(snap.Stores[1].Workers) != 1 || v.Events().Len() == 0 || len(snap.Accounts) != 2 {
+		t.Errorf("the operators' view: %+v, %d events", snap, v.Events().Len())
+	}
+	for _, h := range []string{"hostA", "hostB"} {
+		if _, err := v.QueuedJobs(ctx, h, 10); err != nil {
+			t.Errorf("the operator's queued jobs of %s: %v", h, err)
+		}
+		if len(v.Events().Session(h, acmeID)) == 0 {
+			t.Errorf("no event of %s's session %s in the view", h, acmeID)
+		}
+	}
+	if code, out, errOut := f.cli(append([]string{"pause", "hostA", "--reason", "test"}, creds...)...); code != ExitOK || !strings.Contains(out, "store hostA paused") {
+		t.Fatalf("operator's pause: exit %d\n%s\n%s", code, out, errOut)
+	}
+	wa := f.conn("worker-hostA", pipeline.RoleWorker, "hostA")
+	if r, err := pipeline.ReadPaused(ctx, wa, "hostA"); err != nil || r == nil || !r.Paused {
+		t.Errorf("worker of hostA reading its pause record: %+v, %v", r, err)
+	}
+	opA := accounts[0].Conn
+	waitUntil(t, time.Minute, "hostA's worker says paused in its beat", func() bool {
+		beats, _, err := pipeline.Workers(ctx, opA)
+		for _, b := range beats {
+			if b.Store == "hostA" {
+				return err == nil && b.Paused
+			}
+		}
+		return false
+	})
+	waitUntil(t, time.Minute, "the view sees hostA paused, hostB not", func() bool {
+		snap := v.Snapshot()
+		return snap.Stores[0].Paused != nil && snap.Stores[1].Paused == nil
+	})
+	if code, out, errOut := f.cli(append([]string{"resume", "hostA"}, creds...)...); code != ExitOK || !strings.Contains(out, "store hostA resumed") {
+		t.Fatalf("operator's resume: exit %d\n%s\n%s", code, out, errOut)
+	}
+	for _, who := range []struct {
+		name string
+		nc   *nats.Conn
+	}{{"worker-hostA", wa}, {"agent-hostA", f.conn("agent-hostA", pipeline.RoleAgent, "hostA")}} {
+		// Its own store: the permission refuses the write. hostB: no store of its account.
+		if _, err := pipeline.SetPaused(ctx, who.nc, "hostA", true, "", ""); err == nil || !strings.Contains(err.Error(), "not permitted") {
+			t.Errorf("%s pausing hostA: %v, want a refusal", who.name, err)
+		}
+		if _, err := pipeline.SetPaused(ctx, who.nc, "hostB", true, "", ""); err == nil || !strings.Contains(err.Error(), "not set up in this account") {
+			t.Errorf("%s pausing hostB: %v, want a refusal", who.name, err)
+		}
+	}
+	if _, err := pipeline.ReadPaused(ctx, wa, "hostB"); err == nil {
+		t.Error("hostA's worker read hostB's pause record")
+	}
+	// hostA's operator: hostB is in no store of its account; nothing is written.
+	if code, out, errOut := f.cli(append([]string{"pause", "hostB"}, f.args("operator-hostA")...)...); code == ExitOK || !strings.Contains(errOut, "not set up in this account") {
+		t.Errorf("hostA's operator pausing hostB: exit %d\n%s\n%s", code, out, errOut)
+	}
+
+	// compactor console with the operators' keys: its API and its metrics.
+	tokens := t.TempDir()
+	c := startCLI(append([]string{"console", "--listen", "127.0.0.1:0", "--token-dir", tokens, "--log-format", "json"}, creds...))
+	defer c.stop(t)
+	var addr string
+	waitUntil(t, time.Minute, "the console listening", func() bool {
+		if c.ended() {
+			t.Fatalf("console exited %d:\n%s", c.code, c.log.String())
+		}
+		for l := range strings.Lines(c.log.String()) {
+			var rec struct{ Msg, URL string }
+			if json.Unmarshal([]byte(l), &rec) == nil && rec.Msg == "console listening" {
+				addr = strings.TrimSuffix(rec.URL, "/")
+			}
+		}
+		return addr != ""
+	})
+	tok, err := os.ReadFile(filepath.Join(tokens, "console-operator.token"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	req, _ := http.NewRequest(http.MethodGet, addr+"/api/fleet", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	resp, err := http.DefaultClient.Do(req)
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 200 || !strings.Contains(string(body), `"store": "hostA"`) || !strings.Contains(string(body), `"store": "hostB"`) ||
+		!strings.Contains(string(body), `"account": "compactor-hostB"`) {
+		t.Errorf("compactor console's /api/fleet: %d\n%s", resp.StatusCode, body)
+	}
+	// Its fleet page: both stores, each in its account.
+	req, _ = http.NewRequest(http.MethodGet, addr+"/", nil)
+	req.Header.Set("Authorization", "Bearer "+strings.TrimSpace(string(tok)))
+	if resp, err = http.DefaultClient.Do(req); err != nil {
+		t.Fatal(err)
+	}
+	page, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	for _, h := range []string{"hostA", "hostB"} {
+		if resp.StatusCode != 200 || !strings.Contains(string(page), `<tr data-store="`+h+`">`) || !strings.Contains(string(page), "account compactor-"+h) {
+			t.Errorf("compactor console's fleet page does not show %s in its account: %d\n%s", h, resp.StatusCode, page)
+		}
+	}
+	code, metrics := httpGet(t, addr+"/metrics")
+	if code != 200 || !strings.Contains(metrics, `compactor_fleet_store_workers{store="hostA"} 1`) || !strings.Contains(metrics, `compactor_fleet_store_workers{store="hostB"} 1`) ||
+		!strings.Contains(metrics, `compactor_queue_oldest_age_seconds{store="hostB"}`) {
+		t.Errorf("compactor console's /metrics: %d\n%s", code, metrics)
+	}
+}
+
+// credArgs are the connection flags of the operators of every account (fleet.json).
+func (f *fleet) credArgs() []string {
+	a := []string{"--nats-url", f.url, "--credentials", f.creds}
+	if f.ca != "" {
+		a = append(a, "--tls-ca", f.ca)
+	}
+	return a
 }
 
 // attempt is one thing hostA's credentials must not do on hostB's part.
@@ -476,7 +685,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	if err := os.WriteFile(filepath.Join(root, late), []byte(body), 0o644); err != nil {
 		t.Fatal(err)
 	}
-	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator")...)...)
+	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator-"+h)...)...)
 	var retried []pipeline.RetryResult
 	if code != ExitOK || json.Unmarshal([]byte(out), &retried) != nil || len(retried) != 1 || !retried[0].Queued || retried[0].Event == nil ||
 		retried[0].Event.Outcome == pipeline.OutcomeFailed {

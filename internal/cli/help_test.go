@@ -3,6 +3,8 @@ package cli
 import (
 	"bytes"
 	"context"
+	"flag"
+	"io"
 	"regexp"
 	"sort"
 	"strings"
@@ -66,5 +68,52 @@ func TestEveryHelp(t *testing.T) {
 				t.Errorf("compactor help %s: exit %d, stderr %q, same text as --help: %v", p.name, code, helpErr.String(), helpOut.String() == text)
 			}
 		})
+	}
+}
+
+// Every flag in every command's --help shows a placeholder meant as one: none for a
+// boolean, else a type (string, int, duration...) or a name in capitals (NAME=DIR, BYTES),
+// never a word or command taken from the usage's backticks (it showed -setup compactor
+// setup, -nats-token token, -inbox-prefix compactor auth).
+func TestHelpPlaceholders(t *testing.T) {
+	t.Parallel()
+	types := map[string]bool{"string": true, "int": true, "uint": true, "int64": true, "uint64": true, "float": true, "duration": true, "value": true}
+	line := regexp.MustCompile(`^  -([a-z0-9-]+)(?: (.+))?$`)
+	for _, name := range commandNames {
+		var sets []*flag.FlagSet
+		var out bytes.Buffer
+		env := &Env{Args: []string{name, "--help"}, Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" },
+			onFlagSet: func(fs *flag.FlagSet, _, _ string) { sets = append(sets, fs) }}
+		if code := Run(context.Background(), env); code != 0 {
+			t.Fatalf("%s --help: exit %d", name, code)
+		}
+		isBool := map[string]bool{}
+		for _, fs := range sets {
+			fs.VisitAll(func(f *flag.Flag) {
+				if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
+					isBool[f.Name] = true
+				}
+			})
+		}
+		seen := 0
+		for l := range strings.Lines(out.String()) {
+			m := line.FindStringSubmatch(strings.TrimRight(l, "\n"))
+			if m == nil {
+				continue
+			}
+			seen++
+			flagName, ph := m[1], m[2]
+			switch {
+			case isBool[flagName] && ph != "":
+				t.Errorf("%s --help: boolean -%s shows a placeholder %q", name, flagName, ph)
+			case !isBool[flagName] && ph == "":
+				t.Errorf("%s --help: -%s shows no placeholder", name, flagName)
+			case ph != "" && !types[ph] && (strings.ContainsAny(ph, " \t") || strings.ToLower(ph) == ph):
+				t.Errorf("%s --help: -%s shows %q, not a type nor a name in capitals", name, flagName, ph)
+			}
+		}
+		if seen == 0 && name != "version" {
+			t.Errorf("%s --help lists no flag", name)
+		}
 	}
 }

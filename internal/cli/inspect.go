@@ -43,7 +43,7 @@ one, so they need not add up to it.`)
 	if *around < -1 {
 		return usageErrorf("--around %d: must not be negative", *around)
 	}
-	r, err := f.run(file)
+	r, err := f.run(file, env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -371,7 +371,7 @@ func (in *inspector) writeJSON(w io.Writer, rows []inspectRow) error {
 	if n := s.Name(); n != "" {
 		doc.Name = &n
 	}
-	cp := splitContext(r.Path, r.Dialect, r.Counter)
+	cp := splitContext(r.Path, r.Release, r.Counter)
 	doc.Context = contextJSONDoc{Tokens: r.Plan.TokensBefore, ReportedUsage: cp.usage, Counted: cp.counted, CountedMessages: cp.nCounted}
 	if cp.usageFrom != "" {
 		doc.Context.ReportedBy = &cp.usageFrom

@@ -209,7 +209,8 @@ func (f *summarizerFlags) logAttrs(ef engineFlags) []any {
 // engineFlags are the planning settings shared by compact, branch-summary, sweep and run.
 type engineFlags struct {
 	fs             *flag.FlagSet
-	pi             string
+	pi             piFlags
+	piWarning      string // check's warning for an unknown --pi-version
 	piSettings     string
 	overrides      map[string]engine.ModelOverride
 	policy         string
@@ -249,10 +250,10 @@ func (f *engineFlags) register(fs *flag.FlagSet, getenv func(string) string) {
 
 // check refuses settings that cannot work, naming the flags.
 func (f *engineFlags) check() error {
-	if err := checkPiVersion("--pi-version", f.pi); err != nil {
+	var err error
+	if f.piWarning, err = f.pi.check(); err != nil {
 		return err
 	}
-	var err error
 	if f.overrides, err = applyPiSettings(f.fs, f.piSettings, &f.keepRecent, &f.reserve); err != nil {
 		return err
 	}
@@ -300,7 +301,7 @@ func checkBudget(keep, reserve, window int) error {
 }
 
 func (f *engineFlags) settings() engine.Settings {
-	return engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
+	return engine.Settings{Pi: f.pi.version, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keepRecent,
 		ReserveTokens: f.reserve, ContextWindow: f.contextWindow, AbandonedAfter: f.abandonedAfter,
 		PrepareUpdate: f.prepareUpdate, BridgeMaxTokens: f.bridgeMaxTokens, ModelOverrides: f.overrides}
 }

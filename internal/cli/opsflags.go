@@ -26,8 +26,8 @@ const (
 	opsClient
 )
 
-// opsFlags are the settings an operator of a fleet needs (issue 11). They live apart from
-// serviceFlags so each command opts in with one line; every flag is also a --config key.
+// opsFlags are the settings an operator of a fleet needs. They live apart from serviceFlags
+// so each command opts in with one line; every flag is also a --config key.
 type opsFlags struct {
 	fs             *flag.FlagSet
 	role           opsRole
@@ -40,6 +40,7 @@ type opsFlags struct {
 	retryBase      time.Duration
 	retryMax       time.Duration
 	listen         string
+	monitor        string
 	sync           natsSync
 	dataDir        string // clients: where a local service writes its NATS URL
 	limits         streamLimits
@@ -62,6 +63,9 @@ func (n *natsSync) String() string {
 	return n.every.String()
 }
 
+// Placeholder is its word in --help.
+func (n *natsSync) Placeholder() string { return "always|DURATION" }
+
 func (n *natsSync) Set(s string) error {
 	if s == "always" {
 		*n = natsSync{always: true, set: true}
@@ -75,24 +79,28 @@ func (n *natsSync) Set(s string) error {
 	return nil
 }
 
-// streamLimits are the flags of the jobs' and events' streams' limits (setup's settings).
+// streamLimits are the flags of the streams' and buckets' limits (setup's settings).
 type streamLimits struct {
-	jobsMaxAge, eventsMaxAge     time.Duration
-	jobsMaxBytes, eventsMaxBytes byteSize
+	jobsMaxAge, eventsMaxAge                                   time.Duration
+	jobsMaxBytes, eventsMaxBytes, dlqMaxBytes, recordsMaxBytes byteSize
 }
 
 // bindStreamLimits declares the limits' flags; note ends their usage.
 func bindStreamLimits(fs *flag.FlagSet, l *streamLimits, note string) {
 	l.jobsMaxBytes, l.eventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
+	l.dlqMaxBytes, l.recordsMaxBytes = pipeline.DefaultDLQMaxBytes, pipeline.DefaultRecordsMaxBytes
 	fs.DurationVar(&l.jobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
 	fs.Var(&l.jobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
 	fs.DurationVar(&l.eventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
 	fs.Var(&l.eventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
+	fs.Var(&l.dlqMaxBytes, "dlq-max-bytes", "the most COMPACTOR_DLQ holds, in `BYTES`; past it the oldest dead letters go"+note)
+	fs.Var(&l.recordsMaxBytes, "records-max-bytes", "the most each bucket (leases, sweep records, attempt counts, prepared summaries, workers, spend counts) holds, in `BYTES`; past it a new key is refused"+note)
 }
 
 // apply copies the limits into a setup configuration.
 func (l streamLimits) apply(sc *pipeline.SetupConfig) {
 	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.jobsMaxAge, int64(l.jobsMaxBytes), l.eventsMaxAge, int64(l.eventsMaxBytes)
+	sc.DLQMaxBytes, sc.RecordsMaxBytes = int64(l.dlqMaxBytes), int64(l.recordsMaxBytes)
 }
 
 // byteSize is a flag of a size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB,
@@ -157,6 +165,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 		}
 		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
+		fs.StringVar(&o.monitor, "nats-monitor", "", "without --nats-url: serve the embedded NATS server's monitoring (/varz, /jsz, /connz..., for nats-top or an exporter) on this loopback `HOST:PORT` (port 0: a free one, logged)")
 	}
 	return o
 }
@@ -172,10 +181,14 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
 		cfg.DuplicateWindow = o.dupWindow
 		cfg.JobsMaxAge, cfg.JobsMaxBytes, cfg.EventsMaxAge, cfg.EventsMaxBytes = o.limits.jobsMaxAge, int64(o.limits.jobsMaxBytes), o.limits.eventsMaxAge, int64(o.limits.eventsMaxBytes)
+		cfg.DLQMaxBytes, cfg.RecordsMaxBytes = int64(o.limits.dlqMaxBytes), int64(o.limits.recordsMaxBytes)
 		fallthrough
 	case opsSweeper:
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
 		cfg.Client = o.role == opsSweeper
+	}
+	if o.monitor != "" && cfg.NATS.URL != "" {
+		return cfg, usageErrorf("--nats-monitor: a setting of the embedded server, not with --nats-url (an external server's is its own: http in its configuration)")
 	}
 	if o.sync.set {
 		if cfg.NATS.URL != "" {
@@ -190,6 +203,16 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			return cfg, usageErrorf("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
+		if o.monitor != "" {
+			mh, mp, err := pipeline.ParseListen(o.monitor)
+			if err != nil {
+				return cfg, usageErrorf("--nats-monitor: %v", err)
+			}
+			if !isLoopback(mh) {
+				return cfg, usageErrorf("--nats-monitor %s: want a loopback address (the monitoring port has no authentication: an exporter beside it serves other hosts)", o.monitor)
+			}
+			cfg.EmbeddedMonitorHost, cfg.EmbeddedMonitorPort = mh, mp
+		}
 		// run --once next to a running service on the same data directory works through it.
 		if f := o.fs.Lookup("once"); f != nil && f.Value.String() == "true" {
 			cfg.JoinRunning = true
@@ -204,4 +227,51 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 // --nats-url the local service's address and generated token.
 func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
 	return pipeline.LocalNATS(o.dataDir, n)
+}
+
+// operatorAccount is the NATS settings of the operator of store's account: with
+// credentials (compactor auth --credentials DIR), the operator's seed of the account of
+// fleet.json that holds store (store may be "" when it lists one account only); without,
+// the NATS flags as given. what names what the command acts on, for the error that asks
+// for --store. Each account's records are its own (its dead letters' sequences, its
+// pause records, its events): a command acts in one account at a time.
+func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, store, what string) (pipeline.NATSConfig, error) {
+	ncfg := o.clientNATS(n)
+	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	if credentials == "" {
+		return ncfg, nil
+	}
+	var only []string
+	if store != "" {
+		only = []string{store}
+	}
+	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, only, ncfg)
+	if err != nil {
+		return ncfg, err
+	}
+	if len(accounts) != 1 {
+		return ncfg, usageErrorf("--credentials holds %d accounts: give --store, the store whose account's %s to act on", len(accounts), what)
+	}
+	a := accounts[0].NATS
+	a.Name = ncfg.Name
+	return a, nil
+}
+
+// operatorAccounts are the accounts an operator's command reads across: with credentials,
+// every account of fleet.json (those holding one of stores, when given), each with its
+// operator's seed; without, the one account the NATS flags reach (Account "").
+func (o *opsFlags) operatorAccounts(n pipeline.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
+	ncfg := o.clientNATS(n)
+	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	if credentials == "" {
+		return []fleetAccount{{Stores: stores, NATS: ncfg}}, nil
+	}
+	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, stores, ncfg)
+	if err != nil {
+		return nil, err
+	}
+	for i := range accounts {
+		accounts[i].NATS.Name = ncfg.Name
+	}
+	return accounts, nil
 }

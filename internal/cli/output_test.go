@@ -32,14 +32,14 @@ func TestPlanExplainsTheContext(t *testing.T) {
 		if err != nil {
 			t.Fatal(err)
 		}
-		cp := splitContext(p.Path, p.Dialect, p.Counter)
+		cp := splitContext(p.Path, p.Release, p.Counter)
 		if cp.usage+cp.counted != p.Plan.TokensBefore || cp.usage != 0 && cp.usageFrom == "" {
 			t.Errorf("%s: %d reported + %d counted != context %d", name, cp.usage, cp.counted, p.Plan.TokensBefore)
 		}
 		if (cp.before != "") != (name == "09-ends-with-compaction") {
 			t.Errorf("%s: usage before compaction %q", name, cp.before)
 		}
-		if cp.usage != 0 && cutpoint.ContextTokens(p.Path, p.Dialect, tokenize.EstimateFor(p.Dialect)) < cp.usage {
+		if cp.usage != 0 && cutpoint.ContextTokens(p.Path, p.Release, tokenize.EstimateFor(p.Release)) < cp.usage {
 			t.Errorf("%s: the estimate counter's context is below the reported usage", name)
 		}
 	}

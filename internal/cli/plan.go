@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"io"
 	"strings"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -21,10 +22,11 @@ func init() {
 
 // planFlags are the flags plan and inspect share.
 type planFlags struct {
-	fs                        *flag.FlagSet
-	pi, policy, counter, leaf string
-	piSettings                string
-	keep, reserve, window     int
+	fs                    *flag.FlagSet
+	pi                    piFlags
+	policy, counter, leaf string
+	piSettings            string
+	keep, reserve, window int
 	// pathOnly: the caller needs the path and the plan (plan), not the whole session
 	// (inspect draws the tree): the session is read from its end (engine.ReadPath).
 	pathOnly bool
@@ -50,10 +52,12 @@ type planRun struct {
 	*engine.Planned
 }
 
-func (f *planFlags) run(file string) (*planRun, error) {
-	if err := checkPiVersion("--pi-version", f.pi); err != nil {
+func (f *planFlags) run(file string, stderr io.Writer) (*planRun, error) {
+	warning, err := f.pi.check()
+	if err != nil {
 		return nil, err
 	}
+	warnTo(stderr, warning)
 	overrides, err := applyPiSettings(f.fs, f.piSettings, &f.keep, &f.reserve)
 	if err != nil {
 		return nil, err
@@ -71,7 +75,7 @@ func (f *planFlags) run(file string) (*planRun, error) {
 	if f.pathOnly {
 		read = engine.ReadPath
 	}
-	p, err := engine.Plan(file, engine.Settings{Pi: f.pi, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keep,
+	p, err := engine.Plan(file, engine.Settings{Pi: f.pi.version, Policy: f.policy, Counter: f.counter, KeepRecentTokens: f.keep,
 		ReserveTokens: f.reserve, ContextWindow: f.window, ModelOverrides: overrides}, engine.LoadOptions{Leaf: f.leaf, Read: read, Checkpoints: checkpointsAt(f.checkpoints)})
 	if err != nil {
 		var ie *engine.InputError
@@ -121,7 +125,7 @@ budget) until the model answers again, exactly as Pi sees it.`)
 	if err != nil {
 		return err
 	}
-	r, err := f.run(file)
+	r, err := f.run(file, env.Stderr)
 	if err != nil {
 		return err
 	}
@@ -192,7 +196,7 @@ func (r *planRun) summary() string {
 	}
 	fmt.Fprintf(&b, "context:  %d tokens (%s); threshold %d - %d = %d: %s\n", p.TokensBefore, p.Counter,
 		r.Settings.ContextWindow, r.Settings.ReserveTokens, r.Settings.ContextWindow-r.Settings.ReserveTokens, state)
-	cp := splitContext(r.Path, r.Dialect, r.Counter)
+	cp := splitContext(r.Path, r.Release, r.Counter)
 	if cp.usageFrom != "" {
 		after := "; no message after it"
 		if cp.nCounted > 0 {
@@ -210,7 +214,7 @@ func (r *planRun) summary() string {
 	}
 	if cp.stale != "" {
 		fmt.Fprintf(&b, "          = %d counted for every message: Pi %s does not take the usage of the last answer (%s),\n"+
-			"          which predates %s\n", cp.counted, r.Dialect, cp.stale, cp.staleAfter)
+			"          which predates %s\n", cp.counted, r.Release, cp.stale, cp.staleAfter)
 	}
 	fmt.Fprintf(&b, "policy:   %s, keep %d recent tokens\n", p.Policy, r.Settings.KeepRecentTokens)
 	if !p.Prepared {
@@ -246,17 +250,17 @@ type contextParts struct {
 	stale, staleAfter string
 }
 
-func splitContext(path []*sessionio.Entry, d sessionio.Dialect, c tokenize.Counter) contextParts {
+func splitContext(path []*sessionio.Entry, d sessionio.Release, c tokenize.Counter) contextParts {
 	var cp contextParts
 	ctx := sessionio.BuildContext(path, d)
 	last := -1
 	for i := len(ctx.Messages) - 1; i >= 0; i-- {
-		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() && (!d.Projects() || m.Usage.ContextTokens() > 0) {
+		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() && (!d.Has(sessionio.ZeroUsageSkipped) || m.Usage.ContextTokens() > 0) {
 			last = i
 			break
 		}
 	}
-	if d.Projects() && last >= 0 {
+	if d.Has(sessionio.ContextEdits) && last >= 0 {
 		at, invalidated := -1, -1
 		for i, e := range path {
 			if e.ID == ctx.EntryIDs[last] {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,11 +13,12 @@ import (
 )
 
 // TestPlanMatchesPiOracle runs `compactor plan --json --policy pi --counter estimate
-// --pi-version V` on every corpus file Pi V loads and compares the fields Pi V's own cut
-// printed (interop/pi/pi cut), at keepRecentTokens 20000, 5000 and 1000 and with the
-// per-model settings of testdata/pi-settings/model-overrides.json (--pi-settings), for
-// every Pi of the matrix. v1 files (pi-repo) are migrated with fresh ids by each reader:
-// there only what does not name an id is compared.
+// --pi-version V` on every corpus file and compares the fields Pi V's own cut printed
+// (interop/pi/pi cut), at keepRecentTokens 20000, 5000 and 1000 and with the per-model
+// settings of testdata/pi-settings/model-overrides.json (--pi-settings), for every Pi of
+// the matrix; where Pi V cannot load the file, compactor refuses it too. v1 files (pi-repo)
+// are migrated with fresh ids by each reader: there only what does not name an id is
+// compared.
 func TestPlanMatchesPiOracle(t *testing.T) {
 	t.Parallel()
 	root := repoRoot(t)
@@ -32,13 +34,20 @@ func TestPlanMatchesPiOracle(t *testing.T) {
 	for _, v := range versions {
 		for _, f := range files {
 			for _, kind := range []string{"cut-20000", "cut-5000", "cut-1000", "cut-override"} {
-				p, err := pigolden.Path(v, f.Name, kind)
-				if err != nil {
-					t.Fatal(err)
-				}
-				raw, err := os.ReadFile(p)
-				if os.IsNotExist(err) {
-					continue // a file Pi cannot load (its error golden)
+				raw, err := pigolden.Bytes(v, f.Name, kind)
+				if errors.Is(err, os.ErrNotExist) {
+					// A file Pi cannot load (its error golden): compactor refuses to plan it too.
+					if _, err := pigolden.Bytes(v, f.Name, "error"); err != nil {
+						t.Fatalf("%s %s: neither a %s golden nor an error golden: %v", v, f.Name, kind, err)
+					}
+					t.Run(v+"/"+f.Name+"/"+kind, func(t *testing.T) {
+						t.Parallel()
+						code, out, errOut := runCLI(t, "plan", f.Path, "--json", "--policy", "pi", "--counter", "estimate", "--pi-version", v)
+						if code != 2 || out != "" || !strings.Contains(errOut, filepath.Base(f.Path)) {
+							t.Fatalf("Pi %s refuses the file; compactor plan: exit %d, stderr %q", v, code, errOut)
+						}
+					})
+					continue
 				}
 				if err != nil {
 					t.Fatal(err)

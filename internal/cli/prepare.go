@@ -27,10 +27,13 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 	var ef engineFlags
 	sf.register(fs.FlagSet)
 	ef.register(fs.FlagSet, env.Getenv)
-	instructions := fs.String("instructions", "", "custom instructions (a preparation is valid only for the same instructions)")
+	instructions := instructionsFlag(fs.FlagSet, "; a preparation is valid only for the same instructions")
 	previous := fs.String("previous", "", "a previous preparation (JSON) to build on incrementally")
 	args, err := fs.parse(env.Args)
 	if err != nil {
+		return err
+	}
+	if err := checkInstructionsFlag(*instructions); err != nil {
 		return err
 	}
 	file, err := oneFile(args)

@@ -109,3 +109,43 @@ func TestSIGHUPReloads(t *testing.T) {
 		t.Fatalf("exit %d:\n%s", code, p.logs.String())
 	}
 }
+
+// A SIGHUP with nothing changed reports no change (the first one used to report settings
+// that the start had filled in with defaults, --api-key-env among them, as changed).
+func TestSIGHUPNothingChanged(t *testing.T) {
+	t.Parallel()
+	bin, _ := compactorBinary(t)
+	url := natstest.StartServer(t).ClientURL()
+	p := startProcess(t, bin, "run", "--setup", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(),
+		"--log-format", "json", "--summarizer", "openai", "--base-url", "http://127.0.0.1:1/v1", "--model", "m", "--spend-limit", "1000/hour")
+	p.waitLog(t, "the service ready", "compactor pipeline ready")
+	for i := range 2 {
+		p.signal(t, syscall.SIGHUP)
+		var line string
+		waitUntil(t, time.Minute, "the reload", func() bool {
+			n := 0
+			for l := range strings.Lines(p.logs.String()) {
+				if strings.Contains(l, "settings reloaded") {
+					if n == i {
+						line = l
+						return true
+					}
+					n++
+				}
+			}
+			return false
+		})
+		var rec struct {
+			Changed []string `json:"changed"`
+		}
+		if err := json.Unmarshal([]byte(line), &rec); err != nil {
+			t.Fatal(err)
+		}
+		if len(rec.Changed) != 0 {
+			t.Errorf("reload %d with nothing changed reports %v as changed:\n%s", i+1, rec.Changed, line)
+		}
+		if strings.Contains(p.logs.String(), "take effect at the next restart") {
+			t.Errorf("reload %d with nothing changed names settings that need a restart:\n%s", i+1, p.logs.String())
+		}
+	}
+}

@@ -6,12 +6,15 @@ import (
 	"fmt"
 	"io"
 	"log/slog"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/internal/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
@@ -29,6 +32,7 @@ func init() {
 type serviceFlags struct {
 	stores          storeFlag
 	storePi         storePiFlag
+	storeInstr      storeInstructionsFlag
 	nats            pipeline.NATSConfig
 	dataDir         string
 	concurrency     int
@@ -52,9 +56,13 @@ type serviceFlags struct {
 	level         *slog.LevelVar
 	setup         bool
 	insecureLocal bool
+	cleartext     bool
 	serveTLSCert  string
 	serveTLSKey   string
 	shared        stringList
+	console       bool
+	consoleRemote bool
+	metricsToken  string
 }
 
 // bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
@@ -79,6 +87,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	}
 	f.sum.register(fs.FlagSet)
 	f.eng.registerPreparation(fs.FlagSet)
+	fs.Var(&f.storeInstr, "store-instructions", "whether a store's jobs may carry summary instructions, `NAME=POLICY`, POLICY allow or refuse (repeatable; NAME * for every store; default allow): a job with instructions for a store that refuses them ends skipped, saying why (docs/security.md)")
 	dd := env.Getenv("COMPACTOR_DATA_DIR")
 	if dd == "" {
 		if home, err := os.UserHomeDir(); err == nil {
@@ -89,12 +98,16 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	fs.IntVar(&f.concurrency, "concurrency", pipeline.DefaultConcurrency, "jobs run at once by this worker")
 	fs.DurationVar(&f.sweepEvery, "sweep-every", 0, "sweep the stores this often (0: never)")
 	fs.BoolVar(&f.once, "once", false, "sweep, process everything queued, print a report and exit")
-	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464)")
+	fs.StringVar(&f.metricsAddr, "metrics-addr", "", "serve /metrics, /healthz and /readyz on this address (e.g. 127.0.0.1:9464), and the web console at / (see --console)")
+	fs.StringVar(&f.metricsToken, "metrics-token-file", "", "a file holding the bearer token /metrics requires (its content, trimmed): for a --metrics-addr a central scraper reaches (Prometheus' authorization.credentials_file); /healthz and /readyz stay open")
+	fs.BoolVar(&f.console, "console", true, "serve the web console at / of --metrics-addr when this process sets up its NATS (the embedded server, or --setup) and the address is loopback; its tokens are generated into --data-dir (docs/operations.md, \"The console\")")
+	fs.BoolVar(&f.consoleRemote, "console-remote", false, "serve the console on a --metrics-addr that is not loopback too (put TLS in front: the tokens travel in its requests)")
 	fs.DurationVar(&f.drainTimeout, "drain-timeout", 0, "on SIGTERM, how long the summaries in flight may finish before they are handed back (0: --llm-timeout, so that a summary whose request started just before the stop can end)")
 	fs.DurationVar(&f.shutdownTimeout, "shutdown-timeout", 0, "the former name of --drain-timeout (deprecated: give --drain-timeout)")
 	fs.Var(&f.spend, "spend-limit", "a limit on the LLM input tokens the fleet starts paying for: `[STORE=]TOKENS/hour` or [STORE=]TOKENS/day, every store's or STORE's (repeatable; counted in COMPACTOR_SPEND for every worker that has it: give every worker the same); over it, jobs wait for the window to end")
 	fs.BoolVar(&f.setup, "setup", false, "with --nats-url: also set up the streams, buckets, consumers and the fleet's settings from this process's flags, as `compactor setup` does (the admin's right; implied without --nats-url)")
 	fs.BoolVar(&f.insecureLocal, "insecure-local", false, "without --nats-url: the embedded server takes any connection from this machine, without the token it otherwise generates into --data-dir")
+	fs.BoolVar(&f.cleartext, "insecure-cleartext-auth", false, "without --nats-url: let the embedded server listen beyond loopback (--listen) without TLS, its token or password crossing the network in clear text (refused otherwise: give --serve-tls-cert)")
 	fs.StringVar(&f.serveTLSCert, "serve-tls-cert", "", "without --nats-url: the embedded server speaks TLS only, with this certificate (clients on this machine trust it by default)")
 	fs.StringVar(&f.serveTLSKey, "serve-tls-key", "", "the key of --serve-tls-cert")
 	fs.Var(&f.shared, "shared-store", "a store served from one directory on several hosts (a shared file system): its workers need not be on one host (repeatable; docs/security.md)")
@@ -168,7 +181,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
 		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, Logger: log, Version: Version(),
-		Setup: f.setup, InsecureLocal: f.insecureLocal, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
+		Setup: f.setup, InsecureLocal: f.insecureLocal, InsecureCleartextAuth: f.cleartext, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
 	}
 	// A client (sweep) without --nats-url finds the local service's address through
 	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
@@ -177,6 +190,11 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	}
 	if cfg.ShutdownTimeout, err = f.drain(log); err != nil {
 		return cfg, err
+	}
+	if f.metricsToken != "" {
+		if cfg.MetricsToken, err = readMetricsToken(f.metricsToken); err != nil {
+			return cfg, err
+		}
 	}
 	cfg.SpendLimits = f.spend
 	if err := cfg.Validate(); err != nil {
@@ -234,6 +252,10 @@ var configFlags = map[string]string{
 	"ServeTLSCert/ServeTLSKey":   "--serve-tls-cert/--serve-tls-key",
 	"ServeTLSCert/InsecureLocal": "--serve-tls-cert/--insecure-local",
 	"InsecureLocal":              "--insecure-local",
+	"InsecureCleartextAuth":      "--insecure-cleartext-auth",
+	"EmbeddedHost":               "--listen",
+	"DLQMaxBytes":                "--dlq-max-bytes",
+	"RecordsMaxBytes":            "--records-max-bytes",
 	"SharedStores":               "--shared-store",
 	"EmbeddedSync":               "--nats-sync",
 	"JobsMaxAge":                 "--jobs-max-age",
@@ -347,13 +369,20 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	if err != nil {
 		return cfg, &UsageError{Err: err}
 	}
-	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores)
+	if f.eng.piWarning != "" {
+		cfg.Logger.Warn("unknown Pi release", "pi_version", f.eng.pi.version, "warning", f.eng.piWarning)
+	}
+	eng.Roots = pipeline.StoreRoots(cfg.Stores)
+	pv, err := newPiVersions(f.eng.pi, f.storePi, cfg.Stores, cfg.Logger)
 	if err != nil {
 		return cfg, err
 	}
 	cfg.Assessor = budgetAssessor(eng, pv)
+	if err := f.storeInstr.check(cfg.Stores); err != nil {
+		return cfg, err
+	}
 	if f.worker {
-		cfg.Handler = jobHandler(eng, pv, svc.prepared)
+		cfg.Handler = refuseInstructions(f.storeInstr, cfg.Logger, jobHandler(eng, pv, svc.prepared))
 		var follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error)
 		if f.eng.rewriteExtracts {
 			follow = svc.follow
@@ -402,7 +431,11 @@ func bindRun(fs *flagSet, env *Env) (*serviceFlags, *opsFlags) {
 func runRun(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "run", runUsage, runHelp)
 	f, ops := bindRun(fs, env)
-	cfg, err := ops.config(f.parse(fs, env))
+	parsed, err := f.parse(fs, env)
+	// The values a reload compares with: the flags as parsed (command line and --config),
+	// as a reload reads them, before anything below fills in a default.
+	running := flagValues(fs.FlagSet)
+	cfg, err := ops.config(parsed, err)
 	if err != nil {
 		return err
 	}
@@ -425,6 +458,15 @@ func runRun(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	if !f.once && cfg.MetricsAddr != "" && f.console {
+		mount, err := f.mountConsole(&cfg, &ref)
+		if err != nil {
+			return err
+		}
+		if mount != nil {
+			defer mount.Close()
+		}
+	}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
 		return &UsageError{Err: flagError(err)}
@@ -432,7 +474,7 @@ func runRun(ctx context.Context, env *Env) error {
 	ref.Store(svc)
 	defer svc.Close()
 	if !f.once {
-		stopReload := f.reloadOnHangup(env, flagValues(fs.FlagSet), svc)
+		stopReload := f.reloadOnHangup(env, running, svc)
 		defer stopReload()
 		return svc.Run(ctx)
 	}
@@ -451,4 +493,63 @@ func runRun(ctx context.Context, env *Env) error {
 		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%s failed", plural(n, "job", "jobs"))}
 	}
 	return nil
+}
+
+// mountConsole serves the web console at / of the HTTP listener, read through the service's
+// own connection once it has started. Only a service that sets up its NATS (the embedded
+// server's, or --setup: the admin's credentials) may read every store: a store's worker
+// answers / with where the fleet's console is.
+func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*console.Console, error) {
+	log := cfg.Logger
+	host, _, err := net.SplitHostPort(cfg.MetricsAddr)
+	if err == nil && !isLoopback(host) && !f.consoleRemote {
+		log.Info("web console not served: --metrics-addr is not a loopback address (give --console-remote, behind TLS, or use compactor console)", "addr", cfg.MetricsAddr)
+		return nil, nil
+	}
+	if cfg.NATS.URL != "" && !cfg.Setup {
+		cfg.HTTPHandler = http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+			http.Error(w, "this worker's NATS credentials are a store's: the fleet's web console is `compactor console`, run with the operator's credentials (docs/operations.md, \"The console\")", http.StatusNotFound)
+		})
+		return nil, nil
+	}
+	tokens, files, err := console.LoadTokens(f.dataDir)
+	if err != nil {
+		return nil, err
+	}
+	dirs := map[string]string{}
+	for _, st := range cfg.Stores {
+		dirs[st.Name] = st.Dir
+	}
+	c, err := console.New(console.Options{
+		Open: func(ctx context.Context) (*pipeline.FleetView, error) {
+			svc := ref.Load()
+			if svc == nil || svc.Conn() == nil {
+				return nil, errors.New("the service is starting")
+			}
+			// The service's own account (the embedded server's, or --setup's with the
+			// account's admin key): every store of it.
+			return pipeline.OpenFleetView(ctx, []pipeline.FleetAccount{{Conn: svc.Conn()}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+		},
+		Tokens: tokens, Stores: dirs, Name: "compactor run", Logger: log,
+	})
+	if err != nil {
+		return nil, err
+	}
+	cfg.HTTPHandler = c
+	log.Info("web console at / of the metrics listener", "addr", cfg.MetricsAddr, "token_files", files)
+	return c, nil
+}
+
+// readMetricsToken reads --metrics-token-file: its content, trimmed, at least 16
+// characters.
+func readMetricsToken(path string) (string, error) {
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", usageErrorf("--metrics-token-file: %v", err)
+	}
+	tok := strings.TrimSpace(string(b))
+	if len(tok) < 16 {
+		return "", usageErrorf("--metrics-token-file %s: want a token of at least 16 characters", path)
+	}
+	return tok, nil
 }

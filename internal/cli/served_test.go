@@ -143,7 +143,8 @@ func TestUnservedStoreSaid(t *testing.T) {
 	for _, st := range []string{"default", "hostA"} {
 		job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: st, Path: "--p--/" + st + ".jsonl", SessionID: "019a0000-0000-7000-8000-0000000000d" + st[len(st)-1:],
 			ID: "dead-" + st, Reason: "test", RequestedAt: time.Now().UTC()})
-		dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: "x", Job: job, Reason: "failed", At: time.Now().UTC()})
+		dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:], pipeline.KindCompact),
+			Job: job, Reason: "failed", At: time.Now().UTC()})
 		if _, err := js.Publish(context.Background(), pipeline.DLQSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:]), dl); err != nil {
 			t.Fatal(err)
 		}

@@ -2,10 +2,13 @@ package cli
 
 import (
 	"context"
+	"flag"
 	"fmt"
 	"io"
 	"log/slog"
 	"maps"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"time"
@@ -18,24 +21,38 @@ func init() {
 }
 
 const setupHelp = `
-Set up what a fleet of compactor workers and clients uses on a NATS deployment, with the
-admin's credentials: the streams (COMPACTOR_JOBS, _EVENTS, _DLQ) with their limits, the
-buckets (COMPACTOR_WORKERS, _LEASES, _SWEEP, _ATTEMPTS, _PREPARED, _SPEND, _SETTINGS), each
-store's consumers (compactor-<store>, compactor-dlq-<store>) and the fleet's settings
-record, which workers follow (the lease TTL above all). It creates what is missing and updates what differs from
-these flags, one log line per setting changed; replicas are never lowered. Run it again
-with more --store to add stores; a store once set up stays in the settings record.
+Set up what a fleet of compactor workers and clients uses on a NATS account, with the
+account's admin's credentials: the streams (COMPACTOR_JOBS, _EVENTS, _DLQ) and the buckets
+(COMPACTOR_WORKERS, _LEASES, _SWEEP, _ATTEMPTS, _PREPARED, _SPEND, _SETTINGS), each with
+the settings it needs and no other (no rollups; deletes and purges only where used) and a
+byte and message limit; each store's consumers (compactor-<store>, compactor-dlq-<store>);
+and the fleet's settings record, which workers follow (the lease TTL above all). The
+limits must fit the account's JetStream storage: setup checks it before it creates
+anything, and says which to lower when they do not. It creates what is missing and
+updates what differs from these flags, one log line per setting changed; replicas are
+never lowered. Run it again with more --store to add stores; a store once set up stays in
+the settings record.
+
+Each host of a fleet has a NATS account of its own (compactor auth): with --credentials
+DIR (the directory compactor auth wrote) setup acts in every account, or in the accounts
+of the --store given, each with its admin's seed; otherwise in the account of the
+credentials given (--nkey, --creds, ...).
 
 Workers ('compactor run --nats-url ...') and clients never create or change any of it:
 they say what is missing and that this command sets it up. On a single host,
 'compactor run' without --nats-url (its embedded server) or 'compactor run --setup' does
 this step itself.
 
-A deployment of an older compactor (before this layout: keys not under their store's
-name, no settings record) is refused until it is upgraded, once: stop its workers, then
-'compactor setup --migrate' moves the sweep records and attempt counts under their store's
-name, drops the stale leases, updates the consumers and writes the settings; every queued
-job stays queued (docs/security.md, "Upgrading").
+A deployment of an older compactor is refused until it is upgraded, once
+(docs/upgrading.md): 'compactor setup --migrate' sets an account of layout 2 up anew in
+place (every key and queued job stays), and moves a layout 1 deployment's keys under their
+store's name first (stop its workers before). A fleet whose hosts shared one account moves
+into accounts of their own in two steps around the server's new configuration:
+'--export FILE' on the old account writes every queued job, attempt count, dead letter,
+sweep record, prepared summary, owner record and spend count into FILE (read-only; stop
+the workers first), and '--import FILE' sets each new account up and writes its stores'
+share into it, the jobs in their order. FILE holds session paths and summaries: it is
+written readable by its owner only.
 
 A store retired (its host gone for good) keeps its consumers, its keys in every bucket and
 its queued jobs until --prune removes them: with --prune, the stores given are the whole
@@ -44,23 +61,29 @@ are the operator's; its events age out). Never automatic; refused, naming them, 
 worker of such a store reports; --dry-run says what would go.
 
 Examples:
-  compactor setup --nats-url nats://nats:4222 --nkey admin.nk --store hostA --store hostB --replicas 3
+  compactor setup --nats-url nats://nats:4222 --credentials /etc/nats/compactor
+  compactor setup --nats-url nats://nats:4222 --nkey admin-hostA.nk --store hostA --replicas 3
   compactor setup --nats-url nats://nats:4222 --nkey admin.nk --migrate
-  compactor setup --nats-url nats://nats:4222 --nkey admin.nk --store hostA --prune --dry-run`
+  compactor setup --nats-url nats://nats:4222 --nkey old-admin.nk --export move.jsonl
+  compactor setup --nats-url nats://nats:4222 --credentials /etc/nats/compactor --import move.jsonl
+  compactor setup --nats-url nats://nats:4222 --nkey admin-hostA.nk --store hostA --prune --dry-run`
 
 func runSetup(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
 	var (
-		ncfg    pipeline.NATSConfig
-		stores  stringList
-		sc      pipeline.SetupConfig
-		migrate = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
-		force   = fs.Bool("force", false, "with --migrate: even though workers reported within the last 30 s")
-		prune   = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
-		dryRun  = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
-		asJSON  = fs.Bool("json", false, "print what was set up as JSON")
-		dataDir = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
-		timeout = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
+		ncfg      pipeline.NATSConfig
+		stores    stringList
+		sc        pipeline.SetupConfig
+		migrate   = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
+		force     = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
+		prune     = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
+		dryRun    = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
+		asJSON    = fs.Bool("json", false, "print what was set up as JSON")
+		dataDir   = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
+		timeout   = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
+		credDir   = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
+		exportTo  = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
+		importing = fs.String("import", "", "set the account(s) up and write the share of their stores of `FILE` (an --export) into them")
 	)
 	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
 	configFile := configFlag(fs.FlagSet, env)
@@ -91,14 +114,27 @@ func runSetup(ctx context.Context, env *Env) error {
 		sc.Stores = append(sc.Stores, name)
 	}
 	switch {
+	case *exportTo != "" && (*importing != "" || *prune || *credDir != "" || len(sc.Stores) > 0):
+		return usageErrorf("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
+	case *importing != "" && (*prune || *migrate):
+		return usageErrorf("--import sets up new accounts: not with --prune or --migrate")
+	case *importing != "" && len(sc.Stores) == 0 && *credDir == "":
+		return usageErrorf("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
+	case *exportTo != "":
 	case len(sc.Stores) == 0 && *prune:
 		return usageErrorf("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
-	case len(sc.Stores) == 0 && !*migrate:
-		return usageErrorf("--store NAME is needed: the stores whose consumers to set up")
+	case len(sc.Stores) == 0 && !*migrate && *credDir == "":
+		return usageErrorf("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
 	case *prune && *migrate:
 		return usageErrorf("--prune and --migrate: migrate first, then prune")
 	case *dryRun && !*prune:
 		return usageErrorf("--dry-run goes with --prune")
+	}
+	if *importing != "" {
+		// The old account's settings, unless given here.
+		if err := settingsFromExport(fs, *importing, &sc, &limits); err != nil {
+			return err
+		}
 	}
 	switch {
 	case sc.Replicas < 1 || sc.Replicas > 5:
@@ -124,61 +160,210 @@ func runSetup(ctx context.Context, env *Env) error {
 	}
 	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
 	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
+	if *exportTo != "" {
+		return exportDeployment(ctx, env, ncfg, *exportTo, *force, *asJSON, log)
+	}
+	accounts := []fleetAccount{{Stores: sc.Stores, NATS: ncfg}}
+	if *credDir != "" {
+		if accounts, err = fleetAccounts(*credDir, pipeline.RoleAdmin, sc.Stores, ncfg); err != nil {
+			return err
+		}
+	}
+	var results []setupOutput
+	for _, a := range accounts {
+		one := sc
+		one.Stores = a.Stores
+		out, err := setupAccount(ctx, a.NATS, one, setupStep{migrate: *migrate, force: *force, prune: *prune, dryRun: *dryRun, importFrom: *importing}, *timeout, log)
+		if err != nil {
+			if a.Account != "" {
+				return fmt.Errorf("account %s: %w", a.Account, err)
+			}
+			return err
+		}
+		out.Account = a.Account
+		results = append(results, out)
+	}
+	if *asJSON {
+		if len(results) == 1 && *credDir == "" {
+			return writeJSON(env.Stdout, results[0].SetupResult)
+		}
+		return writeJSON(env.Stdout, results)
+	}
+	for _, out := range results {
+		writeSetup(env.Stdout, out, *dryRun)
+	}
+	return nil
+}
+
+// setupStep is what setup does in an account.
+type setupStep struct {
+	migrate, force, prune, dryRun bool
+	importFrom                    string
+}
+
+// setupOutput is what setup did in one account.
+type setupOutput struct {
+	Account string `json:"account,omitempty"`
+	*pipeline.SetupResult
+	Imported *pipeline.MoveCounts `json:"imported,omitempty"`
+}
+
+// setupAccount sets up one account (and migrates, prunes or imports first), retrying while
+// JetStream is not ready.
+func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
-		return err
+		return setupOutput{}, err
 	}
 	defer nc.Close()
 	var (
-		res    *pipeline.SetupResult
+		out    setupOutput
 		pruned []pipeline.PrunedStore
 	)
-	step := func() (*pipeline.SetupResult, error) {
-		if *prune && pruned == nil {
-			p, err := pipeline.Prune(ctx, nc, sc.Stores, *dryRun, log)
-			if err != nil || *dryRun {
-				return &pipeline.SetupResult{Stores: sc.Stores, Pruned: p}, err
+	step := func() (setupOutput, error) {
+		if st.importFrom != "" {
+			f, err := os.Open(st.importFrom)
+			if err != nil {
+				return setupOutput{}, fmt.Errorf("--import: %w", err)
+			}
+			defer f.Close()
+			res, c, err := pipeline.Import(ctx, nc, f, sc, log)
+			return setupOutput{SetupResult: res, Imported: c}, err
+		}
+		if st.prune && pruned == nil {
+			p, err := pipeline.Prune(ctx, nc, sc.Stores, st.dryRun, log)
+			if err != nil || st.dryRun {
+				return setupOutput{SetupResult: &pipeline.SetupResult{Stores: sc.Stores, Pruned: p}}, err
 			}
 			pruned = p
 		}
-		res, err := pipeline.Setup(ctx, nc, sc, *migrate, *force, log)
+		res, err := pipeline.Setup(ctx, nc, sc, st.migrate, st.force, log)
 		if res != nil {
 			res.Pruned = pruned
 		}
-		return res, err
+		return setupOutput{SetupResult: res}, err
 	}
-	deadline := time.Now().Add(*timeout)
+	deadline := time.Now().Add(timeout)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
-		res, err = step()
+		out, err = step()
 		if err == nil || !pipeline.Transient(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
 		log.Warn("JetStream not ready; retrying", "retry_in", wait.String(), "err", err)
 		select {
 		case <-ctx.Done():
-			return ctx.Err()
+			return out, ctx.Err()
 		case <-time.After(wait):
 		}
+	}
+	return out, err
+}
+
+// writeSetup says what setup did in an account.
+func writeSetup(w io.Writer, out setupOutput, dryRun bool) {
+	if out.Account != "" {
+		fmt.Fprintf(w, "account %s:\n", out.Account)
+	}
+	writePruned(w, out.Pruned, dryRun)
+	if dryRun {
+		return
+	}
+	f := out.Fleet
+	if m := out.Migrated; m != nil && m.From == 1 {
+		fmt.Fprintf(w, "migrated from layout %d: %d sweep records and %d attempt counts moved under their store's name, %d counts of jobs no longer queued and %d stale leases dropped, %d stores found by their consumers\n",
+			m.From, m.SweepRecords, m.AttemptCounts, m.AttemptsGone, m.LeasesDropped, m.ConsumersFound)
+	} else if m != nil {
+		fmt.Fprintf(w, "migrated from layout %d in place: every stream and bucket set up anew (the changes are logged), every key and queued job kept\n", m.From)
+	}
+	if c := out.Imported; c != nil {
+		fmt.Fprintf(w, "imported for stores %s: %s, %s, %s, keys %s", strings.Join(c.Stores, ", "), plural(c.Jobs, "queued job", "queued jobs"),
+			plural(c.Attempts, "attempt count", "attempt counts"), plural(c.DeadLetters, "dead letter", "dead letters"), countsText(c.Keys))
+		if c.Already > 0 {
+			fmt.Fprintf(w, "; %d jobs imported before", c.Already)
+		}
+		if len(c.Left) > 0 {
+			fmt.Fprintf(w, "; left for the accounts of the other stores: %s", countsText(c.Left))
+		}
+		fmt.Fprintln(w)
+	}
+	jobsBytes, eventsBytes, dlqBytes, recBytes := byteSize(f.JobsMaxBytes), byteSize(f.EventsMaxBytes), byteSize(f.DLQMaxBytes), byteSize(f.RecordsMaxBytes)
+	fmt.Fprintf(w, "set up (layout %d): stores %s; lease TTL %s, ack wait %s, max deliver %d, duplicate window %s, prepared TTL %s, replicas %d; jobs kept %s and %s at most, events %s and %s, dead letters %s, each bucket %s\n",
+		f.Layout, strings.Join(f.Stores, ", "), time.Duration(f.LeaseTTL), time.Duration(f.AckWait), f.MaxDeliver, time.Duration(f.DuplicateWindow),
+		time.Duration(f.PreparedTTL), f.Replicas, time.Duration(f.JobsMaxAge), jobsBytes.String(), time.Duration(f.EventsMaxAge), eventsBytes.String(),
+		dlqBytes.String(), recBytes.String())
+}
+
+// countsText is "a 1, b 2", sorted.
+func countsText(m map[string]int) string {
+	if len(m) == 0 {
+		return "none"
+	}
+	var parts []string
+	for _, k := range slices.Sorted(maps.Keys(m)) {
+		parts = append(parts, fmt.Sprintf("%s %d", k, m[k]))
+	}
+	return strings.Join(parts, ", ")
+}
+
+// exportDeployment writes the account's deployment into file (replaced whole: written
+// beside it, then renamed), readable by its owner only.
+func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return err
+	}
+	defer nc.Close()
+	tmp, err := os.CreateTemp(filepath.Dir(file), filepath.Base(file)+".*")
+	if err != nil {
+		return fmt.Errorf("--export: %w", err)
+	}
+	defer os.Remove(tmp.Name())
+	c, err := pipeline.Export(ctx, nc, tmp, force, log)
+	if cerr := tmp.Close(); err == nil {
+		err = cerr
 	}
 	if err != nil {
 		return err
 	}
-	if *asJSON {
-		return writeJSON(env.Stdout, res)
+	if err := os.Rename(tmp.Name(), file); err != nil {
+		return fmt.Errorf("--export: %w", err)
 	}
-	writePruned(env.Stdout, res.Pruned, *dryRun)
-	if *dryRun {
-		return nil
+	if asJSON {
+		return writeJSON(env.Stdout, c)
 	}
-	f := res.Fleet
-	if m := res.Migrated; m != nil {
-		fmt.Fprintf(env.Stdout, "migrated from layout %d: %d sweep records and %d attempt counts moved under their store's name, %d counts of jobs no longer queued and %d stale leases dropped, %d stores found by their consumers\n",
-			m.From, m.SweepRecords, m.AttemptCounts, m.AttemptsGone, m.LeasesDropped, m.ConsumersFound)
+	fmt.Fprintf(env.Stdout, "exported into %s: stores %s; %s, %s, %s, keys %s; not exported: %s\n", file, strings.Join(c.Stores, ", "),
+		plural(c.Jobs, "queued job", "queued jobs"), plural(c.Attempts, "attempt count", "attempt counts"), plural(c.DeadLetters, "dead letter", "dead letters"),
+		countsText(c.Keys), countsText(c.Dropped))
+	return nil
+}
+
+// settingsFromExport takes the old account's settings from an export for every setup flag
+// not given.
+func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limits *streamLimits) error {
+	f, err := os.Open(file)
+	if err != nil {
+		return fmt.Errorf("--import: %w", err)
 	}
-	jobsBytes, eventsBytes := byteSize(f.JobsMaxBytes), byteSize(f.EventsMaxBytes)
-	fmt.Fprintf(env.Stdout, "set up (layout %d): stores %s; lease TTL %s, ack wait %s, max deliver %d, duplicate window %s, prepared TTL %s, replicas %d; jobs kept %s and %s at most, events %s and %s\n",
-		f.Layout, strings.Join(f.Stores, ", "), time.Duration(f.LeaseTTL), time.Duration(f.AckWait), f.MaxDeliver, time.Duration(f.DuplicateWindow),
-		time.Duration(f.PreparedTTL), f.Replicas, time.Duration(f.JobsMaxAge), jobsBytes.String(), time.Duration(f.EventsMaxAge), eventsBytes.String())
+	defer f.Close()
+	old, err := pipeline.ReadExportSettings(f)
+	if err != nil || old == nil {
+		return err
+	}
+	given := map[string]bool{}
+	fs.Visit(func(fl *flag.Flag) { given[fl.Name] = true })
+	take := func(name string, has bool, set func()) {
+		if has && !given[name] {
+			set()
+		}
+	}
+	take("replicas", old.Replicas > 0, func() { sc.Replicas = old.Replicas })
+	take("ack-wait", old.AckWait > 0, func() { sc.AckWait = time.Duration(old.AckWait) })
+	take("max-deliver", old.MaxDeliver > 0, func() { sc.MaxDeliver = old.MaxDeliver })
+	take("lease-ttl", old.LeaseTTL > 0, func() { sc.LeaseTTL = time.Duration(old.LeaseTTL) })
+	take("duplicate-window", old.DuplicateWindow > 0, func() { sc.DuplicateWindow = time.Duration(old.DuplicateWindow) })
+	take("prepared-ttl", old.PreparedTTL > 0, func() { sc.PreparedTTL = time.Duration(old.PreparedTTL) })
+	take("jobs-max-age", old.JobsMaxAge > 0, func() { limits.jobsMaxAge = time.Duration(old.JobsMaxAge) })
+	take("events-max-age", old.EventsMaxAge > 0, func() { limits.eventsMaxAge = time.Duration(old.EventsMaxAge) })
 	return nil
 }
 

@@ -32,8 +32,13 @@ func TestSpendLimitHoldsJobsInRun(t *testing.T) {
 	waitUntil(t, 10*time.Second, "the metrics server", func() bool { addr = metricsAddr(run.log.String()); return addr != "" })
 	metrics := func() string { _, body := httpGet(t, "http://"+addr+"/metrics"); return body }
 	waitUntil(t, time.Minute, "one job done and the two others held", func() bool {
+		// The admitted job is done once its event is recorded (its outcome, then its tokens),
+		// which follows its append.
 		n, _ := compactions(t, files)
-		return n == 1 && strings.Contains(metrics(), `compactor_jobs_handed_back_total{reason="spend",store="default"} 2`)
+		m := metrics()
+		return n == 1 && strings.Contains(m, `compactor_jobs_handed_back_total{reason="spend",store="default"} 2`) &&
+			strings.Contains(m, `compactor_jobs_total{kind="compact",outcome="done",store="default"} 1`) &&
+			strings.Contains(m, `compactor_llm_input_tokens_total{kind="compact",model="fake-model",store="default"}`)
 	})
 	body := metrics()
 	for _, want := range []string{`compactor_spend_limit_tokens{store="*",window="hour"} 1`, `compactor_spend_limit_tokens{store="*",window="day"} 1`,

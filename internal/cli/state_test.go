@@ -93,7 +93,7 @@ func TestSetupPrune(t *testing.T) {
 	}
 	code, out, errs = runCLI(t, "setup", "--nats-url", url, "--store", "a", "--prune")
 	t.Logf("setup --store a --prune:\n%s", out)
-	if code != 0 || !strings.Contains(out, "removed store b") || !strings.Contains(out, "set up (layout 2): stores a;") {
+	if code != 0 || !strings.Contains(out, "removed store b") || !strings.Contains(out, "set up (layout 3): stores a;") {
 		t.Fatalf("prune: exit %d: %s%s", code, out, errs)
 	}
 	if _, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("b")); err == nil {

@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io"
 	"slices"
@@ -11,26 +12,37 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
 func init() {
-	register(&Command{Name: "status", Summary: "the workers serving each store: host, version, job versions, jobs in flight; version skew", Run: runStatus})
+	register(&Command{Name: "status", Summary: "each store's workers (host, version, jobs in flight), queue (depth and oldest job by kind), running jobs and pause; version skew", Run: runStatus})
 }
 
 const statusHelp = `
-The workers that reported in the last 30 s (COMPACTOR_WORKERS), store by store: their host,
-the version they run, the job schema versions they work, their jobs in flight and when
-they last reported (every 10 s). A warning line says when the workers run different
-versions, or when the workers of a store do not all work the same job versions (a job of
-a version only some of them understand waits for those: docs/upgrading.md).
+Store by store: whether it is paused (compactor pause); its queue: jobs queued, in flight
+and dead-lettered, and the jobs by kind with the age of the oldest; the jobs running now
+(session, kind, worker, attempt, elapsed); and the workers that reported in the last 30 s
+(COMPACTOR_WORKERS): their host, the version they run, the job schema versions they work,
+their jobs in flight and when they last reported (every 10 s). A warning line says when
+the workers run different versions, or when the workers of a store do not all work the
+same job versions (a job of a version only some of them understand waits for those:
+docs/upgrading.md). Reading the queues is the operator's (or the admin's) right; with
+other credentials status shows the workers and says what it could not read.
+
+Each host of a fleet has a NATS account of its own: with an account's operator's key,
+status shows every store of that account; with a store's worker or agent key, that store's
+(--store); with --credentials DIR (compactor auth's), every account's, each with its
+operator's key. A key that may not read them is said at once ("not permitted").
 
 Without --nats-url, the NATS of the compactor run on --data-dir is used (else
 nats://127.0.0.1:4222).
 
 Examples:
   compactor status
-  compactor status --nats-url nats://nats.internal:4222 --creds /etc/compactor/nats.creds --json`
+  compactor status --nats-url nats://nats.internal:4222 --credentials /etc/nats/compactor
+  compactor status --nats-url nats://nats.internal:4222 --nkey agent-hostA.nk --store hostA --json`
 
 // statusReport is what status prints with --json.
 type statusReport struct {
@@ -40,7 +52,12 @@ type statusReport struct {
 
 type storeStatus struct {
 	Store   string                `json:"store"`
+	Account string                `json:"account,omitempty"`
 	Workers []pipeline.WorkerBeat `json:"workers"`
+	// Queue, Running and Paused: what the operator's view reads (absent when it could not).
+	Queue   *pipeline.StoreQueue  `json:"queue,omitempty"`
+	Running []pipeline.RunningJob `json:"running,omitempty"`
+	Paused  *pipeline.PauseRecord `json:"paused,omitempty"`
 }
 
 func runStatus(ctx context.Context, env *Env) error {
@@ -49,7 +66,8 @@ func runStatus(ctx context.Context, env *Env) error {
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
-	store := fs.String("store", "", "only this store's workers")
+	store := fs.String("store", "", "only this store's workers (with a store's worker or agent credentials: its own)")
+	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): every account's workers (or those of --store), with each operator's seed")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
 	pos, err := fs.parse(env.Args)
 	if err != nil {
@@ -61,27 +79,176 @@ func runStatus(ctx context.Context, env *Env) error {
 	if len(pos) > 0 {
 		return usageErrorf("unexpected argument %q", pos[0])
 	}
+	var stores []string
+	if *store != "" {
+		stores = append(stores, *store)
+	}
 	ncfg := ops.clientNATS(n)
 	ncfg.Name = "compactor status"
-	nc, err := ncfg.Connect()
+	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
+	if *credentials != "" {
+		if accounts, err = fleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+			return err
+		}
+	}
+	rep, err := readStatus(ctx, accounts, *store)
 	if err != nil {
 		return err
 	}
-	defer nc.Close()
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	beats, err := pipeline.Workers(rctx, nc)
-	if err != nil {
-		return err
-	}
-	rep := statusOf(beats, *store)
 	if *asJSON {
-		enc := json.NewEncoder(env.Stdout)
+		enc := json.NewEncoder(jsonOut(env.Stdout))
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
 	writeStatus(env.Stdout, rep, time.Now())
 	return nil
+}
+
+// readStatus reads the accounts through the operator's view of them (their queues, running
+// jobs and pauses). Without --credentials the one account the NATS flags reach is read as
+// the operator; when those credentials are not the operator's, the workers alone are read
+// with them (a store's worker or agent key, for its store), with a warning.
+func readStatus(ctx context.Context, accounts []fleetAccount, store string) (statusReport, error) {
+	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	var conns []pipeline.FleetAccount
+	defer func() {
+		for _, c := range conns {
+			c.Conn.Close()
+		}
+	}()
+	for _, a := range accounts {
+		c := a.NATS
+		if c.Role == "" && c.InboxPrefix == "" {
+			c.Role = pipeline.RoleOperator
+		}
+		nc, err := c.Connect()
+		if err != nil {
+			return statusReport{}, accountErr(a.Account, err)
+		}
+		conns = append(conns, pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
+	}
+	if len(accounts) == 1 && accounts[0].Account == "" {
+		// One account: every store its records name (with --store, that one).
+		conns[0].Stores = nil
+	}
+	v, verr := pipeline.OpenFleetView(vctx, conns, pipeline.FleetViewOptions{})
+	if verr != nil {
+		var pe *pipeline.PermissionError
+		if len(accounts) > 1 || accounts[0].Account != "" || !errors.As(verr, &pe) {
+			return statusReport{}, verr
+		}
+		// Not the operator's credentials: the workers, as the role they are.
+		beats, foreign, err := accountWorkers(ctx, accounts[0].NATS, accounts[0].Stores)
+		if err != nil {
+			return statusReport{}, err
+		}
+		rep := statusOf(beats, store)
+		rep.Warnings = append(rep.Warnings, "queues, running jobs and pauses not read: they are the operator's to read ("+verr.Error()+")")
+		return withForeign(rep, foreign), nil
+	}
+	defer v.Close()
+	snap := v.Snapshot()
+	var beats []pipeline.WorkerBeat
+	for _, st := range snap.Stores {
+		beats = append(beats, st.Workers...)
+	}
+	rep := statusOf(beats, store)
+	// Every store set up is listed, with or without workers.
+	var out []storeStatus
+	for _, st := range snap.Stores {
+		if store != "" && st.Store != store {
+			continue
+		}
+		ss := storeStatus{Store: st.Store, Account: st.Account, Workers: st.Workers, Running: st.Running, Paused: st.Paused}
+		q := st.Queue
+		ss.Queue = &q
+		out = append(out, ss)
+		if len(st.Workers) == 0 {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: no worker has reported in the last 30s", st.Store))
+		}
+		if q.Err != "" {
+			rep.Warnings = append(rep.Warnings, fmt.Sprintf("store %s: %s", st.Store, q.Err))
+		}
+	}
+	if out == nil {
+		out = []storeStatus{}
+	}
+	rep.Stores = out
+	leftOut := 0
+	for _, a := range snap.Accounts {
+		leftOut += int(a.LeftOut)
+		if a.Err != "" {
+			rep.Warnings = append(rep.Warnings, accountErr(a.Name, errors.New(a.Err)).Error())
+		}
+	}
+	return withForeign(rep, leftOut), nil
+}
+
+// withForeign says how many records were left out.
+func withForeign(rep statusReport, n int) statusReport {
+	if n > 0 {
+		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s left out: they name another store, worker or session than their key or subject, or a store of another account (docs/security.md, \"Records are trusted only within their store\")",
+			plural(n, "record", "records")))
+	}
+	return rep
+}
+
+// accountErr names the account of an error (none: the one the NATS flags reach).
+func accountErr(account string, err error) error {
+	if account == "" {
+		return err
+	}
+	return fmt.Errorf("account %s: %w", account, err)
+}
+
+// accountWorkers reads the workers of stores (none: every store) in one account. One
+// batched read of the workers' keys (the operator's, or a store's worker's or agent's for
+// its own stores); a refusal ends it at once, naming who may. A user's replies come to its
+// role's inbox, which the credentials alone do not tell: without --inbox-prefix the
+// operator's is tried, then (with --store) the store's worker's and agent's, each refusal
+// at once.
+func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	candidates := []pipeline.NATSConfig{ncfg}
+	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
+		candidates = nil
+		for _, role := range []pipeline.Role{pipeline.RoleOperator, pipeline.RoleWorker, pipeline.RoleAgent} {
+			if role.PerStore() && len(stores) == 0 {
+				continue
+			}
+			c := ncfg
+			c.Role = role
+			if role.PerStore() {
+				c.Stores = stores
+			}
+			candidates = append(candidates, c)
+		}
+	}
+	var lastErr error
+	for _, c := range candidates {
+		beats, foreign, err := workersAs(ctx, c, stores)
+		var pe *pipeline.PermissionError
+		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
+			lastErr = err // not this role's inbox: the next
+			continue
+		}
+		return beats, foreign, err
+	}
+	if len(stores) == 0 {
+		return nil, 0, fmt.Errorf("%w (with a store's worker or agent credentials, give --store: the store whose workers to show)", lastErr)
+	}
+	return nil, 0, lastErr
+}
+
+func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+	nc, err := ncfg.Connect()
+	if err != nil {
+		return nil, 0, err
+	}
+	defer nc.Close()
+	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
+	defer cancel()
+	return pipeline.Workers(rctx, nc, stores...)
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
@@ -182,21 +349,66 @@ func countedList(m map[string]map[string]bool) string {
 	return strings.Join(keys, ", ")
 }
 
+// writeStatus prints the report. Every text a store's key may write (a beat's worker,
+// host and version, a running job's session and kind, a queue's kinds, a pause record's
+// reason and author, the warnings that quote them) is escaped (visible.Line).
 func writeStatus(w io.Writer, rep statusReport, now time.Time) {
+	v := visible.Line
 	if len(rep.Stores) == 0 {
 		fmt.Fprintln(w, "no worker has reported in the last 30s")
 	}
 	for _, st := range rep.Stores {
-		fmt.Fprintf(w, "store %s: %s\n", st.Store, plural(len(st.Workers), "worker", "workers"))
-		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
-		fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
-		for _, b := range st.Workers {
-			fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", b.Worker, b.Host, versionOf(b), jobVersionsText(b),
-				b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
+		head := fmt.Sprintf("store %s: %s", v(st.Store), plural(len(st.Workers), "worker", "workers"))
+		if st.Account != "" {
+			head += " (account " + v(st.Account) + ")"
 		}
-		_ = tw.Flush()
+		if q := st.Queue; q != nil {
+			head += fmt.Sprintf("; %d queued, %d in flight, %d dead letters", q.Pending, q.InFlight, q.DeadLetters)
+			if !q.Oldest.IsZero() {
+				head += fmt.Sprintf("; oldest job %s old", now.Sub(q.Oldest).Round(time.Second))
+			}
+		}
+		fmt.Fprintln(w, head)
+		if p := st.Paused; p != nil {
+			line := fmt.Sprintf("  PAUSED since %s by %s", p.At.Local().Format(time.DateTime), v(p.By))
+			if p.Reason != "" {
+				line += ": " + v(p.Reason)
+			}
+			fmt.Fprintln(w, line+" (its workers take no jobs; compactor resume "+v(st.Store)+")")
+		}
+		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
+		if q := st.Queue; q != nil && len(q.Kinds) > 0 {
+			fmt.Fprintln(tw, "  KIND\tJOBS\tOLDEST")
+			for _, k := range q.Kinds {
+				fmt.Fprintf(tw, "  %s\t%d\t%s\n", v(k.Kind), k.Jobs, now.Sub(k.Oldest).Round(time.Second))
+			}
+			_ = tw.Flush()
+		}
+		if len(st.Running) > 0 {
+			fmt.Fprintln(tw, "  RUNNING\tKIND\tWORKER\tATTEMPT\tELAPSED")
+			for _, r := range st.Running {
+				sess := r.SessionID
+				if sess == "" {
+					sess = r.Token
+				}
+				attempt := "-"
+				if r.Attempt > 0 {
+					attempt = strconv.Itoa(r.Attempt)
+				}
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%s\n", v(sess), v(r.Kind), v(r.Worker), attempt, now.Sub(r.Since).Round(time.Second))
+			}
+			_ = tw.Flush()
+		}
+		if len(st.Workers) > 0 {
+			fmt.Fprintln(tw, "  WORKER\tHOST\tVERSION\tJOB VERSIONS\tIN FLIGHT\tLAST BEAT")
+			for _, b := range st.Workers {
+				fmt.Fprintf(tw, "  %s\t%s\t%s\t%s\t%d/%d\t%s ago\n", v(b.Worker), v(b.Host), v(versionOf(b)), jobVersionsText(b),
+					b.InFlight, b.Concurrency, now.Sub(b.At).Round(time.Second))
+			}
+			_ = tw.Flush()
+		}
 	}
 	for _, warn := range rep.Warnings {
-		fmt.Fprintln(w, "warning:", warn)
+		fmt.Fprintln(w, "warning:", v(warn))
 	}
 }

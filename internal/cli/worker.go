@@ -22,19 +22,24 @@ import (
 // pipeline's outcome classes, in one place.
 
 // jobHandler runs a job exactly as `compactor compact` (or `branch-summary`, or `prepare`)
-// runs. prepared returns the store of prepared summaries: the service's bucket, which
-// exists once the service has started, hence a function.
+// runs, by the rules of the Pi release the job names (else its store's). A release
+// compactor does not know is worked as --pi-unknown says: with a warning and piUnknown in
+// the result (its event, and the metric compactor_pi_version_unknown_total), or skipped.
+// prepared returns the store of prepared summaries: the service's bucket, which exists once
+// the service has started, hence a function.
 func jobHandler(e *engine.Engine, pv piVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-		pi := job.PiVersion
-		if pi == "" {
-			pi = pv.of(job.Store)
+		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
+		if err != nil {
+			return pipeline.Result{}, pipeline.Permanent(fmt.Errorf("job: %w", err))
+		}
+		if refusal != "" {
+			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: refusal, PiUnknown: unknown}, nil
 		}
 		req := engine.Request{File: file, Settings: engine.Settings{Pi: pi, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result
-		var err error
 		switch job.Kind {
 		case pipeline.KindBranchSummary:
 			res, err = e.BranchSummary(ctx, req)
@@ -46,9 +51,11 @@ func jobHandler(e *engine.Engine, pv piVersions, prepared func() pipeline.Prepar
 			res, err = e.Compact(ctx, req)
 		}
 		if err != nil {
-			return pipeline.Result{}, classify(err)
+			return pipeline.Result{PiUnknown: unknown}, classify(err)
 		}
-		return jobResult(res), nil
+		out := jobResult(res)
+		out.PiUnknown = unknown
+		return out, nil
 	})
 }
 
@@ -165,9 +172,12 @@ func baseJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine
 // model summarize the extract's span (a base job, through follow).
 func bridger(e *engine.Engine, pv piVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
 	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
-		pi := req.PiVersion
-		if pi == "" {
-			pi = pv.of(req.Store)
+		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
+		if err != nil {
+			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %w", err)}
+		}
+		if refusal != "" {
+			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %s", refusal)}
 		}
 		if req.Extract {
 			var store pipeline.PreparedStore
@@ -243,7 +253,13 @@ func classify(err error) error {
 	switch {
 	case errors.Is(err, sessionio.ErrNotV3), errors.Is(err, sessionio.ErrNoAssistant), errors.Is(err, sessionio.ErrAlreadyCompacted):
 		return pipeline.Skip(err.Error())
+	case errors.Is(err, sessionio.ErrUnsafeFile):
+		// A symlink, an escape from the store's root or a hard link appeared where the job's
+		// file was: nothing was written, and trying again would meet the same trap.
+		return pipeline.Permanent(err)
 	case errors.Is(err, sessionio.ErrChanged):
+		// (sessionio.ErrReplaced is one too: the file read was replaced or deleted meanwhile;
+		// the new one is planned afresh by a later job.)
 		// Busy is not failure: the session is compacted when it is idle (a sweep, or the
 		// requester asking again). Decided on the error's identity; the text is for people.
 		return pipeline.SkipBusy("busy: " + err.Error())

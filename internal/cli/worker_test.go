@@ -54,11 +54,15 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		t.Fatal(err)
 	}
 	b.eng = eng
+	// The store's root, made here so that the engine confines its files to it, as
+	// `compactor run` does (engine.Roots).
+	dir := t.TempDir()
+	eng.Roots = pipeline.StoreRoots([]pipeline.Store{{Name: pipeline.DefaultStoreName, Dir: dir}})
 	h := jobHandler(eng, piVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() })
 	if wrap != nil {
 		h = wrap(h)
 	}
-	b.Server = pipelinetest.Start(t, pipelinetest.Options{Handler: h, Assessor: budgetAssessor(eng, piVersions{}), Idle: idle, Paused: !start,
+	b.Server = pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h, Assessor: budgetAssessor(eng, piVersions{}), Idle: idle, Paused: !start,
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
 			c.Bridger = bridger(eng, piVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() },

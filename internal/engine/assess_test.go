@@ -26,13 +26,13 @@ func TestAssessTailMatchesFullRead(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: %v", file, err)
 		}
-		src, err := eng.load(file, eng.Settings) // the full read
+		src, err := eng.load(sessionio.Named(file), eng.Settings) // the full read
 		if err != nil {
 			t.Fatal(err)
 		}
 		want := &Budget{SessionID: src.Session.Header.ID, LeafID: src.Session.LeafID(), Version: src.Session.Version(),
 			HasAssistant: src.Session.HasAssistant(), ContextWindow: src.Model.ContextWindow, Model: src.Model.ModelID, ModelKnown: src.Model.Known,
-			Tokens: cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter), Threshold: src.Model.ContextWindow - eng.Settings.ReserveTokens}
+			Tokens: cutpoint.ContextTokens(src.Path, src.Release, src.Counter), Threshold: src.Model.ContextWindow - eng.Settings.ReserveTokens}
 		n := len(src.Path)
 		want.LeafIsCompaction = n > 0 && src.Path[n-1].Type == sessionio.TypeCompaction
 		want.OverBudget = !want.LeafIsCompaction && cutpoint.OverBudget(want.Tokens, cutpoint.Settings{ReserveTokens: eng.Settings.ReserveTokens, ContextWindow: src.Model.ContextWindow})

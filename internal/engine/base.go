@@ -57,6 +57,7 @@ const (
 	BaseRefusedEntriesDiffer   = "entries-differ"   // the compaction summarized other entries than the base says
 	BaseRefusedChainDiffers    = "chain-differs"    // it follows another compaction, or its text ends where no span of the chain lies
 	BaseRefusedMalformed       = "malformed"        // another session's, or a version this worker does not read
+	BaseRefusedOtherRules      = "other-rules"      // made by the rules of a Pi release that cuts or asks otherwise than the session's
 )
 
 // Base is the session's base (see above). Its JSON is stored per session.
@@ -77,6 +78,11 @@ type Base struct {
 	FromEntryID string `json:"fromEntryId"`
 	// Source says what Summary is (SourceModel, SourceCompaction, SourceNone).
 	Source string `json:"source"`
+	// PiVersion is the Pi release whose rules made the base: the anchor's span (which entries,
+	// read how) and the summary request. A base is used only by the same rules (sameRules);
+	// empty in a base of a compactor before releases were told apart, checked by its anchor
+	// alone.
+	PiVersion string `json:"piVersion,omitempty"`
 	// ExtractOn: the anchor compaction's own text is an extract made on exactly this base
 	// (Summary, from FromEntryID). The next extract then updates that text rather than
 	// extracting the spans after FromEntryID again (the same notes, in a fraction of the
@@ -234,9 +240,9 @@ func latestCompaction(path []*sessionio.Entry) int {
 }
 
 // anchorOf names the compaction at path[ci] as a base would.
-func anchorOf(path []*sessionio.Entry, ci int, d sessionio.Dialect) (BaseAnchor, error) {
+func anchorOf(path []*sessionio.Entry, ci int, r sessionio.Release) (BaseAnchor, error) {
 	c := path[ci]
-	sp, err := cutpoint.SpanAt(path[:ci], d, c.FirstKeptEntryID)
+	sp, err := cutpoint.SpanAt(path[:ci], r, c.FirstKeptEntryID)
 	if err != nil {
 		return BaseAnchor{}, err
 	}
@@ -248,19 +254,20 @@ func anchorOf(path []*sessionio.Entry, ci int, d sessionio.Dialect) (BaseAnchor,
 	return a, nil
 }
 
-// resolveBasis is what the next summary of path builds on: b when it stands for the path's
-// latest compaction and every check holds; else that compaction's own text from where the
-// next range starts (or nothing, without a compaction).
-func resolveBasis(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessionID string) basis {
-	return resolveBasisOn(path, d, b, sessionID).at(path)
+// resolveBasis is what the next summary of path builds on, by the rules of release r: b when
+// it was made by the same rules, stands for the path's latest compaction and every check
+// holds; else that compaction's own text from where the next range starts (or nothing,
+// without a compaction).
+func resolveBasis(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
+	return resolveBasisOn(path, r, b, sessionID).at(path)
 }
 
-func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessionID string) basis {
+func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
 	ci := latestCompaction(path)
-	def := basis{from: cutpoint.RangeStart(path, d), source: SourceNone}
+	def := basis{from: cutpoint.RangeStart(path, r), source: SourceNone}
 	if ci >= 0 {
 		def.text, def.source = path[ci].Summary, SourceCompaction
-		if a, err := anchorOf(path, ci, d); err == nil {
+		if a, err := anchorOf(path, ci, r); err == nil {
 			def.latest = &a
 		}
 	}
@@ -270,6 +277,9 @@ func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessi
 	refuse := func(why string) basis { def.refused = why; return def }
 	if b.V != BaseVersion || b.SessionID != sessionID {
 		return refuse(BaseRefusedMalformed)
+	}
+	if b.PiVersion != "" && !sameRules(b.PiVersion, r) {
+		return refuse(BaseRefusedOtherRules)
 	}
 	if ci < 0 || def.latest == nil {
 		return refuse(BaseRefusedOtherCompaction)
@@ -301,7 +311,7 @@ func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessi
 	if from < 0 {
 		return refuse(BaseRefusedChainDiffers)
 	}
-	if _, err := spansFrom(path, d, from, ci); err != nil {
+	if _, err := spansFrom(path, r, from, ci); err != nil {
 		return refuse(BaseRefusedChainDiffers)
 	}
 	return basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest}
@@ -311,7 +321,7 @@ func resolveBasisOn(path []*sessionio.Entry, d sessionio.Dialect, b *Base, sessi
 // from on, each span as its compaction read it (on the path it was appended to), oldest
 // first: nothing when from is the latest one's cut. from may lie inside a span (a bridged
 // preparation's cut: the gap after it is read).
-func spansFrom(path []*sessionio.Entry, d sessionio.Dialect, from, upTo int) ([]*sessionio.Message, error) {
+func spansFrom(path []*sessionio.Entry, r sessionio.Release, from, upTo int) ([]*sessionio.Message, error) {
 	var spans [][]*sessionio.Message
 	found := false
 	for ci := upTo; ci >= 0 && !found; ci-- {
@@ -319,7 +329,7 @@ func spansFrom(path []*sessionio.Entry, d sessionio.Dialect, from, upTo int) ([]
 		if c.Type != sessionio.TypeCompaction {
 			continue
 		}
-		sp, err := cutpoint.SpanAt(path[:ci], d, c.FirstKeptEntryID)
+		sp, err := cutpoint.SpanAt(path[:ci], r, c.FirstKeptEntryID)
 		if err != nil {
 			return nil, fmt.Errorf("compaction %s: %w", c.ID, err)
 		}
@@ -363,7 +373,7 @@ func spansFrom(path []*sessionio.Entry, d sessionio.Dialect, from, upTo int) ([]
 // the new compaction builds on that one instead (its spans were read again by the
 // extract, but its text is what the next summary should build on).
 func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
-	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) {
+	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) || !current.sameRulesAs(made) {
 		return made
 	}
 	if SHA256(current.Summary) == SHA256(made.Summary) && current.FromEntryID == made.FromEntryID {
@@ -389,7 +399,7 @@ func (b *Base) Land(current *Base) (*Base, string) {
 	if current == nil {
 		return b, ""
 	}
-	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID
+	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID && b.sameRulesAs(current)
 	switch {
 	case current.Anchor.Equal(b.Anchor) && same:
 		return b, ""
@@ -401,6 +411,16 @@ func (b *Base) Land(current *Base) (*Base, string) {
 		return &next, ""
 	}
 	return nil, "moved-on"
+}
+
+// sameRulesAs reports whether b and o were made by the rules of the same Pi behaviours (a
+// base without PiVersion, of an older compactor, is taken as made by the same).
+func (b *Base) sameRulesAs(o *Base) bool {
+	if b.PiVersion == "" || o.PiVersion == "" {
+		return true
+	}
+	r, err := sessionio.ParseRelease(o.PiVersion)
+	return err == nil && sameRules(b.PiVersion, r)
 }
 
 // BaseRequest asks for the model's summary of what an extract answered (a job of kind
@@ -455,9 +475,12 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	if rec.Complete() {
 		return nil, j.skip("done: the base already holds a model's summary of compaction at " + target.FirstKeptEntryID), nil
 	}
+	r := src.Release
+	if rec != nil && rec.PiVersion != "" && !sameRules(rec.PiVersion, r) {
+		return nil, j.skip(fmt.Sprintf("%s: the session's base was made by the rules of Pi %s, the job follows Pi %s", BaseRefusedOtherRules, rec.PiVersion, r)), nil
+	}
 	pre := path[:li+1] // the path Pi compacted
-	d := src.Dialect
-	sp, err := cutpoint.SpanAt(pre, d, target.FirstKeptEntryID)
+	sp, err := cutpoint.SpanAt(pre, r, target.FirstKeptEntryID)
 	if err != nil {
 		return nil, j.skip("moved-on: " + err.Error()), nil
 	}
@@ -482,9 +505,9 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 			return nil, j.skip(fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)), nil
 		}
 	} else {
-		bs = resolveBasis(pre, d, current, sid)
+		bs = resolveBasis(pre, r, current, sid)
 	}
-	older, err := spansFrom(pre, d, bs.from, latestCompaction(pre))
+	older, err := spansFrom(pre, r, bs.from, latestCompaction(pre))
 	if bs.from >= sp.StartIndex {
 		older, err = nil, nil
 	}
@@ -502,11 +525,11 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	for _, f := range bs.details.ModifiedFiles {
 		fo.AddEdited(f)
 	}
-	est := tokenize.EstimateFor(d)
+	est := tokenize.EstimateFor(r)
 	tokens := 0
 	for _, m := range msgs {
 		fo.AddFromMessage(m)
-		if d.Projects() {
+		if r.Has(sessionio.NestedCallsFileOps) {
 			fo.AddFromNestedCalls(m)
 		}
 		tokens += est.Count(m)
@@ -519,7 +542,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	for _, f := range prevModified {
 		fo.AddEdited(f)
 	}
-	in := summarize.CompactionInput{MessagesToSummarize: msgs, PreviousSummary: prevText, ReserveTokens: cs.ReserveTokens, Dialect: d, FileOps: fo}
+	in := summarize.CompactionInput{MessagesToSummarize: msgs, PreviousSummary: prevText, ReserveTokens: cs.ReserveTokens, Release: r, FileOps: fo}
 	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
 	if err != nil {
 		return nil, nil, err
@@ -531,7 +554,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	text, _, _ := withoutFileLists(out.Summary)
 	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: text,
 		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: fromID,
+		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, PiVersion: r.String(), BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: fromID,
 		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(),
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
 	if rec != nil {

@@ -179,7 +179,7 @@ func (w *baseWorld) spanSteps(cut string) []int {
 	path, _ := s.Path("")
 	for i, e := range path {
 		if e.Type == sessionio.TypeCompaction && e.FirstKeptEntryID == cut {
-			d, _ := sessionio.ParseDialect(w.pi)
+			d, _ := sessionio.ParseRelease(w.pi)
 			sp, err := cutpoint.SpanAt(path[:i], d, cut)
 			if err != nil {
 				w.t.Fatal(err)
@@ -291,6 +291,9 @@ func TestBaseRefused(t *testing.T) {
 		t.Fatalf("base 1 not stored: %s", why)
 	}
 	good := *w.stored
+	if good.PiVersion != "0.73.1" {
+		t.Fatalf("the base says it was made by the rules of Pi %q, want 0.73.1", good.PiVersion)
+	}
 	prepare := func(b *Base) *BuiltOn {
 		t.Helper()
 		p, _, err := w.eng.Prepare(context.Background(), Request{File: w.file, Settings: Settings{Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate, KeepRecentTokens: baseKeep}, Base: b}, nil)
@@ -312,12 +315,23 @@ func TestBaseRefused(t *testing.T) {
 		{"another previous compaction", BaseRefusedChainDiffers, func(b *Base) { id := "c0ffee00"; b.Anchor.PreviousCompactionID = &id }},
 		{"a text that ends off the branch", BaseRefusedChainDiffers, func(b *Base) { b.FromEntryID = "nowhere0" }},
 		{"another session's", BaseRefusedMalformed, func(b *Base) { b.SessionID = "someone-else" }},
+		{"made by the rules of another Pi", BaseRefusedOtherRules, func(b *Base) { b.PiVersion = "1.6.0" }},
+		{"made by the rules of an unreadable Pi", BaseRefusedOtherRules, func(b *Base) { b.PiVersion = "not-a-version" }},
 	} {
 		b := good
 		b.Anchor.SummarizedEntryIDs = slices.Clone(good.Anchor.SummarizedEntryIDs)
 		tc.change(&b)
 		if bo := prepare(&b); bo.Source != SourceCompaction || bo.Refused != tc.want {
 			t.Errorf("%s: built on %+v, want the compaction's text, refused %q", tc.name, bo, tc.want)
+		}
+	}
+	// Another release of the same rules, and a base of a compactor before releases were told
+	// apart (no piVersion: its anchor alone is checked), are used.
+	for _, v := range []string{"0.73.0", ""} {
+		b := good
+		b.PiVersion = v
+		if bo := prepare(&b); bo.Source != SourceModel || bo.Refused != "" {
+			t.Errorf("a base with piVersion %q: %+v", v, bo)
 		}
 	}
 	// The branch compacted again after the base's compaction (here by Pi itself): the base has
@@ -366,6 +380,22 @@ func TestMakeBaseSkips(t *testing.T) {
 	if b, res, _ := w2.makeBase(w2.stored.Anchor); b != nil || !strings.HasPrefix(res.Reason, "done") {
 		t.Fatalf("again: %v %+v", b, res)
 	}
+	// The stored base was made by the rules of another Pi than the job's: the job does not
+	// build on it (nor make a request).
+	w3 := newBaseWorld(t, "1.6.0", "019a0000-0000-7000-8000-0000000ba5f3")
+	w3.extract()
+	if w3.stored.PiVersion != "1.6.0" {
+		t.Fatalf("the base an extract leaves says Pi %q, want 1.6.0 (the extract's)", w3.stored.PiVersion)
+	}
+	w3.stored.PiVersion = "0.73.1"
+	calls := w3.model.count()
+	if b, res, _ := w3.makeBase(w3.stored.Anchor); b != nil || !strings.HasPrefix(res.Reason, BaseRefusedOtherRules) || w3.model.count() != calls {
+		t.Fatalf("a base of other rules: %v %+v, %d requests", b, res, w3.model.count()-calls)
+	}
+	w3.stored.PiVersion = "1.6.0"
+	if b, _, why := w3.makeBase(w3.stored.Anchor); b == nil || why != "" || b.PiVersion != "1.6.0" {
+		t.Fatalf("the same base by its own rules: %+v (%s)", b, why)
+	}
 }
 
 // TestBaseLand: a base lands on the state it was made on, carries over to a newer
@@ -393,6 +423,35 @@ func TestBaseLand(t *testing.T) {
 	}
 	if got, why := b.Land(b); got != nil || why != "duplicate" {
 		t.Fatalf("twice: %+v %s", got, why)
+	}
+	// A state of a compaction made by other rules (the agent's Pi changed between the two
+	// compactions) takes no base made by the first's.
+	ruled := *b
+	ruled.PiVersion = "0.73.1"
+	other := carried
+	other.PiVersion = "1.6.0"
+	if got, why := ruled.Land(&other); got != nil || why != "moved-on" {
+		t.Fatalf("carried over to another Pi's compaction: %+v %s", got, why)
+	}
+	other.PiVersion = "0.73.0"
+	if got, why := ruled.Land(&other); got == nil || why != "" {
+		t.Fatalf("carried over to a compaction of the same rules: %+v %s", got, why)
+	}
+}
+
+// NextBase carries a model's base over to the compaction an extract answers only when both
+// were made by the same rules.
+func TestNextBaseFollowsTheRules(t *testing.T) {
+	t.Parallel()
+	a := BaseAnchor{LeafID: "l1", FirstKeptEntryID: "k1", SummarySHA256: "s1"}
+	current := &Base{Anchor: a, Summary: "model", FromEntryID: "k1", Source: SourceModel, PiVersion: "0.73.1"}
+	made := &Base{Anchor: BaseAnchor{LeafID: "l2", FirstKeptEntryID: "k2", SummarySHA256: "s2"}, Summary: "extract text", FromEntryID: "f0", Source: SourceCompaction, PiVersion: "0.73.1"}
+	if got := NextBase(current, made, &a); got.Summary != "model" || got.FromEntryID != "k1" || !got.Anchor.Equal(made.Anchor) {
+		t.Fatalf("the same rules: %+v", got)
+	}
+	made.PiVersion = "1.6.0"
+	if got := NextBase(current, made, &a); got != made {
+		t.Fatalf("other rules: %+v", got)
 	}
 }
 

@@ -3,6 +3,7 @@ package engine
 import (
 	"testing"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -11,7 +12,7 @@ import (
 // read, count with tiktoken, plan with the pi policy. "cold" starts each iteration with an
 // empty count cache (the vocabulary is loaded once per process either way); "cached" is a
 // long-running worker that has seen these entries before (counts are cached by entry
-// content). Compare with `pi-oracle cut` on the same file (docs/performance.md).
+// content). Compare with `interop/pi/pi cut` on the same file (docs/performance.md).
 func BenchmarkPlan08Large(b *testing.B) {
 	const file = "../../testdata/corpus/08-large.jsonl"
 	for _, mode := range []string{"cold", "cached"} {
@@ -20,14 +21,14 @@ func BenchmarkPlan08Large(b *testing.B) {
 			if err != nil {
 				b.Fatal(err)
 			}
-			if _, err := eng.load(file, eng.Settings); err != nil { // vocabulary loaded, cache warmed
+			if _, err := eng.load(sessionio.Named(file), eng.Settings); err != nil { // vocabulary loaded, cache warmed
 				b.Fatal(err)
 			}
 			for b.Loop() {
 				if mode == "cold" {
 					eng.Cache = tokenize.NewCache(0)
 				}
-				src, err := eng.load(file, eng.Settings)
+				src, err := eng.load(sessionio.Named(file), eng.Settings)
 				if err != nil {
 					b.Fatal(err)
 				}

@@ -32,18 +32,18 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if window <= 0 {
 		window = 128000
 	}
-	d := j.src.Dialect
-	msgs, fo, _ := summarize.PrepareBranch(entries, window-j.cfg.BranchReserveTokens, tokenize.EstimateFor(d), d)
+	r := j.src.Release
+	msgs, fo, _ := summarize.PrepareBranch(entries, window-j.cfg.BranchReserveTokens, tokenize.EstimateFor(r), r)
 	res = j.res
 	res.Summarized = len(msgs)
-	res.PromptChars = len(summarize.SerializeConversation(msgs, d))
+	res.PromptChars = len(summarize.SerializeConversation(msgs, r))
 	if req.DryRun {
 		return j.end(outcome.DryRun), nil
 	}
-	if err := sessionio.CheckWritable(req.File); err != nil {
+	if err := j.file.CheckWritable(); err != nil {
 		return nil, err
 	}
-	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions, Dialect: d})
+	out, err := summarize.BranchSummary(ctx, e.Summarizer, msgs, fo, summarize.BranchOptions{CustomInstructions: req.Instructions, Release: r})
 	if err != nil {
 		return nil, err
 	}
@@ -52,11 +52,13 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		return nil, err
 	}
 	nb := sessionio.NewBranchSummary{ParentID: b.parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles}
-	if d.Projects() {
-		// Pi 1.x records the leaf that was left as fromId, and the summary's usage.
-		nb.FromID, nb.Usage = b.from, summaryUsage(out)
+	if r.Has(sessionio.BranchFromLeaf) {
+		nb.FromID = b.from // the leaf that was left (before 0.84.3: the summary's parent)
 	}
-	ap, err := sessionio.AppendBranchSummary(ctx, req.File, sessionio.ExpectOf(j.src.Session), nb)
+	if r.Has(sessionio.SummaryUsage) {
+		nb.Usage = summaryUsage(out)
+	}
+	ap, err := j.file.AppendBranchSummary(ctx, sessionio.ExpectOf(j.src.Session), nb)
 	if errors.Is(err, sessionio.ErrChanged) {
 		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
 		// meanwhile is still on the branch being left, and its next entry would leave the

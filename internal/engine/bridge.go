@@ -66,13 +66,20 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if prep == nil || prep.V != PreparedVersion {
 		return nil, &StaleError{Reason: "no preparation of this version"}
 	}
-	src, err := Load(req.File, Settings{Pi: set(req.Pi, e.Settings.Pi), Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID})
+	file, err := e.file(req.File)
+	if err != nil {
+		return nil, err
+	}
+	src, err := Load(req.File, Settings{Pi: set(req.Pi, e.Settings.Pi), Counter: tokenize.CounterEstimate}, LoadOptions{Leaf: req.LeafID, File: file})
 	if err != nil {
 		return nil, err
 	}
 	path := src.Path
 	if src.Session.Header.ID != prep.SessionID {
 		return nil, &StaleError{Reason: fmt.Sprintf("prepared for session %s, the file is session %s", prep.SessionID, src.Session.Header.ID)}
+	}
+	if prep.PiVersion != "" && !sameRules(prep.PiVersion, src.Release) {
+		return nil, &StaleError{Reason: fmt.Sprintf("prepared by the rules of Pi %s, the session follows Pi %s", prep.PiVersion, src.Release)}
 	}
 	index := func(id string) int {
 		for i, e := range path {
@@ -90,7 +97,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s is not on the branch", prep.FirstKeptEntryID)}
 	case to < 0:
 		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not on the path to leaf %s", req.FirstKeptEntryID, path[len(path)-1].ID)}
-	case !cutpoint.ValidCutAt(path, to, src.Dialect):
+	case !cutpoint.ValidCutAt(path, to, src.Release):
 		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not a valid cut point (a tool result stays with its call)", req.FirstKeptEntryID)}
 	case to < from:
 		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s lies after the requested cut %s", prep.FirstKeptEntryID, req.FirstKeptEntryID)}
@@ -109,7 +116,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if !ok {
 		return nil, &StaleError{Reason: "the prepared summary does not end in its file lists"}
 	}
-	est := tokenize.EstimateFor(src.Dialect)
+	est := tokenize.EstimateFor(src.Release)
 	var gapIDs []string
 	var gap []*sessionio.Message
 	fo := sessionio.NewFileOps()
@@ -120,12 +127,12 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		fo.AddEdited(f)
 	}
 	gapTokens := 0
-	for _, gm := range gapMessages(path, from, to, src.Dialect) {
+	for _, gm := range gapMessages(path, from, to, src.Release) {
 		gapIDs = append(gapIDs, gm.id)
 		gap = append(gap, gm.m)
 		gapTokens += est.Count(gm.m)
 		fo.AddFromMessage(gm.m)
-		if src.Dialect.Projects() {
+		if src.Release.Has(sessionio.NestedCallsFileOps) {
 			fo.AddFromNestedCalls(gm.m)
 		}
 	}
@@ -144,8 +151,8 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	out.SummarizedEntryIDs = append(append([]string{}, prep.SummarizedEntryIDs...), gapIDs...)
 	out.Summary = br.Text + summarize.FormatFileOperations(read, modified)
 	out.Details = PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)}
-	out.TokensBefore = cutpoint.ContextTokens(path, src.Dialect, est)
-	out.KeptTokensEstimate = keptTokens(path, to, src.Dialect, est)
+	out.TokensBefore = cutpoint.ContextTokens(path, src.Release, est)
+	out.KeptTokensEstimate = keptTokens(path, to, src.Release, est)
 	out.SummaryTokensEstimate = est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
 	// The history of a bridged value is not a model's: a later preparation must not build
 	// on it incrementally (it reads the compaction's summary as its previous summary).
@@ -154,7 +161,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	if prep.SpanTokens != nil {
 		model = prep.SpanTokens.Model
 		extracted += prep.SpanTokens.Extract
-	} else if sp, err := cutpoint.SpanAt(path, src.Dialect, prep.FirstKeptEntryID); err == nil {
+	} else if sp, err := cutpoint.SpanAt(path, src.Release, prep.FirstKeptEntryID); err == nil {
 		for _, m := range sp.Messages {
 			model += est.Count(m) // a preparation of an older version: made by its model
 		}
@@ -165,7 +172,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	// its own text; else, when the bridge added notes, the preparation's own text from its
 	// cut, so that the next summary has the model read the gap rather than build on its notes.
 	out.basis, out.leavesOwn = nil, false
-	if bs := resolveBasis(path, src.Dialect, req.Base, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
+	if bs := resolveBasis(path, src.Release, req.Base, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
 		out.basis = &bs
 	} else if len(gap) > 0 && model > 0 {
 		out.basis = &basis{text: prep.Summary, details: prep.Details, from: from, fromID: prep.FirstKeptEntryID, source: SourceModel, madeAt: prep.CreatedAt}
@@ -182,12 +189,14 @@ type gapMessage struct {
 	m  *sessionio.Message
 }
 
-// gapMessages are the messages of path[from:to) as Pi's compaction summarizes them under
-// dialect d (compactions excluded; Pi 1.x: its projection, system messages excluded).
-func gapMessages(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []gapMessage {
+// gapMessages are the messages of path[from:to) as Pi r's compaction summarizes them:
+// compactions excluded, from 0.86 (SystemMessages) system messages too; from 0.87
+// (ContextEdits) its projection's, from 0.80.4 (EntryMessages) the first message an entry
+// puts into the context, before that the message made from the entry.
+func gapMessages(path []*sessionio.Entry, from, to int, r sessionio.Release) []gapMessage {
 	var out []gapMessage
-	if d.Projects() {
-		for _, pe := range sessionio.Project(path, d).Entries {
+	if r.Has(sessionio.ContextEdits) {
+		for _, pe := range sessionio.Project(path, r).Entries {
 			if pe.Index < from || pe.Index >= to || pe.Entry.Type == sessionio.TypeCompaction {
 				continue
 			}
@@ -203,7 +212,14 @@ func gapMessages(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []g
 		if en.Type == sessionio.TypeCompaction {
 			continue // a summary of a compaction is never summarized again (Pi's rule)
 		}
-		if m := sessionio.AsMessage(en); m != nil {
+		m := sessionio.AsMessage(en)
+		if r.Has(sessionio.EntryMessages) {
+			m = nil
+			if msgs := sessionio.MessagesOf(en, r); len(msgs) > 0 {
+				m = msgs[0]
+			}
+		}
+		if m != nil && !(m.Role == sessionio.RoleSystem && r.Has(sessionio.SystemMessages)) {
 			out = append(out, gapMessage{en.ID, m})
 		}
 	}

@@ -81,7 +81,7 @@ func TestBridgeReachesPisCut(t *testing.T) {
 		t.Fatalf("bridge info %+v", got.Bridge)
 	}
 	est := tokenize.Estimate()
-	if kept := keptTokens(pi.Path, pi.Plan.FirstKeptEntryIndex, pi.Dialect, est); got.KeptTokensEstimate != kept {
+	if kept := keptTokens(pi.Path, pi.Plan.FirstKeptEntryIndex, pi.Release, est); got.KeptTokensEstimate != kept {
 		t.Fatalf("kept estimate %d, want %d", got.KeptTokensEstimate, kept)
 	}
 	if got.History != "" {
@@ -124,6 +124,11 @@ func TestBridgeRefuses(t *testing.T) {
 	compacted.PreviousCompactionID = &c
 	offBranch := *prep
 	offBranch.LeafID = "deadbeef"
+	otherRules := *prep
+	otherRules.PiVersion = "1.0.3" // thinking still serialized: not what the session's Pi 1.6.0 asks
+	if prep.PiVersion != sessionio.Latest.String() {
+		t.Fatalf("a preparation says the release whose rules made it: %q", prep.PiVersion)
+	}
 	for _, tc := range []struct {
 		name  string
 		prep  *Prepared
@@ -133,6 +138,7 @@ func TestBridgeRefuses(t *testing.T) {
 		{"other session", &other, prep.FirstKeptEntryID, true},
 		{"another compaction", &compacted, prep.FirstKeptEntryID, true},
 		{"leaf off the branch", &offBranch, prep.FirstKeptEntryID, true},
+		{"made by another Pi's rules", &otherRules, prep.FirstKeptEntryID, true},
 		{"cut before the prepared one", prep, earlyUser, true},
 		{"cut on a tool result", prep, toolResult, false},
 		{"cut not in the file", prep, "nosuchid", false},

@@ -37,7 +37,11 @@ func (e *Engine) CheckBudget(ctx context.Context, file string) (*Budget, error) 
 func (e *Engine) CheckBudgetAs(ctx context.Context, file, pi string) (*Budget, error) {
 	s := e.Settings
 	s.Pi = set(pi, s.Pi)
-	src, err := Load(file, s, LoadOptions{Cache: e.Cache, Read: ReadBudget})
+	f, err := e.file(file)
+	if err != nil {
+		return nil, err
+	}
+	src, err := Load(file, s, LoadOptions{Cache: e.Cache, Read: ReadBudget, File: f})
 	if err != nil {
 		return nil, err
 	}
@@ -47,7 +51,7 @@ func (e *Engine) CheckBudgetAs(ctx context.Context, file, pi string) (*Budget, e
 	if n := len(src.Path); n > 0 && src.Path[n-1].Type == sessionio.TypeCompaction {
 		a.LeafIsCompaction = true
 	}
-	a.Tokens = cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter)
+	a.Tokens = cutpoint.ContextTokens(src.Path, src.Release, src.Counter)
 	cs := src.Settings(0, e.Settings.ReserveTokens)
 	a.Threshold = src.Model.ContextWindow - cs.ReserveTokens
 	a.OverBudget = !a.LeafIsCompaction && cutpoint.OverBudget(a.Tokens, cs)

@@ -24,13 +24,13 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	res = j.res
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(p.MessagesToSummarize) + len(p.TurnPrefix)
-	res.PromptChars = len(summarize.SerializeConversation(p.Summarize, p.Dialect)) + len(summarize.SerializeConversation(p.Prefix, p.Dialect))
+	res.PromptChars = len(summarize.SerializeConversation(p.Summarize, p.Release)) + len(summarize.SerializeConversation(p.Prefix, p.Release))
 	if req.DryRun {
 		res.TokensAfter = p.KeptTokens
 		return j.end(outcome.DryRun), nil
 	}
 	// Pay for a summary only if it can be written.
-	if err := sessionio.CheckWritable(req.File); err != nil {
+	if err := j.file.CheckWritable(); err != nil {
 		return nil, err
 	}
 	prev := ""
@@ -40,7 +40,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		PreviousSummary: prev, CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: p.Ops(),
-		Dialect: p.Dialect,
+		Release: p.Release,
 	}
 	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
 	if err != nil {
@@ -66,7 +66,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 		if res.TokensAfter >= p.TokensBefore {
 			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
 		}
-		ap, err := sessionio.AppendCompaction(ctx, req.File, sessionio.ExpectOf(j.src.Session), nc)
+		ap, err := j.file.AppendCompaction(ctx, sessionio.ExpectOf(j.src.Session), nc)
 		if err == nil {
 			res.EntryID, res.ParentID = ap.ID, ap.ParentID
 			return j.appended(ap), nil
@@ -119,7 +119,7 @@ const maxSalvage = 3
 // counted again on the new path. Otherwise why says why not, and cause how the session
 // is busy.
 func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan, cause BusyCause, why string, _ error) {
-	src, err := e.load(j.req.File, j.cfg)
+	src, err := e.load(j.file, j.cfg)
 	if err != nil {
 		return nil, nil, "", "", err
 	}
@@ -137,23 +137,25 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 		return nil, nil, BusyChanged, fmt.Sprintf("the session changed while its summary was written: context edit %s changes %s, which the summary covers", e.ID, e.TargetID), nil
 	}
 	np := *p
-	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter)
-	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Dialect, src.Counter)
+	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Release, src.Counter)
+	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, src.Counter)
 	if v := cutpoint.CheckInvariants(src.Path, &np); len(v) > 0 {
 		return nil, nil, BusyChanged, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
 	}
 	return src, &np, "", "", nil
 }
 
-// piFields fills what Pi 1.x writes into a compaction besides Pi 0.73's fields: the
-// systemMessage checkpoint (Pi's current system message of the context being compacted;
-// sessionio.AppendCompaction stamps it with the entry's time) and the summary's usage.
+// piFields fills what the session's Pi writes into a compaction besides the fields every
+// release writes: from 0.86 (SystemMessages) the systemMessage checkpoint (Pi's current
+// system message of the context being compacted; sessionio.AppendCompaction stamps it with
+// the entry's time), from 0.81 (SummaryUsage) the summary's usage.
 func piFields(nc *sessionio.NewCompaction, src *Source, out summarize.SummaryOutput) {
-	if !src.Dialect.Projects() {
-		return
+	if src.Release.Has(sessionio.SystemMessages) {
+		nc.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
 	}
-	nc.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Dialect).Messages())
-	nc.Usage = summaryUsage(out)
+	if src.Release.Has(sessionio.SummaryUsage) {
+		nc.Usage = summaryUsage(out)
+	}
 }
 
 // summaryUsage is a summary's token usage in Pi's shape (pi-ai's Usage), nil when no model
@@ -169,10 +171,11 @@ func summaryUsage(out summarize.SummaryOutput) *sessionio.Usage {
 }
 
 // editOfSummarized returns the first context edit among entries (appended after a plan was
-// made) whose target the plan summarizes: under Pi 1.x it changes what the summary should
-// have read (an omitted failure, a replaced message), so the summary no longer applies.
+// made) whose target the plan summarizes: from 0.87 (ContextEdits) it changes what the
+// summary should have read (an omitted failure, a replaced message), so the summary no
+// longer applies.
 func editOfSummarized(entries []*sessionio.Entry, p *cutpoint.Plan) *sessionio.Entry {
-	if !p.Dialect.Projects() {
+	if !p.Release.Has(sessionio.ContextEdits) {
 		return nil
 	}
 	summarized := map[string]bool{}

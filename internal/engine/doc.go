@@ -24,12 +24,10 @@
 // state stops the job) is one table, jobKind. Bridge shares Load only: it answers Pi's hook
 // with no result and no format or live check of its own.
 //
-// Before (issue 20) each job loaded the file, built its result and checked the format, the
-// assistant message and the live state in its own words: Compact and BranchSummary in
-// engine.go, Prepare in prepare.go, with a sessionState copied from Source and defaults
-// applied by Settings, Request, LoadOptions and PlanRequest in two ways. The words that had
-// drifted apart (the v1/v2 and no-assistant skips, a dry run's warning for a live session)
-// are kept word for word in jobKind: results and events carry them.
+// The kinds say some of their skips in words of their own (the v1/v2 and no-assistant
+// skips, a dry run's warning for a live session). Results and events carry these words
+// and people and scripts read them, so jobKind keeps each kind's words rather than
+// unifying them; the opening's steps themselves are shared.
 //
 // A skip for a busy session says its cause in Result.Busy (BusyCause); callers decide on
 // it, never on the reason's words. How a request ended is a word of package outcome.

@@ -16,6 +16,12 @@ type Engine struct {
 	Settings   Settings
 	// Cache remembers token counts per entry across calls (optional).
 	Cache *tokenize.Cache
+	// Roots are the stores' roots (real paths) when the engine serves stores: a file under
+	// one of them is read and appended to only beneath it (sessionio.Beneath: no symlink,
+	// no escape, one hard link, the file of the first read), and a file under none is
+	// refused. Without roots (the commands run on a file a person names) files are opened
+	// by name (sessionio.Named).
+	Roots []string
 }
 
 // New returns an engine with a fresh count cache.

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"reflect"
+	"slices"
 	"strings"
 	"testing"
 	"time"
@@ -75,7 +76,7 @@ func keptIDs(path []*sessionio.Entry, firstKept string) []string {
 	for i, e := range path {
 		pos[e.ID] = i
 	}
-	c := sessionio.BuildContext(path, sessionio.Pi073)
+	c := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
 	var out []string
 	for i, id := range c.EntryIDs {
 		if c.Messages[i].Role == sessionio.RoleCompactionSummary {
@@ -139,7 +140,7 @@ func TestCompactCorpus(t *testing.T) {
 					t.Errorf("summary does not come from the endpoint: %.80q", leaf.Summary)
 				}
 				path, _ := s.Path("")
-				c := sessionio.BuildContext(path, sessionio.Pi073)
+				c := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
 				if c.Messages[0].Role != sessionio.RoleCompactionSummary || c.Messages[0].Summary != leaf.Summary {
 					t.Fatalf("context does not start with our summary")
 				}
@@ -322,7 +323,13 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 	if len(targets) < 2 {
 		t.Fatalf("want a user and an assistant target off the current path, got %d", len(targets))
 	}
-	for _, d := range sessionio.Dialects() {
+	releases := sessionio.RuleSets()
+	if v := os.Getenv("PI_VERSION"); interop && v != "" { // make interop: the live Pi's release too
+		if r, err := sessionio.ParseRelease(v); err == nil && !slices.Contains(releases, r) {
+			releases = append(releases, r)
+		}
+	}
+	for _, d := range releases {
 		for _, target := range targets {
 			t.Run(d.String()+"/"+target.ID, func(t *testing.T) {
 				branchSummaryWherePiPutsIt(t, src, target, d, s.LeafID())
@@ -332,8 +339,8 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 }
 
 // branchSummaryWherePiPutsIt: the entry hangs where Pi's /tree navigation puts it; its
-// fromId is that same entry for Pi 0.73 and the leaf that was left for Pi 1.6.
-func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entry, d sessionio.Dialect, leaf string) {
+// fromId is that same entry before Pi 0.84.3 and the leaf that was left from it (BranchFromLeaf).
+func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entry, d sessionio.Release, leaf string) {
 	file := copyFile(t, src)
 	eng, _ := New(summarize.NewExtractive(), Settings{Pi: d.String()})
 	res, err := eng.BranchSummary(context.Background(), Request{File: file, TargetID: target.ID})
@@ -345,7 +352,7 @@ func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entr
 		wantParent = target.ParentID
 	}
 	wantFrom := wantParent
-	if d.Projects() {
+	if d.Has(sessionio.BranchFromLeaf) {
 		wantFrom = leaf
 	}
 	s2, _ := sessionio.ReadFile(file)

@@ -101,7 +101,7 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
 			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
 		Summary: text, Details: PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)},
-		FromEntryID: bs.fromID, Source: bs.source, CreatedAt: bs.madeAt, ExtractOn: p.extract}
+		FromEntryID: bs.fromID, Source: bs.source, PiVersion: p.PiVersion, CreatedAt: bs.madeAt, ExtractOn: p.extract}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
 	}

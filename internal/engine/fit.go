@@ -95,7 +95,7 @@ func (e *Engine) fit(ctx context.Context, src *Source, cs cutpoint.Settings, p *
 		if from, to := historyEndOf(p), historyEndOf(p2); to >= from && out.History != "" && out.History != summarize.NoPriorHistory {
 			base := out.History
 			in2.BaseHistory = &base
-			in2.MessagesToSummarize = messagesBetween(src.Path, from, to, src.Dialect)
+			in2.MessagesToSummarize = messagesBetween(src.Path, from, to, src.Release)
 		}
 		out2, err := summarize.CompactionSummary(ctx, e.Summarizer, in2)
 		if err != nil {

@@ -51,7 +51,7 @@ func contextTokens(t *testing.T, file, counter string) (int, *sessionio.Entry) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	return cutpoint.ContextTokens(src.Path, src.Dialect, src.Counter), src.Path[len(src.Path)-1]
+	return cutpoint.ContextTokens(src.Path, src.Release, src.Counter), src.Path[len(src.Path)-1]
 }
 
 // Issue 21's case: 104k tokens compacted for a 45,000-token window with the model's input

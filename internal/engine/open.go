@@ -2,18 +2,21 @@ package engine
 
 import (
 	"fmt"
+	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
 // The opening. Every job (Compact, BranchSummary, Prepare) starts in open, which does in
 // one order what decides whether the job goes on, before anything costs a summary:
 //
+//  0. its custom instructions, bounded (summarize.CheckInstructions);
 //  1. its settings: the engine's with the request's laid over them (Settings);
 //  2. one read of the file (Load): the path, the model, the counter;
 //  3. the result that names the session and its model (Result, with the job's kind);
@@ -32,8 +35,8 @@ type jobKind struct {
 	// counter, when set, is what the job counts with, whatever the settings say.
 	counter string
 	// notV3 (with the version for %d) and noAssistant are the reasons of the skips of
-	// steps 4 and 5. Each kind has said them in its own words since it was written, and
-	// results and events carry them; they are kept word for word.
+	// steps 4 and 5, in the kind's own words: results and events carry them, so they stay
+	// as they are.
 	notV3, noAssistant string
 	// live: a turn or a write in progress skips the job (step 7). warnLiveDryRun: a dry
 	// run goes on and says so in a warning.
@@ -70,7 +73,8 @@ var (
 type job struct {
 	kind  jobKind
 	req   Request
-	cfg   Settings // the engine's settings with the request's over them
+	cfg   Settings        // the engine's settings with the request's over them
+	file  *sessionio.File // the session file: every read and the append go through it
 	src   *Source
 	res   *Result
 	start time.Time
@@ -82,15 +86,24 @@ type job struct {
 // go on.
 func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, error)) (*job, *Result, error) {
 	start := time.Now()
+	// Custom instructions are data quoted into the prompt (summarize.CheckInstructions);
+	// what cannot be quoted safely is refused before anything is read or paid for.
+	if err := summarize.CheckInstructions(req.Instructions); err != nil {
+		return nil, nil, &InputError{Err: fmt.Errorf("instructions: %w", err)}
+	}
 	cfg := e.settings(req)
 	if kind.counter != "" {
 		cfg.Counter = kind.counter
 	}
-	src, err := e.load(req.File, cfg)
+	file, err := e.file(req.File)
 	if err != nil {
 		return nil, nil, err
 	}
-	j := &job{kind: kind, req: req, cfg: cfg, src: src, start: start,
+	src, err := e.load(file, cfg)
+	if err != nil {
+		return nil, nil, err
+	}
+	j := &job{kind: kind, req: req, cfg: cfg, file: file, src: src, start: start,
 		res: &Result{Kind: kind.name, File: req.File, SessionID: src.Session.Header.ID, Model: src.Model.ModelID,
 			ModelKnown: src.Model.Known, ContextWindow: src.Model.ContextWindow, Counter: src.Counter.Name()}}
 	if v := src.Session.Version(); v != 3 {
@@ -99,9 +112,9 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 	if !src.Session.HasAssistant() {
 		return nil, j.skip(kind.noAssistant), nil
 	}
-	if e := newerPi(src); e != nil {
-		return nil, j.skip(fmt.Sprintf("written by a newer Pi than this store follows: %s at line %d (entry %s) is Pi 1.x's; compactor follows Pi %s here (setting pi-version)",
-			describeNewer(e), e.Line, e.ID, src.Dialect)), nil
+	if e, what, since := newerPi(src); e != nil {
+		return nil, j.skip(fmt.Sprintf("written by a newer Pi than this store follows: %s at line %d (entry %s) comes from Pi %s or later; compactor follows Pi %s here (setting pi-version)",
+			what, e.Line, e.ID, since, src.Release)), nil
 	}
 	if resolve != nil {
 		if res, err := resolve(j); res != nil || err != nil {
@@ -121,36 +134,36 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 	return j, nil, nil
 }
 
-// newerPi returns the first entry of the session that only a Pi newer than the dialect of
-// src writes (nil when none): under Pi 0.73's rules, a context edit, a usage entry, a system
-// message or a compaction with a checkpoint or that keeps nothing. Such a file comes from an
-// agent running Pi 1.x, which reads it differently; compactor writes nothing to it under
-// 0.73's rules.
-func newerPi(src *Source) *sessionio.Entry {
-	if src.Dialect.Projects() || src.Session == nil {
-		return nil
+// newerPi returns the first entry of the session that only a Pi newer than the release of
+// src writes (nil when none), what it is, and the behaviour's first release: before 0.86
+// (SystemMessages) a usage entry, a system message or a compaction with a checkpoint; before
+// 0.87 (ContextEdits) a context edit or a compaction that keeps nothing. Such a file comes
+// from an agent running a newer Pi, which reads it differently; compactor writes nothing to
+// it under the older rules.
+func newerPi(src *Source) (*sessionio.Entry, string, sessionio.Release) {
+	r := src.Release
+	if r.Has(sessionio.ContextEdits) || src.Session == nil {
+		return nil, "", r
 	}
 	for _, e := range src.Session.Entries {
+		if !r.Has(sessionio.SystemMessages) {
+			switch {
+			case e.Type == sessionio.TypeUsage:
+				return e, "a usage entry", sessionio.SystemMessages.Since()
+			case e.IsMessage(sessionio.RoleSystem):
+				return e, "a system message", sessionio.SystemMessages.Since()
+			case e.Type == sessionio.TypeCompaction && e.SystemMessage != nil:
+				return e, "a compaction with a systemMessage checkpoint", sessionio.SystemMessages.Since()
+			}
+		}
 		switch {
-		case e.Type == sessionio.TypeContextEdit, e.Type == sessionio.TypeUsage, e.IsMessage(sessionio.RoleSystem),
-			e.Type == sessionio.TypeCompaction && (e.SystemMessage != nil || e.FirstKeptEntryID == e.ID):
-			return e
+		case e.Type == sessionio.TypeContextEdit:
+			return e, "a context_edit entry", sessionio.ContextEdits.Since()
+		case e.Type == sessionio.TypeCompaction && e.FirstKeptEntryID == e.ID:
+			return e, "a retain-none compaction", sessionio.ContextEdits.Since()
 		}
 	}
-	return nil
-}
-
-// describeNewer names what newerPi found.
-func describeNewer(e *sessionio.Entry) string {
-	switch {
-	case e.Type == sessionio.TypeCompaction && e.SystemMessage != nil:
-		return "a compaction with a systemMessage checkpoint"
-	case e.Type == sessionio.TypeCompaction:
-		return "a retain-none compaction"
-	case e.IsMessage(sessionio.RoleSystem):
-		return "a system message"
-	}
-	return "a " + e.Type + " entry"
+	return nil, "", r
 }
 
 // settings are the engine's settings with the request's laid over them.
@@ -160,8 +173,31 @@ func (e *Engine) settings(req Request) Settings { return req.Settings.over(e.Set
 // model_change or assistant message on the path) sets the window and the encoding
 // (configs.Resolve). An unknown model gets the catalog's default, and the result says so
 // (modelKnown false); results name the model by the id the session uses.
-func (e *Engine) load(file string, s Settings) (*Source, error) {
-	return Load(file, s, LoadOptions{Cache: e.Cache})
+func (e *Engine) load(file *sessionio.File, s Settings) (*Source, error) {
+	return Load(file.Name(), s, LoadOptions{Cache: e.Cache, File: file})
+}
+
+// file is the session file at name as the engine opens it: beneath the root that holds
+// it when the engine has roots (the deepest: a store inside another is its own), by name
+// without roots. With roots, a name under none of them is refused.
+func (e *Engine) file(name string) (*sessionio.File, error) {
+	if len(e.Roots) == 0 {
+		return sessionio.Named(name), nil
+	}
+	best, rel := "", ""
+	for _, root := range e.Roots {
+		r, err := filepath.Rel(root, name)
+		if err != nil || !filepath.IsAbs(name) || r == ".." || strings.HasPrefix(r, ".."+string(filepath.Separator)) {
+			continue
+		}
+		if len(root) > len(best) {
+			best, rel = root, r
+		}
+	}
+	if best == "" {
+		return nil, &sessionio.FileError{File: name, Err: fmt.Errorf("%w: not inside any store's root (%s)", sessionio.ErrUnsafeFile, strings.Join(e.Roots, ", "))}
+	}
+	return sessionio.Beneath(best, rel), nil
 }
 
 // end ends the job with o.
@@ -259,12 +295,12 @@ func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
 	return p, cs, err
 }
 
-// live checks what the file says about a running agent (design §9, docs/live-agents.md):
-// while a turn is in progress, or a line is being written, Pi will append again from its
-// in-memory leaf and anything appended now ends on a side branch, so the request is
-// skipped. A file left like that for AbandonedAfter is taken as abandoned: it is compacted,
-// and an incomplete last line is only warned about (Pi skips it; a newline is written
-// before the new entry). --force does not override this.
+// live checks what the file says about a running agent (docs/live-agents.md, "The rules";
+// docs/architecture.md, "Live agents"): while a turn is in progress, or a line is being
+// written, Pi will append again from its in-memory leaf and anything appended now ends on a
+// side branch, so the request is skipped. A file left like that for AbandonedAfter is taken
+// as abandoned: it is compacted, and an incomplete last line is only warned about (Pi skips
+// it; a newline is written before the new entry). --force does not override this.
 func live(src *Source, s Settings) (skip string, cause BusyCause, warnings []string) {
 	act := src.Session.ActivityOn(src.Path)
 	age := time.Since(src.ModTime)

@@ -4,8 +4,10 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"errors"
 	"os"
 	"os/exec"
+	"path/filepath"
 	"reflect"
 	"strings"
 	"testing"
@@ -20,12 +22,12 @@ import (
 // TestAppendsLoadAsPlannedInEveryPi compacts a copy of every v3 corpus file under each Pi of
 // the matrix (keepRecentTokens 1000, with a model over HTTP so that the entry carries a
 // usage), and where a compaction was written checks what the session now gives under that
-// Pi's rules: the compaction is the leaf; the context is its checkpoint (Pi 1.x, when the
+// Pi's rules: the compaction is the leaf; the context is its checkpoint (from 0.86, when the
 // session has system messages), its summary, and exactly the kept messages the plan
-// promised; and Pi's next cut finds nothing to compact. With COMPACTOR_INTEROP=1 (make
-// interop) the real Pi of that version is asked too: it builds the same context, and its own
-// SessionManager, asked to append the same compaction, writes the same line byte for byte
-// (interop/pi/writes.mjs).
+// promised. With COMPACTOR_INTEROP=1 (make interop, make interop-releases) the real Pi of
+// that version is asked too, for every file in one process (interop/pi/appends.mjs): it
+// builds the same context, and its own SessionManager, asked to append the same compaction,
+// writes the same line byte for byte.
 func TestAppendsLoadAsPlannedInEveryPi(t *testing.T) {
 	t.Parallel()
 	versions, err := pigolden.Versions()
@@ -38,33 +40,54 @@ func TestAppendsLoadAsPlannedInEveryPi(t *testing.T) {
 	}
 	llm := fakellm.Start(t)
 	for _, v := range versions {
-		d, err := sessionio.ParseDialect(v)
+		d, err := sessionio.ParseRelease(v)
 		if err != nil {
 			t.Fatal(err)
 		}
-		compacted := 0
 		t.Run(v, func(t *testing.T) {
+			dir := t.TempDir()
+			var written []*appended
 			for _, f := range files {
 				if strings.HasPrefix(f.Rel, "bad") || strings.HasPrefix(f.Rel, "pi-repo") || strings.Contains(f.Rel, "/x-") {
 					continue // unreadable, migrated (v1) or loader edge cases: nothing is appended to them
 				}
 				t.Run(f.Name, func(t *testing.T) {
-					if appendLoadsAsPlanned(t, f.Path, d, openAI(t, llm.URL(), nil)) {
-						compacted++
+					if a := appendLoadsAsPlanned(t, f.Path, filepath.Join(dir, f.Name+".jsonl"), d, openAI(t, llm.URL(), nil)); a != nil {
+						written = append(written, a)
 					}
 				})
 			}
-			if compacted < 20 {
-				t.Errorf("Pi %s: only %d compactions written; the corpus should give more", v, compacted)
+			if len(written) < 20 {
+				t.Errorf("Pi %s: only %d compactions written; the corpus should give more", v, len(written))
 			}
-			t.Logf("Pi %s: %d compactions written and checked", v, compacted)
+			if liveFor(d) {
+				appendsLoadInPi(t, d, dir, written)
+				t.Logf("Pi %s: %d compactions written and checked, by the real Pi %s too", v, len(written), v)
+			} else {
+				t.Logf("Pi %s: %d compactions written and checked", v, len(written))
+			}
 		})
 	}
 }
 
-func appendLoadsAsPlanned(t *testing.T, src string, d sessionio.Dialect, sum summarize.Summarizer) bool {
+// appended is a compaction compactor wrote, and the context it gives under compactor's rules.
+type appended struct {
+	name, file, leaf string
+	ctx              *sessionio.Context
+}
+
+// appendLoadsAsPlanned compacts a copy (at dst) of src under Pi d and checks the session it
+// leaves; it returns what was written, nil when nothing was.
+func appendLoadsAsPlanned(t *testing.T, src, dst string, d sessionio.Release, sum summarize.Summarizer) *appended {
 	t.Helper()
-	file := copyFile(t, src)
+	data, err := os.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := dst
+	if err := os.WriteFile(file, data, 0o644); err != nil {
+		t.Fatal(err)
+	}
 	before, err := sessionio.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
@@ -75,6 +98,16 @@ func appendLoadsAsPlanned(t *testing.T, src string, d sessionio.Dialect, sum sum
 		t.Fatal(err)
 	}
 	res, err := eng.Compact(context.Background(), Request{File: file})
+	var guard *GuardError
+	if errors.As(err, &guard) {
+		// Refused before anything was written: 13-release-boundaries ends in answers whose
+		// usage is all zeros, which a Pi before 0.80 (ZeroUsageSkipped) takes as a context
+		// of 0 tokens, which no compaction makes smaller.
+		if after, _ := os.ReadFile(file); int64(len(after)) != before.Size {
+			t.Fatalf("refused (%v) but the file changed", err)
+		}
+		return nil
+	}
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -82,7 +115,7 @@ func appendLoadsAsPlanned(t *testing.T, src string, d sessionio.Dialect, sum sum
 		if after, _ := os.ReadFile(file); int64(len(after)) != before.Size {
 			t.Fatalf("%s (%s) but the file changed", res.Outcome, res.Reason)
 		}
-		return false
+		return nil
 	}
 	s, err := sessionio.ReadFile(file)
 	if err != nil {
@@ -92,8 +125,8 @@ func appendLoadsAsPlanned(t *testing.T, src string, d sessionio.Dialect, sum sum
 	if leaf.ID != res.EntryID || leaf.Type != sessionio.TypeCompaction || leaf.ParentID != before.LeafID() {
 		t.Fatalf("leaf %s (%s), want the new compaction %s after %s", leaf.ID, leaf.Type, res.EntryID, before.LeafID())
 	}
-	if d.Projects() != (leaf.Usage != nil) {
-		t.Errorf("Pi %s: usage %s (Pi 1.x writes the summary's usage, 0.73 none)", d, leaf.Usage)
+	if d.Has(sessionio.SummaryUsage) != (leaf.Usage != nil) {
+		t.Errorf("Pi %s: usage %s (Pi writes the summary's usage from 0.81, SummaryUsage)", d, leaf.Usage)
 	}
 	path, _ := s.Path("")
 	c := sessionio.BuildContext(path, d)
@@ -111,68 +144,98 @@ func appendLoadsAsPlanned(t *testing.T, src string, d sessionio.Dialect, sum sum
 	if got := c.EntryIDs[i+1:]; !reflect.DeepEqual(got, want) {
 		t.Fatalf("kept messages %v, plan promised %v", got, want)
 	}
-	if !liveFor(d) {
-		return true
+	return &appended{name: filepath.Base(src), file: file, leaf: leaf.ID, ctx: c}
+}
+
+// appendsLoadInPi asks the real Pi d about every file compactor wrote a compaction to, in one
+// process (interop/pi/appends.mjs): it must build the context compactor promised, with the
+// compaction as its leaf, and its own SessionManager must write the same line.
+func appendsLoadInPi(t *testing.T, d sessionio.Release, dir string, written []*appended) {
+	t.Helper()
+	list := make([]string, len(written))
+	for i, a := range written {
+		list[i] = a.file
 	}
-	env := append(os.Environ(), "PI_VERSION="+d.String())
-	cmd := exec.Command(piHarness(t), "context", file, "--compact")
-	cmd.Env = env
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("interop/pi/pi context: %v", err)
-	}
-	var pi struct {
-		LeafID          string                               `json:"leafId"`
-		MessageEntryIDs []string                             `json:"messageEntryIds"`
-		Context         struct{ Messages []json.RawMessage } `json:"context"`
-	}
-	if err := json.Unmarshal(out, &pi); err != nil {
+	b, _ := json.Marshal(list)
+	listFile := filepath.Join(dir, "appends.json")
+	if err := os.WriteFile(listFile, b, 0o644); err != nil {
 		t.Fatal(err)
 	}
-	if pi.LeafID != leaf.ID || !reflect.DeepEqual(pi.MessageEntryIDs, c.EntryIDs) {
-		t.Errorf("Pi %s: leaf %s, messages from %v; compactor promised %v", d, pi.LeafID, pi.MessageEntryIDs, c.EntryIDs)
+	cmd := exec.Command(piHarness(t), "exec", "interop/pi/appends.mjs", listFile)
+	cmd.Env, cmd.Dir = append(os.Environ(), "PI_VERSION="+d.String()), repoRootDir(t)
+	var stderr bytes.Buffer
+	cmd.Stderr = &stderr
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("interop/pi/appends.mjs: %v\n%s", err, stderr.Bytes())
 	}
-	for k, m := range pi.Context.Messages {
-		if k < len(c.Messages) && !jsonEqual(m, c.Messages[k].Raw) {
-			t.Errorf("Pi %s: context message %d differs:\n Pi  %.300s\n ours %.300s", d, k, m, c.Messages[k].Raw)
-			break
+	var pis []struct {
+		File            string            `json:"file"`
+		Error           string            `json:"error"`
+		LeafID          string            `json:"leafId"`
+		MessageEntryIDs []string          `json:"messageEntryIds"`
+		Messages        []json.RawMessage `json:"messages"`
+		Writes          struct {
+			Same     bool
+			Ours, Pi string
+		} `json:"writes"`
+	}
+	if err := json.Unmarshal(out, &pis); err != nil || len(pis) != len(written) {
+		t.Fatalf("interop/pi/appends.mjs: %d answers for %d files (%v)", len(pis), len(written), err)
+	}
+	for i, pi := range pis {
+		a := written[i]
+		switch {
+		case pi.Error != "":
+			t.Errorf("%s: Pi %s: %s", a.name, d, pi.Error)
+			continue
+		case pi.LeafID != a.leaf || !reflect.DeepEqual(pi.MessageEntryIDs, a.ctx.EntryIDs):
+			t.Errorf("%s: Pi %s: leaf %s, messages from %v; compactor promised %s, %v", a.name, d, pi.LeafID, pi.MessageEntryIDs, a.leaf, a.ctx.EntryIDs)
+		case !pi.Writes.Same:
+			t.Errorf("%s: Pi %s writes another line for the same compaction:\n Pi  %.600s\n ours %.600s", a.name, d, pi.Writes.Pi, pi.Writes.Ours)
+		}
+		for k, m := range pi.Messages {
+			if k < len(a.ctx.Messages) && !jsonEqual(m, a.ctx.Messages[k].Raw) {
+				t.Errorf("%s: Pi %s: context message %d differs:\n Pi  %.300s\n ours %.300s", a.name, d, k, m, a.ctx.Messages[k].Raw)
+				break
+			}
 		}
 	}
-	cmd = exec.Command(piHarness(t), "exec", "interop/pi/writes.mjs", file, "--compact")
-	cmd.Env, cmd.Dir = env, repoRootDir(t)
-	out, err = cmd.Output()
-	if err != nil {
-		t.Fatalf("interop/pi/writes.mjs: %v", err)
-	}
-	var w struct {
-		Same     bool
-		Ours, Pi string
-	}
-	if err := json.Unmarshal(out, &w); err != nil || !w.Same {
-		t.Errorf("Pi %s writes another line for the same compaction:\n Pi  %.600s\n ours %.600s", d, w.Pi, w.Ours)
-	}
-	return true
 }
 
 // promisedKept is what the plan promised to keep: the ids of the context's messages from
-// the first kept entry on (compaction summaries and Pi 1.x's system messages aside: the new
-// compaction's checkpoint replaces them).
-func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Dialect) []string {
+// the first kept entry on, in path order, as the compaction's kept range gives them to Pi d:
+// system messages aside from 0.86 (SystemMessages: the new compaction's checkpoint replaces
+// them), an older compaction's messages only where Pi sends them again (ResentSummary), and
+// from 0.87 (ContextEdits) with the context edits applied.
+func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Release) []string {
 	at := -1
 	for i, e := range path {
 		if e.ID == firstKept {
 			at = i
 		}
 	}
+	edited := map[int][]*sessionio.Message{}
+	if d.Has(sessionio.ContextEdits) {
+		for _, pe := range sessionio.Project(path, d).Entries {
+			edited[pe.Index] = pe.Messages
+		}
+	}
 	var out []string
-	for _, pe := range sessionio.Project(path, d).Entries {
-		if pe.Index < at || pe.Entry.Type == sessionio.TypeCompaction {
+	for i := max(at, 0); i < len(path); i++ {
+		e := path[i]
+		if e.Type == sessionio.TypeCompaction && !d.Has(sessionio.ResentSummary) ||
+			d.Has(sessionio.SystemMessages) && e.IsMessage(sessionio.RoleSystem) {
 			continue
 		}
-		for _, m := range pe.Messages {
-			if !(d.Projects() && m.Role == sessionio.RoleSystem) {
-				out = append(out, pe.Entry.ID)
-			}
+		msgs := sessionio.MessagesOf(e, d)
+		if m, ok := edited[i]; ok {
+			msgs = m
+		} else if d.Has(sessionio.ContextEdits) {
+			msgs = nil // outside the projection: before the latest compaction's kept range
+		}
+		for range msgs {
+			out = append(out, e.ID)
 		}
 	}
 	return out
@@ -180,7 +243,7 @@ func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Dialect
 
 // liveFor reports whether the real Pi of dialect d is asked (make interop runs the tests once
 // per Pi of the matrix, PI_VERSION naming it; unset: every Pi).
-func liveFor(d sessionio.Dialect) bool {
+func liveFor(d sessionio.Release) bool {
 	v := os.Getenv("PI_VERSION")
 	return interop && (v == "" || v == d.String())
 }
@@ -200,4 +263,45 @@ func repoRootDir(t *testing.T) string {
 		t.Fatal(err)
 	}
 	return r
+}
+
+// TestNewerPisFileRefused: a session that holds what only a newer Pi writes than the release a
+// job follows is skipped, naming the entry and the release it comes from, and nothing is
+// written: a system message or a usage entry before 0.86 (SystemMessages), a context edit
+// before 0.87 (ContextEdits). The release that writes them works the same file.
+func TestNewerPisFileRefused(t *testing.T) {
+	t.Parallel()
+	for _, c := range []struct {
+		file, pi, want string // want: "" when the job goes on
+	}{
+		{"n01-system-messages-s", "0.85.1", "a system message at line "},
+		{"n03-usage-entries-s", "0.85.1", "comes from Pi 0.86.0 or later; compactor follows Pi 0.85.1 here"},
+		{"n01-system-messages-s", "0.86.1", ""},
+		{"n02-context-edits-s", "0.86.1", "a context_edit entry at line "},
+		{"n02-context-edits-s", "0.86.1", "comes from Pi 0.87.0 or later; compactor follows Pi 0.86.1 here"},
+		{"n04-retain-none-s", "0.86.1", "a retain-none compaction at line "},
+		{"n02-context-edits-s", "0.87.0", ""},
+	} {
+		file := copyFile(t, "../../testdata/corpus/gen-1.6.0/"+c.file+".jsonl")
+		before, _ := os.ReadFile(file)
+		eng, err := New(summarize.NewExtractive(), Settings{Pi: c.pi, KeepRecentTokens: 1000})
+		if err != nil {
+			t.Fatal(err)
+		}
+		res, err := eng.Compact(context.Background(), Request{File: file})
+		if err != nil {
+			t.Fatalf("%s under Pi %s: %v", c.file, c.pi, err)
+		}
+		newer := res.Outcome == outcome.Skipped && strings.Contains(res.Reason, "written by a newer Pi than this store follows")
+		switch {
+		case c.want == "" && newer:
+			t.Errorf("%s under Pi %s: refused (%s), though that release writes it", c.file, c.pi, res.Reason)
+		case c.want != "" && (!newer || !strings.Contains(res.Reason, c.want)):
+			t.Errorf("%s under Pi %s: %s (%s), want a skip saying %q", c.file, c.pi, res.Outcome, res.Reason, c.want)
+		case c.want != "":
+			if after, _ := os.ReadFile(file); !bytes.Equal(after, before) {
+				t.Errorf("%s under Pi %s: skipped, but the file changed", c.file, c.pi)
+			}
+		}
+	}
 }

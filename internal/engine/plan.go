@@ -2,7 +2,6 @@ package engine
 
 import (
 	"fmt"
-	"os"
 	"strings"
 	"time"
 
@@ -35,9 +34,9 @@ type Source struct {
 	// Counter counts with the session's encoding, through LoadOptions.Cache when one is
 	// given.
 	Counter tokenize.Counter
-	// Dialect is the Pi release whose rules the session is read, planned and written by.
-	Dialect sessionio.Dialect
-	// Override is Pi 1.x's compaction.modelOverrides entry for the session's model (nil:
+	// Release is the Pi release whose rules the session is read, planned and written by.
+	Release sessionio.Release
+	// Override is Pi's compaction.modelOverrides entry (from 0.86, ModelOverrides) for the session's model (nil:
 	// none, or a Pi without them).
 	Override *ModelOverride
 }
@@ -56,6 +55,9 @@ type LoadOptions struct {
 	// Checkpoints (ReadPath), if set, are read and written (sessionio.Checkpoints): the
 	// history before a checkpoint is not read again.
 	Checkpoints *sessionio.Checkpoints
+	// File, if set, is the file every read goes through (a job's: confined beneath its
+	// store's root, the file of the first read); by name otherwise.
+	File *sessionio.File
 }
 
 // Read is how much of a session file Load reads.
@@ -81,30 +83,34 @@ const (
 // names, for the window s gives (0: the catalog's).
 func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 	s = s.withDefaults()
-	d := s.Dialect()
-	if err := sessionio.CheckLoads(file, d); err != nil {
+	d := s.Release()
+	f := o.File
+	if f == nil {
+		f = sessionio.Named(file)
+	}
+	if err := f.CheckLoads(d); err != nil {
 		return nil, err
 	}
 	if o.Read == ReadPath && o.Leaf == "" && o.Cache == nil {
-		src, err := loadPath(file, s.Counter, s.ContextWindow, d, o.Checkpoints)
+		src, err := loadPath(f, s.Counter, s.ContextWindow, d, o.Checkpoints)
 		if err == nil {
 			src.Override = s.override(src.ModelRef, d)
 		}
 		return src, err
 	}
-	fi, err := os.Stat(file)
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, &sessionio.FileError{File: file, Err: err}
+		return nil, err
 	}
-	src := &Source{File: file, ModTime: fi.ModTime(), Dialect: d}
+	src := &Source{File: file, ModTime: fi.ModTime(), Release: d}
 	if o.Read == ReadBudget && o.Leaf == "" {
-		t, err := sessionio.ReadTailWith(file, sessionio.NeedUsage|sessionio.NeedModel, sessionio.TailOptions{DecodeContent: true})
+		t, err := f.ReadTail(sessionio.NeedUsage|sessionio.NeedModel, sessionio.TailOptions{DecodeContent: true})
 		if err != nil {
 			return nil, err
 		}
 		src.Tail, src.Path = t, t.Path
 	} else {
-		sess, err := sessionio.ReadFile(file)
+		sess, err := f.Read(sessionio.Options{})
 		if err != nil {
 			return nil, err
 		}
@@ -133,7 +139,7 @@ func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Ca
 	} else {
 		src.Model = configs.Resolve("", "", contextWindow)
 	}
-	tc, err := tokenize.NewFor(counter, src.Model.Encoding(), src.Dialect)
+	tc, err := tokenize.NewFor(counter, src.Model.Encoding(), src.Release)
 	if err != nil {
 		return err
 	}
@@ -156,7 +162,7 @@ func (src *Source) Settings(keepRecentTokens, reserveTokens int) cutpoint.Settin
 			reserveTokens = *o.ReserveTokens
 		}
 	}
-	return cutpoint.Settings{KeepRecentTokens: keepRecentTokens, ReserveTokens: reserveTokens, ContextWindow: src.Model.ContextWindow, Dialect: src.Dialect}
+	return cutpoint.Settings{KeepRecentTokens: keepRecentTokens, ReserveTokens: reserveTokens, ContextWindow: src.Model.ContextWindow, Release: src.Release}
 }
 
 // planPath plans path with the named policy. Every plan compactor makes goes through here.
@@ -208,24 +214,25 @@ func Plan(file string, s Settings, o LoadOptions) (*Planned, error) {
 //
 // With checkpoints the rest of the file is read too (its whole-file facts are kept), so that a
 // checkpoint can be written: the next plan of the file reads only what was appended.
-func loadPath(file, counter string, contextWindow int, d sessionio.Dialect, cks *sessionio.Checkpoints) (*Source, error) {
+func loadPath(f *sessionio.File, counter string, contextWindow int, d sessionio.Release, cks *sessionio.Checkpoints) (*Source, error) {
 	if strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
 	}
-	fi, err := os.Stat(file)
+	file := f.Name()
+	fi, err := f.Stat()
 	if err != nil {
-		return nil, &sessionio.FileError{File: file, Err: err}
+		return nil, err
 	}
 	o := sessionio.TailOptions{DecodeContent: true, LeaveMessagesOnDisk: true, Checkpoints: cks}
 	rest := sessionio.NeedRoot
 	if cks != nil && cks.Dir != "" {
 		o.FileLater, rest = true, rest|sessionio.NeedFile
 	}
-	t, err := sessionio.ReadTailWith(file, sessionio.NeedMessages|sessionio.NeedModel, o)
+	t, err := f.ReadTail(sessionio.NeedMessages|sessionio.NeedModel, o)
 	if err != nil {
 		return nil, err
 	}
-	src := &Source{File: file, ModTime: fi.ModTime(), Tail: t, Path: t.Path, Dialect: d}
+	src := &Source{File: file, ModTime: fi.ModTime(), Tail: t, Path: t.Path, Release: d}
 	done := make(chan error, 1)
 	go func() { done <- t.Extend(rest) }()
 	if err := src.resolve(counter, contextWindow, nil); err != nil {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -41,12 +42,18 @@ type Prepared struct {
 	Details            PreparedDetails `json:"details"`
 	// Estimates with Pi's chars/4 estimateTokens, as the extension checks the window with:
 	// the kept part from FirstKeptEntryID to LeafID, and the summary as Pi will wrap it.
-	KeptTokensEstimate    int              `json:"keptTokensEstimate"`
-	SummaryTokensEstimate int              `json:"summaryTokensEstimate"`
-	Policy                string           `json:"policy"`
-	Counter               string           `json:"counter"`
-	Settings              PreparedSettings `json:"settings"`
-	CustomInstructions    string           `json:"customInstructions"`
+	KeptTokensEstimate    int    `json:"keptTokensEstimate"`
+	SummaryTokensEstimate int    `json:"summaryTokensEstimate"`
+	Policy                string `json:"policy"`
+	Counter               string `json:"counter"`
+	// PiVersion is the Pi release whose rules made the preparation: the cut, and the summary
+	// request as that release would have asked for it (thinking left out or not, the output
+	// limit, ...). A preparation is built on (PrepareIncremental) or bridged only for a
+	// release with the same rules, and the extension takes it only in that Pi. Empty in
+	// values of compactor before 0.3 (taken as they are).
+	PiVersion          string           `json:"piVersion,omitempty"`
+	Settings           PreparedSettings `json:"settings"`
+	CustomInstructions string           `json:"customInstructions"`
 	// RequestedAt is when the job asked for it (the requester's clock; zero when not
 	// asked by a job): CreatedAt - RequestedAt is how long a live agent waits for a
 	// preparation, which the extension learns to ask early enough.
@@ -140,7 +147,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	in := summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
 		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
-		Dialect: src.Dialect,
+		Release: src.Release,
 	}
 	if p.PreviousSummary != nil {
 		in.PreviousSummary = *p.PreviousSummary
@@ -148,8 +155,8 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	// What the summary builds on: the session's base when it stands for the previous
 	// compaction (a model's summary in place of an extract's text), reading again the spans
 	// no model has summarized yet (base.go).
-	bs := resolveBasis(src.Path, src.Dialect, req.Base, src.Session.Header.ID)
-	est := tokenize.EstimateFor(src.Dialect)
+	bs := resolveBasis(src.Path, src.Release, req.Base, src.Session.Header.ID)
+	est := tokenize.EstimateFor(src.Release)
 	readAgain := 0
 	_, extractive := e.Summarizer.(*summarize.Extractive)
 	via := ""
@@ -167,13 +174,13 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 			fo.AddEdited(f)
 		}
 		if bs.from < p.BoundaryStartIndex {
-			older, err := spansFrom(src.Path, src.Dialect, bs.from, latestCompaction(src.Path))
+			older, err := spansFrom(src.Path, src.Release, bs.from, latestCompaction(src.Path))
 			if err != nil {
 				return nil, nil, fmt.Errorf("prepare: the base: %w", err)
 			}
 			for _, m := range older {
 				fo.AddFromMessage(m)
-				if src.Dialect.Projects() {
+				if src.Release.Has(sessionio.NestedCallsFileOps) {
 					fo.AddFromNestedCalls(m)
 				}
 				readAgain += est.Count(m)
@@ -190,7 +197,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd, builtOn); ok {
 		base := prev.History
 		in.BaseHistory = &base
-		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Dialect)
+		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Release)
 		leaf := prev.LeafID
 		basedOn = &leaf
 	}
@@ -220,9 +227,9 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		SummarizedEntryIDs: append(append([]string{}, p.MessagesToSummarize...), p.TurnPrefix...),
 		TokensBefore:       p.TokensBefore, Summary: out.Summary,
 		Details:               PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Dialect, est),
+		KeptTokensEstimate:    keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, est),
 		SummaryTokensEstimate: est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}),
-		Policy:                p.Policy, Counter: p.Counter,
+		Policy:                p.Policy, Counter: p.Counter, PiVersion: src.Release.String(),
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
 		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
@@ -244,12 +251,20 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
 }
 
+// sameRules reports whether a preparation made by the rules of Pi release made (its
+// PiVersion) asks and cuts as r does: the same behaviours (sessionio.Release.Rules). An
+// empty or unreadable version is not the same.
+func sameRules(made string, r sessionio.Release) bool {
+	m, err := sessionio.ParseRelease(made)
+	return made != "" && err == nil && slices.Equal(m.Rules(), r.Rules())
+}
+
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
 // path index its history ends at (where the new messages start).
 func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request, historyEnd int, builtOn *BuiltOn) (int, bool) {
 	if prev == nil || prev.V != PreparedVersion || prev.SessionID != src.Session.Header.ID || prev.History == "" ||
 		prev.History == summarize.NoPriorHistory || prev.Policy != p.Policy || prev.CustomInstructions != req.Instructions ||
-		prev.BoundaryStartEntryID != p.BoundaryStartEntryID || !sameBuiltOn(prev.BuiltOn, builtOn, p) {
+		prev.BoundaryStartEntryID != p.BoundaryStartEntryID || !sameRules(prev.PiVersion, src.Release) || !sameBuiltOn(prev.BuiltOn, builtOn, p) {
 		return 0, false
 	}
 	prevComp := ""
@@ -278,11 +293,11 @@ func sameBuiltOn(was, now *BuiltOn, p *cutpoint.Plan) bool {
 }
 
 // messagesBetween returns the messages of path[from:to) as a summary reads them
-// (compaction entries excluded), under dialect d's rules: Pi 1.x reads its projection
-// (context edits applied, system messages left to the compaction's checkpoint, entries
-// outside the context left out).
-func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect) []*sessionio.Message {
-	gap := gapMessages(path, from, to, d)
+// (gapMessages: compaction entries excluded; from 0.87 Pi reads its projection, context
+// edits applied, system messages left to the compaction's checkpoint, entries outside the
+// context left out).
+func messagesBetween(path []*sessionio.Entry, from, to int, r sessionio.Release) []*sessionio.Message {
+	gap := gapMessages(path, from, to, r)
 	out := make([]*sessionio.Message, len(gap))
 	for i, g := range gap {
 		out[i] = g.m
@@ -290,12 +305,15 @@ func messagesBetween(path []*sessionio.Entry, from, to int, d sessionio.Dialect)
 	return out
 }
 
-// keptTokens counts the context messages from path[first] to the end with c (Pi 1.x: the
-// projection's, system messages included, as Pi's cut weighs them).
-func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpoint.Counter) int {
+// keptTokens counts the context messages from path[first] to the end with c: from 0.87
+// (ContextEdits) the projection's, system messages included, as Pi's cut weighs them; from
+// 0.80.4 (EntryMessages) what every entry puts into the context (an older compaction's
+// summary too, ResentSummary; the kept range's system messages not, SystemMessages); before,
+// the messages a summary would read.
+func keptTokens(path []*sessionio.Entry, first int, r sessionio.Release, c cutpoint.Counter) int {
 	n := 0
-	if d.Projects() {
-		for _, pe := range sessionio.Project(path, d).Entries {
+	if r.Has(sessionio.ContextEdits) {
+		for _, pe := range sessionio.Project(path, r).Entries {
 			if pe.Index >= first && pe.Entry.Type != sessionio.TypeCompaction {
 				for _, m := range pe.Messages {
 					n += c.Count(m)
@@ -304,7 +322,20 @@ func keptTokens(path []*sessionio.Entry, first int, d sessionio.Dialect, c cutpo
 		}
 		return n
 	}
-	for _, m := range messagesBetween(path, first, len(path), d) {
+	if r.Has(sessionio.EntryMessages) {
+		for _, e := range path[min(first, len(path)):] {
+			if e.Type == sessionio.TypeCompaction && !r.Has(sessionio.ResentSummary) {
+				continue
+			}
+			for _, m := range sessionio.MessagesOf(e, r) {
+				if !(m.Role == sessionio.RoleSystem && r.Has(sessionio.SystemMessages)) {
+					n += c.Count(m)
+				}
+			}
+		}
+		return n
+	}
+	for _, m := range messagesBetween(path, first, len(path), r) {
 		n += c.Count(m)
 	}
 	return n

@@ -139,6 +139,40 @@ func prevFullUncachedFloor(llm *fakellm.Server, res *Result) int {
 	return max(1, promptcache.Tokens(prev.Messages[0].Content+span)-2*promptcache.New().BlockTokens)
 }
 
+// TestPrepareBuildsOnlyOnTheSameRules: an incremental preparation builds on the previous one
+// only when both follow the same rules; a previous one made for another Pi release (its
+// summary request asked otherwise: thinking left out from 1.2.0) is summarized again whole.
+func TestPrepareBuildsOnlyOnTheSameRules(t *testing.T) {
+	t.Parallel()
+	llm := fakellm.Start(t)
+	eng, err := New(openAI(t, llm.URL(), nil), Settings{KeepRecentTokens: 3000, PrepareUpdate: PrepareIncremental})
+	if err != nil {
+		t.Fatal(err)
+	}
+	file := filepath.Join(t.TempDir(), "s.jsonl")
+	if err := os.WriteFile(file, []byte(`{"type":"session","version":3,"id":"019a0000-0000-7000-8000-00000000bee5","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/w"}`+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	leaf := growSession(t, file, "", 0, 8)
+	first, _, err := eng.Prepare(context.Background(), Request{File: file, Settings: Settings{Pi: "1.0.3"}}, nil)
+	if err != nil || first.PiVersion != "1.0.3" {
+		t.Fatalf("first: %+v, %v", first, err)
+	}
+	growSession(t, file, leaf, 8, 16)
+	for _, c := range []struct {
+		pi          string
+		incremental bool
+	}{{"1.3.0", false}, {"0.99.1", true}} { // 1.3.0 leaves thinking out; 0.99.1 has 1.0.3's rules
+		next, _, err := eng.Prepare(context.Background(), Request{File: file, Settings: Settings{Pi: c.pi}}, first)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if next.Incremental != c.incremental || next.PiVersion != c.pi {
+			t.Errorf("Pi %s on a preparation made for 1.0.3: incremental %v, piVersion %s; want %v", c.pi, next.Incremental, next.PiVersion, c.incremental)
+		}
+	}
+}
+
 // After a compaction made through Pi's hook (fromHook true: Pi does not carry its file
 // lists forward), the next preparation still lists the files it recorded.
 func TestPrepareKeepsFileListsOfHookCompactions(t *testing.T) {

@@ -19,9 +19,11 @@ import (
 // (New), a request's (Request.Settings). Load and Plan read with Settings too. Plan alone
 // takes KeepRecentTokens and ReserveTokens as given, 0 included (Plan says why).
 type Settings struct {
-	// Pi is the Pi release whose rules the session follows ("1.6.0", "0.73.1"; "" or
-	// "latest": the newest, sessionio.DialectLatest): how its context is built, planned,
-	// counted with Pi's estimate, summarized and written (sessionio.Dialect).
+	// Pi is the Pi release whose rules the session follows ("1.6.0", "0.80.3"; "" or
+	// "latest": the newest known, sessionio.Latest): how its context is built, planned,
+	// counted with Pi's estimate, summarized and written (sessionio.Release). A release
+	// compactor does not know is worked with the behaviours its number falls in; saying so
+	// (or refusing it) is the caller's policy (docs/compatibility.md).
 	Pi               string
 	Policy           string // nearest (default), pi, turn
 	Counter          string // tiktoken (default) or estimate
@@ -110,20 +112,20 @@ func set[T cmp.Ordered](v, base T) T {
 	return base
 }
 
-// Dialect is the Pi release the settings follow (the newest when Pi is unset or invalid:
+// Release is the Pi release the settings follow (the newest when Pi is unset or invalid:
 // Validate refuses an invalid one).
-func (s Settings) Dialect() sessionio.Dialect {
-	d, err := sessionio.ParseDialect(s.Pi)
+func (s Settings) Release() sessionio.Release {
+	r, err := sessionio.ParseRelease(s.Pi)
 	if err != nil {
-		return sessionio.DialectLatest
+		return sessionio.Latest
 	}
-	return d
+	return r
 }
 
-// override is Pi 1.x's modelOverrides entry for the model ("provider/modelId", exactly),
-// nil for none or under Pi 0.73.
-func (s Settings) override(m *sessionio.ModelRef, d sessionio.Dialect) *ModelOverride {
-	if m == nil || !d.Projects() {
+// override is Pi's modelOverrides entry for the model ("provider/modelId", exactly), nil
+// for none or before 0.86 (ModelOverrides).
+func (s Settings) override(m *sessionio.ModelRef, r sessionio.Release) *ModelOverride {
+	if m == nil || !r.Has(sessionio.ModelOverrides) {
 		return nil
 	}
 	if o, ok := s.ModelOverrides[m.Provider+"/"+m.ModelID]; ok {
@@ -138,7 +140,7 @@ func (s Settings) withDefaults() Settings { return s.over(defaults) }
 // Validate names the first bad field.
 func (s Settings) Validate() error {
 	d := s.withDefaults()
-	if _, err := sessionio.ParseDialect(d.Pi); err != nil {
+	if _, err := sessionio.ParseRelease(d.Pi); err != nil {
 		return fmt.Errorf("settings: pi-version: %w", err)
 	}
 	if _, err := cutpoint.ByName(d.Policy); err != nil {

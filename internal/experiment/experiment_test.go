@@ -3,7 +3,9 @@ package experiment
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/internal/pigolden"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -69,8 +71,8 @@ func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 			continue
 		}
 		name := strings.TrimSuffix(filepath.Base(row.File), ".jsonl")
-		raw, err := os.ReadFile(filepath.Join("../../testdata/expected/0.73.1", fmt.Sprintf("%s.cut-%d.json", name, row.KeepRecentTokens)))
-		if os.IsNotExist(err) {
+		raw, err := pigolden.Bytes("0.73.1", name, fmt.Sprintf("cut-%d", row.KeepRecentTokens))
+		if errors.Is(err, os.ErrNotExist) {
 			continue
 		}
 		if err != nil {
@@ -113,10 +115,10 @@ func TestPiSnapshotMatchesPiGoldens(t *testing.T) {
 				want.TokensBefore, want.IsSplitTurn, len(want.MessagesToSummarize), len(want.TurnPrefix))
 		}
 	}
-	// 12 numbered files, 2 v1 files from Pi's repository, the synthetic one and its migrated
+	// 13 numbered files, 2 v1 files from Pi's repository, the synthetic one and its migrated
 	// v3 copy, at 2 settings.
-	if checked != 32 {
-		t.Errorf("checked %d goldens, want 32", checked)
+	if checked != 34 {
+		t.Errorf("checked %d goldens, want 34", checked)
 	}
 }
 
@@ -194,7 +196,7 @@ func TestReplayContextIsRecounted(t *testing.T) {
 	var bad []string
 	checkContextHook = func(path []*sessionio.Entry, tokens int) {
 		steps++
-		ctx := sessionio.BuildContext(path, sessionio.Pi073)
+		ctx := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
 		want := 0
 		for _, m := range ctx.Messages {
 			want += counter.Count(m)

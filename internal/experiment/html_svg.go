@@ -141,33 +141,116 @@ func scatter(b *strings.Builder, id, xLabel, yLabel string, pts []point, policie
 		f2(left), f2(y0), f2(left+plotW), f2(y0), f2(left), f2(top), f2(left), f2(y0))
 	fmt.Fprintf(b, `<text x="%s" y="%s" text-anchor="middle">%s</text>`, f2(left+plotW/2), f2(y0+36), esc(xLabel))
 	fmt.Fprintf(b, `<text x="12" y="%s" transform="rotate(-90 12 %s)" text-anchor="middle">%s</text>`+"\n", f2(top+plotH/2), f2(top+plotH/2), esc(yLabel))
-	var placed [][2]float64 // label anchors already used
+	// Every point first, then the labels: a label must keep clear of every point and of the
+	// labels placed before it.
+	var circles [][2]float64
 	for _, p := range pts {
 		cx, cy := px(p.x.value), py(p.y.value)
-		fmt.Fprintf(b, `<circle class="point" cx="%s" cy="%s" r="6" fill="%s"%s data-metric2="%s" data-value2="%d"><title>%s · keep %d: %s %s, %s %s</title></circle>`,
-			f2(cx), f2(cy), policyColor(policies, p.x.policy), p.x.attrs(), esc(p.y.metric), p.y.value,
+		circles = append(circles, [2]float64{cx, cy})
+		fmt.Fprintf(b, `<circle class="point" cx="%s" cy="%s" r="%s" fill="%s"%s data-metric2="%s" data-value2="%d"><title>%s · keep %d: %s %s, %s %s</title></circle>`+"\n",
+			f2(cx), f2(cy), f2(pointRadius), policyColor(policies, p.x.policy), p.x.attrs(), esc(p.y.metric), p.y.value,
 			esc(p.x.policy), p.x.keep, esc(p.x.metric), num(p.x.value), esc(p.y.metric), num(p.y.value))
-		// Move a label down or up until it does not overlap one already placed.
-		lx, ly := cx+9, cy+4
-		for _, dy := range []float64{0, 13, -13, 26, -26, 39, -39} {
-			free := true
-			for _, q := range placed {
-				if math.Abs(q[0]-lx) < 110 && math.Abs(q[1]-(cy+4+dy)) < 12 {
-					free = false
-				}
-			}
-			if free {
-				ly = cy + 4 + dy
-				break
-			}
-		}
-		placed = append(placed, [2]float64{lx, ly})
+	}
+	var placed []labelBox
+	for i, p := range pts {
 		sum := ""
 		if p.sum != "" {
 			sum = " · " + p.sum
 		}
-		fmt.Fprintf(b, `<text class="label" x="%s" y="%s" data-kind="setting" data-policy="%s" data-keep="%d">%s · %d%s</text>`+"\n",
-			f2(lx), f2(ly), esc(p.x.policy), p.x.keep, esc(p.x.policy), p.x.keep, esc(sum))
+		text := fmt.Sprintf("%s · %d%s", p.x.policy, p.x.keep, sum)
+		box := placeLabel(circles[i], labelWidth(text), circles, placed, width, height)
+		placed = append(placed, box)
+		anchor, tx := "start", box.x0
+		if box.left {
+			anchor, tx = "end", box.x1
+		}
+		// A label moved off its point's row is tied to it by a thin line.
+		if math.Abs(box.mid()-circles[i][1]) > labelHeight/2 {
+			lx := box.x0 - 2
+			if box.left {
+				lx = box.x1 + 2
+			}
+			fmt.Fprintf(b, `<line class="leader" x1="%s" y1="%s" x2="%s" y2="%s" stroke="#999" stroke-width="0.75"/>`,
+				f2(circles[i][0]), f2(circles[i][1]), f2(lx), f2(box.mid()))
+		}
+		fmt.Fprintf(b, `<text class="label" x="%s" y="%s" text-anchor="%s" data-kind="setting" data-policy="%s" data-keep="%d" data-box="%s %s %s %s">%s</text>`+"\n",
+			f2(tx), f2(box.y1-3), anchor, esc(p.x.policy), p.x.keep, f2(box.x0), f2(box.y0), f2(box.x1), f2(box.y1), esc(text))
 	}
 	b.WriteString("</svg>\n")
+}
+
+// The scatter's label geometry: 11 px text (the report's style), whose width is
+// estimated generously per character; a point's radius.
+const (
+	pointRadius    = 6.0
+	labelHeight    = 13.0
+	labelCharWidth = 6.8
+	labelGap       = 9.0
+)
+
+// labelWidth is the width a label's text takes at most.
+func labelWidth(text string) float64 { return float64(len([]rune(text))) * labelCharWidth }
+
+// labelBox is where a label is drawn: its box, and whether it is left of its point.
+type labelBox struct {
+	x0, y0, x1, y1 float64
+	left           bool
+}
+
+func (l labelBox) mid() float64 { return (l.y0 + l.y1) / 2 }
+
+func (l labelBox) overlaps(o labelBox) bool {
+	return l.x0 < o.x1 && o.x0 < l.x1 && l.y0 < o.y1 && o.y0 < l.y1
+}
+
+// touchesPoint reports whether the box comes within a point's radius of c.
+func (l labelBox) touchesPoint(c [2]float64) bool {
+	dx := math.Max(0, math.Max(l.x0-c[0], c[0]-l.x1))
+	dy := math.Max(0, math.Max(l.y0-c[1], c[1]-l.y1))
+	return dx*dx+dy*dy < (pointRadius+1)*(pointRadius+1)
+}
+
+// placeLabel puts a label of width w next to its point at c: on the point's row to its
+// right if that is free, else the nearest free row above or below, right or left of the
+// point, inside the chart (width × height); free means clear of every point and every
+// label already placed.
+func placeLabel(c [2]float64, w float64, points [][2]float64, placed []labelBox, width, height float64) labelBox {
+	at := func(row int, left bool) labelBox {
+		mid := c[1] + float64(row)*labelHeight
+		b := labelBox{x0: c[0] + labelGap, x1: c[0] + labelGap + w, y0: mid - labelHeight/2, y1: mid + labelHeight/2, left: left}
+		if left {
+			b.x0, b.x1 = c[0]-labelGap-w, c[0]-labelGap
+		}
+		return b
+	}
+	free := func(b labelBox) bool {
+		if b.x0 < 0 || b.x1 > width || b.y0 < 0 || b.y1 > height {
+			return false
+		}
+		for _, q := range placed {
+			if b.overlaps(q) {
+				return false
+			}
+		}
+		for _, p := range points {
+			if b.touchesPoint(p) {
+				return false
+			}
+		}
+		return true
+	}
+	maxRows := int(height/labelHeight) + 1
+	for d := 0; d <= maxRows; d++ {
+		for _, row := range []int{d, -d} {
+			for _, left := range []bool{false, true} {
+				if b := at(row, left); free(b) {
+					return b
+				}
+			}
+			if d == 0 {
+				break
+			}
+		}
+	}
+	return at(0, false) // nowhere free: a chart this crowded overlaps
 }

@@ -293,7 +293,7 @@ func TestRecordedCompactions(t *testing.T) {
 	}
 	st := cutpoint.DefaultSettings()
 	st.KeepRecentTokens, st.ContextWindow = 1000, 1
-	p, err := cutpoint.Pi{}.Plan(path, st, tokenize.EstimateFor(st.Dialect))
+	p, err := cutpoint.Pi{}.Plan(path, st, tokenize.EstimateFor(st.Release))
 	if err != nil || !p.Prepared {
 		t.Fatalf("plan: %v", err)
 	}

@@ -74,10 +74,10 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 		}
 		rp = append(rp, e)
 		tokens += ss.entryTokens(e)
-		if e.Type == sessionio.TypeContextEdit && ss.src.Dialect.Projects() {
-			// Pi 1.x: an edit changes what an earlier entry weighs; count the context again.
+		if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(sessionio.ContextEdits) {
+			// From Pi 0.87 an edit changes what an earlier entry weighs; count the context again.
 			tokens = 0
-			for _, m := range sessionio.Project(rp[from:], ss.src.Dialect).Messages() {
+			for _, m := range sessionio.Project(rp[from:], ss.src.Release).Messages() {
 				tokens += ss.mc.Count(m)
 			}
 		}
@@ -219,7 +219,7 @@ func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Pl
 	fo := p.Ops()
 	out, err := summarize.CompactionSummary(ctx, s, summarize.CompactionInput{
 		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo, Dialect: ss.src.Dialect,
+		PreviousSummary: prev, ReserveTokens: r.cfg.ReserveTokens, FileOps: fo, Release: ss.src.Release,
 	})
 	if err != nil {
 		return "", nil, nil, err
@@ -284,7 +284,7 @@ func (r *sessionRunner) recorded(ctx context.Context, ss *session, policy string
 			row.MaxContextTokens = max(row.MaxContextTokens, tokens)
 			continue
 		}
-		sp, err := cutpoint.SpanAt(path[:i], ss.src.Dialect, e.FirstKeptEntryID)
+		sp, err := cutpoint.SpanAt(path[:i], ss.src.Release, e.FirstKeptEntryID)
 		if err != nil {
 			row.Refused++ // a compaction whose cut is not where Pi could cut: not evaluated
 			continue

@@ -222,7 +222,7 @@ func (r *sessionRunner) load(file, name string) (*session, error) {
 		numbers: map[*sessionio.Message][]string{}, texts: map[*sessionio.Message]string{}}
 	ss.text = textCounter(ss.counter)
 	ss.mc = memoCounter{name: ss.counter.Name(), m: newMemo(ss.path, ss.counter.Count)}
-	ss.ser = newMemo(ss.path, serializedCounter(ss.text, src.Dialect))
+	ss.ser = newMemo(ss.path, serializedCounter(ss.text, src.Release))
 	return ss, nil
 }
 

@@ -51,6 +51,8 @@ type Behavior struct {
 	EchoAuth bool
 	// Text replaces the generated summary text.
 	Text string
+	// FinishReason replaces "stop" ("length": the answer stopped at its output limit).
+	FinishReason string
 }
 
 // Request is what the server recorded about one request.
@@ -328,10 +330,14 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	if text == "" && !b.Empty {
 		text = Summary(cr.Messages)
 	}
+	finish := b.FinishReason
+	if finish == "" {
+		finish = "stop"
+	}
 	choices := []map[string]any{{
 		"index":         0,
 		"message":       map[string]any{"role": "assistant", "content": text},
-		"finish_reason": "stop",
+		"finish_reason": finish,
 	}}
 	if b.NoChoices {
 		choices = []map[string]any{}

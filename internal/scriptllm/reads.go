@@ -11,7 +11,8 @@ import (
 // the files of Files(n) (written into the workspace beforehand) in one turn, all at once,
 // then answer in a few lines. The tool output a turn adds is what the sizes say, so a
 // workload is "about 10k tokens of tool output a turn" or "mostly 1k, sometimes 30k", as the
-// zero-wait matrix of the e2e suite asks (issue 26). Everything is derived from Seed and n.
+// zero-wait matrix of the e2e suite asks (e2e/matrix_test.go). Everything is derived from
+// Seed and n.
 //
 // Pi's read tool returns at most 2,000 lines or 50 KB of a file: a size above MaxReadChars
 // is split into several files read in the same turn.

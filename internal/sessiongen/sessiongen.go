@@ -1,5 +1,6 @@
 // Package sessiongen writes synthetic Pi v3 sessions for tests: long agent runs that read and
-// edit many files, the shape whose file lists outgrow a small context window (issue 21).
+// edit many files, the shape whose file lists outgrow a small context window
+// (docs/quality.md, "No compaction leaves a session over budget").
 // The output is deterministic: the same Wide writes the same bytes.
 package sessiongen
 

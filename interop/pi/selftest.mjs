@@ -10,6 +10,15 @@ import { contextReport } from "./lib/context.mjs";
 import { cutReport } from "./lib/cut.mjs";
 import { entryUrl, HarnessError, internals, PI_VERSION, PROJECTED } from "./lib/pi.mjs";
 
+// The checks below state facts about Pi's releases (docs/compatibility.md): since(v) is true
+// from release v on.
+const num = (v) => v.split(/[.-]/).slice(0, 3).map(Number);
+const since = (v) => {
+	const [a, b] = [num(PI_VERSION), num(v)];
+	for (let i = 0; i < 3; i++) if (a[i] !== b[i]) return a[i] > b[i];
+	return true;
+};
+
 const here = process.env.PI_HARNESS_ROOT;
 const root = resolve(here, "../..");
 const corpus = join(root, "testdata/corpus");
@@ -80,14 +89,14 @@ await check("a migrated v1 file gives the same ids on every run (seeded)", async
 	const b = await context(join(corpus, "pi-repo/large-session.jsonl"));
 	if (JSON.stringify(a.pathIds) !== JSON.stringify(b.pathIds)) return "pathIds differ between runs";
 });
-await check("a byte-order mark: loaded with a warning by 0.73, refused (exit 2) by 1.x", async () => {
+await check("a byte-order mark: loaded with a warning before 0.78.1, refused (exit 2) from 0.78.1", async () => {
 	const f = join(gen, "x-bom-c01-chat-s.jsonl");
 	if (!existsSync(f)) return `${f} missing: run interop/pi/pi gen`;
-	if (PROJECTED) return (await exitOf(() => context(f))) === 2 ? undefined : "loaded";
+	if (since("0.78.1")) return (await exitOf(() => context(f))) === 2 ? undefined : "loaded";
 	const r = await context(f);
 	if (!r.diagnostics.bom) return "no bom diagnostic";
 });
-await check("the input file is never modified (a file without its final newline, which 1.x repairs on load)", async () => {
+await check("the input file is never modified (a file without its final newline, which Pi repairs on load from 0.84.4)", async () => {
 	const f = join(gen, "x-no-final-newline-c01-chat-s.jsonl");
 	const before = sha(f);
 	const r = await context(f);
@@ -102,10 +111,10 @@ await check("10-tricky-parallel at keep 20000: the split turn as documented", as
 	const want = "aaaa000a true aaaa0005 aaaa0003,aaaa0004 aaaa0005,aaaa0006,aaaa0007,aaaa0008,aaaa0009 31120";
 	if (got !== want) return `got ${got}, want ${want}`;
 });
-await check("12-tricky-custom-message-cut: a cut at a custom message is a split turn with an empty prefix in 0.73, no split in 1.x", async () => {
+await check("12-tricky-custom-message-cut: a cut at a custom message is a split turn with an empty prefix before 0.80.4, no split from 0.80.4", async () => {
 	const r = await cut(join(corpus, "12-tricky-custom-message-cut.jsonl"));
-	if (r.isSplitTurn === PROJECTED) return `isSplitTurn ${r.isSplitTurn}`;
-	if (!PROJECTED && (r.turnPrefix.length !== 0 || r.turnStartIndex !== r.firstKeptEntryIndex)) return `turnPrefix ${r.turnPrefix} turnStart ${r.turnStartIndex}`;
+	if (r.isSplitTurn === since("0.80.4")) return `isSplitTurn ${r.isSplitTurn}`;
+	if (!since("0.80.4") && (r.turnPrefix.length !== 0 || r.turnStartIndex !== r.firstKeptEntryIndex)) return `turnPrefix ${r.turnPrefix} turnStart ${r.turnStartIndex}`;
 });
 
 await check("every corpus file's cut at 20000/5000/1000 maps back to entries (ordered, summarized before kept)", async () => {
@@ -127,24 +136,24 @@ await check("every corpus file's cut at 20000/5000/1000 maps back to entries (or
 			if (idx.some((i, n) => n > 0 && i <= idx[n - 1])) return `${f} @${k}: ids out of order`;
 			if (idx.length && idx[idx.length - 1] >= r.firstKeptEntryIndex) return `${f} @${k}: summarized at or after the first kept entry`;
 			if (ctx.pathIds[r.firstKeptEntryIndex] !== r.firstKeptEntryId) return `${f} @${k}: firstKeptEntryIndex is not the path index of firstKeptEntryId`;
-			// 0.73 splits at a custom message with an empty prefix (turn start = first kept).
-			const emptyPrefixOk = !PROJECTED && r.turnStartIndex === r.firstKeptEntryIndex && r.turnPrefix.length === 0;
+			// Before 0.80.4 Pi splits at a custom message with an empty prefix (turn start = first kept).
+			const emptyPrefixOk = !since("0.80.4") && r.turnStartIndex === r.firstKeptEntryIndex && r.turnPrefix.length === 0;
 			if (r.isSplitTurn !== (r.turnStartIndex >= 0) || (r.isSplitTurn && r.turnPrefix[0] !== r.turnStartEntryId && !emptyPrefixOk))
 				return `${f} @${k}: turn start ${r.turnStartEntryId} vs prefix ${r.turnPrefix[0]}`;
 		}
 	if (plans < 20) return `only ${plans} plans`;
 });
 
-await check("per-model compaction settings: modelOverrides apply in 1.x, not in 0.73", async () => {
+await check("per-model compaction settings: modelOverrides apply from 0.86, not before", async () => {
 	const r = await cut(join(corpus, "01-minimal.jsonl"), "--settings", join(root, "testdata/pi-settings/model-overrides.json"));
-	const want = PROJECTED ? 3000 : 20000;
+	const want = since("0.86.0") ? 3000 : 20000;
 	if (r.model !== "anthropic/claude-sonnet-4-5" || r.settings.keepRecentTokens !== want) return `model ${r.model} keep ${r.settings.keepRecentTokens}, want ${want}`;
 });
 
-await check("a branch summary goes to the target with fromId = its parent (0.73) or the leaf it left (1.x)", async () => {
+await check("a branch summary goes to the target with fromId = its parent (before 0.84.3) or the leaf it left (from 0.84.3)", async () => {
 	const f = join(corpus, "03-branches-labels-name.jsonl");
 	const { result: r } = await branchReport([f, "--to", "ef5834c6"]);
-	const want = PROJECTED ? r.oldLeafId : r.newLeafId;
+	const want = since("0.84.3") ? r.oldLeafId : r.newLeafId;
 	if (r.summaryEntry?.parentId !== r.newLeafId || r.summaryEntry.fromId !== want) return JSON.stringify(r.summaryEntry);
 	if (!r.messages.length) return "nothing summarized";
 });

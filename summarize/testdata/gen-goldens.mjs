@@ -37,12 +37,16 @@ const pi = await lib("pi.mjs");
 const { contextReport } = await lib("context.mjs");
 const { planEntries } = await lib("cut.mjs");
 const { mapBranchMessages } = await lib("branch.mjs");
+const { goldenStore, previousPinned } = await lib("store.mjs");
 const utils = await import(new URL("./core/compaction/utils.js", pi.entryUrl).href);
 
 const check = process.argv.includes("--check");
 const corpusDir = join(here, "corpus");
 const genDir = join(here, "..", "..", "testdata", "corpus", `gen-${pi.PI_VERSION}`);
 const goldenDir = join(here, "golden", pi.PI_VERSION);
+// The goldens go into a golden store (interop/pi/lib/store.mjs): a golden the same as the
+// pinned release before it (interop/pi/versions.txt) is not stored again.
+const store = goldenStore(join(here, "golden"), pi.PI_VERSION, { check, prev: previousPinned(process.env.PI_HARNESS_ROOT, pi.PI_VERSION) });
 const INLINE_MAX = 4000; // longer texts are checked by length and hash only
 
 // --check compares instead of writing; every output goes through emit().
@@ -463,19 +467,18 @@ try {
 		}
 		golden.texts = texts;
 		want.add(`${name}.json`);
-		emit(join(goldenDir, `${name}.json`), `${JSON.stringify(golden)}\n`);
+		store.put(`${name}.json`, `${JSON.stringify(golden)}\n`);
 		if (!check) console.log(`${pi.PI_VERSION}/${name}: ${golden.cuts.length} cuts, ${golden.branches.length} branches`);
 	}
 } finally {
 	rmSync(tmp, { recursive: true, force: true });
 }
-for (const g of existsSync(goldenDir) ? readdirSync(goldenDir).sort() : []) {
-	if (want.has(g)) continue;
-	if (!check) rmSync(join(goldenDir, g));
-	else {
-		failed++;
-		console.log(`FAIL summarize/testdata/golden/${pi.PI_VERSION}/${g}: no session file makes it (stale)`);
-	}
+{
+	const r = store.finish();
+	passed += r.passed;
+	failed += r.failed;
+	for (const l of r.lines) console.log(`${l.replace("FAIL ", "FAIL summarize/testdata/golden/")} (regenerate: PI_VERSION=${pi.PI_VERSION} interop/pi/pi exec summarize/testdata/gen-goldens.mjs)`);
+	if (!check) console.log(`Pi ${pi.PI_VERSION}: ${r.stored} of ${r.total} summarize goldens stored in ${relative(join(here, "..", ".."), goldenDir)}/, the rest the same as an earlier pinned release's`);
 }
 if (check) {
 	console.log(`summarize goldens of Pi ${pi.PI_VERSION}: ${passed} passed, ${failed} failed`);

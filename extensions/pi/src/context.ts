@@ -1,15 +1,17 @@
 // The context Pi builds from a branch, as the trigger needs it: how many tokens Pi would
-// summarize if it compacted now, and how big the context is right after a compaction. Pi 1.x
-// builds its context from buildSessionProjection (context edits applied, system messages
-// folded into compactions), which the host Pi passes in; Pi 0.73 from the raw path, which is
-// walked here as its buildSessionContext walks it.
+// summarize if it compacted now, and how big the context is right after a compaction. From
+// 0.87 Pi builds its context from buildSessionProjection (context edits applied, system
+// messages folded into compactions), from 0.80.6 from buildContextEntries and
+// sessionEntryToContextMessages, both of which the host Pi passes in; before, from the raw
+// path, which is walked here as its buildSessionContext walks it.
 
 import type { SessionEntry } from "@earendil-works/pi-coding-agent";
-import { type AgentMessage, contextMessage, type Estimator, lastCompactionIndex, type Project, type ProjectedEntry } from "./validate.ts";
+import { type AgentMessage, contextMessage, type EntryMessages, type Estimator, lastCompactionIndex, type Project, type ProjectedEntry } from "./validate.ts";
 
 /** contextEntries is the branch's context, entry by entry, as the host Pi builds it. */
-export function contextEntries(path: SessionEntry[], project: Project | undefined): ProjectedEntry[] {
+export function contextEntries(path: SessionEntry[], project: Project | undefined, em?: EntryMessages): ProjectedEntry[] {
 	if (project) return project(path).entries;
+	if (em) return em.contextEntries(path).map((e) => ({ sourceEntry: e, messages: em.contextMessages(e) }));
 	const ci = lastCompactionIndex(path);
 	if (ci < 0) return path.map((e) => ({ sourceEntry: e, messages: messagesOf(e) }));
 	const c = path[ci];
@@ -44,8 +46,8 @@ export function contextTokens(entries: ProjectedEntry[], estimate: Estimator): n
  * from the newest entry until keepRecentTokens are reached, then the first cut point (an
  * entry with a message other than a tool result) at or after that entry. When there is none
  * (the agent is in the middle of a turn whose tool results alone fill keepRecentTokens),
- * Pi 0.73 cuts at the span's first cut point, which leaves nothing to summarize, and Pi 1.x
- * at its last (newestFallback). So a request is not made where the worker would find nothing
+ * Pi before 0.86 cuts at the span's first cut point, which leaves nothing to summarize, and
+ * from 0.86 at its last (newestFallback). So a request is not made where the worker would find nothing
  * to prepare: with large tool outputs a turn is bigger than keepRecentTokens, and the
  * difference between the context and keepRecentTokens says nothing about what is preparable.
  */

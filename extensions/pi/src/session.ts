@@ -158,6 +158,7 @@ export type HookReason =
 	| "bridge-late"
 	| "bridge-refused"
 	| "instructions"
+	| "other-pi"
 	| "entries-differ"
 	| "too-big"
 	| "malformed"

@@ -3,21 +3,25 @@
 // checking it, so every rule that keeps the result equal in meaning to Pi's own compaction is
 // checked here, against the branch entries Pi hands to the hook:
 //
-//   - the value is for this session, and was made with the same custom instructions;
+//   - the value is for this session, and was made with the same custom instructions, by the
+//     rules of this Pi release (its piVersion, when it says one: a summary request is not
+//     the same in every release);
 //   - its leaf and its firstKeptEntryId are on this branch, the cut at or before the leaf,
 //     never on a tool result (which would orphan it from its tool call);
 //   - it builds on the same previous compaction (the latest one on the branch, or none);
 //   - the entries it summarized are exactly those Pi would summarize for that cut: from the
 //     previous compaction's kept boundary up to the cut, compaction entries and entries that
-//     yield no message left out (Pi 1.x: on its projection, where context edits omit or
-//     replace messages and system messages are never summarized); and when the cut is Pi's
-//     own, as many messages as Pi's own preparation (the hook's event) summarizes;
+//     yield no message left out (from Pi 0.80.4 what each entry puts into the context, and from
+//     0.86 without system messages, which are never summarized; from 0.87 on its projection,
+//     where context edits omit or replace messages); and when the cut is Pi's own, as many
+//     messages as Pi's own preparation (the hook's event) summarizes;
 //   - the context it leaves (summary + everything kept up to the current leaf, by Pi's own
-//     estimate, and in Pi 1.x the system messages Pi folds into the compaction's checkpoint)
+//     estimate, and from 0.86 the system messages Pi folds into the compaction's checkpoint)
 //     fits under Pi's threshold, contextWindow - reserveTokens.
 //
-// This module has no runtime dependency on Pi: Pi's estimateTokens (and in Pi 1.x its
-// buildSessionProjection) are passed in.
+// This module has no runtime dependency on Pi: Pi's estimateTokens (and its
+// buildSessionProjection, or buildContextEntries and sessionEntryToContextMessages, where
+// the host Pi has them) are passed in.
 
 import type { SessionEntry, SessionMessageEntry } from "@earendil-works/pi-coding-agent";
 
@@ -45,6 +49,8 @@ export interface PreparedValue {
 	settings?: { keepRecentTokens?: number; reserveTokens?: number; contextWindow?: number };
 	customInstructions?: string;
 	createdAt?: string;
+	/** The Pi release whose rules made the value (absent in values of compactor before 0.3). */
+	piVersion?: string;
 	llmInputTokens?: number;
 	incremental?: boolean;
 	basedOnLeafId?: string | null;
@@ -76,10 +82,14 @@ export interface CheckInput {
 	/** preparation.tokensBefore: Pi's count now (the session grew since the preparation). */
 	tokensBefore: number;
 	estimate: Estimator;
-	/** Pi 1.x's buildSessionProjection (undefined in Pi 0.73, which builds its context from the raw path). */
+	/** Pi's buildSessionProjection (>= 0.87; undefined before, where Pi builds its context from the path). */
 	project?: Project;
+	/** Pi 0.80.6 .. 0.86: what each entry puts into the context (undefined with project, or before 0.80.6). */
+	entryMessages?: EntryMessages;
 	/** Pi's own preparation of this compaction (the hook's event.preparation). */
 	preparation?: PiPreparation;
+	/** The host Pi's release (its VERSION): a value made for another release is refused. */
+	piVersion?: string;
 }
 
 /** A context entry as Pi 1.x projects it: the entry and the messages it gives the model. */
@@ -88,8 +98,21 @@ export interface ProjectedEntry {
 	messages: AgentMessage[];
 }
 
-/** Pi 1.x's buildSessionProjection over a path (root first, the leaf last). */
+/** Pi's buildSessionProjection over a path (root first, the leaf last). */
 export type Project = (path: SessionEntry[]) => { entries: ProjectedEntry[] };
+
+/**
+ * EntryMessages is how Pi 0.80.6 to 0.86 builds its context: the entries of the path that are
+ * in it (buildContextEntries), each with the messages it puts there
+ * (sessionEntryToContextMessages; an older compaction kept in the range puts its summary there
+ * again), and from 0.86 (systemMessages) system messages as prompt state: never summarized,
+ * and the ones of the kept range replaced by the compaction's checkpoint.
+ */
+export interface EntryMessages {
+	contextEntries: (path: SessionEntry[]) => SessionEntry[];
+	contextMessages: (e: SessionEntry) => AgentMessage[];
+	systemMessages: boolean;
+}
 
 /** The fields of Pi's CompactionPreparation the checks compare with. */
 export interface PiPreparation {
@@ -102,6 +125,7 @@ export interface PiPreparation {
 export type Refusal =
 	| "malformed"
 	| "other-session"
+	| "pi-version"
 	| "instructions"
 	| "leaf-off-branch"
 	| "cut-off-branch"
@@ -125,6 +149,9 @@ export function checkPrepared(input: CheckInput): CheckResult {
 	if (typeof v === "string") return refuse("malformed", v);
 	if (v.sessionId !== input.sessionId || v.store !== input.store) {
 		return refuse("other-session", `value is for ${v.store}/${v.sessionId}`);
+	}
+	if (v.piVersion !== undefined && input.piVersion !== undefined && v.piVersion !== input.piVersion) {
+		return refuse("pi-version", `made by the rules of Pi ${v.piVersion}, this is Pi ${input.piVersion}`);
 	}
 	const wanted = normInstructions(input.customInstructions);
 	const prepared = normInstructions(v.customInstructions);
@@ -151,7 +178,9 @@ export function checkPrepared(input: CheckInput): CheckResult {
 	if (prevId !== v.previousCompactionId) {
 		return refuse("previous-compaction", `branch has ${prevId ?? "no compaction"}, value builds on ${v.previousCompactionId ?? "none"}`);
 	}
-	const span = projection ? projectedSpan(projection, v.firstKeptEntryId, input.estimate) : rawSpan(path, prevIdx, index, cutIdx, input.estimate);
+	const span = projection
+		? projectedSpan(projection, v.firstKeptEntryId, input.estimate)
+		: rawSpan(path, prevIdx, index, cutIdx, input.estimate, input.entryMessages);
 	if (span === undefined) {
 		return refuse("cut-before-boundary", `firstKeptEntryId ${cut.id} lies before the previous compaction's kept boundary`);
 	}
@@ -211,19 +240,41 @@ interface Span {
 }
 
 /**
- * rawSpan is the span of a cut under Pi 0.73's rules, which work on the raw path: from the
- * previous compaction's kept boundary to the cut; undefined when the cut lies before it.
+ * rawSpan is the span of a cut under the rules of Pi before 0.87, which work on the raw path:
+ * from the previous compaction's kept boundary to the cut; undefined when the cut lies before
+ * it. With em (0.80.6 .. 0.86) an entry is summarized when it puts a message into the context
+ * (a compaction never; from 0.86 a system message neither), and what stays is what the kept
+ * entries put into the context (an older compaction's summary too; from 0.86 not the kept
+ * system messages, which the checkpoint replaces).
  */
-function rawSpan(path: SessionEntry[], prevIdx: number, index: Map<string, number>, cutIdx: number, estimate: Estimator): Span | undefined {
+function rawSpan(path: SessionEntry[], prevIdx: number, index: Map<string, number>, cutIdx: number, estimate: Estimator, em?: EntryMessages): Span | undefined {
 	const boundary = boundaryStart(path, prevIdx, index);
 	if (cutIdx < boundary) return undefined;
-	const summarized = summarizedIds(path, boundary, cutIdx);
+	if (!em) {
+		const summarized = summarizedIds(path, boundary, cutIdx);
+		let keptTokens = 0;
+		for (let i = cutIdx; i < path.length; i++) {
+			const m = contextMessage(path[i]);
+			if (m) keptTokens += estimate(m);
+		}
+		return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens: 0 };
+	}
+	const isSystem = (m: AgentMessage | undefined) => em.systemMessages && (m as { role?: string } | undefined)?.role === "system";
+	const summarized: string[] = [];
+	for (let i = boundary; i < cutIdx; i++) {
+		const e = path[i];
+		const m = e.type === "compaction" ? undefined : em.contextMessages(e)[0];
+		if (m && !isSystem(m)) summarized.push(e.id);
+	}
 	let keptTokens = 0;
 	for (let i = cutIdx; i < path.length; i++) {
-		const m = contextMessage(path[i]);
-		if (m) keptTokens += estimate(m);
+		const e = path[i];
+		if (e.type === "message" && isSystem(e.message)) continue;
+		for (const m of em.contextMessages(e)) keptTokens += estimate(m);
 	}
-	return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens: 0 };
+	let systemTokens = 0;
+	if (em.systemMessages) for (const e of em.contextEntries(path)) for (const m of em.contextMessages(e)) if (isSystem(m)) systemTokens += estimate(m);
+	return { summarized, summarizedMessages: summarized.length, keptTokens, systemTokens };
 }
 
 /**
@@ -344,5 +395,6 @@ export function parseValue(raw: unknown): PreparedValue | string {
 		return "customInstructions is not a string";
 	}
 	if (o.summaryTokensEstimate !== undefined && typeof o.summaryTokensEstimate !== "number") return "summaryTokensEstimate is not a number";
+	if (o.piVersion !== undefined && !isStr(o.piVersion)) return "piVersion is not a string";
 	return o as unknown as PreparedValue;
 }

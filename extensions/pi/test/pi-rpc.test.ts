@@ -12,6 +12,7 @@ import { relative } from "node:path";
 import { after, before, describe, test } from "node:test";
 import { AckPolicy, jetstream, jetstreamManager } from "@nats-io/jetstream";
 import { type KV, Kvm } from "@nats-io/kv";
+import { has } from "../src/rules.ts";
 import { sessionToken } from "../src/session.ts";
 import { FakeModel } from "./harness/fakemodel.ts";
 import { freePort, type NatsServer, silentListener, startNats } from "./harness/nats.ts";
@@ -498,7 +499,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 				assert.match(hook, /: hit /);
 				figures.hitHookMs.push(Number(/ in ([\d.]+) ms$/.exec(hook)?.[1]));
 				figures.autoBlockedMs.push(end.at - start.at);
-				// (Pi 1.x compacts mid-run: the run's answer follows the compaction)
+				// (from 0.84.4 Pi compacts mid-run: the run's answer follows the compaction)
 				const last = entries(prep.sessionFile).filter((e) => e.type === "compaction").at(-1) as Entry;
 				assert.equal(last.summary, `PREPARED round ${round}`);
 				assert.equal(last.fromHook, true);
@@ -514,11 +515,11 @@ describe("the extension in the real Pi (RPC mode)", () => {
 
 /**
  * turnsPastThreshold is how many answers of a run must report a context past the threshold
- * for Pi to compact once: Pi 1.x checks after the first answer's tool results (mid-run), Pi
- * 0.73 only the run's last answer.
+ * for Pi to compact once: from 0.84.4 Pi checks after the first answer's tool results
+ * (mid-run), before only the run's last answer.
  */
 async function turnsPastThreshold(): Promise<number> {
-	return (await piVersion()).startsWith("0.") ? 2 : 1;
+	return has(await piVersion(), "MidRunCompaction") ? 1 : 2;
 }
 
 async function waitUntil(cond: () => boolean, what: string, timeoutMs = 15_000): Promise<void> {

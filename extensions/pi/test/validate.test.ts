@@ -10,7 +10,18 @@ import { describe, test } from "node:test";
 import type { SessionEntry } from "@earendil-works/pi-coding-agent";
 import { type CheckInput, checkPrepared, type PreparedValue } from "../src/validate.ts";
 import { REPO_ROOT } from "./harness/nats.ts";
-import { buildSessionProjection, computeFileLists, estimateTokens, idsOfPiMessages, PI_LIB_VERSION, prepareCompaction, SessionManager } from "./harness/pilib.ts";
+import { has } from "../src/rules.ts";
+import {
+	buildContextEntries,
+	buildSessionProjection,
+	computeFileLists,
+	estimateTokens,
+	idsOfPiMessages,
+	PI_LIB_VERSION,
+	prepareCompaction,
+	SessionManager,
+	sessionEntryToContextMessages,
+} from "./harness/pilib.ts";
 import { assistant, branchOf, newSession, turn, user } from "./harness/sessions.ts";
 
 const STORE = "team";
@@ -40,9 +51,18 @@ function valueFromPi(path: SessionEntry[], sessionId: string, keep: number, extr
 	};
 }
 
-/** project is the host Pi's projection, as the extension passes it (Pi 1.x only). */
+/** project is the host Pi's projection, as the extension passes it (Pi >= 0.87 only). */
 const projectWith = buildSessionProjection;
 const project: CheckInput["project"] = projectWith ? (path) => projectWith(path) as ReturnType<NonNullable<CheckInput["project"]>> : undefined;
+/** entryMessages is how Pi 0.80.6 .. 0.86 builds its context, as the extension passes it. */
+const entryMessages: CheckInput["entryMessages"] =
+	!project && buildContextEntries && sessionEntryToContextMessages
+		? {
+				contextEntries: (path) => buildContextEntries?.(path) ?? path,
+				contextMessages: (e) => (sessionEntryToContextMessages?.(e) ?? []) as ReturnType<NonNullable<CheckInput["entryMessages"]>["contextMessages"]>,
+				systemMessages: has(PI_LIB_VERSION, "SystemMessages"),
+			}
+		: undefined;
 
 function input(value: unknown, path: SessionEntry[], sessionId: string, over: Partial<CheckInput> = {}): CheckInput {
 	return {
@@ -56,6 +76,7 @@ function input(value: unknown, path: SessionEntry[], sessionId: string, over: Pa
 		tokensBefore: 4242,
 		estimate: (m) => estimateTokens(m),
 		project,
+		entryMessages,
 		...over,
 	};
 }
@@ -255,6 +276,11 @@ describe("checkPrepared on sessions built with Pi's SessionManager", () => {
 		for (const b of bad) assert.equal(refusal(input(b, path, id)), "malformed", JSON.stringify(b)?.slice(0, 80));
 		assert.equal(refusal(input({ ...v, sessionId: "other" }, path, id)), "other-session");
 		assert.equal(refusal(input({ ...v, store: "elsewhere" }, path, id)), "other-session");
+		// A value made by the rules of another Pi release (the agent was upgraded since).
+		assert.equal(refusal(input({ ...v, piVersion: "1.0.3" }, path, id, { piVersion: "1.6.0" })), "pi-version");
+		assert.ok(checkPrepared(input({ ...v, piVersion: "1.6.0" }, path, id, { piVersion: "1.6.0" })).ok);
+		assert.ok(checkPrepared(input(v, path, id, { piVersion: "1.6.0" })).ok, "a value without piVersion (compactor before 0.3) is taken");
+		assert.equal(refusal(input({ ...v, piVersion: 7 }, path, id)), "malformed");
 		const r = checkPrepared(input({ ...v, details: { ...v.details, extra: 1 } }, path, id));
 		assert.ok(r.ok);
 		assert.deepEqual(Object.keys(r.compaction.details), ["readFiles", "modifiedFiles"]);
@@ -335,7 +361,12 @@ describe("checkPrepared on the session files Pi wrote (corpus)", () => {
 					const v = valueFromPi(path, sm.getSessionId(), keep);
 					const r = checkPrepared(input(v, path, sm.getSessionId(), { contextWindow: 100_000_000, preparation: prep }));
 					assert.ok(r.ok, `${file} keep=${keep}: ${JSON.stringify(r)}`);
-					const systems = project ? project(path).entries.flatMap((pe) => pe.messages.filter((m) => m.role === "system")).length : 0;
+					const em = entryMessages?.systemMessages ? entryMessages : undefined;
+					const systems = project
+						? project(path).entries.flatMap((pe) => pe.messages.filter((m) => m.role === "system")).length
+						: em
+							? em.contextEntries(path).flatMap((e) => em.contextMessages(e).filter((m) => (m as { role?: string }).role === "system")).length
+							: 0;
 					sm.appendCompaction(r.compaction.summary, r.compaction.firstKeptEntryId, r.compaction.tokensBefore, r.compaction.details, true);
 					const piTokens = sm.buildSessionContext().messages.reduce((s: number, m: unknown) => s + estimateTokens(m), 0);
 					// Pi 1.x folds the system messages into the compaction's checkpoint: with one, its

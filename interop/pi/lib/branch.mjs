@@ -4,11 +4,11 @@
 // --from) for TARGET_ID with a summary, without an LLM:
 //   collectEntriesForBranchSummary(sm, oldLeaf, target) -> entries, commonAncestorId
 //   prepareBranchEntries(entries, tokenBudget)           -> messages, fileOps, totalTokens
-//     (1.6 honours the context edits among the entries: omitted ones are skipped)
+//     (>= 1.5 honours the context edits among the entries: omitted ones are skipped)
 // and where the branch_summary entry goes: navigateTree puts the leaf on the target (on its
 // parent for a user or custom message) and calls branchWithSummary there; the harness makes
-// that call on its private copy and prints the entry Pi made (parentId, fromId: 0.73 stores
-// the summary's parent, 1.6 the leaf it left). tokenBudget 0 = no limit (Pi: window - reserve).
+// that call on its private copy and prints the entry Pi made (parentId, fromId: before 0.84.3
+// Pi stores the summary's parent, from 0.84.3 the leaf it left). tokenBudget 0 = no limit (Pi: window - reserve).
 // --messages adds Pi's prepared messages themselves (summarizedMessages: what its summary
 // request serializes), as `cut --messages` does for a plan.
 import {
@@ -18,8 +18,8 @@ import {
 	HarnessError,
 	intArg,
 	loadSession,
+	BRANCH_EDITS,
 	PI_VERSION,
-	PROJECTED,
 	parseArgs,
 	prepareBranchEntries,
 	projectContextEntry,
@@ -78,14 +78,14 @@ export async function branchReport(argv) {
 
 /**
  * Pi walks the entries newest first and keeps a suffix of the ones that give a message (tool
- * results never do; 1.6 skips omitted ones and projects replaced ones). Match that suffix
+ * results never do; from 1.5, BRANCH_EDITS, it skips omitted ones and projects replaced ones). Match that suffix
  * against Pi's messages from the end, each message deep-equal (or Pi's own object). Returns
  * the entry id of each message; HarnessError(4) when they do not line up.
  */
 export function mapBranchMessages(entries, messages) {
 	const edits = new Map();
-	if (PROJECTED) for (const e of entries) if (e.type === "context_edit") edits.set(e.targetId, e);
-	// 1.6 applies an edit to a message or custom_message only (Pi's projectContextEntry).
+	if (BRANCH_EDITS) for (const e of entries) if (e.type === "context_edit") edits.set(e.targetId, e);
+	// Pi applies an edit to a message or custom_message only (its projectContextEntry).
 	const editOf = (e) => (e.type === "message" || e.type === "custom_message" ? edits.get(e.id) : undefined);
 	const gives = (e) => {
 		if (e.type === "message" && e.message.role === "toolResult") return false;

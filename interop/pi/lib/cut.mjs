@@ -14,6 +14,7 @@ import {
 	compactionSettings,
 	computeFileLists,
 	deepEqual,
+	ENTRY_MESSAGES,
 	entryType,
 	estimateContextTokens,
 	estimateProjectedContextTokens,
@@ -28,6 +29,8 @@ import {
 	parseArgs,
 	prepareCompaction,
 	project,
+	SYSTEM_MESSAGES,
+	sessionEntryToContextMessages,
 	shouldCompact,
 } from "./pi.mjs";
 
@@ -114,14 +117,20 @@ export async function cutReport(argv) {
 	}
 	if (args["per-entry"]) {
 		// The tokens the cut walk counts for each path entry (null: not counted at all).
+		// >= 0.87: what the entry puts into the projection; 0.80.6 .. 0.86: its context messages
+		// (sessionEntryToContextMessages); older: a message entry's message.
 		const counted = new Map();
-		if (PROJECTED) for (const p of proj.entries) if (p.messages.length) counted.set(p.sourceEntry, p.messages.reduce((n, m) => n + estimateTokens(m), 0));
-		result.perEntry = path.map((e, index) => ({
-			index,
-			id: e.id,
-			type: entryType(e),
-			tokens: PROJECTED ? (counted.get(e) ?? null) : e.type === "message" ? estimateTokens(e.message) : null,
-		}));
+		const sum = (msgs) => msgs.reduce((n, m) => n + estimateTokens(m), 0);
+		if (PROJECTED) for (const p of proj.entries) if (p.messages.length) counted.set(p.sourceEntry, sum(p.messages));
+		const tokensOf = (e) => {
+			if (PROJECTED) return counted.get(e) ?? null;
+			if (ENTRY_MESSAGES) {
+				const msgs = sessionEntryToContextMessages(e);
+				return msgs.length ? sum(msgs) : null;
+			}
+			return e.type === "message" ? estimateTokens(e.message) : null;
+		};
+		result.perEntry = path.map((e, index) => ({ index, id: e.id, type: entryType(e), tokens: tokensOf(e) }));
 	}
 	if (args.strict && diagnostics.warnings.length) throw new HarnessError(`--strict: ${diagnostics.warnings.join("; ")}`, 3);
 	result.diagnostics = diagnostics;
@@ -146,8 +155,8 @@ export function planEntries(prep, path, settings, proj = project(path)) {
 }
 
 /**
- * 0.73: prepareCompaction works on the path itself; findCutPoint with the same bounds gives
- * the indices, and the messages are the entries' own objects.
+ * Before 0.87: prepareCompaction works on the path itself; findCutPoint with the same bounds
+ * gives the indices, and the messages are the entries' own (before 0.80.6: the very objects).
  */
 function mapRaw(prep, path, settings) {
 	let prev = -1;
@@ -164,13 +173,26 @@ function mapRaw(prep, path, settings) {
 	const cut = findCutPoint(path, boundaryStart, path.length, settings.keepRecentTokens);
 	if (path[cut.firstKeptEntryIndex]?.id !== prep.firstKeptEntryId || cut.isSplitTurn !== prep.isSplitTurn)
 		fail("findCutPoint() disagrees with prepareCompaction()");
-	const yields = (e) => e.type === "message" || e.type === "custom_message" || e.type === "branch_summary";
+	// The message an entry gives a summary: before 0.80.6 a message, custom_message or
+	// branch_summary entry gives one, made from the entry; from 0.80.6 the first of the entry's
+	// context messages (sessionEntryToContextMessages), a compaction none, and from 0.86 a
+	// system message none (prompt state, which the compaction's checkpoint carries).
+	const summarized = (e) => {
+		if (!ENTRY_MESSAGES) return e.type === "message" || e.type === "custom_message" || e.type === "branch_summary";
+		if (e.type === "compaction") return false;
+		const m = sessionEntryToContextMessages(e)[0];
+		return m !== undefined && !(SYSTEM_MESSAGES && m.role === "system");
+	};
 	const ids = (from, to, msgs, label) => {
-		const entries = path.slice(from, to).filter(yields);
+		const entries = path.slice(from, to).filter(summarized);
 		if (entries.length !== msgs.length) fail(`${label} has ${msgs.length} messages, entries [${from},${to}) yield ${entries.length}`);
 		entries.forEach((e, k) => {
-			if (e.type === "message" ? e.message !== msgs[k] : !msgs[k] || msgs[k].timestamp !== new Date(e.timestamp).getTime())
-				fail(`${label}[${k}] is not the message of entry ${e.id}`);
+			const same = ENTRY_MESSAGES
+				? deepEqual(sessionEntryToContextMessages(e)[0], msgs[k])
+				: e.type === "message"
+					? e.message === msgs[k]
+					: msgs[k] && msgs[k].timestamp === new Date(e.timestamp).getTime();
+			if (!same) fail(`${label}[${k}] is not the message of entry ${e.id}`);
 		});
 		return entries.map((e) => e.id);
 	};

@@ -6,13 +6,17 @@
 // modules under dist/core, and the package's exports map blocks subpath imports, so they
 // are imported by file URL. `selftest` checks that each is the very object the entry exports.
 //
-// Differences hidden here (0.73.1 -> 1.6.0):
+// Differences hidden here (0.73.0 -> 1.6.0, every published release):
 //   - the package name (@mariozechner -> @earendil-works at 0.74.0)
-//   - 1.6 builds context from a projection (context edits applied, system messages folded
-//     into compactions); 0.73 from the raw path. `project()` gives both the same shape.
-//   - 1.6 prepareCompaction works on the projection and no longer returns cut indices;
-//     `prepare()` maps its messages back to entries (cut.mjs).
-//   - 1.6 SettingsManager resolves compaction settings per model (modelOverrides).
+//   - >= 0.87 builds context from a projection (context edits applied, system messages folded
+//     into compactions); 0.80.6 .. 0.86 from buildContextEntries + sessionEntryToContextMessages
+//     (an entry may give two messages: a compaction's systemMessage and its summary); older
+//     releases from the raw path, one message per entry. `project()` gives all the same shape.
+//   - >= 0.87 prepareCompaction works on the projection and no longer returns cut indices;
+//     `planEntries()` maps its messages back to entries (cut.mjs).
+//   - >= 0.86 SettingsManager resolves compaction settings per model (modelOverrides).
+// Which of these a release has is read from what it exports (the flags below), never from
+// its version number.
 
 import crypto from "node:crypto";
 import { copyFileSync, existsSync, mkdtempSync, readFileSync, rmSync, statSync } from "node:fs";
@@ -115,16 +119,17 @@ export const {
 	buildSessionContext,
 	loadEntriesFromFile,
 	CURRENT_SESSION_VERSION,
-	buildSessionProjection, // 1.6 only
-	sessionEntryToContextMessages, // 1.6 only
-	projectContextEntry, // 1.6 only
+	buildSessionProjection, // >= 0.87
+	buildContextEntries, // >= 0.80.6
+	sessionEntryToContextMessages, // >= 0.80.6
+	projectContextEntry, // >= 1.5 (exported)
 } = sessionMod;
 export const {
 	prepareCompaction,
 	findCutPoint,
 	estimateTokens,
 	estimateContextTokens,
-	estimateProjectedContextTokens, // 1.6 only
+	estimateProjectedContextTokens, // >= 0.87
 	shouldCompact,
 	getLastAssistantUsage,
 	DEFAULT_COMPACTION_SETTINGS,
@@ -134,8 +139,14 @@ export const { collectEntriesForBranchSummary, prepareBranchEntries } = branchMo
 export const { convertToLlm } = messagesMod;
 export const { SettingsManager } = settingsMod;
 
-/** Pi >= 1.x: context and plans over buildSessionProjection (context edits, system checkpoints). */
+/** Pi >= 0.87: context and plans over buildSessionProjection (context edits, system checkpoints). */
 export const PROJECTED = typeof buildSessionProjection === "function";
+/** Pi >= 0.80.6: each entry's context messages come from sessionEntryToContextMessages. */
+export const ENTRY_MESSAGES = typeof sessionEntryToContextMessages === "function" && typeof buildContextEntries === "function";
+/** Pi >= 1.5: branch summaries honour context edits (it exports projectContextEntry for them). */
+export const BRANCH_EDITS = typeof projectContextEntry === "function";
+/** Pi >= 0.86: system messages (prompt state) and usage entries; compactions carry a systemMessage. */
+export const SYSTEM_MESSAGES = typeof SessionManager.prototype.appendUsage === "function";
 
 /** The entry types the selected Pi knows; anything else is reported as unknown. */
 export const KNOWN_TYPES = new Set([
@@ -148,7 +159,8 @@ export const KNOWN_TYPES = new Set([
 	"custom_message",
 	"label",
 	"session_info",
-	...(PROJECTED ? ["context_edit", "usage"] : []),
+	...(SYSTEM_MESSAGES ? ["usage"] : []),
+	...(PROJECTED ? ["context_edit"] : []),
 ]);
 
 export const deepEqual = isDeepStrictEqual;
@@ -283,7 +295,8 @@ export function applyLeaf(sm, leaf) {
 
 /**
  * The context of `path` as a list of { sourceEntry, messages }, in context order.
- * 1.6: Pi's own buildSessionProjection (exact provenance). 0.73: the path as
+ * >= 0.87: Pi's own buildSessionProjection (exact provenance). 0.80.6 .. 0.86: Pi's own
+ * buildContextEntries, each entry with its sessionEntryToContextMessages. Older: the path as
  * buildSessionContext walks it (latest compaction, kept entries, the rest); the messages are
  * then matched against buildSessionContext's output by identity or equality.
  */
@@ -291,6 +304,10 @@ export function project(path) {
 	if (PROJECTED) {
 		const p = buildSessionProjection(path);
 		return { entries: p.entries, messages: p.messages };
+	}
+	if (ENTRY_MESSAGES) {
+		const entries = buildContextEntries(path).map((e) => ({ sourceEntry: e, messages: sessionEntryToContextMessages(e) }));
+		return { entries, messages: entries.flatMap((p) => p.messages) };
 	}
 	const messages = buildSessionContext(path).messages;
 	let ci = -1;

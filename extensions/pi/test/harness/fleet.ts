@@ -1,6 +1,7 @@
 // A fleet under the permissions `compactor auth` prints (docs/security.md): compactor built from
-// this checkout, a real nats-server started from the generated configuration, the admin's
-// `compactor setup`, and a real `compactor run` for one store with that store's worker's key.
+// this checkout, a real nats-server started from the generated configuration (one NATS account
+// per store), each account's admin's `compactor setup`, and a real `compactor run` for one store
+// with that store's worker's key.
 
 import { type ChildProcess, execFile, spawn } from "node:child_process";
 import { cpSync, mkdirSync, mkdtempSync, rmSync, writeFileSync } from "node:fs";
@@ -15,7 +16,7 @@ const run = promisify(execFile);
 
 export interface Fleet {
 	url: string;
-	/** The nkey seed file of a user (admin, operator, worker-<store>, agent-<store>). */
+	/** The nkey seed file of a user (admin-<store>, operator-<store>, worker-<store>, agent-<store>). */
 	seed(user: string): string;
 	/** The root of a store served by a worker. */
 	storeDir(store: string): string;
@@ -53,7 +54,7 @@ export async function startFleet(stores: string[]): Promise<Fleet> {
 	};
 	try {
 		await listening(port, server, () => serverLog);
-		await run(bin, ["setup", "--nats-url", url, "--nkey", seed("admin"), ...stores.flatMap((s) => ["--store", s])]);
+		await run(bin, ["setup", "--nats-url", url, "--credentials", creds]);
 		const store = stores[0];
 		const root = join(dir, "stores", store);
 		mkdirSync(root, { recursive: true });

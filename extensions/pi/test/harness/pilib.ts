@@ -38,6 +38,9 @@ export const SessionManager = sessionMod.SessionManager as typeof SM;
 export const buildSessionProjection = sessionMod.buildSessionProjection as
 	| ((path: SessionEntry[]) => { entries: Array<{ sourceEntry: SessionEntry; messages: unknown[] }> })
 	| undefined;
+/** Pi's buildContextEntries and sessionEntryToContextMessages (>= 0.80.6); undefined before. */
+export const buildContextEntries = sessionMod.buildContextEntries as ((path: SessionEntry[]) => SessionEntry[]) | undefined;
+export const sessionEntryToContextMessages = sessionMod.sessionEntryToContextMessages as ((e: SessionEntry) => unknown[]) | undefined;
 export const estimateTokens = compactionMod.estimateTokens as (m: unknown) => number;
 export const prepareCompaction = compactionMod.prepareCompaction as (
 	path: SessionEntry[],
