@@ -3,6 +3,7 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"log/slog"
 	"os"
@@ -71,6 +72,18 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 				}, slog.Default())
 		}})
 	return b
+}
+
+// awaitBridges waits until the service answers the store's bridge requests: Resume runs it
+// in the background, and a request sent before it subscribed finds no responder. The probe
+// (version 0) is refused without reading anything.
+func (b *liveBundle) awaitBridges(t *testing.T, id string) {
+	t.Helper()
+	probe, _ := json.Marshal(pipeline.BridgeRequest{Store: "default", SessionID: id})
+	waitUntil(t, time.Minute, "the service answering bridge requests", func() bool {
+		_, err := b.Conn.Request(pipeline.BridgeSubject("default", id), probe, 5*time.Second)
+		return !errors.Is(err, nats.ErrNoResponders)
+	})
 }
 
 // session copies the corpus session into the store under rel with its own session id.
@@ -520,6 +533,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 		appendPi(t, file, string(line))
 		return cid
 	}
+	b.awaitBridges(t, id)
 	calls := b.llm.Count()
 	x1 := extract("pa000022", "pu000022")
 	compaction("c0000021", "pa000022", x1)
@@ -607,6 +621,7 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer sub.Unsubscribe()
+	b.awaitBridges(t, id)
 	hold := make(chan struct{})
 	b.llm.Enqueue(fakellm.Behavior{Hold: hold})
 	calls := b.llm.Count()
