@@ -197,18 +197,20 @@ goldens:
 # End to end with the real Pi (RPC mode) against the scripted model of internal/scriptllm:
 # the live-agent scenarios and Pi's own compaction timings (e2e/README.md). Not part of
 # `make test`: it needs Node and, the first time, the npm registry. One test:
-# make e2e E2E_RUN=TestScenarioA (the workload matrix is make e2e-matrix's, not run by default)
+# make e2e E2E_RUN=TestScenarioA (the workload matrix and its long run are make e2e-matrix's, not run by default)
 E2E_RUN ?= .
 e2e: export PI_VERSION ?= $(PI_LIVE_VERSION)
 e2e:
 	$(PI_HARNESS) install
 	cd extensions/pi && npm ci --no-audit --no-fund --loglevel=error --omit=dev
-	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' $(if $(filter .,$(E2E_RUN)),-skip '^TestZeroWaitMatrix$$') ./e2e/
+	$(GO) test -tags e2e -count=1 -v -timeout 45m -run '$(E2E_RUN)' $(if $(filter .,$(E2E_RUN)),-skip '^TestZeroWait(Matrix|LongRun)$$') ./e2e/
 
 # The zero-wait workload matrix (e2e/matrix_test.go): seven workloads, each with Pi
 # alone and with the extension and compactor, against the Pi of PI_VERSION; the table goes to
-# docs/live-agents.md. About 35 minutes per Pi. One cell:
+# docs/live-agents.md. About 35 minutes per Pi. One cell, or the fastest cell over at least 12
+# compactions:
 # make e2e-matrix E2E_RUN=TestZeroWaitMatrix/20k-1k-fast
+# make e2e-matrix E2E_RUN=TestZeroWaitLongRun
 e2e-matrix: export PI_VERSION ?= $(PI_LIVE_VERSION)
 e2e-matrix:
 	$(PI_HARNESS) install

@@ -24,6 +24,10 @@ type BridgeRequest struct {
 	MaxTokens int
 	// Pi is the Pi release the session follows ("": the engine's setting).
 	Pi string
+	// Base is the session's base (base.go). A preparation made on the previous compaction's
+	// own text while a model's base for that compaction was being made is bridged as it is,
+	// and the bridged value leaves that base for the next summary (Prepared.LeftBase).
+	Base *Base
 }
 
 // BridgeInfo says what a bridge added to a preparation.
@@ -153,6 +157,27 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 	// The history of a bridged value is not a model's: a later preparation must not build
 	// on it incrementally (it reads the compaction's summary as its previous summary).
 	out.History, out.HistoryEndEntryID = "", ""
+	model, extracted := 0, gapTokens
+	if prep.SpanTokens != nil {
+		model = prep.SpanTokens.Model
+		extracted += prep.SpanTokens.Extract
+	} else if sp, err := cutpoint.SpanAt(path, src.Release, prep.FirstKeptEntryID); err == nil {
+		for _, m := range sp.Messages {
+			model += est.Count(m) // a preparation of an older version: made by its model
+		}
+	}
+	out.SpanTokens = &SpanTokens{Model: model, Extract: extracted}
+	// What the compaction Pi writes with this value leaves for the next summary (LeftBase):
+	// a model's base for the previous compaction that landed after the preparation was made on
+	// its own text; else, when the bridge added notes, the preparation's own text from its
+	// cut, so that the next summary has the model read the gap rather than build on its notes.
+	out.basis, out.leavesOwn = nil, false
+	if bs := resolveBasis(path, src.Release, req.Base, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
+		out.basis = &bs
+	} else if len(gap) > 0 && model > 0 {
+		out.basis = &basis{text: prep.Summary, details: prep.Details, from: from, fromID: prep.FirstKeptEntryID, source: SourceModel, madeAt: prep.CreatedAt}
+		out.leavesOwn = true
+	}
 	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
 		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	return &out, nil

@@ -55,6 +55,10 @@ type Request struct {
 
 	// Branch summaries: the entry navigated to and the leaf left ("" = current leaf).
 	TargetID, FromID string
+
+	// Base is the session's base (base.go) for a preparation or an extract: used in place of
+	// the previous compaction's text when it stands for it; nil: none.
+	Base *Base
 }
 
 // Request kinds, as jobs name them: Result.Kind says what was asked.
@@ -62,6 +66,8 @@ const (
 	KindCompact       = "compact"
 	KindBranchSummary = "branch_summary"
 	KindPrepare       = "prepare"
+	// KindBase makes the model's summary of the span an extract answered (base.go).
+	KindBase = "base"
 )
 
 // ReloadNote is told with every compaction and branch summary: a running Pi never re-reads

@@ -3,8 +3,10 @@ package engine
 import (
 	"context"
 	"fmt"
+	"slices"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -23,6 +25,9 @@ type ExtractRequest struct {
 	KeepRecentTokens, ReserveTokens, ContextWindow int
 	// Pi is the Pi release the session follows ("": the engine's setting).
 	Pi string
+	// Base is the session's base (base.go): when it stands for the branch's latest
+	// compaction, the extract updates its text instead of that compaction's.
+	Base *Base
 }
 
 // Extract answers Pi's hook from the previous summary plus extractive notes of the new
@@ -42,7 +47,7 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 	x.Settings.PrepareUpdate = PrepareFull
 	set := Settings{Pi: req.Pi, Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate,
 		KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow}
-	prep, res, err := x.Prepare(ctx, Request{File: req.File, Settings: set}, nil)
+	prep, res, err := x.Prepare(ctx, Request{File: req.File, Settings: set, Base: req.Base}, nil)
 	if err != nil {
 		return nil, err
 	}
@@ -54,11 +59,54 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 		return nil, &StaleError{Reason: "no extract: " + reason}
 	}
 	if prep.FirstKeptEntryID == req.FirstKeptEntryID {
+		prep.extract = true
 		return prep, nil
 	}
 	out, err := x.Bridge(ctx, BridgeRequest{File: req.File, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: req.Pi}, prep)
 	if err != nil {
 		return nil, fmt.Errorf("extract: %w", err)
 	}
+	out.basis = prep.basis // what the extract built on, for the base it leaves
+	out.extract = true
 	return out, nil
+}
+
+// LeftBase is the base a value leaves for the compaction Pi writes with it (Pi's leaf
+// leafID its parent): for an extract, the text the extract built on, from where no model
+// has read the spans yet (the model's summary of them is made later: MakeBase); for a
+// bridged preparation, its own text before the bridge, from its cut (the next summary has
+// the model read the bridge's gap), or, when the session's base for the previous compaction
+// landed after the preparation was made on that compaction's text, that base, from its cut
+// (the next summary reads the preparation's span again). builtOnLatest names the compaction
+// the text stood for, for NextBase (nil: the text stands whatever is stored). made is nil
+// when the value leaves no base.
+func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAnchor) {
+	if p == nil || p.basis == nil {
+		return nil, nil
+	}
+	bs := p.basis
+	if leafID == "" {
+		leafID = p.LeafID
+	}
+	text, read, modified := withoutFileLists(bs.text)
+	fo := sessionio.NewFileOps()
+	for _, f := range append(slices.Clone(bs.details.ReadFiles), read...) {
+		fo.AddRead(f)
+	}
+	for _, f := range append(slices.Clone(bs.details.ModifiedFiles), modified...) {
+		fo.AddEdited(f)
+	}
+	read, modified = fo.Lists()
+	b := &Base{V: BaseVersion, Store: p.Store, Path: p.Path, SessionID: p.SessionID,
+		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
+			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
+		Summary: text, Details: PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)},
+		FromEntryID: bs.fromID, Source: bs.source, PiVersion: p.PiVersion, CreatedAt: bs.madeAt, ExtractOn: p.extract}
+	if b.CreatedAt.IsZero() {
+		b.CreatedAt = p.CreatedAt
+	}
+	if p.leavesOwn {
+		return b, nil // the preparation's text is what the compaction stands on, whatever is stored
+	}
+	return b, bs.latest
 }

@@ -62,6 +62,11 @@ var (
 		notV3:       "format v%d: Pi rewrites such a file with new ids when it opens it",
 		noAssistant: "no assistant message yet",
 		wholeTurns:  true}
+	// A base (base.go) is the model's summary of what an extract answered: made while the
+	// agent works, like a preparation, written nowhere but the store.
+	baseJob = jobKind{name: KindBase,
+		notV3:       "format v%d: Pi rewrites such a file with new ids when it opens it",
+		noAssistant: "no assistant message yet"}
 )
 
 // job is one request under way: what open made of it.

@@ -74,6 +74,20 @@ type Prepared struct {
 	HistoryEndEntryID string `json:"historyEndEntryId"`
 	// Bridge is set on a value extended to a later cut by Bridge (never stored).
 	Bridge *BridgeInfo `json:"bridge,omitempty"`
+	// BuiltOn says what the summary's older part is (base.go): the session's base, a model's
+	// summary standing in for the previous compaction's text, or that text itself.
+	BuiltOn *BuiltOn `json:"builtOn,omitempty"`
+	// SpanTokens splits the span Pi's compaction summarizes (SummarizedEntryIDs) into what a
+	// model read and what was only extracted.
+	SpanTokens *SpanTokens `json:"spanTokens,omitempty"`
+
+	// basis is what it was built on, for the base an extract leaves (Extract); extract says
+	// it is one (made by Extract).
+	basis   *basis
+	extract bool
+	// leavesOwn: a bridged preparation leaves its own text, before the bridge, as the base
+	// (Bridge): nothing stored stands in for it.
+	leavesOwn bool
 }
 
 // PreparedDetails are the compaction's details as Pi stores them.
@@ -138,11 +152,49 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if p.PreviousSummary != nil {
 		in.PreviousSummary = *p.PreviousSummary
 	}
+	// What the summary builds on: the session's base when it stands for the previous
+	// compaction (a model's summary in place of an extract's text), reading again the spans
+	// no model has summarized yet (base.go).
+	bs := resolveBasis(src.Path, src.Release, req.Base, src.Session.Header.ID)
+	est := tokenize.EstimateFor(src.Release)
+	readAgain := 0
+	_, extractive := e.Summarizer.(*summarize.Extractive)
+	via := ""
+	if extractive && bs.extractOn && bs.from < p.BoundaryStartIndex && p.PreviousCompactionID != "" {
+		// The previous compaction's text is an extract made on this base: updating it gives the
+		// notes of the spans after the base without extracting them again.
+		via = p.PreviousCompactionID
+	}
+	if via == "" && (bs.source != SourceCompaction || bs.from != p.BoundaryStartIndex) {
+		in.PreviousSummary = bs.text
+		for _, f := range bs.details.ReadFiles {
+			fo.AddRead(f)
+		}
+		for _, f := range bs.details.ModifiedFiles {
+			fo.AddEdited(f)
+		}
+		if bs.from < p.BoundaryStartIndex {
+			older, err := spansFrom(src.Path, src.Release, bs.from, latestCompaction(src.Path))
+			if err != nil {
+				return nil, nil, fmt.Errorf("prepare: the base: %w", err)
+			}
+			for _, m := range older {
+				fo.AddFromMessage(m)
+				if src.Release.Has(sessionio.NestedCallsFileOps) {
+					fo.AddFromNestedCalls(m)
+				}
+				readAgain += est.Count(m)
+			}
+			in.MessagesToSummarize = append(older, in.MessagesToSummarize...)
+		}
+	}
+	builtOn := bs.builtOn(src.Path, readAgain)
+	builtOn.Via = via
 	var basedOn *string
 	if j.cfg.PrepareUpdate != PrepareIncremental {
 		prev = nil
 	}
-	if from, ok := incrementalFrom(prev, src, p, req, historyEnd); ok {
+	if from, ok := incrementalFrom(prev, src, p, req, historyEnd, builtOn); ok {
 		base := prev.History
 		in.BaseHistory = &base
 		in.MessagesToSummarize = messagesBetween(src.Path, from, historyEnd, src.Release)
@@ -161,7 +213,14 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		return nil, nil, err
 	}
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
-	est := tokenize.EstimateFor(src.Release)
+	span := 0
+	for _, m := range append(append([]*sessionio.Message{}, p.Summarize...), p.Prefix...) {
+		span += est.Count(m)
+	}
+	spanTokens := &SpanTokens{Model: span}
+	if extractive {
+		spanTokens = &SpanTokens{Extract: span}
+	}
 	pr := &Prepared{
 		V: PreparedVersion, SessionID: src.Session.Header.ID, LeafID: src.Path[len(src.Path)-1].ID,
 		FirstKeptEntryID: p.FirstKeptEntryID, BoundaryStartEntryID: p.BoundaryStartEntryID,
@@ -176,6 +235,7 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
 		Incremental: basedOn != nil, BasedOnLeafID: basedOn,
 		History: out.History, HistoryEndEntryID: src.Path[historyEnd].ID,
+		BuiltOn: builtOn, SpanTokens: spanTokens, basis: &bs,
 	}
 	if p.PreviousCompactionID != "" {
 		id := p.PreviousCompactionID
@@ -201,10 +261,10 @@ func sameRules(made string, r sessionio.Release) bool {
 
 // incrementalFrom reports whether prev can be the base of a preparation of plan p, and the
 // path index its history ends at (where the new messages start).
-func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request, historyEnd int) (int, bool) {
+func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request, historyEnd int, builtOn *BuiltOn) (int, bool) {
 	if prev == nil || prev.V != PreparedVersion || prev.SessionID != src.Session.Header.ID || prev.History == "" ||
 		prev.History == summarize.NoPriorHistory || prev.Policy != p.Policy || prev.CustomInstructions != req.Instructions ||
-		prev.BoundaryStartEntryID != p.BoundaryStartEntryID || !sameRules(prev.PiVersion, src.Release) {
+		prev.BoundaryStartEntryID != p.BoundaryStartEntryID || !sameRules(prev.PiVersion, src.Release) || !sameBuiltOn(prev.BuiltOn, builtOn, p) {
 		return 0, false
 	}
 	prevComp := ""
@@ -220,6 +280,16 @@ func incrementalFrom(prev *Prepared, src *Source, p *cutpoint.Plan, req Request,
 		}
 	}
 	return 0, false
+}
+
+// sameBuiltOn reports whether a preparation built on was made on the same text as one built
+// on now (a preparation of an older version says nothing: it was made on the previous
+// compaction's text, from the range's start).
+func sameBuiltOn(was, now *BuiltOn, p *cutpoint.Plan) bool {
+	if was == nil {
+		return now.Source != SourceModel && now.FromEntryID == p.BoundaryStartEntryID && now.ReadAgainTokens == 0
+	}
+	return was.Source == now.Source && was.SHA256 == now.SHA256 && was.FromEntryID == now.FromEntryID
 }
 
 // messagesBetween returns the messages of path[from:to) as a summary reads them

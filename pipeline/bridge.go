@@ -106,7 +106,7 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 // serveBridges answers bridge requests for this worker's stores. Requests run in bg (so
 // the shutdown waits for them), at most maxBridges at a time; a request beyond that is
 // answered at once with an error, since the hook cannot wait.
-func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
+func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscription, error) {
 	if s.cfg.Bridger == nil || s.res == nil || s.res.prepared == nil {
 		return nil, nil
 	}
@@ -126,9 +126,9 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 				return
 			}
 			bg.goTask(func() {
-				defer func() { <-sem }()
 				start := time.Now()
-				rep := s.bridge(st, m.Subject, m.Data)
+				after := &afterReply{}
+				rep := s.bridge(withAfterReply(context.Background(), after), st, m.Subject, m.Data)
 				ended := outcome.Done
 				switch {
 				case rep.Stale:
@@ -140,6 +140,8 @@ func (s *Service) serveBridges(bg *tasks) ([]*nats.Subscription, error) {
 				bm.latency.WithLabelValues(st.Name).Observe(time.Since(start).Seconds())
 				s.log.Debug("bridge", "store", st.Name, "extract", extractRequest(m.Data), "outcome", string(ended), "error", rep.Error, "duration_s", time.Since(start).Seconds())
 				s.replyBridge(m, rep)
+				<-sem
+				after.run(ctx) // what the answer leads to (AfterReply), past the reply and the bound
 			})
 		})
 		if err != nil {
@@ -172,7 +174,7 @@ func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
 }
 
 // bridge handles one request of store st.
-func (s *Service) bridge(st Store, subject string, data []byte) BridgeReply {
+func (s *Service) bridge(bctx context.Context, st Store, subject string, data []byte) BridgeReply {
 	var req BridgeRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return BridgeReply{V: 1, Error: "not a bridge request: " + err.Error()}
@@ -198,7 +200,7 @@ func (s *Service) bridge(st Store, subject string, data []byte) BridgeReply {
 	if err != nil {
 		return BridgeReply{V: 1, Error: err.Error()}
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), bridgeTimeout)
+	ctx, cancel := context.WithTimeout(bctx, bridgeTimeout)
 	defer cancel()
 	var raw []byte
 	if !req.Extract {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"time"
@@ -449,7 +450,8 @@ type Config struct {
 	// Give every worker the same limits.
 	SpendLimits []SpendLimit
 
-	// JobVersions are the job schema versions this worker works (default: JobVersion). A
+	// JobVersions are the job schema versions this worker works (default: JobVersion and
+	// BaseJobVersion, the versions this package writes). A
 	// job of another version is handed back for a worker that understands it, never
 	// dead-lettered (versions.go). Beats in COMPACTOR_WORKERS list them.
 	JobVersions []int
@@ -515,7 +517,7 @@ func (c Config) withDefaults() Config {
 		c.Replicas = 1
 	}
 	if len(c.JobVersions) == 0 {
-		c.JobVersions = []int{JobVersion}
+		c.JobVersions = slices.Clone(writtenVersions)
 	}
 	if c.NATS.URL == "" && !c.Client {
 		c.Setup = true // the embedded server is this service's own

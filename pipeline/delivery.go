@@ -125,8 +125,8 @@ func (s *Service) locate(d *delivery) (string, error) {
 
 // active returns why the session is left alone for now (modified within Idle), or "".
 func (s *Service) active(d *delivery) string {
-	// A preparation writes nothing to the session: live sessions are what it is for.
-	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare {
+	// A preparation or a base writes nothing to the session: live sessions are what it is for.
+	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare || d.job.Kind == KindBase {
 		return ""
 	}
 	fi, err := os.Stat(d.file)
@@ -142,7 +142,7 @@ func (s *Service) active(d *delivery) string {
 // takeLease acquires the session's lease; when another job holds it, the delivery comes
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
-	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), d.ev.Store, d.job.SessionID, s.worker, d.job.ID,
+	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), leaseKeyOf(d.ev.Store, d.job), d.job.SessionID, s.worker, d.job.ID,
 		leaseValue{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
 	if err == nil {
 		d.lease = l

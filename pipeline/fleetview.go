@@ -398,7 +398,7 @@ func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 		a.mu.Unlock()
 		return
 	}
-	store, token, _ := strings.Cut(e.Key(), ".")
+	store, token := leaseKeyParts(e.Key())
 	var lv leaseValue
 	if newerThan(BucketLeases, e.Key(), e.Value(), leaseV) == nil {
 		_ = json.Unmarshal(e.Value(), &lv)
@@ -412,6 +412,13 @@ func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 	a.mu.Lock()
 	a.leases[e.Key()] = leaseSeen{key: e.Key(), value: lv, at: e.Created()}
 	a.mu.Unlock()
+}
+
+// leaseKeyParts reads a lease key's store and session token (a base job's lease is its
+// session's key with baseLeaseSuffix: leaseKeyOf).
+func leaseKeyParts(key string) (store, token string) {
+	store, token, _ = strings.Cut(key, ".")
+	return store, strings.TrimSuffix(token, baseLeaseSuffix)
 }
 
 // applyPause keeps a store's pause record (its store is its key's).
@@ -633,7 +640,7 @@ func (a *accountView) snapshot(now time.Time, snap *FleetSnapshot) AccountSnapsh
 		if now.Sub(l.at) >= ttl {
 			continue // expired: its holder is gone
 		}
-		store, token, _ := strings.Cut(l.key, ".")
+		store, token := leaseKeyParts(l.key)
 		sv := get(store)
 		sv.Running = append(sv.Running, RunningJob{Store: store, Token: token, SessionID: l.value.SessionID, Path: l.value.Path,
 			Kind: l.value.Kind, Worker: l.value.Worker, JobID: l.value.JobID, Attempt: l.value.Attempt, Delivery: l.value.Delivery,

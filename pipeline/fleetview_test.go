@@ -213,3 +213,36 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 		t.Errorf("a store in two accounts: %v", err)
 	}
 }
+
+// A base job's lease (its session's key with ".base", leaseKeyOf) is a running job of its
+// session like any other, not a record naming another session than its key's.
+func TestFleetViewShowsABaseJobsLease(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	s := b.service(b.config(&fakeHandler{}))
+	b.run(s)
+	ctx := context.Background()
+	v, err := OpenFleetView(ctx, []FleetAccount{{Name: "acct", Conn: b.nc}}, FleetViewOptions{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer v.Close()
+	job := Job{Kind: KindBase, Store: "default", SessionID: "s1", Path: "p/s1.jsonl"}
+	raw, _ := json.Marshal(leaseValue{V: leaseV, Worker: "w1", JobID: "j1", SessionID: "s1", Path: job.Path, Kind: KindBase, Since: time.Now().UTC()})
+	b.putRaw(BucketLeases, leaseKeyOf("default", job), string(raw))
+	var sv StoreView
+	eventually(t, 10*time.Second, "the base job's lease shown as running", func() bool {
+		snap := v.Snapshot()
+		if len(snap.Stores) != 1 || len(snap.Stores[0].Running) != 1 {
+			return false
+		}
+		sv = snap.Stores[0]
+		return true
+	})
+	if r := sv.Running[0]; r.Kind != KindBase || r.SessionID != "s1" || r.Token != SessionToken("s1") || r.Store != "default" {
+		t.Errorf("running base job %+v", r)
+	}
+	if n := v.Snapshot().Accounts[0].LeftOut; n != 0 {
+		t.Errorf("%d records left out, want 0", n)
+	}
+}

@@ -28,6 +28,14 @@ import (
 // dead-letters it.
 const JobVersion = 1
 
+// BaseJobVersion is the version base jobs (KindBase) are written in: a kind workers before
+// it do not know, which such a worker hands back for one that does (versions.go) instead of
+// refusing it as an invalid job. A version-1 payload of kind base is accepted too.
+const BaseJobVersion = 2
+
+// writtenVersions are the versions this package writes.
+var writtenVersions = []int{JobVersion, BaseJobVersion}
+
 // Job kinds.
 const (
 	KindCompact       = "compact"
@@ -36,6 +44,10 @@ const (
 	// in COMPACTOR_PREPARED, writing nothing to the session (zero-wait compaction: Pi's
 	// extension hands it to Pi, which writes the entry itself).
 	KindPrepare = "prepare"
+	// KindBase has a model summarize what an extract answered Pi's hook with (the session's
+	// base: package engine's base.go), stored beside the session's preparation. A worker
+	// that answered the extract asks for it; it writes nothing to the session.
+	KindBase = "base"
 )
 
 // Job is the JSON payload of a message on COMPACTOR_JOBS. It names a session by store and a
@@ -71,21 +83,25 @@ type Job struct {
 	// PiVersion is the Pi release the requesting agent runs ("1.6.0"); empty: the store's
 	// setting. The session is read, planned and written by that Pi's rules.
 	PiVersion string `json:"piVersion,omitempty"`
+	// Cut and SummarySHA256 name, with ExpectLeafID (its parent), the compaction a base job
+	// is for: its firstKeptEntryId and the SHA-256 (hex) of the summary Pi was handed.
+	Cut           string `json:"cut,omitempty"`
+	SummarySHA256 string `json:"summarySha256,omitempty"`
 	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
 	ID string `json:"id"`
 }
 
-// Validate checks what a worker relies on before it touches anything, for a job of the
-// version this package writes (JobVersion).
-func (j *Job) Validate() error { return j.validate([]int{JobVersion}) }
+// Validate checks what a worker relies on before it touches anything, for a job of a
+// version this package writes (JobVersion, BaseJobVersion).
+func (j *Job) Validate() error { return j.validate(writtenVersions) }
 
 // validate is Validate for a worker that understands the job versions in versions.
 func (j *Job) validate(versions []int) error {
 	if !slices.Contains(versions, j.V) {
 		return fmt.Errorf("job: unsupported version v=%d (want %s)", j.V, versionList(versions))
 	}
-	if j.Kind != KindCompact && j.Kind != KindBranchSummary && j.Kind != KindPrepare {
-		return fmt.Errorf("job: kind %q is not %q, %q or %q", j.Kind, KindCompact, KindBranchSummary, KindPrepare)
+	if j.Kind != KindCompact && j.Kind != KindBranchSummary && j.Kind != KindPrepare && j.Kind != KindBase {
+		return fmt.Errorf("job: kind %q is not %q, %q, %q or %q", j.Kind, KindCompact, KindBranchSummary, KindPrepare, KindBase)
 	}
 	if err := ValidateStoreName(j.Store); err != nil {
 		return fmt.Errorf("job: %w", err)
@@ -98,6 +114,9 @@ func (j *Job) validate(versions []int) error {
 	}
 	if j.Kind == KindBranchSummary && j.TargetID == "" {
 		return errors.New("job: branch_summary needs targetId")
+	}
+	if j.Kind == KindBase && (j.ExpectLeafID == "" || j.Cut == "" || j.SummarySHA256 == "") {
+		return errors.New("job: base needs expectLeafId, cut and summarySha256")
 	}
 	if j.KeepRecentTokens < 0 {
 		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
@@ -119,13 +138,17 @@ func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind)
 // the job does: kind, store, path, session, leaf, target and source, force, the budget
 // condition and every override. The same request for the same state within the duplicate
 // window is stored once; a request that differs in anything (another path, --force, other
-// instructions, another Pi release) is a new job, never answered by an older result. A job
-// without piVersion keeps the id it had before piVersion counted.
+// instructions, another Pi release, another compaction for a base job) is a new job, never
+// answered by an older result. A job without piVersion, cut or summarySha256 keeps the id it
+// had before they counted.
 func (j *Job) MsgID() string {
 	fields := []any{j.Kind, j.Store, j.Path, j.SessionID, j.ExpectLeafID, j.TargetID, j.FromID,
 		j.Force, j.OnlyOverBudget, j.Policy, j.Counter, j.KeepRecentTokens, j.Instructions}
 	if j.PiVersion != "" {
 		fields = append(fields, j.PiVersion)
+	}
+	if j.Cut != "" || j.SummarySHA256 != "" {
+		fields = append(fields, j.Cut, j.SummarySHA256) // only then: the ids of other jobs stay as they were
 	}
 	ident, _ := json.Marshal(fields)
 	sum := sha256.Sum256(ident)
@@ -136,6 +159,9 @@ func (j *Job) MsgID() string {
 func (j *Job) Normalize(now time.Time) {
 	if j.V == 0 {
 		j.V = JobVersion
+		if j.Kind == KindBase {
+			j.V = BaseJobVersion
+		}
 	}
 	if j.RequestedAt.IsZero() {
 		j.RequestedAt = now.UTC()
@@ -145,8 +171,8 @@ func (j *Job) Normalize(now time.Time) {
 	}
 }
 
-// DecodeJob parses and validates a job payload of the version this package writes.
-func DecodeJob(data []byte) (Job, error) { return decodeJob(data, []int{JobVersion}) }
+// DecodeJob parses and validates a job payload of a version this package writes.
+func DecodeJob(data []byte) (Job, error) { return decodeJob(data, writtenVersions) }
 
 // decodeJob parses and validates a job payload of one of versions.
 func decodeJob(data []byte, versions []int) (Job, error) {

@@ -61,8 +61,24 @@ func (e *errLeaseBusy) Error() string {
 // leaseKey is <store>.<session token>.
 func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
-func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, store, sessionID, worker, jobID string, what ...leaseValue) (*lease, error) {
-	key := leaseKey(store, sessionID)
+// leaseKeyOf is the lease a job takes: the session's, but a base job's own
+// (<store>.<session token>.base). A base job writes nothing the session's other jobs read
+// or write but the base itself, which it updates with a compare-and-set; it must neither
+// wait for a preparation or a compaction of its session (a lease taken behind another is
+// retried only after the holder's whole remaining time) nor hold them back for a summary's
+// latency. Two base jobs of a session still run one at a time.
+func leaseKeyOf(store string, job Job) string {
+	if job.Kind == KindBase {
+		return leaseKey(store, job.SessionID) + baseLeaseSuffix
+	}
+	return leaseKey(store, job.SessionID)
+}
+
+// baseLeaseSuffix ends a base job's lease key (leaseKeyOf).
+const baseLeaseSuffix = ".base"
+
+// acquireLease takes the lease key (leaseKey, leaseKeyOf) of a job of sessionID.
+func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, key, sessionID, worker, jobID string, what ...leaseValue) (*lease, error) {
 	sent := time.Now()
 	lv := leaseValue{}
 	if len(what) > 0 {

@@ -269,11 +269,11 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	s := b.service(b.config(&fakeHandler{}))
 	ctx := context.Background()
 	kv := s.res.leases
-	l1, err := acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w1", "j1")
+	l1, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w1", "j1")
 	if err != nil {
 		t.Fatal(err)
 	}
-	_, err = acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w2", "j2")
+	_, err = acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w2", "j2")
 	var busy *errLeaseBusy
 	if !errors.As(err, &busy) || busy.holder.Worker != "w1" {
 		t.Fatalf("second acquire: %v, want busy held by w1", err)
@@ -284,7 +284,7 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	if err := l1.release(ctx); err != nil {
 		t.Fatal(err)
 	}
-	l2, err := acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w2", "j2")
+	l2, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w2", "j2")
 	if err != nil {
 		t.Fatalf("after release: %v", err)
 	}
@@ -294,7 +294,7 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	// Abandoned: expires by itself after the bucket TTL.
 	_ = l2
 	eventually(t, 10*time.Second, "abandoned lease to expire", func() bool {
-		l, err := acquireLease(ctx, kv, 2*time.Second, "default", "sess", "w3", "j3")
+		l, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w3", "j3")
 		return err == nil && l != nil
 	})
 }
@@ -701,10 +701,10 @@ func TestHookReportsMetrics(t *testing.T) {
 	b.run(s)
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
 	for _, r := range []HookReport{
-		{Outcome: HookHit, LatencyMs: 3, Result: HookResultPrepared, ReasonCode: "none"},
-		{Outcome: HookHit, LatencyMs: 4, Result: HookResultExtract, ReasonCode: "not-ready"},
-		{Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: HookResultPi, ReasonCode: "stale-leaf"},
-		{Outcome: HookMiss, LatencyMs: 1, Result: HookResultPi, ReasonCode: "made-up word"},
+		{Outcome: HookHit, LatencyMs: 3, Result: HookResultPrepared, ReasonCode: "none", SpanTokens: &SpanTokens{Model: 900, Extract: 100}, Base: "model"},
+		{Outcome: HookHit, LatencyMs: 4, Result: HookResultExtract, ReasonCode: "not-ready", SpanTokens: &SpanTokens{Extract: 2000}, Base: "compaction", BaseRefused: "entries-differ"},
+		{Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: HookResultPi, ReasonCode: "stale-leaf", SpanTokens: &SpanTokens{Model: 3000}},
+		{Outcome: HookMiss, LatencyMs: 1, Result: HookResultPi, ReasonCode: "made-up word", Base: "made-up", BaseRefused: "made-up"},
 		{Outcome: HookMiss, LatencyMs: 1}, // an older extension: counted as a lookup only
 	} {
 		r.V, r.Store, r.SessionID = 1, "default", "s1"
@@ -718,7 +718,13 @@ func TestHookReportsMetrics(t *testing.T) {
 		`compactor_prepared_hook_total{reason="none",result="prepared",store="default"} 1`,
 		`compactor_prepared_hook_total{reason="not-ready",result="extract",store="default"} 1`,
 		`compactor_prepared_hook_total{reason="stale-leaf",result="pi",store="default"} 1`,
-		`compactor_prepared_hook_total{reason="other",result="pi",store="default"} 1`}
+		`compactor_prepared_hook_total{reason="other",result="pi",store="default"} 1`,
+		`compactor_summary_span_tokens_total{source="model",store="default"} 3900`,
+		`compactor_summary_span_tokens_total{source="extract",store="default"} 2100`,
+		`compactor_summary_base_total{base="model",refused="none",store="default"} 1`,
+		`compactor_summary_base_total{base="compaction",refused="entries-differ",store="default"} 1`,
+		`compactor_summary_base_total{base="pi",refused="none",store="default"} 1`,
+		`compactor_summary_base_total{base="other",refused="other",store="default"} 1`}
 	eventually(t, 5*time.Second, "hook metrics", func() bool {
 		resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
 		if err != nil {

@@ -28,12 +28,23 @@ const DefaultPreparedTTL = 24 * time.Hour
 // PreparedKey is the key of a session's prepared summary: <store>.<session token>.
 func PreparedKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
 
-// PreparedStore reads and writes prepared summaries (JSON values; the schema belongs to
-// whoever makes them: package engine's Prepared).
+// BaseKey is the key of a session's base, beside its prepared summary: <store>.<session
+// token>.base.
+func BaseKey(store, sessionID string) string { return PreparedKey(store, sessionID) + ".base" }
+
+// PreparedStore reads and writes prepared summaries and the sessions' bases (JSON values;
+// the schema belongs to whoever makes them: package engine's Prepared and Base).
 type PreparedStore interface {
 	// Get returns the session's prepared summary, or nil when there is none.
 	Get(ctx context.Context, store, sessionID string) ([]byte, error)
 	Put(ctx context.Context, store, sessionID string, value []byte) error
+	// GetBase returns the session's base (what its next summary builds on in place of an
+	// extract's text), or nil when there is none.
+	GetBase(ctx context.Context, store, sessionID string) ([]byte, error)
+	// UpdateBase replaces the session's base by what f makes of the one there (nil: none):
+	// f returns the new value, or nil to leave the base as it is. When another worker writes
+	// the base meanwhile, f runs again on what it wrote.
+	UpdateBase(ctx context.Context, store, sessionID string, f func(current []byte) ([]byte, error)) error
 }
 
 type kvPrepared struct {
@@ -82,6 +93,50 @@ func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []by
 		return nil
 	}
 	return fmt.Errorf("prepared %s: too many concurrent updates", key)
+}
+
+func (p kvPrepared) GetBase(ctx context.Context, store, sessionID string) ([]byte, error) {
+	e, err := p.kv.Get(ctx, BaseKey(store, sessionID))
+	if errors.Is(err, jetstream.ErrKeyNotFound) {
+		return nil, nil
+	}
+	if err != nil {
+		return nil, fmt.Errorf("base %s: %w", BaseKey(store, sessionID), err)
+	}
+	return e.Value(), nil
+}
+
+func (p kvPrepared) UpdateBase(ctx context.Context, store, sessionID string, f func(current []byte) ([]byte, error)) error {
+	key := BaseKey(store, sessionID)
+	for range 8 {
+		var cur []byte
+		var rev uint64
+		e, err := p.kv.Get(ctx, key)
+		switch {
+		case errors.Is(err, jetstream.ErrKeyNotFound):
+		case err != nil:
+			return fmt.Errorf("base %s: %w", key, err)
+		default:
+			cur, rev = e.Value(), e.Revision()
+		}
+		next, err := f(cur)
+		if err != nil || next == nil {
+			return err
+		}
+		if rev == 0 {
+			_, err = p.kv.Create(ctx, key, next)
+		} else {
+			_, err = p.kv.Update(ctx, key, next, rev)
+		}
+		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			continue // written meanwhile: decide again on what is there now
+		}
+		if err != nil {
+			return fmt.Errorf("base %s: %w", key, err)
+		}
+		return nil
+	}
+	return fmt.Errorf("base %s: too many concurrent updates", key)
 }
 
 // Prepared is the store of prepared summaries (nil before Start).
@@ -156,6 +211,45 @@ type HookReport struct {
 	// Counts are the session's hooks so far by "result/reasonCode" (this one included), as
 	// the extension counts them.
 	Counts map[string]int `json:"counts,omitempty"`
+	// SpanTokens split the span the compaction summarizes (Pi's estimate) into what a model
+	// read and what was only extracted (the extract, a bridge's gap); Pi's own summary is a
+	// model's.
+	SpanTokens *SpanTokens `json:"spanTokens,omitempty"`
+	// Base is what the summary's older part was built on (HookBases) and BaseRefused, in a
+	// word, why the session's base was not used (HookBaseRefusals); empty for Pi's own.
+	Base        string `json:"base,omitempty"`
+	BaseRefused string `json:"baseRefused,omitempty"`
+}
+
+// SpanTokens are a compaction's summarized span in tokens, by what wrote its summary.
+type SpanTokens struct {
+	Model   int `json:"model"`
+	Extract int `json:"extract"`
+}
+
+// HookBases are the words of HookReport.Base (the base label of
+// compactor_summary_base_total; anything else is counted as "other"): the session's base (a
+// model's summary standing in for an extract's text), the previous compaction's own text,
+// nothing before; "pi" for Pi's own summary.
+var HookBases = []string{"model", "compaction", "none", "pi"}
+
+// HookBaseRefusals are the words of HookReport.BaseRefused ("none": not refused).
+var HookBaseRefusals = []string{"none", "other-compaction", "entries-differ", "chain-differs", "malformed", "other-rules"}
+
+// baseLabels are the base and refusal labels of a report, bounded to the known words.
+func (r HookReport) baseLabels() (base, refused string) {
+	base, refused = "other", "other"
+	if r.Base == "" {
+		base = "pi"
+	} else if slices.Contains(HookBases, r.Base) {
+		base = r.Base
+	}
+	if r.BaseRefused == "" {
+		refused = "none"
+	} else if slices.Contains(HookBaseRefusals, r.BaseRefused) {
+		refused = r.BaseRefused
+	}
+	return base, refused
 }
 
 // hookLabels are the result and reason labels of a report, bounded to the known words.
@@ -178,6 +272,8 @@ type hookMetrics struct {
 	lookups *prometheus.CounterVec
 	latency *prometheus.HistogramVec
 	hooks   *prometheus.CounterVec
+	span    *prometheus.CounterVec
+	bases   *prometheus.CounterVec
 }
 
 func newHookMetrics(reg prometheus.Registerer) *hookMetrics {
@@ -196,9 +292,19 @@ func newHookMetrics(reg prometheus.Registerer) *hookMetrics {
 		Name: "compactor_prepared_hook_total",
 		Help: "Runs of Pi's session_before_compact hook by what answered it (prepared, extract, pi: Pi's own summary) and why not a preparation (none when one was used).",
 	}, []string{"store", "result", "reason"})
+	m.span = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "compactor_summary_span_tokens_total",
+		Help: "Tokens (Pi's estimate) of the spans Pi's compactions summarized, by what wrote the summary of them: model (a preparation, Pi's own summary) or extract (the extract, a bridge's gap).",
+	}, []string{"store", "source"})
+	m.bases = prometheus.NewCounterVec(prometheus.CounterOpts{
+		Name: "compactor_summary_base_total",
+		Help: "Compactions by what their summary's older part was built on (model: the session's base, a model's summary of what an extract answered; compaction: the previous compaction's text; none; pi: Pi's own) and why a base there was not used (none when it was, or there was none).",
+	}, []string{"store", "base", "refused"})
 	m.lookups = registered(reg, m.lookups)
 	m.latency = registered(reg, m.latency)
 	m.hooks = registered(reg, m.hooks)
+	m.span = registered(reg, m.span)
+	m.bases = registered(reg, m.bases)
 	return m
 }
 
@@ -261,9 +367,18 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 				result, reason := r.hookLabels()
 				hm.hooks.WithLabelValues(st.Name, result, reason).Inc()
 			}
+			if r.Outcome == HookHit || r.Result == HookResultPi {
+				if sp := r.SpanTokens; sp != nil && sp.Model >= 0 && sp.Extract >= 0 {
+					hm.span.WithLabelValues(st.Name, "model").Add(float64(sp.Model))
+					hm.span.WithLabelValues(st.Name, "extract").Add(float64(sp.Extract))
+				}
+				base, refused := r.baseLabels()
+				hm.bases.WithLabelValues(st.Name, base, refused).Inc()
+			}
 			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "result", r.Result,
 				"reason_code", r.ReasonCode, "pi_reason", r.PiReason, "reason", r.Reason, "latency_ms", r.LatencyMs,
-				"bridged", r.Bridged, "bridged_entries", r.BridgedEntries, "session_counts", r.Counts)
+				"bridged", r.Bridged, "bridged_entries", r.BridgedEntries, "session_counts", r.Counts,
+				"span_tokens", r.SpanTokens, "base", r.Base, "base_refused", r.BaseRefused)
 		})
 		if err != nil {
 			return nil, fmt.Errorf("subscribe %s: %w", subj, err)

@@ -100,7 +100,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		newer := `{"v":2,"holder":{"id":"w"}}`
 		b.putRaw(BucketLeases, key, newer)
 		var busy *errLeaseBusy
-		if _, err := acquireLease(ctx, s.res.leases, time.Minute, "default", "sess-newer", "me", "job"); !errors.As(err, &busy) {
+		if _, err := acquireLease(ctx, s.res.leases, time.Minute, leaseKey("default", "sess-newer"), "sess-newer", "me", "job"); !errors.As(err, &busy) {
 			t.Errorf("lease of a newer version: %v, want the session busy", err)
 		}
 		unchanged(BucketLeases, key, newer)

@@ -99,7 +99,8 @@ func TestNames(t *testing.T) {
 
 func TestDecodeJob(t *testing.T) {
 	t.Parallel()
-	for _, bad := range []string{`{`, `{"v":2,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x"}`,
+	for _, bad := range []string{`{`, `{"v":3,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x"}`,
+		`{"v":2,"kind":"base","store":"s","path":"a.jsonl","sessionId":"x"}`,
 		`{"v":1,"kind":"nope","store":"s","path":"a.jsonl","sessionId":"x"}`,
 		`{"v":1,"kind":"branch_summary","store":"s","path":"a.jsonl","sessionId":"x"}`,
 		`{"v":1,"kind":"compact","store":"s.t","path":"a.jsonl","sessionId":"x"}`} {
@@ -110,6 +111,10 @@ func TestDecodeJob(t *testing.T) {
 	j, err := DecodeJob([]byte(`{"v":1,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x","future":1}`))
 	if err != nil || j.Path != "a.jsonl" {
 		t.Errorf("valid job: %v %+v", err, j)
+	}
+	j, err = DecodeJob([]byte(`{"v":2,"kind":"base","store":"s","path":"a.jsonl","sessionId":"x","expectLeafId":"l","cut":"c","summarySha256":"d"}`))
+	if err != nil || j.Cut != "c" {
+		t.Errorf("valid base job: %v %+v", err, j)
 	}
 }
 

@@ -72,16 +72,18 @@ func (b *bundle) publishRaw(job Job, v int) {
 // job done once, by a worker that understands its version.
 //
 // What is simulated: "the new version" is this code configured to work versions {1, 2}
-// (Config.JobVersions), and its enqueuer publishes the v1 payload with v: 2 (no v2 schema
-// exists yet). The old worker is this code as released (versions {1}), so what is tested
-// is the routing: an old worker that meets a v2 job hands it back, and the job reaches the
-// new worker through the store's one consumer.
+// (Config.JobVersions), and its enqueuer publishes the v1 payload of a compact job with v: 2.
+// The old worker is this code configured as a release before v2 (versions {1}), so what is
+// tested is the routing: an old worker that meets a v2 job hands it back, and the job
+// reaches the new worker through the store's one consumer (base jobs are v2: this is how a
+// fleet in a rolling upgrade keeps them from workers that do not know the kind).
 func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	wl := &workLog{}
 	oldCfg := b.config(nil)
 	oldCfg.Handler = &versionedHandler{worker: "old", versions: []int{1}, log: wl}
+	oldCfg.JobVersions = []int{1}
 	oldCfg.Version = "v0.9.0"
 	newCfg := b.config(nil)
 	newCfg.Handler = &versionedHandler{worker: "new", versions: []int{1, 2}, log: wl}
@@ -180,6 +182,7 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	b := newBundle(t)
 	wl := &workLog{}
 	cfg := b.config(&versionedHandler{worker: "old", versions: []int{1}, log: wl})
+	cfg.JobVersions = []int{1}
 	cfg.MaxDeliver = 1
 	cfg.versionWaitAlone = 10 * time.Millisecond
 	old := b.service(cfg)

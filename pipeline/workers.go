@@ -44,7 +44,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	subs, err = s.watchHookReports(bg)
 	if err == nil {
 		var bridges []*nats.Subscription
-		bridges, err = s.serveBridges(bg)
+		bridges, err = s.serveBridges(ctx, bg)
 		subs = append(subs, bridges...)
 	}
 	if err != nil {

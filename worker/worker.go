@@ -5,9 +5,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"log/slog"
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -36,6 +38,8 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 			res, err = e.BranchSummary(ctx, req)
 		case pipeline.KindPrepare:
 			res, err = prepareJob(ctx, e, job, req, prepared)
+		case pipeline.KindBase:
+			res, err = baseJob(ctx, e, job, req, prepared)
 		default:
 			res, err = e.Compact(ctx, req)
 		}
@@ -57,6 +61,7 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 	if store == nil {
 		return nil, pipeline.Permanent(errors.New("prepare: this worker has no store of prepared summaries"))
 	}
+	req.Base = readBase(ctx, store, job.Store, job.SessionID, job.Path)
 	var prev *engine.Prepared
 	if raw, err := store.Get(ctx, job.Store, job.SessionID); err != nil {
 		return nil, pipeline.Retry(err)
@@ -81,10 +86,84 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 	return res, nil
 }
 
+// readBase is the session's base (engine.Base) for the session file at path, nil when there
+// is none, it cannot be read, or it is another file's (a copy under another name).
+func readBase(ctx context.Context, store pipeline.PreparedStore, storeName, sessionID, path string) *engine.Base {
+	if store == nil {
+		return nil
+	}
+	raw, err := store.GetBase(ctx, storeName, sessionID)
+	if err != nil || raw == nil {
+		return nil
+	}
+	var b engine.Base
+	if json.Unmarshal(raw, &b) != nil || b.Path != path {
+		return nil
+	}
+	return &b
+}
+
+// baseJob makes the model's summary of what an extract answered (engine.MakeBase) and lands
+// it on the session's base: stored when the base still holds the state it was made on,
+// discarded (superseded) when the session moved on meanwhile.
+func baseJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
+	var store pipeline.PreparedStore
+	if prepared != nil {
+		store = prepared()
+	}
+	if store == nil {
+		return nil, pipeline.Permanent(errors.New("base: this worker has no store of prepared summaries"))
+	}
+	raw, err := store.GetBase(ctx, job.Store, job.SessionID)
+	if err != nil {
+		return nil, pipeline.Retry(err)
+	}
+	var cur *engine.Base
+	if raw != nil {
+		var b engine.Base
+		if json.Unmarshal(raw, &b) == nil && b.Path == job.Path {
+			cur = &b
+		}
+	}
+	b, res, err := e.MakeBase(ctx, engine.BaseRequest{File: req.File, Settings: req.Settings, RequestedAt: job.RequestedAt,
+		Anchor: engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256}}, cur)
+	if err != nil || b == nil {
+		return res, err
+	}
+	b.Store, b.Path = job.Store, job.Path
+	why := ""
+	err = store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
+		var c *engine.Base
+		if current != nil {
+			var cb engine.Base
+			if json.Unmarshal(current, &cb) == nil && cb.Path == job.Path {
+				c = &cb
+			}
+		}
+		next, w := b.Land(c)
+		why = w
+		if next == nil {
+			return nil, nil
+		}
+		return json.Marshal(next)
+	})
+	switch {
+	case err != nil:
+		// Paid for: not made again for a store that failed to take it (the next extract asks
+		// for another).
+		res.Outcome, res.Reason = outcome.Superseded, fmt.Sprintf("not stored: %v; %s", err, res.Reason)
+	case why != "":
+		res.Outcome, res.Reason = outcome.Superseded, fmt.Sprintf("%s: the session's base changed while it was made; not stored (%s)", why, res.Reason)
+	}
+	return res, nil
+}
+
 // Bridger answers the extension's bridge requests with e: the session's preparation
 // extended to the cut Pi makes now (engine.Bridge), or, when the request asks for it, the
-// answer made without a model at that cut (engine.Extract).
-func Bridger(e *engine.Engine, pv PiVersions) pipeline.Bridger {
+// answer made without a model at that cut (engine.Extract). After an extract it stores the
+// base the extract leaves and, when bases are on, queues the job that has a model summarize
+// the extract's span (a base job, through follow).
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
 	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
@@ -94,12 +173,24 @@ func Bridger(e *engine.Engine, pv PiVersions) pipeline.Bridger {
 			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %s", refusal)}
 		}
 		if req.Extract {
+			var store pipeline.PreparedStore
+			if prepared != nil && follow != nil {
+				store = prepared()
+			}
+			base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
 			out, err := e.Extract(ctx, engine.ExtractRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID,
-				KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow, Pi: pi})
+				KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow, Pi: pi, Base: base})
 			if err != nil {
 				return nil, err
 			}
 			out.Store, out.Path = req.Store, req.Path
+			if store != nil {
+				made, latest := out.LeftBase(req.LeafID)
+				job := pipeline.Job{Kind: pipeline.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
+					ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
+					Counter: "estimate", KeepRecentTokens: req.KeepRecentTokens, PiVersion: req.PiVersion}
+				pipeline.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
+			}
 			return json.Marshal(out)
 		}
 		var prep engine.Prepared
@@ -109,9 +200,21 @@ func Bridger(e *engine.Engine, pv PiVersions) pipeline.Bridger {
 		if prep.Path != req.Path || prep.SessionID != req.SessionID {
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
-		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: pi}, &prep)
+		var store pipeline.PreparedStore
+		if prepared != nil && follow != nil {
+			store = prepared()
+		}
+		base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
+		out, err := e.Bridge(ctx, engine.BridgeRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID, Pi: pi, Base: base}, &prep)
 		if err != nil {
 			return nil, err
+		}
+		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
+			// made on the previous compaction's text before its base landed: the next summary
+			// builds on the base and reads this preparation's span again
+			pipeline.AfterReply(ctx, func(ctx context.Context) {
+				leaveBase(ctx, store, nil, made, latest, pipeline.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
+			})
 		}
 		return json.Marshal(out)
 	})
@@ -142,4 +245,36 @@ func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment,
 func (a assessor) SettingsFingerprint() string {
 	s := a.e.Settings
 	return fmt.Sprintf("w%d r%d c%s p%s k%d m%s pi%s", s.ContextWindow, s.ReserveTokens, s.Counter, s.Policy, s.KeepRecentTokens, configs.Fingerprint(), a.pv.fingerprint())
+}
+
+// leaveBase stores the base a value leaves for the compaction Pi writes with it (on what is
+// stored now: engine.NextBase), then, with follow, queues the base job for it (an
+// extract's). Failures are logged: the value has answered Pi already, and the next extract
+// asks again.
+func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error),
+	made *engine.Base, latest *engine.BaseAnchor, job pipeline.Job, logger *slog.Logger) {
+	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
+		var c *engine.Base
+		if current != nil {
+			var cb engine.Base
+			if json.Unmarshal(current, &cb) == nil && cb.Path == job.Path {
+				c = &cb
+			}
+		}
+		return json.Marshal(engine.NextBase(c, made, latest))
+	})
+	if err != nil {
+		logger.Warn("the base a compaction leaves was not stored; the next summary builds on the compaction's text", "store", job.Store, "session", job.SessionID, "err", err)
+		return
+	}
+	if follow == nil {
+		return
+	}
+	r, err := follow(ctx, job)
+	switch {
+	case err != nil:
+		logger.Warn("base job not queued", "store", job.Store, "session", job.SessionID, "err", err)
+	default:
+		logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
+	}
 }

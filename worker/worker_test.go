@@ -3,7 +3,9 @@ package worker
 import (
 	"context"
 	"encoding/json"
+	"errors"
 	"fmt"
+	"log/slog"
 	"os"
 	"path/filepath"
 	"slices"
@@ -11,6 +13,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/nats-io/nats.go"
 
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
@@ -62,9 +66,24 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 	b.Server = pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h, Assessor: Assessor(eng, PiVersions{}), Idle: idle, Paused: !start,
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
-			c.Bridger = Bridger(eng, PiVersions{})
+			c.Bridger = Bridger(eng, PiVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() },
+				func(ctx context.Context, j pipeline.Job) (pipeline.EnqueueResult, error) {
+					return b.Service.Follow(ctx, j)
+				}, slog.Default())
 		}})
 	return b
+}
+
+// awaitBridges waits until the service answers the store's bridge requests: Resume runs it
+// in the background, and a request sent before it subscribed finds no responder. The probe
+// (version 0) is refused without reading anything.
+func (b *liveBundle) awaitBridges(t *testing.T, id string) {
+	t.Helper()
+	probe, _ := json.Marshal(pipeline.BridgeRequest{Store: "default", SessionID: id})
+	waitUntil(t, time.Minute, "the service answering bridge requests", func() bool {
+		_, err := b.Conn.Request(pipeline.BridgeSubject("default", id), probe, 5*time.Second)
+		return !errors.Is(err, nats.ErrNoResponders)
+	})
 }
 
 // session copies the corpus session into the store under rel with its own session id.
@@ -452,6 +471,14 @@ func TestLiveBridge(t *testing.T) {
 	if b.llm.Count() != calls {
 		t.Fatal("a bridge called the model")
 	}
+	// The bridge leaves the preparation's own text as the session's base, from its cut: the
+	// next summary has the model read the gap.
+	waitUntil(t, time.Minute, "the base the bridge leaves", func() bool {
+		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+		var base engine.Base
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.History &&
+			base.FromEntryID == prep.FirstKeptEntryID && base.Anchor.SummarySHA256 == engine.SHA256(got.Summary)
+	})
 	// A preparation that lies after the requested cut is stale.
 	if rep := send(ask(prep.BoundaryStartEntryID)); !rep.Stale && rep.Error == "" {
 		t.Fatalf("bridge to a cut before the preparation's: %+v", rep)
@@ -463,11 +490,111 @@ func TestLiveBridge(t *testing.T) {
 		t.Fatalf("extract: %+v", rep)
 	}
 	if ext.FirstKeptEntryID != "pu000012" || ext.LeafID != "pa000012" || !slices.Equal(ext.SummarizedEntryIDs, got.SummarizedEntryIDs) ||
-		ext.Summary == got.Summary || ext.LLMCalls != 0 || ext.Store != "default" || ext.Path != j.Path {
+		ext.Summary == got.Summary || ext.LLMCalls != 0 || ext.Store != "default" || ext.Path != j.Path ||
+		ext.SpanTokens == nil || ext.SpanTokens.Model != 0 || ext.SpanTokens.Extract == 0 {
 		t.Fatalf("extract %+v (the bridged value summarized %v)", ext, got.SummarizedEntryIDs)
 	}
-	if b.llm.Count() != calls {
-		t.Fatal("an extract called the model")
+	if got.SpanTokens == nil || got.SpanTokens.Model == 0 || got.SpanTokens.Extract == 0 {
+		t.Fatalf("the bridged value's span: %+v (a model's preparation, the gap extracted)", got.SpanTokens)
+	}
+	// The extract asked for the model's summary of its span (a base job, after the reply):
+	// that is the one model request since the bridges.
+	waitUntil(t, time.Minute, "the base of the extract", func() bool {
+		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+		var base engine.Base
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete()
+	})
+	if n := b.llm.Count() - calls; n != 1 {
+		t.Fatalf("%d model requests after the bridge and the extract, want the base's one", n)
+	}
+}
+
+// The extract answers Pi's hook without a model and asks for the model's summary of the same
+// span; Pi writes the compaction with the extract's text; the base lands, and the next
+// preparation builds on it, reading only the span after the compaction. A second extract
+// builds on the base too. All through a real worker, NATS and an OpenAI-compatible server.
+func TestLiveExtractThenBase(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, time.Hour, nil, true)
+	const id = "019a0000-0000-7000-8000-0000000ba5e0"
+	file := b.session(t, "--p--/x_"+id+".jsonl", id)
+	j := b.job(t, file)
+	appendPi(t, file, piUser("pu000021", j.ExpectLeafID), piAssistant("pa000021", "pu000021"), piUser("pu000022", "pa000021"), piAssistant("pa000022", "pu000022"))
+	extract := func(leaf, cut string) engine.Prepared {
+		t.Helper()
+		req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: leaf, FirstKeptEntryID: cut,
+			Extract: true, KeepRecentTokens: 200})
+		msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+		if err != nil {
+			t.Fatal(err)
+		}
+		var rep pipeline.BridgeReply
+		var ext engine.Prepared
+		if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" || json.Unmarshal(rep.Prepared, &ext) != nil {
+			t.Fatalf("extract: %s", msg.Data)
+		}
+		return ext
+	}
+	complete := func(cut string) engine.Base {
+		t.Helper()
+		var base engine.Base
+		waitUntil(t, time.Minute, "the base for the compaction at "+cut, func() bool {
+			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+			return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
+		})
+		return base
+	}
+	compaction := func(cid, parent string, p engine.Prepared) string {
+		d, _ := json.Marshal(p.Details)
+		line, _ := json.Marshal(map[string]any{"type": "compaction", "id": cid, "parentId": parent, "timestamp": "2026-01-01T00:00:03.000Z",
+			"summary": p.Summary, "firstKeptEntryId": p.FirstKeptEntryID, "tokensBefore": p.TokensBefore, "details": json.RawMessage(d), "fromHook": true})
+		appendPi(t, file, string(line))
+		return cid
+	}
+	b.awaitBridges(t, id)
+	calls := b.llm.Count()
+	x1 := extract("pa000022", "pu000022")
+	compaction("c0000021", "pa000022", x1)
+	base := complete("pu000022")
+	reqs := b.llm.Requests()
+	if len(reqs) != calls+1 || base.Source != engine.SourceModel || base.Messages == 0 || base.LLMInputTokens == 0 {
+		t.Fatalf("%d model requests for the base, base %+v", len(reqs)-calls, base)
+	}
+	last := reqs[len(reqs)-1].Messages
+	if !strings.Contains(last[len(last)-1].Content, "and now?") {
+		t.Fatalf("the base's request does not hold the extract's span:\n%s", last[len(last)-1].Content)
+	}
+	// The agent goes on; a preparation builds on the model's summary.
+	long := func(id, parent string) string {
+		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
+			id, parent, "Next: "+strings.Repeat("look at the notes again. ", 60))
+	}
+	appendPi(t, file, long("pu000023", "c0000021"), piAssistant("pa000023", "pu000023"), long("pu000024", "pa000023"), piAssistant("pa000024", "pu000024"))
+	pj := b.job(t, file)
+	pj.Kind, pj.Policy, pj.Counter, pj.KeepRecentTokens = pipeline.KindPrepare, "pi", "estimate", 200
+	if r := b.enqueue(t, pj); r.Event.Outcome != pipeline.OutcomeDone {
+		t.Fatalf("prepare: %+v", r.Event)
+	}
+	raw, _ := b.Service.Prepared().Get(context.Background(), "default", id)
+	var pr engine.Prepared
+	if err := json.Unmarshal(raw, &pr); err != nil {
+		t.Fatal(err)
+	}
+	if pr.BuiltOn == nil || pr.BuiltOn.Source != engine.SourceModel || pr.BuiltOn.SHA256 != engine.SHA256(base.Summary) {
+		t.Fatalf("the preparation built on %+v, want the base", pr.BuiltOn)
+	}
+	prompt := b.llm.Requests()[b.llm.Count()-1].Messages
+	if p := prompt[len(prompt)-1].Content; !strings.Contains(p, base.Summary[:40]) || strings.Contains(p, x1.Summary[:60]) {
+		t.Fatalf("the preparation's request does not carry the base as the previous summary:\n%s", p)
+	}
+	// Another extract (the preparation came too late): on the base, not on the extract's text.
+	x2 := extract("pa000024", "pu000024")
+	if x2.BuiltOn == nil || x2.BuiltOn.Source != engine.SourceModel || x2.SpanTokens.Model != 0 {
+		t.Fatalf("second extract built on %+v, span %+v", x2.BuiltOn, x2.SpanTokens)
+	}
+	compaction("c0000022", "pa000024", x2)
+	if b2 := complete("pu000024"); b2.BasedOnSHA256 != engine.SHA256(base.Summary) {
+		t.Fatalf("the second base was made on %s, not on the first", b2.BasedOnSHA256)
 	}
 }
 
@@ -488,5 +615,60 @@ func TestOutcomeVocabulary(t *testing.T) {
 	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary || engine.KindPrepare != pipeline.KindPrepare {
 		t.Errorf("kinds differ: %q %q %q / %q %q %q", engine.KindCompact, engine.KindBranchSummary, engine.KindPrepare,
 			pipeline.KindCompact, pipeline.KindBranchSummary, pipeline.KindPrepare)
+	}
+}
+
+// A base that lands after the session moved on is discarded: while the model wrote it, the
+// session's base changed (here: an extract on another branch stored its own), so the job ends
+// superseded, its summary paid and counted, and the base stored by the other branch stays.
+func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
+	t.Parallel()
+	b := newLiveBundle(t, time.Hour, nil, true)
+	const id = "019a0000-0000-7000-8000-0000000ba5e1"
+	file := b.session(t, "--p--/y_"+id+".jsonl", id)
+	j := b.job(t, file)
+	appendPi(t, file, piUser("pu000031", j.ExpectLeafID), piAssistant("pa000031", "pu000031"), piUser("pu000032", "pa000031"), piAssistant("pa000032", "pu000032"))
+	events := make(chan pipeline.Event, 16)
+	sub, err := b.Conn.Subscribe("compactor.events.default.>", func(m *nats.Msg) {
+		var ev pipeline.Event
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Kind == pipeline.KindBase && ev.Final() {
+			events <- ev
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer sub.Unsubscribe()
+	b.awaitBridges(t, id)
+	hold := make(chan struct{})
+	b.llm.Enqueue(fakellm.Behavior{Hold: hold})
+	calls := b.llm.Count()
+	req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000032", FirstKeptEntryID: "pu000032",
+		Extract: true, KeepRecentTokens: 200})
+	msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep pipeline.BridgeReply
+	if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" {
+		t.Fatalf("extract: %s", msg.Data)
+	}
+	waitUntil(t, time.Minute, "the base's model request", func() bool { return b.llm.Count() > calls })
+	other := []byte(`{"v":1,"store":"default","path":"` + j.Path + `","sessionId":"` + id + `","anchor":{"leafId":"elsewhere","previousCompactionId":null,"firstKeptEntryId":"x","summarizedEntryIds":[],"summarySha256":"y"},"summary":"another branch's","details":{"readFiles":[],"modifiedFiles":[]},"fromEntryId":"x","source":"compaction","createdAt":"2026-01-01T00:00:00Z"}`)
+	if err := b.Service.Prepared().UpdateBase(context.Background(), "default", id, func([]byte) ([]byte, error) { return other, nil }); err != nil {
+		t.Fatal(err)
+	}
+	close(hold)
+	var ev pipeline.Event
+	select {
+	case ev = <-events:
+	case <-time.After(hangGuard):
+		t.Fatal("no final event of the base job")
+	}
+	if ev.Outcome != pipeline.OutcomeSuperseded || !strings.HasPrefix(ev.Reason, "moved-on") || ev.LLMInputTokens == 0 {
+		t.Fatalf("the base job ended %+v", ev)
+	}
+	if got, _ := b.Service.Prepared().GetBase(context.Background(), "default", id); string(got) != string(other) {
+		t.Fatalf("the stored base was replaced: %s", got)
 	}
 }

@@ -48,6 +48,8 @@ import {
 	prepareSubject,
 	preparedKey,
 	type SessionLocation,
+	type ValueMaking,
+	valueMaking,
 } from "./src/session.ts";
 import { type Cycle, type InFlight, lostAfterMs, Pace, shouldAsk } from "./src/trigger.ts";
 import { has } from "./src/rules.ts";
@@ -344,6 +346,8 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		let loc: SessionLocation | undefined;
 		let bridged: number | undefined;
 		let timing = "";
+		// how the summary Pi gets was written (what the value says of itself)
+		let making: ValueMaking = {};
 		const piReason = ev.reason ?? inferReason(ctx, event);
 		try {
 			const c = cfg;
@@ -385,6 +389,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 						const rb = check(br.value.prepared, st, loc, event, ctx);
 						if (rb.ok) {
 							r = rb;
+							making = valueMaking(br.value.prepared);
 							bridged = bridgedEntries(br.value.prepared);
 							bridge = `bridged ${bridged} entries`;
 						} else {
@@ -408,6 +413,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 				kind = "hit";
 				result = "prepared";
 				reasonCode = "none";
+				if (bridged === undefined) making = valueMaking(got.ok ? got.value : undefined);
 				outcome = `hit (firstKept ${r.compaction.firstKeptEntryId}${sameCut(r, event)}, summary ${r.summaryTokens} + kept ${r.keptTokens} <= ${r.threshold} tokens${bridge ? `; ${bridge}` : ""})`;
 				return { compaction: r.compaction };
 			}
@@ -425,6 +431,7 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 					}
 					kind = "hit";
 					result = "extract";
+					making = ex.making ?? {};
 					return { compaction: ex.result.compaction };
 				}
 			}
@@ -443,13 +450,18 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 			}
 			const inflight = st?.inFlight ? `; preparation #${st.inFlight.nth} requested ${clock(st.inFlight.requestedAt)}, in flight for ${secs(performance.now() - st.inFlight.at)}` : "";
 			const about = timing ? `; value ${timing}` : "";
-			log(`session_before_compact: ${outcome} [${result}/${reasonCode}, ${piReason}${ev.willRetry ? ", will retry" : ""}${about}${inflight}] in ${ms.toFixed(1)} ms`);
+			// Pi's own summary: a model's, over the span of Pi's own preparation
+			if (result === "pi") making = { spanTokens: { model: piSpanTokens(event), extract: 0 } };
+			log(`session_before_compact: ${outcome} [${result}/${reasonCode}, ${piReason}${ev.willRetry ? ", will retry" : ""}${about}${inflight}${describeMaking(making)}] in ${ms.toFixed(1)} ms`);
 			if (kind && loc && client && st) {
 				const report: HookReport = {
 					v: 1, store: loc.store, sessionId: st.sessionId, outcome: kind, latencyMs: ms,
 					leafId: ctx.sessionManager.getLeafId() ?? undefined, result, reasonCode, piReason, counts: { ...st.counts },
 				};
 				if (kind !== "hit" || result !== "prepared") report.reason = outcome;
+				if (making.spanTokens) report.spanTokens = making.spanTokens;
+				if (making.base) report.base = making.base;
+				if (making.baseRefused) report.baseRefused = making.baseRefused;
 				if (bridged !== undefined) {
 					report.bridged = true;
 					report.bridgedEntries = bridged;
@@ -466,7 +478,23 @@ export default function compactorExtension(pi: ExtensionAPI): void {
 		if (!br.ok) return { text: br.reason === "error" ? `failed: ${errText(br.error)}` : br.reason };
 		if (br.value.error !== undefined || br.value.prepared === undefined) return { text: `refused: ${br.value.error ?? "no value"}` };
 		const r = check(br.value.prepared, st, loc, event, ctx);
-		return { text: r.ok ? `used (summary ${r.summaryTokens} + kept ${r.keptTokens} <= ${r.threshold} tokens)` : `refused: ${r.refusal}: ${r.detail}`, result: r };
+		return {
+			text: r.ok ? `used (summary ${r.summaryTokens} + kept ${r.keptTokens} <= ${r.threshold} tokens)` : `refused: ${r.refusal}: ${r.detail}`,
+			result: r,
+			making: valueMaking(br.value.prepared),
+		};
+	};
+
+	/** piSpanTokens is the span Pi's own compaction summarizes, by Pi's estimate. */
+	const piSpanTokens = (event: SessionBeforeCompactEvent): number => {
+		let n = 0;
+		try {
+			const p = event.preparation as { messagesToSummarize?: AgentMessage[]; turnPrefixMessages?: AgentMessage[] };
+			for (const m of [...(p.messagesToSummarize ?? []), ...(p.turnPrefixMessages ?? [])]) n += estimate(m);
+		} catch {
+			return 0;
+		}
+		return n;
 	};
 
 	const bridgeRequest = (loc: SessionLocation, st: SessionState, ctx: ExtensionContext, event: SessionBeforeCompactEvent): BridgeRequest => ({
@@ -605,6 +633,28 @@ function sameCut(r: CheckResult & { ok: true }, event: SessionBeforeCompactEvent
 function bridgedEntries(value: unknown): number {
 	const b = (value as { bridge?: { messages?: unknown } }).bridge;
 	return typeof b?.messages === "number" ? b.messages : 0;
+}
+
+/**
+ * describeMaking says in the debug line what the summary Pi got was built on and how much of
+ * its span a model read: "; base model (made 07:27:55.1); span 12000 tokens: 0 model, 12000 extract".
+ */
+function describeMaking(m: ValueMaking): string {
+	let out = "";
+	if (m.base) {
+		out += `; base ${m.base}`;
+		const notes = [];
+		if (m.baseMadeAt && m.base === "model") notes.push(`made ${clock(Date.parse(m.baseMadeAt))}`);
+		if (m.baseRefused) notes.push(`refused: ${m.baseRefused}`);
+		if (m.readAgainTokens) notes.push(`${m.readAgainTokens} tokens of older spans read again`);
+		if (m.via) notes.push(`via compaction ${m.via}`);
+		if (notes.length) out += ` (${notes.join(", ")})`;
+	}
+	if (m.spanTokens) {
+		const { model, extract } = m.spanTokens;
+		out += `; span ${model + extract} tokens: ${model} model, ${extract} extract`;
+	}
+	return out;
 }
 
 function latestCompactionId(path: SessionEntry[]): string | null {

@@ -59,7 +59,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	reserve := fs.Int("reserve-tokens", cutpoint.DefaultReserveTokens, "tokens kept free in the context window")
 	replay := fs.Bool("replay", false, "also replay each session and compact it in memory when over budget")
 	eval := fs.Bool("eval", false, "with --replay: derive probes from every compacted span and report what the compacted context still holds")
-	summarizers := fs.String("summarizer", experiment.SummarizerExtractive, "replay summarizers, comma-separated: extractive, none (a stand-in), llm (the configured model)")
+	summarizers := fs.String("summarizer", experiment.SummarizerExtractive, "replay summarizers, comma-separated: extractive, none (a stand-in), llm (the configured model), recorded (the session's own compactions, the summaries its agent read)")
 	summaryTokens := fs.Int("summary-tokens", experiment.DefaultSummaryTokens, "size of the stand-in summary with --summarizer none")
 	spendLimit := fs.Int("llm-spend-limit", defaultSpendLimit, "with --summarizer llm: refuse to start when the estimated LLM input is over this many tokens (0 = no limit)")
 	var sf summarizerFlags

@@ -222,6 +222,7 @@ type engineFlags struct {
 	// Preparations for live agents (run only: registerPreparation).
 	prepareUpdate   string
 	bridgeMaxTokens int
+	rewriteExtracts bool
 }
 
 // registerPreparation adds the settings of preparations and bridges (run's workers make
@@ -231,6 +232,8 @@ func (f *engineFlags) registerPreparation(fs *flag.FlagSet) {
 		"how a preparation builds on the session's previous one: full (the whole span again, in the same order, so the endpoint's prompt cache serves the repeated part) or incremental (only what is new, merged into the previous summary)")
 	fs.IntVar(&f.bridgeMaxTokens, "bridge-max-tokens", summarize.DefaultBridgeMaxTokens,
 		"at most this many tokens of extract are added to a prepared summary to bring it to the cut Pi makes when it compacts")
+	fs.BoolVar(&f.rewriteExtracts, "rewrite-extracts", true,
+		"after the extract answered Pi's hook (no preparation could be ready), have the model summarize the same span in the background, so that the next summary builds on a model's summary instead of the extract's notes (one summary request per extract, or one for several when they come faster than a summary is made)")
 }
 
 func (f *engineFlags) register(fs *flag.FlagSet, getenv func(string) string) {

@@ -330,6 +330,14 @@ func (r *serviceRef) prepared() pipeline.PreparedStore {
 	return nil
 }
 
+// follow queues a job the service's worker decided on (pipeline.Service.Follow).
+func (r *serviceRef) follow(ctx context.Context, job pipeline.Job) (pipeline.EnqueueResult, error) {
+	if s := r.Load(); s != nil {
+		return s.Follow(ctx, job)
+	}
+	return pipeline.EnqueueResult{}, errors.New("the service has not started")
+}
+
 func durationSeconds(_ []string, a slog.Attr) slog.Attr {
 	if a.Value.Kind() == slog.KindDuration {
 		a.Value = slog.Float64Value(a.Value.Duration().Seconds())
@@ -377,7 +385,11 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	}
 	if f.worker {
 		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared))
-		cfg.Bridger = worker.Bridger(eng, pv)
+		var follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error)
+		if f.eng.rewriteExtracts {
+			follow = svc.follow
+		}
+		cfg.Bridger = worker.Bridger(eng, pv, svc.prepared, follow, cfg.Logger)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
 	return cfg, nil

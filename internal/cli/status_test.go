@@ -28,7 +28,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	for _, c := range []struct {
 		version  string
 		versions []int
-	}{{"v0.9.0", nil}, {"v0.10.0", []int{1, 2}}} {
+	}{{"v0.9.0", []int{1}}, {"v0.10.0", []int{1, 2}}} {
 		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url}, Setup: true,
 			Idle: -1, Handler: idle, Version: c.version, JobVersions: c.versions})
 		if err != nil {

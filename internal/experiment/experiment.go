@@ -46,11 +46,15 @@ const (
 	SummarizerNone       = "none"
 	// SummarizerLLM is Config.LLM: a model behind an OpenAI-compatible endpoint.
 	SummarizerLLM = "llm"
+	// SummarizerRecorded is no summarizer: the session's own compactions, where its file
+	// holds them (their summaries, their cuts), the summaries an agent actually continued
+	// from. The policy and the settings play no part.
+	SummarizerRecorded = "recorded"
 )
 
 // SummarizerNames lists the summarizers a replay knows.
 func SummarizerNames() []string {
-	return []string{SummarizerExtractive, SummarizerNone, SummarizerLLM}
+	return []string{SummarizerExtractive, SummarizerNone, SummarizerLLM, SummarizerRecorded}
 }
 
 // DefaultSummaryTokens is the size of the stand-in summary of SummarizerNone.

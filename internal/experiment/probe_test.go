@@ -2,11 +2,15 @@ package experiment
 
 import (
 	"context"
+	"encoding/json"
 	"fmt"
+	"os"
+	"path/filepath"
 	"slices"
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
@@ -270,4 +274,81 @@ func TestReplayShortensFileLists(t *testing.T) {
 	if f := row.Eval.Recall.FileModified; f.Found != f.Probes {
 		t.Errorf("modified files of the span lost from the shortened lists: %+v", f)
 	}
+}
+
+// The recorded summarizer evaluates the compactions a session's file holds, where it holds
+// them: a recorded summary that copies its span recalls every probe of it, one that keeps
+// nothing recalls what the kept part and the file lists repeat; a file with several
+// compactions gives one evaluation each.
+func TestRecordedCompactions(t *testing.T) {
+	t.Parallel()
+	src := corpusDir + "/02-tools-parallel-errors-images.jsonl"
+	s, err := sessionio.ReadFile(src)
+	if err != nil {
+		t.Fatal(err)
+	}
+	path, err := s.Path("")
+	if err != nil {
+		t.Fatal(err)
+	}
+	st := cutpoint.DefaultSettings()
+	st.KeepRecentTokens, st.ContextWindow = 1000, 1
+	p, err := cutpoint.Pi{}.Plan(path, st, tokenize.EstimateFor(st.Release))
+	if err != nil || !p.Prepared {
+		t.Fatalf("plan: %v", err)
+	}
+	span := append(append([]*sessionio.Message{}, p.Summarize...), p.Prefix...)
+	dir := t.TempDir()
+	orig, _ := os.ReadFile(src)
+	write := func(name, summary string) {
+		line, _ := json.Marshal(map[string]any{"type": "compaction", "id": "rec0c0mp", "parentId": path[len(path)-1].ID, "timestamp": "2026-01-01T00:00:00.000Z",
+			"summary": summary, "firstKeptEntryId": p.FirstKeptEntryID, "tokensBefore": 1000, "fromHook": true,
+			"details": map[string]any{"readFiles": p.FileOps.ReadFiles, "modifiedFiles": nonNil(p.FileOps.ModifiedFiles)}})
+		if err := os.WriteFile(filepath.Join(dir, name), append(append(orig, line...), '\n'), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
+	write("verbatim.jsonl", contextText(span, nil)+summarize.FormatFileOperations(p.FileOps.ReadFiles, p.FileOps.ModifiedFiles))
+	write("nothing.jsonl", "## Goal\n- (none)"+summarize.FormatFileOperations(p.FileOps.ReadFiles, p.FileOps.ModifiedFiles))
+	r, err := Run(context.Background(), dir, Config{Counter: tokenize.CounterEstimate, Policies: []string{"pi"}, Replay: true, Eval: true, Summarizers: []string{SummarizerRecorded}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	facts := map[string]Recall{}
+	for _, row := range r.Replay {
+		if row.Compactions != 1 || row.Eval == nil {
+			t.Fatalf("%s: %d compactions evaluated", row.File, row.Compactions)
+		}
+		facts[filepath.Base(row.File)] = row.Eval.Recall.Facts()
+	}
+	if v := facts["verbatim.jsonl"]; v.Probes == 0 || v.Found != v.Probes {
+		t.Errorf("a recorded summary that copies its span recalls %d of %d facts", v.Found, v.Probes)
+	}
+	if n := facts["nothing.jsonl"]; n.Found >= n.Probes || n.Probes != facts["verbatim.jsonl"].Probes {
+		t.Errorf("a recorded summary that keeps nothing recalls %d of %d facts", n.Found, n.Probes)
+	}
+	// Every compaction on a file's path is evaluated.
+	r, err = RunFiles(context.Background(), corpusDir, []string{corpusDir + "/05-compactions.jsonl"}, Config{Pi: "0.73.1", Counter: tokenize.CounterEstimate,
+		Policies: []string{"pi"}, Replay: true, Eval: true, Summarizers: []string{SummarizerRecorded}})
+	if err != nil {
+		t.Fatal(err)
+	}
+	s5, _ := sessionio.ReadFile(corpusDir + "/05-compactions.jsonl")
+	p5, _ := s5.Path("")
+	want := 0
+	for _, e := range p5 {
+		if e.Type == sessionio.TypeCompaction {
+			want++
+		}
+	}
+	if got := r.Replay[0].Compactions + r.Replay[0].Refused; got != want || want < 2 {
+		t.Errorf("05-compactions: %d compactions evaluated (%d refused), the path holds %d", r.Replay[0].Compactions, r.Replay[0].Refused, want)
+	}
+}
+
+func nonNil(s []string) []string {
+	if s == nil {
+		return []string{}
+	}
+	return s
 }

@@ -43,6 +43,9 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 	if err != nil {
 		return ReplayRow{}, err
 	}
+	if sum == SummarizerRecorded {
+		return r.recorded(ctx, ss, policy, keep)
+	}
 	st := ss.settings(r.cfg, keep)
 	budget := st.ContextWindow - st.ReserveTokens
 	row := ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep, Summarizer: sum,
@@ -255,4 +258,64 @@ func compactionEntry(id string, leaf *sessionio.Entry, summary, firstKept string
 		Type: sessionio.TypeCompaction, ID: id, ParentID: leaf.ID, Timestamp: leaf.Timestamp, Raw: raw,
 		Summary: summary, FirstKeptEntryID: firstKept, TokensBefore: float64(tokensBefore), Details: details,
 	}, nil
+}
+
+// recorded replays the session's own compactions (SummarizerRecorded): each compaction on its
+// path, with its summary and its cut, as the agent continued from it. Its span is what Pi
+// summarized for that cut (cutpoint.SpanAt); the context after it is its summary and the
+// entries it kept, up to it.
+func (r *sessionRunner) recorded(ctx context.Context, ss *session, policy string, keep int) (ReplayRow, error) {
+	st := ss.settings(r.cfg, keep)
+	row := ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep, Summarizer: SummarizerRecorded,
+		ContextWindow: st.ContextWindow, Budget: st.ContextWindow - st.ReserveTokens}
+	var ev *evaluator
+	if r.cfg.Eval {
+		ev = &evaluator{numbers: ss.numbers, texts: ss.texts}
+	}
+	path := ss.path
+	tokens := 0
+	for i, e := range path {
+		if err := ctx.Err(); err != nil {
+			return row, err
+		}
+		if e.Type != sessionio.TypeCompaction {
+			row.Entries++
+			tokens += ss.entryTokens(e)
+			row.MaxContextTokens = max(row.MaxContextTokens, tokens)
+			continue
+		}
+		sp, err := cutpoint.SpanAt(path[:i], ss.src.Release, e.FirstKeptEntryID)
+		if err != nil {
+			row.Refused++ // a compaction whose cut is not where Pi could cut: not evaluated
+			continue
+		}
+		fo := sessionio.NewFileOps()
+		fo.SeedFromCompaction(e)
+		fo.SeedFromHookCompaction(e)
+		read, modified := fo.Lists()
+		text := strings.TrimSuffix(e.Summary, summarize.FormatFileOperations(read, modified))
+		kept := path[sp.CutIndex:i]
+		summaryTokens := ss.summaryTokens(e.Summary)
+		kt := 0
+		for _, k := range kept {
+			kt += ss.entryTokens(k)
+		}
+		if ev != nil {
+			ev.compacted(&cutpoint.Plan{Summarize: sp.Messages}, e, kept, summaryTokens, ss.text(e.Summary)-ss.text(text))
+		}
+		row.Compactions++
+		row.KeptTokensSum += kt
+		if row.Compactions == 1 || kt < row.MinKeptTokens {
+			row.MinKeptTokens = kt
+		}
+		tokens = summaryTokens + kt
+	}
+	row.FinalContextTokens = tokens
+	if row.Compactions > 0 {
+		row.MeanKeptTokens = roundDiv(row.KeptTokensSum, row.Compactions)
+	}
+	if ev != nil {
+		row.Eval = ev.result()
+	}
+	return row, nil
 }

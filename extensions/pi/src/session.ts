@@ -184,6 +184,53 @@ export interface HookReport {
 	piReason?: string;
 	/** The session's hooks so far by "result/reasonCode", this one included. */
 	counts?: Record<string, number>;
+	/**
+	 * The span the compaction summarizes, in tokens (Pi's estimate): what a model read and what
+	 * was only extracted (the extract, a bridge's gap). Pi's own summary is a model's.
+	 */
+	spanTokens?: SpanTokens;
+	/** What the summary's older part was built on: model (the session's base), compaction, none; absent for Pi's own. */
+	base?: string;
+	/** Why the session's base was not used, in a word (compactor's engine.BaseRefused*). */
+	baseRefused?: string;
+}
+
+/** A compaction's summarized span in tokens, by what wrote its summary. */
+export interface SpanTokens {
+	model: number;
+	extract: number;
+}
+
+/** What a value compactor made says about how its summary was written (engine.Prepared's builtOn, spanTokens). */
+export interface ValueMaking {
+	spanTokens?: SpanTokens;
+	base?: string;
+	baseRefused?: string;
+	baseMadeAt?: string;
+	readAgainTokens?: number;
+	/** The previous compaction whose text an extract updated (itself an extract on that base). */
+	via?: string;
+}
+
+/** valueMaking reads builtOn and spanTokens from a value (anything: nothing it cannot read is trusted). */
+export function valueMaking(value: unknown): ValueMaking {
+	const v = value as { builtOn?: Record<string, unknown>; spanTokens?: Record<string, unknown> } | null;
+	const out: ValueMaking = {};
+	const sp = v?.spanTokens;
+	if (sp && isCount(sp.model) && isCount(sp.extract)) out.spanTokens = { model: sp.model, extract: sp.extract };
+	const b = v?.builtOn;
+	if (b && typeof b.source === "string" && /^[a-z-]{1,32}$/.test(b.source)) {
+		out.base = b.source;
+		if (typeof b.refused === "string" && /^[a-z-]{1,32}$/.test(b.refused)) out.baseRefused = b.refused;
+		if (typeof b.baseMadeAt === "string" && !Number.isNaN(Date.parse(b.baseMadeAt))) out.baseMadeAt = b.baseMadeAt;
+		if (isCount(b.readAgainTokens) && b.readAgainTokens > 0) out.readAgainTokens = b.readAgainTokens;
+		if (typeof b.via === "string" && /^[\w-]{1,64}$/.test(b.via)) out.via = b.via;
+	}
+	return out;
+}
+
+function isCount(x: unknown): x is number {
+	return typeof x === "number" && Number.isInteger(x) && x >= 0;
 }
 
 /**

@@ -327,17 +327,29 @@ describe("the extension in the real Pi (RPC mode)", () => {
 					const p = await plan(`${world.sessionDir}/${req.path as string}`, { ...SETTINGS, keepRecentTokens: req.keepRecentTokens as number }, "pi");
 					if (p.firstKeptEntryId !== req.firstKeptEntryId) return msg.respond(JSON.stringify({ v: 1, error: `cut ${p.firstKeptEntryId}, asked ${String(req.firstKeptEntryId)}` }));
 					const value = valueFromPlan(p, { store: STORE, path: req.path as string, sessionId: req.sessionId as string, summary: "EXTRACT at Pi's cut", settings: SETTINGS });
+					// as compactor says how it made the value: on the session's base, its span extracted
+					Object.assign(value, { builtOn: { source: "model", baseMadeAt: "2026-12-06T07:27:55.100Z" }, spanTokens: { model: 0, extract: 777 } });
 					msg.respond(JSON.stringify({ v: 1, prepared: value }));
 				})();
 			},
 		});
+		// The hook reports the extension publishes (compactor counts them).
+		const reports: Array<Record<string, unknown>> = [];
+		const hooks = nats.nc.subscribe(`compactor.hooks.${STORE}.*`, { callback: (_err, msg) => void reports.push(msg.json<Record<string, unknown>>()) });
 		try {
 			for (let i = 0; i < 3; i++) await pi.prompt(`task ${i}`);
 			const w = await where(pi, world);
 			await kv.delete(w.key);
 			// /compact with nothing prepared: Pi's own summary, no extract asked for
-			assertPiCompactedItself(await compact(pi, w.sessionFile), "manual, nothing prepared", /miss \(nothing prepared\) \[pi\/(not-prepared|not-ready), manual/);
+			const own = await compact(pi, w.sessionFile);
+			assertPiCompactedItself(own, "manual, nothing prepared", /miss \(nothing prepared\) \[pi\/(not-prepared|not-ready), manual/);
 			assert.equal(asked.filter((r) => r.extract).length, 0, "no extract for /compact");
+			// Pi's own summary is a model's over all of Pi's span
+			assert.match(own.hook, /; span (\d+) tokens: \1 model, 0 extract\]/);
+			await waitUntil(() => reports.length >= 1, "the hook report of /compact", 5000);
+			const ownReport = reports.at(-1) as { result?: string; spanTokens?: { model: number; extract: number }; base?: string };
+			assert.equal(ownReport.result, "pi");
+			assert.ok((ownReport.spanTokens?.model ?? 0) > 0 && ownReport.spanTokens?.extract === 0 && ownReport.base === undefined, JSON.stringify(ownReport));
 			// An automatic compaction with nothing prepared: the extract
 			for (let i = 0; i < 3; i++) await pi.prompt(`more ${i}`);
 			await kv.delete(w.key);
@@ -351,7 +363,10 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			assert.equal((end.msg.result as { summary: string }).summary, "EXTRACT at Pi's cut");
 			assert.equal(fm.summaryRequests, summaries, "no summary request reached the model");
 			await waitUntil(() => pi.hookLines().length > hooks, "the hook's debug line", 5000);
-			assert.match(pi.hookLines()[hooks], /extract used .*\[extract\/(not-prepared|not-ready), threshold/);
+			assert.match(pi.hookLines()[hooks], /extract used .*\[extract\/(not-prepared|not-ready), threshold.*; base model \(made 07:27:55\.100\); span 777 tokens: 0 model, 777 extract\]/);
+			await waitUntil(() => reports.some((r) => r.result === "extract"), "the hook report of the extract", 5000);
+			const report = reports.find((r) => r.result === "extract") as Record<string, unknown>;
+			assert.deepEqual([report.spanTokens, report.base, report.baseRefused], [{ model: 0, extract: 777 }, "model", undefined]);
 			const req = asked.filter((r) => r.extract).at(-1);
 			assert.ok(req);
 			assert.deepEqual([req.piVersion, req.keepRecentTokens, req.reserveTokens, req.contextWindow], [await piVersion(), SETTINGS.keepRecentTokens, SETTINGS.reserveTokens, SETTINGS.contextWindow]);
@@ -360,6 +375,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		} finally {
 			fm.promptTokens = undefined;
 			sub.unsubscribe();
+			hooks.unsubscribe();
 			await pi.stop();
 		}
 	});

@@ -11,7 +11,7 @@ import { notPermitted, withDeadline } from "../src/client.ts";
 import { agentInboxPrefix, describeNats, loadConfig, parseStores, readPiCompactionSettings } from "../src/config.ts";
 import { preparableTokens } from "../src/context.ts";
 import type { ProjectedEntry } from "../src/validate.ts";
-import { locateSession, prepareJob, prepareSubject, preparedKey, sessionToken } from "../src/session.ts";
+import { locateSession, prepareJob, prepareSubject, preparedKey, sessionToken, valueMaking } from "../src/session.ts";
 import { type Cycle, type InFlight, lostAfterMs, Pace, type PaceEstimate, type Snapshot, shouldAsk } from "../src/trigger.ts";
 
 const here = dirname(fileURLToPath(import.meta.url));
@@ -213,6 +213,28 @@ describe("naming", () => {
 		assert.notEqual(v16.id, job.id, "another Pi, another request");
 		const odd = prepareJob({ ...loc, sessionId: "a\nb", token: sessionToken("a\nb") }, "l", undefined, 20000, now);
 		assert.match(odd.id, /^prepare:[0-9a-f]{32}$/, "no newline in a header");
+	});
+});
+
+describe("what a value says of its making", () => {
+	test("builtOn and spanTokens are read as compactor writes them, and nothing else is trusted", () => {
+		const v = {
+			builtOn: { source: "model", sha256: "ab", fromEntryId: "e1", readAgainTokens: 1200, baseMadeAt: "2026-12-06T07:27:55.100Z", refused: "" },
+			spanTokens: { model: 0, extract: 5400 },
+		};
+		assert.deepEqual(valueMaking(v), { spanTokens: { model: 0, extract: 5400 }, base: "model", baseMadeAt: "2026-12-06T07:27:55.100Z", readAgainTokens: 1200 });
+		assert.deepEqual(valueMaking({ builtOn: { source: "none", via: "c0ffee01" } }), { base: "none", via: "c0ffee01" });
+		assert.deepEqual(valueMaking({ builtOn: { source: "none", via: "a b" } }), { base: "none" });
+		assert.deepEqual(valueMaking({ builtOn: { source: "compaction", refused: "entries-differ" }, spanTokens: { model: 900, extract: 100 } }), {
+			spanTokens: { model: 900, extract: 100 },
+			base: "compaction",
+			baseRefused: "entries-differ",
+		});
+		// a value of an older worker says nothing; a bad one is not believed
+		assert.deepEqual(valueMaking({ summary: "x" }), {});
+		assert.deepEqual(valueMaking(undefined), {});
+		assert.deepEqual(valueMaking({ builtOn: { source: "model\n[forged]" }, spanTokens: { model: -1, extract: 2 } }), {});
+		assert.deepEqual(valueMaking({ builtOn: { source: "none", refused: 42, baseMadeAt: "not a date" }, spanTokens: { model: 1.5, extract: 0 } }), { base: "none" });
 	});
 });
 

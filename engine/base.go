@@ -1,0 +1,569 @@
+package engine
+
+import (
+	"context"
+	"crypto/sha256"
+	"encoding/hex"
+	"fmt"
+	"slices"
+	"strings"
+	"time"
+
+	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/tokenize"
+)
+
+// Extract now, model later. When Pi's hook is answered by the extract (no preparation could
+// be ready), the compaction Pi writes holds extractive notes of its span. The session's
+// base is what the next summary builds on instead of that text: a model's summary of
+// exactly what the compaction covers (the same summarized entries, built on the same chain
+// of compactions), made in the background by a job of kind "base" right after the extract
+// answered. Until it lands, the base says where the model's text ends: the next summary then
+// reads the spans after it again, raw, rather than the extract's notes of them. A compaction
+// answered by a preparation bridged to Pi's cut leaves the preparation's own text the same
+// way, from the preparation's cut: the next summary has the model read the bridge's gap. So
+// over a session everything older than the last cycle is a model's summary, however fast
+// the agent compacts.
+//
+// One base per session (the newest), stored beside its preparation (PreparedStore's base),
+// replaced as the session moves on. It names the compaction it stands for by what can be
+// checked in the file: the compaction's parent (Pi's leaf at the hook), its cut, the
+// entries it summarized, the compaction it follows and the SHA-256 of its summary (the
+// text the hook handed to Pi). A base is used only while that compaction is the branch's
+// latest and every one of these holds; otherwise the compaction's own text is used and the
+// reason is said in a word (BuiltOn.Refused).
+
+// BaseVersion is the version of the Base JSON this package writes.
+const BaseVersion = 1
+
+// Where a summary's older part comes from (Base.Source, BuiltOn.Source).
+const (
+	// SourceModel: a model's summary of everything before the base's FromEntryID.
+	SourceModel = "model"
+	// SourceCompaction: the text of a compaction on the path, as it was written (a model's,
+	// or an extract whose spans a model has not summarized yet).
+	SourceCompaction = "compaction"
+	// SourceNone: no previous summary at all (the session's first compaction).
+	SourceNone = "none"
+)
+
+// Reasons a base is not used (BuiltOn.Refused). A base for a compaction the branch has
+// left behind (another compaction came after it) is not refused: it has served.
+const (
+	BaseRefusedOtherCompaction = "other-compaction" // it stands for another compaction than the branch's latest
+	BaseRefusedEntriesDiffer   = "entries-differ"   // the compaction summarized other entries than the base says
+	BaseRefusedChainDiffers    = "chain-differs"    // it follows another compaction, or its text ends where no span of the chain lies
+	BaseRefusedMalformed       = "malformed"        // another session's, or a version this worker does not read
+	BaseRefusedOtherRules      = "other-rules"      // made by the rules of a Pi release that cuts or asks otherwise than the session's
+)
+
+// Base is the session's base (see above). Its JSON is stored per session.
+type Base struct {
+	V         int    `json:"v"`
+	Store     string `json:"store"`
+	Path      string `json:"path"`
+	SessionID string `json:"sessionId"`
+	// Anchor is the compaction the base stands for.
+	Anchor BaseAnchor `json:"anchor"`
+	// Summary is the text the next summary takes as its previous summary, in place of the
+	// anchor's own; Details are its file lists.
+	Summary string          `json:"summary"`
+	Details PreparedDetails `json:"details"`
+	// FromEntryID is where the messages the next summary reads start: the anchor's cut when
+	// Summary covers everything the anchor summarized; an earlier span's start when spans
+	// after it were answered without a model and no model has summarized them yet.
+	FromEntryID string `json:"fromEntryId"`
+	// Source says what Summary is (SourceModel, SourceCompaction, SourceNone).
+	Source string `json:"source"`
+	// PiVersion is the Pi release whose rules made the base: the anchor's span (which entries,
+	// read how) and the summary request. A base is used only by the same rules (sameRules);
+	// empty in a base of a compactor before releases were told apart, checked by its anchor
+	// alone.
+	PiVersion string `json:"piVersion,omitempty"`
+	// ExtractOn: the anchor compaction's own text is an extract made on exactly this base
+	// (Summary, from FromEntryID). The next extract then updates that text rather than
+	// extracting the spans after FromEntryID again (the same notes, in a fraction of the
+	// time); a preparation or a base job still reads them (a model must).
+	ExtractOn bool `json:"extractOn,omitempty"`
+	// BasedOnSHA256 and BasedOnFromEntryID (a model's base) are the text it was made on and
+	// where its messages started: it lands only on the state it was made for (Land).
+	BasedOnSHA256      string `json:"basedOnSha256,omitempty"`
+	BasedOnFromEntryID string `json:"basedOnFromEntryId,omitempty"`
+	// Messages and TokensEstimate (Pi's estimate) measure what the model read.
+	Messages       int `json:"messages,omitempty"`
+	TokensEstimate int `json:"tokensEstimate,omitempty"`
+	// RequestedAt is when the extract that asked for it answered; CreatedAt when it was made.
+	RequestedAt          time.Time `json:"requestedAt,omitzero"`
+	CreatedAt            time.Time `json:"createdAt"`
+	LLMInputTokens       int       `json:"llmInputTokens,omitempty"`
+	LLMCachedInputTokens int       `json:"llmCachedInputTokens,omitempty"`
+	LLMOutputTokens      int       `json:"llmOutputTokens,omitempty"`
+	LLMCalls             int       `json:"llmCalls,omitempty"`
+}
+
+// BaseAnchor names a compaction by what the file shows of it.
+type BaseAnchor struct {
+	// LeafID is the compaction's parent: Pi's leaf when its hook ran.
+	LeafID               string   `json:"leafId"`
+	PreviousCompactionID *string  `json:"previousCompactionId"`
+	FirstKeptEntryID     string   `json:"firstKeptEntryId"`
+	SummarizedEntryIDs   []string `json:"summarizedEntryIds"`
+	// SummarySHA256 is the SHA-256 (hex) of the compaction's summary.
+	SummarySHA256 string `json:"summarySha256"`
+}
+
+// Equal reports whether a and b name the same compaction.
+func (a BaseAnchor) Equal(b BaseAnchor) bool {
+	return a.LeafID == b.LeafID && deref(a.PreviousCompactionID) == deref(b.PreviousCompactionID) &&
+		a.FirstKeptEntryID == b.FirstKeptEntryID && a.SummarySHA256 == b.SummarySHA256 &&
+		slices.Equal(a.SummarizedEntryIDs, b.SummarizedEntryIDs)
+}
+
+// names reports whether a names the compaction b does by the fields a job carries (its
+// parent, its cut and its summary's digest).
+func (a BaseAnchor) names(b BaseAnchor) bool {
+	return a.LeafID == b.LeafID && a.FirstKeptEntryID == b.FirstKeptEntryID && a.SummarySHA256 == b.SummarySHA256
+}
+
+// Complete reports whether the base is a model's summary of everything its anchor covers.
+func (b *Base) Complete() bool {
+	return b != nil && b.Source == SourceModel && b.FromEntryID == b.Anchor.FirstKeptEntryID
+}
+
+// withoutFileLists splits a summary into its text and the file lists appended to it (as
+// summarize.FormatFileOperations writes them); a summary without them is returned whole. A
+// base keeps its text without the lists, which travel in its details: the next summary
+// appends them again, and the model is not sent them twice a cycle.
+func withoutFileLists(summary string) (text string, read, modified []string) {
+	text = summary
+	cut := func(tag string) []string {
+		end := "\n</" + tag + ">"
+		if !strings.HasSuffix(text, end) {
+			return nil
+		}
+		i := strings.LastIndex(text, "\n\n<"+tag+">\n")
+		if i < 0 {
+			return nil
+		}
+		list := strings.Split(text[i+len("\n\n<"+tag+">\n"):len(text)-len(end)], "\n")
+		text = text[:i]
+		return list
+	}
+	modified = cut("modified-files")
+	read = cut("read-files")
+	if text+summarize.FormatFileOperations(read, modified) != summary {
+		return summary, nil, nil
+	}
+	return text, read, modified
+}
+
+// SHA256 is the hex SHA-256 of s (how a base names a summary text).
+func SHA256(s string) string {
+	sum := sha256.Sum256([]byte(s))
+	return hex.EncodeToString(sum[:])
+}
+
+// BuiltOn says what a summary's older part is made of: the session's base or the previous
+// compaction's own text, where the messages it read start, and why not the base when one
+// was there. The extension shows it in its debug line.
+type BuiltOn struct {
+	// Source is SourceModel (the base's model summary), SourceCompaction or SourceNone.
+	Source string `json:"source"`
+	// SHA256 is the older text's (empty for SourceNone).
+	SHA256 string `json:"sha256,omitempty"`
+	// FromEntryID is where the messages the summary read start; ReadAgainTokens (Pi's
+	// estimate) how much of them lies before the previous compaction's cut: spans the
+	// previous compaction's text covers without a model's summary of them, read again.
+	FromEntryID     string `json:"fromEntryId,omitempty"`
+	ReadAgainTokens int    `json:"readAgainTokens,omitempty"`
+	// BaseMadeAt is when the base used was made (a model's).
+	BaseMadeAt time.Time `json:"baseMadeAt,omitzero"`
+	// Via is the previous compaction whose text an extract updated (that text is an extract
+	// made on the base: Base.ExtractOn) instead of the base's own text and the spans after it.
+	Via string `json:"via,omitempty"`
+	// Refused is why a base that was there was not used (BaseRefused*), empty otherwise.
+	Refused string `json:"refused,omitempty"`
+}
+
+// SpanTokens splits the span a value summarizes for Pi (its summarized entries), by Pi's
+// estimate, into what a model read and what was only extracted (the extract, a bridge's
+// gap).
+type SpanTokens struct {
+	Model   int `json:"model"`
+	Extract int `json:"extract"`
+}
+
+// basis is what the next summary of a path builds on (resolveBasis).
+type basis struct {
+	text      string
+	details   PreparedDetails
+	from      int    // path index where the messages to read start
+	fromID    string // that entry's id
+	source    string
+	madeAt    time.Time
+	extractOn bool
+	refused   string
+	// latest is the anchor of the path's latest compaction (nil without one): a base for it
+	// may land after this basis was read (NextBase).
+	latest *BaseAnchor
+}
+
+func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
+	bo := &BuiltOn{Source: b.source, ReadAgainTokens: readAgain, BaseMadeAt: b.madeAt, Refused: b.refused}
+	if b.source != SourceNone {
+		bo.SHA256 = SHA256(b.text)
+	}
+	bo.FromEntryID = b.fromID
+	return bo
+}
+
+// at names the entry basis b's messages start at on path.
+func (b basis) at(path []*sessionio.Entry) basis {
+	b.fromID = ""
+	if b.from >= 0 && b.from < len(path) {
+		b.fromID = path[b.from].ID
+	}
+	return b
+}
+
+// latestCompaction is the index of the path's latest compaction, -1 without one.
+func latestCompaction(path []*sessionio.Entry) int {
+	for i := len(path) - 1; i >= 0; i-- {
+		if path[i].Type == sessionio.TypeCompaction {
+			return i
+		}
+	}
+	return -1
+}
+
+// anchorOf names the compaction at path[ci] as a base would.
+func anchorOf(path []*sessionio.Entry, ci int, r sessionio.Release) (BaseAnchor, error) {
+	c := path[ci]
+	sp, err := cutpoint.SpanAt(path[:ci], r, c.FirstKeptEntryID)
+	if err != nil {
+		return BaseAnchor{}, err
+	}
+	a := BaseAnchor{LeafID: c.ParentID, FirstKeptEntryID: c.FirstKeptEntryID, SummarizedEntryIDs: sp.EntryIDs, SummarySHA256: SHA256(c.Summary)}
+	if sp.Previous != nil {
+		id := sp.Previous.ID
+		a.PreviousCompactionID = &id
+	}
+	return a, nil
+}
+
+// resolveBasis is what the next summary of path builds on, by the rules of release r: b when
+// it was made by the same rules, stands for the path's latest compaction and every check
+// holds; else that compaction's own text from where the next range starts (or nothing,
+// without a compaction).
+func resolveBasis(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
+	return resolveBasisOn(path, r, b, sessionID).at(path)
+}
+
+func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
+	ci := latestCompaction(path)
+	def := basis{from: cutpoint.RangeStart(path, r), source: SourceNone}
+	if ci >= 0 {
+		def.text, def.source = path[ci].Summary, SourceCompaction
+		if a, err := anchorOf(path, ci, r); err == nil {
+			def.latest = &a
+		}
+	}
+	if b == nil {
+		return def
+	}
+	refuse := func(why string) basis { def.refused = why; return def }
+	if b.V != BaseVersion || b.SessionID != sessionID {
+		return refuse(BaseRefusedMalformed)
+	}
+	if b.PiVersion != "" && !sameRules(b.PiVersion, r) {
+		return refuse(BaseRefusedOtherRules)
+	}
+	if ci < 0 || def.latest == nil {
+		return refuse(BaseRefusedOtherCompaction)
+	}
+	a, c := b.Anchor, path[ci]
+	if a.LeafID != c.ParentID || a.FirstKeptEntryID != c.FirstKeptEntryID || a.SummarySHA256 != def.latest.SummarySHA256 {
+		// A base for a compaction further back on the branch has served: the branch compacted
+		// again after it, from a summary built on it or on what it stood for.
+		for _, e := range path[:ci] {
+			if e.Type == sessionio.TypeCompaction && e.ParentID == a.LeafID && e.FirstKeptEntryID == a.FirstKeptEntryID && SHA256(e.Summary) == a.SummarySHA256 {
+				return def
+			}
+		}
+		return refuse(BaseRefusedOtherCompaction)
+	}
+	if deref(a.PreviousCompactionID) != deref(def.latest.PreviousCompactionID) {
+		return refuse(BaseRefusedChainDiffers)
+	}
+	if !slices.Equal(a.SummarizedEntryIDs, def.latest.SummarizedEntryIDs) {
+		return refuse(BaseRefusedEntriesDiffer)
+	}
+	from := -1
+	for i, e := range path[:ci] {
+		if e.ID == b.FromEntryID {
+			from = i
+			break
+		}
+	}
+	if from < 0 {
+		return refuse(BaseRefusedChainDiffers)
+	}
+	if _, err := spansFrom(path, r, from, ci); err != nil {
+		return refuse(BaseRefusedChainDiffers)
+	}
+	return basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest}
+}
+
+// spansFrom are the messages the compactions on path[:upTo+1] summarized from path index
+// from on, each span as its compaction read it (on the path it was appended to), oldest
+// first: nothing when from is the latest one's cut. from may lie inside a span (a bridged
+// preparation's cut: the gap after it is read).
+func spansFrom(path []*sessionio.Entry, r sessionio.Release, from, upTo int) ([]*sessionio.Message, error) {
+	var spans [][]*sessionio.Message
+	found := false
+	for ci := upTo; ci >= 0 && !found; ci-- {
+		c := path[ci]
+		if c.Type != sessionio.TypeCompaction {
+			continue
+		}
+		sp, err := cutpoint.SpanAt(path[:ci], r, c.FirstKeptEntryID)
+		if err != nil {
+			return nil, fmt.Errorf("compaction %s: %w", c.ID, err)
+		}
+		switch {
+		case sp.CutIndex == from:
+			found = true
+			continue
+		case sp.CutIndex < from:
+			return nil, fmt.Errorf("entry %s lies after the cut of compaction %s", path[from].ID, c.ID)
+		}
+		msgs := sp.Messages
+		if sp.StartIndex < from {
+			// from lies inside this span: its messages from that entry on
+			at := map[string]int{}
+			for i, e := range path[sp.StartIndex:sp.CutIndex] {
+				at[e.ID] = sp.StartIndex + i
+			}
+			msgs = nil
+			for k, id := range sp.EntryIDs {
+				if at[id] >= from {
+					msgs = append(msgs, sp.Messages[k])
+				}
+			}
+		}
+		spans = append(spans, msgs)
+		found = sp.StartIndex <= from
+	}
+	if !found {
+		return nil, fmt.Errorf("entry %s lies in no span of the compactions on the path", path[from].ID)
+	}
+	var out []*sessionio.Message
+	for i := len(spans) - 1; i >= 0; i-- {
+		out = append(out, spans[i]...)
+	}
+	return out, nil
+}
+
+// NextBase is the base to keep for the compaction Pi is about to write with an extract
+// (made), given the one stored now (current): made carries the text the extract built on;
+// when a model's base for the compaction before landed since the extract read the store,
+// the new compaction builds on that one instead (its spans were read again by the
+// extract, but its text is what the next summary should build on).
+func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
+	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) || !current.sameRulesAs(made) {
+		return made
+	}
+	if SHA256(current.Summary) == SHA256(made.Summary) && current.FromEntryID == made.FromEntryID {
+		return made
+	}
+	next := *made
+	next.Summary, next.Details, next.FromEntryID, next.Source = current.Summary, current.Details, current.FromEntryID, current.Source
+	next.ExtractOn = false // the extract was made on what was there before
+	next.BasedOnSHA256, next.BasedOnFromEntryID = current.BasedOnSHA256, current.BasedOnFromEntryID
+	next.Messages, next.TokensEstimate, next.CreatedAt = current.Messages, current.TokensEstimate, current.CreatedAt
+	next.LLMInputTokens, next.LLMCachedInputTokens, next.LLMOutputTokens, next.LLMCalls = current.LLMInputTokens, current.LLMCachedInputTokens, current.LLMOutputTokens, current.LLMCalls
+	return &next
+}
+
+// Land is the base to store when the model's base b lands on the one stored now (current),
+// and in a word why nothing is stored when b is discarded. b was made on a state of the
+// store (BasedOn*): it replaces that state for its own anchor, and it carries over to a
+// newer compaction whose base still holds the same state (an extract answered Pi again
+// while b was being made, from the same text: b is a better start for it). Anything else
+// means the session moved on (a preparation or another base replaced what b was made on,
+// or the branch changed): b is discarded.
+func (b *Base) Land(current *Base) (*Base, string) {
+	if current == nil {
+		return b, ""
+	}
+	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID && b.sameRulesAs(current)
+	switch {
+	case current.Anchor.Equal(b.Anchor) && same:
+		return b, ""
+	case current.Anchor.Equal(b.Anchor) && current.Complete():
+		return nil, "duplicate"
+	case same:
+		next := *b
+		next.Anchor = current.Anchor
+		return &next, ""
+	}
+	return nil, "moved-on"
+}
+
+// sameRulesAs reports whether b and o were made by the rules of the same Pi behaviours (a
+// base without PiVersion, of an older compactor, is taken as made by the same).
+func (b *Base) sameRulesAs(o *Base) bool {
+	if b.PiVersion == "" || o.PiVersion == "" {
+		return true
+	}
+	r, err := sessionio.ParseRelease(o.PiVersion)
+	return err == nil && sameRules(b.PiVersion, r)
+}
+
+// BaseRequest asks for the model's summary of what an extract answered (a job of kind
+// "base").
+type BaseRequest struct {
+	File string
+	// Anchor is the compaction the extract was handed to Pi for (its summary's SHA-256 is
+	// the extract's).
+	Anchor BaseAnchor
+	// Settings: Pi, the counter and the output limit (ReserveTokens) as the extract's.
+	Settings    Settings
+	RequestedAt time.Time
+}
+
+// MakeBase makes the model's summary for the session's base (see the top of this file):
+// of the compaction req names, or of a newer one the stored base (current) already stands
+// for (an extract answered Pi again while this job waited: one request covers both), from
+// where the stored base's model text ends. It writes nothing: the caller stores the result
+// through Land. A skip (the compaction is not on the branch, Pi wrote another one, the base
+// already covers it, nothing to read) returns no Base and a Result saying why.
+func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (*Base, *Result, error) {
+	j, res, err := e.open(baseJob, Request{File: req.File, Settings: req.Settings}, nil)
+	if j == nil {
+		return nil, res, err
+	}
+	src, path := j.src, j.src.Path
+	sid := src.Session.Header.ID
+	index := func(id string) int {
+		for i, en := range path {
+			if en.ID == id {
+				return i
+			}
+		}
+		return -1
+	}
+	target, rec := req.Anchor, (*Base)(nil)
+	if current != nil && current.V == BaseVersion && current.SessionID == sid {
+		if current.Anchor.names(req.Anchor) || index(current.Anchor.LeafID) > index(req.Anchor.LeafID) && index(req.Anchor.LeafID) >= 0 {
+			target, rec = current.Anchor, current
+		}
+	}
+	li := index(target.LeafID)
+	if li < 0 {
+		return nil, j.skip(fmt.Sprintf("moved-on: leaf %s, where the compaction was made, is not on the session's branch", target.LeafID)), nil
+	}
+	if li+1 < len(path) {
+		c := path[li+1]
+		if c.Type != sessionio.TypeCompaction || c.FirstKeptEntryID != target.FirstKeptEntryID || SHA256(c.Summary) != target.SummarySHA256 {
+			return nil, j.skip(fmt.Sprintf("not-used: Pi went on from leaf %s without the extract (entry %s is not its compaction)", target.LeafID, c.ID)), nil
+		}
+	}
+	if rec.Complete() {
+		return nil, j.skip("done: the base already holds a model's summary of compaction at " + target.FirstKeptEntryID), nil
+	}
+	r := src.Release
+	if rec != nil && rec.PiVersion != "" && !sameRules(rec.PiVersion, r) {
+		return nil, j.skip(fmt.Sprintf("%s: the session's base was made by the rules of Pi %s, the job follows Pi %s", BaseRefusedOtherRules, rec.PiVersion, r)), nil
+	}
+	pre := path[:li+1] // the path Pi compacted
+	sp, err := cutpoint.SpanAt(pre, r, target.FirstKeptEntryID)
+	if err != nil {
+		return nil, j.skip("moved-on: " + err.Error()), nil
+	}
+	prevID := ""
+	if sp.Previous != nil {
+		prevID = sp.Previous.ID
+	}
+	if rec == nil {
+		// A job alone names the compaction by its parent, cut and digest: the rest is the file's.
+		target.SummarizedEntryIDs, target.PreviousCompactionID = sp.EntryIDs, nil
+		if prevID != "" {
+			target.PreviousCompactionID = &prevID
+		}
+	}
+	if prevID != deref(target.PreviousCompactionID) || !slices.Equal(sp.EntryIDs, target.SummarizedEntryIDs) {
+		return nil, j.skip(fmt.Sprintf("%s: the compaction at %s does not summarize what the extract did", BaseRefusedEntriesDiffer, target.FirstKeptEntryID)), nil
+	}
+	var bs basis
+	if rec != nil {
+		bs = basis{text: rec.Summary, details: rec.Details, from: index(rec.FromEntryID), fromID: rec.FromEntryID, source: rec.Source}
+		if bs.from < 0 || bs.from > sp.StartIndex {
+			return nil, j.skip(fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)), nil
+		}
+	} else {
+		bs = resolveBasis(pre, r, current, sid)
+	}
+	older, err := spansFrom(pre, r, bs.from, latestCompaction(pre))
+	if bs.from >= sp.StartIndex {
+		older, err = nil, nil
+	}
+	if err != nil {
+		return nil, j.skip(fmt.Sprintf("%s: %v", BaseRefusedChainDiffers, err)), nil
+	}
+	msgs := append(older, sp.Messages...)
+	if len(msgs) == 0 {
+		return nil, j.skip("nothing to summarize: the compaction summarized no message"), nil
+	}
+	fo := sessionio.NewFileOps()
+	for _, f := range bs.details.ReadFiles {
+		fo.AddRead(f)
+	}
+	for _, f := range bs.details.ModifiedFiles {
+		fo.AddEdited(f)
+	}
+	est := tokenize.EstimateFor(r)
+	tokens := 0
+	for _, m := range msgs {
+		fo.AddFromMessage(m)
+		if r.Has(sessionio.NestedCallsFileOps) {
+			fo.AddFromNestedCalls(m)
+		}
+		tokens += est.Count(m)
+	}
+	cs := src.Settings(j.cfg.KeepRecentTokens, j.cfg.ReserveTokens)
+	prevText, prevRead, prevModified := withoutFileLists(bs.text)
+	for _, f := range prevRead {
+		fo.AddRead(f)
+	}
+	for _, f := range prevModified {
+		fo.AddEdited(f)
+	}
+	in := summarize.CompactionInput{MessagesToSummarize: msgs, PreviousSummary: prevText, ReserveTokens: cs.ReserveTokens, Release: r, FileOps: fo}
+	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
+	if err != nil {
+		return nil, nil, err
+	}
+	if err := checkSummary(out.Summary); err != nil {
+		return nil, nil, err
+	}
+	fromID := bs.fromID
+	text, _, _ := withoutFileLists(out.Summary)
+	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: text,
+		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
+		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, PiVersion: r.String(), BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: fromID,
+		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(),
+		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
+	if rec != nil {
+		b.Store, b.Path = rec.Store, rec.Path
+	}
+	res = j.res
+	res.FirstKeptEntryID = target.FirstKeptEntryID
+	res.Summarized = len(msgs)
+	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
+	res.Reason = fmt.Sprintf("a model's summary of %d messages (%d tokens) for the compaction at %s, on %s", len(msgs), tokens, target.FirstKeptEntryID, bs.source)
+	return b, j.end(outcome.Done), nil
+}
