@@ -109,6 +109,24 @@ func (b *browser) run(t testing.TB, steps ...chromedp.Action[chromedp.Void]) {
 	}
 }
 
+// click clicks the element sel selects (a CSS selector) once. The page's live refresh may
+// replace the element between chromedp finding it and clicking it ("Could not find node
+// with given id"): nothing was clicked then, and the click is tried again on the element
+// the refresh put in its place, as a person's click would land on it.
+func (b *browser) click(t testing.TB, sel string) {
+	t.Helper()
+	var last error
+	waitFor(t, "a click on "+sel, func() bool {
+		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
+		defer cancel()
+		last = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
+		if last != nil && !strings.Contains(last.Error(), "Could not find node") {
+			t.Fatalf("click %s: %v", sel, last)
+		}
+		return last == nil
+	})
+}
+
 // eval runs JavaScript in the page and returns its value.
 func eval[T any](t testing.TB, b *browser, js string, opts ...chromedp.EvaluateOption) T {
 	t.Helper()
@@ -243,15 +261,17 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		sel := fmt.Sprintf(`#deadletters tr[data-session=%q] button.retry`, id)
 		b.waitJS(t, "the dead letter on the store page", fmt.Sprintf(`document.querySelector(%q) !== null`, sel))
-		b.run(t, chromedp.Click(chromedp.CSS(sel)), chromedp.WaitVisible(chromedp.CSS(`p.notice`)))
+		b.click(t, sel)
+		b.run(t, chromedp.WaitVisible(chromedp.CSS(`p.notice`)))
 		waitFor(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })
 		b.waitJS(t, "the dead letter gone from the page", fmt.Sprintf(`document.querySelector('#deadletters tr[data-session=%q]') === null`, id))
 	})
 
 	t.Run("pause by clicking stops the store's jobs, resume drains them", func(t *testing.T) {
 		b.run(t, chromedp.Navigate(f.console+"/store/a"), chromedp.WaitVisible(chromedp.ID(`pause`)),
-			chromedp.SendKeys(chromedp.CSS(`input[name=reason]`), "browser test"), chromedp.Click(chromedp.ID(`pause`)),
-			chromedp.WaitVisible(chromedp.ID(`paused`)))
+			chromedp.SendKeys(chromedp.CSS(`input[name=reason]`), "browser test"))
+		b.click(t, `#pause`)
+		b.run(t, chromedp.WaitVisible(chromedp.ID(`paused`)))
 		// The worker says it in /readyz once its fetch loop has read the pause.
 		t0 := time.Now()
 		waitFor(t, "store a's worker paused (its /readyz)", func() bool {
@@ -288,7 +308,8 @@ func TestConsoleInBrowser(t *testing.T) {
 		if s := f.storeStatus("a"); s.Queue.Pending != 3 || s.Queue.InFlight != 0 {
 			t.Fatalf("paused store's queue: %+v, want 3 pending and none in flight", s.Queue)
 		}
-		b.run(t, chromedp.Click(chromedp.ID(`resume`)), chromedp.WaitVisible(chromedp.ID(`pause`)))
+		b.click(t, `#resume`)
+		b.run(t, chromedp.WaitVisible(chromedp.ID(`pause`)))
 		waitFor(t, "the queue drained after the resume", func() bool {
 			for _, file := range files {
 				if compactions(t, file) != 1 {
