@@ -42,6 +42,41 @@ const fail = (what) => {
 };
 
 export async function cutReport(argv) {
+	const opts = parseCutArgs(argv);
+	const { sm, file, diagnostics } = loadSession(opts.file);
+	applyLeaf(sm, opts.leaf);
+	const path = sm.getBranch();
+	let model = opts.model;
+	if (opts.settingsFile && !model) model = sm.buildSessionContext().model ?? undefined; // the agent resumes with the session's model
+	const settings = compactionSettings({ settingsFile: opts.settingsFile, model, keepRecentTokens: opts.keep, reserveTokens: opts.reserve });
+
+	const prep = prepareCompaction(path, settings);
+	const proj = project(path);
+
+	const result = { piVersion: PI_VERSION, file, leafId: sm.getLeafId(), settings };
+	if (opts.settingsFile) result.model = model ? `${model.provider}/${model.modelId}` : null;
+	result.pathLength = path.length;
+	result.prepared = prep !== undefined;
+	if (!prep) result.reason = notPreparedReason(path);
+	else Object.assign(result, planFields(prep, path, settings, proj, opts.messages));
+
+	// What the threshold check compares with the window: 1.6 estimates the projection (and
+	// trusts usage only after the latest context edit or compaction); 0.73 the context.
+	const estimate = PROJECTED ? estimateProjectedContextTokens(proj, path) : estimateContextTokens(proj.messages);
+	result.contextEstimate = estimate;
+	result.lastAssistantUsage = getLastAssistantUsage(path) ?? null;
+	if (opts.contextWindow !== undefined) {
+		result.contextWindow = opts.contextWindow;
+		result.shouldCompact = shouldCompact(estimate.tokens, opts.contextWindow, settings);
+	}
+	if (opts.perEntry) result.perEntry = perEntryTokens(path, proj);
+	if (opts.strict && diagnostics.warnings.length) throw new HarnessError(`--strict: ${diagnostics.warnings.join("; ")}`, 3);
+	result.diagnostics = diagnostics;
+	return { result, compact: opts.compact };
+}
+
+// parseCutArgs reads cut's command line into the options cutReport works from.
+function parseCutArgs(argv) {
 	const args = parseArgs(argv, {
 		booleans: ["per-entry", "messages", "compact", "strict"],
 		values: ["keep-recent-tokens", "reserve-tokens", "context-window", "leaf", "settings", "model"],
@@ -53,88 +88,78 @@ export async function cutReport(argv) {
 		if (slash <= 0 || slash === args.model.length - 1) throw new HarnessError(`--model ${args.model}: want PROVIDER/MODEL_ID`, 64);
 		model = { provider: args.model.slice(0, slash), modelId: args.model.slice(slash + 1) };
 	}
-	const keep = intArg(args["keep-recent-tokens"], "keep-recent-tokens");
-	const reserve = intArg(args["reserve-tokens"], "reserve-tokens");
-	const contextWindow = intArg(args["context-window"], "context-window");
+	return {
+		file: args._[0],
+		model,
+		keep: intArg(args["keep-recent-tokens"], "keep-recent-tokens"),
+		reserve: intArg(args["reserve-tokens"], "reserve-tokens"),
+		contextWindow: intArg(args["context-window"], "context-window"),
+		leaf: args.leaf,
+		settingsFile: args.settings,
+		perEntry: args["per-entry"],
+		messages: args.messages,
+		compact: args.compact,
+		strict: args.strict,
+	};
+}
 
-	const { sm, file, diagnostics } = loadSession(args._[0]);
-	applyLeaf(sm, args.leaf);
-	const path = sm.getBranch();
-	if (args.settings && !model) model = sm.buildSessionContext().model ?? undefined; // the agent resumes with the session's model
-	const settings = compactionSettings({ settingsFile: args.settings, model, keepRecentTokens: keep, reserveTokens: reserve });
+// notPreparedReason says why Pi prepared nothing for the branch `path`.
+function notPreparedReason(path) {
+	if (path.length > 0 && path[path.length - 1].type === "compaction") return "last entry on the branch is a compaction (Pi: 'Already compacted')";
+	if (path.length === 0) return "no entry with an id at the cut point (empty branch / needs migration)";
+	return "nothing to summarize before the cut point (Pi: 'Nothing to compact (session too small)')";
+}
 
-	const prep = prepareCompaction(path, settings);
-	const proj = project(path);
+// planFields is Pi's preparation in the report's terms: the cut, the entries summarized and the
+// file lists, with the messages themselves when `withMessages`.
+function planFields(prep, path, settings, proj, withMessages) {
+	const plan = planEntries(prep, path, settings, proj);
+	const fileLists = computeFileLists(prep.fileOps);
+	const fields = {
+		firstKeptEntryId: prep.firstKeptEntryId,
+		firstKeptEntryIndex: plan.firstKeptEntryIndex,
+		isSplitTurn: prep.isSplitTurn,
+		turnStartIndex: plan.turnStartIndex,
+		turnStartEntryId: plan.turnStartIndex >= 0 ? path[plan.turnStartIndex].id : null,
+		tokensBefore: prep.tokensBefore,
+		boundaryStartIndex: plan.boundaryStartIndex,
+		boundaryStartEntryId: path[plan.boundaryStartIndex]?.id ?? null,
+		previousCompactionId: plan.previousCompactionId,
+		previousSummary: prep.previousSummary ?? null,
+		messagesToSummarize: plan.messagesToSummarize,
+		turnPrefix: plan.turnPrefix,
+		fileOps: {
+			read: [...prep.fileOps.read],
+			written: [...prep.fileOps.written],
+			edited: [...prep.fileOps.edited],
+			readFiles: fileLists.readFiles, // what compact() stores in CompactionEntry.details
+			modifiedFiles: fileLists.modifiedFiles,
+		},
+	};
+	if (plan.projected) fields.projected = plan.projected;
+	if (withMessages) {
+		fields.messagesToSummarizeMessages = prep.messagesToSummarize;
+		fields.turnPrefixMessages = prep.turnPrefixMessages;
+	}
+	return fields;
+}
 
-	const result = { piVersion: PI_VERSION, file, leafId: sm.getLeafId(), settings };
-	if (args.settings) result.model = model ? `${model.provider}/${model.modelId}` : null;
-	result.pathLength = path.length;
-	result.prepared = prep !== undefined;
-
-	if (!prep) {
-		if (path.length > 0 && path[path.length - 1].type === "compaction") result.reason = "last entry on the branch is a compaction (Pi: 'Already compacted')";
-		else if (path.length === 0) result.reason = "no entry with an id at the cut point (empty branch / needs migration)";
-		else result.reason = "nothing to summarize before the cut point (Pi: 'Nothing to compact (session too small)')";
-	} else {
-		const plan = planEntries(prep, path, settings, proj);
-		const fileLists = computeFileLists(prep.fileOps);
-		Object.assign(result, {
-			firstKeptEntryId: prep.firstKeptEntryId,
-			firstKeptEntryIndex: plan.firstKeptEntryIndex,
-			isSplitTurn: prep.isSplitTurn,
-			turnStartIndex: plan.turnStartIndex,
-			turnStartEntryId: plan.turnStartIndex >= 0 ? path[plan.turnStartIndex].id : null,
-			tokensBefore: prep.tokensBefore,
-			boundaryStartIndex: plan.boundaryStartIndex,
-			boundaryStartEntryId: path[plan.boundaryStartIndex]?.id ?? null,
-			previousCompactionId: plan.previousCompactionId,
-			previousSummary: prep.previousSummary ?? null,
-			messagesToSummarize: plan.messagesToSummarize,
-			turnPrefix: plan.turnPrefix,
-			fileOps: {
-				read: [...prep.fileOps.read],
-				written: [...prep.fileOps.written],
-				edited: [...prep.fileOps.edited],
-				readFiles: fileLists.readFiles, // what compact() stores in CompactionEntry.details
-				modifiedFiles: fileLists.modifiedFiles,
-			},
-		});
-		if (plan.projected) result.projected = plan.projected;
-		if (args.messages) {
-			result.messagesToSummarizeMessages = prep.messagesToSummarize;
-			result.turnPrefixMessages = prep.turnPrefixMessages;
+// perEntryTokens is what the cut walk counts for each path entry (null: not counted at all).
+// >= 0.87: what the entry puts into the projection; 0.80.6 .. 0.86: its context messages
+// (sessionEntryToContextMessages); older: a message entry's message.
+function perEntryTokens(path, proj) {
+	const counted = new Map();
+	const sum = (msgs) => msgs.reduce((n, m) => n + estimateTokens(m), 0);
+	if (PROJECTED) for (const p of proj.entries) if (p.messages.length) counted.set(p.sourceEntry, sum(p.messages));
+	const tokensOf = (e) => {
+		if (PROJECTED) return counted.get(e) ?? null;
+		if (ENTRY_MESSAGES) {
+			const msgs = sessionEntryToContextMessages(e);
+			return msgs.length ? sum(msgs) : null;
 		}
-	}
-
-	// What the threshold check compares with the window: 1.6 estimates the projection (and
-	// trusts usage only after the latest context edit or compaction); 0.73 the context.
-	const estimate = PROJECTED ? estimateProjectedContextTokens(proj, path) : estimateContextTokens(proj.messages);
-	result.contextEstimate = estimate;
-	result.lastAssistantUsage = getLastAssistantUsage(path) ?? null;
-	if (contextWindow !== undefined) {
-		result.contextWindow = contextWindow;
-		result.shouldCompact = shouldCompact(estimate.tokens, contextWindow, settings);
-	}
-	if (args["per-entry"]) {
-		// The tokens the cut walk counts for each path entry (null: not counted at all).
-		// >= 0.87: what the entry puts into the projection; 0.80.6 .. 0.86: its context messages
-		// (sessionEntryToContextMessages); older: a message entry's message.
-		const counted = new Map();
-		const sum = (msgs) => msgs.reduce((n, m) => n + estimateTokens(m), 0);
-		if (PROJECTED) for (const p of proj.entries) if (p.messages.length) counted.set(p.sourceEntry, sum(p.messages));
-		const tokensOf = (e) => {
-			if (PROJECTED) return counted.get(e) ?? null;
-			if (ENTRY_MESSAGES) {
-				const msgs = sessionEntryToContextMessages(e);
-				return msgs.length ? sum(msgs) : null;
-			}
-			return e.type === "message" ? estimateTokens(e.message) : null;
-		};
-		result.perEntry = path.map((e, index) => ({ index, id: e.id, type: entryType(e), tokens: tokensOf(e) }));
-	}
-	if (args.strict && diagnostics.warnings.length) throw new HarnessError(`--strict: ${diagnostics.warnings.join("; ")}`, 3);
-	result.diagnostics = diagnostics;
-	return { result, compact: args.compact };
+		return e.type === "message" ? estimateTokens(e.message) : null;
+	};
+	return path.map((e, index) => ({ index, id: e.id, type: entryType(e), tokens: tokensOf(e) }));
 }
 
 /**
