@@ -29,13 +29,13 @@ import (
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -332,17 +332,8 @@ func (s *securedNATS) setup(t *testing.T, extra ...string) {
 // configuration `compactor auth` prints, and sets it up.
 func startNATS(t *testing.T) *securedNATS {
 	t.Helper()
-	dir := t.TempDir()
-	_, creds := authConfig(t, dir, 1)
-	conf := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n", filepath.Join(dir, "js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &securedNATS{url: natstest.StartServerWith(t, opts).ClientURL(), creds: creds}
+	conf, creds := authConfig(t, t.TempDir(), 1)
+	s := &securedNATS{url: natstest.StartServerFrom(t, conf).ClientURL(), creds: creds}
 	s.setup(t)
 	return s
 }
@@ -459,7 +450,7 @@ func sweepArgs(s *securedNATS, store string, extra ...string) []string {
 // its key is in COMPACTOR_WORKERS, which a sweep checks before it queues anything.
 func waitServed(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	waitFor(t, time.Minute, "a worker serving store default", func() bool {
+	waitfor.Until(t, "a worker serving store default", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		kv, err := js.KeyValue(ctx, pipeline.BucketWorkers)
@@ -574,17 +565,6 @@ func deadLetters(t *testing.T, js jetstream.JetStream) uint64 {
 	}
 	t.Fatalf("dead letters: %v", err)
 	return 0
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // tail returns the last lines of a log file, for failure messages.

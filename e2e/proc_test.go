@@ -18,6 +18,9 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
 // Result is one finished command.
@@ -241,30 +244,11 @@ func startNATSServer(t testing.TB) *server.Server {
 	if err != nil {
 		t.Fatalf("compactor auth: %v", err)
 	}
-	conf := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), auth, 0o600); err != nil {
+	authConf := filepath.Join(dir, "auth.conf")
+	if err := os.WriteFile(authConf, auth, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\njetstream { store_dir: \""+filepath.Join(dir, "js")+"\" }\ninclude \"auth.conf\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
+	ns := natstest.StartServerFrom(t, authConf)
 	natsUsers.Store(ns.ClientURL(), creds)
 	out, err := exec.Command(compactorBin(), "setup", "--nats-url", ns.ClientURL(), "--nkey", filepath.Join(creds, "admin-default.nk"), "--store", "default").CombinedOutput()
 	if err != nil {
@@ -281,13 +265,12 @@ func (e *Env) StartService(url string, extra ...string) *Proc {
 	args := append([]string{"run", "--nats-url", url, "--nkey", natsKey(url, "worker-default"), "--store", "default=" + e.SessionDir,
 		"--data-dir", e.t.TempDir(), "--log-format", "json", "--log-level", "debug", "--concurrency", "2"}, e.llmFlags()...)
 	p := StartProc(e.t, llmEnv, compactorBin(), append(args, extra...)...)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.Stderr(), "compactor pipeline ready") {
-		if p.Exited() || time.Now().After(deadline) {
+	waitfor.Until(e.t, "compactor run ready", func() bool {
+		if p.Exited() {
 			e.t.Fatalf("compactor run did not start:\n%s", tail(p.Stderr(), 4000))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(p.Stderr(), "compactor pipeline ready")
+	})
 	return p
 }
 

@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/scriptllm"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
 // zeroWaitSettings make Pi compact every few prompts: a 20k window with 4k reserved (the
@@ -226,24 +227,23 @@ func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	var v map[string]any
+	waitfor.Until(t, "a prepared summary for "+sessionID, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
 		kv, err := js.KeyValue(ctx, "COMPACTOR_PREPARED")
-		if err == nil {
-			if e, err := kv.Get(ctx, "default."+sessionID); err == nil {
-				var v map[string]any
-				if json.Unmarshal(e.Value(), &v) == nil && pred(v) {
-					cancel()
-					return v
-				}
-			}
+		if err != nil {
+			return false
 		}
-		cancel()
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no prepared summary for %s after 2 minutes", sessionID)
-	return nil
+		e, err := kv.Get(ctx, "default."+sessionID)
+		var got map[string]any
+		if err != nil || json.Unmarshal(e.Value(), &got) != nil || !pred(got) {
+			return false
+		}
+		v = got
+		return true
+	})
+	return v
 }
 
 // preparedGone waits until the session has no prepared summary (compactor deletes it once
@@ -263,16 +263,10 @@ func preparedGoneThenBack(t *testing.T, url, sessionID string, value map[string]
 	if err != nil {
 		t.Fatal(err)
 	}
-	for {
-		if _, err := kv.Get(ctx, "default."+sessionID); errors.Is(err, jetstream.ErrKeyNotFound) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the prepared summary of %s was not deleted after Pi compacted past it", sessionID)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitfor.Until(t, "the prepared summary of "+sessionID+" deleted after Pi compacted past it", func() bool {
+		_, err := kv.Get(ctx, "default."+sessionID)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
 	b, _ := json.Marshal(value)
 	if _, err := kv.Put(ctx, "default."+sessionID, b); err != nil {
 		t.Fatal(err)

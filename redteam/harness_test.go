@@ -25,13 +25,13 @@ import (
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -110,18 +110,11 @@ func startFleetIn(t *testing.T, oneAccount bool) *fleet {
 	if oneAccount {
 		conf = oneAccountConfig(t, f.creds)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), []byte(conf), 0o600); err != nil {
+	authConf := filepath.Join(dir, "auth.conf")
+	if err := os.WriteFile(authConf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serverConf := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(serverConf, fmt.Appendf(nil, "host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n", filepath.Join(dir, "js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(serverConf)
-	if err != nil {
-		t.Fatalf("the server does not take the generated configuration: %v", err)
-	}
-	f.url = natstest.StartServerWith(t, opts).ClientURL()
+	f.url = natstest.StartServerFrom(t, authConf).ClientURL()
 	if oneAccount {
 		if out, errOut, err := run(context.Background(), "setup", "--nats-url", f.url, "--nkey", f.seed("admin-hostB"), "--store", "hostA", "--store", "hostB"); err != nil {
 			t.Fatalf("setup: %v\n%s%s", err, out, errOut)
@@ -226,7 +219,7 @@ func (f *fleet) startWorker(st string) {
 	p := startProc(t, compactorBin, args...)
 	f.worker[st] = p
 	addr := regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
-	waitFor(t, time.Minute, st+"'s worker ready", func() bool {
+	waitfor.Until(t, st+"'s worker ready", func() bool {
 		if p.exited() {
 			t.Fatalf("%s's worker exited:\n%s", st, p.log.String())
 		}
@@ -575,7 +568,7 @@ func (f *fleet) quiet(store string) {
 	f.t.Helper()
 	admin := f.conn("admin-"+store, pipeline.RoleAdmin)
 	js, _ := jetstream.New(admin)
-	waitFor(f.t, 2*time.Minute, store+" quiet", func() bool {
+	waitfor.Until(f.t, store+" quiet", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c, err := js.Consumer(ctx, pipeline.StreamJobs, pipeline.ConsumerName(store))
@@ -640,18 +633,6 @@ func (s *syncBuffer) String() string {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return s.b.String()
-}
-
-// waitFor waits for cond, checking it every 20 ms, and fails the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func lastEntryID(t *testing.T, file string) string {

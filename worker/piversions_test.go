@@ -228,7 +228,7 @@ func TestUnknownPiRelease(t *testing.T) {
 func (b *piBundle) metric(t *testing.T, sample string) float64 {
 	t.Helper()
 	var addr string
-	waitfor.Until(t, 0, "the metrics address", func() bool {
+	waitfor.Until(t, "the metrics address", func() bool {
 		if a := b.Service.MetricsAddr(); a != nil {
 			addr = a.String()
 			return true

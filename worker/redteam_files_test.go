@@ -90,7 +90,7 @@ func (b *liveBundle) duringSummary(t *testing.T, j pipeline.Job, attack func()) 
 		}
 		events <- r
 	}()
-	waitfor.Until(t, waitfor.HangGuard, "the summary request to reach the model", func() bool { return b.llm.Count() > n })
+	waitfor.Until(t, "the summary request to reach the model", func() bool { return b.llm.Count() > n })
 	attack()
 	close(hold)
 	ev := (<-events).Event

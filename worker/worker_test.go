@@ -82,7 +82,7 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 func (b *liveBundle) awaitBridges(t *testing.T, id string) {
 	t.Helper()
 	probe, _ := json.Marshal(pipeline.BridgeRequest{Store: "default", SessionID: id})
-	waitfor.Until(t, time.Minute, "the service answering bridge requests", func() bool {
+	waitfor.Until(t, "the service answering bridge requests", func() bool {
 		_, err := b.Conn.Request(pipeline.BridgeSubject("default", id), probe, 5*time.Second)
 		return !errors.Is(err, nats.ErrNoResponders)
 	})
@@ -196,7 +196,7 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 		events <- r
 	}()
 	// The job is queued (no worker runs yet); then the file moves to another project dir.
-	waitfor.Until(t, 0, "the job queued", func() bool {
+	waitfor.Until(t, "the job queued", func() bool {
 		js, _ := b.Conn.JetStream()
 		info, err := js.StreamInfo(pipeline.StreamJobs)
 		return err == nil && info.State.Msgs == 1
@@ -446,7 +446,7 @@ func TestLiveBridge(t *testing.T) {
 	}
 	// The bridge leaves the preparation's own text as the session's base, from its cut: the
 	// next summary has the model read the gap.
-	waitfor.Until(t, time.Minute, "the base the bridge leaves", func() bool {
+	waitfor.Until(t, "the base the bridge leaves", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 		var base engine.Base
 		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.History &&
@@ -472,7 +472,7 @@ func TestLiveBridge(t *testing.T) {
 	}
 	// The extract asked for the model's summary of its span (a base job, after the reply):
 	// that is the one model request since the bridges.
-	waitfor.Until(t, time.Minute, "the base of the extract", func() bool {
+	waitfor.Until(t, "the base of the extract", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 		var base engine.Base
 		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete()
@@ -511,7 +511,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 	complete := func(cut string) engine.Base {
 		t.Helper()
 		var base engine.Base
-		waitfor.Until(t, time.Minute, "the base for the compaction at "+cut, func() bool {
+		waitfor.Until(t, "the base for the compaction at "+cut, func() bool {
 			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 			return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
 		})
@@ -626,7 +626,7 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 	if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" {
 		t.Fatalf("extract: %s", msg.Data)
 	}
-	waitfor.Until(t, time.Minute, "the base's model request", func() bool { return b.llm.Count() > calls })
+	waitfor.Until(t, "the base's model request", func() bool { return b.llm.Count() > calls })
 	other := []byte(`{"v":1,"store":"default","path":"` + j.Path + `","sessionId":"` + id + `","anchor":{"leafId":"elsewhere","previousCompactionId":null,"firstKeptEntryId":"x","summarizedEntryIds":[],"summarySha256":"y"},"summary":"another branch's","details":{"readFiles":[],"modifiedFiles":[]},"fromEntryId":"x","source":"compaction","createdAt":"2026-01-01T00:00:00Z"}`)
 	if err := b.Service.Prepared().UpdateBase(context.Background(), "default", id, func([]byte) ([]byte, error) { return other, nil }); err != nil {
 		t.Fatal(err)

@@ -1,8 +1,3 @@
-// Package natstest runs clustered nats-servers for tests, each node in a child process (the
-// test binary itself, re-executed), so that killing a node is a real SIGKILL: no leader
-// hand-over, no goodbye to its peers or clients. Ports are chosen free once and kept, so a
-// node restarts where the others (and the clients) expect it. A test binary using it calls
-// MaybeRunNode first in its TestMain.
 package natstest
 
 import (
@@ -347,29 +342,4 @@ func WaitJetStream(t testing.TB, url string, d time.Duration, opts ...nats.Optio
 			t.Fatalf("JetStream at %s does not answer after %s: %v", url, d, err)
 		}
 	}
-}
-
-// StartServer runs one nats-server in this process: a free loopback port, JetStream on,
-// its store in a temp dir; shut down when the test ends.
-func StartServer(t testing.TB) *server.Server {
-	t.Helper()
-	return StartServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-}
-
-// StartServerWith runs one nats-server in this process with opts (a configuration file's,
-// say: server.ProcessConfigFile), without its signal handlers and its log; shut down when
-// the test ends.
-func StartServerWith(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.NoSigs, opts.NoLog = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
 }

@@ -12,11 +12,19 @@ const HangGuard = 2 * time.Minute
 // poll is how often Until checks its condition.
 const poll = 20 * time.Millisecond
 
-// Until polls cond until it holds. d only guards against a hang: Until waits at least
-// HangGuard (longer when d is) before it fails the test, naming what it waited for.
-func Until(t testing.TB, d time.Duration, what string, cond func() bool) {
+// Until polls cond until it holds; after HangGuard it fails the test, naming what it
+// waited for.
+func Until(t testing.TB, what string, cond func() bool) {
 	t.Helper()
-	if err := until(max(d, HangGuard), what, cond); err != nil {
+	UntilGuard(t, HangGuard, what, cond)
+}
+
+// UntilGuard is Until with a longer guard, for a condition that takes minutes by design
+// (every job of a fleet ending after its nodes were killed, say); a guard shorter than
+// HangGuard is HangGuard.
+func UntilGuard(t testing.TB, guard time.Duration, what string, cond func() bool) {
+	t.Helper()
+	if err := until(max(guard, HangGuard), what, cond); err != nil {
 		t.Fatal(err)
 	}
 }

@@ -9,7 +9,7 @@ import (
 func TestUntilReturnsWhenTheConditionHolds(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	Until(t, 0, "the third check", func() bool { return calls.Add(1) == 3 })
+	Until(t, "the third check", func() bool { return calls.Add(1) == 3 })
 	if n := calls.Load(); n != 3 {
 		t.Fatalf("%d checks, want 3", n)
 	}
@@ -22,4 +22,11 @@ func TestUntilNamesWhatItWaitedFor(t *testing.T) {
 	if err == nil || err.Error() != "timed out after 60ms waiting for a condition that never holds" {
 		t.Fatalf("until: %v", err)
 	}
+}
+
+// A guard shorter than HangGuard does not make a test give up sooner.
+func TestUntilGuardIsAtLeastHangGuard(t *testing.T) {
+	t.Parallel()
+	var calls atomic.Int32
+	UntilGuard(t, poll, "the tenth check", func() bool { return calls.Add(1) == 10 })
 }
