@@ -35,6 +35,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/internal/testbin"
 	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -57,18 +58,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "chaos: %s install: %v\n%s", piOracle, err, out)
 		os.Exit(2)
 	}
-	dir, err := os.MkdirTemp("", "compactor-chaos-bin")
+	dir, err := testbin.Build("compactor")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
 	compactorBin = filepath.Join(dir, "compactor")
-	build := exec.Command("go", "build", "-o", compactorBin, "../cmd/compactor")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos: build compactor:", err)
-		os.Exit(2)
-	}
 	code := m.Run()
 	figures.print(os.Stdout)
 	os.RemoveAll(dir)

@@ -31,6 +31,8 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/pisession"
+	"github.com/compactor-dev/compactor/internal/testbin"
 	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -39,18 +41,12 @@ var compactorBin string // built from the checkout by TestMain
 
 func TestMain(m *testing.M) {
 	natstest.MaybeRunNode()
-	dir, err := os.MkdirTemp("", "compactor-redteam-bin")
+	dir, err := testbin.Build("compactor")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "redteam:", err)
 		os.Exit(2)
 	}
 	compactorBin = filepath.Join(dir, "compactor")
-	build := exec.Command("go", "build", "-o", compactorBin, "../cmd/compactor")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "redteam: build compactor:", err)
-		os.Exit(2)
-	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -318,7 +314,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 			return err
 		}},
 		{"read prepared", func() error {
-			v, err := directGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+			v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
 			if err == nil && v == nil {
 				err = errors.New("no prepared value")
 			}
@@ -342,7 +338,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 				return err
 			}
 			for {
-				v, err := directGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+				v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
 				if err != nil || v == nil {
 					return err
 				}
@@ -380,20 +376,6 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		}
 	}
 	return out, nil
-}
-
-// directGet reads the last message of subject (nil when none, or a KV delete marker).
-func directGet(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, error) {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	m, err := nc.RequestWithContext(rctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
-	if err != nil {
-		return nil, err
-	}
-	if m.Header.Get("Status") == "404" || m.Header.Get("KV-Operation") != "" {
-		return nil, nil
-	}
-	return m.Data, nil
 }
 
 // ---------------------------------------------------------------- hostB's state
@@ -637,16 +619,9 @@ func (s *syncBuffer) String() string {
 
 func lastEntryID(t *testing.T, file string) string {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	id, err := pisession.LastEntryID(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	var e struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil {
-		t.Fatal(err)
-	}
-	return e.ID
+	return id
 }

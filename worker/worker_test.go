@@ -18,7 +18,7 @@ import (
 
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
-	"github.com/compactor-dev/compactor/internal/piwrite"
+	"github.com/compactor-dev/compactor/internal/pisession"
 	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
@@ -263,7 +263,7 @@ func TestLiveRedeliveryFindsTheEntry(t *testing.T) {
 func appendPi(t *testing.T, file string, lines ...string) {
 	t.Helper()
 	for _, l := range lines {
-		if err := piwrite.Append(file, l); err != nil {
+		if err := pisession.Append(file, l); err != nil {
 			t.Fatal(err)
 		}
 	}
