@@ -76,7 +76,7 @@ func TestWorkerKillLoop(t *testing.T) {
 			continue // let the last jobs finish
 		}
 		i := rand.IntN(len(workers))
-		workers[i].kill()
+		workers[i].Kill()
 		kills++
 		workers[i] = compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)
 	}
@@ -308,7 +308,7 @@ func TestBadFiles(t *testing.T) {
 	waitfor.UntilGuard(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
 	took := time.Since(start)
 	w.stop()
-	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := w.Code(); code != 0 {
 		t.Errorf("worker exit %d\n%s", code, tail(w.log, 30))
 	}
 	// The FIFO was never opened for reading (it would block), the out-of-store file never

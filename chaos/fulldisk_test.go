@@ -78,7 +78,7 @@ func TestFullDisk(t *testing.T) {
 			args := append([]string{tc.command, p, "--json", "--summarizer", "openai", "--base-url", llm.url,
 				"--model", "fake-model", "--api-key-file", key}, tc.extra...)
 			c := compactor(t, logs, args...)
-			code := c.wait(t, 2*time.Minute)
+			code := c.Await(t)
 			var res struct{ Outcome, Error string }
 			out, _ := os.ReadFile(c.out)
 			if err := json.Unmarshal(out, &res); err != nil {

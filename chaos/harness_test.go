@@ -25,7 +25,6 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
@@ -35,6 +34,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/internal/testbin"
 	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
@@ -359,12 +359,11 @@ func connect(t *testing.T, s *securedNATS) (*nats.Conn, jetstream.JetStream) {
 // ---------------------------------------------------------------- processes
 
 // proc is one compactor process; its stderr (the logs) goes to a log file, its stdout to
-// another.
+// another. It is killed when the test ends, if it still runs.
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
-	out  string
+	*proctest.Proc
+	log string
+	out string
 }
 
 // compactor starts the binary with args.
@@ -374,54 +373,22 @@ func compactor(t *testing.T, logDir string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close() // the process has its own descriptors once started
 	o, err := os.Create(strings.TrimSuffix(f.Name(), ".log") + ".out")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer o.Close()
 	cmd := exec.Command(compactorBin, args...)
 	cmd.Stdout, cmd.Stderr = o, f
 	cmd.Env = append(os.Environ(), "COMPACTOR_CONFIG=")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: f.Name(), out: o.Name()}
-	go func() { _ = cmd.Wait(); f.Close(); o.Close(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
+	p := &proc{Proc: proctest.Start(t, cmd), log: f.Name(), out: o.Name()}
+	t.Cleanup(p.Kill)
 	return p
 }
 
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill()
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, d time.Duration) int {
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		t.Fatalf("%v did not exit in %s", p.cmd.Args, d)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
+// stop ends the process as a supervisor does: SIGTERM, SIGKILL after 20 s.
+func (p *proc) stop() { p.Stop(20 * time.Second) }
 
 // workerArgs are the settings every scenario's workers share: the worker's key (its
 // JetStream timings are the fleet's, set up by startNATS), the real engine with the OpenAI
@@ -467,7 +434,7 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 func sweepStats(t *testing.T, logs string, args ...string) pipeline.SweepStats {
 	t.Helper()
 	sw := compactor(t, logs, args...)
-	if code := sw.wait(t, 2*time.Minute); code != 0 {
+	if code := sw.Await(t); code != 0 {
 		t.Fatalf("sweep: exit %d\n%s", code, tail(sw.log, 20))
 	}
 	var st pipeline.SweepStats

@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -20,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
@@ -36,35 +35,24 @@ func (r Result) Duration() time.Duration { return r.End.Sub(r.Start) }
 // Proc is a command started in its own process group (so that everything it starts can
 // be stopped with it).
 type Proc struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-	start  time.Time
-	done   chan struct{}
-	res    Result
+	proc           *proctest.Proc
+	stdout, stderr proctest.Buffer
+	start          time.Time
 }
+
+// stopGrace is how long a stopped command has between SIGTERM and SIGKILL.
+const stopGrace = 10 * time.Second
 
 // StartProc starts name args with env added to the test's environment; it is stopped
 // (SIGTERM, then SIGKILL to its group) and reaped when the test ends.
 func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
-	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p.start = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		p.mu.Lock()
-		p.res = Result{Code: exitCode(err), Stdout: p.stdout.String(), Stderr: p.stderr.String(), Start: p.start, End: time.Now()}
-		p.mu.Unlock()
-		close(p.done)
-	}()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &Proc{start: time.Now()}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	p.proc = proctest.Start(t, cmd)
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
@@ -75,65 +63,20 @@ func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 	return p
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ee.ExitCode() >= 0 {
-			return ee.ExitCode()
-		}
-		return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
-	default:
-		return -1
-	}
-}
-
 // Wait waits for the process to exit (or ctx to end: then it is stopped).
 func (p *Proc) Wait(ctx context.Context) Result {
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		p.Stop()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.res
+	code := p.proc.Wait(ctx, stopGrace)
+	return Result{Code: code, Stdout: p.stdout.String(), Stderr: p.stderr.String(), Start: p.start, End: p.proc.Ended()}
 }
 
 // Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Exited() bool { return p.proc.Exited() }
 
 // Stderr is what it wrote to stderr so far.
-func (p *Proc) Stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *Proc) Stderr() string { return p.stderr.String() }
 
 // Stop sends SIGTERM to the process group, then SIGKILL, and waits for the exit.
-func (p *Proc) Stop() {
-	if p.Exited() {
-		return
-	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return
-	case <-time.After(10 * time.Second):
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-p.done
-}
+func (p *Proc) Stop() { p.proc.Stop(stopGrace) }
 
 // RunProc runs a command to its end (bounded by timeout).
 func RunProc(t testing.TB, timeout time.Duration, env []string, name string, args ...string) Result {

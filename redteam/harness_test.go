@@ -19,8 +19,6 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
@@ -32,6 +30,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pisession"
+	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/internal/testbin"
 	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
@@ -216,7 +215,7 @@ func (f *fleet) startWorker(st string) {
 	f.worker[st] = p
 	addr := regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
 	waitfor.Until(t, st+"'s worker ready", func() bool {
-		if p.exited() {
+		if p.Exited() {
 			t.Fatalf("%s's worker exited:\n%s", st, p.log.String())
 		}
 		m := addr.FindStringSubmatch(p.log.String())
@@ -565,56 +564,21 @@ func (f *fleet) quiet(store string) {
 
 // ---------------------------------------------------------------- processes
 
+// proc is a compactor process; its stdout and stderr go to log. It is stopped when the
+// test ends: SIGTERM, SIGKILL after 10 s.
 type proc struct {
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	done chan struct{}
+	*proctest.Proc
+	log *proctest.Buffer
 }
 
 func startProc(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	cmd := exec.Command(bin, args...)
+	p := &proc{log: &proctest.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	p.Proc = proctest.Start(t, cmd)
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
 	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
 }
 
 func lastEntryID(t *testing.T, file string) string {
