@@ -13,13 +13,25 @@ import (
 	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
+// sh starts script in a shell (in a process group of its own with group), its stdout
+// collected; it is killed when the test ends.
+func sh(t *testing.T, script string, group bool) (*Proc, *Buffer) {
+	t.Helper()
+	out := &Buffer{}
+	cmd := exec.Command("sh", "-c", script)
+	cmd.Stdout = out
+	if group {
+		cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	}
+	p := Start(t, cmd)
+	t.Cleanup(p.Kill)
+	return p, out
+}
+
 // A process's output is read while it runs, and its exit code is its own.
 func TestStartAwaitsTheExitCode(t *testing.T) {
 	t.Parallel()
-	var out Buffer
-	cmd := exec.Command("sh", "-c", "echo started; exit 3")
-	cmd.Stdout = &out
-	p := Start(t, cmd)
+	p, out := sh(t, "echo started; exit 3", false)
 	if code := p.Await(t); code != 3 || !p.Exited() || strings.TrimSpace(out.String()) != "started" {
 		t.Fatalf("exit %d, exited %v, output %q", code, p.Exited(), out.String())
 	}
@@ -28,10 +40,7 @@ func TestStartAwaitsTheExitCode(t *testing.T) {
 // Stop sends SIGTERM first: a process that handles it exits with its own code.
 func TestStopTermsFirst(t *testing.T) {
 	t.Parallel()
-	var out Buffer
-	cmd := exec.Command("sh", "-c", "trap 'exit 7' TERM; echo ready; while :; do sleep 0.01; done")
-	cmd.Stdout = &out
-	p := Start(t, cmd)
+	p, out := sh(t, "trap 'exit 7' TERM; echo ready; while :; do sleep 0.01; done", false)
 	waitfor.Until(t, "the trap set", func() bool { return strings.Contains(out.String(), "ready") })
 	p.Stop(time.Hour)
 	if p.Code() != 7 {
@@ -43,11 +52,7 @@ func TestStopTermsFirst(t *testing.T) {
 // its group: its child does not outlive it.
 func TestStopKillsTheGroupAfterGrace(t *testing.T) {
 	t.Parallel()
-	var out Buffer
-	cmd := exec.Command("sh", "-c", "trap '' TERM; sleep 1000 & echo $!; wait")
-	cmd.Stdout = &out
-	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p := Start(t, cmd)
+	p, out := sh(t, "trap '' TERM; sleep 1000 & echo $!; wait", true)
 	waitfor.Until(t, "the child's pid", func() bool { return strings.HasSuffix(out.String(), "\n") })
 	p.Stop(50 * time.Millisecond)
 	if p.Code() != 128+int(syscall.SIGKILL) {
