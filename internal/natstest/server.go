@@ -66,8 +66,10 @@ func serve(opts *server.Options) (*server.Server, error) {
 // Restartable is a nats-server in this process that a test stops and starts again on the
 // same port and store: an outage as its clients see it (they reconnect to the same URL).
 type Restartable struct {
+	// Opts are what the next Start starts the server with: a test may change them between
+	// a Stop and a Start (the server back without JetStream, say).
+	Opts server.Options
 	t    testing.TB
-	opts server.Options
 	ns   *server.Server
 }
 
@@ -79,7 +81,7 @@ func StartRestartable(t testing.TB, opts server.Options) *Restartable {
 	if opts.Port == -1 {
 		opts.Port = FreePorts(t, 1)[0]
 	}
-	r := &Restartable{t: t, opts: opts}
+	r := &Restartable{t: t, Opts: opts}
 	r.Start()
 	t.Cleanup(r.Stop)
 	return r
@@ -88,7 +90,7 @@ func StartRestartable(t testing.TB, opts server.Options) *Restartable {
 // Start starts the server again (after Stop) on its port and store.
 func (r *Restartable) Start() {
 	r.t.Helper()
-	o := r.opts
+	o := r.Opts
 	ns, err := serve(&o)
 	if err != nil {
 		r.t.Fatal(err)
@@ -109,4 +111,4 @@ func (r *Restartable) Stop() {
 func (r *Restartable) Server() *server.Server { return r.ns }
 
 // URL is the server's client URL, the same across restarts.
-func (r *Restartable) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.opts.Port) }
+func (r *Restartable) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", r.Opts.Port) }

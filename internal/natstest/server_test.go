@@ -71,4 +71,14 @@ func TestRestartableKeepsItsPortAndStore(t *testing.T) {
 	if _, err := js.Stream(ctx, "KEPT"); err != nil {
 		t.Fatalf("the stream made before the outage: %v", err)
 	}
+	// Back with other options: the same port, no JetStream.
+	r.Stop()
+	r.Opts.JetStream = false
+	r.Start()
+	if err := nc.FlushTimeout(time.Minute); err != nil {
+		t.Fatalf("the client did not reconnect: %v", err)
+	}
+	if _, err := js.Stream(ctx, "KEPT"); err == nil {
+		t.Fatal("JetStream answered on a server started without it")
+	}
 }
