@@ -49,10 +49,11 @@ func TestStopTermsFirst(t *testing.T) {
 }
 
 // A process that ignores SIGTERM is killed after the grace period, and so is the rest of
-// its group: its child does not outlive it.
+// its group: its child does not outlive it. (The child's output goes elsewhere: holding
+// the shell's stdout, it would keep the wait for the shell's output open.)
 func TestStopKillsTheGroupAfterGrace(t *testing.T) {
 	t.Parallel()
-	p, out := sh(t, "trap '' TERM; sleep 1000 & echo $!; wait", true)
+	p, out := sh(t, "trap '' TERM; sleep 1000 >/dev/null & echo $!; wait", true)
 	waitfor.Until(t, "the child's pid", func() bool { return strings.HasSuffix(out.String(), "\n") })
 	p.Stop(50 * time.Millisecond)
 	if p.Code() != 128+int(syscall.SIGKILL) {
