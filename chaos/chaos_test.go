@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -75,7 +76,7 @@ func TestWorkerKillLoop(t *testing.T) {
 			continue // let the last jobs finish
 		}
 		i := rand.IntN(len(workers))
-		workers[i].kill()
+		workers[i].Kill()
 		kills++
 		workers[i] = compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)
 	}
@@ -115,7 +116,7 @@ func TestClusterNodeKill(t *testing.T) {
 	if st := sweepStats(t, logs, sweepArgs(secured, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
-	waitFor(t, 2*time.Minute, "a quarter of the sessions compacted", func() bool { return llm.llm.Count() >= n/4 })
+	waitfor.Until(t, "a quarter of the sessions compacted", func() bool { return llm.llm.Count() >= n/4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	s, err := js.Stream(ctx, pipeline.StreamJobs)
 	cancel()
@@ -141,7 +142,7 @@ func TestClusterNodeKill(t *testing.T) {
 	time.Sleep(5 * time.Second)
 	victim.Start()
 	restartedAfter := time.Since(killedAt)
-	waitFor(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
+	waitfor.UntilGuard(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
 	took := time.Since(start)
 	for _, w := range workers {
 		w.stop()
@@ -191,7 +192,7 @@ func TestLLMFaults(t *testing.T) {
 	if st := sweepStats(t, logs, sweepArgs(secured, f.dir)...); st.Enqueued != n {
 		t.Fatalf("sweep enqueued %d of %d: %s", st.Enqueued, n, st)
 	}
-	waitFor(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
+	waitfor.UntilGuard(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
 	took := time.Since(start)
 	w.stop()
 	out := outcomes(t, js)
@@ -304,10 +305,10 @@ func TestBadFiles(t *testing.T) {
 
 	start := time.Now()
 	w := compactor(t, logs, workerArgs(secured, f.dir, llm.url, key)...)
-	waitFor(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
+	waitfor.UntilGuard(t, 4*time.Minute, "every job to end", func() bool { q, err := queued(js); return err == nil && q == 0 })
 	took := time.Since(start)
 	w.stop()
-	if code := w.cmd.ProcessState.ExitCode(); code != 0 {
+	if code := w.Code(); code != 0 {
 		t.Errorf("worker exit %d\n%s", code, tail(w.log, 30))
 	}
 	// The FIFO was never opened for reading (it would block), the out-of-store file never

@@ -15,7 +15,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/fulldisk"
-	"github.com/compactor-dev/compactor/internal/piwrite"
+	"github.com/compactor-dev/compactor/internal/pisession"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -78,7 +78,7 @@ func TestFullDisk(t *testing.T) {
 			args := append([]string{tc.command, p, "--json", "--summarizer", "openai", "--base-url", llm.url,
 				"--model", "fake-model", "--api-key-file", key}, tc.extra...)
 			c := compactor(t, logs, args...)
-			code := c.wait(t, 2*time.Minute)
+			code := c.Await(t)
 			var res struct{ Outcome, Error string }
 			out, _ := os.ReadFile(c.out)
 			if err := json.Unmarshal(out, &res); err != nil {
@@ -104,7 +104,7 @@ func TestFullDisk(t *testing.T) {
 			now := time.Now().UTC()
 			line := fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":%q,"message":{"role":"user","content":[{"type":"text","text":"And now the tests, please."}],"timestamp":%d}}`,
 				id, piLeaf, now.Format("2006-01-02T15:04:05.000Z"), now.UnixMilli())
-			if err := piwrite.Append(p, line); err != nil {
+			if err := pisession.Append(p, line); err != nil {
 				t.Fatal(err)
 			}
 			after, err = os.ReadFile(p)

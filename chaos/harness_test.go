@@ -25,17 +25,18 @@ import (
 	"strings"
 	"sync"
 	"sync/atomic"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/testbin"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -57,18 +58,12 @@ func TestMain(m *testing.M) {
 		fmt.Fprintf(os.Stderr, "chaos: %s install: %v\n%s", piOracle, err, out)
 		os.Exit(2)
 	}
-	dir, err := os.MkdirTemp("", "compactor-chaos-bin")
+	dir, err := testbin.Build("compactor")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "chaos:", err)
 		os.Exit(2)
 	}
 	compactorBin = filepath.Join(dir, "compactor")
-	build := exec.Command("go", "build", "-o", compactorBin, "../cmd/compactor")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "chaos: build compactor:", err)
-		os.Exit(2)
-	}
 	code := m.Run()
 	figures.print(os.Stdout)
 	os.RemoveAll(dir)
@@ -332,17 +327,8 @@ func (s *securedNATS) setup(t *testing.T, extra ...string) {
 // configuration `compactor auth` prints, and sets it up.
 func startNATS(t *testing.T) *securedNATS {
 	t.Helper()
-	dir := t.TempDir()
-	_, creds := authConfig(t, dir, 1)
-	conf := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(conf, fmt.Appendf(nil, "host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n", filepath.Join(dir, "js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	s := &securedNATS{url: natstest.StartServerWith(t, opts).ClientURL(), creds: creds}
+	conf, creds := authConfig(t, t.TempDir(), 1)
+	s := &securedNATS{url: natstest.StartServerFrom(t, conf).ClientURL(), creds: creds}
 	s.setup(t)
 	return s
 }
@@ -373,12 +359,11 @@ func connect(t *testing.T, s *securedNATS) (*nats.Conn, jetstream.JetStream) {
 // ---------------------------------------------------------------- processes
 
 // proc is one compactor process; its stderr (the logs) goes to a log file, its stdout to
-// another.
+// another. It is killed when the test ends, if it still runs.
 type proc struct {
-	cmd  *exec.Cmd
-	done chan struct{}
-	log  string
-	out  string
+	*proctest.Proc
+	log string
+	out string
 }
 
 // compactor starts the binary with args.
@@ -388,54 +373,22 @@ func compactor(t *testing.T, logDir string, args ...string) *proc {
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer f.Close() // the process has its own descriptors once started
 	o, err := os.Create(strings.TrimSuffix(f.Name(), ".log") + ".out")
 	if err != nil {
 		t.Fatal(err)
 	}
+	defer o.Close()
 	cmd := exec.Command(compactorBin, args...)
 	cmd.Stdout, cmd.Stderr = o, f
 	cmd.Env = append(os.Environ(), "COMPACTOR_CONFIG=")
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	p := &proc{cmd: cmd, done: make(chan struct{}), log: f.Name(), out: o.Name()}
-	go func() { _ = cmd.Wait(); f.Close(); o.Close(); close(p.done) }()
-	t.Cleanup(func() { p.kill() })
+	p := &proc{Proc: proctest.Start(t, cmd), log: f.Name(), out: o.Name()}
+	t.Cleanup(p.Kill)
 	return p
 }
 
-func (p *proc) kill() {
-	select {
-	case <-p.done:
-	default:
-		_ = p.cmd.Process.Signal(syscall.SIGKILL)
-		<-p.done
-	}
-}
-
-func (p *proc) stop() {
-	select {
-	case <-p.done:
-		return
-	default:
-	}
-	_ = p.cmd.Process.Signal(syscall.SIGTERM)
-	select {
-	case <-p.done:
-	case <-time.After(20 * time.Second):
-		p.kill()
-	}
-}
-
-// wait waits for the process to exit and returns its exit code.
-func (p *proc) wait(t *testing.T, d time.Duration) int {
-	select {
-	case <-p.done:
-	case <-time.After(d):
-		t.Fatalf("%v did not exit in %s", p.cmd.Args, d)
-	}
-	return p.cmd.ProcessState.ExitCode()
-}
+// stop ends the process as a supervisor does: SIGTERM, SIGKILL after 20 s.
+func (p *proc) stop() { p.Stop(20 * time.Second) }
 
 // workerArgs are the settings every scenario's workers share: the worker's key (its
 // JetStream timings are the fleet's, set up by startNATS), the real engine with the OpenAI
@@ -459,7 +412,7 @@ func sweepArgs(s *securedNATS, store string, extra ...string) []string {
 // its key is in COMPACTOR_WORKERS, which a sweep checks before it queues anything.
 func waitServed(t *testing.T, js jetstream.JetStream) {
 	t.Helper()
-	waitFor(t, time.Minute, "a worker serving store default", func() bool {
+	waitfor.Until(t, "a worker serving store default", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		kv, err := js.KeyValue(ctx, pipeline.BucketWorkers)
@@ -481,7 +434,7 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 func sweepStats(t *testing.T, logs string, args ...string) pipeline.SweepStats {
 	t.Helper()
 	sw := compactor(t, logs, args...)
-	if code := sw.wait(t, 2*time.Minute); code != 0 {
+	if code := sw.Await(t); code != 0 {
 		t.Fatalf("sweep: exit %d\n%s", code, tail(sw.log, 20))
 	}
 	var st pipeline.SweepStats
@@ -574,17 +527,6 @@ func deadLetters(t *testing.T, js jetstream.JetStream) uint64 {
 	}
 	t.Fatalf("dead letters: %v", err)
 	return 0
-}
-
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
 }
 
 // tail returns the last lines of a log file, for failure messages.

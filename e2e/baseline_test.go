@@ -111,14 +111,7 @@ func TestBaseline(t *testing.T) {
 // returns the time between them and the summary requests the model received meanwhile.
 func compactionWindow(t testing.TB, e *Env, mark, llmMark int) (time.Duration, int) {
 	t.Helper()
-	startEv, i, err := e.Pi.WaitEvent(e.Ctx(time.Minute), mark, IsType("compaction_start"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	endEv, _, err := e.Pi.WaitEvent(e.Ctx(2*time.Minute), i, IsType("compaction_end"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	startEv, endEv := compactionEvents(t, e, mark)
 	var end struct {
 		Aborted      bool   `json:"aborted"`
 		ErrorMessage string `json:"errorMessage"`
@@ -134,6 +127,21 @@ func compactionWindow(t testing.TB, e *Env, mark, llmMark int) (time.Duration, i
 		}
 	}
 	return endEv.At.Sub(startEv.At), calls
+}
+
+// compactionEvents waits for Pi's compaction_start after record mark and the
+// compaction_end after it.
+func compactionEvents(t testing.TB, e *Env, mark int) (start, end Event) {
+	t.Helper()
+	start, i, err := e.Pi.WaitEvent(e.Ctx(time.Minute), mark, IsType("compaction_start"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	end, _, err = e.Pi.WaitEvent(e.Ctx(2*time.Minute), i, IsType("compaction_end"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	return start, end
 }
 
 // checkCompactedRequest asserts the request Pi sends after a compaction: the system

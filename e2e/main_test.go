@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/internal/testbin"
 )
 
 // Paths shared by every test, set up once by TestMain.
@@ -57,21 +58,9 @@ func setup(m *testing.M) (int, error) {
 		return 0, fmt.Errorf("%s version: %w", piOracle, err)
 	}
 	piVersion = strings.TrimSpace(string(out))
-	binDir, err = os.MkdirTemp("", "compactor-e2e-bin-")
-	if err != nil {
+	if binDir, err = testbin.Build("compactor", "enqueue"); err != nil {
 		return 0, err
 	}
 	defer os.RemoveAll(binDir)
-	goBin := os.Getenv("GO")
-	if goBin == "" {
-		goBin = "go"
-	}
-	for _, b := range [][2]string{{"compactor", "./cmd/compactor"}, {"enqueue", "./cmd/enqueue"}} {
-		cmd := exec.Command(goBin, "build", "-o", filepath.Join(binDir, b[0]), b[1])
-		cmd.Dir = repoRoot
-		if out, err := cmd.CombinedOutput(); err != nil {
-			return 0, fmt.Errorf("go build %s: %w\n%s", b[1], err, out)
-		}
-	}
 	return m.Run(), nil
 }

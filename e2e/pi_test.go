@@ -17,6 +17,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/internal/proctest"
 )
 
 // PiConfig is how one real Pi process is started.
@@ -72,8 +74,9 @@ type Pi struct {
 	events  []Event
 	changed chan struct{}
 	nextID  int
-	stderr  bytes.Buffer
 	readErr error
+
+	stderr proctest.Buffer
 
 	exited  chan struct{} // closed when the process has exited and been reaped
 	waitErr error
@@ -115,7 +118,7 @@ func StartPi(t testing.TB, cfg PiConfig) *Pi {
 		t.Fatal(err)
 	}
 	p := &Pi{t: t, cmd: cmd, stdin: stdin, changed: make(chan struct{}), exited: make(chan struct{})}
-	cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
+	cmd.Stderr = &p.stderr
 	if err := cmd.Start(); err != nil {
 		t.Fatalf("start pi: %v", err)
 	}
@@ -145,17 +148,6 @@ func piEnv() []string {
 		out = append(out, kv)
 	}
 	return out
-}
-
-type lockedWriter struct {
-	mu *sync.Mutex
-	w  io.Writer
-}
-
-func (l lockedWriter) Write(b []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.w.Write(b)
 }
 
 func (p *Pi) read(r io.Reader) {
@@ -403,11 +395,7 @@ func (p *Pi) SwitchSession(ctx context.Context, file string) error {
 }
 
 // Stderr is what Pi wrote on its stderr so far (extensions' debug lines go there).
-func (p *Pi) Stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *Pi) Stderr() string { return p.stderr.String() }
 
 // Close stops Pi: stdin closed (RPC mode exits on EOF), then SIGTERM, then SIGKILL to its
 // process group, and reaps it. On a failed test it logs Pi's stderr and last records.

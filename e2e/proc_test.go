@@ -3,10 +3,8 @@
 package e2e
 
 import (
-	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -18,6 +16,10 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
+
+	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
 // Result is one finished command.
@@ -33,35 +35,24 @@ func (r Result) Duration() time.Duration { return r.End.Sub(r.Start) }
 // Proc is a command started in its own process group (so that everything it starts can
 // be stopped with it).
 type Proc struct {
-	cmd    *exec.Cmd
-	mu     sync.Mutex
-	stdout bytes.Buffer
-	stderr bytes.Buffer
-	start  time.Time
-	done   chan struct{}
-	res    Result
+	proc           *proctest.Proc
+	stdout, stderr proctest.Buffer
+	start          time.Time
 }
+
+// stopGrace is how long a stopped command has between SIGTERM and SIGKILL.
+const stopGrace = 10 * time.Second
 
 // StartProc starts name args with env added to the test's environment; it is stopped
 // (SIGTERM, then SIGKILL to its group) and reaped when the test ends.
 func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 	t.Helper()
-	p := &Proc{cmd: exec.Command(name, args...), done: make(chan struct{})}
-	p.cmd.Env = append(os.Environ(), env...)
-	p.cmd.Stdout = lockedWriter{&p.mu, &p.stdout}
-	p.cmd.Stderr = lockedWriter{&p.mu, &p.stderr}
-	p.cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
-	p.start = time.Now()
-	if err := p.cmd.Start(); err != nil {
-		t.Fatalf("start %s: %v", name, err)
-	}
-	go func() {
-		err := p.cmd.Wait()
-		p.mu.Lock()
-		p.res = Result{Code: exitCode(err), Stdout: p.stdout.String(), Stderr: p.stderr.String(), Start: p.start, End: time.Now()}
-		p.mu.Unlock()
-		close(p.done)
-	}()
+	cmd := exec.Command(name, args...)
+	cmd.Env = append(os.Environ(), env...)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setpgid: true}
+	p := &Proc{start: time.Now()}
+	cmd.Stdout, cmd.Stderr = &p.stdout, &p.stderr
+	p.proc = proctest.Start(t, cmd)
 	t.Cleanup(func() {
 		p.Stop()
 		if t.Failed() {
@@ -72,65 +63,20 @@ func StartProc(t testing.TB, env []string, name string, args ...string) *Proc {
 	return p
 }
 
-func exitCode(err error) int {
-	var ee *exec.ExitError
-	switch {
-	case err == nil:
-		return 0
-	case errors.As(err, &ee):
-		if ee.ExitCode() >= 0 {
-			return ee.ExitCode()
-		}
-		return 128 + int(ee.Sys().(syscall.WaitStatus).Signal())
-	default:
-		return -1
-	}
-}
-
 // Wait waits for the process to exit (or ctx to end: then it is stopped).
 func (p *Proc) Wait(ctx context.Context) Result {
-	select {
-	case <-p.done:
-	case <-ctx.Done():
-		p.Stop()
-	}
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.res
+	code := p.proc.Wait(ctx, stopGrace)
+	return Result{Code: code, Stdout: p.stdout.String(), Stderr: p.stderr.String(), Start: p.start, End: p.proc.Ended()}
 }
 
 // Exited reports whether the process has ended.
-func (p *Proc) Exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
+func (p *Proc) Exited() bool { return p.proc.Exited() }
 
 // Stderr is what it wrote to stderr so far.
-func (p *Proc) Stderr() string {
-	p.mu.Lock()
-	defer p.mu.Unlock()
-	return p.stderr.String()
-}
+func (p *Proc) Stderr() string { return p.stderr.String() }
 
 // Stop sends SIGTERM to the process group, then SIGKILL, and waits for the exit.
-func (p *Proc) Stop() {
-	if p.Exited() {
-		return
-	}
-	pgid := p.cmd.Process.Pid
-	_ = syscall.Kill(-pgid, syscall.SIGTERM)
-	select {
-	case <-p.done:
-		return
-	case <-time.After(10 * time.Second):
-	}
-	_ = syscall.Kill(-pgid, syscall.SIGKILL)
-	<-p.done
-}
+func (p *Proc) Stop() { p.proc.Stop(stopGrace) }
 
 // RunProc runs a command to its end (bounded by timeout).
 func RunProc(t testing.TB, timeout time.Duration, env []string, name string, args ...string) Result {
@@ -241,30 +187,11 @@ func startNATSServer(t testing.TB) *server.Server {
 	if err != nil {
 		t.Fatalf("compactor auth: %v", err)
 	}
-	conf := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), auth, 0o600); err != nil {
+	authConf := filepath.Join(dir, "auth.conf")
+	if err := os.WriteFile(authConf, auth, 0o600); err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(conf, []byte("host: 127.0.0.1\nport: -1\njetstream { store_dir: \""+filepath.Join(dir, "js")+"\" }\ninclude \"auth.conf\"\n"), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(conf)
-	if err != nil {
-		t.Fatal(err)
-	}
-	opts.NoSigs, opts.NoLog = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server did not start")
-	}
-	t.Cleanup(func() {
-		ns.Shutdown()
-		ns.WaitForShutdown()
-	})
+	ns := natstest.StartServerFrom(t, authConf)
 	natsUsers.Store(ns.ClientURL(), creds)
 	out, err := exec.Command(compactorBin(), "setup", "--nats-url", ns.ClientURL(), "--nkey", filepath.Join(creds, "admin-default.nk"), "--store", "default").CombinedOutput()
 	if err != nil {
@@ -281,13 +208,12 @@ func (e *Env) StartService(url string, extra ...string) *Proc {
 	args := append([]string{"run", "--nats-url", url, "--nkey", natsKey(url, "worker-default"), "--store", "default=" + e.SessionDir,
 		"--data-dir", e.t.TempDir(), "--log-format", "json", "--log-level", "debug", "--concurrency", "2"}, e.llmFlags()...)
 	p := StartProc(e.t, llmEnv, compactorBin(), append(args, extra...)...)
-	deadline := time.Now().Add(30 * time.Second)
-	for !strings.Contains(p.Stderr(), "compactor pipeline ready") {
-		if p.Exited() || time.Now().After(deadline) {
+	waitfor.Until(e.t, "compactor run ready", func() bool {
+		if p.Exited() {
 			e.t.Fatalf("compactor run did not start:\n%s", tail(p.Stderr(), 4000))
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return strings.Contains(p.Stderr(), "compactor pipeline ready")
+	})
 	return p
 }
 

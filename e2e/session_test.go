@@ -12,9 +12,9 @@ import (
 	"slices"
 	"strings"
 	"testing"
-	"time"
 
 	"github.com/compactor-dev/compactor/internal/scriptllm"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
 // Pi's wrapper around a compaction summary in the context it sends, a fact of Pi's
@@ -365,19 +365,18 @@ func deref(s *string) string {
 // entry as it is made, but a test reads the file from another process).
 func WaitForLastEntry(t testing.TB, file string, pred func(Entry) bool) Entry {
 	t.Helper()
-	deadline := time.Now().Add(10 * time.Second)
-	for {
+	var last Entry
+	waitfor.Until(t, "the awaited last entry of "+file, func() bool {
 		if b, err := os.ReadFile(file); err == nil && len(b) > 0 {
 			es := ReadEntries(t, file)
 			if len(es) > 0 && pred(es[len(es)-1]) {
-				return es[len(es)-1]
+				last = es[len(es)-1]
+				return true
 			}
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the awaited last entry did not appear", file)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return false
+	})
+	return last
 }
 
 // messageRole is the role of a message entry ("" for other entries).

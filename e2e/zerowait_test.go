@@ -27,6 +27,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/scriptllm"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
 // zeroWaitSettings make Pi compact every few prompts: a 20k window with 4k reserved (the
@@ -217,33 +218,43 @@ func TestZeroWaitLargeWindow(t *testing.T) {
 	zeroWaitCompare(t, largeWindowSettings(), largeWindowPrompts, fmt.Sprintf("window 128000, reserve 16384, keep 20000, %d prompts, ~40k-character files", largeWindowPrompts))
 }
 
-// preparedValue polls COMPACTOR_PREPARED for the session until pred accepts the value.
-func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any) bool) map[string]any {
+// preparedBucket is COMPACTOR_PREPARED as the admin of the server at url sees it, and the
+// close of the admin's connection.
+func preparedBucket(t *testing.T, url string) (jetstream.KeyValue, func()) {
 	t.Helper()
 	nc, err := natsAdmin(t, url)
 	if err != nil {
 		t.Fatal(err)
 	}
-	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	deadline := time.Now().Add(2 * time.Minute)
-	for time.Now().Before(deadline) {
+	var kv jetstream.KeyValue
+	waitfor.Until(t, "the bucket COMPACTOR_PREPARED", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		kv, err := js.KeyValue(ctx, "COMPACTOR_PREPARED")
-		if err == nil {
-			if e, err := kv.Get(ctx, "default."+sessionID); err == nil {
-				var v map[string]any
-				if json.Unmarshal(e.Value(), &v) == nil && pred(v) {
-					cancel()
-					return v
-				}
-			}
+		defer cancel()
+		kv, err = js.KeyValue(ctx, "COMPACTOR_PREPARED")
+		return err == nil
+	})
+	return kv, nc.Close
+}
+
+// preparedValue polls COMPACTOR_PREPARED for the session until pred accepts the value.
+func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any) bool) map[string]any {
+	t.Helper()
+	kv, closeConn := preparedBucket(t, url)
+	defer closeConn()
+	var v map[string]any
+	waitfor.Until(t, "a prepared summary for "+sessionID, func() bool {
+		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
+		defer cancel()
+		e, err := kv.Get(ctx, "default."+sessionID)
+		var got map[string]any
+		if err != nil || json.Unmarshal(e.Value(), &got) != nil || !pred(got) {
+			return false
 		}
-		cancel()
-		time.Sleep(200 * time.Millisecond)
-	}
-	t.Fatalf("no prepared summary for %s after 2 minutes", sessionID)
-	return nil
+		v = got
+		return true
+	})
+	return v
 }
 
 // preparedGone waits until the session has no prepared summary (compactor deletes it once
@@ -251,28 +262,14 @@ func preparedValue(t *testing.T, url, sessionID string, pred func(map[string]any
 // been lost (reports are fire-and-forget): the extension must still refuse it.
 func preparedGoneThenBack(t *testing.T, url, sessionID string, value map[string]any) {
 	t.Helper()
-	nc, err := natsAdmin(t, url)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer nc.Close()
-	js, _ := jetstream.New(nc)
+	kv, closeConn := preparedBucket(t, url)
+	defer closeConn()
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
 	defer cancel()
-	kv, err := js.KeyValue(ctx, "COMPACTOR_PREPARED")
-	if err != nil {
-		t.Fatal(err)
-	}
-	for {
-		if _, err := kv.Get(ctx, "default."+sessionID); errors.Is(err, jetstream.ErrKeyNotFound) {
-			break
-		}
-		select {
-		case <-ctx.Done():
-			t.Fatalf("the prepared summary of %s was not deleted after Pi compacted past it", sessionID)
-		case <-time.After(100 * time.Millisecond):
-		}
-	}
+	waitfor.Until(t, "the prepared summary of "+sessionID+" deleted after Pi compacted past it", func() bool {
+		_, err := kv.Get(ctx, "default."+sessionID)
+		return errors.Is(err, jetstream.ErrKeyNotFound)
+	})
 	b, _ := json.Marshal(value)
 	if _, err := kv.Put(ctx, "default."+sessionID, b); err != nil {
 		t.Fatal(err)
@@ -305,14 +302,7 @@ func manualCompact(t *testing.T, e *Env, instructions string) (time.Duration, in
 	if _, err := e.Pi.Call(e.Ctx(2*time.Minute), cmd); err != nil {
 		t.Fatal(err)
 	}
-	startEv, i, err := e.Pi.WaitEvent(e.Ctx(time.Minute), mark, IsType("compaction_start"))
-	if err != nil {
-		t.Fatal(err)
-	}
-	endEv, _, err := e.Pi.WaitEvent(e.Ctx(2*time.Minute), i, IsType("compaction_end"))
-	if err != nil {
-		t.Fatal(err)
-	}
+	startEv, endEv := compactionEvents(t, e, mark)
 	comp := lastEntry(t, e.SessionFile())
 	if comp.Type != "compaction" {
 		t.Fatalf("the last entry is %s, not a compaction", comp.Type)

@@ -58,7 +58,7 @@ func (f *fleet) console() (*operatorConsole, error) {
 				theConsole = &operatorConsole{url: m[1]}
 				break
 			}
-			if p.exited() || time.Now().After(deadline) {
+			if p.Exited() || time.Now().After(deadline) {
 				consoleErr = fmt.Errorf("compactor console --credentials did not start:\n%s", p.log.String())
 				return
 			}

@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -103,7 +104,7 @@ func (a *Attacker) enqueueA(ctx context.Context, job pipeline.Job) (*pipeline.Ev
 	subject := pipeline.JobEventSubject("hostA", job.SessionID, r.Seq)
 	deadline := time.Now().Add(jobWait)
 	for {
-		data, err := directGet(ctx, a.adminA, pipeline.StreamEvents, subject)
+		data, err := natstest.DirectGet(ctx, a.adminA, pipeline.StreamEvents, subject)
 		var ev pipeline.Event
 		if err == nil && data != nil && json.Unmarshal(data, &ev) == nil && ev.JobID == r.JobID && ev.Final() {
 			return &ev, nil

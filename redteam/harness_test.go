@@ -19,19 +19,20 @@ import (
 	"slices"
 	"strconv"
 	"strings"
-	"sync"
-	"syscall"
 	"testing"
 	"time"
 
 	"github.com/google/uuid"
-	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/pisession"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/testbin"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -39,18 +40,12 @@ var compactorBin string // built from the checkout by TestMain
 
 func TestMain(m *testing.M) {
 	natstest.MaybeRunNode()
-	dir, err := os.MkdirTemp("", "compactor-redteam-bin")
+	dir, err := testbin.Build("compactor")
 	if err != nil {
-		fmt.Fprintln(os.Stderr, err)
+		fmt.Fprintln(os.Stderr, "redteam:", err)
 		os.Exit(2)
 	}
 	compactorBin = filepath.Join(dir, "compactor")
-	build := exec.Command("go", "build", "-o", compactorBin, "../cmd/compactor")
-	build.Stdout, build.Stderr = os.Stderr, os.Stderr
-	if err := build.Run(); err != nil {
-		fmt.Fprintln(os.Stderr, "redteam: build compactor:", err)
-		os.Exit(2)
-	}
 	code := m.Run()
 	os.RemoveAll(dir)
 	os.Exit(code)
@@ -110,18 +105,11 @@ func startFleetIn(t *testing.T, oneAccount bool) *fleet {
 	if oneAccount {
 		conf = oneAccountConfig(t, f.creds)
 	}
-	if err := os.WriteFile(filepath.Join(dir, "auth.conf"), []byte(conf), 0o600); err != nil {
+	authConf := filepath.Join(dir, "auth.conf")
+	if err := os.WriteFile(authConf, []byte(conf), 0o600); err != nil {
 		t.Fatal(err)
 	}
-	serverConf := filepath.Join(dir, "server.conf")
-	if err := os.WriteFile(serverConf, fmt.Appendf(nil, "host: 127.0.0.1\nport: -1\njetstream { store_dir: %q }\ninclude \"auth.conf\"\n", filepath.Join(dir, "js")), 0o600); err != nil {
-		t.Fatal(err)
-	}
-	opts, err := server.ProcessConfigFile(serverConf)
-	if err != nil {
-		t.Fatalf("the server does not take the generated configuration: %v", err)
-	}
-	f.url = natstest.StartServerWith(t, opts).ClientURL()
+	f.url = natstest.StartServerFrom(t, authConf).ClientURL()
 	if oneAccount {
 		if out, errOut, err := run(context.Background(), "setup", "--nats-url", f.url, "--nkey", f.seed("admin-hostB"), "--store", "hostA", "--store", "hostB"); err != nil {
 			t.Fatalf("setup: %v\n%s%s", err, out, errOut)
@@ -226,8 +214,8 @@ func (f *fleet) startWorker(st string) {
 	p := startProc(t, compactorBin, args...)
 	f.worker[st] = p
 	addr := regexp.MustCompile(`"msg":"metrics listening","addr":"([^"]+)"`)
-	waitFor(t, time.Minute, st+"'s worker ready", func() bool {
-		if p.exited() {
+	waitfor.Until(t, st+"'s worker ready", func() bool {
+		if p.Exited() {
 			t.Fatalf("%s's worker exited:\n%s", st, p.log.String())
 		}
 		m := addr.FindStringSubmatch(p.log.String())
@@ -325,7 +313,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 			return err
 		}},
 		{"read prepared", func() error {
-			v, err := directGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+			v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
 			if err == nil && v == nil {
 				err = errors.New("no prepared value")
 			}
@@ -349,7 +337,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 				return err
 			}
 			for {
-				v, err := directGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+				v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
 				if err != nil || v == nil {
 					return err
 				}
@@ -387,20 +375,6 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		}
 	}
 	return out, nil
-}
-
-// directGet reads the last message of subject (nil when none, or a KV delete marker).
-func directGet(ctx context.Context, nc *nats.Conn, stream, subject string) ([]byte, error) {
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	m, err := nc.RequestWithContext(rctx, "$JS.API.DIRECT.GET."+stream+"."+subject, nil)
-	if err != nil {
-		return nil, err
-	}
-	if m.Header.Get("Status") == "404" || m.Header.Get("KV-Operation") != "" {
-		return nil, nil
-	}
-	return m.Data, nil
 }
 
 // ---------------------------------------------------------------- hostB's state
@@ -575,7 +549,7 @@ func (f *fleet) quiet(store string) {
 	f.t.Helper()
 	admin := f.conn("admin-"+store, pipeline.RoleAdmin)
 	js, _ := jetstream.New(admin)
-	waitFor(f.t, 2*time.Minute, store+" quiet", func() bool {
+	waitfor.Until(f.t, store+" quiet", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
 		c, err := js.Consumer(ctx, pipeline.StreamJobs, pipeline.ConsumerName(store))
@@ -590,82 +564,28 @@ func (f *fleet) quiet(store string) {
 
 // ---------------------------------------------------------------- processes
 
+// proc is a compactor process; its stdout and stderr go to log. It is stopped when the
+// test ends: SIGTERM, SIGKILL after 10 s.
 type proc struct {
-	cmd  *exec.Cmd
-	log  *syncBuffer
-	done chan struct{}
+	*proctest.Proc
+	log *proctest.Buffer
 }
 
 func startProc(t *testing.T, bin string, args ...string) *proc {
 	t.Helper()
-	p := &proc{cmd: exec.Command(bin, args...), log: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Stdout, p.cmd.Stderr = p.log, p.log
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() { _ = p.cmd.Wait(); close(p.done) }()
-	t.Cleanup(func() {
-		_ = p.cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-p.done:
-		case <-time.After(10 * time.Second):
-			_ = p.cmd.Process.Kill()
-			<-p.done
-		}
-	})
+	cmd := exec.Command(bin, args...)
+	p := &proc{log: &proctest.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.log, p.log
+	p.Proc = proctest.Start(t, cmd)
+	t.Cleanup(func() { p.Stop(10 * time.Second) })
 	return p
-}
-
-func (p *proc) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
-	}
-}
-
-type syncBuffer struct {
-	mu sync.Mutex
-	b  bytes.Buffer
-}
-
-func (s *syncBuffer) Write(p []byte) (int, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.Write(p)
-}
-
-func (s *syncBuffer) String() string {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.b.String()
-}
-
-// waitFor waits for cond, checking it every 20 ms, and fails the test after d.
-func waitFor(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 func lastEntryID(t *testing.T, file string) string {
 	t.Helper()
-	data, err := os.ReadFile(file)
+	id, err := pisession.LastEntryID(file)
 	if err != nil {
 		t.Fatal(err)
 	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	var e struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil {
-		t.Fatal(err)
-	}
-	return e.ID
+	return id
 }

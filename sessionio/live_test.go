@@ -16,7 +16,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compactor-dev/compactor/internal/piwrite"
+	"github.com/compactor-dev/compactor/internal/pisession"
 )
 
 // piLine is a message entry as Pi appends it: one line, parent = the writer's own leaf.
@@ -29,7 +29,7 @@ func piLine(id, parent string, n int) string {
 
 // appendLikePi writes one line the way Pi's appendFileSync does: open with O_APPEND, one
 // write, close, no lock, no fsync.
-func appendLikePi(file, line string) error { return piwrite.Append(file, line) }
+func appendLikePi(file, line string) error { return pisession.Append(file, line) }
 
 // checkPiEntriesOnPath loads the file as Pi would (leaf = last entry line) and fails if any
 // of the ids Pi wrote is not on the path from that leaf.

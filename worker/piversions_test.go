@@ -16,6 +16,7 @@ import (
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -86,7 +87,7 @@ func (b *piBundle) compact(t *testing.T, rel, id, piVersion string) (*pipeline.E
 		t.Fatal(err)
 	}
 	j.Policy, j.Counter, j.KeepRecentTokens, j.PiVersion = "pi", "estimate", 1000, piVersion
-	r, err := b.Enqueue(context.Background(), j, true, hangGuard)
+	r, err := b.Enqueue(context.Background(), j, true, waitfor.HangGuard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -227,7 +228,7 @@ func TestUnknownPiRelease(t *testing.T) {
 func (b *piBundle) metric(t *testing.T, sample string) float64 {
 	t.Helper()
 	var addr string
-	eventually(t, func() bool {
+	waitfor.Until(t, "the metrics address", func() bool {
 		if a := b.Service.MetricsAddr(); a != nil {
 			addr = a.String()
 			return true

@@ -12,6 +12,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 )
@@ -83,13 +84,13 @@ func (b *liveBundle) duringSummary(t *testing.T, j pipeline.Job, attack func()) 
 	j.Force = true
 	events := make(chan pipeline.EnqueueResult, 1)
 	go func() {
-		r, err := b.Enqueue(context.Background(), j, true, hangGuard)
+		r, err := b.Enqueue(context.Background(), j, true, waitfor.HangGuard)
 		if err != nil {
 			t.Error(err)
 		}
 		events <- r
 	}()
-	waitUntil(t, hangGuard, "the summary request to reach the model", func() bool { return b.llm.Count() > n })
+	waitfor.Until(t, "the summary request to reach the model", func() bool { return b.llm.Count() > n })
 	attack()
 	close(hold)
 	ev := (<-events).Event

@@ -18,6 +18,8 @@ import (
 
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/pisession"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
@@ -80,7 +82,7 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 func (b *liveBundle) awaitBridges(t *testing.T, id string) {
 	t.Helper()
 	probe, _ := json.Marshal(pipeline.BridgeRequest{Store: "default", SessionID: id})
-	waitUntil(t, time.Minute, "the service answering bridge requests", func() bool {
+	waitfor.Until(t, "the service answering bridge requests", func() bool {
 		_, err := b.Conn.Request(pipeline.BridgeSubject("default", id), probe, 5*time.Second)
 		return !errors.Is(err, nats.ErrNoResponders)
 	})
@@ -116,7 +118,7 @@ func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
 
 func (b *liveBundle) enqueue(t *testing.T, j pipeline.Job) pipeline.EnqueueResult {
 	t.Helper()
-	r, err := b.Enqueue(context.Background(), j, true, hangGuard)
+	r, err := b.Enqueue(context.Background(), j, true, waitfor.HangGuard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -187,14 +189,14 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	j := b.job(t, file)
 	events := make(chan pipeline.EnqueueResult, 1)
 	go func() {
-		r, err := b.Enqueue(context.Background(), j, true, hangGuard)
+		r, err := b.Enqueue(context.Background(), j, true, waitfor.HangGuard)
 		if err != nil {
 			t.Error(err)
 		}
 		events <- r
 	}()
 	// The job is queued (no worker runs yet); then the file moves to another project dir.
-	eventually(t, func() bool {
+	waitfor.Until(t, "the job queued", func() bool {
 		js, _ := b.Conn.JetStream()
 		info, err := js.StreamInfo(pipeline.StreamJobs)
 		return err == nil && info.State.Msgs == 1
@@ -260,13 +262,8 @@ func TestLiveRedeliveryFindsTheEntry(t *testing.T) {
 // appendPi appends lines to file the way Pi does (one write each, no lock).
 func appendPi(t *testing.T, file string, lines ...string) {
 	t.Helper()
-	f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer f.Close()
 	for _, l := range lines {
-		if _, err := f.WriteString(l + "\n"); err != nil {
+		if err := pisession.Append(file, l); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -337,30 +334,6 @@ func TestLiveBusySession(t *testing.T) {
 		})
 	}
 }
-
-// eventually polls cond for up to 10 s.
-func eventually(t *testing.T, cond func() bool) {
-	t.Helper()
-	waitUntil(t, 10*time.Second, "the condition", cond)
-}
-
-// waitUntil polls cond until it holds. d only guards against a hang: a test waits for
-// its condition, not for a duration, so on a loaded machine (a CPU hog, one core, -race) it
-// waits at least hangGuard before it fails the test.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	d = max(d, hangGuard)
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// hangGuard is the least time waitUntil waits for a condition before it fails the test.
-const hangGuard = 2 * time.Minute
 
 // A prepare job on a session with a turn in progress (a live agent, which is what
 // preparations are for) stores its result in COMPACTOR_PREPARED and writes nothing to the
@@ -473,7 +446,7 @@ func TestLiveBridge(t *testing.T) {
 	}
 	// The bridge leaves the preparation's own text as the session's base, from its cut: the
 	// next summary has the model read the gap.
-	waitUntil(t, time.Minute, "the base the bridge leaves", func() bool {
+	waitfor.Until(t, "the base the bridge leaves", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 		var base engine.Base
 		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.History &&
@@ -499,7 +472,7 @@ func TestLiveBridge(t *testing.T) {
 	}
 	// The extract asked for the model's summary of its span (a base job, after the reply):
 	// that is the one model request since the bridges.
-	waitUntil(t, time.Minute, "the base of the extract", func() bool {
+	waitfor.Until(t, "the base of the extract", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 		var base engine.Base
 		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete()
@@ -538,7 +511,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 	complete := func(cut string) engine.Base {
 		t.Helper()
 		var base engine.Base
-		waitUntil(t, time.Minute, "the base for the compaction at "+cut, func() bool {
+		waitfor.Until(t, "the base for the compaction at "+cut, func() bool {
 			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 			return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
 		})
@@ -653,7 +626,7 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 	if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" {
 		t.Fatalf("extract: %s", msg.Data)
 	}
-	waitUntil(t, time.Minute, "the base's model request", func() bool { return b.llm.Count() > calls })
+	waitfor.Until(t, "the base's model request", func() bool { return b.llm.Count() > calls })
 	other := []byte(`{"v":1,"store":"default","path":"` + j.Path + `","sessionId":"` + id + `","anchor":{"leafId":"elsewhere","previousCompactionId":null,"firstKeptEntryId":"x","summarizedEntryIds":[],"summarySha256":"y"},"summary":"another branch's","details":{"readFiles":[],"modifiedFiles":[]},"fromEntryId":"x","source":"compaction","createdAt":"2026-01-01T00:00:00Z"}`)
 	if err := b.Service.Prepared().UpdateBase(context.Background(), "default", id, func([]byte) ([]byte, error) { return other, nil }); err != nil {
 		t.Fatal(err)
@@ -662,7 +635,7 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 	var ev pipeline.Event
 	select {
 	case ev = <-events:
-	case <-time.After(hangGuard):
+	case <-time.After(waitfor.HangGuard):
 		t.Fatal("no final event of the base job")
 	}
 	if ev.Outcome != pipeline.OutcomeSuperseded || !strings.HasPrefix(ev.Reason, "moved-on") || ev.LLMInputTokens == 0 {

@@ -1,8 +1,3 @@
-// Package natstest runs clustered nats-servers for tests, each node in a child process (the
-// test binary itself, re-executed), so that killing a node is a real SIGKILL: no leader
-// hand-over, no goodbye to its peers or clients. Ports are chosen free once and kept, so a
-// node restarts where the others (and the clients) expect it. A test binary using it calls
-// MaybeRunNode first in its TestMain.
 package natstest
 
 import (
@@ -12,12 +7,9 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"math/rand/v2"
-	"net"
 	"net/url"
 	"os"
 	"os/exec"
-	"strconv"
 	"strings"
 	"sync"
 	"testing"
@@ -214,54 +206,6 @@ func (n *Node) Kill() {
 // URL is the node's client URL.
 func (n *Node) URL() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.Spec.Port) }
 
-// FreePorts returns n distinct loopback ports free at the time of the call, chosen below
-// the kernel's ephemeral range: a port a test keeps for a node's restart is then never
-// handed to another process's outgoing connection or port-0 listener in between (a node
-// that could not start on its port failed a cluster test in one run of `make test` out of
-// 20 under load when the ports came from port 0).
-func FreePorts(t testing.TB, n int) []int {
-	t.Helper()
-	lo, hi := 20000, ephemeralLow()
-	seen := map[int]bool{}
-	var ports []int
-	for tries := 0; len(ports) < n; tries++ {
-		if tries > 10000 {
-			t.Fatalf("no %d free loopback ports in [%d, %d)", n, lo, hi)
-		}
-		p := lo + rand.IntN(hi-lo)
-		if seen[p] {
-			continue
-		}
-		seen[p] = true
-		ln, err := net.Listen("tcp", net.JoinHostPort("127.0.0.1", strconv.Itoa(p)))
-		if err != nil {
-			continue
-		}
-		ln.Close()
-		ports = append(ports, p)
-	}
-	return ports
-}
-
-// ephemeralLow is the first port of the kernel's ephemeral range (Linux's default when it
-// cannot be read; other systems start theirs higher).
-func ephemeralLow() int {
-	const linuxDefault = 32768
-	b, err := os.ReadFile("/proc/sys/net/ipv4/ip_local_port_range")
-	if err != nil {
-		return linuxDefault
-	}
-	f := strings.Fields(string(b))
-	if len(f) == 0 {
-		return linuxDefault
-	}
-	low, err := strconv.Atoi(f[0])
-	if err != nil || low < 21000 {
-		return linuxDefault
-	}
-	return low
-}
-
 // StartCluster starts three nodes routed to each other, JetStream clustered, each with its
 // store in a temp dir; they are killed when the test ends. The JetStream meta leader may
 // not be elected yet when it returns. A cluster with a node that did not start (another
@@ -347,29 +291,4 @@ func WaitJetStream(t testing.TB, url string, d time.Duration, opts ...nats.Optio
 			t.Fatalf("JetStream at %s does not answer after %s: %v", url, d, err)
 		}
 	}
-}
-
-// StartServer runs one nats-server in this process: a free loopback port, JetStream on,
-// its store in a temp dir; shut down when the test ends.
-func StartServer(t testing.TB) *server.Server {
-	t.Helper()
-	return StartServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir()})
-}
-
-// StartServerWith runs one nats-server in this process with opts (a configuration file's,
-// say: server.ProcessConfigFile), without its signal handlers and its log; shut down when
-// the test ends.
-func StartServerWith(t testing.TB, opts *server.Options) *server.Server {
-	t.Helper()
-	opts.NoSigs, opts.NoLog = true, true
-	ns, err := server.NewServer(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(10 * time.Second) {
-		t.Fatal("nats-server not ready")
-	}
-	t.Cleanup(func() { ns.Shutdown(); ns.WaitForShutdown() })
-	return ns
 }
