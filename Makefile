@@ -56,7 +56,7 @@ vet:
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./e2e/
 	$(STATICCHECK) -tags chaos ./chaos/
-	$(STATICCHECK) -tags ui ./console/
+	$(STATICCHECK) -tags ui ./internal/console/
 	$(STATICCHECK) -tags redteam ./redteam/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
@@ -254,16 +254,16 @@ demo:
 clean:
 	rm -rf $(BIN)
 
-# The web console in a real browser (console/ui_test.go): headless Chromium (Debian's
+# The web console in a real browser (internal/console/ui_test.go): headless Chromium (Debian's
 # chromium package; CHROMIUM=PATH for another) driven through the DevTools protocol on a
 # fleet doing real work. SCREENSHOTS=docs/images retakes the pictures docs/operations.md
 # shows. UI_COUNT=10 runs it ten times.
 UI_COUNT ?= 1
 test-ui:
-	$(GO) test -tags ui -count=$(UI_COUNT) -timeout 30m -run 'TestConsoleInBrowser' -v ./console/
-	@if [ -n "$(SCREENSHOTS)" ]; then mkdir -p $(SCREENSHOTS) && COMPACTOR_UI_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -tags ui -count=1 -timeout 10m -run 'TestConsoleInBrowser' ./console/; fi
+	$(GO) test -tags ui -count=$(UI_COUNT) -timeout 30m -run 'TestConsoleInBrowser' -v ./internal/console/
+	@if [ -n "$(SCREENSHOTS)" ]; then mkdir -p $(SCREENSHOTS) && COMPACTOR_UI_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -tags ui -count=1 -timeout 10m -run 'TestConsoleInBrowser' ./internal/console/; fi
 
 # The console's first page on a fleet of 10,000 sessions, 1,000 dead letters and 100,000
 # events, in the browser (Navigation Timing), and the server's CPU per page.
 bench-ui:
-	$(GO) test -tags ui -run '^$$' -bench 'ConsoleFirstPage' -benchtime 20x -count=1 -timeout 30m -v ./console/
+	$(GO) test -tags ui -run '^$$' -bench 'ConsoleFirstPage' -benchtime 20x -count=1 -timeout 30m -v ./internal/console/

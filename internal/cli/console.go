@@ -13,7 +13,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/compactor-dev/compactor/console"
+	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 

@@ -14,8 +14,8 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/worker"
