@@ -25,7 +25,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 # The version stamped into the binaries: the nearest tag (or the commit) and -dirty for
 # local changes. `go install ...@vX.Y.Z` needs no stamp: the binary reads the module version.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
+LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli/command.version=$(VERSION)
 
 .PHONY: all build static image test test-ui bench-ui vet configref identical bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
 
@@ -38,7 +38,7 @@ build:
 # The static binary the container image and the systemd unit use: no cgo, so no libc and
 # no dynamic loader (it runs in an empty root file system).
 static:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)" -o $(BIN)/compactor-static ./cmd/compactor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/compactor-dev/compactor/internal/cli/command.version=$(VERSION)" -o $(BIN)/compactor-static ./cmd/compactor
 
 # The container image (deploy/Containerfile, FROM scratch) with whichever builder is
 # installed: buildah, podman or docker. The context is bin/image/ alone.

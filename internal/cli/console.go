@@ -13,12 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
 func init() {
-	register(&Command{Name: "console", Summary: "serve the web console of a whole fleet (the operator's NATS credentials), with /metrics for a central scraper", Run: runConsole})
+	command.Register(&command.Command{Name: "console", Summary: "serve the web console of a whole fleet (the operator's NATS credentials), with /metrics for a central scraper", Run: runConsole})
 }
 
 const consoleHelp = `
@@ -47,46 +48,46 @@ Examples:
   compactor console --listen 127.0.0.1:9470 --store team=/srv/sessions/team`
 
 func runConsole(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "console", "[flags]", consoleHelp)
+	fs := command.NewFlagSet(env, "console", "[flags]", consoleHelp)
 	var n pipeline.NATSConfig
-	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
-	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
-	configFile := configFlag(fs.FlagSet, env)
+	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	configFile := command.ConfigFlag(fs.FlagSet, env)
 	listen := fs.String("listen", "127.0.0.1:9470", "the `ADDRESS` to serve the console on (loopback unless --remote)")
 	remote := fs.Bool("remote", false, "allow --listen on an address that is not loopback")
 	tokenDir := fs.String("token-dir", "", "the `DIR` of the console's tokens (default: --data-dir)")
 	metricsTokenFile := fs.String("metrics-token-file", "", "a file holding the bearer token /metrics requires (a central scraper's credentials_file)")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): read every account of its fleet.json, each with its operator's seed")
-	var stores storeFlag
+	var stores command.StoreFlag
 	fs.Var(&stores, "store", "a store's directory on this host, `NAME=DIR`, to show its sessions' compactions and token charts (repeatable)")
 	logFormat := fs.String("log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
 	logLevel := fs.String("log-level", "info", "log level debug|info|warn|error")
-	pos, err := fs.parse(env.Args)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
+		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	if err := checkListen(*listen, *remote, "--listen", "--remote"); err != nil {
 		return err
 	}
-	log, err := newLogger(env.Stderr, *logFormat, *logLevel, new(slog.LevelVar))
+	log, err := command.NewLogger(env.Stderr, *logFormat, *logLevel, new(slog.LevelVar))
 	if err != nil {
 		return err
 	}
 	dir := *tokenDir
 	if dir == "" {
-		dir = ops.dataDir
+		dir = ops.DataDir()
 	}
 	tokens, files, err := console.LoadTokens(dir)
 	if err != nil {
 		return err
 	}
-	accounts, err := ops.operatorAccounts(n, *credentials, "console", nil)
+	accounts, err := ops.OperatorAccounts(n, *credentials, "console", nil)
 	if err != nil {
 		return err
 	}
@@ -99,7 +100,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	for _, a := range accounts {
 		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
 		if err != nil {
-			return accountErr(a.Account, err)
+			return command.AccountErr(a.Account, err)
 		}
 		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
 		if a.Account == "" {
@@ -136,7 +137,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		for _, c := range conns {
 			if !c.Conn.IsConnected() {
-				http.Error(w, accountErr(c.Name, errors.New("unhealthy: not connected to NATS")).Error(), http.StatusServiceUnavailable)
+				http.Error(w, command.AccountErr(c.Name, errors.New("unhealthy: not connected to NATS")).Error(), http.StatusServiceUnavailable)
 				return
 			}
 		}
@@ -180,18 +181,10 @@ func newConsole(accounts []pipeline.FleetAccount, tokens console.Tokens, stores 
 func checkListen(addr string, allowed bool, flagName, allowFlag string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usageErrorf("%s %s: %v", flagName, addr, err)
+		return command.Usagef("%s %s: %v", flagName, addr, err)
 	}
-	if allowed || isLoopback(host) {
+	if allowed || command.IsLoopback(host) {
 		return nil
 	}
-	return usageErrorf("%s %s is not a loopback address: the console's tokens travel in its requests; give %s to serve it there (behind TLS)", flagName, addr, allowFlag)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return command.Usagef("%s %s is not a loopback address: the console's tokens travel in its requests; give %s to serve it there (behind TLS)", flagName, addr, allowFlag)
 }

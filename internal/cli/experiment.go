@@ -13,16 +13,17 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/experiment"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
 func init() {
-	register(&Command{Name: "experiment", Summary: "compare cut-point policies and summaries over a directory of sessions (no writes; an LLM only with --summarizer llm)", Run: runExperiment})
+	command.Register(&command.Command{Name: "experiment", Summary: "compare cut-point policies and summaries over a directory of sessions (no writes; an LLM only with --summarizer llm)", Run: runExperiment})
 }
 
 func runExperiment(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "experiment", "--dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay [--eval] [--summarizer extractive,none,llm] [--summary-budget N] [--summary-tokens N] [--llm-spend-limit N]] [--format table|json|csv|html] [--out FILE] [--workers N]",
+	fs := command.NewFlagSet(env, "experiment", "--dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay [--eval] [--summarizer extractive,none,llm] [--summary-budget N] [--summary-tokens N] [--llm-spend-limit N]] [--format table|json|csv|html] [--out FILE] [--workers N]",
 		`Plan every session (*.jsonl, recursively) under DIR with each policy and keepRecentTokens
 setting and compare: tokens kept verbatim, summarized and in a split turn's prefix, distance
 from the target, invariant violations, agreement with Pi. With --replay each session's current
@@ -68,7 +69,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	format := fs.String("format", "", "output: table|json|csv|html (default: from --out's extension, else table)")
 	out := fs.String("out", "", "write the output to FILE instead of standard output")
 	workers := fs.Int("workers", 0, "sessions processed at once (default: the number of CPUs)")
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
@@ -76,10 +77,10 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 		*dir, args = args[0], nil
 	}
 	if *dir == "" {
-		return usageErrorf("--dir is required (see --help)")
+		return command.Usagef("--dir is required (see --help)")
 	}
 	if len(args) > 0 {
-		return usageErrorf("unexpected arguments %q", args)
+		return command.Usagef("unexpected arguments %q", args)
 	}
 	warning, err := pi.check()
 	if err != nil {
@@ -97,7 +98,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	}
 	cfg.Extractive = x
 	if *spendLimit < 0 {
-		return usageErrorf("--llm-spend-limit %d: must not be negative", *spendLimit)
+		return command.Usagef("--llm-spend-limit %d: must not be negative", *spendLimit)
 	}
 	useLLM := *replay && slices.Contains(cfg.Summarizers, experiment.SummarizerLLM)
 	if useLLM {
@@ -112,7 +113,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	for _, k := range splitList(*keeps) {
 		n, err := strconv.Atoi(k)
 		if err != nil {
-			return usageErrorf("--keep-recent-tokens: %q is not a number", k)
+			return command.Usagef("--keep-recent-tokens: %q is not a number", k)
 		}
 		cfg.KeepRecentTokens = append(cfg.KeepRecentTokens, n)
 	}
@@ -122,23 +123,23 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 	f, err := experiment.FormatFor(*format, *out)
 	if err != nil {
 		if *format != "" {
-			return usageErrorf("--format: %v", err)
+			return command.Usagef("--format: %v", err)
 		}
-		return usageErrorf("--out %v (or give --format)", err)
+		return command.Usagef("--out %v (or give --format)", err)
 	}
 	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
 		if err == nil {
 			err = fmt.Errorf("not a directory")
 		}
-		return usageErrorf("--dir %s: %v", *dir, err)
+		return command.Usagef("--dir %s: %v", *dir, err)
 	}
 
 	files, walkErrs, err := experiment.Files(*dir)
 	if err != nil {
-		return &UsageError{Err: err}
+		return &command.UsageError{Err: err}
 	}
 	if len(files) == 0 {
-		return usageErrorf("--dir %s: no *.jsonl session files", *dir)
+		return command.Usagef("--dir %s: no *.jsonl session files", *dir)
 	}
 	if useLLM {
 		est, err := experiment.EstimateLLM(ctx, *dir, files, cfg, sf.maxInput)
@@ -150,9 +151,9 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 			limit = fmt.Sprintf("limit %d", *spendLimit)
 		}
 		fmt.Fprintf(env.Stderr, "%s: --summarizer llm (%s at %s): about %d calls and %d input tokens, estimated by the same replay with the extractive summarizer standing in (--llm-spend-limit: %s)\n",
-			env.prog(), sf.model, sf.baseURL, est.Calls, est.InputTokens, limit)
+			env.ProgName(), sf.model, sf.baseURL, est.Calls, est.InputTokens, limit)
 		if *spendLimit > 0 && est.InputTokens > *spendLimit {
-			return usageErrorf("--llm-spend-limit %d: the replay would send about %d input tokens in about %d calls; raise the limit or replay less (--dir, --policies, --keep-recent-tokens)",
+			return command.Usagef("--llm-spend-limit %d: the replay would send about %d input tokens in about %d calls; raise the limit or replay less (--dir, --policies, --keep-recent-tokens)",
 				*spendLimit, est.InputTokens, est.Calls)
 		}
 	}
@@ -170,7 +171,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 		for _, t := range res.ReplayTotals {
 			calls, in, cached, out = calls+t.LLMCalls, in+t.LLMInputTokens, cached+t.LLMCachedInputTokens, out+t.LLMOutputTokens
 		}
-		fmt.Fprintf(env.Stderr, "%s: llm: %d calls, %d input tokens (%d cached), %d output tokens\n", env.prog(), calls, in, cached, out)
+		fmt.Fprintf(env.Stderr, "%s: llm: %d calls, %d input tokens (%d cached), %d output tokens\n", env.ProgName(), calls, in, cached, out)
 	}
 
 	var buf bytes.Buffer
@@ -185,7 +186,7 @@ extension names (.json, .csv, .html, .txt); any other extension is refused.`)
 		return fmt.Errorf("write %s: %w", *out, err)
 	}
 	fmt.Fprintf(env.Stderr, "%s: %d sessions (%d skipped) in %s; wrote %s (%s)\n",
-		env.prog(), res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *out, f)
+		env.ProgName(), res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *out, f)
 	return nil
 }
 
@@ -205,10 +206,10 @@ func experimentFlagError(err error) error {
 	var se *experiment.SettingError
 	if errors.As(err, &se) {
 		if flag, ok := experimentFlags[se.Setting]; ok {
-			return usageErrorf("%s: %v", flag, se.Err)
+			return command.Usagef("%s: %v", flag, se.Err)
 		}
 	}
-	return &UsageError{Err: err}
+	return &command.UsageError{Err: err}
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

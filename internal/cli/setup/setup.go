@@ -1,4 +1,4 @@
-package cli
+package setup
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "setup", Summary: "set up (or upgrade, --migrate) a fleet's streams, buckets and consumers: the admin's step", Run: runSetup})
-}
+// Command is compactor setup.
+var Command = &command.Command{Name: "setup", Summary: "set up (or upgrade, --migrate) a fleet's streams, buckets and consumers: the admin's step", Run: run}
 
 const setupHelp = `
 Set up what a fleet of compactor workers and clients uses on a NATS account, with the
@@ -68,11 +68,11 @@ Examples:
   compactor setup --nats-url nats://nats:4222 --credentials /etc/nats/compactor --import move.jsonl
   compactor setup --nats-url nats://nats:4222 --nkey admin-hostA.nk --store hostA --prune --dry-run`
 
-func runSetup(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
+func run(ctx context.Context, env *command.Env) error {
+	fs := command.NewFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
 	var (
 		ncfg      pipeline.NATSConfig
-		stores    stringList
+		stores    command.StringList
 		sc        pipeline.SetupConfig
 		migrate   = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
 		force     = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
@@ -85,8 +85,8 @@ func runSetup(ctx context.Context, env *Env) error {
 		exportTo  = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
 		importing = fs.String("import", "", "set the account(s) up and write the share of their stores of `FILE` (an --export) into them")
 	)
-	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
-	configFile := configFlag(fs.FlagSet, env)
+	command.BindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
+	configFile := command.ConfigFlag(fs.FlagSet, env)
 	fs.Var(&stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
 	fs.IntVar(&sc.Replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
 	fs.DurationVar(&sc.AckWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
@@ -94,41 +94,41 @@ func runSetup(ctx context.Context, env *Env) error {
 	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
 	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
 	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", pipeline.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
-	var limits streamLimits
-	bindStreamLimits(fs.FlagSet, &limits, "")
-	pos, err := fs.parse(env.Args)
+	var limits command.StreamLimits
+	command.BindStreamLimits(fs.FlagSet, &limits, "")
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q (stores are given with --store NAME)", pos[0])
+		return command.Usagef("unexpected argument %q (stores are given with --store NAME)", pos[0])
 	}
 	for _, s := range stores {
 		name, _, _ := strings.Cut(s, "=")
 		if err := pipeline.ValidateStoreName(name); err != nil {
-			return usageErrorf("--store %q: %v", s, err)
+			return command.Usagef("--store %q: %v", s, err)
 		}
 		sc.Stores = append(sc.Stores, name)
 	}
 	switch {
 	case *exportTo != "" && (*importing != "" || *prune || *credDir != "" || len(sc.Stores) > 0):
-		return usageErrorf("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
+		return command.Usagef("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
 	case *importing != "" && (*prune || *migrate):
-		return usageErrorf("--import sets up new accounts: not with --prune or --migrate")
+		return command.Usagef("--import sets up new accounts: not with --prune or --migrate")
 	case *importing != "" && len(sc.Stores) == 0 && *credDir == "":
-		return usageErrorf("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
+		return command.Usagef("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
 	case *exportTo != "":
 	case len(sc.Stores) == 0 && *prune:
-		return usageErrorf("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
+		return command.Usagef("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
 	case len(sc.Stores) == 0 && !*migrate && *credDir == "":
-		return usageErrorf("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
+		return command.Usagef("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
 	case *prune && *migrate:
-		return usageErrorf("--prune and --migrate: migrate first, then prune")
+		return command.Usagef("--prune and --migrate: migrate first, then prune")
 	case *dryRun && !*prune:
-		return usageErrorf("--dry-run goes with --prune")
+		return command.Usagef("--dry-run goes with --prune")
 	}
 	if *importing != "" {
 		// The old account's settings, unless given here.
@@ -138,23 +138,23 @@ func runSetup(ctx context.Context, env *Env) error {
 	}
 	switch {
 	case sc.Replicas < 1 || sc.Replicas > 5:
-		return usageErrorf("--replicas: %d, need 1..5", sc.Replicas)
+		return command.Usagef("--replicas: %d, need 1..5", sc.Replicas)
 	case sc.AckWait < 100*time.Millisecond:
-		return usageErrorf("--ack-wait: %s is too short (min 100ms)", sc.AckWait)
+		return command.Usagef("--ack-wait: %s is too short (min 100ms)", sc.AckWait)
 	case sc.MaxDeliver < 1:
-		return usageErrorf("--max-deliver: %d, need at least 1", sc.MaxDeliver)
+		return command.Usagef("--max-deliver: %d, need at least 1", sc.MaxDeliver)
 	case sc.LeaseTTL < time.Second:
-		return usageErrorf("--lease-ttl: %s is too short (min 1s, the KV bucket's TTL resolution)", sc.LeaseTTL)
+		return command.Usagef("--lease-ttl: %s is too short (min 1s, the KV bucket's TTL resolution)", sc.LeaseTTL)
 	case sc.DuplicateWindow < time.Second:
-		return usageErrorf("--duplicate-window: %s is too short", sc.DuplicateWindow)
+		return command.Usagef("--duplicate-window: %s is too short", sc.DuplicateWindow)
 	case sc.PreparedTTL < time.Second:
-		return usageErrorf("--prepared-ttl: %s is too short", sc.PreparedTTL)
+		return command.Usagef("--prepared-ttl: %s is too short", sc.PreparedTTL)
 	}
-	limits.apply(&sc)
+	limits.Apply(&sc)
 	if err := sc.Validate(); err != nil {
-		return usageErrorf("%v", flagError(err))
+		return command.Usagef("%v", command.FlagError(err))
 	}
-	log, err := newLogger(env.Stderr, "", "info", new(slog.LevelVar))
+	log, err := command.NewLogger(env.Stderr, "", "info", new(slog.LevelVar))
 	if err != nil {
 		return err
 	}
@@ -163,9 +163,9 @@ func runSetup(ctx context.Context, env *Env) error {
 	if *exportTo != "" {
 		return exportDeployment(ctx, env, ncfg, *exportTo, *force, *asJSON, log)
 	}
-	accounts := []fleetAccount{{Stores: sc.Stores, NATS: ncfg}}
+	accounts := []command.FleetAccount{{Stores: sc.Stores, NATS: ncfg}}
 	if *credDir != "" {
-		if accounts, err = fleetAccounts(*credDir, pipeline.RoleAdmin, sc.Stores, ncfg); err != nil {
+		if accounts, err = command.FleetAccounts(*credDir, pipeline.RoleAdmin, sc.Stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -185,9 +185,9 @@ func runSetup(ctx context.Context, env *Env) error {
 	}
 	if *asJSON {
 		if len(results) == 1 && *credDir == "" {
-			return writeJSON(env.Stdout, results[0].SetupResult)
+			return command.WriteJSON(env.Stdout, results[0].SetupResult)
 		}
-		return writeJSON(env.Stdout, results)
+		return command.WriteJSON(env.Stdout, results)
 	}
 	for _, out := range results {
 		writeSetup(env.Stdout, out, *dryRun)
@@ -276,8 +276,8 @@ func writeSetup(w io.Writer, out setupOutput, dryRun bool) {
 		fmt.Fprintf(w, "migrated from layout %d in place: every stream and bucket set up anew (the changes are logged), every key and queued job kept\n", m.From)
 	}
 	if c := out.Imported; c != nil {
-		fmt.Fprintf(w, "imported for stores %s: %s, %s, %s, keys %s", strings.Join(c.Stores, ", "), plural(c.Jobs, "queued job", "queued jobs"),
-			plural(c.Attempts, "attempt count", "attempt counts"), plural(c.DeadLetters, "dead letter", "dead letters"), countsText(c.Keys))
+		fmt.Fprintf(w, "imported for stores %s: %s, %s, %s, keys %s", strings.Join(c.Stores, ", "), command.Plural(c.Jobs, "queued job", "queued jobs"),
+			command.Plural(c.Attempts, "attempt count", "attempt counts"), command.Plural(c.DeadLetters, "dead letter", "dead letters"), countsText(c.Keys))
 		if c.Already > 0 {
 			fmt.Fprintf(w, "; %d jobs imported before", c.Already)
 		}
@@ -286,7 +286,7 @@ func writeSetup(w io.Writer, out setupOutput, dryRun bool) {
 		}
 		fmt.Fprintln(w)
 	}
-	jobsBytes, eventsBytes, dlqBytes, recBytes := byteSize(f.JobsMaxBytes), byteSize(f.EventsMaxBytes), byteSize(f.DLQMaxBytes), byteSize(f.RecordsMaxBytes)
+	jobsBytes, eventsBytes, dlqBytes, recBytes := command.ByteSize(f.JobsMaxBytes), command.ByteSize(f.EventsMaxBytes), command.ByteSize(f.DLQMaxBytes), command.ByteSize(f.RecordsMaxBytes)
 	fmt.Fprintf(w, "set up (layout %d): stores %s; lease TTL %s, ack wait %s, max deliver %d, duplicate window %s, prepared TTL %s, replicas %d; jobs kept %s and %s at most, events %s and %s, dead letters %s, each bucket %s\n",
 		f.Layout, strings.Join(f.Stores, ", "), time.Duration(f.LeaseTTL), time.Duration(f.AckWait), f.MaxDeliver, time.Duration(f.DuplicateWindow),
 		time.Duration(f.PreparedTTL), f.Replicas, time.Duration(f.JobsMaxAge), jobsBytes.String(), time.Duration(f.EventsMaxAge), eventsBytes.String(),
@@ -307,7 +307,7 @@ func countsText(m map[string]int) string {
 
 // exportDeployment writes the account's deployment into file (replaced whole: written
 // beside it, then renamed), readable by its owner only.
-func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
+func exportDeployment(ctx context.Context, env *command.Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -329,17 +329,17 @@ func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, f
 		return fmt.Errorf("--export: %w", err)
 	}
 	if asJSON {
-		return writeJSON(env.Stdout, c)
+		return command.WriteJSON(env.Stdout, c)
 	}
 	fmt.Fprintf(env.Stdout, "exported into %s: stores %s; %s, %s, %s, keys %s; not exported: %s\n", file, strings.Join(c.Stores, ", "),
-		plural(c.Jobs, "queued job", "queued jobs"), plural(c.Attempts, "attempt count", "attempt counts"), plural(c.DeadLetters, "dead letter", "dead letters"),
+		command.Plural(c.Jobs, "queued job", "queued jobs"), command.Plural(c.Attempts, "attempt count", "attempt counts"), command.Plural(c.DeadLetters, "dead letter", "dead letters"),
 		countsText(c.Keys), countsText(c.Dropped))
 	return nil
 }
 
 // settingsFromExport takes the old account's settings from an export for every setup flag
 // not given.
-func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limits *streamLimits) error {
+func settingsFromExport(fs *command.FlagSet, file string, sc *pipeline.SetupConfig, limits *command.StreamLimits) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return fmt.Errorf("--import: %w", err)
@@ -362,8 +362,8 @@ func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limi
 	take("lease-ttl", old.LeaseTTL > 0, func() { sc.LeaseTTL = time.Duration(old.LeaseTTL) })
 	take("duplicate-window", old.DuplicateWindow > 0, func() { sc.DuplicateWindow = time.Duration(old.DuplicateWindow) })
 	take("prepared-ttl", old.PreparedTTL > 0, func() { sc.PreparedTTL = time.Duration(old.PreparedTTL) })
-	take("jobs-max-age", old.JobsMaxAge > 0, func() { limits.jobsMaxAge = time.Duration(old.JobsMaxAge) })
-	take("events-max-age", old.EventsMaxAge > 0, func() { limits.eventsMaxAge = time.Duration(old.EventsMaxAge) })
+	take("jobs-max-age", old.JobsMaxAge > 0, func() { limits.JobsMaxAge = time.Duration(old.JobsMaxAge) })
+	take("events-max-age", old.EventsMaxAge > 0, func() { limits.EventsMaxAge = time.Duration(old.EventsMaxAge) })
 	return nil
 }
 
@@ -382,7 +382,7 @@ func writePruned(w io.Writer, pruned []pipeline.PrunedStore, dryRun bool) {
 			keys = append(keys, fmt.Sprintf("%s %d", b, p.Keys[b]))
 		}
 		fmt.Fprintf(w, "%s store %s (found: %s): consumers %s; keys: %s; %s\n", verb, p.Store, p.Reason,
-			orNone(strings.Join(p.Consumers, ", ")), orNone(strings.Join(keys, ", ")), plural(p.Jobs, "queued job", "queued jobs"))
+			orNone(strings.Join(p.Consumers, ", ")), orNone(strings.Join(keys, ", ")), command.Plural(p.Jobs, "queued job", "queued jobs"))
 		if p.Dead > 0 {
 			fmt.Fprintf(w, "  kept: its dead letters (%d): compactor dlq list --store %s, compactor dlq purge --store %s\n", p.Dead, p.Store, p.Store)
 		}
