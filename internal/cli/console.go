@@ -91,22 +91,14 @@ func runConsole(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	var conns []pipeline.FleetAccount
+	conns, err := connectAccounts(accounts)
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
 		}
 	}()
-	for _, a := range accounts {
-		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
-		if err != nil {
-			return command.AccountErr(a.Account, err)
-		}
-		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
-		if a.Account == "" {
-			fa.Stores = nil // one account: every store of it
-		}
-		conns = append(conns, fa)
+	if err != nil {
+		return err
 	}
 	dirs := map[string]string{}
 	for _, st := range stores {
@@ -117,22 +109,57 @@ func runConsole(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer c.Close()
-	// The view is opened now: a console that cannot read the fleet says so at once.
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = c.Fleet(octx)
-	cancel()
+	if err := readFleetOnce(ctx, c); err != nil {
+		return err
+	}
+	metricsToken, err := readMetricsToken(*metricsTokenFile)
 	if err != nil {
 		return err
 	}
+	ln, err := net.Listen("tcp", *listen)
+	if err != nil {
+		return fmt.Errorf("console: listen %s: %w", *listen, err)
+	}
+	names := make([]string, 0, len(conns))
+	for _, c := range conns {
+		names = append(names, c.Name)
+	}
+	log.Info("console listening", "url", "http://"+ln.Addr().String()+"/", "token_files", files, "nats", conns[0].Conn.ConnectedUrlRedacted(), "accounts", names)
+	return serveConsole(ctx, ln, consoleMux(c, conns, metricsToken))
+}
+
+// readFleetOnce opens the view now: a console that cannot read the fleet says so at once.
+func readFleetOnce(ctx context.Context, c *console.Console) error {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.Fleet(octx)
+	return err
+}
+
+// connectAccounts connects to each account as its operator; on an error, the connections
+// made so far are returned with it, for the caller to close.
+func connectAccounts(accounts []command.FleetAccount) ([]pipeline.FleetAccount, error) {
+	var conns []pipeline.FleetAccount
+	for _, a := range accounts {
+		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
+		if err != nil {
+			return conns, command.AccountErr(a.Account, err)
+		}
+		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
+		if a.Account == "" {
+			fa.Stores = nil // one account: every store of it
+		}
+		conns = append(conns, fa)
+	}
+	return conns, nil
+}
+
+// consoleMux serves the console's pages, /metrics (the fleet's figures, behind
+// metricsToken when set) and /healthz (every account connected).
+func consoleMux(c *console.Console, conns []pipeline.FleetAccount, metricsToken string) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(console.NewCollector(c.View))
 	mux := http.NewServeMux()
-	metricsToken := ""
-	if *metricsTokenFile != "" {
-		if metricsToken, err = readMetricsToken(*metricsTokenFile); err != nil {
-			return err
-		}
-	}
 	mux.Handle("/metrics", pipeline.RequireBearer(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
 	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
 		for _, c := range conns {
@@ -144,16 +171,12 @@ func runConsole(ctx context.Context, env *Env) error {
 		fmt.Fprintln(w, "ok")
 	})
 	mux.Handle("/", c)
-	ln, err := net.Listen("tcp", *listen)
-	if err != nil {
-		return fmt.Errorf("console: listen %s: %w", *listen, err)
-	}
-	names := make([]string, 0, len(conns))
-	for _, c := range conns {
-		names = append(names, c.Name)
-	}
-	log.Info("console listening", "url", "http://"+ln.Addr().String()+"/", "token_files", files, "nats", conns[0].Conn.ConnectedUrlRedacted(), "accounts", names)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return mux
+}
+
+// serveConsole serves h on ln until ctx ends.
+func serveConsole(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)

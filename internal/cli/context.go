@@ -88,6 +88,16 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if err != nil {
 		return inputError(err)
 	}
+	out, msgs := newContextOutput(file, t, d)
+	if !*asJSON {
+		return printContextText(env, t.Header.ID, msgs, &out)
+	}
+	return writeContextJSON(env.Stdout, &out, msgs, t)
+}
+
+// newContextOutput is the context of t's path as Pi builds it under release d, and its
+// messages.
+func newContextOutput(file string, t *sessionio.Tail, d sessionio.Release) (contextOutput, []*sessionio.Message) {
 	out := contextOutput{
 		File: file, Version: t.Version(), EntryCount: t.EntryCount, Labels: t.Labels,
 		Diagnostics: t.Diagnostics, PathIDs: []string{}, MessageEntryIDs: []string{},
@@ -100,27 +110,22 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		out.SessionName = &t.Name
 	}
 	var msgs []*sessionio.Message
-	{
-		path := t.Path
-		if len(path) > 0 {
-			id := path[len(path)-1].ID
-			out.LeafID = &id
-		}
-		for _, e := range path {
-			out.PathIDs = append(out.PathIDs, e.ID)
-		}
-		c := sessionio.BuildContext(path, d)
-		msgs = c.Messages
-		out.Context.ThinkingLevel = c.ThinkingLevel
-		out.Context.Model = c.Model
-		if c.EntryIDs != nil {
-			out.MessageEntryIDs = c.EntryIDs
-		}
+	path := t.Path
+	if len(path) > 0 {
+		id := path[len(path)-1].ID
+		out.LeafID = &id
 	}
-	if !*asJSON {
-		return printContextText(env, t.Header.ID, msgs, &out)
+	for _, e := range path {
+		out.PathIDs = append(out.PathIDs, e.ID)
 	}
-	return writeContextJSON(env.Stdout, &out, msgs, t)
+	c := sessionio.BuildContext(path, d)
+	msgs = c.Messages
+	out.Context.ThinkingLevel = c.ThinkingLevel
+	out.Context.Model = c.Model
+	if c.EntryIDs != nil {
+		out.MessageEntryIDs = c.EntryIDs
+	}
+	return out, msgs
 }
 
 // writeContextJSON streams the output: the messages are written as the bytes of the file

@@ -100,19 +100,9 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	rel, err := pipeline.RelPath(st.Dir, file)
+	rel, sess, err := readStoreSession(st, file)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return err
-		}
-		return &command.UsageError{Err: err} // not in the store, or no such file
-	}
-	sess, err := sessionio.ReadFile(file)
-	if err != nil {
-		return inputError(err) // the error names the file
-	}
-	if sess.Header.ID == "" {
-		return command.Usagef("%s: no session id in the header", file)
+		return err
 	}
 	job := pipeline.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
@@ -134,6 +124,31 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	return reportEnqueued(env, res, job, *wait)
+}
+
+// readStoreSession reads file, a session of store st, and returns its path in the store.
+func readStoreSession(st pipeline.Store, file string) (string, *sessionio.Session, error) {
+	rel, err := pipeline.RelPath(st.Dir, file)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return "", nil, err
+		}
+		return "", nil, &command.UsageError{Err: err} // not in the store, or no such file
+	}
+	sess, err := sessionio.ReadFile(file)
+	if err != nil {
+		return "", nil, inputError(err) // the error names the file
+	}
+	if sess.Header.ID == "" {
+		return "", nil, command.Usagef("%s: no session id in the header", file)
+	}
+	return rel, sess, nil
+}
+
+// reportEnqueued says what became of the request and, with wait, prints the job's result
+// event; a failed job, or a request refused for another's pending job, exits 1.
+func reportEnqueued(env *Env, res pipeline.EnqueueResult, job pipeline.Job, wait bool) error {
 	for _, id := range res.WaitedFor {
 		fmt.Fprintf(env.Stderr, "waited for another request's job %s on this session to end first\n", id)
 	}
@@ -148,7 +163,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	default:
 		fmt.Fprintf(env.Stderr, "queued: job %s (seq %d) for session %s\n", res.JobID, res.Seq, job.SessionID)
 	}
-	if !*wait {
+	if !wait {
 		return nil
 	}
 	b, _ := json.Marshal(res.Event)

@@ -194,10 +194,8 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	if cfg.ShutdownTimeout, err = f.drain(log); err != nil {
 		return cfg, err
 	}
-	if f.metricsToken != "" {
-		if cfg.MetricsToken, err = readMetricsToken(f.metricsToken); err != nil {
-			return cfg, err
-		}
+	if cfg.MetricsToken, err = readMetricsToken(f.metricsToken); err != nil {
+		return cfg, err
 	}
 	cfg.SpendLimits = f.spend
 	if err := cfg.Validate(); err != nil {
@@ -447,8 +445,11 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 }
 
 // readMetricsToken reads --metrics-token-file: its content, trimmed, at least 16
-// characters.
+// characters; none when no file is given.
 func readMetricsToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
 		return "", command.Usagef("--metrics-token-file: %v", err)

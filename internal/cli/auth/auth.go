@@ -119,34 +119,13 @@ func run(ctx context.Context, env *command.Env) error {
 	if len(pos) > 0 {
 		return command.Usagef("unexpected argument %q (stores are given with --store NAME)", pos[0])
 	}
-	var want []pipeline.Role
-	for _, r := range strings.Split(*roles, ",") {
-		role, err := pipeline.ParseRole(strings.TrimSpace(r))
-		if err != nil {
-			return command.Usagef("--role: %v", err)
-		}
-		want = append(want, role)
+	want, err := parseRoles(*roles)
+	if err != nil {
+		return err
 	}
-	var storeGroups [][]string
-	seen := map[string]string{}
-	for _, g := range groups {
-		var names []string
-		for _, n := range strings.Split(g, ",") {
-			n = strings.TrimSpace(n)
-			if err := pipeline.ValidateStoreName(n); err != nil {
-				return command.Usagef("--store %q: %v", g, err)
-			}
-			if other, ok := seen[n]; ok {
-				return command.Usagef("--store %q: store %s is in --store %q already: a store is in one account", g, n, other)
-			}
-			seen[n] = g
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		storeGroups = append(storeGroups, slices.Compact(names))
-	}
-	if len(storeGroups) == 0 {
-		return command.Usagef("--store NAME is needed: each host's store (its account)")
+	storeGroups, err := parseStoreGroups(groups)
+	if err != nil {
+		return err
 	}
 	if (*tlsCert == "") != (*tlsKey == "") || (*tlsVerify && *tlsCA == "") {
 		return command.Usagef("--tls-cert and --tls-key go together; --tls-verify needs --tls-ca")
@@ -174,17 +153,7 @@ func run(ctx context.Context, env *command.Env) error {
 	case *creds == "":
 		return command.Usagef("--credentials DIR is needed: each user's nkey seed is written there (or print --nsc commands, or --json)")
 	}
-	if err := os.MkdirAll(*creds, 0o700); err != nil {
-		return fmt.Errorf("--credentials: %w", err)
-	}
-	for i := range accounts {
-		for j := range accounts[i].Users {
-			if err := userKey(&accounts[i].Users[j], *creds); err != nil {
-				return err
-			}
-		}
-	}
-	if err := command.WriteManifest(*creds, manifest(accounts)); err != nil {
+	if err := writeCredentials(*creds, accounts); err != nil {
 		return err
 	}
 	writeServerAuth(env.Stdout, groups, accounts, tlsBlock{cert: *tlsCert, key: *tlsKey, ca: *tlsCA, verify: *tlsVerify})
@@ -194,6 +163,62 @@ func run(ctx context.Context, env *command.Env) error {
 		}
 	}
 	return nil
+}
+
+// parseRoles parses --role.
+func parseRoles(list string) ([]pipeline.Role, error) {
+	var want []pipeline.Role
+	for _, r := range strings.Split(list, ",") {
+		role, err := pipeline.ParseRole(strings.TrimSpace(r))
+		if err != nil {
+			return nil, command.Usagef("--role: %v", err)
+		}
+		want = append(want, role)
+	}
+	return want, nil
+}
+
+// parseStoreGroups parses the --store flags: each a group of stores, one account, sorted;
+// a store in two groups is refused.
+func parseStoreGroups(groups []string) ([][]string, error) {
+	var storeGroups [][]string
+	seen := map[string]string{}
+	for _, g := range groups {
+		var names []string
+		for _, n := range strings.Split(g, ",") {
+			n = strings.TrimSpace(n)
+			if err := pipeline.ValidateStoreName(n); err != nil {
+				return nil, command.Usagef("--store %q: %v", g, err)
+			}
+			if other, ok := seen[n]; ok {
+				return nil, command.Usagef("--store %q: store %s is in --store %q already: a store is in one account", g, n, other)
+			}
+			seen[n] = g
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		storeGroups = append(storeGroups, slices.Compact(names))
+	}
+	if len(storeGroups) == 0 {
+		return nil, command.Usagef("--store NAME is needed: each host's store (its account)")
+	}
+	return storeGroups, nil
+}
+
+// writeCredentials gives each user its seed in dir (made, or read where it is) and
+// writes the accounts' fleet.json there.
+func writeCredentials(dir string, accounts []authAccount) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--credentials: %w", err)
+	}
+	for i := range accounts {
+		for j := range accounts[i].Users {
+			if err := userKey(&accounts[i].Users[j], dir); err != nil {
+				return err
+			}
+		}
+	}
+	return command.WriteManifest(dir, manifest(accounts))
 }
 
 // authAccounts are the accounts of the store groups, each with a user of each role.

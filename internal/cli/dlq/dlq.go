@@ -83,23 +83,7 @@ type dlqFlags struct {
 
 func run(ctx context.Context, env *command.Env) error {
 	fs := command.NewFlagSet(env, "dlq", dlqUsage, dlqHelp)
-	var f dlqFlags
-	command.BindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
-	f.ops = command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
-	f.configFile = command.ConfigFlag(fs.FlagSet, env)
-	fs.StringVar(&f.filter.Store, "store", "", "only dead letters of this store")
-	fs.StringVar(&f.filter.SessionID, "session", "", "only dead letters of this session id")
-	fs.StringVar(&f.filter.Reason, "reason", "", "only dead letters whose reason or error contains this text (any case)")
-	fs.DurationVar(&f.filter.OlderThan, "older-than", 0, "only dead letters at least this old")
-	fs.DurationVar(&f.filter.NewerThan, "newer-than", 0, "only dead letters at most this old")
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
-	fs.BoolVar(&f.all, "all", false, "retry or purge: act on every dead letter (when no SEQ or filter is given)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "retry or purge: list what would be done, do nothing")
-	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
-	f.allowUnserved = command.AllowUnservedFlag(fs)
-	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
-	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
+	f := bindFlags(fs, env)
 	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
@@ -107,37 +91,9 @@ func run(ctx context.Context, env *command.Env) error {
 	if err := command.ApplyConfigFile(fs.FlagSet, *f.configFile); err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return command.Usagef("need a subcommand: list, show, retry or purge (see --help)")
-	}
-	action := pos[0]
-	for _, a := range pos[1:] {
-		seq, err := strconv.ParseUint(a, 10, 64)
-		if err != nil || seq == 0 {
-			return command.Usagef("%q is not a dead letter sequence (the SEQ column of compactor dlq list)", a)
-		}
-		f.filter.Seqs = append(f.filter.Seqs, seq)
-	}
-	switch action {
-	case "list":
-		if len(f.filter.Seqs) > 0 {
-			return command.Usagef("list takes no SEQ (use show)")
-		}
-	case "show":
-		if len(f.filter.Seqs) == 0 {
-			return command.Usagef("show needs SEQ... (see compactor dlq list)")
-		}
-	case "retry", "purge":
-		if f.filter.Empty() && !f.all {
-			return command.Usagef("%s needs SEQ..., a filter (--store, --session, --reason, --older-than, --newer-than) or --all", action)
-		}
-	default:
-		return command.Usagef("unknown dlq subcommand %q: want list, show, retry or purge", action)
-	}
-	if f.filter.Store != "" {
-		if err := pipeline.ValidateStoreName(f.filter.Store); err != nil {
-			return command.Usagef("--store: %v", err)
-		}
+	action, err := f.parseAction(pos)
+	if err != nil {
+		return err
 	}
 	ncfg, err := f.ops.OperatorAccount(f.nats, f.credentials, "dlq", f.filter.Store, "dead letters")
 	if err != nil {
@@ -157,6 +113,71 @@ func run(ctx context.Context, env *command.Env) error {
 	if err != nil {
 		return err
 	}
+	return f.act(ctx, env, action, nc, q, recs)
+}
+
+// bindFlags declares the flags of every dlq subcommand.
+func bindFlags(fs *command.FlagSet, env *command.Env) *dlqFlags {
+	var f dlqFlags
+	command.BindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
+	f.ops = command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	f.configFile = command.ConfigFlag(fs.FlagSet, env)
+	fs.StringVar(&f.filter.Store, "store", "", "only dead letters of this store")
+	fs.StringVar(&f.filter.SessionID, "session", "", "only dead letters of this session id")
+	fs.StringVar(&f.filter.Reason, "reason", "", "only dead letters whose reason or error contains this text (any case)")
+	fs.DurationVar(&f.filter.OlderThan, "older-than", 0, "only dead letters at least this old")
+	fs.DurationVar(&f.filter.NewerThan, "newer-than", 0, "only dead letters at most this old")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&f.all, "all", false, "retry or purge: act on every dead letter (when no SEQ or filter is given)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "retry or purge: list what would be done, do nothing")
+	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
+	f.allowUnserved = command.AllowUnservedFlag(fs)
+	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
+	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
+	return &f
+}
+
+// parseAction checks the positional arguments (the subcommand and its SEQ...) against
+// the filters and returns the subcommand; the sequences join the filter.
+func (f *dlqFlags) parseAction(pos []string) (string, error) {
+	if len(pos) == 0 {
+		return "", command.Usagef("need a subcommand: list, show, retry or purge (see --help)")
+	}
+	action := pos[0]
+	for _, a := range pos[1:] {
+		seq, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || seq == 0 {
+			return "", command.Usagef("%q is not a dead letter sequence (the SEQ column of compactor dlq list)", a)
+		}
+		f.filter.Seqs = append(f.filter.Seqs, seq)
+	}
+	switch action {
+	case "list":
+		if len(f.filter.Seqs) > 0 {
+			return "", command.Usagef("list takes no SEQ (use show)")
+		}
+	case "show":
+		if len(f.filter.Seqs) == 0 {
+			return "", command.Usagef("show needs SEQ... (see compactor dlq list)")
+		}
+	case "retry", "purge":
+		if f.filter.Empty() && !f.all {
+			return "", command.Usagef("%s needs SEQ..., a filter (--store, --session, --reason, --older-than, --newer-than) or --all", action)
+		}
+	default:
+		return "", command.Usagef("unknown dlq subcommand %q: want list, show, retry or purge", action)
+	}
+	if f.filter.Store != "" {
+		if err := pipeline.ValidateStoreName(f.filter.Store); err != nil {
+			return "", command.Usagef("--store: %v", err)
+		}
+	}
+	return action, nil
+}
+
+// act lists, shows, purges or retries the selected dead letters, recs.
+func (f *dlqFlags) act(ctx context.Context, env *command.Env, action string, nc *nats.Conn, q *pipeline.DLQ, recs []pipeline.DeadLetterRecord) error {
 	switch {
 	case action == "list" || f.dryRun:
 		if f.dryRun {
@@ -174,7 +195,7 @@ func run(ctx context.Context, env *command.Env) error {
 		}
 		return err
 	}
-	results, err := retryServed(ctx, env.Stderr, nc, q, recs, &f)
+	results, err := retryServed(ctx, env.Stderr, nc, q, recs, f)
 	if err != nil {
 		return err
 	}

@@ -68,71 +68,103 @@ Examples:
   compactor setup --nats-url nats://nats:4222 --credentials /etc/nats/compactor --import move.jsonl
   compactor setup --nats-url nats://nats:4222 --nkey admin-hostA.nk --store hostA --prune --dry-run`
 
+// setupFlags are the flags of compactor setup.
+type setupFlags struct {
+	ncfg                                  pipeline.NATSConfig
+	stores                                command.StringList
+	sc                                    pipeline.SetupConfig
+	limits                                command.StreamLimits
+	migrate, force, prune, dryRun, asJSON *bool
+	dataDir, credDir, exportTo, importing *string
+	configFile                            *string
+	timeout                               *time.Duration
+}
+
 func run(ctx context.Context, env *command.Env) error {
 	fs := command.NewFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
-	var (
-		ncfg      pipeline.NATSConfig
-		stores    command.StringList
-		sc        pipeline.SetupConfig
-		migrate   = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
-		force     = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
-		prune     = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
-		dryRun    = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
-		asJSON    = fs.Bool("json", false, "print what was set up as JSON")
-		dataDir   = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
-		timeout   = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
-		credDir   = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
-		exportTo  = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
-		importing = fs.String("import", "", "set the account(s) up and write the share of their stores of `FILE` (an --export) into them")
-	)
-	command.BindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
-	configFile := command.ConfigFlag(fs.FlagSet, env)
-	fs.Var(&stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
+	f := bindFlags(fs, env)
+	pos, err := fs.ParseArgs(env.Args)
+	if err != nil {
+		return err
+	}
+	if err := command.ApplyConfigFile(fs.FlagSet, *f.configFile, command.ServiceSetting); err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return command.Usagef("unexpected argument %q (stores are given with --store NAME)", pos[0])
+	}
+	if err := f.check(fs); err != nil {
+		return err
+	}
+	log, err := command.NewLogger(env.Stderr, "", "info", new(slog.LevelVar))
+	if err != nil {
+		return err
+	}
+	ncfg := pipeline.LocalNATS(*f.dataDir, f.ncfg)
+	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
+	if *f.exportTo != "" {
+		return exportDeployment(ctx, env, ncfg, *f.exportTo, *f.force, *f.asJSON, log)
+	}
+	results, err := f.setUp(ctx, ncfg, log)
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		if len(results) == 1 && *f.credDir == "" {
+			return command.WriteJSON(env.Stdout, results[0].SetupResult)
+		}
+		return command.WriteJSON(env.Stdout, results)
+	}
+	for _, out := range results {
+		writeSetup(env.Stdout, out, *f.dryRun)
+	}
+	return nil
+}
+
+// bindFlags declares setup's flags.
+func bindFlags(fs *command.FlagSet, env *command.Env) *setupFlags {
+	f := &setupFlags{}
+	sc := &f.sc
+	f.migrate = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
+	f.force = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
+	f.prune = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
+	f.dryRun = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
+	f.asJSON = fs.Bool("json", false, "print what was set up as JSON")
+	f.dataDir = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
+	f.timeout = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
+	f.credDir = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
+	f.exportTo = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
+	f.importing = fs.String("import", "", "set the account(s) up and write the share of their stores of `FILE` (an --export) into them")
+	command.BindNATSFlags(fs.FlagSet, &f.ncfg, env.Getenv)
+	f.configFile = command.ConfigFlag(fs.FlagSet, env)
+	fs.Var(&f.stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
 	fs.IntVar(&sc.Replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
 	fs.DurationVar(&sc.AckWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
 	fs.IntVar(&sc.MaxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
 	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
 	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
 	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", pipeline.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
-	var limits command.StreamLimits
-	command.BindStreamLimits(fs.FlagSet, &limits, "")
-	pos, err := fs.ParseArgs(env.Args)
-	if err != nil {
-		return err
-	}
-	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return command.Usagef("unexpected argument %q (stores are given with --store NAME)", pos[0])
-	}
-	for _, s := range stores {
+	command.BindStreamLimits(fs.FlagSet, &f.limits, "")
+	return f
+}
+
+// check validates the stores, which modes go together, and the settings (with those of
+// an --import's old account for every flag not given).
+func (f *setupFlags) check(fs *command.FlagSet) error {
+	sc := &f.sc
+	for _, s := range f.stores {
 		name, _, _ := strings.Cut(s, "=")
 		if err := pipeline.ValidateStoreName(name); err != nil {
 			return command.Usagef("--store %q: %v", s, err)
 		}
 		sc.Stores = append(sc.Stores, name)
 	}
-	switch {
-	case *exportTo != "" && (*importing != "" || *prune || *credDir != "" || len(sc.Stores) > 0):
-		return command.Usagef("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
-	case *importing != "" && (*prune || *migrate):
-		return command.Usagef("--import sets up new accounts: not with --prune or --migrate")
-	case *importing != "" && len(sc.Stores) == 0 && *credDir == "":
-		return command.Usagef("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
-	case *exportTo != "":
-	case len(sc.Stores) == 0 && *prune:
-		return command.Usagef("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
-	case len(sc.Stores) == 0 && !*migrate && *credDir == "":
-		return command.Usagef("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
-	case *prune && *migrate:
-		return command.Usagef("--prune and --migrate: migrate first, then prune")
-	case *dryRun && !*prune:
-		return command.Usagef("--dry-run goes with --prune")
+	if err := f.checkModes(); err != nil {
+		return err
 	}
-	if *importing != "" {
+	if *f.importing != "" {
 		// The old account's settings, unless given here.
-		if err := settingsFromExport(fs, *importing, &sc, &limits); err != nil {
+		if err := settingsFromExport(fs, *f.importing, sc, &f.limits); err != nil {
 			return err
 		}
 	}
@@ -150,49 +182,63 @@ func run(ctx context.Context, env *command.Env) error {
 	case sc.PreparedTTL < time.Second:
 		return command.Usagef("--prepared-ttl: %s is too short", sc.PreparedTTL)
 	}
-	limits.Apply(&sc)
+	f.limits.Apply(sc)
 	if err := sc.Validate(); err != nil {
 		return command.Usagef("%v", command.FlagError(err))
 	}
-	log, err := command.NewLogger(env.Stderr, "", "info", new(slog.LevelVar))
-	if err != nil {
-		return err
+	return nil
+}
+
+// checkModes refuses the modes that do not go together (--export, --import, --prune,
+// --migrate, --dry-run) and what each needs.
+func (f *setupFlags) checkModes() error {
+	stores := f.sc.Stores
+	switch {
+	case *f.exportTo != "" && (*f.importing != "" || *f.prune || *f.credDir != "" || len(stores) > 0):
+		return command.Usagef("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
+	case *f.importing != "" && (*f.prune || *f.migrate):
+		return command.Usagef("--import sets up new accounts: not with --prune or --migrate")
+	case *f.importing != "" && len(stores) == 0 && *f.credDir == "":
+		return command.Usagef("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
+	case *f.exportTo != "":
+	case len(stores) == 0 && *f.prune:
+		return command.Usagef("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
+	case len(stores) == 0 && !*f.migrate && *f.credDir == "":
+		return command.Usagef("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
+	case *f.prune && *f.migrate:
+		return command.Usagef("--prune and --migrate: migrate first, then prune")
+	case *f.dryRun && !*f.prune:
+		return command.Usagef("--dry-run goes with --prune")
 	}
-	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
-	if *exportTo != "" {
-		return exportDeployment(ctx, env, ncfg, *exportTo, *force, *asJSON, log)
-	}
-	accounts := []command.FleetAccount{{Stores: sc.Stores, NATS: ncfg}}
-	if *credDir != "" {
-		if accounts, err = command.FleetAccounts(*credDir, pipeline.RoleAdmin, sc.Stores, ncfg); err != nil {
-			return err
+	return nil
+}
+
+// setUp sets up each account: the one ncfg reaches, or every one of --credentials (those
+// of --store), each with its admin's seed.
+func (f *setupFlags) setUp(ctx context.Context, ncfg pipeline.NATSConfig, log *slog.Logger) ([]setupOutput, error) {
+	accounts := []command.FleetAccount{{Stores: f.sc.Stores, NATS: ncfg}}
+	if *f.credDir != "" {
+		var err error
+		if accounts, err = command.FleetAccounts(*f.credDir, pipeline.RoleAdmin, f.sc.Stores, ncfg); err != nil {
+			return nil, err
 		}
 	}
+	step := setupStep{migrate: *f.migrate, force: *f.force, prune: *f.prune, dryRun: *f.dryRun, importFrom: *f.importing}
 	var results []setupOutput
 	for _, a := range accounts {
-		one := sc
+		one := f.sc
 		one.Stores = a.Stores
-		out, err := setupAccount(ctx, a.NATS, one, setupStep{migrate: *migrate, force: *force, prune: *prune, dryRun: *dryRun, importFrom: *importing}, *timeout, log)
+		out, err := setupAccount(ctx, a.NATS, one, step, *f.timeout, log)
 		if err != nil {
 			if a.Account != "" {
-				return fmt.Errorf("account %s: %w", a.Account, err)
+				return nil, fmt.Errorf("account %s: %w", a.Account, err)
 			}
-			return err
+			return nil, err
 		}
 		out.Account = a.Account
 		results = append(results, out)
 	}
-	if *asJSON {
-		if len(results) == 1 && *credDir == "" {
-			return command.WriteJSON(env.Stdout, results[0].SetupResult)
-		}
-		return command.WriteJSON(env.Stdout, results)
-	}
-	for _, out := range results {
-		writeSetup(env.Stdout, out, *dryRun)
-	}
-	return nil
+	return results, nil
 }
 
 // setupStep is what setup does in an account.
