@@ -228,7 +228,7 @@ type chatRequest struct {
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	body, cr, parseErr, prompt := readChatRequest(r)
+	body, cr, prompt, parseErr := readChatRequest(r)
 	b, window, idx := s.record(r, now, body, cr, prompt)
 	status := http.StatusOK
 	defer func() {
@@ -254,7 +254,7 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 
 // readChatRequest reads the request's body and what it asks; prompt is the server's count
 // of its messages (UTF-16 length / 4, rounded up).
-func readChatRequest(r *http.Request) (body []byte, cr chatRequest, parseErr error, prompt int) {
+func readChatRequest(r *http.Request) (body []byte, cr chatRequest, prompt int, parseErr error) {
 	body = make([]byte, 0, 4096)
 	buf := make([]byte, 32*1024)
 	for {
@@ -268,7 +268,7 @@ func readChatRequest(r *http.Request) (body []byte, cr chatRequest, parseErr err
 	for _, m := range cr.Messages {
 		prompt += len(utf16.Encode([]rune(m.Content)))
 	}
-	return body, cr, parseErr, (prompt + 3) / 4
+	return body, cr, (prompt + 3) / 4, parseErr
 }
 
 // record takes the request's behavior (the script's next, else the default) and records
