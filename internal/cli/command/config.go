@@ -77,7 +77,8 @@ func ConfigFlag(fs *flag.FlagSet, env *Env) *string {
 
 // ServiceSetting reports whether key is a flag of `compactor run`: a sweep given the
 // service's --config file skips the settings only the service takes (the summarizer, the
-// streams' replicas and timings), so that one file serves both.
+// streams' replicas and timings), so that one file serves both. The run command is
+// package cli's, found in the registry (this package cannot import cli).
 func ServiceSetting(key string) bool {
 	serviceSettings.once.Do(func() {
 		serviceSettings.names = map[string]bool{}
