@@ -25,7 +25,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 # The version stamped into the binaries: the nearest tag (or the commit) and -dirty for
 # local changes. `go install ...@vX.Y.Z` needs no stamp: the binary reads the module version.
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
-LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)
+LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli/command.version=$(VERSION)
 
 .PHONY: all build static image test test-ui bench-ui vet configref identical bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
 
@@ -38,7 +38,7 @@ build:
 # The static binary the container image and the systemd unit use: no cgo, so no libc and
 # no dynamic loader (it runs in an empty root file system).
 static:
-	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/compactor-dev/compactor/internal/cli.version=$(VERSION)" -o $(BIN)/compactor-static ./cmd/compactor
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w -X github.com/compactor-dev/compactor/internal/cli/command.version=$(VERSION)" -o $(BIN)/compactor-static ./cmd/compactor
 
 # The container image (deploy/Containerfile, FROM scratch) with whichever builder is
 # installed: buildah, podman or docker. The context is bin/image/ alone.
@@ -56,7 +56,7 @@ vet:
 	$(STATICCHECK) $(PKGS)
 	$(STATICCHECK) -tags e2e ./e2e/
 	$(STATICCHECK) -tags chaos ./chaos/
-	$(STATICCHECK) -tags ui ./console/
+	$(STATICCHECK) -tags ui ./internal/console/
 	$(STATICCHECK) -tags redteam ./redteam/
 	@test -z "$$(gofmt -l $$(git ls-files '*.go' 2>/dev/null || find . -name '*.go'))" || (echo "gofmt needed:"; gofmt -l .; exit 1)
 
@@ -254,16 +254,16 @@ demo:
 clean:
 	rm -rf $(BIN)
 
-# The web console in a real browser (console/ui_test.go): headless Chromium (Debian's
+# The web console in a real browser (internal/console/ui_test.go): headless Chromium (Debian's
 # chromium package; CHROMIUM=PATH for another) driven through the DevTools protocol on a
 # fleet doing real work. SCREENSHOTS=docs/images retakes the pictures docs/operations.md
 # shows. UI_COUNT=10 runs it ten times.
 UI_COUNT ?= 1
 test-ui:
-	$(GO) test -tags ui -count=$(UI_COUNT) -timeout 30m -run 'TestConsoleInBrowser' -v ./console/
-	@if [ -n "$(SCREENSHOTS)" ]; then mkdir -p $(SCREENSHOTS) && COMPACTOR_UI_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -tags ui -count=1 -timeout 10m -run 'TestConsoleInBrowser' ./console/; fi
+	$(GO) test -tags ui -count=$(UI_COUNT) -timeout 30m -run 'TestConsoleInBrowser' -v ./internal/console/
+	@if [ -n "$(SCREENSHOTS)" ]; then mkdir -p $(SCREENSHOTS) && COMPACTOR_UI_SCREENSHOTS=$(abspath $(SCREENSHOTS)) $(GO) test -tags ui -count=1 -timeout 10m -run 'TestConsoleInBrowser' ./internal/console/; fi
 
 # The console's first page on a fleet of 10,000 sessions, 1,000 dead letters and 100,000
 # events, in the browser (Navigation Timing), and the server's CPU per page.
 bench-ui:
-	$(GO) test -tags ui -run '^$$' -bench 'ConsoleFirstPage' -benchtime 20x -count=1 -timeout 30m -v ./console/
+	$(GO) test -tags ui -run '^$$' -bench 'ConsoleFirstPage' -benchtime 20x -count=1 -timeout 30m -v ./internal/console/

@@ -12,7 +12,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compactor-dev/compactor/console"
+	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 

@@ -22,8 +22,8 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
-	"github.com/compactor-dev/compactor/console"
-	"github.com/compactor-dev/compactor/console/consoletest"
+	"github.com/compactor-dev/compactor/internal/console"
+	"github.com/compactor-dev/compactor/internal/console/consoletest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 

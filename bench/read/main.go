@@ -86,6 +86,37 @@ func (b *bench) run(history []string, piHistory bool) error {
 		timerName = "hyperfine -N"
 	}
 	fmt.Printf("# bench-read: medians of %d runs (%s), peak RSS from wait4\n\n", b.runs, timerName)
+	if err := b.runLarge(); err != nil {
+		return err
+	}
+	fmt.Println("\n## Long-lived sessions: history-N (N compactions) against live-N (the same live context, no history)")
+	fmt.Println()
+	fmt.Println("With a checkpoint (the steady state: written by the first read of the file, the warm-up run here),")
+	fmt.Println("the first read of the file (it writes the checkpoint; a fresh checkpoint directory each run, own timer),")
+	fmt.Println("and with --checkpoints off. The live session is read the same way each time. Every output with a")
+	fmt.Println("checkpoint was checked byte for byte against the full read's (--checkpoints off).")
+	fmt.Println()
+	fmt.Println("| session | size | command | history read | with history | peak RSS | live context only | peak RSS | ratio | same result |")
+	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
+	ckDir := filepath.Join(b.dir, "checkpoints")
+	if err := os.RemoveAll(ckDir); err != nil {
+		return err
+	}
+	for _, n := range history {
+		if err := b.runHistory(n, ckDir, piHistory); err != nil {
+			return err
+		}
+	}
+	rs, err := b.measure([]string{b.compactor, "--help"})
+	if err != nil {
+		return err
+	}
+	fmt.Printf("\nstart-up alone (`compactor --help`): %s, %.1f MiB peak RSS\n", ms(rs[0].median), kib(rs[0].peakRSSKB))
+	return nil
+}
+
+// runLarge measures context and plan of the large Pi-written session against the Pi harness.
+func (b *bench) runLarge() error {
 	large := b.file("large.jsonl")
 	st, err := os.Stat(large)
 	if err != nil {
@@ -114,64 +145,50 @@ func (b *bench) run(history []string, piHistory bool) error {
 	}
 	fmt.Printf("\nfile size + 16 MiB = %.1f MiB (the memory bound for context)\n", mib(st.Size())+16)
 
-	fmt.Println("\n## Long-lived sessions: history-N (N compactions) against live-N (the same live context, no history)")
-	fmt.Println()
-	fmt.Println("With a checkpoint (the steady state: written by the first read of the file, the warm-up run here),")
-	fmt.Println("the first read of the file (it writes the checkpoint; a fresh checkpoint directory each run, own timer),")
-	fmt.Println("and with --checkpoints off. The live session is read the same way each time. Every output with a")
-	fmt.Println("checkpoint was checked byte for byte against the full read's (--checkpoints off).")
-	fmt.Println()
-	fmt.Println("| session | size | command | history read | with history | peak RSS | live context only | peak RSS | ratio | same result |")
-	fmt.Println("|---|---|---|---|---|---|---|---|---|---|")
-	ckDir := filepath.Join(b.dir, "checkpoints")
-	if err := os.RemoveAll(ckDir); err != nil {
-		return err
-	}
-	for _, n := range history {
-		hist, live := b.file("history-"+n+".jsonl"), b.file("live-"+n+".jsonl")
-		hs, _ := os.Stat(hist)
-		ls, _ := os.Stat(live)
-		for _, cmd := range []string{"context", "plan"} {
-			same, err := b.sameResult(cmd, hist, live)
+	return nil
+}
+
+// runHistory measures context and plan of history-n against live-n, with a checkpoint, on
+// the first read and without, and with piHistory context against the Pi harness too.
+func (b *bench) runHistory(n, ckDir string, piHistory bool) error {
+	hist, live := b.file("history-"+n+".jsonl"), b.file("live-"+n+".jsonl")
+	hs, _ := os.Stat(hist)
+	ls, _ := os.Stat(live)
+	for _, cmd := range []string{"context", "plan"} {
+		same, err := b.sameResult(cmd, hist, live)
+		if err != nil {
+			return err
+		}
+		if err := b.sameBytes(cmd, hist, ckDir); err != nil {
+			return err
+		}
+		liveCmd := []string{b.compactor, cmd, live, "--json", "--checkpoints", ckDir}
+		for _, mode := range []string{"checkpoint", "first read", "no checkpoint"} {
+			var rs []result
+			switch mode {
+			case "checkpoint":
+				rs, err = b.measure([]string{b.compactor, cmd, hist, "--json", "--checkpoints", ckDir}, liveCmd)
+			case "first read":
+				rs, err = b.measureFresh([]string{b.compactor, cmd, hist, "--json", "--checkpoints"}, liveCmd, filepath.Join(b.dir, "checkpoints-fresh"))
+			default:
+				rs, err = b.measure([]string{b.compactor, cmd, hist, "--json", "--checkpoints", "off"}, liveCmd)
+			}
 			if err != nil {
 				return err
 			}
-			if err := b.sameBytes(cmd, hist, ckDir); err != nil {
-				return err
-			}
-			liveCmd := []string{b.compactor, cmd, live, "--json", "--checkpoints", ckDir}
-			for _, mode := range []string{"checkpoint", "first read", "no checkpoint"} {
-				var rs []result
-				switch mode {
-				case "checkpoint":
-					rs, err = b.measure([]string{b.compactor, cmd, hist, "--json", "--checkpoints", ckDir}, liveCmd)
-				case "first read":
-					rs, err = b.measureFresh([]string{b.compactor, cmd, hist, "--json", "--checkpoints"}, liveCmd, filepath.Join(b.dir, "checkpoints-fresh"))
-				default:
-					rs, err = b.measure([]string{b.compactor, cmd, hist, "--json", "--checkpoints", "off"}, liveCmd)
-				}
-				if err != nil {
-					return err
-				}
-				fmt.Printf("| history-%s | %.1f MiB (live %.1f MiB) | %s | %s | %s | %.1f MiB | %s | %.1f MiB | **%.2fx** | %s |\n",
-					n, mib(hs.Size()), mib(ls.Size()), cmd, mode, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB),
-					float64(rs[0].median)/float64(rs[1].median), same)
-			}
-		}
-		if piHistory {
-			rs, err := b.measure([]string{b.compactor, "context", hist, "--json", "--checkpoints", "off"}, []string{b.oracle, "context", hist, "--compact"})
-			if err != nil {
-				return err
-			}
-			fmt.Printf("| history-%s | | context vs Pi | no checkpoint | %s | %.1f MiB | Pi: %s | %.1f MiB | **%.3fx** | |\n",
-				n, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB), float64(rs[0].median)/float64(rs[1].median))
+			fmt.Printf("| history-%s | %.1f MiB (live %.1f MiB) | %s | %s | %s | %.1f MiB | %s | %.1f MiB | **%.2fx** | %s |\n",
+				n, mib(hs.Size()), mib(ls.Size()), cmd, mode, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB),
+				float64(rs[0].median)/float64(rs[1].median), same)
 		}
 	}
-	rs, err := b.measure([]string{b.compactor, "--help"})
-	if err != nil {
-		return err
+	if piHistory {
+		rs, err := b.measure([]string{b.compactor, "context", hist, "--json", "--checkpoints", "off"}, []string{b.oracle, "context", hist, "--compact"})
+		if err != nil {
+			return err
+		}
+		fmt.Printf("| history-%s | | context vs Pi | no checkpoint | %s | %.1f MiB | Pi: %s | %.1f MiB | **%.3fx** | |\n",
+			n, ms(rs[0].median), kib(rs[0].peakRSSKB), ms(rs[1].median), kib(rs[1].peakRSSKB), float64(rs[0].median)/float64(rs[1].median))
 	}
-	fmt.Printf("\nstart-up alone (`compactor --help`): %s, %.1f MiB peak RSS\n", ms(rs[0].median), kib(rs[0].peakRSSKB))
 	return nil
 }
 

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -45,18 +46,18 @@ func TestAuthAccounts(t *testing.T) {
 	if _, err := server.ProcessConfigFile(serverConf); err != nil {
 		t.Fatalf("the server does not take it: %v", err)
 	}
-	var m fleetManifest
-	raw, err := os.ReadFile(filepath.Join(creds, manifestFile))
+	var m command.Manifest
+	raw, err := os.ReadFile(filepath.Join(creds, command.ManifestFile))
 	if err != nil || json.Unmarshal(raw, &m) != nil || len(m.Accounts) != 2 || m.Accounts[1].Account != "compactor-b+c" ||
 		m.Accounts[1].Seeds[pipeline.RoleAdmin] != "admin-b+c.nk" {
 		t.Fatalf("fleet.json: %s (%v)", raw, err)
 	}
-	accts, err := fleetAccounts(creds, pipeline.RoleOperator, []string{"c"}, pipeline.NATSConfig{URL: "nats://x"})
+	accts, err := command.FleetAccounts(creds, pipeline.RoleOperator, []string{"c"}, pipeline.NATSConfig{URL: "nats://x"})
 	if err != nil || len(accts) != 1 || accts[0].Account != "compactor-b+c" || !strings.HasSuffix(accts[0].NATS.NKeySeedFile, "operator-b+c.nk") ||
 		strings.Join(accts[0].Stores, ",") != "c" {
 		t.Fatalf("the account of store c: %+v %v", accts, err)
 	}
-	if _, err := fleetAccounts(creds, pipeline.RoleOperator, []string{"z"}, pipeline.NATSConfig{}); err == nil || !strings.Contains(err.Error(), "store z") {
+	if _, err := command.FleetAccounts(creds, pipeline.RoleOperator, []string{"z"}, pipeline.NATSConfig{}); err == nil || !strings.Contains(err.Error(), "store z") {
 		t.Errorf("a store of no account: %v", err)
 	}
 	if code, _, errOut := runCLI(t, "auth", "--store", "a", "--store", "a,b", "--json"); code != ExitBadUse || !strings.Contains(errOut, "a store is in one account") {

@@ -1,106 +1,39 @@
 // Package cli holds compactor's subcommands and is its composition root: it parses the
 // flags, builds the engine, the summarizers and the pipeline's service, wires them together
-// (package worker joins the engine to the pipeline) and prints what they return. Each
-// subcommand lives in its own file and registers itself with register; cmd/compactor and
-// cmd/enqueue only call Main and MainEnqueue.
+// (package worker joins the engine to the pipeline) and prints what they return. A
+// subcommand that runs the engine or the service lives in a file of its own and registers
+// itself with command.Register; the operator's and admin's programs (auth, setup, dlq,
+// status, events, pause and resume) live in packages named for them, registered in
+// commands.go; all share the frame of package command. cmd/compactor and cmd/enqueue only
+// call Main and MainEnqueue.
 package cli
 
 import (
 	"context"
-	"errors"
-	"flag"
 	"fmt"
 	"io"
 	"os"
 	"os/signal"
 	"runtime/debug"
-	"sort"
 	"syscall"
+
+	"github.com/compactor-dev/compactor/internal/cli/command"
 )
 
 // Exit codes, for every command (docs/architecture.md, "Exit codes"): 0 done (a skip with
 // its reason is done), 1 failed, 2 bad usage, bad input or bad configuration.
 const (
-	ExitOK     = 0
-	ExitFailed = 1
-	ExitBadUse = 2
+	ExitOK     = command.ExitOK
+	ExitFailed = command.ExitFailed
+	ExitBadUse = command.ExitBadUse
 )
 
 // Env is what a subcommand may touch: its arguments and standard streams.
-type Env struct {
-	Args   []string
-	Stdin  io.Reader
-	Stdout io.Writer
-	Stderr io.Writer
-	Getenv func(string) string
-	// Prog is the command as invoked, for usage lines and messages ("compactor plan",
-	// "enqueue"); Run sets it.
-	Prog string
-
-	// onFlagSet, when set, is told of every FlagSet the command creates (Describe).
-	onFlagSet func(fs *flag.FlagSet, usage, description string)
-	// signals: this is the process's own command line (Main), whose signals it may take
-	// (run reloads on SIGHUP); a command run in process by a test does not.
-	signals bool
-}
-
-func (env *Env) prog() string {
-	if env.Prog == "" {
-		return "compactor"
-	}
-	return env.Prog
-}
-
-// Command is one subcommand.
-type Command struct {
-	Name    string
-	Summary string
-	Run     func(ctx context.Context, env *Env) error
-}
-
-// commands is the registry: a command's file adds it with register in its init.
-var commands = map[string]*Command{}
-
-func register(c *Command) {
-	if _, dup := commands[c.Name]; dup {
-		panic("cli: command " + c.Name + " registered twice")
-	}
-	commands[c.Name] = c
-}
-
-// UsageError is an error caused by the command line, an input file or the configuration;
-// it exits 2. When usage is set (a flag error), a line saying how to see the usage follows
-// the error on stderr.
-type UsageError struct {
-	Err   error
-	usage func(io.Writer)
-}
-
-func (e *UsageError) Error() string { return e.Err.Error() }
-func (e *UsageError) Unwrap() error { return e.Err }
-
-func usageErrorf(format string, args ...any) error {
-	return &UsageError{Err: fmt.Errorf(format, args...)}
-}
-
-// ExitError carries an explicit exit code (for example enqueue --wait on a failed job).
-// An ExitError without Err prints nothing: the command already said what happened.
-type ExitError struct {
-	Code int
-	Err  error
-}
-
-func (e *ExitError) Error() string {
-	if e.Err == nil {
-		return fmt.Sprintf("exit %d", e.Code)
-	}
-	return e.Err.Error()
-}
-func (e *ExitError) Unwrap() error { return e.Err }
+type Env = command.Env
 
 // Main runs the compactor command line and returns the process exit code.
 func Main(args []string) int {
-	env := &Env{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, signals: true}
+	env := &Env{Args: args, Stdin: os.Stdin, Stdout: os.Stdout, Stderr: os.Stderr, Getenv: os.Getenv, Signals: true}
 	ctx, stop := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer stop()
 	return Run(ctx, env)
@@ -119,12 +52,12 @@ func MainEnqueue(args []string) int {
 // version (a session file called "version" is ./version).
 func RunEnqueue(ctx context.Context, env *Env) int {
 	if len(env.Args) == 1 && (env.Args[0] == "version" || env.Args[0] == "--version") {
-		fmt.Fprintln(env.Stdout, "enqueue", Version())
+		fmt.Fprintln(env.Stdout, "enqueue", command.Version())
 		return ExitOK
 	}
 	sub := *env
 	sub.Prog = "enqueue"
-	return exitCode(env.Stderr, sub.Prog, commands["enqueue"].Run(ctx, &sub))
+	return command.ExitCode(env.Stderr, sub.Prog, command.Lookup("enqueue").Run(ctx, &sub))
 }
 
 // Run dispatches env.Args (without the program name) to a subcommand.
@@ -137,7 +70,7 @@ func Run(ctx context.Context, env *Env) int {
 	}
 	switch env.Args[0] {
 	case "-h", "--help", "help":
-		if len(env.Args) == 2 && env.Args[0] == "help" && commands[env.Args[1]] != nil {
+		if len(env.Args) == 2 && env.Args[0] == "help" && command.Lookup(env.Args[1]) != nil {
 			return Run(ctx, &Env{Args: []string{env.Args[1], "--help"}, Stdin: env.Stdin, Stdout: env.Stdout, Stderr: env.Stderr, Getenv: env.Getenv})
 		}
 		printUsage(env.Stdout)
@@ -145,8 +78,8 @@ func Run(ctx context.Context, env *Env) int {
 	case "--version":
 		env.Args[0] = "version"
 	}
-	c, ok := commands[env.Args[0]]
-	if !ok {
+	c := command.Lookup(env.Args[0])
+	if c == nil {
 		fmt.Fprintf(env.Stderr, "compactor: unknown command %q\n\n", env.Args[0])
 		printUsage(env.Stderr)
 		return ExitBadUse
@@ -155,7 +88,7 @@ func Run(ctx context.Context, env *Env) int {
 	sub := *env
 	sub.Args = env.Args[1:]
 	sub.Prog = "compactor " + c.Name
-	return exitCode(env.Stderr, sub.Prog, c.Run(ctx, &sub))
+	return command.ExitCode(env.Stderr, sub.Prog, c.Run(ctx, &sub))
 }
 
 // shortLivedGCPercent is the collector's target for the one-shot commands. They read a file,
@@ -174,82 +107,14 @@ func tuneGC(command string, getenv func(string) string) {
 	debug.SetGCPercent(shortLivedGCPercent)
 }
 
-// exitCode prints err (first, on stderr; then the usage for a flag error) and returns the
-// exit code: ExitError's own, 2 for a UsageError, 0 for help, 1 for anything else.
-func exitCode(stderr io.Writer, prog string, err error) int {
-	if err == nil || errors.Is(err, errHelp) {
-		return ExitOK
-	}
-	var ee *ExitError
-	if errors.As(err, &ee) {
-		if ee.Err != nil {
-			fmt.Fprintf(stderr, "%s: %v\n", prog, ee.Err)
-		}
-		return ee.Code
-	}
-	fmt.Fprintf(stderr, "%s: %v\n", prog, err)
-	var ue *UsageError
-	if errors.As(err, &ue) {
-		if ue.usage != nil {
-			// A flag error: one line on where the flags are, not the whole usage.
-			fmt.Fprintf(stderr, "Run '%s --help' for its flags and examples.\n", prog)
-		}
-		return ExitBadUse
-	}
-	return ExitFailed
-}
-
-// version is set at build time: go build -ldflags "-X github.com/compactor-dev/compactor/internal/cli.version=v1.2.3"
-// (the Makefile stamps `git describe`).
-var version = ""
-
-// Version is the version stamped at build time, else the module version a `go install
-// module@version` recorded, else the VCS revision Go recorded for a build in a checkout,
-// else "dev".
-func Version() string {
-	if version != "" {
-		return version
-	}
-	bi, ok := debug.ReadBuildInfo()
-	if !ok {
-		return "dev"
-	}
-	if v := bi.Main.Version; v != "" && v != "(devel)" {
-		return v
-	}
-	var rev, dirty string
-	for _, s := range bi.Settings {
-		switch s.Key {
-		case "vcs.revision":
-			rev = s.Value
-		case "vcs.modified":
-			if s.Value == "true" {
-				dirty = "-dirty"
-			}
-		}
-	}
-	if len(rev) > 12 {
-		rev = rev[:12]
-	}
-	if rev != "" {
-		return "dev-" + rev + dirty
-	}
-	return "dev"
-}
-
 func printUsage(w io.Writer) {
 	fmt.Fprintln(w, "compactor compacts and summarizes Pi coding-agent sessions in the background.")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Usage: compactor <command> [flags]")
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Commands:")
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
-	for _, n := range names {
-		fmt.Fprintf(w, "  %-15s %s\n", n, commands[n].Summary)
+	for _, c := range command.All() {
+		fmt.Fprintf(w, "  %-15s %s\n", c.Name, c.Summary)
 	}
 	fmt.Fprintln(w)
 	fmt.Fprintln(w, "Run 'compactor <command> --help' for a command's flags. Exit codes: 0 done (a skip")
@@ -257,16 +122,16 @@ func printUsage(w io.Writer) {
 }
 
 func init() {
-	register(&Command{Name: "version", Summary: "print the version", Run: func(ctx context.Context, env *Env) error {
-		fs := newFlagSet(env, "version", "", "Print compactor's version: the release it was built from, or the commit.")
-		args, err := fs.parse(env.Args)
+	command.Register(&command.Command{Name: "version", Summary: "print the version", Run: func(ctx context.Context, env *Env) error {
+		fs := command.NewFlagSet(env, "version", "", "Print compactor's version: the release it was built from, or the commit.")
+		args, err := fs.ParseArgs(env.Args)
 		if err != nil {
 			return err
 		}
 		if len(args) > 0 {
-			return usageErrorf("unexpected argument %q", args[0])
+			return command.Usagef("unexpected argument %q", args[0])
 		}
-		fmt.Fprintln(env.Stdout, "compactor", Version())
+		fmt.Fprintln(env.Stdout, "compactor", command.Version())
 		return nil
 	}})
 }

@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/sessionio"
 )
@@ -105,7 +106,7 @@ func TestCommandLine(t *testing.T) {
 		{args: []string{"version", "extra"}, code: 2, stderr: true, first: `compactor version: unexpected argument "extra"`},
 		{args: []string{"version"}, code: 0, first: "compactor "},
 
-		{args: []string{"enqueue", good}, code: 2, stderr: true, first: "compactor enqueue: " + good + ` is in none of the stores "` + defaultStoresSpec(func(string) string { return "" }) + `"; give --store-dir`},
+		{args: []string{"enqueue", good}, code: 2, stderr: true, first: "compactor enqueue: " + good + ` is in none of the stores "` + command.DefaultStoresSpec(func(string) string { return "" }) + `"; give --store-dir`},
 		{args: []string{"enqueue", good, "--store-dir", store}, code: 2, stderr: true, first: "compactor enqueue: " + good + " is not inside the store directory " + store},
 		{args: []string{"enqueue", notJSON, "--store-dir", filepath.Dir(notJSON)}, code: 2, stderr: true, first: "compactor enqueue: " + notJSON + ":1: no valid session header"},
 		{args: []string{"enqueue", good, "--store-dir", dir, "--nats-url", noNATS}, code: 1, stderr: true, first: "compactor enqueue: nats: connect " + noNATS},
@@ -187,8 +188,8 @@ func TestHelpListsEveryCommand(t *testing.T) {
 			t.Errorf("help lacks %s:\n%s", name, out)
 		}
 	}
-	if len(commands) != len(commandNames) {
-		t.Errorf("%d commands registered, the test knows %d: add the new one to commandNames", len(commands), len(commandNames))
+	if len(command.All()) != len(commandNames) {
+		t.Errorf("%d commands registered, the test knows %d: add the new one to commandNames", len(command.All()), len(commandNames))
 	}
 }
 
@@ -204,7 +205,7 @@ func TestInputErrorRule(t *testing.T) {
 		err  error
 		code int
 	}{{perm, 1}, {notFound, 2}, {content, 2}, {io, 1}, {sessionio.ErrChanged, 1}, {errors.New("llm timeout"), 1}} {
-		if got := exitCode(&bytes.Buffer{}, "compactor x", inputError(c.err)); got != c.code {
+		if got := command.ExitCode(&bytes.Buffer{}, "compactor x", inputError(c.err)); got != c.code {
 			t.Errorf("%v: exit %d, want %d", c.err, got, c.code)
 		}
 	}

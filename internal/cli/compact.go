@@ -8,16 +8,17 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/outcome"
 )
 
 func init() {
-	register(&Command{Name: "compact", Summary: "compact one session file now (plan, summarize, append)", Run: runCompact})
-	register(&Command{Name: "branch-summary", Summary: "summarize the branch being left and append a branch_summary", Run: runBranchSummary})
+	command.Register(&command.Command{Name: "compact", Summary: "compact one session file now (plan, summarize, append)", Run: runCompact})
+	command.Register(&command.Command{Name: "branch-summary", Summary: "summarize the branch being left and append a branch_summary", Run: runBranchSummary})
 }
 
 func runCompact(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "compact", "FILE [--json] [--dry-run] [--summarizer openai|extractive] [--model M] [--base-url U] [--policy P] [--keep-recent-tokens N] [--instructions TEXT]",
+	fs := command.NewFlagSet(env, "compact", "FILE [--json] [--dry-run] [--summarizer openai|extractive] [--model M] [--base-url U] [--policy P] [--keep-recent-tokens N] [--instructions TEXT]",
 		`Compact one session now, by the same code path a job takes: plan the cut with the policy,
 summarize the part that goes, check the guards (summary not empty, context smaller, cut
 invariants, file unchanged since planning) and append one compaction entry that Pi loads.
@@ -36,14 +37,14 @@ that needs no key (a local Ollama) works without one.`)
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	instructions := instructionsFlag(fs.FlagSet, "")
 	onlyOver := fs.Bool("only-over-budget", false, "skip the session unless it is over its model's budget")
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
 	if err := checkInstructionsFlag(*instructions); err != nil {
 		return err
 	}
-	file, err := oneFile(args)
+	file, err := command.OneFile(args)
 	if err != nil {
 		return err
 	}
@@ -56,7 +57,7 @@ that needs no key (a local Ollama) works without one.`)
 }
 
 func runBranchSummary(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "branch-summary", "FILE --to ID [--from ID] [--json] [--summarizer openai|extractive] [--instructions TEXT] [--dry-run]",
+	fs := command.NewFlagSet(env, "branch-summary", "FILE --to ID [--from ID] [--json] [--summarizer openai|extractive] [--instructions TEXT] [--dry-run]",
 		`Summarize the branch being left when moving from --from (default: the leaf) to --to, as
 Pi's /tree navigation does, and append the branch_summary entry where Pi would: at the
 target, or at its parent when the target is a user message or a custom message. Prints a
@@ -70,19 +71,19 @@ short summary; --json prints the result document (docs/json-output.md).`)
 	dry := fs.Bool("dry-run", false, "print what would be summarized and where, write nothing")
 	asJSON := fs.Bool("json", false, "print the result as JSON")
 	instructions := instructionsFlag(fs.FlagSet, "")
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
 	if err := checkInstructionsFlag(*instructions); err != nil {
 		return err
 	}
-	file, err := oneFile(args)
+	file, err := command.OneFile(args)
 	if err != nil {
 		return err
 	}
 	if *to == "" {
-		return usageErrorf("--to ID is required (the entry navigated to; see --help)")
+		return command.Usagef("--to ID is required (the entry navigated to; see --help)")
 	}
 	eng, err := newEngine(env, &sf, &ef, *dry)
 	if err != nil {
@@ -104,7 +105,7 @@ func newEngine(env *Env, sf *summarizerFlags, ef *engineFlags, dryRun bool) (*en
 	}
 	eng, err := engine.New(s, ef.settings())
 	if err != nil {
-		return nil, &UsageError{Err: err}
+		return nil, &command.UsageError{Err: err}
 	}
 	return eng, nil
 }
@@ -125,7 +126,7 @@ func printResult(env *Env, kind, file string, res *engine.Result, err error, dry
 	if err != nil {
 		err = inputError(err)
 		if asJSON {
-			_ = writeJSON(env.Stdout, failedResult{Kind: kind, Outcome: outcome.Failed, File: file, Error: err.Error()})
+			_ = command.WriteJSON(env.Stdout, failedResult{Kind: kind, Outcome: outcome.Failed, File: file, Error: err.Error()})
 		}
 		return err
 	}
@@ -136,7 +137,7 @@ func printResult(env *Env, kind, file string, res *engine.Result, err error, dry
 		res.Plan = nil
 	}
 	if asJSON {
-		return writeJSON(env.Stdout, res)
+		return command.WriteJSON(env.Stdout, res)
 	}
 	writeResultText(env.Stdout, res)
 	return nil

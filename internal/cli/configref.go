@@ -7,6 +7,8 @@ import (
 	"os"
 	"sort"
 	"strings"
+
+	"github.com/compactor-dev/compactor/internal/cli/command"
 )
 
 // CommandFlags is one command's settings as its FlagSet declares them: what the
@@ -36,14 +38,8 @@ type FlagInfo struct {
 // every command parses its flags before it does anything.
 func Describe() []CommandFlags {
 	home, _ := os.UserHomeDir()
-	names := make([]string, 0, len(commands))
-	for n := range commands {
-		names = append(names, n)
-	}
-	sort.Strings(names)
 	var out []CommandFlags
-	for _, n := range names {
-		c := commands[n]
+	for _, c := range command.All() {
 		cf := CommandFlags{Name: c.Name, Summary: c.Summary}
 		seen := map[string]bool{}
 		env := &Env{Args: []string{"--help"}, Stdin: strings.NewReader(""), Stdout: io.Discard, Stderr: io.Discard,
@@ -55,7 +51,7 @@ func Describe() []CommandFlags {
 				return ""
 			}}
 		var sets []*flag.FlagSet
-		env.onFlagSet = func(fs *flag.FlagSet, usage, _ string) {
+		env.OnFlagSet = func(fs *flag.FlagSet, usage, _ string) {
 			sets = append(sets, fs)
 			if cf.Usage == "" {
 				cf.Usage = usage
@@ -64,7 +60,7 @@ func Describe() []CommandFlags {
 		_ = c.Run(context.Background(), env)
 		for _, fs := range sets {
 			fs.VisitAll(func(f *flag.Flag) {
-				typ, usage := flagPlaceholder(f)
+				typ, usage := command.FlagPlaceholder(f)
 				def := f.DefValue
 				if home != "" && strings.HasPrefix(def, home) {
 					def = "~" + strings.TrimPrefix(def, home)

@@ -13,12 +13,13 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
-	"github.com/compactor-dev/compactor/console"
+	"github.com/compactor-dev/compactor/internal/cli/command"
+	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
 func init() {
-	register(&Command{Name: "console", Summary: "serve the web console of a whole fleet (the operator's NATS credentials), with /metrics for a central scraper", Run: runConsole})
+	command.Register(&command.Command{Name: "console", Summary: "serve the web console of a whole fleet (the operator's NATS credentials), with /metrics for a central scraper", Run: runConsole})
 }
 
 const consoleHelp = `
@@ -47,65 +48,57 @@ Examples:
   compactor console --listen 127.0.0.1:9470 --store team=/srv/sessions/team`
 
 func runConsole(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "console", "[flags]", consoleHelp)
+	fs := command.NewFlagSet(env, "console", "[flags]", consoleHelp)
 	var n pipeline.NATSConfig
-	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
-	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
-	configFile := configFlag(fs.FlagSet, env)
+	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	configFile := command.ConfigFlag(fs.FlagSet, env)
 	listen := fs.String("listen", "127.0.0.1:9470", "the `ADDRESS` to serve the console on (loopback unless --remote)")
 	remote := fs.Bool("remote", false, "allow --listen on an address that is not loopback")
 	tokenDir := fs.String("token-dir", "", "the `DIR` of the console's tokens (default: --data-dir)")
 	metricsTokenFile := fs.String("metrics-token-file", "", "a file holding the bearer token /metrics requires (a central scraper's credentials_file)")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): read every account of its fleet.json, each with its operator's seed")
-	var stores storeFlag
+	var stores command.StoreFlag
 	fs.Var(&stores, "store", "a store's directory on this host, `NAME=DIR`, to show its sessions' compactions and token charts (repeatable)")
 	logFormat := fs.String("log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
 	logLevel := fs.String("log-level", "info", "log level debug|info|warn|error")
-	pos, err := fs.parse(env.Args)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
+		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	if err := checkListen(*listen, *remote, "--listen", "--remote"); err != nil {
 		return err
 	}
-	log, err := newLogger(env.Stderr, *logFormat, *logLevel, new(slog.LevelVar))
+	log, err := command.NewLogger(env.Stderr, *logFormat, *logLevel, new(slog.LevelVar))
 	if err != nil {
 		return err
 	}
 	dir := *tokenDir
 	if dir == "" {
-		dir = ops.dataDir
+		dir = ops.DataDir()
 	}
 	tokens, files, err := console.LoadTokens(dir)
 	if err != nil {
 		return err
 	}
-	accounts, err := ops.operatorAccounts(n, *credentials, "console", nil)
+	accounts, err := ops.OperatorAccounts(n, *credentials, "console", nil)
 	if err != nil {
 		return err
 	}
-	var conns []pipeline.FleetAccount
+	conns, err := connectAccounts(accounts)
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
 		}
 	}()
-	for _, a := range accounts {
-		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
-		if err != nil {
-			return accountErr(a.Account, err)
-		}
-		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
-		if a.Account == "" {
-			fa.Stores = nil // one account: every store of it
-		}
-		conns = append(conns, fa)
+	if err != nil {
+		return err
 	}
 	dirs := map[string]string{}
 	for _, st := range stores {
@@ -116,33 +109,13 @@ func runConsole(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer c.Close()
-	// The view is opened now: a console that cannot read the fleet says so at once.
-	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
-	_, err = c.Fleet(octx)
-	cancel()
+	if err := readFleetOnce(ctx, c); err != nil {
+		return err
+	}
+	metricsToken, err := readMetricsToken(*metricsTokenFile)
 	if err != nil {
 		return err
 	}
-	reg := prometheus.NewRegistry()
-	reg.MustRegister(console.NewCollector(c.View))
-	mux := http.NewServeMux()
-	metricsToken := ""
-	if *metricsTokenFile != "" {
-		if metricsToken, err = readMetricsToken(*metricsTokenFile); err != nil {
-			return err
-		}
-	}
-	mux.Handle("/metrics", pipeline.RequireBearer(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
-	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
-		for _, c := range conns {
-			if !c.Conn.IsConnected() {
-				http.Error(w, accountErr(c.Name, errors.New("unhealthy: not connected to NATS")).Error(), http.StatusServiceUnavailable)
-				return
-			}
-		}
-		fmt.Fprintln(w, "ok")
-	})
-	mux.Handle("/", c)
 	ln, err := net.Listen("tcp", *listen)
 	if err != nil {
 		return fmt.Errorf("console: listen %s: %w", *listen, err)
@@ -152,7 +125,58 @@ func runConsole(ctx context.Context, env *Env) error {
 		names = append(names, c.Name)
 	}
 	log.Info("console listening", "url", "http://"+ln.Addr().String()+"/", "token_files", files, "nats", conns[0].Conn.ConnectedUrlRedacted(), "accounts", names)
-	srv := &http.Server{Handler: mux, ReadHeaderTimeout: 5 * time.Second}
+	return serveConsole(ctx, ln, consoleMux(c, conns, metricsToken))
+}
+
+// readFleetOnce opens the view now: a console that cannot read the fleet says so at once.
+func readFleetOnce(ctx context.Context, c *console.Console) error {
+	octx, cancel := context.WithTimeout(ctx, 30*time.Second)
+	defer cancel()
+	_, err := c.Fleet(octx)
+	return err
+}
+
+// connectAccounts connects to each account as its operator; on an error, the connections
+// made so far are returned with it, for the caller to close.
+func connectAccounts(accounts []command.FleetAccount) ([]pipeline.FleetAccount, error) {
+	var conns []pipeline.FleetAccount
+	for _, a := range accounts {
+		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
+		if err != nil {
+			return conns, command.AccountErr(a.Account, err)
+		}
+		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
+		if a.Account == "" {
+			fa.Stores = nil // one account: every store of it
+		}
+		conns = append(conns, fa)
+	}
+	return conns, nil
+}
+
+// consoleMux serves the console's pages, /metrics (the fleet's figures, behind
+// metricsToken when set) and /healthz (every account connected).
+func consoleMux(c *console.Console, conns []pipeline.FleetAccount, metricsToken string) *http.ServeMux {
+	reg := prometheus.NewRegistry()
+	reg.MustRegister(console.NewCollector(c.View))
+	mux := http.NewServeMux()
+	mux.Handle("/metrics", pipeline.RequireBearer(metricsToken, promhttp.HandlerFor(reg, promhttp.HandlerOpts{})))
+	mux.HandleFunc("/healthz", func(w http.ResponseWriter, r *http.Request) {
+		for _, c := range conns {
+			if !c.Conn.IsConnected() {
+				http.Error(w, command.AccountErr(c.Name, errors.New("unhealthy: not connected to NATS")).Error(), http.StatusServiceUnavailable)
+				return
+			}
+		}
+		fmt.Fprintln(w, "ok")
+	})
+	mux.Handle("/", c)
+	return mux
+}
+
+// serveConsole serves h on ln until ctx ends.
+func serveConsole(ctx context.Context, ln net.Listener, h http.Handler) error {
+	srv := &http.Server{Handler: h, ReadHeaderTimeout: 5 * time.Second}
 	go func() {
 		<-ctx.Done()
 		sctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
@@ -180,18 +204,10 @@ func newConsole(accounts []pipeline.FleetAccount, tokens console.Tokens, stores 
 func checkListen(addr string, allowed bool, flagName, allowFlag string) error {
 	host, _, err := net.SplitHostPort(addr)
 	if err != nil {
-		return usageErrorf("%s %s: %v", flagName, addr, err)
+		return command.Usagef("%s %s: %v", flagName, addr, err)
 	}
-	if allowed || isLoopback(host) {
+	if allowed || command.IsLoopback(host) {
 		return nil
 	}
-	return usageErrorf("%s %s is not a loopback address: the console's tokens travel in its requests; give %s to serve it there (behind TLS)", flagName, addr, allowFlag)
-}
-
-func isLoopback(host string) bool {
-	if host == "localhost" {
-		return true
-	}
-	ip := net.ParseIP(host)
-	return ip != nil && ip.IsLoopback()
+	return command.Usagef("%s %s is not a loopback address: the console's tokens travel in its requests; give %s to serve it there (behind TLS)", flagName, addr, allowFlag)
 }

@@ -12,11 +12,12 @@ import (
 	"os"
 	"sort"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
 func init() {
-	register(&Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as Pi's harness prints it)", Run: runContext})
+	command.Register(&command.Command{Name: "context", Summary: "print the context Pi builds for a session (--json: as Pi's harness prints it)", Run: runContext})
 }
 
 // contextOutput mirrors `interop/pi/pi context`: leafId, pathIds and context are the fields
@@ -41,7 +42,7 @@ type contextJSON struct {
 }
 
 func runContext(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "context", "FILE [--json] [--leaf ID]",
+	fs := command.NewFlagSet(env, "context", "FILE [--json] [--leaf ID]",
 		`Print the context the real Pi builds from a session file: the messages sent to the model
 (after the latest compaction on the path), the thinking level and the model. With --leaf,
 build it for another entry instead of the file's leaf (the last entry line).`)
@@ -51,11 +52,11 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	leaf := fs.String("leaf", "", "build the context for this entry id instead of the current leaf")
 	var cks string
 	checkpointFlag(fs.FlagSet, &cks, env)
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	file, err := oneFile(args)
+	file, err := command.OneFile(args)
 	if err != nil {
 		return err
 	}
@@ -80,13 +81,23 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		var s *sessionio.Session
 		if s, err = sessionio.ReadFileWith(file, sessionio.Options{Light: true}); err == nil {
 			if t, err = tailAt(s, *leaf); err != nil {
-				return usageErrorf("--leaf %s: %w", *leaf, err)
+				return command.Usagef("--leaf %s: %w", *leaf, err)
 			}
 		}
 	}
 	if err != nil {
 		return inputError(err)
 	}
+	out, msgs := newContextOutput(file, t, d)
+	if !*asJSON {
+		return printContextText(env, t.Header.ID, msgs, &out)
+	}
+	return writeContextJSON(env.Stdout, &out, msgs, t)
+}
+
+// newContextOutput is the context of t's path as Pi builds it under release d, and its
+// messages.
+func newContextOutput(file string, t *sessionio.Tail, d sessionio.Release) (contextOutput, []*sessionio.Message) {
 	out := contextOutput{
 		File: file, Version: t.Version(), EntryCount: t.EntryCount, Labels: t.Labels,
 		Diagnostics: t.Diagnostics, PathIDs: []string{}, MessageEntryIDs: []string{},
@@ -99,27 +110,22 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 		out.SessionName = &t.Name
 	}
 	var msgs []*sessionio.Message
-	{
-		path := t.Path
-		if len(path) > 0 {
-			id := path[len(path)-1].ID
-			out.LeafID = &id
-		}
-		for _, e := range path {
-			out.PathIDs = append(out.PathIDs, e.ID)
-		}
-		c := sessionio.BuildContext(path, d)
-		msgs = c.Messages
-		out.Context.ThinkingLevel = c.ThinkingLevel
-		out.Context.Model = c.Model
-		if c.EntryIDs != nil {
-			out.MessageEntryIDs = c.EntryIDs
-		}
+	path := t.Path
+	if len(path) > 0 {
+		id := path[len(path)-1].ID
+		out.LeafID = &id
 	}
-	if !*asJSON {
-		return printContextText(env, t.Header.ID, msgs, &out)
+	for _, e := range path {
+		out.PathIDs = append(out.PathIDs, e.ID)
 	}
-	return writeContextJSON(env.Stdout, &out, msgs, t)
+	c := sessionio.BuildContext(path, d)
+	msgs = c.Messages
+	out.Context.ThinkingLevel = c.ThinkingLevel
+	out.Context.Model = c.Model
+	if c.EntryIDs != nil {
+		out.MessageEntryIDs = c.EntryIDs
+	}
+	return out, msgs
 }
 
 // writeContextJSON streams the output: the messages are written as the bytes of the file

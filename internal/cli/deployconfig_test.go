@@ -19,7 +19,7 @@ func TestShippedConfigsUseCurrentFlags(t *testing.T) {
 	t.Parallel()
 	var sets []*flag.FlagSet
 	env := &Env{Args: []string{"run", "--help"}, Stdout: io.Discard, Stderr: io.Discard, Getenv: func(string) string { return "" },
-		onFlagSet: func(fs *flag.FlagSet, _, _ string) { sets = append(sets, fs) }}
+		OnFlagSet: func(fs *flag.FlagSet, _, _ string) { sets = append(sets, fs) }}
 	Run(context.Background(), env)
 	flags := map[string]*flag.Flag{}
 	for _, fs := range sets {

@@ -8,12 +8,13 @@ import (
 	"os"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
 func init() {
-	register(&Command{Name: "enqueue", Summary: "ask a running compactor to compact (or branch-summarize) one session (--wait: for its result)", Run: runEnqueue})
+	command.Register(&command.Command{Name: "enqueue", Summary: "ask a running compactor to compact (or branch-summarize) one session (--wait: for its result)", Run: runEnqueue})
 }
 
 const enqueueHelp = `Publish a job for the Pi session FILE. FILE must lie inside a store: --store-dir DIR (with
@@ -51,7 +52,7 @@ Examples:
 (The same command is 'compactor enqueue'.)`
 
 func runEnqueue(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "enqueue", "FILE [flags]", enqueueHelp)
+	fs := command.NewFlagSet(env, "enqueue", "FILE [flags]", enqueueHelp)
 	var (
 		store      = fs.String("store", "", "store name (default: the store containing FILE, or \"default\" with --store-dir)")
 		storeDir   = fs.String("store-dir", "", "root directory of the store")
@@ -69,27 +70,27 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		dataDir    = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 		ncfg       pipeline.NATSConfig
 	)
-	allowUnserved := allowUnservedFlag(fs)
-	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
-	pos, err := fs.parse(env.Args)
+	allowUnserved := command.AllowUnservedFlag(fs)
+	command.BindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErrorf("need exactly one session FILE (got %d arguments; see --help)", len(pos))
+		return command.Usagef("need exactly one session FILE (got %d arguments; see --help)", len(pos))
 	}
 	file := pos[0]
 	if *kind != pipeline.KindCompact && *kind != pipeline.KindBranchSummary {
-		return usageErrorf("--kind %q: want compact or branch_summary", *kind)
+		return command.Usagef("--kind %q: want compact or branch_summary", *kind)
 	}
 	if *kind == pipeline.KindBranchSummary && *to == "" {
-		return usageErrorf("--kind branch_summary needs --to ID")
+		return command.Usagef("--kind branch_summary needs --to ID")
 	}
 	if *keepRecent < 0 {
-		return usageErrorf("--keep-recent-tokens %d: must not be negative", *keepRecent)
+		return command.Usagef("--keep-recent-tokens %d: must not be negative", *keepRecent)
 	}
 	if *timeout < 0 {
-		return usageErrorf("--timeout %s: must not be negative", *timeout)
+		return command.Usagef("--timeout %s: must not be negative", *timeout)
 	}
 	if err := checkInstructionsFlag(*instr); err != nil {
 		return err
@@ -99,19 +100,9 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	rel, err := pipeline.RelPath(st.Dir, file)
+	rel, sess, err := readStoreSession(st, file)
 	if err != nil {
-		if errors.Is(err, os.ErrPermission) {
-			return err
-		}
-		return &UsageError{Err: err} // not in the store, or no such file
-	}
-	sess, err := sessionio.ReadFile(file)
-	if err != nil {
-		return inputError(err) // the error names the file
-	}
-	if sess.Header.ID == "" {
-		return usageErrorf("%s: no session id in the header", file)
+		return err
 	}
 	job := pipeline.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
@@ -124,7 +115,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer nc.Close()
-	if err := checkServed(ctx, env.Stderr, nc, []string{st.Name}, *allowUnserved); err != nil {
+	if err := command.CheckServed(ctx, env.Stderr, nc, []string{st.Name}, *allowUnserved); err != nil {
 		return err
 	}
 	res, err := pipeline.Enqueue(ctx, nc, job, *wait, *timeout, pipeline.OnWaiting(func(id string, seq uint64) {
@@ -133,13 +124,38 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	return reportEnqueued(env, res, job, *wait)
+}
+
+// readStoreSession reads file, a session of store st, and returns its path in the store.
+func readStoreSession(st pipeline.Store, file string) (string, *sessionio.Session, error) {
+	rel, err := pipeline.RelPath(st.Dir, file)
+	if err != nil {
+		if errors.Is(err, os.ErrPermission) {
+			return "", nil, err
+		}
+		return "", nil, &command.UsageError{Err: err} // not in the store, or no such file
+	}
+	sess, err := sessionio.ReadFile(file)
+	if err != nil {
+		return "", nil, inputError(err) // the error names the file
+	}
+	if sess.Header.ID == "" {
+		return "", nil, command.Usagef("%s: no session id in the header", file)
+	}
+	return rel, sess, nil
+}
+
+// reportEnqueued says what became of the request and, with wait, prints the job's result
+// event; a failed job, or a request refused for another's pending job, exits 1.
+func reportEnqueued(env *Env, res pipeline.EnqueueResult, job pipeline.Job, wait bool) error {
 	for _, id := range res.WaitedFor {
 		fmt.Fprintf(env.Stderr, "waited for another request's job %s on this session to end first\n", id)
 	}
 	switch {
 	case res.AlreadyQueued && res.Other:
 		fmt.Fprintf(env.Stderr, "not queued: another request (job %s, seq %d) is pending for session %s; run again when it ends, or use --wait to queue this one after it\n", res.JobID, res.Seq, job.SessionID)
-		return &ExitError{Code: ExitFailed}
+		return &command.ExitError{Code: ExitFailed}
 	case res.AlreadyQueued:
 		fmt.Fprintf(env.Stderr, "already queued: job %s (seq %d) is pending for session %s\n", res.JobID, res.Seq, job.SessionID)
 	case res.Duplicate:
@@ -147,14 +163,14 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	default:
 		fmt.Fprintf(env.Stderr, "queued: job %s (seq %d) for session %s\n", res.JobID, res.Seq, job.SessionID)
 	}
-	if !*wait {
+	if !wait {
 		return nil
 	}
 	b, _ := json.Marshal(res.Event)
-	fmt.Fprintln(jsonOut(env.Stdout), string(b))
+	fmt.Fprintln(command.JSONOut(env.Stdout), string(b))
 	switch res.Event.Outcome {
 	case pipeline.OutcomeFailed:
-		return &ExitError{Code: ExitFailed}
+		return &command.ExitError{Code: ExitFailed}
 	case pipeline.OutcomeDone:
 		if res.Event.EntryID != "" {
 			fmt.Fprintln(env.Stderr, "note: a running Pi keeps its leaf in memory: reload the session (RPC switch_session, /resume) before its next prompt, or its next entry leaves the new one on a side branch")
@@ -171,11 +187,11 @@ func pickStore(file, name, dir string, getenv func(string) string) (pipeline.Sto
 			name = pipeline.DefaultStoreName
 		}
 		if err := pipeline.ValidateStoreName(name); err != nil {
-			return pipeline.Store{}, usageErrorf("--store: %v", err)
+			return pipeline.Store{}, command.Usagef("--store: %v", err)
 		}
 		return pipeline.Store{Name: name, Dir: dir}, nil
 	}
-	stores, spec, err := envStores(getenv)
+	stores, spec, err := command.EnvStores(getenv)
 	if err != nil {
 		return pipeline.Store{}, err
 	}
@@ -187,11 +203,11 @@ func pickStore(file, name, dir string, getenv func(string) string) (pipeline.Sto
 			return st, nil
 		}
 		if name != "" {
-			return pipeline.Store{}, usageErrorf("%s is not inside store %s (%s)", file, st.Name, st.Dir)
+			return pipeline.Store{}, command.Usagef("%s is not inside store %s (%s)", file, st.Name, st.Dir)
 		}
 	}
 	if name != "" {
-		return pipeline.Store{}, usageErrorf("--store %q is not configured (COMPACTOR_STORES=%q); give --store-dir", name, spec)
+		return pipeline.Store{}, command.Usagef("--store %q is not configured (COMPACTOR_STORES=%q); give --store-dir", name, spec)
 	}
-	return pipeline.Store{}, usageErrorf("%s is in none of the stores %q; give --store-dir", file, spec)
+	return pipeline.Store{}, command.Usagef("%s is in none of the stores %q; give --store-dir", file, spec)
 }

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -48,7 +49,7 @@ func TestEnvParity(t *testing.T) {
 	for _, c := range table.Cases {
 		t.Run(c.Name, func(t *testing.T) {
 			getenv := func(k string) string { return c.Env[k] }
-			n := natsFromEnv(getenv)
+			n := command.NATSFromEnv(getenv)
 			if n.URL == "" {
 				n.URL = pipeline.DefaultClientURL // what a client without a local service uses
 			}
@@ -63,7 +64,7 @@ func TestEnvParity(t *testing.T) {
 			if !reflect.DeepEqual(got, c.NATS) {
 				t.Errorf("NATS settings\n got %v\nwant %v", got, c.NATS)
 			}
-			stores, _, err := envStores(getenv)
+			stores, _, err := command.EnvStores(getenv)
 			if len(c.Refused) > 0 {
 				for _, part := range c.Refused {
 					if err == nil || !strings.Contains(err.Error(), `"`+part+`": want NAME=DIR`) {

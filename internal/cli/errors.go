@@ -9,6 +9,7 @@ import (
 	"syscall"
 
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -35,16 +36,16 @@ func inputError(err error) error {
 	case errors.Is(err, os.ErrPermission), errors.Is(err, sessionio.ErrChanged):
 		return err
 	case errors.As(err, &ie):
-		return &UsageError{Err: err}
+		return &command.UsageError{Err: err}
 	case errors.As(err, &se) && (se.Status == http.StatusUnauthorized || se.Status == http.StatusForbidden):
-		return &UsageError{Err: fmt.Errorf("%w (the endpoint refused the credentials: give the API key in OPENAI_API_KEY, --api-key-env or --api-key-file)", err)}
+		return &command.UsageError{Err: fmt.Errorf("%w (the endpoint refused the credentials: give the API key in OPENAI_API_KEY, --api-key-env or --api-key-file)", err)}
 	case errors.As(err, &pe):
 		if errors.Is(err, os.ErrNotExist) || errors.Is(err, syscall.EISDIR) {
-			return &UsageError{Err: err}
+			return &command.UsageError{Err: err}
 		}
 		return err
 	case errors.As(err, &fe), errors.Is(err, os.ErrNotExist):
-		return &UsageError{Err: err} // the file's content: not a session compactor can read
+		return &command.UsageError{Err: err} // the file's content: not a session compactor can read
 	}
 	return err
 }

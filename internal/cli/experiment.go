@@ -13,17 +13,16 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/experiment"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
 func init() {
-	register(&Command{Name: "experiment", Summary: "compare cut-point policies and summaries over a directory of sessions (no writes; an LLM only with --summarizer llm)", Run: runExperiment})
+	command.Register(&command.Command{Name: "experiment", Summary: "compare cut-point policies and summaries over a directory of sessions (no writes; an LLM only with --summarizer llm)", Run: runExperiment})
 }
 
-func runExperiment(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "experiment", "--dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay [--eval] [--summarizer extractive,none,llm] [--summary-budget N] [--summary-tokens N] [--llm-spend-limit N]] [--format table|json|csv|html] [--out FILE] [--workers N]",
-		`Plan every session (*.jsonl, recursively) under DIR with each policy and keepRecentTokens
+const experimentHelp = `Plan every session (*.jsonl, recursively) under DIR with each policy and keepRecentTokens
 setting and compare: tokens kept verbatim, summarized and in a split turn's prefix, distance
 from the target, invariant violations, agreement with Pi. With --replay each session's current
 path is also grown entry by entry and compacted in memory whenever it goes over budget (window
@@ -48,144 +47,186 @@ The window defaults to each session's model window from the catalog (what the se
 --context-window overrides it, e.g. 64000 to make ordinary sessions compact. A file that cannot
 be read is listed under errors and skipped. CSV holds the replay rows with --replay, else the
 snapshot rows; JSON and HTML hold everything. The format is --format, or the one --out's
-extension names (.json, .csv, .html, .txt); any other extension is refused.`)
-	dir := fs.String("dir", "", "directory of session files (searched recursively for *.jsonl)")
-	policies := fs.String("policies", strings.Join(cutpoint.Names(), ","), "comma-separated policies to compare")
-	counter := fs.String("counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
-	var pi piFlags
-	piVersionFlag(fs.FlagSet, &pi, env.Getenv)
-	keeps := fs.String("keep-recent-tokens", strconv.Itoa(cutpoint.DefaultKeepRecentTokens), "comma-separated keepRecentTokens settings")
-	window := fs.Int("context-window", 0, "context window for every session (default: the catalog window of each session's model)")
-	reserve := fs.Int("reserve-tokens", cutpoint.DefaultReserveTokens, "tokens kept free in the context window")
-	replay := fs.Bool("replay", false, "also replay each session and compact it in memory when over budget")
-	eval := fs.Bool("eval", false, "with --replay: derive probes from every compacted span and report what the compacted context still holds")
-	summarizers := fs.String("summarizer", experiment.SummarizerExtractive, "replay summarizers, comma-separated: extractive, none (a stand-in), llm (the configured model), recorded (the session's own compactions, the summaries its agent read)")
-	summaryTokens := fs.Int("summary-tokens", experiment.DefaultSummaryTokens, "size of the stand-in summary with --summarizer none")
-	spendLimit := fs.Int("llm-spend-limit", defaultSpendLimit, "with --summarizer llm: refuse to start when the estimated LLM input is over this many tokens (0 = no limit)")
-	var sf summarizerFlags
-	sf.registerBudget(fs.FlagSet)
-	sf.registerEndpoint(fs.FlagSet)
-	format := fs.String("format", "", "output: table|json|csv|html (default: from --out's extension, else table)")
-	out := fs.String("out", "", "write the output to FILE instead of standard output")
-	workers := fs.Int("workers", 0, "sessions processed at once (default: the number of CPUs)")
-	args, err := fs.parse(env.Args)
+extension names (.json, .csv, .html, .txt); any other extension is refused.`
+
+// experimentOpts are the flags of compactor experiment.
+type experimentOpts struct {
+	fs                                         *command.FlagSet
+	dir, policies, counter, keeps, summarizers *string
+	window, reserve, summaryTokens, spendLimit *int
+	replay, eval                               *bool
+	format, out                                *string
+	workers                                    *int
+	pi                                         piFlags
+	sf                                         summarizerFlags
+}
+
+func bindExperimentFlags(env *Env) *experimentOpts {
+	fs := command.NewFlagSet(env, "experiment", "--dir DIR [--policies pi,turn,nearest] [--counter tiktoken|estimate] [--keep-recent-tokens 5000,20000] [--context-window N] [--reserve-tokens N] [--replay [--eval] [--summarizer extractive,none,llm] [--summary-budget N] [--summary-tokens N] [--llm-spend-limit N]] [--format table|json|csv|html] [--out FILE] [--workers N]", experimentHelp)
+	o := &experimentOpts{fs: fs}
+	o.dir = fs.String("dir", "", "directory of session files (searched recursively for *.jsonl)")
+	o.policies = fs.String("policies", strings.Join(cutpoint.Names(), ","), "comma-separated policies to compare")
+	o.counter = fs.String("counter", tokenize.CounterTiktoken, "token counter: tiktoken|estimate (estimate = Pi's chars/4)")
+	piVersionFlag(fs.FlagSet, &o.pi, env.Getenv)
+	o.keeps = fs.String("keep-recent-tokens", strconv.Itoa(cutpoint.DefaultKeepRecentTokens), "comma-separated keepRecentTokens settings")
+	o.window = fs.Int("context-window", 0, "context window for every session (default: the catalog window of each session's model)")
+	o.reserve = fs.Int("reserve-tokens", cutpoint.DefaultReserveTokens, "tokens kept free in the context window")
+	o.replay = fs.Bool("replay", false, "also replay each session and compact it in memory when over budget")
+	o.eval = fs.Bool("eval", false, "with --replay: derive probes from every compacted span and report what the compacted context still holds")
+	o.summarizers = fs.String("summarizer", experiment.SummarizerExtractive, "replay summarizers, comma-separated: extractive, none (a stand-in), llm (the configured model), recorded (the session's own compactions, the summaries its agent read)")
+	o.summaryTokens = fs.Int("summary-tokens", experiment.DefaultSummaryTokens, "size of the stand-in summary with --summarizer none")
+	o.spendLimit = fs.Int("llm-spend-limit", defaultSpendLimit, "with --summarizer llm: refuse to start when the estimated LLM input is over this many tokens (0 = no limit)")
+	o.sf.registerBudget(fs.FlagSet)
+	o.sf.registerEndpoint(fs.FlagSet)
+	o.format = fs.String("format", "", "output: table|json|csv|html (default: from --out's extension, else table)")
+	o.out = fs.String("out", "", "write the output to FILE instead of standard output")
+	o.workers = fs.Int("workers", 0, "sessions processed at once (default: the number of CPUs)")
+	return o
+}
+
+func runExperiment(ctx context.Context, env *Env) error {
+	o := bindExperimentFlags(env)
+	args, err := o.fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if *dir == "" && len(args) == 1 {
-		*dir, args = args[0], nil
-	}
-	if *dir == "" {
-		return usageErrorf("--dir is required (see --help)")
-	}
-	if len(args) > 0 {
-		return usageErrorf("unexpected arguments %q", args)
-	}
-	warning, err := pi.check()
+	cfg, useLLM, err := o.config(env, args)
 	if err != nil {
 		return err
 	}
-	warnTo(env.Stderr, warning)
-	cfg := experiment.Config{
-		Pi: pi.version, Counter: *counter, ContextWindow: *window, ReserveTokens: *reserve, Replay: *replay, Eval: *eval,
-		Summarizers: splitList(*summarizers), SummaryTokens: *summaryTokens, Workers: *workers,
-		Policies: splitList(*policies),
-	}
-	x, err := sf.extractive()
+	f, err := experiment.FormatFor(*o.format, *o.out)
 	if err != nil {
-		return err
-	}
-	cfg.Extractive = x
-	if *spendLimit < 0 {
-		return usageErrorf("--llm-spend-limit %d: must not be negative", *spendLimit)
-	}
-	useLLM := *replay && slices.Contains(cfg.Summarizers, experiment.SummarizerLLM)
-	if useLLM {
-		sf.kind = "openai"
-		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
-		llm, err := sf.build(env.Getenv, logger, false)
-		if err != nil {
-			return err
+		if *o.format != "" {
+			return command.Usagef("--format: %v", err)
 		}
-		cfg.LLM = llm
+		return command.Usagef("--out %v (or give --format)", err)
 	}
-	for _, k := range splitList(*keeps) {
-		n, err := strconv.Atoi(k)
-		if err != nil {
-			return usageErrorf("--keep-recent-tokens: %q is not a number", k)
-		}
-		cfg.KeepRecentTokens = append(cfg.KeepRecentTokens, n)
-	}
-	if err := cfg.Validate(); err != nil {
-		return experimentFlagError(err)
-	}
-	f, err := experiment.FormatFor(*format, *out)
-	if err != nil {
-		if *format != "" {
-			return usageErrorf("--format: %v", err)
-		}
-		return usageErrorf("--out %v (or give --format)", err)
-	}
-	if st, err := os.Stat(*dir); err != nil || !st.IsDir() {
+	if st, err := os.Stat(*o.dir); err != nil || !st.IsDir() {
 		if err == nil {
 			err = fmt.Errorf("not a directory")
 		}
-		return usageErrorf("--dir %s: %v", *dir, err)
+		return command.Usagef("--dir %s: %v", *o.dir, err)
 	}
-
-	files, walkErrs, err := experiment.Files(*dir)
+	files, walkErrs, err := experiment.Files(*o.dir)
 	if err != nil {
-		return &UsageError{Err: err}
+		return &command.UsageError{Err: err}
 	}
 	if len(files) == 0 {
-		return usageErrorf("--dir %s: no *.jsonl session files", *dir)
+		return command.Usagef("--dir %s: no *.jsonl session files", *o.dir)
 	}
 	if useLLM {
-		est, err := experiment.EstimateLLM(ctx, *dir, files, cfg, sf.maxInput)
-		if err != nil {
+		if err := o.checkSpend(ctx, env, files, cfg); err != nil {
 			return err
-		}
-		limit := "no limit"
-		if *spendLimit > 0 {
-			limit = fmt.Sprintf("limit %d", *spendLimit)
-		}
-		fmt.Fprintf(env.Stderr, "%s: --summarizer llm (%s at %s): about %d calls and %d input tokens, estimated by the same replay with the extractive summarizer standing in (--llm-spend-limit: %s)\n",
-			env.prog(), sf.model, sf.baseURL, est.Calls, est.InputTokens, limit)
-		if *spendLimit > 0 && est.InputTokens > *spendLimit {
-			return usageErrorf("--llm-spend-limit %d: the replay would send about %d input tokens in about %d calls; raise the limit or replay less (--dir, --policies, --keep-recent-tokens)",
-				*spendLimit, est.InputTokens, est.Calls)
 		}
 	}
 	bar := newProgressBar(env.Stderr, "experiment")
 	cfg.Progress = func(done, total int) { bar.update(done, total, "") }
 	start := time.Now()
-	res, err := experiment.RunFiles(ctx, *dir, files, cfg)
+	res, err := experiment.RunFiles(ctx, *o.dir, files, cfg)
 	bar.clear()
 	if err != nil {
 		return err
 	}
 	res.Errors = append(res.Errors, walkErrs...)
 	if useLLM {
-		var calls, in, cached, out int
-		for _, t := range res.ReplayTotals {
-			calls, in, cached, out = calls+t.LLMCalls, in+t.LLMInputTokens, cached+t.LLMCachedInputTokens, out+t.LLMOutputTokens
-		}
-		fmt.Fprintf(env.Stderr, "%s: llm: %d calls, %d input tokens (%d cached), %d output tokens\n", env.prog(), calls, in, cached, out)
+		printLLMUsage(env, res)
 	}
+	return o.write(env, res, f, start)
+}
 
+// config checks the flags and the positional DIR and builds the experiment's settings;
+// useLLM says a replay calls the configured model.
+func (o *experimentOpts) config(env *Env, args []string) (cfg experiment.Config, useLLM bool, err error) {
+	if *o.dir == "" && len(args) == 1 {
+		*o.dir, args = args[0], nil
+	}
+	if *o.dir == "" {
+		return cfg, false, command.Usagef("--dir is required (see --help)")
+	}
+	if len(args) > 0 {
+		return cfg, false, command.Usagef("unexpected arguments %q", args)
+	}
+	warning, err := o.pi.check()
+	if err != nil {
+		return cfg, false, err
+	}
+	warnTo(env.Stderr, warning)
+	cfg = experiment.Config{
+		Pi: o.pi.version, Counter: *o.counter, ContextWindow: *o.window, ReserveTokens: *o.reserve, Replay: *o.replay, Eval: *o.eval,
+		Summarizers: splitList(*o.summarizers), SummaryTokens: *o.summaryTokens, Workers: *o.workers,
+		Policies: splitList(*o.policies),
+	}
+	if cfg.Extractive, err = o.sf.extractive(); err != nil {
+		return cfg, false, err
+	}
+	if *o.spendLimit < 0 {
+		return cfg, false, command.Usagef("--llm-spend-limit %d: must not be negative", *o.spendLimit)
+	}
+	useLLM = *o.replay && slices.Contains(cfg.Summarizers, experiment.SummarizerLLM)
+	if useLLM {
+		o.sf.kind = "openai"
+		logger := slog.New(slog.NewTextHandler(env.Stderr, &slog.HandlerOptions{Level: slog.LevelWarn}))
+		if cfg.LLM, err = o.sf.build(env.Getenv, logger, false); err != nil {
+			return cfg, false, err
+		}
+	}
+	for _, k := range splitList(*o.keeps) {
+		n, err := strconv.Atoi(k)
+		if err != nil {
+			return cfg, false, command.Usagef("--keep-recent-tokens: %q is not a number", k)
+		}
+		cfg.KeepRecentTokens = append(cfg.KeepRecentTokens, n)
+	}
+	if err := cfg.Validate(); err != nil {
+		return cfg, false, experimentFlagError(err)
+	}
+	return cfg, useLLM, nil
+}
+
+// checkSpend prints the estimated calls and input tokens of an llm replay and refuses to
+// start one over --llm-spend-limit.
+func (o *experimentOpts) checkSpend(ctx context.Context, env *Env, files []string, cfg experiment.Config) error {
+	est, err := experiment.EstimateLLM(ctx, *o.dir, files, cfg, o.sf.maxInput)
+	if err != nil {
+		return err
+	}
+	limit := "no limit"
+	if *o.spendLimit > 0 {
+		limit = fmt.Sprintf("limit %d", *o.spendLimit)
+	}
+	fmt.Fprintf(env.Stderr, "%s: --summarizer llm (%s at %s): about %d calls and %d input tokens, estimated by the same replay with the extractive summarizer standing in (--llm-spend-limit: %s)\n",
+		env.ProgName(), o.sf.model, o.sf.baseURL, est.Calls, est.InputTokens, limit)
+	if *o.spendLimit > 0 && est.InputTokens > *o.spendLimit {
+		return command.Usagef("--llm-spend-limit %d: the replay would send about %d input tokens in about %d calls; raise the limit or replay less (--dir, --policies, --keep-recent-tokens)",
+			*o.spendLimit, est.InputTokens, est.Calls)
+	}
+	return nil
+}
+
+// printLLMUsage prints the calls and tokens the endpoint reported over the whole replay.
+func printLLMUsage(env *Env, res *experiment.Result) {
+	var calls, in, cached, out int
+	for _, t := range res.ReplayTotals {
+		calls, in, cached, out = calls+t.LLMCalls, in+t.LLMInputTokens, cached+t.LLMCachedInputTokens, out+t.LLMOutputTokens
+	}
+	fmt.Fprintf(env.Stderr, "%s: llm: %d calls, %d input tokens (%d cached), %d output tokens\n", env.ProgName(), calls, in, cached, out)
+}
+
+// write prints the result in format f, on stdout or into --out.
+func (o *experimentOpts) write(env *Env, res *experiment.Result, f string, start time.Time) error {
 	var buf bytes.Buffer
 	if err := experiment.Write(&buf, res, f); err != nil {
 		return err
 	}
-	if *out == "" {
-		_, err = env.Stdout.Write(buf.Bytes())
+	if *o.out == "" {
+		_, err := env.Stdout.Write(buf.Bytes())
 		return err
 	}
-	if err := os.WriteFile(*out, buf.Bytes(), 0o644); err != nil {
-		return fmt.Errorf("write %s: %w", *out, err)
+	if err := os.WriteFile(*o.out, buf.Bytes(), 0o644); err != nil {
+		return fmt.Errorf("write %s: %w", *o.out, err)
 	}
 	fmt.Fprintf(env.Stderr, "%s: %d sessions (%d skipped) in %s; wrote %s (%s)\n",
-		env.prog(), res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *out, f)
+		env.ProgName(), res.Sessions, len(res.Errors), time.Since(start).Round(time.Millisecond), *o.out, f)
 	return nil
 }
 
@@ -205,10 +246,10 @@ func experimentFlagError(err error) error {
 	var se *experiment.SettingError
 	if errors.As(err, &se) {
 		if flag, ok := experimentFlags[se.Setting]; ok {
-			return usageErrorf("%s: %v", flag, se.Err)
+			return command.Usagef("%s: %v", flag, se.Err)
 		}
 	}
-	return &UsageError{Err: err}
+	return &command.UsageError{Err: err}
 }
 
 // splitList splits a comma-separated flag value, dropping empty items.

@@ -22,6 +22,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/status"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -215,7 +217,7 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 			start := time.Now()
 			code, out, errOut := f.cli(args...)
 			took := time.Since(start)
-			var rep statusReport
+			var rep status.Report
 			if store == "hostB" && user != "operator-hostA" {
 				// Another store's workers with a store's key: not permitted, at once.
 				if code != 1 || !strings.Contains(errOut, "not permitted") || took > 5*time.Second {
@@ -251,7 +253,7 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	t.Helper()
 	creds := f.credArgs()
 	code, out, errOut := f.cli(append([]string{"status", "--json"}, creds...)...)
-	var st statusReport
+	var st status.Report
 	if code != ExitOK || json.Unmarshal([]byte(out), &st) != nil {
 		t.Fatalf("operator's status: exit %d\n%s\n%s", code, out, errOut)
 	}

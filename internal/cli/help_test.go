@@ -9,6 +9,8 @@ import (
 	"sort"
 	"strings"
 	"testing"
+
+	"github.com/compactor-dev/compactor/internal/cli/command"
 )
 
 // Every command's --help (every command registered, and the enqueue program): exit 0,
@@ -22,7 +24,8 @@ func TestEveryHelp(t *testing.T) {
 		run        func(*Env) int
 	}
 	var progs []program
-	for name := range commands {
+	for _, c := range command.All() {
+		name := c.Name
 		progs = append(progs, program{name, "compactor " + name, func(e *Env) int {
 			e.Args = append([]string{name}, e.Args...)
 			return Run(context.Background(), e)
@@ -83,7 +86,7 @@ func TestHelpPlaceholders(t *testing.T) {
 		var sets []*flag.FlagSet
 		var out bytes.Buffer
 		env := &Env{Args: []string{name, "--help"}, Stdout: &out, Stderr: io.Discard, Getenv: func(string) string { return "" },
-			onFlagSet: func(fs *flag.FlagSet, _, _ string) { sets = append(sets, fs) }}
+			OnFlagSet: func(fs *flag.FlagSet, _, _ string) { sets = append(sets, fs) }}
 		if code := Run(context.Background(), env); code != 0 {
 			t.Fatalf("%s --help: exit %d", name, code)
 		}

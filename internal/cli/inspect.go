@@ -9,15 +9,16 @@ import (
 	"unicode/utf8"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
 func init() {
-	register(&Command{Name: "inspect", Summary: "show a session's tree, tokens, budget and where the cut falls", Run: runInspect})
+	command.Register(&command.Command{Name: "inspect", Summary: "show a session's tree, tokens, budget and where the cut falls", Run: runInspect})
 }
 
 func runInspect(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "inspect", "FILE [--json] [--around N] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID] [--path-only]",
+	fs := command.NewFlagSet(env, "inspect", "FILE [--json] [--around N] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID] [--path-only]",
 		`Show a session for a person: the tree of entries (branches indented, labels, compactions,
 the current path marked with *), each entry's tokens, the context's size against the
 model's budget, and where a compaction would cut and why. Path entries carry a column:
@@ -32,16 +33,16 @@ one, so they need not add up to it.`)
 	pathOnly := fs.Bool("path-only", false, "show only the current path, not the other branches")
 	around := fs.Int("around", -1, "show only the current path's entries within N of the range start and the cut")
 	asJSON := fs.Bool("json", false, "print the plan and the entries as JSON")
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	file, err := oneFile(args)
+	file, err := command.OneFile(args)
 	if err != nil {
 		return err
 	}
 	if *around < -1 {
-		return usageErrorf("--around %d: must not be negative", *around)
+		return command.Usagef("--around %d: must not be negative", *around)
 	}
 	r, err := f.run(file, env.Stderr)
 	if err != nil {
@@ -186,7 +187,7 @@ func (in *inspector) around(n int) []inspectRow {
 		for j < len(path) && !show[j] {
 			j++
 		}
-		rows = append(rows, inspectRow{text: fmt.Sprintf("... %s (indices %d-%d) ...", plural(j-i, "entry", "entries"), i, j-1)})
+		rows = append(rows, inspectRow{text: fmt.Sprintf("... %s (indices %d-%d) ...", command.Plural(j-i, "entry", "entries"), i, j-1)})
 		i = j
 	}
 	return rows
@@ -403,5 +404,5 @@ func (in *inspector) writeJSON(w io.Writer, rows []inspectRow) error {
 		}
 		doc.Entries = append(doc.Entries, je)
 	}
-	return writeJSON(w, doc)
+	return command.WriteJSON(w, doc)
 }

@@ -1,17 +1,12 @@
 package cli
 
 import (
-	"crypto/sha256"
-	"encoding/hex"
 	"flag"
 	"fmt"
-	"os"
-	"os/user"
 	"sort"
 	"strings"
 
-	"github.com/nats-io/nkeys"
-
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -29,7 +24,7 @@ func instructionsFlag(fs *flag.FlagSet, also string) *string {
 // checkInstructionsFlag refuses --instructions that cannot be quoted safely, naming the flag.
 func checkInstructionsFlag(s string) error {
 	if err := summarize.CheckInstructions(s); err != nil {
-		return usageErrorf("--instructions: %v", err)
+		return command.Usagef("--instructions: %v", err)
 	}
 	return nil
 }
@@ -80,7 +75,7 @@ func (s storeInstructionsFlag) check(stores []pipeline.Store) error {
 			continue
 		}
 		if !containsStore(stores, name) {
-			return usageErrorf("--store-instructions %s: no store of that name (stores: %s)", name, storeNames(stores))
+			return command.Usagef("--store-instructions %s: no store of that name (stores: %s)", name, storeNames(stores))
 		}
 	}
 	return nil
@@ -93,55 +88,4 @@ func containsStore(stores []pipeline.Store, name string) bool {
 		}
 	}
 	return false
-}
-
-// operatorIdentity says who runs a command for the log: the NATS identity its credentials
-// name (the nkey's public key, from an nkey seed or a creds file; the user name; "token"),
-// then the OS user and host. The server does not tell a client who it is: this is what
-// the operator's own credentials say.
-func operatorIdentity(c pipeline.NATSConfig) string {
-	var nats string
-	switch {
-	case c.NKeySeedFile != "":
-		nats = "nkey " + publicKeyOf(c.NKeySeedFile)
-	case c.CredsFile != "":
-		nats = "creds user " + publicKeyOf(c.CredsFile)
-	case c.User != "":
-		nats = "user " + c.User
-	case c.Token != "" || c.TokenFile != "":
-		nats = "a token (no user name)"
-	default:
-		nats = "no NATS credentials"
-	}
-	who := "unknown"
-	if u, err := user.Current(); err == nil {
-		who = u.Username
-	}
-	host, _ := os.Hostname()
-	return fmt.Sprintf("NATS %s; OS user %s on %s", nats, who, host)
-}
-
-// publicKeyOf is the public key of the seed in file, or why it is not known.
-func publicKeyOf(file string) string {
-	b, err := os.ReadFile(file)
-	if err != nil {
-		return "(unreadable: " + err.Error() + ")"
-	}
-	kp, err := nkeys.ParseDecoratedNKey(b) // a seed alone, or a creds file's
-	clear(b)
-	if err != nil {
-		return "(no seed in " + file + ")"
-	}
-	pub, err := kp.PublicKey()
-	if err != nil {
-		return "(no public key)"
-	}
-	return pub
-}
-
-// instructionsDigest names instructions in a log without repeating them: their length and
-// the start of their SHA-256 (`compactor dlq show` prints them whole).
-func instructionsDigest(s string) string {
-	h := sha256.Sum256([]byte(s))
-	return fmt.Sprintf("%d bytes, sha256 %s", len(s), hex.EncodeToString(h[:8]))
 }

@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -24,9 +25,9 @@ type summarizerFlags struct {
 	apiKeyEnv    string
 	apiKeyFile   string
 	organization string
-	headers      stringList
-	headerFiles  stringList
-	headerEnvs   stringList
+	headers      command.StringList
+	headerFiles  command.StringList
+	headerEnvs   command.StringList
 	timeout      time.Duration
 	maxTokensKey string
 	maxInput     int
@@ -35,11 +36,6 @@ type summarizerFlags struct {
 	// summaryBudget is the extractive summarizer's budget in tokens.
 	summaryBudget int
 }
-
-type stringList []string
-
-func (s *stringList) String() string     { return strings.Join(*s, ",") }
-func (s *stringList) Set(v string) error { *s = append(*s, v); return nil }
 
 func (f *summarizerFlags) register(fs *flag.FlagSet) {
 	fs.StringVar(&f.kind, "summarizer", "", "openai or extractive (default: openai when a base URL or model is configured, else extractive; env COMPACTOR_SUMMARIZER)")
@@ -56,7 +52,7 @@ func (f *summarizerFlags) registerBudget(fs *flag.FlagSet) {
 // tiktoken (the service's default counter).
 func (f *summarizerFlags) extractive() (*summarize.Extractive, error) {
 	if f.summaryBudget <= 0 {
-		return nil, usageErrorf("--summary-budget %d: must be positive", f.summaryBudget)
+		return nil, command.Usagef("--summary-budget %d: must be positive", f.summaryBudget)
 	}
 	tk, err := tokenize.NewTiktoken("o200k_base")
 	if err != nil {
@@ -122,19 +118,19 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 		return f.extractive()
 	case "openai":
 	default:
-		return nil, usageErrorf("--summarizer: unknown summarizer %q (want openai or extractive)", f.kind)
+		return nil, command.Usagef("--summarizer: unknown summarizer %q (want openai or extractive)", f.kind)
 	}
 	if f.baseURL == "" {
 		f.baseURL = "https://api.openai.com/v1"
 	}
 	if f.model == "" {
-		return nil, usageErrorf("--model: the openai summarizer needs a model id (or set COMPACTOR_LLM_MODEL)")
+		return nil, command.Usagef("--model: the openai summarizer needs a model id (or set COMPACTOR_LLM_MODEL)")
 	}
 	hdrs := map[string]string{}
 	for _, h := range f.headers {
 		k, v, ok := strings.Cut(h, ":")
 		if !ok {
-			return nil, usageErrorf("--header %q: want 'Name: value'", h)
+			return nil, command.Usagef("--header %q: want 'Name: value'", h)
 		}
 		hdrs[strings.TrimSpace(k)] = strings.TrimSpace(v)
 	}
@@ -147,14 +143,14 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 	case "max_completion_tokens":
 		useMCT = true
 	default:
-		return nil, usageErrorf("--max-tokens-field %q: want max_tokens or max_completion_tokens", f.maxTokensKey)
+		return nil, command.Usagef("--max-tokens-field %q: want max_tokens or max_completion_tokens", f.maxTokensKey)
 	}
 	if dryRun {
 		return summarize.NewExtractive(), nil // checked; never called
 	}
 	key := strings.TrimSpace(getenv(f.apiKeyEnv))
 	if key == "" && keyEnvNamed {
-		return nil, usageErrorf("--api-key-env %s: the variable is empty or unset", f.apiKeyEnv)
+		return nil, command.Usagef("--api-key-env %s: the variable is empty or unset", f.apiKeyEnv)
 	}
 	keyFile := f.apiKeyFile
 	if key != "" {
@@ -169,7 +165,7 @@ func (f *summarizerFlags) build(getenv func(string) string, logger *slog.Logger,
 		if keyFile != "" {
 			return nil, inputError(fmt.Errorf("--api-key-file %s: %w", keyFile, err))
 		}
-		return nil, usageErrorf("summarizer: %v", err)
+		return nil, command.Usagef("summarizer: %v", err)
 	}
 	return s, nil
 }
@@ -258,21 +254,21 @@ func (f *engineFlags) check() error {
 		return err
 	}
 	if _, err := cutpoint.ByName(f.policy); err != nil {
-		return usageErrorf("--policy: %v", err)
+		return command.Usagef("--policy: %v", err)
 	}
 	if err := tokenize.CheckCounter(f.counter); err != nil {
-		return usageErrorf("--counter: %v", err)
+		return command.Usagef("--counter: %v", err)
 	}
 	if f.abandonedAfter < 0 {
-		return usageErrorf("--abandoned-after %s: must not be negative", f.abandonedAfter)
+		return command.Usagef("--abandoned-after %s: must not be negative", f.abandonedAfter)
 	}
 	switch f.prepareUpdate {
 	case "", engine.PrepareFull, engine.PrepareIncremental:
 	default:
-		return usageErrorf("--prepare-update %q: want %s or %s", f.prepareUpdate, engine.PrepareFull, engine.PrepareIncremental)
+		return command.Usagef("--prepare-update %q: want %s or %s", f.prepareUpdate, engine.PrepareFull, engine.PrepareIncremental)
 	}
 	if f.bridgeMaxTokens < 0 {
-		return usageErrorf("--bridge-max-tokens %d: must not be negative", f.bridgeMaxTokens)
+		return command.Usagef("--bridge-max-tokens %d: must not be negative", f.bridgeMaxTokens)
 	}
 	return checkBudget(f.keepRecent, f.reserve, f.contextWindow)
 }
@@ -284,17 +280,17 @@ func (f *engineFlags) check() error {
 func checkBudget(keep, reserve, window int) error {
 	switch {
 	case keep < 0:
-		return usageErrorf("--keep-recent-tokens %d: must not be negative", keep)
+		return command.Usagef("--keep-recent-tokens %d: must not be negative", keep)
 	case reserve < 0:
-		return usageErrorf("--reserve-tokens %d: must not be negative", reserve)
+		return command.Usagef("--reserve-tokens %d: must not be negative", reserve)
 	case window < 0:
-		return usageErrorf("--context-window %d: must not be negative", window)
+		return command.Usagef("--context-window %d: must not be negative", window)
 	case window == 0:
 		return nil
 	case reserve >= window:
-		return usageErrorf("--context-window %d is not larger than --reserve-tokens %d: no context would fit under the budget", window, reserve)
+		return command.Usagef("--context-window %d is not larger than --reserve-tokens %d: no context would fit under the budget", window, reserve)
 	case keep >= window-reserve:
-		return usageErrorf("--keep-recent-tokens %d does not fit under the budget (--context-window %d - --reserve-tokens %d = %d): a compacted session would still be over it",
+		return command.Usagef("--keep-recent-tokens %d does not fit under the budget (--context-window %d - --reserve-tokens %d = %d): a compacted session would still be over it",
 			keep, window, reserve, window-reserve)
 	}
 	return nil
@@ -313,26 +309,26 @@ func secretHeaders(hdrs map[string]string, files, envs []string, getenv func(str
 	for _, spec := range files {
 		name, file, ok := strings.Cut(spec, "=")
 		if !ok || strings.TrimSpace(name) == "" || file == "" {
-			return usageErrorf("--header-file %q: want 'Name=FILE'", spec)
+			return command.Usagef("--header-file %q: want 'Name=FILE'", spec)
 		}
 		b, err := os.ReadFile(file)
 		if err != nil {
-			return usageErrorf("--header-file %s: %v", name, err)
+			return command.Usagef("--header-file %s: %v", name, err)
 		}
 		v := strings.TrimSpace(string(b))
 		if v == "" {
-			return usageErrorf("--header-file %s: %s is empty", name, file)
+			return command.Usagef("--header-file %s: %s is empty", name, file)
 		}
 		hdrs[strings.TrimSpace(name)] = v
 	}
 	for _, spec := range envs {
 		name, env, ok := strings.Cut(spec, "=")
 		if !ok || strings.TrimSpace(name) == "" || env == "" {
-			return usageErrorf("--header-env %q: want 'Name=VAR'", spec)
+			return command.Usagef("--header-env %q: want 'Name=VAR'", spec)
 		}
 		v := strings.TrimSpace(getenv(env))
 		if v == "" {
-			return usageErrorf("--header-env %s: the variable %s is empty or unset", name, env)
+			return command.Usagef("--header-env %s: the variable %s is empty or unset", name, env)
 		}
 		hdrs[strings.TrimSpace(name)] = v
 	}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/sessiongen"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
@@ -158,7 +159,7 @@ func TestCompactSummaryAndJSON(t *testing.T) {
 func TestJSONLogDurationsInSeconds(t *testing.T) {
 	t.Parallel()
 	var b bytes.Buffer
-	log, err := newLogger(&b, "json", "info", new(slog.LevelVar))
+	log, err := command.NewLogger(&b, "json", "info", new(slog.LevelVar))
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,7 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/worker"
@@ -45,7 +46,7 @@ func piVersionFlag(fs *flag.FlagSet, dst *piFlags, getenv func(string) string) {
 // --pi-unknown refuse; an unknown release otherwise comes back as a warning to print.
 func (p piFlags) check() (warning string, err error) {
 	if p.unknown != worker.PiUnknownWarn && p.unknown != worker.PiUnknownRefuse {
-		return "", usageErrorf("--pi-unknown %q: want %s or %s", p.unknown, worker.PiUnknownWarn, worker.PiUnknownRefuse)
+		return "", command.Usagef("--pi-unknown %q: want %s or %s", p.unknown, worker.PiUnknownWarn, worker.PiUnknownRefuse)
 	}
 	return checkRelease("--pi-version", p.version, p.unknown)
 }
@@ -55,11 +56,11 @@ func (p piFlags) check() (warning string, err error) {
 func checkRelease(what, version, policy string) (warning string, err error) {
 	r, err := sessionio.ParseRelease(version)
 	if err != nil {
-		return "", usageErrorf("%s: %v", what, err)
+		return "", command.Usagef("%s: %v", what, err)
 	}
 	if why := r.Unproven(); why != "" {
 		if policy == worker.PiUnknownRefuse {
-			return "", usageErrorf("%s: %s; --pi-unknown refuse", what, why)
+			return "", command.Usagef("%s: %s; --pi-unknown refuse", what, why)
 		}
 		return fmt.Sprintf("%s: %s (docs/compatibility.md)", what, why), nil
 	}
@@ -113,7 +114,7 @@ func newPiVersions(pi piFlags, byStore map[string]string, stores []pipeline.Stor
 	}
 	for name, v := range byStore {
 		if !known[name] {
-			return worker.PiVersions{}, usageErrorf("--store-pi %s: no store of that name (stores: %s)", name, storeNames(stores))
+			return worker.PiVersions{}, command.Usagef("--store-pi %s: no store of that name (stores: %s)", name, storeNames(stores))
 		}
 		warning, err := checkRelease("--store-pi "+name, v, pi.unknown)
 		if err != nil {
@@ -159,11 +160,11 @@ func applyPiSettings(fs *flag.FlagSet, file string, keep, reserve *int) (map[str
 	}
 	b, err := os.ReadFile(file)
 	if err != nil {
-		return nil, usageErrorf("--pi-settings: %v", err)
+		return nil, command.Usagef("--pi-settings: %v", err)
 	}
 	var ps piSettings
 	if err := json.Unmarshal(b, &ps); err != nil {
-		return nil, usageErrorf("--pi-settings %s: not Pi's settings JSON: %v", file, err)
+		return nil, command.Usagef("--pi-settings %s: not Pi's settings JSON: %v", file, err)
 	}
 	set := map[string]bool{}
 	fs.Visit(func(f *flag.Flag) { set[f.Name] = true })
@@ -176,7 +177,7 @@ func applyPiSettings(fs *flag.FlagSet, file string, keep, reserve *int) (map[str
 	}
 	for model, o := range c.ModelOverrides {
 		if o.ReserveTokens != nil && *o.ReserveTokens < 0 || o.KeepRecentTokens != nil && *o.KeepRecentTokens < 0 {
-			return nil, usageErrorf("--pi-settings %s: compaction.modelOverrides[%q]: token settings must not be negative", file, model)
+			return nil, command.Usagef("--pi-settings %s: compaction.modelOverrides[%q]: token settings must not be negative", file, model)
 		}
 	}
 	return c.ModelOverrides, nil

@@ -12,12 +12,13 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
 func init() {
-	register(&Command{Name: "plan", Summary: "print where a compaction would cut a session (no LLM, no writes)", Run: runPlan})
+	command.Register(&command.Command{Name: "plan", Summary: "print where a compaction would cut a session (no LLM, no writes)", Run: runPlan})
 }
 
 // planFlags are the flags plan and inspect share.
@@ -63,10 +64,10 @@ func (f *planFlags) run(file string, stderr io.Writer) (*planRun, error) {
 		return nil, err
 	}
 	if _, err := cutpoint.ByName(f.policy); err != nil {
-		return nil, usageErrorf("--policy: %v", err)
+		return nil, command.Usagef("--policy: %v", err)
 	}
 	if err := tokenize.CheckCounter(f.counter); err != nil {
-		return nil, usageErrorf("--counter: %v", err)
+		return nil, command.Usagef("--counter: %v", err)
 	}
 	if err := checkBudget(f.keep, f.reserve, f.window); err != nil {
 		return nil, err
@@ -80,9 +81,9 @@ func (f *planFlags) run(file string, stderr io.Writer) (*planRun, error) {
 	if err != nil {
 		var ie *engine.InputError
 		if errors.As(err, &ie) { // the only input Plan checks is the leaf
-			return nil, usageErrorf("--leaf %s: %w", f.leaf, ie.Err)
+			return nil, command.Usagef("--leaf %s: %w", f.leaf, ie.Err)
 		}
-		if err = inputError(err); errors.As(err, new(*UsageError)) {
+		if err = inputError(err); errors.As(err, new(*command.UsageError)) {
 			return nil, err
 		}
 		return nil, fmt.Errorf("plan %s: %w", file, err)
@@ -101,7 +102,7 @@ func (r *planRun) modelName() string {
 }
 
 func runPlan(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "plan", "FILE [--json] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID]",
+	fs := command.NewFlagSet(env, "plan", "FILE [--json] [--policy pi|turn|nearest] [--counter tiktoken|estimate] [--keep-recent-tokens N] [--reserve-tokens N] [--context-window N] [--leaf ID]",
 		`Print where a compaction of the session's current path would cut: the first kept entry, the
 entries to summarize and the split turn's prefix, the context's tokens and whether it is over
 budget. Nothing is written and no LLM is called. With --json the field names are those
@@ -117,11 +118,11 @@ budget) until the model answers again, exactly as Pi sees it.`)
 	f := addPlanFlags(fs.FlagSet, env.Getenv)
 	f.pathOnly = true
 	checkpointFlag(fs.FlagSet, &f.checkpoints, env)
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	file, err := oneFile(args)
+	file, err := command.OneFile(args)
 	if err != nil {
 		return err
 	}
@@ -200,7 +201,7 @@ func (r *planRun) summary() string {
 	if cp.usageFrom != "" {
 		after := "; no message after it"
 		if cp.nCounted > 0 {
-			after = fmt.Sprintf(" + %d counted for the %s after it", cp.counted, plural(cp.nCounted, "message", "messages"))
+			after = fmt.Sprintf(" + %d counted for the %s after it", cp.counted, command.Plural(cp.nCounted, "message", "messages"))
 		}
 		fmt.Fprintf(&b, "          = %d reported by the last answer (%s: its whole prompt and reply)%s\n", cp.usage, cp.usageFrom, after)
 	}

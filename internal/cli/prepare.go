@@ -7,14 +7,15 @@ import (
 	"os"
 
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
 )
 
 func init() {
-	register(&Command{Name: "prepare", Summary: "prepare a compaction summary for one session ahead of time (writes nothing)", Run: runPrepare})
+	command.Register(&command.Command{Name: "prepare", Summary: "prepare a compaction summary for one session ahead of time (writes nothing)", Run: runPrepare})
 }
 
 func runPrepare(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "prepare", "FILE [--previous PREPARED.json] [--instructions TEXT] [summarizer and planning flags]",
+	fs := command.NewFlagSet(env, "prepare", "FILE [--previous PREPARED.json] [--instructions TEXT] [summarizer and planning flags]",
 		`Plan and summarize the session at its current leaf, as the workers do for a "prepare" job,
 and print the prepared result as JSON (the value the COMPACTOR_PREPARED bucket holds, which
 Pi's extension hands to Pi when it compacts: docs/live-agents.md). Nothing is written to the
@@ -29,14 +30,14 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 	ef.register(fs.FlagSet, env.Getenv)
 	instructions := instructionsFlag(fs.FlagSet, "; a preparation is valid only for the same instructions")
 	previous := fs.String("previous", "", "a previous preparation (JSON) to build on incrementally")
-	args, err := fs.parse(env.Args)
+	args, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
 	if err := checkInstructionsFlag(*instructions); err != nil {
 		return err
 	}
-	file, err := oneFile(args)
+	file, err := command.OneFile(args)
 	if err != nil {
 		return err
 	}
@@ -44,11 +45,11 @@ update prompt (the result says "incremental": true and how many LLM input tokens
 	if *previous != "" {
 		b, err := os.ReadFile(*previous)
 		if err != nil {
-			return usageErrorf("--previous: %v", err)
+			return command.Usagef("--previous: %v", err)
 		}
 		prev = &engine.Prepared{}
 		if err := json.Unmarshal(b, prev); err != nil {
-			return usageErrorf("--previous %s: not a prepared summary: %v", *previous, err)
+			return command.Usagef("--previous %s: not a prepared summary: %v", *previous, err)
 		}
 	}
 	if prev != nil {

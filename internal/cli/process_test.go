@@ -13,6 +13,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/status"
+
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/sessionio"
 )
@@ -47,7 +49,7 @@ func compactorBinary(t testing.TB) (path, version string) {
 			built.version = "test-build" // not a git checkout
 		}
 		built.path = filepath.Join(built.dir, "compactor")
-		cmd := exec.Command("go", "build", "-ldflags", "-X github.com/compactor-dev/compactor/internal/cli.version="+built.version,
+		cmd := exec.Command("go", "build", "-ldflags", "-X github.com/compactor-dev/compactor/internal/cli/command.version="+built.version,
 			"-o", built.path, "./cmd/compactor")
 		cmd.Dir = root
 		if out, err := cmd.CombinedOutput(); err != nil {
@@ -235,7 +237,7 @@ func TestStampedVersionInBeats(t *testing.T) {
 	}
 	url := natstest.StartServer(t).ClientURL()
 	p := startProcess(t, bin, "run", "--setup", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
-	var rep statusReport
+	var rep status.Report
 	waitUntil(t, time.Minute, "the worker's beat", func() bool {
 		if p.exited() {
 			t.Fatalf("run exited (%d):\n%s", p.code, p.logs.String())
@@ -244,7 +246,7 @@ func TestStampedVersionInBeats(t *testing.T) {
 		if err != nil {
 			return false
 		}
-		rep = statusReport{}
+		rep = status.Report{}
 		return json.Unmarshal(out, &rep) == nil && len(rep.Stores) == 1
 	})
 	if b := rep.Stores[0].Workers[0]; b.Version != version || fmt.Sprint(b.JobVersions) != "[1 2]" {

@@ -3,22 +3,13 @@ package cli
 import (
 	"fmt"
 	"io"
-	"os"
 	"strings"
 	"sync"
 	"time"
 
-	"golang.org/x/term"
-
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
-
-// isTerminal reports whether w is a terminal (progress and human summaries are drawn for
-// people; pipes and files get plain lines).
-func isTerminal(w io.Writer) bool {
-	f, ok := w.(*os.File)
-	return ok && term.IsTerminal(int(f.Fd()))
-}
 
 // progressBar is the command line's one progress bar (sweeps, experiments):
 // "label [=======>      ] done/total files, extra" on a terminal, redrawn at most ten
@@ -33,7 +24,7 @@ type progressBar struct {
 }
 
 func newProgressBar(w io.Writer, label string) *progressBar {
-	if !isTerminal(w) {
+	if !command.IsTerminal(w) {
 		return &progressBar{label: label}
 	}
 	return &progressBar{w: w, label: label}

@@ -10,6 +10,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -40,7 +41,7 @@ func flagValues(fs *flag.FlagSet) map[string]string {
 // running are the flag values the service runs with. Only a process started by Main
 // handles the signal (a command run in process by a test does not).
 func (f *serviceFlags) reloadOnHangup(env *Env, running map[string]string, svc *pipeline.Service) (stop func()) {
-	if !env.signals {
+	if !env.Signals {
 		return func() {}
 	}
 	hup := make(chan os.Signal, 1)
@@ -69,12 +70,12 @@ func (f *serviceFlags) reloadOnHangup(env *Env, running map[string]string, svc *
 func (f *serviceFlags) reload(env *Env, running map[string]string, svc *pipeline.Service) map[string]string {
 	log := svc.Config().Logger
 	quiet := *env
-	quiet.onFlagSet = nil
-	fs := newFlagSet(&quiet, "run", runUsage, runHelp)
+	quiet.OnFlagSet = nil
+	fs := command.NewFlagSet(&quiet, "run", runUsage, runHelp)
 	g, _ := bindRun(fs, &quiet)
 	var err error
-	if _, err = fs.parse(env.Args); err == nil {
-		err = applyConfigFile(fs.FlagSet, *g.configFile)
+	if _, err = fs.ParseArgs(env.Args); err == nil {
+		err = command.ApplyConfigFile(fs.FlagSet, *g.configFile)
 	}
 	if err != nil {
 		log.Error("reload refused: the settings do not parse; the running ones are kept", "err", err)
@@ -101,11 +102,11 @@ func (f *serviceFlags) reload(env *Env, running map[string]string, svc *pipeline
 	}
 	level := new(slog.LevelVar)
 	if err == nil {
-		err = parseLevel(g.logLevel, level)
+		err = command.ParseLevel(g.logLevel, level)
 	}
 	if err == nil {
 		if err = svc.SetSpendLimits(g.spend); err != nil {
-			err = flagError(err)
+			err = command.FlagError(err)
 		}
 	}
 	if err != nil {

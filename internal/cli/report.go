@@ -1,7 +1,6 @@
 package cli
 
 import (
-	"encoding/json"
 	"fmt"
 	"io"
 	"slices"
@@ -9,6 +8,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -82,13 +82,6 @@ func seconds(d time.Duration) float64 {
 	return float64(d.Round(time.Millisecond)) / float64(time.Second)
 }
 
-func writeJSON(w io.Writer, v any) error {
-	enc := json.NewEncoder(w)
-	enc.SetEscapeHTML(false)
-	enc.SetIndent("", "  ")
-	return enc.Encode(v)
-}
-
 // finalOutcomes are the outcomes a job ends with, in report order.
 var finalOutcomes = []pipeline.Outcome{pipeline.OutcomeDone, pipeline.OutcomeSkipped, pipeline.OutcomeSuperseded, pipeline.OutcomeFailed}
 
@@ -110,7 +103,7 @@ func writeReportJSON(w io.Writer, r *pipeline.Report, alone []pipeline.SweptFile
 			TokensAfter: row.TokensAfter, LLMTokens: row.LLMTokens, LLMInputTokens: row.LLMInputTokens, LLMCachedInputTokens: row.LLMCachedInputTokens,
 			LLMOutputTokens: row.LLMOutputTokens, Attempts: row.Attempts, DurationSeconds: seconds(row.Duration)})
 	}
-	return writeJSON(w, doc)
+	return command.WriteJSON(w, doc)
 }
 
 // maxNamedAlone is how many files the report names one by one among those the sweep left
@@ -183,20 +176,13 @@ func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone
 	}
 	if st.Active > 0 {
 		fmt.Fprintf(w, "note: %s modified within the last %s: a live agent may be writing, and Pi never re-reads an open session, so they wait until idle that long (--idle 0 takes them now; only do that when no agent has them open)\n",
-			plural(st.Active, "session was", "sessions were"), idle)
+			command.Plural(st.Active, "session was", "sessions were"), idle)
 	}
 	return nil
 }
 
 func sortSwept(files []pipeline.SweptFile) {
 	slices.SortFunc(files, func(a, b pipeline.SweptFile) int { return strings.Compare(a.Store+"/"+a.Path, b.Store+"/"+b.Path) })
-}
-
-func plural(n int, one, many string) string {
-	if n == 1 {
-		return "1 " + one
-	}
-	return fmt.Sprintf("%d %s", n, many)
 }
 
 // shorten cuts s to n runes, marking the cut.

@@ -14,8 +14,9 @@ import (
 	"sync/atomic"
 	"time"
 
-	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/internal/cli/command"
+	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/worker"
@@ -27,12 +28,12 @@ import (
 var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error)
 
 func init() {
-	register(&Command{Name: "run", Summary: "work compaction jobs from NATS JetStream (--once: sweep, drain, report)", Run: runRun})
+	command.Register(&command.Command{Name: "run", Summary: "work compaction jobs from NATS JetStream (--once: sweep, drain, report)", Run: runRun})
 }
 
 // serviceFlags are the flags shared by run and sweep.
 type serviceFlags struct {
-	stores          storeFlag
+	stores          command.StoreFlag
 	storePi         storePiFlag
 	storeInstr      storeInstructionsFlag
 	nats            pipeline.NATSConfig
@@ -45,7 +46,7 @@ type serviceFlags struct {
 	metricsAddr     string
 	drainTimeout    time.Duration
 	shutdownTimeout time.Duration // the former name of drainTimeout
-	spend           spendFlag
+	spend           command.SpendFlag
 	logFormat       string
 	logLevel        string
 	sum             summarizerFlags
@@ -61,7 +62,7 @@ type serviceFlags struct {
 	cleartext     bool
 	serveTLSCert  string
 	serveTLSKey   string
-	shared        stringList
+	shared        command.StringList
 	console       bool
 	consoleRemote bool
 	metricsToken  string
@@ -69,11 +70,11 @@ type serviceFlags struct {
 
 // bind registers the flags. worker: run's flags (summarizer, data dir, concurrency, ...);
 // otherwise sweep's, a client's.
-func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
+func (f *serviceFlags) bind(fs *command.FlagSet, env *Env, worker bool) {
 	f.worker = worker
-	fs.Var(&f.stores, "store", "session store `NAME=DIR` (repeatable; default: env COMPACTOR_STORES or "+defaultStores+")")
+	fs.Var(&f.stores, "store", "session store `NAME=DIR` (repeatable; default: env COMPACTOR_STORES or "+command.DefaultStores+")")
 	fs.Var(&f.storePi, "store-pi", "the Pi release a store's agents run, `NAME=VERSION` (repeatable; default --pi-version)")
-	bindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
+	command.BindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
 	fs.DurationVar(&f.idle, "idle", pipeline.DefaultIdle, "sessions modified more recently are active and left alone (0: no idle check)")
 	fs.StringVar(&f.logFormat, "log-format", "", "log format text|json (default: text on a terminal, json otherwise; JSON durations are in seconds)")
 	level := "info"
@@ -82,7 +83,7 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 	}
 	fs.StringVar(&f.logLevel, "log-level", level, "log level debug|info|warn|error")
 	fs.BoolVar(&f.asJSON, "json", false, "print the result as JSON (docs/json-output.md)")
-	f.configFile = configFlag(fs.FlagSet, env)
+	f.configFile = command.ConfigFlag(fs.FlagSet, env)
 	f.eng.register(fs.FlagSet, env.Getenv)
 	if !worker {
 		return
@@ -120,11 +121,11 @@ func (f *serviceFlags) bind(fs *flagSet, env *Env, worker bool) {
 func (f *serviceFlags) drain(log *slog.Logger) (time.Duration, error) {
 	switch {
 	case f.drainTimeout < 0:
-		return 0, usageErrorf("--drain-timeout %s: must not be negative", f.drainTimeout)
+		return 0, command.Usagef("--drain-timeout %s: must not be negative", f.drainTimeout)
 	case f.shutdownTimeout < 0:
-		return 0, usageErrorf("--shutdown-timeout %s: must not be negative", f.shutdownTimeout)
+		return 0, command.Usagef("--shutdown-timeout %s: must not be negative", f.shutdownTimeout)
 	case f.shutdownTimeout > 0 && f.drainTimeout > 0:
-		return 0, usageErrorf("--shutdown-timeout is the former name of --drain-timeout: give only --drain-timeout")
+		return 0, command.Usagef("--shutdown-timeout is the former name of --drain-timeout: give only --drain-timeout")
 	case f.drainTimeout > 0:
 		return f.drainTimeout, nil
 	case f.shutdownTimeout > 0:
@@ -136,20 +137,20 @@ func (f *serviceFlags) drain(log *slog.Logger) (time.Duration, error) {
 
 // parse parses the command line, fills what it left unset from --config, refuses
 // positional arguments, checks the flags and returns the pipeline configuration.
-func (f *serviceFlags) parse(fs *flagSet, env *Env) (pipeline.Config, error) {
-	pos, err := fs.parse(env.Args)
+func (f *serviceFlags) parse(fs *command.FlagSet, env *Env) (pipeline.Config, error) {
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return pipeline.Config{}, err
 	}
 	var skip []func(string) bool
 	if !f.worker {
-		skip = append(skip, serviceSetting)
+		skip = append(skip, command.ServiceSetting)
 	}
-	if err := applyConfigFile(fs.FlagSet, *f.configFile, skip...); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *f.configFile, skip...); err != nil {
 		return pipeline.Config{}, err
 	}
 	if len(pos) > 0 {
-		return pipeline.Config{}, usageErrorf("unexpected argument %q (stores are given with --store NAME=DIR)", pos[0])
+		return pipeline.Config{}, command.Usagef("unexpected argument %q (stores are given with --store NAME=DIR)", pos[0])
 	}
 	if err := f.eng.check(); err != nil {
 		return pipeline.Config{}, err
@@ -163,7 +164,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	source := "--store"
 	if len(stores) == 0 {
 		var err error
-		if stores, _, err = envStores(env.Getenv); err != nil {
+		if stores, _, err = command.EnvStores(env.Getenv); err != nil {
 			return pipeline.Config{}, err
 		}
 		source = "COMPACTOR_STORES"
@@ -172,7 +173,7 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 		return pipeline.Config{}, err
 	}
 	f.level = new(slog.LevelVar)
-	log, err := newLogger(env.Stderr, f.logFormat, f.logLevel, f.level)
+	log, err := command.NewLogger(env.Stderr, f.logFormat, f.logLevel, f.level)
 	if err != nil {
 		return pipeline.Config{}, err
 	}
@@ -182,25 +183,23 @@ func (f *serviceFlags) config(env *Env) (pipeline.Config, error) {
 	}
 	cfg := pipeline.Config{
 		Stores: stores, NATS: f.nats, DataDir: f.dataDir, Concurrency: f.concurrency, Idle: idle,
-		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, Logger: log, Version: Version(),
+		SweepEvery: f.sweepEvery, MetricsAddr: f.metricsAddr, Logger: log, Version: command.Version(),
 		Setup: f.setup, InsecureLocal: f.insecureLocal, InsecureCleartextAuth: f.cleartext, ServeTLSCert: f.serveTLSCert, ServeTLSKey: f.serveTLSKey, SharedStores: f.shared,
 	}
 	// A client (sweep) without --nats-url finds the local service's address through
-	// --data-dir, which opsFlags.config fills in afterwards; pipeline.New validates it then.
+	// --data-dir, which command.OpsFlags.config fills in afterwards; pipeline.New validates it then.
 	if !f.worker {
 		return cfg, nil
 	}
 	if cfg.ShutdownTimeout, err = f.drain(log); err != nil {
 		return cfg, err
 	}
-	if f.metricsToken != "" {
-		if cfg.MetricsToken, err = readMetricsToken(f.metricsToken); err != nil {
-			return cfg, err
-		}
+	if cfg.MetricsToken, err = readMetricsToken(f.metricsToken); err != nil {
+		return cfg, err
 	}
 	cfg.SpendLimits = f.spend
 	if err := cfg.Validate(); err != nil {
-		return cfg, &UsageError{Err: flagError(err)}
+		return cfg, &command.UsageError{Err: command.FlagError(err)}
 	}
 	return cfg, nil
 }
@@ -212,107 +211,17 @@ func checkStores(stores []pipeline.Store, source string) error {
 	for _, st := range stores {
 		spec := st.Name + "=" + st.Dir
 		if seen[st.Name] {
-			return usageErrorf("%s %s: store %q is given twice", source, spec, st.Name)
+			return command.Usagef("%s %s: store %q is given twice", source, spec, st.Name)
 		}
 		seen[st.Name] = true
 		fi, err := os.Stat(st.Dir)
 		if err != nil {
-			return usageErrorf("%s %s: %v", source, spec, errors.Unwrap(err))
+			return command.Usagef("%s %s: %v", source, spec, errors.Unwrap(err))
 		}
 		if !fi.IsDir() {
-			return usageErrorf("%s %s: %s is not a directory", source, spec, st.Dir)
+			return command.Usagef("%s %s: %s is not a directory", source, spec, st.Dir)
 		}
 	}
-	return nil
-}
-
-// configFlags names the flag behind each pipeline.Config field, so a validation error
-// reads "--concurrency: 0, need at least 1" rather than "config: Concurrency: ...".
-var configFlags = map[string]string{
-	"Stores":                     "--store",
-	"DataDir":                    "--data-dir",
-	"Concurrency":                "--concurrency",
-	"Idle":                       "--idle",
-	"SweepEvery":                 "--sweep-every",
-	"MetricsAddr":                "--metrics-addr",
-	"ShutdownTimeout":            "--drain-timeout",
-	"SpendLimits":                "--spend-limit",
-	"NATS":                       "--nats-user/--nats-token/--nkey/--creds",
-	"NATS.User":                  "--nats-user",
-	"NATS.NKeySeedFile":          "--nkey",
-	"NATS.CredsFile":             "--creds",
-	"NATS.TLSCA":                 "--tls-ca",
-	"NATS.TLSCert":               "--tls-cert",
-	"NATS.TLSKey":                "--tls-key",
-	"NATS.TLSCert/TLSKey":        "--tls-cert/--tls-key",
-	"NATS.TokenFile":             "--nats-token-file",
-	"NATS.PasswordFile":          "--nats-password-file",
-	"NATS.InboxPrefix":           "--inbox-prefix",
-	"NATS.Password":              "--nats-password-file",
-	"ServeTLSCert":               "--serve-tls-cert",
-	"ServeTLSKey":                "--serve-tls-key",
-	"ServeTLSCert/ServeTLSKey":   "--serve-tls-cert/--serve-tls-key",
-	"ServeTLSCert/InsecureLocal": "--serve-tls-cert/--insecure-local",
-	"InsecureLocal":              "--insecure-local",
-	"InsecureCleartextAuth":      "--insecure-cleartext-auth",
-	"EmbeddedHost":               "--listen",
-	"DLQMaxBytes":                "--dlq-max-bytes",
-	"RecordsMaxBytes":            "--records-max-bytes",
-	"SharedStores":               "--shared-store",
-	"EmbeddedSync":               "--nats-sync",
-	"JobsMaxAge":                 "--jobs-max-age",
-	"JobsMaxBytes":               "--jobs-max-bytes",
-	"EventsMaxAge":               "--events-max-age",
-	"EventsMaxBytes":             "--events-max-bytes",
-}
-
-// flagError rewrites a pipeline.Config validation error to name the flag behind its
-// field. Fields without a flag keep the pipeline's wording.
-func flagError(err error) error {
-	var ce *pipeline.ConfigError
-	if !errors.As(err, &ce) {
-		return err
-	}
-	field := ce.Field
-	if i := strings.IndexByte(field, '['); i >= 0 {
-		field = field[:i]
-	}
-	flag, ok := configFlags[strings.TrimSuffix(field, ".Dir")]
-	if !ok {
-		return err
-	}
-	return errors.New(flag + ": " + strings.ReplaceAll(ce.Err.Error(), "NATS.URL", "--nats-url"))
-}
-
-// newLogger builds the service log: text on a terminal, JSON elsewhere, with durations in
-// seconds in JSON (a float, as Prometheus counts time) rather than Go's nanoseconds. Its
-// level is lv, set from level here (a reload sets it again).
-func newLogger(w io.Writer, format, level string, lv *slog.LevelVar) (*slog.Logger, error) {
-	if err := parseLevel(level, lv); err != nil {
-		return nil, err
-	}
-	if format == "" {
-		format = "json"
-		if isTerminal(w) {
-			format = "text"
-		}
-	}
-	switch format {
-	case "text":
-		return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: lv})), nil
-	case "json":
-		return slog.New(slog.NewJSONHandler(w, &slog.HandlerOptions{Level: lv, ReplaceAttr: durationSeconds})), nil
-	}
-	return nil, usageErrorf("--log-format: %q is not text or json", format)
-}
-
-// parseLevel sets lv from a --log-level value.
-func parseLevel(level string, lv *slog.LevelVar) error {
-	var l slog.Level
-	if err := l.UnmarshalText([]byte(level)); err != nil {
-		return usageErrorf("--log-level: %v", err)
-	}
-	lv.Set(l)
 	return nil
 }
 
@@ -336,13 +245,6 @@ func (r *serviceRef) follow(ctx context.Context, job pipeline.Job) (pipeline.Enq
 		return s.Follow(ctx, job)
 	}
 	return pipeline.EnqueueResult{}, errors.New("the service has not started")
-}
-
-func durationSeconds(_ []string, a slog.Attr) slog.Attr {
-	if a.Value.Kind() == slog.KindDuration {
-		a.Value = slog.Float64Value(a.Value.Duration().Seconds())
-	}
-	return a
 }
 
 // compose fills the Handler (workers) and the Assessor: the engine, the same code path as
@@ -369,7 +271,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	}
 	eng, err := engine.New(sum, f.eng.settings())
 	if err != nil {
-		return cfg, &UsageError{Err: err}
+		return cfg, &command.UsageError{Err: err}
 	}
 	if f.eng.piWarning != "" {
 		cfg.Logger.Warn("unknown Pi release", "pi_version", f.eng.pi.version, "warning", f.eng.piWarning)
@@ -424,20 +326,20 @@ Examples:
 )
 
 // bindRun registers run's flags on fs: the service's, then the operator's.
-func bindRun(fs *flagSet, env *Env) (*serviceFlags, *opsFlags) {
+func bindRun(fs *command.FlagSet, env *Env) (*serviceFlags, *command.OpsFlags) {
 	f := &serviceFlags{}
 	f.bind(fs, env, true)
-	return f, bindOpsFlags(fs.FlagSet, env, opsWorker)
+	return f, command.BindOpsFlags(fs.FlagSet, env, command.OpsWorker)
 }
 
 func runRun(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "run", runUsage, runHelp)
+	fs := command.NewFlagSet(env, "run", runUsage, runHelp)
 	f, ops := bindRun(fs, env)
 	parsed, err := f.parse(fs, env)
 	// The values a reload compares with: the flags as parsed (command line and --config),
 	// as a reload reads them, before anything below fills in a default.
 	running := flagValues(fs.FlagSet)
-	cfg, err := ops.config(parsed, err)
+	cfg, err := ops.Config(parsed, err)
 	if err != nil {
 		return err
 	}
@@ -453,7 +355,7 @@ func runRun(ctx context.Context, env *Env) error {
 			cfg.EmbeddedPort = -1 // a one-shot run must not take the port of a running worker
 		}
 	} else if f.asJSON {
-		return usageErrorf("--json goes with --once (a running worker logs; --log-format json)")
+		return command.Usagef("--json goes with --once (a running worker logs; --log-format json)")
 	}
 	var ref serviceRef
 	cfg, err = f.compose(cfg, env, &ref)
@@ -471,7 +373,7 @@ func runRun(ctx context.Context, env *Env) error {
 	}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
-		return &UsageError{Err: flagError(err)}
+		return &command.UsageError{Err: command.FlagError(err)}
 	}
 	ref.Store(svc)
 	defer svc.Close()
@@ -492,7 +394,7 @@ func runRun(ctx context.Context, env *Env) error {
 		return err
 	}
 	if n := rep.Failed(); n > 0 {
-		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%s failed", plural(n, "job", "jobs"))}
+		return &command.ExitError{Code: ExitFailed, Err: fmt.Errorf("%s failed", command.Plural(n, "job", "jobs"))}
 	}
 	return nil
 }
@@ -504,7 +406,7 @@ func runRun(ctx context.Context, env *Env) error {
 func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*console.Console, error) {
 	log := cfg.Logger
 	host, _, err := net.SplitHostPort(cfg.MetricsAddr)
-	if err == nil && !isLoopback(host) && !f.consoleRemote {
+	if err == nil && !command.IsLoopback(host) && !f.consoleRemote {
 		log.Info("web console not served: --metrics-addr is not a loopback address (give --console-remote, behind TLS, or use compactor console)", "addr", cfg.MetricsAddr)
 		return nil, nil
 	}
@@ -543,15 +445,18 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 }
 
 // readMetricsToken reads --metrics-token-file: its content, trimmed, at least 16
-// characters.
+// characters; none when no file is given.
 func readMetricsToken(path string) (string, error) {
+	if path == "" {
+		return "", nil
+	}
 	b, err := os.ReadFile(path)
 	if err != nil {
-		return "", usageErrorf("--metrics-token-file: %v", err)
+		return "", command.Usagef("--metrics-token-file: %v", err)
 	}
 	tok := strings.TrimSpace(string(b))
 	if len(tok) < 16 {
-		return "", usageErrorf("--metrics-token-file %s: want a token of at least 16 characters", path)
+		return "", command.Usagef("--metrics-token-file %s: want a token of at least 16 characters", path)
 	}
 	return tok, nil
 }

@@ -9,26 +9,27 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
 func TestByteSizeFlag(t *testing.T) {
 	for in, want := range map[string]int64{"1073741824": 1 << 30, "512MiB": 512 << 20, "1GiB": 1 << 30, "100MB": 100e6, "64 KiB": 64 << 10, "2kB": 2000} {
-		var b byteSize
+		var b command.ByteSize
 		if err := b.Set(in); err != nil || int64(b) != want {
 			t.Errorf("Set(%q) = %d, %v; want %d", in, b, err, want)
 		}
 	}
 	for _, in := range []string{"", "GiB", "1.5GiB", "12XB", "-1", "99999999999TiB"} {
-		var b byteSize
+		var b command.ByteSize
 		if err := b.Set(in); err == nil {
 			t.Errorf("Set(%q) = %d, want an error", in, b)
 		}
 	}
 	for n, want := range map[int64]string{1 << 30: "1GiB", 3 << 20: "3MiB", 1000: "1000"} {
-		if b := byteSize(n); b.String() != want {
-			t.Errorf("byteSize(%d) = %s, want %s", n, b.String(), want)
+		if b := command.ByteSize(n); b.String() != want {
+			t.Errorf("command.ByteSize(%d) = %s, want %s", n, b.String(), want)
 		}
 	}
 }

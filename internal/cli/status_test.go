@@ -7,9 +7,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/status"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -45,13 +48,13 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	}
 	t.Cleanup(func() { run.stop(t) })
 
-	var rep statusReport
+	var rep status.Report
 	waitUntil(t, 10*time.Second, "three workers reported", func() bool {
 		code, out, errs := runCLI(t, "status", "--nats-url", url, "--json")
 		if code != 0 {
 			t.Fatalf("status --json: exit %d: %s", code, errs)
 		}
-		rep = statusReport{}
+		rep = status.Report{}
 		if err := json.Unmarshal([]byte(out), &rep); err != nil {
 			t.Fatalf("status --json: %v\n%s", err, out)
 		}
@@ -67,8 +70,8 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	}
 	t.Logf("compactor status:\n%s", out)
 	for _, want := range []string{
-		"store default: 2 workers", "store other: 1 worker", "JOB VERSIONS", "v0.9.0", "v0.10.0", "1,2", Version(),
-		"warning: the workers run different versions: " + Version() + " (1 worker), v0.10.0 (1 worker), v0.9.0 (1 worker)",
+		"store default: 2 workers", "store other: 1 worker", "JOB VERSIONS", "v0.9.0", "v0.10.0", "1,2", command.Version(),
+		"warning: the workers run different versions: " + command.Version() + " (1 worker), v0.10.0 (1 worker), v0.9.0 (1 worker)",
 		"warning: store default: its workers work different job schema versions: 1 (1 worker), 1,2 (1 worker)",
 	} {
 		if !strings.Contains(out, want) {

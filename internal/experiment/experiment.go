@@ -304,6 +304,17 @@ func RunFiles(ctx context.Context, root string, files []string, cfg Config) (*Re
 		}
 		res.Evaluated = cfg.Eval
 	}
+	runSessions(ctx, root, files, cfg, res)
+	if err := ctx.Err(); err != nil {
+		return nil, fmt.Errorf("experiment: %w", err)
+	}
+	totalUp(res, cfg)
+	return res, nil
+}
+
+// runSessions runs the experiment over each file with cfg.Workers workers and collects
+// their rows, and the files that could not be read, into res.
+func runSessions(ctx context.Context, root string, files []string, cfg Config, res *Result) {
 	// The stand-in summary is built once per counter name (encodings may differ).
 	sr := newSessionRunner(cfg)
 
@@ -356,9 +367,11 @@ func RunFiles(ctx context.Context, root string, files []string, cfg Config) (*Re
 			cfg.Progress(done, len(files))
 		}
 	}
-	if err := ctx.Err(); err != nil {
-		return nil, fmt.Errorf("experiment: %w", err)
-	}
+}
+
+// totalUp sorts the rows (by file, keepRecentTokens, then policy and summarizer in the
+// order given) and the errors, and adds the totals.
+func totalUp(res *Result, cfg Config) {
 	order := policyOrder(cfg.Policies)
 	sumOrder := policyOrder(cfg.Summarizers)
 	slices.SortFunc(res.Snapshot, func(a, b SnapshotRow) int {
@@ -378,7 +391,6 @@ func RunFiles(ctx context.Context, root string, files []string, cfg Config) (*Re
 			res.RecallTotals, res.EarlyTotals = evalTotals(res.ReplayTotals)
 		}
 	}
-	return res, nil
 }
 
 func relName(root, file string) string {

@@ -37,59 +37,10 @@ func WriteHTML(w io.Writer, r *Result) error {
 		return fmt.Errorf("experiment: encode json: %w", err)
 	}
 	var b strings.Builder
-	b.WriteString(`<!DOCTYPE html>
-<html lang="en"><head><meta charset="utf-8"><title>compactor experiment</title>
-<style>
-body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}
-h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
-table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right}
-th{background:#f4f4f4}td.l,th.l{text-align:left}
-svg{display:block;margin:.5em 0;font:11px system-ui,sans-serif}
-svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid{stroke:#eee}
-.note{color:#666;font-size:12px}code{background:#f4f4f4;padding:0 3px}
-</style></head><body>
-<h1>Cut-point policy experiment</h1>
-`)
-	window := "each session's model window from the catalog"
-	if r.ContextWindow > 0 {
-		window = num(r.ContextWindow) + " tokens (override)"
-	}
-	fmt.Fprintf(&b, "<p>%d session files, %d read. Counter <code>%s</code>, reserveTokens %s, context window %s, policies %s, keepRecentTokens %s.",
-		r.Files, r.Sessions, esc(r.Counter), num(r.ReserveTokens), esc(window), esc(strings.Join(r.Policies, ", ")), esc(joinInts(r.KeepRecentTokens)))
+	b.WriteString(htmlHead)
+	writeIntro(&b, r)
 	if r.Replayed {
-		fmt.Fprintf(&b, " Replay summarizer: %s.", esc(describeSummarizers(r)))
-	}
-	b.WriteString("</p>\n")
-	b.WriteString(legend(r.Policies))
-
-	if r.Replayed {
-		b.WriteString("<h2>Replay: summarizer cost versus verbatim context kept</h2>\n")
-		b.WriteString(`<p class="note">One point per policy and keepRecentTokens: x = tokens sent to the summarizer over all sessions (serialized spans plus previous summaries), y = mean verbatim context right after a compaction. Up and to the left is better; both axes start at zero, so distances between points are to scale.</p>` + "\n")
-		var pts []point
-		for _, t := range r.ReplayTotals {
-			sum := ""
-			if len(r.Summarizers) > 1 {
-				sum = t.Summarizer
-			}
-			pts = append(pts, point{
-				x:   mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "summarizerTokens", value: t.SummarizerTokens, row: bySummarizer(t.Summarizer)},
-				y:   mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "meanKeptTokens", value: t.MeanKeptTokens, row: bySummarizer(t.Summarizer)},
-				sum: sum,
-			})
-		}
-		scatter(&b, "cost-vs-kept", "summarizer tokens (all sessions)", "mean verbatim tokens after a compaction", pts, r.Policies)
-		for _, metric := range []struct{ name, title string }{
-			{"summarizerTokens", "Replay totals: tokens sent to the summarizer"},
-			{"compactions", "Replay totals: compactions"},
-			{"meanKeptTokens", "Replay totals: mean verbatim tokens after a compaction"},
-			{"minKeptTokens", "Replay totals: smallest verbatim context after a compaction"},
-		} {
-			fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(metric.title))
-			barChart(&b, "replay-totals-"+metric.name, totalGroups(r, "replayTotal", metric.name), r.Policies)
-		}
-		if r.Evaluated {
-			writeEvalCharts(&b, r)
-		}
+		writeReplayCharts(&b, r)
 	}
 	for _, metric := range []struct{ name, title string }{
 		{"meanKeptTokens", "Snapshot totals: mean verbatim tokens kept"},
@@ -100,45 +51,7 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 		fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(metric.title))
 		barChart(&b, "snapshot-totals-"+metric.name, totalGroups(r, "snapshotTotal", metric.name), r.Policies)
 	}
-
-	files := chartedFiles(r)
-	note := ""
-	if n := countFiles(r); n > len(files) {
-		note = fmt.Sprintf(" The %d largest of %d sessions are drawn; the JSON below has them all.", len(files), n)
-	}
-	sessionChart := func(title, id string, keep int, kind, metric, sum string) {
-		groups, left := sessionGroups(r, files, keep, kind, metric, sum)
-		fmt.Fprintf(&b, "<h2>%s</h2>\n", esc(title))
-		n := note
-		if left > 0 {
-			n += fmt.Sprintf(" %s with nothing to draw here (no plan, no compaction, or zero) %s left out.", plural(left, "session", "sessions"), map[bool]string{true: "is", false: "are"}[left == 1])
-		}
-		if n != "" {
-			fmt.Fprintf(&b, "<p class=\"note\">%s</p>\n", esc(strings.TrimSpace(n)))
-		}
-		if len(groups) == 0 {
-			b.WriteString("<p class=\"note\">Nothing to draw.</p>\n")
-			return
-		}
-		barChart(&b, id, groups, r.Policies)
-	}
-	for _, keep := range r.KeepRecentTokens {
-		if r.Replayed {
-			for _, sum := range r.Summarizers {
-				of, id := "", ""
-				if len(r.Summarizers) > 1 {
-					of, id = ", summarizer "+sum, "-"+sum
-				}
-				sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s%s: replay cost (summarizer tokens)", num(keep), of),
-					fmt.Sprintf("replay-sessions-cost-%d%s", keep, id), keep, "replay", "summarizerTokens", sum)
-				sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s%s: replay mean verbatim tokens after a compaction", num(keep), of),
-					fmt.Sprintf("replay-sessions-kept-%d%s", keep, id), keep, "replay", "meanKeptTokens", sum)
-			}
-		}
-		sessionChart(fmt.Sprintf("Per session, keepRecentTokens %s: snapshot verbatim tokens kept", num(keep)),
-			fmt.Sprintf("snapshot-sessions-kept-%d", keep), keep, "snapshot", "keptTokens", "")
-	}
-
+	writeSessionCharts(&b, r)
 	writeTotalsTables(&b, r)
 	if len(r.Errors) > 0 {
 		fmt.Fprintf(&b, "<h2>Skipped files (%d)</h2>\n<ul>\n", len(r.Errors))
@@ -152,6 +65,115 @@ svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid
 	b.WriteString("</script>\n</body></html>\n")
 	_, err = io.WriteString(w, b.String())
 	return err
+}
+
+// htmlHead is the report's head, its style and its title.
+const htmlHead = `<!DOCTYPE html>
+<html lang="en"><head><meta charset="utf-8"><title>compactor experiment</title>
+<style>
+body{font:14px/1.45 system-ui,-apple-system,"Segoe UI",sans-serif;margin:2em auto;max-width:1000px;color:#222;padding:0 1em}
+h1{font-size:1.5em}h2{font-size:1.2em;margin-top:2em;border-bottom:1px solid #ddd}
+table{border-collapse:collapse;font-size:12px;margin:.5em 0}td,th{padding:2px 8px;border-bottom:1px solid #eee;text-align:right}
+th{background:#f4f4f4}td.l,th.l{text-align:left}
+svg{display:block;margin:.5em 0;font:11px system-ui,sans-serif}
+svg text.value{fill:#333}svg text.tick{fill:#777}svg .axis{stroke:#999}svg .grid{stroke:#eee}
+.note{color:#666;font-size:12px}code{background:#f4f4f4;padding:0 3px}
+</style></head><body>
+<h1>Cut-point policy experiment</h1>
+`
+
+// writeIntro writes what the experiment compared, and the policies' legend.
+func writeIntro(b *strings.Builder, r *Result) {
+	window := "each session's model window from the catalog"
+	if r.ContextWindow > 0 {
+		window = num(r.ContextWindow) + " tokens (override)"
+	}
+	fmt.Fprintf(b, "<p>%d session files, %d read. Counter <code>%s</code>, reserveTokens %s, context window %s, policies %s, keepRecentTokens %s.",
+		r.Files, r.Sessions, esc(r.Counter), num(r.ReserveTokens), esc(window), esc(strings.Join(r.Policies, ", ")), esc(joinInts(r.KeepRecentTokens)))
+	if r.Replayed {
+		fmt.Fprintf(b, " Replay summarizer: %s.", esc(describeSummarizers(r)))
+	}
+	b.WriteString("</p>\n")
+	b.WriteString(legend(r.Policies))
+}
+
+// writeReplayCharts writes the replay's charts: cost against verbatim context kept, the
+// totals, and the evaluation's.
+func writeReplayCharts(b *strings.Builder, r *Result) {
+	b.WriteString("<h2>Replay: summarizer cost versus verbatim context kept</h2>\n")
+	b.WriteString(`<p class="note">One point per policy and keepRecentTokens: x = tokens sent to the summarizer over all sessions (serialized spans plus previous summaries), y = mean verbatim context right after a compaction. Up and to the left is better; both axes start at zero, so distances between points are to scale.</p>` + "\n")
+	var pts []point
+	for _, t := range r.ReplayTotals {
+		sum := ""
+		if len(r.Summarizers) > 1 {
+			sum = t.Summarizer
+		}
+		pts = append(pts, point{
+			x:   mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "summarizerTokens", value: t.SummarizerTokens, row: bySummarizer(t.Summarizer)},
+			y:   mark{kind: "replayTotal", policy: t.Policy, keep: t.KeepRecentTokens, metric: "meanKeptTokens", value: t.MeanKeptTokens, row: bySummarizer(t.Summarizer)},
+			sum: sum,
+		})
+	}
+	scatter(b, "cost-vs-kept", "summarizer tokens (all sessions)", "mean verbatim tokens after a compaction", pts, r.Policies)
+	for _, metric := range []struct{ name, title string }{
+		{"summarizerTokens", "Replay totals: tokens sent to the summarizer"},
+		{"compactions", "Replay totals: compactions"},
+		{"meanKeptTokens", "Replay totals: mean verbatim tokens after a compaction"},
+		{"minKeptTokens", "Replay totals: smallest verbatim context after a compaction"},
+	} {
+		fmt.Fprintf(b, "<h2>%s</h2>\n", esc(metric.title))
+		barChart(b, "replay-totals-"+metric.name, totalGroups(r, "replayTotal", metric.name), r.Policies)
+	}
+	if r.Evaluated {
+		writeEvalCharts(b, r)
+	}
+}
+
+// writeSessionCharts writes the per-session charts of every keepRecentTokens setting (and
+// summarizer), of the largest sessions.
+func writeSessionCharts(b *strings.Builder, r *Result) {
+	files := chartedFiles(r)
+	note := ""
+	if n := countFiles(r); n > len(files) {
+		note = fmt.Sprintf(" The %d largest of %d sessions are drawn; the JSON below has them all.", len(files), n)
+	}
+	chart := func(title, id string, keep int, kind, metric, sum string) {
+		sessionChart(b, r, files, note, title, id, keep, kind, metric, sum)
+	}
+	for _, keep := range r.KeepRecentTokens {
+		if r.Replayed {
+			for _, sum := range r.Summarizers {
+				of, id := "", ""
+				if len(r.Summarizers) > 1 {
+					of, id = ", summarizer "+sum, "-"+sum
+				}
+				chart(fmt.Sprintf("Per session, keepRecentTokens %s%s: replay cost (summarizer tokens)", num(keep), of),
+					fmt.Sprintf("replay-sessions-cost-%d%s", keep, id), keep, "replay", "summarizerTokens", sum)
+				chart(fmt.Sprintf("Per session, keepRecentTokens %s%s: replay mean verbatim tokens after a compaction", num(keep), of),
+					fmt.Sprintf("replay-sessions-kept-%d%s", keep, id), keep, "replay", "meanKeptTokens", sum)
+			}
+		}
+		chart(fmt.Sprintf("Per session, keepRecentTokens %s: snapshot verbatim tokens kept", num(keep)),
+			fmt.Sprintf("snapshot-sessions-kept-%d", keep), keep, "snapshot", "keptTokens", "")
+	}
+}
+
+// sessionChart writes one per-session chart of files, with note and what was left out.
+func sessionChart(b *strings.Builder, r *Result, files []string, note, title, id string, keep int, kind, metric, sum string) {
+	groups, left := sessionGroups(r, files, keep, kind, metric, sum)
+	fmt.Fprintf(b, "<h2>%s</h2>\n", esc(title))
+	n := note
+	if left > 0 {
+		n += fmt.Sprintf(" %s with nothing to draw here (no plan, no compaction, or zero) %s left out.", plural(left, "session", "sessions"), map[bool]string{true: "is", false: "are"}[left == 1])
+	}
+	if n != "" {
+		fmt.Fprintf(b, "<p class=\"note\">%s</p>\n", esc(strings.TrimSpace(n)))
+	}
+	if len(groups) == 0 {
+		b.WriteString("<p class=\"note\">Nothing to draw.</p>\n")
+		return
+	}
+	barChart(b, id, groups, r.Policies)
 }
 
 func joinInts(v []int) string {

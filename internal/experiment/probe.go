@@ -116,23 +116,10 @@ func (s *probeSet) add(kind string, keys ...probeKey) {
 // numbers memoizes the number keys of each message (nil: none); a session's messages are
 // probed once per policy, setting and summarizer.
 func deriveProbes(msgs []*sessionio.Message, numbers map[*sessionio.Message][]string) []probe {
-	var set probeSet
-	addNumbers := func(m *sessionio.Message, text string) {
-		keys, ok := numbers[m]
-		if !ok {
-			keys = numberKeys(text)
-			if numbers != nil {
-				numbers[m] = keys
-			}
-		}
-		for _, k := range keys {
-			set.add(ProbeNumber, probeKey{s: k})
-		}
-	}
-	results := map[string]*sessionio.Message{}
+	pr := &prober{numbers: numbers, results: map[string]*sessionio.Message{}}
 	for _, m := range msgs {
 		if m != nil && m.Role == sessionio.RoleToolResult {
-			results[m.ToolCallID] = m
+			pr.results[m.ToolCallID] = m
 		}
 	}
 	ops := sessionio.NewFileOps()
@@ -143,64 +130,101 @@ func deriveProbes(msgs []*sessionio.Message, numbers map[*sessionio.Message][]st
 	}
 	read, modified := ops.Lists()
 	for _, p := range modified {
-		set.add(ProbeFileModified, probeKey{s: p})
+		pr.set.add(ProbeFileModified, probeKey{s: p})
 	}
 	for _, p := range read {
-		set.add(ProbeFileRead, probeKey{s: p})
+		pr.set.add(ProbeFileRead, probeKey{s: p})
 	}
 	for _, m := range msgs {
-		if m == nil {
-			continue
-		}
-		switch m.Role {
-		case sessionio.RoleUser:
-			t := summarize.MessageText(m.Content)
-			if t == "" {
-				continue
-			}
-			ss := splitSentences(t)
-			if len(ss) > 0 && words(ss[0]) >= 3 {
-				set.add(ProbeRequest, clipKey(ss[0], requestKeyRunes))
-			}
-			for _, s := range ss {
-				if isConstraintSentence(s) {
-					set.add(ProbeConstraint, clipKey(s, constraintKeyRunes))
-				}
-			}
-			addNumbers(m, t)
-		case sessionio.RoleBashExecution:
-			if m.ExcludeFromContext {
-				continue
-			}
-			failed := m.Cancelled || (m.ExitCode != nil && *m.ExitCode != 0)
-			addCommand(&set, m.Command, m.Output, failed)
-			addNumbers(m, m.Output)
-		case sessionio.RoleAssistant:
-			for _, b := range m.Content.Blocks {
-				if b.Type != sessionio.BlockToolCall || b.Name != "bash" {
-					continue
-				}
-				cmd := summarize.ToolArgument(b.Arguments, "command")
-				if cmd == "" {
-					continue
-				}
-				r := results[b.ID]
-				out, failed := "", false
-				if r != nil {
-					out = summarize.MessageText(r.Content)
-					failed = r.IsError || bashFailed(out)
-				}
-				addCommand(&set, cmd, out, failed)
-			}
-		case sessionio.RoleToolResult:
-			switch m.ToolName {
-			case "read", "write", "edit":
-				// File contents and write confirmations: their numbers are code, not
-				// measurements.
-			default:
-				addNumbers(m, summarize.MessageText(m.Content))
-			}
+		if m != nil {
+			pr.message(m)
 		}
 	}
-	return set.list
+	return pr.set.list
+}
+
+// prober gathers the probes of a span's messages.
+type prober struct {
+	set     probeSet
+	numbers map[*sessionio.Message][]string // memo of each message's number keys
+	results map[string]*sessionio.Message   // tool results by their call's id
+}
+
+// message adds the probes of one message: a user's request, constraints and numbers; a
+// command and its failure; a tool result's numbers.
+func (pr *prober) message(m *sessionio.Message) {
+	switch m.Role {
+	case sessionio.RoleUser:
+		pr.user(m)
+	case sessionio.RoleBashExecution:
+		if m.ExcludeFromContext {
+			return
+		}
+		failed := m.Cancelled || (m.ExitCode != nil && *m.ExitCode != 0)
+		addCommand(&pr.set, m.Command, m.Output, failed)
+		pr.addNumbers(m, m.Output)
+	case sessionio.RoleAssistant:
+		pr.bashCalls(m)
+	case sessionio.RoleToolResult:
+		switch m.ToolName {
+		case "read", "write", "edit":
+			// File contents and write confirmations: their numbers are code, not
+			// measurements.
+		default:
+			pr.addNumbers(m, summarize.MessageText(m.Content))
+		}
+	}
+}
+
+// user adds a user message's request (its first sentence), constraints and numbers.
+func (pr *prober) user(m *sessionio.Message) {
+	t := summarize.MessageText(m.Content)
+	if t == "" {
+		return
+	}
+	ss := splitSentences(t)
+	if len(ss) > 0 && words(ss[0]) >= 3 {
+		pr.set.add(ProbeRequest, clipKey(ss[0], requestKeyRunes))
+	}
+	for _, s := range ss {
+		if isConstraintSentence(s) {
+			pr.set.add(ProbeConstraint, clipKey(s, constraintKeyRunes))
+		}
+	}
+	pr.addNumbers(m, t)
+}
+
+// bashCalls adds the commands of an assistant's bash tool calls, failed when their result
+// is an error or reads as a failure.
+func (pr *prober) bashCalls(m *sessionio.Message) {
+	for _, b := range m.Content.Blocks {
+		if b.Type != sessionio.BlockToolCall || b.Name != "bash" {
+			continue
+		}
+		cmd := summarize.ToolArgument(b.Arguments, "command")
+		if cmd == "" {
+			continue
+		}
+		r := pr.results[b.ID]
+		out, failed := "", false
+		if r != nil {
+			out = summarize.MessageText(r.Content)
+			failed = r.IsError || bashFailed(out)
+		}
+		addCommand(&pr.set, cmd, out, failed)
+	}
+}
+
+// addNumbers adds the number keys of text, m's, memoized per message.
+func (pr *prober) addNumbers(m *sessionio.Message, text string) {
+	keys, ok := pr.numbers[m]
+	if !ok {
+		keys = numberKeys(text)
+		if pr.numbers != nil {
+			pr.numbers[m] = keys
+		}
+	}
+	for _, k := range keys {
+		pr.set.add(ProbeNumber, probeKey{s: k})
+	}
 }

@@ -47,13 +47,11 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 		return r.recorded(ctx, ss, policy, keep)
 	}
 	st := ss.settings(r.cfg, keep)
-	budget := st.ContextWindow - st.ReserveTokens
-	row := ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep, Summarizer: sum,
-		ContextWindow: st.ContextWindow, Budget: budget}
-	usage := &usageCounter{}
-	var ev *evaluator
+	run := &replayRun{r: r, ss: ss, pol: pol, st: st, budget: st.ContextWindow - st.ReserveTokens, sum: sum, usage: &usageCounter{}}
+	run.row = ReplayRow{File: ss.name, SessionID: ss.s.Header.ID, Policy: policy, KeepRecentTokens: keep, Summarizer: sum,
+		ContextWindow: st.ContextWindow, Budget: run.budget}
 	if r.cfg.Eval {
-		ev = &evaluator{numbers: ss.numbers, texts: ss.texts}
+		run.ev = &evaluator{numbers: ss.numbers, texts: ss.texts}
 	}
 
 	orig := make([]*sessionio.Entry, 0, len(ss.path))
@@ -62,110 +60,156 @@ func (r *sessionRunner) replay(ctx context.Context, ss *session, policy string, 
 			orig = append(orig, e)
 		}
 	}
-	row.Entries = len(orig)
-	rp := make([]*sessionio.Entry, 0, len(orig)+16)
-	tokens := 0 // current context size
-	from := 0   // index in rp of the last compaction's first kept entry
+	run.row.Entries = len(orig)
+	run.rp = make([]*sessionio.Entry, 0, len(orig)+16)
 	for i, e := range orig {
 		if i%256 == 0 {
 			if err := ctx.Err(); err != nil {
-				return row, err
+				return run.row, err
 			}
 		}
-		rp = append(rp, e)
-		tokens += ss.entryTokens(e)
-		if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(sessionio.ContextEdits) {
-			// From Pi 0.87 an edit changes what an earlier entry weighs; count the context again.
-			tokens = 0
-			for _, m := range sessionio.Project(rp[from:], ss.src.Release).Messages() {
-				tokens += ss.mc.Count(m)
-			}
-		}
-		row.MaxContextTokens = max(row.MaxContextTokens, tokens)
-		if checkContextHook != nil {
-			checkContextHook(rp, tokens)
-		}
-		if tokens <= budget || !isCheckpoint(orig, i) {
+		run.grow(e)
+		if run.tokens <= run.budget || !isCheckpoint(orig, i) {
 			continue
 		}
-		// Plan on the part of the path from the last compaction's first kept entry on:
-		// nothing before it can be summarized again or enter the context, so every
-		// policy and the invariant check see the same range, context and previous
-		// compaction, and a long replay does not re-read its whole history per plan.
-		sub := rp[from:]
-		p, err := pol.Plan(sub, st, ss.mc)
-		if err != nil {
-			return row, fmt.Errorf("replay %s: plan at entry %s: %w", policy, e.ID, err)
-		}
-		if !p.Prepared || (len(p.Summarize) == 0 && len(p.Prefix) == 0) {
-			row.Stuck++
-			continue
-		}
-		if v := cutpoint.CheckInvariants(sub, p); len(v) > 0 {
-			if row.Violations == 0 {
-				row.Violation = v[0].String()
-			}
-			row.Violations += len(v)
-		}
-		row.SummarizerTokens += ss.cost(p)
-		if p.IsSplitTurn && len(p.Prefix) > 0 && len(p.Summarize) == 0 && p.PreviousSummary != nil {
-			row.DroppedSummaries++
-		}
-		summary, readFiles, modifiedFiles, err := r.summary(ctx, ss, p, sum, usage)
-		if err != nil {
-			return row, fmt.Errorf("replay %s: summarize at entry %s: %w", policy, e.ID, err)
-		}
-		kept := 0
-		for _, k := range sub[p.FirstKeptEntryIndex:] {
-			kept += ss.entryTokens(k)
-		}
-		// Like the service, list fewer files rather than leave the session over budget
-		// (engine.FitFileLists; the service may also cut later, which the replay does not).
-		text := strings.TrimSuffix(summary, summarize.FormatFileOperations(readFiles, modifiedFiles))
-		if ss.summaryTokens(summary)+kept > budget {
-			if fitted, _, _, ok := engine.FitFileLists(p, summary, readFiles, modifiedFiles, budget-kept, ss.summaryTokens); ok {
-				summary = fitted
-				row.ShortenedLists++
-			}
-		}
-		comp, err := compactionEntry(fmt.Sprintf("replay-compaction-%d", row.Compactions+row.Refused+1), e,
-			summary, p.FirstKeptEntryID, tokens, readFiles, modifiedFiles)
-		if err != nil {
-			return row, err
-		}
-		summaryTokens := ss.mc.Count(sessionio.AsMessage(comp))
-		after := summaryTokens + kept
-		if after >= tokens {
-			row.Refused++
-			continue
-		}
-		if ev != nil {
-			ev.compacted(p, comp, sub[p.FirstKeptEntryIndex:], summaryTokens, ss.text(summary)-ss.text(text))
-		}
-		from += p.FirstKeptEntryIndex
-		rp = append(rp, comp)
-		tokens = after
-		row.Compactions++
-		row.KeptTokensSum += kept
-		if row.Compactions == 1 || kept < row.MinKeptTokens {
-			row.MinKeptTokens = kept
-		}
-		if tokens > budget {
-			row.StillOverBudget++
-		}
-		if checkContextHook != nil {
-			checkContextHook(rp, tokens)
+		if err := run.compact(ctx, e); err != nil {
+			return run.row, err
 		}
 	}
-	row.FinalContextTokens = tokens
+	return run.finish(), nil
+}
+
+// replayRun is one replay of a session with one policy, keep setting and summarizer: the
+// path grown so far, its context size, and the row it fills.
+type replayRun struct {
+	r      *sessionRunner
+	ss     *session
+	pol    cutpoint.Policy
+	st     cutpoint.Settings
+	budget int
+	sum    string
+	usage  *usageCounter
+	ev     *evaluator
+	row    ReplayRow
+	rp     []*sessionio.Entry // the replayed path
+	tokens int                // current context size
+	from   int                // index in rp of the last compaction's first kept entry
+}
+
+// grow appends e to the replayed path and counts the context again.
+func (run *replayRun) grow(e *sessionio.Entry) {
+	ss := run.ss
+	run.rp = append(run.rp, e)
+	run.tokens += ss.entryTokens(e)
+	if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(sessionio.ContextEdits) {
+		// From Pi 0.87 an edit changes what an earlier entry weighs; count the context again.
+		run.tokens = 0
+		for _, m := range sessionio.Project(run.rp[run.from:], ss.src.Release).Messages() {
+			run.tokens += ss.mc.Count(m)
+		}
+	}
+	run.row.MaxContextTokens = max(run.row.MaxContextTokens, run.tokens)
+	if checkContextHook != nil {
+		checkContextHook(run.rp, run.tokens)
+	}
+}
+
+// compact plans, summarizes and appends a compaction at e, a checkpoint over budget, as
+// the service would; a plan that cannot be made, or a compaction that would not shrink
+// the context, is counted and left out.
+func (run *replayRun) compact(ctx context.Context, e *sessionio.Entry) error {
+	ss, row, policy := run.ss, &run.row, run.row.Policy
+	// Plan on the part of the path from the last compaction's first kept entry on:
+	// nothing before it can be summarized again or enter the context, so every
+	// policy and the invariant check see the same range, context and previous
+	// compaction, and a long replay does not re-read its whole history per plan.
+	sub := run.rp[run.from:]
+	p, err := run.pol.Plan(sub, run.st, ss.mc)
+	if err != nil {
+		return fmt.Errorf("replay %s: plan at entry %s: %w", policy, e.ID, err)
+	}
+	if !p.Prepared || (len(p.Summarize) == 0 && len(p.Prefix) == 0) {
+		row.Stuck++
+		return nil
+	}
+	if v := cutpoint.CheckInvariants(sub, p); len(v) > 0 {
+		if row.Violations == 0 {
+			row.Violation = v[0].String()
+		}
+		row.Violations += len(v)
+	}
+	row.SummarizerTokens += ss.cost(p)
+	if p.IsSplitTurn && len(p.Prefix) > 0 && len(p.Summarize) == 0 && p.PreviousSummary != nil {
+		row.DroppedSummaries++
+	}
+	summary, readFiles, modifiedFiles, err := run.r.summary(ctx, ss, p, run.sum, run.usage)
+	if err != nil {
+		return fmt.Errorf("replay %s: summarize at entry %s: %w", policy, e.ID, err)
+	}
+	kept := 0
+	for _, k := range sub[p.FirstKeptEntryIndex:] {
+		kept += ss.entryTokens(k)
+	}
+	// Like the service, list fewer files rather than leave the session over budget
+	// (engine.FitFileLists; the service may also cut later, which the replay does not).
+	text := strings.TrimSuffix(summary, summarize.FormatFileOperations(readFiles, modifiedFiles))
+	if ss.summaryTokens(summary)+kept > run.budget {
+		if fitted, _, _, ok := engine.FitFileLists(p, summary, readFiles, modifiedFiles, run.budget-kept, ss.summaryTokens); ok {
+			summary = fitted
+			row.ShortenedLists++
+		}
+	}
+	comp, err := compactionEntry(fmt.Sprintf("replay-compaction-%d", row.Compactions+row.Refused+1), e,
+		summary, p.FirstKeptEntryID, run.tokens, readFiles, modifiedFiles)
+	if err != nil {
+		return err
+	}
+	summaryTokens := ss.mc.Count(sessionio.AsMessage(comp))
+	after := summaryTokens + kept
+	if after >= run.tokens {
+		row.Refused++
+		return nil
+	}
+	if run.ev != nil {
+		run.ev.compacted(p, comp, sub[p.FirstKeptEntryIndex:], summaryTokens, ss.text(summary)-ss.text(text))
+	}
+	run.appended(p.FirstKeptEntryIndex, comp, kept, after)
+	return nil
+}
+
+// appended takes the compaction comp into the replayed path: the context is now its
+// summary and the kept entries from firstKept (an index into the range planned on) on.
+func (run *replayRun) appended(firstKept int, comp *sessionio.Entry, kept, after int) {
+	row := &run.row
+	run.from += firstKept
+	run.rp = append(run.rp, comp)
+	run.tokens = after
+	row.Compactions++
+	row.KeptTokensSum += kept
+	if row.Compactions == 1 || kept < row.MinKeptTokens {
+		row.MinKeptTokens = kept
+	}
+	if run.tokens > run.budget {
+		row.StillOverBudget++
+	}
+	if checkContextHook != nil {
+		checkContextHook(run.rp, run.tokens)
+	}
+}
+
+// finish completes the row: the final context, the mean kept, the LLM's usage and the
+// evaluation.
+func (run *replayRun) finish() ReplayRow {
+	row := run.row
+	row.FinalContextTokens = run.tokens
 	if row.Compactions > 0 {
 		row.MeanKeptTokens = roundDiv(row.KeptTokensSum, row.Compactions)
 	}
-	row.LLMCalls, row.LLMInputTokens, row.LLMCachedInputTokens, row.LLMOutputTokens = usage.totals()
-	if ev != nil {
-		row.Eval = ev.result()
+	row.LLMCalls, row.LLMInputTokens, row.LLMCachedInputTokens, row.LLMOutputTokens = run.usage.totals()
+	if run.ev != nil {
+		row.Eval = run.ev.result()
 	}
-	return row, nil
+	return row
 }
 
 func roundDiv(a, b int) int { return (a + b/2) / b }

@@ -185,25 +185,9 @@ func replayTotals(rows []ReplayRow, policies []string, keeps []int, summarizers 
 		t.LLMCachedInputTokens += r.LLMCachedInputTokens
 		t.LLMOutputTokens += r.LLMOutputTokens
 		if r.Eval != nil {
-			if t.Recall == nil {
-				t.Recall = &ProbeRecall{}
-				t.Milestones = &[len(Milestones)]MilestoneSums{}
-				for i, after := range Milestones {
-					t.Milestones[i].After = after
-				}
-			}
-			t.Recall.add(r.Eval.Recall)
+			t.addEval(r.Eval)
 			summarySum[key] += r.Eval.SummaryTokensSum
 			fileSum[key] += r.Eval.FileListTokensSum
-			t.SummaryTokensMax = max(t.SummaryTokensMax, r.Eval.SummaryTokensMax)
-			for i, m := range r.Eval.Milestones {
-				if m.Reached {
-					ms := &t.Milestones[i]
-					ms.Sessions++
-					ms.summaryTokensSum += m.SummaryTokens
-					ms.FirstSpan.add(m.FirstSpan)
-				}
-			}
 		}
 		if r.Compactions == 0 {
 			continue
@@ -220,23 +204,50 @@ func replayTotals(rows []ReplayRow, policies []string, keeps []int, summarizers 
 			for _, s := range summarizers {
 				key := totalKey{p, k, s}
 				t := acc[key]
-				if t.Compactions > 0 {
-					t.MeanKeptTokens = roundDiv(keptSum[key], t.Compactions)
-					t.SummaryTokensMean = roundDiv(summarySum[key], t.Compactions)
-					t.FileListTokensMean = roundDiv(fileSum[key], t.Compactions)
-				}
-				if t.Milestones != nil {
-					for i := range t.Milestones {
-						if ms := &t.Milestones[i]; ms.Sessions > 0 {
-							ms.SummaryTokensMean = roundDiv(ms.summaryTokensSum, ms.Sessions)
-						}
-					}
-				}
+				t.means(keptSum[key], summarySum[key], fileSum[key])
 				out = append(out, *t)
 			}
 		}
 	}
 	return out
+}
+
+// addEval adds an evaluated replay's recall, largest summary and milestones to t.
+func (t *ReplayTotal) addEval(e *ReplayEval) {
+	if t.Recall == nil {
+		t.Recall = &ProbeRecall{}
+		t.Milestones = &[len(Milestones)]MilestoneSums{}
+		for i, after := range Milestones {
+			t.Milestones[i].After = after
+		}
+	}
+	t.Recall.add(e.Recall)
+	t.SummaryTokensMax = max(t.SummaryTokensMax, e.SummaryTokensMax)
+	for i, m := range e.Milestones {
+		if m.Reached {
+			ms := &t.Milestones[i]
+			ms.Sessions++
+			ms.summaryTokensSum += m.SummaryTokens
+			ms.FirstSpan.add(m.FirstSpan)
+		}
+	}
+}
+
+// means sets t's means per compaction from the sums of its rows' kept tokens, summary
+// tokens and file-list tokens, and each milestone's mean summary.
+func (t *ReplayTotal) means(kept, summary, files int) {
+	if t.Compactions > 0 {
+		t.MeanKeptTokens = roundDiv(kept, t.Compactions)
+		t.SummaryTokensMean = roundDiv(summary, t.Compactions)
+		t.FileListTokensMean = roundDiv(files, t.Compactions)
+	}
+	if t.Milestones != nil {
+		for i := range t.Milestones {
+			if ms := &t.Milestones[i]; ms.Sessions > 0 {
+				ms.SummaryTokensMean = roundDiv(ms.summaryTokensSum, ms.Sessions)
+			}
+		}
+	}
 }
 
 // evalTotals flattens the evaluated replay totals into one row per probe kind and one

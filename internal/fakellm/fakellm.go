@@ -228,7 +228,34 @@ type chatRequest struct {
 
 func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	now := time.Now()
-	body := make([]byte, 0, 4096)
+	body, cr, prompt, parseErr := readChatRequest(r)
+	b, window, idx := s.record(r, now, body, cr, prompt)
+	status := http.StatusOK
+	defer func() {
+		s.mu.Lock()
+		s.inFlight--
+		s.requests[idx].Status = status
+		s.mu.Unlock()
+	}()
+	if !s.delay(r, b) {
+		status = 499
+		return
+	}
+	if status = failure(w, r, b, parseErr, window, prompt); status != http.StatusOK {
+		return
+	}
+	if b.Garbage {
+		w.Header().Set("Content-Type", "application/json")
+		_, _ = w.Write([]byte(`{"id":"chatcmpl-garbage","choices":[{"message":` + "\x00<html>oops"))
+		return
+	}
+	s.complete(w, idx, now, cr, b, prompt)
+}
+
+// readChatRequest reads the request's body and what it asks; prompt is the server's count
+// of its messages (UTF-16 length / 4, rounded up).
+func readChatRequest(r *http.Request) (body []byte, cr chatRequest, prompt int, parseErr error) {
+	body = make([]byte, 0, 4096)
 	buf := make([]byte, 32*1024)
 	for {
 		n, err := r.Body.Read(buf)
@@ -237,22 +264,24 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			break
 		}
 	}
-	var cr chatRequest
-	parseErr := json.Unmarshal(body, &cr)
-	prompt := 0
+	parseErr = json.Unmarshal(body, &cr)
 	for _, m := range cr.Messages {
 		prompt += len(utf16.Encode([]rune(m.Content)))
 	}
-	prompt = (prompt + 3) / 4
+	return body, cr, (prompt + 3) / 4, parseErr
+}
 
+// record takes the request's behavior (the script's next, else the default) and records
+// the request, in flight; idx is its index in the requests.
+func (s *Server) record(r *http.Request, now time.Time, body []byte, cr chatRequest, prompt int) (b Behavior, window, idx int) {
 	s.mu.Lock()
-	b := s.def
+	defer s.mu.Unlock()
+	b = s.def
 	if len(s.script) > 0 {
 		b = s.script[0]
 		s.script = s.script[1:]
 	}
-	window := s.window
-	idx := len(s.requests)
+	idx = len(s.requests)
 	s.requests = append(s.requests, Request{
 		Time: now, Path: r.URL.Path, Header: r.Header.Clone(), Body: body, Model: cr.Model,
 		Messages: cr.Messages, MaxTokens: cr.MaxTokens, MaxCompletionTokens: cr.MaxCompletionTokens,
@@ -260,43 +289,42 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 	})
 	s.inFlight++
 	s.maxInFlight = max(s.maxInFlight, s.inFlight)
-	s.mu.Unlock()
-	status := http.StatusOK
-	defer func() {
-		s.mu.Lock()
-		s.inFlight--
-		s.requests[idx].Status = status
-		s.mu.Unlock()
-	}()
+	return b, s.window, idx
+}
 
+// delay waits as b says (latency, hold, hang); false when the client gave up or the
+// server closed first.
+func (s *Server) delay(r *http.Request, b Behavior) bool {
 	if b.Latency > 0 {
 		latency := make(chan struct{})
 		stop := time.AfterFunc(b.Latency, func() { close(latency) })
 		defer stop.Stop()
 		if !s.until(r, latency) {
-			status = 499
-			return
+			return false
 		}
 	}
 	if b.Hold != nil && !s.until(r, b.Hold) {
-		status = 499
-		return
+		return false
 	}
 	if b.Hang {
 		select {
 		case <-r.Context().Done():
 		case <-s.closed:
 		}
-		status = 499
-		return
+		return false
 	}
+	return true
+}
+
+// failure answers an error when the request asks for one (a body that is not a chat
+// request, b's status, a prompt over the window) and returns its status; 200 when none.
+func failure(w http.ResponseWriter, r *http.Request, b Behavior, parseErr error, window, prompt int) int {
 	switch {
 	case parseErr != nil:
-		status = http.StatusBadRequest
-		writeError(w, status, "invalid_request_error", "", "request body is not a chat completion request: "+parseErr.Error(), "")
-		return
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "", "request body is not a chat completion request: "+parseErr.Error(), "")
+		return http.StatusBadRequest
 	case b.Status != 0 && b.Status != http.StatusOK:
-		status = b.Status
+		status := b.Status
 		code, msg := b.Code, b.Message
 		if msg == "" {
 			msg = http.StatusText(status)
@@ -314,18 +342,19 @@ func (s *Server) handle(w http.ResponseWriter, r *http.Request) {
 			typ = "invalid_request_error"
 		}
 		writeError(w, status, typ, code, msg, b.RetryAfter)
-		return
+		return status
 	case window > 0 && prompt > window:
-		status = http.StatusBadRequest
-		writeError(w, status, "invalid_request_error", "context_length_exceeded", fmt.Sprintf(
+		writeError(w, http.StatusBadRequest, "invalid_request_error", "context_length_exceeded", fmt.Sprintf(
 			"This model's maximum context length is %d tokens. However, your messages resulted in %d tokens. Please reduce the length of the messages.",
 			window, prompt), "")
-		return
-	case b.Garbage:
-		w.Header().Set("Content-Type", "application/json")
-		_, _ = w.Write([]byte(`{"id":"chatcmpl-garbage","choices":[{"message":` + "\x00<html>oops"))
-		return
+		return http.StatusBadRequest
 	}
+	return http.StatusOK
+}
+
+// complete answers a chat completion: b's text, else the deterministic summary, with the
+// usage a real endpoint reports (the simulated prompt cache's cached tokens included).
+func (s *Server) complete(w http.ResponseWriter, idx int, now time.Time, cr chatRequest, b Behavior, prompt int) {
 	text := b.Text
 	if text == "" && !b.Empty {
 		text = Summary(cr.Messages)

@@ -101,25 +101,9 @@ func run(which, doc, work string, clean bool, out io.Writer) error {
 	if _, err := os.Stat(harness); err != nil {
 		return fmt.Errorf("run it from the repository root: %w", err)
 	}
-	releases, err := published()
+	releases, err := selectReleases(which)
 	if err != nil {
 		return err
-	}
-	switch which {
-	case "all":
-	case "newest":
-		releases = releases[len(releases)-1:]
-	default:
-		var want []string
-		for _, v := range strings.Split(which, ",") {
-			if v = strings.TrimSpace(v); v != "" {
-				if !slices.Contains(releases, v) {
-					return fmt.Errorf("-releases: %s is not a published release", v)
-				}
-				want = append(want, v)
-			}
-		}
-		releases = want
 	}
 	if work == "" {
 		if work, err = os.MkdirTemp("", "compactor-pireleases-"); err != nil {
@@ -156,6 +140,37 @@ func run(which, doc, work string, clean bool, out io.Writer) error {
 		}
 		fmt.Fprintf(out, "pireleases: wrote the table into %s\n", doc)
 	}
+	return summarize(out, results, took)
+}
+
+// selectReleases are the published releases -releases names: all, the newest, or a list.
+func selectReleases(which string) ([]string, error) {
+	releases, err := published()
+	if err != nil {
+		return nil, err
+	}
+	switch which {
+	case "all":
+	case "newest":
+		releases = releases[len(releases)-1:]
+	default:
+		var want []string
+		for _, v := range strings.Split(which, ",") {
+			if v = strings.TrimSpace(v); v != "" {
+				if !slices.Contains(releases, v) {
+					return nil, fmt.Errorf("-releases: %s is not a published release", v)
+				}
+				want = append(want, v)
+			}
+		}
+		releases = want
+	}
+	return releases, nil
+}
+
+// summarize names each release that differs or is unknown, and returns the exit code
+// they call for.
+func summarize(out io.Writer, results []*result, took time.Duration) error {
 	differ, unknown := 0, 0
 	for _, r := range results {
 		switch {
@@ -230,11 +245,6 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 	rel := sessionio.MustParseRelease(v)
 	r := &result{Release: v, Known: rel.Known()}
 	defer func() { r.Took = time.Since(start) }()
-	fail := func(format string, args ...any) {
-		if r.First == "" {
-			r.First = fmt.Sprintf(format, args...)
-		}
-	}
 	env := []string{"PI_VERSION=" + v, "PI_HARNESS=" + harness}
 	if clean {
 		home := filepath.Join(work, "pi")
@@ -252,11 +262,27 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 		c := command(root, env, step[0], step[1:]...)
 		c.Stdout, c.Stderr = io.Discard, &stderr
 		if err := c.Run(); err != nil {
-			fail("interop/pi/pi %s: %v: %s", step[1], err, lastLine(stderr.String()))
+			r.fail("interop/pi/pi %s: %v: %s", step[1], err, lastLine(stderr.String()))
 			return r
 		}
 	}
-	// The entry types and roles the release declares.
+	r.checkTypes(root, harness, env, rel)
+	goldens := append(env, "PIGOLDEN_VERSIONS="+v, "PIGOLDEN_EXPECTED="+expected, "PIGOLDEN_CORPUS_EXTRA="+filepath.Dir(own))
+	r.checkGoldens(root, cliTest, goldens, v)
+	r.checkAppends(root, engineTest, goldens)
+	return r
+}
+
+// fail records the first difference.
+func (r *result) fail(format string, args ...any) {
+	if r.First == "" {
+		r.First = fmt.Sprintf(format, args...)
+	}
+}
+
+// checkTypes compares the entry types and roles the release declares with the ones
+// compactor's rules for it know.
+func (r *result) checkTypes(root, harness string, env []string, rel sessionio.Release) {
 	b, err := command(root, env, harness, "types", "--compact").Output()
 	var types struct{ EntryTypes, Roles []string }
 	if err == nil {
@@ -264,19 +290,22 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 	}
 	switch {
 	case err != nil:
-		fail("interop/pi/pi types: %v", err)
+		r.fail("interop/pi/pi types: %v", err)
 	case !slices.Equal(types.EntryTypes, rel.EntryTypes()):
-		fail("declares the entry types %v; compactor knows %v for it", types.EntryTypes, rel.EntryTypes())
+		r.fail("declares the entry types %v; compactor knows %v for it", types.EntryTypes, rel.EntryTypes())
 	case !slices.Equal(types.Roles, rel.Roles()):
-		fail("declares the message roles %v; compactor knows %v for it", types.Roles, rel.Roles())
+		r.fail("declares the message roles %v; compactor knows %v for it", types.Roles, rel.Roles())
 	default:
 		r.TypesOK = true
 	}
-	goldens := append(env, "PIGOLDEN_VERSIONS="+v, "PIGOLDEN_EXPECTED="+expected, "PIGOLDEN_CORPUS_EXTRA="+filepath.Dir(own))
-	// Contexts and plans.
+}
+
+// checkGoldens counts the contexts and plans of the corpus and of the release's own
+// sessions that match its goldens.
+func (r *result) checkGoldens(root, cliTest string, goldens []string, v string) {
 	events, err := goTest(filepath.Join(root, "internal", "cli"), cliTest, goldens, "TestContextMatchesPi$|TestPlanMatchesPiOracle$")
 	if err != nil {
-		fail("internal/cli: %v", err)
+		r.fail("internal/cli: %v", err)
 	}
 	ownPrefix := "/own-" + v + "-"
 	for _, ev := range events {
@@ -295,13 +324,17 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 			continue
 		}
 		if !ok {
-			fail("%s: %s", strings.Join(parts[1:], " "), firstFailure(events, ev.Test))
+			r.fail("%s: %s", strings.Join(parts[1:], " "), firstFailure(events, ev.Test))
 		}
 	}
-	// Appends, with the live Pi.
-	events, err = goTest(filepath.Join(root, "internal", "engine"), engineTest, append(goldens, "COMPACTOR_INTEROP=1"), "TestAppendsLoadAsPlannedInEveryPi$")
+}
+
+// checkAppends counts the compactions written, with the live Pi, that load in the
+// release as planned.
+func (r *result) checkAppends(root, engineTest string, goldens []string) {
+	events, err := goTest(filepath.Join(root, "internal", "engine"), engineTest, append(goldens, "COMPACTOR_INTEROP=1"), "TestAppendsLoadAsPlannedInEveryPi$")
 	if err != nil {
-		fail("engine: %v", err)
+		r.fail("engine: %v", err)
 	}
 	re := regexp.MustCompile(`Pi \S+: (\d+) compactions written and checked, by the real Pi`)
 	for _, ev := range events {
@@ -309,7 +342,7 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 			r.Appended, _ = strconv.Atoi(m[1])
 		}
 		if ev.Action == "fail" && ev.Test != "" && strings.Count(ev.Test, "/") <= 1 {
-			fail("appends: %s", firstFailure(events, ev.Test))
+			r.fail("appends: %s", firstFailure(events, ev.Test))
 		}
 	}
 	r.AppendsLoaded = r.Appended
@@ -318,7 +351,6 @@ func check(root, harness, work, cliTest, engineTest, v string, clean bool) *resu
 			r.AppendsLoaded = 0 // a failure anywhere: the count checked is not to be trusted
 		}
 	}
-	return r
 }
 
 func count(ok, of, ownOK, ownOf *int, isOwn, pass bool) {

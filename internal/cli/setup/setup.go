@@ -1,4 +1,4 @@
-package cli
+package setup
 
 import (
 	"context"
@@ -13,12 +13,12 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "setup", Summary: "set up (or upgrade, --migrate) a fleet's streams, buckets and consumers: the admin's step", Run: runSetup})
-}
+// Command is compactor setup.
+var Command = &command.Command{Name: "setup", Summary: "set up (or upgrade, --migrate) a fleet's streams, buckets and consumers: the admin's step", Run: run}
 
 const setupHelp = `
 Set up what a fleet of compactor workers and clients uses on a NATS account, with the
@@ -68,131 +68,177 @@ Examples:
   compactor setup --nats-url nats://nats:4222 --credentials /etc/nats/compactor --import move.jsonl
   compactor setup --nats-url nats://nats:4222 --nkey admin-hostA.nk --store hostA --prune --dry-run`
 
-func runSetup(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
-	var (
-		ncfg      pipeline.NATSConfig
-		stores    stringList
-		sc        pipeline.SetupConfig
-		migrate   = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
-		force     = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
-		prune     = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
-		dryRun    = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
-		asJSON    = fs.Bool("json", false, "print what was set up as JSON")
-		dataDir   = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
-		timeout   = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
-		credDir   = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
-		exportTo  = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
-		importing = fs.String("import", "", "set the account(s) up and write the share of their stores of `FILE` (an --export) into them")
-	)
-	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
-	configFile := configFlag(fs.FlagSet, env)
-	fs.Var(&stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
+// setupFlags are the flags of compactor setup.
+type setupFlags struct {
+	ncfg                                  pipeline.NATSConfig
+	stores                                command.StringList
+	sc                                    pipeline.SetupConfig
+	limits                                command.StreamLimits
+	migrate, force, prune, dryRun, asJSON *bool
+	dataDir, credDir, exportTo, importing *string
+	configFile                            *string
+	timeout                               *time.Duration
+}
+
+func run(ctx context.Context, env *command.Env) error {
+	fs := command.NewFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
+	f := bindFlags(fs, env)
+	pos, err := fs.ParseArgs(env.Args)
+	if err != nil {
+		return err
+	}
+	if err := command.ApplyConfigFile(fs.FlagSet, *f.configFile, command.ServiceSetting); err != nil {
+		return err
+	}
+	if len(pos) > 0 {
+		return command.Usagef("unexpected argument %q (stores are given with --store NAME)", pos[0])
+	}
+	if err := f.check(fs); err != nil {
+		return err
+	}
+	log, err := command.NewLogger(env.Stderr, "", "info", new(slog.LevelVar))
+	if err != nil {
+		return err
+	}
+	ncfg := pipeline.LocalNATS(*f.dataDir, f.ncfg)
+	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
+	if *f.exportTo != "" {
+		return exportDeployment(ctx, env, ncfg, *f.exportTo, *f.force, *f.asJSON, log)
+	}
+	results, err := f.setUp(ctx, ncfg, log)
+	if err != nil {
+		return err
+	}
+	if *f.asJSON {
+		if len(results) == 1 && *f.credDir == "" {
+			return command.WriteJSON(env.Stdout, results[0].SetupResult)
+		}
+		return command.WriteJSON(env.Stdout, results)
+	}
+	for _, out := range results {
+		writeSetup(env.Stdout, out, *f.dryRun)
+	}
+	return nil
+}
+
+// bindFlags declares setup's flags.
+func bindFlags(fs *command.FlagSet, env *command.Env) *setupFlags {
+	f := &setupFlags{}
+	sc := &f.sc
+	f.migrate = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
+	f.force = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
+	f.prune = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
+	f.dryRun = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
+	f.asJSON = fs.Bool("json", false, "print what was set up as JSON")
+	f.dataDir = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
+	f.timeout = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
+	f.credDir = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
+	f.exportTo = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
+	f.importing = fs.String("import", "", "set the account(s) up and write the share of their stores of `FILE` (an --export) into them")
+	command.BindNATSFlags(fs.FlagSet, &f.ncfg, env.Getenv)
+	f.configFile = command.ConfigFlag(fs.FlagSet, env)
+	fs.Var(&f.stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
 	fs.IntVar(&sc.Replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
 	fs.DurationVar(&sc.AckWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
 	fs.IntVar(&sc.MaxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
 	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
 	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
 	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", pipeline.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
-	var limits streamLimits
-	bindStreamLimits(fs.FlagSet, &limits, "")
-	pos, err := fs.parse(env.Args)
-	if err != nil {
-		return err
-	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q (stores are given with --store NAME)", pos[0])
-	}
-	for _, s := range stores {
+	command.BindStreamLimits(fs.FlagSet, &f.limits, "")
+	return f
+}
+
+// check validates the stores, which modes go together, and the settings (with those of
+// an --import's old account for every flag not given).
+func (f *setupFlags) check(fs *command.FlagSet) error {
+	sc := &f.sc
+	for _, s := range f.stores {
 		name, _, _ := strings.Cut(s, "=")
 		if err := pipeline.ValidateStoreName(name); err != nil {
-			return usageErrorf("--store %q: %v", s, err)
+			return command.Usagef("--store %q: %v", s, err)
 		}
 		sc.Stores = append(sc.Stores, name)
 	}
-	switch {
-	case *exportTo != "" && (*importing != "" || *prune || *credDir != "" || len(sc.Stores) > 0):
-		return usageErrorf("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
-	case *importing != "" && (*prune || *migrate):
-		return usageErrorf("--import sets up new accounts: not with --prune or --migrate")
-	case *importing != "" && len(sc.Stores) == 0 && *credDir == "":
-		return usageErrorf("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
-	case *exportTo != "":
-	case len(sc.Stores) == 0 && *prune:
-		return usageErrorf("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
-	case len(sc.Stores) == 0 && !*migrate && *credDir == "":
-		return usageErrorf("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
-	case *prune && *migrate:
-		return usageErrorf("--prune and --migrate: migrate first, then prune")
-	case *dryRun && !*prune:
-		return usageErrorf("--dry-run goes with --prune")
+	if err := f.checkModes(); err != nil {
+		return err
 	}
-	if *importing != "" {
+	if *f.importing != "" {
 		// The old account's settings, unless given here.
-		if err := settingsFromExport(fs, *importing, &sc, &limits); err != nil {
+		if err := settingsFromExport(fs, *f.importing, sc, &f.limits); err != nil {
 			return err
 		}
 	}
 	switch {
 	case sc.Replicas < 1 || sc.Replicas > 5:
-		return usageErrorf("--replicas: %d, need 1..5", sc.Replicas)
+		return command.Usagef("--replicas: %d, need 1..5", sc.Replicas)
 	case sc.AckWait < 100*time.Millisecond:
-		return usageErrorf("--ack-wait: %s is too short (min 100ms)", sc.AckWait)
+		return command.Usagef("--ack-wait: %s is too short (min 100ms)", sc.AckWait)
 	case sc.MaxDeliver < 1:
-		return usageErrorf("--max-deliver: %d, need at least 1", sc.MaxDeliver)
+		return command.Usagef("--max-deliver: %d, need at least 1", sc.MaxDeliver)
 	case sc.LeaseTTL < time.Second:
-		return usageErrorf("--lease-ttl: %s is too short (min 1s, the KV bucket's TTL resolution)", sc.LeaseTTL)
+		return command.Usagef("--lease-ttl: %s is too short (min 1s, the KV bucket's TTL resolution)", sc.LeaseTTL)
 	case sc.DuplicateWindow < time.Second:
-		return usageErrorf("--duplicate-window: %s is too short", sc.DuplicateWindow)
+		return command.Usagef("--duplicate-window: %s is too short", sc.DuplicateWindow)
 	case sc.PreparedTTL < time.Second:
-		return usageErrorf("--prepared-ttl: %s is too short", sc.PreparedTTL)
+		return command.Usagef("--prepared-ttl: %s is too short", sc.PreparedTTL)
 	}
-	limits.apply(&sc)
+	f.limits.Apply(sc)
 	if err := sc.Validate(); err != nil {
-		return usageErrorf("%v", flagError(err))
+		return command.Usagef("%v", command.FlagError(err))
 	}
-	log, err := newLogger(env.Stderr, "", "info", new(slog.LevelVar))
-	if err != nil {
-		return err
+	return nil
+}
+
+// checkModes refuses the modes that do not go together (--export, --import, --prune,
+// --migrate, --dry-run) and what each needs.
+func (f *setupFlags) checkModes() error {
+	stores := f.sc.Stores
+	switch {
+	case *f.exportTo != "" && (*f.importing != "" || *f.prune || *f.credDir != "" || len(stores) > 0):
+		return command.Usagef("--export reads the old account with its admin's credentials alone: not with --import, --prune, --credentials or --store")
+	case *f.importing != "" && (*f.prune || *f.migrate):
+		return command.Usagef("--import sets up new accounts: not with --prune or --migrate")
+	case *f.importing != "" && len(stores) == 0 && *f.credDir == "":
+		return command.Usagef("--import needs the stores of this account (--store NAME...), or --credentials DIR for every account")
+	case *f.exportTo != "":
+	case len(stores) == 0 && *f.prune:
+		return command.Usagef("--prune needs the fleet's stores, every one to keep (--store NAME...): the others are removed")
+	case len(stores) == 0 && !*f.migrate && *f.credDir == "":
+		return command.Usagef("--store NAME is needed: the stores whose consumers to set up (or --credentials DIR: every account's)")
+	case *f.prune && *f.migrate:
+		return command.Usagef("--prune and --migrate: migrate first, then prune")
+	case *f.dryRun && !*f.prune:
+		return command.Usagef("--dry-run goes with --prune")
 	}
-	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
-	if *exportTo != "" {
-		return exportDeployment(ctx, env, ncfg, *exportTo, *force, *asJSON, log)
-	}
-	accounts := []fleetAccount{{Stores: sc.Stores, NATS: ncfg}}
-	if *credDir != "" {
-		if accounts, err = fleetAccounts(*credDir, pipeline.RoleAdmin, sc.Stores, ncfg); err != nil {
-			return err
+	return nil
+}
+
+// setUp sets up each account: the one ncfg reaches, or every one of --credentials (those
+// of --store), each with its admin's seed.
+func (f *setupFlags) setUp(ctx context.Context, ncfg pipeline.NATSConfig, log *slog.Logger) ([]setupOutput, error) {
+	accounts := []command.FleetAccount{{Stores: f.sc.Stores, NATS: ncfg}}
+	if *f.credDir != "" {
+		var err error
+		if accounts, err = command.FleetAccounts(*f.credDir, pipeline.RoleAdmin, f.sc.Stores, ncfg); err != nil {
+			return nil, err
 		}
 	}
+	step := setupStep{migrate: *f.migrate, force: *f.force, prune: *f.prune, dryRun: *f.dryRun, importFrom: *f.importing}
 	var results []setupOutput
 	for _, a := range accounts {
-		one := sc
+		one := f.sc
 		one.Stores = a.Stores
-		out, err := setupAccount(ctx, a.NATS, one, setupStep{migrate: *migrate, force: *force, prune: *prune, dryRun: *dryRun, importFrom: *importing}, *timeout, log)
+		out, err := setupAccount(ctx, a.NATS, one, step, *f.timeout, log)
 		if err != nil {
 			if a.Account != "" {
-				return fmt.Errorf("account %s: %w", a.Account, err)
+				return nil, fmt.Errorf("account %s: %w", a.Account, err)
 			}
-			return err
+			return nil, err
 		}
 		out.Account = a.Account
 		results = append(results, out)
 	}
-	if *asJSON {
-		if len(results) == 1 && *credDir == "" {
-			return writeJSON(env.Stdout, results[0].SetupResult)
-		}
-		return writeJSON(env.Stdout, results)
-	}
-	for _, out := range results {
-		writeSetup(env.Stdout, out, *dryRun)
-	}
-	return nil
+	return results, nil
 }
 
 // setupStep is what setup does in an account.
@@ -276,8 +322,8 @@ func writeSetup(w io.Writer, out setupOutput, dryRun bool) {
 		fmt.Fprintf(w, "migrated from layout %d in place: every stream and bucket set up anew (the changes are logged), every key and queued job kept\n", m.From)
 	}
 	if c := out.Imported; c != nil {
-		fmt.Fprintf(w, "imported for stores %s: %s, %s, %s, keys %s", strings.Join(c.Stores, ", "), plural(c.Jobs, "queued job", "queued jobs"),
-			plural(c.Attempts, "attempt count", "attempt counts"), plural(c.DeadLetters, "dead letter", "dead letters"), countsText(c.Keys))
+		fmt.Fprintf(w, "imported for stores %s: %s, %s, %s, keys %s", strings.Join(c.Stores, ", "), command.Plural(c.Jobs, "queued job", "queued jobs"),
+			command.Plural(c.Attempts, "attempt count", "attempt counts"), command.Plural(c.DeadLetters, "dead letter", "dead letters"), countsText(c.Keys))
 		if c.Already > 0 {
 			fmt.Fprintf(w, "; %d jobs imported before", c.Already)
 		}
@@ -286,7 +332,7 @@ func writeSetup(w io.Writer, out setupOutput, dryRun bool) {
 		}
 		fmt.Fprintln(w)
 	}
-	jobsBytes, eventsBytes, dlqBytes, recBytes := byteSize(f.JobsMaxBytes), byteSize(f.EventsMaxBytes), byteSize(f.DLQMaxBytes), byteSize(f.RecordsMaxBytes)
+	jobsBytes, eventsBytes, dlqBytes, recBytes := command.ByteSize(f.JobsMaxBytes), command.ByteSize(f.EventsMaxBytes), command.ByteSize(f.DLQMaxBytes), command.ByteSize(f.RecordsMaxBytes)
 	fmt.Fprintf(w, "set up (layout %d): stores %s; lease TTL %s, ack wait %s, max deliver %d, duplicate window %s, prepared TTL %s, replicas %d; jobs kept %s and %s at most, events %s and %s, dead letters %s, each bucket %s\n",
 		f.Layout, strings.Join(f.Stores, ", "), time.Duration(f.LeaseTTL), time.Duration(f.AckWait), f.MaxDeliver, time.Duration(f.DuplicateWindow),
 		time.Duration(f.PreparedTTL), f.Replicas, time.Duration(f.JobsMaxAge), jobsBytes.String(), time.Duration(f.EventsMaxAge), eventsBytes.String(),
@@ -307,7 +353,7 @@ func countsText(m map[string]int) string {
 
 // exportDeployment writes the account's deployment into file (replaced whole: written
 // beside it, then renamed), readable by its owner only.
-func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
+func exportDeployment(ctx context.Context, env *command.Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -329,17 +375,17 @@ func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, f
 		return fmt.Errorf("--export: %w", err)
 	}
 	if asJSON {
-		return writeJSON(env.Stdout, c)
+		return command.WriteJSON(env.Stdout, c)
 	}
 	fmt.Fprintf(env.Stdout, "exported into %s: stores %s; %s, %s, %s, keys %s; not exported: %s\n", file, strings.Join(c.Stores, ", "),
-		plural(c.Jobs, "queued job", "queued jobs"), plural(c.Attempts, "attempt count", "attempt counts"), plural(c.DeadLetters, "dead letter", "dead letters"),
+		command.Plural(c.Jobs, "queued job", "queued jobs"), command.Plural(c.Attempts, "attempt count", "attempt counts"), command.Plural(c.DeadLetters, "dead letter", "dead letters"),
 		countsText(c.Keys), countsText(c.Dropped))
 	return nil
 }
 
 // settingsFromExport takes the old account's settings from an export for every setup flag
 // not given.
-func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limits *streamLimits) error {
+func settingsFromExport(fs *command.FlagSet, file string, sc *pipeline.SetupConfig, limits *command.StreamLimits) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return fmt.Errorf("--import: %w", err)
@@ -362,8 +408,8 @@ func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limi
 	take("lease-ttl", old.LeaseTTL > 0, func() { sc.LeaseTTL = time.Duration(old.LeaseTTL) })
 	take("duplicate-window", old.DuplicateWindow > 0, func() { sc.DuplicateWindow = time.Duration(old.DuplicateWindow) })
 	take("prepared-ttl", old.PreparedTTL > 0, func() { sc.PreparedTTL = time.Duration(old.PreparedTTL) })
-	take("jobs-max-age", old.JobsMaxAge > 0, func() { limits.jobsMaxAge = time.Duration(old.JobsMaxAge) })
-	take("events-max-age", old.EventsMaxAge > 0, func() { limits.eventsMaxAge = time.Duration(old.EventsMaxAge) })
+	take("jobs-max-age", old.JobsMaxAge > 0, func() { limits.JobsMaxAge = time.Duration(old.JobsMaxAge) })
+	take("events-max-age", old.EventsMaxAge > 0, func() { limits.EventsMaxAge = time.Duration(old.EventsMaxAge) })
 	return nil
 }
 
@@ -382,7 +428,7 @@ func writePruned(w io.Writer, pruned []pipeline.PrunedStore, dryRun bool) {
 			keys = append(keys, fmt.Sprintf("%s %d", b, p.Keys[b]))
 		}
 		fmt.Fprintf(w, "%s store %s (found: %s): consumers %s; keys: %s; %s\n", verb, p.Store, p.Reason,
-			orNone(strings.Join(p.Consumers, ", ")), orNone(strings.Join(keys, ", ")), plural(p.Jobs, "queued job", "queued jobs"))
+			orNone(strings.Join(p.Consumers, ", ")), orNone(strings.Join(keys, ", ")), command.Plural(p.Jobs, "queued job", "queued jobs"))
 		if p.Dead > 0 {
 			fmt.Fprintf(w, "  kept: its dead letters (%d): compactor dlq list --store %s, compactor dlq purge --store %s\n", p.Dead, p.Store, p.Store)
 		}

@@ -1,9 +1,10 @@
-package cli
+package command
 
 import (
 	"flag"
 	"fmt"
 	"math"
+	"net"
 	"strconv"
 	"strings"
 	"time"
@@ -11,26 +12,26 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-// opsRole says which operations flags a command takes.
-type opsRole int
+// OpsRole says which operations flags a command takes.
+type OpsRole int
 
 const (
-	// opsWorker (run): replicas, JetStream timings, the embedded server's address.
-	opsWorker opsRole = iota
-	// opsSweeper (sweep): the data directory where a local service leaves its address, how
+	// OpsWorker (run): replicas, JetStream timings, the embedded server's address.
+	OpsWorker OpsRole = iota
+	// OpsSweeper (sweep): the data directory where a local service leaves its address, how
 	// long to wait for JetStream, and the sweeps' retry backoff. Not the settings of the
 	// streams and consumers: only a service sets those up (a client never creates or
 	// changes them, so one typed without --replicas cannot lower a fleet's).
-	opsSweeper
-	// opsClient (dlq): only the data directory, to find a local service.
-	opsClient
+	OpsSweeper
+	// OpsClient (dlq): only the data directory, to find a local service.
+	OpsClient
 )
 
-// opsFlags are the settings an operator of a fleet needs. They live apart from serviceFlags
+// OpsFlags are the settings an operator of a fleet needs. They live apart from run's serviceFlags
 // so each command opts in with one line; every flag is also a --config key.
-type opsFlags struct {
+type OpsFlags struct {
 	fs             *flag.FlagSet
-	role           opsRole
+	role           OpsRole
 	replicas       int
 	ackWait        time.Duration
 	maxDeliver     int
@@ -43,7 +44,7 @@ type opsFlags struct {
 	monitor        string
 	sync           natsSync
 	dataDir        string // clients: where a local service writes its NATS URL
-	limits         streamLimits
+	limits         StreamLimits
 }
 
 // natsSync is --nats-sync: "always", or how often the embedded server syncs to disk.
@@ -79,35 +80,35 @@ func (n *natsSync) Set(s string) error {
 	return nil
 }
 
-// streamLimits are the flags of the streams' and buckets' limits (setup's settings).
-type streamLimits struct {
-	jobsMaxAge, eventsMaxAge                                   time.Duration
-	jobsMaxBytes, eventsMaxBytes, dlqMaxBytes, recordsMaxBytes byteSize
+// StreamLimits are the flags of the streams' and buckets' limits (setup's settings).
+type StreamLimits struct {
+	JobsMaxAge, EventsMaxAge                                   time.Duration
+	JobsMaxBytes, EventsMaxBytes, DLQMaxBytes, RecordsMaxBytes ByteSize
 }
 
-// bindStreamLimits declares the limits' flags; note ends their usage.
-func bindStreamLimits(fs *flag.FlagSet, l *streamLimits, note string) {
-	l.jobsMaxBytes, l.eventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
-	l.dlqMaxBytes, l.recordsMaxBytes = pipeline.DefaultDLQMaxBytes, pipeline.DefaultRecordsMaxBytes
-	fs.DurationVar(&l.jobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
-	fs.Var(&l.jobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
-	fs.DurationVar(&l.eventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
-	fs.Var(&l.eventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
-	fs.Var(&l.dlqMaxBytes, "dlq-max-bytes", "the most COMPACTOR_DLQ holds, in `BYTES`; past it the oldest dead letters go"+note)
-	fs.Var(&l.recordsMaxBytes, "records-max-bytes", "the most each bucket (leases, sweep records, attempt counts, prepared summaries, workers, spend counts) holds, in `BYTES`; past it a new key is refused"+note)
+// BindStreamLimits declares the limits' flags; note ends their usage.
+func BindStreamLimits(fs *flag.FlagSet, l *StreamLimits, note string) {
+	l.JobsMaxBytes, l.EventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
+	l.DLQMaxBytes, l.RecordsMaxBytes = pipeline.DefaultDLQMaxBytes, pipeline.DefaultRecordsMaxBytes
+	fs.DurationVar(&l.JobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
+	fs.Var(&l.JobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
+	fs.DurationVar(&l.EventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
+	fs.Var(&l.EventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
+	fs.Var(&l.DLQMaxBytes, "dlq-max-bytes", "the most COMPACTOR_DLQ holds, in `BYTES`; past it the oldest dead letters go"+note)
+	fs.Var(&l.RecordsMaxBytes, "records-max-bytes", "the most each bucket (leases, sweep records, attempt counts, prepared summaries, workers, spend counts) holds, in `BYTES`; past it a new key is refused"+note)
 }
 
-// apply copies the limits into a setup configuration.
-func (l streamLimits) apply(sc *pipeline.SetupConfig) {
-	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.jobsMaxAge, int64(l.jobsMaxBytes), l.eventsMaxAge, int64(l.eventsMaxBytes)
-	sc.DLQMaxBytes, sc.RecordsMaxBytes = int64(l.dlqMaxBytes), int64(l.recordsMaxBytes)
+// Apply copies the limits into a setup configuration.
+func (l StreamLimits) Apply(sc *pipeline.SetupConfig) {
+	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.JobsMaxAge, int64(l.JobsMaxBytes), l.EventsMaxAge, int64(l.EventsMaxBytes)
+	sc.DLQMaxBytes, sc.RecordsMaxBytes = int64(l.DLQMaxBytes), int64(l.RecordsMaxBytes)
 }
 
-// byteSize is a flag of a size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB,
+// ByteSize is a flag of a size in bytes: a number, or one with a unit (KiB, MiB, GiB, TiB,
 // or kB, MB, GB, TB).
-type byteSize int64
+type ByteSize int64
 
-func (b *byteSize) String() string {
+func (b *ByteSize) String() string {
 	n := int64(*b)
 	for _, u := range []struct {
 		name string
@@ -120,7 +121,7 @@ func (b *byteSize) String() string {
 	return strconv.FormatInt(n, 10)
 }
 
-func (b *byteSize) Set(s string) error {
+func (b *ByteSize) Set(s string) error {
 	units := map[string]int64{"": 1, "B": 1, "KiB": 1 << 10, "MiB": 1 << 20, "GiB": 1 << 30, "TiB": 1 << 40,
 		"kB": 1e3, "KB": 1e3, "MB": 1e6, "GB": 1e9, "TB": 1e12}
 	t := strings.TrimSpace(s)
@@ -133,32 +134,32 @@ func (b *byteSize) Set(s string) error {
 	if err != nil || !ok || n > math.MaxInt64/unit {
 		return fmt.Errorf("%q: want a size in bytes, as 1073741824, 512MiB or 1GiB", s)
 	}
-	*b = byteSize(n * unit)
+	*b = ByteSize(n * unit)
 	return nil
 }
 
-func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
-	o := &opsFlags{fs: fs, role: role}
-	if role == opsClient || role == opsSweeper {
+func BindOpsFlags(fs *flag.FlagSet, env *Env, role OpsRole) *OpsFlags {
+	o := &OpsFlags{fs: fs, role: role}
+	if role == OpsClient || role == OpsSweeper {
 		fs.StringVar(&o.dataDir, "data-dir", pipeline.DefaultDataDir(env.Getenv),
 			"without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 	}
-	if role == opsClient {
+	if role == OpsClient {
 		return o
 	}
-	if role == opsWorker {
+	if role == OpsWorker {
 		const setupOnly = " (a setting of the fleet: applied by the embedded server's service and --setup, as by compactor setup; a worker without them follows the fleet's)"
 		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has"+setupOnly)
 		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
 		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
 		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
 		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
-		bindStreamLimits(fs, &o.limits, setupOnly)
+		BindStreamLimits(fs, &o.limits, setupOnly)
 	}
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
 	fs.DurationVar(&o.retryBase, "sweep-retry-base", pipeline.DefaultSweepRetryBase, "a session whose job failed or met a busy session (a turn in progress) is enqueued again by a sweep this long after, even unchanged; doubled per further miss")
 	fs.DurationVar(&o.retryMax, "sweep-retry-max", pipeline.DefaultSweepRetryMax, "the longest wait of --sweep-retry-base's doubling")
-	if role == opsWorker {
+	if role == OpsWorker {
 		listen := env.Getenv("COMPACTOR_LISTEN")
 		if listen == "" {
 			listen = pipeline.DefaultEmbeddedHost + ":4222"
@@ -170,46 +171,46 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	return o
 }
 
-// config completes the configuration that serviceFlags.parse returned (it is called
+// Config completes the configuration that run's serviceFlags.parse returned (it is called
 // with parse's results, so a command opts in with one line).
-func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, error) {
+func (o *OpsFlags) Config(cfg pipeline.Config, err error) (pipeline.Config, error) {
 	if err != nil {
 		return cfg, err
 	}
 	switch o.role {
-	case opsWorker:
+	case OpsWorker:
 		cfg.Replicas, cfg.AckWait, cfg.MaxDeliver, cfg.LeaseTTL = o.replicas, o.ackWait, o.maxDeliver, o.leaseTTL
 		cfg.DuplicateWindow = o.dupWindow
-		cfg.JobsMaxAge, cfg.JobsMaxBytes, cfg.EventsMaxAge, cfg.EventsMaxBytes = o.limits.jobsMaxAge, int64(o.limits.jobsMaxBytes), o.limits.eventsMaxAge, int64(o.limits.eventsMaxBytes)
-		cfg.DLQMaxBytes, cfg.RecordsMaxBytes = int64(o.limits.dlqMaxBytes), int64(o.limits.recordsMaxBytes)
+		cfg.JobsMaxAge, cfg.JobsMaxBytes, cfg.EventsMaxAge, cfg.EventsMaxBytes = o.limits.JobsMaxAge, int64(o.limits.JobsMaxBytes), o.limits.EventsMaxAge, int64(o.limits.EventsMaxBytes)
+		cfg.DLQMaxBytes, cfg.RecordsMaxBytes = int64(o.limits.DLQMaxBytes), int64(o.limits.RecordsMaxBytes)
 		fallthrough
-	case opsSweeper:
+	case OpsSweeper:
 		cfg.StartupTimeout, cfg.SweepRetryBase, cfg.SweepRetryMax = o.startupTimeout, o.retryBase, o.retryMax
-		cfg.Client = o.role == opsSweeper
+		cfg.Client = o.role == OpsSweeper
 	}
 	if o.monitor != "" && cfg.NATS.URL != "" {
-		return cfg, usageErrorf("--nats-monitor: a setting of the embedded server, not with --nats-url (an external server's is its own: http in its configuration)")
+		return cfg, Usagef("--nats-monitor: a setting of the embedded server, not with --nats-url (an external server's is its own: http in its configuration)")
 	}
 	if o.sync.set {
 		if cfg.NATS.URL != "" {
-			return cfg, usageErrorf("--nats-sync: a setting of the embedded server, not with --nats-url (an external server's is its own: sync_interval in its jetstream block)")
+			return cfg, Usagef("--nats-sync: a setting of the embedded server, not with --nats-url (an external server's is its own: sync_interval in its jetstream block)")
 		}
 		cfg.EmbeddedSync, cfg.EmbeddedSyncAlways = o.sync.every, o.sync.always
 	}
 	switch {
-	case o.role == opsWorker && cfg.NATS.URL == "":
+	case o.role == OpsWorker && cfg.NATS.URL == "":
 		host, port, err := pipeline.ParseListen(o.listen)
 		if err != nil {
-			return cfg, usageErrorf("--listen: %v", err)
+			return cfg, Usagef("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
 		if o.monitor != "" {
 			mh, mp, err := pipeline.ParseListen(o.monitor)
 			if err != nil {
-				return cfg, usageErrorf("--nats-monitor: %v", err)
+				return cfg, Usagef("--nats-monitor: %v", err)
 			}
-			if !isLoopback(mh) {
-				return cfg, usageErrorf("--nats-monitor %s: want a loopback address (the monitoring port has no authentication: an exporter beside it serves other hosts)", o.monitor)
+			if !IsLoopback(mh) {
+				return cfg, Usagef("--nats-monitor %s: want a loopback address (the monitoring port has no authentication: an exporter beside it serves other hosts)", o.monitor)
 			}
 			cfg.EmbeddedMonitorHost, cfg.EmbeddedMonitorPort = mh, mp
 		}
@@ -217,26 +218,26 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 		if f := o.fs.Lookup("once"); f != nil && f.Value.String() == "true" {
 			cfg.JoinRunning = true
 		}
-	case o.role != opsWorker && cfg.NATS.URL == "":
+	case o.role != OpsWorker && cfg.NATS.URL == "":
 		cfg.NATS = pipeline.LocalNATS(o.dataDir, cfg.NATS)
 	}
 	return cfg, nil
 }
 
-// clientNATS returns the NATS settings of a client command: the flags, and without
+// ClientNATS returns the NATS settings of a client command: the flags, and without
 // --nats-url the local service's address and generated token.
-func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
+func (o *OpsFlags) ClientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
 	return pipeline.LocalNATS(o.dataDir, n)
 }
 
-// operatorAccount is the NATS settings of the operator of store's account: with
+// OperatorAccount is the NATS settings of the operator of store's account: with
 // credentials (compactor auth --credentials DIR), the operator's seed of the account of
 // fleet.json that holds store (store may be "" when it lists one account only); without,
 // the NATS flags as given. what names what the command acts on, for the error that asks
 // for --store. Each account's records are its own (its dead letters' sequences, its
 // pause records, its events): a command acts in one account at a time.
-func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, store, what string) (pipeline.NATSConfig, error) {
-	ncfg := o.clientNATS(n)
+func (o *OpsFlags) OperatorAccount(n pipeline.NATSConfig, credentials, command, store, what string) (pipeline.NATSConfig, error) {
+	ncfg := o.ClientNATS(n)
 	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
 	if credentials == "" {
 		return ncfg, nil
@@ -245,28 +246,28 @@ func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, 
 	if store != "" {
 		only = []string{store}
 	}
-	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, only, ncfg)
+	accounts, err := FleetAccounts(credentials, pipeline.RoleOperator, only, ncfg)
 	if err != nil {
 		return ncfg, err
 	}
 	if len(accounts) != 1 {
-		return ncfg, usageErrorf("--credentials holds %d accounts: give --store, the store whose account's %s to act on", len(accounts), what)
+		return ncfg, Usagef("--credentials holds %d accounts: give --store, the store whose account's %s to act on", len(accounts), what)
 	}
 	a := accounts[0].NATS
 	a.Name = ncfg.Name
 	return a, nil
 }
 
-// operatorAccounts are the accounts an operator's command reads across: with credentials,
+// OperatorAccounts are the accounts an operator's command reads across: with credentials,
 // every account of fleet.json (those holding one of stores, when given), each with its
 // operator's seed; without, the one account the NATS flags reach (Account "").
-func (o *opsFlags) operatorAccounts(n pipeline.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
-	ncfg := o.clientNATS(n)
+func (o *OpsFlags) OperatorAccounts(n pipeline.NATSConfig, credentials, command string, stores []string) ([]FleetAccount, error) {
+	ncfg := o.ClientNATS(n)
 	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
 	if credentials == "" {
-		return []fleetAccount{{Stores: stores, NATS: ncfg}}, nil
+		return []FleetAccount{{Stores: stores, NATS: ncfg}}, nil
 	}
-	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, stores, ncfg)
+	accounts, err := FleetAccounts(credentials, pipeline.RoleOperator, stores, ncfg)
 	if err != nil {
 		return nil, err
 	}
@@ -275,3 +276,15 @@ func (o *opsFlags) operatorAccounts(n pipeline.NATSConfig, credentials, command 
 	}
 	return accounts, nil
 }
+
+// IsLoopback reports whether host is localhost or a loopback address.
+func IsLoopback(host string) bool {
+	if host == "localhost" {
+		return true
+	}
+	ip := net.ParseIP(host)
+	return ip != nil && ip.IsLoopback()
+}
+
+// DataDir is --data-dir: where a local service writes its NATS address and tokens.
+func (o *OpsFlags) DataDir() string { return o.dataDir }

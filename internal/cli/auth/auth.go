@@ -1,4 +1,4 @@
-package cli
+package auth
 
 import (
 	"context"
@@ -12,12 +12,12 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "auth", Summary: "print the NATS server's users and permissions for a fleet's stores and roles (or nsc commands)", Run: runAuth})
-}
+// Command is compactor auth.
+var Command = &command.Command{Name: "auth", Summary: "print the NATS server's users and permissions for a fleet's stores and roles (or nsc commands)", Run: run}
 
 const authHelp = `
 Print the NATS server configuration that gives each host of a fleet its own NATS account
@@ -94,9 +94,9 @@ type accountLimits struct {
 // accountName is the NATS account of a store group.
 func accountName(group []string) string { return "compactor-" + strings.Join(group, "+") }
 
-func runAuth(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "auth", "--store NAME[,NAME]... [flags]", authHelp)
-	var groups stringList
+func run(ctx context.Context, env *command.Env) error {
+	fs := command.NewFlagSet(env, "auth", "--store NAME[,NAME]... [flags]", authHelp)
+	var groups command.StringList
 	fs.Var(&groups, "store", "a host's store, or several joined by commas for one account and one user of each role (repeatable)")
 	roles := fs.String("role", "admin,operator,worker,agent", "the roles to print users for: admin, operator, worker, agent (comma-separated)")
 	creds := fs.String("credentials", "", "directory for each user's nkey seed (<user>.nk, mode 0600): written once, reused after; and fleet.json, the accounts' list")
@@ -107,84 +107,53 @@ func runAuth(ctx context.Context, env *Env) error {
 	tlsCA := fs.String("tls-ca", "", "CA certificate of clients' certificates (with --tls-verify)")
 	tlsVerify := fs.Bool("tls-verify", false, "require and verify client certificates (signed by --tls-ca)")
 	replicas := fs.Int("replicas", 1, "the replicas compactor setup will give the streams (--replicas of setup): the default --max-storage holds them")
-	var storage byteSize
+	var storage command.ByteSize
 	fs.Var(&storage, "max-storage", "each account's JetStream file storage, in `BYTES` (default: what compactor setup's default limits reserve, with --replicas)")
 	maxConsumers := fs.Int("max-consumers", 0, "each account's consumers (default: two per store, the watches of its sweep records and the operator's reads)")
 	maxConns := fs.Int("max-connections", 1024, "each account's connections at once (its agents, workers and commands)")
 	maxSubs := fs.Int("max-subscriptions", 65536, "each account's subscriptions at once")
-	pos, err := fs.parse(env.Args)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q (stores are given with --store NAME)", pos[0])
+		return command.Usagef("unexpected argument %q (stores are given with --store NAME)", pos[0])
 	}
-	var want []pipeline.Role
-	for _, r := range strings.Split(*roles, ",") {
-		role, err := pipeline.ParseRole(strings.TrimSpace(r))
-		if err != nil {
-			return usageErrorf("--role: %v", err)
-		}
-		want = append(want, role)
+	want, err := parseRoles(*roles)
+	if err != nil {
+		return err
 	}
-	var storeGroups [][]string
-	seen := map[string]string{}
-	for _, g := range groups {
-		var names []string
-		for _, n := range strings.Split(g, ",") {
-			n = strings.TrimSpace(n)
-			if err := pipeline.ValidateStoreName(n); err != nil {
-				return usageErrorf("--store %q: %v", g, err)
-			}
-			if other, ok := seen[n]; ok {
-				return usageErrorf("--store %q: store %s is in --store %q already: a store is in one account", g, n, other)
-			}
-			seen[n] = g
-			names = append(names, n)
-		}
-		slices.Sort(names)
-		storeGroups = append(storeGroups, slices.Compact(names))
-	}
-	if len(storeGroups) == 0 {
-		return usageErrorf("--store NAME is needed: each host's store (its account)")
+	storeGroups, err := parseStoreGroups(groups)
+	if err != nil {
+		return err
 	}
 	if (*tlsCert == "") != (*tlsKey == "") || (*tlsVerify && *tlsCA == "") {
-		return usageErrorf("--tls-cert and --tls-key go together; --tls-verify needs --tls-ca")
+		return command.Usagef("--tls-cert and --tls-key go together; --tls-verify needs --tls-ca")
 	}
 	if *replicas < 1 || *replicas > 5 {
-		return usageErrorf("--replicas: %d, need 1..5", *replicas)
+		return command.Usagef("--replicas: %d, need 1..5", *replicas)
 	}
 	if storage == 0 {
-		storage = byteSize(pipeline.AccountStorage(*replicas))
+		storage = command.ByteSize(pipeline.AccountStorage(*replicas))
 	}
 	if *maxConns < 1 || *maxSubs < 1 || *maxConsumers < 0 {
-		return usageErrorf("--max-connections, --max-subscriptions and --max-consumers: want at least 1")
+		return command.Usagef("--max-connections, --max-subscriptions and --max-consumers: want at least 1")
 	}
 	accounts, err := authAccounts(want, storeGroups, accountLimits{MaxStorage: int64(storage), MaxStreams: pipeline.AccountStreams(),
 		MaxConsumers: *maxConsumers, MaxConnections: *maxConns, MaxSubscriptions: *maxSubs})
 	if err != nil {
-		return usageErrorf("%v", err)
+		return command.Usagef("%v", err)
 	}
 	switch {
 	case *asJSON:
-		return writeJSON(env.Stdout, accounts)
+		return command.WriteJSON(env.Stdout, accounts)
 	case *nsc:
 		writeNSC(env.Stdout, accounts)
 		return nil
 	case *creds == "":
-		return usageErrorf("--credentials DIR is needed: each user's nkey seed is written there (or print --nsc commands, or --json)")
+		return command.Usagef("--credentials DIR is needed: each user's nkey seed is written there (or print --nsc commands, or --json)")
 	}
-	if err := os.MkdirAll(*creds, 0o700); err != nil {
-		return fmt.Errorf("--credentials: %w", err)
-	}
-	for i := range accounts {
-		for j := range accounts[i].Users {
-			if err := userKey(&accounts[i].Users[j], *creds); err != nil {
-				return err
-			}
-		}
-	}
-	if err := writeManifest(*creds, accounts); err != nil {
+	if err := writeCredentials(*creds, accounts); err != nil {
 		return err
 	}
 	writeServerAuth(env.Stdout, groups, accounts, tlsBlock{cert: *tlsCert, key: *tlsKey, ca: *tlsCA, verify: *tlsVerify})
@@ -194,6 +163,62 @@ func runAuth(ctx context.Context, env *Env) error {
 		}
 	}
 	return nil
+}
+
+// parseRoles parses --role.
+func parseRoles(list string) ([]pipeline.Role, error) {
+	var want []pipeline.Role
+	for _, r := range strings.Split(list, ",") {
+		role, err := pipeline.ParseRole(strings.TrimSpace(r))
+		if err != nil {
+			return nil, command.Usagef("--role: %v", err)
+		}
+		want = append(want, role)
+	}
+	return want, nil
+}
+
+// parseStoreGroups parses the --store flags: each a group of stores, one account, sorted;
+// a store in two groups is refused.
+func parseStoreGroups(groups []string) ([][]string, error) {
+	var storeGroups [][]string
+	seen := map[string]string{}
+	for _, g := range groups {
+		var names []string
+		for _, n := range strings.Split(g, ",") {
+			n = strings.TrimSpace(n)
+			if err := pipeline.ValidateStoreName(n); err != nil {
+				return nil, command.Usagef("--store %q: %v", g, err)
+			}
+			if other, ok := seen[n]; ok {
+				return nil, command.Usagef("--store %q: store %s is in --store %q already: a store is in one account", g, n, other)
+			}
+			seen[n] = g
+			names = append(names, n)
+		}
+		slices.Sort(names)
+		storeGroups = append(storeGroups, slices.Compact(names))
+	}
+	if len(storeGroups) == 0 {
+		return nil, command.Usagef("--store NAME is needed: each host's store (its account)")
+	}
+	return storeGroups, nil
+}
+
+// writeCredentials gives each user its seed in dir (made, or read where it is) and
+// writes the accounts' fleet.json there.
+func writeCredentials(dir string, accounts []authAccount) error {
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return fmt.Errorf("--credentials: %w", err)
+	}
+	for i := range accounts {
+		for j := range accounts[i].Users {
+			if err := userKey(&accounts[i].Users[j], dir); err != nil {
+				return err
+			}
+		}
+	}
+	return command.WriteManifest(dir, manifest(accounts))
 }
 
 // authAccounts are the accounts of the store groups, each with a user of each role.
@@ -220,6 +245,19 @@ func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits
 		out = append(out, a)
 	}
 	return out, nil
+}
+
+// manifest is fleet.json of the accounts: their stores and each role's seed file.
+func manifest(accounts []authAccount) command.Manifest {
+	m := command.Manifest{V: 1}
+	for _, a := range accounts {
+		ma := command.ManifestAccount{Account: a.Name, Stores: a.Stores, Seeds: map[pipeline.Role]string{}}
+		for _, u := range a.Users {
+			ma.Seeds[u.Role] = filepath.Base(u.SeedFile)
+		}
+		m.Accounts = append(m.Accounts, ma)
+	}
+	return m
 }
 
 // userKey reads the user's seed from dir, or makes one.
@@ -266,7 +304,7 @@ var roleNote = map[pipeline.Role]string{
 
 // writeServerAuth prints the nats-server configuration.
 func writeServerAuth(w io.Writer, groups []string, accounts []authAccount, t tlsBlock) {
-	fmt.Fprintf(w, "# NATS accounts and users of a compactor fleet: `compactor auth --store %s` (compactor %s).\n", strings.Join(groups, " --store "), Version())
+	fmt.Fprintf(w, "# NATS accounts and users of a compactor fleet: `compactor auth --store %s` (compactor %s).\n", strings.Join(groups, " --store "), command.Version())
 	fmt.Fprintln(w, "# One account per host: nothing of one account's users reaches another's streams (docs/security.md).")
 	fmt.Fprintln(w, "# Each user authenticates with the nkey seed in its <user>.nk file; every permission is explained in docs/security.md.")
 	var total int64

@@ -1,4 +1,4 @@
-package cli
+package command
 
 import (
 	"encoding/json"
@@ -17,70 +17,65 @@ import (
 // file of each role's user. setup, dlq and status take --credentials DIR to act in every
 // account (or the account of --store) as their role.
 
-const manifestFile = "fleet.json"
+// ManifestFile is the accounts' list in a credentials directory.
+const ManifestFile = "fleet.json"
 
-type fleetManifest struct {
+// Manifest is fleet.json: the accounts of a fleet, each with its stores and its users' seeds.
+type Manifest struct {
 	V        int               `json:"v"`
-	Accounts []manifestAccount `json:"accounts"`
+	Accounts []ManifestAccount `json:"accounts"`
 }
 
-type manifestAccount struct {
+// ManifestAccount is one account of fleet.json.
+type ManifestAccount struct {
 	Account string   `json:"account"`
 	Stores  []string `json:"stores"`
 	// Seeds are the seed files of the account's users by role, relative to the directory.
 	Seeds map[pipeline.Role]string `json:"seeds"`
 }
 
-// writeManifest writes DIR/fleet.json for the accounts (replacing an earlier one: the
-// server's configuration holds these accounts and no other).
-func writeManifest(dir string, accounts []authAccount) error {
-	m := fleetManifest{V: 1}
-	for _, a := range accounts {
-		ma := manifestAccount{Account: a.Name, Stores: a.Stores, Seeds: map[pipeline.Role]string{}}
-		for _, u := range a.Users {
-			ma.Seeds[u.Role] = filepath.Base(u.SeedFile)
-		}
-		m.Accounts = append(m.Accounts, ma)
-	}
+// WriteManifest writes DIR/fleet.json (replacing an earlier one: the server's
+// configuration holds these accounts and no other).
+func WriteManifest(dir string, m Manifest) error {
 	b, err := json.MarshalIndent(m, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(dir, manifestFile+".tmp")
+	tmp := filepath.Join(dir, ManifestFile+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("--credentials: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(dir, manifestFile)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(dir, ManifestFile)); err != nil {
 		return fmt.Errorf("--credentials: %w", err)
 	}
 	return nil
 }
 
-// fleetAccount is one account to act in: its name, the stores to act on and the NATS
+// FleetAccount is one account to act in: its name, the stores to act on and the NATS
 // settings of the role's user there.
-type fleetAccount struct {
+type FleetAccount struct {
 	Account string
 	Stores  []string
 	NATS    pipeline.NATSConfig
 }
 
-// fleetAccounts reads DIR/fleet.json and returns the accounts that hold any of stores (every
+// FleetAccounts reads DIR/fleet.json and returns the accounts that hold any of stores (every
 // account when stores is empty), each with the stores of it to act on and base's NATS
 // settings with the role's seed file. An account without a user of role, or a store of
 // no account, is an error naming it.
-func fleetAccounts(dir string, role pipeline.Role, stores []string, base pipeline.NATSConfig) ([]fleetAccount, error) {
-	raw, err := os.ReadFile(filepath.Join(dir, manifestFile))
+func FleetAccounts(dir string, role pipeline.Role, stores []string, base pipeline.NATSConfig) ([]FleetAccount, error) {
+	raw, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if errors.Is(err, os.ErrNotExist) {
-		return nil, usageErrorf("--credentials %s: no %s in it (the directory compactor auth --credentials wrote)", dir, manifestFile)
+		return nil, Usagef("--credentials %s: no %s in it (the directory compactor auth --credentials wrote)", dir, ManifestFile)
 	}
 	if err != nil {
 		return nil, fmt.Errorf("--credentials: %w", err)
 	}
-	var m fleetManifest
+	var m Manifest
 	if err := json.Unmarshal(raw, &m); err != nil || m.V != 1 {
-		return nil, fmt.Errorf("--credentials: %s is not a fleet's list of accounts (compactor auth writes it): %v", filepath.Join(dir, manifestFile), err)
+		return nil, fmt.Errorf("--credentials: %s is not a fleet's list of accounts (compactor auth writes it): %v", filepath.Join(dir, ManifestFile), err)
 	}
-	var out []fleetAccount
+	var out []FleetAccount
 	found := map[string]bool{}
 	for _, a := range m.Accounts {
 		act := a.Stores
@@ -97,7 +92,7 @@ func fleetAccounts(dir string, role pipeline.Role, stores []string, base pipelin
 		}
 		seed, ok := a.Seeds[role]
 		if !ok {
-			return nil, usageErrorf("--credentials: account %s has no %s user (compactor auth --role)", a.Account, role)
+			return nil, Usagef("--credentials: account %s has no %s user (compactor auth --role)", a.Account, role)
 		}
 		n := base
 		n.NKeySeedFile, n.CredsFile, n.Token, n.TokenFile, n.User, n.Password, n.PasswordFile = filepath.Join(dir, seed), "", "", "", "", "", ""
@@ -105,7 +100,7 @@ func fleetAccounts(dir string, role pipeline.Role, stores []string, base pipelin
 		if role.PerStore() {
 			n.Stores = a.Stores
 		}
-		out = append(out, fleetAccount{Account: a.Account, Stores: act, NATS: n})
+		out = append(out, FleetAccount{Account: a.Account, Stores: act, NATS: n})
 	}
 	var missing []string
 	for _, st := range stores {
@@ -114,7 +109,15 @@ func fleetAccounts(dir string, role pipeline.Role, stores []string, base pipelin
 		}
 	}
 	if len(missing) > 0 {
-		return nil, usageErrorf("--credentials: no account of %s holds store %s", filepath.Join(dir, manifestFile), strings.Join(missing, ", "))
+		return nil, Usagef("--credentials: no account of %s holds store %s", filepath.Join(dir, ManifestFile), strings.Join(missing, ", "))
 	}
 	return out, nil
+}
+
+// AccountErr names the account of an error (none: the one the NATS flags reach).
+func AccountErr(account string, err error) error {
+	if account == "" {
+		return err
+	}
+	return fmt.Errorf("account %s: %w", account, err)
 }

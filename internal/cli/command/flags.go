@@ -1,4 +1,4 @@
-package cli
+package command
 
 import (
 	"errors"
@@ -15,22 +15,22 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-var errHelp = errors.New("help requested")
+var ErrHelp = errors.New("help requested")
 
-// newFlagSet returns a FlagSet that reports errors instead of exiting. args is the
+// NewFlagSet returns a FlagSet that reports errors instead of exiting. args is the
 // command's usage after its name ("FILE [--json] ..."); description says what it does.
 // The flag package prints nothing itself: --help prints the usage once, on stdout (exit
 // 0); a flag error prints the error and then the usage, both on stderr (exit 2), so a
 // pipe into jq sees nothing but results.
-func newFlagSet(env *Env, name, args, description string) *flagSet {
-	fs := &flagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), env: env}
-	if env.onFlagSet != nil {
-		env.onFlagSet(fs.FlagSet, args, description) // the configuration reference (configref.go)
+func NewFlagSet(env *Env, name, args, description string) *FlagSet {
+	fs := &FlagSet{FlagSet: flag.NewFlagSet(name, flag.ContinueOnError), env: env}
+	if env.OnFlagSet != nil {
+		env.OnFlagSet(fs.FlagSet, args, description) // the configuration reference (cli.Describe)
 	}
 	fs.SetOutput(io.Discard)
 	fs.FlagSet.Usage = func() {}
 	fs.usage = func(w io.Writer) {
-		fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", strings.TrimSpace(env.prog()+" "+args), strings.TrimSpace(description))
+		fmt.Fprintf(w, "Usage: %s\n\n%s\n\nFlags:\n", strings.TrimSpace(env.ProgName()+" "+args), strings.TrimSpace(description))
 		printFlags(w, fs.FlagSet)
 	}
 	return fs
@@ -39,11 +39,11 @@ func newFlagSet(env *Env, name, args, description string) *flagSet {
 // placeholderer is a flag value that names its own placeholder in the help.
 type placeholderer interface{ Placeholder() string }
 
-// flagPlaceholder is the word --help shows after a flag: none for a boolean; the
+// FlagPlaceholder is the word --help shows after a flag: none for a boolean; the
 // backticked word of its usage when that is a placeholder (no space, an upper-case letter:
 // NAME=DIR, BYTES), else the value's own name or its type (string, int, duration). A
 // backticked command or example in a usage text (` + "`compactor setup`" + `) is no placeholder.
-func flagPlaceholder(f *flag.Flag) (name, usage string) {
+func FlagPlaceholder(f *flag.Flag) (name, usage string) {
 	name, usage = flag.UnquoteUsage(f)
 	if b, ok := f.Value.(interface{ IsBoolFlag() bool }); ok && b.IsBoolFlag() {
 		return "", usage
@@ -65,7 +65,7 @@ func flagPlaceholder(f *flag.Flag) (name, usage string) {
 // placeholders.
 func printFlags(w io.Writer, fs *flag.FlagSet) {
 	fs.VisitAll(func(f *flag.Flag) {
-		name, usage := flagPlaceholder(f)
+		name, usage := FlagPlaceholder(f)
 		var b strings.Builder
 		fmt.Fprintf(&b, "  -%s", f.Name)
 		if name != "" {
@@ -107,22 +107,22 @@ func zeroDefault(f *flag.Flag) bool {
 	return f.DefValue == v.String()
 }
 
-// flagSet is a command's flags and its usage text.
-type flagSet struct {
+// FlagSet is a command's flags and its usage text.
+type FlagSet struct {
 	*flag.FlagSet
 	env   *Env
 	usage func(io.Writer)
 }
 
-// parse parses args allowing flags and positional arguments in any order (compactor plan
+// ParseArgs parses args allowing flags and positional arguments in any order (compactor plan
 // FILE --json as well as compactor plan --json FILE) and returns the positional ones.
-func (fs *flagSet) parse(args []string) ([]string, error) {
+func (fs *FlagSet) ParseArgs(args []string) ([]string, error) {
 	var pos []string
 	for {
 		if err := fs.Parse(args); err != nil {
 			if errors.Is(err, flag.ErrHelp) {
 				fs.usage(fs.env.Stdout)
-				return nil, errHelp
+				return nil, ErrHelp
 			}
 			return nil, &UsageError{Err: err, usage: fs.usage}
 		}
@@ -138,10 +138,10 @@ func (fs *flagSet) parse(args []string) ([]string, error) {
 	}
 }
 
-// oneFile is the positional-argument check of the commands that take one session file.
-func oneFile(args []string) (string, error) {
+// OneFile is the positional-argument check of the commands that take one session file.
+func OneFile(args []string) (string, error) {
 	if len(args) != 1 {
-		return "", usageErrorf("expected one session FILE, got %d arguments (see --help)", len(args))
+		return "", Usagef("expected one session FILE, got %d arguments (see --help)", len(args))
 	}
 	return args[0], nil
 }
@@ -172,8 +172,8 @@ var natsEnv = []struct {
 		"where replies come (default _INBOX_<role>_<first store>, as `compactor auth` permits each role; docs/security.md)"},
 }
 
-// firstEnv is the first of keys that is set and not empty.
-func firstEnv(getenv func(string) string, keys ...string) string {
+// FirstEnv is the first of keys that is set and not empty.
+func FirstEnv(getenv func(string) string, keys ...string) string {
 	for _, k := range keys {
 		if v := getenv(k); v != "" {
 			return v
@@ -182,20 +182,20 @@ func firstEnv(getenv func(string) string, keys ...string) string {
 	return ""
 }
 
-// natsFromEnv is the NATS connection the environment gives, before any flag.
-func natsFromEnv(getenv func(string) string) pipeline.NATSConfig {
+// NATSFromEnv is the NATS connection the environment gives, before any flag.
+func NATSFromEnv(getenv func(string) string) pipeline.NATSConfig {
 	var c pipeline.NATSConfig
 	for _, e := range natsEnv {
-		*e.field(&c) = firstEnv(getenv, e.keys...)
+		*e.field(&c) = FirstEnv(getenv, e.keys...)
 	}
 	return c
 }
 
-// bindNATSFlags registers the NATS connection flags shared by run, sweep, enqueue and
+// BindNATSFlags registers the NATS connection flags shared by run, sweep, enqueue and
 // dlq, with defaults from the environment (natsEnv). A secret's default is not printed by
 // --help.
-func bindNATSFlags(fs *flag.FlagSet, c *pipeline.NATSConfig, getenv func(string) string) {
-	*c = natsFromEnv(getenv)
+func BindNATSFlags(fs *flag.FlagSet, c *pipeline.NATSConfig, getenv func(string) string) {
+	*c = NATSFromEnv(getenv)
 	for _, e := range natsEnv {
 		usage := fmt.Sprintf("%s (env %s)", e.usage, strings.Join(e.keys, ", "))
 		if e.secret {
@@ -212,10 +212,10 @@ type secretString string
 func (s *secretString) String() string     { return "" }
 func (s *secretString) Set(v string) error { *s = secretString(v); return nil }
 
-// storeFlag collects repeatable --store NAME=DIR flags.
-type storeFlag []pipeline.Store
+// StoreFlag collects repeatable --store NAME=DIR flags.
+type StoreFlag []pipeline.Store
 
-func (s *storeFlag) String() string {
+func (s *StoreFlag) String() string {
 	parts := make([]string, len(*s))
 	for i, st := range *s {
 		parts[i] = st.Name + "=" + st.Dir
@@ -223,8 +223,8 @@ func (s *storeFlag) String() string {
 	return strings.Join(parts, ",")
 }
 
-func (s *storeFlag) Set(v string) error {
-	st, err := parseStore(v)
+func (s *StoreFlag) Set(v string) error {
+	st, err := ParseStore(v)
 	if err != nil {
 		return err
 	}
@@ -232,10 +232,10 @@ func (s *storeFlag) Set(v string) error {
 	return nil
 }
 
-// parseStore parses a store NAME=DIR. A bare DIR is refused rather than named "default"
+// ParseStore parses a store NAME=DIR. A bare DIR is refused rather than named "default"
 // silently: jobs carry the store's name, so it has to be the name the workers use. (The Pi
 // extension refuses it too, and skips it.)
-func parseStore(spec string) (pipeline.Store, error) {
+func ParseStore(spec string) (pipeline.Store, error) {
 	name, dir, ok := strings.Cut(spec, "=")
 	if !ok {
 		return pipeline.Store{}, fmt.Errorf("%q: want NAME=DIR (for example default=%s)", spec, spec)
@@ -249,14 +249,14 @@ func parseStore(spec string) (pipeline.Store, error) {
 	return pipeline.Store{Name: name, Dir: dir}, nil
 }
 
-// defaultStores describes the store list when neither --store nor COMPACTOR_STORES gives
-// one: Pi's own session directory, as the Pi extension's default (defaultStoresSpec).
-const defaultStores = "default=<Pi's agent dir>/sessions ($PI_CODING_AGENT_DIR, else ~/.pi/agent)"
+// DefaultStores describes the store list when neither --store nor COMPACTOR_STORES gives
+// one: Pi's own session directory, as the Pi extension's default (DefaultStoresSpec).
+const DefaultStores = "default=<Pi's agent dir>/sessions ($PI_CODING_AGENT_DIR, else ~/.pi/agent)"
 
-// defaultStoresSpec is the default store list: store "default" at Pi's session directory,
+// DefaultStoresSpec is the default store list: store "default" at Pi's session directory,
 // <agent dir>/sessions, where Pi's agent directory is $PI_CODING_AGENT_DIR (a leading ~
 // is the home directory) or ~/.pi/agent, as Pi's getAgentDir says.
-func defaultStoresSpec(getenv func(string) string) string {
+func DefaultStoresSpec(getenv func(string) string) string {
 	home, _ := os.UserHomeDir()
 	dir := getenv("PI_CODING_AGENT_DIR")
 	switch {
@@ -270,32 +270,32 @@ func defaultStoresSpec(getenv func(string) string) string {
 	return pipeline.DefaultStoreName + "=" + filepath.Join(dir, "sessions")
 }
 
-// envStores reads COMPACTOR_STORES ("NAME=DIR,NAME2=DIR2", parts split on ',' or ';' and
-// trimmed; default: defaultStoresSpec), the one place the variable is parsed (run, sweep
+// EnvStores reads COMPACTOR_STORES ("NAME=DIR,NAME2=DIR2", parts split on ',' or ';' and
+// trimmed; default: DefaultStoresSpec), the one place the variable is parsed (run, sweep
 // and enqueue), as the Pi extension parses it. It returns the spec it read for messages.
-func envStores(getenv func(string) string) ([]pipeline.Store, string, error) {
+func EnvStores(getenv func(string) string) ([]pipeline.Store, string, error) {
 	spec := getenv("COMPACTOR_STORES")
 	if spec == "" {
-		spec = defaultStoresSpec(getenv)
+		spec = DefaultStoresSpec(getenv)
 	}
 	var stores []pipeline.Store
 	for _, part := range strings.FieldsFunc(spec, func(r rune) bool { return r == ',' || r == ';' }) {
-		st, err := parseStore(strings.TrimSpace(part))
+		st, err := ParseStore(strings.TrimSpace(part))
 		if err != nil {
-			return nil, spec, usageErrorf("COMPACTOR_STORES: %v", err)
+			return nil, spec, Usagef("COMPACTOR_STORES: %v", err)
 		}
 		stores = append(stores, st)
 	}
 	if len(stores) == 0 {
-		return nil, spec, usageErrorf("COMPACTOR_STORES %q names no store", spec)
+		return nil, spec, Usagef("COMPACTOR_STORES %q names no store", spec)
 	}
 	return stores, spec, nil
 }
 
-// spendFlag is --spend-limit, repeatable: [STORE=]TOKENS/hour or [STORE=]TOKENS/day.
-type spendFlag []pipeline.SpendLimit
+// SpendFlag is --spend-limit, repeatable: [STORE=]TOKENS/hour or [STORE=]TOKENS/day.
+type SpendFlag []pipeline.SpendLimit
 
-func (s *spendFlag) String() string {
+func (s *SpendFlag) String() string {
 	parts := make([]string, len(*s))
 	for i, l := range *s {
 		window := "day"
@@ -310,7 +310,7 @@ func (s *spendFlag) String() string {
 	return strings.Join(parts, ",")
 }
 
-func (s *spendFlag) Set(v string) error {
+func (s *SpendFlag) Set(v string) error {
 	spec := v
 	var l pipeline.SpendLimit
 	if store, rest, ok := strings.Cut(spec, "="); ok {
@@ -336,3 +336,9 @@ func (s *spendFlag) Set(v string) error {
 	*s = append(*s, l)
 	return nil
 }
+
+// StringList is a repeatable string flag.
+type StringList []string
+
+func (s *StringList) String() string     { return strings.Join(*s, ",") }
+func (s *StringList) Set(v string) error { *s = append(*s, v); return nil }

@@ -1,4 +1,4 @@
-package cli
+package pause
 
 import (
 	"context"
@@ -6,13 +6,15 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "pause", Summary: "pause a store: its workers take no more jobs, finish those they hold, and keep its queue", Run: runPause})
-	register(&Command{Name: "resume", Summary: "resume a paused store: its workers take its jobs again", Run: runResume})
-}
+// Pause is compactor pause; Resume is compactor resume.
+var (
+	Pause  = &command.Command{Name: "pause", Summary: "pause a store: its workers take no more jobs, finish those they hold, and keep its queue", Run: runPause}
+	Resume = &command.Command{Name: "resume", Summary: "resume a paused store: its workers take its jobs again", Run: runResume}
+)
 
 const pauseHelp = `
 Pause STORE during an incident: within 5 s its workers take no more of its jobs; the jobs
@@ -30,39 +32,39 @@ Examples:
   compactor resume team
   compactor pause hostA --nats-url tls://nats.internal:4222 --credentials /etc/nats/compactor`
 
-func runPause(ctx context.Context, env *Env) error  { return pauseOrResume(ctx, env, true) }
-func runResume(ctx context.Context, env *Env) error { return pauseOrResume(ctx, env, false) }
+func runPause(ctx context.Context, env *command.Env) error  { return pauseOrResume(ctx, env, true) }
+func runResume(ctx context.Context, env *command.Env) error { return pauseOrResume(ctx, env, false) }
 
-func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
+func pauseOrResume(ctx context.Context, env *command.Env, pause bool) error {
 	name, verb := "resume", "resumed"
 	if pause {
 		name, verb = "pause", "paused"
 	}
-	fs := newFlagSet(env, name, "STORE [flags]", pauseHelp)
+	fs := command.NewFlagSet(env, name, "STORE [flags]", pauseHelp)
 	var n pipeline.NATSConfig
-	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
-	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
-	configFile := configFlag(fs.FlagSet, env)
+	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	configFile := command.ConfigFlag(fs.FlagSet, env)
 	reason := ""
 	if pause {
 		fs.StringVar(&reason, "reason", "", "why the store is paused (shown by status and the console)")
 	}
 	asJSON := fs.Bool("json", false, "print the record written as JSON")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in STORE's account with its operator's seed")
-	pos, err := fs.parse(env.Args)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) != 1 {
-		return usageErrorf("expected one STORE, got %d arguments", len(pos))
+		return command.Usagef("expected one STORE, got %d arguments", len(pos))
 	}
 	if err := pipeline.ValidateStoreName(pos[0]); err != nil {
-		return usageErrorf("%v", err)
+		return command.Usagef("%v", err)
 	}
-	ncfg, err := ops.operatorAccount(n, *credentials, name, pos[0], "pause record")
+	ncfg, err := ops.OperatorAccount(n, *credentials, name, pos[0], "pause record")
 	if err != nil {
 		return err
 	}
@@ -78,7 +80,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(jsonOut(env.Stdout))
+		enc := json.NewEncoder(command.JSONOut(env.Stdout))
 		enc.SetIndent("", "  ")
 		return enc.Encode(rec)
 	}

@@ -1,11 +1,15 @@
-package cli
+package dlq
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
+	"os"
+	"os/user"
 	"slices"
 	"strconv"
 	"strings"
@@ -13,14 +17,15 @@ import (
 	"time"
 
 	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "dlq", Summary: "list, show, retry or purge dead-lettered jobs", Run: runDLQ})
-}
+// Command is compactor dlq.
+var Command = &command.Command{Name: "dlq", Summary: "list, show, retry or purge dead-lettered jobs", Run: run}
 
 // dlqUsage follows the program name in the usage line.
 const dlqUsage = "list|show|retry|purge [SEQ...] [flags]"
@@ -67,7 +72,7 @@ type dlqFlags struct {
 	wait          bool
 	timeout       time.Duration
 	configFile    *string
-	ops           *opsFlags
+	ops           *command.OpsFlags
 	allowUnserved *bool
 	allowInstr    bool
 	credentials   string
@@ -76,65 +81,21 @@ type dlqFlags struct {
 	account pipeline.NATSConfig
 }
 
-func runDLQ(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "dlq", dlqUsage, dlqHelp)
-	var f dlqFlags
-	bindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
-	f.ops = bindOpsFlags(fs.FlagSet, env, opsClient)
-	f.configFile = configFlag(fs.FlagSet, env)
-	fs.StringVar(&f.filter.Store, "store", "", "only dead letters of this store")
-	fs.StringVar(&f.filter.SessionID, "session", "", "only dead letters of this session id")
-	fs.StringVar(&f.filter.Reason, "reason", "", "only dead letters whose reason or error contains this text (any case)")
-	fs.DurationVar(&f.filter.OlderThan, "older-than", 0, "only dead letters at least this old")
-	fs.DurationVar(&f.filter.NewerThan, "newer-than", 0, "only dead letters at most this old")
-	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
-	fs.BoolVar(&f.all, "all", false, "retry or purge: act on every dead letter (when no SEQ or filter is given)")
-	fs.BoolVar(&f.dryRun, "dry-run", false, "retry or purge: list what would be done, do nothing")
-	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
-	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
-	f.allowUnserved = allowUnservedFlag(fs)
-	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
-	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
-	pos, err := fs.parse(env.Args)
+func run(ctx context.Context, env *command.Env) error {
+	fs := command.NewFlagSet(env, "dlq", dlqUsage, dlqHelp)
+	f := bindFlags(fs, env)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *f.configFile); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *f.configFile); err != nil {
 		return err
 	}
-	if len(pos) == 0 {
-		return usageErrorf("need a subcommand: list, show, retry or purge (see --help)")
+	action, err := f.parseAction(pos)
+	if err != nil {
+		return err
 	}
-	action := pos[0]
-	for _, a := range pos[1:] {
-		seq, err := strconv.ParseUint(a, 10, 64)
-		if err != nil || seq == 0 {
-			return usageErrorf("%q is not a dead letter sequence (the SEQ column of compactor dlq list)", a)
-		}
-		f.filter.Seqs = append(f.filter.Seqs, seq)
-	}
-	switch action {
-	case "list":
-		if len(f.filter.Seqs) > 0 {
-			return usageErrorf("list takes no SEQ (use show)")
-		}
-	case "show":
-		if len(f.filter.Seqs) == 0 {
-			return usageErrorf("show needs SEQ... (see compactor dlq list)")
-		}
-	case "retry", "purge":
-		if f.filter.Empty() && !f.all {
-			return usageErrorf("%s needs SEQ..., a filter (--store, --session, --reason, --older-than, --newer-than) or --all", action)
-		}
-	default:
-		return usageErrorf("unknown dlq subcommand %q: want list, show, retry or purge", action)
-	}
-	if f.filter.Store != "" {
-		if err := pipeline.ValidateStoreName(f.filter.Store); err != nil {
-			return usageErrorf("--store: %v", err)
-		}
-	}
-	ncfg, err := f.ops.operatorAccount(f.nats, f.credentials, "dlq", f.filter.Store, "dead letters")
+	ncfg, err := f.ops.OperatorAccount(f.nats, f.credentials, "dlq", f.filter.Store, "dead letters")
 	if err != nil {
 		return err
 	}
@@ -152,6 +113,71 @@ func runDLQ(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
+	return f.act(ctx, env, action, nc, q, recs)
+}
+
+// bindFlags declares the flags of every dlq subcommand.
+func bindFlags(fs *command.FlagSet, env *command.Env) *dlqFlags {
+	var f dlqFlags
+	command.BindNATSFlags(fs.FlagSet, &f.nats, env.Getenv)
+	f.ops = command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	f.configFile = command.ConfigFlag(fs.FlagSet, env)
+	fs.StringVar(&f.filter.Store, "store", "", "only dead letters of this store")
+	fs.StringVar(&f.filter.SessionID, "session", "", "only dead letters of this session id")
+	fs.StringVar(&f.filter.Reason, "reason", "", "only dead letters whose reason or error contains this text (any case)")
+	fs.DurationVar(&f.filter.OlderThan, "older-than", 0, "only dead letters at least this old")
+	fs.DurationVar(&f.filter.NewerThan, "newer-than", 0, "only dead letters at most this old")
+	fs.BoolVar(&f.asJSON, "json", false, "print JSON instead of a table")
+	fs.BoolVar(&f.all, "all", false, "retry or purge: act on every dead letter (when no SEQ or filter is given)")
+	fs.BoolVar(&f.dryRun, "dry-run", false, "retry or purge: list what would be done, do nothing")
+	fs.BoolVar(&f.wait, "wait", false, "retry: wait for each retried job's final event")
+	fs.DurationVar(&f.timeout, "timeout", 10*time.Minute, "retry --wait: how long to wait for each job")
+	f.allowUnserved = command.AllowUnservedFlag(fs)
+	fs.BoolVar(&f.allowInstr, "allow-instructions", false, "retry: also publish jobs that carry summary instructions, passing them on as they are (each logged with the operator's identity); without it such a dead letter stays")
+	fs.StringVar(&f.credentials, "credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in the account of --store with its operator's seed")
+	return &f
+}
+
+// parseAction checks the positional arguments (the subcommand and its SEQ...) against
+// the filters and returns the subcommand; the sequences join the filter.
+func (f *dlqFlags) parseAction(pos []string) (string, error) {
+	if len(pos) == 0 {
+		return "", command.Usagef("need a subcommand: list, show, retry or purge (see --help)")
+	}
+	action := pos[0]
+	for _, a := range pos[1:] {
+		seq, err := strconv.ParseUint(a, 10, 64)
+		if err != nil || seq == 0 {
+			return "", command.Usagef("%q is not a dead letter sequence (the SEQ column of compactor dlq list)", a)
+		}
+		f.filter.Seqs = append(f.filter.Seqs, seq)
+	}
+	switch action {
+	case "list":
+		if len(f.filter.Seqs) > 0 {
+			return "", command.Usagef("list takes no SEQ (use show)")
+		}
+	case "show":
+		if len(f.filter.Seqs) == 0 {
+			return "", command.Usagef("show needs SEQ... (see compactor dlq list)")
+		}
+	case "retry", "purge":
+		if f.filter.Empty() && !f.all {
+			return "", command.Usagef("%s needs SEQ..., a filter (--store, --session, --reason, --older-than, --newer-than) or --all", action)
+		}
+	default:
+		return "", command.Usagef("unknown dlq subcommand %q: want list, show, retry or purge", action)
+	}
+	if f.filter.Store != "" {
+		if err := pipeline.ValidateStoreName(f.filter.Store); err != nil {
+			return "", command.Usagef("--store: %v", err)
+		}
+	}
+	return action, nil
+}
+
+// act lists, shows, purges or retries the selected dead letters, recs.
+func (f *dlqFlags) act(ctx context.Context, env *command.Env, action string, nc *nats.Conn, q *pipeline.DLQ, recs []pipeline.DeadLetterRecord) error {
 	switch {
 	case action == "list" || f.dryRun:
 		if f.dryRun {
@@ -163,19 +189,19 @@ func runDLQ(ctx context.Context, env *Env) error {
 	case action == "purge":
 		n, err := q.Delete(ctx, recs)
 		if f.asJSON {
-			_ = json.NewEncoder(jsonOut(env.Stdout)).Encode(map[string]int{"purged": n})
+			_ = json.NewEncoder(command.JSONOut(env.Stdout)).Encode(map[string]int{"purged": n})
 		} else {
 			fmt.Fprintf(env.Stdout, "purged %d dead letters\n", n)
 		}
 		return err
 	}
-	results, err := retryServed(ctx, env.Stderr, nc, q, recs, &f)
+	results, err := retryServed(ctx, env.Stderr, nc, q, recs, f)
 	if err != nil {
 		return err
 	}
 	failed := writeRetries(env.Stdout, results, f.asJSON)
 	if failed > 0 {
-		return &ExitError{Code: ExitFailed, Err: fmt.Errorf("%d of %d dead letters not retried or failed again", failed, len(results))}
+		return &command.ExitError{Code: command.ExitFailed, Err: fmt.Errorf("%d of %d dead letters not retried or failed again", failed, len(results))}
 	}
 	return nil
 }
@@ -194,7 +220,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		return nil, nil
 	}
 	var ue *pipeline.UnservedError
-	if err := checkServed(ctx, w, nc, stores, *f.allowUnserved); err != nil {
+	if err := command.CheckServed(ctx, w, nc, stores, *f.allowUnserved); err != nil {
 		if !errors.As(err, &ue) {
 			return nil, err
 		}
@@ -256,7 +282,7 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 		if recs == nil {
 			recs = []pipeline.DeadLetterRecord{}
 		}
-		enc := json.NewEncoder(jsonOut(w))
+		enc := json.NewEncoder(command.JSONOut(w))
 		enc.SetIndent("", "  ")
 		return enc.Encode(recs)
 	}
@@ -325,7 +351,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 		if results == nil {
 			results = []pipeline.RetryResult{}
 		}
-		enc := json.NewEncoder(jsonOut(w))
+		enc := json.NewEncoder(command.JSONOut(w))
 		enc.SetIndent("", "  ")
 		_ = enc.Encode(results)
 		return failed
@@ -383,4 +409,55 @@ func age(d time.Duration) string {
 		return fmt.Sprintf("%dh", int(d.Hours()))
 	}
 	return fmt.Sprintf("%dd", int(d.Hours()/24))
+}
+
+// operatorIdentity says who runs a command for the log: the NATS identity its credentials
+// name (the nkey's public key, from an nkey seed or a creds file; the user name; "token"),
+// then the OS user and host. The server does not tell a client who it is: this is what
+// the operator's own credentials say.
+func operatorIdentity(c pipeline.NATSConfig) string {
+	var nats string
+	switch {
+	case c.NKeySeedFile != "":
+		nats = "nkey " + publicKeyOf(c.NKeySeedFile)
+	case c.CredsFile != "":
+		nats = "creds user " + publicKeyOf(c.CredsFile)
+	case c.User != "":
+		nats = "user " + c.User
+	case c.Token != "" || c.TokenFile != "":
+		nats = "a token (no user name)"
+	default:
+		nats = "no NATS credentials"
+	}
+	who := "unknown"
+	if u, err := user.Current(); err == nil {
+		who = u.Username
+	}
+	host, _ := os.Hostname()
+	return fmt.Sprintf("NATS %s; OS user %s on %s", nats, who, host)
+}
+
+// publicKeyOf is the public key of the seed in file, or why it is not known.
+func publicKeyOf(file string) string {
+	b, err := os.ReadFile(file)
+	if err != nil {
+		return "(unreadable: " + err.Error() + ")"
+	}
+	kp, err := nkeys.ParseDecoratedNKey(b) // a seed alone, or a creds file's
+	clear(b)
+	if err != nil {
+		return "(no seed in " + file + ")"
+	}
+	pub, err := kp.PublicKey()
+	if err != nil {
+		return "(no public key)"
+	}
+	return pub
+}
+
+// instructionsDigest names instructions in a log without repeating them: their length and
+// the start of their SHA-256 (`compactor dlq show` prints them whole).
+func instructionsDigest(s string) string {
+	h := sha256.Sum256([]byte(s))
+	return fmt.Sprintf("%d bytes, sha256 %s", len(s), hex.EncodeToString(h[:8]))
 }

@@ -1,4 +1,4 @@
-package cli
+package events
 
 import (
 	"context"
@@ -8,13 +8,13 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "events", Summary: "a store's or a session's job history from COMPACTOR_EVENTS (--follow: and what comes)", Run: runEvents})
-}
+// Command is compactor events.
+var Command = &command.Command{Name: "events", Summary: "a store's or a session's job history from COMPACTOR_EVENTS (--follow: and what comes)", Run: run}
 
 const eventsHelp = `
 Every event kept of a store's jobs (--session: of one session's), oldest first: each
@@ -35,34 +35,34 @@ Examples:
   compactor events --store default --session 0195f1c3-...
   compactor events --store team --follow --json | jq .`
 
-func runEvents(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "events", "--store STORE [--session ID] [--follow] [flags]", eventsHelp)
+func run(ctx context.Context, env *command.Env) error {
+	fs := command.NewFlagSet(env, "events", "--store STORE [--session ID] [--follow] [flags]", eventsHelp)
 	var n pipeline.NATSConfig
-	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
-	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
-	configFile := configFlag(fs.FlagSet, env)
+	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	configFile := command.ConfigFlag(fs.FlagSet, env)
 	store := fs.String("store", "", "the store (required)")
 	session := fs.String("session", "", "only this session id's events")
 	follow := fs.Bool("follow", false, "then print new events as they come, until interrupted")
 	asJSON := fs.Bool("json", false, "print one JSON event per line")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in --store's account with its operator's seed")
-	pos, err := fs.parse(env.Args)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
+		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	if *store == "" {
-		return usageErrorf("--store is required")
+		return command.Usagef("--store is required")
 	}
 	if err := pipeline.ValidateStoreName(*store); err != nil {
-		return usageErrorf("--store: %v", err)
+		return command.Usagef("--store: %v", err)
 	}
-	ncfg, err := ops.operatorAccount(n, *credentials, "events", *store, "events")
+	ncfg, err := ops.OperatorAccount(n, *credentials, "events", *store, "events")
 	if err != nil {
 		return err
 	}
@@ -71,7 +71,7 @@ func runEvents(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer nc.Close()
-	enc := json.NewEncoder(jsonOut(env.Stdout))
+	enc := json.NewEncoder(command.JSONOut(env.Stdout))
 	count := 0
 	leftOut, err := pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
 		count++
@@ -85,7 +85,7 @@ func runEvents(ctx context.Context, env *Env) error {
 		return err
 	}
 	if leftOut > 0 {
-		fmt.Fprintf(env.Stderr, "%s left out: they name another store, session or job than their subject (docs/security.md, \"Records are trusted only within their store\")\n", plural(leftOut, "event", "events"))
+		fmt.Fprintf(env.Stderr, "%s left out: they name another store, session or job than their subject (docs/security.md, \"Records are trusted only within their store\")\n", command.Plural(leftOut, "event", "events"))
 	}
 	if count == 0 && !*asJSON {
 		what := "store " + *store

@@ -14,7 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
-	"github.com/compactor-dev/compactor/console/consoletest"
+	"github.com/compactor-dev/compactor/internal/console/consoletest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 

@@ -55,27 +55,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 	var done string
 	switch act {
 	case "retry", "purge":
-		store := r.PostFormValue("store")
-		seq, perr := strconv.ParseUint(r.PostFormValue("seq"), 10, 64)
-		if perr != nil || store == "" {
-			err = &httpError{http.StatusBadRequest, act + ": a dead letter's store and seq are needed"}
-			break
-		}
-		if act == "retry" {
-			// Instructions in the job are its publisher's text: passed on only when the
-			// operator ticks so on the dead letter's page, and logged with who did.
-			allow := r.PostFormValue("instructions") == "pass"
-			var rr pipeline.RetryResult
-			rr, err = v.RetryDeadLetter(ctx, store, seq, allow)
-			res.Retry = &rr
-			done = fmt.Sprintf("dead letter %d of store %s retried: job %d queued", seq, store, rr.JobSeq)
-			if err == nil && allow {
-				c.log.Warn("console: dead letter retried with its job's summary instructions passed on", "store", store, "seq", seq, "by", c.actor(r))
-			}
-		} else {
-			err = v.PurgeDeadLetter(ctx, store, seq)
-			done = fmt.Sprintf("dead letter %d of store %s purged", seq, store)
-		}
+		done, err = c.deadLetterAction(ctx, r, v, act, &res)
 	case "pause", "resume":
 		store := r.PostFormValue("store")
 		var rec pipeline.PauseRecord
@@ -92,6 +72,35 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 		res.OK = true
 		c.log.Info("console: action", "action", act, "by", c.actor(r), "done", done)
 	}
+	c.answerAction(w, r, isAPI, res, done, back, err)
+}
+
+// deadLetterAction retries or purges the dead letter the form names.
+func (c *Console) deadLetterAction(ctx context.Context, r *http.Request, v *pipeline.FleetView, act string, res *ActionResult) (done string, err error) {
+	store := r.PostFormValue("store")
+	seq, perr := strconv.ParseUint(r.PostFormValue("seq"), 10, 64)
+	if perr != nil || store == "" {
+		return "", &httpError{http.StatusBadRequest, act + ": a dead letter's store and seq are needed"}
+	}
+	if act != "retry" {
+		err = v.PurgeDeadLetter(ctx, store, seq)
+		return fmt.Sprintf("dead letter %d of store %s purged", seq, store), err
+	}
+	// Instructions in the job are its publisher's text: passed on only when the
+	// operator ticks so on the dead letter's page, and logged with who did.
+	allow := r.PostFormValue("instructions") == "pass"
+	rr, err := v.RetryDeadLetter(ctx, store, seq, allow)
+	res.Retry = &rr
+	done = fmt.Sprintf("dead letter %d of store %s retried: job %d queued", seq, store, rr.JobSeq)
+	if err == nil && allow {
+		c.log.Warn("console: dead letter retried with its job's summary instructions passed on", "store", store, "seq", seq, "by", c.actor(r))
+	}
+	return done, err
+}
+
+// answerAction answers an action: its result as JSON for /api, else a redirect back to
+// the page it came from (back), saying what was done or why it failed.
+func (c *Console) answerAction(w http.ResponseWriter, r *http.Request, isAPI bool, res ActionResult, done, back string, err error) {
 	if isAPI {
 		status := http.StatusOK
 		if err != nil {
@@ -104,7 +113,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if err != nil {
-		done = act + " failed: " + err.Error()
+		done = res.Action + " failed: " + err.Error()
 	}
 	u, err := url.Parse(safeNext(back))
 	if err != nil {

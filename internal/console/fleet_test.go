@@ -29,7 +29,7 @@ import (
 // over their budget in both stores.
 
 // srcSession is a recorded Pi session, copied under new ids as the stores' sessions.
-const srcSession = "../testdata/corpus/12-tricky-custom-message-cut.jsonl"
+const srcSession = "../../testdata/corpus/12-tricky-custom-message-cut.jsonl"
 
 // fleet is a running fleet.
 type fleet struct {

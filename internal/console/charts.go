@@ -47,6 +47,38 @@ func (c Chart) SVG() template.HTML {
 	var b strings.Builder
 	fmt.Fprintf(&b, `<svg class="chart" viewBox="0 0 %d %d" width="%d" height="%d" role="img" aria-label="%s">`, chartW, chartH+16, chartW, chartH+16, template.HTMLEscapeString(c.Title))
 	fmt.Fprintf(&b, `<text x="%d" y="14" font-size="13" font-weight="bold" fill="#222">%s</text>`, padL, template.HTMLEscapeString(c.Title))
+	top := niceCeil(c.top())
+	c.axes(&b, top)
+	if n := len(c.Times); n > 0 && top > 0 {
+		slot := float64(plotW) / float64(n)
+		base := make([]float64, n)
+		for si, s := range c.Series {
+			if c.Bars {
+				c.bars(&b, s, c.color(si), top, slot, base)
+				continue
+			}
+			var pts []string
+			for i, v := range s.Values {
+				x := padL + slot*(float64(i)+0.5)
+				y := padT + plotH - v/top*plotH
+				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
+			}
+			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(pts, " "), c.color(si))
+		}
+	}
+	// The legend in one row under the plot, each name placed after the previous one.
+	x := padL
+	for si, s := range c.Series {
+		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/>`, x, chartH+2, c.color(si))
+		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#222">%s</text>`, x+legendGap, chartH+11, template.HTMLEscapeString(s.Name))
+		x += legendGap + legendCharWidth*len(s.Name) + legendGap
+	}
+	b.WriteString(`</svg>`)
+	return template.HTML(b.String()) //nolint:gosec // every text is escaped above
+}
+
+// top is the largest value drawn: of any series, or of the stacked sums of stacked bars.
+func (c Chart) top() float64 {
 	top := 0.0
 	for _, s := range c.Series {
 		for _, v := range s.Values {
@@ -63,67 +95,50 @@ func (c Chart) SVG() template.HTML {
 			top = math.Max(top, sum)
 		}
 	}
-	top = niceCeil(top)
+	return top
+}
+
+// axes draws the axes, the value axis's top and unit, and the time labels.
+func (c Chart) axes(b *strings.Builder, top float64) {
 	n := len(c.Times)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, padL, padT+plotH, padL+plotW, padT+plotH)
-	fmt.Fprintf(&b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, padL, padT, padL, padT+plotH)
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end" fill="#444">%s</text>`, padL-4, padT+4, short(top))
-	fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" text-anchor="end" fill="#444">0</text>`, padL-4, padT+plotH)
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, padL, padT+plotH, padL+plotW, padT+plotH)
+	fmt.Fprintf(b, `<line x1="%d" y1="%d" x2="%d" y2="%d" stroke="#999"/>`, padL, padT, padL, padT+plotH)
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" text-anchor="end" fill="#444">%s</text>`, padL-4, padT+4, short(top))
+	fmt.Fprintf(b, `<text x="%d" y="%d" font-size="11" text-anchor="end" fill="#444">0</text>`, padL-4, padT+plotH)
 	if c.Unit != "" {
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="10" text-anchor="end" fill="#666">%s</text>`, padL-4, padT+plotH/2, template.HTMLEscapeString(c.Unit))
+		fmt.Fprintf(b, `<text x="%d" y="%d" font-size="10" text-anchor="end" fill="#666">%s</text>`, padL-4, padT+plotH/2, template.HTMLEscapeString(c.Unit))
 	}
 	for _, i := range xLabelIndexes(n) {
 		x := padL + float64(plotW)*(float64(i)+0.5)/float64(max(n, 1))
-		fmt.Fprintf(&b, `<text x="%.1f" y="%d" font-size="10" text-anchor="middle" fill="#444">%s</text>`, x, padT+plotH+14, c.Times[i].Local().Format("15:04"))
+		fmt.Fprintf(b, `<text x="%.1f" y="%d" font-size="10" text-anchor="middle" fill="#444">%s</text>`, x, padT+plotH+14, c.Times[i].Local().Format("15:04"))
 	}
-	if n > 0 && top > 0 {
-		slot := float64(plotW) / float64(n)
-		base := make([]float64, n)
-		for si, s := range c.Series {
-			color := s.Color
-			if color == "" {
-				color = palette[si%len(palette)]
-			}
-			if c.Bars {
-				w := slot * 0.8
-				if len(c.Series) > 1 && !c.stacked() {
-					w = slot * 0.8 / float64(len(c.Series))
-				}
-				for i, v := range s.Values {
-					if v <= 0 {
-						continue
-					}
-					h := v / top * plotH
-					x := padL + slot*float64(i) + slot*0.1
-					y := padT + plotH - h - base[i]/top*plotH
-					fmt.Fprintf(&b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`,
-						x, y, w, h, color, template.HTMLEscapeString(s.Name), c.Times[i].Local().Format("15:04"), short(v))
-					base[i] += v
-				}
-				continue
-			}
-			var pts []string
-			for i, v := range s.Values {
-				x := padL + slot*(float64(i)+0.5)
-				y := padT + plotH - v/top*plotH
-				pts = append(pts, fmt.Sprintf("%.1f,%.1f", x, y))
-			}
-			fmt.Fprintf(&b, `<polyline points="%s" fill="none" stroke="%s" stroke-width="2"/>`, strings.Join(pts, " "), color)
+}
+
+// bars draws one series as bars, stacked on base (the heights drawn so far per slot).
+func (c Chart) bars(b *strings.Builder, s Series, color string, top, slot float64, base []float64) {
+	w := slot * 0.8
+	if len(c.Series) > 1 && !c.stacked() {
+		w = slot * 0.8 / float64(len(c.Series))
+	}
+	for i, v := range s.Values {
+		if v <= 0 {
+			continue
 		}
+		h := v / top * plotH
+		x := padL + slot*float64(i) + slot*0.1
+		y := padT + plotH - h - base[i]/top*plotH
+		fmt.Fprintf(b, `<rect x="%.1f" y="%.1f" width="%.1f" height="%.1f" fill="%s"><title>%s %s: %s</title></rect>`,
+			x, y, w, h, color, template.HTMLEscapeString(s.Name), c.Times[i].Local().Format("15:04"), short(v))
+		base[i] += v
 	}
-	// The legend in one row under the plot, each name placed after the previous one.
-	x := padL
-	for si, s := range c.Series {
-		color := s.Color
-		if color == "" {
-			color = palette[si%len(palette)]
-		}
-		fmt.Fprintf(&b, `<rect x="%d" y="%d" width="10" height="10" fill="%s"/>`, x, chartH+2, color)
-		fmt.Fprintf(&b, `<text x="%d" y="%d" font-size="11" fill="#222">%s</text>`, x+legendGap, chartH+11, template.HTMLEscapeString(s.Name))
-		x += legendGap + legendCharWidth*len(s.Name) + legendGap
+}
+
+// color is series si's colour: its own, else the palette's.
+func (c Chart) color(si int) string {
+	if color := c.Series[si].Color; color != "" {
+		return color
 	}
-	b.WriteString(`</svg>`)
-	return template.HTML(b.String()) //nolint:gosec // every text is escaped above
+	return palette[si%len(palette)]
 }
 
 func (c Chart) stacked() bool { return c.Bars }

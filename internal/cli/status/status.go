@@ -1,4 +1,4 @@
-package cli
+package status
 
 import (
 	"context"
@@ -12,13 +12,13 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-func init() {
-	register(&Command{Name: "status", Summary: "each store's workers (host, version, jobs in flight), queue (depth and oldest job by kind), running jobs and pause; version skew", Run: runStatus})
-}
+// Command is compactor status.
+var Command = &command.Command{Name: "status", Summary: "each store's workers (host, version, jobs in flight), queue (depth and oldest job by kind), running jobs and pause; version skew", Run: run}
 
 const statusHelp = `
 Store by store: whether it is paused (compactor pause); its queue: jobs queued, in flight
@@ -44,13 +44,14 @@ Examples:
   compactor status --nats-url nats://nats.internal:4222 --credentials /etc/nats/compactor
   compactor status --nats-url nats://nats.internal:4222 --nkey agent-hostA.nk --store hostA --json`
 
-// statusReport is what status prints with --json.
-type statusReport struct {
-	Stores   []storeStatus `json:"stores"`
+// Report is what status prints with --json.
+type Report struct {
+	Stores   []StoreStatus `json:"stores"`
 	Warnings []string      `json:"warnings"`
 }
 
-type storeStatus struct {
+// StoreStatus is one store of a Report.
+type StoreStatus struct {
 	Store   string                `json:"store"`
 	Account string                `json:"account,omitempty"`
 	Workers []pipeline.WorkerBeat `json:"workers"`
@@ -60,34 +61,34 @@ type storeStatus struct {
 	Paused  *pipeline.PauseRecord `json:"paused,omitempty"`
 }
 
-func runStatus(ctx context.Context, env *Env) error {
-	fs := newFlagSet(env, "status", "[flags]", statusHelp)
+func run(ctx context.Context, env *command.Env) error {
+	fs := command.NewFlagSet(env, "status", "[flags]", statusHelp)
 	var n pipeline.NATSConfig
-	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
-	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
-	configFile := configFlag(fs.FlagSet, env)
+	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
+	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
+	configFile := command.ConfigFlag(fs.FlagSet, env)
 	store := fs.String("store", "", "only this store's workers (with a store's worker or agent credentials: its own)")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): every account's workers (or those of --store), with each operator's seed")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := fs.parse(env.Args)
+	pos, err := fs.ParseArgs(env.Args)
 	if err != nil {
 		return err
 	}
-	if err := applyConfigFile(fs.FlagSet, *configFile, serviceSetting); err != nil {
+	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) > 0 {
-		return usageErrorf("unexpected argument %q", pos[0])
+		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	var stores []string
 	if *store != "" {
 		stores = append(stores, *store)
 	}
-	ncfg := ops.clientNATS(n)
+	ncfg := ops.ClientNATS(n)
 	ncfg.Name = "compactor status"
-	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
+	accounts := []command.FleetAccount{{NATS: ncfg, Stores: stores}}
 	if *credentials != "" {
-		if accounts, err = fleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+		if accounts, err = command.FleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -96,7 +97,7 @@ func runStatus(ctx context.Context, env *Env) error {
 		return err
 	}
 	if *asJSON {
-		enc := json.NewEncoder(jsonOut(env.Stdout))
+		enc := json.NewEncoder(command.JSONOut(env.Stdout))
 		enc.SetIndent("", "  ")
 		return enc.Encode(rep)
 	}
@@ -108,7 +109,7 @@ func runStatus(ctx context.Context, env *Env) error {
 // jobs and pauses). Without --credentials the one account the NATS flags reach is read as
 // the operator; when those credentials are not the operator's, the workers alone are read
 // with them (a store's worker or agent key, for its store), with a warning.
-func readStatus(ctx context.Context, accounts []fleetAccount, store string) (statusReport, error) {
+func readStatus(ctx context.Context, accounts []command.FleetAccount, store string) (Report, error) {
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
 	var conns []pipeline.FleetAccount
@@ -124,7 +125,7 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 		}
 		nc, err := c.Connect()
 		if err != nil {
-			return statusReport{}, accountErr(a.Account, err)
+			return Report{}, command.AccountErr(a.Account, err)
 		}
 		conns = append(conns, pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
 	}
@@ -136,12 +137,12 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 	if verr != nil {
 		var pe *pipeline.PermissionError
 		if len(accounts) > 1 || accounts[0].Account != "" || !errors.As(verr, &pe) {
-			return statusReport{}, verr
+			return Report{}, verr
 		}
 		// Not the operator's credentials: the workers, as the role they are.
 		beats, foreign, err := accountWorkers(ctx, accounts[0].NATS, accounts[0].Stores)
 		if err != nil {
-			return statusReport{}, err
+			return Report{}, err
 		}
 		rep := statusOf(beats, store)
 		rep.Warnings = append(rep.Warnings, "queues, running jobs and pauses not read: they are the operator's to read ("+verr.Error()+")")
@@ -155,12 +156,12 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 	}
 	rep := statusOf(beats, store)
 	// Every store set up is listed, with or without workers.
-	var out []storeStatus
+	var out []StoreStatus
 	for _, st := range snap.Stores {
 		if store != "" && st.Store != store {
 			continue
 		}
-		ss := storeStatus{Store: st.Store, Account: st.Account, Workers: st.Workers, Running: st.Running, Paused: st.Paused}
+		ss := StoreStatus{Store: st.Store, Account: st.Account, Workers: st.Workers, Running: st.Running, Paused: st.Paused}
 		q := st.Queue
 		ss.Queue = &q
 		out = append(out, ss)
@@ -172,34 +173,26 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 		}
 	}
 	if out == nil {
-		out = []storeStatus{}
+		out = []StoreStatus{}
 	}
 	rep.Stores = out
 	leftOut := 0
 	for _, a := range snap.Accounts {
 		leftOut += int(a.LeftOut)
 		if a.Err != "" {
-			rep.Warnings = append(rep.Warnings, accountErr(a.Name, errors.New(a.Err)).Error())
+			rep.Warnings = append(rep.Warnings, command.AccountErr(a.Name, errors.New(a.Err)).Error())
 		}
 	}
 	return withForeign(rep, leftOut), nil
 }
 
 // withForeign says how many records were left out.
-func withForeign(rep statusReport, n int) statusReport {
+func withForeign(rep Report, n int) Report {
 	if n > 0 {
 		rep.Warnings = append(rep.Warnings, fmt.Sprintf("%s left out: they name another store, worker or session than their key or subject, or a store of another account (docs/security.md, \"Records are trusted only within their store\")",
-			plural(n, "record", "records")))
+			command.Plural(n, "record", "records")))
 	}
 	return rep
-}
-
-// accountErr names the account of an error (none: the one the NATS flags reach).
-func accountErr(account string, err error) error {
-	if account == "" {
-		return err
-	}
-	return fmt.Errorf("account %s: %w", account, err)
 }
 
 // accountWorkers reads the workers of stores (none: every store) in one account. One
@@ -252,14 +245,14 @@ func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) (
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
-func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
-	rep := statusReport{Stores: []storeStatus{}, Warnings: []string{}}
+func statusOf(beats []pipeline.WorkerBeat, store string) Report {
+	rep := Report{Stores: []StoreStatus{}, Warnings: []string{}}
 	for _, b := range beats {
 		if store != "" && b.Store != store {
 			continue
 		}
 		if n := len(rep.Stores); n == 0 || rep.Stores[n-1].Store != b.Store {
-			rep.Stores = append(rep.Stores, storeStatus{Store: b.Store})
+			rep.Stores = append(rep.Stores, StoreStatus{Store: b.Store})
 		}
 		last := &rep.Stores[len(rep.Stores)-1]
 		last.Workers = append(last.Workers, b)
@@ -344,7 +337,7 @@ func countedList(m map[string]map[string]bool) string {
 	}
 	slices.Sort(keys)
 	for i, k := range keys {
-		keys[i] = fmt.Sprintf("%s (%s)", k, plural(len(m[k]), "worker", "workers"))
+		keys[i] = fmt.Sprintf("%s (%s)", k, command.Plural(len(m[k]), "worker", "workers"))
 	}
 	return strings.Join(keys, ", ")
 }
@@ -352,13 +345,13 @@ func countedList(m map[string]map[string]bool) string {
 // writeStatus prints the report. Every text a store's key may write (a beat's worker,
 // host and version, a running job's session and kind, a queue's kinds, a pause record's
 // reason and author, the warnings that quote them) is escaped (visible.Line).
-func writeStatus(w io.Writer, rep statusReport, now time.Time) {
+func writeStatus(w io.Writer, rep Report, now time.Time) {
 	v := visible.Line
 	if len(rep.Stores) == 0 {
 		fmt.Fprintln(w, "no worker has reported in the last 30s")
 	}
 	for _, st := range rep.Stores {
-		head := fmt.Sprintf("store %s: %s", v(st.Store), plural(len(st.Workers), "worker", "workers"))
+		head := fmt.Sprintf("store %s: %s", v(st.Store), command.Plural(len(st.Workers), "worker", "workers"))
 		if st.Account != "" {
 			head += " (account " + v(st.Account) + ")"
 		}
