@@ -332,7 +332,7 @@ func (r *result) checkGoldens(root, cliTest string, goldens []string, v string) 
 // checkAppends counts the compactions written, with the live Pi, that load in the
 // release as planned.
 func (r *result) checkAppends(root, engineTest string, goldens []string) {
-	events, err := goTest(filepath.Join(root, "internal", "engine"), engineTest, append(goldens, "COMPACTOR_INTEROP=1"), "TestAppendsLoadAsPlannedInEveryPi$")
+	events, err := goTest(filepath.Join(root, "engine"), engineTest, append(goldens, "COMPACTOR_INTEROP=1"), "TestAppendsLoadAsPlannedInEveryPi$")
 	if err != nil {
 		r.fail("engine: %v", err)
 	}
