@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"io"
 	"os"
 	"sync"
@@ -540,7 +541,7 @@ func readSettled(ctx context.Context, f *os.File, from int64) ([]regionLine, err
 			continue
 		}
 		var out []regionLine
-		var members []member
+		var members []jsonscan.Member
 		for off := 0; off < len(buf); {
 			end := bytes.IndexByte(buf[off:], '\n')
 			if end < 0 {
@@ -549,10 +550,10 @@ func readSettled(ctx context.Context, f *os.File, from int64) ([]regionLine, err
 			line := buf[off : off+end]
 			rl := regionLine{offset: int64(off), line: line}
 			var notObject bool
-			members, notObject, err = scanObject(line, members[:0])
+			members, notObject, err = jsonscan.ScanObject(line, members[:0])
 			if err == nil && !notObject {
-				rl.id, _ = jsonString(get(members, "id"))
-				rl.parent, _ = jsonString(get(members, "parentId"))
+				rl.id, _ = jsonString(jsonscan.Get(members, "id"))
+				rl.parent, _ = jsonString(jsonscan.Get(members, "parentId"))
 			}
 			out = append(out, rl)
 			off += end + 1

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"strconv"
 )
 
@@ -19,13 +20,13 @@ type fields struct {
 }
 
 // pick assigns the members of a validated object to f.
-func (f *fields) pick(ms []member) {
+func (f *fields) pick(ms []jsonscan.Member) {
 	for _, m := range ms {
-		key := m.key
+		key := m.Key
 		if bytes.IndexByte(key, '\\') >= 0 {
 			key = []byte(memberKey(key))
 		}
-		v := m.val
+		v := m.Val
 		switch string(key) {
 		case "type":
 			f.typ = v
@@ -127,9 +128,9 @@ func (d *decoder) reserve(n int) {
 }
 
 // entry decodes the entry whose members are in f (line is the whole line, lineNo its 1-based
-// number or 0 when unknown); msg are the members of msgVal, the message scanEntry found. A field of an unexpected type is reported and treated as absent,
+// number or 0 when unknown); msg are the members of msgVal, the message jsonscan.ScanEntry found. A field of an unexpected type is reported and treated as absent,
 // as Pi's code would see it (undefined behaviour aside).
-func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []member, msgVal []byte) *Entry {
+func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []jsonscan.Member, msgVal []byte) *Entry {
 	e := d.newEntry()
 	typ, _ := jsonString(f.typ)
 	*e = Entry{Type: typ, Line: lineNo, Raw: line}
@@ -245,10 +246,10 @@ func decodeUsage(v []byte) (*Usage, bool) {
 		return nil, false
 	}
 	var u Usage
-	var buf [8]member
-	for _, m := range trustedMembers(v, buf[:0]) {
+	var buf [8]jsonscan.Member
+	for _, m := range jsonscan.TrustedMembers(v, buf[:0]) {
 		var dst *float64
-		switch memberKey(m.key) {
+		switch memberKey(m.Key) {
 		case "input":
 			dst = &u.Input
 		case "output":
@@ -262,10 +263,10 @@ func decodeUsage(v []byte) (*Usage, bool) {
 		default:
 			continue
 		}
-		if string(m.val) == "null" {
+		if string(m.Val) == "null" {
 			continue
 		}
-		x, ok := jsonNumber(m.val)
+		x, ok := jsonNumber(m.Val)
 		if !ok {
 			return nil, false
 		}
@@ -279,7 +280,7 @@ func jsonString(raw []byte) (string, bool) {
 	if len(raw) < 2 || raw[0] != '"' {
 		return "", false
 	}
-	return unquote(raw), true
+	return jsonscan.Unquote(raw), true
 }
 
 // jsonNumber decodes a validated JSON number literal; false for other values and for numbers

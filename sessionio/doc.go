@@ -17,7 +17,7 @@
 // and with read sizes that split lines anywhere.
 //
 // Both readers turn a line into an entry the same way: one scanner validates a line and
-// locates its members in one pass (scan.go), one decoder builds the entry, its message and
+// locates its members in one pass (package jsonscan), one decoder builds the entry, its message and
 // usage from them (decode.go, message.go), and one line parser does both and says what a
 // line that is no entry is, with the words of every diagnostic (line.go).
 //
@@ -50,12 +50,12 @@
 //	backward.go, ckread.go ──► line.go ◄── read.go   (the full read; migrate.go: v1/v2)
 //	                              │
 //	                              ▼
-//	                  decode.go, message.go ──► scan.go
+//	                  decode.go, message.go ──► jsonscan
 //
 // One checkpointed read of `compactor context` (NeedContext|NeedRoot|NeedFile, messages left
 // on disk) passes through them in this order: tail.go (ReadTailWith, readTail) and ckfile.go
 // (loadCheckpoint, verify); tailread.go (run); backward.go (readHeader) and ckread.go (fits);
-// backward.go, line.go, decode.go, scan.go for each line from the end; walk.go asking
+// backward.go, line.go, decode.go, jsonscan for each line from the end; walk.go asking
 // backward.go, then ckread.go, for parents; tailread.go (finish) with facts.go and read.go
 // (findCycle); ckwrite.go and ckfile.go when a new checkpoint covers more history.
 //

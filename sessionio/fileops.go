@@ -2,6 +2,7 @@ package sessionio
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"sort"
 	"strings"
 
@@ -71,8 +72,8 @@ func (f *FileOps) AddFromNestedCalls(m *Message) {
 	if m == nil || m.Role != RoleToolResult || len(m.NestedCalls) == 0 || m.NestedCalls[0] != '{' {
 		return
 	}
-	var buf [4]member
-	ms, notObject, err := scanObject(m.NestedCalls, buf[:0])
+	var buf [4]jsonscan.Member
+	ms, notObject, err := jsonscan.ScanObject(m.NestedCalls, buf[:0])
 	if err != nil || notObject {
 		return
 	}
@@ -80,12 +81,12 @@ func (f *FileOps) AddFromNestedCalls(m *Message) {
 	if len(calls) == 0 || calls[0] != '[' {
 		return
 	}
-	var cbuf [8]member
-	for _, call := range trustedElems(calls, nil) {
+	var cbuf [8]jsonscan.Member
+	for _, call := range jsonscan.TrustedElems(calls, nil) {
 		if len(call) == 0 || call[0] != '{' {
 			continue
 		}
-		cms := trustedMembers(call, cbuf[:0])
+		cms := jsonscan.TrustedMembers(call, cbuf[:0])
 		if name, ok := jsonString(lastMember(cms, "name")); ok {
 			f.addCall(name, lastMember(cms, "arguments"))
 		}
@@ -116,8 +117,8 @@ func pathArgument(args json.RawMessage) (string, bool) {
 	if len(args) == 0 || args[0] != '{' {
 		return "", false
 	}
-	var buf [8]member
-	ms, notObject, err := scanObject(args, buf[:0])
+	var buf [8]jsonscan.Member
+	ms, notObject, err := jsonscan.ScanObject(args, buf[:0])
 	if err != nil || notObject {
 		return "", false
 	}
@@ -130,10 +131,10 @@ func pathArgument(args json.RawMessage) (string, bool) {
 
 // lastMember returns the value of the last member whose (decoded) key is key, nil if none:
 // JSON.parse keeps the last of duplicate keys.
-func lastMember(ms []member, key string) []byte {
+func lastMember(ms []jsonscan.Member, key string) []byte {
 	for i := len(ms) - 1; i >= 0; i-- {
-		if memberKey(ms[i].key) == key {
-			return ms[i].val
+		if memberKey(ms[i].Key) == key {
+			return ms[i].Val
 		}
 	}
 	return nil
@@ -181,7 +182,7 @@ func (f *FileOps) seedDetails(e *Entry) {
 	if len(e.Details) == 0 || e.Details[0] != '{' {
 		return
 	}
-	ms, notObject, err := scanObject(e.Details, nil)
+	ms, notObject, err := jsonscan.ScanObject(e.Details, nil)
 	if err != nil || notObject {
 		return
 	}
@@ -199,7 +200,7 @@ func stringArray(raw json.RawMessage) []string {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil
 	}
-	elems := trustedElems(raw, nil)
+	elems := jsonscan.TrustedElems(raw, nil)
 	out := make([]string, 0, len(elems))
 	for _, el := range elems {
 		if len(el) == 0 || el[0] != '"' {

@@ -1,4 +1,4 @@
-package sessionio
+package jsonscan
 
 import (
 	"bytes"
@@ -11,10 +11,10 @@ import (
 	"unsafe"
 )
 
-// member is one top-level key of a JSON object and the raw bytes of its value.
-type member struct {
-	key []byte // the key's bytes between the quotes (escapes not decoded)
-	val []byte
+// Member is one top-level key of a JSON object and the raw bytes of its value.
+type Member struct {
+	Key []byte // the key's bytes between the quotes (escapes not decoded)
+	Val []byte
 }
 
 // errScan is returned for bytes that are not one valid JSON value.
@@ -36,21 +36,21 @@ type scanner struct {
 	// it record them in msg instead (the "message" member of an entry, so that decoding the
 	// message does not walk its bytes again).
 	collect, nested bool
-	members, msg    []member
+	members, msg    []Member
 	msgVal          []byte
 }
 
-// scanObject validates b as a single JSON value that must be an object, surrounded by
+// ScanObject validates b as a single JSON value that must be an object, surrounded by
 // optional whitespace, and appends its members to dst. notObject reports valid JSON that is
 // not an object.
-func scanObject(b []byte, dst []member) (members []member, notObject bool, err error) {
+func ScanObject(b []byte, dst []Member) (members []Member, notObject bool, err error) {
 	s := scanner{b: b, members: dst}
 	return s.scan()
 }
 
-// scanEntry is scanObject for an entry line: it also finds the members of the last
+// ScanEntry is ScanObject for an entry line: it also finds the members of the last
 // top-level "message" member whose value is an object (msgVal is that value; nil if none).
-func scanEntry(b []byte, dst, msgDst []member) (members, msg []member, msgVal []byte, notObject bool, err error) {
+func ScanEntry(b []byte, dst, msgDst []Member) (members, msg []Member, msgVal []byte, notObject bool, err error) {
 	s := scanner{b: b, members: dst, msg: msgDst}
 	members, notObject, err = s.scan()
 	if err != nil || notObject {
@@ -59,7 +59,7 @@ func scanEntry(b []byte, dst, msgDst []member) (members, msg []member, msgVal []
 	return members, s.msg, s.msgVal, false, nil
 }
 
-func (s *scanner) scan() (members []member, notObject bool, err error) {
+func (s *scanner) scan() (members []Member, notObject bool, err error) {
 	b, dst := s.b, s.members
 	s.ws()
 	if s.i >= len(b) {
@@ -82,11 +82,11 @@ func (s *scanner) scan() (members []member, notObject bool, err error) {
 	return s.members, notObject, nil
 }
 
-// get returns the value of the last member named key (JSON.parse keeps the last duplicate).
-func get(ms []member, key string) []byte {
+// Get returns the value of the last member named key (JSON.parse keeps the last duplicate).
+func Get(ms []Member, key string) []byte {
 	for i := len(ms) - 1; i >= 0; i-- {
-		if string(ms[i].key) == key {
-			return ms[i].val
+		if string(ms[i].Key) == key {
+			return ms[i].Val
 		}
 	}
 	return nil
@@ -180,11 +180,11 @@ func (s *scanner) object() error {
 		switch {
 		case msg:
 			s.msgVal = s.b[vs:s.i]
-			s.members = append(s.members, member{key: key, val: s.msgVal})
+			s.members = append(s.members, Member{Key: key, Val: s.msgVal})
 		case nested:
-			s.msg = append(s.msg, member{key: key, val: s.b[vs:s.i]})
+			s.msg = append(s.msg, Member{Key: key, Val: s.b[vs:s.i]})
 		case collect:
-			s.members = append(s.members, member{key: key, val: s.b[vs:s.i]})
+			s.members = append(s.members, Member{Key: key, Val: s.b[vs:s.i]})
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -360,7 +360,7 @@ func (s *scanner) number() error {
 	return nil
 }
 
-// The functions below walk JSON that scanObject has already validated, so they only look
+// The functions below walk JSON that ScanObject has already validated, so they only look
 // for structure: strings are skipped with IndexByte, containers by depth.
 
 // skipTrusted returns the index just past the value that starts at b[i].
@@ -426,8 +426,8 @@ func skipWS(b []byte, i int) int {
 	return i
 }
 
-// trustedMembers lists the members of a validated object.
-func trustedMembers(b []byte, dst []member) []member {
+// TrustedMembers lists the members of a validated object.
+func TrustedMembers(b []byte, dst []Member) []Member {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '{' {
 		return dst
@@ -439,7 +439,7 @@ func trustedMembers(b []byte, dst []member) []member {
 		i = skipWS(b, ke)
 		i = skipWS(b, i+1) // ':'
 		ve := skipTrusted(b, i)
-		dst = append(dst, member{key: key, val: b[i:ve]})
+		dst = append(dst, Member{Key: key, Val: b[i:ve]})
 		i = skipWS(b, ve)
 		if i < len(b) && b[i] == ',' {
 			i = skipWS(b, i+1)
@@ -448,8 +448,8 @@ func trustedMembers(b []byte, dst []member) []member {
 	return dst
 }
 
-// trustedElems lists the elements of a validated array.
-func trustedElems(b []byte, dst [][]byte) [][]byte {
+// TrustedElems lists the elements of a validated array.
+func TrustedElems(b []byte, dst [][]byte) [][]byte {
 	i := skipWS(b, 0)
 	if i >= len(b) || b[i] != '[' {
 		return dst
@@ -466,11 +466,11 @@ func trustedElems(b []byte, dst [][]byte) [][]byte {
 	return dst
 }
 
-// unquote decodes a validated JSON string literal exactly as encoding/json does: escapes
+// Unquote decodes a validated JSON string literal exactly as encoding/json does: escapes
 // decoded, surrogate pairs combined, lone surrogates and invalid UTF-8 bytes replaced by
 // U+FFFD (each of which has the UTF-16 length of what it replaces, so chars/4 estimates
 // match Pi's).
-func unquote(lit []byte) string {
+func Unquote(lit []byte) string {
 	s := lit[1 : len(lit)-1]
 	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
 		return string(s)
