@@ -55,6 +55,14 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if err := checkSummary(out.Summary); err != nil {
 		return nil, err
 	}
+	return e.appendCompaction(ctx, j, p, cs, out)
+}
+
+// appendCompaction appends the compaction of plan p with summary out. When the agent wrote
+// while the summary was being made, the summary is carried over to the newer leaf where it
+// still holds (salvage), up to maxSalvage times.
+func (e *Engine) appendCompaction(ctx context.Context, j *job, p *cutpoint.Plan, cs cutpoint.Settings, out summarize.SummaryOutput) (*Result, error) {
+	res := j.res
 	summaryTokens := j.src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
 	compaction := sessionio.NewCompaction{
 		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
