@@ -8,6 +8,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -160,13 +161,13 @@ type bridgeGap struct {
 	ids     []string
 	msgs    []*sessionio.Message
 	tokens  int
-	fileOps *sessionio.FileOps
+	fileOps *fileops.FileOps
 }
 
 // gapOf is the gap path[from:to) as Pi r summarizes it, with the file lists of details
 // (the preparation's) and the gap.
 func gapOf(path []*sessionio.Entry, from, to int, r sessionio.Release, details PreparedDetails) bridgeGap {
-	g := bridgeGap{fileOps: sessionio.NewFileOps()}
+	g := bridgeGap{fileOps: fileops.New()}
 	for _, gm := range gapMessages(path, from, to, r) {
 		g.ids = append(g.ids, gm.id)
 		g.msgs = append(g.msgs, gm.m)

@@ -9,6 +9,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -52,7 +53,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	if why != "" {
 		return nil, j.skip(why), nil
 	}
-	fo := sessionio.NewFileOps()
+	fo := fileops.New()
 	tokens := addSpan(fo, bs.details, msgs, r)
 	cs := src.Settings(j.cfg.KeepRecentTokens, j.cfg.ReserveTokens)
 	prevText, prevRead, prevModified := withoutFileLists(bs.text)
@@ -177,7 +178,7 @@ func baseReading(path, pre []*sessionio.Entry, r sessionio.Release, target *Base
 
 // addSpan adds to fo the file lists of details and those the messages msgs mention, and
 // returns msgs' estimated tokens (Pi r's chars/4).
-func addSpan(fo *sessionio.FileOps, details PreparedDetails, msgs []*sessionio.Message, r sessionio.Release) int {
+func addSpan(fo *fileops.FileOps, details PreparedDetails, msgs []*sessionio.Message, r sessionio.Release) int {
 	for _, f := range details.ReadFiles {
 		fo.AddRead(f)
 	}

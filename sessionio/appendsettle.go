@@ -185,8 +185,8 @@ func readSettled(ctx context.Context, f *os.File, from int64) ([]regionLine, err
 			var notObject bool
 			members, notObject, err = jsonscan.ScanObject(line, members[:0])
 			if err == nil && !notObject {
-				rl.id, _ = jsonString(jsonscan.Get(members, "id"))
-				rl.parent, _ = jsonString(jsonscan.Get(members, "parentId"))
+				rl.id, _ = jsonscan.String(jsonscan.Get(members, "id"))
+				rl.parent, _ = jsonscan.String(jsonscan.Get(members, "parentId"))
 			}
 			out = append(out, rl)
 			off += end + 1

@@ -139,7 +139,7 @@ func jsDate(raw json.RawMessage) (float64, bool) {
 		}
 		return math.Trunc(v), true
 	}
-	s, ok := jsonString(raw)
+	s, ok := jsonscan.String(raw)
 	if !ok {
 		return 0, false
 	}

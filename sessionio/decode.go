@@ -24,7 +24,7 @@ func (f *fields) pick(ms []jsonscan.Member) {
 	for _, m := range ms {
 		key := m.Key
 		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(memberKey(key))
+			key = []byte(jsonscan.Key(key))
 		}
 		v := m.Val
 		switch string(key) {
@@ -132,10 +132,10 @@ func (d *decoder) reserve(n int) {
 // as Pi's code would see it (undefined behaviour aside).
 func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []jsonscan.Member, msgVal []byte) *Entry {
 	e := d.newEntry()
-	typ, _ := jsonString(f.typ)
+	typ, _ := jsonscan.String(f.typ)
 	*e = Entry{Type: typ, Line: lineNo, Raw: line}
 	str := func(raw []byte, field string) string {
-		v, ok := jsonString(raw)
+		v, ok := jsonscan.String(raw)
 		if !ok && len(raw) > 0 && string(raw) != "null" && d.diag != nil {
 			d.diag(badField(lineNo, e.ID, field))
 		}
@@ -224,14 +224,14 @@ func sameBytes(a, b []byte) bool {
 
 // header decodes a session header line (f.typ is "session"); ok is false without a string id.
 func header(f *fields, line []byte) (Header, bool) {
-	id, ok := jsonString(f.id)
+	id, ok := jsonscan.String(f.id)
 	if !ok {
 		return Header{}, false
 	}
 	h := Header{Type: TypeSession, ID: id, Raw: line, Version: 1}
-	h.Timestamp, _ = jsonString(f.timestamp)
-	h.Cwd, _ = jsonString(f.cwd)
-	h.ParentSession, _ = jsonString(f.parentSession)
+	h.Timestamp, _ = jsonscan.String(f.timestamp)
+	h.Cwd, _ = jsonscan.String(f.cwd)
+	h.ParentSession, _ = jsonscan.String(f.parentSession)
 	if v, ok := jsonNumber(f.version); ok {
 		h.Version = int(v)
 	}
@@ -249,7 +249,7 @@ func decodeUsage(v []byte) (*Usage, bool) {
 	var buf [8]jsonscan.Member
 	for _, m := range jsonscan.TrustedMembers(v, buf[:0]) {
 		var dst *float64
-		switch memberKey(m.Key) {
+		switch jsonscan.Key(m.Key) {
 		case "input":
 			dst = &u.Input
 		case "output":
@@ -273,14 +273,6 @@ func decodeUsage(v []byte) (*Usage, bool) {
 		*dst = x
 	}
 	return &u, true
-}
-
-// jsonString decodes a string value of a validated line ("" and false for other types).
-func jsonString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	return jsonscan.Unquote(raw), true
 }
 
 // jsonNumber decodes a validated JSON number literal; false for other values and for numbers

@@ -279,7 +279,7 @@ func decodeContentNow(m *Message, ms []jsonscan.Member, msgVal []byte) {
 		ms = jsonscan.TrustedMembers(m.Raw, nil)
 	}
 	for i := len(ms) - 1; i >= 0; i-- {
-		if memberKey(ms[i].Key) == "content" {
+		if jsonscan.Key(ms[i].Key) == "content" {
 			m.Content, _ = decodeContent(ms[i].Val)
 			break
 		}
@@ -287,7 +287,7 @@ func decodeContentNow(m *Message, ms []jsonscan.Member, msgVal []byte) {
 	// Pi 1.x's system messages and tool results: what decodeMessageInto keeps of them, copied.
 	var fe fieldErr
 	for _, mb := range ms {
-		switch memberKey(mb.Key) {
+		switch jsonscan.Key(mb.Key) {
 		case "sections":
 			m.Sections = decodeSections(mb.Val, &fe)
 		case "toolsAdded":

@@ -1,7 +1,6 @@
 package sessionio
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
@@ -230,16 +229,6 @@ func (f *fieldErr) boolean(key string, v []byte, dst *bool) {
 	}
 }
 
-// memberKey returns a member's key, decoding escapes if it has any.
-func memberKey(k []byte) string {
-	if bytes.IndexByte(k, '\\') < 0 {
-		return string(k)
-	}
-	lit := make([]byte, 0, len(k)+2)
-	lit = append(append(append(lit, '"'), k...), '"')
-	return jsonscan.Unquote(lit)
-}
-
 // decodeMessage decodes a message whose bytes are already validated (part of a line the
 // scanner accepted). Members are applied in order, so the last of duplicate keys wins, as
 // in JSON.parse. On a field of an unexpected type it returns the message without that
@@ -262,7 +251,7 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []jsonscan.Member, li
 	var fe fieldErr
 	for _, mb := range ms {
 		v := mb.Val
-		switch key := memberKey(mb.Key); key {
+		switch key := jsonscan.Key(mb.Key); key {
 		case "role":
 			fe.str(key, v, &m.Role)
 		case "content":
@@ -373,7 +362,7 @@ func decodeSections(v []byte, fe *fieldErr) []Section {
 	at := map[string]int{}
 	var buf [8]jsonscan.Member
 	for _, mb := range jsonscan.TrustedMembers(v, buf[:0]) {
-		name := memberKey(mb.Key)
+		name := jsonscan.Key(mb.Key)
 		var val *string
 		switch {
 		case string(mb.Val) == "null":
@@ -457,7 +446,7 @@ func decodeContent(v []byte) (Content, error) {
 		b := &c.Blocks[i]
 		for _, mb := range jsonscan.TrustedMembers(el, mbuf[:0]) {
 			v := mb.Val
-			switch key := memberKey(mb.Key); key {
+			switch key := jsonscan.Key(mb.Key); key {
 			case "type":
 				fe.str(key, v, &b.Type)
 			case "text":

@@ -265,7 +265,7 @@ func ReplaceMember(obj json.RawMessage, key string, val json.RawMessage) json.Ra
 	ms := jsonscan.TrustedMembers(obj, nil)
 	fs := make(jsjson.Fields, 0, len(ms)+1)
 	for _, mb := range ms {
-		fs = append(fs, jsjson.Field{Key: memberKey(mb.Key), Value: json.RawMessage(mb.Val)})
+		fs = append(fs, jsjson.Field{Key: jsonscan.Key(mb.Key), Value: json.RawMessage(mb.Val)})
 	}
 	fs = append(fs, jsjson.Field{Key: key, Value: val})
 	b, err := jsjson.Marshal(fs)

@@ -112,7 +112,7 @@ func toolName(tool []byte) string {
 	}
 	var buf [4]jsonscan.Member
 	v := jsonscan.Get(jsonscan.TrustedMembers(tool, buf[:0]), "name")
-	if s, ok := jsonString(v); ok {
+	if s, ok := jsonscan.String(v); ok {
 		return s
 	}
 	return "\x00" + string(v)

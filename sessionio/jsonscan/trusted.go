@@ -207,3 +207,21 @@ func hex4(h []byte) rune {
 	}
 	return r
 }
+
+// String decodes a validated value that is a string ("" and false for other types).
+func String(raw []byte) (string, bool) {
+	if len(raw) < 2 || raw[0] != '"' {
+		return "", false
+	}
+	return Unquote(raw), true
+}
+
+// Key returns a member's key, decoding escapes if it has any.
+func Key(k []byte) string {
+	if bytes.IndexByte(k, '\\') < 0 {
+		return string(k)
+	}
+	lit := make([]byte, 0, len(k)+2)
+	lit = append(append(append(lit, '"'), k...), '"')
+	return Unquote(lit)
+}

@@ -1,17 +1,18 @@
-package sessionio
+package fileops
 
 import (
 	"encoding/json"
-	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"sort"
 	"strings"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
 
 // FileOps is Pi's file-operation tracking (docs/pi-format.md, "File lists"): the paths the
 // summarized part of a session read, wrote and edited. Both compaction (cutpoint) and
-// branch summaries (summarize) need it, so it lives here, next to the messages it reads.
+// branch summaries (summarize) need it, so it is a package of its own beside sessionio.
 //
 // The maps are the sets; the order slices remember insertion order, because Pi's sets are
 // JavaScript Sets (iteration = insertion order) and `interop/pi/pi cut` prints them that way.
@@ -23,8 +24,8 @@ type FileOps struct {
 	readOrder, writtenOrder, editedOrder []string
 }
 
-// NewFileOps returns empty file operations.
-func NewFileOps() *FileOps {
+// New returns empty file operations.
+func New() *FileOps {
 	return &FileOps{
 		Read:    map[string]struct{}{},
 		Written: map[string]struct{}{},
@@ -52,12 +53,12 @@ func (f *FileOps) AddEdited(path string) { addTo(f.Edited, &f.editedOrder, path)
 // AddFromMessage is Pi's extractFileOpsFromMessage: for an assistant message, every
 // toolCall named read, write or edit whose arguments.path is a non-empty string adds that
 // path to Read, Written or Edited. Other roles and tools (bash included) are ignored.
-func (f *FileOps) AddFromMessage(m *Message) {
-	if m == nil || m.Role != RoleAssistant || m.Content.IsString {
+func (f *FileOps) AddFromMessage(m *sessionio.Message) {
+	if m == nil || m.Role != sessionio.RoleAssistant || m.Content.IsString {
 		return
 	}
 	for _, b := range m.Content.Blocks {
-		if b.Type != BlockToolCall {
+		if b.Type != sessionio.BlockToolCall {
 			continue
 		}
 		f.addCall(b.Name, b.Arguments)
@@ -68,8 +69,8 @@ func (f *FileOps) AddFromMessage(m *Message) {
 // calls a codemode script made (nestedCalls.calls, each with a name and arguments) add their
 // paths as tool calls do. Pi 1.x's compaction reads them; its branch summaries never see a
 // tool result.
-func (f *FileOps) AddFromNestedCalls(m *Message) {
-	if m == nil || m.Role != RoleToolResult || len(m.NestedCalls) == 0 || m.NestedCalls[0] != '{' {
+func (f *FileOps) AddFromNestedCalls(m *sessionio.Message) {
+	if m == nil || m.Role != sessionio.RoleToolResult || len(m.NestedCalls) == 0 || m.NestedCalls[0] != '{' {
 		return
 	}
 	var buf [4]jsonscan.Member
@@ -87,7 +88,7 @@ func (f *FileOps) AddFromNestedCalls(m *Message) {
 			continue
 		}
 		cms := jsonscan.TrustedMembers(call, cbuf[:0])
-		if name, ok := jsonString(lastMember(cms, "name")); ok {
+		if name, ok := jsonscan.String(lastMember(cms, "name")); ok {
 			f.addCall(name, lastMember(cms, "arguments"))
 		}
 	}
@@ -133,7 +134,7 @@ func pathArgument(args json.RawMessage) (string, bool) {
 // JSON.parse keeps the last of duplicate keys.
 func lastMember(ms []jsonscan.Member, key string) []byte {
 	for i := len(ms) - 1; i >= 0; i-- {
-		if memberKey(ms[i].Key) == key {
+		if jsonscan.Key(ms[i].Key) == key {
 			return ms[i].Val
 		}
 	}
@@ -144,8 +145,8 @@ func lastMember(ms []jsonscan.Member, key string) []byte {
 // prepareCompaction does: only for a compaction compactor or Pi wrote itself (fromHook
 // false) with details; details.readFiles go to Read, details.modifiedFiles to Edited.
 // Anything that is not an array of strings is ignored (an extension may store any JSON).
-func (f *FileOps) SeedFromCompaction(e *Entry) {
-	if e == nil || e.Type != TypeCompaction {
+func (f *FileOps) SeedFromCompaction(e *sessionio.Entry) {
+	if e == nil || e.Type != sessionio.TypeCompaction {
 		return
 	}
 	f.seedFromDetails(e)
@@ -153,8 +154,8 @@ func (f *FileOps) SeedFromCompaction(e *Entry) {
 
 // SeedFromBranchSummary is the same for a branch_summary entry (Pi's prepareBranchEntries
 // first pass).
-func (f *FileOps) SeedFromBranchSummary(e *Entry) {
-	if e == nil || e.Type != TypeBranchSummary {
+func (f *FileOps) SeedFromBranchSummary(e *sessionio.Entry) {
+	if e == nil || e.Type != sessionio.TypeBranchSummary {
 		return
 	}
 	f.seedFromDetails(e)
@@ -164,21 +165,21 @@ func (f *FileOps) SeedFromBranchSummary(e *Entry) {
 // Pi itself does not carry forward. compactor's prepared summaries reach Pi through its
 // extension hook, so their file lists would otherwise be lost at the next compaction;
 // a preparation seeds from them when their details have Pi's shape.
-func (f *FileOps) SeedFromHookCompaction(e *Entry) {
-	if e == nil || e.Type != TypeCompaction || !e.FromHook {
+func (f *FileOps) SeedFromHookCompaction(e *sessionio.Entry) {
+	if e == nil || e.Type != sessionio.TypeCompaction || !e.FromHook {
 		return
 	}
 	f.seedDetails(e)
 }
 
-func (f *FileOps) seedFromDetails(e *Entry) {
+func (f *FileOps) seedFromDetails(e *sessionio.Entry) {
 	if e.FromHook {
 		return
 	}
 	f.seedDetails(e)
 }
 
-func (f *FileOps) seedDetails(e *Entry) {
+func (f *FileOps) seedDetails(e *sessionio.Entry) {
 	if len(e.Details) == 0 || e.Details[0] != '{' {
 		return
 	}
@@ -269,10 +270,10 @@ func ordered(set map[string]struct{}, order []string) []string {
 	return out
 }
 
-// FormatFileLists is Pi's formatFileOperations: "" when both lists are empty, otherwise
+// FormatLists is Pi's formatFileOperations: "" when both lists are empty, otherwise
 // "\n\n" followed by a <read-files> and/or <modified-files> section (non-empty ones only,
 // one path per line), sections separated by a blank line. It is appended to a summary.
-func FormatFileLists(read, modified []string) string {
+func FormatLists(read, modified []string) string {
 	var sections []string
 	if len(read) > 0 {
 		sections = append(sections, "<read-files>\n"+strings.Join(read, "\n")+"\n</read-files>")
