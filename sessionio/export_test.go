@@ -39,12 +39,12 @@ func ParseTailCheckpointed(data []byte, file string, need Need, o TailOptions, s
 	if st == nil {
 		return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, nil)
 	}
-	return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, &ckKeep{store: st, minGain: minGain, chooseAt: st.chooseAt()})
+	return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, &checkpointKeeping{store: st, minGain: minGain, chooseAt: st.chooseAt()})
 }
 
 // SealCheckpoint recomputes a checkpoint's checksum after a test changed its bytes.
 func SealCheckpoint(b []byte) {
-	if len(b) >= len(ckMagic)+4 {
-		binary.LittleEndian.PutUint32(b[len(ckMagic):], crc32.Checksum(b[len(ckMagic)+4:], castagnoli))
+	if len(b) >= len(checkpointMagic)+4 {
+		binary.LittleEndian.PutUint32(b[len(checkpointMagic):], crc32.Checksum(b[len(checkpointMagic)+4:], castagnoli))
 	}
 }

@@ -307,7 +307,7 @@ func decodeContentNow(m *Message, ms []jsonscan.Member, msgVal []byte) {
 
 // known is what a tail read has established so far; it decides how much of a line its entry
 // keeps. The walk (walk.go) sets context, model and thinking as it goes; the sources of
-// entries (backward.go, ckread.go) set assistant.
+// entries (backward.go, checkpointread.go) set assistant.
 type known struct {
 	context   bool // the walk reached the context's first entry: later lines keep no bytes
 	model     bool // the walk met the entry that settles the model

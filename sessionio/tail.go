@@ -165,13 +165,13 @@ func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var cks *ckKeep
+	var cks *checkpointKeeping
 	if o.Checkpoints != nil && o.Checkpoints.Dir != "" {
 		store := &dirStore{dir: o.Checkpoints.Dir, file: path, id: identify(st)}
 		if abs, aerr := filepath.Abs(path); aerr == nil {
 			store.file = abs
 		}
-		cks = &ckKeep{store: store, minGain: o.Checkpoints.MinGain}
+		cks = &checkpointKeeping{store: store, minGain: o.Checkpoints.MinGain}
 	}
 	t, err := readTail(f, st.Size(), path, need, o, defaultSizes, cks)
 	if t != nil {
@@ -183,7 +183,7 @@ func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
 // readTail reads a tail with the checkpoints kept in cks (nil: none): with the checkpoint
 // when one is there and still matches the file, without it when the file's new lines
 // contradict it; after a whole-file read that can cover more history it writes a new one.
-func readTail(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, cks *ckKeep) (*Tail, error) {
+func readTail(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, cks *checkpointKeeping) (*Tail, error) {
 	if cks == nil {
 		t, _, err := newTailReader(ra, size, file, need, o, sz, nil, fileID{}).read()
 		return t, err

@@ -7,7 +7,7 @@ import (
 
 // One tail read, put together: the header and the leaf from the lines read backwards
 // (backward.go), the walk from the leaf over them and a checkpoint's table (walk.go,
-// ckread.go), the lines the need asks for beyond the walk, then the Tail (and the whole-file
+// checkpointread.go), the lines the need asks for beyond the walk, then the Tail (and the whole-file
 // facts, facts.go).
 
 // tailReader is one tail read.
@@ -20,19 +20,19 @@ type tailReader struct {
 	p     *tailParser // the read's own (parallel batches have one per worker)
 
 	lines backward
-	table *ckHistory // nil: no checkpoint
+	table *checkpointHistory // nil: no checkpoint
 	walk  walker
 	facts tailFacts // when the whole-file facts are kept (known.facts: NeedFile, FileLater)
 
-	decoded bool    // the window's content is decoded (DecodeContent)
-	id      fileID  // the file's identity, for the next checkpoint
-	next    *ckKeep // the next checkpoint is to be written (nil: not, or written already)
+	decoded bool               // the window's content is decoded (DecodeContent)
+	id      fileID             // the file's identity, for the next checkpoint
+	next    *checkpointKeeping // the next checkpoint is to be written (nil: not, or written already)
 }
 
-// ckKeep is where a read keeps its checkpoints, and how it writes the next one once it has
+// checkpointKeeping is where a read keeps its checkpoints, and how it writes the next one once it has
 // read the whole file.
-type ckKeep struct {
-	store    ckStore
+type checkpointKeeping struct {
+	store    checkpointStore
 	old      *checkpoint // the checkpoint the read used (nil: none)
 	minGain  int64
 	chooseAt func([]*Entry) *Entry // tests: see newCheckpoint
@@ -54,7 +54,7 @@ func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOpt
 	if ck == nil {
 		parts = []history{&r.lines}
 	} else {
-		r.table = &ckHistory{ck: ck, file: &r.file, p: r.p, known: &r.known, lines: &r.lines, earliest: size}
+		r.table = &checkpointHistory{ck: ck, file: &r.file, p: r.p, known: &r.known, lines: &r.lines, earliest: size}
 		parts = []history{&r.lines, r.table}
 	}
 	r.walk = walker{parts: parts, known: &r.known, window: -1}

@@ -71,8 +71,8 @@ func DefaultCheckpointDir(getenv func(string) string) string {
 	return filepath.Join(dir, "compactor", "checkpoints")
 }
 
-// ckStore is where one file's checkpoint lives (a directory; memory in tests).
-type ckStore interface {
+// checkpointStore is where one file's checkpoint lives (a directory; memory in tests).
+type checkpointStore interface {
 	identity() fileID
 	load() []byte
 	save(data []byte) error
@@ -131,16 +131,16 @@ func (s *dirStore) save(data []byte) error {
 
 // The checkpoint file: magic, CRC-32C of the rest, then uvarint-framed fields and the
 // fixed-size entry records, the blob of their strings and an open-addressed id table.
-const ckMagic = "cpxckp1\n"
+const checkpointMagic = "cpxckp1\n"
 
 var castagnoli = crc32.MakeTable(crc32.Castagnoli)
 
 const (
-	ckRecSize   = 40
-	ckSamples   = 16
-	ckSampleLen = 256
-	ckTailLen   = 4096
-	ckAssistant = 1 // record flag: an assistant message
+	recordSize           = 40
+	samplesPerCheckpoint = 16
+	sampleLen            = 256
+	tailHashLen          = 4096
+	recAssistant         = 1 // record flag: an assistant message
 )
 
 // checkpoint is a decoded checkpoint file.
@@ -151,29 +151,29 @@ type checkpoint struct {
 	lines, headLine int    // lines in [lo, at) (blank ones too); the header's line number
 	headHash        uint64
 	tailHash        uint64
-	samples         []ckSample
+	samples         []checkpointSample
 	count           int
 	hasAssistant    bool
 	nameSet         bool
 	name            string
-	labels          []ckLabel
+	labels          []checkpointLabel
 	diags           []Diagnostic
 	orphanParents   []string
 	n               int
-	recs            []byte // n records of ckRecSize bytes
+	recs            []byte // n records of recordSize bytes
 	blob            string // the records' strings
 	table           []byte // uint32 slots: record index + 1, 0 empty
 }
 
-type ckSample struct {
+type checkpointSample struct {
 	off  int64
 	hash uint64
 }
 
-type ckLabel struct{ target, label string }
+type checkpointLabel struct{ target, label string }
 
-// ckRec is one entry of the history.
-type ckRec struct {
+// checkpointRecord is one entry of the history.
+type checkpointRecord struct {
 	id, parent, typ, ts string
 	flags               uint8
 	parentIdx           int32 // record index of the parent; -1: no parent; -2: not in the history
@@ -186,11 +186,11 @@ func recID(b []byte) (off, n uint32) {
 	return binary.LittleEndian.Uint32(b[0:]), uint32(binary.LittleEndian.Uint16(b[4:]))
 }
 
-func (c *checkpoint) rec(i int) ckRec {
-	b := c.recs[i*ckRecSize : (i+1)*ckRecSize]
+func (c *checkpoint) rec(i int) checkpointRecord {
+	b := c.recs[i*recordSize : (i+1)*recordSize]
 	le := binary.LittleEndian
 	str := func(off, n uint32) string { return c.blob[off : off+n] }
-	return ckRec{
+	return checkpointRecord{
 		id:        str(recID(b)),
 		parent:    str(le.Uint32(b[8:]), uint32(le.Uint16(b[6:]))),
 		typ:       str(le.Uint32(b[12:]), uint32(b[16])),
@@ -205,7 +205,7 @@ func (c *checkpoint) rec(i int) ckRec {
 
 // putRec writes rc into b, a record's bytes; put places a string in the blob and returns
 // its offset.
-func putRec(b []byte, rc ckRec, put func(string) uint32) {
+func putRec(b []byte, rc checkpointRecord, put func(string) uint32) {
 	le := binary.LittleEndian
 	le.PutUint32(b[0:], put(rc.id))
 	le.PutUint16(b[4:], uint16(len(rc.id)))
@@ -231,9 +231,9 @@ func idTable(recs, blob []byte, n int) []byte {
 	}
 	table := make([]byte, slots*4)
 	for k := range n {
-		off, l := recID(recs[k*ckRecSize:])
+		off, l := recID(recs[k*recordSize:])
 		id := string(blob[off : off+l])
-		for s := ckHash(id) & uint64(slots-1); ; s = (s + 1) & uint64(slots-1) {
+		for s := idHash(id) & uint64(slots-1); ; s = (s + 1) & uint64(slots-1) {
 			if le.Uint32(table[s*4:]) == 0 {
 				le.PutUint32(table[s*4:], uint32(k+1))
 				break
@@ -243,7 +243,7 @@ func idTable(recs, blob []byte, n int) []byte {
 	return table
 }
 
-func ckHash(s string) uint64 {
+func idHash(s string) uint64 {
 	h := fnv.New64a()
 	h.Write([]byte(s))
 	return h.Sum64()
@@ -255,12 +255,12 @@ func (c *checkpoint) lookup(id string) int {
 		return -1
 	}
 	mask := uint64(len(c.table)/4 - 1)
-	for s := ckHash(id) & mask; ; s = (s + 1) & mask {
+	for s := idHash(id) & mask; ; s = (s + 1) & mask {
 		v := binary.LittleEndian.Uint32(c.table[s*4:])
 		if v == 0 {
 			return -1
 		}
-		b := c.recs[int(v-1)*ckRecSize:]
+		b := c.recs[int(v-1)*recordSize:]
 		if off, n := recID(b); c.blob[off:off+n] == id {
 			return int(v - 1)
 		}
@@ -276,11 +276,11 @@ func (c *checkpoint) verify(ra io.ReaderAt, size int64) string {
 	if err != nil || h != c.headHash {
 		return "the header changed"
 	}
-	if h, err := hashRange(ra, max(c.lo, c.at-ckTailLen), c.at); err != nil || h != c.tailHash {
+	if h, err := hashRange(ra, max(c.lo, c.at-tailHashLen), c.at); err != nil || h != c.tailHash {
 		return "the history changed"
 	}
 	for _, s := range c.samples {
-		if h, err := hashRange(ra, s.off, min(s.off+ckSampleLen, c.at)); err != nil || h != s.hash {
+		if h, err := hashRange(ra, s.off, min(s.off+sampleLen, c.at)); err != nil || h != s.hash {
 			return "the history changed"
 		}
 	}
@@ -302,24 +302,24 @@ func hashRange(ra io.ReaderAt, from, to int64) (uint64, error) {
 
 // samplePoints are where the samples of [lo, at) start.
 func samplePoints(lo, at int64) []int64 {
-	span := at - ckTailLen - lo
-	if span <= ckSampleLen {
+	span := at - tailHashLen - lo
+	if span <= sampleLen {
 		return nil
 	}
-	pts := make([]int64, ckSamples)
+	pts := make([]int64, samplesPerCheckpoint)
 	for j := range pts {
-		pts[j] = lo + (span-ckSampleLen)*int64(j)/(ckSamples-1)
+		pts[j] = lo + (span-sampleLen)*int64(j)/(samplesPerCheckpoint-1)
 	}
 	return pts
 }
 
-// ckReader decodes the framed fields.
-type ckReader struct {
+// checkpointReader decodes the framed fields.
+type checkpointReader struct {
 	b   []byte
 	bad bool
 }
 
-func (r *ckReader) uint() uint64 {
+func (r *checkpointReader) uint() uint64 {
 	v, n := binary.Uvarint(r.b)
 	if n <= 0 {
 		r.bad = true
@@ -329,7 +329,7 @@ func (r *ckReader) uint() uint64 {
 	return v
 }
 
-func (r *ckReader) bytes() []byte {
+func (r *checkpointReader) bytes() []byte {
 	n := r.uint()
 	if r.bad || n > uint64(len(r.b)) {
 		r.bad = true
@@ -340,10 +340,10 @@ func (r *ckReader) bytes() []byte {
 	return v
 }
 
-func (r *ckReader) str() string { return string(r.bytes()) }
+func (r *checkpointReader) str() string { return string(r.bytes()) }
 
 // count is a number of items that follow, each at least one byte.
-func (r *ckReader) count() uint64 {
+func (r *checkpointReader) count() uint64 {
 	n := r.uint()
 	if n > uint64(len(r.b)) {
 		r.bad = true
@@ -355,14 +355,14 @@ func (r *ckReader) count() uint64 {
 // loadCheckpoint decodes data; nil when it is missing, damaged, of another format or of
 // another file.
 func loadCheckpoint(data []byte, id fileID) *checkpoint {
-	if len(data) < len(ckMagic)+4 || string(data[:len(ckMagic)]) != ckMagic || !id.ok {
+	if len(data) < len(checkpointMagic)+4 || string(data[:len(checkpointMagic)]) != checkpointMagic || !id.ok {
 		return nil
 	}
-	body := data[len(ckMagic)+4:]
-	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(ckMagic):]) {
+	body := data[len(checkpointMagic)+4:]
+	if crc32.Checksum(body, castagnoli) != binary.LittleEndian.Uint32(data[len(checkpointMagic):]) {
 		return nil
 	}
-	r := &ckReader{b: body}
+	r := &checkpointReader{b: body}
 	c := &checkpoint{}
 	c.id = fileID{dev: r.uint(), ino: r.uint(), ok: true}
 	c.file = r.str()
@@ -370,14 +370,14 @@ func loadCheckpoint(data []byte, id fileID) *checkpoint {
 	c.lines, c.headLine = int(r.uint()), int(r.uint())
 	c.headHash, c.tailHash = r.uint(), r.uint()
 	for range r.count() {
-		c.samples = append(c.samples, ckSample{off: int64(r.uint()), hash: r.uint()})
+		c.samples = append(c.samples, checkpointSample{off: int64(r.uint()), hash: r.uint()})
 	}
 	c.count = int(r.uint())
 	flags := r.uint()
 	c.hasAssistant, c.nameSet = flags&1 != 0, flags&2 != 0
 	c.name = r.str()
 	for range r.count() {
-		c.labels = append(c.labels, ckLabel{target: r.str(), label: r.str()})
+		c.labels = append(c.labels, checkpointLabel{target: r.str(), label: r.str()})
 	}
 	for range r.count() {
 		c.diags = append(c.diags, Diagnostic{Line: int(r.uint()), EntryID: r.str(), Kind: r.str(), Message: r.str()})
@@ -392,12 +392,12 @@ func loadCheckpoint(data []byte, id fileID) *checkpoint {
 		c.blob = unsafe.String(&blob[0], len(blob))
 	}
 	c.table = r.bytes()
-	if r.bad || len(c.recs) != c.n*ckRecSize || len(c.table)%4 != 0 || c.id != id || c.at <= c.lo ||
+	if r.bad || len(c.recs) != c.n*recordSize || len(c.table)%4 != 0 || c.id != id || c.at <= c.lo ||
 		(c.n > 0 && (len(c.table) < 8 || len(c.table)/4&(len(c.table)/4-1) != 0)) {
 		return nil
 	}
 	for i := range c.n { // the strings are in the blob
-		b := c.recs[i*ckRecSize:]
+		b := c.recs[i*recordSize:]
 		le := binary.LittleEndian
 		idOff, idLen := recID(b)
 		for _, s := range [][2]uint32{{idOff, idLen}, {le.Uint32(b[8:]), uint32(le.Uint16(b[6:]))},
@@ -426,7 +426,7 @@ func loadCheckpoint(data []byte, id fileID) *checkpoint {
 
 // encode is the checkpoint file of c (loadCheckpoint's input).
 func (c *checkpoint) encode() []byte {
-	w := &ckWriter{}
+	w := &checkpointWriter{}
 	w.uint(c.id.dev)
 	w.uint(c.id.ino)
 	w.str(c.file)
@@ -471,15 +471,15 @@ func (c *checkpoint) encode() []byte {
 	w.bytes(c.recs)
 	w.str(c.blob)
 	w.bytes(c.table)
-	out := make([]byte, 0, len(ckMagic)+4+len(w.b))
-	out = append(out, ckMagic...)
+	out := make([]byte, 0, len(checkpointMagic)+4+len(w.b))
+	out = append(out, checkpointMagic...)
 	out = binary.LittleEndian.AppendUint32(out, crc32.Checksum(w.b, castagnoli))
 	return append(out, w.b...)
 }
 
-// ckWriter frames a checkpoint's fields.
-type ckWriter struct{ b []byte }
+// checkpointWriter frames a checkpoint's fields.
+type checkpointWriter struct{ b []byte }
 
-func (w *ckWriter) uint(v uint64)  { w.b = binary.AppendUvarint(w.b, v) }
-func (w *ckWriter) bytes(b []byte) { w.uint(uint64(len(b))); w.b = append(w.b, b...) }
-func (w *ckWriter) str(s string)   { w.uint(uint64(len(s))); w.b = append(w.b, s...) }
+func (w *checkpointWriter) uint(v uint64)  { w.b = binary.AppendUvarint(w.b, v) }
+func (w *checkpointWriter) bytes(b []byte) { w.uint(uint64(len(b))); w.b = append(w.b, b...) }
+func (w *checkpointWriter) str(s string)   { w.uint(uint64(len(s))); w.b = append(w.b, s...) }

@@ -2,7 +2,7 @@ package sessionio
 
 import "fmt"
 
-// A checkpoint (ckfile.go) stands in for the lines before its end: the walk (walk.go) takes
+// A checkpoint (checkpoint.go) stands in for the lines before its end: the walk (walk.go) takes
 // the history's entries from its table, and reads a history line only where the read still
 // needs its content. Its whole-file facts join the read's (facts.go).
 
@@ -11,9 +11,9 @@ type errCheckpoint struct{ reason string }
 
 func (e *errCheckpoint) Error() string { return "checkpoint not usable: " + e.reason }
 
-// ckHistory is a checkpoint's table as the walk's history of the lines [afterHeader, ck.at);
+// checkpointHistory is a checkpoint's table as the walk's history of the lines [afterHeader, ck.at);
 // the lines after them (lines) are read as always.
-type ckHistory struct {
+type checkpointHistory struct {
 	ck    *checkpoint
 	file  *tailFile
 	p     *tailParser
@@ -31,7 +31,7 @@ type ckHistory struct {
 }
 
 // fits checks the checkpoint against the file's start and end (backward.readHeader).
-func (h *ckHistory) fits() error {
+func (h *checkpointHistory) fits() error {
 	if c := h.ck; c.lo != h.lines.afterHeader || c.headLine != h.lines.headerLine || c.at >= h.lines.end {
 		return &errCheckpoint{"the file's start or end does not match"}
 	}
@@ -40,7 +40,7 @@ func (h *ckHistory) fits() error {
 
 // boundary runs once every line after the checkpoint is read: the lines must leave the
 // history's meaning as it was (else the read starts again without the checkpoint).
-func (h *ckHistory) boundary() error {
+func (h *checkpointHistory) boundary() error {
 	if h.checked {
 		return nil
 	}
@@ -66,7 +66,7 @@ func (h *ckHistory) boundary() error {
 // parent returns e's parent from the history: for an entry of the lines after the
 // checkpoint (whose parent they do not have), the record with its parent's id; for an entry
 // of the history, its record's parent.
-func (h *ckHistory) parent(e *Entry, walked int) (*Entry, error) {
+func (h *checkpointHistory) parent(e *Entry, walked int) (*Entry, error) {
 	if e.record == 0 {
 		if err := h.boundary(); err != nil {
 			return nil, err
@@ -90,13 +90,13 @@ func (h *ckHistory) parent(e *Entry, walked int) (*Entry, error) {
 // entry is the entry of record i: from its line when the read still needs its content
 // (known.needsLine), else from the record alone (id, parent, type, timestamp, line: a place
 // on the path).
-func (h *ckHistory) entry(i int) (*Entry, error) {
+func (h *checkpointHistory) entry(i int) (*Entry, error) {
 	if e := h.entries[i]; e != nil {
 		return e, nil
 	}
 	rc := h.ck.rec(i)
 	var e *Entry
-	if !h.known.needsLine(rc.typ, rc.flags&ckAssistant != 0) {
+	if !h.known.needsLine(rc.typ, rc.flags&recAssistant != 0) {
 		if len(h.stubs) == 0 { // stubs by the hundred: one allocation each
 			h.stubs = make([]Entry, min(256, h.ck.n))
 		}

@@ -2,7 +2,7 @@ package sessionio
 
 import "io"
 
-// What a new checkpoint (ckfile.go) holds, after a whole-file read: the entries of the lines
+// What a new checkpoint (checkpoint.go) holds, after a whole-file read: the entries of the lines
 // up to the context's first entry, with those of the checkpoint the read used before them,
 // and the whole-file facts of those lines.
 
@@ -45,7 +45,7 @@ func newCheckpoint(t *Tail, lines *backward, id fileID, old *checkpoint, minGain
 		return nil
 	}
 	for _, tg := range h.labelOrder {
-		c.labels = append(c.labels, ckLabel{target: tg, label: h.labels[tg]})
+		c.labels = append(c.labels, checkpointLabel{target: tg, label: h.labels[tg]})
 	}
 	for _, d := range t.Diagnostics {
 		if d.Line <= c.headLine+c.lines {
@@ -72,7 +72,7 @@ func entriesUpTo(lines *backward, first *Entry) []*Entry {
 type checkpointDraft struct {
 	old        *checkpoint
 	c          checkpoint
-	items      []ckRec
+	items      []checkpointRecord
 	newStart   int // the first of items read from lines (the ones before are old's)
 	labels     map[string]string
 	labelOrder []string
@@ -106,10 +106,10 @@ func (h *checkpointDraft) add(before []*Entry, at int64) bool {
 		if len(e.ID) > 0xffff || len(e.ParentID) > 0xffff || len(e.Type) > 0xff || len(e.Timestamp) > 0xff || e.at.Len >= 1<<24 || e.at.Off >= 1<<40 {
 			return false // beyond what a record holds (never written by Pi)
 		}
-		rc := ckRec{id: e.ID, parent: e.ParentID, typ: e.Type, ts: e.Timestamp, line: e.Line, off: e.at.Off, len: e.at.Len}
+		rc := checkpointRecord{id: e.ID, parent: e.ParentID, typ: e.Type, ts: e.Timestamp, line: e.Line, off: e.at.Off, len: e.at.Len}
 		h.c.count++
 		if e.IsMessage(RoleAssistant) {
-			rc.flags |= ckAssistant
+			rc.flags |= recAssistant
 			h.c.hasAssistant = true
 		}
 		switch e.Type {
@@ -173,7 +173,7 @@ func (h *checkpointDraft) records(winners []int, index map[string]int32) (recs, 
 		}
 		return off
 	}
-	recs = make([]byte, len(winners)*ckRecSize)
+	recs = make([]byte, len(winners)*recordSize)
 	orphans = map[string]bool{}
 	for _, p := range h.c.orphanParents {
 		orphans[p] = true
@@ -190,7 +190,7 @@ func (h *checkpointDraft) records(winners []int, index map[string]int32) (recs, 
 				h.c.orphanParents = append(h.c.orphanParents, rc.parent)
 			}
 		}
-		putRec(recs[k*ckRecSize:(k+1)*ckRecSize], rc, put)
+		putRec(recs[k*recordSize:(k+1)*recordSize], rc, put)
 	}
 	return recs, blob, orphans
 }
@@ -217,15 +217,15 @@ func (c *checkpoint) hashHistory(ra io.ReaderAt) bool {
 	if c.headHash, err = hashRange(ra, 0, c.lo); err != nil {
 		return false
 	}
-	if c.tailHash, err = hashRange(ra, max(c.lo, c.at-ckTailLen), c.at); err != nil {
+	if c.tailHash, err = hashRange(ra, max(c.lo, c.at-tailHashLen), c.at); err != nil {
 		return false
 	}
 	for _, p := range samplePoints(c.lo, c.at) {
-		h, err := hashRange(ra, p, min(p+ckSampleLen, c.at))
+		h, err := hashRange(ra, p, min(p+sampleLen, c.at))
 		if err != nil {
 			return false
 		}
-		c.samples = append(c.samples, ckSample{off: p, hash: h})
+		c.samples = append(c.samples, checkpointSample{off: p, hash: h})
 	}
 	return true
 }
