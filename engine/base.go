@@ -217,8 +217,8 @@ func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
 	return bo
 }
 
-// at names the entry basis b's messages start at on path.
-func (b basis) at(path []*sessionio.Entry) basis {
+// namedOn names the entry on path where basis b's messages start.
+func (b basis) namedOn(path []*sessionio.Entry) basis {
 	b.fromID = ""
 	if b.from >= 0 && b.from < len(path) {
 		b.fromID = path[b.from].ID
@@ -256,7 +256,7 @@ func anchorOf(path []*sessionio.Entry, ci int, r sessionio.Release) (BaseAnchor,
 // holds; else that compaction's own text from where the next range starts (or nothing,
 // without a compaction).
 func resolveBasis(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
-	return resolveBasisOn(path, r, b, sessionID).at(path)
+	return resolveBasisOn(path, r, b, sessionID).namedOn(path)
 }
 
 func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {

@@ -186,7 +186,8 @@ func recID(b []byte) (off, n uint32) {
 	return binary.LittleEndian.Uint32(b[0:]), uint32(binary.LittleEndian.Uint16(b[4:]))
 }
 
-func (c *checkpoint) rec(i int) checkpointRecord {
+// record decodes the checkpoint's i-th record (file order of the winners).
+func (c *checkpoint) record(i int) checkpointRecord {
 	b := c.recs[i*recordSize : (i+1)*recordSize]
 	le := binary.LittleEndian
 	str := func(off, n uint32) string { return c.blob[off : off+n] }

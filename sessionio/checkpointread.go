@@ -77,7 +77,7 @@ func (h *checkpointHistory) parent(e *Entry, walked int) (*Entry, error) {
 		}
 		return h.entry(i)
 	}
-	p := int(h.ck.rec(int(e.record - 1)).parentIdx)
+	p := int(h.ck.record(int(e.record - 1)).parentIdx)
 	if p < 0 {
 		return nil, nil
 	}
@@ -94,7 +94,7 @@ func (h *checkpointHistory) entry(i int) (*Entry, error) {
 	if e := h.entries[i]; e != nil {
 		return e, nil
 	}
-	rc := h.ck.rec(i)
+	rc := h.ck.record(i)
 	var e *Entry
 	if !h.known.needsLine(rc.typ, rc.flags&recAssistant != 0) {
 		if len(h.stubs) == 0 { // stubs by the hundred: one allocation each

@@ -83,7 +83,7 @@ func newDraft(old *checkpoint) *checkpointDraft {
 	h := &checkpointDraft{old: old, labels: map[string]string{}}
 	if old != nil {
 		for i := range old.n {
-			h.items = append(h.items, old.rec(i))
+			h.items = append(h.items, old.record(i))
 		}
 		h.c.count, h.c.hasAssistant, h.c.nameSet, h.c.name = old.count, old.hasAssistant, old.nameSet, old.name
 		for _, l := range old.labels {
