@@ -1,5 +1,6 @@
 package sessionio
 
+import "github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 import "io"
 
 // What a new checkpoint (checkpoint.go) holds, after a whole-file read: the entries of the lines
@@ -11,7 +12,7 @@ import "io"
 // (up to the line of the context's first entry) is not minGain longer than old, or lines after
 // it would make it unusable. chooseAt (tests) picks the entry the checkpoint ends before among
 // the entries read before the context's first one (file order), instead of that first one.
-func newCheckpoint(t *Tail, lines *backward, id fileID, old *checkpoint, minGain int64, chooseAt func([]*Entry) *Entry) *checkpoint {
+func newCheckpoint(t *Tail, lines *backward, id checkpoint.FileID, old *checkpoint.Checkpoint, minGain int64, chooseAt func([]*Entry) *Entry) *checkpoint.Checkpoint {
 	if len(t.Path) == 0 || t.Window >= len(t.Path) || !t.Complete {
 		return nil
 	}
@@ -38,21 +39,21 @@ func newCheckpoint(t *Tail, lines *backward, id fileID, old *checkpoint, minGain
 		return nil
 	}
 	c := &h.c
-	c.id, c.file = id, t.File
-	c.lo, c.at = lines.afterHeader, at
-	c.lines, c.headLine = first.Line-lines.headerLine-1, lines.headerLine
-	if !c.hashHistory(lines.file.ra) {
+	c.ID, c.File = id, t.File
+	c.Lo, c.At = lines.afterHeader, at
+	c.Lines, c.HeadLine = first.Line-lines.headerLine-1, lines.headerLine
+	if !hashHistory(c, lines.file.ra) {
 		return nil
 	}
 	for _, tg := range h.labelOrder {
-		c.labels = append(c.labels, checkpointLabel{target: tg, label: h.labels[tg]})
+		c.Labels = append(c.Labels, checkpoint.Label{Target: tg, Label: h.labels[tg]})
 	}
 	for _, d := range t.Diagnostics {
-		if d.Line <= c.headLine+c.lines {
-			c.diags = append(c.diags, d)
+		if d.Line <= c.HeadLine+c.Lines {
+			c.Diags = append(c.Diags, checkpoint.Diagnostic(d))
 		}
 	}
-	c.n, c.recs, c.blob, c.table = len(winners), recs, string(blob), idTable(recs, blob, len(winners))
+	c.N, c.Recs, c.Blob, c.Table = len(winners), recs, string(blob), checkpoint.IDTable(recs, blob, len(winners))
 	return c
 }
 
@@ -70,27 +71,27 @@ func entriesUpTo(lines *backward, first *Entry) []*Entry {
 // checkpoint's, then the lines read before its end) and the whole-file facts of those lines
 // (the old ones, then the new lines' in order).
 type checkpointDraft struct {
-	old        *checkpoint
-	c          checkpoint
-	items      []checkpointRecord
+	old        *checkpoint.Checkpoint
+	c          checkpoint.Checkpoint
+	items      []checkpoint.Record
 	newStart   int // the first of items read from lines (the ones before are old's)
 	labels     map[string]string
 	labelOrder []string
 }
 
 // newDraft starts a draft with old's records and facts (nil: none).
-func newDraft(old *checkpoint) *checkpointDraft {
+func newDraft(old *checkpoint.Checkpoint) *checkpointDraft {
 	h := &checkpointDraft{old: old, labels: map[string]string{}}
 	if old != nil {
-		for i := range old.n {
-			h.items = append(h.items, old.record(i))
+		for i := range old.N {
+			h.items = append(h.items, old.Record(i))
 		}
-		h.c.count, h.c.hasAssistant, h.c.nameSet, h.c.name = old.count, old.hasAssistant, old.nameSet, old.name
-		for _, l := range old.labels {
-			h.labels[l.target] = l.label
-			h.labelOrder = append(h.labelOrder, l.target)
+		h.c.Count, h.c.HasAssistant, h.c.NameSet, h.c.Name = old.Count, old.HasAssistant, old.NameSet, old.Name
+		for _, l := range old.Labels {
+			h.labels[l.Target] = l.Label
+			h.labelOrder = append(h.labelOrder, l.Target)
 		}
-		h.c.orphanParents = append(h.c.orphanParents, old.orphanParents...)
+		h.c.OrphanParents = append(h.c.OrphanParents, old.OrphanParents...)
 	}
 	h.newStart = len(h.items)
 	return h
@@ -106,11 +107,11 @@ func (h *checkpointDraft) add(before []*Entry, at int64) bool {
 		if len(e.ID) > 0xffff || len(e.ParentID) > 0xffff || len(e.Type) > 0xff || len(e.Timestamp) > 0xff || e.at.Len >= 1<<24 || e.at.Off >= 1<<40 {
 			return false // beyond what a record holds (never written by Pi)
 		}
-		rc := checkpointRecord{id: e.ID, parent: e.ParentID, typ: e.Type, ts: e.Timestamp, line: e.Line, off: e.at.Off, len: e.at.Len}
-		h.c.count++
+		rc := checkpoint.Record{ID: e.ID, Parent: e.ParentID, Type: e.Type, Timestamp: e.Timestamp, Line: e.Line, Off: e.at.Off, Len: e.at.Len}
+		h.c.Count++
 		if e.IsMessage(RoleAssistant) {
-			rc.flags |= recAssistant
-			h.c.hasAssistant = true
+			rc.Flags |= checkpoint.Assistant
+			h.c.HasAssistant = true
 		}
 		switch e.Type {
 		case TypeLabel:
@@ -119,7 +120,7 @@ func (h *checkpointDraft) add(before []*Entry, at int64) bool {
 			}
 			h.labels[e.TargetID] = e.Label
 		case TypeSessionInfo:
-			h.c.nameSet, h.c.name = true, trimJSSpace(e.Name)
+			h.c.NameSet, h.c.Name = true, trimJSSpace(e.Name)
 		}
 		h.items = append(h.items, rc)
 	}
@@ -131,15 +132,15 @@ func (h *checkpointDraft) add(before []*Entry, at int64) bool {
 func (h *checkpointDraft) winners() (winners []int, index map[string]int32) {
 	last := make(map[string]int, len(h.items)-h.newStart)
 	for i := h.newStart; i < len(h.items); i++ {
-		last[h.items[i].id] = i
+		last[h.items[i].ID] = i
 	}
 	index = make(map[string]int32, len(last))
 	for i := range h.items {
-		if i >= h.newStart && last[h.items[i].id] != i {
+		if i >= h.newStart && last[h.items[i].ID] != i {
 			continue
 		}
 		if i >= h.newStart {
-			index[h.items[i].id] = int32(len(winners))
+			index[h.items[i].ID] = int32(len(winners))
 		}
 		winners = append(winners, i)
 	}
@@ -155,7 +156,7 @@ func (h *checkpointDraft) records(winners []int, index map[string]int32) (recs, 
 			return v
 		}
 		if h.old != nil {
-			if j := h.old.lookup(id); j >= 0 {
+			if j := h.old.Lookup(id); j >= 0 {
 				return int32(j)
 			}
 		}
@@ -173,24 +174,24 @@ func (h *checkpointDraft) records(winners []int, index map[string]int32) (recs, 
 		}
 		return off
 	}
-	recs = make([]byte, len(winners)*recordSize)
+	recs = make([]byte, len(winners)*checkpoint.RecordSize)
 	orphans = map[string]bool{}
-	for _, p := range h.c.orphanParents {
+	for _, p := range h.c.OrphanParents {
 		orphans[p] = true
 	}
 	for k, i := range winners {
 		rc := h.items[i] // an old record keeps its parent index: the old records come first, in order
 		if i >= h.newStart {
-			rc.parentIdx = -1
-			if rc.parent != "" {
-				rc.parentIdx = indexOf(rc.parent)
+			rc.ParentIdx = -1
+			if rc.Parent != "" {
+				rc.ParentIdx = indexOf(rc.Parent)
 			}
-			if rc.parentIdx == -2 && !orphans[rc.parent] {
-				orphans[rc.parent] = true
-				h.c.orphanParents = append(h.c.orphanParents, rc.parent)
+			if rc.ParentIdx == -2 && !orphans[rc.Parent] {
+				orphans[rc.Parent] = true
+				h.c.OrphanParents = append(h.c.OrphanParents, rc.Parent)
 			}
 		}
-		putRec(recs[k*recordSize:(k+1)*recordSize], rc, put)
+		checkpoint.PutRecord(recs[k*checkpoint.RecordSize:(k+1)*checkpoint.RecordSize], rc, put)
 	}
 	return recs, blob, orphans
 }
@@ -198,34 +199,34 @@ func (h *checkpointDraft) records(winners []int, index map[string]int32) (recs, 
 // changesHistory says whether lines after at change what the history means: an id of the
 // history used again, or a missing parent of the history supplied (the reads would all fall
 // back).
-func changesHistory(lines *backward, at int64, index map[string]int32, orphans map[string]bool, old *checkpoint) bool {
+func changesHistory(lines *backward, at int64, index map[string]int32, orphans map[string]bool, old *checkpoint.Checkpoint) bool {
 	for _, e := range lines.entries {
 		if e.at.Off < at {
 			break
 		}
-		if _, ok := index[e.ID]; ok || orphans[e.ID] || (old != nil && old.lookup(e.ID) >= 0) {
+		if _, ok := index[e.ID]; ok || orphans[e.ID] || (old != nil && old.Lookup(e.ID) >= 0) {
 			return true
 		}
 	}
 	return false
 }
 
-// hashHistory sets the hashes a read checks the history against (the header, the last
+// hashHistory sets the hashes of c a read checks the history against (the header, the last
 // bytes before c.at, samples between); false when the file cannot be read.
-func (c *checkpoint) hashHistory(ra io.ReaderAt) bool {
+func hashHistory(c *checkpoint.Checkpoint, ra io.ReaderAt) bool {
 	var err error
-	if c.headHash, err = hashRange(ra, 0, c.lo); err != nil {
+	if c.HeadHash, err = checkpoint.HashRange(ra, 0, c.Lo); err != nil {
 		return false
 	}
-	if c.tailHash, err = hashRange(ra, max(c.lo, c.at-tailHashLen), c.at); err != nil {
+	if c.TailHash, err = checkpoint.HashRange(ra, max(c.Lo, c.At-checkpoint.TailHashLen), c.At); err != nil {
 		return false
 	}
-	for _, p := range samplePoints(c.lo, c.at) {
-		h, err := hashRange(ra, p, min(p+sampleLen, c.at))
+	for _, p := range checkpoint.SamplePoints(c.Lo, c.At) {
+		h, err := checkpoint.HashRange(ra, p, min(p+checkpoint.SampleLen, c.At))
 		if err != nil {
 			return false
 		}
-		c.samples = append(c.samples, checkpointSample{off: p, hash: h})
+		c.Samples = append(c.Samples, checkpoint.Sample{Off: p, Hash: h})
 	}
 	return true
 }

@@ -17,9 +17,9 @@
 // and with read sizes that split lines anywhere.
 //
 // Both readers turn a line into an entry the same way: one scanner validates a line and
-// locates its members in one pass (package jsonscan), one decoder builds the entry, its message and
-// usage from them (decode.go, message.go), and one line parser does both and says what a
-// line that is no entry is, with the words of every diagnostic (line.go).
+// locates its members in one pass (package jsonscan), one decoder builds the entry, its
+// message and usage from them (decode.go, message.go), and one line parser does both and
+// says what a line that is no entry is, with the words of every diagnostic (line.go).
 //
 // # The tail read in layers
 //
@@ -27,14 +27,15 @@
 // the leaf (walk.go) that follows parentIds, as Pi's getBranch does, and notes what each
 // entry settles; the lines are read only as far back as the walk asks. The walk does not
 // know where entries come from: it asks the parts of the file's history, newest first, for
-// an entry's parent. Without a checkpoint the lines are the only part. With one (Checkpoints;
-// checkpoint.go), the checkpoint's table replaces the lines before its end
-// (checkpointread.go): the walk takes the history's entries from the table and reads a
-// history line only where it still needs the line's content. A read of the whole file
-// gathers the whole-file facts as it goes (facts.go) and then writes the next checkpoint
-// (checkpointwrite.go). tailread.go puts one read together; tail.go is what a caller sees, and the two fallbacks: the full read for a file
-// the tail read does not read (v1/v2, an odd first line, a parentId cycle on the path), and
-// a read without the checkpoint when the file's new lines contradict it.
+// an entry's parent. Without a checkpoint the lines are the only part. With one (Checkpoints
+// in checkpoint.go; the file itself in package internal/checkpoint), the checkpoint's table
+// replaces the lines before its end (checkpointread.go): the walk takes the history's entries
+// from the table and reads a history line only where it still needs the line's content. A
+// read of the whole file gathers the whole-file facts as it goes (facts.go) and then writes
+// the next checkpoint (checkpointwrite.go). tailread.go puts one read together; tail.go is
+// what a caller sees, and the two fallbacks: the full read for a file the tail read does not
+// read (v1/v2, an odd first line, a parentId cycle on the path), and a read without the
+// checkpoint when the file's new lines contradict it.
 //
 // Which file calls which, callers above:
 //
@@ -46,7 +47,7 @@
 //	   ├──► facts.go            entry count, labels, name, diagnostics (NeedFile)
 //	   └──► checkpointwrite.go  the next checkpoint
 //
-//	checkpointread.go, checkpointwrite.go ──► checkpoint.go   the checkpoint file: format, checks, directory
+//	checkpointread.go, checkpointwrite.go ──► internal/checkpoint   the checkpoint file: format, checks, directory
 //	backward.go, checkpointread.go ──► line.go ◄── read.go    (the full read; migrate.go: v1/v2)
 //	                                      │
 //	                                      ▼
@@ -54,11 +55,11 @@
 //
 // One checkpointed read of `compactor context` (NeedContext|NeedRoot|NeedFile, messages left
 // on disk) passes through them in this order: tail.go (ReadTailWith, readTail) and
-// checkpoint.go (loadCheckpoint, verify); tailread.go (run); backward.go (readHeader) and
+// internal/checkpoint (Decode, Verify); tailread.go (run); backward.go (readHeader) and
 // checkpointread.go (fits); backward.go, line.go, decode.go, jsonscan for each line from the
 // end; walk.go asking backward.go, then checkpointread.go, for parents; tailread.go (finish)
-// with facts.go and read.go (findCycle); checkpointwrite.go and checkpoint.go when a new
-// checkpoint covers more history.
+// with facts.go and read.go (findCycle); checkpointwrite.go and internal/checkpoint (Encode,
+// DirStore.Save) when a new checkpoint covers more history.
 //
 // # The rest
 //

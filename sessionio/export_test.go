@@ -3,6 +3,7 @@ package sessionio
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"hash/crc32"
 )
 
@@ -23,9 +24,11 @@ func (m *MemCheckpoint) chooseAt() func([]*Entry) *Entry {
 	return func(es []*Entry) *Entry { return es[int(m.Anywhere-1)*(len(es)-1)/2] }
 }
 
-func (m *MemCheckpoint) identity() fileID { return fileID{dev: 1, ino: 1, ok: true} }
-func (m *MemCheckpoint) load() []byte     { return m.Data }
-func (m *MemCheckpoint) save(b []byte) error {
+func (m *MemCheckpoint) Identity() checkpoint.FileID {
+	return checkpoint.FileID{Dev: 1, Ino: 1, OK: true}
+}
+func (m *MemCheckpoint) Load() []byte { return m.Data }
+func (m *MemCheckpoint) Save(b []byte) error {
 	m.Data = append([]byte(nil), b...)
 	return nil
 }
@@ -44,7 +47,7 @@ func ParseTailCheckpointed(data []byte, file string, need Need, o TailOptions, s
 
 // SealCheckpoint recomputes a checkpoint's checksum after a test changed its bytes.
 func SealCheckpoint(b []byte) {
-	if len(b) >= len(checkpointMagic)+4 {
-		binary.LittleEndian.PutUint32(b[len(checkpointMagic):], crc32.Checksum(b[len(checkpointMagic)+4:], castagnoli))
+	if len(b) >= len(checkpoint.Magic)+4 {
+		binary.LittleEndian.PutUint32(b[len(checkpoint.Magic):], crc32.Checksum(b[len(checkpoint.Magic)+4:], checkpoint.Castagnoli))
 	}
 }

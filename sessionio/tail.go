@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"io"
 	"os"
 	"path/filepath"
@@ -167,9 +168,9 @@ func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
 	defer f.Close()
 	var cks *checkpointKeeping
 	if o.Checkpoints != nil && o.Checkpoints.Dir != "" {
-		store := &dirStore{dir: o.Checkpoints.Dir, file: path, id: identify(st)}
+		store := &checkpoint.DirStore{Dir: o.Checkpoints.Dir, File: path, ID: identify(st)}
 		if abs, aerr := filepath.Abs(path); aerr == nil {
-			store.file = abs
+			store.File = abs
 		}
 		cks = &checkpointKeeping{store: store, minGain: o.Checkpoints.MinGain}
 	}
@@ -185,27 +186,27 @@ func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
 // contradict it; after a whole-file read that can cover more history it writes a new one.
 func readTail(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, cks *checkpointKeeping) (*Tail, error) {
 	if cks == nil {
-		t, _, err := newTailReader(ra, size, file, need, o, sz, nil, fileID{}).read()
+		t, _, err := newTailReader(ra, size, file, need, o, sz, nil, checkpoint.FileID{}).read()
 		return t, err
 	}
-	ck := loadCheckpoint(cks.store.load(), cks.store.identity())
+	ck := checkpoint.Decode(cks.store.Load(), cks.store.Identity())
 	var note string
 	if ck != nil {
-		if reason := ck.verify(ra, size); reason != "" {
+		if reason := ck.Verify(ra, size); reason != "" {
 			ck, note = nil, "not used: "+reason
 		}
 	}
-	t, r, err := newTailReader(ra, size, file, need, o, sz, ck, cks.store.identity()).read()
+	t, r, err := newTailReader(ra, size, file, need, o, sz, ck, cks.store.Identity()).read()
 	var ce *errCheckpoint
 	if errors.As(err, &ce) {
 		ck, note = nil, "not used: "+ce.reason
-		t, r, err = newTailReader(ra, size, file, need, o, sz, nil, cks.store.identity()).read()
+		t, r, err = newTailReader(ra, size, file, need, o, sz, nil, cks.store.Identity()).read()
 	}
 	if err != nil {
 		return nil, err
 	}
 	if ck != nil && note == "" {
-		t.CheckpointAt = ck.at
+		t.CheckpointAt = ck.At
 	}
 	t.CheckpointNote = note
 	if r == nil || t.Session != nil {

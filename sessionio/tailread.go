@@ -2,6 +2,7 @@ package sessionio
 
 import (
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"io"
 )
 
@@ -25,20 +26,20 @@ type tailReader struct {
 	facts tailFacts // when the whole-file facts are kept (known.facts: NeedFile, FileLater)
 
 	decoded bool               // the window's content is decoded (DecodeContent)
-	id      fileID             // the file's identity, for the next checkpoint
+	id      checkpoint.FileID  // the file's identity, for the next checkpoint
 	next    *checkpointKeeping // the next checkpoint is to be written (nil: not, or written already)
 }
 
 // checkpointKeeping is where a read keeps its checkpoints, and how it writes the next one once it has
 // read the whole file.
 type checkpointKeeping struct {
-	store    checkpointStore
-	old      *checkpoint // the checkpoint the read used (nil: none)
+	store    checkpoint.Store
+	old      *checkpoint.Checkpoint // the checkpoint the read used (nil: none)
 	minGain  int64
 	chooseAt func([]*Entry) *Entry // tests: see newCheckpoint
 }
 
-func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, ck *checkpoint, id fileID) *tailReader {
+func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, ck *checkpoint.Checkpoint, id checkpoint.FileID) *tailReader {
 	r := &tailReader{file: tailFile{ra: ra, size: size, name: file}, t: &Tail{File: file, Size: size},
 		need: need, opts: o, id: id}
 	r.known.facts = need&NeedFile != 0 || o.FileLater
@@ -89,7 +90,7 @@ func (r *tailReader) run() error {
 		if err := r.table.fits(); err != nil {
 			return err
 		}
-		start = r.table.ck.at
+		start = r.table.ck.At
 	}
 	r.lines.begin(start)
 	// The leaf: the last entry line.
@@ -175,14 +176,14 @@ func (r *tailReader) finish() error {
 	r.lines.workerBufs, r.lines.join = nil, nil // the workers' buffers: Extend makes new ones if it needs them
 	t.HasAssistant = r.known.assistant
 	if r.need&NeedFile != 0 && !r.facts.done { // every line is read: the whole-file facts, once
-		var hist *checkpoint
+		var hist *checkpoint.Checkpoint
 		first := r.lines.headerLine + 1 // the line number of the first line read
 		if r.table != nil {
 			if err := r.table.boundary(); err != nil {
 				return err
 			}
 			hist = r.table.ck
-			first += hist.lines
+			first += hist.Lines
 			r.facts.addHistory(hist)
 		}
 		t.Diagnostics = r.facts.number(r.lines.entries, r.lines.byID, r.lines.linesMet, first, r.p.diags, hist)
@@ -214,7 +215,7 @@ func (r *tailReader) saveCheckpoint() {
 		return
 	}
 	what := "written"
-	if err := next.store.save(c.encode()); err != nil {
+	if err := next.store.Save(c.Encode()); err != nil {
 		what = err.Error()
 	}
 	if r.t.CheckpointNote != "" {
