@@ -21,7 +21,7 @@ const contextNeed = sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedF
 
 var contextOpts = sessionio.TailOptions{LeaveMessagesOnDisk: true}
 
-// tailChecked is how far before a checkpoint's end every byte is checked (checkpoint.go: tailHashLen).
+// tailChecked is how far before a checkpoint's end every byte is checked (internal/checkpoint: TailHashLen).
 const tailChecked = 4096
 
 // TestCheckpointMatchesFullRead: a session read whole at an earlier size writes a checkpoint

@@ -3,7 +3,7 @@ package sessionio
 import "github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 import "fmt"
 
-// A checkpoint (checkpoint.go) stands in for the lines before its end: the walk (walk.go) takes
+// A checkpoint (internal/checkpoint) stands in for the lines before its end: the walk (walk.go) takes
 // the history's entries from its table, and reads a history line only where the read still
 // needs its content. Its whole-file facts join the read's (facts.go).
 

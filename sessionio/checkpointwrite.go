@@ -3,9 +3,9 @@ package sessionio
 import "github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 import "io"
 
-// What a new checkpoint (checkpoint.go) holds, after a whole-file read: the entries of the lines
-// up to the context's first entry, with those of the checkpoint the read used before them,
-// and the whole-file facts of those lines.
+// What a new checkpoint (Checkpoints in checkpoint.go; its file: internal/checkpoint) holds,
+// after a whole-file read: the entries of the lines up to the context's first entry, with
+// those of the checkpoint the read used before them, and the whole-file facts of those lines.
 
 // newCheckpoint is the checkpoint of t, a whole-file read (NeedFile) of the lines after
 // old (nil: after the header), or nil when none should be written: the history it would cover
