@@ -2,6 +2,7 @@ package cutpoint
 
 import (
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 )
 
 // OverBudget is Pi's shouldCompact (with compaction enabled): the context is over budget
@@ -103,7 +104,7 @@ func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Coun
 
 // addFileOps adds what a summarized message tells of files: its tool calls, and from 0.99
 // (NestedCallsFileOps) the calls a tool result's codemode script made.
-func (s *segment) addFileOps(fo *sessionio.FileOps, m *sessionio.Message) {
+func (s *segment) addFileOps(fo *fileops.FileOps, m *sessionio.Message) {
 	fo.AddFromMessage(m)
 	if s.r.Has(sessionio.NestedCallsFileOps) {
 		fo.AddFromNestedCalls(m)
@@ -162,7 +163,7 @@ func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
 	if len(sg.items) > 0 {
 		p.BoundaryStartEntryID = sg.items[0].e.ID
 	}
-	fo := sessionio.NewFileOps()
+	fo := fileops.New()
 	if sg.prev != nil {
 		p.PreviousCompactionID = sg.prev.ID
 		sum := sg.prev.Summary

@@ -20,58 +20,11 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 		return b.String()
 	}
 	sg := newSegment(path, p.Release)
-	prevIdx, start := sg.prevAt, sg.start
-	switch {
-	case sg.prev == nil:
-		w("No earlier compaction: the range to cut is the whole path (%d entries).", len(path))
-	case start >= len(path) || start == prevIdx+1:
-		w("The last compaction (%s, index %d) kept nothing before it, so the range starts after it (index %d).", sg.prev.ID, prevIdx, start)
-	default:
-		w("The last compaction (%s, index %d) kept entries from %s (index %d): the range starts there; its summary is updated, nothing before it is summarized again.",
-			sg.prev.ID, prevIdx, path[start].ID, start)
-	}
-	if p.Release.Has(sessionio.ContextEdits) {
-		w("Pi %s rules: the range is what Pi's projection puts into the context (context edits applied, the kept part's system messages left to the compaction's checkpoint).", p.Release)
-	}
+	explainRange(w, path, sg, p.Release)
 	fk := p.FirstKeptEntryIndex
 	switch p.Policy {
 	case PolicyPi:
-		acc, cross := 0, -1
-		for k := len(sg.items) - 1; k >= 0; k-- {
-			wt, counted := sg.weighs(k, c)
-			if !counted {
-				continue
-			}
-			acc += wt
-			if acc >= s.KeepRecentTokens {
-				cross = k
-				break
-			}
-		}
-		if cross < 0 {
-			w("Walking back from the leaf, the messages add up to %d tokens, below keepRecentTokens %d: Pi keeps everything from its first cut point.", acc, s.KeepRecentTokens)
-		} else {
-			ce := sg.items[cross]
-			w("Walking back from the leaf, the messages reach keepRecentTokens %d at %s (index %d, %s).", s.KeepRecentTokens, ce.e.ID, ce.at, describe(ce.e))
-			cp := -1
-			for k := cross; k < len(sg.items); k++ {
-				if sg.validCut(k) {
-					cp = k
-					break
-				}
-			}
-			switch {
-			case cp < 0 && p.Release.Has(sessionio.TrailingToolResultsKeepLastCut):
-				w("No valid cut point follows it (only tool results): Pi %s keeps its last cut point.", p.Release)
-			case cp < 0:
-				w("No valid cut point follows it (only tool results): Pi falls back to its first cut point and summarizes nothing.")
-			case cp != cross:
-				w("That is not a valid cut point; Pi moves FORWARD (never backward) to the next one, %s (index %d, %s).", sg.items[cp].e.ID, sg.items[cp].at, describe(sg.items[cp].e))
-			}
-			if cp >= 0 && fk < sg.items[cp].at {
-				w("The cut is pulled back over the %d entries in front of it that put nothing into the context, to %s (index %d).", sg.items[cp].at-fk, path[fk].ID, fk)
-			}
-		}
+		explainPi(w, path, p, s, c, sg)
 	case PolicyTurn:
 		w("The turn policy cuts only where a user turn starts: the latest user message with at least keepRecentTokens %d kept after it (or everything, when no turn qualifies).", s.KeepRecentTokens)
 	case PolicyNearest:
@@ -95,6 +48,67 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 		}
 	}
 	return b.String()
+}
+
+// explainRange says where the range to cut starts (after the last compaction, or where it
+// kept entries) and, for a release with context edits, what it holds.
+func explainRange(w func(string, ...any), path []*sessionio.Entry, sg *segment, r sessionio.Release) {
+	prevIdx, start := sg.prevAt, sg.start
+	switch {
+	case sg.prev == nil:
+		w("No earlier compaction: the range to cut is the whole path (%d entries).", len(path))
+	case start >= len(path) || start == prevIdx+1:
+		w("The last compaction (%s, index %d) kept nothing before it, so the range starts after it (index %d).", sg.prev.ID, prevIdx, start)
+	default:
+		w("The last compaction (%s, index %d) kept entries from %s (index %d): the range starts there; its summary is updated, nothing before it is summarized again.",
+			sg.prev.ID, prevIdx, path[start].ID, start)
+	}
+	if r.Has(sessionio.ContextEdits) {
+		w("Pi %s rules: the range is what Pi's projection puts into the context (context edits applied, the kept part's system messages left to the compaction's checkpoint).", r)
+	}
+}
+
+// explainPi says how Pi's policy found the cut: the walk back from the leaf to
+// keepRecentTokens, the move forward to a valid cut point, the pull back over entries that
+// put nothing into the context.
+func explainPi(w func(string, ...any), path []*sessionio.Entry, p *Plan, s Settings, c Counter, sg *segment) {
+	fk := p.FirstKeptEntryIndex
+	acc, cross := 0, -1
+	for k := len(sg.items) - 1; k >= 0; k-- {
+		wt, counted := sg.weighs(k, c)
+		if !counted {
+			continue
+		}
+		acc += wt
+		if acc >= s.KeepRecentTokens {
+			cross = k
+			break
+		}
+	}
+	if cross < 0 {
+		w("Walking back from the leaf, the messages add up to %d tokens, below keepRecentTokens %d: Pi keeps everything from its first cut point.", acc, s.KeepRecentTokens)
+		return
+	}
+	ce := sg.items[cross]
+	w("Walking back from the leaf, the messages reach keepRecentTokens %d at %s (index %d, %s).", s.KeepRecentTokens, ce.e.ID, ce.at, describe(ce.e))
+	cp := -1
+	for k := cross; k < len(sg.items); k++ {
+		if sg.validCut(k) {
+			cp = k
+			break
+		}
+	}
+	switch {
+	case cp < 0 && p.Release.Has(sessionio.TrailingToolResultsKeepLastCut):
+		w("No valid cut point follows it (only tool results): Pi %s keeps its last cut point.", p.Release)
+	case cp < 0:
+		w("No valid cut point follows it (only tool results): Pi falls back to its first cut point and summarizes nothing.")
+	case cp != cross:
+		w("That is not a valid cut point; Pi moves FORWARD (never backward) to the next one, %s (index %d, %s).", sg.items[cp].e.ID, sg.items[cp].at, describe(sg.items[cp].e))
+	}
+	if cp >= 0 && fk < sg.items[cp].at {
+		w("The cut is pulled back over the %d entries in front of it that put nothing into the context, to %s (index %d).", sg.items[cp].at-fk, path[fk].ID, fk)
+	}
 }
 
 // firstCutAtOrAfter is the path index of the first valid cut point at or after path index i.

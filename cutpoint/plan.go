@@ -19,6 +19,7 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
 
@@ -215,8 +216,8 @@ func (p *Plan) MarshalJSON() ([]byte, error) {
 
 // Ops returns the plan's file operations as the summarizer takes them (sets in Pi's
 // insertion order), to which a caller may add before the lists are computed.
-func (p *Plan) Ops() *sessionio.FileOps {
-	fo := sessionio.NewFileOps()
+func (p *Plan) Ops() *fileops.FileOps {
+	fo := fileops.New()
 	for _, f := range p.FileOps.Read {
 		fo.AddRead(f)
 	}

@@ -1,7 +1,6 @@
 package engine
 
 import (
-	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"fmt"
@@ -10,10 +9,8 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
-	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
-	"github.com/compactor-dev/compactor/tokenize"
 )
 
 // Extract now, model later. When Pi's hook is answered by the extract (no preparation could
@@ -220,8 +217,8 @@ func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
 	return bo
 }
 
-// at names the entry basis b's messages start at on path.
-func (b basis) at(path []*sessionio.Entry) basis {
+// namedOn names the entry on path where basis b's messages start.
+func (b basis) namedOn(path []*sessionio.Entry) basis {
 	b.fromID = ""
 	if b.from >= 0 && b.from < len(path) {
 		b.fromID = path[b.from].ID
@@ -259,7 +256,7 @@ func anchorOf(path []*sessionio.Entry, ci int, r sessionio.Release) (BaseAnchor,
 // holds; else that compaction's own text from where the next range starts (or nothing,
 // without a compaction).
 func resolveBasis(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
-	return resolveBasisOn(path, r, b, sessionID).at(path)
+	return resolveBasisOn(path, r, b, sessionID).namedOn(path)
 }
 
 func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
@@ -421,149 +418,4 @@ func (b *Base) sameRulesAs(o *Base) bool {
 	}
 	r, err := sessionio.ParseRelease(o.PiVersion)
 	return err == nil && sameRules(b.PiVersion, r)
-}
-
-// BaseRequest asks for the model's summary of what an extract answered (a job of kind
-// "base").
-type BaseRequest struct {
-	File string
-	// Anchor is the compaction the extract was handed to Pi for (its summary's SHA-256 is
-	// the extract's).
-	Anchor BaseAnchor
-	// Settings: Pi, the counter and the output limit (ReserveTokens) as the extract's.
-	Settings    Settings
-	RequestedAt time.Time
-}
-
-// MakeBase makes the model's summary for the session's base (see the top of this file):
-// of the compaction req names, or of a newer one the stored base (current) already stands
-// for (an extract answered Pi again while this job waited: one request covers both), from
-// where the stored base's model text ends. It writes nothing: the caller stores the result
-// through Land. A skip (the compaction is not on the branch, Pi wrote another one, the base
-// already covers it, nothing to read) returns no Base and a Result saying why.
-func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (*Base, *Result, error) {
-	j, res, err := e.open(baseJob, Request{File: req.File, Settings: req.Settings}, nil)
-	if j == nil {
-		return nil, res, err
-	}
-	src, path := j.src, j.src.Path
-	sid := src.Session.Header.ID
-	index := func(id string) int {
-		for i, en := range path {
-			if en.ID == id {
-				return i
-			}
-		}
-		return -1
-	}
-	target, rec := req.Anchor, (*Base)(nil)
-	if current != nil && current.V == BaseVersion && current.SessionID == sid {
-		if current.Anchor.names(req.Anchor) || index(current.Anchor.LeafID) > index(req.Anchor.LeafID) && index(req.Anchor.LeafID) >= 0 {
-			target, rec = current.Anchor, current
-		}
-	}
-	li := index(target.LeafID)
-	if li < 0 {
-		return nil, j.skip(fmt.Sprintf("moved-on: leaf %s, where the compaction was made, is not on the session's branch", target.LeafID)), nil
-	}
-	if li+1 < len(path) {
-		c := path[li+1]
-		if c.Type != sessionio.TypeCompaction || c.FirstKeptEntryID != target.FirstKeptEntryID || SHA256(c.Summary) != target.SummarySHA256 {
-			return nil, j.skip(fmt.Sprintf("not-used: Pi went on from leaf %s without the extract (entry %s is not its compaction)", target.LeafID, c.ID)), nil
-		}
-	}
-	if rec.Complete() {
-		return nil, j.skip("done: the base already holds a model's summary of compaction at " + target.FirstKeptEntryID), nil
-	}
-	r := src.Release
-	if rec != nil && rec.PiVersion != "" && !sameRules(rec.PiVersion, r) {
-		return nil, j.skip(fmt.Sprintf("%s: the session's base was made by the rules of Pi %s, the job follows Pi %s", BaseRefusedOtherRules, rec.PiVersion, r)), nil
-	}
-	pre := path[:li+1] // the path Pi compacted
-	sp, err := cutpoint.SpanAt(pre, r, target.FirstKeptEntryID)
-	if err != nil {
-		return nil, j.skip("moved-on: " + err.Error()), nil
-	}
-	prevID := ""
-	if sp.Previous != nil {
-		prevID = sp.Previous.ID
-	}
-	if rec == nil {
-		// A job alone names the compaction by its parent, cut and digest: the rest is the file's.
-		target.SummarizedEntryIDs, target.PreviousCompactionID = sp.EntryIDs, nil
-		if prevID != "" {
-			target.PreviousCompactionID = &prevID
-		}
-	}
-	if prevID != deref(target.PreviousCompactionID) || !slices.Equal(sp.EntryIDs, target.SummarizedEntryIDs) {
-		return nil, j.skip(fmt.Sprintf("%s: the compaction at %s does not summarize what the extract did", BaseRefusedEntriesDiffer, target.FirstKeptEntryID)), nil
-	}
-	var bs basis
-	if rec != nil {
-		bs = basis{text: rec.Summary, details: rec.Details, from: index(rec.FromEntryID), fromID: rec.FromEntryID, source: rec.Source}
-		if bs.from < 0 || bs.from > sp.StartIndex {
-			return nil, j.skip(fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)), nil
-		}
-	} else {
-		bs = resolveBasis(pre, r, current, sid)
-	}
-	older, err := spansFrom(pre, r, bs.from, latestCompaction(pre))
-	if bs.from >= sp.StartIndex {
-		older, err = nil, nil
-	}
-	if err != nil {
-		return nil, j.skip(fmt.Sprintf("%s: %v", BaseRefusedChainDiffers, err)), nil
-	}
-	msgs := append(older, sp.Messages...)
-	if len(msgs) == 0 {
-		return nil, j.skip("nothing to summarize: the compaction summarized no message"), nil
-	}
-	fo := sessionio.NewFileOps()
-	for _, f := range bs.details.ReadFiles {
-		fo.AddRead(f)
-	}
-	for _, f := range bs.details.ModifiedFiles {
-		fo.AddEdited(f)
-	}
-	est := tokenize.EstimateFor(r)
-	tokens := 0
-	for _, m := range msgs {
-		fo.AddFromMessage(m)
-		if r.Has(sessionio.NestedCallsFileOps) {
-			fo.AddFromNestedCalls(m)
-		}
-		tokens += est.Count(m)
-	}
-	cs := src.Settings(j.cfg.KeepRecentTokens, j.cfg.ReserveTokens)
-	prevText, prevRead, prevModified := withoutFileLists(bs.text)
-	for _, f := range prevRead {
-		fo.AddRead(f)
-	}
-	for _, f := range prevModified {
-		fo.AddEdited(f)
-	}
-	in := summarize.CompactionInput{MessagesToSummarize: msgs, PreviousSummary: prevText, ReserveTokens: cs.ReserveTokens, Release: r, FileOps: fo}
-	out, err := summarize.CompactionSummary(ctx, e.Summarizer, in)
-	if err != nil {
-		return nil, nil, err
-	}
-	if err := checkSummary(out.Summary); err != nil {
-		return nil, nil, err
-	}
-	fromID := bs.fromID
-	text, _, _ := withoutFileLists(out.Summary)
-	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: text,
-		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, PiVersion: r.String(), BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: fromID,
-		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(),
-		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
-	if rec != nil {
-		b.Store, b.Path = rec.Store, rec.Path
-	}
-	res = j.res
-	res.FirstKeptEntryID = target.FirstKeptEntryID
-	res.Summarized = len(msgs)
-	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
-	res.Reason = fmt.Sprintf("a model's summary of %d messages (%d tokens) for the compaction at %s, on %s", len(msgs), tokens, target.FirstKeptEntryID, bs.source)
-	return b, j.end(outcome.Done), nil
 }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -75,32 +76,71 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		return nil, err
 	}
 	path := src.Path
+	from, to, err := bridgeRange(src, req, prep)
+	if err != nil {
+		return nil, err
+	}
+	base, ok := strings.CutSuffix(prep.Summary, summarize.FormatFileOperations(prep.Details.ReadFiles, prep.Details.ModifiedFiles))
+	if !ok {
+		return nil, &StaleError{Reason: "the prepared summary does not end in its file lists"}
+	}
+	est := tokenize.EstimateFor(src.Release)
+	gap := gapOf(path, from, to, src.Release, prep.Details)
+	maxTokens := req.MaxTokens
+	if maxTokens <= 0 {
+		maxTokens = e.Settings.BridgeMaxTokens
+	}
+	br, err := summarize.Bridge(ctx, base, gap.msgs, maxTokens)
+	if err != nil {
+		return nil, err
+	}
+	read, modified := gap.fileOps.Lists()
+	out := *prep
+	out.LeafID = path[len(path)-1].ID
+	out.FirstKeptEntryID = req.FirstKeptEntryID
+	out.SummarizedEntryIDs = append(append([]string{}, prep.SummarizedEntryIDs...), gap.ids...)
+	out.Summary = br.Text + summarize.FormatFileOperations(read, modified)
+	out.Details = PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)}
+	out.TokensBefore = cutpoint.ContextTokens(path, src.Release, est)
+	out.KeptTokensEstimate = keptTokens(path, to, src.Release, est)
+	out.SummaryTokensEstimate = est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
+	// The history of a bridged value is not a model's: a later preparation must not build
+	// on it incrementally (it reads the compaction's summary as its previous summary).
+	out.History, out.HistoryEndEntryID = "", ""
+	model := modelTokens(path, src.Release, prep, est)
+	out.SpanTokens = &SpanTokens{Model: model, Extract: gap.tokens}
+	if prep.SpanTokens != nil {
+		out.SpanTokens.Extract += prep.SpanTokens.Extract
+	}
+	out.leaveBase(src, req.Base, prep, from, len(gap.msgs) > 0 && model > 0)
+	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap.msgs), TokensEstimate: gap.tokens,
+		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
+	return &out, nil
+}
+
+// bridgeRange is the gap a bridge of prep to req's cut covers on src's path, [from, to),
+// or why there is none: prep was made for another session, Pi's rules, branch or
+// compaction (StaleError), or the requested cut is no valid cut on the path (InputError).
+func bridgeRange(src *Source, req BridgeRequest, prep *Prepared) (from, to int, err error) {
+	path := src.Path
 	if src.Session.Header.ID != prep.SessionID {
-		return nil, &StaleError{Reason: fmt.Sprintf("prepared for session %s, the file is session %s", prep.SessionID, src.Session.Header.ID)}
+		return 0, 0, &StaleError{Reason: fmt.Sprintf("prepared for session %s, the file is session %s", prep.SessionID, src.Session.Header.ID)}
 	}
 	if prep.PiVersion != "" && !sameRules(prep.PiVersion, src.Release) {
-		return nil, &StaleError{Reason: fmt.Sprintf("prepared by the rules of Pi %s, the session follows Pi %s", prep.PiVersion, src.Release)}
+		return 0, 0, &StaleError{Reason: fmt.Sprintf("prepared by the rules of Pi %s, the session follows Pi %s", prep.PiVersion, src.Release)}
 	}
-	index := func(id string) int {
-		for i, e := range path {
-			if e.ID == id {
-				return i
-			}
-		}
-		return -1
-	}
-	from, to := index(prep.FirstKeptEntryID), index(req.FirstKeptEntryID)
+	from, to = entryIndex(path, prep.FirstKeptEntryID), entryIndex(path, req.FirstKeptEntryID)
 	switch {
-	case index(prep.LeafID) < 0:
-		return nil, &StaleError{Reason: fmt.Sprintf("prepared at leaf %s, which is not on the branch", prep.LeafID)}
+	case entryIndex(path, prep.LeafID) < 0:
+		return 0, 0, &StaleError{Reason: fmt.Sprintf("prepared at leaf %s, which is not on the branch", prep.LeafID)}
 	case from < 0:
-		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s is not on the branch", prep.FirstKeptEntryID)}
+		return 0, 0, &StaleError{Reason: fmt.Sprintf("the prepared cut %s is not on the branch", prep.FirstKeptEntryID)}
 	case to < 0:
-		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not on the path to leaf %s", req.FirstKeptEntryID, path[len(path)-1].ID)}
+		return 0, 0, &InputError{Err: fmt.Errorf("bridge: entry %s is not on the path to leaf %s", req.FirstKeptEntryID, path[len(path)-1].ID)}
 	case !cutpoint.ValidCutAt(path, to, src.Release):
-		return nil, &InputError{Err: fmt.Errorf("bridge: entry %s is not a valid cut point (a tool result stays with its call)", req.FirstKeptEntryID)}
+		return 0, 0, &InputError{Err: fmt.Errorf("bridge: entry %s is not a valid cut point (a tool result stays with its call)", req.FirstKeptEntryID)}
 	case to < from:
-		return nil, &StaleError{Reason: fmt.Sprintf("the prepared cut %s lies after the requested cut %s", prep.FirstKeptEntryID, req.FirstKeptEntryID)}
+		return 0, 0, &StaleError{Reason: fmt.Sprintf("the prepared cut %s lies after the requested cut %s", prep.FirstKeptEntryID, req.FirstKeptEntryID)}
 	}
 	latest := ""
 	for i := len(path) - 1; i >= 0; i-- {
@@ -110,77 +150,59 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		}
 	}
 	if prev := deref(prep.PreviousCompactionID); prev != latest {
-		return nil, &StaleError{Reason: fmt.Sprintf("prepared after compaction %q, the branch's latest is %q", prev, latest)}
+		return 0, 0, &StaleError{Reason: fmt.Sprintf("prepared after compaction %q, the branch's latest is %q", prev, latest)}
 	}
-	base, ok := strings.CutSuffix(prep.Summary, summarize.FormatFileOperations(prep.Details.ReadFiles, prep.Details.ModifiedFiles))
-	if !ok {
-		return nil, &StaleError{Reason: "the prepared summary does not end in its file lists"}
+	return from, to, nil
+}
+
+// bridgeGap is what a bridge adds: the gap's messages and their entries, their estimated
+// tokens, and the file lists of the preparation and the gap.
+type bridgeGap struct {
+	ids     []string
+	msgs    []*sessionio.Message
+	tokens  int
+	fileOps *fileops.FileOps
+}
+
+// gapOf is the gap path[from:to) as Pi r summarizes it, with the file lists of details
+// (the preparation's) and the gap.
+func gapOf(path []*sessionio.Entry, from, to int, r sessionio.Release, details PreparedDetails) bridgeGap {
+	g := bridgeGap{fileOps: fileops.New()}
+	for _, gm := range gapMessages(path, from, to, r) {
+		g.ids = append(g.ids, gm.id)
+		g.msgs = append(g.msgs, gm.m)
 	}
-	est := tokenize.EstimateFor(src.Release)
-	var gapIDs []string
-	var gap []*sessionio.Message
-	fo := sessionio.NewFileOps()
-	for _, f := range prep.Details.ReadFiles {
-		fo.AddRead(f)
-	}
-	for _, f := range prep.Details.ModifiedFiles {
-		fo.AddEdited(f)
-	}
-	gapTokens := 0
-	for _, gm := range gapMessages(path, from, to, src.Release) {
-		gapIDs = append(gapIDs, gm.id)
-		gap = append(gap, gm.m)
-		gapTokens += est.Count(gm.m)
-		fo.AddFromMessage(gm.m)
-		if src.Release.Has(sessionio.NestedCallsFileOps) {
-			fo.AddFromNestedCalls(gm.m)
-		}
-	}
-	maxTokens := req.MaxTokens
-	if maxTokens <= 0 {
-		maxTokens = e.Settings.BridgeMaxTokens
-	}
-	br, err := summarize.Bridge(ctx, base, gap, maxTokens)
-	if err != nil {
-		return nil, err
-	}
-	read, modified := fo.Lists()
-	out := *prep
-	out.LeafID = path[len(path)-1].ID
-	out.FirstKeptEntryID = req.FirstKeptEntryID
-	out.SummarizedEntryIDs = append(append([]string{}, prep.SummarizedEntryIDs...), gapIDs...)
-	out.Summary = br.Text + summarize.FormatFileOperations(read, modified)
-	out.Details = PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)}
-	out.TokensBefore = cutpoint.ContextTokens(path, src.Release, est)
-	out.KeptTokensEstimate = keptTokens(path, to, src.Release, est)
-	out.SummaryTokensEstimate = est.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
-	// The history of a bridged value is not a model's: a later preparation must not build
-	// on it incrementally (it reads the compaction's summary as its previous summary).
-	out.History, out.HistoryEndEntryID = "", ""
-	model, extracted := 0, gapTokens
+	g.tokens = addSpan(g.fileOps, details, g.msgs, r)
+	return g
+}
+
+// modelTokens is how much of prep's span a model read: its SpanTokens, or for a
+// preparation of an older version (made by its model) the span counted on path.
+func modelTokens(path []*sessionio.Entry, r sessionio.Release, prep *Prepared, est tokenize.Counter) int {
+	model := 0
 	if prep.SpanTokens != nil {
 		model = prep.SpanTokens.Model
-		extracted += prep.SpanTokens.Extract
-	} else if sp, err := cutpoint.SpanAt(path, src.Release, prep.FirstKeptEntryID); err == nil {
+	} else if sp, err := cutpoint.SpanAt(path, r, prep.FirstKeptEntryID); err == nil {
 		for _, m := range sp.Messages {
-			model += est.Count(m) // a preparation of an older version: made by its model
+			model += est.Count(m)
 		}
 	}
-	out.SpanTokens = &SpanTokens{Model: model, Extract: extracted}
-	// What the compaction Pi writes with this value leaves for the next summary (LeftBase):
-	// a model's base for the previous compaction that landed after the preparation was made on
-	// its own text; else, when the bridge added notes, the preparation's own text from its
-	// cut, so that the next summary has the model read the gap rather than build on its notes.
+	return model
+}
+
+// leaveBase sets what the compaction Pi writes with bridged value out leaves for the next
+// summary (LeftBase): a model's base (b, the session's) for the previous compaction that
+// landed after the preparation prep was made on its own text; else, when the bridge added
+// notes (addedNotes), the preparation's own text from its cut (at from), so that the next
+// summary has the model read the gap rather than build on its notes.
+func (out *Prepared) leaveBase(src *Source, b *Base, prep *Prepared, from int, addedNotes bool) {
 	out.basis, out.leavesOwn = nil, false
-	if bs := resolveBasis(path, src.Release, req.Base, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
+	if bs := resolveBasis(src.Path, src.Release, b, src.Session.Header.ID); bs.source == SourceModel && (prep.BuiltOn == nil || prep.BuiltOn.SHA256 != SHA256(bs.text)) {
 		out.basis = &bs
-	} else if len(gap) > 0 && model > 0 {
+	} else if addedNotes {
 		out.basis = &basis{text: prep.Summary, details: prep.Details, from: from, fromID: prep.FirstKeptEntryID, source: SourceModel, madeAt: prep.CreatedAt}
 		out.leavesOwn = true
 	}
-	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap), TokensEstimate: gapTokens,
-		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
-	return &out, nil
 }
 
 // gapMessage is a message of a bridge's gap and the entry it came from.

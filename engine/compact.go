@@ -55,18 +55,26 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 	if err := checkSummary(out.Summary); err != nil {
 		return nil, err
 	}
+	return e.appendCompaction(ctx, j, p, cs, out)
+}
+
+// appendCompaction appends the compaction of plan p with summary out. When the agent wrote
+// while the summary was being made, the summary is carried over to the newer leaf where it
+// still holds (salvage), up to maxSalvage times.
+func (e *Engine) appendCompaction(ctx context.Context, j *job, p *cutpoint.Plan, cs cutpoint.Settings, out summarize.SummaryOutput) (*Result, error) {
+	res := j.res
 	summaryTokens := j.src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
-	nc := sessionio.NewCompaction{
+	compaction := sessionio.NewCompaction{
 		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
 		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
 	}
-	piFields(&nc, j.src, out)
+	piFields(&compaction, j.src, out)
 	for attempt := 1; ; attempt++ {
 		res.TokensAfter = summaryTokens + p.KeptTokens
 		if res.TokensAfter >= p.TokensBefore {
 			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
 		}
-		ap, err := j.file.AppendCompaction(ctx, sessionio.ExpectOf(j.src.Session), nc)
+		ap, err := j.file.AppendCompaction(ctx, sessionio.ExpectOf(j.src.Session), compaction)
 		if err == nil {
 			res.EntryID, res.ParentID = ap.ID, ap.ParentID
 			return j.appended(ap), nil
@@ -87,8 +95,8 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 			return j.busy(cause, "busy: "+why), nil
 		}
 		j.src, p = src, p2
-		nc.TokensBefore = p.TokensBefore
-		piFields(&nc, j.src, out)
+		compaction.TokensBefore = p.TokensBefore
+		piFields(&compaction, j.src, out)
 		res.TokensBefore, res.Salvaged, res.Plan = p.TokensBefore, true, p
 		res.OverBudget = cutpoint.OverBudget(p.TokensBefore, cs)
 	}
@@ -136,25 +144,25 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 	if e := editOfSummarized(src.Path[len(j.src.Path):], p); e != nil {
 		return nil, nil, BusyChanged, fmt.Sprintf("the session changed while its summary was written: context edit %s changes %s, which the summary covers", e.ID, e.TargetID), nil
 	}
-	np := *p
-	np.TokensBefore = cutpoint.ContextTokens(src.Path, src.Release, src.Counter)
-	np.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, src.Counter)
-	if v := cutpoint.CheckInvariants(src.Path, &np); len(v) > 0 {
+	moved := *p
+	moved.TokensBefore = cutpoint.ContextTokens(src.Path, src.Release, src.Counter)
+	moved.KeptTokens = keptTokens(src.Path, p.FirstKeptEntryIndex, src.Release, src.Counter)
+	if v := cutpoint.CheckInvariants(src.Path, &moved); len(v) > 0 {
 		return nil, nil, BusyChanged, fmt.Sprintf("the cut no longer keeps its invariants on the new path (%s)", v[0]), nil
 	}
-	return src, &np, "", "", nil
+	return src, &moved, "", "", nil
 }
 
 // piFields fills what the session's Pi writes into a compaction besides the fields every
 // release writes: from 0.86 (SystemMessages) the systemMessage checkpoint (Pi's current
 // system message of the context being compacted; sessionio.AppendCompaction stamps it with
 // the entry's time), from 0.81 (SummaryUsage) the summary's usage.
-func piFields(nc *sessionio.NewCompaction, src *Source, out summarize.SummaryOutput) {
+func piFields(compaction *sessionio.NewCompaction, src *Source, out summarize.SummaryOutput) {
 	if src.Release.Has(sessionio.SystemMessages) {
-		nc.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
+		compaction.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
 	}
 	if src.Release.Has(sessionio.SummaryUsage) {
-		nc.Usage = summaryUsage(out)
+		compaction.Usage = summaryUsage(out)
 	}
 }
 

@@ -6,7 +6,7 @@ import (
 	"slices"
 
 	"github.com/compactor-dev/compactor/cutpoint"
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -89,7 +89,7 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		leafID = p.LeafID
 	}
 	text, read, modified := withoutFileLists(bs.text)
-	fo := sessionio.NewFileOps()
+	fo := fileops.New()
 	for _, f := range append(slices.Clone(bs.details.ReadFiles), read...) {
 		fo.AddRead(f)
 	}

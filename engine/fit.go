@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
@@ -168,7 +169,7 @@ func recency(p *cutpoint.Plan) map[string]int {
 			if m == nil || m.Role != sessionio.RoleAssistant {
 				continue
 			}
-			ops := sessionio.NewFileOps()
+			ops := fileops.New()
 			ops.AddFromMessage(m)
 			for _, set := range [][]string{ops.ReadSet(), ops.WrittenSet(), ops.EditedSet()} {
 				for _, f := range set {

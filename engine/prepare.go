@@ -134,62 +134,16 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	if p.IsSplitTurn {
 		historyEnd = p.TurnStartIndex
 	}
-	fo := p.Ops()
-	if p.PreviousCompactionID != "" {
-		// A previous compaction that came through Pi's hook (most likely one of ours) keeps
-		// its file lists: Pi does not carry them forward, a preparation does.
-		for _, e := range src.Path {
-			if e.ID == p.PreviousCompactionID {
-				fo.SeedFromHookCompaction(e)
-			}
-		}
-	}
-	in := summarize.CompactionInput{
-		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
-		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
-		Release: src.Release,
-	}
-	if p.PreviousSummary != nil {
-		in.PreviousSummary = *p.PreviousSummary
-	}
+	in := preparationInput(src, p, cs, req)
 	// What the summary builds on: the session's base when it stands for the previous
 	// compaction (a model's summary in place of an extract's text), reading again the spans
 	// no model has summarized yet (base.go).
 	bs := resolveBasis(src.Path, src.Release, req.Base, src.Session.Header.ID)
-	est := tokenize.EstimateFor(src.Release)
-	readAgain := 0
 	_, extractive := e.Summarizer.(*summarize.Extractive)
-	via := ""
-	if extractive && bs.extractOn && bs.from < p.BoundaryStartIndex && p.PreviousCompactionID != "" {
-		// The previous compaction's text is an extract made on this base: updating it gives the
-		// notes of the spans after the base without extracting them again.
-		via = p.PreviousCompactionID
+	builtOn, err := buildOnBasis(src, p, &bs, extractive, &in)
+	if err != nil {
+		return nil, nil, err
 	}
-	if via == "" && (bs.source != SourceCompaction || bs.from != p.BoundaryStartIndex) {
-		in.PreviousSummary = bs.text
-		for _, f := range bs.details.ReadFiles {
-			fo.AddRead(f)
-		}
-		for _, f := range bs.details.ModifiedFiles {
-			fo.AddEdited(f)
-		}
-		if bs.from < p.BoundaryStartIndex {
-			older, err := spansFrom(src.Path, src.Release, bs.from, latestCompaction(src.Path))
-			if err != nil {
-				return nil, nil, fmt.Errorf("prepare: the base: %w", err)
-			}
-			for _, m := range older {
-				fo.AddFromMessage(m)
-				if src.Release.Has(sessionio.NestedCallsFileOps) {
-					fo.AddFromNestedCalls(m)
-				}
-				readAgain += est.Count(m)
-			}
-			in.MessagesToSummarize = append(older, in.MessagesToSummarize...)
-		}
-	}
-	builtOn := bs.builtOn(src.Path, readAgain)
-	builtOn.Via = via
 	var basedOn *string
 	if j.cfg.PrepareUpdate != PrepareIncremental {
 		prev = nil
@@ -213,6 +167,74 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		return nil, nil, err
 	}
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
+	pr := newPrepared(src, p, cs, req, out, extractive, src.Path[historyEnd].ID)
+	pr.Incremental, pr.BasedOnLeafID, pr.BuiltOn, pr.basis = basedOn != nil, basedOn, builtOn, &bs
+	res.FirstKeptEntryID = p.FirstKeptEntryID
+	res.Summarized = len(pr.SummarizedEntryIDs)
+	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
+	res.TokensAfter = src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
+	if pr.Incremental {
+		res.Reason = fmt.Sprintf("incremental: built on the preparation at leaf %s", prev.LeafID)
+	}
+	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
+}
+
+// preparationInput is the summary request of plan p: its spans, the previous summary, and
+// the file lists (seeded from a previous compaction that came through Pi's hook).
+func preparationInput(src *Source, p *cutpoint.Plan, cs cutpoint.Settings, req Request) summarize.CompactionInput {
+	fo := p.Ops()
+	if p.PreviousCompactionID != "" {
+		// A previous compaction that came through Pi's hook (most likely one of ours) keeps
+		// its file lists: Pi does not carry them forward, a preparation does.
+		for _, e := range src.Path {
+			if e.ID == p.PreviousCompactionID {
+				fo.SeedFromHookCompaction(e)
+			}
+		}
+	}
+	in := summarize.CompactionInput{
+		MessagesToSummarize: p.Summarize, TurnPrefix: p.Prefix, IsSplitTurn: p.IsSplitTurn,
+		CustomInstructions: req.Instructions, ReserveTokens: cs.ReserveTokens, FileOps: fo,
+		Release: src.Release,
+	}
+	if p.PreviousSummary != nil {
+		in.PreviousSummary = *p.PreviousSummary
+	}
+	return in
+}
+
+// buildOnBasis makes the request in build on bs where bs stands for the previous
+// compaction: bs's text as the previous summary, its file lists, and the spans after it
+// that no model has summarized yet, read again. It returns what the summary is built on.
+func buildOnBasis(src *Source, p *cutpoint.Plan, bs *basis, extractive bool, in *summarize.CompactionInput) (*BuiltOn, error) {
+	readAgain := 0
+	via := ""
+	if extractive && bs.extractOn && bs.from < p.BoundaryStartIndex && p.PreviousCompactionID != "" {
+		// The previous compaction's text is an extract made on this base: updating it gives the
+		// notes of the spans after the base without extracting them again.
+		via = p.PreviousCompactionID
+	}
+	if via == "" && (bs.source != SourceCompaction || bs.from != p.BoundaryStartIndex) {
+		in.PreviousSummary = bs.text
+		var older []*sessionio.Message
+		if bs.from < p.BoundaryStartIndex {
+			var err error
+			if older, err = spansFrom(src.Path, src.Release, bs.from, latestCompaction(src.Path)); err != nil {
+				return nil, fmt.Errorf("prepare: the base: %w", err)
+			}
+			in.MessagesToSummarize = append(older, in.MessagesToSummarize...)
+		}
+		readAgain = addSpan(in.FileOps, bs.details, older, src.Release)
+	}
+	builtOn := bs.builtOn(src.Path, readAgain)
+	builtOn.Via = via
+	return builtOn, nil
+}
+
+// newPrepared is the preparation of plan p with summary out, whose history ends before the
+// entry historyEndID (what it is built on is set by the caller).
+func newPrepared(src *Source, p *cutpoint.Plan, cs cutpoint.Settings, req Request, out summarize.SummaryOutput, extractive bool, historyEndID string) *Prepared {
+	est := tokenize.EstimateFor(src.Release)
 	span := 0
 	for _, m := range append(append([]*sessionio.Message{}, p.Summarize...), p.Prefix...) {
 		span += est.Count(m)
@@ -233,22 +255,13 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 		Settings:           PreparedSettings{KeepRecentTokens: cs.KeepRecentTokens, ReserveTokens: cs.ReserveTokens, ContextWindow: cs.ContextWindow},
 		CustomInstructions: req.Instructions, CreatedAt: time.Now().UTC(),
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls,
-		Incremental: basedOn != nil, BasedOnLeafID: basedOn,
-		History: out.History, HistoryEndEntryID: src.Path[historyEnd].ID,
-		BuiltOn: builtOn, SpanTokens: spanTokens, basis: &bs,
+		History: out.History, HistoryEndEntryID: historyEndID, SpanTokens: spanTokens,
 	}
 	if p.PreviousCompactionID != "" {
 		id := p.PreviousCompactionID
 		pr.PreviousCompactionID = &id
 	}
-	res.FirstKeptEntryID = p.FirstKeptEntryID
-	res.Summarized = len(pr.SummarizedEntryIDs)
-	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
-	res.TokensAfter = src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary}) + p.KeptTokens
-	if pr.Incremental {
-		res.Reason = fmt.Sprintf("incremental: built on the preparation at leaf %s", prev.LeafID)
-	}
-	return pr, j.end(outcome.Done), nil // for a preparation: made and returned, nothing written
+	return pr
 }
 
 // sameRules reports whether a preparation made by the rules of Pi release made (its

@@ -311,57 +311,97 @@ func hook(file, point string) {
 // path Pi loads.
 func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (*Appended, error) {
 	file := src.Name()
-	fail := func(err error) (*Appended, error) {
-		return nil, &FileError{File: file, Err: fmt.Errorf("append: %w", err)}
-	}
 	f, _, err := src.open(os.O_RDWR | os.O_APPEND)
 	if err != nil {
 		var fe *FileError
 		if errors.As(err, &fe) && fe.File == file {
 			err = fe.Err
 		}
-		return fail(err)
+		return nil, appendError(file, err)
 	}
 	defer f.Close()
 	if err := lockFile(ctx, f); err != nil {
-		return fail(err)
+		return nil, appendError(file, err)
 	}
 	defer syscall.Flock(int(f.Fd()), syscall.LOCK_UN) //nolint:errcheck // closing releases it anyway
 
+	data, s, err := readExpected(f, file, expect)
+	if err != nil {
+		return nil, err
+	}
+	ap, buf, err := planLine(s, data, plan)
+	if err != nil {
+		return nil, appendError(file, err)
+	}
+	// The verification scan starts at the beginning of the file's last (possibly torn)
+	// line, so that a Pi line glued onto a torn tail is seen as the one line it becomes.
+	scanFrom := int64(bytes.LastIndexByte(data, '\n') + 1)
+
+	// The line's space is reserved, then the final check, then the write, with nothing in
+	// between (appendLine).
+	if err := appendLine(lineFileOf(file, f), expect.Size, buf, finalCheck(src, f, expect)); err != nil {
+		return nil, appendError(file, err)
+	}
+	// A rename over the file in the instant between the final check and the write sent the
+	// line to a file with no name left: say so rather than report an entry nobody will read.
+	if st, err := f.Stat(); err == nil && linksOf(st) == 0 {
+		return nil, appendError(file, fmt.Errorf("the entry was written to the file read, but that file has no name left (replaced by a rename or deleted as it was written): the session does not hold it: %w", &ReplacedError{Was: identify(st).String(), Now: "deleted"}))
+	}
+	if err := settle(ctx, src, f, scanFrom, expect, s, ap); err != nil {
+		return nil, appendError(file, err)
+	}
+	return ap, nil
+}
+
+// appendError is err of an append to file, as appendEntry reports it.
+func appendError(file string, err error) error {
+	return &FileError{File: file, Err: fmt.Errorf("append: %w", err)}
+}
+
+// readExpected reads the locked file f and checks it against expect and the general rules
+// (version 3, an assistant message). Everything that takes time happens here, before the
+// final check.
+func readExpected(f *os.File, file string, expect Expect) ([]byte, *Session, error) {
 	st, err := f.Stat()
 	if err != nil {
-		return fail(err)
+		return nil, nil, appendError(file, err)
 	}
 	if st.Size() != expect.Size {
-		return fail(&ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID})
+		return nil, nil, appendError(file, &ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID})
 	}
 	data := make([]byte, st.Size())
 	if _, err := f.ReadAt(data, 0); err != nil && !errors.Is(err, io.EOF) {
-		return fail(err)
+		return nil, nil, appendError(file, err)
 	}
 	// Light: the checks below need ids, parents, types, roles and timestamps, not content.
 	s, err := ParseWith(data, file, Options{Light: true})
 	if err != nil {
-		return nil, err
+		return nil, nil, err
 	}
 	if s.LeafID() != expect.LeafID {
-		return fail(&ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID, GotLeaf: s.LeafID()})
+		return nil, nil, appendError(file, &ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID, GotLeaf: s.LeafID()})
 	}
 	if s.Version() != 3 {
-		return fail(fmt.Errorf("%w (it is v%d; Pi would migrate and rewrite it)", ErrNotV3, s.Version()))
+		return nil, nil, appendError(file, fmt.Errorf("%w (it is v%d; Pi would migrate and rewrite it)", ErrNotV3, s.Version()))
 	}
 	if !s.HasAssistant() {
-		return fail(ErrNoAssistant)
+		return nil, nil, appendError(file, ErrNoAssistant)
 	}
+	return data, s, nil
+}
+
+// planLine plans the entry on s (read from data) and encodes its line: the entry as it will
+// be appended, and the bytes to write (with the newline the file lacks, if it does).
+func planLine(s *Session, data []byte, plan planFunc) (*Appended, []byte, error) {
 	parent, path, build, err := plan(s)
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	id := s.newID()
 	ts := timestampAfter(path)
 	line, err := jsjson.Marshal(build(id, ts))
 	if err != nil {
-		return fail(err)
+		return nil, nil, err
 	}
 	buf := make([]byte, 0, len(line)+2)
 	if !s.EndsWithNewline && len(data) > 0 {
@@ -369,14 +409,14 @@ func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (
 	}
 	buf = append(buf, line...)
 	buf = append(buf, '\n')
-	// The verification scan starts at the beginning of the file's last (possibly torn)
-	// line, so that a Pi line glued onto a torn tail is seen as the one line it becomes.
-	scanFrom := int64(bytes.LastIndexByte(data, '\n') + 1)
+	return &Appended{ID: id, ParentID: parent, Timestamp: ts, Line: line}, buf, nil
+}
 
-	// The line's space is reserved, then the final check, then the write, with nothing in
-	// between (appendLine).
-	final := func() error {
-		hook(file, "check")
+// finalCheck is the check appendLine makes between the reservation and the write: one
+// fstat of f, which must still be the file read, under its name, of expect.Size.
+func finalCheck(src *File, f *os.File, expect Expect) func() error {
+	return func() error {
+		hook(src.Name(), "check")
 		st, err := f.Stat()
 		if err != nil {
 			return err
@@ -387,177 +427,8 @@ func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (
 		if st.Size() != expect.Size {
 			return &ChangedError{WantSize: expect.Size, GotSize: st.Size(), WantLeaf: expect.LeafID}
 		}
-		hook(file, "write")
+		hook(src.Name(), "write")
 		return nil
-	}
-	if err := appendLine(lineFileOf(file, f), expect.Size, buf, final); err != nil {
-		return fail(err)
-	}
-	// A rename over the file in the instant between the final check and the write sent the
-	// line to a file with no name left: say so rather than report an entry nobody will read.
-	if st, err := f.Stat(); err == nil && linksOf(st) == 0 {
-		return fail(fmt.Errorf("the entry was written to the file read, but that file has no name left (replaced by a rename or deleted as it was written): the session does not hold it: %w", &ReplacedError{Was: identify(st).String(), Now: "deleted"}))
-	}
-	ap := &Appended{ID: id, ParentID: parent, Timestamp: ts, Line: line}
-	if err := settle(ctx, src, f, scanFrom, expect, ts, s, ap); err != nil {
-		return fail(err)
-	}
-	return ap, nil
-}
-
-// maxRestores bounds the restore loop. Each round closes a window of microseconds; a
-// writer that lands a line in every one of them is not a coding agent.
-const maxRestores = 16
-
-// settle finds where ap's line landed and, if another writer's lines came first, appends
-// restore entries until the leaf is the other writer's again (see appendEntry). The scan
-// starts at from, the start of the file's last line at the final check; lines that start
-// before expect.Size were in the file then (the planned leaf, or a torn tail that a Pi
-// line may have been glued onto, which Pi skips).
-func settle(ctx context.Context, src *File, f *os.File, from int64, expect Expect, ts string, s *Session, ap *Appended) error {
-	lastOther := expect.LeafID
-	ours := map[string]bool{ap.ID: true}
-	for round := 0; ; round++ {
-		if round == 0 {
-			hook(src.Name(), "verify")
-		}
-		region, err := readSettled(ctx, f, from)
-		if err != nil {
-			return err
-		}
-		ap.Intruders, ap.Followers = ap.Intruders[:0], ap.Followers[:0]
-		other, others := lastOther, 0
-		var last regionLine
-		found := false
-		for _, l := range region {
-			if from+l.offset < expect.Size {
-				continue
-			}
-			switch {
-			case l.line != nil && bytes.Equal(l.line, ap.Line):
-				found = true
-				ap.Offset = from + l.offset
-			case l.id == "", ours[l.id]:
-				// a blank, torn or malformed line (Pi skips it too), or one of our restores
-			case !found:
-				ap.Intruders = append(ap.Intruders, l.id)
-			default:
-				if l.parent != ap.ID {
-					ap.Followers = append(ap.Followers, l.id)
-				}
-			}
-			if l.id != "" {
-				last = l
-				if !ours[l.id] {
-					other = l.id
-					others++
-				}
-			}
-		}
-		if !found {
-			return errors.New("the line just written is not in the file (was the file truncated or replaced?)")
-		}
-		// Safe: nobody else wrote (our entry is the leaf, as planned), or the newest entry is
-		// someone else's, or our newest is a restore hanging off the newest of theirs.
-		if others == 0 || !ours[last.id] || (last.id != ap.ID && last.parent == other) {
-			return nil
-		}
-		if round >= maxRestores {
-			return fmt.Errorf("another writer kept appending: leaf not restored after %d restore entries", maxRestores)
-		}
-		rid := s.newID()
-		for ours[rid] {
-			rid = s.newID()
-		}
-		rts := now().UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
-		if rts < ts {
-			rts = ts
-		}
-		rline, err := jsjson.Marshal(jsjson.Fields{
-			{Key: "type", Value: TypeCustom},
-			{Key: "customType", Value: RestoreCustomType},
-			{Key: "data", Value: jsjson.Fields{{Key: "sideBranch", Value: ap.ID}, {Key: "leaf", Value: other}}},
-			{Key: "id", Value: rid},
-			{Key: "parentId", Value: other},
-			{Key: "timestamp", Value: rts},
-		})
-		if err != nil {
-			return err
-		}
-		hook(src.Name(), "restore")
-		st, err := f.Stat()
-		if err != nil {
-			return err
-		}
-		// The restore goes to the file the entry went to, still under its name.
-		still := func() error {
-			st, err := f.Stat()
-			if err != nil {
-				return err
-			}
-			return src.admit(st, true)
-		}
-		if err := appendLine(lineFileOf(src.Name(), f), st.Size(), append(rline, '\n'), still); err != nil {
-			return fmt.Errorf("restore entry: %w", err)
-		}
-		ours[rid] = true
-		ap.Restores = append(ap.Restores, rid)
-	}
-}
-
-// RestoreCustomType is the customType of the entry compactor appends to give the leaf back
-// to a live agent whose lines landed before compactor's (see appendEntry). Pi keeps custom
-// entries out of the context.
-const RestoreCustomType = "compactor.restore-leaf"
-
-// regionLine is one line of the region after the planned size: its offset in the region,
-// its bytes, and for a complete entry line its id and parent.
-type regionLine struct {
-	offset     int64
-	line       []byte
-	id, parent string
-}
-
-// readSettled reads the file from offset from to its end and splits it into lines. A
-// region that does not end with a newline is a write in progress (Pi writes a line and
-// its newline at once): it is read again shortly, for a bounded time.
-func readSettled(ctx context.Context, f *os.File, from int64) ([]regionLine, error) {
-	for wait := 0; ; wait++ {
-		st, err := f.Stat()
-		if err != nil {
-			return nil, err
-		}
-		buf := make([]byte, st.Size()-from)
-		if _, err := f.ReadAt(buf, from); err != nil && !errors.Is(err, io.EOF) {
-			return nil, err
-		}
-		if len(buf) > 0 && buf[len(buf)-1] != '\n' && wait < 200 {
-			select {
-			case <-ctx.Done():
-				return nil, ctx.Err()
-			case <-time.After(time.Millisecond):
-			}
-			continue
-		}
-		var out []regionLine
-		var members []member
-		for off := 0; off < len(buf); {
-			end := bytes.IndexByte(buf[off:], '\n')
-			if end < 0 {
-				end = len(buf) - off
-			}
-			line := buf[off : off+end]
-			rl := regionLine{offset: int64(off), line: line}
-			var notObject bool
-			members, notObject, err = scanObject(line, members[:0])
-			if err == nil && !notObject {
-				rl.id, _ = jsonString(get(members, "id"))
-				rl.parent, _ = jsonString(get(members, "parentId"))
-			}
-			out = append(out, rl)
-			off += end + 1
-		}
-		return out, nil
 	}
 }
 

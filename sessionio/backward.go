@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"io"
 	"runtime"
 	"sync"
@@ -137,7 +138,7 @@ func (b *backward) readHeader() (h Header, endsWithNewline bool, err error) {
 	}
 	lineEnd = min(lineEnd, b.end)
 	hl := head[first:lineEnd]
-	ms, notObject, err := scanObject(hl, nil)
+	ms, notObject, err := jsonscan.ScanObject(hl, nil)
 	if err != nil || notObject {
 		return h, endsWithNewline, &errFallback{"the first line is not a JSON object"}
 	}

@@ -3,6 +3,7 @@ package sessionio
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"os"
 	"path/filepath"
 	"testing"
@@ -144,11 +145,11 @@ func BenchmarkScanLines(b *testing.B) {
 	b.Run("scanner", func(b *testing.B) {
 		b.SetBytes(int64(len(data)))
 		b.ReportAllocs()
-		var ms []member
+		var ms []jsonscan.Member
 		for b.Loop() {
 			for _, l := range lines {
 				var err error
-				if ms, _, err = scanObject(l, ms[:0]); err != nil {
+				if ms, _, err = jsonscan.ScanObject(l, ms[:0]); err != nil {
 					b.Fatal(err)
 				}
 			}

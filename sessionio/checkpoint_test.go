@@ -21,8 +21,8 @@ const contextNeed = sessionio.NeedContext | sessionio.NeedRoot | sessionio.NeedF
 
 var contextOpts = sessionio.TailOptions{LeaveMessagesOnDisk: true}
 
-// ckTail is how far before a checkpoint's end every byte is checked (ckfile.go: ckTailLen).
-const ckTail = 4096
+// tailChecked is how far before a checkpoint's end every byte is checked (internal/checkpoint: TailHashLen).
+const tailChecked = 4096
 
 // TestCheckpointMatchesFullRead: a session read whole at an earlier size writes a checkpoint
 // (at any byte the file had then: torn lines included), and then reads of the grown file,
@@ -130,7 +130,7 @@ func TestCheckpointRejected(t *testing.T) {
 	at := read(data, ck.Data).CheckpointAt
 	idAt := bytes.Index(data, []byte(`"id":"`)) + len(`"id":"`)
 	lastE := bytes.LastIndexByte(data[:at-2], 'e')
-	if lastE < int(at)-ckTail {
+	if lastE < int(at)-tailChecked {
 		t.Fatalf("no 'e' in the last 4 KiB before %d", at)
 	}
 	for _, i := range []int{idAt, lastE} {

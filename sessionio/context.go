@@ -3,6 +3,7 @@ package sessionio
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"math"
 	"strconv"
 	"time"
@@ -56,8 +57,8 @@ func AsMessage(e *Entry) *Message {
 	// e.Raw is a validated line (or the migration's re-encoding of one): its members are
 	// found without validating it again.
 	var f fields
-	var buf [16]member
-	f.pick(trustedMembers(e.Raw, buf[:0]))
+	var buf [16]jsonscan.Member
+	f.pick(jsonscan.TrustedMembers(e.Raw, buf[:0]))
 	ts, tsOK := jsDate(f.timestamp)
 	tsRaw := []byte("null")
 	if tsOK {
@@ -138,7 +139,7 @@ func jsDate(raw json.RawMessage) (float64, bool) {
 		}
 		return math.Trunc(v), true
 	}
-	s, ok := jsonString(raw)
+	s, ok := jsonscan.String(raw)
 	if !ok {
 		return 0, false
 	}

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"strconv"
 )
 
@@ -19,13 +20,13 @@ type fields struct {
 }
 
 // pick assigns the members of a validated object to f.
-func (f *fields) pick(ms []member) {
+func (f *fields) pick(ms []jsonscan.Member) {
 	for _, m := range ms {
-		key := m.key
+		key := m.Key
 		if bytes.IndexByte(key, '\\') >= 0 {
-			key = []byte(memberKey(key))
+			key = []byte(jsonscan.Key(key))
 		}
-		v := m.val
+		v := m.Val
 		switch string(key) {
 		case "type":
 			f.typ = v
@@ -127,14 +128,14 @@ func (d *decoder) reserve(n int) {
 }
 
 // entry decodes the entry whose members are in f (line is the whole line, lineNo its 1-based
-// number or 0 when unknown); msg are the members of msgVal, the message scanEntry found. A field of an unexpected type is reported and treated as absent,
+// number or 0 when unknown); msg are the members of msgVal, the message jsonscan.ScanEntry found. A field of an unexpected type is reported and treated as absent,
 // as Pi's code would see it (undefined behaviour aside).
-func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []member, msgVal []byte) *Entry {
+func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []jsonscan.Member, msgVal []byte) *Entry {
 	e := d.newEntry()
-	typ, _ := jsonString(f.typ)
+	typ, _ := jsonscan.String(f.typ)
 	*e = Entry{Type: typ, Line: lineNo, Raw: line}
 	str := func(raw []byte, field string) string {
-		v, ok := jsonString(raw)
+		v, ok := jsonscan.String(raw)
 		if !ok && len(raw) > 0 && string(raw) != "null" && d.diag != nil {
 			d.diag(badField(lineNo, e.ID, field))
 		}
@@ -223,14 +224,14 @@ func sameBytes(a, b []byte) bool {
 
 // header decodes a session header line (f.typ is "session"); ok is false without a string id.
 func header(f *fields, line []byte) (Header, bool) {
-	id, ok := jsonString(f.id)
+	id, ok := jsonscan.String(f.id)
 	if !ok {
 		return Header{}, false
 	}
 	h := Header{Type: TypeSession, ID: id, Raw: line, Version: 1}
-	h.Timestamp, _ = jsonString(f.timestamp)
-	h.Cwd, _ = jsonString(f.cwd)
-	h.ParentSession, _ = jsonString(f.parentSession)
+	h.Timestamp, _ = jsonscan.String(f.timestamp)
+	h.Cwd, _ = jsonscan.String(f.cwd)
+	h.ParentSession, _ = jsonscan.String(f.parentSession)
 	if v, ok := jsonNumber(f.version); ok {
 		h.Version = int(v)
 	}
@@ -245,10 +246,10 @@ func decodeUsage(v []byte) (*Usage, bool) {
 		return nil, false
 	}
 	var u Usage
-	var buf [8]member
-	for _, m := range trustedMembers(v, buf[:0]) {
+	var buf [8]jsonscan.Member
+	for _, m := range jsonscan.TrustedMembers(v, buf[:0]) {
 		var dst *float64
-		switch memberKey(m.key) {
+		switch jsonscan.Key(m.Key) {
 		case "input":
 			dst = &u.Input
 		case "output":
@@ -262,24 +263,16 @@ func decodeUsage(v []byte) (*Usage, bool) {
 		default:
 			continue
 		}
-		if string(m.val) == "null" {
+		if string(m.Val) == "null" {
 			continue
 		}
-		x, ok := jsonNumber(m.val)
+		x, ok := jsonNumber(m.Val)
 		if !ok {
 			return nil, false
 		}
 		*dst = x
 	}
 	return &u, true
-}
-
-// jsonString decodes a string value of a validated line ("" and false for other types).
-func jsonString(raw []byte) (string, bool) {
-	if len(raw) < 2 || raw[0] != '"' {
-		return "", false
-	}
-	return unquote(raw), true
 }
 
 // jsonNumber decodes a validated JSON number literal; false for other values and for numbers

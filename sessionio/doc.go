@@ -17,9 +17,9 @@
 // and with read sizes that split lines anywhere.
 //
 // Both readers turn a line into an entry the same way: one scanner validates a line and
-// locates its members in one pass (scan.go), one decoder builds the entry, its message and
-// usage from them (decode.go, message.go), and one line parser does both and says what a
-// line that is no entry is, with the words of every diagnostic (line.go).
+// locates its members in one pass (package jsonscan), one decoder builds the entry, its
+// message and usage from them (decode.go, message.go), and one line parser does both and
+// says what a line that is no entry is, with the words of every diagnostic (line.go).
 //
 // # The tail read in layers
 //
@@ -27,42 +27,49 @@
 // the leaf (walk.go) that follows parentIds, as Pi's getBranch does, and notes what each
 // entry settles; the lines are read only as far back as the walk asks. The walk does not
 // know where entries come from: it asks the parts of the file's history, newest first, for
-// an entry's parent. Without a checkpoint the lines are the only part. With one (Checkpoints;
-// ckfile.go), the checkpoint's table replaces the lines before its end (ckread.go): the walk
-// takes the history's entries from the table and reads a history line only where it still
-// needs the line's content. A read of the whole file gathers the whole-file facts as it goes
-// (facts.go) and then writes the next checkpoint (ckwrite.go). tailread.go puts one read
-// together; tail.go is what a caller sees, and the two fallbacks: the full read for a file
-// the tail read does not read (v1/v2, an odd first line, a parentId cycle on the path), and
-// a read without the checkpoint when the file's new lines contradict it.
+// an entry's parent. Without a checkpoint the lines are the only part. With one (Checkpoints
+// in checkpoint.go; the file itself in package internal/checkpoint), the checkpoint's table
+// replaces the lines before its end (checkpointread.go): the walk takes the history's entries
+// from the table and reads a history line only where it still needs the line's content. A
+// read of the whole file gathers the whole-file facts as it goes (facts.go) and then writes
+// the next checkpoint (checkpointwrite.go). tailread.go puts one read together; tail.go is
+// what a caller sees, and the two fallbacks: the full read for a file the tail read does not
+// read (v1/v2, an odd first line, a parentId cycle on the path), and a read without the
+// checkpoint when the file's new lines contradict it.
 //
 // Which file calls which, callers above:
 //
 //	tail.go         Need, TailOptions, Tail; ReadTail, ReadTailWith, Extend; the fallbacks
 //	   │
 //	tailread.go     one read: header, leaf, walk, the lines the Need asks for beyond it, Tail
-//	   ├──► walk.go ─── parent(e) ──┬──► backward.go   the lines, from the end, by id
-//	   │                            └──► ckread.go     a checkpoint's table of the history
-//	   ├──► facts.go    entry count, labels, name, diagnostics (NeedFile)
-//	   └──► ckwrite.go  the next checkpoint
+//	   ├──► walk.go ─── parent(e) ──┬──► backward.go           the lines, from the end, by id
+//	   │                            └──► checkpointread.go     a checkpoint's table of the history
+//	   ├──► facts.go            entry count, labels, name, diagnostics (NeedFile)
+//	   └──► checkpointwrite.go  the next checkpoint
 //
-//	ckread.go, ckwrite.go ──► ckfile.go   the checkpoint file: format, checks, directory
-//	backward.go, ckread.go ──► line.go ◄── read.go   (the full read; migrate.go: v1/v2)
-//	                              │
-//	                              ▼
-//	                  decode.go, message.go ──► scan.go
+//	checkpointread.go, checkpointwrite.go ──► internal/checkpoint   the checkpoint file: format, checks, directory
+//	backward.go, checkpointread.go ──► line.go ◄── read.go    (the full read; migrate.go: v1/v2)
+//	                                      │
+//	                                      ▼
+//	                          decode.go, message.go ──► jsonscan
 //
 // One checkpointed read of `compactor context` (NeedContext|NeedRoot|NeedFile, messages left
-// on disk) passes through them in this order: tail.go (ReadTailWith, readTail) and ckfile.go
-// (loadCheckpoint, verify); tailread.go (run); backward.go (readHeader) and ckread.go (fits);
-// backward.go, line.go, decode.go, scan.go for each line from the end; walk.go asking
-// backward.go, then ckread.go, for parents; tailread.go (finish) with facts.go and read.go
-// (findCycle); ckwrite.go and ckfile.go when a new checkpoint covers more history.
+// on disk) passes through them in this order: tail.go (ReadTailWith, readTail) and
+// internal/checkpoint (Decode, Verify); tailread.go (run); backward.go (readHeader) and
+// checkpointread.go (fits); backward.go, line.go, decode.go, jsonscan for each line from the
+// end; walk.go asking backward.go, then checkpointread.go, for parents; tailread.go (finish)
+// with facts.go and read.go (findCycle); checkpointwrite.go and internal/checkpoint (Encode,
+// DirStore.Save) when a new checkpoint covers more history.
 //
 // # The rest
 //
 // session.go and entry.go are the types a read returns, context.go builds Pi's context from a
-// path (BuildContext), activity.go tells whether Pi is mid-turn, fileops.go tracks the files a
-// summary mentions, append.go appends a compaction or branch summary as one fsynced line, and
-// jsjson writes JSON byte for byte as JavaScript does.
+// path (BuildContext), activity.go tells whether Pi is mid-turn. append.go appends a
+// compaction or branch summary as one fsynced line next to a live Pi (appendsettle.go: where
+// the line landed, and the restore entries that give a live Pi its leaf back; appendline.go:
+// the one write every line goes through).
+//
+// Beside it: sessionio/jsonscan validates a line and locates its members, sessionio/jsjson
+// writes JSON byte for byte as JavaScript does, and sessionio/fileops tracks the files a
+// summary lists.
 package sessionio

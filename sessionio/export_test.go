@@ -3,6 +3,7 @@ package sessionio
 import (
 	"bytes"
 	"encoding/binary"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"hash/crc32"
 )
 
@@ -23,9 +24,11 @@ func (m *MemCheckpoint) chooseAt() func([]*Entry) *Entry {
 	return func(es []*Entry) *Entry { return es[int(m.Anywhere-1)*(len(es)-1)/2] }
 }
 
-func (m *MemCheckpoint) identity() fileID { return fileID{dev: 1, ino: 1, ok: true} }
-func (m *MemCheckpoint) load() []byte     { return m.Data }
-func (m *MemCheckpoint) save(b []byte) error {
+func (m *MemCheckpoint) Identity() checkpoint.FileID {
+	return checkpoint.FileID{Dev: 1, Ino: 1, OK: true}
+}
+func (m *MemCheckpoint) Load() []byte { return m.Data }
+func (m *MemCheckpoint) Save(b []byte) error {
 	m.Data = append([]byte(nil), b...)
 	return nil
 }
@@ -39,12 +42,12 @@ func ParseTailCheckpointed(data []byte, file string, need Need, o TailOptions, s
 	if st == nil {
 		return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, nil)
 	}
-	return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, &ckKeep{store: st, minGain: minGain, chooseAt: st.chooseAt()})
+	return readTail(bytesReader(data), int64(len(data)), file, need, o, sz, &checkpointKeeping{store: st, minGain: minGain, chooseAt: st.chooseAt()})
 }
 
 // SealCheckpoint recomputes a checkpoint's checksum after a test changed its bytes.
 func SealCheckpoint(b []byte) {
-	if len(b) >= len(ckMagic)+4 {
-		binary.LittleEndian.PutUint32(b[len(ckMagic):], crc32.Checksum(b[len(ckMagic)+4:], castagnoli))
+	if len(b) >= len(checkpoint.Magic)+4 {
+		binary.LittleEndian.PutUint32(b[len(checkpoint.Magic):], crc32.Checksum(b[len(checkpoint.Magic)+4:], checkpoint.Castagnoli))
 	}
 }

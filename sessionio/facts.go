@@ -1,5 +1,6 @@
 package sessionio
 
+import "github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 import "sort"
 
 // What only the whole file tells (NeedFile): the entry count, labels, the session name and
@@ -53,15 +54,15 @@ func (f *tailFacts) add(e, winner *Entry) {
 }
 
 // addHistory adds the facts of a checkpoint's history, which all lie before the lines read.
-func (f *tailFacts) addHistory(c *checkpoint) {
-	f.count += c.count
-	for _, l := range c.labels {
-		if !f.labelSet[l.target] && l.label != "" {
-			f.labels[l.target] = l.label
+func (f *tailFacts) addHistory(c *checkpoint.Checkpoint) {
+	f.count += c.Count
+	for _, l := range c.Labels {
+		if !f.labelSet[l.Target] && l.Label != "" {
+			f.labels[l.Target] = l.Label
 		}
 	}
-	if !f.nameSet && c.nameSet {
-		f.name = c.name
+	if !f.nameSet && c.NameSet {
+		f.name = c.Name
 	}
 }
 
@@ -70,7 +71,7 @@ func (f *tailFacts) addHistory(c *checkpoint) {
 // number and returns the diagnostics in the full read's order. entries are the entries read,
 // newest first, and byID the last line per id; fromEnd runs from 0 (the last line) to
 // lines-1 (the first line read), which is line first; lineDiags are the lines' own problems.
-func (f *tailFacts) number(entries []*Entry, byID map[string]*Entry, lines, first int, lineDiags []tailDiag, hist *checkpoint) []Diagnostic {
+func (f *tailFacts) number(entries []*Entry, byID map[string]*Entry, lines, first int, lineDiags []tailDiag, hist *checkpoint.Checkpoint) []Diagnostic {
 	f.done = true
 	lineOf := func(fromEnd int) int { return first + lines - 1 - fromEnd }
 	for _, e := range entries {
@@ -81,7 +82,7 @@ func (f *tailFacts) number(entries []*Entry, byID map[string]*Entry, lines, firs
 		if e.ParentID == "" || byID[e.ID] != e {
 			continue
 		}
-		if byID[e.ParentID] == nil && (hist == nil || hist.lookup(e.ParentID) < 0) {
+		if byID[e.ParentID] == nil && (hist == nil || hist.Lookup(e.ParentID) < 0) {
 			f.diags = append(f.diags, tailDiag{d: orphan(0, e.ID, e.ParentID), phase: 2, fromEnd: e.fromEnd})
 		}
 	}
@@ -107,7 +108,7 @@ func (f *tailFacts) number(entries []*Entry, byID map[string]*Entry, lines, firs
 		out = append(out, d)
 	}
 	if hist != nil {
-		out = mergeDiagnostics(hist.diags, out)
+		out = mergeDiagnostics(diagnosticsOf(hist), out)
 	}
 	if len(out) == 0 {
 		return nil

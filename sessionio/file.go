@@ -3,6 +3,7 @@ package sessionio
 import (
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"io"
 	"os"
 	"path/filepath"
@@ -61,7 +62,7 @@ type File struct {
 	root, rel string // beneath root when root is set; rel uses the OS's separators
 
 	mu sync.Mutex
-	id fileID // pinned by the first open
+	id checkpoint.FileID // pinned by the first open
 }
 
 // Named is the file at name, opened as os.OpenFile opens it: the file a person names.
@@ -127,8 +128,8 @@ func (f *File) admit(st os.FileInfo, write bool) error {
 		return fmt.Errorf("%w: the file has %d hard links: another of its names may lie outside the store's root or be another store's file (compactor works only on files with one link)", ErrUnsafeFile, links)
 	}
 	switch {
-	case !id.ok:
-	case !f.id.ok:
+	case !id.OK:
+	case !f.id.OK:
 		f.id = id
 	case id != f.id:
 		return &ReplacedError{Was: f.id.String(), Now: id.String()}
@@ -208,12 +209,4 @@ func (f *File) CheckWritable() error {
 		return err
 	}
 	return fh.Close()
-}
-
-// String is "device:inode", or "unknown".
-func (id fileID) String() string {
-	if !id.ok {
-		return "unknown"
-	}
-	return fmt.Sprintf("%d:%d", id.dev, id.ino)
 }

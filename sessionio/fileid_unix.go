@@ -3,17 +3,18 @@
 package sessionio
 
 import (
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"os"
 	"syscall"
 )
 
 // identify is the file's device and inode.
-func identify(fi os.FileInfo) fileID {
+func identify(fi os.FileInfo) checkpoint.FileID {
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	if !ok {
-		return fileID{}
+		return checkpoint.FileID{}
 	}
-	return fileID{dev: uint64(st.Dev), ino: uint64(st.Ino), ok: true}
+	return checkpoint.FileID{Dev: uint64(st.Dev), Ino: uint64(st.Ino), OK: true}
 }
 
 // linksOf is the file's number of hard links.

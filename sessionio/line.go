@@ -3,11 +3,12 @@ package sessionio
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"unicode/utf8"
 )
 
 // A line of a session file becomes an entry here, for both readers: the full read (read.go)
-// takes the lines in file order, the tail read takes them from the end. The scanner (scan.go)
+// takes the lines in file order, the tail read takes them from the end. The scanner (package jsonscan)
 // validates a line and locates its members in one pass; the decoder (decode.go) builds the
 // entry from them (and words the diagnostics about its fields). What a line that is no entry
 // is, white space as Pi's trim sees it, and the words of the diagnostics about lines and the
@@ -78,9 +79,9 @@ func isJSSpace(r rune) bool {
 // the fields of the line last scanned).
 type lineParser struct {
 	dec          decoder
-	members, msg []member
+	members, msg []jsonscan.Member
 	fields       fields // of the line last scanned: sub-slices of it
-	msgVal       []byte // its "message" object, as scanEntry found it (nil if none)
+	msgVal       []byte // its "message" object, as jsonscan.ScanEntry found it (nil if none)
 }
 
 // scan validates line and, for an object, picks its fields.
@@ -90,7 +91,7 @@ func (p *lineParser) scan(line []byte) lineKind {
 	}
 	var notObject bool
 	var err error
-	p.members, p.msg, p.msgVal, notObject, err = scanEntry(line, p.members[:0], p.msg[:0])
+	p.members, p.msg, p.msgVal, notObject, err = jsonscan.ScanEntry(line, p.members[:0], p.msg[:0])
 	switch {
 	case err != nil:
 		return lineMalformed
@@ -263,38 +264,38 @@ func moved(sub, from, to []byte) []byte {
 }
 
 // rebase moves members found in from to the same places in to, a copy of from.
-func rebase(ms []member, from, to []byte) {
+func rebase(ms []jsonscan.Member, from, to []byte) {
 	for i := range ms {
-		ms[i].key = moved(ms[i].key, from, to)
-		ms[i].val = moved(ms[i].val, from, to)
+		ms[i].Key = moved(ms[i].Key, from, to)
+		ms[i].Val = moved(ms[i].Val, from, to)
 	}
 }
 
 // decodeContentNow decodes the content of a message whose line is about to be reused (the
 // last "content" member, as the full decoding takes), and a Pi 1.x message's sections, tools
 // and nested calls, and copies what points into the line: the tool calls' arguments. Problems in the content are not reported, as with light reads.
-func decodeContentNow(m *Message, ms []member, msgVal []byte) {
+func decodeContentNow(m *Message, ms []jsonscan.Member, msgVal []byte) {
 	if !sameBytes(m.Raw, msgVal) || ms == nil {
-		ms = trustedMembers(m.Raw, nil)
+		ms = jsonscan.TrustedMembers(m.Raw, nil)
 	}
 	for i := len(ms) - 1; i >= 0; i-- {
-		if memberKey(ms[i].key) == "content" {
-			m.Content, _ = decodeContent(ms[i].val)
+		if jsonscan.Key(ms[i].Key) == "content" {
+			m.Content, _ = decodeContent(ms[i].Val)
 			break
 		}
 	}
 	// Pi 1.x's system messages and tool results: what decodeMessageInto keeps of them, copied.
 	var fe fieldErr
 	for _, mb := range ms {
-		switch memberKey(mb.key) {
+		switch jsonscan.Key(mb.Key) {
 		case "sections":
-			m.Sections = decodeSections(mb.val, &fe)
+			m.Sections = decodeSections(mb.Val, &fe)
 		case "toolsAdded":
-			m.ToolsAdded = copyRaw(mb.val)
+			m.ToolsAdded = copyRaw(mb.Val)
 		case "toolsRemoved":
-			m.ToolsRemoved = copyRaw(mb.val)
+			m.ToolsRemoved = copyRaw(mb.Val)
 		case "nestedCalls":
-			m.NestedCalls = copyRaw(mb.val)
+			m.NestedCalls = copyRaw(mb.Val)
 		}
 	}
 	for i := range m.Content.Blocks {
@@ -306,7 +307,7 @@ func decodeContentNow(m *Message, ms []member, msgVal []byte) {
 
 // known is what a tail read has established so far; it decides how much of a line its entry
 // keeps. The walk (walk.go) sets context, model and thinking as it goes; the sources of
-// entries (backward.go, ckread.go) set assistant.
+// entries (backward.go, checkpointread.go) set assistant.
 type known struct {
 	context   bool // the walk reached the context's first entry: later lines keep no bytes
 	model     bool // the walk met the entry that settles the model

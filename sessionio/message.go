@@ -1,11 +1,11 @@
 package sessionio
 
 import (
-	"bytes"
 	"cmp"
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"slices"
 	"strconv"
 )
@@ -179,7 +179,7 @@ func (c *Content) UnmarshalJSON(b []byte) error {
 
 // DecodeMessage decodes one AgentMessage object. raw is kept (not copied) as Message.Raw.
 func DecodeMessage(raw json.RawMessage) (*Message, error) {
-	if _, notObject, err := scanObject(raw, nil); err != nil || notObject {
+	if _, notObject, err := jsonscan.ScanObject(raw, nil); err != nil || notObject {
 		return nil, errors.New("message is not a JSON object")
 	}
 	return decodeMessage(raw, false)
@@ -198,7 +198,7 @@ func (f *fieldErr) set(key string, want string) {
 func (f *fieldErr) str(key string, v []byte, dst *string) {
 	switch {
 	case len(v) > 0 && v[0] == '"':
-		*dst = unquote(v)
+		*dst = jsonscan.Unquote(v)
 	case string(v) != "null":
 		f.set(key, "a string")
 	}
@@ -229,16 +229,6 @@ func (f *fieldErr) boolean(key string, v []byte, dst *bool) {
 	}
 }
 
-// memberKey returns a member's key, decoding escapes if it has any.
-func memberKey(k []byte) string {
-	if bytes.IndexByte(k, '\\') < 0 {
-		return string(k)
-	}
-	lit := make([]byte, 0, len(k)+2)
-	lit = append(append(append(lit, '"'), k...), '"')
-	return unquote(lit)
-}
-
 // decodeMessage decodes a message whose bytes are already validated (part of a line the
 // scanner accepted). Members are applied in order, so the last of duplicate keys wins, as
 // in JSON.parse. On a field of an unexpected type it returns the message without that
@@ -251,17 +241,17 @@ func decodeMessage(raw json.RawMessage, light bool) (*Message, error) {
 
 // decodeMessageInto is decodeMessage into a given (zero) message; ms are raw's members when
 // the caller has them already (nil: found here).
-func decodeMessageInto(m *Message, raw json.RawMessage, ms []member, light bool) error {
+func decodeMessageInto(m *Message, raw json.RawMessage, ms []jsonscan.Member, light bool) error {
 	if ms == nil {
-		var buf [24]member
-		ms = trustedMembers(raw, buf[:0])
+		var buf [24]jsonscan.Member
+		ms = jsonscan.TrustedMembers(raw, buf[:0])
 	}
 	m.Raw = raw
 	m.ContentNull = true
 	var fe fieldErr
 	for _, mb := range ms {
-		v := mb.val
-		switch key := memberKey(mb.key); key {
+		v := mb.Val
+		switch key := jsonscan.Key(mb.Key); key {
 		case "role":
 			fe.str(key, v, &m.Role)
 		case "content":
@@ -370,14 +360,14 @@ func decodeSections(v []byte, fe *fieldErr) []Section {
 	}
 	var out []Section
 	at := map[string]int{}
-	var buf [8]member
-	for _, mb := range trustedMembers(v, buf[:0]) {
-		name := memberKey(mb.key)
+	var buf [8]jsonscan.Member
+	for _, mb := range jsonscan.TrustedMembers(v, buf[:0]) {
+		name := jsonscan.Key(mb.Key)
 		var val *string
 		switch {
-		case string(mb.val) == "null":
-		case len(mb.val) > 0 && mb.val[0] == '"':
-			s := unquote(mb.val)
+		case string(mb.Val) == "null":
+		case len(mb.Val) > 0 && mb.Val[0] == '"':
+			s := jsonscan.Unquote(mb.Val)
 			val = &s
 		default:
 			fe.set("sections", "an object of strings")
@@ -437,26 +427,26 @@ func decodeContent(v []byte) (Content, error) {
 	switch v[0] {
 	case '"':
 		c.IsString = true
-		c.Text = unquote(v)
+		c.Text = jsonscan.Unquote(v)
 		return c, nil
 	case '[':
 	default:
 		return c, nil
 	}
 	var ebuf [8][]byte
-	elems := trustedElems(v, ebuf[:0])
+	elems := jsonscan.TrustedElems(v, ebuf[:0])
 	c.Blocks = make([]Block, len(elems))
 	var fe fieldErr
-	var mbuf [12]member
+	var mbuf [12]jsonscan.Member
 	for i, el := range elems {
 		if len(el) == 0 || el[0] != '{' {
 			fe.set("content", "an array of objects")
 			continue
 		}
 		b := &c.Blocks[i]
-		for _, mb := range trustedMembers(el, mbuf[:0]) {
-			v := mb.val
-			switch key := memberKey(mb.key); key {
+		for _, mb := range jsonscan.TrustedMembers(el, mbuf[:0]) {
+			v := mb.Val
+			switch key := jsonscan.Key(mb.Key); key {
 			case "type":
 				fe.str(key, v, &b.Type)
 			case "text":

@@ -3,6 +3,7 @@ package sessionio
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
 
 // migrateV1 gives a v1 file's entries ids and a linear parent chain in memory, as Pi's
@@ -84,7 +85,7 @@ func mustJSON(v any) []byte {
 // and appends new keys at the end (JS property order), leaving every other value's bytes
 // untouched.
 func editObject(raw []byte, drop []string, add []kv, replace map[string][]byte) ([]byte, error) {
-	ms, notObject, err := scanObject(raw, nil)
+	ms, notObject, err := jsonscan.ScanObject(raw, nil)
 	if err != nil || notObject {
 		return nil, fmt.Errorf("edit object: not an object")
 	}
@@ -106,20 +107,20 @@ func editObject(raw []byte, drop []string, add []kv, replace map[string][]byte) 
 	}
 	seen := map[string]bool{}
 	for _, m := range ms {
-		key := string(m.key) // keys compactor edits have no escapes
+		key := string(m.Key) // keys compactor edits have no escapes
 		if contains(drop, key) {
 			continue
 		}
 		seen[key] = true
 		if r, ok := replace[key]; ok {
-			emit(m.key, true, r)
+			emit(m.Key, true, r)
 			continue
 		}
 		if i := indexKV(add, key); i >= 0 {
-			emit(m.key, true, add[i].val) // an existing key keeps its position (JS assignment)
+			emit(m.Key, true, add[i].val) // an existing key keeps its position (JS assignment)
 			continue
 		}
-		emit(m.key, true, m.val)
+		emit(m.Key, true, m.Val)
 	}
 	for _, a := range add {
 		if !seen[a.key] {

@@ -2,6 +2,7 @@ package sessionio
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
@@ -234,8 +235,8 @@ func replacementContent(raw json.RawMessage) (json.RawMessage, bool) {
 	if len(raw) == 0 || raw[0] != '{' {
 		return nil, false
 	}
-	var buf [4]member
-	c := get(trustedMembers(raw, buf[:0]), "content")
+	var buf [4]jsonscan.Member
+	c := jsonscan.Get(jsonscan.TrustedMembers(raw, buf[:0]), "content")
 	if len(c) == 0 || (c[0] != '"' && c[0] != '[') {
 		return nil, false
 	}
@@ -261,10 +262,10 @@ func withContent(m *Message, content json.RawMessage) *Message {
 // ReplaceMember returns the object obj with the member key set to val, as JavaScript's
 // `{...obj, [key]: val}` writes it: in the member's place, or last when obj has none.
 func ReplaceMember(obj json.RawMessage, key string, val json.RawMessage) json.RawMessage {
-	ms := trustedMembers(obj, nil)
+	ms := jsonscan.TrustedMembers(obj, nil)
 	fs := make(jsjson.Fields, 0, len(ms)+1)
 	for _, mb := range ms {
-		fs = append(fs, jsjson.Field{Key: memberKey(mb.key), Value: json.RawMessage(mb.val)})
+		fs = append(fs, jsjson.Field{Key: jsonscan.Key(mb.Key), Value: json.RawMessage(mb.Val)})
 	}
 	fs = append(fs, jsjson.Field{Key: key, Value: val})
 	b, err := jsjson.Marshal(fs)

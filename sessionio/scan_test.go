@@ -3,6 +3,7 @@ package sessionio
 import (
 	"bytes"
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"reflect"
 	"strings"
 	"testing"
@@ -22,13 +23,13 @@ func FuzzScanMatchesEncodingJSON(f *testing.F) {
 	f.Add([]byte(`{"message":{},"message":{"role":"x","content":[{"a":{}}]},"z":{"message":{"k":1}}}`))
 	f.Add([]byte(`{"message":{"a":{"b":[]},"c":"d"},"e":{}}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, notObject, err := scanObject(b, nil)
-		ems, msg, msgVal, eNotObject, eErr := scanEntry(b, nil, nil)
+		ms, notObject, err := jsonscan.ScanObject(b, nil)
+		ems, msg, msgVal, eNotObject, eErr := jsonscan.ScanEntry(b, nil, nil)
 		if (eErr == nil) != (err == nil) || eNotObject != notObject || len(ems) != len(ms) {
-			t.Fatalf("scanEntry and scanObject disagree on %q", b)
+			t.Fatalf("ScanEntry and ScanObject disagree on %q", b)
 		}
 		if msgVal != nil {
-			if want := trustedMembers(msgVal, nil); !reflect.DeepEqual(msg, want) && !(len(msg) == 0 && len(want) == 0) {
+			if want := jsonscan.TrustedMembers(msgVal, nil); !reflect.DeepEqual(msg, want) && !(len(msg) == 0 && len(want) == 0) {
 				t.Fatalf("message members %q, want %q", msg, want)
 			}
 		}
@@ -53,10 +54,10 @@ func FuzzScanMatchesEncodingJSON(f *testing.F) {
 		got := map[string][]byte{}
 		for _, m := range ms {
 			var k string
-			if err := json.Unmarshal(append(append([]byte{'"'}, m.key...), '"'), &k); err != nil {
-				t.Fatalf("key %q: %v", m.key, err)
+			if err := json.Unmarshal(append(append([]byte{'"'}, m.Key...), '"'), &k); err != nil {
+				t.Fatalf("key %q: %v", m.Key, err)
 			}
-			got[k] = m.val
+			got[k] = m.Val
 		}
 		if len(got) != len(want) {
 			t.Fatalf("members %d, encoding/json %d for %q", len(got), len(want), b)
@@ -97,7 +98,7 @@ func FuzzDecodeMessage(f *testing.F) {
 	f.Add([]byte(`{"role":"assistant","content":[{"type":"text","text":"a\"b"},{"type":"toolCall","name":"read","arguments":{"path":"x"}}],"usage":{"input":1,"output":2,"cacheRead":0,"cacheWrite":0,"totalTokens":3},"timestamp":2e3}`))
 	f.Add([]byte(`{"role":"toolResult","content":[{"type":"image","data":"AAAA"}],"isError":true,"role":"bashExecution","command":"ls","output":"\xff\xfe"}`))
 	f.Fuzz(func(t *testing.T, b []byte) {
-		ms, notObject, err := scanObject(b, nil)
+		ms, notObject, err := jsonscan.ScanObject(b, nil)
 		if err != nil || notObject {
 			return
 		}
@@ -162,40 +163,4 @@ func FuzzDecodeMessage(f *testing.F) {
 			}
 		}
 	})
-}
-
-// TestSkipPlain: the word-at-a-time and 32-byte (AVX2) scans find the first '"', '\\' or
-// control byte exactly where a byte loop does, for every length, start and position, next
-// to bytes that look alike in a word (0x20, 0x21, 0x5b, 0x5d, 0x80, 0xa2, 0xdc, 0xff).
-func TestSkipPlain(t *testing.T) {
-	t.Parallel()
-	ref := func(b []byte, i int) int {
-		for ; i < len(b); i++ {
-			if c := b[i]; c == '"' || c == '\\' || c < 0x20 {
-				return i
-			}
-		}
-		return i
-	}
-	fillers := []byte{'a', 0x20, 0x21, 0x5b, 0x5d, 0x80, 0xa2, 0xdc, 0xff, 0x7f}
-	for n := 0; n <= 150; n++ {
-		for _, fill := range fillers {
-			b := bytes.Repeat([]byte{fill}, n)
-			for start := 0; start <= min(n, 40); start++ {
-				if got, want := skipPlain(b, start), ref(b, start); got != want {
-					t.Fatalf("len %d fill %#x start %d: %d, want %d", n, fill, start, got, want)
-				}
-				for pos := start; pos < n; pos++ {
-					for _, special := range []byte{'"', '\\', 0x00, 0x1f, '\n'} {
-						c := b[pos]
-						b[pos] = special
-						if got := skipPlain(b, start); got != pos {
-							t.Fatalf("len %d fill %#x start %d special %#x at %d: got %d (simd %v)", n, fill, start, special, pos, got, hasSIMD)
-						}
-						b[pos] = c
-					}
-				}
-			}
-		}
-	}
 }

@@ -2,6 +2,7 @@ package sessionio
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"strings"
 
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
@@ -41,10 +42,10 @@ func CurrentSystemMessage(msgs []*Message) *Message {
 				sections.set(s.Name, *s.Value)
 			}
 		}
-		for _, t := range trustedElems(m.ToolsRemoved, nil) {
+		for _, t := range jsonscan.TrustedElems(m.ToolsRemoved, nil) {
 			tools.delete(toolName(t))
 		}
-		for _, t := range trustedElems(m.ToolsAdded, nil) {
+		for _, t := range jsonscan.TrustedElems(m.ToolsAdded, nil) {
 			tools.set(toolName(t), json.RawMessage(t))
 		}
 	}
@@ -109,9 +110,9 @@ func toolName(tool []byte) string {
 	if len(tool) == 0 || tool[0] != '{' {
 		return "\x00"
 	}
-	var buf [4]member
-	v := get(trustedMembers(tool, buf[:0]), "name")
-	if s, ok := jsonString(v); ok {
+	var buf [4]jsonscan.Member
+	v := jsonscan.Get(jsonscan.TrustedMembers(tool, buf[:0]), "name")
+	if s, ok := jsonscan.String(v); ok {
 		return s
 	}
 	return "\x00" + string(v)

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"io"
 	"os"
 	"path/filepath"
@@ -165,13 +166,13 @@ func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
 		return nil, err
 	}
 	defer f.Close()
-	var cks *ckKeep
+	var cks *checkpointKeeping
 	if o.Checkpoints != nil && o.Checkpoints.Dir != "" {
-		store := &dirStore{dir: o.Checkpoints.Dir, file: path, id: identify(st)}
+		store := &checkpoint.DirStore{Dir: o.Checkpoints.Dir, File: path, ID: identify(st)}
 		if abs, aerr := filepath.Abs(path); aerr == nil {
-			store.file = abs
+			store.File = abs
 		}
-		cks = &ckKeep{store: store, minGain: o.Checkpoints.MinGain}
+		cks = &checkpointKeeping{store: store, minGain: o.Checkpoints.MinGain}
 	}
 	t, err := readTail(f, st.Size(), path, need, o, defaultSizes, cks)
 	if t != nil {
@@ -183,29 +184,29 @@ func (file *File) ReadTail(need Need, o TailOptions) (*Tail, error) {
 // readTail reads a tail with the checkpoints kept in cks (nil: none): with the checkpoint
 // when one is there and still matches the file, without it when the file's new lines
 // contradict it; after a whole-file read that can cover more history it writes a new one.
-func readTail(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, cks *ckKeep) (*Tail, error) {
+func readTail(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, cks *checkpointKeeping) (*Tail, error) {
 	if cks == nil {
-		t, _, err := newTailReader(ra, size, file, need, o, sz, nil, fileID{}).read()
+		t, _, err := newTailReader(ra, size, file, need, o, sz, nil, checkpoint.FileID{}).read()
 		return t, err
 	}
-	ck := loadCheckpoint(cks.store.load(), cks.store.identity())
+	ck := checkpoint.Decode(cks.store.Load(), cks.store.Identity())
 	var note string
 	if ck != nil {
-		if reason := ck.verify(ra, size); reason != "" {
+		if reason := ck.Verify(ra, size); reason != "" {
 			ck, note = nil, "not used: "+reason
 		}
 	}
-	t, r, err := newTailReader(ra, size, file, need, o, sz, ck, cks.store.identity()).read()
+	t, r, err := newTailReader(ra, size, file, need, o, sz, ck, cks.store.Identity()).read()
 	var ce *errCheckpoint
 	if errors.As(err, &ce) {
 		ck, note = nil, "not used: "+ce.reason
-		t, r, err = newTailReader(ra, size, file, need, o, sz, nil, cks.store.identity()).read()
+		t, r, err = newTailReader(ra, size, file, need, o, sz, nil, cks.store.Identity()).read()
 	}
 	if err != nil {
 		return nil, err
 	}
 	if ck != nil && note == "" {
-		t.CheckpointAt = ck.at
+		t.CheckpointAt = ck.At
 	}
 	t.CheckpointNote = note
 	if r == nil || t.Session != nil {

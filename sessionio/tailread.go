@@ -2,12 +2,13 @@ package sessionio
 
 import (
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
 	"io"
 )
 
 // One tail read, put together: the header and the leaf from the lines read backwards
 // (backward.go), the walk from the leaf over them and a checkpoint's table (walk.go,
-// ckread.go), the lines the need asks for beyond the walk, then the Tail (and the whole-file
+// checkpointread.go), the lines the need asks for beyond the walk, then the Tail (and the whole-file
 // facts, facts.go).
 
 // tailReader is one tail read.
@@ -20,25 +21,25 @@ type tailReader struct {
 	p     *tailParser // the read's own (parallel batches have one per worker)
 
 	lines backward
-	table *ckHistory // nil: no checkpoint
+	table *checkpointHistory // nil: no checkpoint
 	walk  walker
 	facts tailFacts // when the whole-file facts are kept (known.facts: NeedFile, FileLater)
 
-	decoded bool    // the window's content is decoded (DecodeContent)
-	id      fileID  // the file's identity, for the next checkpoint
-	next    *ckKeep // the next checkpoint is to be written (nil: not, or written already)
+	decoded bool               // the window's content is decoded (DecodeContent)
+	id      checkpoint.FileID  // the file's identity, for the next checkpoint
+	next    *checkpointKeeping // the next checkpoint is to be written (nil: not, or written already)
 }
 
-// ckKeep is where a read keeps its checkpoints, and how it writes the next one once it has
+// checkpointKeeping is where a read keeps its checkpoints, and how it writes the next one once it has
 // read the whole file.
-type ckKeep struct {
-	store    ckStore
-	old      *checkpoint // the checkpoint the read used (nil: none)
+type checkpointKeeping struct {
+	store    checkpoint.Store
+	old      *checkpoint.Checkpoint // the checkpoint the read used (nil: none)
 	minGain  int64
 	chooseAt func([]*Entry) *Entry // tests: see newCheckpoint
 }
 
-func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, ck *checkpoint, id fileID) *tailReader {
+func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOptions, sz tailSizes, ck *checkpoint.Checkpoint, id checkpoint.FileID) *tailReader {
 	r := &tailReader{file: tailFile{ra: ra, size: size, name: file}, t: &Tail{File: file, Size: size},
 		need: need, opts: o, id: id}
 	r.known.facts = need&NeedFile != 0 || o.FileLater
@@ -54,7 +55,7 @@ func newTailReader(ra io.ReaderAt, size int64, file string, need Need, o TailOpt
 	if ck == nil {
 		parts = []history{&r.lines}
 	} else {
-		r.table = &ckHistory{ck: ck, file: &r.file, p: r.p, known: &r.known, lines: &r.lines, earliest: size}
+		r.table = &checkpointHistory{ck: ck, file: &r.file, p: r.p, known: &r.known, lines: &r.lines, earliest: size}
 		parts = []history{&r.lines, r.table}
 	}
 	r.walk = walker{parts: parts, known: &r.known, window: -1}
@@ -89,7 +90,7 @@ func (r *tailReader) run() error {
 		if err := r.table.fits(); err != nil {
 			return err
 		}
-		start = r.table.ck.at
+		start = r.table.ck.At
 	}
 	r.lines.begin(start)
 	// The leaf: the last entry line.
@@ -175,14 +176,14 @@ func (r *tailReader) finish() error {
 	r.lines.workerBufs, r.lines.join = nil, nil // the workers' buffers: Extend makes new ones if it needs them
 	t.HasAssistant = r.known.assistant
 	if r.need&NeedFile != 0 && !r.facts.done { // every line is read: the whole-file facts, once
-		var hist *checkpoint
+		var hist *checkpoint.Checkpoint
 		first := r.lines.headerLine + 1 // the line number of the first line read
 		if r.table != nil {
 			if err := r.table.boundary(); err != nil {
 				return err
 			}
 			hist = r.table.ck
-			first += hist.lines
+			first += hist.Lines
 			r.facts.addHistory(hist)
 		}
 		t.Diagnostics = r.facts.number(r.lines.entries, r.lines.byID, r.lines.linesMet, first, r.p.diags, hist)
@@ -214,7 +215,7 @@ func (r *tailReader) saveCheckpoint() {
 		return
 	}
 	what := "written"
-	if err := next.store.save(c.encode()); err != nil {
+	if err := next.store.Save(c.Encode()); err != nil {
 		what = err.Error()
 	}
 	if r.t.CheckpointNote != "" {

@@ -7,7 +7,7 @@ package sessionio
 
 // history is a part of the file the walk reads back through: the lines from the end
 // (backward.go) and, for a read from a checkpoint, the checkpoint's table of the lines before
-// them (ckread.go). Parts are asked newest first; an entry's parent is in the part that gave
+// them (checkpointread.go). Parts are asked newest first; an entry's parent is in the part that gave
 // the entry or in one before it.
 type history interface {
 	// parent returns e's parent when this part holds it, reading back as far as needed; nil

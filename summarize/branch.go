@@ -5,6 +5,7 @@ import (
 	"fmt"
 
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 )
 
 // CollectBranch is Pi's collectEntriesForBranchSummary
@@ -107,7 +108,7 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 // latest edit of a message or custom_message among entries omits it or replaces its
 // content.
 func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r sessionio.Release) ([]*sessionio.Message, *FileOps, int) {
-	fileOps := sessionio.NewFileOps()
+	fileOps := fileops.New()
 	edits := map[string]*sessionio.Entry{}
 	for _, e := range entries {
 		switch e.Type {

@@ -59,23 +59,7 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 	if reserve <= 0 {
 		reserve = DefaultReserveTokens
 	}
-	history := Request{
-		Task:               TaskHistory,
-		Messages:           in.MessagesToSummarize,
-		PreviousSummary:    in.PreviousSummary,
-		CustomInstructions: in.CustomInstructions,
-		MaxTokens:          HistoryMaxTokens(reserve),
-		Release:            in.Release,
-	}
-	if in.Release.Has(sessionio.ModelOutputLimit) {
-		history.MaxTokens = 0 // the model's own limit
-	}
-	if in.BaseHistory != nil {
-		history.PreviousSummary = *in.BaseHistory
-	}
-	if history.PreviousSummary != "" {
-		history.Task = TaskUpdate
-	}
+	history := historyRequest(in, reserve)
 	// summarizeHistory makes the history part, or reuses the base when nothing is new.
 	summarizeHistory := func(ctx context.Context) (Result, error) {
 		if in.BaseHistory != nil && len(in.MessagesToSummarize) == 0 {
@@ -86,43 +70,8 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 	var out CompactionOutput
 	var text string
 	if in.IsSplitTurn && len(in.TurnPrefix) > 0 {
-		var hist, prefix Result
-		g, gctx := errgroup.WithContext(ctx)
-		if len(in.MessagesToSummarize) > 0 || in.BaseHistory != nil {
-			g.Go(func() error {
-				r, err := summarizeHistory(gctx)
-				if err != nil {
-					return fmt.Errorf("history summary: %w", err)
-				}
-				hist = r
-				return nil
-			})
-		} else if in.PreviousSummary != "" && in.Release.Has(sessionio.SplitTurnKeepsPreviousSummary) {
-			hist = Result{Text: in.PreviousSummary}
-		} else {
-			hist = Result{Text: NoPriorHistory}
-		}
-		g.Go(func() error {
-			req := Request{
-				Task:      TaskTurnPrefix,
-				Messages:  in.TurnPrefix,
-				MaxTokens: TurnPrefixMaxTokens(reserve),
-				Release:   in.Release,
-			}
-			if in.Release.Has(sessionio.ModelOutputLimit) {
-				req.MaxTokens = 0
-			}
-			if in.Release.Has(sessionio.TurnPrefixInstructions) {
-				req.CustomInstructions = in.CustomInstructions
-			}
-			r, err := s.Summarize(gctx, req)
-			if err != nil {
-				return fmt.Errorf("turn prefix summary: %w", err)
-			}
-			prefix = r
-			return nil
-		})
-		if err := g.Wait(); err != nil {
+		hist, prefix, err := splitTurnSummaries(ctx, s, in, reserve, summarizeHistory)
+		if err != nil {
 			return CompactionOutput{}, fmt.Errorf("compaction summary: %w", err)
 		}
 		text = hist.Text + SplitTurnSeparator + prefix.Text
@@ -141,6 +90,79 @@ func CompactionSummary(ctx context.Context, s Summarizer, in CompactionInput) (C
 	out.ReadFiles, out.ModifiedFiles = ComputeFileLists(in.FileOps)
 	out.Summary = text + FormatFileOperations(out.ReadFiles, out.ModifiedFiles)
 	return out, nil
+}
+
+// historyRequest is the request for the history part: an update of the previous summary
+// (or of the base history) when there is one.
+func historyRequest(in CompactionInput, reserve int) Request {
+	history := Request{
+		Task:               TaskHistory,
+		Messages:           in.MessagesToSummarize,
+		PreviousSummary:    in.PreviousSummary,
+		CustomInstructions: in.CustomInstructions,
+		MaxTokens:          HistoryMaxTokens(reserve),
+		Release:            in.Release,
+	}
+	if in.Release.Has(sessionio.ModelOutputLimit) {
+		history.MaxTokens = 0 // the model's own limit
+	}
+	if in.BaseHistory != nil {
+		history.PreviousSummary = *in.BaseHistory
+	}
+	if history.PreviousSummary != "" {
+		history.Task = TaskUpdate
+	}
+	return history
+}
+
+// turnPrefixRequest is the request for a split turn's prefix.
+func turnPrefixRequest(in CompactionInput, reserve int) Request {
+	req := Request{
+		Task:      TaskTurnPrefix,
+		Messages:  in.TurnPrefix,
+		MaxTokens: TurnPrefixMaxTokens(reserve),
+		Release:   in.Release,
+	}
+	if in.Release.Has(sessionio.ModelOutputLimit) {
+		req.MaxTokens = 0
+	}
+	if in.Release.Has(sessionio.TurnPrefixInstructions) {
+		req.CustomInstructions = in.CustomInstructions
+	}
+	return req
+}
+
+// splitTurnSummaries makes a split turn's two parts in parallel, both cancelled when one
+// fails: the history (summarizeHistory; with no history to read, the previous summary or
+// NoPriorHistory, as the release has it) and the turn prefix.
+func splitTurnSummaries(ctx context.Context, s Summarizer, in CompactionInput, reserve int, summarizeHistory func(context.Context) (Result, error)) (hist, prefix Result, _ error) {
+	g, gctx := errgroup.WithContext(ctx)
+	if len(in.MessagesToSummarize) > 0 || in.BaseHistory != nil {
+		g.Go(func() error {
+			r, err := summarizeHistory(gctx)
+			if err != nil {
+				return fmt.Errorf("history summary: %w", err)
+			}
+			hist = r
+			return nil
+		})
+	} else if in.PreviousSummary != "" && in.Release.Has(sessionio.SplitTurnKeepsPreviousSummary) {
+		hist = Result{Text: in.PreviousSummary}
+	} else {
+		hist = Result{Text: NoPriorHistory}
+	}
+	g.Go(func() error {
+		r, err := s.Summarize(gctx, turnPrefixRequest(in, reserve))
+		if err != nil {
+			return fmt.Errorf("turn prefix summary: %w", err)
+		}
+		prefix = r
+		return nil
+	})
+	if err := g.Wait(); err != nil {
+		return Result{}, Result{}, err
+	}
+	return hist, prefix, nil
 }
 
 // CompactionOutput is a finished compaction summary: Summary goes into the entry's

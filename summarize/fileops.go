@@ -1,10 +1,13 @@
 package summarize
 
-import "github.com/compactor-dev/compactor/sessionio"
+import (
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
+)
 
 // FileOps is Pi's file-operation tracking (read, written, edited path sets in insertion
-// order). It lives in sessionio so that cutpoint and summarize share one implementation.
-type FileOps = sessionio.FileOps
+// order). It lives in sessionio/fileops so that cutpoint and summarize share one implementation.
+type FileOps = fileops.FileOps
 
 // ExtractFileOps is Pi's compaction file tracking as Pi r does it: seeded from the previous
 // compaction's details (unless it came from an extension, fromHook), then every assistant
@@ -13,7 +16,7 @@ type FileOps = sessionio.FileOps
 // codemode script made (nestedCalls). prevCompaction may be nil. It is what cutpoint's plans
 // hold in FileOps.
 func ExtractFileOps(r sessionio.Release, prevCompaction *sessionio.Entry, lists ...[]*sessionio.Message) *FileOps {
-	f := sessionio.NewFileOps()
+	f := fileops.New()
 	f.SeedFromCompaction(prevCompaction)
 	for _, msgs := range lists {
 		for _, m := range msgs {
@@ -38,5 +41,5 @@ func ComputeFileLists(f *FileOps) (readFiles, modifiedFiles []string) {
 // FormatFileOperations is Pi's formatFileOperations: the <read-files>/<modified-files>
 // block appended to a summary ("" when both lists are empty).
 func FormatFileOperations(readFiles, modifiedFiles []string) string {
-	return sessionio.FormatFileLists(readFiles, modifiedFiles)
+	return fileops.FormatLists(readFiles, modifiedFiles)
 }

@@ -100,24 +100,67 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if strings.TrimSpace(cfg.Model) == "" {
 		return nil, errors.New("openai summarizer: model is empty")
 	}
+	key, err := resolveAPIKey(cfg)
+	if err != nil {
+		return nil, err
+	}
+	cfg.withDefaults()
+	log := cfg.Logger
+	if log == nil {
+		log = slog.Default()
+	}
+	base := http.DefaultTransport
+	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
+		base = cfg.HTTPClient.Transport
+	}
+	oc := openai.DefaultConfig(key)
+	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
+	oc.OrgID = cfg.Organization
+	oc.HTTPClient = &http.Client{Transport: &transport{base: base, headers: cfg.Headers}}
+	o := &OpenAI{
+		cfg:    cfg,
+		client: openai.NewClientWithConfig(oc),
+		key:    key,
+		log:    log.With("component", "summarize.openai", "model", cfg.Model),
+		sem:    make(chan struct{}, cfg.MaxConcurrent),
+	}
+	if cfg.RequestsPerSecond > 0 {
+		burst := cfg.Burst
+		if burst <= 0 {
+			burst = 1
+		}
+		o.limiter = rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), burst)
+	}
+	return o, nil
+}
+
+// resolveAPIKey is cfg's API key: APIKey, else the environment variable APIKeyEnv, else
+// the file APIKeyFile ("" when none is configured: an endpoint that needs none).
+func resolveAPIKey(cfg OpenAIConfig) (string, error) {
 	key := cfg.APIKey
 	if key == "" && cfg.APIKeyEnv != "" {
 		key = strings.TrimSpace(os.Getenv(cfg.APIKeyEnv))
 		if key == "" {
-			return nil, fmt.Errorf("openai summarizer: environment variable %s is empty or unset", cfg.APIKeyEnv)
+			return "", fmt.Errorf("openai summarizer: environment variable %s is empty or unset", cfg.APIKeyEnv)
 		}
 	}
 	if key == "" && cfg.APIKeyFile != "" {
 		b, err := os.ReadFile(cfg.APIKeyFile)
 		if err != nil {
 			// The path is configuration, not a secret; the content is never shown.
-			return nil, fmt.Errorf("openai summarizer: reading API key file: %w", err)
+			return "", fmt.Errorf("openai summarizer: reading API key file: %w", err)
 		}
 		key = strings.TrimSpace(string(b))
 		if key == "" {
-			return nil, fmt.Errorf("openai summarizer: API key file %s is empty", cfg.APIKeyFile)
+			return "", fmt.Errorf("openai summarizer: API key file %s is empty", cfg.APIKeyFile)
 		}
 	}
+	return key, nil
+}
+
+// withDefaults fills the settings left zero with their defaults (a negative MaxRetries:
+// none).
+func (cfg *OpenAIConfig) withDefaults() {
 	if cfg.Timeout <= 0 {
 		cfg.Timeout = 120 * time.Second
 	}
@@ -147,33 +190,6 @@ func NewOpenAI(cfg OpenAIConfig) (*OpenAI, error) {
 	if cfg.Now == nil {
 		cfg.Now = time.Now
 	}
-	log := cfg.Logger
-	if log == nil {
-		log = slog.Default()
-	}
-	base := http.DefaultTransport
-	if cfg.HTTPClient != nil && cfg.HTTPClient.Transport != nil {
-		base = cfg.HTTPClient.Transport
-	}
-	oc := openai.DefaultConfig(key)
-	oc.BaseURL = strings.TrimRight(cfg.BaseURL, "/")
-	oc.OrgID = cfg.Organization
-	oc.HTTPClient = &http.Client{Transport: &transport{base: base, headers: cfg.Headers}}
-	o := &OpenAI{
-		cfg:    cfg,
-		client: openai.NewClientWithConfig(oc),
-		key:    key,
-		log:    log.With("component", "summarize.openai", "model", cfg.Model),
-		sem:    make(chan struct{}, cfg.MaxConcurrent),
-	}
-	if cfg.RequestsPerSecond > 0 {
-		burst := cfg.Burst
-		if burst <= 0 {
-			burst = 1
-		}
-		o.limiter = rate.NewLimiter(rate.Limit(cfg.RequestsPerSecond), burst)
-	}
-	return o, nil
 }
 
 // Summarize implements Summarizer. Spans larger than MaxInputTokens (or rejected by the

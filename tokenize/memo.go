@@ -11,26 +11,55 @@ import (
 // Memo is a counter that counts each message once: a policy weighs the messages of its
 // range more than once (every cut candidate, then the summarized and kept parts), and for
 // tiktoken counting is most of a plan's time. Messages are remembered by identity (the
-// *Message of an entry; messages synthesized anew on each call are counted each time, which
-// is right and cheap: they are summaries). One Memo serves one read of a session; it is
-// safe for concurrent use.
+// *Message of an entry). A Memo made by NewMemo counts messages synthesized anew on each call
+// each time, which is right and cheap when one plan asks (they are summaries); one made by
+// NewSessionMemo, for callers that ask about the same session many times over, keys those by
+// their raw bytes, which identify them completely. One Memo serves one read of a session; it
+// is safe for concurrent use.
 type Memo struct {
-	c Counter
+	name  string
+	count func(*sessionio.Message) int
 
 	mu sync.Mutex
 	m  map[*sessionio.Message]int
+	// byRaw is nil for a Memo that remembers every message by identity; otherwise m holds
+	// the session's own messages (notCounted until first asked) and byRaw the others.
+	byRaw map[string]int
 }
 
+// notCounted marks a message of the session that has not been counted yet.
+const notCounted = -1
+
 // NewMemo returns a memoizing counter over c.
-func NewMemo(c Counter) *Memo { return &Memo{c: c, m: map[*sessionio.Message]int{}} }
+func NewMemo(c Counter) *Memo {
+	return &Memo{name: c.Name(), count: c.Count, m: map[*sessionio.Message]int{}}
+}
+
+// NewSessionMemo returns a memoizing count (named name) for the messages of one session:
+// the messages of entries are keyed by identity (they live as long as the session), any
+// other message by its raw bytes (messages that sessionio.AsMessage synthesizes afresh on
+// every call: custom messages, branch and compaction summaries); a message without raw
+// bytes is counted each time.
+func NewSessionMemo(name string, entries []*sessionio.Entry, count func(*sessionio.Message) int) *Memo {
+	m := &Memo{name: name, count: count, m: make(map[*sessionio.Message]int, len(entries)), byRaw: map[string]int{}}
+	for _, e := range entries {
+		if e.Message != nil {
+			m.m[e.Message] = notCounted
+		}
+	}
+	return m
+}
 
 // Name is the underlying counter's name: the counts are its counts.
-func (m *Memo) Name() string { return m.c.Name() }
+func (m *Memo) Name() string { return m.name }
 
-// Count returns c's count for msg, counting it only the first time.
+// Count returns the count for msg, counting it only the first time.
 func (m *Memo) Count(msg *sessionio.Message) int {
 	if msg == nil {
 		return 0
+	}
+	if m.byRaw != nil {
+		return m.countInSession(msg)
 	}
 	m.mu.Lock()
 	n, ok := m.m[msg]
@@ -38,9 +67,36 @@ func (m *Memo) Count(msg *sessionio.Message) int {
 	if ok {
 		return n
 	}
-	n = m.c.Count(msg)
+	n = m.count(msg)
 	m.mu.Lock()
 	m.m[msg] = n
+	m.mu.Unlock()
+	return n
+}
+
+// countInSession is Count for a NewSessionMemo: the session's messages by identity, the
+// others by their raw bytes.
+func (m *Memo) countInSession(msg *sessionio.Message) int {
+	m.mu.Lock()
+	n, ok := m.m[msg]
+	own := ok
+	if !own && len(msg.Raw) > 0 {
+		n, ok = m.byRaw[string(msg.Raw)]
+	}
+	m.mu.Unlock()
+	if ok && n != notCounted {
+		return n
+	}
+	n = m.count(msg)
+	if !own && len(msg.Raw) == 0 {
+		return n
+	}
+	m.mu.Lock()
+	if own {
+		m.m[msg] = n
+	} else {
+		m.byRaw[string(msg.Raw)] = n
+	}
 	m.mu.Unlock()
 	return n
 }

@@ -93,3 +93,56 @@ func TestNoVocabularyUntilUsed(t *testing.T) {
 		t.Fatalf("child: %v\n%s", err, out)
 	}
 }
+
+// TestSessionMemoCountsOnce: a NewSessionMemo counts the session's messages once by
+// identity and the messages synthesized afresh on each call (compaction summaries) once by
+// their raw bytes; a message without raw bytes is counted on each call.
+func TestSessionMemoCountsOnce(t *testing.T) {
+	t.Parallel()
+	s, err := sessionio.ReadFile("../testdata/corpus/05-compactions.jsonl")
+	if err != nil {
+		t.Fatal(err)
+	}
+	tk := mustTiktoken(t, O200KBase)
+	cc := &callCounter{Counter: tk, calls: map[*sessionio.Message]int{}}
+	m := NewSessionMemo("session", s.Entries, cc.Count)
+	if m.Name() != "session" {
+		t.Fatalf("name %q", m.Name())
+	}
+	calls, synthesized := 0, 0
+	for range 3 {
+		for _, e := range s.Entries {
+			msg := sessionio.AsMessage(e)
+			if msg == nil {
+				continue
+			}
+			if got, want := m.Count(msg), tk.Count(msg); got != want {
+				t.Fatalf("%s: count %d, counter %d", e.ID, got, want)
+			}
+		}
+	}
+	for _, e := range s.Entries {
+		if msg := sessionio.AsMessage(e); msg != nil {
+			calls++
+			if msg != e.Message {
+				synthesized++
+			}
+		}
+	}
+	counted := 0
+	for _, n := range cc.calls {
+		counted += n
+	}
+	if synthesized == 0 || counted != calls {
+		t.Fatalf("%d counts for %d messages (%d synthesized)", counted, calls, synthesized)
+	}
+	bare := &sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: "a summary"}
+	for range 2 {
+		if got, want := m.Count(bare), tk.Count(bare); got != want {
+			t.Fatalf("bare: count %d, counter %d", got, want)
+		}
+	}
+	if cc.calls[bare] != 2 || m.Count(nil) != 0 {
+		t.Fatalf("a message without raw bytes was counted %d times in 2 calls", cc.calls[bare])
+	}
+}

@@ -9,49 +9,16 @@ import (
 )
 
 // memo counts each message of one session once, whichever policy, setting or replay step
-// asks. Messages of "message" entries are keyed by pointer (they live as long as the
-// session); messages that sessionio.AsMessage synthesizes afresh on every call (custom
-// messages, branch and compaction summaries) are keyed by their Raw bytes, which identify
-// them completely. It is used by one goroutine (one session) at a time.
-type memo struct {
-	byMsg map[*sessionio.Message]int // -1: known message, not counted yet
-	byRaw map[string]int
-	count func(*sessionio.Message) int
-}
+// asks: a tokenize.Memo keyed by the session's entries (see tokenize.NewSessionMemo).
+type memo struct{ counts *tokenize.Memo }
 
 func newMemo(entries []*sessionio.Entry, count func(*sessionio.Message) int) *memo {
-	m := &memo{byMsg: make(map[*sessionio.Message]int, len(entries)), byRaw: map[string]int{}, count: count}
-	for _, e := range entries {
-		if e.Message != nil {
-			m.byMsg[e.Message] = -1
-		}
-	}
-	return m
+	return &memo{counts: tokenize.NewSessionMemo("", entries, count)}
 }
 
-func (m *memo) get(msg *sessionio.Message) int {
-	if msg == nil {
-		return 0
-	}
-	if n, ok := m.byMsg[msg]; ok {
-		if n < 0 {
-			n = m.count(msg)
-			m.byMsg[msg] = n
-		}
-		return n
-	}
-	if len(msg.Raw) == 0 {
-		return m.count(msg)
-	}
-	if n, ok := m.byRaw[string(msg.Raw)]; ok {
-		return n
-	}
-	n := m.count(msg)
-	m.byRaw[string(msg.Raw)] = n
-	return n
-}
+func (m *memo) get(msg *sessionio.Message) int { return m.counts.Count(msg) }
 
-// memoCounter is a cutpoint.Counter answering from a memo.
+// memoCounter is a cutpoint.Counter answering from a memo under the counter's name.
 type memoCounter struct {
 	name string
 	m    *memo

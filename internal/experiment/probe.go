@@ -15,6 +15,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
@@ -122,7 +123,7 @@ func deriveProbes(msgs []*sessionio.Message, numbers map[*sessionio.Message][]st
 			pr.results[m.ToolCallID] = m
 		}
 	}
-	ops := sessionio.NewFileOps()
+	ops := fileops.New()
 	for _, m := range msgs {
 		if m != nil {
 			ops.AddFromMessage(m)

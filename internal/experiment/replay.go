@@ -8,6 +8,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -333,7 +334,7 @@ func (r *sessionRunner) recorded(ctx context.Context, ss *session, policy string
 			row.Refused++ // a compaction whose cut is not where Pi could cut: not evaluated
 			continue
 		}
-		fo := sessionio.NewFileOps()
+		fo := fileops.New()
 		fo.SeedFromCompaction(e)
 		fo.SeedFromHookCompaction(e)
 		read, modified := fo.Lists()

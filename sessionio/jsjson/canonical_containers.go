@@ -78,7 +78,29 @@ func (p *parser) object() (int, error) {
 		p.out = append(p.out, '{')
 	}
 	base := len(p.members)
-	reorder := false // keys need sorting or de-duplicating
+	reorder, err := p.objectMembers(base)
+	if err != nil {
+		return 0, err
+	}
+	p.depth--
+	ms := p.members[base:]
+	p.members = p.members[:base] // ms stays readable: nothing appends until we return
+	if p.count {
+		n := p.objectLen(ms)
+		p.out = p.out[:objStart]
+		return n, nil
+	}
+	if reorder {
+		p.out, p.scratch, p.order = reorderMembers(p.out, objStart, ms, p.scratch, p.order)
+	}
+	p.out = append(p.out, '}')
+	return 0, nil
+}
+
+// objectMembers reads an object's members up to its closing brace, appending them to
+// p.members after base and (unless counting) their bytes to p.out; reorder says whether the
+// keys need sorting (an array index after a name, or indexes out of order) or de-duplicating.
+func (p *parser) objectMembers(base int) (reorder bool, err error) {
 	sawName := false // a non-index key has been seen
 	lastIndex := int64(-1)
 	var seen map[string]int // key → first member, once the object is large
@@ -86,84 +108,78 @@ func (p *parser) object() (int, error) {
 	p.skipWS()
 	if p.pos < len(p.data) && p.data[p.pos] == '}' {
 		p.pos++
-	} else {
-		for {
-			p.skipWS()
-			if p.pos >= len(p.data) || p.data[p.pos] != '"' {
-				return 0, p.unexpected("a string key")
-			}
-			rel := len(p.members) - base
-			if rel > 0 && !p.count {
-				p.out = append(p.out, ',')
-			}
-			kStart := len(p.out)
-			if err := p.str(); err != nil {
-				return 0, err
-			}
-			m := member{kStart: kStart, kEnd: len(p.out), index: arrayIndex(p.out[kStart+1 : len(p.out)-1]), src: rel}
-			if m.index >= 0 {
-				if sawName || m.index < lastIndex {
-					reorder = true
-				}
-				lastIndex = max(lastIndex, m.index)
-			} else {
-				sawName = true
-			}
-			first := findDup(p.out, p.members[base:], m, &seen)
-			if first >= 0 {
+		return false, nil
+	}
+	for {
+		p.skipWS()
+		if p.pos >= len(p.data) || p.data[p.pos] != '"' {
+			return false, p.unexpected("a string key")
+		}
+		rel := len(p.members) - base
+		if rel > 0 && !p.count {
+			p.out = append(p.out, ',')
+		}
+		kStart := len(p.out)
+		if err := p.str(); err != nil {
+			return false, err
+		}
+		m := member{kStart: kStart, kEnd: len(p.out), index: arrayIndex(p.out[kStart+1 : len(p.out)-1]), src: rel}
+		if m.index >= 0 {
+			if sawName || m.index < lastIndex {
 				reorder = true
-				p.members[base+first].src = rel
-				m.src = -1
 			}
-			p.skipWS()
-			if p.pos >= len(p.data) || p.data[p.pos] != ':' {
-				return 0, p.unexpected("':'")
-			}
+			lastIndex = max(lastIndex, m.index)
+		} else {
+			sawName = true
+		}
+		first := findDup(p.out, p.members[base:], m, &seen)
+		if first >= 0 {
+			reorder = true
+			p.members[base+first].src = rel
+			m.src = -1
+		}
+		p.skipWS()
+		if p.pos >= len(p.data) || p.data[p.pos] != ':' {
+			return false, p.unexpected("':'")
+		}
+		p.pos++
+		if !p.count {
+			p.out = append(p.out, ':')
+		}
+		v, err := p.value()
+		if err != nil {
+			return false, err
+		}
+		m.vEnd, m.vLen = len(p.out), v
+		p.members = append(p.members, m)
+		p.skipWS()
+		if p.pos < len(p.data) && p.data[p.pos] == ',' {
 			p.pos++
-			if !p.count {
-				p.out = append(p.out, ':')
-			}
-			v, err := p.value()
-			if err != nil {
-				return 0, err
-			}
-			m.vEnd, m.vLen = len(p.out), v
-			p.members = append(p.members, m)
-			p.skipWS()
-			if p.pos < len(p.data) && p.data[p.pos] == ',' {
-				p.pos++
-				continue
-			}
-			if p.pos < len(p.data) && p.data[p.pos] == '}' {
-				p.pos++
-				break
-			}
-			return 0, p.unexpected("',' or '}'")
+			continue
 		}
-	}
-	p.depth--
-	ms := p.members[base:]
-	p.members = p.members[:base] // ms stays readable: nothing appends until we return
-	if p.count {
-		total, n := 2, 0
-		for _, m := range ms {
-			if m.src < 0 {
-				continue
-			}
-			total += validUTF16Len(p.out[m.kStart:m.kEnd]) + 1 + ms[m.src].vLen
-			n++
+		if p.pos < len(p.data) && p.data[p.pos] == '}' {
+			p.pos++
+			return reorder, nil
 		}
-		if n > 1 {
-			total += n - 1
+		return false, p.unexpected("',' or '}'")
+	}
+}
+
+// objectLen is the UTF-16 length of the object JSON.stringify writes for members ms
+// (counting mode: the keys are in p.out, the values' lengths in the members).
+func (p *parser) objectLen(ms []member) int {
+	total, n := 2, 0
+	for _, m := range ms {
+		if m.src < 0 {
+			continue
 		}
-		p.out = p.out[:objStart]
-		return total, nil
+		total += validUTF16Len(p.out[m.kStart:m.kEnd]) + 1 + ms[m.src].vLen
+		n++
 	}
-	if reorder {
-		p.out, p.scratch, p.order = reorderMembers(p.out, objStart, ms, p.scratch, p.order)
+	if n > 1 {
+		total += n - 1
 	}
-	p.out = append(p.out, '}')
-	return 0, nil
+	return total
 }
 
 // findDup returns the (relative) index of the earlier member of ms whose key equals

@@ -66,7 +66,9 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 	if depth > MaxDepth {
 		return dst, fmt.Errorf("jsjson: nesting deeper than %d", MaxDepth)
 	}
-	var err error
+	if n, ok := numberOf(v); ok {
+		return AppendNumber(dst, n), nil
+	}
 	switch x := v.(type) {
 	case nil:
 		return append(dst, "null"...), nil
@@ -77,30 +79,6 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		return append(dst, "false"...), nil
 	case string:
 		return AppendString(dst, x), nil
-	case float64:
-		return AppendNumber(dst, x), nil
-	case float32:
-		return AppendNumber(dst, float64(x)), nil
-	case int:
-		return AppendNumber(dst, float64(x)), nil
-	case int8:
-		return AppendNumber(dst, float64(x)), nil
-	case int16:
-		return AppendNumber(dst, float64(x)), nil
-	case int32:
-		return AppendNumber(dst, float64(x)), nil
-	case int64:
-		return AppendNumber(dst, float64(x)), nil
-	case uint:
-		return AppendNumber(dst, float64(x)), nil
-	case uint8:
-		return AppendNumber(dst, float64(x)), nil
-	case uint16:
-		return AppendNumber(dst, float64(x)), nil
-	case uint32:
-		return AppendNumber(dst, float64(x)), nil
-	case uint64:
-		return AppendNumber(dst, float64(x)), nil
 	case json.RawMessage:
 		out, err := Canonical(dst, x)
 		if err != nil {
@@ -117,31 +95,9 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 		}
 		return append(dst, ']'), nil
 	case []any:
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if _, ok := e.(Omit); ok {
-				dst = append(dst, "null"...)
-				continue
-			}
-			if dst, err = appendValue(dst, e, depth+1); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendArray(dst, x, depth)
 	case []Fields:
-		dst = append(dst, '[')
-		for i, e := range x {
-			if i > 0 {
-				dst = append(dst, ',')
-			}
-			if dst, err = appendFields(dst, e, depth+1); err != nil {
-				return dst, err
-			}
-		}
-		return append(dst, ']'), nil
+		return appendObjects(dst, x, depth)
 	case Fields:
 		return appendFields(dst, x, depth)
 	case map[string]any:
@@ -157,6 +113,72 @@ func appendValue(dst []byte, v any, depth int) ([]byte, error) {
 	default:
 		return dst, fmt.Errorf("jsjson: unsupported type %T", v)
 	}
+}
+
+// numberOf returns v as the float64 a JavaScript number holds, for Go's number types.
+func numberOf(v any) (float64, bool) {
+	switch x := v.(type) {
+	case float64:
+		return x, true
+	case float32:
+		return float64(x), true
+	case int:
+		return float64(x), true
+	case int8:
+		return float64(x), true
+	case int16:
+		return float64(x), true
+	case int32:
+		return float64(x), true
+	case int64:
+		return float64(x), true
+	case uint:
+		return float64(x), true
+	case uint8:
+		return float64(x), true
+	case uint16:
+		return float64(x), true
+	case uint32:
+		return float64(x), true
+	case uint64:
+		return float64(x), true
+	}
+	return 0, false
+}
+
+// appendArray appends an array of values; an Omit element is written as null, as
+// JSON.stringify writes undefined in an array.
+func appendArray(dst []byte, x []any, depth int) ([]byte, error) {
+	var err error
+	dst = append(dst, '[')
+	for i, e := range x {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if _, ok := e.(Omit); ok {
+			dst = append(dst, "null"...)
+			continue
+		}
+		if dst, err = appendValue(dst, e, depth+1); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
+}
+
+// appendObjects appends an array of objects.
+func appendObjects(dst []byte, x []Fields, depth int) ([]byte, error) {
+	var err error
+	dst = append(dst, '[')
+	for i, e := range x {
+		if i > 0 {
+			dst = append(dst, ',')
+		}
+		if dst, err = appendFields(dst, e, depth+1); err != nil {
+			return dst, err
+		}
+	}
+	return append(dst, ']'), nil
 }
 
 // mapFields orders a map's entries as documented on AppendValue.

@@ -1,6 +1,6 @@
 //go:build !amd64
 
-package sessionio
+package jsonscan
 
 const hasSIMD = false
 

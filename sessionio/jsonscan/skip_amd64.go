@@ -1,4 +1,4 @@
-package sessionio
+package jsonscan
 
 // hasSIMD: skipPlainSIMD is the assembly loop (skip_amd64.s).
 const hasSIMD = true

@@ -1,14 +1,15 @@
-package sessionio
+package fileops
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio"
 	"reflect"
 	"testing"
 )
 
-func mustMessage(t *testing.T, raw string) *Message {
+func mustMessage(t *testing.T, raw string) *sessionio.Message {
 	t.Helper()
-	m, err := DecodeMessage(json.RawMessage(raw))
+	m, err := sessionio.DecodeMessage(json.RawMessage(raw))
 	if err != nil {
 		t.Fatalf("DecodeMessage(%s): %v", raw, err)
 	}
@@ -17,7 +18,7 @@ func mustMessage(t *testing.T, raw string) *Message {
 
 func TestFileOpsAddFromMessage(t *testing.T) {
 	t.Parallel()
-	f := NewFileOps()
+	f := New()
 	f.AddFromMessage(mustMessage(t, `{"role":"assistant","content":[
 		{"type":"text","text":"x"},
 		{"type":"toolCall","id":"1","name":"read","arguments":{"path":"b.go"}},
@@ -58,24 +59,24 @@ func TestFileOpsSeed(t *testing.T) {
 	details := json.RawMessage(`{"readFiles":["r1","r2",3,null],"modifiedFiles":["m1"]}`)
 	tests := []struct {
 		name       string
-		e          *Entry
+		e          *sessionio.Entry
 		seedBranch bool
 		wantRead   []string
 		wantEdited []string
 	}{
-		{"compaction", &Entry{Type: TypeCompaction, Details: details}, false, []string{"r1", "r2"}, []string{"m1"}},
-		{"compaction from hook", &Entry{Type: TypeCompaction, Details: details, FromHook: true}, false, nil, nil},
-		{"compaction no details", &Entry{Type: TypeCompaction}, false, nil, nil},
-		{"compaction details not object", &Entry{Type: TypeCompaction, Details: json.RawMessage(`"x"`)}, false, nil, nil},
-		{"compaction lists not arrays", &Entry{Type: TypeCompaction, Details: json.RawMessage(`{"readFiles":"a","modifiedFiles":{"b":1}}`)}, false, nil, nil},
-		{"branch summary", &Entry{Type: TypeBranchSummary, Details: details}, true, []string{"r1", "r2"}, []string{"m1"}},
-		{"wrong type for compaction", &Entry{Type: TypeBranchSummary, Details: details}, false, nil, nil},
-		{"wrong type for branch", &Entry{Type: TypeCompaction, Details: details}, true, nil, nil},
+		{"compaction", &sessionio.Entry{Type: sessionio.TypeCompaction, Details: details}, false, []string{"r1", "r2"}, []string{"m1"}},
+		{"compaction from hook", &sessionio.Entry{Type: sessionio.TypeCompaction, Details: details, FromHook: true}, false, nil, nil},
+		{"compaction no details", &sessionio.Entry{Type: sessionio.TypeCompaction}, false, nil, nil},
+		{"compaction details not object", &sessionio.Entry{Type: sessionio.TypeCompaction, Details: json.RawMessage(`"x"`)}, false, nil, nil},
+		{"compaction lists not arrays", &sessionio.Entry{Type: sessionio.TypeCompaction, Details: json.RawMessage(`{"readFiles":"a","modifiedFiles":{"b":1}}`)}, false, nil, nil},
+		{"branch summary", &sessionio.Entry{Type: sessionio.TypeBranchSummary, Details: details}, true, []string{"r1", "r2"}, []string{"m1"}},
+		{"wrong type for compaction", &sessionio.Entry{Type: sessionio.TypeBranchSummary, Details: details}, false, nil, nil},
+		{"wrong type for branch", &sessionio.Entry{Type: sessionio.TypeCompaction, Details: details}, true, nil, nil},
 	}
 	for _, tc := range tests {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
-			f := NewFileOps()
+			f := New()
 			if tc.seedBranch {
 				f.SeedFromBranchSummary(tc.e)
 			} else {
@@ -96,7 +97,7 @@ func TestFileOpsSeed(t *testing.T) {
 
 func TestFileOpsListsUTF16Order(t *testing.T) {
 	t.Parallel()
-	f := NewFileOps()
+	f := New()
 	// U+FF5E sorts after U+1F600 in UTF-16 (0xFF5E > 0xD83D) but before it by code point.
 	for _, p := range []string{"\uff5e.txt", "\U0001F600.txt", "Z.txt", "a.txt", "B.txt"} {
 		f.AddRead(p)
@@ -115,13 +116,13 @@ func TestFileOpsListsUTF16Order(t *testing.T) {
 
 func TestFileOpsListsEmptyAreNotNil(t *testing.T) {
 	t.Parallel()
-	read, modified := NewFileOps().Lists()
+	read, modified := New().Lists()
 	if read == nil || modified == nil {
 		t.Fatalf("Lists() = %#v, %#v; want empty non-nil slices (JSON [])", read, modified)
 	}
 }
 
-func TestFormatFileLists(t *testing.T) {
+func TestFormatLists(t *testing.T) {
 	t.Parallel()
 	tests := []struct {
 		read, modified []string
@@ -133,15 +134,15 @@ func TestFormatFileLists(t *testing.T) {
 		{[]string{"a"}, []string{"m", "n"}, "\n\n<read-files>\na\n</read-files>\n\n<modified-files>\nm\nn\n</modified-files>"},
 	}
 	for _, tc := range tests {
-		if got := FormatFileLists(tc.read, tc.modified); got != tc.want {
-			t.Errorf("FormatFileLists(%q, %q) = %q, want %q", tc.read, tc.modified, got, tc.want)
+		if got := FormatLists(tc.read, tc.modified); got != tc.want {
+			t.Errorf("FormatLists(%q, %q) = %q, want %q", tc.read, tc.modified, got, tc.want)
 		}
 	}
 }
 
 func TestFileOpsDirectMapWrites(t *testing.T) {
 	t.Parallel()
-	f := NewFileOps()
+	f := New()
 	f.AddRead("b")
 	f.Read["a"] = struct{}{} // written directly: still listed, after the ordered ones
 	if got, want := f.ReadSet(), []string{"b", "a"}; !reflect.DeepEqual(got, want) {
@@ -151,7 +152,7 @@ func TestFileOpsDirectMapWrites(t *testing.T) {
 
 func TestFileOpsKeepsLoneSurrogates(t *testing.T) {
 	t.Parallel()
-	f := NewFileOps()
+	f := New()
 	f.AddFromMessage(mustMessage(t, `{"role":"assistant","content":[{"type":"toolCall","id":"1","name":"edit","arguments":{"path":"a\ud800b.go"}}]}`))
 	got := f.EditedSet()
 	if len(got) != 1 || got[0] != "a\xed\xa0\x80b.go" {

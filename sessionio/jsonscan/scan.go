@@ -1,20 +1,16 @@
-package sessionio
+package jsonscan
 
 import (
-	"bytes"
 	"encoding/binary"
 	"errors"
 	"fmt"
 	"math/bits"
-	"unicode/utf16"
-	"unicode/utf8"
-	"unsafe"
 )
 
-// member is one top-level key of a JSON object and the raw bytes of its value.
-type member struct {
-	key []byte // the key's bytes between the quotes (escapes not decoded)
-	val []byte
+// Member is one top-level key of a JSON object and the raw bytes of its value.
+type Member struct {
+	Key []byte // the key's bytes between the quotes (escapes not decoded)
+	Val []byte
 }
 
 // errScan is returned for bytes that are not one valid JSON value.
@@ -36,21 +32,21 @@ type scanner struct {
 	// it record them in msg instead (the "message" member of an entry, so that decoding the
 	// message does not walk its bytes again).
 	collect, nested bool
-	members, msg    []member
+	members, msg    []Member
 	msgVal          []byte
 }
 
-// scanObject validates b as a single JSON value that must be an object, surrounded by
+// ScanObject validates b as a single JSON value that must be an object, surrounded by
 // optional whitespace, and appends its members to dst. notObject reports valid JSON that is
 // not an object.
-func scanObject(b []byte, dst []member) (members []member, notObject bool, err error) {
+func ScanObject(b []byte, dst []Member) (members []Member, notObject bool, err error) {
 	s := scanner{b: b, members: dst}
 	return s.scan()
 }
 
-// scanEntry is scanObject for an entry line: it also finds the members of the last
+// ScanEntry is ScanObject for an entry line: it also finds the members of the last
 // top-level "message" member whose value is an object (msgVal is that value; nil if none).
-func scanEntry(b []byte, dst, msgDst []member) (members, msg []member, msgVal []byte, notObject bool, err error) {
+func ScanEntry(b []byte, dst, msgDst []Member) (members, msg []Member, msgVal []byte, notObject bool, err error) {
 	s := scanner{b: b, members: dst, msg: msgDst}
 	members, notObject, err = s.scan()
 	if err != nil || notObject {
@@ -59,7 +55,7 @@ func scanEntry(b []byte, dst, msgDst []member) (members, msg []member, msgVal []
 	return members, s.msg, s.msgVal, false, nil
 }
 
-func (s *scanner) scan() (members []member, notObject bool, err error) {
+func (s *scanner) scan() (members []Member, notObject bool, err error) {
 	b, dst := s.b, s.members
 	s.ws()
 	if s.i >= len(b) {
@@ -82,11 +78,11 @@ func (s *scanner) scan() (members []member, notObject bool, err error) {
 	return s.members, notObject, nil
 }
 
-// get returns the value of the last member named key (JSON.parse keeps the last duplicate).
-func get(ms []member, key string) []byte {
+// Get returns the value of the last member named key (JSON.parse keeps the last duplicate).
+func Get(ms []Member, key string) []byte {
 	for i := len(ms) - 1; i >= 0; i-- {
-		if string(ms[i].key) == key {
-			return ms[i].val
+		if string(ms[i].Key) == key {
+			return ms[i].Val
 		}
 	}
 	return nil
@@ -180,11 +176,11 @@ func (s *scanner) object() error {
 		switch {
 		case msg:
 			s.msgVal = s.b[vs:s.i]
-			s.members = append(s.members, member{key: key, val: s.msgVal})
+			s.members = append(s.members, Member{Key: key, Val: s.msgVal})
 		case nested:
-			s.msg = append(s.msg, member{key: key, val: s.b[vs:s.i]})
+			s.msg = append(s.msg, Member{Key: key, Val: s.b[vs:s.i]})
 		case collect:
-			s.members = append(s.members, member{key: key, val: s.b[vs:s.i]})
+			s.members = append(s.members, Member{Key: key, Val: s.b[vs:s.i]})
 		}
 		s.ws()
 		if s.i >= len(s.b) {
@@ -358,205 +354,4 @@ func (s *scanner) number() error {
 	}
 	s.i = i
 	return nil
-}
-
-// The functions below walk JSON that scanObject has already validated, so they only look
-// for structure: strings are skipped with IndexByte, containers by depth.
-
-// skipTrusted returns the index just past the value that starts at b[i].
-func skipTrusted(b []byte, i int) int {
-	switch b[i] {
-	case '"':
-		return skipString(b, i)
-	case '{', '[':
-		depth := 0
-		for i < len(b) {
-			switch b[i] {
-			case '"':
-				i = skipString(b, i)
-				continue
-			case '{', '[':
-				depth++
-			case '}', ']':
-				depth--
-				if depth == 0 {
-					return i + 1
-				}
-			}
-			i++
-		}
-		return i
-	default: // number or literal
-		for i < len(b) {
-			switch b[i] {
-			case ',', '}', ']', ' ', '\t', '\n', '\r':
-				return i
-			}
-			i++
-		}
-		return i
-	}
-}
-
-// skipString returns the index just past the string literal that starts at b[i].
-func skipString(b []byte, i int) int {
-	j := i + 1
-	for {
-		k := bytes.IndexByte(b[j:], '"')
-		if k < 0 {
-			return len(b)
-		}
-		j += k
-		// The quote is escaped if an odd number of backslashes precede it.
-		n := 0
-		for p := j - 1; p > i && b[p] == '\\'; p-- {
-			n++
-		}
-		if n%2 == 0 {
-			return j + 1
-		}
-		j++
-	}
-}
-
-func skipWS(b []byte, i int) int {
-	for i < len(b) && (b[i] == ' ' || b[i] == '\t' || b[i] == '\n' || b[i] == '\r') {
-		i++
-	}
-	return i
-}
-
-// trustedMembers lists the members of a validated object.
-func trustedMembers(b []byte, dst []member) []member {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '{' {
-		return dst
-	}
-	i = skipWS(b, i+1)
-	for i < len(b) && b[i] == '"' {
-		ke := skipString(b, i)
-		key := b[i+1 : ke-1]
-		i = skipWS(b, ke)
-		i = skipWS(b, i+1) // ':'
-		ve := skipTrusted(b, i)
-		dst = append(dst, member{key: key, val: b[i:ve]})
-		i = skipWS(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-	}
-	return dst
-}
-
-// trustedElems lists the elements of a validated array.
-func trustedElems(b []byte, dst [][]byte) [][]byte {
-	i := skipWS(b, 0)
-	if i >= len(b) || b[i] != '[' {
-		return dst
-	}
-	i = skipWS(b, i+1)
-	for i < len(b) && b[i] != ']' {
-		ve := skipTrusted(b, i)
-		dst = append(dst, b[i:ve])
-		i = skipWS(b, ve)
-		if i < len(b) && b[i] == ',' {
-			i = skipWS(b, i+1)
-		}
-	}
-	return dst
-}
-
-// unquote decodes a validated JSON string literal exactly as encoding/json does: escapes
-// decoded, surrogate pairs combined, lone surrogates and invalid UTF-8 bytes replaced by
-// U+FFFD (each of which has the UTF-16 length of what it replaces, so chars/4 estimates
-// match Pi's).
-func unquote(lit []byte) string {
-	s := lit[1 : len(lit)-1]
-	if bytes.IndexByte(s, '\\') < 0 && utf8.Valid(s) {
-		return string(s)
-	}
-	out := make([]byte, 0, len(s))
-	for i := 0; i < len(s); {
-		// A run up to the next escape is copied at once when it is valid UTF-8 (a backslash is
-		// never part of a multi-byte sequence, so runs split no character).
-		j := bytes.IndexByte(s[i:], '\\')
-		if j < 0 {
-			j = len(s) - i
-		}
-		if run := s[i : i+j]; utf8.Valid(run) {
-			out = append(out, run...)
-		} else {
-			out = appendValidUTF8(out, run)
-		}
-		i += j
-		if i >= len(s) {
-			break
-		}
-		switch s[i+1] {
-		case 'b':
-			out = append(out, '\b')
-		case 'f':
-			out = append(out, '\f')
-		case 'n':
-			out = append(out, '\n')
-		case 'r':
-			out = append(out, '\r')
-		case 't':
-			out = append(out, '\t')
-		case 'u':
-			r := hex4(s[i+2 : i+6])
-			i += 6
-			if utf16.IsSurrogate(r) {
-				if i+6 <= len(s) && s[i] == '\\' && s[i+1] == 'u' {
-					if r2 := hex4(s[i+2 : i+6]); utf16.DecodeRune(r, r2) != utf8.RuneError {
-						out = utf8.AppendRune(out, utf16.DecodeRune(r, r2))
-						i += 6
-						continue
-					}
-				}
-				r = utf8.RuneError
-			}
-			out = utf8.AppendRune(out, r)
-			continue
-		default: // " \ /
-			out = append(out, s[i+1])
-		}
-		i += 2
-	}
-	return unsafe.String(unsafe.SliceData(out), len(out)) // out is never written again
-}
-
-// appendValidUTF8 appends b with each invalid byte replaced by U+FFFD.
-func appendValidUTF8(out, b []byte) []byte {
-	for i := 0; i < len(b); {
-		if b[i] < utf8.RuneSelf {
-			out = append(out, b[i])
-			i++
-			continue
-		}
-		r, size := utf8.DecodeRune(b[i:])
-		if r == utf8.RuneError && size == 1 {
-			out = utf8.AppendRune(out, utf8.RuneError)
-		} else {
-			out = append(out, b[i:i+size]...)
-		}
-		i += size
-	}
-	return out
-}
-
-func hex4(h []byte) rune {
-	var r rune
-	for _, c := range h {
-		r <<= 4
-		switch {
-		case c >= '0' && c <= '9':
-			r |= rune(c - '0')
-		case c >= 'a' && c <= 'f':
-			r |= rune(c - 'a' + 10)
-		default:
-			r |= rune(c - 'A' + 10)
-		}
-	}
-	return r
 }

@@ -1,16 +1,18 @@
-package sessionio
+package fileops
 
 import (
 	"encoding/json"
 	"sort"
 	"strings"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
 
 // FileOps is Pi's file-operation tracking (docs/pi-format.md, "File lists"): the paths the
 // summarized part of a session read, wrote and edited. Both compaction (cutpoint) and
-// branch summaries (summarize) need it, so it lives here, next to the messages it reads.
+// branch summaries (summarize) need it, so it is a package of its own beside sessionio.
 //
 // The maps are the sets; the order slices remember insertion order, because Pi's sets are
 // JavaScript Sets (iteration = insertion order) and `interop/pi/pi cut` prints them that way.
@@ -22,8 +24,8 @@ type FileOps struct {
 	readOrder, writtenOrder, editedOrder []string
 }
 
-// NewFileOps returns empty file operations.
-func NewFileOps() *FileOps {
+// New returns empty file operations.
+func New() *FileOps {
 	return &FileOps{
 		Read:    map[string]struct{}{},
 		Written: map[string]struct{}{},
@@ -51,12 +53,12 @@ func (f *FileOps) AddEdited(path string) { addTo(f.Edited, &f.editedOrder, path)
 // AddFromMessage is Pi's extractFileOpsFromMessage: for an assistant message, every
 // toolCall named read, write or edit whose arguments.path is a non-empty string adds that
 // path to Read, Written or Edited. Other roles and tools (bash included) are ignored.
-func (f *FileOps) AddFromMessage(m *Message) {
-	if m == nil || m.Role != RoleAssistant || m.Content.IsString {
+func (f *FileOps) AddFromMessage(m *sessionio.Message) {
+	if m == nil || m.Role != sessionio.RoleAssistant || m.Content.IsString {
 		return
 	}
 	for _, b := range m.Content.Blocks {
-		if b.Type != BlockToolCall {
+		if b.Type != sessionio.BlockToolCall {
 			continue
 		}
 		f.addCall(b.Name, b.Arguments)
@@ -67,12 +69,12 @@ func (f *FileOps) AddFromMessage(m *Message) {
 // calls a codemode script made (nestedCalls.calls, each with a name and arguments) add their
 // paths as tool calls do. Pi 1.x's compaction reads them; its branch summaries never see a
 // tool result.
-func (f *FileOps) AddFromNestedCalls(m *Message) {
-	if m == nil || m.Role != RoleToolResult || len(m.NestedCalls) == 0 || m.NestedCalls[0] != '{' {
+func (f *FileOps) AddFromNestedCalls(m *sessionio.Message) {
+	if m == nil || m.Role != sessionio.RoleToolResult || len(m.NestedCalls) == 0 || m.NestedCalls[0] != '{' {
 		return
 	}
-	var buf [4]member
-	ms, notObject, err := scanObject(m.NestedCalls, buf[:0])
+	var buf [4]jsonscan.Member
+	ms, notObject, err := jsonscan.ScanObject(m.NestedCalls, buf[:0])
 	if err != nil || notObject {
 		return
 	}
@@ -80,13 +82,13 @@ func (f *FileOps) AddFromNestedCalls(m *Message) {
 	if len(calls) == 0 || calls[0] != '[' {
 		return
 	}
-	var cbuf [8]member
-	for _, call := range trustedElems(calls, nil) {
+	var cbuf [8]jsonscan.Member
+	for _, call := range jsonscan.TrustedElems(calls, nil) {
 		if len(call) == 0 || call[0] != '{' {
 			continue
 		}
-		cms := trustedMembers(call, cbuf[:0])
-		if name, ok := jsonString(lastMember(cms, "name")); ok {
+		cms := jsonscan.TrustedMembers(call, cbuf[:0])
+		if name, ok := jsonscan.String(lastMember(cms, "name")); ok {
 			f.addCall(name, lastMember(cms, "arguments"))
 		}
 	}
@@ -116,8 +118,8 @@ func pathArgument(args json.RawMessage) (string, bool) {
 	if len(args) == 0 || args[0] != '{' {
 		return "", false
 	}
-	var buf [8]member
-	ms, notObject, err := scanObject(args, buf[:0])
+	var buf [8]jsonscan.Member
+	ms, notObject, err := jsonscan.ScanObject(args, buf[:0])
 	if err != nil || notObject {
 		return "", false
 	}
@@ -130,10 +132,10 @@ func pathArgument(args json.RawMessage) (string, bool) {
 
 // lastMember returns the value of the last member whose (decoded) key is key, nil if none:
 // JSON.parse keeps the last of duplicate keys.
-func lastMember(ms []member, key string) []byte {
+func lastMember(ms []jsonscan.Member, key string) []byte {
 	for i := len(ms) - 1; i >= 0; i-- {
-		if memberKey(ms[i].key) == key {
-			return ms[i].val
+		if jsonscan.Key(ms[i].Key) == key {
+			return ms[i].Val
 		}
 	}
 	return nil
@@ -143,8 +145,8 @@ func lastMember(ms []member, key string) []byte {
 // prepareCompaction does: only for a compaction compactor or Pi wrote itself (fromHook
 // false) with details; details.readFiles go to Read, details.modifiedFiles to Edited.
 // Anything that is not an array of strings is ignored (an extension may store any JSON).
-func (f *FileOps) SeedFromCompaction(e *Entry) {
-	if e == nil || e.Type != TypeCompaction {
+func (f *FileOps) SeedFromCompaction(e *sessionio.Entry) {
+	if e == nil || e.Type != sessionio.TypeCompaction {
 		return
 	}
 	f.seedFromDetails(e)
@@ -152,8 +154,8 @@ func (f *FileOps) SeedFromCompaction(e *Entry) {
 
 // SeedFromBranchSummary is the same for a branch_summary entry (Pi's prepareBranchEntries
 // first pass).
-func (f *FileOps) SeedFromBranchSummary(e *Entry) {
-	if e == nil || e.Type != TypeBranchSummary {
+func (f *FileOps) SeedFromBranchSummary(e *sessionio.Entry) {
+	if e == nil || e.Type != sessionio.TypeBranchSummary {
 		return
 	}
 	f.seedFromDetails(e)
@@ -163,25 +165,25 @@ func (f *FileOps) SeedFromBranchSummary(e *Entry) {
 // Pi itself does not carry forward. compactor's prepared summaries reach Pi through its
 // extension hook, so their file lists would otherwise be lost at the next compaction;
 // a preparation seeds from them when their details have Pi's shape.
-func (f *FileOps) SeedFromHookCompaction(e *Entry) {
-	if e == nil || e.Type != TypeCompaction || !e.FromHook {
+func (f *FileOps) SeedFromHookCompaction(e *sessionio.Entry) {
+	if e == nil || e.Type != sessionio.TypeCompaction || !e.FromHook {
 		return
 	}
 	f.seedDetails(e)
 }
 
-func (f *FileOps) seedFromDetails(e *Entry) {
+func (f *FileOps) seedFromDetails(e *sessionio.Entry) {
 	if e.FromHook {
 		return
 	}
 	f.seedDetails(e)
 }
 
-func (f *FileOps) seedDetails(e *Entry) {
+func (f *FileOps) seedDetails(e *sessionio.Entry) {
 	if len(e.Details) == 0 || e.Details[0] != '{' {
 		return
 	}
-	ms, notObject, err := scanObject(e.Details, nil)
+	ms, notObject, err := jsonscan.ScanObject(e.Details, nil)
 	if err != nil || notObject {
 		return
 	}
@@ -199,7 +201,7 @@ func stringArray(raw json.RawMessage) []string {
 	if len(raw) == 0 || raw[0] != '[' {
 		return nil
 	}
-	elems := trustedElems(raw, nil)
+	elems := jsonscan.TrustedElems(raw, nil)
 	out := make([]string, 0, len(elems))
 	for _, el := range elems {
 		if len(el) == 0 || el[0] != '"' {
@@ -268,10 +270,10 @@ func ordered(set map[string]struct{}, order []string) []string {
 	return out
 }
 
-// FormatFileLists is Pi's formatFileOperations: "" when both lists are empty, otherwise
+// FormatLists is Pi's formatFileOperations: "" when both lists are empty, otherwise
 // "\n\n" followed by a <read-files> and/or <modified-files> section (non-empty ones only,
 // one path per line), sections separated by a blank line. It is appended to a summary.
-func FormatFileLists(read, modified []string) string {
+func FormatLists(read, modified []string) string {
 	var sections []string
 	if len(read) > 0 {
 		sections = append(sections, "<read-files>\n"+strings.Join(read, "\n")+"\n</read-files>")
