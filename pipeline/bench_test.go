@@ -66,7 +66,7 @@ func benchOnce(b *testing.B, conc, n int, latency time.Duration) {
 		}()
 	}
 	wg.Wait()
-	for bd.pending() > 0 || svc.flights.count() > 0 {
+	for bd.pending() > 0 || svc.running.count() > 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	wall := time.Since(t0)

@@ -1,7 +1,6 @@
 package pipeline
 
 import (
-	"context"
 	"errors"
 	"fmt"
 	"time"
@@ -24,25 +23,6 @@ const (
 	OutcomeRetry      = outcome.Retry  // transient failure: redelivered later
 	OutcomeFailed     = outcome.Failed // permanent failure: terminated and dead-lettered
 )
-
-// Handler does the work of one job on a resolved absolute path. It returns either a Result
-// (Outcome done or skipped; empty means done) or an error, classified by Classify: use
-// Skip, RetryAfter, Retry or Permanent, or return errors that implement
-// interface{ RetryAfter() time.Duration } or interface{ Permanent() bool }.
-// A handler must be idempotent: a job can be delivered again after its effect was written
-// (a crash between the append and the ack); given job.ExpectLeafID, the handler finds that
-// effect and reports it as done, so a redelivered job never produces a second entry.
-type Handler interface {
-	Handle(ctx context.Context, job wire.Job, file string) (wire.Result, error)
-}
-
-// HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, job wire.Job, file string) (wire.Result, error)
-
-// Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
-	return f(ctx, job, file)
-}
 
 // SkipError ends a job as skipped with a reason. Busy marks a skip for a state that can
 // pass without the file changing (a turn in progress, a write in progress, a session

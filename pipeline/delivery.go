@@ -17,11 +17,11 @@ import (
 // handler, with heartbeats) → finish (the one final answer, after the event) → recheck.
 // Dead letters are deadletter.go's.
 
-// work holds the two contexts of running jobs: handlers end with jobs (stage two of a
-// shutdown); the answers to JetStream, events and leases use book, which ends
-// shutdownGrace later so that a NATS outage cannot hold a shutdown.
-type work struct {
-	jobs, book context.Context
+// jobContexts are the two contexts of running jobs: the handlers run in handlers, which
+// ends first (stage two of a shutdown); the answers to JetStream, events and leases use
+// answers, which ends shutdownGrace later so that a NATS outage cannot hold a shutdown.
+type jobContexts struct {
+	handlers, answers context.Context
 }
 
 // delivery is one message being worked, and what admission found out about it.
@@ -39,12 +39,12 @@ type delivery struct {
 }
 
 // process handles one delivery from start to its single final answer to JetStream:
-// admission decides whether the handler may run now; the attempt runs it. f is the job in
-// flight, named for the shutdown once admitted.
-func (s *Service) process(w work, f *flight, store string, msg jetstream.Msg) {
-	if d := s.admit(w.book, store, msg); d != nil {
-		s.flights.admitted(f, d.log, d.job.Path)
-		s.attempt(w, d)
+// admission decides whether the handler may run now; the attempt runs it. f is the job
+// running, named for the shutdown once admitted.
+func (s *Service) process(jc jobContexts, f *runningJob, store string, msg jetstream.Msg) {
+	if d := s.admit(jc.answers, store, msg); d != nil {
+		s.running.admitted(f, d.log, d.job.Path)
+		s.attempt(jc, d)
 	}
 }
 
@@ -230,9 +230,9 @@ func (d *delivery) dead(ev wire.Event, log *slog.Logger, cause, reason string, e
 
 // attempt runs the handler on an admitted delivery, with heartbeats, and gives the
 // delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
-func (s *Service) attempt(w work, d *delivery) {
-	t := &ticket{s: s, store: d.ev.Store}
-	hctx, cancel := context.WithCancel(withTicket(w.jobs, t))
+func (s *Service) attempt(jc jobContexts, d *delivery) {
+	t := &paidAccount{s: s, store: d.ev.Store}
+	hctx, cancel := context.WithCancel(withPaidAccount(jc.handlers, t))
 	hbDone := make(chan struct{})
 	go s.heartbeat(hctx, cancel, d, hbDone)
 	res, herr := s.cfg.Handler.Handle(hctx, d.job, d.file)
@@ -241,13 +241,13 @@ func (s *Service) attempt(w work, d *delivery) {
 
 	if h := holdOf(herr); h != nil {
 		// Refused its first paid call (ReserveLLM): a wait, not a failure.
-		s.hold(w.book, d, h)
+		s.hold(jc.answers, d, h)
 		return
 	}
-	s.settleSpend(w.book, t, res.LLMInputTokens, herr == nil)
-	if herr != nil && w.jobs.Err() != nil {
+	s.settleSpend(jc.answers, t, res.LLMInputTokens, herr == nil)
+	if herr != nil && jc.handlers.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
-		s.handBack(w.book, d, handBackShutdown, 0, "")
+		s.handBack(jc.answers, d, handBackShutdown, 0, "")
 		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
 	}
@@ -257,12 +257,12 @@ func (s *Service) attempt(w work, d *delivery) {
 		t.mu.Unlock()
 	}
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
-	s.finish(w.book, d, dec, res)
+	s.finish(jc.answers, d, dec, res)
 	if dec.Outcome == OutcomeDone && d.job.Kind == wire.KindCompact && res.EntryID != "" {
-		s.forgetPrepared(w.book, d.ev.Store, d.job.SessionID) // compacted past it
+		s.forgetPrepared(jc.answers, d.ev.Store, d.job.SessionID) // compacted past it
 	}
 	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
-		s.recheck(w.book, d.log, d.job, d.file, res)
+		s.recheck(jc.answers, d.log, d.job, d.file, res)
 	}
 }
 

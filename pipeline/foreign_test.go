@@ -134,7 +134,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 		if err == nil {
 			seq = p.Sequence
 		}
-		return err == nil && len(s.flights.list()) == 1
+		return err == nil && len(s.running.list()) == 1
 	})
 	forged, _ := json.Marshal(wire.Event{V: 1, JobID: job.ID, JobSeq: seq, JobRef: wire.JobRef{Store: "hostB", SessionID: sid, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: OutcomeDone, Reason: "forged"}})
 	if err := b.nc.Publish(wire.JobEventSubject("hostA", sid, seq), forged); err != nil {

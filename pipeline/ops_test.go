@@ -334,14 +334,14 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 	}
 	cancel()
 	runReturned(t, runDone, "while a handler ignored its cancellation")
-	if n := s.flights.count(); n != 1 {
+	if n := s.running.count(); n != 1 {
 		t.Fatalf("%d jobs in flight when Run returned, want the deaf handler's alone", n)
 	}
 	if !logLine(logs.String(), "job left behind at shutdown", "session="+sid, fmt.Sprintf("job_seq=%d", r.Seq), "path=s.jsonl") {
 		t.Fatalf("the job left behind is not named in the log:\n%s", logs.String())
 	}
 	release <- struct{}{} // the handler returns
-	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.flights.count() == 0 })
+	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.running.count() == 0 })
 	b.run(b.service(b.config(h)))
 	file := filepath.Join(b.dir, "s.jsonl")
 	eventually(t, 20*time.Second, "the job done by another worker", func() bool {

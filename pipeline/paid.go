@@ -35,10 +35,10 @@ func (e *HoldError) Error() string {
 	return "handed back: " + e.Reason
 }
 
-type ticketKey struct{}
+type paidAccountKey struct{}
 
-// ticket is one delivery's account of its paid work.
-type ticket struct {
+// paidAccount is one delivery's account of its paid work.
+type paidAccount struct {
 	s     *Service
 	store string
 	mu    sync.Mutex
@@ -48,12 +48,12 @@ type ticket struct {
 	spend spendHold  // what it added to the spend counts (spend.go)
 }
 
-func withTicket(ctx context.Context, t *ticket) context.Context {
-	return context.WithValue(ctx, ticketKey{}, t)
+func withPaidAccount(ctx context.Context, t *paidAccount) context.Context {
+	return context.WithValue(ctx, paidAccountKey{}, t)
 }
 
-func ticketOf(ctx context.Context) *ticket {
-	t, _ := ctx.Value(ticketKey{}).(*ticket)
+func paidAccountOf(ctx context.Context) *paidAccount {
+	t, _ := ctx.Value(paidAccountKey{}).(*paidAccount)
 	return t
 }
 
@@ -65,7 +65,7 @@ func ticketOf(ctx context.Context) *ticket {
 // the model. Once a call was allowed, the job's later
 // calls are allowed too, and counted. Outside a worker's job (a command) it does nothing.
 func ReserveLLM(ctx context.Context, inputTokens func() int) error {
-	t := ticketOf(ctx)
+	t := paidAccountOf(ctx)
 	if t == nil {
 		return nil
 	}
@@ -89,7 +89,7 @@ func ReserveLLM(ctx context.Context, inputTokens func() int) error {
 // NoteLLMModel names the model a paid call of the job was made to (the model label of the
 // token metrics). Outside a worker's job it does nothing.
 func NoteLLMModel(ctx context.Context, model string) {
-	if t := ticketOf(ctx); t != nil {
+	if t := paidAccountOf(ctx); t != nil {
 		t.mu.Lock()
 		t.model = model
 		t.mu.Unlock()

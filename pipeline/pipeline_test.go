@@ -321,7 +321,7 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 	stop1 := b.run(s1)
 	eventually(t, 10*time.Second, "a job to start", func() bool { c, _ := h1.stats(); return c > 0 })
 	stop1()
-	if s1.flights.count() != 0 {
+	if s1.running.count() != 0 {
 		t.Fatal("jobs still in flight after Run returned")
 	}
 	// Worker 2: stage two (jobs outlive the timeout and are given back).
@@ -679,7 +679,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	wants := []string{`compactor_jobs_total{kind="compact",outcome="done",store="default"} 1`, "compactor_llm_tokens_total", "compactor_jobs_in_flight 0", "compactor_job_duration_seconds_bucket"}
-	eventually(t, 5*time.Second, "metrics after the job (in-flight drops just after the event)", func() bool {
+	eventually(t, 5*time.Second, "metrics after the job (in-runningJob drops just after the event)", func() bool {
 		_, body := get(t, s, "/metrics")
 		for _, want := range wants {
 			if !strings.Contains(body, want) {

@@ -90,7 +90,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		key, _ := spendKey(SpendLimit{Window: time.Hour}, s.spendNow())
 		newer := `{"v":2,"tokens":{"in":5}}`
 		b.putRaw(BucketSpend, key, newer)
-		h := s.reserveSpend(ctx, &ticket{s: s, store: "default"}, func() int { return 10 })
+		h := s.reserveSpend(ctx, &paidAccount{s: s, store: "default"}, func() int { return 10 })
 		if h == nil {
 			t.Error("a job paid against a spend window whose count is of a newer version: want it held until the window ends")
 		}

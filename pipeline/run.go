@@ -98,7 +98,7 @@ func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 			s.log.Warn("cannot count pending jobs", "err", err)
 			continue
 		}
-		if s.flights.count() == 0 && (n == 0 || n <= uint64(s.heldQueued(ctx))) {
+		if s.running.count() == 0 && (n == 0 || n <= uint64(s.heldQueued(ctx))) {
 			idle++
 		} else {
 			idle = 0

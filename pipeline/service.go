@@ -47,7 +47,7 @@ type Service struct {
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem     chan struct{}
-	flights *flights      // the jobs being worked, for RunOnce and the shutdown
+	running *runningJobs  // the jobs being worked, for RunOnce and the shutdown
 	fleet   fleetView     // what this worker last read of COMPACTOR_WORKERS
 	loops   loops         // the fetch loops' state, for /readyz
 	pauses  pauses        // the stores' pause records as last read (pause.go)
@@ -73,7 +73,7 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
-		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
+		running: newRunningJobs(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
 	s.m.setBuildInfo(cfg.Version)
 	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {

@@ -91,7 +91,7 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 	beat := func() {
 		for _, st := range s.cfg.Stores {
 			b, _ := json.Marshal(WorkerBeat{V: beatV, Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
-				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.flights.count(), Paused: s.pausedNow(st.Name) != nil})
+				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.running.count(), Paused: s.pausedNow(st.Name) != nil})
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
 			if err == nil {

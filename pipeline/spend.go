@@ -187,7 +187,7 @@ func (s *Service) spendNow() time.Time {
 // first call of a job (t.begun false) is admitted only when every count is below its
 // limit; else the charges made are taken back and the job is held until the full window
 // ends. A count that cannot be written (NATS trouble) does not stop the job: it is logged.
-func (s *Service) reserveSpend(ctx context.Context, t *ticket, estimate func() int) *HoldError {
+func (s *Service) reserveSpend(ctx context.Context, t *paidAccount, estimate func() int) *HoldError {
 	limits := s.limitsFor(t.store)
 	if len(limits) == 0 {
 		return nil
@@ -250,7 +250,7 @@ func (s *Service) spendFull(l SpendLimit, key string, used int, end, now time.Ti
 // settleSpend replaces a delivery's estimates by the input tokens the endpoint billed
 // (actual), once its handler has ended with a result; a failed handler's estimates stay, and
 // so do those of an endpoint that reports no usage (actual 0).
-func (s *Service) settleSpend(ctx context.Context, t *ticket, actual int, ok bool) {
+func (s *Service) settleSpend(ctx context.Context, t *paidAccount, actual int, ok bool) {
 	t.mu.Lock()
 	h := t.spend
 	t.mu.Unlock()

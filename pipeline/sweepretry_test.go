@@ -28,7 +28,7 @@ func sweepAndWait(t *testing.T, b *bundle, s *Service) SweepStats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the queue to drain", func() bool { return b.pending() == 0 && s.flights.count() == 0 })
+	eventually(t, 10*time.Second, "the queue to drain", func() bool { return b.pending() == 0 && s.running.count() == 0 })
 	return st
 }
 

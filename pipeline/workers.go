@@ -29,8 +29,8 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	}
 	s.draining.Store(false)
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))
-	bookCtx, cancelBook := context.WithCancel(context.WithoutCancel(ctx))
-	w := work{jobs: jobCtx, book: bookCtx}
+	answerCtx, cancelAnswers := context.WithCancel(context.WithoutCancel(ctx))
+	jc := jobContexts{handlers: jobCtx, answers: answerCtx}
 	bg := &tasks{}
 	var subs []*nats.Subscription
 	undo := func(err error) (func(), error) {
@@ -38,7 +38,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 			_ = sub.Unsubscribe()
 		}
 		cancelJobs()
-		cancelBook()
+		cancelAnswers()
 		return nil, err
 	}
 	subs, err = s.watchHookReports(bg)
@@ -75,31 +75,31 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	}
 	var loops sync.WaitGroup
 	for _, st := range s.cfg.Stores {
-		loops.Go(func() { s.fetchLoop(ctx, w, st.Name) })
+		loops.Go(func() { s.fetchLoop(ctx, jc, st.Name) })
 	}
-	stopBeats := s.beatServing(bookCtx)
+	stopBeats := s.beatServing(answerCtx)
 	return func() {
 		t0 := time.Now()
 		s.draining.Store(true)
 		drain := s.drainTimeout()
-		if n := s.flights.count(); n > 0 {
+		if n := s.running.count(); n > 0 {
 			s.log.Info("stopping: no more fetches; the summaries in flight may finish, jobs that have not started one are handed back",
 				"in_flight", n, "drain_timeout_s", seconds(drain))
 		}
 		stage2 := time.AfterFunc(drain, func() {
-			if n := s.flights.count(); n > 0 {
+			if n := s.running.count(); n > 0 {
 				s.log.Warn("drain limit reached: cancelling running jobs; they are handed back", "in_flight", n,
 					"drain_timeout_s", seconds(drain))
 			}
 			cancelJobs()
 		})
-		hard := time.AfterFunc(drain+shutdownGrace, cancelBook)
+		hard := time.AfterFunc(drain+shutdownGrace, cancelAnswers)
 		loops.Wait() // stage 1: no more fetches (ctx is done)
 		stopBeats()
 		select {
-		case <-s.flights.empty():
+		case <-s.running.empty():
 		case <-time.After(time.Until(t0.Add(drain + 2*shutdownGrace))):
-			left := s.flights.list()
+			left := s.running.list()
 			s.log.Error("jobs did not end when cancelled; leaving them behind", "in_flight", len(left))
 			for _, f := range left {
 				log := f.log
@@ -113,7 +113,7 @@ func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 		stage2.Stop()
 		hard.Stop()
 		cancelJobs()
-		cancelBook()
+		cancelAnswers()
 		for _, sub := range subs {
 			_ = sub.Unsubscribe()
 		}
@@ -128,7 +128,7 @@ const fetchWait = time.Second
 
 // fetchLoop pulls from one store's consumer only as many messages as it has free slots, so
 // a fetched message is never left waiting (its AckWait ticking) for a slot.
-func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
+func (s *Service) fetchLoop(ctx context.Context, jc jobContexts, store string) {
 	cons := s.res.cons[store]
 	perStore := max(1, s.cfg.Concurrency/len(s.cfg.Stores))
 	s.loops.set(store, func(st *loopState) { st.running, st.lastOK = true, time.Now() })
@@ -181,15 +181,15 @@ func (s *Service) fetchLoop(ctx context.Context, w work, store string) {
 					<-s.sem
 					continue
 				}
-				f := s.flights.add(store, msg.Subject())
+				f := s.running.add(store, msg.Subject())
 				s.m.inFlight.Inc()
 				go func() {
 					defer func() {
 						s.m.inFlight.Dec()
 						<-s.sem
-						s.flights.done(f)
+						s.running.done(f)
 					}()
-					s.process(w, f, store, msg)
+					s.process(jc, f, store, msg)
 				}()
 			}
 			err = batch.Error()
