@@ -14,9 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
-	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -284,7 +284,7 @@ func TestBadFiles(t *testing.T) {
 		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},
 		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/link-in.jsonl", SessionID: f.ids[inside], Reason: "chaos-alias"},
 	} {
-		if _, err := pipeline.Enqueue(context.Background(), nc, j, false, 10*time.Second); err != nil {
+		if _, err := fleetops.Enqueue(context.Background(), nc, j, false, 10*time.Second); err != nil {
 			t.Fatalf("enqueue %s: %v", j.Path, err)
 		}
 	}

@@ -33,6 +33,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
@@ -463,7 +464,7 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 	waitFor(t, time.Minute, "a worker serving store default", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		kv, err := js.KeyValue(ctx, pipeline.BucketWorkers)
+		kv, err := js.KeyValue(ctx, fleetops.BucketWorkers)
 		if err != nil {
 			return false
 		}

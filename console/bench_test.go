@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/console"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -52,7 +53,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			t0 := time.Now()
-			view, err := pipeline.OpenFleetView(context.Background(), []pipeline.FleetAccount{{Conn: nc}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+			view, err := fleetops.OpenFleetView(context.Background(), []fleetops.FleetAccount{{Conn: nc}}, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -72,7 +73,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 					b.Fatalf("store %s: %d jobs queued, want %d", sv.Store, sv.Queue.Pending, want)
 				}
 			}
-			c, err := console.New(console.Options{Open: func(context.Context) (*pipeline.FleetView, error) { return view, nil },
+			c, err := console.New(console.Options{Open: func(context.Context) (*fleetops.FleetView, error) { return view, nil },
 				Tokens: console.Tokens{Viewer: strings.Repeat("v", 32), Operator: strings.Repeat("o", 32)}})
 			if err != nil {
 				b.Fatal(err)
@@ -146,7 +147,7 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	ns := natstest.StartServer(b)
 	dirs := map[string]string{"a": b.TempDir(), "b": b.TempDir()}
 	cfg := pipeline.Config{
-		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: pipeline.NATSConfig{URL: ns.ClientURL()}, Setup: true,
+		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: fleetops.NATSConfig{URL: ns.ClientURL()}, Setup: true,
 		MetricsAddr: "127.0.0.1:0",
 		Handler: pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 			return wire.Result{}, pipeline.Skip("benchmark")
@@ -170,7 +171,7 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	// fetch): the 2,000 jobs published below stay queued (without this wait, a fetch loop
 	// that read "not paused" less than a second before worked 697 of them in one run).
 	waitFor(b, "the fleet set up and store b paused", func() bool {
-		_, err := pipeline.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
+		_, err := fleetops.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
 		return err == nil
 	})
 	waitFor(b, "store b's worker holding its jobs", func() bool {

@@ -17,9 +17,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/cli"
 	"github.com/compactor-dev/compactor/internal/fakellm"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // A fleet for the console's tests, doing real work: `compactor run` with its embedded NATS
@@ -241,10 +241,10 @@ func (f *fleet) status() statusJSON {
 type statusJSON struct {
 	Stores []struct {
 		Store   string                `json:"store"`
-		Workers []pipeline.WorkerBeat `json:"workers"`
-		Queue   *pipeline.StoreQueue  `json:"queue"`
-		Running []pipeline.RunningJob `json:"running"`
-		Paused  *pipeline.PauseRecord `json:"paused"`
+		Workers []fleetops.WorkerBeat `json:"workers"`
+		Queue   *fleetops.StoreQueue  `json:"queue"`
+		Running []fleetops.RunningJob `json:"running"`
+		Paused  *fleetops.PauseRecord `json:"paused"`
 	} `json:"stores"`
 	Warnings []string `json:"warnings"`
 }
@@ -318,7 +318,7 @@ func (f *fleet) apiFleet() fleetJSON {
 }
 
 type fleetJSON struct {
-	Stores []pipeline.StoreView `json:"stores"`
+	Stores []fleetops.StoreView `json:"stores"`
 }
 
 // metrics is the main worker's /metrics.

@@ -22,8 +22,8 @@ import (
 	"github.com/chromedp/chromedp"
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
-	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -514,21 +514,21 @@ func (f *fleet) waitDoneEvent(store, id string) time.Time {
 
 // storeStatus is a store's part of status --json.
 func (f *fleet) storeStatus(store string) struct {
-	Queue  *pipeline.StoreQueue
-	Paused *pipeline.PauseRecord
+	Queue  *fleetops.StoreQueue
+	Paused *fleetops.PauseRecord
 } {
 	for _, s := range f.status().Stores {
 		if s.Store == store {
 			return struct {
-				Queue  *pipeline.StoreQueue
-				Paused *pipeline.PauseRecord
+				Queue  *fleetops.StoreQueue
+				Paused *fleetops.PauseRecord
 			}{s.Queue, s.Paused}
 		}
 	}
 	f.t.Fatalf("no store %s in status", store)
 	return struct {
-		Queue  *pipeline.StoreQueue
-		Paused *pipeline.PauseRecord
+		Queue  *fleetops.StoreQueue
+		Paused *fleetops.PauseRecord
 	}{}
 }
 

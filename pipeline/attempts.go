@@ -7,8 +7,8 @@ import (
 	"errors"
 	"fmt"
 	"strconv"
-	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,11 +20,6 @@ import (
 // worker restarts: a job that crashes every worker it reaches is dead-lettered after
 // MaxDeliver attempts (MaxDeliver + 1 deliveries), not after the consumer's backstop.
 
-// attemptsTTL is how long the count of a job message is kept after its last change:
-// far longer than any wait between two deliveries (BackoffMax is minutes). The key is
-// deleted when the job gets its final answer.
-const attemptsTTL = 7 * 24 * time.Hour
-
 // attemptKey names the count of one job message: <store>.<seq>.<hash of the job id>. The
 // job id is part of it so that a recreated stream (sequences start again at 1) does not
 // inherit old counts.
@@ -34,7 +29,7 @@ func attemptKey(store string, seq uint64, jobID string) string {
 }
 
 // addAttempts adds delta to the count under key and returns the new count.
-func addAttempts(ctx context.Context, kv *kvBucket, key string, delta int) (int, error) {
+func addAttempts(ctx context.Context, kv *fleetops.Bucket, key string, delta int) (int, error) {
 	n, _, err := addCount(ctx, kv, "attempts", key, delta, 0)
 	return n, err
 }
@@ -44,8 +39,8 @@ func addAttempts(ctx context.Context, kv *kvBucket, key string, delta int) (int,
 // count already at limit or more is not added to: over is true and nothing is written.
 // what names the count in errors. A count of a newer schema version is left as it is (a
 // *NewerRecordError).
-func addCount(ctx context.Context, kv *kvBucket, what, key string, delta, limit int) (n int, over bool, err error) {
-	c, err := updateCount(ctx, kv, what, key, func(c *countRecord) bool {
+func addCount(ctx context.Context, kv *fleetops.Bucket, what, key string, delta, limit int) (n int, over bool, err error) {
+	c, err := updateCount(ctx, kv, what, key, func(c *fleetops.CountRecord) bool {
 		if limit > 0 && c.N >= limit {
 			over = true
 			return false
@@ -61,45 +56,45 @@ func addCount(ctx context.Context, kv *kvBucket, what, key string, delta, limit 
 // to another is read and tried again. It returns the record as it stands. A record this
 // version cannot read (a newer schema version: a *NewerRecordError, or a damaged value) is
 // not written.
-func updateCount(ctx context.Context, kv *kvBucket, what, key string, change func(*countRecord) bool) (countRecord, error) {
+func updateCount(ctx context.Context, kv *fleetops.Bucket, what, key string, change func(*fleetops.CountRecord) bool) (fleetops.CountRecord, error) {
 	for range 10 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			c := countRecord{V: countV}
+			c := fleetops.CountRecord{V: fleetops.CountV}
 			if !change(&c) {
 				return c, nil
 			}
-			_, err := kv.Create(ctx, key, c.bytes())
+			_, err := kv.Create(ctx, key, c.Bytes())
 			if err == nil {
 				return c, nil
 			}
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue
 			}
-			return countRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+			return fleetops.CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 		if err != nil {
-			return countRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+			return fleetops.CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
-		c, err := parseCount(kv.name, key, e.Value())
+		c, err := fleetops.ParseCount(kv.Name(), key, e.Value())
 		if err != nil {
-			return countRecord{}, err
+			return fleetops.CountRecord{}, err
 		}
 		if !change(&c) {
 			return c, nil
 		}
-		_, err = kv.Update(ctx, key, c.bytes(), e.Revision())
+		_, err = kv.Update(ctx, key, c.Bytes(), e.Revision())
 		if err == nil {
 			return c, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
-			return countRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !fleetops.IsWrongLastSeq(err) {
+			return fleetops.CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 	}
-	return countRecord{}, fmt.Errorf("%s %s: too many concurrent updates", what, key)
+	return fleetops.CountRecord{}, fmt.Errorf("%s %s: too many concurrent updates", what, key)
 }
 
-func clearAttempts(ctx context.Context, kv *kvBucket, key string) error {
+func clearAttempts(ctx context.Context, kv *fleetops.Bucket, key string) error {
 	if err := kv.Delete(ctx, key); err != nil {
 		return fmt.Errorf("attempts %s: %w", key, err)
 	}

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -46,7 +47,7 @@ func TestFollowWaitsForThePendingJob(t *testing.T) {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the first job running", func() bool { _, ok := ran.Load(leaf); return ok })
-	done := make(chan EnqueueResult, 1)
+	done := make(chan fleetops.EnqueueResult, 1)
 	go func() {
 		r, err := s.Follow(ctx, baseJobFor(sid, "l2"))
 		if err != nil {
@@ -56,7 +57,7 @@ func TestFollowWaitsForThePendingJob(t *testing.T) {
 	}()
 	// Published directly, the second job is refused while the first one is pending.
 	j := baseJobFor(sid, "l2")
-	if r, err := publishJob(ctx, s.res.js, &j); err != nil || !r.AlreadyQueued || !r.Other {
+	if r, err := fleetops.PublishJob(ctx, s.res.js, &j); err != nil || !r.AlreadyQueued || !r.Other {
 		t.Fatalf("the second job was not refused while the first was pending: %+v %v", r, err)
 	}
 	close(release)
@@ -196,7 +197,7 @@ func TestBaseJobBesidePreparation(t *testing.T) {
 	s := b.service(b.config(h))
 	b.run(s)
 	ctx := context.Background()
-	if _, err := Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindPrepare, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+	if _, err := fleetops.Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindPrepare, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the preparation running", func() bool {

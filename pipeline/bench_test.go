@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -59,7 +60,7 @@ func benchOnce(b *testing.B, conc, n int, latency time.Duration) {
 			defer wg.Done()
 			for i := g; i < n; i += 8 {
 				s := sessions[i]
-				if _, err := Enqueue(context.Background(), bd.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, ExpectLeafID: s.leaf}, false, 0); err != nil {
+				if _, err := fleetops.Enqueue(context.Background(), bd.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, ExpectLeafID: s.leaf}, false, 0); err != nil {
 					b.Error(err)
 				}
 			}

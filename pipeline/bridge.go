@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/wire"
@@ -65,7 +66,7 @@ func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscrip
 	for _, st := range s.cfg.Stores {
 		subj := wire.BridgePrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-bridge", func(m *nats.Msg) {
-			if delivered(m) || m.Reply == "" {
+			if fleetops.Delivered(m) || m.Reply == "" {
 				return // not a client's request (see delivered)
 			}
 			select {
@@ -129,7 +130,7 @@ func (s *Service) bridge(bctx context.Context, st Store, subject string, data []
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: "not a bridge request: " + err.Error()}
 	}
 	if req.Store != st.Name || wire.BridgeSubject(st.Name, req.SessionID) != subject {
-		err := &ForeignError{Kind: "bridge request", Where: subject, Store: st.Name, Session: sessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
+		err := &fleetops.ForeignError{Kind: "bridge request", Where: subject, Store: st.Name, Session: fleetops.SessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
 		s.foreign(st.Name, foreignBridge, err)
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 	}

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -110,7 +111,7 @@ func TestClusterLeaderKill(t *testing.T) {
 
 	h := &fakeHandler{delay: 400 * time.Millisecond}
 	newWorker := func(urls string, replicas int) (*Service, error) {
-		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
+		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
 			AckWait: 2 * time.Second, LeaseTTL: 3 * time.Second, LeaseBusyDelay: 200 * time.Millisecond,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, ShutdownTimeout: 5 * time.Second,
 			Replicas: replicas, StartupTimeout: 45 * time.Second, Handler: h}
@@ -131,7 +132,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	run := func(s *Service) { runService(t, s) }
 	a := worker(c.urls(), 3)
 	b := worker(c.urls(), 0) // the default: must not lower the replicas
-	for _, name := range []string{wire.StreamJobs, wire.StreamEvents, wire.StreamDLQ, "KV_" + BucketLeases, "KV_" + BucketSweep, "KV_" + BucketAttempts} {
+	for _, name := range []string{wire.StreamJobs, wire.StreamEvents, wire.StreamDLQ, "KV_" + fleetops.BucketLeases, "KV_" + fleetops.BucketSweep, "KV_" + fleetops.BucketAttempts} {
 		if info := streamInfo(t, js, name); info.Config.Replicas != 3 || len(info.Cluster.Replicas) != 2 {
 			t.Fatalf("%s: %d replicas (%d peers besides the leader), want 3", name, info.Config.Replicas, len(info.Cluster.Replicas))
 		}
@@ -144,7 +145,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		rel := fmt.Sprintf("p%02d/s.jsonl", i)
 		sid, leaf := writeSession(t, dir, rel)
 		files = append(files, filepath.Join(dir, filepath.FromSlash(rel)))
-		r, err := Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
+		r, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -250,19 +251,19 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	}
 	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
-	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
+	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
 	info := streamInfo(t, js, wire.StreamJobs)
 	victim := c.node(info.Cluster.Leader)
 	c.nodes[victim].Kill()
 	sid, leaf := writeSession(t, dir, "s.jsonl")
 	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	var (
-		r   EnqueueResult
+		r   fleetops.EnqueueResult
 		err error
 	)
 	eventually(t, 30*time.Second, "enqueue to name the offline stream", func() bool {
-		r, err = Enqueue(context.Background(), nc, job, false, 10*time.Second)
-		return errors.Is(err, ErrStreamOffline)
+		r, err = fleetops.Enqueue(context.Background(), nc, job, false, 10*time.Second)
+		return errors.Is(err, fleetops.ErrStreamOffline)
 	})
 	if !strings.Contains(err.Error(), "stream COMPACTOR_JOBS is offline") || !strings.Contains(err.Error(), "--replicas") {
 		t.Errorf("error: %v", err)
@@ -270,7 +271,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	t.Logf("with %s down: %v", info.Cluster.Leader, err)
 	c.nodes[victim].Start()
 	eventually(t, 30*time.Second, "enqueue to work again", func() bool {
-		r, err = Enqueue(context.Background(), nc, job, false, 5*time.Second)
+		r, err = fleetops.Enqueue(context.Background(), nc, job, false, 5*time.Second)
 		return err == nil
 	})
 	if r.Seq == 0 {

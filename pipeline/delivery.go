@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -144,7 +145,7 @@ func (s *Service) active(d *delivery) string {
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), leaseKeyOf(d.ev.Store, d.job), d.job.SessionID, s.worker, d.job.ID,
-		leaseValue{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
+		fleetops.LeaseRecord{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
 	if err == nil {
 		d.lease = l
 		return true
@@ -408,7 +409,7 @@ func (s *Service) recheck(ctx context.Context, log *slog.Logger, job wire.Job, f
 	next := wire.Job{Kind: wire.KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
 		ExpectLeafID: a.LeafID, OnlyOverBudget: true, Policy: job.Policy, Counter: job.Counter,
 		KeepRecentTokens: job.KeepRecentTokens, Instructions: job.Instructions}
-	r, err := publishJob(ctx, s.res.js, &next)
+	r, err := fleetops.PublishJob(ctx, s.res.js, &next)
 	switch {
 	case err != nil:
 		log.Warn("re-enqueue after job failed", "err", err)

@@ -9,6 +9,7 @@ import (
 	"strconv"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -50,7 +51,7 @@ func publishRetry(ctx context.Context, js jetstream.JetStream, subject string, d
 	wait := 100 * time.Millisecond
 	for {
 		_, err := js.Publish(ctx, subject, data, jetstream.WithMsgID(msgID))
-		if err == nil || !transient(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
+		if err == nil || !fleetops.Transient(err) || ctx.Err() != nil || time.Now().Add(wait).After(deadline) {
 			return err
 		}
 		select {

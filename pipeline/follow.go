@@ -6,6 +6,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -61,13 +62,13 @@ func (a *afterReply) run(ctx context.Context) {
 // one is pending, Follow tries again every second until it has ended (at most 10 minutes,
 // and not past ctx), so that a request made in the moment the pending job ends is not
 // lost. It returns how the job was queued (or that this very job is already pending).
-func (s *Service) Follow(ctx context.Context, job wire.Job) (EnqueueResult, error) {
+func (s *Service) Follow(ctx context.Context, job wire.Job) (fleetops.EnqueueResult, error) {
 	if s.res == nil || s.res.js == nil {
-		return EnqueueResult{}, fmt.Errorf("follow %s: the service has not started", job.Kind)
+		return fleetops.EnqueueResult{}, fmt.Errorf("follow %s: the service has not started", job.Kind)
 	}
 	give := time.Now().Add(followFor)
 	for {
-		r, err := publishJob(ctx, s.res.js, &job)
+		r, err := fleetops.PublishJob(ctx, s.res.js, &job)
 		if err != nil || !r.AlreadyQueued || !r.Other {
 			return r, err
 		}

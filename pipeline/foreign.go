@@ -3,10 +3,10 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
-	"fmt"
 	"log/slog"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -37,22 +37,6 @@ type recordHead struct {
 	SessionID string `json:"sessionId"`
 }
 
-// ForeignError is a record that names another store or session than where it came from.
-type ForeignError struct {
-	Kind  string // hook, bridge, prepared, beat, owner, sweep, event, dead letter
-	Where string // the subject or key it came on
-	// Store and Session are those of Where; Names* what the record says.
-	Store, Session           string
-	NamesStore, NamesSession string
-}
-
-func (e *ForeignError) Error() string {
-	if e.NamesStore != e.Store {
-		return fmt.Sprintf("%s on %s (store %s) names store %q: a record is trusted only within its store; refused", e.Kind, e.Where, e.Store, e.NamesStore)
-	}
-	return fmt.Sprintf("%s on %s (store %s, session %s) names session %q: refused", e.Kind, e.Where, e.Store, e.Session, e.NamesSession)
-}
-
 // checkPrepared checks a prepared value read under store's key for sessionID: a value whose
 // "store" or "sessionId" (engine.Prepared's) names another is a *ForeignError. A value
 // without them (not one compactor writes) is left to its reader's own checks.
@@ -62,7 +46,7 @@ func checkPrepared(value []byte, store, sessionID, where string) error {
 		return nil
 	}
 	if (h.Store != "" && h.Store != store) || (h.SessionID != "" && wire.SessionToken(h.SessionID) != wire.SessionToken(sessionID)) {
-		return &ForeignError{Kind: foreignPrepared, Where: where, Store: store, Session: sessionID, NamesStore: orSame(h.Store, store), NamesSession: h.SessionID}
+		return &fleetops.ForeignError{Kind: foreignPrepared, Where: where, Store: store, Session: sessionID, NamesStore: orSame(h.Store, store), NamesSession: h.SessionID}
 	}
 	return nil
 }

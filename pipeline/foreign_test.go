@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -76,11 +77,11 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// A beat under hostA's key naming hostB: not one of hostA's workers.
-	beat, _ := json.Marshal(WorkerBeat{V: 1, Worker: "forger", Store: "hostB", At: time.Now().UTC(), JobVersions: []int{1, 2}})
-	if _, err := s.res.workers.Put(ctx, workerKey("hostA", "forger"), beat); err != nil {
+	beat, _ := json.Marshal(fleetops.WorkerBeat{V: 1, Worker: "forger", Store: "hostB", At: time.Now().UTC(), JobVersions: []int{1, 2}})
+	if _, err := s.res.workers.Put(ctx, fleetops.WorkerKey("hostA", "forger"), beat); err != nil {
 		t.Fatal(err)
 	}
-	beats, foreign, err := readBeats(ctx, s.res.workers, "hostA")
+	beats, foreign, err := fleetops.ReadBeats(ctx, s.res.workers, "hostA")
 	if err != nil || len(foreign) != 1 {
 		t.Fatalf("beats %v, foreign %v, %v", beats, foreign, err)
 	}
@@ -106,8 +107,8 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// An owner record under hostA's key naming hostB: claimed over at the next beat.
-	other, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: StoreIdentity{Store: "hostB", Host: "elsewhere", Root: "/b", Marker: "zz"}})
-	if _, err := s.res.workers.Put(ctx, ownerKey("hostA"), other); err != nil {
+	other, _ := json.Marshal(ownerRecord{V: fleetops.OwnerV, StoreIdentity: fleetops.StoreIdentity{Store: "hostB", Host: "elsewhere", Root: "/b", Marker: "zz"}})
+	if _, err := s.res.workers.Put(ctx, fleetops.OwnerKey("hostA"), other); err != nil {
 		t.Fatal(err)
 	}
 	if err := checkOwner(ctx, s.res.workers, s.ids["hostA"], true, func(err error) { s.foreign("hostA", foreignOwner, err) }); err != nil {
@@ -120,9 +121,9 @@ func TestForeignRecordsRefused(t *testing.T) {
 	// A final event on hostA's subject naming hostB, before the real one.
 	job := wire.Job{Kind: wire.KindCompact, Store: "hostA", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "hold", Force: true}
 	job.Normalize(time.Now())
-	done := make(chan EnqueueResult, 1)
+	done := make(chan fleetops.EnqueueResult, 1)
 	go func() {
-		r, err := Enqueue(ctx, b.nc, job, true, time.Minute)
+		r, err := fleetops.Enqueue(ctx, b.nc, job, true, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
@@ -130,7 +131,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}()
 	var seq uint64
 	eventually(t, 30*time.Second, "the held job running", func() bool {
-		p, err := directLast(ctx, b.nc, wire.StreamJobs, job.Subject())
+		p, err := fleetops.DirectLast(ctx, b.nc, wire.StreamJobs, job.Subject())
 		if err == nil {
 			seq = p.Sequence
 		}
@@ -156,11 +157,11 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if _, err := b.js.Publish(ctx, wire.DLQSubject("hostA", sid), dl); err != nil {
 		t.Fatal(err)
 	}
-	q, err := OpenDLQ(ctx, b.nc)
+	q, err := fleetops.OpenDLQ(ctx, b.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := q.List(ctx, DeadLetterFilter{Store: "hostA"})
+	recs, err := q.List(ctx, fleetops.DeadLetterFilter{Store: "hostA"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("dead letters %v, %v", recs, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -53,7 +54,7 @@ func newBundle(t testing.TB) *bundle {
 func (b *bundle) config(h Handler) Config {
 	return Config{
 		Stores:          []Store{{Name: "default", Dir: b.dir}},
-		NATS:            NATSConfig{URL: b.url},
+		NATS:            fleetops.NATSConfig{URL: b.url},
 		Setup:           true,
 		Concurrency:     4,
 		Idle:            -1,
@@ -387,9 +388,9 @@ func (b *bundle) pending() uint64 {
 	return info.State.Msgs
 }
 
-func (b *bundle) enqueue(job wire.Job) EnqueueResult {
+func (b *bundle) enqueue(job wire.Job) fleetops.EnqueueResult {
 	b.t.Helper()
-	r, err := Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
+	r, err := fleetops.Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
 	if err != nil {
 		b.t.Fatal(err)
 	}

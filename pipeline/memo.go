@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -41,11 +42,11 @@ type memoEntry struct {
 
 // openMemo starts the stores' watchers and returns once they have delivered every current
 // record (or ctx ends).
-func openMemo(ctx context.Context, kv *kvBucket, stores []Store, log *slog.Logger, onForeign func(store string, err error)) (*memo, error) {
+func openMemo(ctx context.Context, kv *fleetops.Bucket, stores []Store, log *slog.Logger, onForeign func(store string, err error)) (*memo, error) {
 	// The watchers outlive this call (they follow later writes): their context is the memo's.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
 	m := &memo{recs: map[string]memoEntry{}, ready: make(chan struct{}), done: make(chan struct{}), onForeign: onForeign}
-	var watchers []*kvWatcher
+	var watchers []*fleetops.Watcher
 	m.stop = func() {
 		for _, w := range watchers {
 			_ = w.Stop()
@@ -56,7 +57,7 @@ func openMemo(ctx context.Context, kv *kvBucket, stores []Store, log *slog.Logge
 		w, err := kv.Watch(wctx, st.Name)
 		if err != nil {
 			m.stop()
-			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", BucketSweep, st.Name, err)
+			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", fleetops.BucketSweep, st.Name, err)
 		}
 		watchers = append(watchers, w)
 	}
@@ -87,7 +88,7 @@ func openMemo(ctx context.Context, kv *kvBucket, stores []Store, log *slog.Logge
 		return m, nil
 	case <-ctx.Done():
 		m.close()
-		return nil, fmt.Errorf("sweep memo: loading %s: %w", BucketSweep, ctx.Err())
+		return nil, fmt.Errorf("sweep memo: loading %s: %w", fleetops.BucketSweep, ctx.Err())
 	}
 }
 
@@ -101,7 +102,7 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		delete(m.recs, e.Key())
 		return
 	}
-	if v, ok := recordV(e.Value()); ok && v > sweepRecordV {
+	if v, ok := fleetops.RecordV(e.Value()); ok && v > fleetops.SweepRecordV {
 		m.recs[e.Key()] = memoEntry{rev: e.Revision(), newer: v}
 		return
 	}
@@ -116,7 +117,7 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		// (of this store, or naming another store's path) is never taken for this one's.
 		delete(m.recs, e.Key())
 		if m.onForeign != nil {
-			m.onForeign(store, &ForeignError{Kind: "sweep record", Where: wire.KVSubjectRoot + BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
+			m.onForeign(store, &fleetops.ForeignError{Kind: "sweep record", Where: wire.KVSubjectRoot + fleetops.BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
 				Session: e.Key(), NamesSession: rec.Path})
 		}
 		return
@@ -219,7 +220,7 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Eve
 			}
 			return
 		}
-		if err := newerThan(BucketSweep, key, e.Value(), sweepRecordV); err != nil {
+		if err := fleetops.NewerThan(fleetops.BucketSweep, key, e.Value(), fleetops.SweepRecordV); err != nil {
 			log.Debug("sweep memo: outcome not noted", "err", err)
 			return
 		}
@@ -227,7 +228,7 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Eve
 		if json.Unmarshal(e.Value(), &rec) != nil || rec.Path != ev.Path {
 			return
 		}
-		rec.V = sweepRecordV
+		rec.V = fleetops.SweepRecordV
 		if !rec.noteOutcome(ev, s.cfg.sweepNow(), s.cfg.SweepRetryBase, s.cfg.SweepRetryMax) {
 			return
 		}
@@ -241,7 +242,7 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Eve
 			}
 			return
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !isWrongLastSeq(err) {
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !fleetops.IsWrongLastSeq(err) {
 			log.Debug("sweep memo: outcome not noted", "err", err)
 			return
 		}

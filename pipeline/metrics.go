@@ -13,8 +13,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -254,7 +253,7 @@ func (c *queueCollector) oldestAge(ctx context.Context, store string) (float64, 
 	if err != nil {
 		return 0, false
 	}
-	at, err := oldestJob(ctx, str, wire.JobsPrefix+store+".>")
+	at, err := fleetops.OldestJob(ctx, str, wire.JobsPrefix+store+".>")
 	if err != nil {
 		return 0, false
 	}
@@ -279,19 +278,6 @@ func RequireBearer(token string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// countSubjects counts the messages of stream str under the subject filter.
-func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (uint64, error) {
-	info, err := str.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n, nil
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz until ctx ends; wait returns once the

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -117,7 +118,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		// The lease must outlast two server restarts (one without JetStream) and a reconnect
 		// after its first failed renewal (at TTL/3), under -race on a loaded machine.
 		AckWait: 30 * time.Second, LeaseTTL: 18 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
@@ -129,7 +130,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	r, err := Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
+	r, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -235,7 +236,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	})
 	h := &fakeHandler{delay: time.Minute}
 	logs := &logBuffer{}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
 		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
 	s := startService(t, cfg)
@@ -244,7 +245,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+	if _, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -406,7 +407,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	file := filepath.Join(dir, "s.jsonl")
 	writeSession(t, dir, "s.jsonl")
 	base := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1,
-		NATS: NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
+		NATS: fleetops.NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
 	first, err := New(base)
 	if err != nil {
 		t.Fatal(err)
@@ -420,7 +421,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	second, _ := New(base)
 	start := time.Now()
 	err = second.Start(context.Background())
-	var busy *DataDirBusyError
+	var busy *fleetops.DataDirBusyError
 	if !errors.As(err, &busy) || busy.Info == nil || busy.Info.ClientURL != url || !strings.Contains(err.Error(), "in use by another compactor") {
 		t.Fatalf("second server on the data dir: %v", err)
 	}
@@ -428,10 +429,10 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	if d := time.Since(start); d >= DefaultStartupTimeout/2 {
 		t.Errorf("refusal took %s: it was retried", d)
 	}
-	if b, _ := os.ReadFile(filepath.Join(data, serviceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
+	if b, _ := os.ReadFile(filepath.Join(data, fleetops.ServiceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
 		t.Errorf("service file: %s", b)
 	}
-	if info := RunningService(data); info == nil || info.ClientURL != url {
+	if info := fleetops.RunningService(data); info == nil || info.ClientURL != url {
 		t.Errorf("RunningService = %+v", info)
 	}
 
@@ -440,12 +441,12 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		nc.Close()
 		t.Error("connected to the embedded server without its token")
 	}
-	if _, err := (NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
+	if _, err := (fleetops.NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
 		t.Errorf("error without the token: %v", err)
 	}
 
 	noAuth := base
-	noAuth.JoinRunning, noAuth.NATS = true, NATSConfig{}
+	noAuth.JoinRunning, noAuth.NATS = true, fleetops.NATSConfig{}
 	joiner, _ := New(noAuth)
 	if err := joiner.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "requires token authentication") {
 		t.Fatalf("join without the token: %v", err)
@@ -459,7 +460,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer once.Close()
-	if f, err := readFleet(context.Background(), once.Conn()); err != nil || time.Duration(f.LeaseTTL) != DefaultLeaseTTL {
+	if f, err := fleetops.ReadFleet(context.Background(), once.Conn()); err != nil || time.Duration(f.LeaseTTL) != fleetops.DefaultLeaseTTL {
 		t.Errorf("the joined run --once changed the fleet's lease TTL: %+v %v", f, err)
 	}
 	if once.ClientURL() != url || rep.Counts[OutcomeDone] != 1 {
@@ -469,7 +470,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		t.Errorf("%d compactions", n)
 	}
 	first.Close()
-	if info := RunningService(data); info != nil {
+	if info := fleetops.RunningService(data); info != nil {
 		t.Errorf("RunningService after Close = %+v", info)
 	}
 	third, _ := New(base)
@@ -489,8 +490,8 @@ func TestEnqueueNamesTheProblem(t *testing.T) {
 		kind error
 		want string
 	}{
-		{true, ErrNoService, "does not exist on this NATS server: no `compactor run` has started against it"},
-		{false, ErrNoJetStream, "JetStream is unavailable"},
+		{true, fleetops.ErrNoService, "does not exist on this NATS server: no `compactor run` has started against it"},
+		{false, fleetops.ErrNoJetStream, "JetStream is unavailable"},
 	} {
 		n := singleNode(t, tc.js)
 		nc, err := nats.Connect(n.url())
@@ -498,7 +499,7 @@ func TestEnqueueNamesTheProblem(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, wait := range []bool{false, true} {
-			_, err = Enqueue(context.Background(), nc, job, wait, 10*time.Second)
+			_, err = fleetops.Enqueue(context.Background(), nc, job, wait, 10*time.Second)
 			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "is `compactor run` running?") {
 				t.Errorf("jetstream=%v wait=%v: %v", tc.js, wait, err)
 			}

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -28,37 +29,6 @@ import (
 // markerFile is the store's marker, in its root.
 const markerFile = ".compactor-store"
 
-// StoreIdentity is what makes a store's directory itself, as a worker reports it.
-type StoreIdentity struct {
-	Store  string `json:"store"`
-	Marker string `json:"marker,omitempty"` // the id in <root>/.compactor-store ("" when none could be written)
-	Host   string `json:"host"`
-	Root   string `json:"root"`
-	Dev    uint64 `json:"dev"`
-	Ino    uint64 `json:"ino"`
-	Shared bool   `json:"shared,omitempty"`
-}
-
-// sameDir reports whether two identities are one directory seen from one machine: the
-// same marker, device and inode (a restart, a container of the same host with the
-// directory mounted, a second process). The same marker under another device or inode is
-// the directory seen through another mount (a shared file system on another host) or a
-// copy of it: a store must be declared shared for that.
-func (a StoreIdentity) sameDir(b StoreIdentity) bool {
-	if a.Marker == "" || b.Marker == "" {
-		return a.Marker == b.Marker && a.Host == b.Host && a.Dev == b.Dev && a.Ino == b.Ino
-	}
-	return a.Marker == b.Marker && a.Dev == b.Dev && a.Ino == b.Ino
-}
-
-func (a StoreIdentity) String() string {
-	s := fmt.Sprintf("host %s, root %s (device %d, inode %d", a.Host, a.Root, a.Dev, a.Ino)
-	if a.Marker != "" {
-		s += ", marker " + a.Marker
-	}
-	return s + ")"
-}
-
 type marker struct {
 	ID      string    `json:"id"`
 	Store   string    `json:"store"`
@@ -66,14 +36,14 @@ type marker struct {
 }
 
 // identify reads (or writes, the first time) the marker of a store's root.
-func identify(store, root string, shared bool) (StoreIdentity, error) {
+func identify(store, root string, shared bool) (fleetops.StoreIdentity, error) {
 	host, _ := os.Hostname()
-	id := StoreIdentity{Store: store, Host: host, Root: root, Shared: shared}
+	id := fleetops.StoreIdentity{Store: store, Host: host, Root: root, Shared: shared}
 	fi, err := os.Stat(root)
 	if err != nil {
 		return id, fmt.Errorf("store %s: %w", store, err)
 	}
-	id.Dev, id.Ino = devIno(fi)
+	id.Dev, id.Ino = fleetops.DevIno(fi)
 	p := filepath.Join(root, markerFile)
 	for range 2 {
 		b, err := os.ReadFile(p)
@@ -119,15 +89,12 @@ func identify(store, root string, shared bool) (StoreIdentity, error) {
 // record's schema version.
 type ownerRecord struct {
 	V int `json:"v"` // ownerV
-	StoreIdentity
+	fleetops.StoreIdentity
 }
-
-// ownerKey is the store's claim in COMPACTOR_WORKERS.
-func ownerKey(store string) string { return store + "._owner" }
 
 // OwnerError is a worker refused because its store is served from another directory.
 type OwnerError struct {
-	Mine, Other StoreIdentity
+	Mine, Other fleetops.StoreIdentity
 	Renewed     time.Duration // how long ago the owner renewed its claim
 }
 
@@ -150,44 +117,44 @@ func (e *OwnerError) Error() string {
 //
 // An owner record of a newer schema version cannot be compared: the store is refused (it
 // may be served from another directory, which is what the record is there to prevent).
-func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim bool, onForeign func(error)) error {
-	val, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: mine})
+func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIdentity, claim bool, onForeign func(error)) error {
+	val, _ := json.Marshal(ownerRecord{V: fleetops.OwnerV, StoreIdentity: mine})
 	for range 5 {
-		e, err := kv.Get(ctx, ownerKey(mine.Store))
+		e, err := kv.Get(ctx, fleetops.OwnerKey(mine.Store))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			if !claim {
 				return nil
 			}
-			if _, err = kv.Create(ctx, ownerKey(mine.Store), val); errors.Is(err, jetstream.ErrKeyExists) {
+			if _, err = kv.Create(ctx, fleetops.OwnerKey(mine.Store), val); errors.Is(err, jetstream.ErrKeyExists) {
 				continue // claimed meanwhile: read whose it is
 			}
 			if err != nil {
-				return fmt.Errorf("store %s: claim its name in %s: %w", mine.Store, BucketWorkers, err)
+				return fmt.Errorf("store %s: claim its name in %s: %w", mine.Store, fleetops.BucketWorkers, err)
 			}
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, BucketWorkers, err)
+			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, fleetops.BucketWorkers, err)
 		}
-		if err := newerThan(BucketWorkers, ownerKey(mine.Store), e.Value(), ownerV); err != nil {
+		if err := fleetops.NewerThan(fleetops.BucketWorkers, fleetops.OwnerKey(mine.Store), e.Value(), fleetops.OwnerV); err != nil {
 			return fmt.Errorf("store %s: its owner cannot be compared with this directory: %w; upgrade this compactor to the version of the store's workers (the record expires %s after they stop)",
-				mine.Store, err, workerBeatTTL)
+				mine.Store, err, fleetops.WorkerBeatTTL)
 		}
-		var other StoreIdentity
+		var other fleetops.StoreIdentity
 		readable := json.Unmarshal(e.Value(), &other) == nil
 		if readable && other.Store != mine.Store {
 			// A record under this store's key that names another store: not an owner of
 			// this one (foreign.go); claimed over like a damaged record.
 			if onForeign != nil {
-				onForeign(&ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + BucketWorkers + "." + ownerKey(mine.Store), Store: mine.Store,
+				onForeign(&fleetops.ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + fleetops.BucketWorkers + "." + fleetops.OwnerKey(mine.Store), Store: mine.Store,
 					NamesStore: other.Store})
 			}
 			readable = false
 		}
-		if !readable || mine.sameDir(other) || mine.Shared || other.Shared {
+		if !readable || mine.SameDir(other) || mine.Shared || other.Shared {
 			if claim {
-				if _, err = kv.Put(ctx, ownerKey(mine.Store), val); err != nil {
-					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, BucketWorkers, err)
+				if _, err = kv.Put(ctx, fleetops.OwnerKey(mine.Store), val); err != nil {
+					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, fleetops.BucketWorkers, err)
 				}
 			}
 			return nil
@@ -198,8 +165,8 @@ func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim boo
 }
 
 // identities identifies the service's stores.
-func (s *Service) identities() (map[string]StoreIdentity, error) {
-	out := map[string]StoreIdentity{}
+func (s *Service) identities() (map[string]fleetops.StoreIdentity, error) {
+	out := map[string]fleetops.StoreIdentity{}
 	for _, st := range s.cfg.Stores {
 		id, err := identify(st.Name, s.roots[st.Name], slices.Contains(s.cfg.SharedStores, st.Name))
 		if err != nil {

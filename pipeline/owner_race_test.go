@@ -3,6 +3,8 @@ package pipeline
 import (
 	"sync"
 	"testing"
+
+	"github.com/compactor-dev/compactor/fleetops"
 )
 
 // Processes that start together on a new root agree on one marker, and none reads a marker
@@ -13,7 +15,7 @@ func TestStoreMarkerWrittenWhole(t *testing.T) {
 	for trial := range 50 {
 		root := t.TempDir()
 		const n = 8
-		ids := make([]StoreIdentity, n)
+		ids := make([]fleetops.StoreIdentity, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {

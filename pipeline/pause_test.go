@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -39,7 +40,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 
 	ctx := context.Background()
 	t0 := time.Now()
-	if _, err := SetPaused(ctx, b.nc, "default", true, "incident 42", "the test"); err != nil {
+	if _, err := fleetops.SetPaused(ctx, b.nc, "default", true, "incident 42", "the test"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the worker sees the pause", func() bool { return s.pausedNow("default") != nil })
@@ -64,7 +65,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 		t.Error("/metrics does not say the store is paused")
 	}
 	eventually(t, 30*time.Second, "the worker's beat says paused", func() bool {
-		beats, _, err := Workers(ctx, b.nc)
+		beats, _, err := fleetops.Workers(ctx, b.nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})
 
@@ -82,7 +83,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 		t.Fatalf("%d jobs handled while paused, want 1", calls)
 	}
 
-	if _, err := SetPaused(ctx, b.nc, "default", false, "", "the test"); err != nil {
+	if _, err := fleetops.SetPaused(ctx, b.nc, "default", false, "", "the test"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "every job done after the resume", func() bool {
@@ -97,7 +98,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	if _, body := get(t, s, "/metrics"); !strings.Contains(body, `compactor_store_paused{store="default"} 0`) {
 		t.Error("/metrics still says the store is paused")
 	}
-	if r, err := ReadPaused(ctx, b.nc, "default"); err != nil || r == nil || r.Paused {
+	if r, err := fleetops.ReadPaused(ctx, b.nc, "default"); err != nil || r == nil || r.Paused {
 		t.Errorf("pause record after resume: %+v, %v", r, err)
 	}
 }

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -48,7 +49,7 @@ func TestManyEnqueuesExactlyOnce(t *testing.T) {
 				if i%3 != 0 {
 					job.ExpectLeafID = s.leaf
 				}
-				r, err := Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
+				r, err := fleetops.Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
 				if err != nil {
 					t.Error(err)
 					return
@@ -180,7 +181,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		return nil
 	}}
 	b.run(b.service(b.config(h)))
-	r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -381,7 +382,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	cfg := b.config(h)
 	cfg.MaxDeliver = 3
 	b.run(b.service(cfg))
-	r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -397,7 +398,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
+	r2, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -423,11 +424,11 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	// Spend the deliveries as give-backs would: fetched and given back at once.
 	ctx := context.Background()
-	cons, err := b.js.Consumer(ctx, wire.StreamJobs, ConsumerName("default"))
+	cons, err := b.js.Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for spent := 0; spent < cfg.MaxDeliver+maxFreeDeliveries; {
+	for spent := 0; spent < cfg.MaxDeliver+fleetops.MaxFreeDeliveries; {
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -483,7 +484,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	nc := s.Conn()
 
 	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "sessions/--tmp--/a.jsonl", SessionID: sid, ExpectLeafID: leaf}
-	r, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
+	r, err := fleetops.Enqueue(context.Background(), nc, job, true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -491,7 +492,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 		t.Fatalf("event = %+v", r.Event)
 	}
 	// Same request again: a duplicate within the window; its event is found in the stream.
-	r2, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
+	r2, err := fleetops.Enqueue(context.Background(), nc, job, true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -501,9 +502,9 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	// A slow job is running; a second, different request for the session waits for it to
 	// end and then runs itself: it is never answered by another request's result.
 	slow := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
-	r3 := make(chan EnqueueResult, 1)
+	r3 := make(chan fleetops.EnqueueResult, 1)
 	go func() {
-		r, err := Enqueue(context.Background(), nc, slow, true, 10*time.Second)
+		r, err := fleetops.Enqueue(context.Background(), nc, slow, true, 10*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
@@ -511,10 +512,10 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	}()
 	eventually(t, 10*time.Second, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
 	other := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
-	r4c := make(chan EnqueueResult, 1)
+	r4c := make(chan fleetops.EnqueueResult, 1)
 	waiting := make(chan struct{})
 	go func() {
-		r, err := Enqueue(context.Background(), nc, other, true, 10*time.Second, OnWaiting(func(string, uint64) { close(waiting) }))
+		r, err := fleetops.Enqueue(context.Background(), nc, other, true, 10*time.Second, fleetops.OnWaiting(func(string, uint64) { close(waiting) }))
 		if err != nil {
 			t.Error(err)
 		}
@@ -671,7 +672,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	if _, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
+	if _, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
@@ -752,7 +753,7 @@ func TestLeaseReleasedBeforeTheEvent(t *testing.T) {
 	s := b.service(b.config(&fakeHandler{}))
 	b.run(s)
 	for i := range 5 {
-		r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
+		r, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

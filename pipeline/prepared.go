@@ -6,21 +6,14 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
-	"slices"
-	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// DefaultPreparedTTL is how long a prepared summary is kept at most: a preparation is only
-// useful while its session grows toward its next compaction. It is deleted before that,
-// once used or compacted past (forgetPrepared): a summary holds someone's code, errors and
-// sometimes secrets, and lives no longer than it is needed.
-const DefaultPreparedTTL = 24 * time.Hour
 
 // PreparedStore reads and writes prepared summaries and the sessions' bases (JSON values;
 // the schema belongs to whoever makes them: package engine's Prepared and Base).
@@ -38,7 +31,7 @@ type PreparedStore interface {
 }
 
 type kvPrepared struct {
-	kv  *kvBucket
+	kv  *fleetops.Bucket
 	log *slog.Logger
 }
 
@@ -59,7 +52,7 @@ func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, e
 // read, and either is only a preparation).
 func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []byte) error {
 	key := wire.PreparedKey(store, sessionID)
-	mine, _ := recordV(value)
+	mine, _ := fleetops.RecordV(value)
 	for range 5 {
 		e, err := p.kv.Get(ctx, key)
 		switch {
@@ -69,11 +62,11 @@ func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []by
 			}
 		case err != nil:
 		default:
-			if nerr := newerThan(wire.BucketPrepared, key, e.Value(), mine); nerr != nil {
+			if nerr := fleetops.NewerThan(wire.BucketPrepared, key, e.Value(), mine); nerr != nil {
 				p.log.Warn("prepared summary not stored: the session has one of a newer schema version, which is kept", "store", store, "session", sessionID, "err", nerr)
 				return nil
 			}
-			if _, err = p.kv.Update(ctx, key, value, e.Revision()); isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+			if _, err = p.kv.Update(ctx, key, value, e.Revision()); fleetops.IsWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 				continue
 			}
 		}
@@ -118,7 +111,7 @@ func (p kvPrepared) UpdateBase(ctx context.Context, store, sessionID string, f f
 		} else {
 			_, err = p.kv.Update(ctx, key, next, rev)
 		}
-		if errors.Is(err, jetstream.ErrKeyExists) || isWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
+		if errors.Is(err, jetstream.ErrKeyExists) || fleetops.IsWrongLastSeq(err) || errors.Is(err, jetstream.ErrKeyRevisionMismatch) {
 			continue // written meanwhile: decide again on what is there now
 		}
 		if err != nil {
@@ -135,37 +128,6 @@ func (s *Service) Prepared() PreparedStore {
 		return nil
 	}
 	return kvPrepared{kv: s.res.prepared, log: s.log}
-}
-
-// baseLabels are the base and refusal labels of a report, bounded to the known words.
-func baseLabels(r wire.HookReport) (base, refused string) {
-	base, refused = "other", "other"
-	if r.Base == "" {
-		base = "pi"
-	} else if slices.Contains(wire.HookBases, r.Base) {
-		base = r.Base
-	}
-	if r.BaseRefused == "" {
-		refused = "none"
-	} else if slices.Contains(wire.HookBaseRefusals, r.BaseRefused) {
-		refused = r.BaseRefused
-	}
-	return base, refused
-}
-
-// hookLabels are the result and reason labels of a report, bounded to the known words.
-func hookLabels(r wire.HookReport) (result, reason string) {
-	result = r.Result
-	switch result {
-	case wire.HookResultPrepared, wire.HookResultExtract, wire.HookResultPi:
-	default:
-		result = "other"
-	}
-	reason = "other"
-	if slices.Contains(wire.HookReasons, r.ReasonCode) {
-		reason = r.ReasonCode
-	}
-	return result, reason
 }
 
 // hookMetrics count the extension's reports.
@@ -234,13 +196,6 @@ func (s *Service) forgetPrepared(ctx context.Context, store, sessionID string) {
 	}
 }
 
-// delivered reports whether m came from a JetStream consumer rather than from a client: its
-// reply is the consumer's acknowledgement subject. A user that may create a consumer on its
-// own data can have it deliver to any subject (NATS does not check the delivery subject
-// against the creator's permissions): bridge requests and hook reports that arrive that
-// way are ignored (docs/security.md, "What a host can still do").
-func delivered(m *nats.Msg) bool { return strings.HasPrefix(m.Reply, "$JS.ACK.") }
-
 // watchHookReports counts the extension's reports for this worker's stores, and deletes the
 // session's prepared summary: the hook runs when Pi compacts, so the summary was used or
 // is compacted past. A queue group makes one worker of the fleet handle each report.
@@ -251,11 +206,11 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 		subj := wire.HooksPrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
 			var r wire.HookReport
-			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+			if fleetops.Delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
 				return
 			}
 			if r.Store != st.Name || wire.HookSubject(st.Name, r.SessionID) != m.Subject {
-				s.foreign(st.Name, foreignHook, &ForeignError{Kind: "hook report", Where: m.Subject, Store: st.Name, Session: sessionTokenOf(m.Subject),
+				s.foreign(st.Name, foreignHook, &fleetops.ForeignError{Kind: "hook report", Where: m.Subject, Store: st.Name, Session: fleetops.SessionTokenOf(m.Subject),
 					NamesStore: r.Store, NamesSession: r.SessionID})
 				return
 			}
@@ -265,7 +220,7 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
 			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)
 			if r.Result != "" {
-				result, reason := hookLabels(r)
+				result, reason := fleetops.HookLabels(r)
 				hm.hooks.WithLabelValues(st.Name, result, reason).Inc()
 			}
 			if r.Outcome == wire.HookHit || r.Result == wire.HookResultPi {
@@ -273,7 +228,7 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 					hm.span.WithLabelValues(st.Name, "model").Add(float64(sp.Model))
 					hm.span.WithLabelValues(st.Name, "extract").Add(float64(sp.Extract))
 				}
-				base, refused := baseLabels(r)
+				base, refused := fleetops.BaseLabels(r)
 				hm.bases.WithLabelValues(st.Name, base, refused).Inc()
 			}
 			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "result", r.Result,

@@ -11,6 +11,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -76,7 +77,7 @@ func TestReadyzFetchLoopsProbesAndDrain(t *testing.T) {
 	// The fetch loop stops fetching: its consumer is gone, every fetch fails.
 	ctx := context.Background()
 	t0 := time.Now()
-	if err := b.js.DeleteConsumer(ctx, wire.StreamJobs, ConsumerName("default")); err != nil {
+	if err := b.js.DeleteConsumer(ctx, wire.StreamJobs, fleetops.ConsumerName("default")); err != nil {
 		t.Fatal(err)
 	}
 	took := waitReadyz(t, s, 503, "fetch default: no fetch ended well for", t0)

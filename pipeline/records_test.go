@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -15,7 +16,7 @@ import (
 // putRaw writes value under key in bucket as a newer compactor would.
 func (b *bundle) putRaw(bucket, key, value string) uint64 {
 	b.t.Helper()
-	rev, err := openBucket(b.js, bucket).Put(context.Background(), key, []byte(value))
+	rev, err := fleetops.OpenBucket(b.js, bucket).Put(context.Background(), key, []byte(value))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -25,7 +26,7 @@ func (b *bundle) putRaw(bucket, key, value string) uint64 {
 // rawValue reads key in bucket as it is ("" when it holds none).
 func (b *bundle) rawValue(bucket, key string) string {
 	b.t.Helper()
-	e, err := openBucket(b.js, bucket).Get(context.Background(), key)
+	e, err := fleetops.OpenBucket(b.js, bucket).Get(context.Background(), key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return ""
 	}
@@ -60,10 +61,10 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		writeSession(t, b.dir, "newer.jsonl")
 		key := sweepKey("default", "newer.jsonl")
 		newer := `{"v":2,"path":"newer.jsonl","state":{"size":1}}`
-		b.putRaw(BucketSweep, key, newer)
+		b.putRaw(fleetops.BucketSweep, key, newer)
 		gone := sweepKey("default", "gone.jsonl") // a file this sweep does not see
 		goneRec := `{"v":2,"path":"gone.jsonl"}`
-		b.putRaw(BucketSweep, gone, goneRec)
+		b.putRaw(fleetops.BucketSweep, gone, goneRec)
 		st, err := s.Sweep(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -71,40 +72,40 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		if st.NewerRecords != 1 || st.Assessed != 0 {
 			t.Errorf("sweep: %+v, want the file left to the newer compactor (1 newer record, none assessed)", st)
 		}
-		unchanged(BucketSweep, key, newer)
-		unchanged(BucketSweep, gone, goneRec)
+		unchanged(fleetops.BucketSweep, key, newer)
+		unchanged(fleetops.BucketSweep, gone, goneRec)
 		s.noteOutcome(ctx, s.log, wire.Event{JobRef: wire.JobRef{Kind: wire.KindCompact, Store: "default", Path: "newer.jsonl"}, Tally: wire.Tally{Outcome: OutcomeFailed}})
-		unchanged(BucketSweep, key, newer)
+		unchanged(fleetops.BucketSweep, key, newer)
 	})
 	t.Run("attempt count", func(t *testing.T) {
 		key := attemptKey("default", 7, "job")
 		newer := `{"v":2,"attempts":{"count":1}}`
-		b.putRaw(BucketAttempts, key, newer)
-		var nr *NewerRecordError
+		b.putRaw(fleetops.BucketAttempts, key, newer)
+		var nr *fleetops.NewerRecordError
 		if _, err := addAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
 			t.Errorf("a count of a newer version added to: %v, want a NewerRecordError of v2", err)
 		}
-		unchanged(BucketAttempts, key, newer)
+		unchanged(fleetops.BucketAttempts, key, newer)
 	})
 	t.Run("spend count", func(t *testing.T) {
 		key, _ := spendKey(SpendLimit{Window: time.Hour}, s.spendNow())
 		newer := `{"v":2,"tokens":{"in":5}}`
-		b.putRaw(BucketSpend, key, newer)
+		b.putRaw(fleetops.BucketSpend, key, newer)
 		h := s.reserveSpend(ctx, &paidAccount{s: s, store: "default"}, func() int { return 10 })
 		if h == nil {
 			t.Error("a job paid against a spend window whose count is of a newer version: want it held until the window ends")
 		}
-		unchanged(BucketSpend, key, newer)
+		unchanged(fleetops.BucketSpend, key, newer)
 	})
 	t.Run("lease", func(t *testing.T) {
 		key := leaseKey("default", "sess-newer")
 		newer := `{"v":2,"holder":{"id":"w"}}`
-		b.putRaw(BucketLeases, key, newer)
+		b.putRaw(fleetops.BucketLeases, key, newer)
 		var busy *errLeaseBusy
 		if _, err := acquireLease(ctx, s.res.leases, time.Minute, leaseKey("default", "sess-newer"), "sess-newer", "me", "job"); !errors.As(err, &busy) {
 			t.Errorf("lease of a newer version: %v, want the session busy", err)
 		}
-		unchanged(BucketLeases, key, newer)
+		unchanged(fleetops.BucketLeases, key, newer)
 	})
 	t.Run("prepared value", func(t *testing.T) {
 		newer := `{"v":2,"store":"default","sessionId":"sess-p"}`
@@ -116,19 +117,19 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 	})
 	t.Run("owner record", func(t *testing.T) {
 		newer := `{"v":2,"store":"other","where":{"id":"x"}}`
-		b.putRaw(BucketWorkers, ownerKey("other"), newer)
-		id := StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
+		b.putRaw(fleetops.BucketWorkers, fleetops.OwnerKey("other"), newer)
+		id := fleetops.StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
 		for _, claim := range []bool{true, false} { // a worker's start, a sweep's check
 			if err := checkOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
 				t.Errorf("claim %v of a store whose owner record is of a newer version: %v, want a refusal that says so", claim, err)
 			}
 		}
-		unchanged(BucketWorkers, ownerKey("other"), newer)
+		unchanged(fleetops.BucketWorkers, fleetops.OwnerKey("other"), newer)
 	})
 	t.Run("beat", func(t *testing.T) {
 		newer := `{"v":2,"worker":"w-newer","store":"default","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","jobVersions":{"list":[3]}}`
-		b.putRaw(BucketWorkers, workerKey("default", "w-newer"), newer)
-		beats, _, err := readBeats(ctx, s.res.workers, "default")
+		b.putRaw(fleetops.BucketWorkers, fleetops.WorkerKey("default", "w-newer"), newer)
+		beats, _, err := fleetops.ReadBeats(ctx, s.res.workers, "default")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -136,8 +137,8 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		for _, bt := range beats {
 			if bt.Worker == "w-newer" {
 				found = true
-				if !bt.Newer() || bt.Store != "default" || len(bt.jobVersionsOf()) != 0 {
-					t.Errorf("newer beat read as %+v (job versions %v), want its worker and store only", bt, bt.jobVersionsOf())
+				if !bt.Newer() || bt.Store != "default" || len(bt.JobVersionsOf()) != 0 {
+					t.Errorf("newer beat read as %+v (job versions %v), want its worker and store only", bt, bt.JobVersionsOf())
 				}
 			}
 		}
@@ -153,7 +154,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		}
 	})
 	t.Run("fleet settings", func(t *testing.T) {
-		old := b.rawValue(BucketSettings, settingsKey)
+		old := b.rawValue(fleetops.BucketSettings, fleetops.SettingsKey)
 		var f map[string]any
 		if err := json.Unmarshal([]byte(old), &f); err != nil {
 			t.Fatal(err)
@@ -161,12 +162,12 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		f["v"] = 2
 		nb, _ := json.Marshal(f)
 		newer := string(nb)
-		b.putRaw(BucketSettings, settingsKey, newer)
-		defer b.putRaw(BucketSettings, settingsKey, old)
-		if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); err == nil {
+		b.putRaw(fleetops.BucketSettings, fleetops.SettingsKey, newer)
+		defer b.putRaw(fleetops.BucketSettings, fleetops.SettingsKey, old)
+		if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); err == nil {
 			t.Error("an older setup rewrote the fleet settings of a newer version")
 		}
-		unchanged(BucketSettings, settingsKey, newer)
+		unchanged(fleetops.BucketSettings, fleetops.SettingsKey, newer)
 		wcfg := b.config(&fakeHandler{})
 		wcfg.Setup = false
 		w, err := New(wcfg)
@@ -192,7 +193,7 @@ func TestRecordVersions(t *testing.T) {
 		{`{"path":"a"}`, 1, true}, {`{"v":1}`, 1, true}, {`{"v":3,"x":[1]}`, 3, true},
 		{`{"v":0}`, 0, false}, {`{"v":1.5}`, 0, false}, {`{"v":"2"}`, 0, false}, {`12`, 0, false}, {`not json`, 0, false},
 	} {
-		if v, ok := recordV([]byte(c.in)); v != c.v || ok != c.ok {
+		if v, ok := fleetops.RecordV([]byte(c.in)); v != c.v || ok != c.ok {
 			t.Errorf("recordV(%s) = %d, %v; want %d, %v", c.in, v, ok, c.v, c.ok)
 		}
 	}
@@ -204,7 +205,7 @@ func TestRecordVersions(t *testing.T) {
 		{`7`, 7, 0, ""}, {`{"v":1,"n":3,"handedBack":2}`, 3, 2, ""}, {`{"n":4}`, 4, 0, ""},
 		{`{"v":2,"n":3}`, 0, 0, "schema version 2"}, {`seven`, 0, 0, "not a count"},
 	} {
-		got, err := parseCount("B", "k", []byte(c.in))
+		got, err := fleetops.ParseCount("B", "k", []byte(c.in))
 		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) || got.N != c.n || got.HandedBack != c.hb {
 			t.Errorf("parseCount(%s) = %+v, %v; want n %d, handed back %d, error %q", c.in, got, err, c.n, c.hb, c.err)
 		}

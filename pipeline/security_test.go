@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -55,14 +56,14 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	c.Stores, c.Setup, c.LeaseTTL, c.Logger = []Store{{Name: "default", Dir: b.dir}}, false, time.Second, clog.logger()
 	cs := b.service(c) // a worker: binds, changes nothing
 	b.run(cs)
-	str, err := b.js.Stream(context.Background(), "KV_"+BucketLeases)
+	str, err := b.js.Stream(context.Background(), "KV_"+fleetops.BucketLeases)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ttl := str.CachedInfo().Config.MaxAge; ttl != 6*time.Second {
 		t.Errorf("lease bucket TTL after a worker with --lease-ttl 1s started: %s, want 6s", ttl)
 	}
-	if f, err := readFleet(context.Background(), b.nc); err != nil || time.Duration(f.LeaseTTL) != 6*time.Second {
+	if f, err := fleetops.ReadFleet(context.Background(), b.nc); err != nil || time.Duration(f.LeaseTTL) != 6*time.Second {
 		t.Errorf("fleet settings after the worker started: %+v, %v", f, err)
 	}
 	if cs.leaseTTL() != 6*time.Second || !strings.Contains(clog.String(), "using the fleet's lease TTL") {
@@ -154,7 +155,7 @@ func TestPreparedDeletedOnceUsed(t *testing.T) {
 	eventually(t, 10*time.Second, "the used summary deleted", gone)
 
 	put()
-	r, err := Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := fleetops.Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != OutcomeDone {
 		t.Fatalf("compact: %+v, %v", r, err)
 	}
@@ -183,7 +184,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	}
 	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
 	// Another store's records, delivered into this store's bridge subject.
-	kv := openBucket(b.js, BucketSweep)
+	kv := fleetops.OpenBucket(b.js, fleetops.BucketSweep)
 	if _, err := kv.Put(ctx, "other.forged", req); err != nil {
 		t.Fatal(err)
 	}
@@ -193,13 +194,13 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if _, err := b.js.CreateConsumer(ctx, "KV_"+BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + BucketSweep + ".other.>",
+	if _, err := b.js.CreateConsumer(ctx, "KV_"+fleetops.BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + fleetops.BucketSweep + ".other.>",
 		DeliverSubject: wire.BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case m := <-seen:
-		if !delivered(m) {
+		if !fleetops.Delivered(m) {
 			t.Fatalf("a consumer's delivery not told apart: reply %q", m.Reply)
 		}
 	case <-time.After(10 * time.Second):
@@ -223,7 +224,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 	data := t.TempDir()
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1, Handler: &fakeHandler{}}
 	s := startService(t, cfg)
-	fi, err := os.Stat(filepath.Join(data, tokenFileName))
+	fi, err := os.Stat(filepath.Join(data, fleetops.TokenFileName))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v, %v", fi, err)
 	}
@@ -231,7 +232,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		nc.Close()
 		t.Fatal("an anonymous connection was let in")
 	}
-	local := LocalNATS(data, NATSConfig{})
+	local := fleetops.LocalNATS(data, fleetops.NATSConfig{})
 	if local.URL != s.ClientURL() || local.TokenFile == "" {
 		t.Fatalf("LocalNATS = %+v", local)
 	}
@@ -240,7 +241,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	if info := RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
+	if info := fleetops.RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
 		t.Errorf("service file: %+v", info)
 	}
 	s.Close()
@@ -253,7 +254,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		t.Fatalf("--insecure-local: %v", err)
 	}
 	nc2.Close()
-	if _, err := os.Stat(filepath.Join(open.DataDir, tokenFileName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(open.DataDir, fleetops.TokenFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("--insecure-local wrote a token: %v", err)
 	}
 }
@@ -270,22 +271,22 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	// Layout 1, as the service before it created it.
 	for _, sc := range []jetstream.StreamConfig{
 		{Name: wire.StreamJobs, Subjects: []string{wire.JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, Duplicates: 2 * time.Minute},
-		{Name: wire.StreamEvents, Subjects: []string{wire.EventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
-		{Name: wire.StreamDLQ, Subjects: []string{wire.DLQPrefix + ">"}, MaxAge: DefaultDLQMaxAge},
+		{Name: wire.StreamEvents, Subjects: []string{wire.EventsPrefix + ">"}, MaxAge: fleetops.DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
+		{Name: wire.StreamDLQ, Subjects: []string{wire.DLQPrefix + ">"}, MaxAge: fleetops.DefaultDLQMaxAge},
 	} {
 		if _, err := b.js.CreateStream(ctx, sc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{{Bucket: BucketWorkers, TTL: workerBeatTTL}, {Bucket: BucketLeases, TTL: DefaultLeaseTTL},
-		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: wire.BucketPrepared, TTL: DefaultPreparedTTL}} {
+	for _, kc := range []jetstream.KeyValueConfig{{Bucket: fleetops.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: fleetops.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
+		{Bucket: fleetops.BucketSweep}, {Bucket: fleetops.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}} {
 		kc.History = 1
 		if _, err := b.js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.js.CreateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName("default"), FilterSubject: wire.JobsPrefix + "default.>",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: DefaultMaxDeliver + 50, MaxAckPending: 10000}); err != nil {
+	if _, err := b.js.CreateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: fleetops.ConsumerName("default"), FilterSubject: wire.JobsPrefix + "default.>",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: fleetops.DefaultMaxDeliver + 50, MaxAckPending: 10000}); err != nil {
 		t.Fatal(err)
 	}
 	const queued = 5
@@ -303,16 +304,16 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = json.Unmarshal(m.Data, &job)
-			kv, _ := b.js.KeyValue(ctx, BucketAttempts)
+			kv, _ := b.js.KeyValue(ctx, fleetops.BucketAttempts)
 			sum := strings.TrimPrefix(attemptKey("x", r.Seq, job.ID), "x.")
 			if _, err := kv.Put(ctx, "a."+sum, []byte("1")); err != nil {
 				t.Fatal(err)
 			}
-			lk, _ := b.js.KeyValue(ctx, BucketLeases)
+			lk, _ := b.js.KeyValue(ctx, fleetops.BucketLeases)
 			if _, err := lk.Put(ctx, "s.default."+wire.SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
 				t.Fatal(err)
 			}
-			sw, _ := b.js.KeyValue(ctx, BucketSweep)
+			sw, _ := b.js.KeyValue(ctx, fleetops.BucketSweep)
 			rec, _ := json.Marshal(sweepRecord{Path: rel, Size: 1, At: time.Now()})
 			if _, err := sw.Put(ctx, "f."+sweepKey("default", rel), rec); err != nil {
 				t.Fatal(err)
@@ -327,17 +328,17 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 		t.Fatalf("a worker on the old layout: %v", err)
 	}
 	w.Close()
-	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*OldLayoutError)) {
+	if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*fleetops.OldLayoutError)) {
 		t.Fatalf("setup without --migrate: %v", err)
 	}
-	res, err := Setup(ctx, b.nc, SetupConfig{}, true, false, nil)
+	res, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{}, true, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := res.Migrated; m == nil || m.SweepRecords != 1 || m.AttemptCounts != 1 || m.LeasesDropped != 1 || m.ConsumersFound != 1 || !slices.Equal(res.Stores, []string{"default"}) {
 		t.Fatalf("migration: %+v %+v", res.Migrated, res)
 	}
-	if _, err := openBucket(b.js, BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
+	if _, err := fleetops.OpenBucket(b.js, fleetops.BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
 		t.Errorf("the sweep record under its store's name: %v", err)
 	}
 	if got := b.pending(); got != queued {
@@ -398,7 +399,7 @@ func TestEmbeddedListenerBeyondLoopback(t *testing.T) {
 			cfg.ServeTLSCert, cfg.ServeTLSKey = cert, key
 		}
 		err := cfg.Validate()
-		var ce *ConfigError
+		var ce *fleetops.ConfigError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%+v: %v", c, err)

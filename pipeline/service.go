@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -36,12 +37,12 @@ type Service struct {
 	startOnce sync.Once
 	startErr  error
 	ns        *server.Server
-	dd        *dataDir // the locked data directory of the embedded server
+	dd        *fleetops.DataDir // the locked data directory of the embedded server
 	nc        *nats.Conn
 	server    atomic.Pointer[string] // the NATS server last connected to, for disconnect logs
 	res       *resources
 	lease     atomic.Int64 // the fleet's lease TTL in nanoseconds (leaseTTL)
-	ids       map[string]StoreIdentity
+	ids       map[string]fleetops.StoreIdentity
 	m         *metrics
 	memoMu    sync.Mutex
 	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
@@ -82,7 +83,7 @@ func New(cfg Config) (*Service, error) {
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {
-			return nil, configError("Stores", "%w", err)
+			return nil, fleetops.ConfigErrorf("Stores", "%w", err)
 		}
 		s.roots[st.Name] = root
 	}
@@ -135,9 +136,9 @@ func (s *Service) start(ctx context.Context) error {
 	if nc.Name == "" {
 		nc.Name = "compactor " + s.worker
 	}
-	nc.Role = RoleWorker
+	nc.Role = fleetops.RoleWorker
 	if s.cfg.Setup {
-		nc.Role = RoleAdmin
+		nc.Role = fleetops.RoleAdmin
 	}
 	for _, st := range s.cfg.Stores {
 		nc.Stores = append(nc.Stores, st.Name)
@@ -154,11 +155,11 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	s.nc = conn
-	RefusalsOf(conn).OnRefusal(func(pe *PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
+	fleetops.RefusalsOf(conn).OnRefusal(func(pe *fleetops.PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
 		func(err error) { s.log.Warn("NATS error", "err", err) })
 	s.noteServer(conn)
 	s.log.Info("connected to NATS", "url", conn.ConnectedUrlRedacted(), "server", conn.ConnectedServerName(),
-		"cluster", conn.ConnectedClusterName(), "auth", nc.authMode(), "role", string(nc.Role), "inbox", nc.inbox())
+		"cluster", conn.ConnectedClusterName(), "auth", nc.AuthMode(), "role", string(nc.Role), "inbox", nc.Inbox())
 	js, err := jetstream.New(conn)
 	if err != nil {
 		s.Close()
@@ -190,7 +191,7 @@ func (s *Service) start(ctx context.Context) error {
 // TTL (the lease bucket's) and MaxDeliver, and the AckWait of its stores' consumer. A
 // process's own flag that differs is said and not used: only `compactor setup` changes a
 // shared setting. Called at start; again with every beat for the lease TTL.
-func (s *Service) follow(f FleetSettings) {
+func (s *Service) follow(f fleetops.FleetSettings) {
 	ttl := time.Duration(f.LeaseTTL)
 	if old := time.Duration(s.lease.Swap(int64(ttl))); old == 0 {
 		if !s.cfg.Setup && s.cfg.LeaseTTL != ttl {
@@ -227,14 +228,14 @@ func (s *Service) leaseTTL() time.Duration {
 // directory unless some were given or InsecureLocal), its certificate as the CA when it
 // speaks TLS. When another process holds the lock and JoinRunning is set, it returns that
 // process's server instead (this Service is then only a client of it).
-func (s *Service) embedded() (NATSConfig, error) {
+func (s *Service) embedded() (fleetops.NATSConfig, error) {
 	nc := s.cfg.NATS
-	dd, err := lockDataDir(s.cfg.DataDir)
-	var busy *DataDirBusyError
+	dd, err := fleetops.LockDataDir(s.cfg.DataDir)
+	var busy *fleetops.DataDirBusyError
 	if errors.As(err, &busy) && s.cfg.JoinRunning && busy.Info != nil && busy.Info.ClientURL != "" {
-		joined := LocalNATS(s.cfg.DataDir, nc)
+		joined := fleetops.LocalNATS(s.cfg.DataDir, nc)
 		joined.URL = busy.Info.ClientURL
-		if busy.Info.Auth != "none" && joined.authMode() == "none" {
+		if busy.Info.Auth != "none" && joined.AuthMode() == "none" {
 			return nc, fmt.Errorf("data directory %s belongs to a running compactor (pid %d) whose NATS at %s requires %s authentication, and its token file cannot be read: give its credentials (--nats-token-file, or --nats-user with --nats-password-file)",
 				busy.Dir, busy.Info.PID, busy.Info.ClientURL, busy.Info.Auth)
 		}
@@ -245,20 +246,20 @@ func (s *Service) embedded() (NATSConfig, error) {
 	if err != nil {
 		return nc, err
 	}
-	info := ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
-	if nc.authMode() == "none" && !s.cfg.InsecureLocal {
-		if nc.TokenFile, err = localToken(dd.dir); err != nil {
-			dd.release()
+	info := fleetops.ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
+	if nc.AuthMode() == "none" && !s.cfg.InsecureLocal {
+		if nc.TokenFile, err = fleetops.LocalToken(dd.Dir()); err != nil {
+			dd.Release()
 			return nc, err
 		}
 		info.TokenFile = nc.TokenFile
 	}
-	if nc.authMode() != "none" {
-		info.Auth = nc.authMode()
+	if nc.AuthMode() != "none" {
+		info.Auth = nc.AuthMode()
 	}
 	ns, err := startEmbedded(s.cfg, nc)
 	if err != nil {
-		dd.release()
+		dd.Release()
 		return nc, err
 	}
 	s.ns, s.dd = ns, dd
@@ -270,7 +271,7 @@ func (s *Service) embedded() (NATSConfig, error) {
 		}
 	}
 	info.ClientURL = nc.URL
-	if err := dd.writeInfo(info); err != nil {
+	if err := dd.WriteInfo(info); err != nil {
 		s.log.Warn("service file not written; run --once and clients will not find this server", "err", err)
 	}
 	if s.cfg.InsecureLocal {
@@ -353,7 +354,7 @@ func (s *Service) Close() {
 		s.ns = nil
 	}
 	if s.dd != nil {
-		s.dd.release()
+		s.dd.Release()
 		s.dd = nil
 	}
 }

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,7 +51,7 @@ func TestClientCreatesNothing(t *testing.T) {
 		start := time.Now()
 		err = s.Start(context.Background())
 		s.Close()
-		var ns *NotSetUpError
+		var ns *fleetops.NotSetUpError
 		if !errors.As(err, &ns) || !strings.Contains(err.Error(), "this NATS holds no fleet settings") || !strings.Contains(err.Error(), "compactor setup") {
 			t.Fatalf("Start on an empty server (client %v): %v", c.Client, err)
 		}
@@ -93,7 +94,7 @@ func TestClientCreatesNothing(t *testing.T) {
 		t.Fatalf("worker of a store not set up: %v", err)
 	}
 	// A bucket gone: named.
-	if err := b.js.DeleteKeyValue(context.Background(), BucketSweep); err != nil {
+	if err := b.js.DeleteKeyValue(context.Background(), fleetops.BucketSweep); err != nil {
 		t.Fatal(err)
 	}
 	short := cfg
@@ -168,19 +169,19 @@ func TestReconcile(t *testing.T) {
 		MaxMsgsPerSubject: -1, Duplicates: 2 * time.Minute, Replicas: 3, Storage: jetstream.FileStorage, AllowDirect: true}
 	want := have
 	want.MaxMsgsPerSubject, want.Replicas, want.AllowDirect = 0, 1, false
-	if _, ok, err := reconcile("stream", "S", have, want, log.logger()); !ok || err != nil {
+	if _, ok, err := fleetops.Reconcile("stream", "S", have, want, log.logger()); !ok || err != nil {
 		t.Fatalf("nothing to change: ok %v, %v", ok, err)
 	}
 	if !strings.Contains(log.String(), "keeping the replicas set on the server") {
 		t.Errorf("replicas kept without a word: %s", log.String())
 	}
 	want.Replicas, want.Duplicates = 5, time.Minute
-	next, ok, err := reconcile("stream", "S", have, want, log.logger())
+	next, ok, err := fleetops.Reconcile("stream", "S", have, want, log.logger())
 	if ok || err != nil || next.Replicas != 5 || next.Duplicates != time.Minute || !next.AllowDirect || next.MaxMsgsPerSubject != -1 {
 		t.Fatalf("raise and change: ok %v, %v, %+v", ok, err, next)
 	}
 	want.Retention = jetstream.InterestPolicy
-	if _, _, err := reconcile("stream", "S", have, want, log.logger()); err == nil || !strings.Contains(err.Error(), "retention") {
+	if _, _, err := fleetops.Reconcile("stream", "S", have, want, log.logger()); err == nil || !strings.Contains(err.Error(), "retention") {
 		t.Fatalf("retention change: %v", err)
 	}
 }
@@ -193,7 +194,7 @@ func TestSetupsAtOnceKeepEveryStore(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	ctx := context.Background()
-	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"first"}}, false, false, nil); err != nil {
+	if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"first"}}, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	const n = 8
@@ -205,14 +206,14 @@ func TestSetupsAtOnceKeepEveryStore(t *testing.T) {
 				return err
 			}
 			defer nc.Close()
-			_, err = Setup(ctx, nc, SetupConfig{Stores: []string{fmt.Sprintf("s%d", i)}}, false, false, nil)
+			_, err = fleetops.Setup(ctx, nc, fleetops.SetupConfig{Stores: []string{fmt.Sprintf("s%d", i)}}, false, false, nil)
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := readFleet(ctx, b.nc)
+	f, err := fleetops.ReadFleet(ctx, b.nc)
 	if err != nil {
 		t.Fatal(err)
 	}

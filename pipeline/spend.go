@@ -8,6 +8,7 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -29,12 +30,6 @@ import (
 // limit plus one job's (plus what the estimates missed of the jobs that were paying when
 // the window filled: the estimate is the first request's prompt, at four characters a
 // token; a span sent in chunks costs more).
-
-// BucketSpend holds the spend counts, one key per limit's scope and window.
-const BucketSpend = "COMPACTOR_SPEND"
-
-// spendTTL keeps a day's count a day after its last change.
-const spendTTL = 49 * time.Hour
 
 // SpendLimit is a limit on the LLM input tokens of a window.
 type SpendLimit struct {
@@ -68,17 +63,17 @@ func validSpendLimits(limits []SpendLimit, stores []Store) error {
 	for i, l := range limits {
 		field := fmt.Sprintf("SpendLimits[%d]", i)
 		if l.Window != time.Hour && l.Window != 24*time.Hour {
-			return configError(field, "window %s: want an hour or a day", l.Window)
+			return fleetops.ConfigErrorf(field, "window %s: want an hour or a day", l.Window)
 		}
 		if l.Tokens < 1 {
-			return configError(field, "%d tokens: want at least 1", l.Tokens)
+			return fleetops.ConfigErrorf(field, "%d tokens: want at least 1", l.Tokens)
 		}
 		if l.Store != "" && !servesStore(stores, l.Store) {
-			return configError(field, "store %q is not one of this worker's stores", l.Store)
+			return fleetops.ConfigErrorf(field, "store %q is not one of this worker's stores", l.Store)
 		}
 		k := l.Store + "/" + windowName(l.Window)
 		if seen[k] {
-			return configError(field, "a second limit per %s for %s", windowName(l.Window), orAll(l.Store))
+			return fleetops.ConfigErrorf(field, "a second limit per %s for %s", windowName(l.Window), orAll(l.Store))
 		}
 		seen[k] = true
 	}
@@ -112,16 +107,12 @@ func spendWindow(w time.Duration, now time.Time) (start time.Time, suffix string
 	return start, "d" + start.Format("20060102")
 }
 
-// spendFleetScope is the first token of the fleet-wide counts' keys: '=' may be in a key but
-// not in a store's name, so no store's keys (<store>.spend.<window>) can be confused with it.
-const spendFleetScope = "=fleet"
-
 // spendKey is the key of l's count in the window that holds now: <store>.spend.<window>
 // for a store's limit (a key a store's worker may write, as every key of a store), and
 // =fleet.<window> for the fleet's.
 func spendKey(l SpendLimit, now time.Time) (key string, end time.Time) {
 	start, suffix := spendWindow(l.Window, now)
-	scope := spendFleetScope
+	scope := fleetops.SpendFleetScope
 	if l.Store != "" {
 		scope = l.Store + ".spend"
 	}
@@ -202,7 +193,7 @@ func (s *Service) reserveSpend(ctx context.Context, t *paidAccount, estimate fun
 			limit = 0 // a job that pays is counted, never stopped
 		}
 		used, over, err := addCount(ctx, s.res.spend, "spend", key, n, limit)
-		var newer *NewerRecordError
+		var newer *fleetops.NewerRecordError
 		if errors.As(err, &newer) {
 			// A newer compactor counts this window in a shape this one cannot read: it is
 			// taken as full rather than overwritten or ignored (the limit is a promise).

@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"golang.org/x/sync/errgroup"
 )
@@ -166,18 +167,18 @@ type settingsFingerprinter interface{ SettingsFingerprint() string }
 // with why nothing was enqueued when nothing was.
 func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
-		return SweepStats{}, configError("Assessor", "required to sweep")
+		return SweepStats{}, fleetops.ConfigErrorf("Assessor", "required to sweep")
 	}
 	if err := s.Start(ctx); err != nil {
 		return SweepStats{}, err
 	}
 	// A refusal ends the sweep at once, named (this user may not reach a store's keys).
-	return guard(ctx, s.nc, func(ctx context.Context) (SweepStats, error) { return s.sweep(ctx, progress) })
+	return fleetops.Guard(ctx, s.nc, func(ctx context.Context) (SweepStats, error) { return s.sweep(ctx, progress) })
 }
 
 func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
-		return SweepStats{}, configError("Assessor", "required to sweep")
+		return SweepStats{}, fleetops.ConfigErrorf("Assessor", "required to sweep")
 	}
 	if err := s.Start(ctx); err != nil {
 		return SweepStats{}, err
@@ -309,7 +310,7 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 		add(func() { st.Active++ })
 		return "active"
 	}
-	rec := sweepRecord{V: sweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
+	rec := sweepRecord{V: fleetops.SweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
 	if known {
 		rec.Misses, rec.LastOutcome = prev.rec.Misses, prev.rec.LastOutcome
 	}
@@ -357,7 +358,7 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 	if job == nil {
 		return result
 	}
-	r, err := publishJob(ctx, s.res.js, job)
+	r, err := fleetops.PublishJob(ctx, s.res.js, job)
 	switch {
 	case err != nil:
 		add(func() { st.Errors++ })
@@ -391,7 +392,7 @@ func (sw *sweeper) remember(ctx context.Context, key string, rec sweepRecord) er
 
 func (sw *sweeper) forget(ctx context.Context, key string) {
 	sw.memo.forget(key)
-	if _, err := sw.s.res.sweep.deleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
+	if _, err := sw.s.res.sweep.DeleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
 		sw.s.log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
 	}
 }
@@ -417,13 +418,13 @@ func (sw *sweeper) prune(ctx context.Context, walked map[string]bool) int {
 			if _, err := os.Lstat(filepath.Join(s.roots[st.Name], filepath.FromSlash(e.rec.Path))); !errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			refused, err := s.res.sweep.deleteExpiring(ctx, key, e.rev, sw.markerTTL())
+			refused, err := s.res.sweep.DeleteExpiring(ctx, key, e.rev, sw.markerTTL())
 			if err != nil {
 				s.log.Debug("sweep: record of a file that is gone not removed", "store", st.Name, "path", e.rec.Path, "err", err)
 				continue
 			}
 			if refused && s.sayEvery("sweep-marker-ttl", time.Hour) {
-				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", BucketSweep)
+				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", fleetops.BucketSweep)
 			}
 			sw.memo.forget(key)
 			removed++

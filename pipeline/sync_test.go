@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -43,7 +44,7 @@ func TestEmbeddedSyncSetting(t *testing.T) {
 			t.Errorf("sync %s, always %v: the server syncs %s, want %s", c.every, c.always, got, c.want)
 		}
 	}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: t.TempDir()}}, NATS: NATSConfig{URL: "nats://127.0.0.1:1"}, EmbeddedSyncAlways: true}
+	cfg := Config{Stores: []Store{{Name: "default", Dir: t.TempDir()}}, NATS: fleetops.NATSConfig{URL: "nats://127.0.0.1:1"}, EmbeddedSyncAlways: true}
 	if err := cfg.Validate(); err == nil {
 		t.Error("a sync setting with an external server: accepted, want refused")
 	}
@@ -80,7 +81,7 @@ func enqueueBench(b *testing.B, s *Service) {
 	n := 0
 	enqueue := func() error {
 		n++
-		_, err := Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("sess-%s-%d", randHex(8), n)}, false, 0)
+		_, err := fleetops.Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("sess-%s-%d", randHex(8), n)}, false, 0)
 		return err
 	}
 	for range 50 { // warm up
@@ -112,7 +113,7 @@ func enqueueBench(b *testing.B, s *Service) {
 	for c := range clients {
 		wg.Go(func() {
 			for i := range each {
-				_, err := Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("par-%d-%d", c, i)}, false, 0)
+				_, err := fleetops.Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("par-%d-%d", c, i)}, false, 0)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)

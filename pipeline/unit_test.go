@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -159,7 +160,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: got %v", field, err)
 		}
 	}
-	if s := (NATSConfig{URL: "nats://h", User: "u", Password: "secret", Token: "tok"}).String(); strings.Contains(s, "secret") || strings.Contains(s, "tok ") {
+	if s := (fleetops.NATSConfig{URL: "nats://h", User: "u", Password: "secret", Token: "tok"}).String(); strings.Contains(s, "secret") || strings.Contains(s, "tok ") {
 		t.Errorf("secrets in %q", s)
 	}
 }

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,7 +119,7 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	newSvc := b.service(newCfg)
 	b.run(newSvc)
 	eventually(t, 10*time.Second, "both workers' beats", func() bool {
-		beats, _, err := readBeats(context.Background(), newSvc.res.workers, "default")
+		beats, _, err := fleetops.ReadBeats(context.Background(), newSvc.res.workers, "default")
 		return err == nil && len(beats) == 2
 	})
 	for i := range 100 { // 100 v2 jobs and the other 50 v1 jobs, interleaved
@@ -198,15 +199,15 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	if _, err := b.js.Publish(context.Background(), j.Subject(), payload); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := directLast(context.Background(), b.nc, wire.StreamJobs, j.Subject())
+	pending, err := fleetops.DirectLast(context.Background(), b.nc, wire.StreamJobs, j.Subject())
 	if err != nil {
 		t.Fatal(err)
 	}
-	bound := cfg.MaxDeliver + maxFreeDeliveries
+	bound := cfg.MaxDeliver + fleetops.MaxFreeDeliveries
 	eventually(t, 30*time.Second, "the job handed back past its deliveries", func() bool {
 		return counterValue(t, old.m.handedBack.WithLabelValues("default", handBackVersion)) > float64(bound)
 	})
-	if m, err := directLast(context.Background(), b.nc, wire.StreamJobs, j.Subject()); err != nil || m.Sequence != pending.Sequence {
+	if m, err := fleetops.DirectLast(context.Background(), b.nc, wire.StreamJobs, j.Subject()); err != nil || m.Sequence != pending.Sequence {
 		t.Fatalf("the waiting job's message: %v %v, want the one published (seq %d)", m, err, pending.Sequence)
 	}
 	if dl := b.deadLetters(); len(dl) > 0 {
@@ -245,7 +246,7 @@ func TestWaitSeesAJobHeldPastTheBound(t *testing.T) {
 		mu    sync.Mutex
 		holds int
 	)
-	bound := 1 + maxFreeDeliveries
+	bound := 1 + fleetops.MaxFreeDeliveries
 	h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
@@ -260,7 +261,7 @@ func TestWaitSeesAJobHeldPastTheBound(t *testing.T) {
 	s := b.service(cfg)
 	b.run(s)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	res, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, time.Minute)
+	res, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, time.Minute)
 	if err != nil {
 		mu.Lock()
 		defer mu.Unlock()

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -45,12 +46,12 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 	t.Cleanup(wc.Close)
 
 	type answer struct {
-		r   EnqueueResult
+		r   fleetops.EnqueueResult
 		err error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, err := Enqueue(context.Background(), wc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
+		r, err := fleetops.Enqueue(context.Background(), wc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
 		done <- answer{r, err}
 	}()
 	jobs := func() uint64 {

@@ -17,6 +17,7 @@ import (
 	"github.com/google/uuid"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -85,10 +86,10 @@ func compactA(rel, id string) wire.Job {
 // again would be a duplicate of the first, answered by its event.
 func (a *Attacker) enqueueA(ctx context.Context, job wire.Job) (*wire.Event, error) {
 	job.ID = "rt-" + newID()
-	var r pipeline.EnqueueResult
+	var r fleetops.EnqueueResult
 	for deadline := time.Now().Add(jobWait); ; {
 		var err error
-		r, err = pipeline.Enqueue(ctx, a.NC, job, false, 10*time.Second)
+		r, err = fleetops.Enqueue(ctx, a.NC, job, false, 10*time.Second)
 		if err != nil {
 			return nil, fmt.Errorf("hostA's %s could not enqueue its own job: %w", a.Role, err)
 		}

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
@@ -145,8 +146,8 @@ func startFleetIn(t *testing.T, oneAccount bool) *fleet {
 		f.llm[st].SetDefault(fakellm.Behavior{Latency: 150 * time.Millisecond})
 		f.startWorker(st)
 	}
-	f.adminB = f.conn("admin-hostB", pipeline.RoleAdmin)
-	f.agentB = f.conn("agent-hostB", pipeline.RoleAgent, "hostB")
+	f.adminB = f.conn("admin-hostB", fleetops.RoleAdmin)
+	f.agentB = f.conn("agent-hostB", fleetops.RoleAgent, "hostB")
 	plan, errOut, err := run(context.Background(), "plan", filepath.Join(f.roots["hostB"], sourceSession), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", "2000")
 	var p struct {
 		FirstKept string `json:"firstKeptEntryId"`
@@ -242,9 +243,9 @@ func (f *fleet) startWorker(st string) {
 func (f *fleet) seed(user string) string { return filepath.Join(f.creds, user+".nk") }
 
 // conn connects as user, acting as role for stores (its inbox, its refusals said at once).
-func (f *fleet) conn(user string, role pipeline.Role, stores ...string) *nats.Conn {
+func (f *fleet) conn(user string, role fleetops.Role, stores ...string) *nats.Conn {
 	f.t.Helper()
-	n := pipeline.NATSConfig{URL: f.url, NKeySeedFile: f.seed(user), Role: role, Stores: stores, Name: "redteam " + user}
+	n := fleetops.NATSConfig{URL: f.url, NKeySeedFile: f.seed(user), Role: role, Stores: stores, Name: "redteam " + user}
 	nc, err := n.Connect()
 	if err != nil {
 		f.t.Fatal(err)
@@ -319,7 +320,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		do   func() error
 	}{
 		{"prepare", func() error {
-			r, err := pipeline.Enqueue(ctx, f.agentB, f.prepareJob(s), true, f.flowTimeout)
+			r, err := fleetops.Enqueue(ctx, f.agentB, f.prepareJob(s), true, f.flowTimeout)
 			if err == nil && r.Event.Outcome != pipeline.OutcomeDone {
 				err = fmt.Errorf("outcome %s: %s %s", r.Event.Outcome, r.Event.Reason, r.Event.Error)
 			}
@@ -454,9 +455,9 @@ func (f *fleet) snapshot(ctx context.Context) snapshot {
 		}
 		slices.Sort(cons)
 		put("consumers "+name, []byte(strings.Join(cons, "\n")))
-		if name == "KV_"+pipeline.BucketWorkers {
-			if m, err := str.GetLastMsgForSubject(ctx, "$KV."+pipeline.BucketWorkers+".hostB._owner"); err == nil {
-				var id pipeline.StoreIdentity
+		if name == "KV_"+fleetops.BucketWorkers {
+			if m, err := str.GetLastMsgForSubject(ctx, "$KV."+fleetops.BucketWorkers+".hostB._owner"); err == nil {
+				var id fleetops.StoreIdentity
 				_ = json.Unmarshal(m.Data, &id)
 				b, _ := json.Marshal([]any{id.Store, id.Marker, id.Host, id.Root, id.Dev, id.Ino, id.Shared})
 				put("owner of hostB", b)
@@ -574,12 +575,12 @@ func (f *fleet) metric(store, name string) float64 {
 // quiet waits until store has no job queued or running (its leases released).
 func (f *fleet) quiet(store string) {
 	f.t.Helper()
-	admin := f.conn("admin-"+store, pipeline.RoleAdmin)
+	admin := f.conn("admin-"+store, fleetops.RoleAdmin)
 	js, _ := jetstream.New(admin)
 	waitFor(f.t, 2*time.Minute, store+" quiet", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := js.Consumer(ctx, wire.StreamJobs, pipeline.ConsumerName(store))
+		c, err := js.Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName(store))
 		if err != nil {
 			return false
 		}

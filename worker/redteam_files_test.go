@@ -11,6 +11,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -82,7 +83,7 @@ func (b *liveBundle) duringSummary(t *testing.T, j wire.Job, attack func()) *wir
 	b.llm.SetDefault(fakellm.Behavior{Hold: hold})
 	n := b.llm.Count()
 	j.Force = true
-	events := make(chan pipeline.EnqueueResult, 1)
+	events := make(chan fleetops.EnqueueResult, 1)
 	go func() {
 		r, err := b.Enqueue(context.Background(), j, true, hangGuard)
 		if err != nil {

@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -164,7 +165,7 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 // answer made without a model at that cut (engine.Extract). After an extract it stores the
 // base the extract leaves and, when bases are on, queues the job that has a model summarize
 // the extract's span (a base job, through follow).
-func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, wire.Job) (pipeline.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
 	return pipeline.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
@@ -252,7 +253,7 @@ func (a assessor) SettingsFingerprint() string {
 // stored now: engine.NextBase), then, with follow, queues the base job for it (an
 // extract's). Failures are logged: the value has answered Pi already, and the next extract
 // asks again.
-func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, wire.Job) (pipeline.EnqueueResult, error),
+func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error),
 	made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base

@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
@@ -68,7 +69,7 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
 			c.Bridger = Bridger(eng, PiVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() },
-				func(ctx context.Context, j wire.Job) (pipeline.EnqueueResult, error) {
+				func(ctx context.Context, j wire.Job) (fleetops.EnqueueResult, error) {
 					return b.Service.Follow(ctx, j)
 				}, slog.Default())
 		}})
@@ -115,7 +116,7 @@ func (b *liveBundle) job(t *testing.T, file string) wire.Job {
 	return j
 }
 
-func (b *liveBundle) enqueue(t *testing.T, j wire.Job) pipeline.EnqueueResult {
+func (b *liveBundle) enqueue(t *testing.T, j wire.Job) fleetops.EnqueueResult {
 	t.Helper()
 	r, err := b.Enqueue(context.Background(), j, true, hangGuard)
 	if err != nil {
@@ -186,7 +187,7 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	const id = "019a0000-0000-7000-8000-000000000003"
 	file := b.session(t, "--p--/2026-01-01T00-00-00-000Z_"+id+".jsonl", id)
 	j := b.job(t, file)
-	events := make(chan pipeline.EnqueueResult, 1)
+	events := make(chan fleetops.EnqueueResult, 1)
 	go func() {
 		r, err := b.Enqueue(context.Background(), j, true, hangGuard)
 		if err != nil {

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -66,13 +66,13 @@ Examples:
 // authUser is one user of the generated configuration.
 type authUser struct {
 	Name        string               `json:"user"`
-	Role        pipeline.Role        `json:"role"`
+	Role        fleetops.Role        `json:"role"`
 	Account     string               `json:"account"`
 	Stores      []string             `json:"stores,omitempty"`
 	InboxPrefix string               `json:"inboxPrefix"`
 	NKey        string               `json:"nkey,omitempty"` // public key
 	SeedFile    string               `json:"seedFile,omitempty"`
-	Permissions pipeline.Permissions `json:"permissions"`
+	Permissions fleetops.Permissions `json:"permissions"`
 }
 
 // authAccount is one host's NATS account: its stores, its limits, its users.
@@ -120,9 +120,9 @@ func runAuth(ctx context.Context, env *Env) error {
 	if len(pos) > 0 {
 		return usageErrorf("unexpected argument %q (stores are given with --store NAME)", pos[0])
 	}
-	var want []pipeline.Role
+	var want []fleetops.Role
 	for _, r := range strings.Split(*roles, ",") {
-		role, err := pipeline.ParseRole(strings.TrimSpace(r))
+		role, err := fleetops.ParseRole(strings.TrimSpace(r))
 		if err != nil {
 			return usageErrorf("--role: %v", err)
 		}
@@ -156,12 +156,12 @@ func runAuth(ctx context.Context, env *Env) error {
 		return usageErrorf("--replicas: %d, need 1..5", *replicas)
 	}
 	if storage == 0 {
-		storage = byteSize(pipeline.AccountStorage(*replicas))
+		storage = byteSize(fleetops.AccountStorage(*replicas))
 	}
 	if *maxConns < 1 || *maxSubs < 1 || *maxConsumers < 0 {
 		return usageErrorf("--max-connections, --max-subscriptions and --max-consumers: want at least 1")
 	}
-	accounts, err := authAccounts(want, storeGroups, accountLimits{MaxStorage: int64(storage), MaxStreams: pipeline.AccountStreams(),
+	accounts, err := authAccounts(want, storeGroups, accountLimits{MaxStorage: int64(storage), MaxStreams: fleetops.AccountStreams(),
 		MaxConsumers: *maxConsumers, MaxConnections: *maxConns, MaxSubscriptions: *maxSubs})
 	if err != nil {
 		return usageErrorf("%v", err)
@@ -198,12 +198,12 @@ func runAuth(ctx context.Context, env *Env) error {
 }
 
 // authAccounts are the accounts of the store groups, each with a user of each role.
-func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
+func authAccounts(roles []fleetops.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
 	var out []authAccount
 	for _, g := range groups {
 		a := authAccount{Name: accountName(g), Stores: g, Limits: limits}
 		if a.Limits.MaxConsumers == 0 {
-			a.Limits.MaxConsumers = pipeline.AccountConsumers(len(g))
+			a.Limits.MaxConsumers = fleetops.AccountConsumers(len(g))
 		}
 		suffix := "-" + strings.Join(g, "+")
 		for _, role := range roles {
@@ -211,12 +211,12 @@ func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits
 			if role.PerStore() {
 				stores = g
 			}
-			p, err := pipeline.PermissionsFor(role, stores)
+			p, err := fleetops.PermissionsFor(role, stores)
 			if err != nil {
 				return nil, err
 			}
 			a.Users = append(a.Users, authUser{Name: string(role) + suffix, Role: role, Account: a.Name, Stores: stores,
-				InboxPrefix: pipeline.InboxPrefix(role, stores), Permissions: p})
+				InboxPrefix: fleetops.InboxPrefix(role, stores), Permissions: p})
 		}
 		out = append(out, a)
 	}
@@ -258,11 +258,11 @@ type tlsBlock struct {
 }
 
 // roleNote says what a role's user is for, in the configuration's comments.
-var roleNote = map[pipeline.Role]string{
-	pipeline.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
-	pipeline.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
-	pipeline.RoleWorker:   "compactor run and compactor sweep",
-	pipeline.RoleAgent:    "enqueue and the Pi extension",
+var roleNote = map[fleetops.Role]string{
+	fleetops.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
+	fleetops.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
+	fleetops.RoleWorker:   "compactor run and compactor sweep",
+	fleetops.RoleAgent:    "enqueue and the Pi extension",
 }
 
 // writeServerAuth prints the nats-server configuration.

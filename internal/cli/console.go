@@ -14,6 +14,7 @@ import (
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
 	"github.com/compactor-dev/compactor/console"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -48,7 +49,7 @@ Examples:
 
 func runConsole(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "console", "[flags]", consoleHelp)
-	var n pipeline.NATSConfig
+	var n fleetops.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
@@ -90,7 +91,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	var conns []pipeline.FleetAccount
+	var conns []fleetops.FleetAccount
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
@@ -101,7 +102,7 @@ func runConsole(ctx context.Context, env *Env) error {
 		if err != nil {
 			return accountErr(a.Account, err)
 		}
-		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
+		fa := fleetops.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
 		if a.Account == "" {
 			fa.Stores = nil // one account: every store of it
 		}
@@ -167,10 +168,10 @@ func runConsole(ctx context.Context, env *Env) error {
 
 // newConsole makes the console of a fleet reached through its accounts' connections (the
 // operator's or the admin's of each).
-func newConsole(accounts []pipeline.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
+func newConsole(accounts []fleetops.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
 	return console.New(console.Options{
-		Open: func(ctx context.Context) (*pipeline.FleetView, error) {
-			return pipeline.OpenFleetView(ctx, accounts, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+		Open: func(ctx context.Context) (*fleetops.FleetView, error) {
+			return fleetops.OpenFleetView(ctx, accounts, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: stores, Name: name, Logger: log,
 	})

@@ -14,6 +14,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -60,8 +61,8 @@ Examples:
 
 // dlqFlags are the flags of every dlq subcommand.
 type dlqFlags struct {
-	nats          pipeline.NATSConfig
-	filter        pipeline.DeadLetterFilter
+	nats          fleetops.NATSConfig
+	filter        fleetops.DeadLetterFilter
 	asJSON        bool
 	all           bool
 	dryRun        bool
@@ -74,7 +75,7 @@ type dlqFlags struct {
 	credentials   string
 	// account: the NATS settings acted with (the account's operator), for the log of who
 	// passed instructions on.
-	account pipeline.NATSConfig
+	account fleetops.NATSConfig
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -145,7 +146,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer nc.Close()
-	q, err := pipeline.OpenDLQ(ctx, nc)
+	q, err := fleetops.OpenDLQ(ctx, nc)
 	if err != nil {
 		return err
 	}
@@ -184,7 +185,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 // retryServed retries the dead letters of the stores a worker serves. Those of a store
 // that no worker serves are left where they are, each with the reason in its result,
 // unless --allow-unserved.
-func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DLQ, recs []pipeline.DeadLetterRecord, f *dlqFlags) ([]pipeline.RetryResult, error) {
+func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *fleetops.DLQ, recs []fleetops.DeadLetterRecord, f *dlqFlags) ([]fleetops.RetryResult, error) {
 	var stores []string
 	for _, r := range recs {
 		if !slices.Contains(stores, r.Store) {
@@ -194,14 +195,14 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 	if len(stores) == 0 {
 		return nil, nil
 	}
-	var ue *pipeline.UnservedError
+	var ue *fleetops.UnservedError
 	if err := checkServed(ctx, w, nc, stores, *f.allowUnserved); err != nil {
 		if !errors.As(err, &ue) {
 			return nil, err
 		}
 		fmt.Fprintln(w, err)
 	}
-	var serve []pipeline.DeadLetterRecord
+	var serve []fleetops.DeadLetterRecord
 	held := map[uint64]string{} // dead letters left for their instructions, with the reason
 	for _, r := range recs {
 		if ue != nil && slices.Contains(ue.Stores, r.Store) {
@@ -214,7 +215,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		serve = append(serve, r)
 	}
 	done := q.Retry(ctx, serve, f.wait, f.timeout)
-	out := make([]pipeline.RetryResult, 0, len(recs))
+	out := make([]fleetops.RetryResult, 0, len(recs))
 	for _, r := range recs {
 		if len(done) > 0 && done[0].Seq == r.Seq {
 			out, done = append(out, done[0]), done[1:]
@@ -224,7 +225,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		if !ok {
 			why = fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)
 		}
-		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
+		out = append(out, fleetops.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
 	}
 	return out, nil
 }
@@ -236,7 +237,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 // a filter that selected many dead letters. A dead letter whose job is another store's
 // or session's is not decided on here: Retry refuses it whatever the flag, naming both
 // stores, and nothing is passed on (nor said to be).
-func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) string {
+func (f *dlqFlags) passInstructions(w io.Writer, r fleetops.DeadLetterRecord) string {
 	if r.Foreign != "" {
 		return ""
 	}
@@ -252,10 +253,10 @@ func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) st
 	return ""
 }
 
-func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {
+func writeDeadLetters(w io.Writer, recs []fleetops.DeadLetterRecord, asJSON bool) error {
 	if asJSON {
 		if recs == nil {
-			recs = []pipeline.DeadLetterRecord{}
+			recs = []fleetops.DeadLetterRecord{}
 		}
 		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
@@ -286,7 +287,7 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 	return err
 }
 
-func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {
+func showDeadLetters(w io.Writer, recs []fleetops.DeadLetterRecord, asJSON bool) error {
 	if asJSON {
 		return writeDeadLetters(w, recs, true)
 	}
@@ -315,7 +316,7 @@ func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool)
 }
 
 // writeRetries prints the results and returns how many were not queued or failed again.
-func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int {
+func writeRetries(w io.Writer, results []fleetops.RetryResult, asJSON bool) int {
 	failed := 0
 	for _, r := range results {
 		if !r.Queued || r.Error != "" || (r.Event != nil && r.Event.Outcome == pipeline.OutcomeFailed) {
@@ -324,7 +325,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 	}
 	if asJSON {
 		if results == nil {
-			results = []pipeline.RetryResult{}
+			results = []fleetops.RetryResult{}
 		}
 		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")

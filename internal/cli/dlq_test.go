@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -63,7 +64,7 @@ func TestDLQCommand(t *testing.T) {
 		return wire.Result{Tally: wire.Tally{EntryID: "c0ffee00"}}, err
 	})
 	svc := startDLQService(t, store, data, h)
-	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
+	r, err := fleetops.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
 		SessionID: sid, ExpectLeafID: "a1b2c3d4", Reason: "sweep"}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("job: %+v %v", r.Event, err)
@@ -71,7 +72,7 @@ func TestDLQCommand(t *testing.T) {
 
 	dd := "--data-dir=" + data
 	code, out, errOut := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []pipeline.DeadLetterRecord
+	var recs []fleetops.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 || recs[0].SessionID != sid || recs[0].Path != "s.jsonl" {
 		t.Fatalf("dlq list --json: exit %d\n%s\n%s", code, out, errOut)
 	}

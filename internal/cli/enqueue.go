@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/wire"
@@ -67,8 +68,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		policy     = fs.String("policy", "", "cut-point policy override")
 		keepRecent = fs.Int("keep-recent-tokens", 0, "keepRecentTokens override")
 		instr      = instructionsFlag(fs.FlagSet, "; a store's worker may refuse them (--store-instructions)")
-		dataDir    = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
-		ncfg       pipeline.NATSConfig
+		dataDir    = fs.String("data-dir", fleetops.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
+		ncfg       fleetops.NATSConfig
 	)
 	allowUnserved := allowUnservedFlag(fs)
 	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
@@ -118,8 +119,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
-	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", pipeline.RoleAgent, []string{st.Name}
+	ncfg = fleetops.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", fleetops.RoleAgent, []string{st.Name}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -128,7 +129,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err := checkServed(ctx, env.Stderr, nc, []string{st.Name}, *allowUnserved); err != nil {
 		return err
 	}
-	res, err := pipeline.Enqueue(ctx, nc, job, *wait, *timeout, pipeline.OnWaiting(func(id string, seq uint64) {
+	res, err := fleetops.Enqueue(ctx, nc, job, *wait, *timeout, fleetops.OnWaiting(func(id string, seq uint64) {
 		fmt.Fprintf(env.Stderr, "waiting: another request's job %s (seq %d) is pending on this session; this one is queued when it ends\n", id, seq)
 	}))
 	if err != nil {

@@ -26,6 +26,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -68,9 +69,9 @@ func (f *fleet) args(user string) []string {
 }
 
 // conn connects as user, acting as role for stores (its inbox and its refusals' words).
-func (f *fleet) conn(user string, role pipeline.Role, stores ...string) *nats.Conn {
+func (f *fleet) conn(user string, role fleetops.Role, stores ...string) *nats.Conn {
 	f.t.Helper()
-	n := pipeline.NATSConfig{URL: f.url, NKeySeedFile: filepath.Join(f.creds, user+".nk"), TLSCA: f.ca, Role: role, Stores: stores, Name: "test " + user}
+	n := fleetops.NATSConfig{URL: f.url, NKeySeedFile: filepath.Join(f.creds, user+".nk"), TLSCA: f.ca, Role: role, Stores: stores, Name: "test " + user}
 	nc, err := n.Connect()
 	if err != nil {
 		f.t.Fatal(err)
@@ -165,7 +166,7 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 	}()
 
 	// A's attempts on B: none allowed, every one refused at once, named.
-	wa, ga := f.conn("worker-hostA", pipeline.RoleWorker, "hostA"), f.conn("agent-hostA", pipeline.RoleAgent, "hostA")
+	wa, ga := f.conn("worker-hostA", fleetops.RoleWorker, "hostA"), f.conn("agent-hostA", fleetops.RoleAgent, "hostA")
 	refused, allowed, slowest := 0, 0, time.Duration(0)
 	for _, a := range attemptsOnB(f) {
 		for _, who := range []struct {
@@ -173,7 +174,7 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 			nc   *nats.Conn
 		}{{"worker-hostA", wa}, {"agent-hostA", ga}} {
 			took, err := try(a, who.name, who.nc, f)
-			var pe *pipeline.PermissionError
+			var pe *fleetops.PermissionError
 			switch {
 			case err == nil:
 				allowed++
@@ -275,11 +276,11 @@ func operatorsWindow(t *testing.T, f *fleet) {
 		t.Errorf("hostA's operator's events of hostB: exit %d\n%s\n%s", code, out, errOut)
 	}
 	ctx := context.Background()
-	accounts := []pipeline.FleetAccount{
-		{Name: "compactor-hostA", Conn: f.conn("operator-hostA", pipeline.RoleOperator), Stores: []string{"hostA"}},
-		{Name: "compactor-hostB", Conn: f.conn("operator-hostB", pipeline.RoleOperator), Stores: []string{"hostB"}},
+	accounts := []fleetops.FleetAccount{
+		{Name: "compactor-hostA", Conn: f.conn("operator-hostA", fleetops.RoleOperator), Stores: []string{"hostA"}},
+		{Name: "compactor-hostB", Conn: f.conn("operator-hostB", fleetops.RoleOperator), Stores: []string{"hostB"}},
 	}
-	v, err := pipeline.OpenFleetView(ctx, accounts, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+	v, err := fleetops.OpenFleetView(ctx, accounts, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
 	if err != nil {
 		t.Fatalf("the console's view with the operators' credentials: %v", err)
 	}
@@ -298,13 +299,13 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	if code, out, errOut := f.cli(append([]string{"pause", "hostA", "--reason", "test"}, creds...)...); code != ExitOK || !strings.Contains(out, "store hostA paused") {
 		t.Fatalf("operator's pause: exit %d\n%s\n%s", code, out, errOut)
 	}
-	wa := f.conn("worker-hostA", pipeline.RoleWorker, "hostA")
-	if r, err := pipeline.ReadPaused(ctx, wa, "hostA"); err != nil || r == nil || !r.Paused {
+	wa := f.conn("worker-hostA", fleetops.RoleWorker, "hostA")
+	if r, err := fleetops.ReadPaused(ctx, wa, "hostA"); err != nil || r == nil || !r.Paused {
 		t.Errorf("worker of hostA reading its pause record: %+v, %v", r, err)
 	}
 	opA := accounts[0].Conn
 	waitUntil(t, time.Minute, "hostA's worker says paused in its beat", func() bool {
-		beats, _, err := pipeline.Workers(ctx, opA)
+		beats, _, err := fleetops.Workers(ctx, opA)
 		for _, b := range beats {
 			if b.Store == "hostA" {
 				return err == nil && b.Paused
@@ -322,16 +323,16 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	for _, who := range []struct {
 		name string
 		nc   *nats.Conn
-	}{{"worker-hostA", wa}, {"agent-hostA", f.conn("agent-hostA", pipeline.RoleAgent, "hostA")}} {
+	}{{"worker-hostA", wa}, {"agent-hostA", f.conn("agent-hostA", fleetops.RoleAgent, "hostA")}} {
 		// Its own store: the permission refuses the write. hostB: no store of its account.
-		if _, err := pipeline.SetPaused(ctx, who.nc, "hostA", true, "", ""); err == nil || !strings.Contains(err.Error(), "not permitted") {
+		if _, err := fleetops.SetPaused(ctx, who.nc, "hostA", true, "", ""); err == nil || !strings.Contains(err.Error(), "not permitted") {
 			t.Errorf("%s pausing hostA: %v, want a refusal", who.name, err)
 		}
-		if _, err := pipeline.SetPaused(ctx, who.nc, "hostB", true, "", ""); err == nil || !strings.Contains(err.Error(), "not set up in this account") {
+		if _, err := fleetops.SetPaused(ctx, who.nc, "hostB", true, "", ""); err == nil || !strings.Contains(err.Error(), "not set up in this account") {
 			t.Errorf("%s pausing hostB: %v, want a refusal", who.name, err)
 		}
 	}
-	if _, err := pipeline.ReadPaused(ctx, wa, "hostB"); err == nil {
+	if _, err := fleetops.ReadPaused(ctx, wa, "hostB"); err == nil {
 		t.Error("hostA's worker read hostB's pause record")
 	}
 	// hostA's operator: hostB is in no store of its account; nothing is written.
@@ -427,13 +428,13 @@ func try(a attempt, user string, nc *nats.Conn, f *fleet) (time.Duration, error)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	wctx, stop := pipeline.RefusalsOf(nc).Watch(ctx)
+	wctx, stop := fleetops.RefusalsOf(nc).Watch(ctx)
 	defer stop()
 	err := a.do(wctx, nc)
 	if err == nil {
 		<-wctx.Done() // the refusal, or the hang guard: then it was allowed
 	}
-	var pe *pipeline.PermissionError
+	var pe *fleetops.PermissionError
 	if errors.As(context.Cause(wctx), &pe) {
 		return time.Since(start), pe
 	}
@@ -479,7 +480,7 @@ func attemptsOnB(f *fleet) []attempt {
 		out = append(out, attempt{name: name, do: do})
 	}
 	add("fetch B's jobs: bind its consumer", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).Consumer(ctx, wire.StreamJobs, pipeline.ConsumerName("hostB"))
+		_, err := js(nc).Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName("hostB"))
 		return err
 	})
 	add("fetch B's jobs: pull from its consumer", request("$JS.API.CONSUMER.MSG.NEXT.COMPACTOR_JOBS.compactor-hostB", []byte(`{"batch":1,"expires":1000000000}`)))
@@ -489,7 +490,7 @@ func attemptsOnB(f *fleet) []attempt {
 		_, err := js(nc).CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{FilterSubject: "compactor.events.hostB.>"})
 		return err
 	})
-	for _, b := range []string{wire.BucketPrepared, pipeline.BucketLeases, pipeline.BucketSweep, pipeline.BucketWorkers, pipeline.BucketAttempts} {
+	for _, b := range []string{wire.BucketPrepared, fleetops.BucketLeases, fleetops.BucketSweep, fleetops.BucketWorkers, fleetops.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("get B's "+b, request("$JS.API.DIRECT.GET.KV_"+b+"."+key, nil))
 		add("list B's "+b, func(ctx context.Context, nc *nats.Conn) error {
@@ -511,7 +512,7 @@ func attemptsOnB(f *fleet) []attempt {
 			return err
 		})
 	}
-	for _, b := range []string{pipeline.BucketLeases, wire.BucketPrepared, pipeline.BucketSweep, pipeline.BucketAttempts} {
+	for _, b := range []string{fleetops.BucketLeases, wire.BucketPrepared, fleetops.BucketSweep, fleetops.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("put B's "+b, func(ctx context.Context, nc *nats.Conn) error {
 			_, err := js(nc).Publish(ctx, key, []byte(`{"worker":"hostA"}`))
@@ -525,7 +526,7 @@ func attemptsOnB(f *fleet) []attempt {
 		})
 	}
 	add("remove B's sweep record with an expiring marker", func(ctx context.Context, nc *nats.Conn) error {
-		m := nats.NewMsg("$KV." + pipeline.BucketSweep + ".hostB." + tok)
+		m := nats.NewMsg("$KV." + fleetops.BucketSweep + ".hostB." + tok)
 		m.Header.Set("KV-Operation", "DEL")
 		_, err := js(nc).PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Hour))
 		return err
@@ -535,7 +536,7 @@ func attemptsOnB(f *fleet) []attempt {
 	add("subscribe to B's hook subject", subscribe("compactor.hooks.hostB.*"))
 	add("report a hook run of B's", publish(wire.HookSubject("hostB", acmeID)))
 	add("publish a job for B", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := pipeline.Enqueue(ctx, nc, wire.Job{Kind: wire.KindCompact, Store: "hostB", Path: acmeSession, SessionID: acmeID,
+		_, err := fleetops.Enqueue(ctx, nc, wire.Job{Kind: wire.KindCompact, Store: "hostB", Path: acmeSession, SessionID: acmeID,
 			Instructions: "steer hostB's agent", Force: true}, false, 0)
 		return err
 	})
@@ -564,7 +565,7 @@ func attemptsOnB(f *fleet) []attempt {
 		return js(nc).DeleteKeyValue(ctx, wire.BucketPrepared)
 	})
 	add("take over B's consumer", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).UpdateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: pipeline.ConsumerName("hostB"), FilterSubject: "compactor.jobs.hostA.>"})
+		_, err := js(nc).UpdateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: fleetops.ConsumerName("hostB"), FilterSubject: "compactor.jobs.hostA.>"})
 		return err
 	})
 	add("create a consumer of B's jobs", func(ctx context.Context, nc *nats.Conn) error {
@@ -572,7 +573,7 @@ func attemptsOnB(f *fleet) []attempt {
 		return err
 	})
 	add("delete B's consumer", func(ctx context.Context, nc *nats.Conn) error {
-		return js(nc).DeleteConsumer(ctx, wire.StreamJobs, pipeline.ConsumerName("hostB"))
+		return js(nc).DeleteConsumer(ctx, wire.StreamJobs, fleetops.ConsumerName("hostB"))
 	})
 	add("a consumer of B's sweep records", request("$JS.API.CONSUMER.CREATE.KV_COMPACTOR_SWEEP.steal.$KV.COMPACTOR_SWEEP.hostB.>",
 		[]byte(`{"stream_name":"KV_COMPACTOR_SWEEP","config":{"name":"steal","filter_subject":"$KV.COMPACTOR_SWEEP.hostB.>","ack_policy":"none"}}`)))
@@ -586,7 +587,7 @@ func attemptsOnB(f *fleet) []attempt {
 func ownFlows(t *testing.T, f *fleet, h string) {
 	t.Helper()
 	root := f.dirs[h]
-	agent := f.conn("agent-"+h, pipeline.RoleAgent, h)
+	agent := f.conn("agent-"+h, fleetops.RoleAgent, h)
 	ctx := context.Background()
 
 	// A preparation (as the Pi extension asks for one), read back, bridged to a later cut,
@@ -594,7 +595,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	leaf := lastEntryID(t, filepath.Join(root, acmeSession))
 	prep := wire.Job{Kind: wire.KindPrepare, Store: h, Path: acmeSession, SessionID: acmeID, ExpectLeafID: leaf, Reason: "extension",
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 6000}
-	res, err := pipeline.Enqueue(ctx, agent, prep, true, time.Minute)
+	res, err := fleetops.Enqueue(ctx, agent, prep, true, time.Minute)
 	if err != nil || res.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("%s: prepare: %+v %v", h, res.Event, err)
 	}
@@ -674,7 +675,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 
 	// A dead letter of the host's, replayed by the operator.
 	late := "late/2026-01-01T00-00-00-000Z_" + h + "-late.jsonl"
-	res, err = pipeline.Enqueue(ctx, agent, wire.Job{Kind: wire.KindCompact, Store: h, Path: late, SessionID: h + "-late"}, true, time.Minute)
+	res, err = fleetops.Enqueue(ctx, agent, wire.Job{Kind: wire.KindCompact, Store: h, Path: late, SessionID: h + "-late"}, true, time.Minute)
 	if err != nil || res.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("%s: a job for a missing file: %+v %v", h, res.Event, err)
 	}
@@ -687,7 +688,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 		t.Fatal(err)
 	}
 	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator-"+h)...)...)
-	var retried []pipeline.RetryResult
+	var retried []fleetops.RetryResult
 	if code != ExitOK || json.Unmarshal([]byte(out), &retried) != nil || len(retried) != 1 || !retried[0].Queued || retried[0].Event == nil ||
 		retried[0].Event.Outcome == pipeline.OutcomeFailed {
 		t.Fatalf("%s: the operator's replay: exit %d\n%s\n%s", h, code, out, errOut)

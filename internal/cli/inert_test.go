@@ -11,6 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -49,11 +50,11 @@ func TestOperatorOutputIsInert(t *testing.T) {
 		}
 	}
 	// A pause whose reason and author are evilText: the store's jobs then stay queued.
-	if _, err := pipeline.SetPaused(ctx, nc, "default", true, evilText, evilText); err != nil {
+	if _, err := fleetops.SetPaused(ctx, nc, "default", true, evilText, evilText); err != nil {
 		t.Fatal(err)
 	}
 	waitUntil(t, 10*time.Second, "the worker sees the pause", func() bool {
-		beats, _, err := pipeline.Workers(ctx, nc)
+		beats, _, err := fleetops.Workers(ctx, nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})
 	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "default", Path: evilText + ".jsonl", SessionID: sid, Reason: evilText})
@@ -63,14 +64,14 @@ func TestOperatorOutputIsInert(t *testing.T) {
 		JobText: evilText, Reason: evilText, At: time.Now().UTC()})
 	publish(wire.DLQSubject("default", sid), []byte(evilText)) // not even a dead letter
 	publish(wire.JobEventSubject("default", sid, 7), wire.Event{V: 1, JobID: evilText, JobSeq: 7, JobRef: wire.JobRef{Store: "default", SessionID: sid, Path: evilText, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: evilText, EntryID: evilText, LLMTokens: 3, LLMInputTokens: 2, LLMOutputTokens: 1}, Error: evilText, Worker: evilText, LLMModel: evilText, Attempt: 1, At: time.Now().UTC()})
-	beat, _ := json.Marshal(pipeline.WorkerBeat{V: 1, Worker: "w-forged", Store: "default", Host: evilText, Version: evilText, Concurrency: 1,
+	beat, _ := json.Marshal(fleetops.WorkerBeat{V: 1, Worker: "w-forged", Store: "default", Host: evilText, Version: evilText, Concurrency: 1,
 		Started: time.Now().UTC(), At: time.Now().UTC()})
-	publish("$KV."+pipeline.BucketWorkers+".default.w-forged", beat)
+	publish("$KV."+fleetops.BucketWorkers+".default.w-forged", beat)
 	publish(wire.JobSubject("default", sid, "\x1b[31mkind"), wire.Job{V: 1, Kind: "x", Store: "default", SessionID: sid})
 
 	dd := "--data-dir=" + data
 	code, out, errOut := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []pipeline.DeadLetterRecord
+	var recs []fleetops.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 3 {
 		t.Fatalf("dlq list --json: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -52,11 +53,11 @@ func TestRunListenLockAndJoin(t *testing.T) {
 		served <- code
 	}()
 	defer func() { cancel(); <-served }()
-	var info *pipeline.ServiceInfo
+	var info *fleetops.ServiceInfo
 	deadline := time.Now().Add(hangGuard)
 	for info == nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		info = pipeline.RunningService(data)
+		info = fleetops.RunningService(data)
 	}
 	if info == nil || info.Auth != "token" || strings.HasSuffix(info.ClientURL, ":4222") {
 		t.Fatalf("service file: %+v", info)
@@ -71,7 +72,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var ci *jetstream.ConsumerInfo
 	for time.Now().Before(deadline) {
-		if c, err := js.Consumer(context.Background(), wire.StreamJobs, pipeline.ConsumerName("default")); err == nil {
+		if c, err := js.Consumer(context.Background(), wire.StreamJobs, fleetops.ConsumerName("default")); err == nil {
 			ci = c.CachedInfo()
 			break
 		}
@@ -82,8 +83,8 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	}
 	var fleet string // written last by the setup
 	for time.Now().Before(deadline) && fleet == "" {
-		if e, err := js.Stream(context.Background(), "KV_"+pipeline.BucketSettings); err == nil {
-			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+pipeline.BucketSettings+".fleet"); err == nil {
+		if e, err := js.Stream(context.Background(), "KV_"+fleetops.BucketSettings); err == nil {
+			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+fleetops.BucketSettings+".fleet"); err == nil {
 				fleet = string(m.Data)
 			}
 		}

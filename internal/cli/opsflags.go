@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -87,18 +88,18 @@ type streamLimits struct {
 
 // bindStreamLimits declares the limits' flags; note ends their usage.
 func bindStreamLimits(fs *flag.FlagSet, l *streamLimits, note string) {
-	l.jobsMaxBytes, l.eventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
-	l.dlqMaxBytes, l.recordsMaxBytes = pipeline.DefaultDLQMaxBytes, pipeline.DefaultRecordsMaxBytes
-	fs.DurationVar(&l.jobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
+	l.jobsMaxBytes, l.eventsMaxBytes = fleetops.DefaultJobsMaxBytes, fleetops.DefaultEventsMaxBytes
+	l.dlqMaxBytes, l.recordsMaxBytes = fleetops.DefaultDLQMaxBytes, fleetops.DefaultRecordsMaxBytes
+	fs.DurationVar(&l.jobsMaxAge, "jobs-max-age", fleetops.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
 	fs.Var(&l.jobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
-	fs.DurationVar(&l.eventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
+	fs.DurationVar(&l.eventsMaxAge, "events-max-age", fleetops.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
 	fs.Var(&l.eventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
 	fs.Var(&l.dlqMaxBytes, "dlq-max-bytes", "the most COMPACTOR_DLQ holds, in `BYTES`; past it the oldest dead letters go"+note)
 	fs.Var(&l.recordsMaxBytes, "records-max-bytes", "the most each bucket (leases, sweep records, attempt counts, prepared summaries, workers, spend counts) holds, in `BYTES`; past it a new key is refused"+note)
 }
 
 // apply copies the limits into a setup configuration.
-func (l streamLimits) apply(sc *pipeline.SetupConfig) {
+func (l streamLimits) apply(sc *fleetops.SetupConfig) {
 	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.jobsMaxAge, int64(l.jobsMaxBytes), l.eventsMaxAge, int64(l.eventsMaxBytes)
 	sc.DLQMaxBytes, sc.RecordsMaxBytes = int64(l.dlqMaxBytes), int64(l.recordsMaxBytes)
 }
@@ -140,7 +141,7 @@ func (b *byteSize) Set(s string) error {
 func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	o := &opsFlags{fs: fs, role: role}
 	if role == opsClient || role == opsSweeper {
-		fs.StringVar(&o.dataDir, "data-dir", pipeline.DefaultDataDir(env.Getenv),
+		fs.StringVar(&o.dataDir, "data-dir", fleetops.DefaultDataDir(env.Getenv),
 			"without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 	}
 	if role == opsClient {
@@ -149,10 +150,10 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	if role == opsWorker {
 		const setupOnly = " (a setting of the fleet: applied by the embedded server's service and --setup, as by compactor setup; a worker without them follows the fleet's)"
 		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has"+setupOnly)
-		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
-		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
-		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
-		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
+		fs.DurationVar(&o.ackWait, "ack-wait", fleetops.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
+		fs.IntVar(&o.maxDeliver, "max-deliver", fleetops.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
+		fs.DurationVar(&o.leaseTTL, "lease-ttl", fleetops.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
+		fs.DurationVar(&o.dupWindow, "duplicate-window", fleetops.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
 		bindStreamLimits(fs, &o.limits, setupOnly)
 	}
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
@@ -161,7 +162,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	if role == opsWorker {
 		listen := env.Getenv("COMPACTOR_LISTEN")
 		if listen == "" {
-			listen = pipeline.DefaultEmbeddedHost + ":4222"
+			listen = fleetops.DefaultEmbeddedHost + ":4222"
 		}
 		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
@@ -198,13 +199,13 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	}
 	switch {
 	case o.role == opsWorker && cfg.NATS.URL == "":
-		host, port, err := pipeline.ParseListen(o.listen)
+		host, port, err := fleetops.ParseListen(o.listen)
 		if err != nil {
 			return cfg, usageErrorf("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
 		if o.monitor != "" {
-			mh, mp, err := pipeline.ParseListen(o.monitor)
+			mh, mp, err := fleetops.ParseListen(o.monitor)
 			if err != nil {
 				return cfg, usageErrorf("--nats-monitor: %v", err)
 			}
@@ -218,15 +219,15 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			cfg.JoinRunning = true
 		}
 	case o.role != opsWorker && cfg.NATS.URL == "":
-		cfg.NATS = pipeline.LocalNATS(o.dataDir, cfg.NATS)
+		cfg.NATS = fleetops.LocalNATS(o.dataDir, cfg.NATS)
 	}
 	return cfg, nil
 }
 
 // clientNATS returns the NATS settings of a client command: the flags, and without
 // --nats-url the local service's address and generated token.
-func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
-	return pipeline.LocalNATS(o.dataDir, n)
+func (o *opsFlags) clientNATS(n fleetops.NATSConfig) fleetops.NATSConfig {
+	return fleetops.LocalNATS(o.dataDir, n)
 }
 
 // operatorAccount is the NATS settings of the operator of store's account: with
@@ -235,9 +236,9 @@ func (o *opsFlags) clientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
 // the NATS flags as given. what names what the command acts on, for the error that asks
 // for --store. Each account's records are its own (its dead letters' sequences, its
 // pause records, its events): a command acts in one account at a time.
-func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, store, what string) (pipeline.NATSConfig, error) {
+func (o *opsFlags) operatorAccount(n fleetops.NATSConfig, credentials, command, store, what string) (fleetops.NATSConfig, error) {
 	ncfg := o.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	ncfg.Name, ncfg.Role = "compactor "+command, fleetops.RoleOperator
 	if credentials == "" {
 		return ncfg, nil
 	}
@@ -245,7 +246,7 @@ func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, 
 	if store != "" {
 		only = []string{store}
 	}
-	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, only, ncfg)
+	accounts, err := fleetAccounts(credentials, fleetops.RoleOperator, only, ncfg)
 	if err != nil {
 		return ncfg, err
 	}
@@ -260,13 +261,13 @@ func (o *opsFlags) operatorAccount(n pipeline.NATSConfig, credentials, command, 
 // operatorAccounts are the accounts an operator's command reads across: with credentials,
 // every account of fleet.json (those holding one of stores, when given), each with its
 // operator's seed; without, the one account the NATS flags reach (Account "").
-func (o *opsFlags) operatorAccounts(n pipeline.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
+func (o *opsFlags) operatorAccounts(n fleetops.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
 	ncfg := o.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	ncfg.Name, ncfg.Role = "compactor "+command, fleetops.RoleOperator
 	if credentials == "" {
 		return []fleetAccount{{Stores: stores, NATS: ncfg}}, nil
 	}
-	accounts, err := fleetAccounts(credentials, pipeline.RoleOperator, stores, ncfg)
+	accounts, err := fleetAccounts(credentials, fleetops.RoleOperator, stores, ncfg)
 	if err != nil {
 		return nil, err
 	}

@@ -6,7 +6,7 @@ import (
 	"fmt"
 	"time"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -40,7 +40,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 		name, verb = "pause", "paused"
 	}
 	fs := newFlagSet(env, name, "STORE [flags]", pauseHelp)
-	var n pipeline.NATSConfig
+	var n fleetops.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
@@ -74,7 +74,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rec, err := pipeline.SetPaused(rctx, nc, pos[0], pause, reason, "")
+	rec, err := fleetops.SetPaused(rctx, nc, pos[0], pause, reason, "")
 	if err != nil {
 		return err
 	}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -75,14 +76,14 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 		return wire.Result{}, pipeline.Skip("test")
 	})
 	svc := startDLQService(t, store, data, h)
-	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
+	r, err := fleetops.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
 		SessionID: sid, Reason: "agent", Instructions: issueInjection}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("job: %+v %v", r.Event, err)
 	}
 	dd := "--data-dir=" + data
 	code, out, _ := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []pipeline.DeadLetterRecord
+	var recs []fleetops.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 {
 		t.Fatalf("dlq list: exit %d %s", code, out)
 	}
@@ -90,7 +91,7 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	failing.Store(false)
 
 	code, out, errOut := runCLI(t, "dlq", "retry", seq, dd, "--json")
-	var res []pipeline.RetryResult
+	var res []fleetops.RetryResult
 	if code != ExitFailed || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0].Queued ||
 		!strings.Contains(res[0].Error, "--allow-instructions") || !strings.Contains(res[0].Error, "dlq show "+seq) {
 		t.Fatalf("retry without --allow-instructions: exit %d\n%s\n%s", code, out, errOut)

@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
@@ -36,7 +37,7 @@ type serviceFlags struct {
 	stores          storeFlag
 	storePi         storePiFlag
 	storeInstr      storeInstructionsFlag
-	nats            pipeline.NATSConfig
+	nats            fleetops.NATSConfig
 	dataDir         string
 	concurrency     int
 	idle            time.Duration
@@ -270,7 +271,7 @@ var configFlags = map[string]string{
 // flagError rewrites a pipeline.Config validation error to name the flag behind its
 // field. Fields without a flag keep the pipeline's wording.
 func flagError(err error) error {
-	var ce *pipeline.ConfigError
+	var ce *fleetops.ConfigError
 	if !errors.As(err, &ce) {
 		return err
 	}
@@ -332,11 +333,11 @@ func (r *serviceRef) prepared() pipeline.PreparedStore {
 }
 
 // follow queues a job the service's worker decided on (pipeline.Service.Follow).
-func (r *serviceRef) follow(ctx context.Context, job wire.Job) (pipeline.EnqueueResult, error) {
+func (r *serviceRef) follow(ctx context.Context, job wire.Job) (fleetops.EnqueueResult, error) {
 	if s := r.Load(); s != nil {
 		return s.Follow(ctx, job)
 	}
-	return pipeline.EnqueueResult{}, errors.New("the service has not started")
+	return fleetops.EnqueueResult{}, errors.New("the service has not started")
 }
 
 func durationSeconds(_ []string, a slog.Attr) slog.Attr {
@@ -386,7 +387,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	}
 	if f.worker {
 		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared))
-		var follow func(context.Context, wire.Job) (pipeline.EnqueueResult, error)
+		var follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
 		if f.eng.rewriteExtracts {
 			follow = svc.follow
 		}
@@ -524,14 +525,14 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 		dirs[st.Name] = st.Dir
 	}
 	c, err := console.New(console.Options{
-		Open: func(ctx context.Context) (*pipeline.FleetView, error) {
+		Open: func(ctx context.Context) (*fleetops.FleetView, error) {
 			svc := ref.Load()
 			if svc == nil || svc.Conn() == nil {
 				return nil, errors.New("the service is starting")
 			}
 			// The service's own account (the embedded server's, or --setup's with the
 			// account's admin key): every store of it.
-			return pipeline.OpenFleetView(ctx, []pipeline.FleetAccount{{Conn: svc.Conn()}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+			return fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Conn: svc.Conn()}}, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: dirs, Name: "compactor run", Logger: log,
 	})

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -151,7 +152,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCLI(t, "dlq", "retry", "--all", "--nats-url", url, "--json")
-	var results []pipeline.RetryResult
+	var results []fleetops.RetryResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil || code != ExitFailed || len(results) != 2 {
 		t.Fatalf("dlq retry: exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}

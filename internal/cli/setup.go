@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -72,15 +73,15 @@ Examples:
 func runSetup(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
 	var (
-		ncfg      pipeline.NATSConfig
+		ncfg      fleetops.NATSConfig
 		stores    stringList
-		sc        pipeline.SetupConfig
+		sc        fleetops.SetupConfig
 		migrate   = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
 		force     = fs.Bool("force", false, "with --migrate or --export: even though workers reported within the last 30 s")
 		prune     = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
 		dryRun    = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
 		asJSON    = fs.Bool("json", false, "print what was set up as JSON")
-		dataDir   = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
+		dataDir   = fs.String("data-dir", fleetops.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
 		timeout   = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
 		credDir   = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
 		exportTo  = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
@@ -90,11 +91,11 @@ func runSetup(ctx context.Context, env *Env) error {
 	configFile := configFlag(fs.FlagSet, env)
 	fs.Var(&stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
 	fs.IntVar(&sc.Replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
-	fs.DurationVar(&sc.AckWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
-	fs.IntVar(&sc.MaxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
-	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
-	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
-	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", pipeline.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
+	fs.DurationVar(&sc.AckWait, "ack-wait", fleetops.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
+	fs.IntVar(&sc.MaxDeliver, "max-deliver", fleetops.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
+	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", fleetops.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
+	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", fleetops.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", fleetops.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
 	var limits streamLimits
 	bindStreamLimits(fs.FlagSet, &limits, "")
 	pos, err := fs.parse(env.Args)
@@ -159,14 +160,14 @@ func runSetup(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
+	ncfg = fleetops.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role = "compactor setup", fleetops.RoleAdmin
 	if *exportTo != "" {
 		return exportDeployment(ctx, env, ncfg, *exportTo, *force, *asJSON, log)
 	}
 	accounts := []fleetAccount{{Stores: sc.Stores, NATS: ncfg}}
 	if *credDir != "" {
-		if accounts, err = fleetAccounts(*credDir, pipeline.RoleAdmin, sc.Stores, ncfg); err != nil {
+		if accounts, err = fleetAccounts(*credDir, fleetops.RoleAdmin, sc.Stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -205,13 +206,13 @@ type setupStep struct {
 // setupOutput is what setup did in one account.
 type setupOutput struct {
 	Account string `json:"account,omitempty"`
-	*pipeline.SetupResult
-	Imported *pipeline.MoveCounts `json:"imported,omitempty"`
+	*fleetops.SetupResult
+	Imported *fleetops.MoveCounts `json:"imported,omitempty"`
 }
 
 // setupAccount sets up one account (and migrates, prunes or imports first), retrying while
 // JetStream is not ready.
-func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
+func setupAccount(ctx context.Context, ncfg fleetops.NATSConfig, sc fleetops.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return setupOutput{}, err
@@ -219,7 +220,7 @@ func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.Set
 	defer nc.Close()
 	var (
 		out    setupOutput
-		pruned []pipeline.PrunedStore
+		pruned []fleetops.PrunedStore
 	)
 	step := func() (setupOutput, error) {
 		if st.importFrom != "" {
@@ -228,17 +229,17 @@ func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.Set
 				return setupOutput{}, fmt.Errorf("--import: %w", err)
 			}
 			defer f.Close()
-			res, c, err := pipeline.Import(ctx, nc, f, sc, log)
+			res, c, err := fleetops.Import(ctx, nc, f, sc, log)
 			return setupOutput{SetupResult: res, Imported: c}, err
 		}
 		if st.prune && pruned == nil {
-			p, err := pipeline.Prune(ctx, nc, sc.Stores, st.dryRun, log)
+			p, err := fleetops.Prune(ctx, nc, sc.Stores, st.dryRun, log)
 			if err != nil || st.dryRun {
-				return setupOutput{SetupResult: &pipeline.SetupResult{Stores: sc.Stores, Pruned: p}}, err
+				return setupOutput{SetupResult: &fleetops.SetupResult{Stores: sc.Stores, Pruned: p}}, err
 			}
 			pruned = p
 		}
-		res, err := pipeline.Setup(ctx, nc, sc, st.migrate, st.force, log)
+		res, err := fleetops.Setup(ctx, nc, sc, st.migrate, st.force, log)
 		if res != nil {
 			res.Pruned = pruned
 		}
@@ -247,7 +248,7 @@ func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.Set
 	deadline := time.Now().Add(timeout)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		out, err = step()
-		if err == nil || !pipeline.Transient(err) || time.Now().Add(wait).After(deadline) {
+		if err == nil || !fleetops.Transient(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
 		log.Warn("JetStream not ready; retrying", "retry_in", wait.String(), "err", err)
@@ -308,7 +309,7 @@ func countsText(m map[string]int) string {
 
 // exportDeployment writes the account's deployment into file (replaced whole: written
 // beside it, then renamed), readable by its owner only.
-func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
+func exportDeployment(ctx context.Context, env *Env, ncfg fleetops.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -319,7 +320,7 @@ func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, f
 		return fmt.Errorf("--export: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	c, err := pipeline.Export(ctx, nc, tmp, force, log)
+	c, err := fleetops.Export(ctx, nc, tmp, force, log)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -340,13 +341,13 @@ func exportDeployment(ctx context.Context, env *Env, ncfg pipeline.NATSConfig, f
 
 // settingsFromExport takes the old account's settings from an export for every setup flag
 // not given.
-func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limits *streamLimits) error {
+func settingsFromExport(fs *flagSet, file string, sc *fleetops.SetupConfig, limits *streamLimits) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return fmt.Errorf("--import: %w", err)
 	}
 	defer f.Close()
-	old, err := pipeline.ReadExportSettings(f)
+	old, err := fleetops.ReadExportSettings(f)
 	if err != nil || old == nil {
 		return err
 	}
@@ -369,7 +370,7 @@ func settingsFromExport(fs *flagSet, file string, sc *pipeline.SetupConfig, limi
 }
 
 // writePruned says what a prune removed (or would, dryRun).
-func writePruned(w io.Writer, pruned []pipeline.PrunedStore, dryRun bool) {
+func writePruned(w io.Writer, pruned []fleetops.PrunedStore, dryRun bool) {
 	verb := "removed"
 	if dryRun {
 		verb = "would remove"

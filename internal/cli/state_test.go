@@ -9,8 +9,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
-	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -89,7 +89,7 @@ func TestSetupPrune(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	if _, err := js.Consumer(context.Background(), wire.StreamJobs, pipeline.ConsumerName("b")); err != nil {
+	if _, err := js.Consumer(context.Background(), wire.StreamJobs, fleetops.ConsumerName("b")); err != nil {
 		t.Fatalf("the dry run removed b's consumer: %v", err)
 	}
 	code, out, errs = runCLI(t, "setup", "--nats-url", url, "--store", "a", "--prune")
@@ -97,7 +97,7 @@ func TestSetupPrune(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "removed store b") || !strings.Contains(out, "set up (layout 3): stores a;") {
 		t.Fatalf("prune: exit %d: %s%s", code, out, errs)
 	}
-	if _, err := js.Consumer(context.Background(), wire.StreamJobs, pipeline.ConsumerName("b")); err == nil {
+	if _, err := js.Consumer(context.Background(), wire.StreamJobs, fleetops.ConsumerName("b")); err == nil {
 		t.Error("b's consumer is still there")
 	}
 }

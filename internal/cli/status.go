@@ -12,8 +12,8 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 func init() {
@@ -53,16 +53,16 @@ type statusReport struct {
 type storeStatus struct {
 	Store   string                `json:"store"`
 	Account string                `json:"account,omitempty"`
-	Workers []pipeline.WorkerBeat `json:"workers"`
+	Workers []fleetops.WorkerBeat `json:"workers"`
 	// Queue, Running and Paused: what the operator's view reads (absent when it could not).
-	Queue   *pipeline.StoreQueue  `json:"queue,omitempty"`
-	Running []pipeline.RunningJob `json:"running,omitempty"`
-	Paused  *pipeline.PauseRecord `json:"paused,omitempty"`
+	Queue   *fleetops.StoreQueue  `json:"queue,omitempty"`
+	Running []fleetops.RunningJob `json:"running,omitempty"`
+	Paused  *fleetops.PauseRecord `json:"paused,omitempty"`
 }
 
 func runStatus(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "status", "[flags]", statusHelp)
-	var n pipeline.NATSConfig
+	var n fleetops.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
@@ -87,7 +87,7 @@ func runStatus(ctx context.Context, env *Env) error {
 	ncfg.Name = "compactor status"
 	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
 	if *credentials != "" {
-		if accounts, err = fleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+		if accounts, err = fleetAccounts(*credentials, fleetops.RoleOperator, stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -111,7 +111,7 @@ func runStatus(ctx context.Context, env *Env) error {
 func readStatus(ctx context.Context, accounts []fleetAccount, store string) (statusReport, error) {
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var conns []pipeline.FleetAccount
+	var conns []fleetops.FleetAccount
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
@@ -120,21 +120,21 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 	for _, a := range accounts {
 		c := a.NATS
 		if c.Role == "" && c.InboxPrefix == "" {
-			c.Role = pipeline.RoleOperator
+			c.Role = fleetops.RoleOperator
 		}
 		nc, err := c.Connect()
 		if err != nil {
 			return statusReport{}, accountErr(a.Account, err)
 		}
-		conns = append(conns, pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
+		conns = append(conns, fleetops.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
 	}
 	if len(accounts) == 1 && accounts[0].Account == "" {
 		// One account: every store its records name (with --store, that one).
 		conns[0].Stores = nil
 	}
-	v, verr := pipeline.OpenFleetView(vctx, conns, pipeline.FleetViewOptions{})
+	v, verr := fleetops.OpenFleetView(vctx, conns, fleetops.FleetViewOptions{})
 	if verr != nil {
-		var pe *pipeline.PermissionError
+		var pe *fleetops.PermissionError
 		if len(accounts) > 1 || accounts[0].Account != "" || !errors.As(verr, &pe) {
 			return statusReport{}, verr
 		}
@@ -149,7 +149,7 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 	}
 	defer v.Close()
 	snap := v.Snapshot()
-	var beats []pipeline.WorkerBeat
+	var beats []fleetops.WorkerBeat
 	for _, st := range snap.Stores {
 		beats = append(beats, st.Workers...)
 	}
@@ -208,11 +208,11 @@ func accountErr(account string, err error) error {
 // role's inbox, which the credentials alone do not tell: without --inbox-prefix the
 // operator's is tried, then (with --store) the store's worker's and agent's, each refusal
 // at once.
-func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
-	candidates := []pipeline.NATSConfig{ncfg}
+func accountWorkers(ctx context.Context, ncfg fleetops.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
+	candidates := []fleetops.NATSConfig{ncfg}
 	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
 		candidates = nil
-		for _, role := range []pipeline.Role{pipeline.RoleOperator, pipeline.RoleWorker, pipeline.RoleAgent} {
+		for _, role := range []fleetops.Role{fleetops.RoleOperator, fleetops.RoleWorker, fleetops.RoleAgent} {
 			if role.PerStore() && len(stores) == 0 {
 				continue
 			}
@@ -227,7 +227,7 @@ func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []stri
 	var lastErr error
 	for _, c := range candidates {
 		beats, foreign, err := workersAs(ctx, c, stores)
-		var pe *pipeline.PermissionError
+		var pe *fleetops.PermissionError
 		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
 			lastErr = err // not this role's inbox: the next
 			continue
@@ -240,7 +240,7 @@ func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []stri
 	return nil, 0, lastErr
 }
 
-func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+func workersAs(ctx context.Context, ncfg fleetops.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return nil, 0, err
@@ -248,11 +248,11 @@ func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) (
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return pipeline.Workers(rctx, nc, stores...)
+	return fleetops.Workers(rctx, nc, stores...)
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
-func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
+func statusOf(beats []fleetops.WorkerBeat, store string) statusReport {
 	rep := statusReport{Stores: []storeStatus{}, Warnings: []string{}}
 	for _, b := range beats {
 		if store != "" && b.Store != store {
@@ -305,7 +305,7 @@ func statusOf(beats []pipeline.WorkerBeat, store string) statusReport {
 }
 
 // versionOf is a beat's program version as status shows it.
-func versionOf(b pipeline.WorkerBeat) string {
+func versionOf(b fleetops.WorkerBeat) string {
 	if b.Newer() {
 		return "newer"
 	}
@@ -321,7 +321,7 @@ func orUnknown(s string) string {
 
 // jobVersionsText is a beat's job versions as "1,2"; a beat without them is from a
 // worker that works version 1 only.
-func jobVersionsText(b pipeline.WorkerBeat) string {
+func jobVersionsText(b fleetops.WorkerBeat) string {
 	if b.Newer() {
 		return "?"
 	}

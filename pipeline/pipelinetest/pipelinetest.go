@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/wire"
@@ -105,7 +106,7 @@ func New(opts Options) (*Server, error) {
 		opts.Configure(&cfg)
 	}
 	// Always the embedded server, on a random port, with its store here.
-	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = pipeline.NATSConfig{}, data, "127.0.0.1", -1
+	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = fleetops.NATSConfig{}, data, "127.0.0.1", -1
 	s.cfg, s.dataDir = cfg, data
 	if s.Service, err = pipeline.New(cfg); err != nil {
 		s.removeTemp()
@@ -117,7 +118,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	// The embedded server requires the token it generated into its data directory.
-	if s.Conn, err = pipeline.LocalNATS(data, pipeline.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
+	if s.Conn, err = fleetops.LocalNATS(data, fleetops.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
 		s.Service.Close()
 		s.removeTemp()
 		return nil, fmt.Errorf("pipelinetest: connect: %w", err)
@@ -133,8 +134,8 @@ func (s *Server) URL() string { return s.Service.ClientURL() }
 
 // NATS is how a client reaches the server: its URL and the token it requires (a file in
 // its data directory, as `compactor run` generates one).
-func (s *Server) NATS() pipeline.NATSConfig {
-	return pipeline.LocalNATS(s.dataDir, pipeline.NATSConfig{})
+func (s *Server) NATS() fleetops.NATSConfig {
+	return fleetops.LocalNATS(s.dataDir, fleetops.NATSConfig{})
 }
 
 // Resume starts the workers (if they are not running); they run until Close.
@@ -189,8 +190,8 @@ func (s *Server) JobFor(file string) (wire.Job, error) {
 
 // Enqueue publishes job on the server, as `enqueue` does, and with wait waits up to
 // timeout for its final event (EnqueueResult.Event).
-func (s *Server) Enqueue(ctx context.Context, job wire.Job, wait bool, timeout time.Duration) (pipeline.EnqueueResult, error) {
-	return pipeline.Enqueue(ctx, s.Conn, job, wait, timeout)
+func (s *Server) Enqueue(ctx context.Context, job wire.Job, wait bool, timeout time.Duration) (fleetops.EnqueueResult, error) {
+	return fleetops.Enqueue(ctx, s.Conn, job, wait, timeout)
 }
 
 func (s *Server) tempDir(what string) (string, error) {

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/wire"
@@ -60,7 +61,7 @@ func TestServer(t *testing.T) {
 	if job.Store != "default" || job.Path != "--tmp--/s.jsonl" || job.SessionID != "019a48fc-d300-72c8-a6b9-f316c6e71060" || job.ExpectLeafID != "a9835828" {
 		t.Fatalf("job %+v", job)
 	}
-	done := make(chan pipeline.EnqueueResult, 1)
+	done := make(chan fleetops.EnqueueResult, 1)
 	go func() {
 		r, err := srv.Enqueue(context.Background(), job, true, 30*time.Second)
 		if err != nil {

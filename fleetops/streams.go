@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -24,18 +24,18 @@ const (
 	// BucketAttempts counts handler attempts per job message, so a job that crashes its
 	// worker is bounded by MaxDeliver like one that fails (see attempts.go).
 	BucketAttempts = "COMPACTOR_ATTEMPTS"
-	consumerPfx    = "compactor-"
+	ConsumerPrefix = "compactor-"
 
-	// maxFreeDeliveries is how many deliveries a job may spend without a handler attempt
+	// MaxFreeDeliveries is how many deliveries a job may spend without a handler attempt
 	// (a busy session lease, or a give-back at shutdown): a delivery beyond MaxDeliver plus
 	// this is dead-lettered at admission. Handler attempts, crashes included, are counted
 	// in COMPACTOR_ATTEMPTS and bounded by MaxDeliver; this is only the backstop for
 	// endless contention.
-	maxFreeDeliveries = 50
+	MaxFreeDeliveries = 50
 )
 
 // ConsumerName is the durable pull consumer of a store.
-func ConsumerName(store string) string { return consumerPfx + store }
+func ConsumerName(store string) string { return ConsumerPrefix + store }
 
 // errCodeDiscardNewPerSubject is the err_code of a publish refused because the subject
 // already holds its one message (MaxMsgsPerSubject 1 + DiscardNewPerSubject).
@@ -57,93 +57,13 @@ func isStreamFull(err error) bool {
 		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
 }
 
-type resources struct {
-	js       jetstream.JetStream
-	leases   *kvBucket
-	sweep    *kvBucket
-	attempts *kvBucket
-	prepared *kvBucket
-	workers  *kvBucket
-	spend    *kvBucket
-	cons     map[string]jetstream.Consumer // by store: compactor-<store> on COMPACTOR_JOBS
-	dlqCons  map[string]jetstream.Consumer // by store: compactor-dlq-<store> on COMPACTOR_DLQ (its count)
-	fleet    FleetSettings
-}
-
-// dlqConsumerPfx names a store's consumer of COMPACTOR_DLQ. Nothing fetches from it: its
+// DLQConsumerPrefix names a store's consumer of COMPACTOR_DLQ. Nothing fetches from it: its
 // pending count is the store's dead letters, which a worker may read (the stream's
 // information, which would count them too, may not be read by a store's roles).
-const dlqConsumerPfx = "compactor-dlq-"
+const DLQConsumerPrefix = "compactor-dlq-"
 
 // DLQConsumerName is the consumer of COMPACTOR_DLQ that counts a store's dead letters.
-func DLQConsumerName(store string) string { return dlqConsumerPfx + store }
-
-// SetupConfig is what `compactor setup` sets up: the streams and buckets of a fleet's NATS
-// account, and the consumers of each store.
-type SetupConfig struct {
-	Stores          []string
-	Replicas        int
-	AckWait         time.Duration
-	MaxDeliver      int
-	LeaseTTL        time.Duration
-	DuplicateWindow time.Duration
-	PreparedTTL     time.Duration
-	JobsMaxAge      time.Duration
-	JobsMaxBytes    int64
-	EventsMaxAge    time.Duration
-	EventsMaxBytes  int64
-	DLQMaxBytes     int64
-	RecordsMaxBytes int64
-}
-
-// Validate checks what setup would set up (a zero setting: its default), naming the field
-// of the first that is wrong.
-func (sc SetupConfig) Validate() error {
-	return Config{DuplicateWindow: sc.DuplicateWindow, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes,
-		EventsMaxAge: sc.EventsMaxAge, EventsMaxBytes: sc.EventsMaxBytes, DLQMaxBytes: sc.DLQMaxBytes,
-		RecordsMaxBytes: sc.RecordsMaxBytes}.withDefaults().setupConfig().validLimits()
-}
-
-// validLimits checks the streams' limits (zero: the default). A stream's age limit may not
-// be shorter than its duplicate window (the server refuses it).
-func (sc SetupConfig) validLimits() error {
-	switch {
-	case sc.JobsMaxAge < 0 || sc.JobsMaxAge > 0 && sc.JobsMaxAge < max(sc.DuplicateWindow, time.Second):
-		return configError("JobsMaxAge", "%s: want at least the duplicate window (%s)", sc.JobsMaxAge, sc.DuplicateWindow)
-	case sc.EventsMaxAge < 0 || sc.EventsMaxAge > 0 && sc.EventsMaxAge < time.Second:
-		return configError("EventsMaxAge", "%s: want at least 1s", sc.EventsMaxAge)
-	case sc.JobsMaxBytes < 0 || sc.JobsMaxBytes > 0 && sc.JobsMaxBytes < 1<<10:
-		return configError("JobsMaxBytes", "%d: want at least 1 KiB", sc.JobsMaxBytes)
-	case sc.EventsMaxBytes < 0 || sc.EventsMaxBytes > 0 && sc.EventsMaxBytes < 1<<10:
-		return configError("EventsMaxBytes", "%d: want at least 1 KiB", sc.EventsMaxBytes)
-	case sc.DLQMaxBytes < 0 || sc.DLQMaxBytes > 0 && sc.DLQMaxBytes < 64<<10:
-		return configError("DLQMaxBytes", "%d: want at least 64 KiB", sc.DLQMaxBytes)
-	case sc.RecordsMaxBytes < 0 || sc.RecordsMaxBytes > 0 && sc.RecordsMaxBytes < 64<<10:
-		return configError("RecordsMaxBytes", "%d: want at least 64 KiB", sc.RecordsMaxBytes)
-	}
-	return nil
-}
-
-// setupConfig is the part of a service's configuration that setup applies.
-func (c Config) setupConfig() SetupConfig {
-	sc := SetupConfig{Replicas: c.Replicas, AckWait: c.AckWait, MaxDeliver: c.MaxDeliver, LeaseTTL: c.LeaseTTL,
-		DuplicateWindow: c.DuplicateWindow, PreparedTTL: c.PreparedTTL, JobsMaxAge: c.JobsMaxAge, JobsMaxBytes: c.JobsMaxBytes,
-		EventsMaxAge: c.EventsMaxAge, EventsMaxBytes: c.EventsMaxBytes, DLQMaxBytes: c.DLQMaxBytes, RecordsMaxBytes: c.RecordsMaxBytes}
-	for _, st := range c.Stores {
-		sc.Stores = append(sc.Stores, st.Name)
-	}
-	return sc
-}
-
-// withDefaults fills sc's zero settings with the defaults.
-func (sc SetupConfig) withDefaults() SetupConfig {
-	stores := sc.Stores
-	sc = Config{Replicas: sc.Replicas, AckWait: sc.AckWait, MaxDeliver: sc.MaxDeliver, LeaseTTL: sc.LeaseTTL, DuplicateWindow: sc.DuplicateWindow,
-		PreparedTTL: sc.PreparedTTL, JobsMaxAge: sc.JobsMaxAge, JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: sc.EventsMaxAge,
-		EventsMaxBytes: sc.EventsMaxBytes, DLQMaxBytes: sc.DLQMaxBytes, RecordsMaxBytes: sc.RecordsMaxBytes}.withDefaults().setupConfig()
-	sc.Stores = stores
-	return sc
-}
+func DLQConsumerName(store string) string { return DLQConsumerPrefix + store }
 
 // ensure sets up every stream, bucket and the stores' consumers and writes the fleet's
 // settings, as only the admin does (`compactor setup`, `run --setup`, the embedded
@@ -170,10 +90,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 		}
 	}
 	for _, st := range sc.Stores {
-		if _, err := ensureConsumer(ctx, js, wire.StreamJobs, consumerConfig(sc, st), log); err != nil {
+		if _, err := ensureConsumer(ctx, js, wire.StreamJobs, StoreConsumerConfig(sc, st), log); err != nil {
 			return err
 		}
-		if _, err := ensureConsumer(ctx, js, wire.StreamDLQ, dlqConsumerConfig(st), log); err != nil {
+		if _, err := ensureConsumer(ctx, js, wire.StreamDLQ, DLQConsumerConfig(st), log); err != nil {
 			return err
 		}
 	}
@@ -197,12 +117,12 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 // once both keep theirs (a store missing from the record is one the operator's view does
 // not show).
 func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettings) ([]string, error) {
-	kv := openBucket(js, BucketSettings)
+	kv := OpenBucket(js, BucketSettings)
 	mine := slices.Clone(f.Stores)
 	for attempt := 0; ; attempt++ {
 		var rev uint64
 		stores := slices.Clone(mine)
-		e, err := kv.last(ctx, settingsKey)
+		e, err := kv.Last(ctx, SettingsKey)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -224,97 +144,18 @@ func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettin
 		if err != nil {
 			return nil, err
 		}
-		_, err = kv.Update(ctx, settingsKey, b, rev)
+		_, err = kv.Update(ctx, SettingsKey, b, rev)
 		if err == nil {
 			return stores, nil
 		}
-		if !isWrongLastSeq(err) || attempt == 20 {
+		if !IsWrongLastSeq(err) || attempt == 20 {
 			return nil, fmt.Errorf("write fleet settings: %w", err)
 		}
 	}
 }
 
-// bind opens what a worker (or a client, cfg.Client) uses, as it was set up, and checks
-// that it is there: the fleet's settings, each bucket and the jobs stream (a direct get in
-// the first store's part of each: the requests a store's roles may make), and each
-// store's consumers. It creates and changes nothing. What is missing or different is a
-// *NotSetUpError that names it and the command that sets it up.
-func bind(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*resources, error) {
-	fleet, err := readFleet(ctx, js.Conn())
-	if err != nil {
-		return nil, err
-	}
-	r := &resources{js: js, cons: map[string]jetstream.Consumer{}, dlqCons: map[string]jetstream.Consumer{}, fleet: *fleet}
-	r.leases, r.sweep, r.attempts = openBucket(js, BucketLeases), openBucket(js, BucketSweep), openBucket(js, BucketAttempts)
-	r.prepared, r.workers, r.spend = openBucket(js, wire.BucketPrepared), openBucket(js, BucketWorkers), openBucket(js, BucketSpend)
-	probe := cfg.Stores[0].Name
-	buckets := []*kvBucket{r.sweep, r.workers}
-	if !cfg.Client {
-		buckets = []*kvBucket{r.leases, r.attempts, r.sweep, r.prepared, r.workers, r.spend}
-	}
-	for _, b := range buckets {
-		if _, err := b.last(ctx, probe+"._probe"); err != nil && !errors.Is(err, jetstream.ErrKeyNotFound) {
-			return nil, probeError("bucket "+b.name, err)
-		}
-	}
-	if _, err := directLast(ctx, js.Conn(), wire.StreamJobs, wire.JobsPrefix+probe+"._probe"); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, probeError("stream "+wire.StreamJobs, err)
-	}
-	if cfg.Client {
-		return r, nil
-	}
-	for _, st := range cfg.Stores {
-		c, err := bindConsumer(ctx, js, wire.StreamJobs, consumerConfig(SetupConfig{}, st.Name))
-		if err != nil {
-			return nil, err
-		}
-		r.cons[st.Name] = c
-		if c, err = bindConsumer(ctx, js, wire.StreamDLQ, dlqConsumerConfig(st.Name)); err != nil {
-			return nil, err
-		}
-		r.dlqCons[st.Name] = c
-	}
-	return r, nil
-}
-
-// probeError explains a probe of a bucket or stream that did not answer. Nothing answers
-// a direct get of a stream that does not exist or does not allow them, and, for a moment,
-// of one whose servers are electing a leader: the start retries it within StartupTimeout,
-// and says what it means if it lasts.
-func probeError(what string, err error) error {
-	if errors.Is(err, nats.ErrNoResponders) {
-		return fmt.Errorf("%s answers no direct get (it does not exist or was set up by an older compactor: run `compactor setup`, or `compactor setup --migrate`; or its servers are electing a leader): %w", what, err)
-	}
-	return fmt.Errorf("%s: %w", what, err)
-}
-
-// bindConsumer opens a store's consumer and checks the settings that make it the store's.
-func bindConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	store := strings.TrimPrefix(strings.TrimPrefix(want.Durable, dlqConsumerPfx), consumerPfx)
-	remedy := fmt.Sprintf("run `compactor setup --store %s` with the admin's credentials, or `compactor run --setup`", store)
-	c, err := js.Consumer(ctx, stream, want.Durable)
-	if errors.Is(err, jetstream.ErrConsumerNotFound) {
-		return nil, &NotSetUpError{What: fmt.Sprintf("consumer %s of %s does not exist", want.Durable, stream), Remedy: remedy}
-	}
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil, &NotSetUpError{What: fmt.Sprintf("stream %s does not exist", stream), Remedy: remedy}
-	}
-	if err != nil {
-		return nil, fmt.Errorf("consumer %s: %w", want.Durable, err)
-	}
-	have := c.CachedInfo().Config
-	switch {
-	case have.FilterSubject != want.FilterSubject:
-		return nil, &NotSetUpError{What: fmt.Sprintf("consumer %s of %s takes %q, not the store's %q", want.Durable, stream, have.FilterSubject, want.FilterSubject), Remedy: remedy}
-	case want.MaxDeliver != 0 && have.MaxDeliver != want.MaxDeliver:
-		return nil, &NotSetUpError{What: fmt.Sprintf("consumer %s of %s was set up by an older compactor (max_deliver %d)", want.Durable, stream, have.MaxDeliver),
-			Remedy: "run `compactor setup --migrate` (docs/security.md, \"Upgrading\")"}
-	}
-	return c, nil
-}
-
-// eventsPerJob bounds a job's events (its retries and its final event).
-const eventsPerJob = 16
+// EventsPerJob bounds a job's events (its retries and its final event).
+const EventsPerJob = 16
 
 // deadLettersPerSession bounds the dead letters kept of one session: beyond it the oldest go.
 const deadLettersPerSession = 64
@@ -330,9 +171,9 @@ const (
 	minRecordBytes     = 512
 )
 
-// sweepWatches bounds the consumers of the sweep records' bucket: one watch per worker
+// SweepWatches bounds the consumers of the sweep records' bucket: one watch per worker
 // process and per running sweep of each store (the only consumers a store's role creates).
-const sweepWatches = 64
+const SweepWatches = 64
 
 // settingsMaxBytes bounds the settings' bucket: one record.
 const settingsMaxBytes = 1 << 20
@@ -343,7 +184,7 @@ const streamDuplicates = 2 * time.Minute
 
 // kvDuplicates is the buckets' duplicate window: no record is written with a message id,
 // so it is the smallest the server takes (a window is kept in the server's memory).
-const kvDuplicates = 100 * time.Millisecond
+const KVDuplicates = 100 * time.Millisecond
 
 // streamConfigs are the streams setup sets up, each with the settings it needs and no
 // other (docs/security.md, "Streams and buckets"): no rollups anywhere (a message with
@@ -376,7 +217,7 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			MaxAge:            cfg.EventsMaxAge,
 			MaxBytes:          cfg.EventsMaxBytes,
 			MaxMsgs:           cfg.EventsMaxBytes / minEventBytes,
-			MaxMsgsPerSubject: eventsPerJob,
+			MaxMsgsPerSubject: EventsPerJob,
 			Discard:           jetstream.DiscardOld,
 			Duplicates:        streamDuplicates,
 			AllowDirect:       true,
@@ -413,22 +254,22 @@ func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	kv := func(bucket, desc string, ttl time.Duration, maxBytes int64) jetstream.StreamConfig {
 		return jetstream.StreamConfig{Name: "KV_" + bucket, Description: desc, Subjects: []string{wire.KVSubjectRoot + bucket + ".>"},
 			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, MaxAge: ttl, MaxBytes: maxBytes, MaxMsgs: maxBytes / minRecordBytes,
-			Discard: jetstream.DiscardNew, Duplicates: kvDuplicates, AllowDirect: true, DenyDelete: true,
+			Discard: jetstream.DiscardNew, Duplicates: KVDuplicates, AllowDirect: true, DenyDelete: true,
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
 	}
 	rb := cfg.RecordsMaxBytes
 	sweep := kv(BucketSweep, "what the last sweep saw of each session file", 0, rb)
-	sweep.AllowMsgTTL, sweep.MaxConsumers = true, sweepWatches // markers that expire (prune in sweep.go); the stores' watches
+	sweep.AllowMsgTTL, sweep.MaxConsumers = true, SweepWatches // markers that expire (prune in sweep.go); the stores' watches
 	settings := kv(BucketSettings, "the fleet's settings, written by compactor setup", 0, settingsMaxBytes)
 	settings.DenyPurge = true
 	return []jetstream.StreamConfig{
 		settings,
-		kv(BucketWorkers, "the workers serving each store: a key per store and worker, renewed while it works, and the store's owner", workerBeatTTL, rb),
+		kv(BucketWorkers, "the workers serving each store: a key per store and worker, renewed while it works, and the store's owner", WorkerBeatTTL, rb),
 		kv(BucketLeases, "per-session leases of running compactor jobs", cfg.LeaseTTL, rb),
 		sweep,
-		kv(BucketAttempts, "handler attempts per job message (crashes included)", attemptsTTL, rb),
+		kv(BucketAttempts, "handler attempts per job message (crashes included)", AttemptsTTL, rb),
 		kv(wire.BucketPrepared, "compaction summaries prepared ahead of time for live agents (one per session)", cfg.PreparedTTL, rb),
-		kv(BucketSpend, "LLM input tokens per spend-limit window (scope.window keys)", spendTTL, rb),
+		kv(BucketSpend, "LLM input tokens per spend-limit window (scope.window keys)", SpendTTL, rb),
 	}
 }
 
@@ -483,10 +324,10 @@ func (e *LimitsError) Error() string {
 		e.Need, e.Others, e.Account)
 }
 
-// consumerConfig is the durable pull consumer of a store. Its deliveries are not bounded
+// StoreConsumerConfig is the durable pull consumer of a store. Its deliveries are not bounded
 // here (MaxDeliver -1): a worker bounds them with the message in hand (admit), so that no
 // worker needs the right to read or delete a message of the stream by its sequence.
-func consumerConfig(cfg SetupConfig, store string) jetstream.ConsumerConfig {
+func StoreConsumerConfig(cfg SetupConfig, store string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName(store),
 		Description:   "compactor workers of store " + store,
@@ -499,8 +340,8 @@ func consumerConfig(cfg SetupConfig, store string) jetstream.ConsumerConfig {
 	}
 }
 
-// dlqConsumerConfig is the consumer that counts a store's dead letters.
-func dlqConsumerConfig(store string) jetstream.ConsumerConfig {
+// DLQConsumerConfig is the consumer that counts a store's dead letters.
+func DLQConsumerConfig(store string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       DLQConsumerName(store),
 		Description:   "counts the dead letters of store " + store + " (nothing fetches from it)",
@@ -534,7 +375,7 @@ func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.St
 		if err != nil {
 			return nil, fmt.Errorf("read stream %s: %w", want.Name, err)
 		}
-		next, ok, err := reconcile("stream", want.Name, str.CachedInfo().Config, want, log)
+		next, ok, err := Reconcile("stream", want.Name, str.CachedInfo().Config, want, log)
 		if err != nil || ok {
 			return str, err
 		}
@@ -614,11 +455,11 @@ func logChanges(log *slog.Logger, kind, name string, changes []change) {
 	}
 }
 
-// reconcile returns the configuration to update a stream to: what the server holds (have)
+// Reconcile returns the configuration to update a stream to: what the server holds (have)
 // with want's settings where they differ, and the replicas raised to want's but never
 // lowered. ok means there is nothing to update. Settings a stream cannot change
 // (retention, storage) are an error that names them.
-func reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.Logger) (next jetstream.StreamConfig, ok bool, err error) {
+func Reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.Logger) (next jetstream.StreamConfig, ok bool, err error) {
 	if want.Retention != have.Retention && want.Retention != 0 {
 		return have, false, fmt.Errorf("%s %s: its retention on the server is %s, compactor needs %s; the setting cannot be changed (delete the %s to let `compactor run` create it again)", kind, name, have.Retention, want.Retention, kind)
 	}
@@ -715,81 +556,6 @@ func transient(err error) bool {
 	return false
 }
 
-// ensureUntil sets up (the admin: ensure, then bind) or binds (a worker or client) the
-// resources, again until it succeeds, a permanent error occurs, or timeout passes: a
-// cluster that is electing leaders (after a node restart) answers with timeouts and
-// "temporarily unavailable" for a few seconds, which must not stop a worker from
-// starting. What is not set up, and a permission the server refused, are said at once.
-// then, when given, runs on the bound resources within the same retries (the stores'
-// claims, which a cluster settling after a setup's changes can also time out).
-func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger, then func(context.Context, *resources) error) (*resources, error) {
-	deadline := time.Now().Add(cfg.StartupTimeout)
-	wait := 250 * time.Millisecond
-	for attempt := 1; ; attempt++ {
-		res, err := guard(ctx, js.Conn(), func(ctx context.Context) (*resources, error) {
-			if cfg.Setup && !cfg.Client {
-				// The embedded server is this service's own: an older layout on it is
-				// migrated at once (a migration refuses while other workers serve).
-				if _, err := setup(ctx, js, cfg.setupConfig(), cfg.NATS.URL == "", false, log); err != nil {
-					return nil, err
-				}
-			}
-			res, err := bind(ctx, js, cfg, log)
-			if err == nil && then != nil {
-				err = then(ctx, res)
-			}
-			return res, err
-		})
-		if err == nil {
-			return res, nil
-		}
-		if ctx.Err() != nil {
-			return nil, err
-		}
-		var (
-			se *StreamError
-			ns *NotSetUpError
-			pe *PermissionError
-			oe *OldLayoutError
-			le *LiveWorkersError
-			we *OwnerError
-		)
-		if errors.As(err, &se) || errors.As(err, &ns) || errors.As(err, &pe) || errors.As(err, &oe) || errors.As(err, &le) || errors.As(err, &we) {
-			return nil, err
-		}
-		if !transient(err) {
-			if unavailable(err) {
-				return nil, diagnose(ctx, js, wire.StreamJobs, err)
-			}
-			return nil, err
-		}
-		if time.Now().Add(wait).After(deadline) {
-			return nil, fmt.Errorf("JetStream not ready after %s (%d attempts; --startup-timeout): %w", cfg.StartupTimeout, attempt, diagnose(ctx, js, wire.StreamJobs, err))
-		}
-		log.Warn("JetStream not ready; retrying", "attempt", attempt, "retry_in", wait.String(), "err", err)
-		select {
-		case <-ctx.Done():
-			return nil, ctx.Err()
-		case <-time.After(wait):
-		}
-		wait = min(2*wait, 5*time.Second)
-	}
-}
-
-// pendingJobs counts the jobs of the given stores not answered yet: queued, running, or
-// waiting for a retry's delay (each store's consumer says it of its own).
-func pendingJobs(ctx context.Context, cons map[string]jetstream.Consumer, stores []Store) (uint64, error) {
-	var n uint64
-	for _, st := range stores {
-		ci, err := cons[st.Name].Info(ctx)
-		if err != nil {
-			return 0, fmt.Errorf("consumer %s: %w", ConsumerName(st.Name), err)
-		}
-		n += ci.NumPending + uint64(ci.NumAckPending)
-	}
-	return n, nil
-}
-
 // Transient reports whether a JetStream error may go away by itself (a timeout, a cluster
 // electing a leader): worth trying again within a startup timeout.
 func Transient(err error) bool { return transient(err) }
@@ -805,14 +571,14 @@ const operatorConsumers = 24
 // AccountStreams is how many streams setup makes in an account: the streams and the
 // buckets (each bucket is a stream).
 func AccountStreams() int {
-	sc := SetupConfig{}.withDefaults()
+	sc := SetupConfig{}.WithDefaults()
 	return len(streamConfigs(sc)) + len(bucketConfigs(sc))
 }
 
 // AccountStorage is the file storage setup's default limits reserve in an account, with
 // replicas replicas of each stream.
 func AccountStorage(replicas int) int64 {
-	sc := SetupConfig{Replicas: max(replicas, 1)}.withDefaults()
+	sc := SetupConfig{Replicas: max(replicas, 1)}.WithDefaults()
 	var n int64
 	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
 		n += c.MaxBytes * int64(c.Replicas)
@@ -823,4 +589,4 @@ func AccountStorage(replicas int) int64 {
 // AccountConsumers is the most consumers an account of n stores uses: two per store (its
 // jobs' and its dead letters' count), the watches of its sweep records, and the
 // operator's and the admin's reads.
-func AccountConsumers(stores int) int { return 2*stores + sweepWatches + operatorConsumers }
+func AccountConsumers(stores int) int { return 2*stores + SweepWatches + operatorConsumers }

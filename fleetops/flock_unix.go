@@ -1,6 +1,6 @@
 //go:build unix
 
-package pipeline
+package fleetops
 
 import (
 	"errors"
@@ -25,17 +25,17 @@ func flock(f *os.File, exclusive bool) error {
 
 func funlock(f *os.File) error { return syscall.Flock(int(f.Fd()), syscall.LOCK_UN) }
 
-// writableDir reports why dir cannot be written to by this process (access(2) with W_OK:
+// WritableDir reports why dir cannot be written to by this process (access(2) with W_OK:
 // its permissions, or a file system mounted read-only), or nil.
-func writableDir(dir string) error {
+func WritableDir(dir string) error {
 	if err := syscall.Access(dir, 2 /* W_OK */); err != nil {
 		return &os.PathError{Op: "access", Path: dir, Err: err}
 	}
 	return nil
 }
 
-// devIno is the device and inode of a directory (0, 0 where unknown).
-func devIno(fi os.FileInfo) (dev, ino uint64) {
+// DevIno is the device and inode of a directory (0, 0 where unknown).
+func DevIno(fi os.FileInfo) (dev, ino uint64) {
 	if st, ok := fi.Sys().(*syscall.Stat_t); ok {
 		return uint64(st.Dev), st.Ino //nolint:unconvert // Dev's type varies by platform
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -22,9 +22,9 @@ import (
 // bucket by reading its stream's information ($JS.API.STREAM.INFO), which a permission
 // cannot scope: whoever may read it may list every key of every store.
 
-// kvBucket is one bucket. Its errors are the client library's (jetstream.ErrKeyNotFound,
+// Bucket is one bucket. Its errors are the client library's (jetstream.ErrKeyNotFound,
 // ErrKeyExists, a wrong-last-sequence API error for a revision that moved on).
-type kvBucket struct {
+type Bucket struct {
 	js     jetstream.JetStream
 	nc     *nats.Conn
 	name   string // the bucket
@@ -32,12 +32,15 @@ type kvBucket struct {
 	pre    string // $KV.<bucket>.
 }
 
-func openBucket(js jetstream.JetStream, name string) *kvBucket {
-	return &kvBucket{js: js, nc: js.Conn(), name: name, stream: "KV_" + name, pre: "$KV." + name + "."}
+// Name is the bucket's name.
+func (b *Bucket) Name() string { return b.name }
+
+func OpenBucket(js jetstream.JetStream, name string) *Bucket {
+	return &Bucket{js: js, nc: js.Conn(), name: name, stream: "KV_" + name, pre: "$KV." + name + "."}
 }
 
-// kvEntry is a value read from a bucket (jetstream.KeyValueEntry).
-type kvEntry struct {
+// Entry is a value read from a bucket (jetstream.KeyValueEntry).
+type Entry struct {
 	bucket, key string
 	value       []byte
 	rev         uint64
@@ -46,13 +49,13 @@ type kvEntry struct {
 	op          jetstream.KeyValueOp
 }
 
-func (e *kvEntry) Bucket() string                  { return e.bucket }
-func (e *kvEntry) Key() string                     { return e.key }
-func (e *kvEntry) Value() []byte                   { return e.value }
-func (e *kvEntry) Revision() uint64                { return e.rev }
-func (e *kvEntry) Created() time.Time              { return e.created }
-func (e *kvEntry) Delta() uint64                   { return e.delta }
-func (e *kvEntry) Operation() jetstream.KeyValueOp { return e.op }
+func (e *Entry) Bucket() string                  { return e.bucket }
+func (e *Entry) Key() string                     { return e.key }
+func (e *Entry) Value() []byte                   { return e.value }
+func (e *Entry) Revision() uint64                { return e.rev }
+func (e *Entry) Created() time.Time              { return e.created }
+func (e *Entry) Delta() uint64                   { return e.delta }
+func (e *Entry) Operation() jetstream.KeyValueOp { return e.op }
 
 // KV headers (the client library's wire format, so that its watchers and ours agree).
 const (
@@ -79,8 +82,8 @@ func opOf(h nats.Header) jetstream.KeyValueOp {
 
 // Get returns the key's value; a key never written, deleted or expired is
 // jetstream.ErrKeyNotFound.
-func (b *kvBucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
-	e, err := b.last(ctx, key)
+func (b *Bucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry, error) {
+	e, err := b.Last(ctx, key)
 	if err != nil {
 		return nil, err
 	}
@@ -90,20 +93,20 @@ func (b *kvBucket) Get(ctx context.Context, key string) (jetstream.KeyValueEntry
 	return e, nil
 }
 
-// last is the key's last message, a delete marker included.
-func (b *kvBucket) last(ctx context.Context, key string) (*kvEntry, error) {
-	m, err := directLast(ctx, b.nc, b.stream, b.pre+key)
+// Last is the key's last message, a delete marker included.
+func (b *Bucket) Last(ctx context.Context, key string) (*Entry, error) {
+	m, err := DirectLast(ctx, b.nc, b.stream, b.pre+key)
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, jetstream.ErrKeyNotFound
 	}
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: get %s: %w", b.name, key, err)
 	}
-	return &kvEntry{bucket: b.name, key: key, value: m.Data, rev: m.Sequence, created: m.Time, op: opOf(m.Header)}, nil
+	return &Entry{bucket: b.name, key: key, value: m.Data, rev: m.Sequence, created: m.Time, op: opOf(m.Header)}, nil
 }
 
 // Put writes the key whatever it holds and returns the new revision.
-func (b *kvBucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
+func (b *Bucket) Put(ctx context.Context, key string, value []byte) (uint64, error) {
 	ack, err := b.js.Publish(ctx, b.pre+key, value)
 	if err != nil {
 		return 0, err
@@ -113,13 +116,13 @@ func (b *kvBucket) Put(ctx context.Context, key string, value []byte) (uint64, e
 
 // Create writes the key only if it holds no value (never written, deleted or expired);
 // else jetstream.ErrKeyExists.
-func (b *kvBucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
+func (b *Bucket) Create(ctx context.Context, key string, value []byte) (uint64, error) {
 	rev, err := b.Update(ctx, key, value, 0)
-	if err == nil || !isWrongLastSeq(err) {
+	if err == nil || !IsWrongLastSeq(err) {
 		return rev, err
 	}
 	// Something is there: a value, or a delete marker that a create may replace.
-	e, gerr := b.last(ctx, key)
+	e, gerr := b.Last(ctx, key)
 	if gerr == nil && e.op != jetstream.KeyValuePut {
 		return b.Update(ctx, key, value, e.rev)
 	}
@@ -127,7 +130,7 @@ func (b *kvBucket) Create(ctx context.Context, key string, value []byte) (uint64
 }
 
 // Update writes the key if its last revision is still rev (0: it was never written).
-func (b *kvBucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
+func (b *Bucket) Update(ctx context.Context, key string, value []byte, rev uint64) (uint64, error) {
 	ack, err := b.js.Publish(ctx, b.pre+key, value, jetstream.WithExpectLastSequencePerSubject(rev))
 	if err != nil {
 		return 0, err
@@ -137,7 +140,7 @@ func (b *kvBucket) Update(ctx context.Context, key string, value []byte, rev uin
 
 // Delete writes a delete marker (with history 1 the value itself is gone). With lastRev,
 // only if the key's last revision is still that.
-func (b *kvBucket) Delete(ctx context.Context, key string, lastRev ...uint64) error {
+func (b *Bucket) Delete(ctx context.Context, key string, lastRev ...uint64) error {
 	m := nats.NewMsg(b.pre + key)
 	m.Header.Set(kvOpHeader, kvOpDel)
 	var opts []jetstream.PublishOpt
@@ -152,11 +155,11 @@ func (b *kvBucket) Delete(ctx context.Context, key string, lastRev ...uint64) er
 // does not allow per-message TTLs.
 const errCodeMsgTTLDisabled jetstream.ErrorCode = 10166
 
-// deleteExpiring writes a delete marker that the server removes ttl later, if the key's
+// DeleteExpiring writes a delete marker that the server removes ttl later, if the key's
 // last revision is still rev (0: whatever it is): the watchers of the moment learn that the key is gone, and
 // the marker does not stay for ever in a bucket without a TTL of its own. A bucket set up
 // before it allowed per-message TTLs gets a plain marker (ttlRefused is then true).
-func (b *kvBucket) deleteExpiring(ctx context.Context, key string, rev uint64, ttl time.Duration) (ttlRefused bool, err error) {
+func (b *Bucket) DeleteExpiring(ctx context.Context, key string, rev uint64, ttl time.Duration) (ttlRefused bool, err error) {
 	m := nats.NewMsg(b.pre + key)
 	m.Header.Set(kvOpHeader, kvOpDel)
 	opts := []jetstream.PublishOpt{jetstream.WithMsgTTL(ttl)}
@@ -174,7 +177,7 @@ func (b *kvBucket) deleteExpiring(ctx context.Context, key string, rev uint64, t
 // lastAll reads the last message of every key under prefix (a key's first tokens; "" every
 // key), delete markers included, with one batched direct get: no consumer is created, so a
 // role that may not create consumers reads them too. At most directBatchMax keys.
-func (b *kvBucket) lastAll(ctx context.Context, prefix string) ([]*kvEntry, error) {
+func (b *Bucket) lastAll(ctx context.Context, prefix string) ([]*Entry, error) {
 	filter := b.pre + ">"
 	if prefix != "" {
 		filter = b.pre + prefix + ".>"
@@ -183,33 +186,33 @@ func (b *kvBucket) lastAll(ctx context.Context, prefix string) ([]*kvEntry, erro
 	if err != nil {
 		return nil, fmt.Errorf("bucket %s: read %s: %w", b.name, filter, err)
 	}
-	out := make([]*kvEntry, 0, len(msgs))
+	out := make([]*Entry, 0, len(msgs))
 	for _, m := range msgs {
 		if len(m.Subject) <= len(b.pre) {
 			continue
 		}
-		out = append(out, &kvEntry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: m.Sequence, created: m.Time, op: opOf(m.Header)})
+		out = append(out, &Entry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: m.Sequence, created: m.Time, op: opOf(m.Header)})
 	}
 	return out, nil
 }
 
-// kvWatcher delivers a bucket's values under a key prefix: every current one, then nil,
+// Watcher delivers a bucket's values under a key prefix: every current one, then nil,
 // then every change, until Stop.
-type kvWatcher struct {
+type Watcher struct {
 	updates chan jetstream.KeyValueEntry
 	sub     *nats.Subscription
 }
 
-func (w *kvWatcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
+func (w *Watcher) Updates() <-chan jetstream.KeyValueEntry { return w.updates }
 
 // Stop ends the watch. Its consumer is deleted by the client library (a request the
 // worker's permissions refuse: it then expires by itself, see Watch).
-func (w *kvWatcher) Stop() error { return w.sub.Unsubscribe() }
+func (w *Watcher) Stop() error { return w.sub.Unsubscribe() }
 
 // Watch follows the keys under prefix (a key's first tokens, e.g. a store's name; ""
 // watches every key). The consumer is an ordered push consumer created with its filter
 // in the request's subject, so that a permission can allow it for one store's keys.
-func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error) {
+func (b *Bucket) Watch(ctx context.Context, prefix string) (*Watcher, error) {
 	legacy, err := b.nc.JetStream()
 	if err != nil {
 		return nil, err
@@ -218,7 +221,7 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 	if prefix != "" {
 		filter = b.pre + prefix + ".>"
 	}
-	w := &kvWatcher{updates: make(chan jetstream.KeyValueEntry, 256)}
+	w := &Watcher{updates: make(chan jetstream.KeyValueEntry, 256)}
 	var (
 		mu                sync.Mutex
 		initDone          bool
@@ -235,7 +238,7 @@ func (b *kvBucket) Watch(ctx context.Context, prefix string) (*kvWatcher, error)
 		mu.Lock()
 		defer mu.Unlock()
 		last = time.Now()
-		w.updates <- &kvEntry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
+		w.updates <- &Entry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
 			created: meta.Timestamp, delta: meta.NumPending, op: opOf(m.Header)}
 		if !initDone {
 			received++
@@ -371,12 +374,12 @@ func rawOf(r *nats.Msg, subject string) (*jetstream.RawStreamMsg, error) {
 	return &jetstream.RawStreamMsg{Subject: last(jetstream.SubjectHeader), Sequence: seq, Header: r.Header, Data: r.Data, Time: at}, nil
 }
 
-// directLast reads the last message of stream on subject with a direct get whose API
+// DirectLast reads the last message of stream on subject with a direct get whose API
 // subject names the subject, so that a permission can scope it ($JS.API.DIRECT.GET.
 // <stream>.<subject>; the stream must allow direct gets). A subject without a message is
 // jetstream.ErrMsgNotFound; a stream that does not exist or does not allow direct gets
 // answers nothing (nats.ErrNoResponders).
-func directLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
+func DirectLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*jetstream.RawStreamMsg, error) {
 	if _, ok := ctx.Deadline(); !ok {
 		var cancel context.CancelFunc
 		ctx, cancel = context.WithTimeout(ctx, 5*time.Second)
@@ -400,4 +403,11 @@ func directLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*je
 		}
 	}
 	return rawOf(r, subject)
+}
+
+// IsWrongLastSeq matches a compare-and-set refusal by its code (10071, or 10164 on
+// replicated streams), whatever the client wrapped around it.
+func IsWrongLastSeq(err error) bool {
+	c := apiCode(err)
+	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
 }

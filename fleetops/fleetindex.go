@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -211,18 +212,18 @@ func (c *WindowCounts) add(ev wire.Event) {
 		c.Jobs++
 	}
 	switch ev.Outcome {
-	case OutcomeDone:
+	case outcome.Done:
 		c.Done++
 		if ev.EntryID != "" {
 			c.Compactions++
 			c.TokensBefore += ev.TokensBefore
 			c.TokensAfter += ev.TokensAfter
 		}
-	case OutcomeSkipped, OutcomeSuperseded:
+	case outcome.Skipped, outcome.Superseded:
 		c.Skipped++
-	case OutcomeFailed:
+	case outcome.Failed:
 		c.Failed++
-	case OutcomeRetry:
+	case outcome.Retry:
 		c.Retries++
 	}
 	if ev.LLMInputTokens > 0 || ev.LLMOutputTokens > 0 || ev.LLMCachedInputTokens > 0 {
@@ -352,7 +353,7 @@ func NewHookIndex(max int) *HookIndex {
 
 // Add counts a report.
 func (h *HookIndex) Add(r wire.HookReport, at time.Time) {
-	result, reason := hookLabels(r)
+	result, reason := HookLabels(r)
 	if r.Result == "" {
 		result = "other"
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -52,14 +52,14 @@ type LiveWorkersError struct{ Workers []string }
 
 func (e *LiveWorkersError) Error() string {
 	return fmt.Sprintf("workers are serving on this NATS (%s): stop every worker of the older compactor first (their keys in %s expire %s after they stop), then run `compactor setup --migrate` again",
-		strings.Join(e.Workers, "; "), BucketWorkers, workerBeatTTL)
+		strings.Join(e.Workers, "; "), BucketWorkers, WorkerBeatTTL)
 }
 
 // layoutOf tells which layout the NATS holds: 0 nothing of compactor's (or a setup of this
 // layout under way: its streams allow direct gets from their creation), 1 the layout before
 // the fleet's settings (a jobs stream without direct gets), else the settings' own.
 func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
-	f, err := readFleet(ctx, js.Conn())
+	f, err := ReadFleet(ctx, js.Conn())
 	if err == nil {
 		return f.Layout, nil
 	}
@@ -70,7 +70,7 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	if !errors.As(err, &ns) || errors.As(err, &newer) {
 		return 0, err // settings of a newer schema are never rewritten by an older setup
 	}
-	if raw, rerr := directLast(ctx, js.Conn(), "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+settingsKey); rerr == nil {
+	if raw, rerr := DirectLast(ctx, js.Conn(), "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+SettingsKey); rerr == nil {
 		var f FleetSettings
 		if json.Unmarshal(raw.Data, &f) == nil && f.Layout > 0 {
 			return f.Layout, nil
@@ -92,23 +92,23 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 // keys moved to the store-first layout (no queued job is touched) and it is set up anew;
 // a migration refuses while workers serve (*LiveWorkersError) unless force.
 func Setup(ctx context.Context, nc *nats.Conn, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
-	sc = sc.withDefaults() // zero settings take the defaults
-	if err := sc.validLimits(); err != nil {
+	sc = sc.WithDefaults() // zero settings take the defaults
+	if err := sc.ValidLimits(); err != nil {
 		return nil, err
 	}
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return guard(ctx, nc, func(ctx context.Context) (*SetupResult, error) {
+	return Guard(ctx, nc, func(ctx context.Context) (*SetupResult, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return nil, err
 		}
-		return setup(ctx, js, sc, migrate, force, log)
+		return SetupWith(ctx, js, sc, migrate, force, log)
 	})
 }
 
-func setup(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
+func SetupWith(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
 	layout, err := layoutOf(ctx, js)
 	if err != nil {
 		return nil, err
@@ -146,7 +146,7 @@ func setup(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migrate,
 	if err := ensure(ctx, js, sc, log); err != nil {
 		return nil, err
 	}
-	f, err := readFleet(ctx, js.Conn())
+	f, err := ReadFleet(ctx, js.Conn())
 	if err != nil {
 		return nil, err
 	}
@@ -174,7 +174,7 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 	var stores []string
 	names := jobs.ConsumerNames(ctx)
 	for name := range names.Name() {
-		if st, ok := strings.CutPrefix(name, consumerPfx); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, dlqConsumerPfx) {
+		if st, ok := strings.CutPrefix(name, ConsumerPrefix); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, DLQConsumerPrefix) {
 			stores = append(stores, st)
 		}
 	}

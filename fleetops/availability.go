@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -62,19 +62,19 @@ func (e *StreamError) resource() string {
 // Unwrap exposes both the kind and the original error.
 func (e *StreamError) Unwrap() []error { return []error{e.Kind, e.Err} }
 
-// unavailable reports whether err from a publish or a JetStream request may mean that a
+// Unavailable reports whether err from a publish or a JetStream request may mean that a
 // stream is missing or down, which diagnose can explain.
-func unavailable(err error) bool {
+func Unavailable(err error) bool {
 	return errors.Is(err, jetstream.ErrStreamNotFound) || errors.Is(err, jetstream.ErrJetStreamNotEnabled) ||
 		errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) || transient(err)
 }
 
-// diagnose finds out why stream did not answer (cause is the error seen) and returns a
+// Diagnose finds out why stream did not answer (cause is the error seen) and returns a
 // *StreamError, or cause itself when the stream looks healthy now. It makes at most two
 // requests of its own (2 s each), even when ctx has ended, unless ctx was cancelled. A
 // refusal that ended ctx is the answer; the stream's information and the account's, which
 // a store's roles may not read, are asked as probes: refused, cause is returned as it is.
-func diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause error) error {
+func Diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause error) error {
 	if pe := refusal(ctx); pe != nil {
 		return pe
 	}

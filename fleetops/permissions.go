@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"fmt"
@@ -87,20 +87,20 @@ func kvKeys(bucket string) string { return wire.KVSubjectRoot + bucket + "." + s
 // kvDirect is the direct get of a bucket's keys under a store.
 func kvDirect(bucket string) string { return directGetPre + "KV_" + bucket + "." + kvKeys(bucket) }
 
-// storeBuckets are the buckets whose keys are a store's (<store>.<...>).
-var storeBuckets = []string{BucketLeases, BucketAttempts, BucketSweep, wire.BucketPrepared, BucketWorkers, BucketSpend}
+// StoreBuckets are the buckets whose keys are a store's (<store>.<...>).
+var StoreBuckets = []string{BucketLeases, BucketAttempts, BucketSweep, wire.BucketPrepared, BucketWorkers, BucketSpend}
 
 // spendFleetKeys are the fleet-wide spend counts (=fleet.<window>), which every worker with
 // a fleet limit adds to: a worker may write them (the worst it can do is fill the fleet's
 // window, which delays jobs and reveals nothing).
-var spendFleetKeys = wire.KVSubjectRoot + BucketSpend + "." + spendFleetScope + ".>"
+var spendFleetKeys = wire.KVSubjectRoot + BucketSpend + "." + SpendFleetScope + ".>"
 
 // templates are each role's permissions, with {store} for the store's name.
 func templates(role Role) Permissions {
-	fleet := directGetPre + "KV_" + BucketSettings + "." + wire.KVSubjectRoot + BucketSettings + "." + settingsKey
+	fleet := directGetPre + "KV_" + BucketSettings + "." + wire.KVSubjectRoot + BucketSettings + "." + SettingsKey
 	// A store's pause record (pause.go): its workers read it, the operator writes it.
 	pauseRecord := wire.KVSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
-	jobsInfo := apiPre + "CONSUMER.INFO." + wire.StreamJobs + "." + consumerPfx + storeToken
+	jobsInfo := apiPre + "CONSUMER.INFO." + wire.StreamJobs + "." + ConsumerPrefix + storeToken
 	// A batched direct get names its subjects in its body, not its subject: any of the
 	// account's workers' keys (the account is one host's: docs/security.md).
 	workersBatch := directGetPre + "KV_" + BucketWorkers
@@ -116,10 +116,10 @@ func templates(role Role) Permissions {
 			wire.JobsPrefix + storeToken + ".>", wire.EventsPrefix + storeToken + ".>", wire.DLQPrefix + storeToken + ".>",
 			directGetPre + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
 			jobsInfo,
-			apiPre + "CONSUMER.MSG.NEXT." + wire.StreamJobs + "." + consumerPfx + storeToken,
-			"$JS.ACK." + wire.StreamJobs + "." + consumerPfx + storeToken + ".>",
-			"$JS.ACK.*.*." + wire.StreamJobs + "." + consumerPfx + storeToken + ".>",
-			apiPre + "CONSUMER.INFO." + wire.StreamDLQ + "." + dlqConsumerPfx + storeToken,
+			apiPre + "CONSUMER.MSG.NEXT." + wire.StreamJobs + "." + ConsumerPrefix + storeToken,
+			"$JS.ACK." + wire.StreamJobs + "." + ConsumerPrefix + storeToken + ".>",
+			"$JS.ACK.*.*." + wire.StreamJobs + "." + ConsumerPrefix + storeToken + ".>",
+			apiPre + "CONSUMER.INFO." + wire.StreamDLQ + "." + DLQConsumerPrefix + storeToken,
 			// The sweeps' memo: a watch of the store's records (kv.go's Watch), deleted when it
 			// stops.
 			apiPre + "CONSUMER.CREATE.KV_" + BucketSweep + ".*." + kvKeys(BucketSweep),
@@ -129,7 +129,7 @@ func templates(role Role) Permissions {
 			"$JS.FC.KV_" + BucketSweep + ".>", "$JS.FC.*.*.KV_" + BucketSweep + ".>",
 			fleet, directGetPre + "KV_" + BucketSettings + "." + pauseRecord,
 		}
-		for _, b := range storeBuckets {
+		for _, b := range StoreBuckets {
 			p.Publish = append(p.Publish, kvKeys(b), kvDirect(b))
 		}
 		p.Publish = append(p.Publish, spendFleetKeys, directGetPre+"KV_"+BucketSpend+"."+spendFleetKeys)
@@ -229,7 +229,7 @@ func Needs(op, subject string) string {
 			list = t.Subscribe
 		}
 		for _, pat := range list {
-			store, ok := matchTemplate(pat, subject)
+			store, ok := MatchTemplate(pat, subject)
 			if !ok {
 				continue
 			}
@@ -258,9 +258,9 @@ func Needs(op, subject string) string {
 	return strings.Join(who[:len(who)-1], ", ") + " or " + who[len(who)-1]
 }
 
-// matchTemplate matches subject against a permission template (NATS wildcards, and
+// MatchTemplate matches subject against a permission template (NATS wildcards, and
 // {store} standing for a store's name within a token) and returns the store it names.
-func matchTemplate(pattern, subject string) (store string, ok bool) {
+func MatchTemplate(pattern, subject string) (store string, ok bool) {
 	pt, st := strings.Split(pattern, "."), strings.Split(subject, ".")
 	for i, p := range pt {
 		if p == ">" {

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package pipeline
+package fleetops
 
 import (
 	"errors"
@@ -14,8 +14,8 @@ func flock(f *os.File, exclusive bool) error { return nil }
 
 func funlock(f *os.File) error { return nil }
 
-// writableDir is not checked off Unix.
-func writableDir(dir string) error { return nil }
+// WritableDir is not checked off Unix.
+func WritableDir(dir string) error { return nil }
 
-// devIno is not known off Unix: a store's identity is its marker and host there.
-func devIno(os.FileInfo) (dev, ino uint64) { return 0, 0 }
+// DevIno is not known off Unix: a store's identity is its marker and host there.
+func DevIno(os.FileInfo) (dev, ino uint64) { return 0, 0 }

@@ -1,11 +1,10 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
 	"encoding/json"
 	"errors"
 	"fmt"
-	"os"
 	"slices"
 	"strings"
 	"time"
@@ -30,10 +29,10 @@ import (
 const BucketWorkers = "COMPACTOR_WORKERS"
 
 const (
-	workerBeatEvery = 10 * time.Second
-	// workerBeatTTL is how long a worker counts as serving after its last beat: three
+	WorkerBeatEvery = 10 * time.Second
+	// WorkerBeatTTL is how long a worker counts as serving after its last beat: three
 	// beats, so that one slow or lost put does not make a store look unserved.
-	workerBeatTTL = 3 * workerBeatEvery
+	WorkerBeatTTL = 3 * WorkerBeatEvery
 	// ServedGrace is how long CheckServed waits for a worker to report before it says a
 	// store is not served: a service started a moment ago sets up the streams first and
 	// reports once its workers run.
@@ -66,76 +65,17 @@ type WorkerBeat struct {
 
 // Newer reports whether the beat is of a schema version newer than this compactor reads:
 // only its worker, store and time are known.
-func (b WorkerBeat) Newer() bool { return b.V > beatV }
+func (b WorkerBeat) Newer() bool { return b.V > BeatV }
 
-// workerKey is the worker's key for a store. A worker id holds the host name, whose
+// WorkerKey is the worker's key for a store. A worker id holds the host name, whose
 // characters a key may not (dots separate a key's tokens).
-func workerKey(store, worker string) string {
+func WorkerKey(store, worker string) string {
 	return store + "." + strings.Map(func(r rune) rune {
 		if r == '-' || r == '_' || (r < 128 && (r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9')) {
 			return r
 		}
 		return '_'
 	}, worker)
-}
-
-// beatServing announces this worker for each of its stores now and every workerBeatEvery
-// until the returned stop is called, renews the stores' owner keys, and reads the fleet's
-// settings again (a lease TTL changed by setup applies from the next renewal). A failed
-// put is logged; the next one may succeed. A store whose owner key another directory has
-// taken meanwhile (this worker lost NATS for longer than workerBeatTTL) is said at error
-// level at each beat: two directories serve it.
-func (s *Service) beatServing(ctx context.Context) (stop func()) {
-	host, _ := os.Hostname()
-	started := time.Now().UTC()
-	beat := func() {
-		for _, st := range s.cfg.Stores {
-			b, _ := json.Marshal(WorkerBeat{V: beatV, Worker: s.worker, Store: st.Name, Host: host, Identity: s.ids[st.Name], Concurrency: s.cfg.Concurrency, Started: started, At: time.Now().UTC(),
-				Version: s.cfg.Version, JobVersions: s.cfg.JobVersions, InFlight: s.running.count(), Paused: s.pausedNow(st.Name) != nil})
-			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-			_, err := s.res.workers.Put(pctx, workerKey(st.Name, s.worker), b)
-			if err == nil {
-				err = checkOwner(pctx, s.res.workers, s.ids[st.Name], true, func(err error) { s.foreign(st.Name, foreignOwner, err) })
-			}
-			cancel()
-			var oe *OwnerError
-			switch {
-			case errors.As(err, &oe):
-				s.log.Error("another directory has taken this store's name: two directories serve it; stop one of them", "store", st.Name, "err", err)
-			case err != nil && ctx.Err() == nil:
-				s.log.Warn("cannot report this worker as serving its store; clients may refuse to queue for it", "store", st.Name, "bucket", BucketWorkers, "err", err)
-			}
-		}
-		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)
-		var newer *NewerRecordError
-		switch f, err := readFleet(fctx, s.nc); {
-		case err == nil:
-			s.follow(*f)
-		case errors.As(err, &newer) && s.sayEvery("settings-newer", time.Hour):
-			s.log.Warn("the fleet's settings were rewritten by a newer compactor: this worker keeps those it started with; upgrade it", "err", err)
-		case ctx.Err() == nil:
-			s.log.Debug("fleet settings not read again", "err", err)
-		}
-		cancel()
-	}
-	beat()
-	quit, done := make(chan struct{}), make(chan struct{})
-	go func() {
-		defer close(done)
-		t := time.NewTicker(workerBeatEvery)
-		defer t.Stop()
-		for {
-			select {
-			case <-quit:
-				return
-			case <-ctx.Done():
-				return
-			case <-t.C:
-				beat()
-			}
-		}
-	}()
-	return func() { close(quit); <-done }
 }
 
 // Workers reads the beats of every worker that reported within the last workerBeatTTL,
@@ -149,20 +89,20 @@ func Workers(ctx context.Context, nc *nats.Conn, stores ...string) (beats []Work
 		beats   []WorkerBeat
 		foreign int
 	}
-	r, err := guard(ctx, nc, func(ctx context.Context) (result, error) {
+	r, err := Guard(ctx, nc, func(ctx context.Context) (result, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return result{}, fmt.Errorf("workers: %w", err)
 		}
-		kv := openBucket(js, BucketWorkers)
+		kv := OpenBucket(js, BucketWorkers)
 		if len(stores) == 0 {
 			stores = []string{""}
 		}
 		var out result
 		for _, st := range stores {
-			b, f, err := readBeats(ctx, kv, st)
+			b, f, err := ReadBeats(ctx, kv, st)
 			if errors.Is(err, nats.ErrNoResponders) {
-				err = diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
+				err = Diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
 			}
 			if err != nil {
 				return result{}, fmt.Errorf("workers: %w", err)
@@ -209,7 +149,7 @@ func (e *UnservedError) Error() string {
 		case slices.Contains(e.NoConsumer, st):
 			fmt.Fprintf(&b, " (it has no consumer %s on %s: no `compactor run --store %s=DIR` has ever started on this NATS)", ConsumerName(st), wire.StreamJobs, st)
 		default:
-			fmt.Fprintf(&b, " (no worker has reported for it in the last %s: the services that served it have stopped)", workerBeatTTL)
+			fmt.Fprintf(&b, " (no worker has reported for it in the last %s: the services that served it have stopped)", WorkerBeatTTL)
 		}
 	}
 	b.WriteString("; ")
@@ -253,7 +193,7 @@ func nOf(n int, one, many string) string {
 // store's part of the bucket, as a store's roles may; a store whose keys this user may not
 // read is a *PermissionError at once.
 func CheckServed(ctx context.Context, nc *nats.Conn, stores []string, grace time.Duration) error {
-	_, err := guard(ctx, nc, func(ctx context.Context) (struct{}, error) {
+	_, err := Guard(ctx, nc, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, checkServed(ctx, nc, stores, grace)
 	})
 	return err
@@ -264,20 +204,20 @@ func checkServed(ctx context.Context, nc *nats.Conn, stores []string, grace time
 	if err != nil {
 		return fmt.Errorf("served: %w", err)
 	}
-	kv := openBucket(js, BucketWorkers)
+	kv := OpenBucket(js, BucketWorkers)
 	deadline := time.Now().Add(grace)
 	for {
 		var unserved []string
 		for _, st := range stores {
-			_, err := kv.Get(ctx, ownerKey(st))
+			_, err := kv.Get(ctx, OwnerKey(st))
 			switch {
 			case errors.Is(err, jetstream.ErrKeyNotFound):
 				unserved = append(unserved, st)
 			case errors.Is(err, nats.ErrNoResponders):
 				return &UnservedError{Stores: stores, NoBucket: true}
 			case err != nil:
-				if unavailable(err) {
-					err = diagnose(ctx, js, "KV_"+BucketWorkers, err)
+				if Unavailable(err) {
+					err = Diagnose(ctx, js, "KV_"+BucketWorkers, err)
 				}
 				return fmt.Errorf("served: bucket %s: %w", BucketWorkers, err)
 			}
@@ -386,7 +326,7 @@ func whyWaiting(ctx context.Context, js jetstream.JetStream, store, subject stri
 	qctx, cancel := context.WithTimeout(base, 2*time.Second)
 	defer cancel()
 	var parts []string
-	m, err := directLast(qctx, js.Conn(), wire.StreamJobs, subject)
+	m, err := DirectLast(qctx, js.Conn(), wire.StreamJobs, subject)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Sequence != seq):
 		parts = append(parts, "the job has left the queue (it ended just now, or was removed) but its final event was not seen")
@@ -419,4 +359,91 @@ func whyWaiting(ctx context.Context, js jetstream.JetStream, store, subject stri
 		parts = append(parts, "whether store "+store+" is served is unknown ("+err.Error()+")")
 	}
 	return strings.Join(parts, "; ")
+}
+
+// ReadBeats reads the beats of store ("": every store's of the account) in
+// COMPACTOR_WORKERS, those of workers that reported within workerBeatTTL (a store's owner
+// record is no beat), with one batched direct get. A beat that names another store than
+// its key, or a worker whose key it is not, is left out and returned in foreign.
+func ReadBeats(ctx context.Context, kv *Bucket, store string) (beats []WorkerBeat, foreign []error, err error) {
+	entries, err := kv.lastAll(ctx, store)
+	if err != nil {
+		return nil, nil, fmt.Errorf("read %s: %w", BucketWorkers, err)
+	}
+	for _, e := range entries {
+		if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
+			continue
+		}
+		b, ok := beatOf(e)
+		if !ok || time.Since(b.At) >= WorkerBeatTTL {
+			continue
+		}
+		if keyStore, keyWorker, _ := strings.Cut(e.Key(), "."); b.Store != keyStore || WorkerKey(b.Store, b.Worker) != e.Key() {
+			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: wire.KVSubjectRoot + BucketWorkers + "." + e.Key(), Store: keyStore,
+				NamesStore: b.Store, Session: keyWorker, NamesSession: strings.TrimPrefix(WorkerKey(b.Store, b.Worker), b.Store+".")})
+			continue
+		}
+		beats = append(beats, b)
+	}
+	return beats, foreign, nil
+}
+
+// beatOf reads a worker's beat. A beat of a newer schema version is its worker (named by
+// its key), its store and the time it was written, nothing more: WorkerBeat.Newer.
+func beatOf(e jetstream.KeyValueEntry) (WorkerBeat, bool) {
+	if v, ok := RecordV(e.Value()); ok && v > BeatV {
+		store, worker, _ := strings.Cut(e.Key(), ".")
+		return WorkerBeat{V: v, Worker: worker, Store: store, At: e.Created().UTC()}, true
+	}
+	var b WorkerBeat
+	if json.Unmarshal(e.Value(), &b) != nil {
+		return b, false
+	}
+	return b, true
+}
+
+// StoreIdentity is what makes a store's directory itself, as a worker reports it.
+type StoreIdentity struct {
+	Store  string `json:"store"`
+	Marker string `json:"marker,omitempty"` // the id in <root>/.compactor-store ("" when none could be written)
+	Host   string `json:"host"`
+	Root   string `json:"root"`
+	Dev    uint64 `json:"dev"`
+	Ino    uint64 `json:"ino"`
+	Shared bool   `json:"shared,omitempty"`
+}
+
+// SameDir reports whether two identities are one directory seen from one machine: the
+// same marker, device and inode (a restart, a container of the same host with the
+// directory mounted, a second process). The same marker under another device or inode is
+// the directory seen through another mount (a shared file system on another host) or a
+// copy of it: a store must be declared shared for that.
+func (a StoreIdentity) SameDir(b StoreIdentity) bool {
+	if a.Marker == "" || b.Marker == "" {
+		return a.Marker == b.Marker && a.Host == b.Host && a.Dev == b.Dev && a.Ino == b.Ino
+	}
+	return a.Marker == b.Marker && a.Dev == b.Dev && a.Ino == b.Ino
+}
+
+func (a StoreIdentity) String() string {
+	s := fmt.Sprintf("host %s, root %s (device %d, inode %d", a.Host, a.Root, a.Dev, a.Ino)
+	if a.Marker != "" {
+		s += ", marker " + a.Marker
+	}
+	return s + ")"
+}
+
+// OwnerKey is the store's claim in COMPACTOR_WORKERS.
+func OwnerKey(store string) string { return store + "._owner" }
+
+// JobVersionsOf are the job versions a worker's beat says it works; a beat without them
+// comes from a worker older than the field, which works version 1 only.
+func (b WorkerBeat) JobVersionsOf() []int {
+	if b.Newer() {
+		return nil // not read from a beat of a newer schema
+	}
+	if len(b.JobVersions) == 0 {
+		return []int{1}
+	}
+	return b.JobVersions
 }

@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -10,6 +10,13 @@ import (
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
+)
+
+// The embedded NATS server's address (compactor run without a NATS URL), which clients
+// on the same host connect to by default.
+const (
+	DefaultEmbeddedHost = "127.0.0.1"
+	DefaultEmbeddedPort = 4222
 )
 
 // DefaultClientURL is where clients (enqueue, sweep) look for NATS when none is configured:
@@ -36,10 +43,10 @@ type EnqueueResult struct {
 	Event *wire.Event `json:"event,omitempty"`
 }
 
-// publishJob validates and publishes a job. A refusal because the session already has a
+// PublishJob validates and publishes a job. A refusal because the session already has a
 // pending job of that kind is reported as AlreadyQueued with that job's sequence and id
 // (read by a direct get of the job's subject, which a store's roles may make).
-func publishJob(ctx context.Context, js jetstream.JetStream, job *wire.Job) (EnqueueResult, error) {
+func PublishJob(ctx context.Context, js jetstream.JetStream, job *wire.Job) (EnqueueResult, error) {
 	job.Normalize(time.Now())
 	if err := job.Validate(); err != nil {
 		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
@@ -61,14 +68,14 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *wire.Job) (Enq
 				job.Subject(), wire.StreamJobs, err)
 		}
 		if !IsAlreadyQueued(err) {
-			if unavailable(err) {
+			if Unavailable(err) {
 				// No responders (no stream takes the subject), a timeout (no leader), ...:
 				// find out which, so the operator reads the real problem.
-				return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), diagnose(ctx, js, wire.StreamJobs, err))
+				return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), Diagnose(ctx, js, wire.StreamJobs, err))
 			}
 			return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), err)
 		}
-		pending, gerr := directLast(ctx, js.Conn(), wire.StreamJobs, job.Subject())
+		pending, gerr := DirectLast(ctx, js.Conn(), wire.StreamJobs, job.Subject())
 		if gerr == nil {
 			var pj wire.Job
 			_ = json.Unmarshal(pending.Data, &pj)
@@ -110,7 +117,7 @@ func OnWaiting(f func(jobID string, seq uint64)) EnqueueOption {
 // finished request) is found too. Events are matched by job id and job sequence. Both are
 // requests a store's agent may make; a refusal ends the call at once (*PermissionError).
 func Enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
-	return guard(ctx, nc, func(ctx context.Context) (EnqueueResult, error) { return enqueue(ctx, nc, job, wait, timeout, opts...) })
+	return Guard(ctx, nc, func(ctx context.Context) (EnqueueResult, error) { return enqueue(ctx, nc, job, wait, timeout, opts...) })
 }
 
 func enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
@@ -128,7 +135,7 @@ func enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeou
 		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
 	}
 	if !wait {
-		return publishJob(ctx, js, &job)
+		return PublishJob(ctx, js, &job)
 	}
 	if err := wire.ValidateStoreName(job.Store); err != nil {
 		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
@@ -149,7 +156,7 @@ func enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeou
 	var waited []string
 	var done uint64 // the other job last waited for: its message may linger briefly after its event
 	for {
-		res, err := publishJob(ctx, js, &job)
+		res, err := PublishJob(ctx, js, &job)
 		if err != nil {
 			return res, err
 		}
@@ -215,7 +222,7 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 			}
 			return nil, fmt.Errorf("enqueue: job %s (seq %d) did not end in time: %w", jobID, seq, ctx.Err())
 		case m := <-events:
-			if delivered(m) {
+			if Delivered(m) {
 				continue // not published by a worker (see delivered)
 			}
 			if ev := final(m.Data); ev != nil {
@@ -223,7 +230,7 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 			}
 		case <-poll.C:
 			rctx, cancel := context.WithTimeout(ctx, finalReadTimeout)
-			m, err := directLast(rctx, nc, wire.StreamEvents, wire.JobEventSubject(store, sessionID, seq))
+			m, err := DirectLast(rctx, nc, wire.StreamEvents, wire.JobEventSubject(store, sessionID, seq))
 			cancel()
 			switch {
 			case err == nil:

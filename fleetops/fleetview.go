@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -124,7 +124,7 @@ func (a *accountView) refuse() {
 
 type leaseSeen struct {
 	key   string
-	value leaseValue
+	value LeaseRecord
 	at    time.Time // when it was written (its age decides whether it still holds)
 }
 
@@ -247,7 +247,7 @@ func OpenFleetView(ctx context.Context, accounts []FleetAccount, opts FleetViewO
 		}
 	}()
 	for _, a := range v.accounts {
-		if _, err := guard(ctx, a.nc, func(ctx context.Context) (struct{}, error) { return struct{}{}, v.openAccount(ctx, runCtx, a) }); err != nil {
+		if _, err := Guard(ctx, a.nc, func(ctx context.Context) (struct{}, error) { return struct{}{}, v.openAccount(ctx, runCtx, a) }); err != nil {
 			if a.name != "" {
 				return nil, fmt.Errorf("account %s: %w", a.name, err)
 			}
@@ -269,12 +269,12 @@ func (v *FleetView) openAccount(ctx, runCtx context.Context, a *accountView) err
 		return fmt.Errorf("fleet view: %w", err)
 	}
 	a.js = js
-	if a.settings, err = readFleet(ctx, a.nc); err != nil {
+	if a.settings, err = ReadFleet(ctx, a.nc); err != nil {
 		return err
 	}
 	if a.jobs, err = js.Stream(ctx, wire.StreamJobs); err != nil {
-		if unavailable(err) {
-			err = diagnose(ctx, js, wire.StreamJobs, err)
+		if Unavailable(err) {
+			err = Diagnose(ctx, js, wire.StreamJobs, err)
 		}
 		return fmt.Errorf("fleet view: stream %s: %w", wire.StreamJobs, err)
 	}
@@ -306,7 +306,7 @@ func (v *FleetView) openAccount(ctx, runCtx context.Context, a *accountView) err
 	if v.hooks != nil {
 		sub, err := a.nc.Subscribe(wire.HooksPrefix+">", func(m *nats.Msg) {
 			var r wire.HookReport
-			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
+			if Delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
 				return
 			}
 			if wire.HookSubject(r.Store, r.SessionID) != m.Subject || !a.holds(r.Store) {
@@ -337,7 +337,7 @@ func (v *FleetView) Close() {
 // watch follows a bucket's keys under prefix, applying each value, and returns once the
 // current values are applied.
 func (v *FleetView) watch(ctx, runCtx context.Context, js jetstream.JetStream, bucket, prefix string, apply func(jetstream.KeyValueEntry)) error {
-	w, err := openBucket(js, bucket).Watch(runCtx, prefix)
+	w, err := OpenBucket(js, bucket).Watch(runCtx, prefix)
 	if err != nil {
 		return fmt.Errorf("fleet view: watch %s: %w", bucket, err)
 	}
@@ -381,7 +381,7 @@ func (a *accountView) applyBeat(e jetstream.KeyValueEntry) {
 		return
 	}
 	keyStore, _, _ := strings.Cut(e.Key(), ".")
-	if b.Store != keyStore || workerKey(b.Store, b.Worker) != e.Key() || !a.holds(keyStore) {
+	if b.Store != keyStore || WorkerKey(b.Store, b.Worker) != e.Key() || !a.holds(keyStore) {
 		a.refuse()
 		return
 	}
@@ -400,8 +400,8 @@ func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 		return
 	}
 	store, token := leaseKeyParts(e.Key())
-	var lv leaseValue
-	if newerThan(BucketLeases, e.Key(), e.Value(), leaseV) == nil {
+	var lv LeaseRecord
+	if NewerThan(BucketLeases, e.Key(), e.Value(), LeaseV) == nil {
 		_ = json.Unmarshal(e.Value(), &lv)
 	} else {
 		lv.Worker = "(a newer compactor's)"
@@ -419,7 +419,7 @@ func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 // session's key with baseLeaseSuffix: leaseKeyOf).
 func leaseKeyParts(key string) (store, token string) {
 	store, token, _ = strings.Cut(key, ".")
-	return store, strings.TrimSuffix(token, baseLeaseSuffix)
+	return store, strings.TrimSuffix(token, BaseLeaseSuffix)
 }
 
 // applyPause keeps a store's pause record (its store is its key's).
@@ -473,7 +473,7 @@ func (v *FleetView) Refresh(ctx context.Context) error {
 }
 
 func (v *FleetView) refreshAccount(ctx context.Context, a *accountView) error {
-	settings, err := readFleet(ctx, a.nc)
+	settings, err := ReadFleet(ctx, a.nc)
 	if err != nil {
 		a.mu.Lock()
 		a.pollErr = err
@@ -549,7 +549,7 @@ func (a *accountView) readQueue(ctx context.Context, store string) StoreQueue {
 		}
 		for kind, n := range byKind {
 			kq := KindQueue{Kind: kind, Jobs: n}
-			if at, err := oldestJob(ctx, a.jobs, wire.JobsPrefix+store+".*."+kind); err == nil && !at.IsZero() {
+			if at, err := OldestJob(ctx, a.jobs, wire.JobsPrefix+store+".*."+kind); err == nil && !at.IsZero() {
 				kq.Oldest = at
 				if q.Oldest.IsZero() || kq.Oldest.Before(q.Oldest) {
 					q.Oldest = kq.Oldest
@@ -628,7 +628,7 @@ func (a *accountView) snapshot(now time.Time, snap *FleetSnapshot) AccountSnapsh
 		get(st).Queue = q
 	}
 	for _, b := range a.beats {
-		if now.Sub(b.At) < workerBeatTTL {
+		if now.Sub(b.At) < WorkerBeatTTL {
 			sv := get(b.Store)
 			sv.Workers = append(sv.Workers, b)
 		}
@@ -943,7 +943,7 @@ func eventOn(subject string, data []byte) (wire.Event, error) {
 // first; with follow, it then calls fn with each new one until ctx ends. Events that name
 // another store, session or job than their subject are left out, and counted in leftOut.
 func SessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(wire.Event)) (leftOut int, err error) {
-	return guard(ctx, nc, func(ctx context.Context) (int, error) {
+	return Guard(ctx, nc, func(ctx context.Context) (int, error) {
 		return sessionEvents(ctx, nc, store, sessionID, follow, fn)
 	})
 }
@@ -956,8 +956,8 @@ func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, 
 	}
 	str, err := js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
-		if unavailable(err) {
-			err = diagnose(ctx, js, wire.StreamEvents, err)
+		if Unavailable(err) {
+			err = Diagnose(ctx, js, wire.StreamEvents, err)
 		}
 		return 0, fmt.Errorf("events: stream %s: %w", wire.StreamEvents, err)
 	}
@@ -1004,10 +1004,10 @@ func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, 
 	}
 }
 
-// oldestJob is when the first job of COMPACTOR_JOBS under filter was queued (zero: none).
+// OldestJob is when the first job of COMPACTOR_JOBS under filter was queued (zero: none).
 // It reads by sequence (a direct get of the next message on the filter), which a
 // permission cannot scope to a store: the operator's and the admin's right.
-func oldestJob(ctx context.Context, jobs jetstream.Stream, filter string) (time.Time, error) {
+func OldestJob(ctx context.Context, jobs jetstream.Stream, filter string) (time.Time, error) {
 	m, err := jobs.GetMsg(ctx, 1, jetstream.WithGetMsgSubject(filter))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return time.Time{}, nil

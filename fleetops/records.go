@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"encoding/json"
@@ -31,18 +31,18 @@ import (
 //
 // A record without "v" was written before records carried versions: version 1's shape.
 const (
-	sweepRecordV = 1 // COMPACTOR_SWEEP <store>.<hash>: sweepRecord
-	leaseV       = 1 // COMPACTOR_LEASES <store>.<token>: leaseValue
-	beatV        = 1 // COMPACTOR_WORKERS <store>.<worker>: WorkerBeat
-	ownerV       = 1 // COMPACTOR_WORKERS <store>._owner: ownerRecord
-	countV       = 1 // COMPACTOR_ATTEMPTS <store>.<seq>.<hash>, COMPACTOR_SPEND <store>.spend.<window>, =fleet.<window>: countRecord
+	SweepRecordV = 1 // COMPACTOR_SWEEP <store>.<hash>: sweepRecord
+	LeaseV       = 1 // COMPACTOR_LEASES <store>.<token>: leaseValue
+	BeatV        = 1 // COMPACTOR_WORKERS <store>.<worker>: WorkerBeat
+	OwnerV       = 1 // COMPACTOR_WORKERS <store>._owner: ownerRecord
+	CountV       = 1 // COMPACTOR_ATTEMPTS <store>.<seq>.<hash>, COMPACTOR_SPEND <store>.spend.<window>, =fleet.<window>: countRecord
 	settingsV    = 1 // COMPACTOR_SETTINGS fleet: FleetSettings
 )
 
-// recordV reads a record's schema version: its "v", or 1 when it has none (written before
+// RecordV reads a record's schema version: its "v", or 1 when it has none (written before
 // records carried versions). ok is false when the value is no JSON object or its "v" is
 // not a whole number of at least 1: a damaged record, not a newer one.
-func recordV(data []byte) (v int, ok bool) {
+func RecordV(data []byte) (v int, ok bool) {
 	var head struct {
 		V json.RawMessage `json:"v"`
 	}
@@ -71,17 +71,17 @@ func (e *NewerRecordError) Error() string {
 		e.Bucket, e.Key, e.V, e.Known)
 }
 
-// newerThan returns a *NewerRecordError when data is a record of a version above known.
-func newerThan(bucket, key string, data []byte, known int) error {
-	if v, ok := recordV(data); ok && v > known {
+// NewerThan returns a *NewerRecordError when data is a record of a version above known.
+func NewerThan(bucket, key string, data []byte, known int) error {
+	if v, ok := RecordV(data); ok && v > known {
 		return &NewerRecordError{Bucket: bucket, Key: key, V: v, Known: known}
 	}
 	return nil
 }
 
-// countRecord is a count (attempts of a job message, tokens of a spend window). Version 1
+// CountRecord is a count (attempts of a job message, tokens of a spend window). Version 1
 // was first a bare decimal (the count alone); such a value still reads as N.
-type countRecord struct {
+type CountRecord struct {
 	V int `json:"v"`
 	N int `json:"n"`
 	// HandedBack counts the deliveries of a job message that a worker handed back without
@@ -90,25 +90,25 @@ type countRecord struct {
 	HandedBack int `json:"handedBack,omitempty"`
 }
 
-// parseCount reads a count record.
-func parseCount(bucket, key string, data []byte) (countRecord, error) {
+// ParseCount reads a count record.
+func ParseCount(bucket, key string, data []byte) (CountRecord, error) {
 	s := strings.TrimSpace(string(data))
 	if n, err := strconv.Atoi(s); err == nil {
-		return countRecord{V: countV, N: n}, nil
+		return CountRecord{V: CountV, N: n}, nil
 	}
-	if err := newerThan(bucket, key, data, countV); err != nil {
-		return countRecord{}, err
+	if err := NewerThan(bucket, key, data, CountV); err != nil {
+		return CountRecord{}, err
 	}
-	var c countRecord
+	var c CountRecord
 	if err := json.Unmarshal(data, &c); err != nil {
-		return countRecord{}, fmt.Errorf("%s %s: not a count: %q", bucket, key, clip(s, 40))
+		return CountRecord{}, fmt.Errorf("%s %s: not a count: %q", bucket, key, clip(s, 40))
 	}
-	c.V = countV
+	c.V = CountV
 	return c, nil
 }
 
-func (c countRecord) bytes() []byte {
-	c.V = countV
+func (c CountRecord) Bytes() []byte {
+	c.V = CountV
 	b, _ := json.Marshal(c)
 	return b
 }

@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"bufio"
@@ -94,7 +94,7 @@ func Export(ctx context.Context, nc *nats.Conn, w io.Writer, force bool, log *sl
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return guard(ctx, nc, func(ctx context.Context) (*MoveCounts, error) {
+	return Guard(ctx, nc, func(ctx context.Context) (*MoveCounts, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return nil, err
@@ -132,7 +132,7 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 	}
 	// Jobs, in their order; each job's subject names its store.
 	jobSubjects := map[uint64]string{}
-	err = eachMsg(ctx, js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
+	err = EachMsg(ctx, js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
 		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.JobsPrefix), ".")
 		stores[store] = true
 		jobSubjects[m.Sequence] = m.Subject
@@ -142,7 +142,7 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 	if err != nil {
 		return nil, fmt.Errorf("export %s: %w", wire.StreamJobs, err)
 	}
-	err = eachMsg(ctx, js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
+	err = EachMsg(ctx, js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
 		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.DLQPrefix), ".")
 		stores[store] = true
 		c.DeadLetters++
@@ -241,7 +241,7 @@ func movedKey(bucket, key string, jobSubjects map[uint64]string) (rec moveRecord
 		return moveRecord{Kind: moveAttempts, Store: store, Subject: subject, Seq: seq, Key: parts[2]}, store, ""
 	}
 	store, _, _ = strings.Cut(key, ".")
-	if bucket == BucketSpend && store == spendFleetScope {
+	if bucket == BucketSpend && store == SpendFleetScope {
 		store = ""
 	} else if wire.ValidateStoreName(store) != nil {
 		return rec, "", "keys of no store"
@@ -270,10 +270,10 @@ func movedHeader(h nats.Header) nats.Header {
 	return out
 }
 
-// eachMsg calls f with every message of stream under filter, in order (a read by
+// EachMsg calls f with every message of stream under filter, in order (a read by
 // sequence, the next message on the filter each time: the admin's request). A stream that
 // does not exist has none.
-func eachMsg(ctx context.Context, js jetstream.JetStream, stream, filter string, f func(*jetstream.RawStreamMsg) error) error {
+func EachMsg(ctx context.Context, js jetstream.JetStream, stream, filter string, f func(*jetstream.RawStreamMsg) error) error {
 	str, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil
@@ -373,8 +373,8 @@ func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc SetupConfig, log
 	if len(sc.Stores) == 0 {
 		return nil, nil, errors.New("import: no store given: the stores of this account (--store, or --credentials)")
 	}
-	sc = sc.withDefaults()
-	if err := sc.validLimits(); err != nil {
+	sc = sc.WithDefaults()
+	if err := sc.ValidLimits(); err != nil {
 		return nil, nil, err
 	}
 	var recs []moveRecord
@@ -392,12 +392,12 @@ func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc SetupConfig, log
 		res *SetupResult
 		c   *MoveCounts
 	}
-	out, err := guard(ctx, nc, func(ctx context.Context) (result, error) {
+	out, err := Guard(ctx, nc, func(ctx context.Context) (result, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return result{}, err
 		}
-		res, err := setup(ctx, js, sc, false, false, log)
+		res, err := SetupWith(ctx, js, sc, false, false, log)
 		if err != nil {
 			return result{}, err
 		}
@@ -448,7 +448,7 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 				continue
 			}
 			key := rec.Store + "." + strconv.FormatUint(seq, 10) + "." + rec.Key
-			if _, err := openBucket(js, BucketAttempts).Put(ctx, key, rec.Data); err != nil {
+			if _, err := OpenBucket(js, BucketAttempts).Put(ctx, key, rec.Data); err != nil {
 				return c, fmt.Errorf("import: attempt count %s: %w", key, err)
 			}
 			c.Attempts++
@@ -463,10 +463,10 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 			c.DeadLetters++
 		case moveKey:
 			if !slices.Contains(movedBuckets, rec.Bucket) || (rec.Store != "" && !strings.HasPrefix(rec.Key, rec.Store+".")) ||
-				(rec.Store == "" && !strings.HasPrefix(rec.Key, spendFleetScope+".")) {
+				(rec.Store == "" && !strings.HasPrefix(rec.Key, SpendFleetScope+".")) {
 				return c, fmt.Errorf("import: key %s of bucket %s is not store %s's", rec.Key, rec.Bucket, rec.Store)
 			}
-			if _, err := openBucket(js, rec.Bucket).Put(ctx, rec.Key, rec.Data); err != nil {
+			if _, err := OpenBucket(js, rec.Bucket).Put(ctx, rec.Key, rec.Data); err != nil {
 				return c, fmt.Errorf("import: %s %s: %w", rec.Bucket, rec.Key, err)
 			}
 			c.Keys[rec.Bucket]++
@@ -492,7 +492,7 @@ func importJob(ctx context.Context, js jetstream.JetStream, rec moveRecord) (seq
 	if !IsAlreadyQueued(err) {
 		return 0, false, err
 	}
-	pending, gerr := directLast(ctx, js.Conn(), wire.StreamJobs, rec.Subject)
+	pending, gerr := DirectLast(ctx, js.Conn(), wire.StreamJobs, rec.Subject)
 	if gerr != nil {
 		return 0, false, fmt.Errorf("%w (and the pending job cannot be read: %v)", err, gerr)
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -38,7 +38,7 @@ type ServedStoreError struct {
 
 func (e *ServedStoreError) Error() string {
 	return fmt.Sprintf("store %s is not in the fleet's list (--store) but its workers report: %s; stop them first (their keys in %s expire %s after they stop), or give --store %s to keep it: nothing was removed",
-		e.Store, strings.Join(e.Workers, "; "), BucketWorkers, workerBeatTTL, e.Store)
+		e.Store, strings.Join(e.Workers, "; "), BucketWorkers, WorkerBeatTTL, e.Store)
 }
 
 // Prune removes everything of the stores that are not in keep: each one's consumers of
@@ -55,7 +55,7 @@ func Prune(ctx context.Context, nc *nats.Conn, keep []string, dryRun bool, log *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return guard(ctx, nc, func(ctx context.Context) ([]PrunedStore, error) {
+	return Guard(ctx, nc, func(ctx context.Context) ([]PrunedStore, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return nil, err
@@ -96,7 +96,7 @@ func prune(ctx context.Context, js jetstream.JetStream, keep []string, dryRun bo
 	if dryRun || len(out) == 0 {
 		return out, nil
 	}
-	f, err := readFleet(ctx, js.Conn())
+	f, err := ReadFleet(ctx, js.Conn())
 	if err != nil {
 		return out, err
 	}
@@ -123,9 +123,9 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 		}
 		names := str.ConsumerNames(ctx)
 		for name := range names.Name() {
-			if st, ok := strings.CutPrefix(name, dlqConsumerPfx); ok {
+			if st, ok := strings.CutPrefix(name, DLQConsumerPrefix); ok {
 				note(st, "consumer "+name)
-			} else if st, ok := strings.CutPrefix(name, consumerPfx); ok {
+			} else if st, ok := strings.CutPrefix(name, ConsumerPrefix); ok {
 				note(st, "consumer "+name)
 			}
 		}
@@ -133,8 +133,8 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 			return nil, fmt.Errorf("consumers of %s: %w", stream, err)
 		}
 	}
-	for _, b := range storeBuckets {
-		subjects, err := subjectsOf(ctx, js, "KV_"+b, wire.KVSubjectRoot+b+".>")
+	for _, b := range StoreBuckets {
+		subjects, err := SubjectsOf(ctx, js, "KV_"+b, wire.KVSubjectRoot+b+".>")
 		if err != nil {
 			return nil, err
 		}
@@ -143,7 +143,7 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 			note(st, "keys in "+b)
 		}
 	}
-	jobs, err := subjectsOf(ctx, js, wire.StreamJobs, wire.JobsPrefix+">")
+	jobs, err := SubjectsOf(ctx, js, wire.StreamJobs, wire.JobsPrefix+">")
 	if err != nil {
 		return nil, err
 	}
@@ -151,7 +151,7 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 		st, _, _ := strings.Cut(strings.TrimPrefix(subj, wire.JobsPrefix), ".")
 		note(st, "queued jobs")
 	}
-	if f, err := readFleet(ctx, js.Conn()); err == nil {
+	if f, err := ReadFleet(ctx, js.Conn()); err == nil {
 		for _, st := range f.Stores {
 			note(st, "the fleet's settings")
 		}
@@ -159,9 +159,9 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 	return found, nil
 }
 
-// subjectsOf counts the messages of a stream by subject under filter (none when the
+// SubjectsOf counts the messages of a stream by subject under filter (none when the
 // stream does not exist).
-func subjectsOf(ctx context.Context, js jetstream.JetStream, stream, filter string) (map[string]uint64, error) {
+func SubjectsOf(ctx context.Context, js jetstream.JetStream, stream, filter string) (map[string]uint64, error) {
 	str, err := js.Stream(ctx, stream)
 	if errors.Is(err, jetstream.ErrStreamNotFound) {
 		return nil, nil
@@ -178,7 +178,7 @@ func subjectsOf(ctx context.Context, js jetstream.JetStream, stream, filter stri
 
 // storeWorkers names the workers of store that reported within workerBeatTTL.
 func storeWorkers(ctx context.Context, js jetstream.JetStream, store string) ([]string, error) {
-	beats, _, err := readBeats(ctx, openBucket(js, BucketWorkers), store)
+	beats, _, err := ReadBeats(ctx, OpenBucket(js, BucketWorkers), store)
 	if err != nil {
 		return nil, err
 	}
@@ -214,7 +214,7 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		}
 	}
 	purge := func(stream, filter string) (int, error) {
-		subjects, err := subjectsOf(ctx, js, stream, filter)
+		subjects, err := SubjectsOf(ctx, js, stream, filter)
 		if err != nil || len(subjects) == 0 || dryRun {
 			return len(subjects), err
 		}
@@ -227,7 +227,7 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		}
 		return len(subjects), nil
 	}
-	for _, b := range storeBuckets {
+	for _, b := range StoreBuckets {
 		n, err := purge("KV_"+b, wire.KVSubjectRoot+b+"."+p.Store+".>")
 		if err != nil {
 			return err
@@ -241,7 +241,7 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		return err
 	}
 	count := func(stream, filter string) (int, error) {
-		subjects, err := subjectsOf(ctx, js, stream, filter)
+		subjects, err := SubjectsOf(ctx, js, stream, filter)
 		n := 0
 		for _, c := range subjects {
 			n += int(c)

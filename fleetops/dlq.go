@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -58,7 +58,7 @@ type DLQ struct {
 // acting on them takes requests by stream sequence (read, delete), which a permission
 // cannot limit to a store (docs/security.md). A refusal is a *PermissionError at once.
 func OpenDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
-	return guard(ctx, nc, func(ctx context.Context) (*DLQ, error) { return openDLQ(ctx, nc) })
+	return Guard(ctx, nc, func(ctx context.Context) (*DLQ, error) { return openDLQ(ctx, nc) })
 }
 
 func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
@@ -68,8 +68,8 @@ func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 	}
 	str, err := js.Stream(ctx, wire.StreamDLQ)
 	if err != nil {
-		if unavailable(err) {
-			err = diagnose(ctx, js, wire.StreamDLQ, err)
+		if Unavailable(err) {
+			err = Diagnose(ctx, js, wire.StreamDLQ, err)
 		}
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
@@ -78,7 +78,7 @@ func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 
 // List returns the dead letters f selects, oldest first.
 func (q *DLQ) List(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord, error) {
-	return guard(ctx, q.nc, func(ctx context.Context) ([]DeadLetterRecord, error) { return q.list(ctx, f) })
+	return Guard(ctx, q.nc, func(ctx context.Context) ([]DeadLetterRecord, error) { return q.list(ctx, f) })
 }
 
 func (q *DLQ) list(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord, error) {
@@ -103,7 +103,7 @@ func (q *DLQ) list(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord,
 		return out, nil
 	}
 	subject := f.subject()
-	total, err := countSubjects(ctx, q.stream, subject)
+	total, err := CountSubjects(ctx, q.stream, subject)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
@@ -161,7 +161,7 @@ func (f DeadLetterFilter) match(r DeadLetterRecord, now time.Time) bool {
 	if f.Store != "" && r.Store != f.Store {
 		return false
 	}
-	if f.SessionID != "" && r.SessionID != f.SessionID && wire.SessionToken(f.SessionID) != sessionTokenOf(r.Subject) {
+	if f.SessionID != "" && r.SessionID != f.SessionID && wire.SessionToken(f.SessionID) != SessionTokenOf(r.Subject) {
 		return false
 	}
 	if f.Reason != "" && !strings.Contains(strings.ToLower(r.Reason+"\n"+r.Error), strings.ToLower(f.Reason)) {
@@ -193,7 +193,7 @@ func parseDeadLetter(seq uint64, subject string, data []byte, stored time.Time) 
 	if len(r.Job) > 0 && json.Unmarshal(r.Job, &job) == nil {
 		r.SessionID, r.Path, r.Kind = job.SessionID, job.Path, job.Kind
 	}
-	token := sessionTokenOf(subject)
+	token := SessionTokenOf(subject)
 	if r.SessionID == "" {
 		r.SessionID = token
 	}
@@ -228,9 +228,9 @@ func foreignDeadLetter(seq uint64, subject, store, token, jobSubject string, job
 	return ""
 }
 
-// sessionTokenOf is the session token of a compactor.dlq.<store>.<token> subject (a job
+// SessionTokenOf is the session token of a compactor.dlq.<store>.<token> subject (a job
 // subject's dead letter subject).
-func sessionTokenOf(subject string) string {
+func SessionTokenOf(subject string) string {
 	parts := strings.Split(subject, ".")
 	if len(parts) >= 4 {
 		return parts[3]
@@ -294,7 +294,7 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 		if wait {
 			er, err = Enqueue(ctx, q.nc, job, true, timeout)
 		} else {
-			er, err = publishJob(ctx, q.js, &job)
+			er, err = PublishJob(ctx, q.js, &job)
 		}
 		res.JobID, res.JobSeq, res.Event = er.JobID, er.Seq, er.Event
 		switch {
@@ -323,7 +323,7 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 
 // Delete removes the records from COMPACTOR_DLQ and returns how many it removed.
 func (q *DLQ) Delete(ctx context.Context, recs []DeadLetterRecord) (int, error) {
-	return guard(ctx, q.nc, func(ctx context.Context) (int, error) { return q.delete(ctx, recs) })
+	return Guard(ctx, q.nc, func(ctx context.Context) (int, error) { return q.delete(ctx, recs) })
 }
 
 func (q *DLQ) delete(ctx context.Context, recs []DeadLetterRecord) (int, error) {
@@ -337,6 +337,19 @@ func (q *DLQ) delete(ctx context.Context, recs []DeadLetterRecord) (int, error) 
 			return n, fmt.Errorf("dlq: delete %d: %w", r.Seq, err)
 		}
 		n++
+	}
+	return n, nil
+}
+
+// CountSubjects counts the messages of stream str under the subject filter.
+func CountSubjects(ctx context.Context, str jetstream.Stream, filter string) (uint64, error) {
+	info, err := str.Info(ctx, jetstream.WithSubjectFilter(filter))
+	if err != nil {
+		return 0, err
+	}
+	var n uint64
+	for _, c := range info.State.Subjects {
+		n += c
 	}
 	return n, nil
 }

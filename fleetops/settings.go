@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -23,7 +23,7 @@ import (
 // BucketSettings holds the fleet's settings.
 const BucketSettings = "COMPACTOR_SETTINGS"
 
-const settingsKey = "fleet"
+const SettingsKey = "fleet"
 
 // Layout is the version of what `compactor setup` sets up (docs/security.md, "Layout"), so
 // that a worker refuses a NATS set up for another one: 1 has no settings record; 2 puts
@@ -89,11 +89,11 @@ func (e *NotSetUpError) Error() string {
 
 func (e *NotSetUpError) Unwrap() error { return e.Err }
 
-// readFleet reads the settings record. Missing: a *NotSetUpError.
-func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := directLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+settingsKey)
+// ReadFleet reads the settings record. Missing: a *NotSetUpError.
+func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
+	m, err := DirectLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+SettingsKey)
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + BucketSettings + ", key " + settingsKey + ")",
+		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + BucketSettings + ", key " + SettingsKey + ")",
 			Remedy: "no `compactor setup` of this version has run here: run `compactor setup --store NAME...` with the admin's credentials (a deployment of an older compactor: `compactor setup --migrate`), or `compactor run --setup` on a single host"}
 	}
 	if err != nil {
@@ -102,10 +102,10 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	if opOf(m.Header) != jetstream.KeyValuePut {
 		return nil, &NotSetUpError{What: "the fleet settings were deleted", Remedy: "run `compactor setup` again"}
 	}
-	if err := newerThan(BucketSettings, settingsKey, m.Data, settingsV); err != nil {
+	if err := NewerThan(BucketSettings, SettingsKey, m.Data, settingsV); err != nil {
 		var nr *NewerRecordError
 		errors.As(err, &nr)
-		return nil, &NotSetUpError{What: fmt.Sprintf("the fleet's settings (bucket %s, key %s) are of schema version %d, newer than this compactor reads (%d)", BucketSettings, settingsKey, nr.V, nr.Known),
+		return nil, &NotSetUpError{What: fmt.Sprintf("the fleet's settings (bucket %s, key %s) are of schema version %d, newer than this compactor reads (%d)", BucketSettings, SettingsKey, nr.V, nr.Known),
 			Remedy: "a newer compactor's `compactor setup` wrote them: run the workers, clients and setup of that version (docs/upgrading.md); this one neither follows nor rewrites them", Err: err}
 	}
 	var f FleetSettings
@@ -122,7 +122,7 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 // readFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
 // older one to keep its stores).
 func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := directLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+settingsKey)
+	m, err := DirectLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+SettingsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +150,7 @@ func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) er
 	if err != nil {
 		return err
 	}
-	if _, err := openBucket(js, BucketSettings).Put(ctx, settingsKey, b); err != nil {
+	if _, err := OpenBucket(js, BucketSettings).Put(ctx, SettingsKey, b); err != nil {
 		return fmt.Errorf("write fleet settings: %w", err)
 	}
 	return nil

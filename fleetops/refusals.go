@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -30,11 +30,11 @@ type Refusals struct {
 
 type refusalWatch struct{ cancel context.CancelCauseFunc }
 
-func newRefusals(role Role, stores []string) *Refusals {
+func NewRefusals(role Role, stores []string) *Refusals {
 	return &Refusals{role: role, stores: stores, watching: map[*refusalWatch]struct{}{}, quiet: map[string]chan *PermissionError{}}
 }
 
-var refusalsOf sync.Map // *nats.Conn → *Refusals
+var RefusalsByConn sync.Map // *nats.Conn → *Refusals
 
 // RefusalsOf returns the refusals of a connection made by NATSConfig.Connect (nil for
 // others).
@@ -42,7 +42,7 @@ func RefusalsOf(nc *nats.Conn) *Refusals {
 	if nc == nil {
 		return nil
 	}
-	r, _ := refusalsOf.Load(nc)
+	r, _ := RefusalsByConn.Load(nc)
 	rr, _ := r.(*Refusals)
 	return rr
 }
@@ -154,9 +154,9 @@ func refusal(ctx context.Context) *PermissionError {
 	return nil
 }
 
-// guard runs f with a context that a refusal on nc ends at once; the refusal, when there
+// Guard runs f with a context that a refusal on nc ends at once; the refusal, when there
 // was one, is f's error.
-func guard[T any](ctx context.Context, nc *nats.Conn, f func(context.Context) (T, error)) (T, error) {
+func Guard[T any](ctx context.Context, nc *nats.Conn, f func(context.Context) (T, error)) (T, error) {
 	r := RefusalsOf(nc)
 	if r == nil {
 		return f(ctx)

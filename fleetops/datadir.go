@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"encoding/json"
@@ -12,7 +12,7 @@ import (
 // Files in the data directory of the embedded server.
 const (
 	lockFileName    = "compactor.lock"
-	serviceFileName = "service.json"
+	ServiceFileName = "service.json"
 )
 
 // ServiceInfo is what a service running an embedded server writes into its data directory
@@ -55,16 +55,19 @@ func (e *DataDirBusyError) Error() string {
 	return msg
 }
 
-// dataDir is a locked data directory: the lock (flock on compactor.lock) is held for the
+// DataDir is a locked data directory: the lock (flock on compactor.lock) is held for the
 // life of the process's embedded server and released by the kernel if the process dies.
-type dataDir struct {
+type DataDir struct {
 	dir  string
 	lock *os.File
 }
 
-// lockDataDir creates dir if needed and takes its lock, or returns *DataDirBusyError at
+// Dir is the locked directory.
+func (d *DataDir) Dir() string { return d.dir }
+
+// LockDataDir creates dir if needed and takes its lock, or returns *DataDirBusyError at
 // once. A few quick retries cover a client probing the lock at the same instant.
-func lockDataDir(dir string) (*dataDir, error) {
+func LockDataDir(dir string) (*DataDir, error) {
 	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return nil, fmt.Errorf("data directory: %w", err)
 	}
@@ -75,7 +78,7 @@ func lockDataDir(dir string) (*dataDir, error) {
 	for try := 0; ; try++ {
 		err = flock(f, true)
 		if err == nil {
-			return &dataDir{dir: dir, lock: f}, nil
+			return &DataDir{dir: dir, lock: f}, nil
 		}
 		if !errors.Is(err, errLocked) {
 			f.Close()
@@ -83,44 +86,44 @@ func lockDataDir(dir string) (*dataDir, error) {
 		}
 		if try == 4 {
 			f.Close()
-			info, _ := readServiceInfo(dir)
+			info, _ := ReadServiceInfo(dir)
 			return nil, &DataDirBusyError{Dir: dir, Info: info}
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
 }
 
-// writeInfo publishes info in the data directory (written whole, then renamed into place).
-func (d *dataDir) writeInfo(info ServiceInfo) error {
+// WriteInfo publishes info in the data directory (written whole, then renamed into place).
+func (d *DataDir) WriteInfo(info ServiceInfo) error {
 	b, err := json.MarshalIndent(info, "", "  ")
 	if err != nil {
 		return err
 	}
-	tmp := filepath.Join(d.dir, serviceFileName+".tmp")
+	tmp := filepath.Join(d.dir, ServiceFileName+".tmp")
 	if err := os.WriteFile(tmp, append(b, '\n'), 0o600); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
-	if err := os.Rename(tmp, filepath.Join(d.dir, serviceFileName)); err != nil {
+	if err := os.Rename(tmp, filepath.Join(d.dir, ServiceFileName)); err != nil {
 		return fmt.Errorf("data directory: %w", err)
 	}
 	return nil
 }
 
-// release removes the service file and drops the lock.
-func (d *dataDir) release() {
-	_ = os.Remove(filepath.Join(d.dir, serviceFileName))
+// Release removes the service file and drops the lock.
+func (d *DataDir) Release() {
+	_ = os.Remove(filepath.Join(d.dir, ServiceFileName))
 	_ = funlock(d.lock)
 	_ = d.lock.Close()
 }
 
-func readServiceInfo(dir string) (*ServiceInfo, error) {
-	b, err := os.ReadFile(filepath.Join(dir, serviceFileName))
+func ReadServiceInfo(dir string) (*ServiceInfo, error) {
+	b, err := os.ReadFile(filepath.Join(dir, ServiceFileName))
 	if err != nil {
 		return nil, err
 	}
 	var info ServiceInfo
 	if err := json.Unmarshal(b, &info); err != nil {
-		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, serviceFileName), err)
+		return nil, fmt.Errorf("%s: %w", filepath.Join(dir, ServiceFileName), err)
 	}
 	return &info, nil
 }
@@ -138,7 +141,7 @@ func RunningService(dataDir string) *ServiceInfo {
 		_ = funlock(f)
 		return nil // nobody holds it exclusively
 	}
-	info, err := readServiceInfo(dataDir)
+	info, err := ReadServiceInfo(dataDir)
 	if err != nil {
 		return nil
 	}
