@@ -33,7 +33,6 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
@@ -464,7 +463,7 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 	waitFor(t, time.Minute, "a worker serving store default", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		kv, err := js.KeyValue(ctx, fleetops.BucketWorkers)
+		kv, err := js.KeyValue(ctx, wire.BucketWorkers)
 		if err != nil {
 			return false
 		}

@@ -14,6 +14,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // The operator's actions, from a form (the page comes back with what was done) or from
@@ -24,7 +25,7 @@ type ActionResult struct {
 	Action string                `json:"action"`
 	OK     bool                  `json:"ok"`
 	Error  string                `json:"error,omitempty"`
-	Retry  *fleetops.RetryResult `json:"retry,omitempty"`
+	Retry  *operator.RetryResult `json:"retry,omitempty"`
 	Pause  *fleetops.PauseRecord `json:"pause,omitempty"`
 }
 
@@ -65,7 +66,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 			// Instructions in the job are its publisher's text: passed on only when the
 			// operator ticks so on the dead letter's page, and logged with who did.
 			allow := r.PostFormValue("instructions") == "pass"
-			var rr fleetops.RetryResult
+			var rr operator.RetryResult
 			rr, err = v.RetryDeadLetter(ctx, store, seq, allow)
 			res.Retry = &rr
 			done = fmt.Sprintf("dead letter %d of store %s retried: job %d queued", seq, store, rr.JobSeq)
@@ -131,7 +132,7 @@ func (c *Console) actor(r *http.Request) string {
 
 // api serves a page's data as JSON. Reading needs the viewer's or the operator's
 // credentials (a bearer token, or the browser's session).
-func (c *Console) api(f func(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error)) http.HandlerFunc {
+func (c *Console) api(f func(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		who := c.who(r)
@@ -165,12 +166,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func (c *Console) apiFleet(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error) {
+func (c *Console) apiFleet(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	_, d, err := c.fleetData(ctx, r, v, who)
 	return d, err
 }
 
-func (c *Console) apiStore(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error) {
+func (c *Console) apiStore(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	name := r.URL.Query().Get("store")
 	if name == "" {
 		return nil, badRequest("a store is named by ?store=STORE")
@@ -178,19 +179,19 @@ func (c *Console) apiStore(ctx context.Context, r *http.Request, v *fleetops.Fle
 	return c.storeOf(ctx, v, name, true)
 }
 
-func (c *Console) apiSession(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error) {
+func (c *Console) apiSession(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.sessionOf(r, v, who)
 }
 
-func (c *Console) apiZeroWait(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error) {
+func (c *Console) apiZeroWait(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.zeroWaitOf(v), nil
 }
 
-func (c *Console) apiCharts(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error) {
+func (c *Console) apiCharts(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.chartsOf(r, v)
 }
 
-func (c *Console) apiDeadLetter(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (any, error) {
+func (c *Console) apiDeadLetter(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.deadLetterOf(ctx, r, v)
 }
 

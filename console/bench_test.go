@@ -20,9 +20,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -53,7 +55,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			t0 := time.Now()
-			view, err := fleetops.OpenFleetView(context.Background(), []fleetops.FleetAccount{{Conn: nc}}, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+			view, err := operator.OpenFleetView(context.Background(), []operator.FleetAccount{{Conn: nc}}, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -73,7 +75,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 					b.Fatalf("store %s: %d jobs queued, want %d", sv.Store, sv.Queue.Pending, want)
 				}
 			}
-			c, err := console.New(console.Options{Open: func(context.Context) (*fleetops.FleetView, error) { return view, nil },
+			c, err := console.New(console.Options{Open: func(context.Context) (*operator.FleetView, error) { return view, nil },
 				Tokens: console.Tokens{Viewer: strings.Repeat("v", 32), Operator: strings.Repeat("o", 32)}})
 			if err != nil {
 				b.Fatal(err)
@@ -147,7 +149,7 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	ns := natstest.StartServer(b)
 	dirs := map[string]string{"a": b.TempDir(), "b": b.TempDir()}
 	cfg := pipeline.Config{
-		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: fleetops.NATSConfig{URL: ns.ClientURL()}, Setup: true,
+		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: access.NATSConfig{URL: ns.ClientURL()}, Setup: true,
 		MetricsAddr: "127.0.0.1:0",
 		Handler: pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 			return wire.Result{}, pipeline.Skip("benchmark")

@@ -20,6 +20,7 @@ import (
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/cli"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // A fleet for the console's tests, doing real work: `compactor run` with its embedded NATS
@@ -242,8 +243,8 @@ type statusJSON struct {
 	Stores []struct {
 		Store   string                `json:"store"`
 		Workers []fleetops.WorkerBeat `json:"workers"`
-		Queue   *fleetops.StoreQueue  `json:"queue"`
-		Running []fleetops.RunningJob `json:"running"`
+		Queue   *operator.StoreQueue  `json:"queue"`
+		Running []operator.RunningJob `json:"running"`
 		Paused  *fleetops.PauseRecord `json:"paused"`
 	} `json:"stores"`
 	Warnings []string `json:"warnings"`
@@ -318,7 +319,7 @@ func (f *fleet) apiFleet() fleetJSON {
 }
 
 type fleetJSON struct {
-	Stores []fleetops.StoreView `json:"stores"`
+	Stores []operator.StoreView `json:"stores"`
 }
 
 // metrics is the main worker's /metrics.

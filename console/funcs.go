@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // funcs are the templates' helpers.
@@ -23,9 +24,9 @@ var funcs = template.FuncMap{
 	"svg":     func(c Chart) template.HTML { return c.SVG() },
 	"kinds":   kinds,
 	"trunc":   trunc,
-	"inputs":  func(w *fleetops.WindowCounts) int { return w.InputTokens() },
+	"inputs":  func(w *operator.WindowCounts) int { return w.InputTokens() },
 	"elapsed": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-	"first": func(n int, list []fleetops.DeadLetterRecord) []fleetops.DeadLetterRecord {
+	"first": func(n int, list []operator.DeadLetterRecord) []operator.DeadLetterRecord {
 		return list[:min(n, len(list))]
 	},
 	"mean": func(total float64, n int) string {
@@ -56,7 +57,7 @@ func age(t time.Time) string {
 }
 
 // kinds writes a queue's kinds as "compact 3 (oldest 12s)".
-func kinds(q fleetops.StoreQueue) string {
+func kinds(q operator.StoreQueue) string {
 	if len(q.Kinds) == 0 {
 		return "-"
 	}

@@ -67,9 +67,9 @@ func forgeRecords(t testing.TB, f *fleet, pause bool) forged {
 	fg.dlSeq = put(wire.DLQSubject("b", dlSession), wire.DeadLetter{V: 1, Subject: wire.JobSubject("b", dlSession, wire.KindCompact), JobSeq: 1,
 		Job: job, Reason: xss, Error: xss, Deliveries: 1, Worker: xss, At: now})
 	put(wire.JobEventSubject("b", fg.session, 999999), wire.Event{V: 1, JobID: xss, JobSeq: 999999, JobRef: wire.JobRef{Store: "b", SessionID: fg.session, Path: xss, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: xss, LLMTokens: 3, LLMInputTokens: 2, LLMOutputTokens: 1}, Error: xss, Worker: xss, LLMModel: xss, PiUnknown: xss, Attempt: 1, At: now})
-	put("$KV."+fleetops.BucketWorkers+".b.w-forged", fleetops.WorkerBeat{V: 1, Worker: "w-forged", Store: "b", Host: xss, Version: xss,
+	put("$KV."+wire.BucketWorkers+".b.w-forged", fleetops.WorkerBeat{V: 1, Worker: "w-forged", Store: "b", Host: xss, Version: xss,
 		Concurrency: 1, Started: now, At: now})
-	put("$KV."+fleetops.BucketLeases+"."+wire.PreparedKey("b", fg.session), map[string]any{"v": 1, "worker": xss, "jobId": xss, "since": now,
+	put("$KV."+wire.BucketLeases+"."+wire.PreparedKey("b", fg.session), map[string]any{"v": 1, "worker": xss, "jobId": xss, "since": now,
 		"sessionId": fg.session, "path": xss, "kind": xss, "delivery": 1})
 	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "b", SessionID: fg.session, Outcome: wire.HookMiss, Result: wire.HookResultPi,
 		ReasonCode: xss, Reason: xss, PiReason: xss, LatencyMs: 1})

@@ -14,8 +14,8 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -33,7 +33,7 @@ type page struct {
 }
 
 // dataFunc builds a page's data.
-type dataFunc func(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (title string, data any, err error)
+type dataFunc func(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (title string, data any, err error)
 
 // httpError is an error with its status.
 type httpError struct {
@@ -134,7 +134,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, who caller, err e
 
 // FleetPage is the fleet page's data (and /api/fleet's).
 type FleetPage struct {
-	fleetops.FleetSnapshot
+	operator.FleetSnapshot
 	Versions []VersionCount `json:"versions"`
 	Warnings []string       `json:"warnings"`
 }
@@ -145,7 +145,7 @@ type VersionCount struct {
 	Workers int    `json:"workers"`
 }
 
-func (c *Console) fleetData(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (string, any, error) {
+func (c *Console) fleetData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	snap := v.Snapshot()
 	fp := FleetPage{FleetSnapshot: snap, Versions: []VersionCount{}, Warnings: []string{}}
 	seen := map[string]map[string]bool{}
@@ -179,11 +179,11 @@ func (c *Console) fleetData(ctx context.Context, r *http.Request, v *fleetops.Fl
 
 // StorePage is a store's page data (and /api/store's).
 type StorePage struct {
-	fleetops.StoreView
-	Queued      []fleetops.QueuedJob        `json:"queued"`
+	operator.StoreView
+	Queued      []operator.QueuedJob        `json:"queued"`
 	QueuedErr   string                      `json:"queuedError,omitempty"`
 	Recent      []wire.Event                `json:"recent"`
-	DeadLetters []fleetops.DeadLetterRecord `json:"deadLetters"`
+	DeadLetters []operator.DeadLetterRecord `json:"deadLetters"`
 	// DeadLettersShown: the first of DeadLetters shown on the page (all in /api).
 	DeadLettersShown int  `json:"-"`
 	HasFiles         bool `json:"hasFiles"`
@@ -194,9 +194,9 @@ const (
 	pageDeadLetters = 100
 )
 
-func (c *Console) storeOf(ctx context.Context, v *fleetops.FleetView, name string, all bool) (*StorePage, error) {
+func (c *Console) storeOf(ctx context.Context, v *operator.FleetView, name string, all bool) (*StorePage, error) {
 	snap := v.Snapshot()
-	var sv *fleetops.StoreView
+	var sv *operator.StoreView
 	for i := range snap.Stores {
 		if snap.Stores[i].Store == name {
 			sv = &snap.Stores[i]
@@ -205,7 +205,7 @@ func (c *Console) storeOf(ctx context.Context, v *fleetops.FleetView, name strin
 	if sv == nil {
 		return nil, notFound("no store %q in this fleet", name)
 	}
-	sp := &StorePage{StoreView: *sv, Recent: []wire.Event{}, DeadLetters: []fleetops.DeadLetterRecord{}}
+	sp := &StorePage{StoreView: *sv, Recent: []wire.Event{}, DeadLetters: []operator.DeadLetterRecord{}}
 	_, sp.HasFiles = c.opts.Stores[name]
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -215,7 +215,7 @@ func (c *Console) storeOf(ctx context.Context, v *fleetops.FleetView, name strin
 	}
 	sp.Queued = q
 	if sp.Queued == nil {
-		sp.Queued = []fleetops.QueuedJob{}
+		sp.Queued = []operator.QueuedJob{}
 	}
 	if x := v.Events(); x != nil {
 		sp.Recent = x.Recent(name, pageJobs)
@@ -230,7 +230,7 @@ func (c *Console) storeOf(ctx context.Context, v *fleetops.FleetView, name strin
 	return sp, nil
 }
 
-func (c *Console) storeData(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (string, any, error) {
+func (c *Console) storeData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	name := r.PathValue("store")
 	sp, err := c.storeOf(ctx, v, name, false)
 	if err != nil {
@@ -260,7 +260,7 @@ type JobHistory struct {
 	Events   []wire.Event `json:"events"`
 }
 
-func (c *Console) sessionOf(r *http.Request, v *fleetops.FleetView, who caller) (*SessionPage, error) {
+func (c *Console) sessionOf(r *http.Request, v *operator.FleetView, who caller) (*SessionPage, error) {
 	store, id := r.URL.Query().Get("store"), r.URL.Query().Get("id")
 	if store == "" || id == "" {
 		return nil, badRequest("a session is named by ?store=STORE&id=SESSION_ID")
@@ -295,7 +295,7 @@ func (c *Console) sessionOf(r *http.Request, v *fleetops.FleetView, who caller) 
 	return sp, nil
 }
 
-func (c *Console) sessionData(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (string, any, error) {
+func (c *Console) sessionData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	sp, err := c.sessionOf(r, v, who)
 	if err != nil {
 		return "", nil, err
@@ -306,9 +306,9 @@ func (c *Console) sessionData(ctx context.Context, r *http.Request, v *fleetops.
 // ZeroWaitPage is the zero-wait page's data (and /api/zero-wait's).
 type ZeroWaitPage struct {
 	Since  time.Time            `json:"since"`
-	Counts []fleetops.HookCount `json:"counts"`
+	Counts []operator.HookCount `json:"counts"`
 	Totals []HookTotal          `json:"totals"`
-	Recent []fleetops.HookSeen  `json:"recent"`
+	Recent []operator.HookSeen  `json:"recent"`
 }
 
 // HookTotal sums a store's hooks by what answered them.
@@ -321,8 +321,8 @@ type HookTotal struct {
 	BlockedMs float64 `json:"blockedMs"`
 }
 
-func (c *Console) zeroWaitOf(v *fleetops.FleetView) *ZeroWaitPage {
-	zp := &ZeroWaitPage{Counts: []fleetops.HookCount{}, Totals: []HookTotal{}, Recent: []fleetops.HookSeen{}}
+func (c *Console) zeroWaitOf(v *operator.FleetView) *ZeroWaitPage {
+	zp := &ZeroWaitPage{Counts: []operator.HookCount{}, Totals: []HookTotal{}, Recent: []operator.HookSeen{}}
 	h := v.Hooks()
 	if h == nil {
 		return zp
@@ -351,20 +351,20 @@ func (c *Console) zeroWaitOf(v *fleetops.FleetView) *ZeroWaitPage {
 	return zp
 }
 
-func (c *Console) zeroWaitData(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (string, any, error) {
+func (c *Console) zeroWaitData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	return "Zero-wait", c.zeroWaitOf(v), nil
 }
 
 // DeadLetterPage is a dead letter in full.
 type DeadLetterPage struct {
-	fleetops.DeadLetterRecord
+	operator.DeadLetterRecord
 	JobJSON string `json:"-"`
 	// Instructions are the summary instructions its job carries: a retry passes them on
 	// only when the operator says so.
 	Instructions string `json:"instructions,omitempty"`
 }
 
-func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *fleetops.FleetView) (*DeadLetterPage, error) {
+func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *operator.FleetView) (*DeadLetterPage, error) {
 	store := r.URL.Query().Get("store")
 	seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
 	if err != nil || store == "" {
@@ -389,7 +389,7 @@ func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *fleetops
 	return dp, nil
 }
 
-func (c *Console) deadLetterData(ctx context.Context, r *http.Request, v *fleetops.FleetView, who caller) (string, any, error) {
+func (c *Console) deadLetterData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	dp, err := c.deadLetterOf(ctx, r, v)
 	if err != nil {
 		return "", nil, err

@@ -24,6 +24,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -514,20 +515,20 @@ func (f *fleet) waitDoneEvent(store, id string) time.Time {
 
 // storeStatus is a store's part of status --json.
 func (f *fleet) storeStatus(store string) struct {
-	Queue  *fleetops.StoreQueue
+	Queue  *operator.StoreQueue
 	Paused *fleetops.PauseRecord
 } {
 	for _, s := range f.status().Stores {
 		if s.Store == store {
 			return struct {
-				Queue  *fleetops.StoreQueue
+				Queue  *operator.StoreQueue
 				Paused *fleetops.PauseRecord
 			}{s.Queue, s.Paused}
 		}
 	}
 	f.t.Fatalf("no store %s in status", store)
 	return struct {
-		Queue  *fleetops.StoreQueue
+		Queue  *operator.StoreQueue
 		Paused *fleetops.PauseRecord
 	}{}
 }

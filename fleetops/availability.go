@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -72,18 +73,18 @@ func Unavailable(err error) bool {
 // Diagnose finds out why stream did not answer (cause is the error seen) and returns a
 // *StreamError, or cause itself when the stream looks healthy now. It makes at most two
 // requests of its own (2 s each), even when ctx has ended, unless ctx was cancelled. A
-// refusal that ended ctx is the answer; the stream's information and the account's, which
+// Refusal that ended ctx is the answer; the stream's information and the account's, which
 // a store's roles may not read, are asked as probes: refused, cause is returned as it is.
 func Diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause error) error {
-	if pe := refusal(ctx); pe != nil {
+	if pe := access.Refusal(ctx); pe != nil {
 		return pe
 	}
 	if errors.Is(ctx.Err(), context.Canceled) {
 		return cause
 	}
 	se := &StreamError{Stream: stream, Err: cause}
-	str, err := probe(ctx, js.Conn(), apiPre+"STREAM.INFO."+stream, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, stream) })
-	var pe *PermissionError
+	str, err := probe(ctx, js.Conn(), access.APIPrefix+"STREAM.INFO."+stream, func(ctx context.Context) (jetstream.Stream, error) { return js.Stream(ctx, stream) })
+	var pe *access.PermissionError
 	switch {
 	case errors.As(err, &pe):
 		return cause // this user may not look: say what was seen
@@ -108,7 +109,7 @@ func Diagnose(ctx context.Context, js jetstream.JetStream, stream string, cause 
 		return se
 	}
 	// The stream did not answer. If the JetStream API does, the stream itself is down.
-	_, aerr := probe(ctx, js.Conn(), apiPre+"INFO", func(ctx context.Context) (*jetstream.AccountInfo, error) { return js.AccountInfo(ctx) })
+	_, aerr := probe(ctx, js.Conn(), access.APIPrefix+"INFO", func(ctx context.Context) (*jetstream.AccountInfo, error) { return js.AccountInfo(ctx) })
 	if errors.As(aerr, &pe) {
 		return cause
 	}

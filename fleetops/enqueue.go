@@ -7,21 +7,11 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
-
-// The embedded NATS server's address (compactor run without a NATS URL), which clients
-// on the same host connect to by default.
-const (
-	DefaultEmbeddedHost = "127.0.0.1"
-	DefaultEmbeddedPort = 4222
-)
-
-// DefaultClientURL is where clients (enqueue, sweep) look for NATS when none is configured:
-// the embedded server of a `compactor run` on this machine.
-var DefaultClientURL = fmt.Sprintf("nats://%s:%d", DefaultEmbeddedHost, DefaultEmbeddedPort)
 
 // EnqueueResult says what happened to an enqueue.
 type EnqueueResult struct {
@@ -60,7 +50,7 @@ func PublishJob(ctx context.Context, js jetstream.JetStream, job *wire.Job) (Enq
 		if err == nil {
 			return EnqueueResult{JobID: job.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}
-		if pe := refusal(ctx); pe != nil {
+		if pe := access.Refusal(ctx); pe != nil {
 			return EnqueueResult{}, pe
 		}
 		if isStreamFull(err) {
@@ -117,7 +107,7 @@ func OnWaiting(f func(jobID string, seq uint64)) EnqueueOption {
 // finished request) is found too. Events are matched by job id and job sequence. Both are
 // requests a store's agent may make; a refusal ends the call at once (*PermissionError).
 func Enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
-	return Guard(ctx, nc, func(ctx context.Context) (EnqueueResult, error) { return enqueue(ctx, nc, job, wait, timeout, opts...) })
+	return access.Guard(ctx, nc, func(ctx context.Context) (EnqueueResult, error) { return enqueue(ctx, nc, job, wait, timeout, opts...) })
 }
 
 func enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
@@ -214,7 +204,7 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 	for {
 		select {
 		case <-ctx.Done():
-			if pe := refusal(ctx); pe != nil {
+			if pe := access.Refusal(ctx); pe != nil {
 				return nil, pe
 			}
 			if readErr != nil {
@@ -241,7 +231,7 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 			case errors.Is(err, jetstream.ErrMsgNotFound):
 				readErr = nil
 			default:
-				if pe := refusal(ctx); pe != nil {
+				if pe := access.Refusal(ctx); pe != nil {
 					return nil, pe
 				}
 				readErr = err

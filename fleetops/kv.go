@@ -9,6 +9,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -322,7 +323,7 @@ func directLastAll(ctx context.Context, nc *nats.Conn, stream, filter string) ([
 		MultiLast []string `json:"multi_last"`
 		Batch     int      `json:"batch"`
 	}{[]string{filter}, directBatchMax})
-	if err := nc.PublishRequest(directGetPre+stream, inbox, req); err != nil {
+	if err := nc.PublishRequest(access.DirectGetPrefix+stream, inbox, req); err != nil {
 		return nil, err
 	}
 	var out []*jetstream.RawStreamMsg

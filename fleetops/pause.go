@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -22,9 +23,6 @@ import (
 // /readyz, /metrics (compactor_store_paused), the workers' beats (status) and the console
 // say so. Resuming writes the record again with Paused false. Only the operator and the
 // admin may write the record; a worker may read its own store's (docs/security.md).
-
-// pauseKeyPrefix starts a store's pause key in COMPACTOR_SETTINGS: paused.<store>.
-const pauseKeyPrefix = "paused."
 
 // pauseV is the schema version of a pause record.
 const pauseV = 1
@@ -40,7 +38,7 @@ type PauseRecord struct {
 }
 
 // PauseKey is the record's key.
-func PauseKey(store string) string { return pauseKeyPrefix + store }
+func PauseKey(store string) string { return wire.PauseKeyPrefix + store }
 
 // SetPaused writes a store's pause record (the operator's or the admin's right). by says who
 // paused it, reason why (both shown by status and the console).
@@ -57,7 +55,7 @@ func SetPaused(ctx context.Context, nc *nats.Conn, store string, paused bool, re
 	if err != nil {
 		return rec, err
 	}
-	return Guard(ctx, nc, func(ctx context.Context) (PauseRecord, error) {
+	return access.Guard(ctx, nc, func(ctx context.Context) (PauseRecord, error) {
 		// A pause is read by the workers of the account it is written in: a store of
 		// another account would never see it (docs/security.md, "The design").
 		f, err := ReadFleet(ctx, nc)
@@ -72,9 +70,9 @@ func SetPaused(ctx context.Context, nc *nats.Conn, store string, paused bool, re
 		if err != nil {
 			return rec, err
 		}
-		if _, err := OpenBucket(js, BucketSettings).Put(ctx, PauseKey(store), b); err != nil {
+		if _, err := OpenBucket(js, wire.BucketSettings).Put(ctx, PauseKey(store), b); err != nil {
 			if Unavailable(err) {
-				err = Diagnose(ctx, js, "KV_"+BucketSettings, err)
+				err = Diagnose(ctx, js, "KV_"+wire.BucketSettings, err)
 			}
 			return rec, fmt.Errorf("pause record of store %s: %w", store, err)
 		}
@@ -84,7 +82,7 @@ func SetPaused(ctx context.Context, nc *nats.Conn, store string, paused bool, re
 
 // ReadPaused reads a store's pause record; a store never paused has none (nil, nil).
 func ReadPaused(ctx context.Context, nc *nats.Conn, store string) (*PauseRecord, error) {
-	m, err := DirectLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+PauseKey(store))
+	m, err := DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+PauseKey(store))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}
@@ -94,12 +92,12 @@ func ReadPaused(ctx context.Context, nc *nats.Conn, store string) (*PauseRecord,
 	if opOf(m.Header) != jetstream.KeyValuePut {
 		return nil, nil
 	}
-	return pauseOf(store, m.Data)
+	return PauseOf(store, m.Data)
 }
 
-// pauseOf reads a pause record. One of a newer schema is taken as paused (what a newer
+// PauseOf reads a pause record. One of a newer schema is taken as paused (what a newer
 // compactor wrote there is a pause, whatever else it says).
-func pauseOf(store string, data []byte) (*PauseRecord, error) {
+func PauseOf(store string, data []byte) (*PauseRecord, error) {
 	if v, ok := RecordV(data); ok && v > pauseV {
 		return &PauseRecord{V: v, Store: store, Paused: true, Reason: "a newer compactor's pause record"}, nil
 	}

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -38,7 +39,7 @@ type ServedStoreError struct {
 
 func (e *ServedStoreError) Error() string {
 	return fmt.Sprintf("store %s is not in the fleet's list (--store) but its workers report: %s; stop them first (their keys in %s expire %s after they stop), or give --store %s to keep it: nothing was removed",
-		e.Store, strings.Join(e.Workers, "; "), BucketWorkers, WorkerBeatTTL, e.Store)
+		e.Store, strings.Join(e.Workers, "; "), wire.BucketWorkers, WorkerBeatTTL, e.Store)
 }
 
 // Prune removes everything of the stores that are not in keep: each one's consumers of
@@ -55,7 +56,7 @@ func Prune(ctx context.Context, nc *nats.Conn, keep []string, dryRun bool, log *
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return Guard(ctx, nc, func(ctx context.Context) ([]PrunedStore, error) {
+	return access.Guard(ctx, nc, func(ctx context.Context) ([]PrunedStore, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return nil, err
@@ -123,9 +124,9 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 		}
 		names := str.ConsumerNames(ctx)
 		for name := range names.Name() {
-			if st, ok := strings.CutPrefix(name, DLQConsumerPrefix); ok {
+			if st, ok := strings.CutPrefix(name, wire.DLQConsumerPrefix); ok {
 				note(st, "consumer "+name)
-			} else if st, ok := strings.CutPrefix(name, ConsumerPrefix); ok {
+			} else if st, ok := strings.CutPrefix(name, wire.ConsumerPrefix); ok {
 				note(st, "consumer "+name)
 			}
 		}
@@ -133,7 +134,7 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 			return nil, fmt.Errorf("consumers of %s: %w", stream, err)
 		}
 	}
-	for _, b := range StoreBuckets {
+	for _, b := range access.StoreBuckets {
 		subjects, err := SubjectsOf(ctx, js, "KV_"+b, wire.KVSubjectRoot+b+".>")
 		if err != nil {
 			return nil, err
@@ -178,7 +179,7 @@ func SubjectsOf(ctx context.Context, js jetstream.JetStream, stream, filter stri
 
 // storeWorkers names the workers of store that reported within workerBeatTTL.
 func storeWorkers(ctx context.Context, js jetstream.JetStream, store string) ([]string, error) {
-	beats, _, err := ReadBeats(ctx, OpenBucket(js, BucketWorkers), store)
+	beats, _, err := ReadBeats(ctx, OpenBucket(js, wire.BucketWorkers), store)
 	if err != nil {
 		return nil, err
 	}
@@ -227,7 +228,7 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		}
 		return len(subjects), nil
 	}
-	for _, b := range StoreBuckets {
+	for _, b := range access.StoreBuckets {
 		n, err := purge("KV_"+b, wire.KVSubjectRoot+b+"."+p.Store+".>")
 		if err != nil {
 			return err

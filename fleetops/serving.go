@@ -9,6 +9,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -23,10 +24,6 @@ import (
 // seen as gone). A store is served when it has its durable consumer and its owner key.
 // Every key a client reads is in the store's part of the bucket: a store's roles may read
 // their own.
-
-// BucketWorkers holds the workers' keys, <store>.<worker>, whose values are WorkerBeats,
-// and each store's owner, <store>._owner, whose value is the owner's identity (an ownerRecord).
-const BucketWorkers = "COMPACTOR_WORKERS"
 
 const (
 	WorkerBeatEvery = 10 * time.Second
@@ -89,12 +86,12 @@ func Workers(ctx context.Context, nc *nats.Conn, stores ...string) (beats []Work
 		beats   []WorkerBeat
 		foreign int
 	}
-	r, err := Guard(ctx, nc, func(ctx context.Context) (result, error) {
+	r, err := access.Guard(ctx, nc, func(ctx context.Context) (result, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return result{}, fmt.Errorf("workers: %w", err)
 		}
-		kv := OpenBucket(js, BucketWorkers)
+		kv := OpenBucket(js, wire.BucketWorkers)
 		if len(stores) == 0 {
 			stores = []string{""}
 		}
@@ -102,7 +99,7 @@ func Workers(ctx context.Context, nc *nats.Conn, stores ...string) (beats []Work
 		for _, st := range stores {
 			b, f, err := ReadBeats(ctx, kv, st)
 			if errors.Is(err, nats.ErrNoResponders) {
-				err = Diagnose(ctx, js, "KV_"+BucketWorkers, jetstream.ErrStreamNotFound)
+				err = Diagnose(ctx, js, "KV_"+wire.BucketWorkers, jetstream.ErrStreamNotFound)
 			}
 			if err != nil {
 				return result{}, fmt.Errorf("workers: %w", err)
@@ -145,7 +142,7 @@ func (e *UnservedError) Error() string {
 		fmt.Fprintf(&b, "no worker serves store %s", st)
 		switch {
 		case e.NoBucket:
-			fmt.Fprintf(&b, " (bucket %s does not exist: no `compactor run` of this version has started on this NATS)", BucketWorkers)
+			fmt.Fprintf(&b, " (bucket %s does not exist: no `compactor run` of this version has started on this NATS)", wire.BucketWorkers)
 		case slices.Contains(e.NoConsumer, st):
 			fmt.Fprintf(&b, " (it has no consumer %s on %s: no `compactor run --store %s=DIR` has ever started on this NATS)", ConsumerName(st), wire.StreamJobs, st)
 		default:
@@ -193,7 +190,7 @@ func nOf(n int, one, many string) string {
 // store's part of the bucket, as a store's roles may; a store whose keys this user may not
 // read is a *PermissionError at once.
 func CheckServed(ctx context.Context, nc *nats.Conn, stores []string, grace time.Duration) error {
-	_, err := Guard(ctx, nc, func(ctx context.Context) (struct{}, error) {
+	_, err := access.Guard(ctx, nc, func(ctx context.Context) (struct{}, error) {
 		return struct{}{}, checkServed(ctx, nc, stores, grace)
 	})
 	return err
@@ -204,7 +201,7 @@ func checkServed(ctx context.Context, nc *nats.Conn, stores []string, grace time
 	if err != nil {
 		return fmt.Errorf("served: %w", err)
 	}
-	kv := OpenBucket(js, BucketWorkers)
+	kv := OpenBucket(js, wire.BucketWorkers)
 	deadline := time.Now().Add(grace)
 	for {
 		var unserved []string
@@ -217,9 +214,9 @@ func checkServed(ctx context.Context, nc *nats.Conn, stores []string, grace time
 				return &UnservedError{Stores: stores, NoBucket: true}
 			case err != nil:
 				if Unavailable(err) {
-					err = Diagnose(ctx, js, "KV_"+BucketWorkers, err)
+					err = Diagnose(ctx, js, "KV_"+wire.BucketWorkers, err)
 				}
-				return fmt.Errorf("served: bucket %s: %w", BucketWorkers, err)
+				return fmt.Errorf("served: bucket %s: %w", wire.BucketWorkers, err)
 			}
 		}
 		if len(unserved) == 0 {
@@ -269,19 +266,19 @@ func unservedError(ctx context.Context, js jetstream.JetStream, stores []string)
 // BucketWorkers: the stream's information, which only an operator (or an admin) may read.
 // For another user it is nil, and the refusal is expected, not reported.
 func servedNow(ctx context.Context, js jetstream.JetStream) map[string]int {
-	info, err := probe(ctx, js.Conn(), apiPre+"STREAM.INFO.KV_"+BucketWorkers, func(ctx context.Context) (*jetstream.StreamInfo, error) {
-		str, err := js.Stream(ctx, "KV_"+BucketWorkers)
+	info, err := probe(ctx, js.Conn(), access.APIPrefix+"STREAM.INFO.KV_"+wire.BucketWorkers, func(ctx context.Context) (*jetstream.StreamInfo, error) {
+		str, err := js.Stream(ctx, "KV_"+wire.BucketWorkers)
 		if err != nil {
 			return nil, err
 		}
-		return str.Info(ctx, jetstream.WithSubjectFilter(wire.KVSubjectRoot+BucketWorkers+".*.*"))
+		return str.Info(ctx, jetstream.WithSubjectFilter(wire.KVSubjectRoot+wire.BucketWorkers+".*.*"))
 	})
 	if err != nil {
 		return nil
 	}
 	out := map[string]int{}
 	for subj := range info.State.Subjects {
-		parts := strings.Split(strings.TrimPrefix(subj, wire.KVSubjectRoot+BucketWorkers+"."), ".")
+		parts := strings.Split(strings.TrimPrefix(subj, wire.KVSubjectRoot+wire.BucketWorkers+"."), ".")
 		if len(parts) == 2 && parts[1] != "_owner" {
 			out[parts[0]]++
 		}
@@ -290,13 +287,13 @@ func servedNow(ctx context.Context, js jetstream.JetStream) map[string]int {
 }
 
 // probe runs f, whose request to subject this user may not be permitted to make: a
-// refusal of it ends f at once and is f's error, without ending the operations that
+// Refusal of it ends f at once and is f's error, without ending the operations that
 // Refusals watch (it is expected).
 func probe[T any](ctx context.Context, nc *nats.Conn, subject string, f func(context.Context) (T, error)) (T, error) {
 	base := context.WithoutCancel(ctx)
 	pctx, cancel := context.WithTimeout(base, 2*time.Second)
 	defer cancel()
-	r := RefusalsOf(nc)
+	r := access.RefusalsOf(nc)
 	if r == nil {
 		return f(pctx)
 	}
@@ -312,7 +309,7 @@ func probe[T any](ctx context.Context, nc *nats.Conn, subject string, f func(con
 		}
 	}()
 	v, err := f(pctx)
-	if pe := refusal(pctx); pe != nil {
+	if pe := access.Refusal(pctx); pe != nil {
 		return v, pe
 	}
 	return v, err
@@ -368,18 +365,18 @@ func whyWaiting(ctx context.Context, js jetstream.JetStream, store, subject stri
 func ReadBeats(ctx context.Context, kv *Bucket, store string) (beats []WorkerBeat, foreign []error, err error) {
 	entries, err := kv.lastAll(ctx, store)
 	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", BucketWorkers, err)
+		return nil, nil, fmt.Errorf("read %s: %w", wire.BucketWorkers, err)
 	}
 	for _, e := range entries {
 		if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
 			continue
 		}
-		b, ok := beatOf(e)
+		b, ok := BeatOf(e)
 		if !ok || time.Since(b.At) >= WorkerBeatTTL {
 			continue
 		}
 		if keyStore, keyWorker, _ := strings.Cut(e.Key(), "."); b.Store != keyStore || WorkerKey(b.Store, b.Worker) != e.Key() {
-			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: wire.KVSubjectRoot + BucketWorkers + "." + e.Key(), Store: keyStore,
+			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: wire.KVSubjectRoot + wire.BucketWorkers + "." + e.Key(), Store: keyStore,
 				NamesStore: b.Store, Session: keyWorker, NamesSession: strings.TrimPrefix(WorkerKey(b.Store, b.Worker), b.Store+".")})
 			continue
 		}
@@ -388,9 +385,9 @@ func ReadBeats(ctx context.Context, kv *Bucket, store string) (beats []WorkerBea
 	return beats, foreign, nil
 }
 
-// beatOf reads a worker's beat. A beat of a newer schema version is its worker (named by
+// BeatOf reads a worker's beat. A beat of a newer schema version is its worker (named by
 // its key), its store and the time it was written, nothing more: WorkerBeat.Newer.
-func beatOf(e jetstream.KeyValueEntry) (WorkerBeat, bool) {
+func BeatOf(e jetstream.KeyValueEntry) (WorkerBeat, bool) {
 	if v, ok := RecordV(e.Value()); ok && v > BeatV {
 		store, worker, _ := strings.Cut(e.Key(), ".")
 		return WorkerBeat{V: v, Worker: worker, Store: store, At: e.Created().UTC()}, true

@@ -20,11 +20,6 @@ import (
 // learns the settings it must follow here: a lease is renewed from the fleet's lease TTL,
 // not from the process's own flag.
 
-// BucketSettings holds the fleet's settings.
-const BucketSettings = "COMPACTOR_SETTINGS"
-
-const SettingsKey = "fleet"
-
 // Layout is the version of what `compactor setup` sets up (docs/security.md, "Layout"), so
 // that a worker refuses a NATS set up for another one: 1 has no settings record; 2 puts
 // every subject and key under its store's name; 3 keeps those names, and sets up every
@@ -91,9 +86,9 @@ func (e *NotSetUpError) Unwrap() error { return e.Err }
 
 // ReadFleet reads the settings record. Missing: a *NotSetUpError.
 func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := DirectLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+SettingsKey)
+	m, err := DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey)
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + BucketSettings + ", key " + SettingsKey + ")",
+		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + wire.BucketSettings + ", key " + wire.SettingsKey + ")",
 			Remedy: "no `compactor setup` of this version has run here: run `compactor setup --store NAME...` with the admin's credentials (a deployment of an older compactor: `compactor setup --migrate`), or `compactor run --setup` on a single host"}
 	}
 	if err != nil {
@@ -102,10 +97,10 @@ func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	if opOf(m.Header) != jetstream.KeyValuePut {
 		return nil, &NotSetUpError{What: "the fleet settings were deleted", Remedy: "run `compactor setup` again"}
 	}
-	if err := NewerThan(BucketSettings, SettingsKey, m.Data, settingsV); err != nil {
+	if err := NewerThan(wire.BucketSettings, wire.SettingsKey, m.Data, settingsV); err != nil {
 		var nr *NewerRecordError
 		errors.As(err, &nr)
-		return nil, &NotSetUpError{What: fmt.Sprintf("the fleet's settings (bucket %s, key %s) are of schema version %d, newer than this compactor reads (%d)", BucketSettings, SettingsKey, nr.V, nr.Known),
+		return nil, &NotSetUpError{What: fmt.Sprintf("the fleet's settings (bucket %s, key %s) are of schema version %d, newer than this compactor reads (%d)", wire.BucketSettings, wire.SettingsKey, nr.V, nr.Known),
 			Remedy: "a newer compactor's `compactor setup` wrote them: run the workers, clients and setup of that version (docs/upgrading.md); this one neither follows nor rewrites them", Err: err}
 	}
 	var f FleetSettings
@@ -122,7 +117,7 @@ func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 // readFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
 // older one to keep its stores).
 func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := DirectLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+SettingsKey)
+	m, err := DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey)
 	if err != nil {
 		return nil, err
 	}
@@ -150,7 +145,7 @@ func writeFleet(ctx context.Context, js jetstream.JetStream, f FleetSettings) er
 	if err != nil {
 		return err
 	}
-	if _, err := OpenBucket(js, BucketSettings).Put(ctx, SettingsKey, b); err != nil {
+	if _, err := OpenBucket(js, wire.BucketSettings).Put(ctx, wire.SettingsKey, b); err != nil {
 		return fmt.Errorf("write fleet settings: %w", err)
 	}
 	return nil

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,7 +53,7 @@ type LiveWorkersError struct{ Workers []string }
 
 func (e *LiveWorkersError) Error() string {
 	return fmt.Sprintf("workers are serving on this NATS (%s): stop every worker of the older compactor first (their keys in %s expire %s after they stop), then run `compactor setup --migrate` again",
-		strings.Join(e.Workers, "; "), BucketWorkers, WorkerBeatTTL)
+		strings.Join(e.Workers, "; "), wire.BucketWorkers, WorkerBeatTTL)
 }
 
 // layoutOf tells which layout the NATS holds: 0 nothing of compactor's (or a setup of this
@@ -70,7 +71,7 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	if !errors.As(err, &ns) || errors.As(err, &newer) {
 		return 0, err // settings of a newer schema are never rewritten by an older setup
 	}
-	if raw, rerr := DirectLast(ctx, js.Conn(), "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+SettingsKey); rerr == nil {
+	if raw, rerr := DirectLast(ctx, js.Conn(), "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey); rerr == nil {
 		var f FleetSettings
 		if json.Unmarshal(raw.Data, &f) == nil && f.Layout > 0 {
 			return f.Layout, nil
@@ -99,7 +100,7 @@ func Setup(ctx context.Context, nc *nats.Conn, sc SetupConfig, migrate, force bo
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return Guard(ctx, nc, func(ctx context.Context) (*SetupResult, error) {
+	return access.Guard(ctx, nc, func(ctx context.Context) (*SetupResult, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return nil, err
@@ -174,7 +175,7 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 	var stores []string
 	names := jobs.ConsumerNames(ctx)
 	for name := range names.Name() {
-		if st, ok := strings.CutPrefix(name, ConsumerPrefix); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, DLQConsumerPrefix) {
+		if st, ok := strings.CutPrefix(name, wire.ConsumerPrefix); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, wire.DLQConsumerPrefix) {
 			stores = append(stores, st)
 		}
 	}
@@ -226,13 +227,13 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 		log.Info("migrated bucket", "bucket", bucket, "moved", moved, "dropped", dropped)
 		return moved, dropped, nil
 	}
-	if m.SweepRecords, _, err = move(BucketSweep, func(k string) (string, bool) {
+	if m.SweepRecords, _, err = move(wire.BucketSweep, func(k string) (string, bool) {
 		rest, ok := strings.CutPrefix(k, "f.")
 		return rest, ok
 	}); err != nil {
 		return nil, nil, err
 	}
-	if _, m.LeasesDropped, err = move(BucketLeases, func(k string) (string, bool) {
+	if _, m.LeasesDropped, err = move(wire.BucketLeases, func(k string) (string, bool) {
 		if strings.HasPrefix(k, "s.") {
 			return "", false
 		}
@@ -240,7 +241,7 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 	}); err != nil {
 		return nil, nil, err
 	}
-	if m.AttemptCounts, m.AttemptsGone, err = move(BucketAttempts, func(k string) (string, bool) {
+	if m.AttemptCounts, m.AttemptsGone, err = move(wire.BucketAttempts, func(k string) (string, bool) {
 		rest, ok := strings.CutPrefix(k, "a.")
 		if !ok {
 			return k, true
@@ -264,7 +265,7 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 
 // liveWorkers names the workers that reported within the last workerBeatTTL.
 func liveWorkers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
-	kv, err := js.KeyValue(ctx, BucketWorkers)
+	kv, err := js.KeyValue(ctx, wire.BucketWorkers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil
 	}
@@ -284,7 +285,7 @@ func liveWorkers(ctx context.Context, js jetstream.JetStream) ([]string, error) 
 		if err != nil {
 			continue
 		}
-		if b, ok := beatOf(e); ok && b.Worker != "" {
+		if b, ok := BeatOf(e); ok && b.Worker != "" {
 			out = append(out, fmt.Sprintf("%s for store %s, %s ago", b.Worker, b.Store, time.Since(b.At).Round(time.Second)))
 		} else {
 			out = append(out, k)

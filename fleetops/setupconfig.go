@@ -1,8 +1,9 @@
 package fleetops
 
 import (
-	"fmt"
 	"time"
+
+	"github.com/compactor-dev/compactor/access"
 )
 
 // Defaults of what setup sets up: every zero field of SetupConfig takes the value here
@@ -49,17 +50,17 @@ func (sc SetupConfig) Validate() error { return sc.WithDefaults().ValidLimits() 
 func (sc SetupConfig) ValidLimits() error {
 	switch {
 	case sc.JobsMaxAge < 0 || sc.JobsMaxAge > 0 && sc.JobsMaxAge < max(sc.DuplicateWindow, time.Second):
-		return ConfigErrorf("JobsMaxAge", "%s: want at least the duplicate window (%s)", sc.JobsMaxAge, sc.DuplicateWindow)
+		return access.ConfigErrorf("JobsMaxAge", "%s: want at least the duplicate window (%s)", sc.JobsMaxAge, sc.DuplicateWindow)
 	case sc.EventsMaxAge < 0 || sc.EventsMaxAge > 0 && sc.EventsMaxAge < time.Second:
-		return ConfigErrorf("EventsMaxAge", "%s: want at least 1s", sc.EventsMaxAge)
+		return access.ConfigErrorf("EventsMaxAge", "%s: want at least 1s", sc.EventsMaxAge)
 	case sc.JobsMaxBytes < 0 || sc.JobsMaxBytes > 0 && sc.JobsMaxBytes < 1<<10:
-		return ConfigErrorf("JobsMaxBytes", "%d: want at least 1 KiB", sc.JobsMaxBytes)
+		return access.ConfigErrorf("JobsMaxBytes", "%d: want at least 1 KiB", sc.JobsMaxBytes)
 	case sc.EventsMaxBytes < 0 || sc.EventsMaxBytes > 0 && sc.EventsMaxBytes < 1<<10:
-		return ConfigErrorf("EventsMaxBytes", "%d: want at least 1 KiB", sc.EventsMaxBytes)
+		return access.ConfigErrorf("EventsMaxBytes", "%d: want at least 1 KiB", sc.EventsMaxBytes)
 	case sc.DLQMaxBytes < 0 || sc.DLQMaxBytes > 0 && sc.DLQMaxBytes < 64<<10:
-		return ConfigErrorf("DLQMaxBytes", "%d: want at least 64 KiB", sc.DLQMaxBytes)
+		return access.ConfigErrorf("DLQMaxBytes", "%d: want at least 64 KiB", sc.DLQMaxBytes)
 	case sc.RecordsMaxBytes < 0 || sc.RecordsMaxBytes > 0 && sc.RecordsMaxBytes < 64<<10:
-		return ConfigErrorf("RecordsMaxBytes", "%d: want at least 64 KiB", sc.RecordsMaxBytes)
+		return access.ConfigErrorf("RecordsMaxBytes", "%d: want at least 64 KiB", sc.RecordsMaxBytes)
 	}
 	return nil
 }
@@ -96,19 +97,4 @@ func (sc SetupConfig) WithDefaults() SetupConfig {
 		sc.Replicas = 1
 	}
 	return sc
-}
-
-// ConfigError is a Config field that does not validate. Its text is "config: Field: what";
-// a command line can name the flag behind Field instead (errors.As finds it).
-type ConfigError struct {
-	Field string // the field's path in Config, e.g. "Concurrency", "Stores[1].Dir", "NATS.TLSCA"
-	Err   error  // what is wrong with it
-}
-
-func (e *ConfigError) Error() string { return "config: " + e.Field + ": " + e.Err.Error() }
-func (e *ConfigError) Unwrap() error { return e.Err }
-
-// ConfigErrorf builds a ConfigError; format and args say what is wrong (%w wraps).
-func ConfigErrorf(field, format string, args ...any) error {
-	return &ConfigError{Field: field, Err: fmt.Errorf(format, args...)}
 }

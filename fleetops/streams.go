@@ -8,10 +8,8 @@ import (
 	"log/slog"
 	"slices"
 	"strings"
-	"time"
 
 	"github.com/compactor-dev/compactor/wire"
-	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -19,13 +17,6 @@ import (
 // deployment, and set up only by the services (`compactor run`), at start: clients open
 // them and say what is missing.
 const (
-	BucketLeases = "COMPACTOR_LEASES"
-	BucketSweep  = "COMPACTOR_SWEEP"
-	// BucketAttempts counts handler attempts per job message, so a job that crashes its
-	// worker is bounded by MaxDeliver like one that fails (see attempts.go).
-	BucketAttempts = "COMPACTOR_ATTEMPTS"
-	ConsumerPrefix = "compactor-"
-
 	// MaxFreeDeliveries is how many deliveries a job may spend without a handler attempt
 	// (a busy session lease, or a give-back at shutdown): a delivery beyond MaxDeliver plus
 	// this is dead-lettered at admission. Handler attempts, crashes included, are counted
@@ -35,7 +26,7 @@ const (
 )
 
 // ConsumerName is the durable pull consumer of a store.
-func ConsumerName(store string) string { return ConsumerPrefix + store }
+func ConsumerName(store string) string { return wire.ConsumerPrefix + store }
 
 // errCodeDiscardNewPerSubject is the err_code of a publish refused because the subject
 // already holds its one message (MaxMsgsPerSubject 1 + DiscardNewPerSubject).
@@ -57,13 +48,8 @@ func isStreamFull(err error) bool {
 		(strings.Contains(apiErr.Description, "maximum bytes") || strings.Contains(apiErr.Description, "maximum messages exceeded"))
 }
 
-// DLQConsumerPrefix names a store's consumer of COMPACTOR_DLQ. Nothing fetches from it: its
-// pending count is the store's dead letters, which a worker may read (the stream's
-// information, which would count them too, may not be read by a store's roles).
-const DLQConsumerPrefix = "compactor-dlq-"
-
 // DLQConsumerName is the consumer of COMPACTOR_DLQ that counts a store's dead letters.
-func DLQConsumerName(store string) string { return DLQConsumerPrefix + store }
+func DLQConsumerName(store string) string { return wire.DLQConsumerPrefix + store }
 
 // ensure sets up every stream, bucket and the stores' consumers and writes the fleet's
 // settings, as only the admin does (`compactor setup`, `run --setup`, the embedded
@@ -117,12 +103,12 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 // once both keep theirs (a store missing from the record is one the operator's view does
 // not show).
 func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettings) ([]string, error) {
-	kv := OpenBucket(js, BucketSettings)
+	kv := OpenBucket(js, wire.BucketSettings)
 	mine := slices.Clone(f.Stores)
 	for attempt := 0; ; attempt++ {
 		var rev uint64
 		stores := slices.Clone(mine)
-		e, err := kv.Last(ctx, SettingsKey)
+		e, err := kv.Last(ctx, wire.SettingsKey)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
 		case err != nil:
@@ -144,7 +130,7 @@ func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettin
 		if err != nil {
 			return nil, err
 		}
-		_, err = kv.Update(ctx, SettingsKey, b, rev)
+		_, err = kv.Update(ctx, wire.SettingsKey, b, rev)
 		if err == nil {
 			return stores, nil
 		}
@@ -153,440 +139,3 @@ func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettin
 		}
 	}
 }
-
-// EventsPerJob bounds a job's events (its retries and its final event).
-const EventsPerJob = 16
-
-// deadLettersPerSession bounds the dead letters kept of one session: beyond it the oldest go.
-const deadLettersPerSession = 64
-
-// The smallest message each stream is sized for: a stream's message limit is its byte limit
-// over it, so that a flood of tiny messages (whose count, not their bytes, costs the server
-// its memory: an index entry each) is bounded as its bytes are. A job, an event or a
-// record of compactor's is larger than these.
-const (
-	minJobBytes        = 512
-	minEventBytes      = 512
-	minDeadLetterBytes = 1024
-	minRecordBytes     = 512
-)
-
-// SweepWatches bounds the consumers of the sweep records' bucket: one watch per worker
-// process and per running sweep of each store (the only consumers a store's role creates).
-const SweepWatches = 64
-
-// settingsMaxBytes bounds the settings' bucket: one record.
-const settingsMaxBytes = 1 << 20
-
-// streamDuplicates is the duplicate window of the events stream: long enough for a
-// publish retried after a lost acknowledgement (publishRetry, publishRetryFor).
-const streamDuplicates = 2 * time.Minute
-
-// kvDuplicates is the buckets' duplicate window: no record is written with a message id,
-// so it is the smallest the server takes (a window is kept in the server's memory).
-const KVDuplicates = 100 * time.Millisecond
-
-// streamConfigs are the streams setup sets up, each with the settings it needs and no
-// other (docs/security.md, "Streams and buckets"): no rollups anywhere (a message with
-// Nats-Rollup would purge the subject or the stream), deletes through the API only where
-// an operator deletes (dead letters), purges only where `setup --prune` purges (a retired
-// store's queued jobs), direct gets where a role reads that way, and byte and message
-// limits on every one.
-func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
-	out := []jetstream.StreamConfig{
-		{
-			Name:                 wire.StreamJobs,
-			Description:          "compactor jobs: one pending job per session and kind",
-			Subjects:             []string{wire.JobsPrefix + ">"},
-			Retention:            jetstream.WorkQueuePolicy,
-			MaxAge:               cfg.JobsMaxAge,
-			MaxBytes:             cfg.JobsMaxBytes,
-			MaxMsgs:              cfg.JobsMaxBytes / minJobBytes,
-			MaxMsgsPerSubject:    1,
-			Discard:              jetstream.DiscardNew,
-			DiscardNewPerSubject: true,
-			Duplicates:           cfg.DuplicateWindow,
-			AllowDirect:          true,
-			DenyDelete:           true,
-		},
-		{
-			Name:              wire.StreamEvents,
-			Description:       "compactor job results (metadata only)",
-			Subjects:          []string{wire.EventsPrefix + ">"},
-			Retention:         jetstream.LimitsPolicy,
-			MaxAge:            cfg.EventsMaxAge,
-			MaxBytes:          cfg.EventsMaxBytes,
-			MaxMsgs:           cfg.EventsMaxBytes / minEventBytes,
-			MaxMsgsPerSubject: EventsPerJob,
-			Discard:           jetstream.DiscardOld,
-			Duplicates:        streamDuplicates,
-			AllowDirect:       true,
-			DenyDelete:        true,
-			DenyPurge:         true,
-		},
-		{
-			Name:              wire.StreamDLQ,
-			Description:       "compactor dead letters: refused, failed or exhausted jobs",
-			Subjects:          []string{wire.DLQPrefix + ">"},
-			Retention:         jetstream.LimitsPolicy,
-			MaxAge:            DefaultDLQMaxAge,
-			MaxBytes:          cfg.DLQMaxBytes,
-			MaxMsgs:           cfg.DLQMaxBytes / minDeadLetterBytes,
-			MaxMsgsPerSubject: deadLettersPerSession,
-			Discard:           jetstream.DiscardOld,
-			Duplicates:        cfg.DuplicateWindow,
-			DenyPurge:         true,
-		},
-	}
-	for i := range out {
-		out[i].Storage, out[i].Replicas = jetstream.FileStorage, cfg.Replicas
-	}
-	return out
-}
-
-// bucketConfigs are the streams of the buckets setup sets up, the settings' and the
-// workers' first. They are KV buckets as the client libraries read them (subjects
-// $KV.<bucket>.>, one message per key, direct gets), made here rather than by the client
-// library, whose buckets allow rollups: a value published with Nats-Rollup: all wiped
-// every key of the bucket. A full bucket refuses a write (a new key, or a larger value)
-// and keeps what it holds.
-func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
-	kv := func(bucket, desc string, ttl time.Duration, maxBytes int64) jetstream.StreamConfig {
-		return jetstream.StreamConfig{Name: "KV_" + bucket, Description: desc, Subjects: []string{wire.KVSubjectRoot + bucket + ".>"},
-			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, MaxAge: ttl, MaxBytes: maxBytes, MaxMsgs: maxBytes / minRecordBytes,
-			Discard: jetstream.DiscardNew, Duplicates: KVDuplicates, AllowDirect: true, DenyDelete: true,
-			Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
-	}
-	rb := cfg.RecordsMaxBytes
-	sweep := kv(BucketSweep, "what the last sweep saw of each session file", 0, rb)
-	sweep.AllowMsgTTL, sweep.MaxConsumers = true, SweepWatches // markers that expire (prune in sweep.go); the stores' watches
-	settings := kv(BucketSettings, "the fleet's settings, written by compactor setup", 0, settingsMaxBytes)
-	settings.DenyPurge = true
-	return []jetstream.StreamConfig{
-		settings,
-		kv(BucketWorkers, "the workers serving each store: a key per store and worker, renewed while it works, and the store's owner", WorkerBeatTTL, rb),
-		kv(BucketLeases, "per-session leases of running compactor jobs", cfg.LeaseTTL, rb),
-		sweep,
-		kv(BucketAttempts, "handler attempts per job message (crashes included)", AttemptsTTL, rb),
-		kv(wire.BucketPrepared, "compaction summaries prepared ahead of time for live agents (one per session)", cfg.PreparedTTL, rb),
-		kv(BucketSpend, "LLM input tokens per spend-limit window (scope.window keys)", SpendTTL, rb),
-	}
-}
-
-// fitsAccount checks, before anything is created, that the limits of every stream and
-// bucket fit the account's JetStream storage: the server reserves each stream's byte
-// limit, and refuses a stream that does not fit with words that do not say which limit to
-// lower. Streams of this account that are not compactor's count with their own limits.
-// An account without a storage limit is bounded by the server's (max_file_store), which
-// an account cannot read: the server's refusal is explained then (explainStorage).
-func fitsAccount(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) error {
-	info, err := js.AccountInfo(ctx)
-	if err != nil || info.Limits.MaxStore <= 0 {
-		return nil // not known here: the server checks
-	}
-	mine := map[string]int64{}
-	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
-		mine[c.Name] = c.MaxBytes * int64(max(c.Replicas, 1))
-	}
-	var want, others int64
-	for _, v := range mine {
-		want += v
-	}
-	var unbounded []string
-	names := js.ListStreams(ctx)
-	for si := range names.Info() {
-		if _, ok := mine[si.Config.Name]; ok {
-			continue
-		}
-		if si.Config.MaxBytes <= 0 {
-			unbounded = append(unbounded, si.Config.Name)
-			continue
-		}
-		others += si.Config.MaxBytes * int64(max(si.Config.Replicas, 1))
-	}
-	if len(unbounded) > 0 {
-		log.Warn("streams of this account have no byte limit: their growth is not reserved and can take the storage the limits of compactor's streams reserve", "streams", strings.Join(unbounded, ","))
-	}
-	if want+others > info.Limits.MaxStore {
-		return &LimitsError{Need: want, Others: others, Account: info.Limits.MaxStore}
-	}
-	log.Info("the streams' and buckets' limits fit the account's storage", "reserved_bytes", want, "others_bytes", others, "account_bytes", info.Limits.MaxStore)
-	return nil
-}
-
-// LimitsError says that the streams' and buckets' limits do not fit the account's storage.
-type LimitsError struct {
-	Need, Others, Account int64
-}
-
-func (e *LimitsError) Error() string {
-	return fmt.Sprintf("the limits of compactor's streams and buckets reserve %d bytes (replicas included) and the account's other streams %d, more than the account's JetStream storage (%d): lower --jobs-max-bytes, --events-max-bytes, --dlq-max-bytes or --records-max-bytes, or raise the account's storage (compactor auth --max-storage); nothing was set up",
-		e.Need, e.Others, e.Account)
-}
-
-// StoreConsumerConfig is the durable pull consumer of a store. Its deliveries are not bounded
-// here (MaxDeliver -1): a worker bounds them with the message in hand (admit), so that no
-// worker needs the right to read or delete a message of the stream by its sequence.
-func StoreConsumerConfig(cfg SetupConfig, store string) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:       ConsumerName(store),
-		Description:   "compactor workers of store " + store,
-		FilterSubject: wire.JobsPrefix + store + ".>",
-		AckPolicy:     jetstream.AckExplicitPolicy,
-		AckWait:       cfg.AckWait,
-		MaxDeliver:    -1,
-		MaxAckPending: 10000,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-}
-
-// DLQConsumerConfig is the consumer that counts a store's dead letters.
-func DLQConsumerConfig(store string) jetstream.ConsumerConfig {
-	return jetstream.ConsumerConfig{
-		Durable:       DLQConsumerName(store),
-		Description:   "counts the dead letters of store " + store + " (nothing fetches from it)",
-		FilterSubject: wire.DLQPrefix + store + ".>",
-		AckPolicy:     jetstream.AckNonePolicy,
-		DeliverPolicy: jetstream.DeliverAllPolicy,
-	}
-}
-
-// maxCreateRounds bounds create, read, update rounds on a stream that keeps being deleted
-// and created by someone else meanwhile.
-const maxCreateRounds = 5
-
-// ensureStream creates the stream with a create-only request, or, when it exists,
-// updates it from what the server holds where want differs (see reconcile).
-func ensureStream(ctx context.Context, js jetstream.JetStream, want jetstream.StreamConfig, log *slog.Logger) (jetstream.Stream, error) {
-	for round := 1; ; round++ {
-		// Created, or found with exactly this configuration (the server answers a create of
-		// an identical stream with the stream).
-		str, err := js.CreateStream(ctx, want)
-		if err == nil {
-			return str, nil
-		}
-		if !errors.Is(err, jetstream.ErrStreamNameAlreadyInUse) {
-			return nil, fmt.Errorf("create stream %s: %w", want.Name, explainReplicas(err, want.Replicas))
-		}
-		str, err = js.Stream(ctx, want.Name)
-		if errors.Is(err, jetstream.ErrStreamNotFound) && round < maxCreateRounds {
-			continue // deleted since: create it again
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read stream %s: %w", want.Name, err)
-		}
-		next, ok, err := Reconcile("stream", want.Name, str.CachedInfo().Config, want, log)
-		if err != nil || ok {
-			return str, err
-		}
-		str, err = js.UpdateStream(ctx, next)
-		if errors.Is(err, jetstream.ErrStreamNotFound) && round < maxCreateRounds {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("update stream %s: %w", want.Name, explainReplicas(err, next.Replicas))
-		}
-		return str, nil
-	}
-}
-
-// ensureConsumer creates a durable consumer with a create-only request, or updates the
-// one the server holds where want differs.
-func ensureConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig, log *slog.Logger) (jetstream.Consumer, error) {
-	for round := 1; ; round++ {
-		c, err := js.CreateConsumer(ctx, stream, want)
-		if err == nil {
-			return c, nil
-		}
-		if !errors.Is(err, jetstream.ErrConsumerExists) {
-			return nil, fmt.Errorf("create consumer %s: %w", want.Durable, err)
-		}
-		c, err = js.Consumer(ctx, stream, want.Durable)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) && round < maxCreateRounds {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("read consumer %s: %w", want.Durable, err)
-		}
-		have := c.CachedInfo().Config
-		next := have
-		var changes []change
-		differ(&changes, "description", &next.Description, want.Description)
-		differ(&changes, "filter_subject", &next.FilterSubject, want.FilterSubject)
-		differ(&changes, "ack_wait", &next.AckWait, want.AckWait)
-		differ(&changes, "max_deliver", &next.MaxDeliver, want.MaxDeliver)
-		differ(&changes, "max_ack_pending", &next.MaxAckPending, want.MaxAckPending)
-		if len(changes) == 0 {
-			return c, nil
-		}
-		logChanges(log, "consumer", want.Durable, changes)
-		c, err = js.UpdateConsumer(ctx, stream, next)
-		if errors.Is(err, jetstream.ErrConsumerNotFound) && round < maxCreateRounds {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("update consumer %s: %w", want.Durable, err)
-		}
-		return c, nil
-	}
-}
-
-// change is one setting an update changes.
-type change struct {
-	setting  string
-	old, new any
-}
-
-// differ notes a change and applies it to *have when want is set (not the zero value: a
-// zero setting is the server's default, which the server writes back filled in) and
-// differs from it.
-func differ[T comparable](changes *[]change, setting string, have *T, want T) {
-	var zero T
-	if want != zero && *have != want {
-		*changes = append(*changes, change{setting, *have, want})
-		*have = want
-	}
-}
-
-func logChanges(log *slog.Logger, kind, name string, changes []change) {
-	for _, c := range changes {
-		log.Info("updating a setting on the server: this process's configuration differs", kind, name,
-			"setting", c.setting, "old", fmt.Sprint(c.old), "new", fmt.Sprint(c.new))
-	}
-}
-
-// Reconcile returns the configuration to update a stream to: what the server holds (have)
-// with want's settings where they differ, and the replicas raised to want's but never
-// lowered. ok means there is nothing to update. Settings a stream cannot change
-// (retention, storage) are an error that names them.
-func Reconcile(kind, name string, have, want jetstream.StreamConfig, log *slog.Logger) (next jetstream.StreamConfig, ok bool, err error) {
-	if want.Retention != have.Retention && want.Retention != 0 {
-		return have, false, fmt.Errorf("%s %s: its retention on the server is %s, compactor needs %s; the setting cannot be changed (delete the %s to let `compactor run` create it again)", kind, name, have.Retention, want.Retention, kind)
-	}
-	next = have
-	var changes []change
-	differ(&changes, "description", &next.Description, want.Description)
-	if len(want.Subjects) > 0 && !slices.Equal(have.Subjects, want.Subjects) {
-		changes = append(changes, change{"subjects", have.Subjects, want.Subjects})
-		next.Subjects = want.Subjects
-	}
-	differ(&changes, "max_msgs_per_subject", &next.MaxMsgsPerSubject, want.MaxMsgsPerSubject)
-	differ(&changes, "discard", &next.Discard, want.Discard)
-	differ(&changes, "discard_new_per_subject", &next.DiscardNewPerSubject, want.DiscardNewPerSubject)
-	differ(&changes, "max_age", &next.MaxAge, want.MaxAge)
-	differ(&changes, "max_bytes", &next.MaxBytes, want.MaxBytes)
-	differ(&changes, "duplicate_window", &next.Duplicates, want.Duplicates)
-	differ(&changes, "max_msgs", &next.MaxMsgs, want.MaxMsgs)
-	differ(&changes, "max_consumers", &next.MaxConsumers, want.MaxConsumers)
-	differ(&changes, "allow_direct", &next.AllowDirect, want.AllowDirect)
-	differ(&changes, "allow_msg_ttl", &next.AllowMsgTTL, want.AllowMsgTTL) // never turned off: the server refuses it
-	// What a message's headers may do, set as this version wants it whatever the server
-	// holds (a bucket made by the client library allows rollups); a deny once set stays
-	// (the server refuses to lift it).
-	if have.AllowRollup != want.AllowRollup {
-		changes = append(changes, change{"allow_rollup_hdrs", have.AllowRollup, want.AllowRollup})
-		next.AllowRollup = want.AllowRollup
-	}
-	differ(&changes, "deny_delete", &next.DenyDelete, want.DenyDelete)
-	differ(&changes, "deny_purge", &next.DenyPurge, want.DenyPurge)
-	switch {
-	case want.Replicas > have.Replicas:
-		changes = append(changes, change{"replicas", have.Replicas, want.Replicas})
-		next.Replicas = want.Replicas
-	case want.Replicas < have.Replicas:
-		log.Info("keeping the replicas set on the server (higher than --replicas)", kind, name, "replicas", have.Replicas, "configured", want.Replicas)
-	}
-	if len(changes) == 0 {
-		return have, true, nil
-	}
-	logChanges(log, kind, name, changes)
-	return next, false, nil
-}
-
-// explainReplicas adds what an operator can do to the errors a replica count causes.
-func explainReplicas(err error, replicas int) error {
-	var apiErr *jetstream.APIError
-	if !errors.As(err, &apiErr) {
-		return err
-	}
-	switch apiErr.ErrorCode {
-	case errCodeReplicasNotSupported:
-		return fmt.Errorf("%w (--replicas %d needs a clustered NATS; this server is not clustered: use --replicas 1)", err, replicas)
-	case errCodeInsufficientResources, errCodeClusterNoPeers:
-		return fmt.Errorf("%w (%d replicas need %d JetStream servers up in the cluster)", err, replicas, replicas)
-	case errCodeStorageExceeded:
-		return fmt.Errorf("%w (the server reserves every stream's byte limit: the limits of compactor's streams and buckets do not fit the JetStream storage left to this account or server; lower --jobs-max-bytes, --events-max-bytes, --dlq-max-bytes or --records-max-bytes, or raise the account's storage (compactor auth --max-storage) or the server's max_file_store)", err)
-	}
-	return err
-}
-
-// JetStream API error codes the pipeline tells apart (nats-server's errors.json).
-const (
-	errCodeClusterNoPeers        jetstream.ErrorCode = 10005 // "no suitable peers for placement": too few servers up (yet)
-	errCodeClusterNotAvail       jetstream.ErrorCode = 10008 // "JetStream system temporarily unavailable"
-	errCodeClusterNotLeader      jetstream.ErrorCode = 10009
-	errCodeInsufficientResources jetstream.ErrorCode = 10023
-	errCodeStorageExceeded       jetstream.ErrorCode = 10047 // "insufficient storage resources available"
-	errCodeReplicasNotSupported  jetstream.ErrorCode = 10074 // replicas > 1 on a server that is not clustered
-	errCodeStreamOffline         jetstream.ErrorCode = 10118
-	errCodeStreamOfflineReason   jetstream.ErrorCode = 10194
-)
-
-// transient reports whether a JetStream error may go away by itself: a timeout, no
-// responders, a cluster electing a leader or missing a peer for a while.
-func transient(err error) bool {
-	if errors.Is(err, context.DeadlineExceeded) || errors.Is(err, nats.ErrTimeout) || errors.Is(err, nats.ErrNoResponders) ||
-		errors.Is(err, jetstream.ErrNoStreamResponse) || errors.Is(err, nats.ErrConnectionReconnecting) ||
-		errors.Is(err, nats.ErrDisconnected) {
-		return true
-	}
-	if errors.Is(err, jetstream.ErrJetStreamNotEnabled) || errors.Is(err, jetstream.ErrJetStreamNotEnabledForAccount) {
-		return false
-	}
-	var apiErr *jetstream.APIError
-	if errors.As(err, &apiErr) {
-		switch apiErr.ErrorCode {
-		case errCodeDiscardNewPerSubject:
-			return false // "already queued" is a 503 too, and an answer
-		case errCodeClusterNoPeers, errCodeClusterNotAvail, errCodeClusterNotLeader, errCodeInsufficientResources, errCodeStreamOffline, errCodeStreamOfflineReason:
-			return true
-		}
-		return apiErr.Code == 503
-	}
-	return false
-}
-
-// Transient reports whether a JetStream error may go away by itself (a timeout, a cluster
-// electing a leader): worth trying again within a startup timeout.
-func Transient(err error) bool { return transient(err) }
-
-// What setup makes in a NATS account, for the account's limits (compactor auth).
-// operatorConsumers is the room an account keeps for the operator's and the admin's reads
-// at once: a console's four (its watches of the workers, the leases and the pause records,
-// and the events), status's three, dlq's, and the admin's tools. A store's worker cannot
-// take it: the only consumers it may create are its sweep watches, which their bucket
-// bounds (sweepWatches).
-const operatorConsumers = 24
-
-// AccountStreams is how many streams setup makes in an account: the streams and the
-// buckets (each bucket is a stream).
-func AccountStreams() int {
-	sc := SetupConfig{}.WithDefaults()
-	return len(streamConfigs(sc)) + len(bucketConfigs(sc))
-}
-
-// AccountStorage is the file storage setup's default limits reserve in an account, with
-// replicas replicas of each stream.
-func AccountStorage(replicas int) int64 {
-	sc := SetupConfig{Replicas: max(replicas, 1)}.WithDefaults()
-	var n int64
-	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
-		n += c.MaxBytes * int64(c.Replicas)
-	}
-	return n
-}
-
-// AccountConsumers is the most consumers an account of n stores uses: two per store (its
-// jobs' and its dead letters' count), the watches of its sweep records, and the
-// operator's and the admin's reads.
-func AccountConsumers(stores int) int { return 2*stores + SweepWatches + operatorConsumers }

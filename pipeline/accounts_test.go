@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
@@ -38,8 +39,8 @@ func layout2(t *testing.T, js jetstream.JetStream, stores ...string) {
 			t.Fatal(err)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{{Bucket: fleetops.BucketSettings}, {Bucket: fleetops.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: fleetops.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
-		{Bucket: fleetops.BucketSweep}, {Bucket: fleetops.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}, {Bucket: fleetops.BucketSpend, TTL: fleetops.SpendTTL}} {
+	for _, kc := range []jetstream.KeyValueConfig{{Bucket: wire.BucketSettings}, {Bucket: wire.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: wire.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
+		{Bucket: wire.BucketSweep}, {Bucket: wire.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}, {Bucket: wire.BucketSpend, TTL: fleetops.SpendTTL}} {
 		kc.History = 1
 		if _, err := js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
@@ -55,7 +56,7 @@ func layout2(t *testing.T, js jetstream.JetStream, stores ...string) {
 	}
 	rec, _ := json.Marshal(map[string]any{"v": 1, "layout": 2, "leaseTtl": "2s", "ackWait": "1s", "maxDeliver": 5, "duplicateWindow": "2m0s",
 		"preparedTtl": "24h0m0s", "replicas": 1, "stores": stores, "at": time.Now().UTC()})
-	if _, err := js.Publish(ctx, wire.KVSubjectRoot+fleetops.BucketSettings+"."+fleetops.SettingsKey, rec); err != nil {
+	if _, err := js.Publish(ctx, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey, rec); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -126,10 +127,10 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	}
 
 	// Every stream and bucket, as layout 3 wants it.
-	sweepStream := "KV_" + fleetops.BucketSweep
+	sweepStream := "KV_" + wire.BucketSweep
 	for _, name := range streamNames(t, b.js) {
 		c := streamInfoOf(t, b.js, name).Config
-		wantDelete, wantPurge := name != wire.StreamDLQ, name == wire.StreamEvents || name == wire.StreamDLQ || name == "KV_"+fleetops.BucketSettings
+		wantDelete, wantPurge := name != wire.StreamDLQ, name == wire.StreamEvents || name == wire.StreamDLQ || name == "KV_"+wire.BucketSettings
 		switch {
 		case c.AllowRollup:
 			t.Errorf("%s allows rollups", name)
@@ -260,7 +261,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 				m, _ := fleetops.DirectLast(ctx, lnc, wire.StreamJobs, wire.JobSubject(st, sid, wire.KindCompact))
 				var job wire.Job
 				_ = json.Unmarshal(m.Data, &job)
-				if _, err := fleetops.OpenBucket(ljs, fleetops.BucketAttempts).Put(ctx, attemptKey(st, r.Seq, job.ID), fleetops.CountRecord{V: 1, N: 1}.Bytes()); err != nil {
+				if _, err := fleetops.OpenBucket(ljs, wire.BucketAttempts).Put(ctx, attemptKey(st, r.Seq, job.ID), fleetops.CountRecord{V: 1, N: 1}.Bytes()); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -271,15 +272,15 @@ func TestMoveIntoAccounts(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		put(fleetops.BucketSweep, sweepKey(st, "p/s0.jsonl"), rec)
+		put(wire.BucketSweep, sweepKey(st, "p/s0.jsonl"), rec)
 		put(wire.BucketPrepared, wire.PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
 		id, err := identify(st, dirs[st], false)
 		if err != nil {
 			t.Fatal(err)
 		}
 		owner, _ := json.Marshal(ownerRecord{V: fleetops.OwnerV, StoreIdentity: id})
-		put(fleetops.BucketWorkers, fleetops.OwnerKey(st), owner) // the store's claim: its worker's directory
-		put(fleetops.BucketLeases, leaseKey(st, "x-"+st), []byte(`{"v":1,"worker":"gone"}`))
+		put(wire.BucketWorkers, fleetops.OwnerKey(st), owner) // the store's claim: its worker's directory
+		put(wire.BucketLeases, leaseKey(st, "x-"+st), []byte(`{"v":1,"worker":"gone"}`))
 		dl, _ := json.Marshal(wire.NewDeadLetter(wire.JobSubject(st, "dead-"+st, wire.KindCompact), 99, []byte(`{"v":1}`), "failed", nil, 1, "w"))
 		if _, err := ljs.Publish(ctx, wire.DLQSubject(st, "dead-"+st), dl); err != nil {
 			t.Fatal(err)
@@ -291,8 +292,8 @@ func TestMoveIntoAccounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Jobs != 2*perStore || c.Attempts != 1 || c.DeadLetters != 2 || c.Keys[fleetops.BucketSweep] != 2 || c.Keys[wire.BucketPrepared] != 2 ||
-		c.Keys[fleetops.BucketWorkers] != 2 || c.Dropped["leases"] != 2 || !slices.Equal(c.Stores, []string{"hostA", "hostB"}) {
+	if c.Jobs != 2*perStore || c.Attempts != 1 || c.DeadLetters != 2 || c.Keys[wire.BucketSweep] != 2 || c.Keys[wire.BucketPrepared] != 2 ||
+		c.Keys[wire.BucketWorkers] != 2 || c.Dropped["leases"] != 2 || !slices.Equal(c.Stores, []string{"hostA", "hostB"}) {
 		t.Fatalf("export: %+v", c)
 	}
 	for acct, st := range map[string]string{"A": "hostA", "B": "hostB"} {
@@ -302,7 +303,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ic.Jobs+ic.Already != perStore || ic.Left[otherStore(st)] == 0 || ic.Keys[fleetops.BucketSweep] != 1 || ic.DeadLetters == 0 {
+			if ic.Jobs+ic.Already != perStore || ic.Left[otherStore(st)] == 0 || ic.Keys[wire.BucketSweep] != 1 || ic.DeadLetters == 0 {
 				t.Fatalf("import into %s: %+v", acct, ic)
 			}
 		}
@@ -314,7 +315,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 			t.Errorf("account %s holds the other store's prepared value: %v", acct, err)
 		}
 		// The workers of the new account.
-		cfg := Config{Stores: []Store{{Name: st, Dir: dirs[st]}}, NATS: fleetops.NATSConfig{URL: url, User: acct, Password: "pw"}, Concurrency: 2, Idle: -1,
+		cfg := Config{Stores: []Store{{Name: st, Dir: dirs[st]}}, NATS: access.NATSConfig{URL: url, User: acct, Password: "pw"}, Concurrency: 2, Idle: -1,
 			LeaseBusyDelay: 200 * time.Millisecond, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, Handler: &fakeHandler{}}
 		w := startService(t, cfg)
 		runService(t, w)

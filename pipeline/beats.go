@@ -4,9 +4,11 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"github.com/compactor-dev/compactor/fleetops"
 	"os"
 	"time"
+
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // beatServing announces this worker for each of its stores now and every workerBeatEvery
@@ -33,7 +35,7 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 			case errors.As(err, &oe):
 				s.log.Error("another directory has taken this store's name: two directories serve it; stop one of them", "store", st.Name, "err", err)
 			case err != nil && ctx.Err() == nil:
-				s.log.Warn("cannot report this worker as serving its store; clients may refuse to queue for it", "store", st.Name, "bucket", fleetops.BucketWorkers, "err", err)
+				s.log.Warn("cannot report this worker as serving its store; clients may refuse to queue for it", "store", st.Name, "bucket", wire.BucketWorkers, "err", err)
 			}
 		}
 		fctx, cancel := context.WithTimeout(ctx, 2*time.Second)

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
@@ -111,7 +112,7 @@ func TestClusterLeaderKill(t *testing.T) {
 
 	h := &fakeHandler{delay: 400 * time.Millisecond}
 	newWorker := func(urls string, replicas int) (*Service, error) {
-		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
+		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
 			AckWait: 2 * time.Second, LeaseTTL: 3 * time.Second, LeaseBusyDelay: 200 * time.Millisecond,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, ShutdownTimeout: 5 * time.Second,
 			Replicas: replicas, StartupTimeout: 45 * time.Second, Handler: h}
@@ -132,7 +133,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	run := func(s *Service) { runService(t, s) }
 	a := worker(c.urls(), 3)
 	b := worker(c.urls(), 0) // the default: must not lower the replicas
-	for _, name := range []string{wire.StreamJobs, wire.StreamEvents, wire.StreamDLQ, "KV_" + fleetops.BucketLeases, "KV_" + fleetops.BucketSweep, "KV_" + fleetops.BucketAttempts} {
+	for _, name := range []string{wire.StreamJobs, wire.StreamEvents, wire.StreamDLQ, "KV_" + wire.BucketLeases, "KV_" + wire.BucketSweep, "KV_" + wire.BucketAttempts} {
 		if info := streamInfo(t, js, name); info.Config.Replicas != 3 || len(info.Cluster.Replicas) != 2 {
 			t.Fatalf("%s: %d replicas (%d peers besides the leader), want 3", name, info.Config.Replicas, len(info.Cluster.Replicas))
 		}
@@ -251,7 +252,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	}
 	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
-	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
+	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
 	info := streamInfo(t, js, wire.StreamJobs)
 	victim := c.node(info.Cluster.Leader)
 	c.nodes[victim].Kill()

@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -38,7 +38,7 @@ type Store struct {
 // Default* constants; Validate names the first bad field.
 type Config struct {
 	Stores []Store
-	NATS   fleetops.NATSConfig
+	NATS   access.NATSConfig
 
 	// Embedded server (used when NATS.URL is empty).
 	DataDir      string // JetStream file store; required for the embedded server
@@ -180,10 +180,10 @@ func (c Config) withDefaults() Config {
 		}
 	}
 	if c.EmbeddedHost == "" {
-		c.EmbeddedHost = fleetops.DefaultEmbeddedHost
+		c.EmbeddedHost = access.DefaultEmbeddedHost
 	}
 	if c.EmbeddedPort == 0 {
-		c.EmbeddedPort = fleetops.DefaultEmbeddedPort
+		c.EmbeddedPort = access.DefaultEmbeddedPort
 	}
 	if c.Concurrency == 0 {
 		c.Concurrency = DefaultConcurrency
@@ -217,26 +217,26 @@ func (c Config) withDefaults() Config {
 func (c Config) Validate() error {
 	c = c.withDefaults()
 	if len(c.Stores) == 0 {
-		return fleetops.ConfigErrorf("Stores", "at least one store is needed")
+		return access.ConfigErrorf("Stores", "at least one store is needed")
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Stores {
 		if err := wire.ValidateStoreName(s.Name); err != nil {
-			return fleetops.ConfigErrorf(fmt.Sprintf("Stores[%d].Name", i), "%w", err)
+			return access.ConfigErrorf(fmt.Sprintf("Stores[%d].Name", i), "%w", err)
 		}
 		if seen[s.Name] {
-			return fleetops.ConfigErrorf(fmt.Sprintf("Stores[%d].Name", i), "store %q given twice", s.Name)
+			return access.ConfigErrorf(fmt.Sprintf("Stores[%d].Name", i), "store %q given twice", s.Name)
 		}
 		seen[s.Name] = true
 		if s.Dir == "" {
-			return fleetops.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "empty")
+			return access.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "empty")
 		}
 		fi, err := os.Stat(s.Dir)
 		if err != nil {
-			return fleetops.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "%w", err)
+			return access.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "%w", err)
 		}
 		if !fi.IsDir() {
-			return fleetops.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "%s is not a directory", s.Dir)
+			return access.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "%s is not a directory", s.Dir)
 		}
 	}
 	if err := c.NATS.ValidateAs("NATS"); err != nil {
@@ -244,95 +244,95 @@ func (c Config) Validate() error {
 	}
 	if c.NATS.URL == "" {
 		if c.DataDir == "" {
-			return fleetops.ConfigErrorf("DataDir", "needed for the embedded NATS server (or set NATS.URL)")
+			return access.ConfigErrorf("DataDir", "needed for the embedded NATS server (or set NATS.URL)")
 		}
 		n := c.NATS
 		if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCert != "" {
-			return fleetops.ConfigErrorf("NATS", "the embedded server supports token or user/password auth only; nkey and creds need an external NATS (set NATS.URL)")
+			return access.ConfigErrorf("NATS", "the embedded server supports token or user/password auth only; nkey and creds need an external NATS (set NATS.URL)")
 		}
 		if n.User != "" && n.Password == "" && n.PasswordFile == "" {
-			return fleetops.ConfigErrorf("NATS.Password", "the embedded server's user needs a password")
+			return access.ConfigErrorf("NATS.Password", "the embedded server's user needs a password")
 		}
 		if (c.ServeTLSCert == "") != (c.ServeTLSKey == "") {
-			return fleetops.ConfigErrorf("ServeTLSCert/ServeTLSKey", "give both or neither")
+			return access.ConfigErrorf("ServeTLSCert/ServeTLSKey", "give both or neither")
 		}
 		for field, f := range map[string]string{"ServeTLSCert": c.ServeTLSCert, "ServeTLSKey": c.ServeTLSKey} {
 			if _, err := os.Stat(f); f != "" && err != nil {
-				return fleetops.ConfigErrorf(field, "%w", err)
+				return access.ConfigErrorf(field, "%w", err)
 			}
 		}
 		if n.TLSCA != "" && c.ServeTLSCert == "" {
-			return fleetops.ConfigErrorf("NATS.TLSCA", "the embedded server speaks TLS only with its own certificate (ServeTLSCert)")
+			return access.ConfigErrorf("NATS.TLSCA", "the embedded server speaks TLS only with its own certificate (ServeTLSCert)")
 		}
 		if c.InsecureLocal && (n.Token != "" || n.TokenFile != "" || n.User != "") {
-			return fleetops.ConfigErrorf("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
+			return access.ConfigErrorf("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
 		}
 		if !loopback(c.EmbeddedHost) {
 			if c.InsecureLocal {
-				return fleetops.ConfigErrorf("InsecureLocal", "the embedded server would take any connection, and it listens on %s, beyond this machine: anyone who reaches it could read and steer this service's sessions; listen on 127.0.0.1, or require a token", c.EmbeddedHost)
+				return access.ConfigErrorf("InsecureLocal", "the embedded server would take any connection, and it listens on %s, beyond this machine: anyone who reaches it could read and steer this service's sessions; listen on 127.0.0.1, or require a token", c.EmbeddedHost)
 			}
 			if c.ServeTLSCert == "" && !c.InsecureCleartextAuth {
-				return fleetops.ConfigErrorf("EmbeddedHost", "the embedded server listens on %s, beyond this machine, without TLS: its token or password would cross the network in clear text; give it a certificate (ServeTLSCert), listen on 127.0.0.1, or allow it explicitly (InsecureCleartextAuth)", c.EmbeddedHost)
+				return access.ConfigErrorf("EmbeddedHost", "the embedded server listens on %s, beyond this machine, without TLS: its token or password would cross the network in clear text; give it a certificate (ServeTLSCert), listen on 127.0.0.1, or allow it explicitly (InsecureCleartextAuth)", c.EmbeddedHost)
 			}
 		}
 	} else if c.ServeTLSCert != "" || c.InsecureLocal || c.InsecureCleartextAuth {
-		return fleetops.ConfigErrorf("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
+		return access.ConfigErrorf("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
 	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
-		return fleetops.ConfigErrorf("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
+		return access.ConfigErrorf("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
 	}
 	if c.EmbeddedSync < 0 {
-		return fleetops.ConfigErrorf("EmbeddedSync", "%s is negative", c.EmbeddedSync)
+		return access.ConfigErrorf("EmbeddedSync", "%s is negative", c.EmbeddedSync)
 	}
 	for i, st := range c.SharedStores {
 		if err := wire.ValidateStoreName(st); err != nil {
-			return fleetops.ConfigErrorf(fmt.Sprintf("SharedStores[%d]", i), "%w", err)
+			return access.ConfigErrorf(fmt.Sprintf("SharedStores[%d]", i), "%w", err)
 		}
 	}
 	if c.EmbeddedPort < -1 || c.EmbeddedPort > 65535 {
-		return fleetops.ConfigErrorf("EmbeddedPort", "%d out of range", c.EmbeddedPort)
+		return access.ConfigErrorf("EmbeddedPort", "%d out of range", c.EmbeddedPort)
 	}
 	if c.Concurrency < 1 {
-		return fleetops.ConfigErrorf("Concurrency", "%d, need at least 1", c.Concurrency)
+		return access.ConfigErrorf("Concurrency", "%d, need at least 1", c.Concurrency)
 	}
 	if c.SweepEvery < 0 {
-		return fleetops.ConfigErrorf("SweepEvery", "%s is negative", c.SweepEvery)
+		return access.ConfigErrorf("SweepEvery", "%s is negative", c.SweepEvery)
 	}
 	if c.AckWait < 100*time.Millisecond {
-		return fleetops.ConfigErrorf("AckWait", "%s is too short (min 100ms)", c.AckWait)
+		return access.ConfigErrorf("AckWait", "%s is too short (min 100ms)", c.AckWait)
 	}
 	if c.MaxDeliver < 1 {
-		return fleetops.ConfigErrorf("MaxDeliver", "%d, need at least 1", c.MaxDeliver)
+		return access.ConfigErrorf("MaxDeliver", "%d, need at least 1", c.MaxDeliver)
 	}
 	if c.LeaseTTL < time.Second {
-		return fleetops.ConfigErrorf("LeaseTTL", "%s is too short (min 1s, the KV bucket's TTL resolution)", c.LeaseTTL)
+		return access.ConfigErrorf("LeaseTTL", "%s is too short (min 1s, the KV bucket's TTL resolution)", c.LeaseTTL)
 	}
 	if c.LeaseBusyDelay < 0 || c.BackoffBase < 0 || c.BackoffMax < c.BackoffBase {
-		return fleetops.ConfigErrorf("BackoffBase/BackoffMax/LeaseBusyDelay", "need 0 ≤ base ≤ max (got %s, %s, %s)", c.BackoffBase, c.BackoffMax, c.LeaseBusyDelay)
+		return access.ConfigErrorf("BackoffBase/BackoffMax/LeaseBusyDelay", "need 0 ≤ base ≤ max (got %s, %s, %s)", c.BackoffBase, c.BackoffMax, c.LeaseBusyDelay)
 	}
 	if c.SweepRetryBase < 0 || c.SweepRetryMax < c.SweepRetryBase {
-		return fleetops.ConfigErrorf("SweepRetryBase/SweepRetryMax", "need 0 ≤ base ≤ max (got %s, %s)", c.SweepRetryBase, c.SweepRetryMax)
+		return access.ConfigErrorf("SweepRetryBase/SweepRetryMax", "need 0 ≤ base ≤ max (got %s, %s)", c.SweepRetryBase, c.SweepRetryMax)
 	}
 	if c.DuplicateWindow < time.Second {
-		return fleetops.ConfigErrorf("DuplicateWindow", "%s is too short", c.DuplicateWindow)
+		return access.ConfigErrorf("DuplicateWindow", "%s is too short", c.DuplicateWindow)
 	}
 	if err := c.setupConfig().ValidLimits(); err != nil {
 		return err
 	}
 	if c.StartupTimeout < 0 {
-		return fleetops.ConfigErrorf("StartupTimeout", "%s is negative", c.StartupTimeout)
+		return access.ConfigErrorf("StartupTimeout", "%s is negative", c.StartupTimeout)
 	}
 	if c.ShutdownTimeout < 0 {
-		return fleetops.ConfigErrorf("ShutdownTimeout", "%s is negative", c.ShutdownTimeout)
+		return access.ConfigErrorf("ShutdownTimeout", "%s is negative", c.ShutdownTimeout)
 	}
 	if c.Replicas < 1 || c.Replicas > 5 {
-		return fleetops.ConfigErrorf("Replicas", "%d, need 1..5", c.Replicas)
+		return access.ConfigErrorf("Replicas", "%d, need 1..5", c.Replicas)
 	}
 	if err := validSpendLimits(c.SpendLimits, c.Stores); err != nil {
 		return err
 	}
 	for _, v := range c.JobVersions {
 		if v < 1 {
-			return fleetops.ConfigErrorf("JobVersions", "version %d: versions start at 1", v)
+			return access.ConfigErrorf("JobVersions", "version %d: versions start at 1", v)
 		}
 	}
 	return nil

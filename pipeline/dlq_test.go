@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -43,11 +44,11 @@ func TestDLQListRetryDelete(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "4 dead letters", func() bool { return len(b.deadLetters()) == 4 })
 
-	q, err := fleetops.OpenDLQ(context.Background(), b.nc)
+	q, err := operator.OpenDLQ(context.Background(), b.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	count := func(f fleetops.DeadLetterFilter) int {
+	count := func(f operator.DeadLetterFilter) int {
 		t.Helper()
 		recs, err := q.List(context.Background(), f)
 		if err != nil {
@@ -55,27 +56,27 @@ func TestDLQListRetryDelete(t *testing.T) {
 		}
 		return len(recs)
 	}
-	all, _ := q.List(context.Background(), fleetops.DeadLetterFilter{})
+	all, _ := q.List(context.Background(), operator.DeadLetterFilter{})
 	for _, tc := range []struct {
-		f    fleetops.DeadLetterFilter
+		f    operator.DeadLetterFilter
 		want int
 	}{
-		{fleetops.DeadLetterFilter{}, 4},
-		{fleetops.DeadLetterFilter{Store: "default"}, 4},
-		{fleetops.DeadLetterFilter{Store: "other"}, 0},
-		{fleetops.DeadLetterFilter{SessionID: sids[1]}, 1},
-		{fleetops.DeadLetterFilter{Store: "default", SessionID: sids[1]}, 1},
-		{fleetops.DeadLetterFilter{Reason: "MODEL REFUSED"}, 3},
-		{fleetops.DeadLetterFilter{Reason: "invalid job"}, 1},
-		{fleetops.DeadLetterFilter{OlderThan: time.Hour}, 0},
-		{fleetops.DeadLetterFilter{NewerThan: time.Hour}, 4},
-		{fleetops.DeadLetterFilter{Seqs: []uint64{all[2].Seq}}, 1},
+		{operator.DeadLetterFilter{}, 4},
+		{operator.DeadLetterFilter{Store: "default"}, 4},
+		{operator.DeadLetterFilter{Store: "other"}, 0},
+		{operator.DeadLetterFilter{SessionID: sids[1]}, 1},
+		{operator.DeadLetterFilter{Store: "default", SessionID: sids[1]}, 1},
+		{operator.DeadLetterFilter{Reason: "MODEL REFUSED"}, 3},
+		{operator.DeadLetterFilter{Reason: "invalid job"}, 1},
+		{operator.DeadLetterFilter{OlderThan: time.Hour}, 0},
+		{operator.DeadLetterFilter{NewerThan: time.Hour}, 4},
+		{operator.DeadLetterFilter{Seqs: []uint64{all[2].Seq}}, 1},
 	} {
 		if got := count(tc.f); got != tc.want {
 			t.Errorf("filter %+v: %d dead letters, want %d", tc.f, got, tc.want)
 		}
 	}
-	one, _ := q.List(context.Background(), fleetops.DeadLetterFilter{SessionID: sids[0]})
+	one, _ := q.List(context.Background(), operator.DeadLetterFilter{SessionID: sids[0]})
 	if r := one[0]; r.Store != "default" || r.Path != "s0.jsonl" || r.Kind != wire.KindCompact || r.Deliveries != 1 || !strings.Contains(r.Error, "model refused") {
 		t.Errorf("record %+v", r)
 	}
@@ -95,11 +96,11 @@ func TestDLQListRetryDelete(t *testing.T) {
 	if n := countType(t, filepath.Join(b.dir, "s0.jsonl"), "compaction"); n != 1 {
 		t.Errorf("%d compactions after retry", n)
 	}
-	if got := count(fleetops.DeadLetterFilter{}); got != 3 {
+	if got := count(operator.DeadLetterFilter{}); got != 3 {
 		t.Errorf("%d dead letters after one retry, want 3", got)
 	}
 
-	junk, _ := q.List(context.Background(), fleetops.DeadLetterFilter{Reason: "invalid job"})
+	junk, _ := q.List(context.Background(), operator.DeadLetterFilter{Reason: "invalid job"})
 	res = q.Retry(context.Background(), junk, false, 0)
 	if res[0].Queued || !strings.Contains(res[0].Error, "purge it") {
 		t.Errorf("retry of a payload that is no job: %+v", res[0])
@@ -108,7 +109,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 		t.Errorf("delete: %d %v", n, err)
 	}
 
-	rest, _ := q.List(context.Background(), fleetops.DeadLetterFilter{})
+	rest, _ := q.List(context.Background(), operator.DeadLetterFilter{})
 	res = q.Retry(context.Background(), rest, false, 0)
 	for _, r := range res {
 		if !r.Queued || r.JobSeq == 0 {
@@ -118,7 +119,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 	eventually(t, 20*time.Second, "the other two sessions compacted", func() bool {
 		return countType(t, filepath.Join(b.dir, "s1.jsonl"), "compaction") == 1 && countType(t, filepath.Join(b.dir, "s2.jsonl"), "compaction") == 1
 	})
-	if got := count(fleetops.DeadLetterFilter{}); got != 0 {
+	if got := count(operator.DeadLetterFilter{}); got != 0 {
 		t.Errorf("%d dead letters left", got)
 	}
 }

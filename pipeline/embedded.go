@@ -7,7 +7,7 @@ import (
 	"strconv"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -18,7 +18,7 @@ import (
 // one given, a token generated into the data directory: see localToken), unless
 // cfg.InsecureLocal. With cfg.ServeTLSCert it speaks TLS only. The caller holds DataDir's
 // lock.
-func startEmbedded(cfg Config, auth fleetops.NATSConfig) (*server.Server, error) {
+func startEmbedded(cfg Config, auth access.NATSConfig) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "compactor-embedded",
 		Host:       cfg.EmbeddedHost,
@@ -34,13 +34,13 @@ func startEmbedded(cfg Config, auth fleetops.NATSConfig) (*server.Server, error)
 	}
 	switch {
 	case auth.Token != "" || auth.TokenFile != "":
-		token, err := fleetops.Secret(auth.Token, auth.TokenFile, "token")
+		token, err := access.Secret(auth.Token, auth.TokenFile, "token")
 		if err != nil {
 			return nil, err
 		}
 		opts.Authorization = token
 	case auth.User != "":
-		pass, err := fleetops.Secret(auth.Password, auth.PasswordFile, "password")
+		pass, err := access.Secret(auth.Password, auth.PasswordFile, "password")
 		if err != nil {
 			return nil, err
 		}

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -46,12 +47,12 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	b.enqueue(jobs[1])
 	running := map[string]bool{<-started: true, <-started: true}
 	ctx := context.Background()
-	v, err := fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Conn: b.nc}}, fleetops.FleetViewOptions{Events: true, DeadLetters: true})
+	v, err := operator.OpenFleetView(ctx, []operator.FleetAccount{{Conn: b.nc}}, operator.FleetViewOptions{Events: true, DeadLetters: true})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	var sv fleetops.StoreView
+	var sv operator.StoreView
 	eventually(t, 10*time.Second, "the running jobs' leases and the queue", func() bool {
 		if err := v.Refresh(ctx); err != nil {
 			t.Fatal(err)
@@ -119,7 +120,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 // The event index holds at most its bound: the oldest events go first, a session whose
 // events all went is forgotten, and the per-minute counts stay.
 func TestEventIndexBounded(t *testing.T) {
-	x := fleetops.NewEventIndex(100)
+	x := operator.NewEventIndex(100)
 	at := time.Now().UTC()
 	for i := range 250 {
 		x.Add(wire.Event{JobRef: wire.JobRef{Store: "s", SessionID: "sess-" + string(rune('a'+i%10))}, JobSeq: uint64(i), Tally: wire.Tally{Outcome: OutcomeDone, EntryID: "e", TokensBefore: 10}, At: at})
@@ -146,7 +147,7 @@ func TestEventIndexBounded(t *testing.T) {
 	if r := x.Recent("s", 5); len(r) != 5 || r[0].JobSeq != 249 {
 		t.Errorf("recent: %+v", r)
 	}
-	y := fleetops.NewEventIndex(3)
+	y := operator.NewEventIndex(3)
 	y.Add(wire.Event{JobRef: wire.JobRef{Store: "s", SessionID: "gone"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: at})
 	for range 3 {
 		y.Add(wire.Event{JobRef: wire.JobRef{Store: "s", SessionID: "kept"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: at})
@@ -168,7 +169,7 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 	b.run(s)
 	ctx := context.Background()
 	for _, list := range [][]string{nil, {"default"}} {
-		v, err := fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Name: "acct", Conn: b.nc, Stores: list}}, fleetops.FleetViewOptions{Events: true, Hooks: true})
+		v, err := operator.OpenFleetView(ctx, []operator.FleetAccount{{Name: "acct", Conn: b.nc, Stores: list}}, operator.FleetViewOptions{Events: true, Hooks: true})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -177,11 +178,11 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 			raw, _ := json.Marshal(v)
 			b.putRaw(bucket, key, string(raw))
 		}
-		put(fleetops.BucketWorkers, "other.w1", fleetops.WorkerBeat{V: 1, Worker: "w1", Store: "other", At: now})                           // a store not of the account
-		put(fleetops.BucketWorkers, "default.w2", fleetops.WorkerBeat{V: 1, Worker: "w2", Store: "other", At: now})                         // another store than its key's
-		put(fleetops.BucketLeases, "other."+wire.SessionToken("s1"), fleetops.LeaseRecord{V: 1, Worker: "w1", SessionID: "s1", Since: now}) // a store not of the account
-		put(fleetops.BucketLeases, "default."+wire.SessionToken("s1"), fleetops.LeaseRecord{V: 1, Worker: "w1", SessionID: "s2", Since: now})
-		put(fleetops.BucketSettings, fleetops.PauseKey("other"), fleetops.PauseRecord{V: 1, Store: "other", Paused: true, At: now})
+		put(wire.BucketWorkers, "other.w1", fleetops.WorkerBeat{V: 1, Worker: "w1", Store: "other", At: now})                           // a store not of the account
+		put(wire.BucketWorkers, "default.w2", fleetops.WorkerBeat{V: 1, Worker: "w2", Store: "other", At: now})                         // another store than its key's
+		put(wire.BucketLeases, "other."+wire.SessionToken("s1"), fleetops.LeaseRecord{V: 1, Worker: "w1", SessionID: "s1", Since: now}) // a store not of the account
+		put(wire.BucketLeases, "default."+wire.SessionToken("s1"), fleetops.LeaseRecord{V: 1, Worker: "w1", SessionID: "s2", Since: now})
+		put(wire.BucketSettings, fleetops.PauseKey("other"), fleetops.PauseRecord{V: 1, Store: "other", Paused: true, At: now})
 		for subject, ev := range map[string]wire.Event{
 			wire.JobEventSubject("other", "s1", 5):   {V: 1, JobSeq: 5, JobRef: wire.JobRef{Store: "other", SessionID: "s1"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: now},
 			wire.JobEventSubject("default", "s1", 5): {V: 1, JobSeq: 5, JobRef: wire.JobRef{Store: "default", SessionID: "s2"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: now},
@@ -207,12 +208,12 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 		}
 		v.Close()
 		for _, k := range []string{"other.w1", "default.w2", "other." + wire.SessionToken("s1"), "default." + wire.SessionToken("s1")} {
-			_ = fleetops.OpenBucket(b.js, fleetops.BucketWorkers).Delete(ctx, k)
-			_ = fleetops.OpenBucket(b.js, fleetops.BucketLeases).Delete(ctx, k)
+			_ = fleetops.OpenBucket(b.js, wire.BucketWorkers).Delete(ctx, k)
+			_ = fleetops.OpenBucket(b.js, wire.BucketLeases).Delete(ctx, k)
 		}
 	}
-	if _, err := fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Name: "a", Conn: b.nc, Stores: []string{"default"}}, {Name: "b", Conn: b.nc, Stores: []string{"default"}}},
-		fleetops.FleetViewOptions{}); err == nil || !strings.Contains(err.Error(), "in two accounts") {
+	if _, err := operator.OpenFleetView(ctx, []operator.FleetAccount{{Name: "a", Conn: b.nc, Stores: []string{"default"}}, {Name: "b", Conn: b.nc, Stores: []string{"default"}}},
+		operator.FleetViewOptions{}); err == nil || !strings.Contains(err.Error(), "in two accounts") {
 		t.Errorf("a store in two accounts: %v", err)
 	}
 }
@@ -225,15 +226,15 @@ func TestFleetViewShowsABaseJobsLease(t *testing.T) {
 	s := b.service(b.config(&fakeHandler{}))
 	b.run(s)
 	ctx := context.Background()
-	v, err := fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Name: "acct", Conn: b.nc}}, fleetops.FleetViewOptions{})
+	v, err := operator.OpenFleetView(ctx, []operator.FleetAccount{{Name: "acct", Conn: b.nc}}, operator.FleetViewOptions{})
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer v.Close()
 	job := wire.Job{Kind: wire.KindBase, Store: "default", SessionID: "s1", Path: "p/s1.jsonl"}
 	raw, _ := json.Marshal(fleetops.LeaseRecord{V: fleetops.LeaseV, Worker: "w1", JobID: "j1", SessionID: "s1", Path: job.Path, Kind: wire.KindBase, Since: time.Now().UTC()})
-	b.putRaw(fleetops.BucketLeases, leaseKeyOf("default", job), string(raw))
-	var sv fleetops.StoreView
+	b.putRaw(wire.BucketLeases, leaseKeyOf("default", job), string(raw))
+	var sv operator.StoreView
 	eventually(t, 10*time.Second, "the base job's lease shown as running", func() bool {
 		snap := v.Snapshot()
 		if len(snap.Stores) != 1 || len(snap.Stores[0].Running) != 1 {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -157,11 +158,11 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if _, err := b.js.Publish(ctx, wire.DLQSubject("hostA", sid), dl); err != nil {
 		t.Fatal(err)
 	}
-	q, err := fleetops.OpenDLQ(ctx, b.nc)
+	q, err := operator.OpenDLQ(ctx, b.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := q.List(ctx, fleetops.DeadLetterFilter{Store: "hostA"})
+	recs, err := q.List(ctx, operator.DeadLetterFilter{Store: "hostA"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("dead letters %v, %v", recs, err)
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
@@ -54,7 +55,7 @@ func newBundle(t testing.TB) *bundle {
 func (b *bundle) config(h Handler) Config {
 	return Config{
 		Stores:          []Store{{Name: "default", Dir: b.dir}},
-		NATS:            fleetops.NATSConfig{URL: b.url},
+		NATS:            access.NATSConfig{URL: b.url},
 		Setup:           true,
 		Concurrency:     4,
 		Idle:            -1,

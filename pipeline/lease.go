@@ -81,7 +81,7 @@ func acquireLease(ctx context.Context, kv *fleetops.Bucket, ttl time.Duration, k
 	if e, gerr := kv.Get(ctx, key); gerr == nil {
 		// A lease of a newer schema version is a lease all the same: the session is busy;
 		// only its holder is not read.
-		if fleetops.NewerThan(fleetops.BucketLeases, key, e.Value(), fleetops.LeaseV) == nil {
+		if fleetops.NewerThan(wire.BucketLeases, key, e.Value(), fleetops.LeaseV) == nil {
 			_ = json.Unmarshal(e.Value(), &busy.holder)
 		} else {
 			busy.holder.Worker = "(a newer compactor's)"

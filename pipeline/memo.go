@@ -57,7 +57,7 @@ func openMemo(ctx context.Context, kv *fleetops.Bucket, stores []Store, log *slo
 		w, err := kv.Watch(wctx, st.Name)
 		if err != nil {
 			m.stop()
-			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", fleetops.BucketSweep, st.Name, err)
+			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", wire.BucketSweep, st.Name, err)
 		}
 		watchers = append(watchers, w)
 	}
@@ -88,7 +88,7 @@ func openMemo(ctx context.Context, kv *fleetops.Bucket, stores []Store, log *slo
 		return m, nil
 	case <-ctx.Done():
 		m.close()
-		return nil, fmt.Errorf("sweep memo: loading %s: %w", fleetops.BucketSweep, ctx.Err())
+		return nil, fmt.Errorf("sweep memo: loading %s: %w", wire.BucketSweep, ctx.Err())
 	}
 }
 
@@ -117,7 +117,7 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		// (of this store, or naming another store's path) is never taken for this one's.
 		delete(m.recs, e.Key())
 		if m.onForeign != nil {
-			m.onForeign(store, &fleetops.ForeignError{Kind: "sweep record", Where: wire.KVSubjectRoot + fleetops.BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
+			m.onForeign(store, &fleetops.ForeignError{Kind: "sweep record", Where: wire.KVSubjectRoot + wire.BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
 				Session: e.Key(), NamesSession: rec.Path})
 		}
 		return
@@ -220,7 +220,7 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Eve
 			}
 			return
 		}
-		if err := fleetops.NewerThan(fleetops.BucketSweep, key, e.Value(), fleetops.SweepRecordV); err != nil {
+		if err := fleetops.NewerThan(wire.BucketSweep, key, e.Value(), fleetops.SweepRecordV); err != nil {
 			log.Debug("sweep memo: outcome not noted", "err", err)
 			return
 		}

@@ -16,6 +16,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/wire"
@@ -118,7 +119,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		// The lease must outlast two server restarts (one without JetStream) and a reconnect
 		// after its first failed renewal (at TTL/3), under -race on a loaded machine.
 		AckWait: 30 * time.Second, LeaseTTL: 18 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
@@ -236,7 +237,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	})
 	h := &fakeHandler{delay: time.Minute}
 	logs := &logBuffer{}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
 		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
 	s := startService(t, cfg)
@@ -407,7 +408,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	file := filepath.Join(dir, "s.jsonl")
 	writeSession(t, dir, "s.jsonl")
 	base := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1,
-		NATS: fleetops.NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
+		NATS: access.NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
 	first, err := New(base)
 	if err != nil {
 		t.Fatal(err)
@@ -421,7 +422,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	second, _ := New(base)
 	start := time.Now()
 	err = second.Start(context.Background())
-	var busy *fleetops.DataDirBusyError
+	var busy *access.DataDirBusyError
 	if !errors.As(err, &busy) || busy.Info == nil || busy.Info.ClientURL != url || !strings.Contains(err.Error(), "in use by another compactor") {
 		t.Fatalf("second server on the data dir: %v", err)
 	}
@@ -429,10 +430,10 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	if d := time.Since(start); d >= DefaultStartupTimeout/2 {
 		t.Errorf("refusal took %s: it was retried", d)
 	}
-	if b, _ := os.ReadFile(filepath.Join(data, fleetops.ServiceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
+	if b, _ := os.ReadFile(filepath.Join(data, access.ServiceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
 		t.Errorf("service file: %s", b)
 	}
-	if info := fleetops.RunningService(data); info == nil || info.ClientURL != url {
+	if info := access.RunningService(data); info == nil || info.ClientURL != url {
 		t.Errorf("RunningService = %+v", info)
 	}
 
@@ -441,12 +442,12 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		nc.Close()
 		t.Error("connected to the embedded server without its token")
 	}
-	if _, err := (fleetops.NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
+	if _, err := (access.NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
 		t.Errorf("error without the token: %v", err)
 	}
 
 	noAuth := base
-	noAuth.JoinRunning, noAuth.NATS = true, fleetops.NATSConfig{}
+	noAuth.JoinRunning, noAuth.NATS = true, access.NATSConfig{}
 	joiner, _ := New(noAuth)
 	if err := joiner.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "requires token authentication") {
 		t.Fatalf("join without the token: %v", err)
@@ -470,7 +471,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		t.Errorf("%d compactions", n)
 	}
 	first.Close()
-	if info := fleetops.RunningService(data); info != nil {
+	if info := access.RunningService(data); info != nil {
 		t.Errorf("RunningService after Close = %+v", info)
 	}
 	third, _ := New(base)

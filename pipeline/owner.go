@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -43,7 +44,7 @@ func identify(store, root string, shared bool) (fleetops.StoreIdentity, error) {
 	if err != nil {
 		return id, fmt.Errorf("store %s: %w", store, err)
 	}
-	id.Dev, id.Ino = fleetops.DevIno(fi)
+	id.Dev, id.Ino = access.DevIno(fi)
 	p := filepath.Join(root, markerFile)
 	for range 2 {
 		b, err := os.ReadFile(p)
@@ -129,14 +130,14 @@ func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIde
 				continue // claimed meanwhile: read whose it is
 			}
 			if err != nil {
-				return fmt.Errorf("store %s: claim its name in %s: %w", mine.Store, fleetops.BucketWorkers, err)
+				return fmt.Errorf("store %s: claim its name in %s: %w", mine.Store, wire.BucketWorkers, err)
 			}
 			return nil
 		}
 		if err != nil {
-			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, fleetops.BucketWorkers, err)
+			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, wire.BucketWorkers, err)
 		}
-		if err := fleetops.NewerThan(fleetops.BucketWorkers, fleetops.OwnerKey(mine.Store), e.Value(), fleetops.OwnerV); err != nil {
+		if err := fleetops.NewerThan(wire.BucketWorkers, fleetops.OwnerKey(mine.Store), e.Value(), fleetops.OwnerV); err != nil {
 			return fmt.Errorf("store %s: its owner cannot be compared with this directory: %w; upgrade this compactor to the version of the store's workers (the record expires %s after they stop)",
 				mine.Store, err, fleetops.WorkerBeatTTL)
 		}
@@ -146,7 +147,7 @@ func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIde
 			// A record under this store's key that names another store: not an owner of
 			// this one (foreign.go); claimed over like a damaged record.
 			if onForeign != nil {
-				onForeign(&fleetops.ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + fleetops.BucketWorkers + "." + fleetops.OwnerKey(mine.Store), Store: mine.Store,
+				onForeign(&fleetops.ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + wire.BucketWorkers + "." + fleetops.OwnerKey(mine.Store), Store: mine.Store,
 					NamesStore: other.Store})
 			}
 			readable = false
@@ -154,7 +155,7 @@ func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIde
 		if !readable || mine.SameDir(other) || mine.Shared || other.Shared {
 			if claim {
 				if _, err = kv.Put(ctx, fleetops.OwnerKey(mine.Store), val); err != nil {
-					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, fleetops.BucketWorkers, err)
+					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, wire.BucketWorkers, err)
 				}
 			}
 			return nil

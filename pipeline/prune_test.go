@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // sweepRecords counts the records (values, not delete markers) in store's part of
@@ -18,7 +19,7 @@ func (b *bundle) sweepRecords(store string) (records, msgs int) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w, err := fleetops.OpenBucket(b.js, fleetops.BucketSweep).Watch(ctx, store)
+	w, err := fleetops.OpenBucket(b.js, wire.BucketSweep).Watch(ctx, store)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -72,8 +73,8 @@ func TestSweepRemovesRecordsOfDeletedFiles(t *testing.T) {
 		t.Fatalf("first sweep: %+v %v", st, err)
 	}
 	t.Logf("first sweep of %d sessions: %s", n, time.Since(t0).Round(time.Millisecond))
-	b.putRaw(fleetops.BucketSweep, sweepKey("other", "x.jsonl"), `{"v":1,"path":"x.jsonl"}`)                     // another store's
-	b.putRaw(fleetops.BucketSweep, sweepKey("default", "gone-newer.jsonl"), `{"v":2,"path":"gone-newer.jsonl"}`) // a newer compactor's
+	b.putRaw(wire.BucketSweep, sweepKey("other", "x.jsonl"), `{"v":1,"path":"x.jsonl"}`)                     // another store's
+	b.putRaw(wire.BucketSweep, sweepKey("default", "gone-newer.jsonl"), `{"v":2,"path":"gone-newer.jsonl"}`) // a newer compactor's
 
 	for _, rel := range rels[:n/2] {
 		if err := os.Remove(filepath.Join(b.dir, rel)); err != nil {

@@ -8,7 +8,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats.go"
 )
 
@@ -162,7 +162,7 @@ func (s *Service) ready(ctx context.Context) (bool, []string) {
 			}
 			say(true, "%s; it takes no jobs and keeps its queue (compactor resume %s)", line, st.Name)
 		}
-		if err := fleetops.WritableDir(s.roots[st.Name]); err != nil {
+		if err := access.WritableDir(s.roots[st.Name]); err != nil {
 			say(false, "store %s: not writable: %v", st.Name, err)
 		} else {
 			say(true, "store %s: writable", st.Name)

@@ -61,10 +61,10 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		writeSession(t, b.dir, "newer.jsonl")
 		key := sweepKey("default", "newer.jsonl")
 		newer := `{"v":2,"path":"newer.jsonl","state":{"size":1}}`
-		b.putRaw(fleetops.BucketSweep, key, newer)
+		b.putRaw(wire.BucketSweep, key, newer)
 		gone := sweepKey("default", "gone.jsonl") // a file this sweep does not see
 		goneRec := `{"v":2,"path":"gone.jsonl"}`
-		b.putRaw(fleetops.BucketSweep, gone, goneRec)
+		b.putRaw(wire.BucketSweep, gone, goneRec)
 		st, err := s.Sweep(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -72,40 +72,40 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		if st.NewerRecords != 1 || st.Assessed != 0 {
 			t.Errorf("sweep: %+v, want the file left to the newer compactor (1 newer record, none assessed)", st)
 		}
-		unchanged(fleetops.BucketSweep, key, newer)
-		unchanged(fleetops.BucketSweep, gone, goneRec)
+		unchanged(wire.BucketSweep, key, newer)
+		unchanged(wire.BucketSweep, gone, goneRec)
 		s.noteOutcome(ctx, s.log, wire.Event{JobRef: wire.JobRef{Kind: wire.KindCompact, Store: "default", Path: "newer.jsonl"}, Tally: wire.Tally{Outcome: OutcomeFailed}})
-		unchanged(fleetops.BucketSweep, key, newer)
+		unchanged(wire.BucketSweep, key, newer)
 	})
 	t.Run("attempt count", func(t *testing.T) {
 		key := attemptKey("default", 7, "job")
 		newer := `{"v":2,"attempts":{"count":1}}`
-		b.putRaw(fleetops.BucketAttempts, key, newer)
+		b.putRaw(wire.BucketAttempts, key, newer)
 		var nr *fleetops.NewerRecordError
 		if _, err := addAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
 			t.Errorf("a count of a newer version added to: %v, want a NewerRecordError of v2", err)
 		}
-		unchanged(fleetops.BucketAttempts, key, newer)
+		unchanged(wire.BucketAttempts, key, newer)
 	})
 	t.Run("spend count", func(t *testing.T) {
 		key, _ := spendKey(SpendLimit{Window: time.Hour}, s.spendNow())
 		newer := `{"v":2,"tokens":{"in":5}}`
-		b.putRaw(fleetops.BucketSpend, key, newer)
+		b.putRaw(wire.BucketSpend, key, newer)
 		h := s.reserveSpend(ctx, &paidAccount{s: s, store: "default"}, func() int { return 10 })
 		if h == nil {
 			t.Error("a job paid against a spend window whose count is of a newer version: want it held until the window ends")
 		}
-		unchanged(fleetops.BucketSpend, key, newer)
+		unchanged(wire.BucketSpend, key, newer)
 	})
 	t.Run("lease", func(t *testing.T) {
 		key := leaseKey("default", "sess-newer")
 		newer := `{"v":2,"holder":{"id":"w"}}`
-		b.putRaw(fleetops.BucketLeases, key, newer)
+		b.putRaw(wire.BucketLeases, key, newer)
 		var busy *errLeaseBusy
 		if _, err := acquireLease(ctx, s.res.leases, time.Minute, leaseKey("default", "sess-newer"), "sess-newer", "me", "job"); !errors.As(err, &busy) {
 			t.Errorf("lease of a newer version: %v, want the session busy", err)
 		}
-		unchanged(fleetops.BucketLeases, key, newer)
+		unchanged(wire.BucketLeases, key, newer)
 	})
 	t.Run("prepared value", func(t *testing.T) {
 		newer := `{"v":2,"store":"default","sessionId":"sess-p"}`
@@ -117,18 +117,18 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 	})
 	t.Run("owner record", func(t *testing.T) {
 		newer := `{"v":2,"store":"other","where":{"id":"x"}}`
-		b.putRaw(fleetops.BucketWorkers, fleetops.OwnerKey("other"), newer)
+		b.putRaw(wire.BucketWorkers, fleetops.OwnerKey("other"), newer)
 		id := fleetops.StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
 		for _, claim := range []bool{true, false} { // a worker's start, a sweep's check
 			if err := checkOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
 				t.Errorf("claim %v of a store whose owner record is of a newer version: %v, want a refusal that says so", claim, err)
 			}
 		}
-		unchanged(fleetops.BucketWorkers, fleetops.OwnerKey("other"), newer)
+		unchanged(wire.BucketWorkers, fleetops.OwnerKey("other"), newer)
 	})
 	t.Run("beat", func(t *testing.T) {
 		newer := `{"v":2,"worker":"w-newer","store":"default","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","jobVersions":{"list":[3]}}`
-		b.putRaw(fleetops.BucketWorkers, fleetops.WorkerKey("default", "w-newer"), newer)
+		b.putRaw(wire.BucketWorkers, fleetops.WorkerKey("default", "w-newer"), newer)
 		beats, _, err := fleetops.ReadBeats(ctx, s.res.workers, "default")
 		if err != nil {
 			t.Fatal(err)
@@ -154,7 +154,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		}
 	})
 	t.Run("fleet settings", func(t *testing.T) {
-		old := b.rawValue(fleetops.BucketSettings, fleetops.SettingsKey)
+		old := b.rawValue(wire.BucketSettings, wire.SettingsKey)
 		var f map[string]any
 		if err := json.Unmarshal([]byte(old), &f); err != nil {
 			t.Fatal(err)
@@ -162,12 +162,12 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		f["v"] = 2
 		nb, _ := json.Marshal(f)
 		newer := string(nb)
-		b.putRaw(fleetops.BucketSettings, fleetops.SettingsKey, newer)
-		defer b.putRaw(fleetops.BucketSettings, fleetops.SettingsKey, old)
+		b.putRaw(wire.BucketSettings, wire.SettingsKey, newer)
+		defer b.putRaw(wire.BucketSettings, wire.SettingsKey, old)
 		if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); err == nil {
 			t.Error("an older setup rewrote the fleet settings of a newer version")
 		}
-		unchanged(fleetops.BucketSettings, fleetops.SettingsKey, newer)
+		unchanged(wire.BucketSettings, wire.SettingsKey, newer)
 		wcfg := b.config(&fakeHandler{})
 		wcfg.Setup = false
 		w, err := New(wcfg)

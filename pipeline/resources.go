@@ -4,11 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/compactor-dev/compactor/fleetops"
 	"log/slog"
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -52,8 +53,8 @@ func bind(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Log
 		return nil, err
 	}
 	r := &resources{js: js, cons: map[string]jetstream.Consumer{}, dlqCons: map[string]jetstream.Consumer{}, fleet: *settings}
-	r.leases, r.sweep, r.attempts = fleetops.OpenBucket(js, fleetops.BucketLeases), fleetops.OpenBucket(js, fleetops.BucketSweep), fleetops.OpenBucket(js, fleetops.BucketAttempts)
-	r.prepared, r.workers, r.spend = fleetops.OpenBucket(js, wire.BucketPrepared), fleetops.OpenBucket(js, fleetops.BucketWorkers), fleetops.OpenBucket(js, fleetops.BucketSpend)
+	r.leases, r.sweep, r.attempts = fleetops.OpenBucket(js, wire.BucketLeases), fleetops.OpenBucket(js, wire.BucketSweep), fleetops.OpenBucket(js, wire.BucketAttempts)
+	r.prepared, r.workers, r.spend = fleetops.OpenBucket(js, wire.BucketPrepared), fleetops.OpenBucket(js, wire.BucketWorkers), fleetops.OpenBucket(js, wire.BucketSpend)
 	probe := cfg.Stores[0].Name
 	buckets := []*fleetops.Bucket{r.sweep, r.workers}
 	if !cfg.Client {
@@ -97,7 +98,7 @@ func probeError(what string, err error) error {
 
 // bindConsumer opens a store's consumer and checks the settings that make it the store's.
 func bindConsumer(ctx context.Context, js jetstream.JetStream, stream string, want jetstream.ConsumerConfig) (jetstream.Consumer, error) {
-	store := strings.TrimPrefix(strings.TrimPrefix(want.Durable, fleetops.DLQConsumerPrefix), fleetops.ConsumerPrefix)
+	store := strings.TrimPrefix(strings.TrimPrefix(want.Durable, wire.DLQConsumerPrefix), wire.ConsumerPrefix)
 	remedy := fmt.Sprintf("run `compactor setup --store %s` with the admin's credentials, or `compactor run --setup`", store)
 	c, err := js.Consumer(ctx, stream, want.Durable)
 	if errors.Is(err, jetstream.ErrConsumerNotFound) {
@@ -131,7 +132,7 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 	deadline := time.Now().Add(cfg.StartupTimeout)
 	wait := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
-		res, err := fleetops.Guard(ctx, js.Conn(), func(ctx context.Context) (*resources, error) {
+		res, err := access.Guard(ctx, js.Conn(), func(ctx context.Context) (*resources, error) {
 			if cfg.Setup && !cfg.Client {
 				// The embedded server is this service's own: an older layout on it is
 				// migrated at once (a migration refuses while other workers serve).
@@ -154,7 +155,7 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 		var (
 			se *fleetops.StreamError
 			ns *fleetops.NotSetUpError
-			pe *fleetops.PermissionError
+			pe *access.PermissionError
 			oe *fleetops.OldLayoutError
 			le *fleetops.LiveWorkersError
 			we *OwnerError

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -28,15 +29,15 @@ func TestPruneRetiredStores(t *testing.T) {
 	}
 	// Records and jobs of each store, as their workers and clients leave them.
 	for _, st := range []string{"a", "b", "c"} {
-		b.putRaw(fleetops.BucketSweep, sweepKey(st, "s.jsonl"), `{"v":1,"path":"s.jsonl"}`)
-		b.putRaw(fleetops.BucketAttempts, attemptKey(st, 9, "job"), `{"v":1,"n":1}`)
+		b.putRaw(wire.BucketSweep, sweepKey(st, "s.jsonl"), `{"v":1,"path":"s.jsonl"}`)
+		b.putRaw(wire.BucketAttempts, attemptKey(st, 9, "job"), `{"v":1,"n":1}`)
 		b.putRaw(wire.BucketPrepared, wire.PreparedKey(st, "sess"), `{"v":1}`)
-		b.putRaw(fleetops.BucketSpend, st+".spend.h2026010203", `{"v":1,"n":10}`)
+		b.putRaw(wire.BucketSpend, st+".spend.h2026010203", `{"v":1,"n":10}`)
 		for i := range 2 {
 			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: st, Path: fmt.Sprintf("s%d.jsonl", i), SessionID: fmt.Sprintf("sess-%s-%d", st, i)})
 		}
 	}
-	b.putRaw(fleetops.BucketSpend, fleetops.SpendFleetScope+".h2026010203", `{"v":1,"n":30}`)
+	b.putRaw(wire.BucketSpend, wire.SpendFleetScope+".h2026010203", `{"v":1,"n":30}`)
 	if err := publishDeadLetter(ctx, b.js, wire.NewDeadLetter(wire.JobSubject("c", "sess-c-9", wire.KindCompact), 99, []byte(`{}`), "test", nil, 1, "w")); err != nil {
 		t.Fatal(err)
 	}
@@ -47,7 +48,7 @@ func TestPruneRetiredStores(t *testing.T) {
 	bsvc := b.service(bcfg)
 	stopB := b.run(bsvc)
 	eventually(t, 10*time.Second, "b's worker reported", func() bool {
-		beats, _, err := fleetops.ReadBeats(ctx, fleetops.OpenBucket(b.js, fleetops.BucketWorkers), "b")
+		beats, _, err := fleetops.ReadBeats(ctx, fleetops.OpenBucket(b.js, wire.BucketWorkers), "b")
 		return err == nil && len(beats) == 1
 	})
 
@@ -56,7 +57,7 @@ func TestPruneRetiredStores(t *testing.T) {
 		t.Fatalf("prune with b's worker reporting: %v, want it refused naming b's worker", err)
 	}
 	dry, err := fleetops.Prune(ctx, b.nc, []string{"a", "b"}, true, nil)
-	if err != nil || len(dry) != 1 || dry[0].Store != "c" || dry[0].Removed || dry[0].Jobs != 2 || len(dry[0].Consumers) != 2 || dry[0].Keys[fleetops.BucketSweep] != 1 {
+	if err != nil || len(dry) != 1 || dry[0].Store != "c" || dry[0].Removed || dry[0].Jobs != 2 || len(dry[0].Consumers) != 2 || dry[0].Keys[wire.BucketSweep] != 1 {
 		t.Fatalf("dry run keeping a and b: %+v %v, want c's 2 consumers, keys and 2 jobs named, nothing removed", dry, err)
 	}
 	if _, err := b.js.Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName("c")); err != nil {
@@ -67,7 +68,7 @@ func TestPruneRetiredStores(t *testing.T) {
 	stopB()
 	bsvc.Close()
 	for _, k := range []string{fleetops.WorkerKey("b", bsvc.WorkerID()), fleetops.OwnerKey("b")} {
-		if err := fleetops.OpenBucket(b.js, fleetops.BucketWorkers).Delete(ctx, k); err != nil {
+		if err := fleetops.OpenBucket(b.js, wire.BucketWorkers).Delete(ctx, k); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -85,7 +86,7 @@ func TestPruneRetiredStores(t *testing.T) {
 				t.Errorf("consumer %s: %v, want it gone", c.name, err)
 			}
 		}
-		for _, bk := range fleetops.StoreBuckets {
+		for _, bk := range access.StoreBuckets {
 			if n := len(subjectsIn(t, b, "KV_"+bk, wire.KVSubjectRoot+bk+"."+st+".>")); n != 0 {
 				t.Errorf("%s keeps %d keys of store %s", bk, n, st)
 			}
@@ -98,12 +99,12 @@ func TestPruneRetiredStores(t *testing.T) {
 	if _, err := b.js.Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName("a")); err != nil {
 		t.Errorf("a's consumer: %v", err)
 	}
-	for _, bk := range []string{fleetops.BucketSweep, fleetops.BucketAttempts, wire.BucketPrepared, fleetops.BucketSpend} {
+	for _, bk := range []string{wire.BucketSweep, wire.BucketAttempts, wire.BucketPrepared, wire.BucketSpend} {
 		if n := len(subjectsIn(t, b, "KV_"+bk, wire.KVSubjectRoot+bk+".a.>")); n != 1 {
 			t.Errorf("%s holds %d keys of store a, want 1", bk, n)
 		}
 	}
-	if b.rawValue(fleetops.BucketSpend, fleetops.SpendFleetScope+".h2026010203") == "" {
+	if b.rawValue(wire.BucketSpend, wire.SpendFleetScope+".h2026010203") == "" {
 		t.Error("the fleet's spend count was removed")
 	}
 	if n := len(subjectsIn(t, b, wire.StreamJobs, wire.JobsPrefix+"a.>")); n != 2 {

@@ -6,7 +6,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 )
 
 // Running: Run (until its context ends) and RunOnce (until the queue is empty), both on the
@@ -27,7 +27,7 @@ import (
 // latest, sooner if a Nak of its still reaches NATS.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Handler == nil {
-		return fleetops.ConfigErrorf("Handler", "required to run workers")
+		return access.ConfigErrorf("Handler", "required to run workers")
 	}
 	if err := s.Start(ctx); err != nil {
 		return err
@@ -61,7 +61,7 @@ func (s *Service) Run(ctx context.Context) error {
 // wait for them, and says how many there are.
 func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 	if s.cfg.Handler == nil {
-		return nil, fleetops.ConfigErrorf("Handler", "required to run workers")
+		return nil, access.ConfigErrorf("Handler", "required to run workers")
 	}
 	start := time.Now()
 	if err := s.Start(ctx); err != nil {

@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
@@ -56,7 +57,7 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	c.Stores, c.Setup, c.LeaseTTL, c.Logger = []Store{{Name: "default", Dir: b.dir}}, false, time.Second, clog.logger()
 	cs := b.service(c) // a worker: binds, changes nothing
 	b.run(cs)
-	str, err := b.js.Stream(context.Background(), "KV_"+fleetops.BucketLeases)
+	str, err := b.js.Stream(context.Background(), "KV_"+wire.BucketLeases)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	}
 	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
 	// Another store's records, delivered into this store's bridge subject.
-	kv := fleetops.OpenBucket(b.js, fleetops.BucketSweep)
+	kv := fleetops.OpenBucket(b.js, wire.BucketSweep)
 	if _, err := kv.Put(ctx, "other.forged", req); err != nil {
 		t.Fatal(err)
 	}
@@ -194,7 +195,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if _, err := b.js.CreateConsumer(ctx, "KV_"+fleetops.BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + fleetops.BucketSweep + ".other.>",
+	if _, err := b.js.CreateConsumer(ctx, "KV_"+wire.BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + wire.BucketSweep + ".other.>",
 		DeliverSubject: wire.BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Fatal(err)
 	}
@@ -224,7 +225,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 	data := t.TempDir()
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1, Handler: &fakeHandler{}}
 	s := startService(t, cfg)
-	fi, err := os.Stat(filepath.Join(data, fleetops.TokenFileName))
+	fi, err := os.Stat(filepath.Join(data, access.TokenFileName))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v, %v", fi, err)
 	}
@@ -232,7 +233,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		nc.Close()
 		t.Fatal("an anonymous connection was let in")
 	}
-	local := fleetops.LocalNATS(data, fleetops.NATSConfig{})
+	local := access.LocalNATS(data, access.NATSConfig{})
 	if local.URL != s.ClientURL() || local.TokenFile == "" {
 		t.Fatalf("LocalNATS = %+v", local)
 	}
@@ -241,7 +242,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	if info := fleetops.RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
+	if info := access.RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
 		t.Errorf("service file: %+v", info)
 	}
 	s.Close()
@@ -254,7 +255,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		t.Fatalf("--insecure-local: %v", err)
 	}
 	nc2.Close()
-	if _, err := os.Stat(filepath.Join(open.DataDir, fleetops.TokenFileName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(open.DataDir, access.TokenFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("--insecure-local wrote a token: %v", err)
 	}
 }
@@ -278,8 +279,8 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{{Bucket: fleetops.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: fleetops.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
-		{Bucket: fleetops.BucketSweep}, {Bucket: fleetops.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}} {
+	for _, kc := range []jetstream.KeyValueConfig{{Bucket: wire.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: wire.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
+		{Bucket: wire.BucketSweep}, {Bucket: wire.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}} {
 		kc.History = 1
 		if _, err := b.js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
@@ -304,16 +305,16 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			_ = json.Unmarshal(m.Data, &job)
-			kv, _ := b.js.KeyValue(ctx, fleetops.BucketAttempts)
+			kv, _ := b.js.KeyValue(ctx, wire.BucketAttempts)
 			sum := strings.TrimPrefix(attemptKey("x", r.Seq, job.ID), "x.")
 			if _, err := kv.Put(ctx, "a."+sum, []byte("1")); err != nil {
 				t.Fatal(err)
 			}
-			lk, _ := b.js.KeyValue(ctx, fleetops.BucketLeases)
+			lk, _ := b.js.KeyValue(ctx, wire.BucketLeases)
 			if _, err := lk.Put(ctx, "s.default."+wire.SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
 				t.Fatal(err)
 			}
-			sw, _ := b.js.KeyValue(ctx, fleetops.BucketSweep)
+			sw, _ := b.js.KeyValue(ctx, wire.BucketSweep)
 			rec, _ := json.Marshal(sweepRecord{Path: rel, Size: 1, At: time.Now()})
 			if _, err := sw.Put(ctx, "f."+sweepKey("default", rel), rec); err != nil {
 				t.Fatal(err)
@@ -338,7 +339,7 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	if m := res.Migrated; m == nil || m.SweepRecords != 1 || m.AttemptCounts != 1 || m.LeasesDropped != 1 || m.ConsumersFound != 1 || !slices.Equal(res.Stores, []string{"default"}) {
 		t.Fatalf("migration: %+v %+v", res.Migrated, res)
 	}
-	if _, err := fleetops.OpenBucket(b.js, fleetops.BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
+	if _, err := fleetops.OpenBucket(b.js, wire.BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
 		t.Errorf("the sweep record under its store's name: %v", err)
 	}
 	if got := b.pending(); got != queued {
@@ -399,7 +400,7 @@ func TestEmbeddedListenerBeyondLoopback(t *testing.T) {
 			cfg.ServeTLSCert, cfg.ServeTLSKey = cert, key
 		}
 		err := cfg.Validate()
-		var ce *fleetops.ConfigError
+		var ce *access.ConfigError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%+v: %v", c, err)

@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -37,7 +38,7 @@ type Service struct {
 	startOnce sync.Once
 	startErr  error
 	ns        *server.Server
-	dd        *fleetops.DataDir // the locked data directory of the embedded server
+	dd        *access.DataDir // the locked data directory of the embedded server
 	nc        *nats.Conn
 	server    atomic.Pointer[string] // the NATS server last connected to, for disconnect logs
 	res       *resources
@@ -83,7 +84,7 @@ func New(cfg Config) (*Service, error) {
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {
-			return nil, fleetops.ConfigErrorf("Stores", "%w", err)
+			return nil, access.ConfigErrorf("Stores", "%w", err)
 		}
 		s.roots[st.Name] = root
 	}
@@ -136,9 +137,9 @@ func (s *Service) start(ctx context.Context) error {
 	if nc.Name == "" {
 		nc.Name = "compactor " + s.worker
 	}
-	nc.Role = fleetops.RoleWorker
+	nc.Role = access.RoleWorker
 	if s.cfg.Setup {
-		nc.Role = fleetops.RoleAdmin
+		nc.Role = access.RoleAdmin
 	}
 	for _, st := range s.cfg.Stores {
 		nc.Stores = append(nc.Stores, st.Name)
@@ -155,7 +156,7 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	s.nc = conn
-	fleetops.RefusalsOf(conn).OnRefusal(func(pe *fleetops.PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
+	access.RefusalsOf(conn).OnRefusal(func(pe *access.PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
 		func(err error) { s.log.Warn("NATS error", "err", err) })
 	s.noteServer(conn)
 	s.log.Info("connected to NATS", "url", conn.ConnectedUrlRedacted(), "server", conn.ConnectedServerName(),
@@ -228,12 +229,12 @@ func (s *Service) leaseTTL() time.Duration {
 // directory unless some were given or InsecureLocal), its certificate as the CA when it
 // speaks TLS. When another process holds the lock and JoinRunning is set, it returns that
 // process's server instead (this Service is then only a client of it).
-func (s *Service) embedded() (fleetops.NATSConfig, error) {
+func (s *Service) embedded() (access.NATSConfig, error) {
 	nc := s.cfg.NATS
-	dd, err := fleetops.LockDataDir(s.cfg.DataDir)
-	var busy *fleetops.DataDirBusyError
+	dd, err := access.LockDataDir(s.cfg.DataDir)
+	var busy *access.DataDirBusyError
 	if errors.As(err, &busy) && s.cfg.JoinRunning && busy.Info != nil && busy.Info.ClientURL != "" {
-		joined := fleetops.LocalNATS(s.cfg.DataDir, nc)
+		joined := access.LocalNATS(s.cfg.DataDir, nc)
 		joined.URL = busy.Info.ClientURL
 		if busy.Info.Auth != "none" && joined.AuthMode() == "none" {
 			return nc, fmt.Errorf("data directory %s belongs to a running compactor (pid %d) whose NATS at %s requires %s authentication, and its token file cannot be read: give its credentials (--nats-token-file, or --nats-user with --nats-password-file)",
@@ -246,9 +247,9 @@ func (s *Service) embedded() (fleetops.NATSConfig, error) {
 	if err != nil {
 		return nc, err
 	}
-	info := fleetops.ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
+	info := access.ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
 	if nc.AuthMode() == "none" && !s.cfg.InsecureLocal {
-		if nc.TokenFile, err = fleetops.LocalToken(dd.Dir()); err != nil {
+		if nc.TokenFile, err = access.LocalToken(dd.Dir()); err != nil {
 			dd.Release()
 			return nc, err
 		}

@@ -94,7 +94,7 @@ func TestClientCreatesNothing(t *testing.T) {
 		t.Fatalf("worker of a store not set up: %v", err)
 	}
 	// A bucket gone: named.
-	if err := b.js.DeleteKeyValue(context.Background(), fleetops.BucketSweep); err != nil {
+	if err := b.js.DeleteKeyValue(context.Background(), wire.BucketSweep); err != nil {
 		t.Fatal(err)
 	}
 	short := cfg

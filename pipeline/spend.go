@@ -8,7 +8,9 @@ import (
 	"math/rand/v2"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 )
 
@@ -63,17 +65,17 @@ func validSpendLimits(limits []SpendLimit, stores []Store) error {
 	for i, l := range limits {
 		field := fmt.Sprintf("SpendLimits[%d]", i)
 		if l.Window != time.Hour && l.Window != 24*time.Hour {
-			return fleetops.ConfigErrorf(field, "window %s: want an hour or a day", l.Window)
+			return access.ConfigErrorf(field, "window %s: want an hour or a day", l.Window)
 		}
 		if l.Tokens < 1 {
-			return fleetops.ConfigErrorf(field, "%d tokens: want at least 1", l.Tokens)
+			return access.ConfigErrorf(field, "%d tokens: want at least 1", l.Tokens)
 		}
 		if l.Store != "" && !servesStore(stores, l.Store) {
-			return fleetops.ConfigErrorf(field, "store %q is not one of this worker's stores", l.Store)
+			return access.ConfigErrorf(field, "store %q is not one of this worker's stores", l.Store)
 		}
 		k := l.Store + "/" + windowName(l.Window)
 		if seen[k] {
-			return fleetops.ConfigErrorf(field, "a second limit per %s for %s", windowName(l.Window), orAll(l.Store))
+			return access.ConfigErrorf(field, "a second limit per %s for %s", windowName(l.Window), orAll(l.Store))
 		}
 		seen[k] = true
 	}
@@ -112,7 +114,7 @@ func spendWindow(w time.Duration, now time.Time) (start time.Time, suffix string
 // =fleet.<window> for the fleet's.
 func spendKey(l SpendLimit, now time.Time) (key string, end time.Time) {
 	start, suffix := spendWindow(l.Window, now)
-	scope := fleetops.SpendFleetScope
+	scope := wire.SpendFleetScope
 	if l.Store != "" {
 		scope = l.Store + ".spend"
 	}

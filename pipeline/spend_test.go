@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -268,14 +268,14 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 // makes), and no other store's.
 func TestSpendKeysArePermitted(t *testing.T) {
 	t.Parallel()
-	p, err := fleetops.PermissionsFor(fleetops.RoleWorker, []string{"hostA"})
+	p, err := access.PermissionsFor(access.RoleWorker, []string{"hostA"})
 	if err != nil {
 		t.Fatal(err)
 	}
 	now := time.Date(2026, 12, 5, 10, 30, 0, 0, time.UTC)
 	allowed := func(subject string) bool {
 		for _, s := range p.Publish {
-			if _, ok := fleetops.MatchTemplate(s, subject); ok {
+			if _, ok := access.MatchTemplate(s, subject); ok {
 				return true
 			}
 		}
@@ -283,14 +283,14 @@ func TestSpendKeysArePermitted(t *testing.T) {
 	}
 	for _, l := range []SpendLimit{{Store: "hostA", Window: time.Hour, Tokens: 1}, {Window: 24 * time.Hour, Tokens: 1}} {
 		key, _ := spendKey(l, now)
-		for _, subj := range []string{"$KV." + fleetops.BucketSpend + "." + key, "$JS.API.DIRECT.GET.KV_" + fleetops.BucketSpend + ".$KV." + fleetops.BucketSpend + "." + key} {
+		for _, subj := range []string{"$KV." + wire.BucketSpend + "." + key, "$JS.API.DIRECT.GET.KV_" + wire.BucketSpend + ".$KV." + wire.BucketSpend + "." + key} {
 			if !allowed(subj) {
 				t.Errorf("worker of hostA may not publish %s (limit %s)", subj, l)
 			}
 		}
 	}
 	other, _ := spendKey(SpendLimit{Store: "hostB", Window: time.Hour, Tokens: 1}, now)
-	if allowed("$KV." + fleetops.BucketSpend + "." + other) {
+	if allowed("$KV." + wire.BucketSpend + "." + other) {
 		t.Errorf("worker of hostA may write hostB's spend count %s", other)
 	}
 }

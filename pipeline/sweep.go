@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"golang.org/x/sync/errgroup"
@@ -167,18 +168,18 @@ type settingsFingerprinter interface{ SettingsFingerprint() string }
 // with why nothing was enqueued when nothing was.
 func (s *Service) Sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
-		return SweepStats{}, fleetops.ConfigErrorf("Assessor", "required to sweep")
+		return SweepStats{}, access.ConfigErrorf("Assessor", "required to sweep")
 	}
 	if err := s.Start(ctx); err != nil {
 		return SweepStats{}, err
 	}
 	// A refusal ends the sweep at once, named (this user may not reach a store's keys).
-	return fleetops.Guard(ctx, s.nc, func(ctx context.Context) (SweepStats, error) { return s.sweep(ctx, progress) })
+	return access.Guard(ctx, s.nc, func(ctx context.Context) (SweepStats, error) { return s.sweep(ctx, progress) })
 }
 
 func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats, error) {
 	if s.cfg.Assessor == nil {
-		return SweepStats{}, fleetops.ConfigErrorf("Assessor", "required to sweep")
+		return SweepStats{}, access.ConfigErrorf("Assessor", "required to sweep")
 	}
 	if err := s.Start(ctx); err != nil {
 		return SweepStats{}, err
@@ -424,7 +425,7 @@ func (sw *sweeper) prune(ctx context.Context, walked map[string]bool) int {
 				continue
 			}
 			if refused && s.sayEvery("sweep-marker-ttl", time.Hour) {
-				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", fleetops.BucketSweep)
+				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", wire.BucketSweep)
 			}
 			sw.memo.forget(key)
 			removed++

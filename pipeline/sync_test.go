@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -44,7 +45,7 @@ func TestEmbeddedSyncSetting(t *testing.T) {
 			t.Errorf("sync %s, always %v: the server syncs %s, want %s", c.every, c.always, got, c.want)
 		}
 	}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: t.TempDir()}}, NATS: fleetops.NATSConfig{URL: "nats://127.0.0.1:1"}, EmbeddedSyncAlways: true}
+	cfg := Config{Stores: []Store{{Name: "default", Dir: t.TempDir()}}, NATS: access.NATSConfig{URL: "nats://127.0.0.1:1"}, EmbeddedSyncAlways: true}
 	if err := cfg.Validate(); err == nil {
 		t.Error("a sync setting with an external server: accepted, want refused")
 	}

@@ -9,7 +9,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -160,7 +160,7 @@ func TestConfigValidate(t *testing.T) {
 			t.Errorf("%s: got %v", field, err)
 		}
 	}
-	if s := (fleetops.NATSConfig{URL: "nats://h", User: "u", Password: "secret", Token: "tok"}).String(); strings.Contains(s, "secret") || strings.Contains(s, "tok ") {
+	if s := (access.NATSConfig{URL: "nats://h", User: "u", Password: "secret", Token: "tok"}).String(); strings.Contains(s, "secret") || strings.Contains(s, "tok ") {
 		t.Errorf("secrets in %q", s)
 	}
 }

@@ -74,7 +74,7 @@ func (s *Service) storeBeats(ctx context.Context, store string) []fleetops.Worke
 		s.foreign(store, foreignBeat, ferr)
 	}
 	if err != nil {
-		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", fleetops.BucketWorkers, "err", err)
+		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", wire.BucketWorkers, "err", err)
 		return f.beats[store]
 	}
 	if f.at == nil {
@@ -166,7 +166,7 @@ func (s *Service) beyondBound(ctx context.Context, d *delivery) (beyond, ok bool
 		d.log.Warn("the job's hand-backs cannot be read; delivery given back", "err", err)
 		return false, false
 	}
-	c, err := fleetops.ParseCount(fleetops.BucketAttempts, d.key, e.Value())
+	c, err := fleetops.ParseCount(wire.BucketAttempts, d.key, e.Value())
 	if err != nil {
 		// A count this worker cannot read (a newer compactor's) bounds nothing here.
 		d.log.Debug("the job's hand-backs cannot be read; the delivery is taken as within its bound", "err", err)

@@ -7,7 +7,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -26,7 +26,7 @@ const shutdownGrace = time.Second
 // two-stage shutdown), but not for a job left behind (Run says which).
 func (s *Service) startWorkers(ctx context.Context) (stop func(), err error) {
 	if s.cfg.Client {
-		return nil, fleetops.ConfigErrorf("Client", "a client runs no workers")
+		return nil, access.ConfigErrorf("Client", "a client runs no workers")
 	}
 	s.draining.Store(false)
 	jobCtx, cancelJobs := context.WithCancel(context.WithoutCancel(ctx))

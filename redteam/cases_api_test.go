@@ -8,7 +8,7 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -32,11 +32,11 @@ func init() {
 	for _, role := range agentAndWorker {
 		register(Case{Name: "every subject of hostB's " + string(role) + " permissions, published and subscribed", Roles: agentAndWorker,
 			Attack: func(ctx context.Context, a *Attacker) (func(), error) {
-				perms, err := fleetops.PermissionsFor(role, []string{"hostB"})
+				perms, err := access.PermissionsFor(role, []string{"hostB"})
 				if err != nil {
 					return nil, err
 				}
-				mine, _ := fleetops.PermissionsFor(a.Role, []string{"hostA"})
+				mine, _ := access.PermissionsFor(a.Role, []string{"hostA"})
 				for _, p := range perms.Publish {
 					if !strings.Contains(p, "hostB") {
 						continue // the same for every store: the next case's
@@ -73,7 +73,7 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
-				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+fleetops.BucketWorkers, inbox, body); err != nil {
+				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+wire.BucketWorkers, inbox, body); err != nil {
 					_ = sub.Unsubscribe()
 					continue
 				}
@@ -101,7 +101,7 @@ func init() {
 	// The worker's own consumer and its acknowledgements: acks of sequences it was never
 	// given, a pull of a thousand messages, and the watch consumers it may create: durable,
 	// pushing to hostB's subjects, or filtered on hostB's records.
-	register(Case{Name: "hostA's consumers: forged acks, pulls, watches filtered on hostB or pushing to it", Roles: []fleetops.Role{fleetops.RoleWorker},
+	register(Case{Name: "hostA's consumers: forged acks, pulls, watches filtered on hostB or pushing to it", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			for seq := 1; seq <= 20; seq++ {
 				for _, ack := range []string{"+ACK", "-NAK", "+TERM", "+WPI"} {

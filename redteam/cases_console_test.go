@@ -22,9 +22,10 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/console/consoletest"
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -121,7 +122,7 @@ func (c *operatorConsole) showsBoth(ctx context.Context) error {
 		return err
 	}
 	var fleet struct {
-		Stores []fleetops.StoreView `json:"stores"`
+		Stores []operator.StoreView `json:"stores"`
 	}
 	_ = json.Unmarshal([]byte(api), &fleet)
 	workers := map[string]int{}
@@ -143,13 +144,13 @@ func forgeConsoleRecords(ctx context.Context, a *Attacker, text string) (seq uin
 	if seq, sid, err = forgeOperatorRecords(ctx, a, text); err != nil {
 		return 0, "", nil, err
 	}
-	lease := "$KV." + fleetops.BucketLeases + "." + wire.PreparedKey("hostA", sid)
+	lease := "$KV." + wire.BucketLeases + "." + wire.PreparedKey("hostA", sid)
 	lv, _ := json.Marshal(map[string]any{"v": 1, "worker": text, "jobId": text, "since": time.Now().UTC(), "sessionId": sid, "path": text, "kind": text, "delivery": 1})
 	if _, err := a.Publish(ctx, lease, nil, lv); err != nil {
 		return 0, "", nil, fmt.Errorf("the lease: %w", err)
 	}
 	remove = func() { _, _ = a.Publish(context.Background(), lease, Header{"KV-Operation": "DEL"}, nil) }
-	agent := a.f.conn("agent-hostA", fleetops.RoleAgent, "hostA")
+	agent := a.f.conn("agent-hostA", access.RoleAgent, "hostA")
 	defer agent.Close()
 	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostA", SessionID: sid, Outcome: wire.HookMiss, Result: wire.HookResultPi,
 		ReasonCode: text, Reason: text, PiReason: text, LatencyMs: 1})
@@ -167,7 +168,7 @@ func forgeConsoleRecords(ctx context.Context, a *Attacker, text string) (seq uin
 func init() {
 	// Records with markup, shown by the operators' console of both accounts: every page
 	// (whole, and the live view's partial refresh) and every /api answer.
-	register(Case{Name: "records carrying markup, shown by the operators' console of both accounts (compactor console --credentials)", Roles: []fleetops.Role{fleetops.RoleWorker},
+	register(Case{Name: "records carrying markup, shown by the operators' console of both accounts (compactor console --credentials)", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			c, err := a.f.console()
 			if err != nil {
@@ -237,7 +238,7 @@ func init() {
 	// hostA's worker's and agent's keys, where the operator's are needed: a console run
 	// with them, the operators' console asked with what they hold, the console's actions
 	// as commands, and hostA's own worker's HTTP listener.
-	register(Case{Name: "the console's data and actions with hostA's worker's or agent's key", Roles: []fleetops.Role{fleetops.RoleWorker, fleetops.RoleAgent},
+	register(Case{Name: "the console's data and actions with hostA's worker's or agent's key", Roles: []access.Role{access.RoleWorker, access.RoleAgent},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			// A console of its own with the key: it reads nothing and serves nothing.
 			cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -296,7 +297,7 @@ func init() {
 				return nil, err
 			}
 			settingsSeq := func() uint64 {
-				s, err := jsA.Stream(ctx, "KV_"+fleetops.BucketSettings)
+				s, err := jsA.Stream(ctx, "KV_"+wire.BucketSettings)
 				if err != nil {
 					return 0
 				}

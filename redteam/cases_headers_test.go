@@ -11,7 +11,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -19,13 +19,13 @@ import (
 // stream.go; docs/security.md, "Headers"), on every subject hostA's roles write with
 // JetStream.
 
-var storeBuckets = []string{fleetops.BucketLeases, fleetops.BucketSweep, fleetops.BucketAttempts, wire.BucketPrepared,
-	fleetops.BucketWorkers, fleetops.BucketSpend}
+var storeBuckets = []string{wire.BucketLeases, wire.BucketSweep, wire.BucketAttempts, wire.BucketPrepared,
+	wire.BucketWorkers, wire.BucketSpend}
 
 // ownSubjects are the subjects a's role may publish to that a stream takes.
 func ownSubjects(a *Attacker) []string {
 	jobs := wire.JobSubject("hostA", "rt-x", wire.KindCompact)
-	if a.Role == fleetops.RoleAgent {
+	if a.Role == access.RoleAgent {
 		return []string{jobs}
 	}
 	out := []string{jobs, wire.JobEventSubject("hostA", "rt-x", 1), wire.DLQSubject("hostA", "rt-x")}
@@ -35,7 +35,7 @@ func ownSubjects(a *Attacker) []string {
 	return out
 }
 
-var agentAndWorker = []fleetops.Role{fleetops.RoleWorker, fleetops.RoleAgent}
+var agentAndWorker = []access.Role{access.RoleWorker, access.RoleAgent}
 
 // refusedEverywhere is a case whose header must be refused on every subject hostA writes.
 func refusedEverywhere(name string, h Header) Case {
@@ -57,7 +57,7 @@ func init() {
 	register(refusedEverywhere("Nats-Rollup: sub on every subject hostA writes", Header{"Nats-Rollup": "sub"}))
 	// Repeated once a second while hostB works (with rollups allowed: every lease of every
 	// store lost).
-	register(Case{Name: "Nats-Rollup: all on hostA's lease, once a second during hostB's flows", Roles: []fleetops.Role{fleetops.RoleWorker},
+	register(Case{Name: "Nats-Rollup: all on hostA's lease, once a second during hostB's flows", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			stop := make(chan struct{})
 			done := make(chan error, 1)
@@ -65,7 +65,7 @@ func init() {
 				t := time.NewTicker(time.Second)
 				defer t.Stop()
 				for {
-					_, err := a.Publish(ctx, "$KV."+fleetops.BucketLeases+".hostA.rt-x", Header{"Nats-Rollup": "all"}, []byte("{}"))
+					_, err := a.Publish(ctx, "$KV."+wire.BucketLeases+".hostA.rt-x", Header{"Nats-Rollup": "all"}, []byte("{}"))
 					if e := a.Refused(err, "a rollup on hostA's lease"); e != nil {
 						done <- e
 						return
@@ -100,7 +100,7 @@ func init() {
 	register(Case{Name: "Nats-TTL on every subject hostA writes", Roles: agentAndWorker, Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 		for _, subj := range ownSubjects(a) {
 			_, err := a.Publish(ctx, subj, Header{"Nats-TTL": "never"}, []byte(`{"v":1}`))
-			if strings.Contains(subj, fleetops.BucketSweep) {
+			if strings.Contains(subj, wire.BucketSweep) {
 				continue // hostA's own sweep records: a marker that never expires, in hostA's bucket, within its limits
 			}
 			if e := a.Refused(err, "a TTL on "+subj); e != nil {

@@ -18,7 +18,8 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -93,9 +94,9 @@ func (a *Attacker) jobsOfHostA(ctx context.Context) (uint64, error) {
 
 // retryA runs hostA's operator's `dlq retry` of session id's dead letters (with extra
 // flags) and returns its results and standard error.
-func (a *Attacker) retryA(ctx context.Context, id string, extra ...string) ([]fleetops.RetryResult, string, error) {
+func (a *Attacker) retryA(ctx context.Context, id string, extra ...string) ([]operator.RetryResult, string, error) {
 	out, errOut, _ := a.f.cli(ctx, "operator-hostA", append([]string{"dlq", "retry", "--store", "hostA", "--session", id, "--json"}, extra...)...)
-	var res []fleetops.RetryResult
+	var res []operator.RetryResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) == 0 {
 		return nil, errOut, fmt.Errorf("dlq retry %v: %v %s%s", extra, err, out, errOut)
 	}
@@ -168,7 +169,7 @@ func init() {
 			if m := a.ModelA().Count() - n; m != 0 {
 				return nil, fmt.Errorf("%d summaries asked for with refused instructions", m)
 			}
-			if a.Role == fleetops.RoleAgent {
+			if a.Role == access.RoleAgent {
 				_, errOut, err := a.CLI(ctx, "enqueue", filepath.Join(a.Root, rel), "--store-dir", a.Root, "--store", "hostA", "--instructions", "red \x1b[31m")
 				if err == nil || !strings.Contains(errOut, "--instructions: control character U+001B at byte 4") {
 					return nil, fmt.Errorf("enqueue --instructions with an escape sequence: %v %s", err, errOut)
@@ -245,7 +246,7 @@ func init() {
 	// instructions), retried with --allow-instructions: the flag passes instructions on, never
 	// a job to another store: refused naming both stores, 0 jobs published, nothing logged
 	// as passed on.
-	register(Case{Name: "instructions: a forged dead letter naming hostB, retried with --allow-instructions", Roles: []fleetops.Role{fleetops.RoleWorker},
+	register(Case{Name: "instructions: a forged dead letter naming hostB, retried with --allow-instructions", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			_, _, id := a.victim()
 			job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: a.f.next.rel, SessionID: id, Force: true,

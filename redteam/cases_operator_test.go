@@ -13,8 +13,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -49,7 +51,7 @@ func forgeOperatorRecords(ctx context.Context, a *Attacker, text string) (uint64
 	}
 	beat, _ := json.Marshal(fleetops.WorkerBeat{V: 1, Worker: "rt-text", Store: "hostA", Host: text, Version: text, Concurrency: 1,
 		Started: time.Now().UTC(), At: time.Now().UTC()})
-	if _, err := a.Publish(ctx, "$KV."+fleetops.BucketWorkers+".hostA.rt-text", nil, beat); err != nil {
+	if _, err := a.Publish(ctx, "$KV."+wire.BucketWorkers+".hostA.rt-text", nil, beat); err != nil {
 		return 0, "", err
 	}
 	return ack.Sequence, sid, nil
@@ -69,7 +71,7 @@ func rawLines(out string) []string {
 func init() {
 	// A forged dead letter's ESC [2J, OSC 8 link, CR and RTL override reached the
 	// operator's terminal raw through dlq list and show (and events, status).
-	register(Case{Name: "records carrying terminal escapes, read by hostA's operator (dlq list/show, events, status)", Roles: []fleetops.Role{fleetops.RoleWorker},
+	register(Case{Name: "records carrying terminal escapes, read by hostA's operator (dlq list/show, events, status)", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			seq, sid, err := forgeOperatorRecords(ctx, a, termEscapes)
 			if err != nil {
@@ -100,18 +102,18 @@ func init() {
 	// beat, a running job's lease, a pause record, an event). The operators' view of both
 	// accounts (fleet.json: hostB is the other account's) and hostA's operator's status
 	// show none of them as hostB's.
-	register(Case{Name: "records under hostB's names relayed into hostA's account, read by the operators' view of both accounts", Roles: []fleetops.Role{fleetops.RoleWorker},
+	register(Case{Name: "records under hostB's names relayed into hostA's account, read by the operators' view of both accounts", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			now := time.Now().UTC()
 			relays := []struct {
 				stream, target string
 				value          any
 			}{
-				{"KV_" + fleetops.BucketWorkers, "$KV." + fleetops.BucketWorkers + ".hostB.rt-relay",
+				{"KV_" + wire.BucketWorkers, "$KV." + wire.BucketWorkers + ".hostB.rt-relay",
 					fleetops.WorkerBeat{V: 1, Worker: "rt-relay", Store: "hostB", Host: "FORGED", Concurrency: 1, Started: now, At: now}},
-				{"KV_" + fleetops.BucketLeases, a.B.Keys[fleetops.BucketLeases],
+				{"KV_" + wire.BucketLeases, a.B.Keys[wire.BucketLeases],
 					map[string]any{"v": 1, "worker": "FORGED", "jobId": "x", "since": now, "sessionId": sourceID, "path": "FORGED"}},
-				{"KV_" + fleetops.BucketSettings, "$KV." + fleetops.BucketSettings + ".paused.hostB",
+				{"KV_" + wire.BucketSettings, "$KV." + wire.BucketSettings + ".paused.hostB",
 					fleetops.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "FORGED", By: "FORGED", At: now}},
 				{wire.StreamEvents, wire.JobEventSubject("hostB", sourceID, 77),
 					wire.Event{V: 1, JobSeq: 77, JobRef: wire.JobRef{Store: "hostB", SessionID: sourceID, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: "FORGED"}, At: now}},
@@ -129,11 +131,11 @@ func init() {
 					return nil, err
 				}
 			}
-			opA, opB := a.f.conn("operator-hostA", fleetops.RoleOperator), a.f.conn("operator-hostB", fleetops.RoleOperator)
+			opA, opB := a.f.conn("operator-hostA", access.RoleOperator), a.f.conn("operator-hostB", access.RoleOperator)
 			defer opA.Close()
 			defer opB.Close()
-			v, err := fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Name: "compactor-hostA", Conn: opA, Stores: []string{"hostA"}},
-				{Name: "compactor-hostB", Conn: opB, Stores: []string{"hostB"}}}, fleetops.FleetViewOptions{Events: true})
+			v, err := operator.OpenFleetView(ctx, []operator.FleetAccount{{Name: "compactor-hostA", Conn: opA, Stores: []string{"hostA"}},
+				{Name: "compactor-hostB", Conn: opB, Stores: []string{"hostB"}}}, operator.FleetViewOptions{Events: true})
 			if err != nil {
 				return nil, err
 			}
@@ -175,12 +177,12 @@ func init() {
 
 	// Pause records: no store's key writes one, nor reads another store's; an account's
 	// operator pauses only the stores set up in its account.
-	register(Case{Name: "pause records: written by hostA's worker or agent, read for hostB, hostB paused by hostA's operator", Roles: []fleetops.Role{fleetops.RoleWorker, fleetops.RoleAgent, fleetops.RoleOperator},
+	register(Case{Name: "pause records: written by hostA's worker or agent, read for hostB, hostB paused by hostA's operator", Roles: []access.Role{access.RoleWorker, access.RoleAgent, access.RoleOperator},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
-			if a.Role == fleetops.RoleOperator {
+			if a.Role == access.RoleOperator {
 				js, _ := jetstream.New(a.adminA)
 				count := func() uint64 {
-					s, err := js.Stream(ctx, "KV_"+fleetops.BucketSettings)
+					s, err := js.Stream(ctx, "KV_"+wire.BucketSettings)
 					if err != nil {
 						return 0
 					}
@@ -202,12 +204,12 @@ func init() {
 			}
 			rec, _ := json.Marshal(fleetops.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "redteam", At: time.Now().UTC()})
 			for _, st := range []string{"hostA", "hostB"} {
-				_, err := a.Publish(ctx, "$KV."+fleetops.BucketSettings+".paused."+st, nil, rec)
+				_, err := a.Publish(ctx, "$KV."+wire.BucketSettings+".paused."+st, nil, rec)
 				if err := a.Refused(err, "a pause record of "+st+" written by hostA's "+string(a.Role)); err != nil {
 					return nil, err
 				}
 			}
-			m, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+fleetops.BucketSettings+".$KV."+fleetops.BucketSettings+".paused.hostB", "", nil)
+			m, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+wire.BucketSettings+".$KV."+wire.BucketSettings+".paused.hostB", "", nil)
 			if err == nil && len(m.Data) > 0 && m.Header.Get("Status") == "" {
 				return nil, fmt.Errorf("leak: hostA's %s read a pause record of hostB: %s", a.Role, m.Data)
 			}

@@ -30,6 +30,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
@@ -146,8 +147,8 @@ func startFleetIn(t *testing.T, oneAccount bool) *fleet {
 		f.llm[st].SetDefault(fakellm.Behavior{Latency: 150 * time.Millisecond})
 		f.startWorker(st)
 	}
-	f.adminB = f.conn("admin-hostB", fleetops.RoleAdmin)
-	f.agentB = f.conn("agent-hostB", fleetops.RoleAgent, "hostB")
+	f.adminB = f.conn("admin-hostB", access.RoleAdmin)
+	f.agentB = f.conn("agent-hostB", access.RoleAgent, "hostB")
 	plan, errOut, err := run(context.Background(), "plan", filepath.Join(f.roots["hostB"], sourceSession), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", "2000")
 	var p struct {
 		FirstKept string `json:"firstKeptEntryId"`
@@ -243,9 +244,9 @@ func (f *fleet) startWorker(st string) {
 func (f *fleet) seed(user string) string { return filepath.Join(f.creds, user+".nk") }
 
 // conn connects as user, acting as role for stores (its inbox, its refusals said at once).
-func (f *fleet) conn(user string, role fleetops.Role, stores ...string) *nats.Conn {
+func (f *fleet) conn(user string, role access.Role, stores ...string) *nats.Conn {
 	f.t.Helper()
-	n := fleetops.NATSConfig{URL: f.url, NKeySeedFile: f.seed(user), Role: role, Stores: stores, Name: "redteam " + user}
+	n := access.NATSConfig{URL: f.url, NKeySeedFile: f.seed(user), Role: role, Stores: stores, Name: "redteam " + user}
 	nc, err := n.Connect()
 	if err != nil {
 		f.t.Fatal(err)
@@ -455,8 +456,8 @@ func (f *fleet) snapshot(ctx context.Context) snapshot {
 		}
 		slices.Sort(cons)
 		put("consumers "+name, []byte(strings.Join(cons, "\n")))
-		if name == "KV_"+fleetops.BucketWorkers {
-			if m, err := str.GetLastMsgForSubject(ctx, "$KV."+fleetops.BucketWorkers+".hostB._owner"); err == nil {
+		if name == "KV_"+wire.BucketWorkers {
+			if m, err := str.GetLastMsgForSubject(ctx, "$KV."+wire.BucketWorkers+".hostB._owner"); err == nil {
 				var id fleetops.StoreIdentity
 				_ = json.Unmarshal(m.Data, &id)
 				b, _ := json.Marshal([]any{id.Store, id.Marker, id.Host, id.Root, id.Dev, id.Ino, id.Shared})
@@ -575,7 +576,7 @@ func (f *fleet) metric(store, name string) float64 {
 // quiet waits until store has no job queued or running (its leases released).
 func (f *fleet) quiet(store string) {
 	f.t.Helper()
-	admin := f.conn("admin-"+store, fleetops.RoleAdmin)
+	admin := f.conn("admin-"+store, access.RoleAdmin)
 	js, _ := jetstream.New(admin)
 	waitFor(f.t, 2*time.Minute, store+" quiet", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)

@@ -19,7 +19,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -28,7 +28,7 @@ import (
 type Case struct {
 	Name string
 	// Roles are hostA's roles the attack runs as, each a run of its own.
-	Roles []fleetops.Role
+	Roles []access.Role
 	// Attack runs it as a; see the package's documentation.
 	Attack func(ctx context.Context, a *Attacker) (stop func(), err error)
 	// Last: run after every other case (it leaves hostA at its limits for good).
@@ -62,7 +62,7 @@ type Names struct {
 
 // Attacker is hostA's key of one role, and what an attack needs.
 type Attacker struct {
-	Role fleetops.Role
+	Role access.Role
 	NC   *nats.Conn
 	JS   jetstream.JetStream
 	Root string // hostA's store root
@@ -75,7 +75,7 @@ type Attacker struct {
 }
 
 // attacker is hostA's key of role.
-func (f *fleet) attacker(role fleetops.Role) *Attacker {
+func (f *fleet) attacker(role access.Role) *Attacker {
 	user := string(role) + "-hostA"
 	var stores []string
 	if role.PerStore() {
@@ -85,16 +85,16 @@ func (f *fleet) attacker(role fleetops.Role) *Attacker {
 	js, _ := jetstream.New(nc)
 	tok := wire.SessionToken(sourceID)
 	keys := map[string]string{}
-	for b, k := range map[string]string{wire.BucketPrepared: wire.PreparedKey("hostB", sourceID), fleetops.BucketLeases: "hostB." + tok,
-		fleetops.BucketSweep: "hostB.0123456789abcdef0123456789abcdef01234567", fleetops.BucketAttempts: "hostB.1.0123456789abcdef",
-		fleetops.BucketWorkers: "hostB._owner", fleetops.BucketSpend: "hostB.spend.h2026010100"} {
+	for b, k := range map[string]string{wire.BucketPrepared: wire.PreparedKey("hostB", sourceID), wire.BucketLeases: "hostB." + tok,
+		wire.BucketSweep: "hostB.0123456789abcdef0123456789abcdef01234567", wire.BucketAttempts: "hostB.1.0123456789abcdef",
+		wire.BucketWorkers: "hostB._owner", wire.BucketSpend: "hostB.spend.h2026010100"} {
 		keys[b] = "$KV." + b + "." + k
 	}
 	next := ""
 	if f.next != nil {
 		next = f.prepareJob(f.next).ID
 	}
-	return &Attacker{Role: role, NC: nc, JS: js, Root: f.roots["hostA"], f: f, user: user, adminA: f.conn("admin-hostA", fleetops.RoleAdmin),
+	return &Attacker{Role: role, NC: nc, JS: js, Root: f.roots["hostA"], f: f, user: user, adminA: f.conn("admin-hostA", access.RoleAdmin),
 		B: Names{Store: "hostB", Session: sourceID, Token: tok, Jobs: wire.JobSubject("hostB", sourceID, wire.KindCompact),
 			Events: wire.JobEventSubject("hostB", sourceID, 1), DLQ: wire.DLQSubject("hostB", sourceID), Keys: keys,
 			Bridge: wire.BridgeSubject("hostB", sourceID), Hook: wire.HookSubject("hostB", sourceID), NextPrepareID: next}}
@@ -103,7 +103,7 @@ func (f *fleet) attacker(role fleetops.Role) *Attacker {
 // watch runs op with a context that a refusal of the server ends at once; the refusal is
 // op's error then.
 func (a *Attacker) watch(ctx context.Context, op func(context.Context) error) error {
-	wctx, stop := fleetops.RefusalsOf(a.NC).Watch(ctx)
+	wctx, stop := access.RefusalsOf(a.NC).Watch(ctx)
 	defer stop()
 	err := op(wctx)
 	if err == nil {
@@ -121,7 +121,7 @@ func (a *Attacker) watch(ctx context.Context, op func(context.Context) error) er
 			}
 		}
 	}
-	var pe *fleetops.PermissionError
+	var pe *access.PermissionError
 	if errors.As(context.Cause(wctx), &pe) {
 		return pe
 	}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -65,14 +66,14 @@ Examples:
 
 // authUser is one user of the generated configuration.
 type authUser struct {
-	Name        string               `json:"user"`
-	Role        fleetops.Role        `json:"role"`
-	Account     string               `json:"account"`
-	Stores      []string             `json:"stores,omitempty"`
-	InboxPrefix string               `json:"inboxPrefix"`
-	NKey        string               `json:"nkey,omitempty"` // public key
-	SeedFile    string               `json:"seedFile,omitempty"`
-	Permissions fleetops.Permissions `json:"permissions"`
+	Name        string             `json:"user"`
+	Role        access.Role        `json:"role"`
+	Account     string             `json:"account"`
+	Stores      []string           `json:"stores,omitempty"`
+	InboxPrefix string             `json:"inboxPrefix"`
+	NKey        string             `json:"nkey,omitempty"` // public key
+	SeedFile    string             `json:"seedFile,omitempty"`
+	Permissions access.Permissions `json:"permissions"`
 }
 
 // authAccount is one host's NATS account: its stores, its limits, its users.
@@ -120,9 +121,9 @@ func runAuth(ctx context.Context, env *Env) error {
 	if len(pos) > 0 {
 		return usageErrorf("unexpected argument %q (stores are given with --store NAME)", pos[0])
 	}
-	var want []fleetops.Role
+	var want []access.Role
 	for _, r := range strings.Split(*roles, ",") {
-		role, err := fleetops.ParseRole(strings.TrimSpace(r))
+		role, err := access.ParseRole(strings.TrimSpace(r))
 		if err != nil {
 			return usageErrorf("--role: %v", err)
 		}
@@ -198,7 +199,7 @@ func runAuth(ctx context.Context, env *Env) error {
 }
 
 // authAccounts are the accounts of the store groups, each with a user of each role.
-func authAccounts(roles []fleetops.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
+func authAccounts(roles []access.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
 	var out []authAccount
 	for _, g := range groups {
 		a := authAccount{Name: accountName(g), Stores: g, Limits: limits}
@@ -211,12 +212,12 @@ func authAccounts(roles []fleetops.Role, groups [][]string, limits accountLimits
 			if role.PerStore() {
 				stores = g
 			}
-			p, err := fleetops.PermissionsFor(role, stores)
+			p, err := access.PermissionsFor(role, stores)
 			if err != nil {
 				return nil, err
 			}
 			a.Users = append(a.Users, authUser{Name: string(role) + suffix, Role: role, Account: a.Name, Stores: stores,
-				InboxPrefix: fleetops.InboxPrefix(role, stores), Permissions: p})
+				InboxPrefix: access.InboxPrefix(role, stores), Permissions: p})
 		}
 		out = append(out, a)
 	}
@@ -258,11 +259,11 @@ type tlsBlock struct {
 }
 
 // roleNote says what a role's user is for, in the configuration's comments.
-var roleNote = map[fleetops.Role]string{
-	fleetops.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
-	fleetops.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
-	fleetops.RoleWorker:   "compactor run and compactor sweep",
-	fleetops.RoleAgent:    "enqueue and the Pi extension",
+var roleNote = map[access.Role]string{
+	access.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
+	access.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
+	access.RoleWorker:   "compactor run and compactor sweep",
+	access.RoleAgent:    "enqueue and the Pi extension",
 }
 
 // writeServerAuth prints the nats-server configuration.

@@ -10,6 +10,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 )
 
@@ -48,15 +49,15 @@ func TestAuthAccounts(t *testing.T) {
 	var m fleetManifest
 	raw, err := os.ReadFile(filepath.Join(creds, manifestFile))
 	if err != nil || json.Unmarshal(raw, &m) != nil || len(m.Accounts) != 2 || m.Accounts[1].Account != "compactor-b+c" ||
-		m.Accounts[1].Seeds[fleetops.RoleAdmin] != "admin-b+c.nk" {
+		m.Accounts[1].Seeds[access.RoleAdmin] != "admin-b+c.nk" {
 		t.Fatalf("fleet.json: %s (%v)", raw, err)
 	}
-	accts, err := fleetAccounts(creds, fleetops.RoleOperator, []string{"c"}, fleetops.NATSConfig{URL: "nats://x"})
+	accts, err := fleetAccounts(creds, access.RoleOperator, []string{"c"}, access.NATSConfig{URL: "nats://x"})
 	if err != nil || len(accts) != 1 || accts[0].Account != "compactor-b+c" || !strings.HasSuffix(accts[0].NATS.NKeySeedFile, "operator-b+c.nk") ||
 		strings.Join(accts[0].Stores, ",") != "c" {
 		t.Fatalf("the account of store c: %+v %v", accts, err)
 	}
-	if _, err := fleetAccounts(creds, fleetops.RoleOperator, []string{"z"}, fleetops.NATSConfig{}); err == nil || !strings.Contains(err.Error(), "store z") {
+	if _, err := fleetAccounts(creds, access.RoleOperator, []string{"z"}, access.NATSConfig{}); err == nil || !strings.Contains(err.Error(), "store z") {
 		t.Errorf("a store of no account: %v", err)
 	}
 	if code, _, errOut := runCLI(t, "auth", "--store", "a", "--store", "a,b", "--json"); code != ExitBadUse || !strings.Contains(errOut, "a store is in one account") {

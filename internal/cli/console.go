@@ -13,8 +13,9 @@ import (
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/console"
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -49,7 +50,7 @@ Examples:
 
 func runConsole(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "console", "[flags]", consoleHelp)
-	var n fleetops.NATSConfig
+	var n access.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
@@ -91,7 +92,7 @@ func runConsole(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	var conns []fleetops.FleetAccount
+	var conns []operator.FleetAccount
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
@@ -102,7 +103,7 @@ func runConsole(ctx context.Context, env *Env) error {
 		if err != nil {
 			return accountErr(a.Account, err)
 		}
-		fa := fleetops.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
+		fa := operator.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
 		if a.Account == "" {
 			fa.Stores = nil // one account: every store of it
 		}
@@ -168,10 +169,10 @@ func runConsole(ctx context.Context, env *Env) error {
 
 // newConsole makes the console of a fleet reached through its accounts' connections (the
 // operator's or the admin's of each).
-func newConsole(accounts []fleetops.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
+func newConsole(accounts []operator.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
 	return console.New(console.Options{
-		Open: func(ctx context.Context) (*fleetops.FleetView, error) {
-			return fleetops.OpenFleetView(ctx, accounts, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+		Open: func(ctx context.Context) (*operator.FleetView, error) {
+			return operator.OpenFleetView(ctx, accounts, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: stores, Name: name, Logger: log,
 	})

@@ -14,8 +14,10 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -61,8 +63,8 @@ Examples:
 
 // dlqFlags are the flags of every dlq subcommand.
 type dlqFlags struct {
-	nats          fleetops.NATSConfig
-	filter        fleetops.DeadLetterFilter
+	nats          access.NATSConfig
+	filter        operator.DeadLetterFilter
 	asJSON        bool
 	all           bool
 	dryRun        bool
@@ -75,7 +77,7 @@ type dlqFlags struct {
 	credentials   string
 	// account: the NATS settings acted with (the account's operator), for the log of who
 	// passed instructions on.
-	account fleetops.NATSConfig
+	account access.NATSConfig
 }
 
 func runDLQ(ctx context.Context, env *Env) error {
@@ -146,7 +148,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 		return err
 	}
 	defer nc.Close()
-	q, err := fleetops.OpenDLQ(ctx, nc)
+	q, err := operator.OpenDLQ(ctx, nc)
 	if err != nil {
 		return err
 	}
@@ -185,7 +187,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 // retryServed retries the dead letters of the stores a worker serves. Those of a store
 // that no worker serves are left where they are, each with the reason in its result,
 // unless --allow-unserved.
-func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *fleetops.DLQ, recs []fleetops.DeadLetterRecord, f *dlqFlags) ([]fleetops.RetryResult, error) {
+func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *operator.DLQ, recs []operator.DeadLetterRecord, f *dlqFlags) ([]operator.RetryResult, error) {
 	var stores []string
 	for _, r := range recs {
 		if !slices.Contains(stores, r.Store) {
@@ -202,7 +204,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *fleetops.DL
 		}
 		fmt.Fprintln(w, err)
 	}
-	var serve []fleetops.DeadLetterRecord
+	var serve []operator.DeadLetterRecord
 	held := map[uint64]string{} // dead letters left for their instructions, with the reason
 	for _, r := range recs {
 		if ue != nil && slices.Contains(ue.Stores, r.Store) {
@@ -215,7 +217,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *fleetops.DL
 		serve = append(serve, r)
 	}
 	done := q.Retry(ctx, serve, f.wait, f.timeout)
-	out := make([]fleetops.RetryResult, 0, len(recs))
+	out := make([]operator.RetryResult, 0, len(recs))
 	for _, r := range recs {
 		if len(done) > 0 && done[0].Seq == r.Seq {
 			out, done = append(out, done[0]), done[1:]
@@ -225,7 +227,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *fleetops.DL
 		if !ok {
 			why = fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)
 		}
-		out = append(out, fleetops.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
+		out = append(out, operator.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
 	}
 	return out, nil
 }
@@ -237,7 +239,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *fleetops.DL
 // a filter that selected many dead letters. A dead letter whose job is another store's
 // or session's is not decided on here: Retry refuses it whatever the flag, naming both
 // stores, and nothing is passed on (nor said to be).
-func (f *dlqFlags) passInstructions(w io.Writer, r fleetops.DeadLetterRecord) string {
+func (f *dlqFlags) passInstructions(w io.Writer, r operator.DeadLetterRecord) string {
 	if r.Foreign != "" {
 		return ""
 	}
@@ -253,10 +255,10 @@ func (f *dlqFlags) passInstructions(w io.Writer, r fleetops.DeadLetterRecord) st
 	return ""
 }
 
-func writeDeadLetters(w io.Writer, recs []fleetops.DeadLetterRecord, asJSON bool) error {
+func writeDeadLetters(w io.Writer, recs []operator.DeadLetterRecord, asJSON bool) error {
 	if asJSON {
 		if recs == nil {
-			recs = []fleetops.DeadLetterRecord{}
+			recs = []operator.DeadLetterRecord{}
 		}
 		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")
@@ -287,7 +289,7 @@ func writeDeadLetters(w io.Writer, recs []fleetops.DeadLetterRecord, asJSON bool
 	return err
 }
 
-func showDeadLetters(w io.Writer, recs []fleetops.DeadLetterRecord, asJSON bool) error {
+func showDeadLetters(w io.Writer, recs []operator.DeadLetterRecord, asJSON bool) error {
 	if asJSON {
 		return writeDeadLetters(w, recs, true)
 	}
@@ -316,7 +318,7 @@ func showDeadLetters(w io.Writer, recs []fleetops.DeadLetterRecord, asJSON bool)
 }
 
 // writeRetries prints the results and returns how many were not queued or failed again.
-func writeRetries(w io.Writer, results []fleetops.RetryResult, asJSON bool) int {
+func writeRetries(w io.Writer, results []operator.RetryResult, asJSON bool) int {
 	failed := 0
 	for _, r := range results {
 		if !r.Queued || r.Error != "" || (r.Event != nil && r.Event.Outcome == pipeline.OutcomeFailed) {
@@ -325,7 +327,7 @@ func writeRetries(w io.Writer, results []fleetops.RetryResult, asJSON bool) int 
 	}
 	if asJSON {
 		if results == nil {
-			results = []fleetops.RetryResult{}
+			results = []operator.RetryResult{}
 		}
 		enc := json.NewEncoder(jsonOut(w))
 		enc.SetIndent("", "  ")

@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -72,7 +73,7 @@ func TestDLQCommand(t *testing.T) {
 
 	dd := "--data-dir=" + data
 	code, out, errOut := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []fleetops.DeadLetterRecord
+	var recs []operator.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 || recs[0].SessionID != sid || recs[0].Path != "s.jsonl" {
 		t.Fatalf("dlq list --json: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -68,8 +69,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		policy     = fs.String("policy", "", "cut-point policy override")
 		keepRecent = fs.Int("keep-recent-tokens", 0, "keepRecentTokens override")
 		instr      = instructionsFlag(fs.FlagSet, "; a store's worker may refuse them (--store-instructions)")
-		dataDir    = fs.String("data-dir", fleetops.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
-		ncfg       fleetops.NATSConfig
+		dataDir    = fs.String("data-dir", access.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
+		ncfg       access.NATSConfig
 	)
 	allowUnserved := allowUnservedFlag(fs)
 	bindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
@@ -119,8 +120,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
-	ncfg = fleetops.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", fleetops.RoleAgent, []string{st.Name}
+	ncfg = access.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", access.RoleAgent, []string{st.Name}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err

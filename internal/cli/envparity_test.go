@@ -8,7 +8,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -51,7 +51,7 @@ func TestEnvParity(t *testing.T) {
 			getenv := func(k string) string { return c.Env[k] }
 			n := natsFromEnv(getenv)
 			if n.URL == "" {
-				n.URL = fleetops.DefaultClientURL // what a client without a local service uses
+				n.URL = access.DefaultClientURL // what a client without a local service uses
 			}
 			got := map[string]string{"url": n.URL, "user": n.User, "password": n.Password, "token": n.Token, "credsFile": n.CredsFile,
 				"nkeySeedFile": n.NKeySeedFile, "tlsCaFile": n.TLSCA, "tlsCertFile": n.TLSCert, "tlsKeyFile": n.TLSKey,

@@ -8,8 +8,9 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -38,7 +39,7 @@ Examples:
 
 func runEvents(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "events", "--store STORE [--session ID] [--follow] [flags]", eventsHelp)
-	var n fleetops.NATSConfig
+	var n access.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
@@ -74,7 +75,7 @@ func runEvents(ctx context.Context, env *Env) error {
 	defer nc.Close()
 	enc := json.NewEncoder(jsonOut(env.Stdout))
 	count := 0
-	leftOut, err := fleetops.SessionEvents(ctx, nc, *store, *session, *follow, func(ev wire.Event) {
+	leftOut, err := operator.SessionEvents(ctx, nc, *store, *session, *follow, func(ev wire.Event) {
 		count++
 		if *asJSON {
 			_ = enc.Encode(ev)

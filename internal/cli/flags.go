@@ -12,7 +12,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -156,21 +156,21 @@ var natsEnv = []struct {
 	flag   string
 	keys   []string
 	secret bool // the flag's default (from the environment) is never printed
-	field  func(*fleetops.NATSConfig) *string
+	field  func(*access.NATSConfig) *string
 	usage  string
 }{
-	{"nats-url", []string{"COMPACTOR_NATS_URL", "NATS_URL"}, false, func(c *fleetops.NATSConfig) *string { return &c.URL }, "NATS server URL(s), comma-separated"},
-	{"nats-user", []string{"COMPACTOR_NATS_USER", "NATS_USER"}, false, func(c *fleetops.NATSConfig) *string { return &c.User }, "NATS user"},
-	{"nats-password", []string{"COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"}, true, func(c *fleetops.NATSConfig) *string { return &c.Password }, "NATS `password` (visible to every user in the process list when given here: prefer the environment)"},
-	{"nats-token", []string{"COMPACTOR_NATS_TOKEN", "NATS_TOKEN"}, true, func(c *fleetops.NATSConfig) *string { return &c.Token }, "NATS `token` (visible to every user in the process list when given here: prefer the environment)"},
-	{"nats-password-file", []string{"COMPACTOR_NATS_PASSWORD_FILE"}, false, func(c *fleetops.NATSConfig) *string { return &c.PasswordFile }, "file holding the NATS password (its content, trimmed)"},
-	{"nats-token-file", []string{"COMPACTOR_NATS_TOKEN_FILE"}, false, func(c *fleetops.NATSConfig) *string { return &c.TokenFile }, "file holding the NATS token (its content, trimmed); without any credentials, a local service's generated token (--data-dir's nats.token) is used"},
-	{"nkey", []string{"COMPACTOR_NATS_NKEY", "NATS_NKEY"}, false, func(c *fleetops.NATSConfig) *string { return &c.NKeySeedFile }, "NATS nkey seed file"},
-	{"creds", []string{"COMPACTOR_NATS_CREDS", "NATS_CREDS"}, false, func(c *fleetops.NATSConfig) *string { return &c.CredsFile }, "NATS credentials file"},
-	{"tls-ca", []string{"COMPACTOR_NATS_TLS_CA", "NATS_CA"}, false, func(c *fleetops.NATSConfig) *string { return &c.TLSCA }, "CA certificate for NATS TLS"},
-	{"tls-cert", []string{"COMPACTOR_NATS_TLS_CERT", "NATS_CERT"}, false, func(c *fleetops.NATSConfig) *string { return &c.TLSCert }, "client certificate for NATS TLS"},
-	{"tls-key", []string{"COMPACTOR_NATS_TLS_KEY", "NATS_KEY"}, false, func(c *fleetops.NATSConfig) *string { return &c.TLSKey }, "client key for NATS TLS"},
-	{"inbox-prefix", []string{"COMPACTOR_NATS_INBOX_PREFIX"}, false, func(c *fleetops.NATSConfig) *string { return &c.InboxPrefix },
+	{"nats-url", []string{"COMPACTOR_NATS_URL", "NATS_URL"}, false, func(c *access.NATSConfig) *string { return &c.URL }, "NATS server URL(s), comma-separated"},
+	{"nats-user", []string{"COMPACTOR_NATS_USER", "NATS_USER"}, false, func(c *access.NATSConfig) *string { return &c.User }, "NATS user"},
+	{"nats-password", []string{"COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"}, true, func(c *access.NATSConfig) *string { return &c.Password }, "NATS `password` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-token", []string{"COMPACTOR_NATS_TOKEN", "NATS_TOKEN"}, true, func(c *access.NATSConfig) *string { return &c.Token }, "NATS `token` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-password-file", []string{"COMPACTOR_NATS_PASSWORD_FILE"}, false, func(c *access.NATSConfig) *string { return &c.PasswordFile }, "file holding the NATS password (its content, trimmed)"},
+	{"nats-token-file", []string{"COMPACTOR_NATS_TOKEN_FILE"}, false, func(c *access.NATSConfig) *string { return &c.TokenFile }, "file holding the NATS token (its content, trimmed); without any credentials, a local service's generated token (--data-dir's nats.token) is used"},
+	{"nkey", []string{"COMPACTOR_NATS_NKEY", "NATS_NKEY"}, false, func(c *access.NATSConfig) *string { return &c.NKeySeedFile }, "NATS nkey seed file"},
+	{"creds", []string{"COMPACTOR_NATS_CREDS", "NATS_CREDS"}, false, func(c *access.NATSConfig) *string { return &c.CredsFile }, "NATS credentials file"},
+	{"tls-ca", []string{"COMPACTOR_NATS_TLS_CA", "NATS_CA"}, false, func(c *access.NATSConfig) *string { return &c.TLSCA }, "CA certificate for NATS TLS"},
+	{"tls-cert", []string{"COMPACTOR_NATS_TLS_CERT", "NATS_CERT"}, false, func(c *access.NATSConfig) *string { return &c.TLSCert }, "client certificate for NATS TLS"},
+	{"tls-key", []string{"COMPACTOR_NATS_TLS_KEY", "NATS_KEY"}, false, func(c *access.NATSConfig) *string { return &c.TLSKey }, "client key for NATS TLS"},
+	{"inbox-prefix", []string{"COMPACTOR_NATS_INBOX_PREFIX"}, false, func(c *access.NATSConfig) *string { return &c.InboxPrefix },
 		"where replies come (default _INBOX_<role>_<first store>, as `compactor auth` permits each role; docs/security.md)"},
 }
 
@@ -185,8 +185,8 @@ func firstEnv(getenv func(string) string, keys ...string) string {
 }
 
 // natsFromEnv is the NATS connection the environment gives, before any flag.
-func natsFromEnv(getenv func(string) string) fleetops.NATSConfig {
-	var c fleetops.NATSConfig
+func natsFromEnv(getenv func(string) string) access.NATSConfig {
+	var c access.NATSConfig
 	for _, e := range natsEnv {
 		*e.field(&c) = firstEnv(getenv, e.keys...)
 	}
@@ -196,7 +196,7 @@ func natsFromEnv(getenv func(string) string) fleetops.NATSConfig {
 // bindNATSFlags registers the NATS connection flags shared by run, sweep, enqueue and
 // dlq, with defaults from the environment (natsEnv). A secret's default is not printed by
 // --help.
-func bindNATSFlags(fs *flag.FlagSet, c *fleetops.NATSConfig, getenv func(string) string) {
+func bindNATSFlags(fs *flag.FlagSet, c *access.NATSConfig, getenv func(string) string) {
 	*c = natsFromEnv(getenv)
 	for _, e := range natsEnv {
 		usage := fmt.Sprintf("%s (env %s)", e.usage, strings.Join(e.keys, ", "))

@@ -26,8 +26,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -69,9 +71,9 @@ func (f *fleet) args(user string) []string {
 }
 
 // conn connects as user, acting as role for stores (its inbox and its refusals' words).
-func (f *fleet) conn(user string, role fleetops.Role, stores ...string) *nats.Conn {
+func (f *fleet) conn(user string, role access.Role, stores ...string) *nats.Conn {
 	f.t.Helper()
-	n := fleetops.NATSConfig{URL: f.url, NKeySeedFile: filepath.Join(f.creds, user+".nk"), TLSCA: f.ca, Role: role, Stores: stores, Name: "test " + user}
+	n := access.NATSConfig{URL: f.url, NKeySeedFile: filepath.Join(f.creds, user+".nk"), TLSCA: f.ca, Role: role, Stores: stores, Name: "test " + user}
 	nc, err := n.Connect()
 	if err != nil {
 		f.t.Fatal(err)
@@ -166,7 +168,7 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 	}()
 
 	// A's attempts on B: none allowed, every one refused at once, named.
-	wa, ga := f.conn("worker-hostA", fleetops.RoleWorker, "hostA"), f.conn("agent-hostA", fleetops.RoleAgent, "hostA")
+	wa, ga := f.conn("worker-hostA", access.RoleWorker, "hostA"), f.conn("agent-hostA", access.RoleAgent, "hostA")
 	refused, allowed, slowest := 0, 0, time.Duration(0)
 	for _, a := range attemptsOnB(f) {
 		for _, who := range []struct {
@@ -174,7 +176,7 @@ func fleetPermissions(t *testing.T, withTLS bool) {
 			nc   *nats.Conn
 		}{{"worker-hostA", wa}, {"agent-hostA", ga}} {
 			took, err := try(a, who.name, who.nc, f)
-			var pe *fleetops.PermissionError
+			var pe *access.PermissionError
 			switch {
 			case err == nil:
 				allowed++
@@ -276,11 +278,11 @@ func operatorsWindow(t *testing.T, f *fleet) {
 		t.Errorf("hostA's operator's events of hostB: exit %d\n%s\n%s", code, out, errOut)
 	}
 	ctx := context.Background()
-	accounts := []fleetops.FleetAccount{
-		{Name: "compactor-hostA", Conn: f.conn("operator-hostA", fleetops.RoleOperator), Stores: []string{"hostA"}},
-		{Name: "compactor-hostB", Conn: f.conn("operator-hostB", fleetops.RoleOperator), Stores: []string{"hostB"}},
+	accounts := []operator.FleetAccount{
+		{Name: "compactor-hostA", Conn: f.conn("operator-hostA", access.RoleOperator), Stores: []string{"hostA"}},
+		{Name: "compactor-hostB", Conn: f.conn("operator-hostB", access.RoleOperator), Stores: []string{"hostB"}},
 	}
-	v, err := fleetops.OpenFleetView(ctx, accounts, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+	v, err := operator.OpenFleetView(ctx, accounts, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
 	if err != nil {
 		t.Fatalf("the console's view with the operators' credentials: %v", err)
 	}
@@ -299,7 +301,7 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	if code, out, errOut := f.cli(append([]string{"pause", "hostA", "--reason", "test"}, creds...)...); code != ExitOK || !strings.Contains(out, "store hostA paused") {
 		t.Fatalf("operator's pause: exit %d\n%s\n%s", code, out, errOut)
 	}
-	wa := f.conn("worker-hostA", fleetops.RoleWorker, "hostA")
+	wa := f.conn("worker-hostA", access.RoleWorker, "hostA")
 	if r, err := fleetops.ReadPaused(ctx, wa, "hostA"); err != nil || r == nil || !r.Paused {
 		t.Errorf("worker of hostA reading its pause record: %+v, %v", r, err)
 	}
@@ -323,7 +325,7 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	for _, who := range []struct {
 		name string
 		nc   *nats.Conn
-	}{{"worker-hostA", wa}, {"agent-hostA", f.conn("agent-hostA", fleetops.RoleAgent, "hostA")}} {
+	}{{"worker-hostA", wa}, {"agent-hostA", f.conn("agent-hostA", access.RoleAgent, "hostA")}} {
 		// Its own store: the permission refuses the write. hostB: no store of its account.
 		if _, err := fleetops.SetPaused(ctx, who.nc, "hostA", true, "", ""); err == nil || !strings.Contains(err.Error(), "not permitted") {
 			t.Errorf("%s pausing hostA: %v, want a refusal", who.name, err)
@@ -428,13 +430,13 @@ func try(a attempt, user string, nc *nats.Conn, f *fleet) (time.Duration, error)
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
 	defer cancel()
-	wctx, stop := fleetops.RefusalsOf(nc).Watch(ctx)
+	wctx, stop := access.RefusalsOf(nc).Watch(ctx)
 	defer stop()
 	err := a.do(wctx, nc)
 	if err == nil {
 		<-wctx.Done() // the refusal, or the hang guard: then it was allowed
 	}
-	var pe *fleetops.PermissionError
+	var pe *access.PermissionError
 	if errors.As(context.Cause(wctx), &pe) {
 		return time.Since(start), pe
 	}
@@ -490,7 +492,7 @@ func attemptsOnB(f *fleet) []attempt {
 		_, err := js(nc).CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{FilterSubject: "compactor.events.hostB.>"})
 		return err
 	})
-	for _, b := range []string{wire.BucketPrepared, fleetops.BucketLeases, fleetops.BucketSweep, fleetops.BucketWorkers, fleetops.BucketAttempts} {
+	for _, b := range []string{wire.BucketPrepared, wire.BucketLeases, wire.BucketSweep, wire.BucketWorkers, wire.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("get B's "+b, request("$JS.API.DIRECT.GET.KV_"+b+"."+key, nil))
 		add("list B's "+b, func(ctx context.Context, nc *nats.Conn) error {
@@ -512,7 +514,7 @@ func attemptsOnB(f *fleet) []attempt {
 			return err
 		})
 	}
-	for _, b := range []string{fleetops.BucketLeases, wire.BucketPrepared, fleetops.BucketSweep, fleetops.BucketAttempts} {
+	for _, b := range []string{wire.BucketLeases, wire.BucketPrepared, wire.BucketSweep, wire.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("put B's "+b, func(ctx context.Context, nc *nats.Conn) error {
 			_, err := js(nc).Publish(ctx, key, []byte(`{"worker":"hostA"}`))
@@ -526,7 +528,7 @@ func attemptsOnB(f *fleet) []attempt {
 		})
 	}
 	add("remove B's sweep record with an expiring marker", func(ctx context.Context, nc *nats.Conn) error {
-		m := nats.NewMsg("$KV." + fleetops.BucketSweep + ".hostB." + tok)
+		m := nats.NewMsg("$KV." + wire.BucketSweep + ".hostB." + tok)
 		m.Header.Set("KV-Operation", "DEL")
 		_, err := js(nc).PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Hour))
 		return err
@@ -587,7 +589,7 @@ func attemptsOnB(f *fleet) []attempt {
 func ownFlows(t *testing.T, f *fleet, h string) {
 	t.Helper()
 	root := f.dirs[h]
-	agent := f.conn("agent-"+h, fleetops.RoleAgent, h)
+	agent := f.conn("agent-"+h, access.RoleAgent, h)
 	ctx := context.Background()
 
 	// A preparation (as the Pi extension asks for one), read back, bridged to a later cut,
@@ -688,7 +690,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 		t.Fatal(err)
 	}
 	code, out, errOut = f.cli(append([]string{"dlq", "retry", "--store", h, "--wait", "--json"}, f.args("operator-"+h)...)...)
-	var retried []fleetops.RetryResult
+	var retried []operator.RetryResult
 	if code != ExitOK || json.Unmarshal([]byte(out), &retried) != nil || len(retried) != 1 || !retried[0].Queued || retried[0].Event == nil ||
 		retried[0].Event.Outcome == pipeline.OutcomeFailed {
 		t.Fatalf("%s: the operator's replay: exit %d\n%s\n%s", h, code, out, errOut)

@@ -9,7 +9,7 @@ import (
 	"slices"
 	"strings"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 )
 
 // A fleet's credentials directory (compactor auth --credentials DIR): each user's nkey seed
@@ -28,7 +28,7 @@ type manifestAccount struct {
 	Account string   `json:"account"`
 	Stores  []string `json:"stores"`
 	// Seeds are the seed files of the account's users by role, relative to the directory.
-	Seeds map[fleetops.Role]string `json:"seeds"`
+	Seeds map[access.Role]string `json:"seeds"`
 }
 
 // writeManifest writes DIR/fleet.json for the accounts (replacing an earlier one: the
@@ -36,7 +36,7 @@ type manifestAccount struct {
 func writeManifest(dir string, accounts []authAccount) error {
 	m := fleetManifest{V: 1}
 	for _, a := range accounts {
-		ma := manifestAccount{Account: a.Name, Stores: a.Stores, Seeds: map[fleetops.Role]string{}}
+		ma := manifestAccount{Account: a.Name, Stores: a.Stores, Seeds: map[access.Role]string{}}
 		for _, u := range a.Users {
 			ma.Seeds[u.Role] = filepath.Base(u.SeedFile)
 		}
@@ -61,14 +61,14 @@ func writeManifest(dir string, accounts []authAccount) error {
 type fleetAccount struct {
 	Account string
 	Stores  []string
-	NATS    fleetops.NATSConfig
+	NATS    access.NATSConfig
 }
 
 // fleetAccounts reads DIR/fleet.json and returns the accounts that hold any of stores (every
 // account when stores is empty), each with the stores of it to act on and base's NATS
 // settings with the role's seed file. An account without a user of role, or a store of
 // no account, is an error naming it.
-func fleetAccounts(dir string, role fleetops.Role, stores []string, base fleetops.NATSConfig) ([]fleetAccount, error) {
+func fleetAccounts(dir string, role access.Role, stores []string, base access.NATSConfig) ([]fleetAccount, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, manifestFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, usageErrorf("--credentials %s: no %s in it (the directory compactor auth --credentials wrote)", dir, manifestFile)

@@ -13,6 +13,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -66,12 +67,12 @@ func TestOperatorOutputIsInert(t *testing.T) {
 	publish(wire.JobEventSubject("default", sid, 7), wire.Event{V: 1, JobID: evilText, JobSeq: 7, JobRef: wire.JobRef{Store: "default", SessionID: sid, Path: evilText, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: evilText, EntryID: evilText, LLMTokens: 3, LLMInputTokens: 2, LLMOutputTokens: 1}, Error: evilText, Worker: evilText, LLMModel: evilText, Attempt: 1, At: time.Now().UTC()})
 	beat, _ := json.Marshal(fleetops.WorkerBeat{V: 1, Worker: "w-forged", Store: "default", Host: evilText, Version: evilText, Concurrency: 1,
 		Started: time.Now().UTC(), At: time.Now().UTC()})
-	publish("$KV."+fleetops.BucketWorkers+".default.w-forged", beat)
+	publish("$KV."+wire.BucketWorkers+".default.w-forged", beat)
 	publish(wire.JobSubject("default", sid, "\x1b[31mkind"), wire.Job{V: 1, Kind: "x", Store: "default", SessionID: sid})
 
 	dd := "--data-dir=" + data
 	code, out, errOut := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []fleetops.DeadLetterRecord
+	var recs []operator.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 3 {
 		t.Fatalf("dlq list --json: exit %d\n%s\n%s", code, out, errOut)
 	}

@@ -12,7 +12,7 @@ import (
 
 	"github.com/nats-io/nkeys"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
@@ -101,7 +101,7 @@ func containsStore(stores []pipeline.Store, name string) bool {
 // name (the nkey's public key, from an nkey seed or a creds file; the user name; "token"),
 // then the OS user and host. The server does not tell a client who it is: this is what
 // the operator's own credentials say.
-func operatorIdentity(c fleetops.NATSConfig) string {
+func operatorIdentity(c access.NATSConfig) string {
 	var nats string
 	switch {
 	case c.NKeySeedFile != "":

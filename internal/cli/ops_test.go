@@ -12,6 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -53,11 +54,11 @@ func TestRunListenLockAndJoin(t *testing.T) {
 		served <- code
 	}()
 	defer func() { cancel(); <-served }()
-	var info *fleetops.ServiceInfo
+	var info *access.ServiceInfo
 	deadline := time.Now().Add(hangGuard)
 	for info == nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		info = fleetops.RunningService(data)
+		info = access.RunningService(data)
 	}
 	if info == nil || info.Auth != "token" || strings.HasSuffix(info.ClientURL, ":4222") {
 		t.Fatalf("service file: %+v", info)
@@ -83,8 +84,8 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	}
 	var fleet string // written last by the setup
 	for time.Now().Before(deadline) && fleet == "" {
-		if e, err := js.Stream(context.Background(), "KV_"+fleetops.BucketSettings); err == nil {
-			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+fleetops.BucketSettings+".fleet"); err == nil {
+		if e, err := js.Stream(context.Background(), "KV_"+wire.BucketSettings); err == nil {
+			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+wire.BucketSettings+".fleet"); err == nil {
 				fleet = string(m.Data)
 			}
 		}

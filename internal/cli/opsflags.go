@@ -8,6 +8,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -141,7 +142,7 @@ func (b *byteSize) Set(s string) error {
 func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	o := &opsFlags{fs: fs, role: role}
 	if role == opsClient || role == opsSweeper {
-		fs.StringVar(&o.dataDir, "data-dir", fleetops.DefaultDataDir(env.Getenv),
+		fs.StringVar(&o.dataDir, "data-dir", access.DefaultDataDir(env.Getenv),
 			"without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 	}
 	if role == opsClient {
@@ -162,7 +163,7 @@ func bindOpsFlags(fs *flag.FlagSet, env *Env, role opsRole) *opsFlags {
 	if role == opsWorker {
 		listen := env.Getenv("COMPACTOR_LISTEN")
 		if listen == "" {
-			listen = fleetops.DefaultEmbeddedHost + ":4222"
+			listen = access.DefaultEmbeddedHost + ":4222"
 		}
 		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
@@ -199,13 +200,13 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	}
 	switch {
 	case o.role == opsWorker && cfg.NATS.URL == "":
-		host, port, err := fleetops.ParseListen(o.listen)
+		host, port, err := access.ParseListen(o.listen)
 		if err != nil {
 			return cfg, usageErrorf("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
 		if o.monitor != "" {
-			mh, mp, err := fleetops.ParseListen(o.monitor)
+			mh, mp, err := access.ParseListen(o.monitor)
 			if err != nil {
 				return cfg, usageErrorf("--nats-monitor: %v", err)
 			}
@@ -219,15 +220,15 @@ func (o *opsFlags) config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			cfg.JoinRunning = true
 		}
 	case o.role != opsWorker && cfg.NATS.URL == "":
-		cfg.NATS = fleetops.LocalNATS(o.dataDir, cfg.NATS)
+		cfg.NATS = access.LocalNATS(o.dataDir, cfg.NATS)
 	}
 	return cfg, nil
 }
 
 // clientNATS returns the NATS settings of a client command: the flags, and without
 // --nats-url the local service's address and generated token.
-func (o *opsFlags) clientNATS(n fleetops.NATSConfig) fleetops.NATSConfig {
-	return fleetops.LocalNATS(o.dataDir, n)
+func (o *opsFlags) clientNATS(n access.NATSConfig) access.NATSConfig {
+	return access.LocalNATS(o.dataDir, n)
 }
 
 // operatorAccount is the NATS settings of the operator of store's account: with
@@ -236,9 +237,9 @@ func (o *opsFlags) clientNATS(n fleetops.NATSConfig) fleetops.NATSConfig {
 // the NATS flags as given. what names what the command acts on, for the error that asks
 // for --store. Each account's records are its own (its dead letters' sequences, its
 // pause records, its events): a command acts in one account at a time.
-func (o *opsFlags) operatorAccount(n fleetops.NATSConfig, credentials, command, store, what string) (fleetops.NATSConfig, error) {
+func (o *opsFlags) operatorAccount(n access.NATSConfig, credentials, command, store, what string) (access.NATSConfig, error) {
 	ncfg := o.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, fleetops.RoleOperator
+	ncfg.Name, ncfg.Role = "compactor "+command, access.RoleOperator
 	if credentials == "" {
 		return ncfg, nil
 	}
@@ -246,7 +247,7 @@ func (o *opsFlags) operatorAccount(n fleetops.NATSConfig, credentials, command, 
 	if store != "" {
 		only = []string{store}
 	}
-	accounts, err := fleetAccounts(credentials, fleetops.RoleOperator, only, ncfg)
+	accounts, err := fleetAccounts(credentials, access.RoleOperator, only, ncfg)
 	if err != nil {
 		return ncfg, err
 	}
@@ -261,13 +262,13 @@ func (o *opsFlags) operatorAccount(n fleetops.NATSConfig, credentials, command, 
 // operatorAccounts are the accounts an operator's command reads across: with credentials,
 // every account of fleet.json (those holding one of stores, when given), each with its
 // operator's seed; without, the one account the NATS flags reach (Account "").
-func (o *opsFlags) operatorAccounts(n fleetops.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
+func (o *opsFlags) operatorAccounts(n access.NATSConfig, credentials, command string, stores []string) ([]fleetAccount, error) {
 	ncfg := o.clientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, fleetops.RoleOperator
+	ncfg.Name, ncfg.Role = "compactor "+command, access.RoleOperator
 	if credentials == "" {
 		return []fleetAccount{{Stores: stores, NATS: ncfg}}, nil
 	}
-	accounts, err := fleetAccounts(credentials, fleetops.RoleOperator, stores, ncfg)
+	accounts, err := fleetAccounts(credentials, access.RoleOperator, stores, ncfg)
 	if err != nil {
 		return nil, err
 	}

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -40,7 +41,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 		name, verb = "pause", "paused"
 	}
 	fs := newFlagSet(env, name, "STORE [flags]", pauseHelp)
-	var n fleetops.NATSConfig
+	var n access.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -83,7 +84,7 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	}
 	dd := "--data-dir=" + data
 	code, out, _ := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []fleetops.DeadLetterRecord
+	var recs []operator.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 {
 		t.Fatalf("dlq list: exit %d %s", code, out)
 	}
@@ -91,7 +92,7 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	failing.Store(false)
 
 	code, out, errOut := runCLI(t, "dlq", "retry", seq, dd, "--json")
-	var res []fleetops.RetryResult
+	var res []operator.RetryResult
 	if code != ExitFailed || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0].Queued ||
 		!strings.Contains(res[0].Error, "--allow-instructions") || !strings.Contains(res[0].Error, "dlq show "+seq) {
 		t.Fatalf("retry without --allow-instructions: exit %d\n%s\n%s", code, out, errOut)

@@ -14,9 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
@@ -37,7 +39,7 @@ type serviceFlags struct {
 	stores          storeFlag
 	storePi         storePiFlag
 	storeInstr      storeInstructionsFlag
-	nats            fleetops.NATSConfig
+	nats            access.NATSConfig
 	dataDir         string
 	concurrency     int
 	idle            time.Duration
@@ -271,7 +273,7 @@ var configFlags = map[string]string{
 // flagError rewrites a pipeline.Config validation error to name the flag behind its
 // field. Fields without a flag keep the pipeline's wording.
 func flagError(err error) error {
-	var ce *fleetops.ConfigError
+	var ce *access.ConfigError
 	if !errors.As(err, &ce) {
 		return err
 	}
@@ -525,14 +527,14 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 		dirs[st.Name] = st.Dir
 	}
 	c, err := console.New(console.Options{
-		Open: func(ctx context.Context) (*fleetops.FleetView, error) {
+		Open: func(ctx context.Context) (*operator.FleetView, error) {
 			svc := ref.Load()
 			if svc == nil || svc.Conn() == nil {
 				return nil, errors.New("the service is starting")
 			}
 			// The service's own account (the embedded server's, or --setup's with the
 			// account's admin key): every store of it.
-			return fleetops.OpenFleetView(ctx, []fleetops.FleetAccount{{Conn: svc.Conn()}}, fleetops.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+			return operator.OpenFleetView(ctx, []operator.FleetAccount{{Conn: svc.Conn()}}, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: dirs, Name: "compactor run", Logger: log,
 	})

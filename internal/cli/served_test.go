@@ -13,8 +13,8 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -152,7 +152,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 		}
 	}
 	code, out, errOut = runCLI(t, "dlq", "retry", "--all", "--nats-url", url, "--json")
-	var results []fleetops.RetryResult
+	var results []operator.RetryResult
 	if err := json.Unmarshal([]byte(out), &results); err != nil || code != ExitFailed || len(results) != 2 {
 		t.Fatalf("dlq retry: exit %d, %v\n%s\n%s", code, err, out, errOut)
 	}

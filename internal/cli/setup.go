@@ -13,6 +13,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -73,7 +74,7 @@ Examples:
 func runSetup(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "setup", "--store NAME... [flags]", setupHelp)
 	var (
-		ncfg      fleetops.NATSConfig
+		ncfg      access.NATSConfig
 		stores    stringList
 		sc        fleetops.SetupConfig
 		migrate   = fs.Bool("migrate", false, "upgrade a deployment of an older compactor first (stop its workers before; no queued job is lost)")
@@ -81,7 +82,7 @@ func runSetup(ctx context.Context, env *Env) error {
 		prune     = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
 		dryRun    = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
 		asJSON    = fs.Bool("json", false, "print what was set up as JSON")
-		dataDir   = fs.String("data-dir", fleetops.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
+		dataDir   = fs.String("data-dir", access.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
 		timeout   = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
 		credDir   = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
 		exportTo  = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
@@ -160,14 +161,14 @@ func runSetup(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	ncfg = fleetops.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role = "compactor setup", fleetops.RoleAdmin
+	ncfg = access.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role = "compactor setup", access.RoleAdmin
 	if *exportTo != "" {
 		return exportDeployment(ctx, env, ncfg, *exportTo, *force, *asJSON, log)
 	}
 	accounts := []fleetAccount{{Stores: sc.Stores, NATS: ncfg}}
 	if *credDir != "" {
-		if accounts, err = fleetAccounts(*credDir, fleetops.RoleAdmin, sc.Stores, ncfg); err != nil {
+		if accounts, err = fleetAccounts(*credDir, access.RoleAdmin, sc.Stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -212,7 +213,7 @@ type setupOutput struct {
 
 // setupAccount sets up one account (and migrates, prunes or imports first), retrying while
 // JetStream is not ready.
-func setupAccount(ctx context.Context, ncfg fleetops.NATSConfig, sc fleetops.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
+func setupAccount(ctx context.Context, ncfg access.NATSConfig, sc fleetops.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return setupOutput{}, err
@@ -309,7 +310,7 @@ func countsText(m map[string]int) string {
 
 // exportDeployment writes the account's deployment into file (replaced whole: written
 // beside it, then renamed), readable by its owner only.
-func exportDeployment(ctx context.Context, env *Env, ncfg fleetops.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
+func exportDeployment(ctx context.Context, env *Env, ncfg access.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err

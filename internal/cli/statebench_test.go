@@ -17,6 +17,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // BenchmarkHostMemory is the issue's "memory of a host watching 1 store of 100 stays flat
@@ -106,7 +107,7 @@ func hostMemory(b *testing.B) {
 		}
 		return msgs, bytes
 	}
-	kv := "$KV." + fleetops.BucketSweep + "."
+	kv := "$KV." + wire.BucketSweep + "."
 	written := 0
 	type row struct {
 		others          int

@@ -12,8 +12,10 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 func init() {
@@ -55,14 +57,14 @@ type storeStatus struct {
 	Account string                `json:"account,omitempty"`
 	Workers []fleetops.WorkerBeat `json:"workers"`
 	// Queue, Running and Paused: what the operator's view reads (absent when it could not).
-	Queue   *fleetops.StoreQueue  `json:"queue,omitempty"`
-	Running []fleetops.RunningJob `json:"running,omitempty"`
+	Queue   *operator.StoreQueue  `json:"queue,omitempty"`
+	Running []operator.RunningJob `json:"running,omitempty"`
 	Paused  *fleetops.PauseRecord `json:"paused,omitempty"`
 }
 
 func runStatus(ctx context.Context, env *Env) error {
 	fs := newFlagSet(env, "status", "[flags]", statusHelp)
-	var n fleetops.NATSConfig
+	var n access.NATSConfig
 	bindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := bindOpsFlags(fs.FlagSet, env, opsClient)
 	configFile := configFlag(fs.FlagSet, env)
@@ -87,7 +89,7 @@ func runStatus(ctx context.Context, env *Env) error {
 	ncfg.Name = "compactor status"
 	accounts := []fleetAccount{{NATS: ncfg, Stores: stores}}
 	if *credentials != "" {
-		if accounts, err = fleetAccounts(*credentials, fleetops.RoleOperator, stores, ncfg); err != nil {
+		if accounts, err = fleetAccounts(*credentials, access.RoleOperator, stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -111,7 +113,7 @@ func runStatus(ctx context.Context, env *Env) error {
 func readStatus(ctx context.Context, accounts []fleetAccount, store string) (statusReport, error) {
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var conns []fleetops.FleetAccount
+	var conns []operator.FleetAccount
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
@@ -120,21 +122,21 @@ func readStatus(ctx context.Context, accounts []fleetAccount, store string) (sta
 	for _, a := range accounts {
 		c := a.NATS
 		if c.Role == "" && c.InboxPrefix == "" {
-			c.Role = fleetops.RoleOperator
+			c.Role = access.RoleOperator
 		}
 		nc, err := c.Connect()
 		if err != nil {
 			return statusReport{}, accountErr(a.Account, err)
 		}
-		conns = append(conns, fleetops.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
+		conns = append(conns, operator.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
 	}
 	if len(accounts) == 1 && accounts[0].Account == "" {
 		// One account: every store its records name (with --store, that one).
 		conns[0].Stores = nil
 	}
-	v, verr := fleetops.OpenFleetView(vctx, conns, fleetops.FleetViewOptions{})
+	v, verr := operator.OpenFleetView(vctx, conns, operator.FleetViewOptions{})
 	if verr != nil {
-		var pe *fleetops.PermissionError
+		var pe *access.PermissionError
 		if len(accounts) > 1 || accounts[0].Account != "" || !errors.As(verr, &pe) {
 			return statusReport{}, verr
 		}
@@ -208,11 +210,11 @@ func accountErr(account string, err error) error {
 // role's inbox, which the credentials alone do not tell: without --inbox-prefix the
 // operator's is tried, then (with --store) the store's worker's and agent's, each refusal
 // at once.
-func accountWorkers(ctx context.Context, ncfg fleetops.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
-	candidates := []fleetops.NATSConfig{ncfg}
+func accountWorkers(ctx context.Context, ncfg access.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
+	candidates := []access.NATSConfig{ncfg}
 	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
 		candidates = nil
-		for _, role := range []fleetops.Role{fleetops.RoleOperator, fleetops.RoleWorker, fleetops.RoleAgent} {
+		for _, role := range []access.Role{access.RoleOperator, access.RoleWorker, access.RoleAgent} {
 			if role.PerStore() && len(stores) == 0 {
 				continue
 			}
@@ -227,7 +229,7 @@ func accountWorkers(ctx context.Context, ncfg fleetops.NATSConfig, stores []stri
 	var lastErr error
 	for _, c := range candidates {
 		beats, foreign, err := workersAs(ctx, c, stores)
-		var pe *fleetops.PermissionError
+		var pe *access.PermissionError
 		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
 			lastErr = err // not this role's inbox: the next
 			continue
@@ -240,7 +242,7 @@ func accountWorkers(ctx context.Context, ncfg fleetops.NATSConfig, stores []stri
 	return nil, 0, lastErr
 }
 
-func workersAs(ctx context.Context, ncfg fleetops.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
+func workersAs(ctx context.Context, ncfg access.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return nil, 0, err

@@ -10,7 +10,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
@@ -31,7 +31,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 		version  string
 		versions []int
 	}{{"v0.9.0", []int{1}}, {"v0.10.0", []int{1, 2}}} {
-		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: fleetops.NATSConfig{URL: url}, Setup: true,
+		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: url}, Setup: true,
 			Idle: -1, Handler: idle, Version: c.version, JobVersions: c.versions})
 		if err != nil {
 			t.Fatal(err)

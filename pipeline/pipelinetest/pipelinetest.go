@@ -22,6 +22,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -106,7 +107,7 @@ func New(opts Options) (*Server, error) {
 		opts.Configure(&cfg)
 	}
 	// Always the embedded server, on a random port, with its store here.
-	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = fleetops.NATSConfig{}, data, "127.0.0.1", -1
+	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = access.NATSConfig{}, data, "127.0.0.1", -1
 	s.cfg, s.dataDir = cfg, data
 	if s.Service, err = pipeline.New(cfg); err != nil {
 		s.removeTemp()
@@ -118,7 +119,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	// The embedded server requires the token it generated into its data directory.
-	if s.Conn, err = fleetops.LocalNATS(data, fleetops.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
+	if s.Conn, err = access.LocalNATS(data, access.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
 		s.Service.Close()
 		s.removeTemp()
 		return nil, fmt.Errorf("pipelinetest: connect: %w", err)
@@ -134,8 +135,8 @@ func (s *Server) URL() string { return s.Service.ClientURL() }
 
 // NATS is how a client reaches the server: its URL and the token it requires (a file in
 // its data directory, as `compactor run` generates one).
-func (s *Server) NATS() fleetops.NATSConfig {
-	return fleetops.LocalNATS(s.dataDir, fleetops.NATSConfig{})
+func (s *Server) NATS() access.NATSConfig {
+	return access.LocalNATS(s.dataDir, access.NATSConfig{})
 }
 
 // Resume starts the workers (if they are not running); they run until Close.

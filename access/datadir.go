@@ -1,4 +1,4 @@
-package fleetops
+package access
 
 import (
 	"encoding/json"

@@ -1,4 +1,4 @@
-package fleetops
+package operator
 
 import (
 	"context"
@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -353,7 +354,7 @@ func NewHookIndex(max int) *HookIndex {
 
 // Add counts a report.
 func (h *HookIndex) Add(r wire.HookReport, at time.Time) {
-	result, reason := HookLabels(r)
+	result, reason := fleetops.HookLabels(r)
 	if r.Result == "" {
 		result = "other"
 	}

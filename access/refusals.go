@@ -1,4 +1,4 @@
-package fleetops
+package access
 
 import (
 	"context"
@@ -107,7 +107,7 @@ func (r *Refusals) OnRefusal(f func(*PermissionError), onOther func(error)) {
 }
 
 // Watch returns a context that ends, with the *PermissionError as its cause, at the first
-// refusal reported while it lives.
+// Refusal reported while it lives.
 func (r *Refusals) Watch(ctx context.Context) (context.Context, context.CancelFunc) {
 	wctx, cancel := context.WithCancelCause(ctx)
 	w := &refusalWatch{cancel: cancel}
@@ -145,8 +145,8 @@ func (r *Refusals) First() *PermissionError {
 	return r.first
 }
 
-// refusal is the *PermissionError that ended ctx, or nil.
-func refusal(ctx context.Context) *PermissionError {
+// Refusal is the *PermissionError that ended ctx, or nil.
+func Refusal(ctx context.Context) *PermissionError {
 	var pe *PermissionError
 	if errors.As(context.Cause(ctx), &pe) {
 		return pe
@@ -164,7 +164,7 @@ func Guard[T any](ctx context.Context, nc *nats.Conn, f func(context.Context) (T
 	gctx, cancel := r.Watch(ctx)
 	defer cancel()
 	v, err := f(gctx)
-	if pe := refusal(gctx); pe != nil {
+	if pe := Refusal(gctx); pe != nil {
 		return v, pe
 	}
 	return v, err

@@ -1,4 +1,4 @@
-package fleetops
+package access
 
 import (
 	"crypto/rand"
@@ -8,6 +8,17 @@ import (
 	"os"
 	"path/filepath"
 )
+
+// The embedded NATS server's address (compactor run without a NATS URL), which clients
+// on the same host connect to by default.
+const (
+	DefaultEmbeddedHost = "127.0.0.1"
+	DefaultEmbeddedPort = 4222
+)
+
+// DefaultClientURL is where clients (enqueue, sweep) look for NATS when none is configured:
+// the embedded server of a `compactor run` on this machine.
+var DefaultClientURL = fmt.Sprintf("nats://%s:%d", DefaultEmbeddedHost, DefaultEmbeddedPort)
 
 // TokenFileName holds the embedded server's generated token in its data directory.
 const TokenFileName = "nats.token"

@@ -1,6 +1,6 @@
 //go:build !unix
 
-package fleetops
+package access
 
 import (
 	"errors"

@@ -1,4 +1,4 @@
-package fleetops
+package access
 
 import (
 	"crypto/tls"
@@ -93,7 +93,7 @@ func (c NATSConfig) String() string {
 	return fmt.Sprintf("%s auth=%s", url, strings.Join(auth, ","))
 }
 
-// validate checks the connection settings; prefix is the field's name in errors.
+// ValidateAs checks the connection settings; prefix is the field's name in errors.
 func (c NATSConfig) ValidateAs(prefix string) error {
 	n := 0
 	for _, set := range []bool{c.User != "" || c.Password != "" || c.PasswordFile != "", c.Token != "" || c.TokenFile != "", c.NKeySeedFile != "", c.CredsFile != ""} {

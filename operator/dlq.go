@@ -1,4 +1,4 @@
-package fleetops
+package operator
 
 import (
 	"context"
@@ -10,6 +10,8 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -58,7 +60,7 @@ type DLQ struct {
 // acting on them takes requests by stream sequence (read, delete), which a permission
 // cannot limit to a store (docs/security.md). A refusal is a *PermissionError at once.
 func OpenDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
-	return Guard(ctx, nc, func(ctx context.Context) (*DLQ, error) { return openDLQ(ctx, nc) })
+	return access.Guard(ctx, nc, func(ctx context.Context) (*DLQ, error) { return openDLQ(ctx, nc) })
 }
 
 func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
@@ -68,8 +70,8 @@ func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 	}
 	str, err := js.Stream(ctx, wire.StreamDLQ)
 	if err != nil {
-		if Unavailable(err) {
-			err = Diagnose(ctx, js, wire.StreamDLQ, err)
+		if fleetops.Unavailable(err) {
+			err = fleetops.Diagnose(ctx, js, wire.StreamDLQ, err)
 		}
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
@@ -78,7 +80,7 @@ func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 
 // List returns the dead letters f selects, oldest first.
 func (q *DLQ) List(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord, error) {
-	return Guard(ctx, q.nc, func(ctx context.Context) ([]DeadLetterRecord, error) { return q.list(ctx, f) })
+	return access.Guard(ctx, q.nc, func(ctx context.Context) ([]DeadLetterRecord, error) { return q.list(ctx, f) })
 }
 
 func (q *DLQ) list(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord, error) {
@@ -103,7 +105,7 @@ func (q *DLQ) list(ctx context.Context, f DeadLetterFilter) ([]DeadLetterRecord,
 		return out, nil
 	}
 	subject := f.subject()
-	total, err := CountSubjects(ctx, q.stream, subject)
+	total, err := fleetops.CountSubjects(ctx, q.stream, subject)
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
@@ -161,7 +163,7 @@ func (f DeadLetterFilter) match(r DeadLetterRecord, now time.Time) bool {
 	if f.Store != "" && r.Store != f.Store {
 		return false
 	}
-	if f.SessionID != "" && r.SessionID != f.SessionID && wire.SessionToken(f.SessionID) != SessionTokenOf(r.Subject) {
+	if f.SessionID != "" && r.SessionID != f.SessionID && wire.SessionToken(f.SessionID) != fleetops.SessionTokenOf(r.Subject) {
 		return false
 	}
 	if f.Reason != "" && !strings.Contains(strings.ToLower(r.Reason+"\n"+r.Error), strings.ToLower(f.Reason)) {
@@ -193,7 +195,7 @@ func parseDeadLetter(seq uint64, subject string, data []byte, stored time.Time) 
 	if len(r.Job) > 0 && json.Unmarshal(r.Job, &job) == nil {
 		r.SessionID, r.Path, r.Kind = job.SessionID, job.Path, job.Kind
 	}
-	token := SessionTokenOf(subject)
+	token := fleetops.SessionTokenOf(subject)
 	if r.SessionID == "" {
 		r.SessionID = token
 	}
@@ -228,16 +230,6 @@ func foreignDeadLetter(seq uint64, subject, store, token, jobSubject string, job
 	return ""
 }
 
-// SessionTokenOf is the session token of a compactor.dlq.<store>.<token> subject (a job
-// subject's dead letter subject).
-func SessionTokenOf(subject string) string {
-	parts := strings.Split(subject, ".")
-	if len(parts) >= 4 {
-		return parts[3]
-	}
-	return ""
-}
-
 // RetryResult is what Retry did with one dead letter.
 type RetryResult struct {
 	Seq       uint64 `json:"seq"` // the dead letter
@@ -261,7 +253,7 @@ type RetryResult struct {
 // whose payload is not a valid job, or whose session has another job pending, is left as
 // it is, with the reason in its result.
 func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, timeout time.Duration) []RetryResult {
-	if r := RefusalsOf(q.nc); r != nil {
+	if r := access.RefusalsOf(q.nc); r != nil {
 		var cancel context.CancelFunc
 		ctx, cancel = r.Watch(ctx)
 		defer cancel()
@@ -290,11 +282,11 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 		_, _ = rand.Read(nonce[:])
 		job.ID = job.MsgID() + ":retry-" + hex.EncodeToString(nonce[:])
 		job.Reason = strings.TrimSpace("dlq retry " + job.Reason)
-		var er EnqueueResult
+		var er fleetops.EnqueueResult
 		if wait {
-			er, err = Enqueue(ctx, q.nc, job, true, timeout)
+			er, err = fleetops.Enqueue(ctx, q.nc, job, true, timeout)
 		} else {
-			er, err = PublishJob(ctx, q.js, &job)
+			er, err = fleetops.PublishJob(ctx, q.js, &job)
 		}
 		res.JobID, res.JobSeq, res.Event = er.JobID, er.Seq, er.Event
 		switch {
@@ -310,7 +302,7 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 				res.Error = err.Error() // queued, but waiting failed
 			}
 			if derr := q.stream.DeleteMsg(context.WithoutCancel(ctx), r.Seq); derr != nil && !errors.Is(derr, jetstream.ErrMsgNotFound) {
-				if pe := refusal(ctx); pe != nil {
+				if pe := access.Refusal(ctx); pe != nil {
 					derr = pe
 				}
 				res.Error = strings.TrimPrefix(res.Error+"; ", "; ") + "queued, but the dead letter was not removed: " + derr.Error()
@@ -323,7 +315,7 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 
 // Delete removes the records from COMPACTOR_DLQ and returns how many it removed.
 func (q *DLQ) Delete(ctx context.Context, recs []DeadLetterRecord) (int, error) {
-	return Guard(ctx, q.nc, func(ctx context.Context) (int, error) { return q.delete(ctx, recs) })
+	return access.Guard(ctx, q.nc, func(ctx context.Context) (int, error) { return q.delete(ctx, recs) })
 }
 
 func (q *DLQ) delete(ctx context.Context, recs []DeadLetterRecord) (int, error) {
@@ -337,19 +329,6 @@ func (q *DLQ) delete(ctx context.Context, recs []DeadLetterRecord) (int, error) 
 			return n, fmt.Errorf("dlq: delete %d: %w", r.Seq, err)
 		}
 		n++
-	}
-	return n, nil
-}
-
-// CountSubjects counts the messages of stream str under the subject filter.
-func CountSubjects(ctx context.Context, str jetstream.Stream, filter string) (uint64, error) {
-	info, err := str.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
 	}
 	return n, nil
 }

@@ -1,4 +1,4 @@
-package fleetops
+package access
 
 import (
 	"fmt"
@@ -77,33 +77,33 @@ func InboxPrefix(role Role, stores []string) string {
 
 // Subjects and API subjects the templates use.
 const (
-	apiPre       = "$JS.API."
-	directGetPre = apiPre + "DIRECT.GET."
+	APIPrefix       = "$JS.API."
+	DirectGetPrefix = APIPrefix + "DIRECT.GET."
 )
 
 // kvKeys is the subject of a bucket's keys under a store: $KV.<bucket>.<store>.>
 func kvKeys(bucket string) string { return wire.KVSubjectRoot + bucket + "." + storeToken + ".>" }
 
 // kvDirect is the direct get of a bucket's keys under a store.
-func kvDirect(bucket string) string { return directGetPre + "KV_" + bucket + "." + kvKeys(bucket) }
+func kvDirect(bucket string) string { return DirectGetPrefix + "KV_" + bucket + "." + kvKeys(bucket) }
 
 // StoreBuckets are the buckets whose keys are a store's (<store>.<...>).
-var StoreBuckets = []string{BucketLeases, BucketAttempts, BucketSweep, wire.BucketPrepared, BucketWorkers, BucketSpend}
+var StoreBuckets = []string{wire.BucketLeases, wire.BucketAttempts, wire.BucketSweep, wire.BucketPrepared, wire.BucketWorkers, wire.BucketSpend}
 
 // spendFleetKeys are the fleet-wide spend counts (=fleet.<window>), which every worker with
 // a fleet limit adds to: a worker may write them (the worst it can do is fill the fleet's
 // window, which delays jobs and reveals nothing).
-var spendFleetKeys = wire.KVSubjectRoot + BucketSpend + "." + SpendFleetScope + ".>"
+var spendFleetKeys = wire.KVSubjectRoot + wire.BucketSpend + "." + wire.SpendFleetScope + ".>"
 
 // templates are each role's permissions, with {store} for the store's name.
 func templates(role Role) Permissions {
-	fleet := directGetPre + "KV_" + BucketSettings + "." + wire.KVSubjectRoot + BucketSettings + "." + SettingsKey
+	fleet := DirectGetPrefix + "KV_" + wire.BucketSettings + "." + wire.KVSubjectRoot + wire.BucketSettings + "." + wire.SettingsKey
 	// A store's pause record (pause.go): its workers read it, the operator writes it.
-	pauseRecord := wire.KVSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
-	jobsInfo := apiPre + "CONSUMER.INFO." + wire.StreamJobs + "." + ConsumerPrefix + storeToken
+	pauseRecord := wire.KVSubjectRoot + wire.BucketSettings + "." + wire.PauseKeyPrefix + storeToken
+	jobsInfo := APIPrefix + "CONSUMER.INFO." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken
 	// A batched direct get names its subjects in its body, not its subject: any of the
 	// account's workers' keys (the account is one host's: docs/security.md).
-	workersBatch := directGetPre + "KV_" + BucketWorkers
+	workersBatch := DirectGetPrefix + "KV_" + wire.BucketWorkers
 	switch role {
 	case RoleWorker:
 		// No allow_responses: a user that may answer whatever reply subject its requests
@@ -114,34 +114,34 @@ func templates(role Role) Permissions {
 		p.Publish = []string{
 			inboxPrefixRoot + string(RoleAgent) + "_" + storeToken + ".>",
 			wire.JobsPrefix + storeToken + ".>", wire.EventsPrefix + storeToken + ".>", wire.DLQPrefix + storeToken + ".>",
-			directGetPre + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
+			DirectGetPrefix + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
 			jobsInfo,
-			apiPre + "CONSUMER.MSG.NEXT." + wire.StreamJobs + "." + ConsumerPrefix + storeToken,
-			"$JS.ACK." + wire.StreamJobs + "." + ConsumerPrefix + storeToken + ".>",
-			"$JS.ACK.*.*." + wire.StreamJobs + "." + ConsumerPrefix + storeToken + ".>",
-			apiPre + "CONSUMER.INFO." + wire.StreamDLQ + "." + DLQConsumerPrefix + storeToken,
+			APIPrefix + "CONSUMER.MSG.NEXT." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken,
+			"$JS.ACK." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken + ".>",
+			"$JS.ACK.*.*." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken + ".>",
+			APIPrefix + "CONSUMER.INFO." + wire.StreamDLQ + "." + wire.DLQConsumerPrefix + storeToken,
 			// The sweeps' memo: a watch of the store's records (kv.go's Watch), deleted when it
 			// stops.
-			apiPre + "CONSUMER.CREATE.KV_" + BucketSweep + ".*." + kvKeys(BucketSweep),
-			apiPre + "CONSUMER.DELETE.KV_" + BucketSweep + ".*",
+			APIPrefix + "CONSUMER.CREATE.KV_" + wire.BucketSweep + ".*." + kvKeys(wire.BucketSweep),
+			APIPrefix + "CONSUMER.DELETE.KV_" + wire.BucketSweep + ".*",
 			// The workers' beats, read at once (a batched direct get: readBeats).
 			workersBatch,
-			"$JS.FC.KV_" + BucketSweep + ".>", "$JS.FC.*.*.KV_" + BucketSweep + ".>",
-			fleet, directGetPre + "KV_" + BucketSettings + "." + pauseRecord,
+			"$JS.FC.KV_" + wire.BucketSweep + ".>", "$JS.FC.*.*.KV_" + wire.BucketSweep + ".>",
+			fleet, DirectGetPrefix + "KV_" + wire.BucketSettings + "." + pauseRecord,
 		}
 		for _, b := range StoreBuckets {
 			p.Publish = append(p.Publish, kvKeys(b), kvDirect(b))
 		}
-		p.Publish = append(p.Publish, spendFleetKeys, directGetPre+"KV_"+BucketSpend+"."+spendFleetKeys)
+		p.Publish = append(p.Publish, spendFleetKeys, DirectGetPrefix+"KV_"+wire.BucketSpend+"."+spendFleetKeys)
 		p.Subscribe = []string{inboxPrefixRoot + string(role) + "_" + storeToken + ".>", wire.BridgePrefix + storeToken + ".*", wire.HooksPrefix + storeToken + ".*"}
 		return p
 	case RoleAgent:
 		return Permissions{
 			Publish: []string{
 				wire.JobsPrefix + storeToken + ".>", wire.BridgePrefix + storeToken + ".*", wire.HooksPrefix + storeToken + ".*",
-				kvDirect(wire.BucketPrepared), kvDirect(BucketWorkers), workersBatch, fleet,
-				directGetPre + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
-				directGetPre + wire.StreamEvents + "." + wire.EventsPrefix + storeToken + ".>",
+				kvDirect(wire.BucketPrepared), kvDirect(wire.BucketWorkers), workersBatch, fleet,
+				DirectGetPrefix + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
+				DirectGetPrefix + wire.StreamEvents + "." + wire.EventsPrefix + storeToken + ".>",
 				jobsInfo,
 			},
 			Subscribe: []string{inboxPrefixRoot + string(role) + "_" + storeToken + ".>", wire.EventsPrefix + storeToken + ".>"},
@@ -150,22 +150,22 @@ func templates(role Role) Permissions {
 		return Permissions{
 			Publish: []string{
 				wire.JobsPrefix + ">",
-				apiPre + "INFO", apiPre + "STREAM.NAMES", apiPre + "STREAM.LIST", apiPre + "STREAM.INFO.*",
-				apiPre + "CONSUMER.NAMES.*", apiPre + "CONSUMER.LIST.*", apiPre + "CONSUMER.INFO.*.*",
-				directGetPre + ">", apiPre + "STREAM.MSG.GET.*",
-				apiPre + "STREAM.MSG.DELETE." + wire.StreamDLQ,
-				apiPre + "CONSUMER.CREATE." + wire.StreamDLQ + ".>", apiPre + "CONSUMER.MSG.NEXT." + wire.StreamDLQ + ".*",
-				apiPre + "CONSUMER.DELETE." + wire.StreamDLQ + ".*",
+				APIPrefix + "INFO", APIPrefix + "STREAM.NAMES", APIPrefix + "STREAM.LIST", APIPrefix + "STREAM.INFO.*",
+				APIPrefix + "CONSUMER.NAMES.*", APIPrefix + "CONSUMER.LIST.*", APIPrefix + "CONSUMER.INFO.*.*",
+				DirectGetPrefix + ">", APIPrefix + "STREAM.MSG.GET.*",
+				APIPrefix + "STREAM.MSG.DELETE." + wire.StreamDLQ,
+				APIPrefix + "CONSUMER.CREATE." + wire.StreamDLQ + ".>", APIPrefix + "CONSUMER.MSG.NEXT." + wire.StreamDLQ + ".*",
+				APIPrefix + "CONSUMER.DELETE." + wire.StreamDLQ + ".*",
 				// Pausing and resuming a store (pause.go).
 				pauseRecord[:len(pauseRecord)-len(storeToken)] + "*",
 				// What the console and status follow (fleetview.go): the events, the workers'
 				// beats, the leases of running jobs and the pause records, by ordered consumers.
-				apiPre + "CONSUMER.CREATE." + wire.StreamEvents + ".>", apiPre + "CONSUMER.MSG.NEXT." + wire.StreamEvents + ".*",
-				apiPre + "CONSUMER.DELETE." + wire.StreamEvents + ".*",
-				apiPre + "CONSUMER.CREATE.KV_" + BucketWorkers + ".>", apiPre + "CONSUMER.CREATE.KV_" + BucketLeases + ".>",
-				apiPre + "CONSUMER.CREATE.KV_" + BucketSettings + ".>",
-				apiPre + "CONSUMER.DELETE.KV_" + BucketWorkers + ".*", apiPre + "CONSUMER.DELETE.KV_" + BucketLeases + ".*",
-				apiPre + "CONSUMER.DELETE.KV_" + BucketSettings + ".*",
+				APIPrefix + "CONSUMER.CREATE." + wire.StreamEvents + ".>", APIPrefix + "CONSUMER.MSG.NEXT." + wire.StreamEvents + ".*",
+				APIPrefix + "CONSUMER.DELETE." + wire.StreamEvents + ".*",
+				APIPrefix + "CONSUMER.CREATE.KV_" + wire.BucketWorkers + ".>", APIPrefix + "CONSUMER.CREATE.KV_" + wire.BucketLeases + ".>",
+				APIPrefix + "CONSUMER.CREATE.KV_" + wire.BucketSettings + ".>",
+				APIPrefix + "CONSUMER.DELETE.KV_" + wire.BucketWorkers + ".*", APIPrefix + "CONSUMER.DELETE.KV_" + wire.BucketLeases + ".*",
+				APIPrefix + "CONSUMER.DELETE.KV_" + wire.BucketSettings + ".*",
 				"$JS.FC.>",
 			},
 			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", wire.EventsPrefix + ">", wire.HooksPrefix + ">"},
