@@ -223,77 +223,86 @@ func (b *Bucket) Watch(ctx context.Context, prefix string) (*Watcher, error) {
 		filter = b.pre + prefix + ".>"
 	}
 	w := &Watcher{updates: make(chan jetstream.KeyValueEntry, 256)}
-	var (
-		mu                sync.Mutex
-		initDone          bool
-		received, initial uint64
-		last              = time.Now() // the last delivery (or the start)
-		ready             = make(chan struct{})
-	)
-	update := func(m *nats.Msg) {
-		<-ready
-		meta, err := m.Metadata()
-		if err != nil || len(m.Subject) <= len(b.pre) {
-			return
-		}
-		mu.Lock()
-		defer mu.Unlock()
-		last = time.Now()
-		w.updates <- &Entry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
-			created: meta.Timestamp, delta: meta.NumPending, op: opOf(m.Header)}
-		if !initDone {
-			received++
-			if received >= initial || meta.NumPending == 0 {
-				initDone = true
-				w.updates <- nil
-			}
-		}
-	}
-	sub, err := legacy.Subscribe(filter, update, nats.BindStream(b.stream), nats.OrderedConsumer(), nats.DeliverLastPerSubject(), nats.Context(ctx))
+	wi := &watchInit{w: w, last: time.Now(), ready: make(chan struct{})}
+	sub, err := legacy.Subscribe(filter, func(m *nats.Msg) { wi.update(b, m) }, nats.BindStream(b.stream), nats.OrderedConsumer(), nats.DeliverLastPerSubject(), nats.Context(ctx))
 	if err != nil {
-		close(ready)
+		close(wi.ready)
 		return nil, err
 	}
 	sub.SetClosedHandler(func(string) {
-		mu.Lock()
-		defer mu.Unlock()
+		wi.mu.Lock()
+		defer wi.mu.Unlock()
 		close(w.updates)
 	})
-	mu.Lock()
+	wi.mu.Lock()
 	if n, err := sub.InitialConsumerPending(); err == nil {
 		if n == 0 {
-			initDone = true
+			wi.done = true
 			w.updates <- nil
 		}
-		initial = n
+		wi.initial = n
 	}
-	mu.Unlock()
-	close(ready)
+	wi.mu.Unlock()
+	close(wi.ready)
 	w.sub = sub
-	// The initial values end with the message that leaves nothing pending. When the last
-	// ones vanish before they are delivered (markers that expire, keys deleted), that
-	// message never comes: once nothing has been delivered for watchInitialIdle (and the
-	// delivery is not waiting for this watch's reader: it holds mu then), the initial
-	// values are taken as complete. A value missed that way only comes later.
-	go func() {
-		t := time.NewTicker(watchInitialIdle / 4)
-		defer t.Stop()
-		for range t.C {
-			mu.Lock()
-			switch {
-			case initDone || !sub.IsValid():
-			case time.Since(last) >= watchInitialIdle:
-				initDone = true
-				w.updates <- nil
-			default:
-				mu.Unlock()
-				continue
-			}
-			mu.Unlock()
-			return
-		}
-	}()
+	go wi.endWhenIdle(sub)
 	return w, nil
+}
+
+// watchInit is a watch's delivery of the initial values: how many there are, how many came,
+// and when the last did; the nil that ends them is sent once.
+type watchInit struct {
+	w                 *Watcher
+	mu                sync.Mutex
+	done              bool
+	received, initial uint64
+	last              time.Time     // the last delivery (or the start)
+	ready             chan struct{} // closed once initial is known
+}
+
+// update delivers a message of the watch, and the nil after the initial values.
+func (wi *watchInit) update(b *Bucket, m *nats.Msg) {
+	<-wi.ready
+	meta, err := m.Metadata()
+	if err != nil || len(m.Subject) <= len(b.pre) {
+		return
+	}
+	wi.mu.Lock()
+	defer wi.mu.Unlock()
+	wi.last = time.Now()
+	wi.w.updates <- &Entry{bucket: b.name, key: m.Subject[len(b.pre):], value: m.Data, rev: meta.Sequence.Stream,
+		created: meta.Timestamp, delta: meta.NumPending, op: opOf(m.Header)}
+	if !wi.done {
+		wi.received++
+		if wi.received >= wi.initial || meta.NumPending == 0 {
+			wi.done = true
+			wi.w.updates <- nil
+		}
+	}
+}
+
+// endWhenIdle ends the initial values when they stall. They end with the message that
+// leaves nothing pending. When the last ones vanish before they are delivered (markers that
+// expire, keys deleted), that message never comes: once nothing has been delivered for
+// watchInitialIdle (and the delivery is not waiting for this watch's reader: it holds mu
+// then), the initial values are taken as complete. A value missed that way only comes later.
+func (wi *watchInit) endWhenIdle(sub *nats.Subscription) {
+	t := time.NewTicker(watchInitialIdle / 4)
+	defer t.Stop()
+	for range t.C {
+		wi.mu.Lock()
+		switch {
+		case wi.done || !sub.IsValid():
+		case time.Since(wi.last) >= watchInitialIdle:
+			wi.done = true
+			wi.w.updates <- nil
+		default:
+			wi.mu.Unlock()
+			continue
+		}
+		wi.mu.Unlock()
+		return
+	}
 }
 
 // watchInitialIdle is how long a watch's initial delivery may pause before it is taken as

@@ -119,86 +119,28 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 		}
 	}
 	bw := bufio.NewWriter(w)
-	enc := json.NewEncoder(bw)
-	c := newMoveCounts()
-	stores := map[string]bool{}
+	x := &exporter{js: js, enc: json.NewEncoder(bw), c: newMoveCounts(), stores: map[string]bool{}, jobSubjects: map[uint64]string{}}
 	if f, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
 		for _, st := range f.Stores {
-			stores[st] = true
+			x.stores[st] = true
 		}
-		if err := enc.Encode(moveRecord{Kind: moveSettings, Settings: f}); err != nil {
+		if err := x.enc.Encode(moveRecord{Kind: moveSettings, Settings: f}); err != nil {
 			return nil, err
 		}
 	}
-	// Jobs, in their order; each job's subject names its store.
-	jobSubjects := map[uint64]string{}
-	err = EachMsg(ctx, js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
-		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.JobsPrefix), ".")
-		stores[store] = true
-		jobSubjects[m.Sequence] = m.Subject
-		c.Jobs++
-		return enc.Encode(moveRecord{Kind: moveJob, Store: store, Subject: m.Subject, Seq: m.Sequence, Header: movedHeader(m.Header), Data: m.Data})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("export %s: %w", wire.StreamJobs, err)
-	}
-	err = EachMsg(ctx, js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
-		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.DLQPrefix), ".")
-		stores[store] = true
-		c.DeadLetters++
-		return enc.Encode(moveRecord{Kind: moveDeadLetter, Store: store, Subject: m.Subject, Header: movedHeader(m.Header), Data: m.Data})
-	})
-	if err != nil {
-		return nil, fmt.Errorf("export %s: %w", wire.StreamDLQ, err)
+	if err := x.streams(ctx); err != nil {
+		return nil, err
 	}
 	for _, b := range append(slices.Clone(movedBuckets), wire.BucketLeases) {
-		kv, err := js.KeyValue(ctx, b)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			continue
-		}
-		if err != nil {
-			return nil, fmt.Errorf("export %s: %w", b, err)
-		}
-		lister, err := kv.ListKeys(ctx)
-		if err != nil {
-			return nil, fmt.Errorf("export %s: %w", b, err)
-		}
-		var keys []string
-		for k := range lister.Keys() {
-			keys = append(keys, k)
-		}
-		slices.Sort(keys)
-		for _, k := range keys {
-			rec, store, why := movedKey(b, k, jobSubjects)
-			if why != "" {
-				c.Dropped[why]++
-				continue
-			}
-			e, err := kv.Get(ctx, k)
-			if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
-				continue
-			}
-			if err != nil {
-				return nil, fmt.Errorf("export %s %s: %w", b, k, err)
-			}
-			rec.Data = e.Value()
-			if store != "" {
-				stores[store] = true
-			}
-			if rec.Kind == moveAttempts {
-				c.Attempts++
-			} else {
-				c.Keys[b]++
-			}
-			if err := enc.Encode(rec); err != nil {
-				return nil, err
-			}
+		if err := x.bucket(ctx, b); err != nil {
+			return nil, err
 		}
 	}
 	if err := bw.Flush(); err != nil {
 		return nil, fmt.Errorf("export: %w", err)
 	}
-	for st := range stores {
+	c := x.c
+	for st := range x.stores {
 		if wire.ValidateStoreName(st) == nil {
 			c.Stores = append(c.Stores, st)
 		}
@@ -206,6 +148,88 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 	slices.Sort(c.Stores)
 	log.Info("exported", "stores", strings.Join(c.Stores, ","), "jobs", c.Jobs, "attempt_counts", c.Attempts, "dead_letters", c.DeadLetters, "keys", c.Keys, "dropped", c.Dropped)
 	return c, nil
+}
+
+// exporter is one export's state: the file's encoder, the counts, the stores seen, and the
+// subjects of the jobs by sequence (an attempt count names its job by sequence).
+type exporter struct {
+	js          jetstream.JetStream
+	enc         *json.Encoder
+	c           *MoveCounts
+	stores      map[string]bool
+	jobSubjects map[uint64]string
+}
+
+// streams exports the jobs, in their order (each job's subject names its store), and the
+// dead letters.
+func (x *exporter) streams(ctx context.Context) error {
+	err := EachMsg(ctx, x.js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
+		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.JobsPrefix), ".")
+		x.stores[store] = true
+		x.jobSubjects[m.Sequence] = m.Subject
+		x.c.Jobs++
+		return x.enc.Encode(moveRecord{Kind: moveJob, Store: store, Subject: m.Subject, Seq: m.Sequence, Header: movedHeader(m.Header), Data: m.Data})
+	})
+	if err != nil {
+		return fmt.Errorf("export %s: %w", wire.StreamJobs, err)
+	}
+	err = EachMsg(ctx, x.js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
+		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.DLQPrefix), ".")
+		x.stores[store] = true
+		x.c.DeadLetters++
+		return x.enc.Encode(moveRecord{Kind: moveDeadLetter, Store: store, Subject: m.Subject, Header: movedHeader(m.Header), Data: m.Data})
+	})
+	if err != nil {
+		return fmt.Errorf("export %s: %w", wire.StreamDLQ, err)
+	}
+	return nil
+}
+
+// bucket exports the keys of bucket b that move (movedKey), in key order.
+func (x *exporter) bucket(ctx context.Context, b string) error {
+	kv, err := x.js.KeyValue(ctx, b)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return nil
+	}
+	if err != nil {
+		return fmt.Errorf("export %s: %w", b, err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return fmt.Errorf("export %s: %w", b, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	slices.Sort(keys)
+	for _, k := range keys {
+		rec, store, why := movedKey(b, k, x.jobSubjects)
+		if why != "" {
+			x.c.Dropped[why]++
+			continue
+		}
+		e, err := kv.Get(ctx, k)
+		if errors.Is(err, jetstream.ErrKeyNotFound) || errors.Is(err, jetstream.ErrKeyDeleted) {
+			continue
+		}
+		if err != nil {
+			return fmt.Errorf("export %s %s: %w", b, k, err)
+		}
+		rec.Data = e.Value()
+		if store != "" {
+			x.stores[store] = true
+		}
+		if rec.Kind == moveAttempts {
+			x.c.Attempts++
+		} else {
+			x.c.Keys[b]++
+		}
+		if err := x.enc.Encode(rec); err != nil {
+			return err
+		}
+	}
+	return nil
 }
 
 // movedKey is the record of a bucket's key in an export, in layout 3's form (layout 1's

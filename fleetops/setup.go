@@ -172,60 +172,13 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 	if err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
-	var stores []string
-	names := jobs.ConsumerNames(ctx)
-	for name := range names.Name() {
-		if st, ok := strings.CutPrefix(name, wire.ConsumerPrefix); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, wire.DLQConsumerPrefix) {
-			stores = append(stores, st)
-		}
+	stores, err := storesByConsumer(ctx, jobs)
+	if err != nil {
+		return nil, nil, err
 	}
-	if err := names.Err(); err != nil {
-		return nil, nil, fmt.Errorf("migrate: consumers of %s: %w", wire.StreamJobs, err)
-	}
-	slices.Sort(stores)
 	m.ConsumersFound = len(stores)
 	move := func(bucket string, rename func(key string) (string, bool)) (moved, dropped int, err error) {
-		kv, err := js.KeyValue(ctx, bucket)
-		if errors.Is(err, jetstream.ErrBucketNotFound) {
-			return 0, 0, nil
-		}
-		if err != nil {
-			return 0, 0, fmt.Errorf("migrate %s: %w", bucket, err)
-		}
-		lister, err := kv.ListKeys(ctx)
-		if err != nil {
-			return 0, 0, fmt.Errorf("migrate %s: %w", bucket, err)
-		}
-		var keys []string
-		for k := range lister.Keys() {
-			keys = append(keys, k)
-		}
-		for _, k := range keys {
-			to, keep := rename(k)
-			if to == k {
-				continue
-			}
-			if keep {
-				e, err := kv.Get(ctx, k)
-				if errors.Is(err, jetstream.ErrKeyNotFound) {
-					continue
-				}
-				if err != nil {
-					return moved, dropped, fmt.Errorf("migrate %s %s: %w", bucket, k, err)
-				}
-				if _, err := kv.Put(ctx, to, e.Value()); err != nil {
-					return moved, dropped, fmt.Errorf("migrate %s %s: %w", bucket, k, err)
-				}
-				moved++
-			} else {
-				dropped++
-			}
-			if err := kv.Purge(ctx, k); err != nil {
-				return moved, dropped, fmt.Errorf("migrate %s %s: %w", bucket, k, err)
-			}
-		}
-		log.Info("migrated bucket", "bucket", bucket, "moved", moved, "dropped", dropped)
-		return moved, dropped, nil
+		return migrateBucket(ctx, js, bucket, rename, log)
 	}
 	if m.SweepRecords, _, err = move(wire.BucketSweep, func(k string) (string, bool) {
 		rest, ok := strings.CutPrefix(k, "f.")
@@ -261,6 +214,68 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 		return nil, nil, err
 	}
 	return m, stores, nil
+}
+
+// storesByConsumer are the stores of the durable consumers of COMPACTOR_JOBS, sorted.
+func storesByConsumer(ctx context.Context, jobs jetstream.Stream) ([]string, error) {
+	var stores []string
+	names := jobs.ConsumerNames(ctx)
+	for name := range names.Name() {
+		if st, ok := strings.CutPrefix(name, wire.ConsumerPrefix); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, wire.DLQConsumerPrefix) {
+			stores = append(stores, st)
+		}
+	}
+	if err := names.Err(); err != nil {
+		return nil, fmt.Errorf("migrate: consumers of %s: %w", wire.StreamJobs, err)
+	}
+	slices.Sort(stores)
+	return stores, nil
+}
+
+// migrateBucket renames the keys of bucket: rename says a key's new name, or that it is
+// dropped (keep false); a key whose name stays is left alone. The old key is purged.
+func migrateBucket(ctx context.Context, js jetstream.JetStream, bucket string, rename func(key string) (string, bool), log *slog.Logger) (moved, dropped int, err error) {
+	kv, err := js.KeyValue(ctx, bucket)
+	if errors.Is(err, jetstream.ErrBucketNotFound) {
+		return 0, 0, nil
+	}
+	if err != nil {
+		return 0, 0, fmt.Errorf("migrate %s: %w", bucket, err)
+	}
+	lister, err := kv.ListKeys(ctx)
+	if err != nil {
+		return 0, 0, fmt.Errorf("migrate %s: %w", bucket, err)
+	}
+	var keys []string
+	for k := range lister.Keys() {
+		keys = append(keys, k)
+	}
+	for _, k := range keys {
+		to, keep := rename(k)
+		if to == k {
+			continue
+		}
+		if keep {
+			e, err := kv.Get(ctx, k)
+			if errors.Is(err, jetstream.ErrKeyNotFound) {
+				continue
+			}
+			if err != nil {
+				return moved, dropped, fmt.Errorf("migrate %s %s: %w", bucket, k, err)
+			}
+			if _, err := kv.Put(ctx, to, e.Value()); err != nil {
+				return moved, dropped, fmt.Errorf("migrate %s %s: %w", bucket, k, err)
+			}
+			moved++
+		} else {
+			dropped++
+		}
+		if err := kv.Purge(ctx, k); err != nil {
+			return moved, dropped, fmt.Errorf("migrate %s %s: %w", bucket, k, err)
+		}
+	}
+	log.Info("migrated bucket", "bucket", bucket, "moved", moved, "dropped", dropped)
+	return moved, dropped, nil
 }
 
 // liveWorkers names the workers that reported within the last workerBeatTTL.

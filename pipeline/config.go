@@ -216,6 +216,16 @@ func (c Config) withDefaults() Config {
 // defaults are applied.
 func (c Config) Validate() error {
 	c = c.withDefaults()
+	for _, valid := range []func() error{c.validStores, c.validNATS, c.validWork} {
+		if err := valid(); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// validStores checks the stores: named, each once, each a directory.
+func (c Config) validStores() error {
 	if len(c.Stores) == 0 {
 		return access.ConfigErrorf("Stores", "at least one store is needed")
 	}
@@ -239,47 +249,68 @@ func (c Config) Validate() error {
 			return access.ConfigErrorf(fmt.Sprintf("Stores[%d].Dir", i), "%s is not a directory", s.Dir)
 		}
 	}
+	return nil
+}
+
+// validNATS checks how the service reaches NATS: the connection's own settings, then the
+// embedded server's (validEmbedded), which an external server does not take.
+func (c Config) validNATS() error {
 	if err := c.NATS.ValidateAs("NATS"); err != nil {
 		return err
 	}
 	if c.NATS.URL == "" {
-		if c.DataDir == "" {
-			return access.ConfigErrorf("DataDir", "needed for the embedded NATS server (or set NATS.URL)")
-		}
-		n := c.NATS
-		if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCert != "" {
-			return access.ConfigErrorf("NATS", "the embedded server supports token or user/password auth only; nkey and creds need an external NATS (set NATS.URL)")
-		}
-		if n.User != "" && n.Password == "" && n.PasswordFile == "" {
-			return access.ConfigErrorf("NATS.Password", "the embedded server's user needs a password")
-		}
-		if (c.ServeTLSCert == "") != (c.ServeTLSKey == "") {
-			return access.ConfigErrorf("ServeTLSCert/ServeTLSKey", "give both or neither")
-		}
-		for field, f := range map[string]string{"ServeTLSCert": c.ServeTLSCert, "ServeTLSKey": c.ServeTLSKey} {
-			if _, err := os.Stat(f); f != "" && err != nil {
-				return access.ConfigErrorf(field, "%w", err)
-			}
-		}
-		if n.TLSCA != "" && c.ServeTLSCert == "" {
-			return access.ConfigErrorf("NATS.TLSCA", "the embedded server speaks TLS only with its own certificate (ServeTLSCert)")
-		}
-		if c.InsecureLocal && (n.Token != "" || n.TokenFile != "" || n.User != "") {
-			return access.ConfigErrorf("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
-		}
-		if !loopback(c.EmbeddedHost) {
-			if c.InsecureLocal {
-				return access.ConfigErrorf("InsecureLocal", "the embedded server would take any connection, and it listens on %s, beyond this machine: anyone who reaches it could read and steer this service's sessions; listen on 127.0.0.1, or require a token", c.EmbeddedHost)
-			}
-			if c.ServeTLSCert == "" && !c.InsecureCleartextAuth {
-				return access.ConfigErrorf("EmbeddedHost", "the embedded server listens on %s, beyond this machine, without TLS: its token or password would cross the network in clear text; give it a certificate (ServeTLSCert), listen on 127.0.0.1, or allow it explicitly (InsecureCleartextAuth)", c.EmbeddedHost)
-			}
-		}
-	} else if c.ServeTLSCert != "" || c.InsecureLocal || c.InsecureCleartextAuth {
+		return c.validEmbedded()
+	}
+	if c.ServeTLSCert != "" || c.InsecureLocal || c.InsecureCleartextAuth {
 		return access.ConfigErrorf("ServeTLSCert/InsecureLocal", "settings of the embedded server: not with NATS.URL")
-	} else if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
+	}
+	if c.EmbeddedSync != 0 || c.EmbeddedSyncAlways {
 		return access.ConfigErrorf("EmbeddedSync", "a setting of the embedded server: not with NATS.URL (an external server's is its own: sync_interval in its jetstream block)")
 	}
+	return nil
+}
+
+// validEmbedded checks the embedded server's settings: its auth, its TLS, and that it is
+// not reachable beyond this machine without both.
+func (c Config) validEmbedded() error {
+	if c.DataDir == "" {
+		return access.ConfigErrorf("DataDir", "needed for the embedded NATS server (or set NATS.URL)")
+	}
+	n := c.NATS
+	if n.NKeySeedFile != "" || n.CredsFile != "" || n.TLSCert != "" {
+		return access.ConfigErrorf("NATS", "the embedded server supports token or user/password auth only; nkey and creds need an external NATS (set NATS.URL)")
+	}
+	if n.User != "" && n.Password == "" && n.PasswordFile == "" {
+		return access.ConfigErrorf("NATS.Password", "the embedded server's user needs a password")
+	}
+	if (c.ServeTLSCert == "") != (c.ServeTLSKey == "") {
+		return access.ConfigErrorf("ServeTLSCert/ServeTLSKey", "give both or neither")
+	}
+	for field, f := range map[string]string{"ServeTLSCert": c.ServeTLSCert, "ServeTLSKey": c.ServeTLSKey} {
+		if _, err := os.Stat(f); f != "" && err != nil {
+			return access.ConfigErrorf(field, "%w", err)
+		}
+	}
+	if n.TLSCA != "" && c.ServeTLSCert == "" {
+		return access.ConfigErrorf("NATS.TLSCA", "the embedded server speaks TLS only with its own certificate (ServeTLSCert)")
+	}
+	if c.InsecureLocal && (n.Token != "" || n.TokenFile != "" || n.User != "") {
+		return access.ConfigErrorf("InsecureLocal", "an embedded server with a token or a user is not insecure: give one or the other")
+	}
+	if !loopback(c.EmbeddedHost) {
+		if c.InsecureLocal {
+			return access.ConfigErrorf("InsecureLocal", "the embedded server would take any connection, and it listens on %s, beyond this machine: anyone who reaches it could read and steer this service's sessions; listen on 127.0.0.1, or require a token", c.EmbeddedHost)
+		}
+		if c.ServeTLSCert == "" && !c.InsecureCleartextAuth {
+			return access.ConfigErrorf("EmbeddedHost", "the embedded server listens on %s, beyond this machine, without TLS: its token or password would cross the network in clear text; give it a certificate (ServeTLSCert), listen on 127.0.0.1, or allow it explicitly (InsecureCleartextAuth)", c.EmbeddedHost)
+		}
+	}
+	return nil
+}
+
+// validWork checks the settings of the work itself: concurrency, deliveries, leases,
+// backoffs, windows, limits, spend limits and job versions.
+func (c Config) validWork() error {
 	if c.EmbeddedSync < 0 {
 		return access.ConfigErrorf("EmbeddedSync", "%s is negative", c.EmbeddedSync)
 	}

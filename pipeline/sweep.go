@@ -4,21 +4,15 @@ import (
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
-	"encoding/json"
-	"errors"
 	"fmt"
 	"io/fs"
-	"os"
 	"path/filepath"
 	"runtime"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
-	"github.com/compactor-dev/compactor/fleetops"
-	"github.com/compactor-dev/compactor/wire"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -193,31 +187,10 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	if f, ok := s.cfg.Assessor.(settingsFingerprinter); ok {
 		sw.settings = f.SettingsFingerprint()
 	}
-	type item struct{ store, rel, abs string }
-	var items []item
-	walked := map[string]bool{} // the keys of the files walked
-	for _, st := range s.cfg.Stores {
-		root := s.roots[st.Name]
-		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-			if err != nil {
-				s.log.Warn("sweep: cannot read", "path", p, "err", err)
-				if d != nil && d.IsDir() && p != root {
-					return fs.SkipDir
-				}
-				return nil
-			}
-			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".jsonl") {
-				rel, _ := filepath.Rel(root, p)
-				items = append(items, item{st.Name, filepath.ToSlash(rel), p})
-				walked[sweepKey(st.Name, filepath.ToSlash(rel))] = true
-			}
-			return ctx.Err()
-		})
-		if err != nil {
-			return SweepStats{}, fmt.Errorf("sweep %s: %w", st.Name, err)
-		}
+	items, walked, err := s.sweepWalk(ctx)
+	if err != nil {
+		return SweepStats{}, err
 	}
-
 	var (
 		mu    sync.Mutex
 		stats = SweepStats{Stores: len(s.cfg.Stores), Files: len(items)}
@@ -249,12 +222,49 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 	if err != nil {
 		return stats, fmt.Errorf("sweep: %w", err)
 	}
+	s.logSweep(stats, progress)
+	return stats, nil
+}
+
+// sweepItem is a session file a sweep looks at.
+type sweepItem struct{ store, rel, abs string }
+
+// sweepWalk lists the session files of every store, and the keys of their records.
+func (s *Service) sweepWalk(ctx context.Context) ([]sweepItem, map[string]bool, error) {
+	var items []sweepItem
+	walked := map[string]bool{} // the keys of the files walked
+	for _, st := range s.cfg.Stores {
+		root := s.roots[st.Name]
+		err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+			if err != nil {
+				s.log.Warn("sweep: cannot read", "path", p, "err", err)
+				if d != nil && d.IsDir() && p != root {
+					return fs.SkipDir
+				}
+				return nil
+			}
+			if d.Type().IsRegular() && strings.HasSuffix(d.Name(), ".jsonl") {
+				rel, _ := filepath.Rel(root, p)
+				items = append(items, sweepItem{st.Name, filepath.ToSlash(rel), p})
+				walked[sweepKey(st.Name, filepath.ToSlash(rel))] = true
+			}
+			return ctx.Err()
+		})
+		if err != nil {
+			return nil, nil, fmt.Errorf("sweep %s: %w", st.Name, err)
+		}
+	}
+	return items, walked, nil
+}
+
+// logSweep says what a sweep left to a newer compactor's sweeps and, without a progress
+// report, what it did in one line, with why it enqueued nothing when it did not.
+func (s *Service) logSweep(stats SweepStats, progress SweepProgress) {
 	if stats.NewerRecords > 0 && s.sayEvery("sweep-newer", time.Hour) {
 		s.log.Warn("sweep: files whose records a newer compactor wrote were left to its sweeps (their records are of a schema version this one cannot read; docs/upgrading.md)",
 			"files", stats.NewerRecords)
 	}
 	if progress == nil {
-		// One line per sweep, and why it enqueued nothing when it did not.
 		attrs := []any{"files", stats.Files, "unchanged", stats.Unchanged, "active", stats.Active, "assessed", stats.Assessed,
 			"over_budget", stats.OverBudget, "enqueued", stats.Enqueued, "already_queued", stats.AlreadyQueued, "ineligible", stats.Ineligible,
 			"errors", stats.Errors, "duration_s", seconds(stats.Duration)}
@@ -262,201 +272,5 @@ func (s *Service) sweep(ctx context.Context, progress SweepProgress) (SweepStats
 			attrs = append(attrs, "nothing_enqueued", why)
 		}
 		s.log.Info("sweep done", attrs...)
-	}
-	return stats, nil
-}
-
-// sweeper is one sweep's state.
-type sweeper struct {
-	s        *Service
-	memo     *memo
-	settings string
-	now      time.Time
-}
-
-// one handles one file and returns the result label.
-func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepStats, mu *sync.Mutex) string {
-	s := sw.s
-	add := func(f func()) {
-		mu.Lock()
-		f()
-		mu.Unlock()
-	}
-	fi, err := os.Stat(abs)
-	if err != nil {
-		add(func() { st.Errors++ })
-		return "error"
-	}
-	key := sweepKey(store, rel)
-	prev, known := sw.memo.get(key)
-	if known && prev.newer > 0 {
-		add(func() { st.NewerRecords++ })
-		return "newer_record"
-	}
-	known = known && prev.rec.Path == rel
-	var retry bool
-	if known && prev.rec.Size == fi.Size() && prev.rec.MtimeNs == fi.ModTime().UnixNano() {
-		switch {
-		case prev.rec.Settings != sw.settings:
-			add(func() { st.Resettled++ })
-		case !prev.rec.RetryAt.IsZero() && !sw.now.Before(prev.rec.RetryAt):
-			retry = true
-			add(func() { st.Retried++ })
-		default:
-			add(func() { st.Unchanged++ })
-			return "unchanged"
-		}
-	}
-	if s.cfg.Idle > 0 && time.Since(fi.ModTime()) < s.cfg.Idle {
-		add(func() { st.Active++ })
-		return "active"
-	}
-	rec := sweepRecord{V: fleetops.SweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
-	if known {
-		rec.Misses, rec.LastOutcome = prev.rec.Misses, prev.rec.LastOutcome
-	}
-	a, aerr := s.cfg.Assessor.Assess(ctx, abs)
-	add(func() { st.Assessed++ })
-	result := "assessed"
-	var job *wire.Job
-	switch {
-	case aerr != nil:
-		rec.Error = aerr.Error()
-		add(func() { st.Errors++ })
-		s.log.Warn("sweep: assess failed", "store", store, "path", rel, "err", aerr)
-		result = "error"
-	case !a.OverBudget:
-		add(func() { st.UnderBudget++ })
-	case !a.Eligible():
-		add(func() { st.OverBudget++; st.Ineligible++ })
-		result = "ineligible"
-	default:
-		add(func() { st.OverBudget++ })
-		job = &wire.Job{Kind: wire.KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID, OnlyOverBudget: true}
-		if retry || rec.Misses > 0 {
-			// The same request as the one that failed: a new id, or the duplicate window
-			// could swallow it.
-			job.Reason = "sweep-retry"
-			job.ID = job.MsgID() + ":sweep-retry-" + strconv.Itoa(rec.Misses)
-		}
-		// Written before the job is published, so that a worker's note of a fast outcome
-		// lands on this record and is not overwritten by it; the retry time is set ahead
-		// in case that note is lost.
-		rec.Enqueued = true
-		rec.RetryAt = sw.now.Add(SweepBackoff(rec.Misses+1, s.cfg.SweepRetryBase, s.cfg.SweepRetryMax)).UTC()
-	}
-	if aerr == nil {
-		rec.SessionID, rec.LeafID, rec.Tokens, rec.ContextWindow, rec.OverBudget = a.SessionID, a.LeafID, a.Tokens, a.ContextWindow, a.OverBudget
-	}
-	if err := sw.remember(ctx, key, rec); err != nil {
-		s.log.Warn("sweep: cannot remember file", "path", rel, "err", err)
-		if job != nil {
-			add(func() { st.Errors++ })
-			return "error" // not enqueued: the next sweep tries again
-		}
-		return result
-	}
-	if job == nil {
-		return result
-	}
-	r, err := fleetops.PublishJob(ctx, s.res.js, job)
-	switch {
-	case err != nil:
-		add(func() { st.Errors++ })
-		s.log.Warn("sweep: enqueue failed", "store", store, "path", rel, "err", err)
-		sw.forget(ctx, key)
-		return "error" // no record: try again next sweep
-	case r.AlreadyQueued || r.Duplicate:
-		add(func() { st.AlreadyQueued++ })
-		return "already_queued"
-	default:
-		add(func() { st.Enqueued++ })
-		if retry {
-			s.log.Info("sweep: session enqueued again after its backoff", "store", store, "path", rel, "misses", rec.Misses, "last_outcome", rec.LastOutcome)
-		}
-		return "enqueued"
-	}
-}
-
-func (sw *sweeper) remember(ctx context.Context, key string, rec sweepRecord) error {
-	b, err := json.Marshal(rec)
-	if err != nil {
-		return err
-	}
-	rev, err := sw.s.res.sweep.Put(ctx, key, b)
-	if err != nil {
-		return err
-	}
-	sw.memo.put(key, rec, rev)
-	return nil
-}
-
-func (sw *sweeper) forget(ctx context.Context, key string) {
-	sw.memo.forget(key)
-	if _, err := sw.s.res.sweep.DeleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
-		sw.s.log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
-	}
-}
-
-// sweepMarkerTTL is how long the marker of a removed sweep record stays: long enough for
-// the watchers of the moment to see it (the others load the bucket without the key).
-const sweepMarkerTTL = time.Hour
-
-// prune removes the records of this service's stores whose files are gone: a record the
-// walk did not meet, whose file does not exist (a file that exists but was not walked,
-// because a directory could not be read or it is no longer a regular file, keeps its
-// record). A record is removed only if it has not changed since the memo read it (a
-// conditional delete: another sweep or a worker's note wins), and never one of a newer
-// schema version. It returns how many were removed.
-func (sw *sweeper) prune(ctx context.Context, walked map[string]bool) int {
-	s := sw.s
-	removed := 0
-	for _, st := range s.cfg.Stores {
-		for key, e := range sw.memo.under(st.Name) {
-			if walked[key] || e.newer > 0 || !filepath.IsLocal(filepath.FromSlash(e.rec.Path)) || sweepKey(st.Name, e.rec.Path) != key {
-				continue
-			}
-			if _, err := os.Lstat(filepath.Join(s.roots[st.Name], filepath.FromSlash(e.rec.Path))); !errors.Is(err, fs.ErrNotExist) {
-				continue
-			}
-			refused, err := s.res.sweep.DeleteExpiring(ctx, key, e.rev, sw.markerTTL())
-			if err != nil {
-				s.log.Debug("sweep: record of a file that is gone not removed", "store", st.Name, "path", e.rec.Path, "err", err)
-				continue
-			}
-			if refused && s.sayEvery("sweep-marker-ttl", time.Hour) {
-				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", wire.BucketSweep)
-			}
-			sw.memo.forget(key)
-			removed++
-		}
-	}
-	if removed > 0 {
-		s.log.Info("sweep: records of session files that are gone removed", "records", removed)
-	}
-	return removed
-}
-
-func (sw *sweeper) markerTTL() time.Duration {
-	if sw.s.cfg.sweepMarkerTTL > 0 {
-		return sw.s.cfg.sweepMarkerTTL
-	}
-	return sweepMarkerTTL
-}
-
-// sweepLoop runs Sweep every SweepEvery until ctx ends. The memo's watcher stays open
-// between sweeps, so each one costs a walk and a stat per file.
-func (s *Service) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepEvery)
-	defer t.Stop()
-	for {
-		if _, err := s.Sweep(ctx, nil); err != nil && ctx.Err() == nil {
-			s.log.Error("sweep failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
 	}
 }
