@@ -49,15 +49,7 @@ func startNode(t testing.TB, opts server.Options) *natsNode {
 func (n *natsNode) start() {
 	n.t.Helper()
 	o := n.opts
-	ns, err := server.NewServer(&o)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(20 * time.Second) {
-		n.t.Fatalf("nats-server %s not ready", o.ServerName)
-	}
-	n.ns = ns
+	n.ns = natstest.StartServerWith(n.t, &o)
 }
 
 func (n *natsNode) stop() {
@@ -93,7 +85,7 @@ func (l *logBuffer) logger() *slog.Logger {
 }
 
 func singleNode(t testing.TB, jetStream bool) *natsNode {
-	return startNode(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	return startNode(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir()})
 }
 
 // A renewal that fails because JetStream does not answer (here: the server came back
