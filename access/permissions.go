@@ -98,7 +98,7 @@ var spendFleetKeys = wire.KVSubjectRoot + wire.BucketSpend + "." + wire.SpendFle
 // templates are each role's permissions, with {store} for the store's name.
 func templates(role Role) Permissions {
 	fleet := DirectGetPrefix + "KV_" + wire.BucketSettings + "." + wire.KVSubjectRoot + wire.BucketSettings + "." + wire.SettingsKey
-	// A store's pause record (pause.go): its workers read it, the operator writes it.
+	// A store's pause record (fleetops/pause.go): its workers read it, the operator writes it.
 	pauseRecord := wire.KVSubjectRoot + wire.BucketSettings + "." + wire.PauseKeyPrefix + storeToken
 	jobsInfo := APIPrefix + "CONSUMER.INFO." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken
 	// A batched direct get names its subjects in its body, not its subject: any of the
@@ -120,7 +120,7 @@ func templates(role Role) Permissions {
 			"$JS.ACK." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken + ".>",
 			"$JS.ACK.*.*." + wire.StreamJobs + "." + wire.ConsumerPrefix + storeToken + ".>",
 			APIPrefix + "CONSUMER.INFO." + wire.StreamDLQ + "." + wire.DLQConsumerPrefix + storeToken,
-			// The sweeps' memo: a watch of the store's records (kv.go's Watch), deleted when it
+			// The sweeps' memo: a watch of the store's records (fleetops/kv.go's Watch), deleted when it
 			// stops.
 			APIPrefix + "CONSUMER.CREATE.KV_" + wire.BucketSweep + ".*." + kvKeys(wire.BucketSweep),
 			APIPrefix + "CONSUMER.DELETE.KV_" + wire.BucketSweep + ".*",
@@ -156,9 +156,9 @@ func templates(role Role) Permissions {
 				APIPrefix + "STREAM.MSG.DELETE." + wire.StreamDLQ,
 				APIPrefix + "CONSUMER.CREATE." + wire.StreamDLQ + ".>", APIPrefix + "CONSUMER.MSG.NEXT." + wire.StreamDLQ + ".*",
 				APIPrefix + "CONSUMER.DELETE." + wire.StreamDLQ + ".*",
-				// Pausing and resuming a store (pause.go).
+				// Pausing and resuming a store (fleetops/pause.go, pipeline/pause.go).
 				pauseRecord[:len(pauseRecord)-len(storeToken)] + "*",
-				// What the console and status follow (fleetview.go): the events, the workers'
+				// What the console and status follow (operator/fleetview.go): the events, the workers'
 				// beats, the leases of running jobs and the pause records, by ordered consumers.
 				APIPrefix + "CONSUMER.CREATE." + wire.StreamEvents + ".>", APIPrefix + "CONSUMER.MSG.NEXT." + wire.StreamEvents + ".*",
 				APIPrefix + "CONSUMER.DELETE." + wire.StreamEvents + ".*",

@@ -118,7 +118,7 @@ func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	}
 	rb := cfg.RecordsMaxBytes
 	sweep := kv(wire.BucketSweep, "what the last sweep saw of each session file", 0, rb)
-	sweep.AllowMsgTTL, sweep.MaxConsumers = true, SweepWatches // markers that expire (prune in sweep.go); the stores' watches
+	sweep.AllowMsgTTL, sweep.MaxConsumers = true, SweepWatches // markers that expire (prune in pipeline/sweeper.go); the stores' watches
 	settings := kv(wire.BucketSettings, "the fleet's settings, written by compactor setup", 0, settingsMaxBytes)
 	settings.DenyPurge = true
 	return []jetstream.StreamConfig{

@@ -18,7 +18,7 @@ import (
 // Who serves a store. A job published for a store that no worker serves sits in
 // COMPACTOR_JOBS until one does; a client that asks first can say so instead of waiting
 // in silence. Every worker keeps a key per store it serves in BucketWorkers,
-// <store>.<worker>, and the store's owner key <store>._owner (owner.go), put again every
+// <store>.<worker>, and the store's owner key <store>._owner (pipeline/owner.go), put again every
 // workerBeatEvery while its fetch loops run; the bucket's TTL drops the keys of a worker
 // that stopped (a crash as well as a shutdown: a service restarted within the TTL is not
 // seen as gone). A store is served when it has its durable consumer and its owner key.

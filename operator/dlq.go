@@ -43,7 +43,7 @@ type DeadLetterRecord struct {
 	Path      string `json:"path,omitempty"`
 	Kind      string `json:"kind,omitempty"`
 	// Foreign says why the record cannot be replayed: its job (or the job subject it
-	// names) is of another store or session than its own subject (foreign.go). Empty for
+	// names) is of another store or session than its own subject (pipeline/foreign.go). Empty for
 	// every record a worker of the store wrote.
 	Foreign string `json:"foreign,omitempty"`
 	wire.DeadLetter

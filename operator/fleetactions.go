@@ -161,7 +161,7 @@ func (v *FleetView) QueuedJobs(ctx context.Context, store string, limit int) ([]
 		case json.Unmarshal(m.Data, &j) != nil:
 			qj.Foreign = "not a job"
 		case len(parts) != 5 || j.Store != store || wire.SessionToken(j.SessionID) != parts[3] || j.Kind != parts[4]:
-			// A worker admits a job only of its subject's store, session and kind (foreign.go).
+			// A worker admits a job only of its subject's store, session and kind (pipeline/foreign.go).
 			qj.Foreign = fmt.Sprintf("its job names store %q, session %q, kind %q: not its subject's; a worker refuses it", j.Store, j.SessionID, j.Kind)
 		default:
 			qj.SessionID, qj.Path, qj.Kind, qj.Reason = j.SessionID, j.Path, j.Kind, j.Reason

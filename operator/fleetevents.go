@@ -66,7 +66,7 @@ func (v *FleetView) followEvents(ctx, runCtx context.Context, a *accountView) er
 
 // eventOn reads an event published on subject (compactor.events.<store>.<token>.<job
 // seq>): one that names another store, session or job than its subject is a
-// *ForeignError (foreign.go), and is shown nowhere.
+// *ForeignError (fleetops/foreign.go), and is shown nowhere.
 func eventOn(subject string, data []byte) (wire.Event, error) {
 	var ev wire.Event
 	if err := json.Unmarshal(data, &ev); err != nil {

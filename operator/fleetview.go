@@ -101,7 +101,7 @@ type accountView struct {
 	polled   time.Time
 	pollErr  error
 	// leftOut counts the records of this account that name a store it does not hold, or
-	// another store or session than their key or subject (foreign.go).
+	// another store or session than their key or subject (pipeline/foreign.go).
 	leftOut uint64
 }
 

@@ -23,7 +23,7 @@ import (
 	"github.com/compactor-dev/compactor/wire"
 )
 
-// layout2 builds a deployment as issue 27's setup left it (layout 2) for stores: the
+// layout2 builds a deployment as a setup of layout 2 left it for stores: the
 // streams without message limits, the buckets made by the client library (rollups
 // allowed, no byte limits), the stores' consumers and the settings record.
 func layout2(t *testing.T, js jetstream.JetStream, stores ...string) {

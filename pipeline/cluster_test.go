@@ -96,7 +96,7 @@ func streamInfo(t testing.TB, js jetstream.JetStream, name string) *jetstream.St
 	return info
 }
 
-// The fault-tolerance test of issue 11: three nodes, every stream and bucket with 3
+// The fault-tolerance test: three nodes, every stream and bucket with 3
 // replicas, 60 jobs running on two workers; the node leading COMPACTOR_JOBS is killed
 // (SIGKILL) mid-batch, a third worker starts while the cluster elects new leaders, and the node is
 // started again. Every job ends with a final event, every session has exactly one

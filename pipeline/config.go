@@ -94,7 +94,7 @@ type Config struct {
 	// jobs is refused; the oldest events go past EventsMaxAge or EventsMaxBytes, the
 	// oldest dead letters past DLQMaxBytes; each bucket holds RecordsMaxBytes at most (a
 	// write beyond it is refused). Every stream's message count is bounded in proportion
-	// (streams.go). Defaults 7 days and 256 MiB, 24 hours and 256 MiB, 256 MiB, 128 MiB.
+	// (fleetops/limits.go). Defaults 7 days and 256 MiB, 24 hours and 256 MiB, 256 MiB, 128 MiB.
 	JobsMaxAge      time.Duration
 	JobsMaxBytes    int64
 	EventsMaxAge    time.Duration

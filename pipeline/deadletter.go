@@ -12,7 +12,7 @@ import (
 
 // How a job becomes a dead letter: one helper (deadLetter) for the paths that find a job
 // dead: refused at admission, failed at finish, or its deliveries used up. Reading and
-// acting on the dead letters is dlq.go's.
+// acting on the dead letters is operator/dlq.go's.
 
 // deadJob is a job message found dead, by any of the paths that find one: admit refuses a
 // delivery before a handler runs (refuse: an invalid job, a path outside its store, its

@@ -17,7 +17,7 @@ import (
 // another store or session than its subject or key is never acted on: it is refused and
 // counted (compactor_foreign_records_total, by the store of the subject or key and the
 // kind of record), and a dead letter is refused by `dlq retry` naming both stores
-// (dlq.go). A store's keys cannot write another store's subjects, so such a record is
+// (operator/dlq.go). A store's keys cannot write another store's subjects, so such a record is
 // a forgery by the store whose subject it came on, or a bug: either way nothing of the
 // store it names is touched on its word.
 
