@@ -36,8 +36,8 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
-	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 var (
@@ -479,13 +479,13 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 }
 
 // sweepStats runs `compactor sweep --json` to its end and returns its stats.
-func sweepStats(t *testing.T, logs string, args ...string) pipeline.SweepStats {
+func sweepStats(t *testing.T, logs string, args ...string) sweep.Stats {
 	t.Helper()
 	sw := compactor(t, logs, args...)
 	if code := sw.wait(t, 2*time.Minute); code != 0 {
 		t.Fatalf("sweep: exit %d\n%s", code, tail(sw.log, 20))
 	}
-	var st pipeline.SweepStats
+	var st sweep.Stats
 	b, _ := os.ReadFile(sw.out)
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("sweep output %q: %v", b, err)

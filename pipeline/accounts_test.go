@@ -20,6 +20,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -266,13 +267,13 @@ func TestMoveIntoAccounts(t *testing.T) {
 				}
 			}
 		}
-		rec, _ := json.Marshal(sweepRecord{V: 1, Path: "p/s0.jsonl", Size: 1, At: time.Now()})
+		rec, _ := json.Marshal(sweep.Record{V: 1, Path: "p/s0.jsonl", Size: 1, At: time.Now()})
 		put := func(bucket, key string, v []byte) {
 			if _, err := fleetops.OpenBucket(ljs, bucket).Put(ctx, key, v); err != nil {
 				t.Fatal(err)
 			}
 		}
-		put(wire.BucketSweep, sweepKey(st, "p/s0.jsonl"), rec)
+		put(wire.BucketSweep, sweep.Key(st, "p/s0.jsonl"), rec)
 		put(wire.BucketPrepared, wire.PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
 		id, err := identify(st, dirs[st], false)
 		if err != nil {

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -163,14 +164,14 @@ type Config struct {
 	// (compactor status shows a fleet's versions). Empty: not reported.
 	Version string
 
-	Handler  Handler  // required for Run and RunOnce
-	Assessor Assessor // required for sweeps and the after-job re-check; nil disables both
+	Handler  Handler        // required for Run and RunOnce
+	Assessor sweep.Assessor // required for sweeps and the after-job re-check; nil disables both
 	// Bridger answers the extension's bridge requests (bridge.go); nil: not answered, and
 	// the extension uses its preparations as they are.
 	Bridger Bridger
 	Logger  *slog.Logger
 	// Progress follows RunOnce's sweep (nil: not followed).
-	Progress SweepProgress
+	Progress sweep.Progress
 }
 
 func (c Config) withDefaults() Config {

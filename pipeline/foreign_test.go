@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -97,13 +98,13 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := json.Marshal(sweepRecord{V: 1, Path: "../hostB/x.jsonl", Size: 1, At: time.Now()})
-	key := sweepKey("hostA", "s.jsonl")
+	rec, _ := json.Marshal(sweep.Record{V: 1, Path: "../hostB/x.jsonl", Size: 1, At: time.Now()})
+	key := sweep.Key("hostA", "s.jsonl")
 	if _, err := s.res.sweep.Put(ctx, key, rec); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the foreign sweep record counted", func() bool { return count(foreignSweep) == 1 })
-	if _, ok := m.get(key); ok {
+	if _, ok := m.Record(key); ok {
 		t.Error("a sweep record of another path taken for s.jsonl's")
 	}
 

@@ -24,6 +24,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -288,10 +289,10 @@ func (h *fakeHandler) stats() (calls, maxActive int) {
 }
 
 // leafAssessor says a session is over budget unless its last line is a compaction.
-var leafAssessor = AssessorFunc(func(ctx context.Context, file string) (Assessment, error) {
+var leafAssessor = sweep.AssessorFunc(func(ctx context.Context, file string) (sweep.Assessment, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return Assessment{}, err
+		return sweep.Assessment{}, err
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	var hdr struct {
@@ -301,7 +302,7 @@ var leafAssessor = AssessorFunc(func(ctx context.Context, file string) (Assessme
 	_ = json.Unmarshal([]byte(lines[0]), &hdr)
 	var last line
 	_ = json.Unmarshal([]byte(lines[len(lines)-1]), &last)
-	return Assessment{SessionID: hdr.ID, LeafID: last.ID, Tokens: 100 * len(lines), ContextWindow: 1000,
+	return sweep.Assessment{SessionID: hdr.ID, LeafID: last.ID, Tokens: 100 * len(lines), ContextWindow: 1000,
 		OverBudget: last.Type != "compaction", Version: hdr.Version, HasAssistant: true, Compacted: last.Type == "compaction"}, nil
 })
 

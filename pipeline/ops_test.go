@@ -19,6 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -220,12 +221,12 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		writeSession(t, dir, fmt.Sprintf("other%d.jsonl", i))
 	}
 	var assessing atomic.Int64
-	slowAssessor := AssessorFunc(func(ctx context.Context, file string) (Assessment, error) {
+	slowAssessor := sweep.AssessorFunc(func(ctx context.Context, file string) (sweep.Assessment, error) {
 		assessing.Add(1)
 		defer assessing.Add(-1)
 		<-ctx.Done()
 		time.Sleep(300 * time.Millisecond) // a read that finishes after the cancellation
-		return Assessment{}, ctx.Err()
+		return sweep.Assessment{}, ctx.Err()
 	})
 	h := &fakeHandler{delay: time.Minute}
 	logs := &logBuffer{}

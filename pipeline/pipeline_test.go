@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -651,10 +652,10 @@ func TestSweepAndRunOnce(t *testing.T) {
 type recordProgress struct {
 	updates, lastDone int
 	bad               string
-	final             *SweepStats
+	final             *sweep.Stats
 }
 
-func (p *recordProgress) Update(done, total int, f SweptFile, st SweepStats) {
+func (p *recordProgress) Update(done, total int, f sweep.SweptFile, st sweep.Stats) {
 	p.updates++
 	if done != p.lastDone+1 || total != st.Files || f.Store != "default" || f.Path == "" || f.Result == "" {
 		p.bad = fmt.Sprintf("progress %d/%d after %d (files %d), file %+v", done, total, p.lastDone, st.Files, f)
@@ -662,7 +663,7 @@ func (p *recordProgress) Update(done, total int, f SweptFile, st SweepStats) {
 	p.lastDone = done
 }
 
-func (p *recordProgress) Finished(st SweepStats) { p.final = &st }
+func (p *recordProgress) Finished(st sweep.Stats) { p.final = &st }
 
 func TestMetricsAndHealthz(t *testing.T) {
 	t.Parallel()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -59,10 +60,10 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 
 	t.Run("sweep record", func(t *testing.T) {
 		writeSession(t, b.dir, "newer.jsonl")
-		key := sweepKey("default", "newer.jsonl")
+		key := sweep.Key("default", "newer.jsonl")
 		newer := `{"v":2,"path":"newer.jsonl","state":{"size":1}}`
 		b.putRaw(wire.BucketSweep, key, newer)
-		gone := sweepKey("default", "gone.jsonl") // a file this sweep does not see
+		gone := sweep.Key("default", "gone.jsonl") // a file this sweep does not see
 		goneRec := `{"v":2,"path":"gone.jsonl"}`
 		b.putRaw(wire.BucketSweep, gone, goneRec)
 		st, err := s.Sweep(ctx, nil)

@@ -3,12 +3,13 @@ package pipeline
 import (
 	"time"
 
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
 
 // Report is what RunOnce did.
 type Report struct {
-	Sweep    *SweepStats      `json:"sweep,omitempty"`
+	Sweep    *sweep.Stats     `json:"sweep,omitempty"`
 	Rows     []wire.ReportRow `json:"rows"`
 	Counts   map[Outcome]int  `json:"counts"`
 	Duration time.Duration    `json:"durationNs"`

@@ -15,6 +15,7 @@ import (
 
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -315,8 +316,8 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			sw, _ := b.js.KeyValue(ctx, wire.BucketSweep)
-			rec, _ := json.Marshal(sweepRecord{Path: rel, Size: 1, At: time.Now()})
-			if _, err := sw.Put(ctx, "f."+sweepKey("default", rel), rec); err != nil {
+			rec, _ := json.Marshal(sweep.Record{Path: rel, Size: 1, At: time.Now()})
+			if _, err := sw.Put(ctx, "f."+sweep.Key("default", rel), rec); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -339,7 +340,7 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	if m := res.Migrated; m == nil || m.SweepRecords != 1 || m.AttemptCounts != 1 || m.LeasesDropped != 1 || m.ConsumersFound != 1 || !slices.Equal(res.Stores, []string{"default"}) {
 		t.Fatalf("migration: %+v %+v", res.Migrated, res)
 	}
-	if _, err := fleetops.OpenBucket(b.js, wire.BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
+	if _, err := fleetops.OpenBucket(b.js, wire.BucketSweep).Get(ctx, sweep.Key("default", "p/s0.jsonl")); err != nil {
 		t.Errorf("the sweep record under its store's name: %v", err)
 	}
 	if got := b.pending(); got != queued {

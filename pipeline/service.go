@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
@@ -46,7 +47,7 @@ type Service struct {
 	ids       map[string]fleetops.StoreIdentity
 	m         *metrics
 	memoMu    sync.Mutex
-	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
+	memo      *sweep.Memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem     chan struct{}
 	running *runningJobs  // the jobs being worked, for RunOnce and the shutdown

@@ -13,6 +13,7 @@ import (
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 // Handler works the jobs the pipeline delivers with e, exactly as `compactor compact` (or
@@ -225,19 +226,19 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 // Assessor adapts the engine's budget check to the pipeline's sweeps, for the Pi release
 // of the store that holds each file. It also fingerprints the settings the budget and a
 // job's effect depend on, so a sweep assesses unchanged files again when they change.
-func Assessor(e *engine.Engine, pv PiVersions) pipeline.Assessor { return assessor{e, pv} }
+func Assessor(e *engine.Engine, pv PiVersions) sweep.Assessor { return assessor{e, pv} }
 
 type assessor struct {
 	e  *engine.Engine
 	pv PiVersions
 }
 
-func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment, error) {
+func (a assessor) Assess(ctx context.Context, file string) (sweep.Assessment, error) {
 	b, err := a.e.CheckBudgetAs(ctx, file, a.pv.forFile(file))
 	if err != nil {
-		return pipeline.Assessment{}, err
+		return sweep.Assessment{}, err
 	}
-	return pipeline.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
+	return sweep.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
 		OverBudget: b.OverBudget, Version: b.Version, HasAssistant: b.HasAssistant, Compacted: b.LeafIsCompaction}, nil
 }
 

@@ -16,6 +16,7 @@ import (
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 // The operations flags end to end through the command line: run on --listen with port 0
@@ -133,12 +134,12 @@ func TestRunListenLockAndJoin(t *testing.T) {
 func useSkippingHandler(t *testing.T) {
 	old := NewPipelineHandler
 	t.Cleanup(func() { NewPipelineHandler = old })
-	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
+	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, sweep.Assessor, error) {
 		h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
 			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}}, nil
 		})
-		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
-			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
+		a := sweep.AssessorFunc(func(ctx context.Context, f string) (sweep.Assessment, error) {
+			return sweep.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
 		})
 		return h, a, nil
 	}

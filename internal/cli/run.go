@@ -23,12 +23,13 @@ import (
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/worker"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor:
 // otherwise worker.Handler and worker.Assessor, around the engine that the summarizer and
 // planning flags build.
-var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error)
+var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, sweep.Assessor, error)
 
 func init() {
 	register(&Command{Name: "run", Summary: "work compaction jobs from NATS JetStream (--once: sweep, drain, report)", Run: runRun})

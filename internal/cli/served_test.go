@@ -17,6 +17,7 @@ import (
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 // Two services on one NATS, each serving its own store (hostA, hostB), as in issue 19:
@@ -31,7 +32,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 	release := make(chan struct{})
 	old := NewPipelineHandler
 	t.Cleanup(func() { NewPipelineHandler = old })
-	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
+	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, sweep.Assessor, error) {
 		served := cfg.Stores[0].Name
 		h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
 			if job.Reason == "hold" {
@@ -43,8 +44,8 @@ func TestUnservedStoreSaid(t *testing.T) {
 			}
 			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "worked by the service of " + served}}, nil
 		})
-		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
-			return pipeline.Assessment{SessionID: "019a0000-0000-7000-8000-0000000000c1", LeafID: "a1", OverBudget: true, Version: 3, HasAssistant: true}, nil
+		a := sweep.AssessorFunc(func(ctx context.Context, f string) (sweep.Assessment, error) {
+			return sweep.Assessment{SessionID: "019a0000-0000-7000-8000-0000000000c1", LeafID: "a1", OverBudget: true, Version: 3, HasAssistant: true}, nil
 		})
 		return h, a, nil
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -38,7 +39,7 @@ type Options struct {
 	// Handler works the jobs. Without one no worker runs: jobs stay queued.
 	Handler pipeline.Handler
 	// Assessor answers sweeps and the after-job re-check (optional).
-	Assessor pipeline.Assessor
+	Assessor sweep.Assessor
 	// Idle is the worker's idle check (default: none, -1, as a test writes its sessions
 	// just before it enqueues them).
 	Idle time.Duration

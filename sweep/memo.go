@@ -1,4 +1,4 @@
-package pipeline
+package sweep
 
 import (
 	"context"
@@ -11,18 +11,19 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// memo is this process's copy of its stores' part of COMPACTOR_SWEEP, so a sweep decides
+// Memo is this process's copy of its stores' part of COMPACTOR_SWEEP, so a sweep decides
 // "unchanged" with a stat and a map lookup instead of one NATS round trip per file. It is
 // loaded by one KV watcher per store (each of the store's keys only, as a store's worker
 // may watch), started at the first sweep and kept until Close: a watcher delivers every
 // record once, then every later write by any process (other sweepers, the workers that
 // note job outcomes). A copy a moment behind is harmless: a record it lacks only makes
 // the sweep read that file again.
-type memo struct {
+type Memo struct {
 	mu    sync.RWMutex
 	recs  map[string]memoEntry // by KV key
 	ready chan struct{}        // closed when the initial values are in
@@ -33,19 +34,19 @@ type memo struct {
 }
 
 type memoEntry struct {
-	rec sweepRecord
+	rec Record
 	rev uint64
 	// newer is the schema version of a record this version cannot read (0: it can): the
 	// file is left to the newer compactor's sweeps.
 	newer int
 }
 
-// openMemo starts the stores' watchers and returns once they have delivered every current
+// OpenMemo starts the stores' watchers and returns once they have delivered every current
 // record (or ctx ends).
-func openMemo(ctx context.Context, kv *fleetops.Bucket, stores []Store, log *slog.Logger, onForeign func(store string, err error)) (*memo, error) {
+func OpenMemo(ctx context.Context, kv *fleetops.Bucket, stores []string, log *slog.Logger, onForeign func(store string, err error)) (*Memo, error) {
 	// The watchers outlive this call (they follow later writes): their context is the memo's.
 	wctx, cancel := context.WithCancel(context.WithoutCancel(ctx))
-	m := &memo{recs: map[string]memoEntry{}, ready: make(chan struct{}), done: make(chan struct{}), onForeign: onForeign}
+	m := &Memo{recs: map[string]memoEntry{}, ready: make(chan struct{}), done: make(chan struct{}), onForeign: onForeign}
 	var watchers []*fleetops.Watcher
 	m.stop = func() {
 		for _, w := range watchers {
@@ -54,10 +55,10 @@ func openMemo(ctx context.Context, kv *fleetops.Bucket, stores []Store, log *slo
 		cancel()
 	}
 	for _, st := range stores {
-		w, err := kv.Watch(wctx, st.Name)
+		w, err := kv.Watch(wctx, st)
 		if err != nil {
 			m.stop()
-			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", wire.BucketSweep, st.Name, err)
+			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", wire.BucketSweep, st, err)
 		}
 		watchers = append(watchers, w)
 	}
@@ -87,12 +88,12 @@ func openMemo(ctx context.Context, kv *fleetops.Bucket, stores []Store, log *slo
 	case <-m.ready:
 		return m, nil
 	case <-ctx.Done():
-		m.close()
+		m.Close()
 		return nil, fmt.Errorf("sweep memo: loading %s: %w", wire.BucketSweep, ctx.Err())
 	}
 }
 
-func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
+func (m *Memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.recs[e.Key()]; ok && cur.rev > e.Revision() {
@@ -106,13 +107,13 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		m.recs[e.Key()] = memoEntry{rev: e.Revision(), newer: v}
 		return
 	}
-	var rec sweepRecord
+	var rec Record
 	if err := json.Unmarshal(e.Value(), &rec); err != nil {
 		log.Debug("sweep memo: unreadable record ignored", "key", e.Key(), "err", err)
 		delete(m.recs, e.Key())
 		return
 	}
-	if store, _, _ := strings.Cut(e.Key(), "."); sweepKey(store, rec.Path) != e.Key() {
+	if store, _, _ := strings.Cut(e.Key(), "."); Key(store, rec.Path) != e.Key() {
 		// A record whose path is not the one its key was made of: another file's record
 		// (of this store, or naming another store's path) is never taken for this one's.
 		delete(m.recs, e.Key())
@@ -125,15 +126,23 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 	m.recs[e.Key()] = memoEntry{rec: rec, rev: e.Revision()}
 }
 
-func (m *memo) get(key string) (memoEntry, bool) {
+// get is the memo's entry of a record's key.
+func (m *Memo) get(key string) (memoEntry, bool) {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	e, ok := m.recs[key]
 	return e, ok
 }
 
-// put records what this process just wrote, ahead of the watcher.
-func (m *memo) put(key string, rec sweepRecord, rev uint64) {
+// Record is the record of key as the memo holds it (false: none, or one of a newer
+// schema version).
+func (m *Memo) Record(key string) (Record, bool) {
+	e, ok := m.get(key)
+	return e.rec, ok && e.newer == 0
+}
+
+// Put records what this process just wrote, ahead of the watcher.
+func (m *Memo) Put(key string, rec Record, rev uint64) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	if cur, ok := m.recs[key]; !ok || cur.rev <= rev {
@@ -141,8 +150,8 @@ func (m *memo) put(key string, rec sweepRecord, rev uint64) {
 	}
 }
 
-// under returns a copy of the entries of a store's records.
-func (m *memo) under(store string) map[string]memoEntry {
+// Under returns a copy of the entries of a store's records.
+func (m *Memo) Under(store string) map[string]memoEntry {
 	m.mu.RLock()
 	defer m.mu.RUnlock()
 	out := map[string]memoEntry{}
@@ -154,13 +163,15 @@ func (m *memo) under(store string) map[string]memoEntry {
 	return out
 }
 
-func (m *memo) forget(key string) {
+// Forget drops a record's key.
+func (m *Memo) Forget(key string) {
 	m.mu.Lock()
 	defer m.mu.Unlock()
 	delete(m.recs, key)
 }
 
-func (m *memo) close() {
+// Close stops the watchers.
+func (m *Memo) Close() {
 	m.stop()
 	select {
 	case <-m.done: // the updates channel closes when the subscription does
@@ -168,35 +179,24 @@ func (m *memo) close() {
 	}
 }
 
-// sweepMemo returns the service's memo, opening it at the first call.
-func (s *Service) sweepMemo(ctx context.Context) (*memo, error) {
-	s.memoMu.Lock()
-	defer s.memoMu.Unlock()
-	if s.memo != nil {
-		return s.memo, nil
+// noteOutcome applies a job's final event to the record and reports whether it changed.
+func (r *Record) noteOutcome(ev wire.Event, now time.Time, backoff func(n int) time.Duration) bool {
+	old := *r
+	switch {
+	case ev.Outcome == outcome.Failed || (ev.Outcome == outcome.Skipped && ev.Busy):
+		r.Misses++
+		r.RetryAt = now.Add(backoff(r.Misses)).UTC()
+		r.LastOutcome = string(ev.Outcome)
+		if ev.Busy {
+			r.LastOutcome = "busy"
+		}
+	default:
+		r.Misses, r.RetryAt, r.LastOutcome = 0, time.Time{}, string(ev.Outcome)
 	}
-	m, err := openMemo(ctx, s.res.sweep, s.cfg.Stores, s.log, func(store string, err error) { s.foreign(store, foreignSweep, err) })
-	if err != nil {
-		return nil, err
-	}
-	s.memo = m
-	return m, nil
+	return *r != old
 }
 
-func (s *Service) closeMemo() {
-	s.memoMu.Lock()
-	defer s.memoMu.Unlock()
-	if s.memo != nil {
-		s.memo.close()
-		s.memo = nil
-	}
-}
-
-// SweepBackoff is how long a sweep waits before it enqueues a session again whose jobs
-// ended failed or busy n times in a row (n ≥ 1): base·2^(n-1), capped at max.
-func SweepBackoff(n int, base, max time.Duration) time.Duration { return RedeliveryDelay(n, base, max) }
-
-// noteOutcome tells the sweep memo how a compact job ended, so that a later sweep knows
+// NoteOutcome tells the sweep records how a compact job ended, so that a later sweep knows
 // whether to try the session again although its file is unchanged:
 //
 //   - failed (dead-lettered) or skipped busy: one more miss; retry after the backoff;
@@ -206,14 +206,14 @@ func SweepBackoff(n int, base, max time.Duration) time.Duration { return Redeliv
 // Only a session a sweep has seen has a record; the update is conditional on the record's
 // revision, so a sweep writing at the same moment is never overwritten with stale data.
 // Losing this note (NATS down) costs little: a sweep that enqueues sets a retry time
-// ahead of the outcome (see sweepOne).
-func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Event) {
-	if ev.Kind != wire.KindCompact || s.res == nil || ev.Path == "" || wire.ValidateStoreName(ev.Store) != nil {
+// ahead of the outcome (see the sweep's assess).
+func NoteOutcome(ctx context.Context, log *slog.Logger, records *fleetops.Bucket, ev wire.Event, now time.Time, backoff func(n int) time.Duration) {
+	if ev.Kind != wire.KindCompact || records == nil || ev.Path == "" || wire.ValidateStoreName(ev.Store) != nil {
 		return
 	}
-	key := sweepKey(ev.Store, ev.Path)
+	key := Key(ev.Store, ev.Path)
 	for range 3 {
-		e, err := s.res.sweep.Get(ctx, key)
+		e, err := records.Get(ctx, key)
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrKeyNotFound) {
 				log.Debug("sweep memo: outcome not noted", "err", err)
@@ -224,19 +224,19 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Eve
 			log.Debug("sweep memo: outcome not noted", "err", err)
 			return
 		}
-		var rec sweepRecord
+		var rec Record
 		if json.Unmarshal(e.Value(), &rec) != nil || rec.Path != ev.Path {
 			return
 		}
 		rec.V = fleetops.SweepRecordV
-		if !rec.noteOutcome(ev, s.cfg.sweepNow(), s.cfg.SweepRetryBase, s.cfg.SweepRetryMax) {
+		if !rec.noteOutcome(ev, now, backoff) {
 			return
 		}
 		b, err := json.Marshal(rec)
 		if err != nil {
 			return
 		}
-		if _, err = s.res.sweep.Update(ctx, key, b, e.Revision()); err == nil {
+		if _, err = records.Update(ctx, key, b, e.Revision()); err == nil {
 			if rec.Misses > 0 {
 				log.Info("sweeps will try this session again", "path", ev.Path, "misses", rec.Misses, "retry_at", rec.RetryAt.Format(time.RFC3339))
 			}
@@ -247,21 +247,4 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Eve
 			return
 		}
 	}
-}
-
-// noteOutcome applies a job's final event to the record and reports whether it changed.
-func (r *sweepRecord) noteOutcome(ev wire.Event, now time.Time, base, max time.Duration) bool {
-	old := *r
-	switch {
-	case ev.Outcome == OutcomeFailed || (ev.Outcome == OutcomeSkipped && ev.Busy):
-		r.Misses++
-		r.RetryAt = now.Add(SweepBackoff(r.Misses, base, max)).UTC()
-		r.LastOutcome = string(ev.Outcome)
-		if ev.Busy {
-			r.LastOutcome = "busy"
-		}
-	default:
-		r.Misses, r.RetryAt, r.LastOutcome = 0, time.Time{}, string(ev.Outcome)
-	}
-	return *r != old
 }

@@ -1,4 +1,4 @@
-package pipeline
+package sweep
 
 import (
 	"context"
@@ -20,8 +20,8 @@ import (
 
 // sweeper is one sweep's state.
 type sweeper struct {
-	s        *Service
-	memo     *memo
+	env      *Env
+	memo     *Memo
 	settings string
 	now      time.Time
 }
@@ -30,8 +30,8 @@ type sweeper struct {
 type tally func(func())
 
 // one handles one file and returns the result label.
-func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepStats, mu *sync.Mutex) string {
-	s := sw.s
+func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *Stats, mu *sync.Mutex) string {
+	s := sw.env
 	add := tally(func(f func()) {
 		mu.Lock()
 		f()
@@ -42,22 +42,22 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 		add(func() { st.Errors++ })
 		return "error"
 	}
-	key := sweepKey(store, rel)
+	key := Key(store, rel)
 	prev, known, retry, result := sw.seen(key, rel, fi, st, add)
 	if result != "" {
 		return result
 	}
-	if s.cfg.Idle > 0 && time.Since(fi.ModTime()) < s.cfg.Idle {
+	if s.Idle > 0 && time.Since(fi.ModTime()) < s.Idle {
 		add(func() { st.Active++ })
 		return "active"
 	}
-	rec := sweepRecord{V: fleetops.SweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
+	rec := Record{V: fleetops.SweepRecordV, Path: rel, Size: fi.Size(), MtimeNs: fi.ModTime().UnixNano(), At: time.Now().UTC(), Settings: sw.settings}
 	if known {
 		rec.Misses, rec.LastOutcome = prev.rec.Misses, prev.rec.LastOutcome
 	}
 	job, result := sw.assess(ctx, store, rel, abs, retry, &rec, st, add)
 	if err := sw.remember(ctx, key, rec); err != nil {
-		s.log.Warn("sweep: cannot remember file", "path", rel, "err", err)
+		s.Log.Warn("sweep: cannot remember file", "path", rel, "err", err)
 		if job != nil {
 			add(func() { st.Errors++ })
 			return "error" // not enqueued: the next sweep tries again
@@ -73,7 +73,7 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 // seen decides from the sweep's memo what it knows of the file: a record of a newer
 // compactor's (left to its sweeps), or one of this file unchanged since (nothing to do,
 // unless the settings changed or its retry is due: retry). A result ends the file's turn.
-func (sw *sweeper) seen(key, rel string, fi os.FileInfo, st *SweepStats, add tally) (prev memoEntry, known, retry bool, result string) {
+func (sw *sweeper) seen(key, rel string, fi os.FileInfo, st *Stats, add tally) (prev memoEntry, known, retry bool, result string) {
 	prev, known = sw.memo.get(key)
 	if known && prev.newer > 0 {
 		add(func() { st.NewerRecords++ })
@@ -98,9 +98,9 @@ func (sw *sweeper) seen(key, rel string, fi os.FileInfo, st *SweepStats, add tal
 // assess has the Assessor read the file, fills rec with what it found, and returns the job
 // to enqueue when the session is over budget and eligible (nil otherwise) with the result
 // label.
-func (sw *sweeper) assess(ctx context.Context, store, rel, abs string, retry bool, rec *sweepRecord, st *SweepStats, add tally) (*wire.Job, string) {
-	s := sw.s
-	a, aerr := s.cfg.Assessor.Assess(ctx, abs)
+func (sw *sweeper) assess(ctx context.Context, store, rel, abs string, retry bool, rec *Record, st *Stats, add tally) (*wire.Job, string) {
+	s := sw.env
+	a, aerr := s.Assessor.Assess(ctx, abs)
 	add(func() { st.Assessed++ })
 	result := "assessed"
 	var job *wire.Job
@@ -108,7 +108,7 @@ func (sw *sweeper) assess(ctx context.Context, store, rel, abs string, retry boo
 	case aerr != nil:
 		rec.Error = aerr.Error()
 		add(func() { st.Errors++ })
-		s.log.Warn("sweep: assess failed", "store", store, "path", rel, "err", aerr)
+		s.Log.Warn("sweep: assess failed", "store", store, "path", rel, "err", aerr)
 		result = "error"
 	case !a.OverBudget:
 		add(func() { st.UnderBudget++ })
@@ -128,7 +128,7 @@ func (sw *sweeper) assess(ctx context.Context, store, rel, abs string, retry boo
 		// lands on this record and is not overwritten by it; the retry time is set ahead
 		// in case that note is lost.
 		rec.Enqueued = true
-		rec.RetryAt = sw.now.Add(SweepBackoff(rec.Misses+1, s.cfg.SweepRetryBase, s.cfg.SweepRetryMax)).UTC()
+		rec.RetryAt = sw.now.Add(s.Backoff(rec.Misses + 1)).UTC()
 	}
 	if aerr == nil {
 		rec.SessionID, rec.LeafID, rec.Tokens, rec.ContextWindow, rec.OverBudget = a.SessionID, a.LeafID, a.Tokens, a.ContextWindow, a.OverBudget
@@ -138,13 +138,13 @@ func (sw *sweeper) assess(ctx context.Context, store, rel, abs string, retry boo
 
 // enqueue publishes the file's job (its record already written) and returns the result
 // label; a job not published leaves no record, so the next sweep tries again.
-func (sw *sweeper) enqueue(ctx context.Context, key string, job *wire.Job, retry bool, rec sweepRecord, st *SweepStats, add tally) string {
-	s := sw.s
-	r, err := fleetops.PublishJob(ctx, s.res.js, job)
+func (sw *sweeper) enqueue(ctx context.Context, key string, job *wire.Job, retry bool, rec Record, st *Stats, add tally) string {
+	s := sw.env
+	r, err := fleetops.PublishJob(ctx, s.JS, job)
 	switch {
 	case err != nil:
 		add(func() { st.Errors++ })
-		s.log.Warn("sweep: enqueue failed", "store", job.Store, "path", job.Path, "err", err)
+		s.Log.Warn("sweep: enqueue failed", "store", job.Store, "path", job.Path, "err", err)
 		sw.forget(ctx, key)
 		return "error" // no record: try again next sweep
 	case r.AlreadyQueued || r.Duplicate:
@@ -153,35 +153,35 @@ func (sw *sweeper) enqueue(ctx context.Context, key string, job *wire.Job, retry
 	default:
 		add(func() { st.Enqueued++ })
 		if retry {
-			s.log.Info("sweep: session enqueued again after its backoff", "store", job.Store, "path", job.Path, "misses", rec.Misses, "last_outcome", rec.LastOutcome)
+			s.Log.Info("sweep: session enqueued again after its backoff", "store", job.Store, "path", job.Path, "misses", rec.Misses, "last_outcome", rec.LastOutcome)
 		}
 		return "enqueued"
 	}
 }
 
-func (sw *sweeper) remember(ctx context.Context, key string, rec sweepRecord) error {
+func (sw *sweeper) remember(ctx context.Context, key string, rec Record) error {
 	b, err := json.Marshal(rec)
 	if err != nil {
 		return err
 	}
-	rev, err := sw.s.res.sweep.Put(ctx, key, b)
+	rev, err := sw.env.Records.Put(ctx, key, b)
 	if err != nil {
 		return err
 	}
-	sw.memo.put(key, rec, rev)
+	sw.memo.Put(key, rec, rev)
 	return nil
 }
 
 func (sw *sweeper) forget(ctx context.Context, key string) {
-	sw.memo.forget(key)
-	if _, err := sw.s.res.sweep.DeleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
-		sw.s.log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
+	sw.memo.Forget(key)
+	if _, err := sw.env.Records.DeleteExpiring(ctx, key, 0, sw.markerTTL()); err != nil {
+		sw.env.Log.Debug("sweep: record of a file not enqueued not deleted", "key", key, "err", err)
 	}
 }
 
-// sweepMarkerTTL is how long the marker of a removed sweep record stays: long enough for
+// MarkerTTL is how long the marker of a removed sweep record stays: long enough for
 // the watchers of the moment to see it (the others load the bucket without the key).
-const sweepMarkerTTL = time.Hour
+const MarkerTTL = time.Hour
 
 // prune removes the records of this service's stores whose files are gone: a record the
 // walk did not meet, whose file does not exist (a file that exists but was not walked,
@@ -190,54 +190,37 @@ const sweepMarkerTTL = time.Hour
 // conditional delete: another sweep or a worker's note wins), and never one of a newer
 // schema version. It returns how many were removed.
 func (sw *sweeper) prune(ctx context.Context, walked map[string]bool) int {
-	s := sw.s
+	s := sw.env
 	removed := 0
-	for _, st := range s.cfg.Stores {
-		for key, e := range sw.memo.under(st.Name) {
-			if walked[key] || e.newer > 0 || !filepath.IsLocal(filepath.FromSlash(e.rec.Path)) || sweepKey(st.Name, e.rec.Path) != key {
+	for _, st := range s.Stores {
+		for key, e := range sw.memo.Under(st) {
+			if walked[key] || e.newer > 0 || !filepath.IsLocal(filepath.FromSlash(e.rec.Path)) || Key(st, e.rec.Path) != key {
 				continue
 			}
-			if _, err := os.Lstat(filepath.Join(s.roots[st.Name], filepath.FromSlash(e.rec.Path))); !errors.Is(err, fs.ErrNotExist) {
+			if _, err := os.Lstat(filepath.Join(s.Roots[st], filepath.FromSlash(e.rec.Path))); !errors.Is(err, fs.ErrNotExist) {
 				continue
 			}
-			refused, err := s.res.sweep.DeleteExpiring(ctx, key, e.rev, sw.markerTTL())
+			refused, err := s.Records.DeleteExpiring(ctx, key, e.rev, sw.markerTTL())
 			if err != nil {
-				s.log.Debug("sweep: record of a file that is gone not removed", "store", st.Name, "path", e.rec.Path, "err", err)
+				s.Log.Debug("sweep: record of a file that is gone not removed", "store", st, "path", e.rec.Path, "err", err)
 				continue
 			}
-			if refused && s.sayEvery("sweep-marker-ttl", time.Hour) {
-				s.log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", wire.BucketSweep)
+			if refused && s.SayEvery("sweep-marker-ttl", time.Hour) {
+				s.Log.Warn("sweep: the bucket does not let the markers of removed records expire: run `compactor setup` of this version", "bucket", wire.BucketSweep)
 			}
-			sw.memo.forget(key)
+			sw.memo.Forget(key)
 			removed++
 		}
 	}
 	if removed > 0 {
-		s.log.Info("sweep: records of session files that are gone removed", "records", removed)
+		s.Log.Info("sweep: records of session files that are gone removed", "records", removed)
 	}
 	return removed
 }
 
 func (sw *sweeper) markerTTL() time.Duration {
-	if sw.s.cfg.sweepMarkerTTL > 0 {
-		return sw.s.cfg.sweepMarkerTTL
+	if sw.env.MarkerTTL > 0 {
+		return sw.env.MarkerTTL
 	}
-	return sweepMarkerTTL
-}
-
-// sweepLoop runs Sweep every SweepEvery until ctx ends. The memo's watcher stays open
-// between sweeps, so each one costs a walk and a stat per file.
-func (s *Service) sweepLoop(ctx context.Context) {
-	t := time.NewTicker(s.cfg.SweepEvery)
-	defer t.Stop()
-	for {
-		if _, err := s.Sweep(ctx, nil); err != nil && ctx.Err() == nil {
-			s.log.Error("sweep failed", "err", err)
-		}
-		select {
-		case <-ctx.Done():
-			return
-		case <-t.C:
-		}
-	}
+	return MarkerTTL
 }
