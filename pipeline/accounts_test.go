@@ -262,7 +262,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 				m, _ := fleetops.DirectLast(ctx, lnc, wire.StreamJobs, wire.JobSubject(st, sid, wire.KindCompact))
 				var job wire.Job
 				_ = json.Unmarshal(m.Data, &job)
-				if _, err := fleetops.OpenBucket(ljs, wire.BucketAttempts).Put(ctx, attemptKey(st, r.Seq, job.ID), fleetops.CountRecord{V: 1, N: 1}.Bytes()); err != nil {
+				if _, err := fleetops.OpenBucket(ljs, wire.BucketAttempts).Put(ctx, fleetops.AttemptKey(st, r.Seq, job.ID), fleetops.CountRecord{V: 1, N: 1}.Bytes()); err != nil {
 					t.Fatal(err)
 				}
 			}
@@ -275,11 +275,11 @@ func TestMoveIntoAccounts(t *testing.T) {
 		}
 		put(wire.BucketSweep, sweep.Key(st, "p/s0.jsonl"), rec)
 		put(wire.BucketPrepared, wire.PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
-		id, err := identify(st, dirs[st], false)
+		id, err := fleetops.Identify(st, dirs[st], false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		owner, _ := json.Marshal(ownerRecord{V: fleetops.OwnerV, StoreIdentity: id})
+		owner, _ := json.Marshal(fleetops.OwnerRecord{V: fleetops.OwnerV, StoreIdentity: id})
 		put(wire.BucketWorkers, fleetops.OwnerKey(st), owner) // the store's claim: its worker's directory
 		put(wire.BucketLeases, leaseKey(st, "x-"+st), []byte(`{"v":1,"worker":"gone"}`))
 		dl, _ := json.Marshal(wire.NewDeadLetter(wire.JobSubject(st, "dead-"+st, wire.KindCompact), 99, []byte(`{"v":1}`), "failed", nil, 1, "w"))

@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -79,8 +80,8 @@ func TestAfterReplyRunsPastTheReply(t *testing.T) {
 	var afters atomic.Int32
 	var done atomic.Int32
 	cfg := b.config(&fakeHandler{})
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
-		AfterReply(ctx, func(ctx context.Context) {
+	cfg.Bridger = agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
+		agents.AfterReply(ctx, func(ctx context.Context) {
 			afters.Add(1)
 			select {
 			case <-release:
@@ -95,7 +96,7 @@ func TestAfterReplyRunsPastTheReply(t *testing.T) {
 	if err := s.Prepared().Put(context.Background(), "default", sid, []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	n := 2 * maxBridges
+	n := 2 * agents.MaxBridges
 	for i := range n {
 		req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, FirstKeptEntryID: fmt.Sprint("k", i), Extract: true})
 		msg, err := b.nc.Request(wire.BridgeSubject("default", sid), req, 10*time.Second)
@@ -115,7 +116,7 @@ func TestAfterReplyRunsPastTheReply(t *testing.T) {
 	eventually(t, 10*time.Second, "every deferred function done", func() bool { return done.Load() == int32(n) })
 	// Outside a bridge request, AfterReply runs its function at once.
 	ran := false
-	AfterReply(context.Background(), func(context.Context) { ran = true })
+	agents.AfterReply(context.Background(), func(context.Context) { ran = true })
 	if !ran {
 		t.Fatal("AfterReply outside a bridge did not run its function")
 	}

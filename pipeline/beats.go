@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"os"
+	"slices"
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
@@ -27,10 +28,10 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 			pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 			_, err := s.res.workers.Put(pctx, fleetops.WorkerKey(st.Name, s.worker), b)
 			if err == nil {
-				err = checkOwner(pctx, s.res.workers, s.ids[st.Name], true, func(err error) { s.foreign(st.Name, foreignOwner, err) })
+				err = fleetops.CheckOwner(pctx, s.res.workers, s.ids[st.Name], true, func(err error) { s.foreign(st.Name, foreignOwner, err) })
 			}
 			cancel()
-			var oe *OwnerError
+			var oe *fleetops.OwnerError
 			switch {
 			case errors.As(err, &oe):
 				s.log.Error("another directory has taken this store's name: two directories serve it; stop one of them", "store", st.Name, "err", err)
@@ -68,4 +69,17 @@ func (s *Service) beatServing(ctx context.Context) (stop func()) {
 		}
 	}()
 	return func() { close(quit); <-done }
+}
+
+// identities identifies the service's stores.
+func (s *Service) identities() (map[string]fleetops.StoreIdentity, error) {
+	out := map[string]fleetops.StoreIdentity{}
+	for _, st := range s.cfg.Stores {
+		id, err := fleetops.Identify(st.Name, s.roots[st.Name], slices.Contains(s.cfg.SharedStores, st.Name))
+		if err != nil {
+			return nil, err
+		}
+		out[st.Name] = id
+	}
+	return out, nil
 }

@@ -6,11 +6,13 @@ import (
 	"net"
 	"net/http"
 	"os"
-	"path/filepath"
 	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/storepath"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -153,7 +155,7 @@ type Config struct {
 	// SpendLimits bound the LLM input tokens per hour and per day, of every store or of
 	// one, for the whole fleet (spend.go): over a limit, jobs wait for the window to end.
 	// Give every worker the same limits.
-	SpendLimits []SpendLimit
+	SpendLimits []spend.Limit
 
 	// JobVersions are the job schema versions this worker works (default: JobVersion and
 	// BaseJobVersion, the versions this package writes). A
@@ -168,7 +170,7 @@ type Config struct {
 	Assessor sweep.Assessor // required for sweeps and the after-job re-check; nil disables both
 	// Bridger answers the extension's bridge requests (bridge.go); nil: not answered, and
 	// the extension uses its preparations as they are.
-	Bridger Bridger
+	Bridger agents.Bridger
 	Logger  *slog.Logger
 	// Progress follows RunOnce's sweep (nil: not followed).
 	Progress sweep.Progress
@@ -359,7 +361,7 @@ func (c Config) validWork() error {
 	if c.Replicas < 1 || c.Replicas > 5 {
 		return access.ConfigErrorf("Replicas", "%d, need 1..5", c.Replicas)
 	}
-	if err := validSpendLimits(c.SpendLimits, c.Stores); err != nil {
+	if err := spend.Validate(c.SpendLimits, storeNames(c.Stores)); err != nil {
 		return err
 	}
 	for _, v := range c.JobVersions {
@@ -383,17 +385,7 @@ func loopback(host string) bool {
 
 // rootOf resolves a store's directory once (symlinks included), so the check in resolve
 // compares real paths with real paths.
-func rootOf(s Store) (string, error) {
-	abs, err := filepath.Abs(s.Dir)
-	if err != nil {
-		return "", fmt.Errorf("store %s: %w", s.Name, err)
-	}
-	real, err := filepath.EvalSymlinks(abs)
-	if err != nil {
-		return "", fmt.Errorf("store %s: %w", s.Name, err)
-	}
-	return real, nil
-}
+func rootOf(s Store) (string, error) { return storepath.Root(s.Name, s.Dir) }
 
 // sweepNow is the sweeps' clock (Config.sweepClock, else the wall clock).
 func (c *Config) sweepNow() time.Time {

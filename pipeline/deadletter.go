@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -66,6 +67,6 @@ func (s *Service) exhausted(ctx context.Context, d *delivery) {
 	reason := fmt.Sprintf("max deliveries exhausted after %d deliveries without a final answer", d.delivered)
 	if s.deadLetter(ctx, d.dead(ev, d.log, "max deliveries", reason, nil)) {
 		d.log.Warn("job dead-lettered: its deliveries are used up", "path", d.job.Path, "deliveries", d.delivered)
-		answered(d.log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, d.key))
+		answered(d.log, slog.LevelDebug, "attempt count not cleared; it expires by itself", fleetops.ClearAttempts(ctx, s.res.attempts, d.key))
 	}
 }

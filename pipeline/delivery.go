@@ -9,7 +9,9 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/storepath"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -78,7 +80,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		s.refuse(ctx, d, "invalid job", err)
 		return nil
 	}
-	d.job, d.key = job, attemptKey(store, d.ev.JobSeq, job.ID)
+	d.job, d.key = job, fleetops.AttemptKey(store, d.ev.JobSeq, job.ID)
 	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
 	switch beyond, ok := s.beyondBound(ctx, d); {
 	case !ok:
@@ -113,10 +115,10 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 // is found again by session id: Pi's file names end in it.
 func (s *Service) locate(d *delivery) (string, error) {
 	root := s.roots[d.ev.Store]
-	file, err := resolve(root, d.job.Path)
-	if errors.Is(err, errNotExist) {
+	file, err := storepath.Resolve(root, d.job.Path)
+	if errors.Is(err, storepath.ErrNotExist) {
 		var rel string
-		rel, file, err = refind(root, d.job.Path, d.job.SessionID)
+		rel, file, err = storepath.Refind(root, d.job.Path, d.job.SessionID)
 		if err == nil {
 			d.log.Info("session file moved while queued; found it by session id", "old_path", d.job.Path, "path", rel)
 			d.ev.Path, d.job.Path = rel, rel
@@ -179,7 +181,7 @@ func (s *Service) leaseStillOurs(ctx context.Context, d *delivery) bool {
 		return true
 	}
 	d.log.Warn("lease aged during admission and was not renewed; job delayed", "lost", leaseLost(err), "err", err)
-	_, uerr := addAttempts(ctx, s.res.attempts, d.key, -1)
+	_, uerr := fleetops.AddAttempts(ctx, s.res.attempts, d.key, -1)
 	answered(d.log, slog.LevelDebug, "attempt of a delayed job not uncounted", uerr)
 	if !leaseLost(err) {
 		d.releaseLease(ctx)
@@ -193,7 +195,7 @@ func (s *Service) leaseStillOurs(ctx context.Context, d *delivery) bool {
 // whose MaxDeliver attempts all ended without an answer (their workers crashed or lost
 // NATS mid-job) is dead-lettered here instead of being tried again.
 func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
-	n, err := addAttempts(ctx, s.res.attempts, d.key, 1)
+	n, err := fleetops.AddAttempts(ctx, s.res.attempts, d.key, 1)
 	// NumDelivered also counts busy deliveries: it can only end a job early, not late.
 	if !answered(d.log, slog.LevelWarn, "attempt not counted; using the delivery count", err) {
 		d.attempt, d.ev.Attempt = int(d.delivered), int(d.delivered)
@@ -260,7 +262,7 @@ func (s *Service) attempt(jc jobContexts, d *delivery) {
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
 	s.finish(jc.answers, d, dec, res)
 	if dec.Outcome == OutcomeDone && d.job.Kind == wire.KindCompact && res.EntryID != "" {
-		s.forgetPrepared(jc.answers, d.ev.Store, d.job.SessionID) // compacted past it
+		agents.Forget(jc.answers, s.res.prepared, s.log, d.ev.Store, d.job.SessionID) // compacted past it
 	}
 	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
 		s.recheck(jc.answers, d.log, d.job, d.file, res)
@@ -368,7 +370,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res wir
 		return
 	}
 	if d.attempt > 0 || d.delivered > 1 {
-		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, d.key))
+		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", fleetops.ClearAttempts(ctx, s.res.attempts, d.key))
 	}
 }
 

@@ -3,7 +3,6 @@ package pipeline
 import (
 	"context"
 	"fmt"
-	"sync"
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
@@ -11,8 +10,9 @@ import (
 )
 
 // Work a worker starts in answer to a request it served: what the request leads to but its
-// requester must not wait for (a base after an extract answered Pi's hook: internal/cli's
-// bridger). AfterReply defers such work past the reply; Follow queues the job it asks for.
+// requester must not wait for (a base after an extract answered Pi's hook: the worker's
+// Bridger). agents.AfterReply defers such work past the reply; Follow queues the job it asks
+// for.
 
 // followEvery is how often Follow tries again while the session's job of that kind is
 // pending; followFor is how long it tries at most.
@@ -20,42 +20,6 @@ const (
 	followEvery = time.Second
 	followFor   = 10 * time.Minute
 )
-
-type afterKey struct{}
-
-// afterReply collects the work deferred past a bridge's reply.
-type afterReply struct {
-	mu sync.Mutex
-	fs []func(context.Context)
-}
-
-func withAfterReply(ctx context.Context, a *afterReply) context.Context {
-	return context.WithValue(ctx, afterKey{}, a)
-}
-
-// AfterReply has f run once the reply to the bridge request ctx belongs to is sent, in the
-// worker's background: bounded by the worker's life, not by the request's deadline, and
-// beside the bridges, not in one's place. Outside a bridge request f runs at once.
-func AfterReply(ctx context.Context, f func(context.Context)) {
-	a, _ := ctx.Value(afterKey{}).(*afterReply)
-	if a == nil {
-		f(ctx)
-		return
-	}
-	a.mu.Lock()
-	a.fs = append(a.fs, f)
-	a.mu.Unlock()
-}
-
-func (a *afterReply) run(ctx context.Context) {
-	a.mu.Lock()
-	fs := a.fs
-	a.fs = nil
-	a.mu.Unlock()
-	for _, f := range fs {
-		f(ctx)
-	}
-}
 
 // Follow queues a job this worker decided on in answer to a request (its store's, with the
 // worker's own permissions). The queue keeps one job of a kind per session: while another

@@ -2,12 +2,8 @@ package pipeline
 
 import (
 	"context"
-	"encoding/json"
 	"log/slog"
 	"time"
-
-	"github.com/compactor-dev/compactor/fleetops"
-	"github.com/compactor-dev/compactor/wire"
 )
 
 // Records are trusted only within their store. What a store's key may write (a hook report,
@@ -21,42 +17,13 @@ import (
 // a forgery by the store whose subject it came on, or a bug: either way nothing of the
 // store it names is touched on its word.
 
-// Kinds of records (the kind label of compactor_foreign_records_total).
+// Kinds of records (the kind label of compactor_foreign_records_total); the hook's, the
+// bridge's and the prepared value's are package agents'.
 const (
-	foreignHook     = "hook"
-	foreignBridge   = "bridge"
-	foreignPrepared = "prepared"
-	foreignBeat     = "beat"
-	foreignOwner    = "owner"
-	foreignSweep    = "sweep"
+	foreignBeat  = "beat"
+	foreignOwner = "owner"
+	foreignSweep = "sweep"
 )
-
-// recordHead is what every such record says of itself: its store and session.
-type recordHead struct {
-	Store     string `json:"store"`
-	SessionID string `json:"sessionId"`
-}
-
-// checkPrepared checks a prepared value read under store's key for sessionID: a value whose
-// "store" or "sessionId" (engine.Prepared's) names another is a *ForeignError. A value
-// without them (not one compactor writes) is left to its reader's own checks.
-func checkPrepared(value []byte, store, sessionID, where string) error {
-	var h recordHead
-	if json.Unmarshal(value, &h) != nil {
-		return nil
-	}
-	if (h.Store != "" && h.Store != store) || (h.SessionID != "" && wire.SessionToken(h.SessionID) != wire.SessionToken(sessionID)) {
-		return &fleetops.ForeignError{Kind: foreignPrepared, Where: where, Store: store, Session: sessionID, NamesStore: orSame(h.Store, store), NamesSession: h.SessionID}
-	}
-	return nil
-}
-
-func orSame(s, def string) string {
-	if s == "" {
-		return def
-	}
-	return s
-}
 
 // foreign counts and logs a refused record (its store: the store of its subject or key).
 func (s *Service) foreign(store, kind string, err error) {

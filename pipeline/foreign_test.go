@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/sweep"
@@ -36,7 +37,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 		return nil
 	}})
 	cfg.Stores = []Store{{Name: "hostA", Dir: b.dir}}
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		bridged.Add(1)
 		return prepared, nil
 	})
@@ -52,7 +53,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err := b.nc.Publish(wire.HookSubject("hostA", sid), rep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the foreign hook report counted", func() bool { return count(foreignHook) == 1 })
+	eventually(t, 10*time.Second, "the foreign hook report counted", func() bool { return count(agents.ForeignHook) == 1 })
 	if v, _ := s.Prepared().Get(ctx, "hostA", sid); v == nil {
 		t.Error("a hook report naming another store deleted the prepared value")
 	}
@@ -68,14 +69,14 @@ func TestForeignRecordsRefused(t *testing.T) {
 		_ = json.Unmarshal(m.Data, &r)
 		return r
 	}
-	if r := ask("hostB"); !strings.Contains(r.Error, `names store "hostB"`) || count(foreignBridge) != 1 {
-		t.Errorf("a bridge request naming hostB: %+v (counted %v)", r, count(foreignBridge))
+	if r := ask("hostB"); !strings.Contains(r.Error, `names store "hostB"`) || count(agents.ForeignBridge) != 1 {
+		t.Errorf("a bridge request naming hostB: %+v (counted %v)", r, count(agents.ForeignBridge))
 	}
 	if err := s.Prepared().Put(ctx, "hostA", sid, []byte(`{"v":1,"store":"hostB","sessionId":"`+sid+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if r := ask("hostA"); !strings.Contains(r.Error, `names store "hostB"`) || count(foreignPrepared) != 1 || bridged.Load() != 0 {
-		t.Errorf("a prepared value naming hostB bridged: %+v (counted %v, bridges %d)", r, count(foreignPrepared), bridged.Load())
+	if r := ask("hostA"); !strings.Contains(r.Error, `names store "hostB"`) || count(agents.ForeignPrepared) != 1 || bridged.Load() != 0 {
+		t.Errorf("a prepared value naming hostB bridged: %+v (counted %v, bridges %d)", r, count(agents.ForeignPrepared), bridged.Load())
 	}
 
 	// A beat under hostA's key naming hostB: not one of hostA's workers.
@@ -109,11 +110,11 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// An owner record under hostA's key naming hostB: claimed over at the next beat.
-	other, _ := json.Marshal(ownerRecord{V: fleetops.OwnerV, StoreIdentity: fleetops.StoreIdentity{Store: "hostB", Host: "elsewhere", Root: "/b", Marker: "zz"}})
+	other, _ := json.Marshal(fleetops.OwnerRecord{V: fleetops.OwnerV, StoreIdentity: fleetops.StoreIdentity{Store: "hostB", Host: "elsewhere", Root: "/b", Marker: "zz"}})
 	if _, err := s.res.workers.Put(ctx, fleetops.OwnerKey("hostA"), other); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkOwner(ctx, s.res.workers, s.ids["hostA"], true, func(err error) { s.foreign("hostA", foreignOwner, err) }); err != nil {
+	if err := fleetops.CheckOwner(ctx, s.res.workers, s.ids["hostA"], true, func(err error) { s.foreign("hostA", foreignOwner, err) }); err != nil {
 		t.Fatalf("an owner record naming hostB refused hostA's worker: %v", err)
 	}
 	if count(foreignOwner) != 1 {

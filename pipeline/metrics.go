@@ -13,7 +13,9 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/spend"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
@@ -136,7 +138,7 @@ func newMetrics() *metrics {
 		Help: "Jobs and bridge requests served for a Pi release compactor does not know, by store and release (at most 16 releases, then \"other\"); --pi-unknown says how they were served.",
 	}, []string{"store", "version"})
 	m.piSeen = map[string]bool{}
-	m.spendUsed, m.spendLimit = spendGauges()
+	m.spendUsed, m.spendLimit = spend.Gauges()
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "compactor_store_paused", Help: "1 while the store is paused (compactor pause): its workers take no jobs and its queue keeps them.",
 	}, []string{"store"})
@@ -152,8 +154,7 @@ func newMetrics() *metrics {
 func MetricNames() []string {
 	m := newMetrics()
 	m.setBuildInfo("x")
-	newHookMetrics(m.reg)
-	newBridgeMetrics(m.reg)
+	agents.RegisterMetrics(m.reg)
 	return DescribedNames(m.reg, &queueCollector{})
 }
 

@@ -19,7 +19,7 @@ func TestStoreMarkerWrittenWhole(t *testing.T) {
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() { ids[i], errs[i] = identify("default", root, false) })
+			wg.Go(func() { ids[i], errs[i] = fleetops.Identify("default", root, false) })
 		}
 		wg.Wait()
 		for i := range n {

@@ -7,13 +7,15 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/compactor-dev/compactor/spend"
 )
 
 // Paid work: what a handler's calls to a paid model tell the pipeline, through the job's
 // context. Before a job's first paid call, ReserveLLM asks whether the job may start paying
 // now: not while the worker is stopping (the job is handed back at once, for another
 // worker, instead of starting a summary it may not finish), and not over a spend limit
-// (spend.go). A job that has started paying is never stopped half paid: its later calls
+// (package spend). A job that has started paying is never stopped half paid: its later calls
 // are allowed, and counted. NoteLLMModel names the model
 // billed, for the token metrics.
 
@@ -45,7 +47,7 @@ type paidAccount struct {
 	begun bool       // a paid call was allowed: the job pays to its end
 	held  *HoldError // the first call was refused: every call of this attempt is
 	model string     // the model of the last paid call
-	spend spendHold  // what it added to the spend counts (spend.go)
+	spend spend.Hold // what it added to the spend counts (package spend)
 }
 
 func withPaidAccount(ctx context.Context, t *paidAccount) context.Context {

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/spend"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,7 +49,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 	cfg := b.config(&fakeHandler{})
 	cfg.Assessor = leafAssessor
 	cfg.Logger = logs.logger()
-	cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: 1000}}
+	cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: 1000}}
 	s := b.service(cfg)
 	ctx := context.Background()
 	unchanged := func(bucket, key, want string) {
@@ -79,17 +80,17 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		unchanged(wire.BucketSweep, key, newer)
 	})
 	t.Run("attempt count", func(t *testing.T) {
-		key := attemptKey("default", 7, "job")
+		key := fleetops.AttemptKey("default", 7, "job")
 		newer := `{"v":2,"attempts":{"count":1}}`
 		b.putRaw(wire.BucketAttempts, key, newer)
 		var nr *fleetops.NewerRecordError
-		if _, err := addAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
+		if _, err := fleetops.AddAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
 			t.Errorf("a count of a newer version added to: %v, want a NewerRecordError of v2", err)
 		}
 		unchanged(wire.BucketAttempts, key, newer)
 	})
 	t.Run("spend count", func(t *testing.T) {
-		key, _ := spendKey(SpendLimit{Window: time.Hour}, s.spendNow())
+		key, _ := spend.Key(spend.Limit{Window: time.Hour}, s.spendNow())
 		newer := `{"v":2,"tokens":{"in":5}}`
 		b.putRaw(wire.BucketSpend, key, newer)
 		h := s.reserveSpend(ctx, &paidAccount{s: s, store: "default"}, func() int { return 10 })
@@ -121,7 +122,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		b.putRaw(wire.BucketWorkers, fleetops.OwnerKey("other"), newer)
 		id := fleetops.StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
 		for _, claim := range []bool{true, false} { // a worker's start, a sweep's check
-			if err := checkOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
+			if err := fleetops.CheckOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
 				t.Errorf("claim %v of a store whose owner record is of a newer version: %v, want a refusal that says so", claim, err)
 			}
 		}

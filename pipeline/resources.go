@@ -158,7 +158,7 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 			pe *access.PermissionError
 			oe *fleetops.OldLayoutError
 			le *fleetops.LiveWorkersError
-			we *OwnerError
+			we *fleetops.OwnerError
 		)
 		if errors.As(err, &se) || errors.As(err, &ns) || errors.As(err, &pe) || errors.As(err, &oe) || errors.As(err, &le) || errors.As(err, &we) {
 			return nil, err

@@ -31,7 +31,7 @@ func TestPruneRetiredStores(t *testing.T) {
 	// Records and jobs of each store, as their workers and clients leave them.
 	for _, st := range []string{"a", "b", "c"} {
 		b.putRaw(wire.BucketSweep, sweep.Key(st, "s.jsonl"), `{"v":1,"path":"s.jsonl"}`)
-		b.putRaw(wire.BucketAttempts, attemptKey(st, 9, "job"), `{"v":1,"n":1}`)
+		b.putRaw(wire.BucketAttempts, fleetops.AttemptKey(st, 9, "job"), `{"v":1,"n":1}`)
 		b.putRaw(wire.BucketPrepared, wire.PreparedKey(st, "sess"), `{"v":1}`)
 		b.putRaw(wire.BucketSpend, st+".spend.h2026010203", `{"v":1,"n":10}`)
 		for i := range 2 {

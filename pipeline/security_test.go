@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
@@ -99,7 +100,7 @@ func TestStoreHasOneOwner(t *testing.T) {
 	}
 	err = s2.Start(context.Background())
 	s2.Close()
-	var oe *OwnerError
+	var oe *fleetops.OwnerError
 	if !errors.As(err, &oe) || oe.Other.Host != host || !strings.Contains(err.Error(), "store hostA is already served from another directory: host "+host) ||
 		!strings.Contains(err.Error(), b.dir) || !strings.Contains(err.Error(), "--shared-store hostA") {
 		t.Fatalf("a second root for store hostA: %v", err)
@@ -108,11 +109,11 @@ func TestStoreHasOneOwner(t *testing.T) {
 
 	// A copy of the first root, marker included: another inode.
 	copied := t.TempDir()
-	marker, err := os.ReadFile(filepath.Join(b.dir, markerFile))
+	marker, err := os.ReadFile(filepath.Join(b.dir, fleetops.MarkerFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(copied, markerFile), marker, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(copied, fleetops.MarkerFile), marker, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	third := second
@@ -174,7 +175,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	sid, _ := writeSession(t, b.dir, "s.jsonl")
 	var bridges atomic.Int32
 	cfg := b.config(&fakeHandler{})
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		bridges.Add(1)
 		return prepared, nil
 	})
@@ -307,7 +308,7 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 			}
 			_ = json.Unmarshal(m.Data, &job)
 			kv, _ := b.js.KeyValue(ctx, wire.BucketAttempts)
-			sum := strings.TrimPrefix(attemptKey("x", r.Seq, job.ID), "x.")
+			sum := strings.TrimPrefix(fleetops.AttemptKey("x", r.Seq, job.ID), "x.")
 			if _, err := kv.Put(ctx, "a."+sum, []byte("1")); err != nil {
 				t.Fatal(err)
 			}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/spend"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -59,7 +60,7 @@ type Service struct {
 	// (ReserveLLM).
 	draining atomic.Bool
 	drain    atomic.Int64 // the drain limit (Config.ShutdownTimeout; SetDrainTimeout)
-	limits   atomic.Pointer[[]SpendLimit]
+	spending *spend.Counter
 
 	mu        sync.Mutex
 	recording bool
@@ -79,6 +80,7 @@ func New(cfg Config) (*Service, error) {
 		running: newRunningJobs(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
 	s.m.setBuildInfo(cfg.Version)
+	s.spending = &spend.Counter{Used: s.m.spendUsed, Limit: s.m.spendLimit, Log: s.log, SayEvery: s.sayEvery, Now: s.spendNow, HoldMax: cfg.spendHoldMax}
 	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {
 		return nil, err
 	}
@@ -169,7 +171,7 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	res, err := ensureUntil(ctx, js, s.cfg, s.log, func(ctx context.Context, res *resources) error {
 		for _, st := range s.cfg.Stores {
-			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client, func(err error) { s.foreign(st.Name, foreignOwner, err) }); err != nil {
+			if err := fleetops.CheckOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client, func(err error) { s.foreign(st.Name, foreignOwner, err) }); err != nil {
 				return err
 			}
 		}

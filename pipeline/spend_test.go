@@ -10,7 +10,7 @@ import (
 	"testing"
 	"time"
 
-	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/spend"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -74,7 +74,7 @@ func TestSpendLimitHoldsJobsToTheNextHour(t *testing.T) {
 	var services []*Service
 	for range 2 {
 		cfg := b.config(spendHandler(clock, ledger, jobSize))
-		cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: limit}}
+		cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: limit}}
 		cfg.spendClock, cfg.spendHoldMax = clock.now, 50*time.Millisecond
 		s := b.service(cfg)
 		b.run(s)
@@ -193,7 +193,7 @@ func TestSpendLimitPerStore(t *testing.T) {
 	ledger := &spendLedger{billed: map[string]int{}, held: map[string]time.Time{}, doneIn: map[string]time.Time{}}
 	cfg := b.config(spendHandler(clock, ledger, jobSize))
 	cfg.Stores = append(cfg.Stores, Store{Name: "other", Dir: other})
-	cfg.SpendLimits = []SpendLimit{{Store: "default", Window: 24 * time.Hour, Tokens: 2000}}
+	cfg.SpendLimits = []spend.Limit{{Store: "default", Window: 24 * time.Hour, Tokens: 2000}}
 	cfg.spendClock, cfg.spendHoldMax = clock.now, 50*time.Millisecond
 	b.run(b.service(cfg))
 	for i := range 6 {
@@ -237,7 +237,7 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
 	ledger := &spendLedger{billed: map[string]int{}, held: map[string]time.Time{}, doneIn: map[string]time.Time{}}
 	cfg := b.config(spendHandler(clock, ledger, jobSize))
-	cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: 1}}
+	cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: 1}}
 	cfg.spendClock = clock.now
 	s := b.service(cfg)
 	for i := range 3 {
@@ -261,36 +261,5 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 	}
 	if dl := b.deadLetters(); len(dl) > 0 {
 		t.Errorf("dead letters: %+v", dl)
-	}
-}
-
-// A store's worker may write its store's spend counts and the fleet's (the keys spendKey
-// makes), and no other store's.
-func TestSpendKeysArePermitted(t *testing.T) {
-	t.Parallel()
-	p, err := access.PermissionsFor(access.RoleWorker, []string{"hostA"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 12, 5, 10, 30, 0, 0, time.UTC)
-	allowed := func(subject string) bool {
-		for _, s := range p.Publish {
-			if _, ok := access.MatchTemplate(s, subject); ok {
-				return true
-			}
-		}
-		return false
-	}
-	for _, l := range []SpendLimit{{Store: "hostA", Window: time.Hour, Tokens: 1}, {Window: 24 * time.Hour, Tokens: 1}} {
-		key, _ := spendKey(l, now)
-		for _, subj := range []string{"$KV." + wire.BucketSpend + "." + key, "$JS.API.DIRECT.GET.KV_" + wire.BucketSpend + ".$KV." + wire.BucketSpend + "." + key} {
-			if !allowed(subj) {
-				t.Errorf("worker of hostA may not publish %s (limit %s)", subj, l)
-			}
-		}
-	}
-	other, _ := spendKey(SpendLimit{Store: "hostB", Window: time.Hour, Tokens: 1}, now)
-	if allowed("$KV." + wire.BucketSpend + "." + other) {
-		t.Errorf("worker of hostA may write hostB's spend count %s", other)
 	}
 }

@@ -127,10 +127,10 @@ const (
 // the delivery was not decoded (its "id", empty when it has none).
 func (s *Service) handBack(ctx context.Context, d *delivery, reason string, delay time.Duration, jobID string) {
 	if d.key == "" { // not decoded (a version this worker does not work): the key its workers use
-		d.key = attemptKey(d.ev.Store, d.ev.JobSeq, jobID)
+		d.key = fleetops.AttemptKey(d.ev.Store, d.ev.JobSeq, jobID)
 	}
 	uncount := d.attempt > 0
-	_, err := updateCount(ctx, s.res.attempts, "attempts", d.key, func(c *fleetops.CountRecord) bool {
+	_, err := fleetops.UpdateCount(ctx, s.res.attempts, "attempts", d.key, func(c *fleetops.CountRecord) bool {
 		if uncount {
 			c.N = max(c.N-1, 0)
 		}

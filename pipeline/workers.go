@@ -8,6 +8,8 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/storepath"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -74,10 +76,11 @@ func (w *workersStop) unsubscribe() {
 // report or a bridge request sent after that reaches them. When NATS is away the client
 // registers them again as it reconnects; the worker does not wait for that.
 func (s *Service) startListeners(ctx context.Context, bg *tasks) ([]*nats.Subscription, error) {
-	subs, err := s.watchHookReports(bg)
+	env := s.agentsEnv(bg)
+	subs, err := agents.WatchHookReports(env)
 	if err == nil {
 		var bridges []*nats.Subscription
-		bridges, err = s.serveBridges(ctx, bg)
+		bridges, err = agents.ServeBridges(ctx, env)
 		subs = append(subs, bridges...)
 	}
 	if err != nil {
@@ -301,4 +304,23 @@ func (s *Service) waitUnpaused(ctx context.Context, store string) bool {
 	}
 	s.loops.set(store, func(st *loopState) { st.paused = false })
 	return true
+}
+
+// agentsEnv is what the hook and bridge listeners work with (package agents).
+func (s *Service) agentsEnv(bg *tasks) *agents.Env {
+	env := &agents.Env{NC: s.nc, Stores: storeNames(s.cfg.Stores), Bridger: s.cfg.Bridger, Reg: s.m.reg, CountPiUnknown: s.m.countPiUnknown,
+		Foreign: s.foreign, Log: s.log, Go: bg.goTask,
+		Resolve: func(store, rel string) (string, error) { return storepath.Resolve(s.roots[store], rel) }}
+	if s.res != nil {
+		env.Prepared = s.res.prepared
+	}
+	return env
+}
+
+// Prepared is the store of prepared summaries (nil before Start).
+func (s *Service) Prepared() agents.PreparedStore {
+	if s.res == nil || s.res.prepared == nil {
+		return nil
+	}
+	return agents.NewPreparedStore(s.res.prepared, s.log)
 }

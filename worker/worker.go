@@ -14,6 +14,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/agents"
 )
 
 // Handler works the jobs the pipeline delivers with e, exactly as `compactor compact` (or
@@ -23,7 +24,7 @@ import (
 // compactor_pi_version_unknown_total), or skipped. prepared returns the store of prepared
 // summaries: the service's bucket, which exists once the service has started, hence a
 // function.
-func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
+func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
 		if err != nil {
@@ -56,8 +57,8 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 }
 
 // prepareJob makes a preparation on top of the session's previous one and stores it.
-func prepareJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
-	var store pipeline.PreparedStore
+func prepareJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore) (*engine.Result, error) {
+	var store agents.PreparedStore
 	if prepared != nil {
 		store = prepared()
 	}
@@ -91,7 +92,7 @@ func prepareJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.
 
 // readBase is the session's base (engine.Base) for the session file at path, nil when there
 // is none, it cannot be read, or it is another file's (a copy under another name).
-func readBase(ctx context.Context, store pipeline.PreparedStore, storeName, sessionID, path string) *engine.Base {
+func readBase(ctx context.Context, store agents.PreparedStore, storeName, sessionID, path string) *engine.Base {
 	if store == nil {
 		return nil
 	}
@@ -109,8 +110,8 @@ func readBase(ctx context.Context, store pipeline.PreparedStore, storeName, sess
 // baseJob makes the model's summary of what an extract answered (engine.MakeBase) and lands
 // it on the session's base: stored when the base still holds the state it was made on,
 // discarded (superseded) when the session moved on meanwhile.
-func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
-	var store pipeline.PreparedStore
+func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore) (*engine.Result, error) {
+	var store agents.PreparedStore
 	if prepared != nil {
 		store = prepared()
 	}
@@ -166,8 +167,8 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 // answer made without a model at that cut (engine.Extract). After an extract it stores the
 // base the extract leaves and, when bases are on, queues the job that has a model summarize
 // the extract's span (a base job, through follow).
-func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
-	return pipeline.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error), logger *slog.Logger) agents.Bridger {
+	return agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
 			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %w", err)}
@@ -176,7 +177,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %s", refusal)}
 		}
 		if req.Extract {
-			var store pipeline.PreparedStore
+			var store agents.PreparedStore
 			if prepared != nil && follow != nil {
 				store = prepared()
 			}
@@ -192,7 +193,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 				job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
 					ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
 					Counter: "estimate", KeepRecentTokens: req.KeepRecentTokens, PiVersion: req.PiVersion}
-				pipeline.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
+				agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
 			}
 			return json.Marshal(out)
 		}
@@ -203,7 +204,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 		if prep.Path != req.Path || prep.SessionID != req.SessionID {
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
-		var store pipeline.PreparedStore
+		var store agents.PreparedStore
 		if prepared != nil && follow != nil {
 			store = prepared()
 		}
@@ -215,7 +216,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
 			// made on the previous compaction's text before its base landed: the next summary
 			// builds on the base and reads this preparation's span again
-			pipeline.AfterReply(ctx, func(ctx context.Context) {
+			agents.AfterReply(ctx, func(ctx context.Context) {
 				leaveBase(ctx, store, nil, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
 			})
 		}
@@ -254,7 +255,7 @@ func (a assessor) SettingsFingerprint() string {
 // stored now: engine.NextBase), then, with follow, queues the base job for it (an
 // extract's). Failures are logged: the value has answered Pi already, and the next extract
 // asks again.
-func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error),
+func leaveBase(ctx context.Context, store agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error),
 	made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base

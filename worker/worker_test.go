@@ -25,6 +25,7 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/agents"
 )
 
 // fakeOpenAI is the OpenAI summarizer on a fake endpoint, without retries or waits.
@@ -61,14 +62,14 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 	// `compactor run` does (engine.Roots).
 	dir := t.TempDir()
 	eng.Roots = pipeline.StoreRoots([]pipeline.Store{{Name: pipeline.DefaultStoreName, Dir: dir}})
-	h := Handler(eng, PiVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() })
+	h := Handler(eng, PiVersions{}, func() agents.PreparedStore { return b.Service.Prepared() })
 	if wrap != nil {
 		h = wrap(h)
 	}
 	b.Server = pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h, Assessor: Assessor(eng, PiVersions{}), Idle: idle, Paused: !start,
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
-			c.Bridger = Bridger(eng, PiVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() },
+			c.Bridger = Bridger(eng, PiVersions{}, func() agents.PreparedStore { return b.Service.Prepared() },
 				func(ctx context.Context, j wire.Job) (fleetops.EnqueueResult, error) {
 					return b.Service.Follow(ctx, j)
 				}, slog.Default())

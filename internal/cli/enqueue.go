@@ -13,6 +13,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/storepath"
 )
 
 func init() {
@@ -102,7 +103,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	rel, err := pipeline.RelPath(st.Dir, file)
+	rel, err := storepath.RelPath(st.Dir, file)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return err
@@ -186,7 +187,7 @@ func pickStore(file, name, dir string, getenv func(string) string) (pipeline.Sto
 		if name != "" && st.Name != name {
 			continue
 		}
-		if _, err := pipeline.RelPath(st.Dir, file); err == nil {
+		if _, err := storepath.RelPath(st.Dir, file); err == nil {
 			return st, nil
 		}
 		if name != "" {

@@ -15,6 +15,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/wire"
+	"github.com/compactor-dev/compactor/spend"
 )
 
 var errHelp = errors.New("help requested")
@@ -295,7 +296,7 @@ func envStores(getenv func(string) string) ([]pipeline.Store, string, error) {
 }
 
 // spendFlag is --spend-limit, repeatable: [STORE=]TOKENS/hour or [STORE=]TOKENS/day.
-type spendFlag []pipeline.SpendLimit
+type spendFlag []spend.Limit
 
 func (s *spendFlag) String() string {
 	parts := make([]string, len(*s))
@@ -314,7 +315,7 @@ func (s *spendFlag) String() string {
 
 func (s *spendFlag) Set(v string) error {
 	spec := v
-	var l pipeline.SpendLimit
+	var l spend.Limit
 	if store, rest, ok := strings.Cut(spec, "="); ok {
 		if err := wire.ValidateStoreName(store); err != nil {
 			return fmt.Errorf("%q: %v", v, err)

@@ -24,6 +24,7 @@ import (
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/worker"
 	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/agents"
 )
 
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor:
@@ -328,7 +329,7 @@ type serviceRef struct {
 	atomic.Pointer[pipeline.Service]
 }
 
-func (r *serviceRef) prepared() pipeline.PreparedStore {
+func (r *serviceRef) prepared() agents.PreparedStore {
 	if s := r.Load(); s != nil {
 		return s.Prepared()
 	}

@@ -26,6 +26,7 @@ import (
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/storepath"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -175,7 +176,7 @@ func (s *Server) Close() {
 // JobFor is the compact job an on-demand request makes for file as it is now: the store's
 // name, the path relative to its root, the session id and the leaf read from the file.
 func (s *Server) JobFor(file string) (wire.Job, error) {
-	rel, err := pipeline.RelPath(s.StoreDir, file)
+	rel, err := storepath.RelPath(s.StoreDir, file)
 	if err != nil {
 		return wire.Job{}, err
 	}

@@ -1,4 +1,4 @@
-package pipeline
+package agents
 
 import (
 	"context"
@@ -28,6 +28,11 @@ type PreparedStore interface {
 	// f returns the new value, or nil to leave the base as it is. When another worker writes
 	// the base meanwhile, f runs again on what it wrote.
 	UpdateBase(ctx context.Context, store, sessionID string, f func(current []byte) ([]byte, error)) error
+}
+
+// NewPreparedStore is the store of prepared summaries and bases in the bucket kv.
+func NewPreparedStore(kv *fleetops.Bucket, log *slog.Logger) PreparedStore {
+	return kvPrepared{kv: kv, log: log}
 }
 
 type kvPrepared struct {
@@ -122,14 +127,6 @@ func (p kvPrepared) UpdateBase(ctx context.Context, store, sessionID string, f f
 	return fmt.Errorf("base %s: too many concurrent updates", key)
 }
 
-// Prepared is the store of prepared summaries (nil before Start).
-func (s *Service) Prepared() PreparedStore {
-	if s.res == nil || s.res.prepared == nil {
-		return nil
-	}
-	return kvPrepared{kv: s.res.prepared, log: s.log}
-}
-
 // hookMetrics count the extension's reports.
 type hookMetrics struct {
 	lookups *prometheus.CounterVec
@@ -186,52 +183,42 @@ func registered[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 	return c
 }
 
-// forgetPrepared deletes the session's prepared summary: it was used, or the session was
-// compacted past it. A summary not deleted (NATS down) expires after PreparedTTL.
-func (s *Service) forgetPrepared(ctx context.Context, store, sessionID string) {
-	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	defer cancel()
-	if err := s.res.prepared.Delete(ctx, wire.PreparedKey(store, sessionID)); err != nil {
-		s.log.Warn("prepared summary not deleted; it expires by itself", "store", store, "session", sessionID, "err", err)
-	}
-}
-
-// watchHookReports counts the extension's reports for this worker's stores, and deletes the
+// WatchHookReports counts the extension's reports for this worker's stores, and deletes the
 // session's prepared summary: the hook runs when Pi compacts, so the summary was used or
 // is compacted past. A queue group makes one worker of the fleet handle each report.
-func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
-	hm := newHookMetrics(s.m.reg)
+func WatchHookReports(s *Env) ([]*nats.Subscription, error) {
+	hm := newHookMetrics(s.Reg)
 	var subs []*nats.Subscription
-	for _, st := range s.cfg.Stores {
-		subj := wire.HooksPrefix + st.Name + ".*"
-		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
+	for _, st := range s.Stores {
+		subj := wire.HooksPrefix + st + ".*"
+		sub, err := s.NC.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
 			var r wire.HookReport
 			if fleetops.Delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
 				return
 			}
-			if r.Store != st.Name || wire.HookSubject(st.Name, r.SessionID) != m.Subject {
-				s.foreign(st.Name, foreignHook, &fleetops.ForeignError{Kind: "hook report", Where: m.Subject, Store: st.Name, Session: fleetops.SessionTokenOf(m.Subject),
+			if r.Store != st || wire.HookSubject(st, r.SessionID) != m.Subject {
+				s.Foreign(st, ForeignHook, &fleetops.ForeignError{Kind: "hook report", Where: m.Subject, Store: st, Session: fleetops.SessionTokenOf(m.Subject),
 					NamesStore: r.Store, NamesSession: r.SessionID})
 				return
 			}
-			if s.res.prepared != nil {
-				bg.goTask(func() { s.forgetPrepared(context.Background(), st.Name, r.SessionID) })
+			if s.Prepared != nil {
+				s.Go(func() { Forget(context.Background(), s.Prepared, s.Log, st, r.SessionID) })
 			}
-			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
-			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)
+			hm.lookups.WithLabelValues(st, r.Outcome).Inc()
+			hm.latency.WithLabelValues(st).Observe(r.LatencyMs / 1000)
 			if r.Result != "" {
 				result, reason := fleetops.HookLabels(r)
-				hm.hooks.WithLabelValues(st.Name, result, reason).Inc()
+				hm.hooks.WithLabelValues(st, result, reason).Inc()
 			}
 			if r.Outcome == wire.HookHit || r.Result == wire.HookResultPi {
 				if sp := r.SpanTokens; sp != nil && sp.Model >= 0 && sp.Extract >= 0 {
-					hm.span.WithLabelValues(st.Name, "model").Add(float64(sp.Model))
-					hm.span.WithLabelValues(st.Name, "extract").Add(float64(sp.Extract))
+					hm.span.WithLabelValues(st, "model").Add(float64(sp.Model))
+					hm.span.WithLabelValues(st, "extract").Add(float64(sp.Extract))
 				}
 				base, refused := fleetops.BaseLabels(r)
-				hm.bases.WithLabelValues(st.Name, base, refused).Inc()
+				hm.bases.WithLabelValues(st, base, refused).Inc()
 			}
-			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "result", r.Result,
+			s.Log.Debug("prepared summary lookup", "store", st, "session", r.SessionID, "outcome", r.Outcome, "result", r.Result,
 				"reason_code", r.ReasonCode, "pi_reason", r.PiReason, "reason", r.Reason, "latency_ms", r.LatencyMs,
 				"bridged", r.Bridged, "bridged_entries", r.BridgedEntries, "session_counts", r.Counts,
 				"span_tokens", r.SpanTokens, "base", r.Base, "base_refused", r.BaseRefused)
@@ -242,4 +229,14 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 		subs = append(subs, sub)
 	}
 	return subs, nil
+}
+
+// Forget deletes the session's prepared summary: it was used, or the session was
+// compacted past it. A summary not deleted (NATS down) expires after PreparedTTL.
+func Forget(ctx context.Context, kv *fleetops.Bucket, log *slog.Logger, store, sessionID string) {
+	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	if err := kv.Delete(ctx, wire.PreparedKey(store, sessionID)); err != nil {
+		log.Warn("prepared summary not deleted; it expires by itself", "store", store, "session", sessionID, "err", err)
+	}
 }

@@ -1,4 +1,4 @@
-package pipeline
+package storepath
 
 import (
 	"bufio"
@@ -14,21 +14,21 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
-// ErrUnsafePath is the cause of every refusal by resolve: the job is dead-lettered with it
+// ErrUnsafePath is the cause of every refusal by Resolve: the job is dead-lettered with it
 // and nothing is written.
 var ErrUnsafePath = errors.New("unsafe path")
 
-// errNotExist is resolve's error for a path that does not exist (inside the root): the
-// worker then looks for the session elsewhere in the store (refind).
-var errNotExist = errors.New("session file not found")
+// ErrNotExist is Resolve's error for a path that does not exist (inside the root): the
+// worker then looks for the session elsewhere in the store (Refind).
+var ErrNotExist = errors.New("session file not found")
 
-// resolve maps a job's relative path to an absolute file inside root (a real path, as
+// Resolve maps a job's relative path to an absolute file inside root (a real path, as
 // returned by rootOf). Symlinks are followed, and the result must still be inside root,
 // be a regular file with one hard link and end in .jsonl. The result names the file by a
 // path with no symlink beneath root: from here on the job opens it beneath root and
 // follows none (sessionio.Beneath, which the engine uses for every read and the append),
 // so a symlink put on the way later is refused, not followed.
-func resolve(root, rel string) (string, error) {
+func Resolve(root, rel string) (string, error) {
 	if rel == "" {
 		return "", fmt.Errorf("%w: empty path", ErrUnsafePath)
 	}
@@ -48,7 +48,7 @@ func resolve(root, rel string) (string, error) {
 	real, err := filepath.EvalSymlinks(joined)
 	if err != nil {
 		if errors.Is(err, os.ErrNotExist) {
-			return "", fmt.Errorf("%w: %q does not exist", errNotExist, rel)
+			return "", fmt.Errorf("%w: %q does not exist", ErrNotExist, rel)
 		}
 		return "", fmt.Errorf("%w: %q: %v", ErrUnsafePath, rel, err)
 	}
@@ -77,31 +77,6 @@ func resolve(root, rel string) (string, error) {
 	return real, nil
 }
 
-// StoreRoots are the stores' roots as the service resolves them (rootOf): what an engine
-// confines a store's files to (engine.Engine.Roots). A directory that cannot be resolved is
-// left out: the service refuses to start with it (Config.Validate says why).
-func StoreRoots(stores []Store) []string {
-	var roots []string
-	for _, st := range stores {
-		if root, err := rootOf(st); err == nil {
-			roots = append(roots, root)
-		}
-	}
-	return roots
-}
-
-// logConfinement says once, at start, how session files are opened beneath the stores'
-// roots, and why not with openat2 where it is not (docs/security.md).
-func (s *Service) logConfinement() {
-	switch mode, why := sessionio.Confinement(); mode {
-	case sessionio.ConfineOpenat2:
-		s.log.Info("session files confined to their store's root", "with", mode.String())
-	default:
-		s.log.Warn("session files confined to their store's root without openat2: symlinks inside a root are followed (escapes are refused; a file must stay the one first read)",
-			"with", mode.String(), "why", why)
-	}
-}
-
 // within reports whether p is root or below it (both cleaned absolute paths).
 func within(root, p string) bool {
 	r, err := filepath.Rel(root, p)
@@ -114,7 +89,7 @@ func within(root, p string) bool {
 // RelPath returns file's path relative to the store root dir, with forward slashes, after
 // resolving symlinks on both; it fails if file is not inside dir. The enqueue client uses it.
 func RelPath(dir, file string) (string, error) {
-	root, err := rootOf(Store{Name: "store", Dir: dir})
+	root, err := Root("store", dir)
 	if err != nil {
 		return "", err
 	}
@@ -136,7 +111,7 @@ func RelPath(dir, file string) (string, error) {
 	return filepath.ToSlash(rel), nil
 }
 
-// refind looks in the store under root for the file of a session whose recorded path is
+// Refind looks in the store under root for the file of a session whose recorded path is
 // gone (renamed or moved while its job was queued). Pi names session files
 // "<timestamp>_<sessionId>.jsonl"; a candidate must also carry the id in its header line
 // and pass resolve. Exactly one file must match: copies of a session are ambiguous. The
@@ -144,9 +119,9 @@ func RelPath(dir, file string) (string, error) {
 // read beneath root as the job reads (sessionio.Beneath), and a file of that name with
 // more than one hard link refuses the lookup, naming it: another of its names may be
 // another store's file, which the job would then write to.
-func refind(root, oldRel, sessionID string) (rel, abs string, err error) {
+func Refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 	if sessionID == "" || strings.ContainsAny(sessionID, `/\`) {
-		return "", "", fmt.Errorf("%w: %q does not exist, and its session id cannot name another file", errNotExist, oldRel)
+		return "", "", fmt.Errorf("%w: %q does not exist, and its session id cannot name another file", ErrNotExist, oldRel)
 	}
 	suffix := "_" + sessionID + ".jsonl"
 	var found, refused []string
@@ -178,9 +153,9 @@ func refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 	}
 	switch len(found) {
 	case 0:
-		return "", "", fmt.Errorf("%w: %q does not exist, and no file in the store holds session %s", errNotExist, oldRel, sessionID)
+		return "", "", fmt.Errorf("%w: %q does not exist, and no file in the store holds session %s", ErrNotExist, oldRel, sessionID)
 	case 1:
-		abs, err := resolve(root, found[0])
+		abs, err := Resolve(root, found[0])
 		return found[0], abs, err
 	default:
 		return "", "", fmt.Errorf("%w: %q does not exist, and %d files hold session %s (%s): copies are ambiguous", ErrUnsafePath, oldRel, len(found), sessionID, strings.Join(found, ", "))
@@ -204,4 +179,17 @@ func headerID(file *sessionio.File) (string, error) {
 		return "", nil
 	}
 	return h.ID, nil
+}
+
+// Root is the real path of the root dir of store name: absolute, symlinks resolved.
+func Root(name, dir string) (string, error) {
+	abs, err := filepath.Abs(dir)
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", name, err)
+	}
+	real, err := filepath.EvalSymlinks(abs)
+	if err != nil {
+		return "", fmt.Errorf("store %s: %w", name, err)
+	}
+	return real, nil
 }

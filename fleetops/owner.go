@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -9,11 +9,9 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"slices"
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
-	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -27,8 +25,8 @@ import (
 // owner's host, unless the store is declared shared (one directory mounted on several
 // hosts: Config.SharedStores).
 
-// markerFile is the store's marker, in its root.
-const markerFile = ".compactor-store"
+// MarkerFile is the store's marker, in its root.
+const MarkerFile = ".compactor-store"
 
 type marker struct {
 	ID      string    `json:"id"`
@@ -36,16 +34,16 @@ type marker struct {
 	Created time.Time `json:"created"`
 }
 
-// identify reads (or writes, the first time) the marker of a store's root.
-func identify(store, root string, shared bool) (fleetops.StoreIdentity, error) {
+// Identify reads (or writes, the first time) the marker of a store's root.
+func Identify(store, root string, shared bool) (StoreIdentity, error) {
 	host, _ := os.Hostname()
-	id := fleetops.StoreIdentity{Store: store, Host: host, Root: root, Shared: shared}
+	id := StoreIdentity{Store: store, Host: host, Root: root, Shared: shared}
 	fi, err := os.Stat(root)
 	if err != nil {
 		return id, fmt.Errorf("store %s: %w", store, err)
 	}
 	id.Dev, id.Ino = access.DevIno(fi)
-	p := filepath.Join(root, markerFile)
+	p := filepath.Join(root, MarkerFile)
 	for range 2 {
 		b, err := os.ReadFile(p)
 		if err == nil {
@@ -64,7 +62,7 @@ func identify(store, root string, shared bool) (fleetops.StoreIdentity, error) {
 		b, _ = json.Marshal(marker{ID: hex.EncodeToString(r[:]), Store: store, Created: time.Now().UTC()})
 		// Written whole beside it, then linked into place: the link fails if another
 		// process was first, and a reader never sees a marker half written.
-		tmp, err := os.CreateTemp(root, markerFile+".*")
+		tmp, err := os.CreateTemp(root, MarkerFile+".*")
 		if err != nil {
 			return id, nil // a root this process may not write: it is known by its device and inode
 		}
@@ -86,16 +84,16 @@ func identify(store, root string, shared bool) (fleetops.StoreIdentity, error) {
 	return id, nil
 }
 
-// ownerRecord is the value of a store's owner key: the owner's identity, with the
+// OwnerRecord is the value of a store's owner key: the owner's identity, with the
 // record's schema version.
-type ownerRecord struct {
+type OwnerRecord struct {
 	V int `json:"v"` // ownerV
-	fleetops.StoreIdentity
+	StoreIdentity
 }
 
 // OwnerError is a worker refused because its store is served from another directory.
 type OwnerError struct {
-	Mine, Other fleetops.StoreIdentity
+	Mine, Other StoreIdentity
 	Renewed     time.Duration // how long ago the owner renewed its claim
 }
 
@@ -109,7 +107,7 @@ func (e *OwnerError) Error() string {
 		e.Mine.Store, why, e.Other, e.Renewed.Round(time.Second), e.Mine, e.Mine.Store)
 }
 
-// checkOwner compares this process's identity of a store with the store's owner. claim:
+// CheckOwner compares this process's identity of a store with the store's owner. claim:
 // take the name when nobody owns it (a worker; a sweep only checks). It returns the
 // owner's identity when another directory owns the store and it is not declared shared.
 //
@@ -118,15 +116,15 @@ func (e *OwnerError) Error() string {
 //
 // An owner record of a newer schema version cannot be compared: the store is refused (it
 // may be served from another directory, which is what the record is there to prevent).
-func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIdentity, claim bool, onForeign func(error)) error {
-	val, _ := json.Marshal(ownerRecord{V: fleetops.OwnerV, StoreIdentity: mine})
+func CheckOwner(ctx context.Context, kv *Bucket, mine StoreIdentity, claim bool, onForeign func(error)) error {
+	val, _ := json.Marshal(OwnerRecord{V: OwnerV, StoreIdentity: mine})
 	for range 5 {
-		e, err := kv.Get(ctx, fleetops.OwnerKey(mine.Store))
+		e, err := kv.Get(ctx, OwnerKey(mine.Store))
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			if !claim {
 				return nil
 			}
-			if _, err = kv.Create(ctx, fleetops.OwnerKey(mine.Store), val); errors.Is(err, jetstream.ErrKeyExists) {
+			if _, err = kv.Create(ctx, OwnerKey(mine.Store), val); errors.Is(err, jetstream.ErrKeyExists) {
 				continue // claimed meanwhile: read whose it is
 			}
 			if err != nil {
@@ -137,24 +135,24 @@ func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIde
 		if err != nil {
 			return fmt.Errorf("store %s: read its owner in %s: %w", mine.Store, wire.BucketWorkers, err)
 		}
-		if err := fleetops.NewerThan(wire.BucketWorkers, fleetops.OwnerKey(mine.Store), e.Value(), fleetops.OwnerV); err != nil {
+		if err := NewerThan(wire.BucketWorkers, OwnerKey(mine.Store), e.Value(), OwnerV); err != nil {
 			return fmt.Errorf("store %s: its owner cannot be compared with this directory: %w; upgrade this compactor to the version of the store's workers (the record expires %s after they stop)",
-				mine.Store, err, fleetops.WorkerBeatTTL)
+				mine.Store, err, WorkerBeatTTL)
 		}
-		var other fleetops.StoreIdentity
+		var other StoreIdentity
 		readable := json.Unmarshal(e.Value(), &other) == nil
 		if readable && other.Store != mine.Store {
 			// A record under this store's key that names another store: not an owner of
 			// this one (foreign.go); claimed over like a damaged record.
 			if onForeign != nil {
-				onForeign(&fleetops.ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + wire.BucketWorkers + "." + fleetops.OwnerKey(mine.Store), Store: mine.Store,
+				onForeign(&ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + wire.BucketWorkers + "." + OwnerKey(mine.Store), Store: mine.Store,
 					NamesStore: other.Store})
 			}
 			readable = false
 		}
 		if !readable || mine.SameDir(other) || mine.Shared || other.Shared {
 			if claim {
-				if _, err = kv.Put(ctx, fleetops.OwnerKey(mine.Store), val); err != nil {
+				if _, err = kv.Put(ctx, OwnerKey(mine.Store), val); err != nil {
 					return fmt.Errorf("store %s: renew its claim in %s: %w", mine.Store, wire.BucketWorkers, err)
 				}
 			}
@@ -163,17 +161,4 @@ func checkOwner(ctx context.Context, kv *fleetops.Bucket, mine fleetops.StoreIde
 		return &OwnerError{Mine: mine, Other: other, Renewed: time.Since(e.Created())}
 	}
 	return fmt.Errorf("store %s: its owner key keeps changing", mine.Store)
-}
-
-// identities identifies the service's stores.
-func (s *Service) identities() (map[string]fleetops.StoreIdentity, error) {
-	out := map[string]fleetops.StoreIdentity{}
-	for _, st := range s.cfg.Stores {
-		id, err := identify(st.Name, s.roots[st.Name], slices.Contains(s.cfg.SharedStores, st.Name))
-		if err != nil {
-			return nil, err
-		}
-		out[st.Name] = id
-	}
-	return out, nil
 }

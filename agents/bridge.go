@@ -1,4 +1,4 @@
-package pipeline
+package agents
 
 import (
 	"context"
@@ -28,8 +28,8 @@ import (
 // bridgeTimeout bounds one bridge: the hook that asked has given up long before.
 const bridgeTimeout = 5 * time.Second
 
-// maxBridges bounds the bridges one worker runs at once (each reads a session file).
-const maxBridges = 8
+// MaxBridges bounds the bridges one worker runs at once (each reads a session file).
+const MaxBridges = 8
 
 type bridgeMetrics struct {
 	total   *prometheus.CounterVec
@@ -53,32 +53,32 @@ func newBridgeMetrics(reg prometheus.Registerer) *bridgeMetrics {
 	return m
 }
 
-// serveBridges answers bridge requests for this worker's stores. Requests run in bg (so
-// the shutdown waits for them), at most maxBridges at a time; a request beyond that is
+// ServeBridges answers bridge requests for this worker's stores. Requests run in bg (so
+// the shutdown waits for them), at most MaxBridges at a time; a request beyond that is
 // answered at once with an error, since the hook cannot wait.
-func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscription, error) {
-	if s.cfg.Bridger == nil || s.res == nil || s.res.prepared == nil {
+func ServeBridges(ctx context.Context, s *Env) ([]*nats.Subscription, error) {
+	if s.Bridger == nil || s.Prepared == nil {
 		return nil, nil
 	}
-	bm := newBridgeMetrics(s.m.reg)
-	sem := make(chan struct{}, maxBridges)
+	bm := newBridgeMetrics(s.Reg)
+	sem := make(chan struct{}, MaxBridges)
 	var subs []*nats.Subscription
-	for _, st := range s.cfg.Stores {
-		subj := wire.BridgePrefix + st.Name + ".*"
-		sub, err := s.nc.QueueSubscribe(subj, "compactor-bridge", func(m *nats.Msg) {
+	for _, st := range s.Stores {
+		subj := wire.BridgePrefix + st + ".*"
+		sub, err := s.NC.QueueSubscribe(subj, "compactor-bridge", func(m *nats.Msg) {
 			if fleetops.Delivered(m) || m.Reply == "" {
 				return // not a client's request (see delivered)
 			}
 			select {
 			case sem <- struct{}{}:
 			default:
-				s.replyBridge(m, wire.BridgeReply{V: wire.BridgeVersion, Error: "busy: too many bridges at once"})
+				s.reply(m, wire.BridgeReply{V: wire.BridgeVersion, Error: "busy: too many bridges at once"})
 				return
 			}
-			bg.goTask(func() {
+			s.Go(func() {
 				start := time.Now()
-				after := &afterReply{}
-				rep := s.bridge(withAfterReply(context.Background(), after), st, m.Subject, m.Data)
+				after := &AfterReplies{}
+				rep := s.bridge(WithAfterReply(context.Background(), after), st, m.Subject, m.Data)
 				ended := outcome.Done
 				switch {
 				case rep.Stale:
@@ -86,12 +86,12 @@ func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscrip
 				case rep.Error != "":
 					ended = outcome.Failed
 				}
-				bm.total.WithLabelValues(st.Name, string(ended)).Inc()
-				bm.latency.WithLabelValues(st.Name).Observe(time.Since(start).Seconds())
-				s.log.Debug("bridge", "store", st.Name, "extract", extractRequest(m.Data), "outcome", string(ended), "error", rep.Error, "duration_s", time.Since(start).Seconds())
-				s.replyBridge(m, rep)
+				bm.total.WithLabelValues(st, string(ended)).Inc()
+				bm.latency.WithLabelValues(st).Observe(time.Since(start).Seconds())
+				s.Log.Debug("bridge", "store", st, "extract", extractRequest(m.Data), "outcome", string(ended), "error", rep.Error, "duration_s", time.Since(start).Seconds())
+				s.reply(m, rep)
 				<-sem
-				after.run(ctx) // what the answer leads to (AfterReply), past the reply and the bound
+				after.Run(ctx) // what the answer leads to (AfterReply), past the reply and the bound
 			})
 		})
 		if err != nil {
@@ -113,25 +113,25 @@ func extractRequest(data []byte) bool {
 	return json.Unmarshal(data, &r) == nil && r.Extract
 }
 
-func (s *Service) replyBridge(m *nats.Msg, rep wire.BridgeReply) {
+func (s *Env) reply(m *nats.Msg, rep wire.BridgeReply) {
 	b, err := json.Marshal(rep)
 	if err == nil {
 		err = m.Respond(b)
 	}
 	if err != nil {
-		s.log.Debug("bridge reply not sent", "err", err)
+		s.Log.Debug("bridge reply not sent", "err", err)
 	}
 }
 
 // bridge handles one request of store st.
-func (s *Service) bridge(bctx context.Context, st Store, subject string, data []byte) wire.BridgeReply {
+func (s *Env) bridge(bctx context.Context, st, subject string, data []byte) wire.BridgeReply {
 	var req wire.BridgeRequest
 	if err := json.Unmarshal(data, &req); err != nil {
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: "not a bridge request: " + err.Error()}
 	}
-	if req.Store != st.Name || wire.BridgeSubject(st.Name, req.SessionID) != subject {
-		err := &fleetops.ForeignError{Kind: "bridge request", Where: subject, Store: st.Name, Session: fleetops.SessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
-		s.foreign(st.Name, foreignBridge, err)
+	if req.Store != st || wire.BridgeSubject(st, req.SessionID) != subject {
+		err := &fleetops.ForeignError{Kind: "bridge request", Where: subject, Store: st, Session: fleetops.SessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
+		s.Foreign(st, ForeignBridge, err)
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 	}
 	if req.V != 1 || req.SessionID == "" || req.FirstKeptEntryID == "" {
@@ -143,10 +143,10 @@ func (s *Service) bridge(bctx context.Context, st Store, subject string, data []
 			return wire.BridgeReply{V: wire.BridgeVersion, Error: "bad bridge request: piVersion: " + err.Error()}
 		}
 		if !r.Known() {
-			s.m.countPiUnknown(st.Name, r.String())
+			s.CountPiUnknown(st, r.String())
 		}
 	}
-	file, err := resolve(s.roots[st.Name], req.Path)
+	file, err := s.Resolve(st, req.Path)
 	if err != nil {
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 	}
@@ -154,18 +154,18 @@ func (s *Service) bridge(bctx context.Context, st Store, subject string, data []
 	defer cancel()
 	var raw []byte
 	if !req.Extract {
-		if raw, err = (kvPrepared{kv: s.res.prepared}).Get(ctx, st.Name, req.SessionID); err != nil {
+		if raw, err = (kvPrepared{kv: s.Prepared}).Get(ctx, st, req.SessionID); err != nil {
 			return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 		}
 		if raw == nil {
 			return wire.BridgeReply{V: wire.BridgeVersion, Error: "nothing prepared", Stale: true}
 		}
-		if err := checkPrepared(raw, st.Name, req.SessionID, wire.PreparedSubject(st.Name, req.SessionID)); err != nil {
-			s.foreign(st.Name, foreignPrepared, err)
+		if err := checkPrepared(raw, st, req.SessionID, wire.PreparedSubject(st, req.SessionID)); err != nil {
+			s.Foreign(st, ForeignPrepared, err)
 			return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 		}
 	}
-	out, err := s.cfg.Bridger.Bridge(ctx, req, file, raw)
+	out, err := s.Bridger.Bridge(ctx, req, file, raw)
 	if err != nil {
 		var st interface{ Stale() bool }
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error(), Stale: errors.As(err, &st) && st.Stale()}

@@ -1,4 +1,4 @@
-package pipeline
+package fleetops
 
 import (
 	"context"
@@ -8,7 +8,6 @@ import (
 	"fmt"
 	"strconv"
 
-	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -20,27 +19,27 @@ import (
 // worker restarts: a job that crashes every worker it reaches is dead-lettered after
 // MaxDeliver attempts (MaxDeliver + 1 deliveries), not after the consumer's backstop.
 
-// attemptKey names the count of one job message: <store>.<seq>.<hash of the job id>. The
+// AttemptKey names the count of one job message: <store>.<seq>.<hash of the job id>. The
 // job id is part of it so that a recreated stream (sequences start again at 1) does not
 // inherit old counts.
-func attemptKey(store string, seq uint64, jobID string) string {
+func AttemptKey(store string, seq uint64, jobID string) string {
 	sum := sha256.Sum256([]byte(jobID))
 	return store + "." + strconv.FormatUint(seq, 10) + "." + hex.EncodeToString(sum[:8])
 }
 
-// addAttempts adds delta to the count under key and returns the new count.
-func addAttempts(ctx context.Context, kv *fleetops.Bucket, key string, delta int) (int, error) {
-	n, _, err := addCount(ctx, kv, "attempts", key, delta, 0)
+// AddAttempts adds delta to the count under key and returns the new count.
+func AddAttempts(ctx context.Context, kv *Bucket, key string, delta int) (int, error) {
+	n, _, err := AddCount(ctx, kv, "attempts", key, delta, 0)
 	return n, err
 }
 
-// addCount adds delta to the count under key (never below 0), with optimistic
+// AddCount adds delta to the count under key (never below 0), with optimistic
 // concurrency: a write that lost to another is read and tried again. With limit > 0, a
 // count already at limit or more is not added to: over is true and nothing is written.
 // what names the count in errors. A count of a newer schema version is left as it is (a
 // *NewerRecordError).
-func addCount(ctx context.Context, kv *fleetops.Bucket, what, key string, delta, limit int) (n int, over bool, err error) {
-	c, err := updateCount(ctx, kv, what, key, func(c *fleetops.CountRecord) bool {
+func AddCount(ctx context.Context, kv *Bucket, what, key string, delta, limit int) (n int, over bool, err error) {
+	c, err := UpdateCount(ctx, kv, what, key, func(c *CountRecord) bool {
 		if limit > 0 && c.N >= limit {
 			over = true
 			return false
@@ -51,16 +50,16 @@ func addCount(ctx context.Context, kv *fleetops.Bucket, what, key string, delta,
 	return c.N, over, err
 }
 
-// updateCount applies change to the count record under key (a zero record when there is
+// UpdateCount applies change to the count record under key (a zero record when there is
 // none) and writes it if change says so, with optimistic concurrency: a write that lost
 // to another is read and tried again. It returns the record as it stands. A record this
 // version cannot read (a newer schema version: a *NewerRecordError, or a damaged value) is
 // not written.
-func updateCount(ctx context.Context, kv *fleetops.Bucket, what, key string, change func(*fleetops.CountRecord) bool) (fleetops.CountRecord, error) {
+func UpdateCount(ctx context.Context, kv *Bucket, what, key string, change func(*CountRecord) bool) (CountRecord, error) {
 	for range 10 {
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
-			c := fleetops.CountRecord{V: fleetops.CountV}
+			c := CountRecord{V: CountV}
 			if !change(&c) {
 				return c, nil
 			}
@@ -71,14 +70,14 @@ func updateCount(ctx context.Context, kv *fleetops.Bucket, what, key string, cha
 			if errors.Is(err, jetstream.ErrKeyExists) {
 				continue
 			}
-			return fleetops.CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+			return CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 		if err != nil {
-			return fleetops.CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+			return CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
-		c, err := fleetops.ParseCount(kv.Name(), key, e.Value())
+		c, err := ParseCount(kv.Name(), key, e.Value())
 		if err != nil {
-			return fleetops.CountRecord{}, err
+			return CountRecord{}, err
 		}
 		if !change(&c) {
 			return c, nil
@@ -87,14 +86,14 @@ func updateCount(ctx context.Context, kv *fleetops.Bucket, what, key string, cha
 		if err == nil {
 			return c, nil
 		}
-		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !fleetops.IsWrongLastSeq(err) {
-			return fleetops.CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+		if !errors.Is(err, jetstream.ErrKeyRevisionMismatch) && !IsWrongLastSeq(err) {
+			return CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
 		}
 	}
-	return fleetops.CountRecord{}, fmt.Errorf("%s %s: too many concurrent updates", what, key)
+	return CountRecord{}, fmt.Errorf("%s %s: too many concurrent updates", what, key)
 }
 
-func clearAttempts(ctx context.Context, kv *fleetops.Bucket, key string) error {
+func ClearAttempts(ctx context.Context, kv *Bucket, key string) error {
 	if err := kv.Delete(ctx, key); err != nil {
 		return fmt.Errorf("attempts %s: %w", key, err)
 	}
