@@ -7,14 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/sweep"
-	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Handler works the jobs the pipeline delivers with e, exactly as `compactor compact` (or

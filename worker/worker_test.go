@@ -16,6 +16,7 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
@@ -25,7 +26,6 @@ import (
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
-	"github.com/compactor-dev/compactor/agents"
 )
 
 // fakeOpenAI is the OpenAI summarizer on a fake endpoint, without retries or waits.

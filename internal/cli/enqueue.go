@@ -12,8 +12,8 @@ import (
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
-	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/storepath"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {

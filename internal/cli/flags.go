@@ -14,8 +14,8 @@ import (
 
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 var errHelp = errors.New("help requested")

@@ -15,8 +15,8 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The operations flags end to end through the command line: run on --listen with port 0

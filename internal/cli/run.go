@@ -15,16 +15,16 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/worker"
-	"github.com/compactor-dev/compactor/sweep"
-	"github.com/compactor-dev/compactor/agents"
 )
 
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor:

@@ -16,8 +16,8 @@ import (
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Two services on one NATS, each serving its own store (hostA, hostB), as in issue 19:
