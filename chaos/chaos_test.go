@@ -5,6 +5,8 @@ package chaos
 import (
 	"bytes"
 	"context"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -17,7 +19,6 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/waitfor"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // settle checks the fleet after a scenario: every file only grew, no leaf was compacted
@@ -118,7 +119,7 @@ func TestClusterNodeKill(t *testing.T) {
 	}
 	waitfor.Until(t, "a quarter of the sessions compacted", func() bool { return llm.llm.Count() >= n/4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -279,12 +280,12 @@ func TestBadFiles(t *testing.T) {
 	deleted := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-0000000de1e7.jsonl", "019c0000-0000-7000-8000-0000000de1e7", src)
 	renamed := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-00000000ae2a.jsonl", "019c0000-0000-7000-8000-00000000ae2a", src)
 	st := sweepStats(t, logs, sweepArgs(secured, f.dir, "--allow-unserved")...)
-	for _, j := range []pipeline.Job{
-		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/link-out.jsonl", SessionID: "019c0000-0000-7000-8000-0000000000a1", Reason: "chaos"},
-		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},
-		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/link-in.jsonl", SessionID: f.ids[inside], Reason: "chaos-alias"},
+	for _, j := range []wire.Job{
+		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/link-out.jsonl", SessionID: "019c0000-0000-7000-8000-0000000000a1", Reason: "chaos"},
+		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},
+		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/link-in.jsonl", SessionID: f.ids[inside], Reason: "chaos-alias"},
 	} {
-		if _, err := pipeline.Enqueue(context.Background(), nc, j, false, 10*time.Second); err != nil {
+		if _, err := fleetops.Enqueue(context.Background(), nc, j, false, 10*time.Second); err != nil {
 			t.Fatalf("enqueue %s: %v", j.Path, err)
 		}
 	}

@@ -37,7 +37,8 @@ import (
 	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/internal/testbin"
 	"github.com/compactor-dev/compactor/internal/waitfor"
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 var (
@@ -415,7 +416,7 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 	waitfor.Until(t, "a worker serving store default", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		kv, err := js.KeyValue(ctx, pipeline.BucketWorkers)
+		kv, err := js.KeyValue(ctx, wire.BucketWorkers)
 		if err != nil {
 			return false
 		}
@@ -431,13 +432,13 @@ func waitServed(t *testing.T, js jetstream.JetStream) {
 }
 
 // sweepStats runs `compactor sweep --json` to its end and returns its stats.
-func sweepStats(t *testing.T, logs string, args ...string) pipeline.SweepStats {
+func sweepStats(t *testing.T, logs string, args ...string) sweep.Stats {
 	t.Helper()
 	sw := compactor(t, logs, args...)
 	if code := sw.Await(t); code != 0 {
 		t.Fatalf("sweep: exit %d\n%s", code, tail(sw.log, 20))
 	}
-	var st pipeline.SweepStats
+	var st sweep.Stats
 	b, _ := os.ReadFile(sw.out)
 	if err := json.Unmarshal(b, &st); err != nil {
 		t.Fatalf("sweep output %q: %v", b, err)
@@ -459,7 +460,7 @@ func keyFile(t *testing.T) string {
 func queued(js jetstream.JetStream) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return 0, err
 	}
@@ -486,7 +487,7 @@ func outcomes(t *testing.T, js jetstream.JetStream) map[string]int {
 func readOutcomes(js jetstream.JetStream) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.StreamEvents)
+	s, err := js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -505,7 +506,7 @@ func readOutcomes(js jetstream.JetStream) (map[string]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", seq, err)
 		}
-		var ev pipeline.Event
+		var ev wire.Event
 		if json.Unmarshal(m.Data, &ev) == nil {
 			out[string(ev.Outcome)]++
 		}
@@ -518,7 +519,7 @@ func deadLetters(t *testing.T, js jetstream.JetStream) uint64 {
 	for range 10 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var s jetstream.Stream
-		s, err = js.Stream(ctx, pipeline.StreamDLQ)
+		s, err = js.Stream(ctx, wire.StreamDLQ)
 		cancel()
 		if err == nil {
 			return s.CachedInfo().State.Msgs

@@ -17,43 +17,47 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
-// layout2 builds a deployment as issue 27's setup left it (layout 2) for stores: the
+// layout2 builds a deployment as a setup of layout 2 left it for stores: the
 // streams without message limits, the buckets made by the client library (rollups
 // allowed, no byte limits), the stores' consumers and the settings record.
 func layout2(t *testing.T, js jetstream.JetStream, stores ...string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, sc := range []jetstream.StreamConfig{
-		{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew,
-			DiscardNewPerSubject: true, Duplicates: 2 * time.Minute, AllowDirect: true, MaxAge: DefaultJobsMaxAge, MaxBytes: 1 << 30},
-		{Name: StreamEvents, Subjects: []string{eventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: eventsPerJob, AllowDirect: true, MaxBytes: 1 << 30},
-		{Name: StreamDLQ, Subjects: []string{dlqPrefix + ">"}, MaxAge: DefaultDLQMaxAge, Duplicates: 2 * time.Minute},
+		{Name: wire.StreamJobs, Subjects: []string{wire.JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew,
+			DiscardNewPerSubject: true, Duplicates: 2 * time.Minute, AllowDirect: true, MaxAge: fleetops.DefaultJobsMaxAge, MaxBytes: 1 << 30},
+		{Name: wire.StreamEvents, Subjects: []string{wire.EventsPrefix + ">"}, MaxAge: fleetops.DefaultEventsMaxAge, MaxMsgsPerSubject: fleetops.EventsPerJob, AllowDirect: true, MaxBytes: 1 << 30},
+		{Name: wire.StreamDLQ, Subjects: []string{wire.DLQPrefix + ">"}, MaxAge: fleetops.DefaultDLQMaxAge, Duplicates: 2 * time.Minute},
 	} {
 		if _, err := js.CreateStream(ctx, sc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{{Bucket: BucketSettings}, {Bucket: BucketWorkers, TTL: workerBeatTTL}, {Bucket: BucketLeases, TTL: DefaultLeaseTTL},
-		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: BucketPrepared, TTL: DefaultPreparedTTL}, {Bucket: BucketSpend, TTL: spendTTL}} {
+	for _, kc := range []jetstream.KeyValueConfig{{Bucket: wire.BucketSettings}, {Bucket: wire.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: wire.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
+		{Bucket: wire.BucketSweep}, {Bucket: wire.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}, {Bucket: wire.BucketSpend, TTL: fleetops.SpendTTL}} {
 		kc.History = 1
 		if _, err := js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, st := range stores {
-		if _, err := js.CreateConsumer(ctx, StreamJobs, consumerConfig(SetupConfig{AckWait: time.Minute}, st)); err != nil {
+		if _, err := js.CreateConsumer(ctx, wire.StreamJobs, fleetops.StoreConsumerConfig(fleetops.SetupConfig{AckWait: time.Minute}, st)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.CreateConsumer(ctx, StreamDLQ, dlqConsumerConfig(st)); err != nil {
+		if _, err := js.CreateConsumer(ctx, wire.StreamDLQ, fleetops.DLQConsumerConfig(st)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec, _ := json.Marshal(map[string]any{"v": 1, "layout": 2, "leaseTtl": "2s", "ackWait": "1s", "maxDeliver": 5, "duplicateWindow": "2m0s",
 		"preparedTtl": "24h0m0s", "replicas": 1, "stores": stores, "at": time.Now().UTC()})
-	if _, err := js.Publish(ctx, kvSubjectRoot+BucketSettings+"."+settingsKey, rec); err != nil {
+	if _, err := js.Publish(ctx, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey, rec); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,10 +79,10 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	for i := range queued {
 		rel := fmt.Sprintf("p/s%d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	// Before: a rollup to one key of the prepared values wipes the other's.
-	kv := openBucket(b.js, BucketPrepared)
+	kv := fleetops.OpenBucket(b.js, wire.BucketPrepared)
 	for _, k := range []string{"default.a", "other.b"} {
 		if _, err := kv.Put(ctx, k, []byte(`{"v":1}`)); err != nil {
 			t.Fatal(err)
@@ -91,7 +95,7 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 		_, err := b.js.PublishMsg(ctx, m)
 		return err
 	}
-	if err := rollup(kvSubjectRoot + BucketPrepared + ".default.a"); err != nil {
+	if err := rollup(wire.KVSubjectRoot + wire.BucketPrepared + ".default.a"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kv.Get(ctx, "other.b"); !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -105,15 +109,15 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 		t.Fatalf("a worker on layout 2: %v", err)
 	}
 	w.Close()
-	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*OldLayoutError)) {
+	if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*fleetops.OldLayoutError)) {
 		t.Fatalf("setup without --migrate: %v", err)
 	}
 	var log logBuffer
-	res, err := Setup(ctx, b.nc, SetupConfig{}, true, false, log.logger())
+	res, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{}, true, false, log.logger())
 	if err != nil {
 		t.Fatal(err)
 	}
-	if res.Migrated == nil || res.Migrated.From != 2 || !slices.Equal(res.Stores, []string{"default"}) || res.Fleet.Layout != Layout {
+	if res.Migrated == nil || res.Migrated.From != 2 || !slices.Equal(res.Stores, []string{"default"}) || res.Fleet.Layout != fleetops.Layout {
 		t.Fatalf("migration: %+v %+v", res.Migrated, res)
 	}
 	if !strings.Contains(log.String(), "setting=allow_rollup_hdrs old=true new=false") {
@@ -124,10 +128,10 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	}
 
 	// Every stream and bucket, as layout 3 wants it.
-	sweepStream := "KV_" + BucketSweep
+	sweepStream := "KV_" + wire.BucketSweep
 	for _, name := range streamNames(t, b.js) {
 		c := streamInfoOf(t, b.js, name).Config
-		wantDelete, wantPurge := name != StreamDLQ, name == StreamEvents || name == StreamDLQ || name == "KV_"+BucketSettings
+		wantDelete, wantPurge := name != wire.StreamDLQ, name == wire.StreamEvents || name == wire.StreamDLQ || name == "KV_"+wire.BucketSettings
 		switch {
 		case c.AllowRollup:
 			t.Errorf("%s allows rollups", name)
@@ -141,10 +145,10 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 			t.Errorf("%s: counters %v, schedules %v, atomic %v, batches %v", name, c.AllowMsgCounter, c.AllowMsgSchedules, c.AllowAtomicPublish, c.AllowBatchPublish)
 		case c.MaxBytes <= 0 || c.MaxMsgs <= 0:
 			t.Errorf("%s: max_bytes %d, max_msgs %d", name, c.MaxBytes, c.MaxMsgs)
-		case strings.HasPrefix(name, "KV_") && (c.Duplicates != kvDuplicates || !c.AllowDirect):
+		case strings.HasPrefix(name, "KV_") && (c.Duplicates != fleetops.KVDuplicates || !c.AllowDirect):
 			t.Errorf("%s: duplicate window %s, direct %v", name, c.Duplicates, c.AllowDirect)
 		}
-		if name == sweepStream && c.MaxConsumers != sweepWatches {
+		if name == sweepStream && c.MaxConsumers != fleetops.SweepWatches {
 			t.Errorf("%s: max_consumers %d", name, c.MaxConsumers)
 		}
 	}
@@ -153,14 +157,14 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	if _, err := kv.Put(ctx, "other.b", []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := rollup(kvSubjectRoot + BucketPrepared + ".default.a"); err == nil || !strings.Contains(err.Error(), "rollup") {
+	if err := rollup(wire.KVSubjectRoot + wire.BucketPrepared + ".default.a"); err == nil || !strings.Contains(err.Error(), "rollup") {
 		t.Errorf("a rollup on layout 3: %v", err)
 	}
 	for name, h := range map[string][2]string{"counter": {"Nats-Incr", "1"}, "schedule": {"Nats-Schedule", "@every 1s"}, "ttl": {"Nats-TTL", "1h"}} {
-		m := nats.NewMsg(kvSubjectRoot + BucketPrepared + ".default.a")
+		m := nats.NewMsg(wire.KVSubjectRoot + wire.BucketPrepared + ".default.a")
 		m.Header.Set(h[0], h[1])
 		if name == "schedule" {
-			m.Header.Set("Nats-Schedule-Target", kvSubjectRoot+BucketPrepared+".other.b")
+			m.Header.Set("Nats-Schedule-Target", wire.KVSubjectRoot+wire.BucketPrepared+".other.b")
 		}
 		if _, err := b.js.PublishMsg(ctx, m); err == nil {
 			t.Errorf("a %s header on a prepared value was taken", name)
@@ -169,13 +173,13 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	if e, err := kv.Get(ctx, "other.b"); err != nil || string(e.Value()) != `{"v":1}` {
 		t.Errorf("the other key after the refused headers: %v", err)
 	}
-	if _, err := b.js.Stream(ctx, StreamJobs); err != nil {
+	if _, err := b.js.Stream(ctx, wire.StreamJobs); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.js.DeleteStream(ctx, "none"); err == nil {
 		t.Fatal("a stream that does not exist was deleted")
 	}
-	str, _ := b.js.Stream(ctx, StreamJobs)
+	str, _ := b.js.Stream(ctx, wire.StreamJobs)
 	if err := str.DeleteMsg(ctx, 1); err == nil || !strings.Contains(err.Error(), "not permitted") {
 		t.Errorf("a job deleted through the API: %v", err)
 	}
@@ -249,70 +253,70 @@ func TestMoveIntoAccounts(t *testing.T) {
 		for i := range perStore {
 			rel := fmt.Sprintf("p/s%d.jsonl", i)
 			sid, leaf := writeSession(t, dirs[st], rel)
-			r, err := Enqueue(ctx, lnc, Job{Kind: KindCompact, Store: st, Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
+			r, err := fleetops.Enqueue(ctx, lnc, wire.Job{Kind: wire.KindCompact, Store: st, Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st == "hostA" && i == 0 {
 				firstA = r.Seq
-				m, _ := directLast(ctx, lnc, StreamJobs, JobSubject(st, sid, KindCompact))
-				var job Job
+				m, _ := fleetops.DirectLast(ctx, lnc, wire.StreamJobs, wire.JobSubject(st, sid, wire.KindCompact))
+				var job wire.Job
 				_ = json.Unmarshal(m.Data, &job)
-				if _, err := openBucket(ljs, BucketAttempts).Put(ctx, attemptKey(st, r.Seq, job.ID), countRecord{V: 1, N: 1}.bytes()); err != nil {
+				if _, err := fleetops.OpenBucket(ljs, wire.BucketAttempts).Put(ctx, fleetops.AttemptKey(st, r.Seq, job.ID), fleetops.CountRecord{V: 1, N: 1}.Bytes()); err != nil {
 					t.Fatal(err)
 				}
 			}
 		}
-		rec, _ := json.Marshal(sweepRecord{V: 1, Path: "p/s0.jsonl", Size: 1, At: time.Now()})
+		rec, _ := json.Marshal(sweep.Record{V: 1, Path: "p/s0.jsonl", Size: 1, At: time.Now()})
 		put := func(bucket, key string, v []byte) {
-			if _, err := openBucket(ljs, bucket).Put(ctx, key, v); err != nil {
+			if _, err := fleetops.OpenBucket(ljs, bucket).Put(ctx, key, v); err != nil {
 				t.Fatal(err)
 			}
 		}
-		put(BucketSweep, sweepKey(st, "p/s0.jsonl"), rec)
-		put(BucketPrepared, PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
-		id, err := identify(st, dirs[st], false)
+		put(wire.BucketSweep, sweep.Key(st, "p/s0.jsonl"), rec)
+		put(wire.BucketPrepared, wire.PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
+		id, err := fleetops.Identify(st, dirs[st], false)
 		if err != nil {
 			t.Fatal(err)
 		}
-		owner, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: id})
-		put(BucketWorkers, ownerKey(st), owner) // the store's claim: its worker's directory
-		put(BucketLeases, leaseKey(st, "x-"+st), []byte(`{"v":1,"worker":"gone"}`))
-		dl, _ := json.Marshal(newDeadLetter(JobSubject(st, "dead-"+st, KindCompact), 99, []byte(`{"v":1}`), "failed", nil, 1, "w"))
-		if _, err := ljs.Publish(ctx, DLQSubject(st, "dead-"+st), dl); err != nil {
+		owner, _ := json.Marshal(fleetops.OwnerRecord{V: fleetops.OwnerV, StoreIdentity: id})
+		put(wire.BucketWorkers, fleetops.OwnerKey(st), owner) // the store's claim: its worker's directory
+		put(wire.BucketLeases, leaseKey(st, "x-"+st), []byte(`{"v":1,"worker":"gone"}`))
+		dl, _ := json.Marshal(wire.NewDeadLetter(wire.JobSubject(st, "dead-"+st, wire.KindCompact), 99, []byte(`{"v":1}`), "failed", nil, 1, "w"))
+		if _, err := ljs.Publish(ctx, wire.DLQSubject(st, "dead-"+st), dl); err != nil {
 			t.Fatal(err)
 		}
 	}
 
 	var file bytes.Buffer
-	c, err := Export(ctx, lnc, &file, false, nil)
+	c, err := fleetops.Export(ctx, lnc, &file, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Jobs != 2*perStore || c.Attempts != 1 || c.DeadLetters != 2 || c.Keys[BucketSweep] != 2 || c.Keys[BucketPrepared] != 2 ||
-		c.Keys[BucketWorkers] != 2 || c.Dropped["leases"] != 2 || !slices.Equal(c.Stores, []string{"hostA", "hostB"}) {
+	if c.Jobs != 2*perStore || c.Attempts != 1 || c.DeadLetters != 2 || c.Keys[wire.BucketSweep] != 2 || c.Keys[wire.BucketPrepared] != 2 ||
+		c.Keys[wire.BucketWorkers] != 2 || c.Dropped["leases"] != 2 || !slices.Equal(c.Stores, []string{"hostA", "hostB"}) {
 		t.Fatalf("export: %+v", c)
 	}
 	for acct, st := range map[string]string{"A": "hostA", "B": "hostB"} {
 		nc, js := connectAs(t, url, acct)
 		for range 2 { // again: nothing twice
-			_, ic, err := Import(ctx, nc, bytes.NewReader(file.Bytes()), SetupConfig{Stores: []string{st}}, nil)
+			_, ic, err := fleetops.Import(ctx, nc, bytes.NewReader(file.Bytes()), fleetops.SetupConfig{Stores: []string{st}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}
-			if ic.Jobs+ic.Already != perStore || ic.Left[otherStore(st)] == 0 || ic.Keys[BucketSweep] != 1 || ic.DeadLetters == 0 {
+			if ic.Jobs+ic.Already != perStore || ic.Left[otherStore(st)] == 0 || ic.Keys[wire.BucketSweep] != 1 || ic.DeadLetters == 0 {
 				t.Fatalf("import into %s: %+v", acct, ic)
 			}
 		}
-		s, _ := js.Stream(ctx, StreamJobs)
+		s, _ := js.Stream(ctx, wire.StreamJobs)
 		if info, _ := s.Info(ctx); info.State.Msgs != perStore {
 			t.Fatalf("account %s holds %d jobs after two imports, want %d", acct, info.State.Msgs, perStore)
 		}
-		if _, err := openBucket(js, BucketPrepared).Get(ctx, PreparedKey(otherStore(st), "x-"+otherStore(st))); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if _, err := fleetops.OpenBucket(js, wire.BucketPrepared).Get(ctx, wire.PreparedKey(otherStore(st), "x-"+otherStore(st))); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.Errorf("account %s holds the other store's prepared value: %v", acct, err)
 		}
 		// The workers of the new account.
-		cfg := Config{Stores: []Store{{Name: st, Dir: dirs[st]}}, NATS: NATSConfig{URL: url, User: acct, Password: "pw"}, Concurrency: 2, Idle: -1,
+		cfg := Config{Stores: []Store{{Name: st, Dir: dirs[st]}}, NATS: access.NATSConfig{URL: url, User: acct, Password: "pw"}, Concurrency: 2, Idle: -1,
 			LeaseBusyDelay: 200 * time.Millisecond, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, Handler: &fakeHandler{}}
 		w := startService(t, cfg)
 		runService(t, w)
@@ -343,8 +347,8 @@ func otherStore(st string) string {
 func accountAttempts(t *testing.T, js jetstream.JetStream, store string) []int {
 	t.Helper()
 	var out []int
-	err := eachMsg(context.Background(), js, StreamEvents, eventsPrefix+store+".>", func(m *jetstream.RawStreamMsg) error {
-		var ev Event
+	err := fleetops.EachMsg(context.Background(), js, wire.StreamEvents, wire.EventsPrefix+store+".>", func(m *jetstream.RawStreamMsg) error {
+		var ev wire.Event
 		if json.Unmarshal(m.Data, &ev) == nil && ev.Final() {
 			out = append(out, ev.Attempt)
 		}
@@ -363,16 +367,16 @@ func TestLimitsMustFitTheAccount(t *testing.T) {
 	url := accountsServer(t, 64<<20, "A")
 	nc, js := connectAs(t, url, "A")
 	ctx := context.Background()
-	_, err := Setup(ctx, nc, SetupConfig{Stores: []string{"hostA"}}, false, false, nil)
-	var le *LimitsError
+	_, err := fleetops.Setup(ctx, nc, fleetops.SetupConfig{Stores: []string{"hostA"}}, false, false, nil)
+	var le *fleetops.LimitsError
 	if !errors.As(err, &le) || le.Account != 64<<20 || !strings.Contains(err.Error(), "--records-max-bytes") {
 		t.Fatalf("default limits in a 64 MiB account: %v", err)
 	}
 	if names := streamNames(t, js); len(names) != 0 {
 		t.Fatalf("a setup that did not fit created %v", names)
 	}
-	small := SetupConfig{Stores: []string{"hostA"}, JobsMaxBytes: 8 << 20, EventsMaxBytes: 8 << 20, DLQMaxBytes: 8 << 20, RecordsMaxBytes: 4 << 20}
-	if _, err := Setup(ctx, nc, small, false, false, nil); err != nil {
+	small := fleetops.SetupConfig{Stores: []string{"hostA"}, JobsMaxBytes: 8 << 20, EventsMaxBytes: 8 << 20, DLQMaxBytes: 8 << 20, RecordsMaxBytes: 4 << 20}
+	if _, err := fleetops.Setup(ctx, nc, small, false, false, nil); err != nil {
 		t.Fatalf("limits that fit: %v", err)
 	}
 	t.Logf("refused: %v", err)

@@ -8,6 +8,9 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // BenchmarkPipeline pushes 500 sessions through the real pipeline (embedded nats-server,
@@ -57,14 +60,14 @@ func benchOnce(b *testing.B, conc, n int, latency time.Duration) {
 			defer wg.Done()
 			for i := g; i < n; i += 8 {
 				s := sessions[i]
-				if _, err := Enqueue(context.Background(), bd.nc, Job{Kind: KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, ExpectLeafID: s.leaf}, false, 0); err != nil {
+				if _, err := fleetops.Enqueue(context.Background(), bd.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, ExpectLeafID: s.leaf}, false, 0); err != nil {
 					b.Error(err)
 				}
 			}
 		}()
 	}
 	wg.Wait()
-	for bd.pending() > 0 || svc.flights.count() > 0 {
+	for bd.pending() > 0 || svc.running.count() > 0 {
 		time.Sleep(5 * time.Millisecond)
 	}
 	wall := time.Since(t0)

@@ -13,7 +13,10 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // cluster is three nats-servers routed to each other on loopback, JetStream clustered,
@@ -93,7 +96,7 @@ func streamInfo(t testing.TB, js jetstream.JetStream, name string) *jetstream.St
 	return info
 }
 
-// The fault-tolerance test of issue 11: three nodes, every stream and bucket with 3
+// The fault-tolerance test: three nodes, every stream and bucket with 3
 // replicas, 60 jobs running on two workers; the node leading COMPACTOR_JOBS is killed
 // (SIGKILL) mid-batch, a third worker starts while the cluster elects new leaders, and the node is
 // started again. Every job ends with a final event, every session has exactly one
@@ -109,7 +112,7 @@ func TestClusterLeaderKill(t *testing.T) {
 
 	h := &fakeHandler{delay: 400 * time.Millisecond}
 	newWorker := func(urls string, replicas int) (*Service, error) {
-		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
+		cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: urls}, Setup: true, Concurrency: 3, Idle: -1,
 			AckWait: 2 * time.Second, LeaseTTL: 3 * time.Second, LeaseBusyDelay: 200 * time.Millisecond,
 			BackoffBase: 100 * time.Millisecond, BackoffMax: 2 * time.Second, ShutdownTimeout: 5 * time.Second,
 			Replicas: replicas, StartupTimeout: 45 * time.Second, Handler: h}
@@ -130,7 +133,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	run := func(s *Service) { runService(t, s) }
 	a := worker(c.urls(), 3)
 	b := worker(c.urls(), 0) // the default: must not lower the replicas
-	for _, name := range []string{StreamJobs, StreamEvents, StreamDLQ, "KV_" + BucketLeases, "KV_" + BucketSweep, "KV_" + BucketAttempts} {
+	for _, name := range []string{wire.StreamJobs, wire.StreamEvents, wire.StreamDLQ, "KV_" + wire.BucketLeases, "KV_" + wire.BucketSweep, "KV_" + wire.BucketAttempts} {
 		if info := streamInfo(t, js, name); info.Config.Replicas != 3 || len(info.Cluster.Replicas) != 2 {
 			t.Fatalf("%s: %d replicas (%d peers besides the leader), want 3", name, info.Config.Replicas, len(info.Cluster.Replicas))
 		}
@@ -143,7 +146,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		rel := fmt.Sprintf("p%02d/s.jsonl", i)
 		sid, leaf := writeSession(t, dir, rel)
 		files = append(files, filepath.Join(dir, filepath.FromSlash(rel)))
-		r, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
+		r, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,12 +164,12 @@ func TestClusterLeaderKill(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the batch under way", func() bool { return compacted() >= 10 })
 
-	leader := streamInfo(t, js, StreamJobs).Cluster.Leader
+	leader := streamInfo(t, js, wire.StreamJobs).Cluster.Leader
 	victim := c.node(leader)
 	atKill := compacted()
 	c.nodes[victim].Kill()
 	killed := time.Now()
-	t.Logf("killed %s (SIGKILL; leader of %s) after %d of %d jobs", leader, StreamJobs, atKill, jobs)
+	t.Logf("killed %s (SIGKILL; leader of %s) after %d of %d jobs", leader, wire.StreamJobs, atKill, jobs)
 
 	// A worker that starts now meets a cluster electing leaders.
 	var survivors []int
@@ -199,7 +202,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		s, err := js.Stream(ctx, StreamJobs)
+		s, err := js.Stream(ctx, wire.StreamJobs)
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})
 	total := time.Since(start)
@@ -208,7 +211,7 @@ func TestClusterLeaderKill(t *testing.T) {
 			t.Errorf("%s: %d compactions, want 1", f, n)
 		}
 	}
-	final := map[uint64]Event{}
+	final := map[uint64]wire.Event{}
 	eventually(t, 30*time.Second, "a final event for every job", func() bool {
 		for _, ev := range eventsOf(t, nc) {
 			if ev.Final() {
@@ -249,19 +252,19 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	}
 	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
-	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
-	info := streamInfo(t, js, StreamJobs)
+	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
+	info := streamInfo(t, js, wire.StreamJobs)
 	victim := c.node(info.Cluster.Leader)
 	c.nodes[victim].Kill()
 	sid, leaf := writeSession(t, dir, "s.jsonl")
-	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	var (
-		r   EnqueueResult
+		r   fleetops.EnqueueResult
 		err error
 	)
 	eventually(t, 30*time.Second, "enqueue to name the offline stream", func() bool {
-		r, err = Enqueue(context.Background(), nc, job, false, 10*time.Second)
-		return errors.Is(err, ErrStreamOffline)
+		r, err = fleetops.Enqueue(context.Background(), nc, job, false, 10*time.Second)
+		return errors.Is(err, fleetops.ErrStreamOffline)
 	})
 	if !strings.Contains(err.Error(), "stream COMPACTOR_JOBS is offline") || !strings.Contains(err.Error(), "--replicas") {
 		t.Errorf("error: %v", err)
@@ -269,7 +272,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	t.Logf("with %s down: %v", info.Cluster.Leader, err)
 	c.nodes[victim].Start()
 	eventually(t, 30*time.Second, "enqueue to work again", func() bool {
-		r, err = Enqueue(context.Background(), nc, job, false, 5*time.Second)
+		r, err = fleetops.Enqueue(context.Background(), nc, job, false, 5*time.Second)
 		return err == nil
 	})
 	if r.Seq == 0 {

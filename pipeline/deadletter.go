@@ -6,12 +6,14 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // How a job becomes a dead letter: one helper (deadLetter) for the paths that find a job
 // dead: refused at admission, failed at finish, or its deliveries used up. Reading and
-// acting on the dead letters is dlq.go's.
+// acting on the dead letters is operator/dlq.go's.
 
 // deadJob is a job message found dead, by any of the paths that find one: admit refuses a
 // delivery before a handler runs (refuse: an invalid job, a path outside its store, its
@@ -27,7 +29,7 @@ type deadJob struct {
 	cause      string // the label of compactor_dead_letters_total
 	reason     string
 	err        error
-	ev         Event        // the job's event: identity and attempt (made the failed event here)
+	ev         wire.Event   // the job's event: identity and attempt (made the failed event here)
 	start      time.Time    // when its delivery began
 	log        *slog.Logger // with the job's identity
 }
@@ -40,7 +42,7 @@ type deadJob struct {
 // answered after its event: a worker that dies between the two leaves the job to be
 // delivered again, never a job answered without the event that `enqueue --wait` waits for.
 func (s *Service) deadLetter(ctx context.Context, j deadJob) bool {
-	dl := newDeadLetter(j.subject, j.ev.JobSeq, j.payload, j.reason, j.err, j.deliveries, s.worker)
+	dl := wire.NewDeadLetter(j.subject, j.ev.JobSeq, j.payload, j.reason, j.err, j.deliveries, s.worker)
 	if !answered(j.log, slog.LevelError, "dead letter not written; job kept for redelivery", publishDeadLetter(ctx, s.res.js, dl)) {
 		answered(j.log, slog.LevelWarn, "nak failed", j.msg.NakWithDelay(s.cfg.BackoffBase))
 		return false
@@ -65,6 +67,6 @@ func (s *Service) exhausted(ctx context.Context, d *delivery) {
 	reason := fmt.Sprintf("max deliveries exhausted after %d deliveries without a final answer", d.delivered)
 	if s.deadLetter(ctx, d.dead(ev, d.log, "max deliveries", reason, nil)) {
 		d.log.Warn("job dead-lettered: its deliveries are used up", "path", d.job.Path, "deliveries", d.delivered)
-		answered(d.log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, d.key))
+		answered(d.log, slog.LevelDebug, "attempt count not cleared; it expires by itself", fleetops.ClearAttempts(ctx, s.res.attempts, d.key))
 	}
 }

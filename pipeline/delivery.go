@@ -9,6 +9,10 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/storepath"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -16,11 +20,11 @@ import (
 // handler, with heartbeats) → finish (the one final answer, after the event) → recheck.
 // Dead letters are deadletter.go's.
 
-// work holds the two contexts of running jobs: handlers end with jobs (stage two of a
-// shutdown); the answers to JetStream, events and leases use book, which ends
-// shutdownGrace later so that a NATS outage cannot hold a shutdown.
-type work struct {
-	jobs, book context.Context
+// jobContexts are the two contexts of running jobs: the handlers run in handlers, which
+// ends first (stage two of a shutdown); the answers to JetStream, events and leases use
+// answers, which ends shutdownGrace later so that a NATS outage cannot hold a shutdown.
+type jobContexts struct {
+	handlers, answers context.Context
 }
 
 // delivery is one message being worked, and what admission found out about it.
@@ -28,9 +32,9 @@ type delivery struct {
 	msg       jetstream.Msg
 	delivered uint64 // JetStream's count, busy and give-back deliveries included
 	start     time.Time
-	ev        Event // the event being built: store, sequence, job fields
+	ev        wire.Event // the event being built: store, sequence, job fields
 	log       *slog.Logger
-	job       Job
+	job       wire.Job
 	file      string // the resolved session file
 	lease     *lease
 	key       string // the job's key in COMPACTOR_ATTEMPTS
@@ -38,12 +42,12 @@ type delivery struct {
 }
 
 // process handles one delivery from start to its single final answer to JetStream:
-// admission decides whether the handler may run now; the attempt runs it. f is the job in
-// flight, named for the shutdown once admitted.
-func (s *Service) process(w work, f *flight, store string, msg jetstream.Msg) {
-	if d := s.admit(w.book, store, msg); d != nil {
-		s.flights.admitted(f, d.log, d.job.Path)
-		s.attempt(w, d)
+// admission decides whether the handler may run now; the attempt runs it. f is the job
+// running, named for the shutdown once admitted.
+func (s *Service) process(jc jobContexts, f *runningJob, store string, msg jetstream.Msg) {
+	if d := s.admit(jc.answers, store, msg); d != nil {
+		s.running.admitted(f, d.log, d.job.Path)
+		s.attempt(jc, d)
 	}
 }
 
@@ -61,13 +65,13 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		return nil
 	}
 	d.delivered = meta.NumDelivered
-	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
+	d.ev = wire.Event{V: wire.EventVersion, JobSeq: meta.Sequence.Stream, JobRef: wire.JobRef{Store: store}, Worker: s.worker}
 	s.noteHeld(d.ev.JobSeq, "", false) // delivered again: it is decided anew
 	if v, id, ok := jobHeadOf(msg.Data()); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
 		s.unknownVersion(ctx, d, v, id)
 		return nil
 	}
-	job, err := decodeJob(msg.Data(), s.cfg.JobVersions)
+	job, err := wire.DecodeJobFor(msg.Data(), s.cfg.JobVersions)
 	if err == nil && (job.Store != store || job.Subject() != msg.Subject()) {
 		err = fmt.Errorf("job: subject %s does not match its payload (store %q, session %q, kind %q)", msg.Subject(), job.Store, job.SessionID, job.Kind)
 	}
@@ -76,7 +80,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		s.refuse(ctx, d, "invalid job", err)
 		return nil
 	}
-	d.job, d.key = job, attemptKey(store, d.ev.JobSeq, job.ID)
+	d.job, d.key = job, fleetops.AttemptKey(store, d.ev.JobSeq, job.ID)
 	d.log = s.log.With("store", store, "session", job.SessionID, "kind", job.Kind, "job_seq", d.ev.JobSeq, "delivery", d.delivered)
 	switch beyond, ok := s.beyondBound(ctx, d); {
 	case !ok:
@@ -91,7 +95,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		return nil
 	}
 	if reason := s.active(d); reason != "" {
-		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason, Busy: true}, Result{})
+		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason, Busy: true}, wire.Result{})
 		return nil
 	}
 	if !s.takeLease(ctx, d) {
@@ -111,10 +115,10 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 // is found again by session id: Pi's file names end in it.
 func (s *Service) locate(d *delivery) (string, error) {
 	root := s.roots[d.ev.Store]
-	file, err := resolve(root, d.job.Path)
-	if errors.Is(err, errNotExist) {
+	file, err := storepath.Resolve(root, d.job.Path)
+	if errors.Is(err, storepath.ErrNotExist) {
 		var rel string
-		rel, file, err = refind(root, d.job.Path, d.job.SessionID)
+		rel, file, err = storepath.Refind(root, d.job.Path, d.job.SessionID)
 		if err == nil {
 			d.log.Info("session file moved while queued; found it by session id", "old_path", d.job.Path, "path", rel)
 			d.ev.Path, d.job.Path = rel, rel
@@ -126,7 +130,7 @@ func (s *Service) locate(d *delivery) (string, error) {
 // active returns why the session is left alone for now (modified within Idle), or "".
 func (s *Service) active(d *delivery) string {
 	// A preparation or a base writes nothing to the session: live sessions are what it is for.
-	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare || d.job.Kind == KindBase {
+	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == wire.KindPrepare || d.job.Kind == wire.KindBase {
 		return ""
 	}
 	fi, err := os.Stat(d.file)
@@ -143,7 +147,7 @@ func (s *Service) active(d *delivery) string {
 // back after the holder's remaining time (this costs no attempt).
 func (s *Service) takeLease(ctx context.Context, d *delivery) bool {
 	l, err := acquireLease(ctx, s.res.leases, s.leaseTTL(), leaseKeyOf(d.ev.Store, d.job), d.job.SessionID, s.worker, d.job.ID,
-		leaseValue{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
+		fleetops.LeaseRecord{Path: d.job.Path, Kind: d.job.Kind, Delivery: d.delivered})
 	if err == nil {
 		d.lease = l
 		return true
@@ -177,7 +181,7 @@ func (s *Service) leaseStillOurs(ctx context.Context, d *delivery) bool {
 		return true
 	}
 	d.log.Warn("lease aged during admission and was not renewed; job delayed", "lost", leaseLost(err), "err", err)
-	_, uerr := addAttempts(ctx, s.res.attempts, d.key, -1)
+	_, uerr := fleetops.AddAttempts(ctx, s.res.attempts, d.key, -1)
 	answered(d.log, slog.LevelDebug, "attempt of a delayed job not uncounted", uerr)
 	if !leaseLost(err) {
 		d.releaseLease(ctx)
@@ -191,7 +195,7 @@ func (s *Service) leaseStillOurs(ctx context.Context, d *delivery) bool {
 // whose MaxDeliver attempts all ended without an answer (their workers crashed or lost
 // NATS mid-job) is dead-lettered here instead of being tried again.
 func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
-	n, err := addAttempts(ctx, s.res.attempts, d.key, 1)
+	n, err := fleetops.AddAttempts(ctx, s.res.attempts, d.key, 1)
 	// NumDelivered also counts busy deliveries: it can only end a job early, not late.
 	if !answered(d.log, slog.LevelWarn, "attempt not counted; using the delivery count", err) {
 		d.attempt, d.ev.Attempt = int(d.delivered), int(d.delivered)
@@ -206,7 +210,7 @@ func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
 	}
 	d.ev.Attempt = n - 1
 	s.finish(ctx, d, Decision{Outcome: OutcomeFailed,
-		Reason: fmt.Sprintf("max deliveries (%d) exhausted: %d attempts ended without an answer (the worker crashed or lost NATS mid-job)", s.cfg.MaxDeliver, n-1)}, Result{})
+		Reason: fmt.Sprintf("max deliveries (%d) exhausted: %d attempts ended without an answer (the worker crashed or lost NATS mid-job)", s.cfg.MaxDeliver, n-1)}, wire.Result{})
 	return false
 }
 
@@ -222,16 +226,16 @@ func (s *Service) refuse(ctx context.Context, d *delivery, cause string, err err
 }
 
 // dead is this delivery's job as a dead job: ev is its event, log carries its identity.
-func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err error) deadJob {
+func (d *delivery) dead(ev wire.Event, log *slog.Logger, cause, reason string, err error) deadJob {
 	return deadJob{msg: d.msg, subject: d.msg.Subject(), payload: d.msg.Data(), deliveries: d.delivered,
 		cause: cause, reason: reason, err: err, ev: ev, start: d.start, log: log}
 }
 
 // attempt runs the handler on an admitted delivery, with heartbeats, and gives the
 // delivery its answer: the classified outcome, or a give-back when a shutdown cancelled it.
-func (s *Service) attempt(w work, d *delivery) {
-	t := &ticket{s: s, store: d.ev.Store}
-	hctx, cancel := context.WithCancel(withTicket(w.jobs, t))
+func (s *Service) attempt(jc jobContexts, d *delivery) {
+	t := &paidAccount{s: s, store: d.ev.Store}
+	hctx, cancel := context.WithCancel(withPaidAccount(jc.handlers, t))
 	hbDone := make(chan struct{})
 	go s.heartbeat(hctx, cancel, d, hbDone)
 	res, herr := s.cfg.Handler.Handle(hctx, d.job, d.file)
@@ -240,13 +244,13 @@ func (s *Service) attempt(w work, d *delivery) {
 
 	if h := holdOf(herr); h != nil {
 		// Refused its first paid call (ReserveLLM): a wait, not a failure.
-		s.hold(w.book, d, h)
+		s.hold(jc.answers, d, h)
 		return
 	}
-	s.settleSpend(w.book, t, res.LLMInputTokens, herr == nil)
-	if herr != nil && w.jobs.Err() != nil {
+	s.settleSpend(jc.answers, t, res.LLMInputTokens, herr == nil)
+	if herr != nil && jc.handlers.Err() != nil {
 		// Stage two of a shutdown cancelled this job: give it back without using an attempt.
-		s.handBack(w.book, d, handBackShutdown, 0, "")
+		s.handBack(jc.answers, d, handBackShutdown, 0, "")
 		d.log.Info("job given back at shutdown", "path", d.job.Path, "err", herr)
 		return
 	}
@@ -256,12 +260,12 @@ func (s *Service) attempt(w work, d *delivery) {
 		t.mu.Unlock()
 	}
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
-	s.finish(w.book, d, dec, res)
-	if dec.Outcome == OutcomeDone && d.job.Kind == KindCompact && res.EntryID != "" {
-		s.forgetPrepared(w.book, d.ev.Store, d.job.SessionID) // compacted past it
+	s.finish(jc.answers, d, dec, res)
+	if dec.Outcome == OutcomeDone && d.job.Kind == wire.KindCompact && res.EntryID != "" {
+		agents.Forget(jc.answers, s.res.prepared, s.log, d.ev.Store, d.job.SessionID) // compacted past it
 	}
 	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
-		s.recheck(w.book, d.log, d.job, d.file, res)
+		s.recheck(jc.answers, d.log, d.job, d.file, res)
 	}
 }
 
@@ -325,7 +329,7 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 // finish ends a delivery: it gives the session's lease back, then records the event and
 // gives JetStream its one answer (an ack, a delayed Nak for a retry, or a dead letter and
 // Term), in the order that loses nothing when the worker dies between two steps.
-func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Result) {
+func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res wire.Result) {
 	ev, log, msg := d.ev, d.log, d.msg
 	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
@@ -366,7 +370,7 @@ func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Res
 		return
 	}
 	if d.attempt > 0 || d.delivered > 1 {
-		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", clearAttempts(ctx, s.res.attempts, d.key))
+		answered(log, slog.LevelDebug, "attempt count not cleared; it expires by itself", fleetops.ClearAttempts(ctx, s.res.attempts, d.key))
 	}
 }
 
@@ -382,8 +386,8 @@ func (d *delivery) releaseLease(ctx context.Context) {
 // refused as "already queued" (the running job's message still occupied the subject). After
 // a compaction, if the session is over budget again and its leaf is not the one this job
 // produced or refused, a new job is enqueued for the new leaf.
-func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file string, res Result) {
-	if s.cfg.Assessor == nil || job.Kind != KindCompact {
+func (s *Service) recheck(ctx context.Context, log *slog.Logger, job wire.Job, file string, res wire.Result) {
+	if s.cfg.Assessor == nil || job.Kind != wire.KindCompact {
 		return
 	}
 	known := res.LeafID
@@ -404,10 +408,10 @@ func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file s
 	if !a.Eligible() || a.LeafID == known {
 		return
 	}
-	next := Job{Kind: KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
+	next := wire.Job{Kind: wire.KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
 		ExpectLeafID: a.LeafID, OnlyOverBudget: true, Policy: job.Policy, Counter: job.Counter,
 		KeepRecentTokens: job.KeepRecentTokens, Instructions: job.Instructions}
-	r, err := publishJob(ctx, s.res.js, &next)
+	r, err := fleetops.PublishJob(ctx, s.res.js, &next)
 	switch {
 	case err != nil:
 		log.Warn("re-enqueue after job failed", "err", err)

@@ -1,16 +1,13 @@
 package pipeline
 
 import (
-	"crypto/rand"
-	"encoding/hex"
-	"errors"
 	"fmt"
 	"net"
-	"os"
 	"path/filepath"
 	"strconv"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats-server/v2/server"
 )
 
@@ -21,7 +18,7 @@ import (
 // one given, a token generated into the data directory: see localToken), unless
 // cfg.InsecureLocal. With cfg.ServeTLSCert it speaks TLS only. The caller holds DataDir's
 // lock.
-func startEmbedded(cfg Config, auth NATSConfig) (*server.Server, error) {
+func startEmbedded(cfg Config, auth access.NATSConfig) (*server.Server, error) {
 	opts := &server.Options{
 		ServerName: "compactor-embedded",
 		Host:       cfg.EmbeddedHost,
@@ -37,13 +34,13 @@ func startEmbedded(cfg Config, auth NATSConfig) (*server.Server, error) {
 	}
 	switch {
 	case auth.Token != "" || auth.TokenFile != "":
-		token, err := secret(auth.Token, auth.TokenFile, "token")
+		token, err := access.Secret(auth.Token, auth.TokenFile, "token")
 		if err != nil {
 			return nil, err
 		}
 		opts.Authorization = token
 	case auth.User != "":
-		pass, err := secret(auth.Password, auth.PasswordFile, "password")
+		pass, err := access.Secret(auth.Password, auth.PasswordFile, "password")
 		if err != nil {
 			return nil, err
 		}
@@ -105,84 +102,4 @@ func listenAddr(cfg Config) string {
 		return net.JoinHostPort(cfg.EmbeddedHost, "0")
 	}
 	return net.JoinHostPort(cfg.EmbeddedHost, strconv.Itoa(cfg.EmbeddedPort))
-}
-
-// tokenFileName holds the embedded server's generated token in its data directory.
-const tokenFileName = "nats.token"
-
-// localToken returns the file of the embedded server's token, generated once (32 random
-// bytes, readable by the data directory's owner only) and kept across restarts, so that
-// clients on this machine that may read it (enqueue, sweep, dlq, Pi's extension) find it.
-func localToken(dir string) (string, error) {
-	p := filepath.Join(dir, tokenFileName)
-	if fi, err := os.Stat(p); err == nil {
-		if fi.Mode().Perm()&0o077 != 0 {
-			if err := os.Chmod(p, 0o600); err != nil {
-				return "", fmt.Errorf("embedded nats: token file %s is readable by others and cannot be made private: %w", p, err)
-			}
-		}
-		return p, nil
-	}
-	var b [32]byte
-	if _, err := rand.Read(b[:]); err != nil {
-		return "", err
-	}
-	f, err := os.OpenFile(p, os.O_WRONLY|os.O_CREATE|os.O_EXCL, 0o600)
-	if errors.Is(err, os.ErrExist) {
-		return p, nil
-	}
-	if err != nil {
-		return "", fmt.Errorf("embedded nats: token: %w", err)
-	}
-	_, werr := f.WriteString(hex.EncodeToString(b[:]) + "\n")
-	if cerr := f.Close(); werr == nil {
-		werr = cerr
-	}
-	if werr != nil {
-		_ = os.Remove(p)
-		return "", fmt.Errorf("embedded nats: token: %w", werr)
-	}
-	return p, nil
-}
-
-// LocalNATS completes n for a client on this machine without --nats-url: the address of
-// the service running on dataDir (written into its service.json; else DefaultClientURL),
-// its generated token when n names no credentials and the data directory holds one the
-// caller may read, and its certificate as the CA of a TLS server when n names none.
-func LocalNATS(dataDir string, n NATSConfig) NATSConfig {
-	if n.URL != "" {
-		return n
-	}
-	n.URL = DefaultClientURL
-	info := (*ServiceInfo)(nil)
-	if dataDir != "" {
-		info = RunningService(dataDir)
-	}
-	if info != nil && info.ClientURL != "" {
-		n.URL = info.ClientURL
-		if info.TLSCert != "" && n.TLSCA == "" {
-			n.TLSCA = info.TLSCert
-		}
-	}
-	if n.authMode() == "none" && dataDir != "" {
-		abs, err := filepath.Abs(dataDir)
-		if err != nil {
-			abs = dataDir
-		}
-		n.local = &localLookup{dir: abs, service: info != nil}
-		if p := filepath.Join(dataDir, tokenFileName); readable(p) {
-			n.TokenFile = p
-			n.local.token = true
-		}
-	}
-	return n
-}
-
-func readable(p string) bool {
-	f, err := os.Open(p)
-	if err != nil {
-		return false
-	}
-	f.Close()
-	return true
 }

@@ -7,6 +7,12 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Records are trusted only within their store (foreign.go): what a store's key may write
@@ -24,14 +30,14 @@ func TestForeignRecordsRefused(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	release := make(chan struct{})
 	var bridged atomic.Int32
-	cfg := b.config(&fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	cfg := b.config(&fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		if job.Reason == "hold" {
 			<-release
 		}
 		return nil
 	}})
 	cfg.Stores = []Store{{Name: "hostA", Dir: b.dir}}
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		bridged.Add(1)
 		return prepared, nil
 	})
@@ -43,42 +49,42 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err := s.Prepared().Put(ctx, "hostA", sid, []byte(`{"v":1,"store":"hostA","sessionId":"`+sid+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	rep, _ := json.Marshal(HookReport{V: 1, Store: "hostB", SessionID: sid, Outcome: HookHit})
-	if err := b.nc.Publish(HookSubject("hostA", sid), rep); err != nil {
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostB", SessionID: sid, Outcome: wire.HookHit})
+	if err := b.nc.Publish(wire.HookSubject("hostA", sid), rep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the foreign hook report counted", func() bool { return count(foreignHook) == 1 })
+	eventually(t, 10*time.Second, "the foreign hook report counted", func() bool { return count(agents.ForeignHook) == 1 })
 	if v, _ := s.Prepared().Get(ctx, "hostA", sid); v == nil {
 		t.Error("a hook report naming another store deleted the prepared value")
 	}
 
 	// A bridge request naming hostB; then a prepared value (under hostA's key) naming hostB.
-	ask := func(store string) BridgeReply {
-		req, _ := json.Marshal(BridgeRequest{V: 1, Store: store, Path: "s.jsonl", SessionID: sid, LeafID: leaf, FirstKeptEntryID: leaf})
-		m, err := b.nc.Request(BridgeSubject("hostA", sid), req, 10*time.Second)
+	ask := func(store string) wire.BridgeReply {
+		req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: store, Path: "s.jsonl", SessionID: sid, LeafID: leaf, FirstKeptEntryID: leaf})
+		m, err := b.nc.Request(wire.BridgeSubject("hostA", sid), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r BridgeReply
+		var r wire.BridgeReply
 		_ = json.Unmarshal(m.Data, &r)
 		return r
 	}
-	if r := ask("hostB"); !strings.Contains(r.Error, `names store "hostB"`) || count(foreignBridge) != 1 {
-		t.Errorf("a bridge request naming hostB: %+v (counted %v)", r, count(foreignBridge))
+	if r := ask("hostB"); !strings.Contains(r.Error, `names store "hostB"`) || count(agents.ForeignBridge) != 1 {
+		t.Errorf("a bridge request naming hostB: %+v (counted %v)", r, count(agents.ForeignBridge))
 	}
 	if err := s.Prepared().Put(ctx, "hostA", sid, []byte(`{"v":1,"store":"hostB","sessionId":"`+sid+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	if r := ask("hostA"); !strings.Contains(r.Error, `names store "hostB"`) || count(foreignPrepared) != 1 || bridged.Load() != 0 {
-		t.Errorf("a prepared value naming hostB bridged: %+v (counted %v, bridges %d)", r, count(foreignPrepared), bridged.Load())
+	if r := ask("hostA"); !strings.Contains(r.Error, `names store "hostB"`) || count(agents.ForeignPrepared) != 1 || bridged.Load() != 0 {
+		t.Errorf("a prepared value naming hostB bridged: %+v (counted %v, bridges %d)", r, count(agents.ForeignPrepared), bridged.Load())
 	}
 
 	// A beat under hostA's key naming hostB: not one of hostA's workers.
-	beat, _ := json.Marshal(WorkerBeat{V: 1, Worker: "forger", Store: "hostB", At: time.Now().UTC(), JobVersions: []int{1, 2}})
-	if _, err := s.res.workers.Put(ctx, workerKey("hostA", "forger"), beat); err != nil {
+	beat, _ := json.Marshal(fleetops.WorkerBeat{V: 1, Worker: "forger", Store: "hostB", At: time.Now().UTC(), JobVersions: []int{1, 2}})
+	if _, err := s.res.workers.Put(ctx, fleetops.WorkerKey("hostA", "forger"), beat); err != nil {
 		t.Fatal(err)
 	}
-	beats, foreign, err := readBeats(ctx, s.res.workers, "hostA")
+	beats, foreign, err := fleetops.ReadBeats(ctx, s.res.workers, "hostA")
 	if err != nil || len(foreign) != 1 {
 		t.Fatalf("beats %v, foreign %v, %v", beats, foreign, err)
 	}
@@ -93,22 +99,22 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	rec, _ := json.Marshal(sweepRecord{V: 1, Path: "../hostB/x.jsonl", Size: 1, At: time.Now()})
-	key := sweepKey("hostA", "s.jsonl")
+	rec, _ := json.Marshal(sweep.Record{V: 1, Path: "../hostB/x.jsonl", Size: 1, At: time.Now()})
+	key := sweep.Key("hostA", "s.jsonl")
 	if _, err := s.res.sweep.Put(ctx, key, rec); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the foreign sweep record counted", func() bool { return count(foreignSweep) == 1 })
-	if _, ok := m.get(key); ok {
+	if _, ok := m.Record(key); ok {
 		t.Error("a sweep record of another path taken for s.jsonl's")
 	}
 
 	// An owner record under hostA's key naming hostB: claimed over at the next beat.
-	other, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: StoreIdentity{Store: "hostB", Host: "elsewhere", Root: "/b", Marker: "zz"}})
-	if _, err := s.res.workers.Put(ctx, ownerKey("hostA"), other); err != nil {
+	other, _ := json.Marshal(fleetops.OwnerRecord{V: fleetops.OwnerV, StoreIdentity: fleetops.StoreIdentity{Store: "hostB", Host: "elsewhere", Root: "/b", Marker: "zz"}})
+	if _, err := s.res.workers.Put(ctx, fleetops.OwnerKey("hostA"), other); err != nil {
 		t.Fatal(err)
 	}
-	if err := checkOwner(ctx, s.res.workers, s.ids["hostA"], true, func(err error) { s.foreign("hostA", foreignOwner, err) }); err != nil {
+	if err := fleetops.CheckOwner(ctx, s.res.workers, s.ids["hostA"], true, func(err error) { s.foreign("hostA", foreignOwner, err) }); err != nil {
 		t.Fatalf("an owner record naming hostB refused hostA's worker: %v", err)
 	}
 	if count(foreignOwner) != 1 {
@@ -116,11 +122,11 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// A final event on hostA's subject naming hostB, before the real one.
-	job := Job{Kind: KindCompact, Store: "hostA", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "hold", Force: true}
+	job := wire.Job{Kind: wire.KindCompact, Store: "hostA", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "hold", Force: true}
 	job.Normalize(time.Now())
-	done := make(chan EnqueueResult, 1)
+	done := make(chan fleetops.EnqueueResult, 1)
 	go func() {
-		r, err := Enqueue(ctx, b.nc, job, true, time.Minute)
+		r, err := fleetops.Enqueue(ctx, b.nc, job, true, time.Minute)
 		if err != nil {
 			t.Error(err)
 		}
@@ -128,14 +134,14 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}()
 	var seq uint64
 	eventually(t, 30*time.Second, "the held job running", func() bool {
-		p, err := directLast(ctx, b.nc, StreamJobs, job.Subject())
+		p, err := fleetops.DirectLast(ctx, b.nc, wire.StreamJobs, job.Subject())
 		if err == nil {
 			seq = p.Sequence
 		}
-		return err == nil && len(s.flights.list()) == 1
+		return err == nil && len(s.running.list()) == 1
 	})
-	forged, _ := json.Marshal(Event{V: 1, JobID: job.ID, JobSeq: seq, Store: "hostB", SessionID: sid, Kind: KindCompact, Outcome: OutcomeDone, Reason: "forged"})
-	if err := b.nc.Publish(JobEventSubject("hostA", sid, seq), forged); err != nil {
+	forged, _ := json.Marshal(wire.Event{V: 1, JobID: job.ID, JobSeq: seq, JobRef: wire.JobRef{Store: "hostB", SessionID: sid, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: OutcomeDone, Reason: "forged"}})
+	if err := b.nc.Publish(wire.JobEventSubject("hostA", sid, seq), forged); err != nil {
 		t.Fatal(err)
 	}
 	// Flushed before the job is released: the forged event reaches the wait (and the
@@ -149,20 +155,20 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// A dead letter on hostA's subject holding hostB's job: refused, naming both, no job.
-	hostBJob, _ := json.Marshal(Job{V: 1, Kind: KindCompact, Store: "hostB", Path: "x.jsonl", SessionID: sid, Instructions: "steer hostB", ID: "forged", RequestedAt: time.Now()})
-	dl, _ := json.Marshal(DeadLetter{V: 1, Subject: JobSubject("hostB", sid, KindCompact), Job: hostBJob, Reason: "failed", At: time.Now().UTC()})
-	if _, err := b.js.Publish(ctx, DLQSubject("hostA", sid), dl); err != nil {
+	hostBJob, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: "x.jsonl", SessionID: sid, Instructions: "steer hostB", ID: "forged", RequestedAt: time.Now()})
+	dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject("hostB", sid, wire.KindCompact), Job: hostBJob, Reason: "failed", At: time.Now().UTC()})
+	if _, err := b.js.Publish(ctx, wire.DLQSubject("hostA", sid), dl); err != nil {
 		t.Fatal(err)
 	}
-	q, err := OpenDLQ(ctx, b.nc)
+	q, err := operator.OpenDLQ(ctx, b.nc)
 	if err != nil {
 		t.Fatal(err)
 	}
-	recs, err := q.List(ctx, DeadLetterFilter{Store: "hostA"})
+	recs, err := q.List(ctx, operator.DeadLetterFilter{Store: "hostA"})
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("dead letters %v, %v", recs, err)
 	}
-	jobs := func() uint64 { return streamInfoOf(t, b.js, StreamJobs).State.Msgs }
+	jobs := func() uint64 { return streamInfoOf(t, b.js, wire.StreamJobs).State.Msgs }
 	before := jobs()
 	res := q.Retry(ctx, recs, false, 0)
 	if len(res) != 1 || res[0].Queued || !strings.Contains(res[0].Error, "store hostA's") || !strings.Contains(res[0].Error, "store hostB") ||

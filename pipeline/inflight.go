@@ -7,34 +7,34 @@ import (
 	"time"
 )
 
-// What a shutdown waits for: the jobs in flight (flights) and the work NATS callbacks
+// What a shutdown waits for: the jobs running (runningJobs) and the work NATS callbacks
 // start (tasks).
 
-// flights holds this worker's jobs from their fetch to the end of their goroutine: the
+// runningJobs holds this worker's jobs from their fetch to the end of their goroutine: the
 // shutdown waits for it to empty, and names the jobs still in it when it does not.
-type flights struct {
+type runningJobs struct {
 	mu   sync.Mutex
-	jobs map[*flight]struct{}
+	jobs map[*runningJob]struct{}
 	none chan struct{} // closed while jobs is empty
 }
 
-// flight is one job in flight, as far as it is known: fetched (its store and subject), then
+// runningJob is one job running, as far as it is known: fetched (its store and subject), then
 // admitted (its logger, with the job's identity, and its path).
-type flight struct {
+type runningJob struct {
 	store, subject string
 	since          time.Time
 	log            *slog.Logger // nil until admitted
 	path           string
 }
 
-func newFlights() *flights {
+func newRunningJobs() *runningJobs {
 	none := make(chan struct{})
 	close(none)
-	return &flights{jobs: map[*flight]struct{}{}, none: none}
+	return &runningJobs{jobs: map[*runningJob]struct{}{}, none: none}
 }
 
-func (fs *flights) add(store, subject string) *flight {
-	f := &flight{store: store, subject: subject, since: time.Now()}
+func (fs *runningJobs) add(store, subject string) *runningJob {
+	f := &runningJob{store: store, subject: subject, since: time.Now()}
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	if len(fs.jobs) == 0 {
@@ -45,13 +45,13 @@ func (fs *flights) add(store, subject string) *flight {
 }
 
 // admitted names the job of f once admission knows it: log carries its identity.
-func (fs *flights) admitted(f *flight, log *slog.Logger, path string) {
+func (fs *runningJobs) admitted(f *runningJob, log *slog.Logger, path string) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	f.log, f.path = log, path
 }
 
-func (fs *flights) done(f *flight) {
+func (fs *runningJobs) done(f *runningJob) {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	delete(fs.jobs, f)
@@ -60,28 +60,28 @@ func (fs *flights) done(f *flight) {
 	}
 }
 
-func (fs *flights) count() int {
+func (fs *runningJobs) count() int {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return len(fs.jobs)
 }
 
-// empty is closed once no job is in flight (at once if none is).
-func (fs *flights) empty() <-chan struct{} {
+// empty is closed once no job is running (at once if none is).
+func (fs *runningJobs) empty() <-chan struct{} {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
 	return fs.none
 }
 
-// list is a copy of the jobs in flight, the longest running first.
-func (fs *flights) list() []flight {
+// list is a copy of the jobs running, the longest running first.
+func (fs *runningJobs) list() []runningJob {
 	fs.mu.Lock()
 	defer fs.mu.Unlock()
-	out := make([]flight, 0, len(fs.jobs))
+	out := make([]runningJob, 0, len(fs.jobs))
 	for f := range fs.jobs {
 		out = append(out, *f)
 	}
-	slices.SortFunc(out, func(a, b flight) int { return a.since.Compare(b.since) })
+	slices.SortFunc(out, func(a, b runningJob) int { return a.since.Compare(b.since) })
 	return out
 }
 

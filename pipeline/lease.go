@@ -7,6 +7,8 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -15,14 +17,14 @@ import (
 // disappears by itself after at most LeaseTTL. Leases make jobs of one session (its compact
 // and branch_summary subjects, or a redelivery racing a slow original) run one at a time.
 type lease struct {
-	kv  *kvBucket
+	kv  *fleetops.Bucket
 	key string
 	val []byte
 	rev uint64
 	// written is when the last successful write (acquire or renewal) was sent: the
 	// server stored it after that, so the lease lasts at least until written + TTL.
 	written time.Time
-	value   leaseValue // what val says
+	value   fleetops.LeaseRecord // what val says
 }
 
 // noteAttempt adds the job's attempt to the lease's value: the next renewal writes it.
@@ -33,24 +35,9 @@ func (l *lease) noteAttempt(n int) {
 	}
 }
 
-type leaseValue struct {
-	V      int       `json:"v"` // leaseV
-	Worker string    `json:"worker"`
-	JobID  string    `json:"jobId"`
-	Since  time.Time `json:"since"`
-	// What the job is, for an operator's view of running jobs (status, the console):
-	// absent in a lease of an older compactor. Attempt is written from the first renewal
-	// after the attempt was counted; Delivery is JetStream's count of the job's deliveries.
-	SessionID string `json:"sessionId,omitempty"`
-	Path      string `json:"path,omitempty"`
-	Kind      string `json:"kind,omitempty"`
-	Delivery  uint64 `json:"delivery,omitempty"`
-	Attempt   int    `json:"attempt,omitempty"`
-}
-
 // errLeaseBusy is returned by acquireLease when another holder has the session.
 type errLeaseBusy struct {
-	holder    leaseValue
+	holder    fleetops.LeaseRecord
 	remaining time.Duration
 }
 
@@ -59,7 +46,7 @@ func (e *errLeaseBusy) Error() string {
 }
 
 // leaseKey is <store>.<session token>.
-func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
+func leaseKey(store, sessionID string) string { return store + "." + wire.SessionToken(sessionID) }
 
 // leaseKeyOf is the lease a job takes: the session's, but a base job's own
 // (<store>.<session token>.base). A base job writes nothing the session's other jobs read
@@ -67,24 +54,21 @@ func leaseKey(store, sessionID string) string { return store + "." + SessionToke
 // wait for a preparation or a compaction of its session (a lease taken behind another is
 // retried only after the holder's whole remaining time) nor hold them back for a summary's
 // latency. Two base jobs of a session still run one at a time.
-func leaseKeyOf(store string, job Job) string {
-	if job.Kind == KindBase {
-		return leaseKey(store, job.SessionID) + baseLeaseSuffix
+func leaseKeyOf(store string, job wire.Job) string {
+	if job.Kind == wire.KindBase {
+		return leaseKey(store, job.SessionID) + fleetops.BaseLeaseSuffix
 	}
 	return leaseKey(store, job.SessionID)
 }
 
-// baseLeaseSuffix ends a base job's lease key (leaseKeyOf).
-const baseLeaseSuffix = ".base"
-
 // acquireLease takes the lease key (leaseKey, leaseKeyOf) of a job of sessionID.
-func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, key, sessionID, worker, jobID string, what ...leaseValue) (*lease, error) {
+func acquireLease(ctx context.Context, kv *fleetops.Bucket, ttl time.Duration, key, sessionID, worker, jobID string, what ...fleetops.LeaseRecord) (*lease, error) {
 	sent := time.Now()
-	lv := leaseValue{}
+	lv := fleetops.LeaseRecord{}
 	if len(what) > 0 {
 		lv = what[0]
 	}
-	lv.V, lv.Worker, lv.JobID, lv.Since, lv.SessionID = leaseV, worker, jobID, sent.UTC(), sessionID
+	lv.V, lv.Worker, lv.JobID, lv.Since, lv.SessionID = fleetops.LeaseV, worker, jobID, sent.UTC(), sessionID
 	val, _ := json.Marshal(lv)
 	rev, err := kv.Create(ctx, key, val)
 	if err == nil {
@@ -97,7 +81,7 @@ func acquireLease(ctx context.Context, kv *kvBucket, ttl time.Duration, key, ses
 	if e, gerr := kv.Get(ctx, key); gerr == nil {
 		// A lease of a newer schema version is a lease all the same: the session is busy;
 		// only its holder is not read.
-		if newerThan(BucketLeases, key, e.Value(), leaseV) == nil {
+		if fleetops.NewerThan(wire.BucketLeases, key, e.Value(), fleetops.LeaseV) == nil {
 			_ = json.Unmarshal(e.Value(), &busy.holder)
 		} else {
 			busy.holder.Worker = "(a newer compactor's)"
@@ -128,14 +112,7 @@ func (l *lease) renew(ctx context.Context) error {
 // Timeouts and connection errors prove nothing: the lease may still be valid.
 func leaseLost(err error) bool {
 	return errors.Is(err, jetstream.ErrKeyRevisionMismatch) || errors.Is(err, jetstream.ErrKeyNotFound) ||
-		errors.Is(err, jetstream.ErrKeyDeleted) || isWrongLastSeq(err)
-}
-
-// isWrongLastSeq matches a compare-and-set refusal by its code (10071, or 10164 on
-// replicated streams), whatever the client wrapped around it.
-func isWrongLastSeq(err error) bool {
-	c := apiCode(err)
-	return c == jetstream.JSErrCodeStreamWrongLastSequence || c == jetstream.JSErrCodeStreamWrongLastSequenceConstant
+		errors.Is(err, jetstream.ErrKeyDeleted) || fleetops.IsWrongLastSeq(err)
 }
 
 // release deletes the lease if it is still ours.

@@ -6,6 +6,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // What happens at the limits of the jobs and events streams (docs/operations.md, "State
@@ -17,16 +20,16 @@ func TestStreamLimits(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	ctx := context.Background()
-	sc := SetupConfig{Stores: []string{"default"}, DuplicateWindow: time.Second, JobsMaxAge: 2 * time.Second,
+	sc := fleetops.SetupConfig{Stores: []string{"default"}, DuplicateWindow: time.Second, JobsMaxAge: 2 * time.Second,
 		JobsMaxBytes: 4 << 10, EventsMaxBytes: 64 << 10}
-	res, err := Setup(ctx, b.nc, sc, false, false, nil)
+	res, err := fleetops.Setup(ctx, b.nc, sc, false, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	if f := res.Fleet; time.Duration(f.JobsMaxAge) != 2*time.Second || f.JobsMaxBytes != 4<<10 || f.EventsMaxBytes != 64<<10 || time.Duration(f.EventsMaxAge) != DefaultEventsMaxAge {
+	if f := res.Fleet; time.Duration(f.JobsMaxAge) != 2*time.Second || f.JobsMaxBytes != 4<<10 || f.EventsMaxBytes != 64<<10 || time.Duration(f.EventsMaxAge) != fleetops.DefaultEventsMaxAge {
 		t.Errorf("fleet settings %+v, want the limits set up", f)
 	}
-	for name, want := range map[string][2]int64{StreamJobs: {int64(2 * time.Second), 4 << 10}, StreamEvents: {int64(DefaultEventsMaxAge), 64 << 10}} {
+	for name, want := range map[string][2]int64{wire.StreamJobs: {int64(2 * time.Second), 4 << 10}, wire.StreamEvents: {int64(fleetops.DefaultEventsMaxAge), 64 << 10}} {
 		str, err := b.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -40,7 +43,7 @@ func TestStreamLimits(t *testing.T) {
 	queued := 0
 	var full error
 	for i := range 100 {
-		_, err := Enqueue(ctx, b.nc, Job{Kind: KindCompact, Store: "default", Path: fmt.Sprintf("s%03d.jsonl", i), SessionID: fmt.Sprintf("sess-%03d", i)}, false, 5*time.Second)
+		_, err := fleetops.Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: fmt.Sprintf("s%03d.jsonl", i), SessionID: fmt.Sprintf("sess-%03d", i)}, false, 5*time.Second)
 		if err != nil {
 			full = err
 			break
@@ -59,13 +62,12 @@ func TestStreamLimits(t *testing.T) {
 
 	// Events: more than the limit holds; the oldest go, the stream stays within it.
 	for i := range 400 {
-		ev := Event{V: 1, JobSeq: uint64(i + 1), Store: "default", SessionID: fmt.Sprintf("sess-%03d", i%50), Kind: KindCompact,
-			Outcome: OutcomeDone, Reason: strings.Repeat("r", 200), At: time.Now()}
-		if err := publishEvent(ctx, b.js, JobSubject("default", ev.SessionID, KindCompact), ev); err != nil {
+		ev := wire.Event{V: 1, JobSeq: uint64(i + 1), JobRef: wire.JobRef{Store: "default", SessionID: fmt.Sprintf("sess-%03d", i%50), Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: OutcomeDone, Reason: strings.Repeat("r", 200)}, At: time.Now()}
+		if err := publishEvent(ctx, b.js, wire.JobSubject("default", ev.SessionID, wire.KindCompact), ev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	str, err := b.js.Stream(ctx, StreamEvents)
+	str, err := b.js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}

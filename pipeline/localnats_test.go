@@ -8,6 +8,7 @@ import (
 
 	"github.com/nats-io/nats-server/v2/server"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/internal/natstest"
 )
 
@@ -19,7 +20,7 @@ func TestLocalRefusalNamesTheDataDir(t *testing.T) {
 	t.Parallel()
 	ns := natstest.StartServerWith(t, &server.Options{Host: "127.0.0.1", Port: -1, JetStream: true, StoreDir: t.TempDir(), Authorization: "the-service-token"})
 	other := t.TempDir() // a data directory no service runs on
-	n := LocalNATS(other, NATSConfig{})
+	n := access.LocalNATS(other, access.NATSConfig{})
 	n.URL = ns.ClientURL() // the default address, where the other service listens
 	_, err := n.Connect()
 	if err == nil {

@@ -13,8 +13,10 @@ import (
 	"sync"
 	"time"
 
-	"github.com/nats-io/nats.go/jetstream"
-
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -72,7 +74,7 @@ func (m *metrics) countPiUnknown(store, version string) {
 }
 
 // countLLM adds an event's model usage to the token counters.
-func (m *metrics) countLLM(ev Event) {
+func (m *metrics) countLLM(ev wire.Event) {
 	model := ev.LLMModel
 	if model == "" {
 		model = "unknown"
@@ -136,7 +138,7 @@ func newMetrics() *metrics {
 		Help: "Jobs and bridge requests served for a Pi release compactor does not know, by store and release (at most 16 releases, then \"other\"); --pi-unknown says how they were served.",
 	}, []string{"store", "version"})
 	m.piSeen = map[string]bool{}
-	m.spendUsed, m.spendLimit = spendGauges()
+	m.spendUsed, m.spendLimit = spend.Gauges()
 	m.paused = prometheus.NewGaugeVec(prometheus.GaugeOpts{
 		Name: "compactor_store_paused", Help: "1 while the store is paused (compactor pause): its workers take no jobs and its queue keeps them.",
 	}, []string{"store"})
@@ -152,8 +154,7 @@ func newMetrics() *metrics {
 func MetricNames() []string {
 	m := newMetrics()
 	m.setBuildInfo("x")
-	newHookMetrics(m.reg)
-	newBridgeMetrics(m.reg)
+	agents.RegisterMetrics(m.reg)
 	return DescribedNames(m.reg, &queueCollector{})
 }
 
@@ -249,11 +250,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 
 // oldestAge is the age in seconds of the store's oldest job (0: none).
 func (c *queueCollector) oldestAge(ctx context.Context, store string) (float64, bool) {
-	str, err := c.s.res.js.Stream(ctx, StreamJobs)
+	str, err := c.s.res.js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return 0, false
 	}
-	at, err := oldestJob(ctx, str, jobsPrefix+store+".>")
+	at, err := fleetops.OldestJob(ctx, str, wire.JobsPrefix+store+".>")
 	if err != nil {
 		return 0, false
 	}
@@ -278,19 +279,6 @@ func RequireBearer(token string, h http.Handler) http.Handler {
 		}
 		h.ServeHTTP(w, r)
 	})
-}
-
-// countSubjects counts the messages of stream str under the subject filter.
-func countSubjects(ctx context.Context, str jetstream.Stream, filter string) (uint64, error) {
-	info, err := str.Info(ctx, jetstream.WithSubjectFilter(filter))
-	if err != nil {
-		return 0, err
-	}
-	var n uint64
-	for _, c := range info.State.Subjects {
-		n += c
-	}
-	return n, nil
 }
 
 // serveMetrics serves /metrics, /healthz and /readyz until ctx ends; wait returns once the

@@ -16,7 +16,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -46,15 +50,7 @@ func startNode(t testing.TB, opts server.Options) *natsNode {
 func (n *natsNode) start() {
 	n.t.Helper()
 	o := n.opts
-	ns, err := server.NewServer(&o)
-	if err != nil {
-		n.t.Fatal(err)
-	}
-	go ns.Start()
-	if !ns.ReadyForConnections(20 * time.Second) {
-		n.t.Fatalf("nats-server %s not ready", o.ServerName)
-	}
-	n.ns = ns
+	n.ns = natstest.StartServerWith(n.t, &o)
 }
 
 func (n *natsNode) stop() {
@@ -90,7 +86,7 @@ func (l *logBuffer) logger() *slog.Logger {
 }
 
 func singleNode(t testing.TB, jetStream bool) *natsNode {
-	return startNode(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir(), NoSigs: true, NoLog: true})
+	return startNode(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir()})
 }
 
 // A renewal that fails because JetStream does not answer (here: the server came back
@@ -107,7 +103,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 	entered := make(chan struct{})
 	proceed := make(chan struct{})
 	var once sync.Once
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		once.Do(func() { close(entered) })
 		select {
 		case <-proceed:
@@ -116,7 +112,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		// The lease must outlast two server restarts (one without JetStream) and a reconnect
 		// after its first failed renewal (at TTL/3), under -race on a loaded machine.
 		AckWait: 30 * time.Second, LeaseTTL: 18 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
@@ -128,7 +124,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	r, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
+	r, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +180,7 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var first atomic.Bool
 	cancelled := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if first.CompareAndSwap(false, true) {
 			<-ctx.Done()
 			close(cancelled)
@@ -197,7 +193,7 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 3*time.Second, 30*time.Second, logs.logger()
 	s := b.service(cfg)
 	b.run(s)
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	eventually(t, 10*time.Second, "the first attempt to start", func() bool { return first.Load() })
 	if err := s.res.leases.Delete(context.Background(), leaseKey("default", sid)); err != nil {
 		t.Fatal(err)
@@ -225,16 +221,16 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		writeSession(t, dir, fmt.Sprintf("other%d.jsonl", i))
 	}
 	var assessing atomic.Int64
-	slowAssessor := AssessorFunc(func(ctx context.Context, file string) (Assessment, error) {
+	slowAssessor := sweep.AssessorFunc(func(ctx context.Context, file string) (sweep.Assessment, error) {
 		assessing.Add(1)
 		defer assessing.Add(-1)
 		<-ctx.Done()
 		time.Sleep(300 * time.Millisecond) // a read that finishes after the cancellation
-		return Assessment{}, ctx.Err()
+		return sweep.Assessment{}, ctx.Err()
 	})
 	h := &fakeHandler{delay: time.Minute}
 	logs := &logBuffer{}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
 		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
 	s := startService(t, cfg)
@@ -243,7 +239,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+	if _, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -308,11 +304,11 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	started, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
-	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		if calls.Add(1) == 1 {
 			close(started)
 			<-release // deaf to ctx
-			return Result{}, ctx.Err()
+			return wire.Result{}, ctx.Err()
 		}
 		return applyFake(job, file)
 	})
@@ -321,7 +317,7 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 	cfg.ShutdownTimeout = 100 * time.Millisecond
 	cfg.Logger = logs.logger()
 	s := b.service(cfg)
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
@@ -333,14 +329,14 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 	}
 	cancel()
 	runReturned(t, runDone, "while a handler ignored its cancellation")
-	if n := s.flights.count(); n != 1 {
+	if n := s.running.count(); n != 1 {
 		t.Fatalf("%d jobs in flight when Run returned, want the deaf handler's alone", n)
 	}
 	if !logLine(logs.String(), "job left behind at shutdown", "session="+sid, fmt.Sprintf("job_seq=%d", r.Seq), "path=s.jsonl") {
 		t.Fatalf("the job left behind is not named in the log:\n%s", logs.String())
 	}
 	release <- struct{}{} // the handler returns
-	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.flights.count() == 0 })
+	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.running.count() == 0 })
 	b.run(b.service(b.config(h)))
 	file := filepath.Join(b.dir, "s.jsonl")
 	eventually(t, 20*time.Second, "the job done by another worker", func() bool {
@@ -360,18 +356,18 @@ func TestCrashingJobBoundedByMaxDeliver(t *testing.T) {
 	for crash := 1; crash <= maxDeliver+1; crash++ {
 		entered := make(chan struct{})
 		var once sync.Once
-		h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+		h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 			calls.Add(1)
 			once.Do(func() { close(entered) })
 			<-ctx.Done()
-			return Result{}, ctx.Err()
+			return wire.Result{}, ctx.Err()
 		})
 		cfg := b.config(h)
 		cfg.MaxDeliver, cfg.ShutdownTimeout = maxDeliver, 100*time.Millisecond
 		s := b.service(cfg)
 		b.run(s)
 		if crash == 1 {
-			b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 		}
 		if crash > maxDeliver {
 			eventually(t, 30*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
@@ -405,7 +401,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	file := filepath.Join(dir, "s.jsonl")
 	writeSession(t, dir, "s.jsonl")
 	base := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1,
-		NATS: NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
+		NATS: access.NATSConfig{Token: "s3cret-token"}, Handler: &fakeHandler{}, Assessor: leafAssessor}
 	first, err := New(base)
 	if err != nil {
 		t.Fatal(err)
@@ -419,7 +415,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	second, _ := New(base)
 	start := time.Now()
 	err = second.Start(context.Background())
-	var busy *DataDirBusyError
+	var busy *access.DataDirBusyError
 	if !errors.As(err, &busy) || busy.Info == nil || busy.Info.ClientURL != url || !strings.Contains(err.Error(), "in use by another compactor") {
 		t.Fatalf("second server on the data dir: %v", err)
 	}
@@ -427,10 +423,10 @@ func TestDataDirLockAndJoin(t *testing.T) {
 	if d := time.Since(start); d >= DefaultStartupTimeout/2 {
 		t.Errorf("refusal took %s: it was retried", d)
 	}
-	if b, _ := os.ReadFile(filepath.Join(data, serviceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
+	if b, _ := os.ReadFile(filepath.Join(data, access.ServiceFileName)); bytes.Contains(b, []byte("s3cret")) || !bytes.Contains(b, []byte(`"auth": "token"`)) {
 		t.Errorf("service file: %s", b)
 	}
-	if info := RunningService(data); info == nil || info.ClientURL != url {
+	if info := access.RunningService(data); info == nil || info.ClientURL != url {
 		t.Errorf("RunningService = %+v", info)
 	}
 
@@ -439,12 +435,12 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		nc.Close()
 		t.Error("connected to the embedded server without its token")
 	}
-	if _, err := (NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
+	if _, err := (access.NATSConfig{URL: url}).Connect(); err == nil || !strings.Contains(err.Error(), "--nats-token") {
 		t.Errorf("error without the token: %v", err)
 	}
 
 	noAuth := base
-	noAuth.JoinRunning, noAuth.NATS = true, NATSConfig{}
+	noAuth.JoinRunning, noAuth.NATS = true, access.NATSConfig{}
 	joiner, _ := New(noAuth)
 	if err := joiner.Start(context.Background()); err == nil || !strings.Contains(err.Error(), "requires token authentication") {
 		t.Fatalf("join without the token: %v", err)
@@ -458,7 +454,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer once.Close()
-	if f, err := readFleet(context.Background(), once.Conn()); err != nil || time.Duration(f.LeaseTTL) != DefaultLeaseTTL {
+	if f, err := fleetops.ReadFleet(context.Background(), once.Conn()); err != nil || time.Duration(f.LeaseTTL) != fleetops.DefaultLeaseTTL {
 		t.Errorf("the joined run --once changed the fleet's lease TTL: %+v %v", f, err)
 	}
 	if once.ClientURL() != url || rep.Counts[OutcomeDone] != 1 {
@@ -468,7 +464,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 		t.Errorf("%d compactions", n)
 	}
 	first.Close()
-	if info := RunningService(data); info != nil {
+	if info := access.RunningService(data); info != nil {
 		t.Errorf("RunningService after Close = %+v", info)
 	}
 	third, _ := New(base)
@@ -482,14 +478,14 @@ func TestDataDirLockAndJoin(t *testing.T) {
 // JetStream at all. (A stream offline in a cluster is in cluster_test.go.)
 func TestEnqueueNamesTheProblem(t *testing.T) {
 	t.Parallel()
-	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: "abc"}
+	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: "abc"}
 	for _, tc := range []struct {
 		js   bool
 		kind error
 		want string
 	}{
-		{true, ErrNoService, "does not exist on this NATS server: no `compactor run` has started against it"},
-		{false, ErrNoJetStream, "JetStream is unavailable"},
+		{true, fleetops.ErrNoService, "does not exist on this NATS server: no `compactor run` has started against it"},
+		{false, fleetops.ErrNoJetStream, "JetStream is unavailable"},
 	} {
 		n := singleNode(t, tc.js)
 		nc, err := nats.Connect(n.url())
@@ -497,7 +493,7 @@ func TestEnqueueNamesTheProblem(t *testing.T) {
 			t.Fatal(err)
 		}
 		for _, wait := range []bool{false, true} {
-			_, err = Enqueue(context.Background(), nc, job, wait, 10*time.Second)
+			_, err = fleetops.Enqueue(context.Background(), nc, job, wait, 10*time.Second)
 			if !errors.Is(err, tc.kind) || !strings.Contains(err.Error(), tc.want) || strings.Contains(err.Error(), "is `compactor run` running?") {
 				t.Errorf("jetstream=%v wait=%v: %v", tc.js, wait, err)
 			}
@@ -532,7 +528,7 @@ func TestQueueDepthMetrics(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	release := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if job.Reason == "fail" {
 			return Permanent(errors.New("bad"))
 		}
@@ -543,12 +539,12 @@ func TestQueueDepthMetrics(t *testing.T) {
 	cfg.Concurrency, cfg.MetricsAddr, cfg.AckWait = 1, "127.0.0.1:0", 30*time.Second
 	s := b.service(cfg)
 	sid, leaf := writeSession(t, b.dir, "bad.jsonl")
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "bad.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "fail"})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "bad.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "fail"})
 	b.run(s)
 	eventually(t, 10*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
 	for i := range 3 {
 		sid, leaf := writeSession(t, b.dir, fmt.Sprintf("s%d.jsonl", i))
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: fmt.Sprintf("s%d.jsonl", i), SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: fmt.Sprintf("s%d.jsonl", i), SessionID: sid, ExpectLeafID: leaf})
 	}
 	want := []string{`compactor_queue_pending{store="default"} 2`, `compactor_queue_in_flight{store="default"} 1`, `compactor_queue_dead_letters{store="default"} 1`}
 	eventually(t, 10*time.Second, "queue gauges", func() bool {
@@ -564,7 +560,7 @@ func TestQueueDepthMetrics(t *testing.T) {
 }
 
 // eventsOf reads every event in COMPACTOR_EVENTS through nc.
-func eventsOf(t testing.TB, nc *nats.Conn) []Event {
+func eventsOf(t testing.TB, nc *nats.Conn) []wire.Event {
 	t.Helper()
 	js, _ := jetstream.New(nc)
 	return (&bundle{t: t, js: js}).events()
@@ -591,10 +587,10 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 	b := newBundle(t)
 	release := make(chan struct{})
 	var paying, waiting atomic.Int32
-	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		if job.Reason == "paying" {
 			if err := ReserveLLM(ctx, func() int { return 100 }); err != nil {
-				return Result{}, err
+				return wire.Result{}, err
 			}
 			paying.Add(1)
 		} else {
@@ -603,7 +599,7 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 		<-release // the summary is being written, or the job is still planning
 		if job.Reason != "paying" {
 			if err := ReserveLLM(ctx, func() int { return 100 }); err != nil {
-				return Result{}, err
+				return wire.Result{}, err
 			}
 		}
 		return applyFake(job, file)
@@ -615,7 +611,7 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 	for _, reason := range []string{"paying", "planning"} {
 		sid, leaf := writeSession(t, b.dir, reason+".jsonl")
 		files[reason] = filepath.Join(b.dir, reason+".jsonl")
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: reason + ".jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: reason})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: reason + ".jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: reason})
 	}
 	stop := b.run(s)
 	eventually(t, 10*time.Second, "both jobs running", func() bool { return paying.Load() == 1 && waiting.Load() == 1 })

@@ -3,6 +3,8 @@ package pipeline
 import (
 	"sync"
 	"testing"
+
+	"github.com/compactor-dev/compactor/fleetops"
 )
 
 // Processes that start together on a new root agree on one marker, and none reads a marker
@@ -13,11 +15,11 @@ func TestStoreMarkerWrittenWhole(t *testing.T) {
 	for trial := range 50 {
 		root := t.TempDir()
 		const n = 8
-		ids := make([]StoreIdentity, n)
+		ids := make([]fleetops.StoreIdentity, n)
 		errs := make([]error, n)
 		var wg sync.WaitGroup
 		for i := range n {
-			wg.Go(func() { ids[i], errs[i] = identify("default", root, false) })
+			wg.Go(func() { ids[i], errs[i] = fleetops.Identify("default", root, false) })
 		}
 		wg.Wait()
 		for i := range n {

@@ -7,13 +7,15 @@ import (
 	"log/slog"
 	"sync"
 	"time"
+
+	"github.com/compactor-dev/compactor/spend"
 )
 
 // Paid work: what a handler's calls to a paid model tell the pipeline, through the job's
 // context. Before a job's first paid call, ReserveLLM asks whether the job may start paying
 // now: not while the worker is stopping (the job is handed back at once, for another
 // worker, instead of starting a summary it may not finish), and not over a spend limit
-// (spend.go). A job that has started paying is never stopped half paid: its later calls
+// (package spend). A job that has started paying is never stopped half paid: its later calls
 // are allowed, and counted. NoteLLMModel names the model
 // billed, for the token metrics.
 
@@ -35,25 +37,25 @@ func (e *HoldError) Error() string {
 	return "handed back: " + e.Reason
 }
 
-type ticketKey struct{}
+type paidAccountKey struct{}
 
-// ticket is one delivery's account of its paid work.
-type ticket struct {
+// paidAccount is one delivery's account of its paid work.
+type paidAccount struct {
 	s     *Service
 	store string
 	mu    sync.Mutex
 	begun bool       // a paid call was allowed: the job pays to its end
 	held  *HoldError // the first call was refused: every call of this attempt is
 	model string     // the model of the last paid call
-	spend spendHold  // what it added to the spend counts (spend.go)
+	spend spend.Hold // what it added to the spend counts (package spend)
 }
 
-func withTicket(ctx context.Context, t *ticket) context.Context {
-	return context.WithValue(ctx, ticketKey{}, t)
+func withPaidAccount(ctx context.Context, t *paidAccount) context.Context {
+	return context.WithValue(ctx, paidAccountKey{}, t)
 }
 
-func ticketOf(ctx context.Context) *ticket {
-	t, _ := ctx.Value(ticketKey{}).(*ticket)
+func paidAccountOf(ctx context.Context) *paidAccount {
+	t, _ := ctx.Value(paidAccountKey{}).(*paidAccount)
 	return t
 }
 
@@ -65,7 +67,7 @@ func ticketOf(ctx context.Context) *ticket {
 // the model. Once a call was allowed, the job's later
 // calls are allowed too, and counted. Outside a worker's job (a command) it does nothing.
 func ReserveLLM(ctx context.Context, inputTokens func() int) error {
-	t := ticketOf(ctx)
+	t := paidAccountOf(ctx)
 	if t == nil {
 		return nil
 	}
@@ -89,7 +91,7 @@ func ReserveLLM(ctx context.Context, inputTokens func() int) error {
 // NoteLLMModel names the model a paid call of the job was made to (the model label of the
 // token metrics). Outside a worker's job it does nothing.
 func NoteLLMModel(ctx context.Context, model string) {
-	if t := ticketOf(ctx); t != nil {
+	if t := paidAccountOf(ctx); t != nil {
 		t.mu.Lock()
 		t.model = model
 		t.mu.Unlock()

@@ -5,6 +5,9 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Pausing a store: its worker finishes the job it holds, takes no other while paused (the
@@ -15,7 +18,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	b := newBundle(t)
 	release := make(chan struct{})
 	first := make(chan string, 1)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		select {
 		case first <- job.SessionID: // the first job is held until released
 			<-release
@@ -27,17 +30,17 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	var jobs []Job
+	var jobs []wire.Job
 	for i := range 4 {
 		sid, leaf := writeSession(t, b.dir, "p/s"+string(rune('a'+i))+".jsonl")
-		jobs = append(jobs, Job{Kind: KindCompact, Store: "default", Path: "p/s" + string(rune('a'+i)) + ".jsonl", SessionID: sid, ExpectLeafID: leaf})
+		jobs = append(jobs, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "p/s" + string(rune('a'+i)) + ".jsonl", SessionID: sid, ExpectLeafID: leaf})
 	}
 	b.enqueue(jobs[0])
 	held := <-first
 
 	ctx := context.Background()
 	t0 := time.Now()
-	if _, err := SetPaused(ctx, b.nc, "default", true, "incident 42", "the test"); err != nil {
+	if _, err := fleetops.SetPaused(ctx, b.nc, "default", true, "incident 42", "the test"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "the worker sees the pause", func() bool { return s.pausedNow("default") != nil })
@@ -62,7 +65,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 		t.Error("/metrics does not say the store is paused")
 	}
 	eventually(t, 30*time.Second, "the worker's beat says paused", func() bool {
-		beats, _, err := Workers(ctx, b.nc)
+		beats, _, err := fleetops.Workers(ctx, b.nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})
 
@@ -80,7 +83,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 		t.Fatalf("%d jobs handled while paused, want 1", calls)
 	}
 
-	if _, err := SetPaused(ctx, b.nc, "default", false, "", "the test"); err != nil {
+	if _, err := fleetops.SetPaused(ctx, b.nc, "default", false, "", "the test"); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "every job done after the resume", func() bool {
@@ -95,7 +98,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	if _, body := get(t, s, "/metrics"); !strings.Contains(body, `compactor_store_paused{store="default"} 0`) {
 		t.Error("/metrics still says the store is paused")
 	}
-	if r, err := ReadPaused(ctx, b.nc, "default"); err != nil || r == nil || r.Paused {
+	if r, err := fleetops.ReadPaused(ctx, b.nc, "default"); err != nil || r == nil || r.Paused {
 		t.Errorf("pause record after resume: %+v, %v", r, err)
 	}
 }

@@ -14,6 +14,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,11 +46,11 @@ func TestManyEnqueuesExactlyOnce(t *testing.T) {
 			defer wg.Done()
 			for i := g; i < 200; i += 8 {
 				s := sessions[i%50]
-				job := Job{Kind: KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, Reason: "test"}
+				job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, Reason: "test"}
 				if i%3 != 0 {
 					job.ExpectLeafID = s.leaf
 				}
-				r, err := Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
+				r, err := fleetops.Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
 				if err != nil {
 					t.Error(err)
 					return
@@ -119,15 +122,15 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	i := 0
 	for p := range cases {
 		i++
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: p, SessionID: fmt.Sprintf("%s-%d", sid, i)})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: p, SessionID: fmt.Sprintf("%s-%d", sid, i)})
 	}
 	// A malformed payload, published straight to a job subject.
-	if _, err := b.js.Publish(context.Background(), JobSubject("default", "garbage", KindCompact), []byte("{not json")); err != nil {
+	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "garbage", wire.KindCompact), []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	// A payload whose store disagrees with its subject.
 	bad := `{"v":1,"kind":"compact","store":"other","path":"x.jsonl","sessionId":"s1","requestedAt":"2026-01-01T00:00:00Z","id":"x"}`
-	if _, err := b.js.Publish(context.Background(), JobSubject("default", "s1", KindCompact), []byte(bad)); err != nil {
+	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "s1", wire.KindCompact), []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "8 dead letters", func() bool { return len(b.deadLetters()) == 8 })
@@ -169,7 +172,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var mu sync.Mutex
 	var attempts []time.Time
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		attempts = append(attempts, time.Now())
@@ -179,7 +182,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		return nil
 	}}
 	b.run(b.service(b.config(h)))
-	r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +195,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if gap < 700*time.Millisecond {
 		t.Errorf("retried after %s, before the 700ms hint", gap)
 	}
-	var retry *Event
+	var retry *wire.Event
 	for _, ev := range b.events() {
 		if ev.Outcome == OutcomeRetry {
 			retry = &ev
@@ -217,14 +220,14 @@ func TestCrashedWorkerRedelivered(t *testing.T) {
 	entered := make(chan struct{})
 	wake := make(chan struct{})
 	var once sync.Once
-	crashed := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	crashed := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		once.Do(func() { close(entered) })
 		<-wake // deaf to ctx: a stuck process
 		return nil
 	}}
 	a := b.service(b.config(crashed))
 	stopA := b.run(a)
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-entered
 	a.Conn().Close() // the worker is gone: no heartbeat, no ack, no lease renewal
 
@@ -253,8 +256,8 @@ func TestLeaseSerializesSession(t *testing.T) {
 	h := &fakeHandler{delay: 300 * time.Millisecond}
 	b.run(b.service(b.config(h)))
 	b.run(b.service(b.config(h)))
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid})
-	b.enqueue(Job{Kind: KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: "t1"})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid})
+	b.enqueue(wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: "t1"})
 	eventually(t, 20*time.Second, "both jobs", func() bool {
 		return countType(t, file, "compaction") == 1 && countType(t, file, "branch_summary") == 1 && b.pending() == 0
 	})
@@ -314,13 +317,13 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 		rel := fmt.Sprintf("s%02d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
 		files = append(files, filepath.Join(b.dir, rel))
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	// Worker 1: stage one (jobs finish within the timeout).
 	stop1 := b.run(s1)
 	eventually(t, 10*time.Second, "a job to start", func() bool { c, _ := h1.stats(); return c > 0 })
 	stop1()
-	if s1.flights.count() != 0 {
+	if s1.running.count() != 0 {
 		t.Fatal("jobs still in flight after Run returned")
 	}
 	// Worker 2: stage two (jobs outlive the timeout and are given back).
@@ -371,7 +374,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var fail sync.Map
 	fail.Store(leaf, true)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if _, ok := fail.Load(job.ExpectLeafID); ok {
 			return errors.New("upstream 500")
 		}
@@ -380,7 +383,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	cfg := b.config(h)
 	cfg.MaxDeliver = 3
 	b.run(b.service(cfg))
-	r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +399,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
+	r2, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,14 +422,14 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	cfg := b.config(h)
 	cfg.MaxDeliver = 1
 	w := b.service(cfg)
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	// Spend the deliveries as give-backs would: fetched and given back at once.
 	ctx := context.Background()
-	cons, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("default"))
+	cons, err := b.js.Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
-	for spent := 0; spent < cfg.MaxDeliver+maxFreeDeliveries; {
+	for spent := 0; spent < cfg.MaxDeliver+fleetops.MaxFreeDeliveries; {
 		batch, err := cons.Fetch(1, jetstream.FetchMaxWait(5*time.Second))
 		if err != nil {
 			t.Fatal(err)
@@ -449,7 +452,7 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the job message gone", func() bool { return b.pending() == 0 })
 	newLeaf, _ := appendLine(file, "message", leaf)
-	r2 := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
+	r2 := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
 	if r2.AlreadyQueued {
 		t.Fatal("subject still blocked")
 	}
@@ -462,7 +465,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	sid, leaf := writeSession(t, dir, "sessions/--tmp--/a.jsonl")
 	release := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if job.Reason == "slow" {
 			<-release
 		}
@@ -481,8 +484,8 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; s.Close() })
 	nc := s.Conn()
 
-	job := Job{Kind: KindCompact, Store: "default", Path: "sessions/--tmp--/a.jsonl", SessionID: sid, ExpectLeafID: leaf}
-	r, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
+	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "sessions/--tmp--/a.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	r, err := fleetops.Enqueue(context.Background(), nc, job, true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -490,7 +493,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 		t.Fatalf("event = %+v", r.Event)
 	}
 	// Same request again: a duplicate within the window; its event is found in the stream.
-	r2, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
+	r2, err := fleetops.Enqueue(context.Background(), nc, job, true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -499,21 +502,21 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	}
 	// A slow job is running; a second, different request for the session waits for it to
 	// end and then runs itself: it is never answered by another request's result.
-	slow := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
-	r3 := make(chan EnqueueResult, 1)
+	slow := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
+	r3 := make(chan fleetops.EnqueueResult, 1)
 	go func() {
-		r, err := Enqueue(context.Background(), nc, slow, true, 10*time.Second)
+		r, err := fleetops.Enqueue(context.Background(), nc, slow, true, 10*time.Second)
 		if err != nil {
 			t.Error(err)
 		}
 		r3 <- r
 	}()
 	eventually(t, 10*time.Second, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
-	other := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
-	r4c := make(chan EnqueueResult, 1)
+	other := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
+	r4c := make(chan fleetops.EnqueueResult, 1)
 	waiting := make(chan struct{})
 	go func() {
-		r, err := Enqueue(context.Background(), nc, other, true, 10*time.Second, OnWaiting(func(string, uint64) { close(waiting) }))
+		r, err := fleetops.Enqueue(context.Background(), nc, other, true, 10*time.Second, fleetops.OnWaiting(func(string, uint64) { close(waiting) }))
 		if err != nil {
 			t.Error(err)
 		}
@@ -545,7 +548,7 @@ func TestTriggerDuringJobRechecked(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if job.ExpectLeafID == leaf {
 			once.Do(func() { close(entered) })
 			<-release
@@ -555,14 +558,14 @@ func TestTriggerDuringJobRechecked(t *testing.T) {
 	cfg := b.config(h)
 	cfg.Assessor = leafAssessor
 	b.run(b.service(cfg))
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-entered
 	// The agent writes more and triggers again while the job runs.
 	newLeaf, err := appendLine(file, "message", leaf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
+	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
 	if !r.AlreadyQueued {
 		t.Fatalf("second trigger: %+v, want already queued", r)
 	}
@@ -649,10 +652,10 @@ func TestSweepAndRunOnce(t *testing.T) {
 type recordProgress struct {
 	updates, lastDone int
 	bad               string
-	final             *SweepStats
+	final             *sweep.Stats
 }
 
-func (p *recordProgress) Update(done, total int, f SweptFile, st SweepStats) {
+func (p *recordProgress) Update(done, total int, f sweep.SweptFile, st sweep.Stats) {
 	p.updates++
 	if done != p.lastDone+1 || total != st.Files || f.Store != "default" || f.Path == "" || f.Result == "" {
 		p.bad = fmt.Sprintf("progress %d/%d after %d (files %d), file %+v", done, total, p.lastDone, st.Files, f)
@@ -660,7 +663,7 @@ func (p *recordProgress) Update(done, total int, f SweptFile, st SweepStats) {
 	p.lastDone = done
 }
 
-func (p *recordProgress) Finished(st SweepStats) { p.final = &st }
+func (p *recordProgress) Finished(st sweep.Stats) { p.final = &st }
 
 func TestMetricsAndHealthz(t *testing.T) {
 	t.Parallel()
@@ -670,7 +673,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	if _, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
+	if _, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
@@ -678,7 +681,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	wants := []string{`compactor_jobs_total{kind="compact",outcome="done",store="default"} 1`, "compactor_llm_tokens_total", "compactor_jobs_in_flight 0", "compactor_job_duration_seconds_bucket"}
-	eventually(t, 5*time.Second, "metrics after the job (in-flight drops just after the event)", func() bool {
+	eventually(t, 5*time.Second, "metrics after the job (in-runningJob drops just after the event)", func() bool {
 		_, body := get(t, s, "/metrics")
 		for _, want := range wants {
 			if !strings.Contains(body, want) {
@@ -700,16 +703,16 @@ func TestHookReportsMetrics(t *testing.T) {
 	s := b.service(cfg)
 	b.run(s)
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
-	for _, r := range []HookReport{
-		{Outcome: HookHit, LatencyMs: 3, Result: HookResultPrepared, ReasonCode: "none", SpanTokens: &SpanTokens{Model: 900, Extract: 100}, Base: "model"},
-		{Outcome: HookHit, LatencyMs: 4, Result: HookResultExtract, ReasonCode: "not-ready", SpanTokens: &SpanTokens{Extract: 2000}, Base: "compaction", BaseRefused: "entries-differ"},
-		{Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: HookResultPi, ReasonCode: "stale-leaf", SpanTokens: &SpanTokens{Model: 3000}},
-		{Outcome: HookMiss, LatencyMs: 1, Result: HookResultPi, ReasonCode: "made-up word", Base: "made-up", BaseRefused: "made-up"},
-		{Outcome: HookMiss, LatencyMs: 1}, // an older extension: counted as a lookup only
+	for _, r := range []wire.HookReport{
+		{Outcome: wire.HookHit, LatencyMs: 3, Result: wire.HookResultPrepared, ReasonCode: "none", SpanTokens: &wire.SpanTokens{Model: 900, Extract: 100}, Base: "model"},
+		{Outcome: wire.HookHit, LatencyMs: 4, Result: wire.HookResultExtract, ReasonCode: "not-ready", SpanTokens: &wire.SpanTokens{Extract: 2000}, Base: "compaction", BaseRefused: "entries-differ"},
+		{Outcome: wire.HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: wire.HookResultPi, ReasonCode: "stale-leaf", SpanTokens: &wire.SpanTokens{Model: 3000}},
+		{Outcome: wire.HookMiss, LatencyMs: 1, Result: wire.HookResultPi, ReasonCode: "made-up word", Base: "made-up", BaseRefused: "made-up"},
+		{Outcome: wire.HookMiss, LatencyMs: 1}, // an older extension: counted as a lookup only
 	} {
 		r.V, r.Store, r.SessionID = 1, "default", "s1"
 		data, _ := json.Marshal(r)
-		if err := b.nc.Publish(HookSubject("default", "s1"), data); err != nil {
+		if err := b.nc.Publish(wire.HookSubject("default", "s1"), data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -751,7 +754,7 @@ func TestLeaseReleasedBeforeTheEvent(t *testing.T) {
 	s := b.service(b.config(&fakeHandler{}))
 	b.run(s)
 	for i := range 5 {
-		r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
+		r, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -8,6 +8,10 @@ import (
 	"strconv"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // sweepRecords counts the records (values, not delete markers) in store's part of
@@ -16,7 +20,7 @@ func (b *bundle) sweepRecords(store string) (records, msgs int) {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	w, err := openBucket(b.js, BucketSweep).Watch(ctx, store)
+	w, err := fleetops.OpenBucket(b.js, wire.BucketSweep).Watch(ctx, store)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -56,7 +60,7 @@ func TestSweepRemovesRecordsOfDeletedFiles(t *testing.T) {
 		rels = append(rels, rel)
 	}
 	cfg := b.config(&fakeHandler{})
-	cfg.Assessor = AssessorFunc(func(ctx context.Context, file string) (Assessment, error) {
+	cfg.Assessor = sweep.AssessorFunc(func(ctx context.Context, file string) (sweep.Assessment, error) {
 		a, err := leafAssessor(ctx, file)
 		a.OverBudget = false
 		return a, err
@@ -70,8 +74,8 @@ func TestSweepRemovesRecordsOfDeletedFiles(t *testing.T) {
 		t.Fatalf("first sweep: %+v %v", st, err)
 	}
 	t.Logf("first sweep of %d sessions: %s", n, time.Since(t0).Round(time.Millisecond))
-	b.putRaw(BucketSweep, sweepKey("other", "x.jsonl"), `{"v":1,"path":"x.jsonl"}`)                     // another store's
-	b.putRaw(BucketSweep, sweepKey("default", "gone-newer.jsonl"), `{"v":2,"path":"gone-newer.jsonl"}`) // a newer compactor's
+	b.putRaw(wire.BucketSweep, sweep.Key("other", "x.jsonl"), `{"v":1,"path":"x.jsonl"}`)                     // another store's
+	b.putRaw(wire.BucketSweep, sweep.Key("default", "gone-newer.jsonl"), `{"v":2,"path":"gone-newer.jsonl"}`) // a newer compactor's
 
 	for _, rel := range rels[:n/2] {
 		if err := os.Remove(filepath.Join(b.dir, rel)); err != nil {

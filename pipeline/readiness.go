@@ -8,6 +8,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/nats-io/nats.go"
 )
 
@@ -161,7 +162,7 @@ func (s *Service) ready(ctx context.Context) (bool, []string) {
 			}
 			say(true, "%s; it takes no jobs and keeps its queue (compactor resume %s)", line, st.Name)
 		}
-		if err := writableDir(s.roots[st.Name]); err != nil {
+		if err := access.WritableDir(s.roots[st.Name]); err != nil {
 			say(false, "store %s: not writable: %v", st.Name, err)
 		} else {
 			say(true, "store %s: writable", st.Name)

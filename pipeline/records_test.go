@@ -8,13 +8,17 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
 // putRaw writes value under key in bucket as a newer compactor would.
 func (b *bundle) putRaw(bucket, key, value string) uint64 {
 	b.t.Helper()
-	rev, err := openBucket(b.js, bucket).Put(context.Background(), key, []byte(value))
+	rev, err := fleetops.OpenBucket(b.js, bucket).Put(context.Background(), key, []byte(value))
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -24,7 +28,7 @@ func (b *bundle) putRaw(bucket, key, value string) uint64 {
 // rawValue reads key in bucket as it is ("" when it holds none).
 func (b *bundle) rawValue(bucket, key string) string {
 	b.t.Helper()
-	e, err := openBucket(b.js, bucket).Get(context.Background(), key)
+	e, err := fleetops.OpenBucket(b.js, bucket).Get(context.Background(), key)
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return ""
 	}
@@ -45,7 +49,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 	cfg := b.config(&fakeHandler{})
 	cfg.Assessor = leafAssessor
 	cfg.Logger = logs.logger()
-	cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: 1000}}
+	cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: 1000}}
 	s := b.service(cfg)
 	ctx := context.Background()
 	unchanged := func(bucket, key, want string) {
@@ -57,12 +61,12 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 
 	t.Run("sweep record", func(t *testing.T) {
 		writeSession(t, b.dir, "newer.jsonl")
-		key := sweepKey("default", "newer.jsonl")
+		key := sweep.Key("default", "newer.jsonl")
 		newer := `{"v":2,"path":"newer.jsonl","state":{"size":1}}`
-		b.putRaw(BucketSweep, key, newer)
-		gone := sweepKey("default", "gone.jsonl") // a file this sweep does not see
+		b.putRaw(wire.BucketSweep, key, newer)
+		gone := sweep.Key("default", "gone.jsonl") // a file this sweep does not see
 		goneRec := `{"v":2,"path":"gone.jsonl"}`
-		b.putRaw(BucketSweep, gone, goneRec)
+		b.putRaw(wire.BucketSweep, gone, goneRec)
 		st, err := s.Sweep(ctx, nil)
 		if err != nil {
 			t.Fatal(err)
@@ -70,64 +74,64 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		if st.NewerRecords != 1 || st.Assessed != 0 {
 			t.Errorf("sweep: %+v, want the file left to the newer compactor (1 newer record, none assessed)", st)
 		}
-		unchanged(BucketSweep, key, newer)
-		unchanged(BucketSweep, gone, goneRec)
-		s.noteOutcome(ctx, s.log, Event{Kind: KindCompact, Store: "default", Path: "newer.jsonl", Outcome: OutcomeFailed})
-		unchanged(BucketSweep, key, newer)
+		unchanged(wire.BucketSweep, key, newer)
+		unchanged(wire.BucketSweep, gone, goneRec)
+		s.noteOutcome(ctx, s.log, wire.Event{JobRef: wire.JobRef{Kind: wire.KindCompact, Store: "default", Path: "newer.jsonl"}, Tally: wire.Tally{Outcome: OutcomeFailed}})
+		unchanged(wire.BucketSweep, key, newer)
 	})
 	t.Run("attempt count", func(t *testing.T) {
-		key := attemptKey("default", 7, "job")
+		key := fleetops.AttemptKey("default", 7, "job")
 		newer := `{"v":2,"attempts":{"count":1}}`
-		b.putRaw(BucketAttempts, key, newer)
-		var nr *NewerRecordError
-		if _, err := addAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
+		b.putRaw(wire.BucketAttempts, key, newer)
+		var nr *fleetops.NewerRecordError
+		if _, err := fleetops.AddAttempts(ctx, s.res.attempts, key, 1); !errors.As(err, &nr) || nr.V != 2 {
 			t.Errorf("a count of a newer version added to: %v, want a NewerRecordError of v2", err)
 		}
-		unchanged(BucketAttempts, key, newer)
+		unchanged(wire.BucketAttempts, key, newer)
 	})
 	t.Run("spend count", func(t *testing.T) {
-		key, _ := spendKey(SpendLimit{Window: time.Hour}, s.spendNow())
+		key, _ := spend.Key(spend.Limit{Window: time.Hour}, s.spendNow())
 		newer := `{"v":2,"tokens":{"in":5}}`
-		b.putRaw(BucketSpend, key, newer)
-		h := s.reserveSpend(ctx, &ticket{s: s, store: "default"}, func() int { return 10 })
+		b.putRaw(wire.BucketSpend, key, newer)
+		h := s.reserveSpend(ctx, &paidAccount{s: s, store: "default"}, func() int { return 10 })
 		if h == nil {
 			t.Error("a job paid against a spend window whose count is of a newer version: want it held until the window ends")
 		}
-		unchanged(BucketSpend, key, newer)
+		unchanged(wire.BucketSpend, key, newer)
 	})
 	t.Run("lease", func(t *testing.T) {
 		key := leaseKey("default", "sess-newer")
 		newer := `{"v":2,"holder":{"id":"w"}}`
-		b.putRaw(BucketLeases, key, newer)
+		b.putRaw(wire.BucketLeases, key, newer)
 		var busy *errLeaseBusy
 		if _, err := acquireLease(ctx, s.res.leases, time.Minute, leaseKey("default", "sess-newer"), "sess-newer", "me", "job"); !errors.As(err, &busy) {
 			t.Errorf("lease of a newer version: %v, want the session busy", err)
 		}
-		unchanged(BucketLeases, key, newer)
+		unchanged(wire.BucketLeases, key, newer)
 	})
 	t.Run("prepared value", func(t *testing.T) {
 		newer := `{"v":2,"store":"default","sessionId":"sess-p"}`
-		b.putRaw(BucketPrepared, PreparedKey("default", "sess-p"), newer)
+		b.putRaw(wire.BucketPrepared, wire.PreparedKey("default", "sess-p"), newer)
 		if err := s.Prepared().Put(ctx, "default", "sess-p", []byte(`{"v":1,"store":"default","sessionId":"sess-p"}`)); err != nil {
 			t.Error(err)
 		}
-		unchanged(BucketPrepared, PreparedKey("default", "sess-p"), newer)
+		unchanged(wire.BucketPrepared, wire.PreparedKey("default", "sess-p"), newer)
 	})
 	t.Run("owner record", func(t *testing.T) {
 		newer := `{"v":2,"store":"other","where":{"id":"x"}}`
-		b.putRaw(BucketWorkers, ownerKey("other"), newer)
-		id := StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
+		b.putRaw(wire.BucketWorkers, fleetops.OwnerKey("other"), newer)
+		id := fleetops.StoreIdentity{Store: "other", Host: "h", Root: "/r", Marker: "m"}
 		for _, claim := range []bool{true, false} { // a worker's start, a sweep's check
-			if err := checkOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
+			if err := fleetops.CheckOwner(ctx, s.res.workers, id, claim, nil); err == nil || !strings.Contains(err.Error(), "schema version 2") {
 				t.Errorf("claim %v of a store whose owner record is of a newer version: %v, want a refusal that says so", claim, err)
 			}
 		}
-		unchanged(BucketWorkers, ownerKey("other"), newer)
+		unchanged(wire.BucketWorkers, fleetops.OwnerKey("other"), newer)
 	})
 	t.Run("beat", func(t *testing.T) {
 		newer := `{"v":2,"worker":"w-newer","store":"default","at":"` + time.Now().UTC().Format(time.RFC3339Nano) + `","jobVersions":{"list":[3]}}`
-		b.putRaw(BucketWorkers, workerKey("default", "w-newer"), newer)
-		beats, _, err := readBeats(ctx, s.res.workers, "default")
+		b.putRaw(wire.BucketWorkers, fleetops.WorkerKey("default", "w-newer"), newer)
+		beats, _, err := fleetops.ReadBeats(ctx, s.res.workers, "default")
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -135,8 +139,8 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		for _, bt := range beats {
 			if bt.Worker == "w-newer" {
 				found = true
-				if !bt.Newer() || bt.Store != "default" || len(bt.jobVersionsOf()) != 0 {
-					t.Errorf("newer beat read as %+v (job versions %v), want its worker and store only", bt, bt.jobVersionsOf())
+				if !bt.Newer() || bt.Store != "default" || len(bt.JobVersionsOf()) != 0 {
+					t.Errorf("newer beat read as %+v (job versions %v), want its worker and store only", bt, bt.JobVersionsOf())
 				}
 			}
 		}
@@ -152,7 +156,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		}
 	})
 	t.Run("fleet settings", func(t *testing.T) {
-		old := b.rawValue(BucketSettings, settingsKey)
+		old := b.rawValue(wire.BucketSettings, wire.SettingsKey)
 		var f map[string]any
 		if err := json.Unmarshal([]byte(old), &f); err != nil {
 			t.Fatal(err)
@@ -160,12 +164,12 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		f["v"] = 2
 		nb, _ := json.Marshal(f)
 		newer := string(nb)
-		b.putRaw(BucketSettings, settingsKey, newer)
-		defer b.putRaw(BucketSettings, settingsKey, old)
-		if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); err == nil {
+		b.putRaw(wire.BucketSettings, wire.SettingsKey, newer)
+		defer b.putRaw(wire.BucketSettings, wire.SettingsKey, old)
+		if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); err == nil {
 			t.Error("an older setup rewrote the fleet settings of a newer version")
 		}
-		unchanged(BucketSettings, settingsKey, newer)
+		unchanged(wire.BucketSettings, wire.SettingsKey, newer)
 		wcfg := b.config(&fakeHandler{})
 		wcfg.Setup = false
 		w, err := New(wcfg)
@@ -177,35 +181,4 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 			t.Errorf("a worker started on fleet settings of a newer version: %v, want a refusal that says so", err)
 		}
 	})
-}
-
-// How a record's version and a count are read: a record without "v" is version 1's
-// shape; a value that is no JSON object, or whose "v" is not a whole number of at least
-// 1, is damaged, not newer; a count is its record or, as first written, a bare decimal.
-func TestRecordVersions(t *testing.T) {
-	for _, c := range []struct {
-		in string
-		v  int
-		ok bool
-	}{
-		{`{"path":"a"}`, 1, true}, {`{"v":1}`, 1, true}, {`{"v":3,"x":[1]}`, 3, true},
-		{`{"v":0}`, 0, false}, {`{"v":1.5}`, 0, false}, {`{"v":"2"}`, 0, false}, {`12`, 0, false}, {`not json`, 0, false},
-	} {
-		if v, ok := recordV([]byte(c.in)); v != c.v || ok != c.ok {
-			t.Errorf("recordV(%s) = %d, %v; want %d, %v", c.in, v, ok, c.v, c.ok)
-		}
-	}
-	for _, c := range []struct {
-		in    string
-		n, hb int
-		err   string
-	}{
-		{`7`, 7, 0, ""}, {`{"v":1,"n":3,"handedBack":2}`, 3, 2, ""}, {`{"n":4}`, 4, 0, ""},
-		{`{"v":2,"n":3}`, 0, 0, "schema version 2"}, {`seven`, 0, 0, "not a count"},
-	} {
-		got, err := parseCount("B", "k", []byte(c.in))
-		if (err == nil) != (c.err == "") || err != nil && !strings.Contains(err.Error(), c.err) || got.N != c.n || got.HandedBack != c.hb {
-			t.Errorf("parseCount(%s) = %+v, %v; want n %d, handed back %d, error %q", c.in, got, err, c.n, c.hb, c.err)
-		}
-	}
 }

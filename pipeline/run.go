@@ -5,6 +5,8 @@ import (
 	"sort"
 	"sync"
 	"time"
+
+	"github.com/compactor-dev/compactor/access"
 )
 
 // Running: Run (until its context ends) and RunOnce (until the queue is empty), both on the
@@ -25,7 +27,7 @@ import (
 // latest, sooner if a Nak of its still reaches NATS.
 func (s *Service) Run(ctx context.Context) error {
 	if s.cfg.Handler == nil {
-		return configError("Handler", "required to run workers")
+		return access.ConfigErrorf("Handler", "required to run workers")
 	}
 	if err := s.Start(ctx); err != nil {
 		return err
@@ -59,7 +61,7 @@ func (s *Service) Run(ctx context.Context) error {
 // wait for them, and says how many there are.
 func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 	if s.cfg.Handler == nil {
-		return nil, configError("Handler", "required to run workers")
+		return nil, access.ConfigErrorf("Handler", "required to run workers")
 	}
 	start := time.Now()
 	if err := s.Start(ctx); err != nil {
@@ -98,7 +100,7 @@ func (s *Service) RunOnce(ctx context.Context) (*Report, error) {
 			s.log.Warn("cannot count pending jobs", "err", err)
 			continue
 		}
-		if s.flights.count() == 0 && (n == 0 || n <= uint64(s.heldQueued(ctx))) {
+		if s.running.count() == 0 && (n == 0 || n <= uint64(s.heldQueued(ctx))) {
 			idle++
 		} else {
 			idle = 0

@@ -13,6 +13,11 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -31,7 +36,7 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var calls atomic.Int32
 	started := make(chan struct{}, 8)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		calls.Add(1)
 		started <- struct{}{}
 		select {
@@ -46,7 +51,7 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 6*time.Second, 30*time.Second, logs.logger()
 	a := b.service(cfg) // the admin's setup (run --setup): the fleet's lease TTL is 6 s
 	b.run(a)
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-started
 
 	var clog logBuffer
@@ -54,14 +59,14 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	c.Stores, c.Setup, c.LeaseTTL, c.Logger = []Store{{Name: "default", Dir: b.dir}}, false, time.Second, clog.logger()
 	cs := b.service(c) // a worker: binds, changes nothing
 	b.run(cs)
-	str, err := b.js.Stream(context.Background(), "KV_"+BucketLeases)
+	str, err := b.js.Stream(context.Background(), "KV_"+wire.BucketLeases)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if ttl := str.CachedInfo().Config.MaxAge; ttl != 6*time.Second {
 		t.Errorf("lease bucket TTL after a worker with --lease-ttl 1s started: %s, want 6s", ttl)
 	}
-	if f, err := readFleet(context.Background(), b.nc); err != nil || time.Duration(f.LeaseTTL) != 6*time.Second {
+	if f, err := fleetops.ReadFleet(context.Background(), b.nc); err != nil || time.Duration(f.LeaseTTL) != 6*time.Second {
 		t.Errorf("fleet settings after the worker started: %+v, %v", f, err)
 	}
 	if cs.leaseTTL() != 6*time.Second || !strings.Contains(clog.String(), "using the fleet's lease TTL") {
@@ -95,7 +100,7 @@ func TestStoreHasOneOwner(t *testing.T) {
 	}
 	err = s2.Start(context.Background())
 	s2.Close()
-	var oe *OwnerError
+	var oe *fleetops.OwnerError
 	if !errors.As(err, &oe) || oe.Other.Host != host || !strings.Contains(err.Error(), "store hostA is already served from another directory: host "+host) ||
 		!strings.Contains(err.Error(), b.dir) || !strings.Contains(err.Error(), "--shared-store hostA") {
 		t.Fatalf("a second root for store hostA: %v", err)
@@ -104,11 +109,11 @@ func TestStoreHasOneOwner(t *testing.T) {
 
 	// A copy of the first root, marker included: another inode.
 	copied := t.TempDir()
-	marker, err := os.ReadFile(filepath.Join(b.dir, markerFile))
+	marker, err := os.ReadFile(filepath.Join(b.dir, fleetops.MarkerFile))
 	if err != nil {
 		t.Fatal(err)
 	}
-	if err := os.WriteFile(filepath.Join(copied, markerFile), marker, 0o644); err != nil {
+	if err := os.WriteFile(filepath.Join(copied, fleetops.MarkerFile), marker, 0o644); err != nil {
 		t.Fatal(err)
 	}
 	third := second
@@ -146,14 +151,14 @@ func TestPreparedDeletedOnceUsed(t *testing.T) {
 	}
 	gone := func() bool { v, err := s.Prepared().Get(ctx, "default", sid); return err == nil && v == nil }
 	put()
-	rep, _ := json.Marshal(HookReport{V: 1, Store: "default", SessionID: sid, Outcome: HookHit, LatencyMs: 3})
-	if err := b.nc.Publish(HookSubject("default", sid), rep); err != nil {
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "default", SessionID: sid, Outcome: wire.HookHit, LatencyMs: 3})
+	if err := b.nc.Publish(wire.HookSubject("default", sid), rep); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the used summary deleted", gone)
 
 	put()
-	r, err := Enqueue(ctx, b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := fleetops.Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != OutcomeDone {
 		t.Fatalf("compact: %+v, %v", r, err)
 	}
@@ -170,7 +175,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	sid, _ := writeSession(t, b.dir, "s.jsonl")
 	var bridges atomic.Int32
 	cfg := b.config(&fakeHandler{})
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		bridges.Add(1)
 		return prepared, nil
 	})
@@ -180,32 +185,32 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	if err := s.Prepared().Put(ctx, "default", sid, []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := json.Marshal(BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
+	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
 	// Another store's records, delivered into this store's bridge subject.
-	kv := openBucket(b.js, BucketSweep)
+	kv := fleetops.OpenBucket(b.js, wire.BucketSweep)
 	if _, err := kv.Put(ctx, "other.forged", req); err != nil {
 		t.Fatal(err)
 	}
 	seen := make(chan *nats.Msg, 4)
-	sub, err := b.nc.ChanSubscribe(BridgeSubject("default", sid), seen)
+	sub, err := b.nc.ChanSubscribe(wire.BridgeSubject("default", sid), seen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
-	if _, err := b.js.CreateConsumer(ctx, "KV_"+BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + BucketSweep + ".other.>",
-		DeliverSubject: BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
+	if _, err := b.js.CreateConsumer(ctx, "KV_"+wire.BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + wire.BucketSweep + ".other.>",
+		DeliverSubject: wire.BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Fatal(err)
 	}
 	select {
 	case m := <-seen:
-		if !delivered(m) {
+		if !fleetops.Delivered(m) {
 			t.Fatalf("a consumer's delivery not told apart: reply %q", m.Reply)
 		}
 	case <-time.After(10 * time.Second):
 		t.Fatal("the forged request was not delivered at all")
 	}
 	// A client's request is answered; it went after the forged one on the same subject.
-	if _, err := b.nc.Request(BridgeSubject("default", sid), req, 10*time.Second); err != nil {
+	if _, err := b.nc.Request(wire.BridgeSubject("default", sid), req, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := bridges.Load(); n != 1 {
@@ -222,7 +227,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 	data := t.TempDir()
 	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, DataDir: data, EmbeddedPort: -1, Idle: -1, Handler: &fakeHandler{}}
 	s := startService(t, cfg)
-	fi, err := os.Stat(filepath.Join(data, tokenFileName))
+	fi, err := os.Stat(filepath.Join(data, access.TokenFileName))
 	if err != nil || fi.Mode().Perm() != 0o600 {
 		t.Fatalf("token file: %v, %v", fi, err)
 	}
@@ -230,7 +235,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		nc.Close()
 		t.Fatal("an anonymous connection was let in")
 	}
-	local := LocalNATS(data, NATSConfig{})
+	local := access.LocalNATS(data, access.NATSConfig{})
 	if local.URL != s.ClientURL() || local.TokenFile == "" {
 		t.Fatalf("LocalNATS = %+v", local)
 	}
@@ -239,7 +244,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		t.Fatal(err)
 	}
 	nc.Close()
-	if info := RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
+	if info := access.RunningService(data); info == nil || info.Auth != "token" || info.TokenFile == "" {
 		t.Errorf("service file: %+v", info)
 	}
 	s.Close()
@@ -252,7 +257,7 @@ func TestEmbeddedServerRequiresItsToken(t *testing.T) {
 		t.Fatalf("--insecure-local: %v", err)
 	}
 	nc2.Close()
-	if _, err := os.Stat(filepath.Join(open.DataDir, tokenFileName)); !errors.Is(err, os.ErrNotExist) {
+	if _, err := os.Stat(filepath.Join(open.DataDir, access.TokenFileName)); !errors.Is(err, os.ErrNotExist) {
 		t.Errorf("--insecure-local wrote a token: %v", err)
 	}
 }
@@ -268,23 +273,23 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	ctx := context.Background()
 	// Layout 1, as the service before it created it.
 	for _, sc := range []jetstream.StreamConfig{
-		{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, Duplicates: 2 * time.Minute},
-		{Name: StreamEvents, Subjects: []string{eventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
-		{Name: StreamDLQ, Subjects: []string{dlqPrefix + ">"}, MaxAge: DefaultDLQMaxAge},
+		{Name: wire.StreamJobs, Subjects: []string{wire.JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, Duplicates: 2 * time.Minute},
+		{Name: wire.StreamEvents, Subjects: []string{wire.EventsPrefix + ">"}, MaxAge: fleetops.DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
+		{Name: wire.StreamDLQ, Subjects: []string{wire.DLQPrefix + ">"}, MaxAge: fleetops.DefaultDLQMaxAge},
 	} {
 		if _, err := b.js.CreateStream(ctx, sc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	for _, kc := range []jetstream.KeyValueConfig{{Bucket: BucketWorkers, TTL: workerBeatTTL}, {Bucket: BucketLeases, TTL: DefaultLeaseTTL},
-		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: BucketPrepared, TTL: DefaultPreparedTTL}} {
+	for _, kc := range []jetstream.KeyValueConfig{{Bucket: wire.BucketWorkers, TTL: fleetops.WorkerBeatTTL}, {Bucket: wire.BucketLeases, TTL: fleetops.DefaultLeaseTTL},
+		{Bucket: wire.BucketSweep}, {Bucket: wire.BucketAttempts, TTL: fleetops.AttemptsTTL}, {Bucket: wire.BucketPrepared, TTL: fleetops.DefaultPreparedTTL}} {
 		kc.History = 1
 		if _, err := b.js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.js.CreateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName("default"), FilterSubject: jobsPrefix + "default.>",
-		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: DefaultMaxDeliver + 50, MaxAckPending: 10000}); err != nil {
+	if _, err := b.js.CreateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: fleetops.ConsumerName("default"), FilterSubject: wire.JobsPrefix + "default.>",
+		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: fleetops.DefaultMaxDeliver + 50, MaxAckPending: 10000}); err != nil {
 		t.Fatal(err)
 	}
 	const queued = 5
@@ -292,28 +297,28 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	for i := range queued {
 		rel := fmt.Sprintf("p/s%d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		seqs = append(seqs, r.Seq)
 		if i == 0 {
-			var job Job
-			str, _ := b.js.Stream(ctx, StreamJobs) // the old stream allows no direct get
-			m, err := str.GetLastMsgForSubject(ctx, JobSubject("default", sid, KindCompact))
+			var job wire.Job
+			str, _ := b.js.Stream(ctx, wire.StreamJobs) // the old stream allows no direct get
+			m, err := str.GetLastMsgForSubject(ctx, wire.JobSubject("default", sid, wire.KindCompact))
 			if err != nil {
 				t.Fatal(err)
 			}
 			_ = json.Unmarshal(m.Data, &job)
-			kv, _ := b.js.KeyValue(ctx, BucketAttempts)
-			sum := strings.TrimPrefix(attemptKey("x", r.Seq, job.ID), "x.")
+			kv, _ := b.js.KeyValue(ctx, wire.BucketAttempts)
+			sum := strings.TrimPrefix(fleetops.AttemptKey("x", r.Seq, job.ID), "x.")
 			if _, err := kv.Put(ctx, "a."+sum, []byte("1")); err != nil {
 				t.Fatal(err)
 			}
-			lk, _ := b.js.KeyValue(ctx, BucketLeases)
-			if _, err := lk.Put(ctx, "s.default."+SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
+			lk, _ := b.js.KeyValue(ctx, wire.BucketLeases)
+			if _, err := lk.Put(ctx, "s.default."+wire.SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
 				t.Fatal(err)
 			}
-			sw, _ := b.js.KeyValue(ctx, BucketSweep)
-			rec, _ := json.Marshal(sweepRecord{Path: rel, Size: 1, At: time.Now()})
-			if _, err := sw.Put(ctx, "f."+sweepKey("default", rel), rec); err != nil {
+			sw, _ := b.js.KeyValue(ctx, wire.BucketSweep)
+			rec, _ := json.Marshal(sweep.Record{Path: rel, Size: 1, At: time.Now()})
+			if _, err := sw.Put(ctx, "f."+sweep.Key("default", rel), rec); err != nil {
 				t.Fatal(err)
 			}
 		}
@@ -326,17 +331,17 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 		t.Fatalf("a worker on the old layout: %v", err)
 	}
 	w.Close()
-	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*OldLayoutError)) {
+	if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*fleetops.OldLayoutError)) {
 		t.Fatalf("setup without --migrate: %v", err)
 	}
-	res, err := Setup(ctx, b.nc, SetupConfig{}, true, false, nil)
+	res, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{}, true, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
 	if m := res.Migrated; m == nil || m.SweepRecords != 1 || m.AttemptCounts != 1 || m.LeasesDropped != 1 || m.ConsumersFound != 1 || !slices.Equal(res.Stores, []string{"default"}) {
 		t.Fatalf("migration: %+v %+v", res.Migrated, res)
 	}
-	if _, err := openBucket(b.js, BucketSweep).Get(ctx, sweepKey("default", "p/s0.jsonl")); err != nil {
+	if _, err := fleetops.OpenBucket(b.js, wire.BucketSweep).Get(ctx, sweep.Key("default", "p/s0.jsonl")); err != nil {
 		t.Errorf("the sweep record under its store's name: %v", err)
 	}
 	if got := b.pending(); got != queued {
@@ -397,7 +402,7 @@ func TestEmbeddedListenerBeyondLoopback(t *testing.T) {
 			cfg.ServeTLSCert, cfg.ServeTLSKey = cert, key
 		}
 		err := cfg.Validate()
-		var ce *ConfigError
+		var ce *access.ConfigError
 		switch {
 		case c.field == "" && err != nil:
 			t.Errorf("%+v: %v", c, err)

@@ -14,6 +14,11 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -35,18 +40,18 @@ type Service struct {
 	startOnce sync.Once
 	startErr  error
 	ns        *server.Server
-	dd        *dataDir // the locked data directory of the embedded server
+	dd        *access.DataDir // the locked data directory of the embedded server
 	nc        *nats.Conn
 	server    atomic.Pointer[string] // the NATS server last connected to, for disconnect logs
 	res       *resources
 	lease     atomic.Int64 // the fleet's lease TTL in nanoseconds (leaseTTL)
-	ids       map[string]StoreIdentity
+	ids       map[string]fleetops.StoreIdentity
 	m         *metrics
 	memoMu    sync.Mutex
-	memo      *memo // COMPACTOR_SWEEP in memory, from the first sweep on
+	memo      *sweep.Memo // COMPACTOR_SWEEP in memory, from the first sweep on
 
 	sem     chan struct{}
-	flights *flights      // the jobs being worked, for RunOnce and the shutdown
+	running *runningJobs  // the jobs being worked, for RunOnce and the shutdown
 	fleet   fleetView     // what this worker last read of COMPACTOR_WORKERS
 	loops   loops         // the fetch loops' state, for /readyz
 	pauses  pauses        // the stores' pause records as last read (pause.go)
@@ -55,11 +60,11 @@ type Service struct {
 	// (ReserveLLM).
 	draining atomic.Bool
 	drain    atomic.Int64 // the drain limit (Config.ShutdownTimeout; SetDrainTimeout)
-	limits   atomic.Pointer[[]SpendLimit]
+	spending *spend.Counter
 
 	mu        sync.Mutex
 	recording bool
-	rows      []ReportRow
+	rows      []wire.ReportRow
 	metrics   net.Addr
 	said      map[string]time.Time // warnings said lately (sayEvery)
 	held      map[uint64]string    // job messages handed back for a lasting reason, by sequence: their subjects (noteHeld)
@@ -72,16 +77,17 @@ func New(cfg Config) (*Service, error) {
 	}
 	cfg = cfg.withDefaults()
 	s := &Service{cfg: cfg, log: cfg.Logger, roots: map[string]string{}, m: newMetrics(), sem: make(chan struct{}, cfg.Concurrency),
-		flights: newFlights(), probes: make([]probeResult, len(cfg.ReadyProbes))}
+		running: newRunningJobs(), probes: make([]probeResult, len(cfg.ReadyProbes))}
 	s.drain.Store(int64(cfg.ShutdownTimeout))
 	s.m.setBuildInfo(cfg.Version)
+	s.spending = &spend.Counter{Used: s.m.spendUsed, Limit: s.m.spendLimit, Log: s.log, SayEvery: s.sayEvery, Now: s.spendNow, HoldMax: cfg.spendHoldMax}
 	if err := s.SetSpendLimits(cfg.SpendLimits); err != nil {
 		return nil, err
 	}
 	for _, st := range cfg.Stores {
 		root, err := rootOf(st)
 		if err != nil {
-			return nil, configError("Stores", "%w", err)
+			return nil, access.ConfigErrorf("Stores", "%w", err)
 		}
 		s.roots[st.Name] = root
 	}
@@ -134,9 +140,9 @@ func (s *Service) start(ctx context.Context) error {
 	if nc.Name == "" {
 		nc.Name = "compactor " + s.worker
 	}
-	nc.Role = RoleWorker
+	nc.Role = access.RoleWorker
 	if s.cfg.Setup {
-		nc.Role = RoleAdmin
+		nc.Role = access.RoleAdmin
 	}
 	for _, st := range s.cfg.Stores {
 		nc.Stores = append(nc.Stores, st.Name)
@@ -153,11 +159,11 @@ func (s *Service) start(ctx context.Context) error {
 		return err
 	}
 	s.nc = conn
-	RefusalsOf(conn).OnRefusal(func(pe *PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
+	access.RefusalsOf(conn).OnRefusal(func(pe *access.PermissionError) { s.log.Error(pe.Error(), "subject", pe.Subject, "op", pe.Op) },
 		func(err error) { s.log.Warn("NATS error", "err", err) })
 	s.noteServer(conn)
 	s.log.Info("connected to NATS", "url", conn.ConnectedUrlRedacted(), "server", conn.ConnectedServerName(),
-		"cluster", conn.ConnectedClusterName(), "auth", nc.authMode(), "role", string(nc.Role), "inbox", nc.inbox())
+		"cluster", conn.ConnectedClusterName(), "auth", nc.AuthMode(), "role", string(nc.Role), "inbox", nc.Inbox())
 	js, err := jetstream.New(conn)
 	if err != nil {
 		s.Close()
@@ -165,7 +171,7 @@ func (s *Service) start(ctx context.Context) error {
 	}
 	res, err := ensureUntil(ctx, js, s.cfg, s.log, func(ctx context.Context, res *resources) error {
 		for _, st := range s.cfg.Stores {
-			if err := checkOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client, func(err error) { s.foreign(st.Name, foreignOwner, err) }); err != nil {
+			if err := fleetops.CheckOwner(ctx, res.workers, s.ids[st.Name], !s.cfg.Client, func(err error) { s.foreign(st.Name, foreignOwner, err) }); err != nil {
 				return err
 			}
 		}
@@ -189,7 +195,7 @@ func (s *Service) start(ctx context.Context) error {
 // TTL (the lease bucket's) and MaxDeliver, and the AckWait of its stores' consumer. A
 // process's own flag that differs is said and not used: only `compactor setup` changes a
 // shared setting. Called at start; again with every beat for the lease TTL.
-func (s *Service) follow(f FleetSettings) {
+func (s *Service) follow(f fleetops.FleetSettings) {
 	ttl := time.Duration(f.LeaseTTL)
 	if old := time.Duration(s.lease.Swap(int64(ttl))); old == 0 {
 		if !s.cfg.Setup && s.cfg.LeaseTTL != ttl {
@@ -226,14 +232,14 @@ func (s *Service) leaseTTL() time.Duration {
 // directory unless some were given or InsecureLocal), its certificate as the CA when it
 // speaks TLS. When another process holds the lock and JoinRunning is set, it returns that
 // process's server instead (this Service is then only a client of it).
-func (s *Service) embedded() (NATSConfig, error) {
+func (s *Service) embedded() (access.NATSConfig, error) {
 	nc := s.cfg.NATS
-	dd, err := lockDataDir(s.cfg.DataDir)
-	var busy *DataDirBusyError
+	dd, err := access.LockDataDir(s.cfg.DataDir)
+	var busy *access.DataDirBusyError
 	if errors.As(err, &busy) && s.cfg.JoinRunning && busy.Info != nil && busy.Info.ClientURL != "" {
-		joined := LocalNATS(s.cfg.DataDir, nc)
+		joined := access.LocalNATS(s.cfg.DataDir, nc)
 		joined.URL = busy.Info.ClientURL
-		if busy.Info.Auth != "none" && joined.authMode() == "none" {
+		if busy.Info.Auth != "none" && joined.AuthMode() == "none" {
 			return nc, fmt.Errorf("data directory %s belongs to a running compactor (pid %d) whose NATS at %s requires %s authentication, and its token file cannot be read: give its credentials (--nats-token-file, or --nats-user with --nats-password-file)",
 				busy.Dir, busy.Info.PID, busy.Info.ClientURL, busy.Info.Auth)
 		}
@@ -244,20 +250,20 @@ func (s *Service) embedded() (NATSConfig, error) {
 	if err != nil {
 		return nc, err
 	}
-	info := ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
-	if nc.authMode() == "none" && !s.cfg.InsecureLocal {
-		if nc.TokenFile, err = localToken(dd.dir); err != nil {
-			dd.release()
+	info := access.ServiceInfo{PID: os.Getpid(), Auth: "none", Worker: s.worker, Started: time.Now().UTC()}
+	if nc.AuthMode() == "none" && !s.cfg.InsecureLocal {
+		if nc.TokenFile, err = access.LocalToken(dd.Dir()); err != nil {
+			dd.Release()
 			return nc, err
 		}
 		info.TokenFile = nc.TokenFile
 	}
-	if nc.authMode() != "none" {
-		info.Auth = nc.authMode()
+	if nc.AuthMode() != "none" {
+		info.Auth = nc.AuthMode()
 	}
 	ns, err := startEmbedded(s.cfg, nc)
 	if err != nil {
-		dd.release()
+		dd.Release()
 		return nc, err
 	}
 	s.ns, s.dd = ns, dd
@@ -269,7 +275,7 @@ func (s *Service) embedded() (NATSConfig, error) {
 		}
 	}
 	info.ClientURL = nc.URL
-	if err := dd.writeInfo(info); err != nil {
+	if err := dd.WriteInfo(info); err != nil {
 		s.log.Warn("service file not written; run --once and clients will not find this server", "err", err)
 	}
 	if s.cfg.InsecureLocal {
@@ -352,7 +358,7 @@ func (s *Service) Close() {
 		s.ns = nil
 	}
 	if s.dd != nil {
-		s.dd.release()
+		s.dd.Release()
 		s.dd = nil
 	}
 }

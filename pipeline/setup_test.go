@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -49,7 +51,7 @@ func TestClientCreatesNothing(t *testing.T) {
 		start := time.Now()
 		err = s.Start(context.Background())
 		s.Close()
-		var ns *NotSetUpError
+		var ns *fleetops.NotSetUpError
 		if !errors.As(err, &ns) || !strings.Contains(err.Error(), "this NATS holds no fleet settings") || !strings.Contains(err.Error(), "compactor setup") {
 			t.Fatalf("Start on an empty server (client %v): %v", c.Client, err)
 		}
@@ -65,7 +67,7 @@ func TestClientCreatesNothing(t *testing.T) {
 	svc := b.config(&fakeHandler{})
 	startService(t, svc)
 	before := streamNames(t, b.js)
-	jobs := streamInfoOf(t, b.js, StreamJobs)
+	jobs := streamInfoOf(t, b.js, wire.StreamJobs)
 	cfg.DuplicateWindow = 7 * time.Minute // what a client would have set before: now it is not its to set
 	c3, _ := New(cfg)
 	defer c3.Close()
@@ -75,7 +77,7 @@ func TestClientCreatesNothing(t *testing.T) {
 	if after := streamNames(t, b.js); !slices.Equal(before, after) {
 		t.Errorf("streams before the client %v, after %v", before, after)
 	}
-	if got := streamInfoOf(t, b.js, StreamJobs); got.Config.Duplicates != jobs.Config.Duplicates || !got.Created.Equal(jobs.Created) {
+	if got := streamInfoOf(t, b.js, wire.StreamJobs); got.Config.Duplicates != jobs.Config.Duplicates || !got.Created.Equal(jobs.Created) {
 		t.Errorf("the client changed COMPACTOR_JOBS: duplicate window %s -> %s", jobs.Config.Duplicates, got.Config.Duplicates)
 	}
 	if _, err := c3.startWorkers(context.Background()); err == nil {
@@ -92,7 +94,7 @@ func TestClientCreatesNothing(t *testing.T) {
 		t.Fatalf("worker of a store not set up: %v", err)
 	}
 	// A bucket gone: named.
-	if err := b.js.DeleteKeyValue(context.Background(), BucketSweep); err != nil {
+	if err := b.js.DeleteKeyValue(context.Background(), wire.BucketSweep); err != nil {
 		t.Fatal(err)
 	}
 	short := cfg
@@ -152,35 +154,8 @@ func TestServiceChangesOnlyWhatDiffers(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if d := streamInfoOf(t, b.js, StreamJobs).Config.Duplicates; d != 5*time.Minute {
+	if d := streamInfoOf(t, b.js, wire.StreamJobs).Config.Duplicates; d != 5*time.Minute {
 		t.Errorf("COMPACTOR_JOBS duplicate window %s after the update", d)
-	}
-}
-
-// reconcile starts from the server's configuration: replicas only go up, settings left
-// unset (the server's defaults) are not changed, and a retention that cannot change is
-// an error naming it.
-func TestReconcile(t *testing.T) {
-	t.Parallel()
-	var log logBuffer
-	have := jetstream.StreamConfig{Name: "S", Description: "d", Subjects: []string{"a.>"}, Retention: jetstream.WorkQueuePolicy,
-		MaxMsgsPerSubject: -1, Duplicates: 2 * time.Minute, Replicas: 3, Storage: jetstream.FileStorage, AllowDirect: true}
-	want := have
-	want.MaxMsgsPerSubject, want.Replicas, want.AllowDirect = 0, 1, false
-	if _, ok, err := reconcile("stream", "S", have, want, log.logger()); !ok || err != nil {
-		t.Fatalf("nothing to change: ok %v, %v", ok, err)
-	}
-	if !strings.Contains(log.String(), "keeping the replicas set on the server") {
-		t.Errorf("replicas kept without a word: %s", log.String())
-	}
-	want.Replicas, want.Duplicates = 5, time.Minute
-	next, ok, err := reconcile("stream", "S", have, want, log.logger())
-	if ok || err != nil || next.Replicas != 5 || next.Duplicates != time.Minute || !next.AllowDirect || next.MaxMsgsPerSubject != -1 {
-		t.Fatalf("raise and change: ok %v, %v, %+v", ok, err, next)
-	}
-	want.Retention = jetstream.InterestPolicy
-	if _, _, err := reconcile("stream", "S", have, want, log.logger()); err == nil || !strings.Contains(err.Error(), "retention") {
-		t.Fatalf("retention change: %v", err)
 	}
 }
 
@@ -192,7 +167,7 @@ func TestSetupsAtOnceKeepEveryStore(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	ctx := context.Background()
-	if _, err := Setup(ctx, b.nc, SetupConfig{Stores: []string{"first"}}, false, false, nil); err != nil {
+	if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"first"}}, false, false, nil); err != nil {
 		t.Fatal(err)
 	}
 	const n = 8
@@ -204,14 +179,14 @@ func TestSetupsAtOnceKeepEveryStore(t *testing.T) {
 				return err
 			}
 			defer nc.Close()
-			_, err = Setup(ctx, nc, SetupConfig{Stores: []string{fmt.Sprintf("s%d", i)}}, false, false, nil)
+			_, err = fleetops.Setup(ctx, nc, fleetops.SetupConfig{Stores: []string{fmt.Sprintf("s%d", i)}}, false, false, nil)
 			return err
 		})
 	}
 	if err := g.Wait(); err != nil {
 		t.Fatal(err)
 	}
-	f, err := readFleet(ctx, b.nc)
+	f, err := fleetops.ReadFleet(ctx, b.nc)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -9,6 +9,9 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // spendLedger is what the "endpoint" billed, by hour of the test's clock and by store,
@@ -25,7 +28,7 @@ type spendLedger struct {
 // estimate is exact): it asks ReserveLLM as the service's summarizer does, bills the
 // tokens in the hour of the clock, and appends its entry.
 func spendHandler(clock *fakeClock, l *spendLedger, size func(path string) int) Handler {
-	return HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	return HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		n := size(job.Path)
 		l.mu.RLock()
 		hour := clock.now().Truncate(time.Hour)
@@ -34,7 +37,7 @@ func spendHandler(clock *fakeClock, l *spendLedger, size func(path string) int) 
 			l.mu.Lock()
 			l.held[job.Path] = hour
 			l.mu.Unlock()
-			return Result{}, err
+			return wire.Result{}, err
 		}
 		l.mu.RUnlock()
 		l.mu.Lock()
@@ -71,7 +74,7 @@ func TestSpendLimitHoldsJobsToTheNextHour(t *testing.T) {
 	var services []*Service
 	for range 2 {
 		cfg := b.config(spendHandler(clock, ledger, jobSize))
-		cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: limit}}
+		cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: limit}}
 		cfg.spendClock, cfg.spendHoldMax = clock.now, 50*time.Millisecond
 		s := b.service(cfg)
 		b.run(s)
@@ -82,7 +85,7 @@ func TestSpendLimitHoldsJobsToTheNextHour(t *testing.T) {
 	for i := range 30 {
 		rel := fmt.Sprintf("s%02d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		paths = append(paths, rel)
 		total += jobSize(rel)
 	}
@@ -190,14 +193,14 @@ func TestSpendLimitPerStore(t *testing.T) {
 	ledger := &spendLedger{billed: map[string]int{}, held: map[string]time.Time{}, doneIn: map[string]time.Time{}}
 	cfg := b.config(spendHandler(clock, ledger, jobSize))
 	cfg.Stores = append(cfg.Stores, Store{Name: "other", Dir: other})
-	cfg.SpendLimits = []SpendLimit{{Store: "default", Window: 24 * time.Hour, Tokens: 2000}}
+	cfg.SpendLimits = []spend.Limit{{Store: "default", Window: 24 * time.Hour, Tokens: 2000}}
 	cfg.spendClock, cfg.spendHoldMax = clock.now, 50*time.Millisecond
 	b.run(b.service(cfg))
 	for i := range 6 {
 		for _, st := range []struct{ name, dir string }{{"default", b.dir}, {"other", other}} {
 			rel := fmt.Sprintf("%s%02d.jsonl", st.name, i)
 			sid, leaf := writeSession(t, st.dir, rel)
-			b.enqueue(Job{Kind: KindCompact, Store: st.name, Path: rel, SessionID: sid, ExpectLeafID: leaf})
+			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: st.name, Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		}
 	}
 	eventually(t, 30*time.Second, "store other done and store default held", func() bool {
@@ -234,16 +237,16 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 	clock := &fakeClock{t: time.Date(2026, 3, 1, 10, 0, 0, 0, time.UTC)}
 	ledger := &spendLedger{billed: map[string]int{}, held: map[string]time.Time{}, doneIn: map[string]time.Time{}}
 	cfg := b.config(spendHandler(clock, ledger, jobSize))
-	cfg.SpendLimits = []SpendLimit{{Window: time.Hour, Tokens: 1}}
+	cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: 1}}
 	cfg.spendClock = clock.now
 	s := b.service(cfg)
 	for i := range 3 {
 		rel := fmt.Sprintf("s%d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	sid, leaf := writeSession(t, b.dir, "v2.jsonl")
-	j := Job{Kind: KindCompact, Store: "default", Path: "v2.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	j := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "v2.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	j.Normalize(time.Now())
 	b.publishRaw(j, 2)
 	rep, err := s.RunOnce(context.Background())
@@ -258,36 +261,5 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 	}
 	if dl := b.deadLetters(); len(dl) > 0 {
 		t.Errorf("dead letters: %+v", dl)
-	}
-}
-
-// A store's worker may write its store's spend counts and the fleet's (the keys spendKey
-// makes), and no other store's.
-func TestSpendKeysArePermitted(t *testing.T) {
-	t.Parallel()
-	p, err := PermissionsFor(RoleWorker, []string{"hostA"})
-	if err != nil {
-		t.Fatal(err)
-	}
-	now := time.Date(2026, 12, 5, 10, 30, 0, 0, time.UTC)
-	allowed := func(subject string) bool {
-		for _, s := range p.Publish {
-			if _, ok := matchTemplate(s, subject); ok {
-				return true
-			}
-		}
-		return false
-	}
-	for _, l := range []SpendLimit{{Store: "hostA", Window: time.Hour, Tokens: 1}, {Window: 24 * time.Hour, Tokens: 1}} {
-		key, _ := spendKey(l, now)
-		for _, subj := range []string{"$KV." + BucketSpend + "." + key, "$JS.API.DIRECT.GET.KV_" + BucketSpend + ".$KV." + BucketSpend + "." + key} {
-			if !allowed(subj) {
-				t.Errorf("worker of hostA may not publish %s (limit %s)", subj, l)
-			}
-		}
-	}
-	other, _ := spendKey(SpendLimit{Store: "hostB", Window: time.Hour, Tokens: 1}, now)
-	if allowed("$KV." + BucketSpend + "." + other) {
-		t.Errorf("worker of hostA may write hostB's spend count %s", other)
 	}
 }

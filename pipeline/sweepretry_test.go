@@ -9,24 +9,27 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // fingerprinted is leafAssessor with settings that a test can change.
 type fingerprinted struct {
-	Assessor
+	sweep.Assessor
 	fp atomic.Value
 }
 
 func (f *fingerprinted) SettingsFingerprint() string { return f.fp.Load().(string) }
 
 // sweepAndWait sweeps and waits until no job is left queued or running.
-func sweepAndWait(t *testing.T, b *bundle, s *Service) SweepStats {
+func sweepAndWait(t *testing.T, b *bundle, s *Service) sweep.Stats {
 	t.Helper()
 	st, err := s.Sweep(context.Background(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the queue to drain", func() bool { return b.pending() == 0 && s.flights.count() == 0 })
+	eventually(t, 10*time.Second, "the queue to drain", func() bool { return b.pending() == 0 && s.running.count() == 0 })
 	return st
 }
 
@@ -44,7 +47,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	var failing, busy atomic.Bool
 	failing.Store(true)
 	busy.Store(true)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		switch {
 		case file == failFile && failing.Load():
 			return Permanent(errors.New("the endpoint is down"))
@@ -72,9 +75,9 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	if n := len(b.deadLetters()); n != 1 {
 		t.Fatalf("%d dead letters, want 1", n)
 	}
-	rec := func(rel string) sweepRecord {
-		r, _ := s.memo.get(sweepKey("default", rel))
-		return r.rec
+	rec := func(rel string) sweep.Record {
+		r, _ := s.memo.Record(sweep.Key("default", rel))
+		return r
 	}
 	eventually(t, 5*time.Second, "the outcomes noted in the memo", func() bool {
 		return rec("fail.jsonl").Misses == 1 && rec("busy.jsonl").Misses == 1
@@ -155,7 +158,7 @@ func TestSweepUnchangedWithoutRoundTrips(t *testing.T) {
 		writeSession(t, b.dir, fmt.Sprintf("sessions/--p%d--/s%03d.jsonl", i%7, i))
 	}
 	cfg := b.config(&fakeHandler{})
-	cfg.Assessor = AssessorFunc(func(ctx context.Context, file string) (Assessment, error) {
+	cfg.Assessor = sweep.AssessorFunc(func(ctx context.Context, file string) (sweep.Assessment, error) {
 		a, err := leafAssessor(ctx, file)
 		a.OverBudget = false
 		return a, err

@@ -8,6 +8,10 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // embeddedService starts a Service on its own embedded server (a random port, its data
@@ -41,7 +45,7 @@ func TestEmbeddedSyncSetting(t *testing.T) {
 			t.Errorf("sync %s, always %v: the server syncs %s, want %s", c.every, c.always, got, c.want)
 		}
 	}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: t.TempDir()}}, NATS: NATSConfig{URL: "nats://127.0.0.1:1"}, EmbeddedSyncAlways: true}
+	cfg := Config{Stores: []Store{{Name: "default", Dir: t.TempDir()}}, NATS: access.NATSConfig{URL: "nats://127.0.0.1:1"}, EmbeddedSyncAlways: true}
 	if err := cfg.Validate(); err == nil {
 		t.Error("a sync setting with an external server: accepted, want refused")
 	}
@@ -78,7 +82,7 @@ func enqueueBench(b *testing.B, s *Service) {
 	n := 0
 	enqueue := func() error {
 		n++
-		_, err := Enqueue(ctx, s.Conn(), Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("sess-%s-%d", randHex(8), n)}, false, 0)
+		_, err := fleetops.Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("sess-%s-%d", randHex(8), n)}, false, 0)
 		return err
 	}
 	for range 50 { // warm up
@@ -110,7 +114,7 @@ func enqueueBench(b *testing.B, s *Service) {
 	for c := range clients {
 		wg.Go(func() {
 			for i := range each {
-				_, err := Enqueue(ctx, s.Conn(), Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("par-%d-%d", c, i)}, false, 0)
+				_, err := fleetops.Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("par-%d-%d", c, i)}, false, 0)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)

@@ -4,15 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
-	"fmt"
 	"log/slog"
 	"maps"
 	"slices"
 	"strconv"
-	"strings"
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -52,36 +52,15 @@ func jobHeadOf(data []byte) (v int, id string, ok bool) {
 	return *h.V, h.ID, true
 }
 
-// versionList is "1" or "1, 2".
-func versionList(vs []int) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = strconv.Itoa(v)
-	}
-	return strings.Join(parts, ", ")
-}
-
-// jobVersionsOf are the job versions a worker's beat says it works; a beat without them
-// comes from a worker older than the field, which works version 1 only.
-func (b WorkerBeat) jobVersionsOf() []int {
-	if b.Newer() {
-		return nil // not read from a beat of a newer schema
-	}
-	if len(b.JobVersions) == 0 {
-		return []int{1}
-	}
-	return b.JobVersions
-}
-
 // fleetView is this worker's cached view of COMPACTOR_WORKERS, store by store.
 type fleetView struct {
 	mu    sync.Mutex
 	at    map[string]time.Time
-	beats map[string][]WorkerBeat
+	beats map[string][]fleetops.WorkerBeat
 }
 
 // storeBeats returns the beats of the workers of store, read at most every fleetViewTTL.
-func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
+func (s *Service) storeBeats(ctx context.Context, store string) []fleetops.WorkerBeat {
 	f := &s.fleet
 	f.mu.Lock()
 	defer f.mu.Unlock()
@@ -90,60 +69,19 @@ func (s *Service) storeBeats(ctx context.Context, store string) []WorkerBeat {
 	}
 	rctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	defer cancel()
-	beats, foreign, err := readBeats(rctx, s.res.workers, store)
+	beats, foreign, err := fleetops.ReadBeats(rctx, s.res.workers, store)
 	for _, ferr := range foreign {
 		s.foreign(store, foreignBeat, ferr)
 	}
 	if err != nil {
-		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", BucketWorkers, "err", err)
+		s.log.Debug("cannot read the workers of a store", "store", store, "bucket", wire.BucketWorkers, "err", err)
 		return f.beats[store]
 	}
 	if f.at == nil {
-		f.at, f.beats = map[string]time.Time{}, map[string][]WorkerBeat{}
+		f.at, f.beats = map[string]time.Time{}, map[string][]fleetops.WorkerBeat{}
 	}
 	f.at[store], f.beats[store] = time.Now(), beats
 	return beats
-}
-
-// readBeats reads the beats of store ("": every store's of the account) in
-// COMPACTOR_WORKERS, those of workers that reported within workerBeatTTL (a store's owner
-// record is no beat), with one batched direct get. A beat that names another store than
-// its key, or a worker whose key it is not, is left out and returned in foreign.
-func readBeats(ctx context.Context, kv *kvBucket, store string) (beats []WorkerBeat, foreign []error, err error) {
-	entries, err := kv.lastAll(ctx, store)
-	if err != nil {
-		return nil, nil, fmt.Errorf("read %s: %w", BucketWorkers, err)
-	}
-	for _, e := range entries {
-		if e.Operation() != jetstream.KeyValuePut || strings.HasSuffix(e.Key(), "._owner") {
-			continue
-		}
-		b, ok := beatOf(e)
-		if !ok || time.Since(b.At) >= workerBeatTTL {
-			continue
-		}
-		if keyStore, keyWorker, _ := strings.Cut(e.Key(), "."); b.Store != keyStore || workerKey(b.Store, b.Worker) != e.Key() {
-			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: kvSubjectRoot + BucketWorkers + "." + e.Key(), Store: keyStore,
-				NamesStore: b.Store, Session: keyWorker, NamesSession: strings.TrimPrefix(workerKey(b.Store, b.Worker), b.Store+".")})
-			continue
-		}
-		beats = append(beats, b)
-	}
-	return beats, foreign, nil
-}
-
-// beatOf reads a worker's beat. A beat of a newer schema version is its worker (named by
-// its key), its store and the time it was written, nothing more: WorkerBeat.Newer.
-func beatOf(e jetstream.KeyValueEntry) (WorkerBeat, bool) {
-	if v, ok := recordV(e.Value()); ok && v > beatV {
-		store, worker, _ := strings.Cut(e.Key(), ".")
-		return WorkerBeat{V: v, Worker: worker, Store: store, At: e.Created().UTC()}, true
-	}
-	var b WorkerBeat
-	if json.Unmarshal(e.Value(), &b) != nil {
-		return b, false
-	}
-	return b, true
 }
 
 // unknownVersion hands back a delivery whose job is of a version this worker does not
@@ -155,7 +93,7 @@ func (s *Service) unknownVersion(ctx context.Context, d *delivery, v int, jobID 
 		delay = s.cfg.versionWaitAlone
 	}
 	for _, b := range s.storeBeats(ctx, store) {
-		if b.Worker != s.worker && slices.Contains(b.jobVersionsOf(), v) {
+		if b.Worker != s.worker && slices.Contains(b.JobVersionsOf(), v) {
 			others++
 		}
 	}
@@ -168,7 +106,7 @@ func (s *Service) unknownVersion(ctx context.Context, d *delivery, v int, jobID 
 		level = slog.LevelWarn
 	}
 	d.log.Log(ctx, level, "job of a schema version this worker does not understand; handed back for a worker that does",
-		"job_version", v, "understood", versionList(s.cfg.JobVersions), "workers_that_understand_it", others, "retry_in_s", seconds(delay))
+		"job_version", v, "understood", wire.VersionList(s.cfg.JobVersions), "workers_that_understand_it", others, "retry_in_s", seconds(delay))
 	s.handBack(ctx, d, handBackVersion, delay, jobID)
 }
 
@@ -189,10 +127,10 @@ const (
 // the delivery was not decoded (its "id", empty when it has none).
 func (s *Service) handBack(ctx context.Context, d *delivery, reason string, delay time.Duration, jobID string) {
 	if d.key == "" { // not decoded (a version this worker does not work): the key its workers use
-		d.key = attemptKey(d.ev.Store, d.ev.JobSeq, jobID)
+		d.key = fleetops.AttemptKey(d.ev.Store, d.ev.JobSeq, jobID)
 	}
 	uncount := d.attempt > 0
-	_, err := updateCount(ctx, s.res.attempts, "attempts", d.key, func(c *countRecord) bool {
+	_, err := fleetops.UpdateCount(ctx, s.res.attempts, "attempts", d.key, func(c *fleetops.CountRecord) bool {
 		if uncount {
 			c.N = max(c.N-1, 0)
 		}
@@ -216,7 +154,7 @@ func (s *Service) handBack(ctx context.Context, d *delivery, reason string, dela
 // delivery handed back (handBack). ok is false when that cannot be known now (the count
 // cannot be read): the delivery is then given back, not dead-lettered.
 func (s *Service) beyondBound(ctx context.Context, d *delivery) (beyond, ok bool) {
-	bound := uint64(s.cfg.MaxDeliver + maxFreeDeliveries)
+	bound := uint64(s.cfg.MaxDeliver + fleetops.MaxFreeDeliveries)
 	if d.delivered <= bound {
 		return false, true
 	}
@@ -228,7 +166,7 @@ func (s *Service) beyondBound(ctx context.Context, d *delivery) (beyond, ok bool
 		d.log.Warn("the job's hand-backs cannot be read; delivery given back", "err", err)
 		return false, false
 	}
-	c, err := parseCount(BucketAttempts, d.key, e.Value())
+	c, err := fleetops.ParseCount(wire.BucketAttempts, d.key, e.Value())
 	if err != nil {
 		// A count this worker cannot read (a newer compactor's) bounds nothing here.
 		d.log.Debug("the job's hand-backs cannot be read; the delivery is taken as within its bound", "err", err)
@@ -263,7 +201,7 @@ func (s *Service) heldQueued(ctx context.Context) int {
 	s.mu.Unlock()
 	n := 0
 	for seq, subject := range held {
-		if m, err := directLast(ctx, s.nc, StreamJobs, subject); errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Sequence != seq {
+		if m, err := fleetops.DirectLast(ctx, s.nc, wire.StreamJobs, subject); errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Sequence != seq {
 			s.noteHeld(seq, "", false)
 			continue
 		}

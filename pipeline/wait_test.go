@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -44,16 +46,16 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 	t.Cleanup(wc.Close)
 
 	type answer struct {
-		r   EnqueueResult
+		r   fleetops.EnqueueResult
 		err error
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, err := Enqueue(context.Background(), wc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
+		r, err := fleetops.Enqueue(context.Background(), wc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
 		done <- answer{r, err}
 	}()
 	jobs := func() uint64 {
-		st, err := b.js.Stream(context.Background(), StreamJobs)
+		st, err := b.js.Stream(context.Background(), wire.StreamJobs)
 		if err != nil {
 			return 0
 		}

@@ -8,7 +8,8 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Every API request and subject a store's worker and agent keep (pipeline/permissions.go),
@@ -31,11 +32,11 @@ func init() {
 	for _, role := range agentAndWorker {
 		register(Case{Name: "every subject of hostB's " + string(role) + " permissions, published and subscribed", Roles: agentAndWorker,
 			Attack: func(ctx context.Context, a *Attacker) (func(), error) {
-				perms, err := pipeline.PermissionsFor(role, []string{"hostB"})
+				perms, err := access.PermissionsFor(role, []string{"hostB"})
 				if err != nil {
 					return nil, err
 				}
-				mine, _ := pipeline.PermissionsFor(a.Role, []string{"hostA"})
+				mine, _ := access.PermissionsFor(a.Role, []string{"hostA"})
 				for _, p := range perms.Publish {
 					if !strings.Contains(p, "hostB") {
 						continue // the same for every store: the next case's
@@ -72,7 +73,7 @@ func init() {
 				if err != nil {
 					return nil, err
 				}
-				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+pipeline.BucketWorkers, inbox, body); err != nil {
+				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+wire.BucketWorkers, inbox, body); err != nil {
 					_ = sub.Unsubscribe()
 					continue
 				}
@@ -100,7 +101,7 @@ func init() {
 	// The worker's own consumer and its acknowledgements: acks of sequences it was never
 	// given, a pull of a thousand messages, and the watch consumers it may create: durable,
 	// pushing to hostB's subjects, or filtered on hostB's records.
-	register(Case{Name: "hostA's consumers: forged acks, pulls, watches filtered on hostB or pushing to it", Roles: []pipeline.Role{pipeline.RoleWorker},
+	register(Case{Name: "hostA's consumers: forged acks, pulls, watches filtered on hostB or pushing to it", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			for seq := 1; seq <= 20; seq++ {
 				for _, ack := range []string{"+ACK", "-NAK", "+TERM", "+WPI"} {
@@ -112,7 +113,7 @@ func init() {
 			for _, c := range []struct{ filter, deliver string }{
 				{"$KV.COMPACTOR_SWEEP.hostB.>", ""},
 				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Jobs},
-				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Keys[pipeline.BucketPrepared]},
+				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Keys[wire.BucketPrepared]},
 				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Hook},
 			} {
 				cfg := map[string]any{"name": "rt-watch", "durable_name": "rt-watch", "filter_subject": c.filter, "ack_policy": "none", "deliver_policy": "all"}

@@ -8,6 +8,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"net/http"
 	"net/url"
@@ -24,7 +27,6 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/internal/console/consoletest"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // The web console: `compactor console --credentials DIR` of the fleet (every account's
@@ -120,7 +122,7 @@ func (c *operatorConsole) showsBoth(ctx context.Context) error {
 		return err
 	}
 	var fleet struct {
-		Stores []pipeline.StoreView `json:"stores"`
+		Stores []operator.StoreView `json:"stores"`
 	}
 	_ = json.Unmarshal([]byte(api), &fleet)
 	workers := map[string]int{}
@@ -142,17 +144,17 @@ func forgeConsoleRecords(ctx context.Context, a *Attacker, text string) (seq uin
 	if seq, sid, err = forgeOperatorRecords(ctx, a, text); err != nil {
 		return 0, "", nil, err
 	}
-	lease := "$KV." + pipeline.BucketLeases + "." + pipeline.PreparedKey("hostA", sid)
+	lease := "$KV." + wire.BucketLeases + "." + wire.PreparedKey("hostA", sid)
 	lv, _ := json.Marshal(map[string]any{"v": 1, "worker": text, "jobId": text, "since": time.Now().UTC(), "sessionId": sid, "path": text, "kind": text, "delivery": 1})
 	if _, err := a.Publish(ctx, lease, nil, lv); err != nil {
 		return 0, "", nil, fmt.Errorf("the lease: %w", err)
 	}
 	remove = func() { _, _ = a.Publish(context.Background(), lease, Header{"KV-Operation": "DEL"}, nil) }
-	agent := a.f.conn("agent-hostA", pipeline.RoleAgent, "hostA")
+	agent := a.f.conn("agent-hostA", access.RoleAgent, "hostA")
 	defer agent.Close()
-	rep, _ := json.Marshal(pipeline.HookReport{V: 1, Store: "hostA", SessionID: sid, Outcome: pipeline.HookMiss, Result: pipeline.HookResultPi,
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostA", SessionID: sid, Outcome: wire.HookMiss, Result: wire.HookResultPi,
 		ReasonCode: text, Reason: text, PiReason: text, LatencyMs: 1})
-	if err := agent.Publish(pipeline.HookSubject("hostA", sid), rep); err != nil {
+	if err := agent.Publish(wire.HookSubject("hostA", sid), rep); err != nil {
 		remove()
 		return 0, "", nil, err
 	}
@@ -166,7 +168,7 @@ func forgeConsoleRecords(ctx context.Context, a *Attacker, text string) (seq uin
 func init() {
 	// Records with markup, shown by the operators' console of both accounts: every page
 	// (whole, and the live view's partial refresh) and every /api answer.
-	register(Case{Name: "records carrying markup, shown by the operators' console of both accounts (compactor console --credentials)", Roles: []pipeline.Role{pipeline.RoleWorker},
+	register(Case{Name: "records carrying markup, shown by the operators' console of both accounts (compactor console --credentials)", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			c, err := a.f.console()
 			if err != nil {
@@ -236,7 +238,7 @@ func init() {
 	// hostA's worker's and agent's keys, where the operator's are needed: a console run
 	// with them, the operators' console asked with what they hold, the console's actions
 	// as commands, and hostA's own worker's HTTP listener.
-	register(Case{Name: "the console's data and actions with hostA's worker's or agent's key", Roles: []pipeline.Role{pipeline.RoleWorker, pipeline.RoleAgent},
+	register(Case{Name: "the console's data and actions with hostA's worker's or agent's key", Roles: []access.Role{access.RoleWorker, access.RoleAgent},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			// A console of its own with the key: it reads nothing and serves nothing.
 			cctx, cancel := context.WithTimeout(ctx, 90*time.Second)
@@ -287,15 +289,15 @@ func init() {
 				}
 			}
 			// A dead letter of hostA's (its admin's: the agent writes none) for the actions.
-			dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject("hostA", sourceID, pipeline.KindCompact), JobSeq: 1,
+			dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject("hostA", sourceID, wire.KindCompact), JobSeq: 1,
 				Job: json.RawMessage(`{"v":1,"kind":"compact","store":"hostA","sessionId":"` + sourceID + `","path":"x.jsonl"}`), Reason: "redteam", Deliveries: 1, At: time.Now().UTC()})
 			jsA, _ := jetstream.New(a.adminA)
-			ack, err := jsA.Publish(ctx, pipeline.DLQSubject("hostA", sourceID), dl)
+			ack, err := jsA.Publish(ctx, wire.DLQSubject("hostA", sourceID), dl)
 			if err != nil {
 				return nil, err
 			}
 			settingsSeq := func() uint64 {
-				s, err := jsA.Stream(ctx, "KV_"+pipeline.BucketSettings)
+				s, err := jsA.Stream(ctx, "KV_"+wire.BucketSettings)
 				if err != nil {
 					return 0
 				}
@@ -333,7 +335,7 @@ func init() {
 			if after := settingsSeq(); after != before {
 				return nil, fmt.Errorf("taken: %d settings records written by hostA's %s's refused actions", after-before, a.Role)
 			}
-			str, err := jsA.Stream(ctx, pipeline.StreamDLQ)
+			str, err := jsA.Stream(ctx, wire.StreamDLQ)
 			if err != nil {
 				return nil, err
 			}

@@ -16,9 +16,11 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/nats-io/nkeys"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/internal/fakellm"
-
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Instructions: a job's `instructions` that reached the summary prompt verbatim would bring
@@ -78,7 +80,7 @@ func (a *Attacker) notAtHostB() error {
 // jobsOfHostA counts the messages of hostA's jobs stream (hostA's admin's key).
 func (a *Attacker) jobsOfHostA(ctx context.Context) (uint64, error) {
 	js, _ := jetstream.New(a.adminA)
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return 0, err
 	}
@@ -91,9 +93,9 @@ func (a *Attacker) jobsOfHostA(ctx context.Context) (uint64, error) {
 
 // retryA runs hostA's operator's `dlq retry` of session id's dead letters (with extra
 // flags) and returns its results and standard error.
-func (a *Attacker) retryA(ctx context.Context, id string, extra ...string) ([]pipeline.RetryResult, string, error) {
+func (a *Attacker) retryA(ctx context.Context, id string, extra ...string) ([]operator.RetryResult, string, error) {
 	out, errOut, _ := a.f.cli(ctx, "operator-hostA", append([]string{"dlq", "retry", "--store", "hostA", "--session", id, "--json"}, extra...)...)
-	var res []pipeline.RetryResult
+	var res []operator.RetryResult
 	if err := json.Unmarshal([]byte(out), &res); err != nil || len(res) == 0 {
 		return nil, errOut, fmt.Errorf("dlq retry %v: %v %s%s", extra, err, out, errOut)
 	}
@@ -108,7 +110,7 @@ func init() {
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			dir, cleanup := a.scratch("inject")
 			defer cleanup()
-			for _, kind := range []string{pipeline.KindCompact, pipeline.KindPrepare} {
+			for _, kind := range []string{wire.KindCompact, wire.KindPrepare} {
 				rel := filepath.Join(dir, kind+".jsonl")
 				id, err := a.writeA(rel)
 				if err != nil {
@@ -116,7 +118,7 @@ func init() {
 				}
 				j := compactA(rel, id)
 				j.Kind, j.Instructions = kind, injection
-				if kind == pipeline.KindPrepare {
+				if kind == wire.KindPrepare {
 					j.ExpectLeafID, j.KeepRecentTokens, j.Force, j.Policy, j.Counter = a.f.leaf, 6000, false, "pi", "estimate"
 				}
 				n := a.ModelA().Count()
@@ -166,7 +168,7 @@ func init() {
 			if m := a.ModelA().Count() - n; m != 0 {
 				return nil, fmt.Errorf("%d summaries asked for with refused instructions", m)
 			}
-			if a.Role == pipeline.RoleAgent {
+			if a.Role == access.RoleAgent {
 				_, errOut, err := a.CLI(ctx, "enqueue", filepath.Join(a.Root, rel), "--store-dir", a.Root, "--store", "hostA", "--instructions", "red \x1b[31m")
 				if err == nil || !strings.Contains(errOut, "--instructions: control character U+001B at byte 4") {
 					return nil, fmt.Errorf("enqueue --instructions with an escape sequence: %v %s", err, errOut)
@@ -243,15 +245,15 @@ func init() {
 	// instructions), retried with --allow-instructions: the flag passes instructions on, never
 	// a job to another store: refused naming both stores, 0 jobs published, nothing logged
 	// as passed on.
-	register(Case{Name: "instructions: a forged dead letter naming hostB, retried with --allow-instructions", Roles: []pipeline.Role{pipeline.RoleWorker},
+	register(Case{Name: "instructions: a forged dead letter naming hostB, retried with --allow-instructions", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			_, _, id := a.victim()
-			job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostB", Path: a.f.next.rel, SessionID: id, Force: true,
+			job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: a.f.next.rel, SessionID: id, Force: true,
 				Instructions: injection, ID: "rt-forged-" + newID(), RequestedAt: time.Now().UTC()})
 			// On hostA's subject of hostB's session: with the job subject it names, and without.
-			for _, subject := range []string{pipeline.JobSubject("hostB", id, pipeline.KindCompact), ""} {
-				dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: subject, Job: job, Reason: "failed", At: time.Now().UTC()})
-				if _, err := a.Publish(ctx, pipeline.DLQSubject("hostA", id), nil, dl); err != nil {
+			for _, subject := range []string{wire.JobSubject("hostB", id, wire.KindCompact), ""} {
+				dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: subject, Job: job, Reason: "failed", At: time.Now().UTC()})
+				if _, err := a.Publish(ctx, wire.DLQSubject("hostA", id), nil, dl); err != nil {
 					return nil, err
 				}
 			}

@@ -12,7 +12,7 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/access"
 )
 
 // hostA at every one of its limits: its jobs (of a job version nobody works, handed back
@@ -61,7 +61,7 @@ func fill(ctx context.Context, a *Attacker, n int, subject func(i int) string, h
 }
 
 func init() {
-	register(Case{Name: "hostA at every one of its limits: jobs of an unknown version, events, dead letters, every bucket, consumers", Roles: []pipeline.Role{pipeline.RoleWorker}, Last: true,
+	register(Case{Name: "hostA at every one of its limits: jobs of an unknown version, events, dead letters, every bucket, consumers", Roles: []access.Role{access.RoleWorker}, Last: true,
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			body := []byte(`{"v":99,"kind":"compact","store":"hostA","path":"p","sessionId":"s","id":"x","pad":"` + strings.Repeat("x", 900) + `"}`)
 			var summary []string

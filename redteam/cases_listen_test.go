@@ -9,7 +9,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/access"
 )
 
 // The smaller findings of issue 32: an embedded server beyond loopback (taking anyone
@@ -17,7 +17,7 @@ import (
 // store's keys, which waited 10 s before.
 
 func init() {
-	register(Case{Name: "an embedded server beyond loopback: --insecure-local, or its token without TLS", Roles: []pipeline.Role{pipeline.RoleWorker},
+	register(Case{Name: "an embedded server beyond loopback: --insecure-local, or its token without TLS", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			for _, extra := range [][]string{{"--insecure-local"}, {}} {
 				args := append([]string{"run", "--once", "--store", "rt=" + a.Root, "--data-dir", filepath.Join(a.f.dir, "rt-embedded"), "--listen", "0.0.0.0:0"}, extra...)
@@ -30,7 +30,7 @@ func init() {
 			}
 			return nil, nil
 		}})
-	register(Case{Name: "compactor status with hostA's keys: at once, nothing of hostB's", Roles: []pipeline.Role{pipeline.RoleWorker, pipeline.RoleAgent, pipeline.RoleOperator},
+	register(Case{Name: "compactor status with hostA's keys: at once, nothing of hostB's", Roles: []access.Role{access.RoleWorker, access.RoleAgent, access.RoleOperator},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			for _, store := range []string{"hostA", "hostB"} {
 				start := time.Now()

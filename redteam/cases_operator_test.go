@@ -13,8 +13,12 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/visible"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // What the operator reads: records hostA's keys write and hostA's operator (or the
@@ -34,22 +38,20 @@ const markup = `"'><img src=x onerror=alert(1)><script>alert(2)</script><a href=
 // returns the dead letter's sequence and the session they name.
 func forgeOperatorRecords(ctx context.Context, a *Attacker, text string) (uint64, string, error) {
 	sid := fmt.Sprintf("019a5d6f-0000-7000-8000-%012x", time.Now().UnixNano()&0xffffffffffff)
-	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostA", Path: text + ".jsonl", SessionID: sid, Reason: text})
-	dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject("hostA", sid, pipeline.KindCompact), JobSeq: 1, Job: job,
+	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostA", Path: text + ".jsonl", SessionID: sid, Reason: text})
+	dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject("hostA", sid, wire.KindCompact), JobSeq: 1, Job: job,
 		Reason: text, Error: text, Deliveries: 1, Worker: text, At: time.Now().UTC()})
-	ack, err := a.Publish(ctx, pipeline.DLQSubject("hostA", sid), nil, dl)
+	ack, err := a.Publish(ctx, wire.DLQSubject("hostA", sid), nil, dl)
 	if err != nil {
 		return 0, "", err
 	}
-	ev, _ := json.Marshal(pipeline.Event{V: 1, JobID: text, JobSeq: 424242, Store: "hostA", SessionID: sid, Path: text, Kind: pipeline.KindCompact,
-		Outcome: pipeline.OutcomeFailed, Reason: text, Error: text, Worker: text, LLMModel: text, LLMTokens: 2, LLMInputTokens: 1, LLMOutputTokens: 1,
-		Attempt: 1, At: time.Now().UTC()})
-	if _, err := a.Publish(ctx, pipeline.JobEventSubject("hostA", sid, 424242), nil, ev); err != nil {
+	ev, _ := json.Marshal(wire.Event{V: 1, JobID: text, JobSeq: 424242, JobRef: wire.JobRef{Store: "hostA", SessionID: sid, Path: text, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: text, LLMTokens: 2, LLMInputTokens: 1, LLMOutputTokens: 1}, Error: text, Worker: text, LLMModel: text, Attempt: 1, At: time.Now().UTC()})
+	if _, err := a.Publish(ctx, wire.JobEventSubject("hostA", sid, 424242), nil, ev); err != nil {
 		return 0, "", err
 	}
-	beat, _ := json.Marshal(pipeline.WorkerBeat{V: 1, Worker: "rt-text", Store: "hostA", Host: text, Version: text, Concurrency: 1,
+	beat, _ := json.Marshal(fleetops.WorkerBeat{V: 1, Worker: "rt-text", Store: "hostA", Host: text, Version: text, Concurrency: 1,
 		Started: time.Now().UTC(), At: time.Now().UTC()})
-	if _, err := a.Publish(ctx, "$KV."+pipeline.BucketWorkers+".hostA.rt-text", nil, beat); err != nil {
+	if _, err := a.Publish(ctx, "$KV."+wire.BucketWorkers+".hostA.rt-text", nil, beat); err != nil {
 		return 0, "", err
 	}
 	return ack.Sequence, sid, nil
@@ -69,7 +71,7 @@ func rawLines(out string) []string {
 func init() {
 	// A forged dead letter's ESC [2J, OSC 8 link, CR and RTL override reached the
 	// operator's terminal raw through dlq list and show (and events, status).
-	register(Case{Name: "records carrying terminal escapes, read by hostA's operator (dlq list/show, events, status)", Roles: []pipeline.Role{pipeline.RoleWorker},
+	register(Case{Name: "records carrying terminal escapes, read by hostA's operator (dlq list/show, events, status)", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			seq, sid, err := forgeOperatorRecords(ctx, a, termEscapes)
 			if err != nil {
@@ -100,40 +102,40 @@ func init() {
 	// beat, a running job's lease, a pause record, an event). The operators' view of both
 	// accounts (fleet.json: hostB is the other account's) and hostA's operator's status
 	// show none of them as hostB's.
-	register(Case{Name: "records under hostB's names relayed into hostA's account, read by the operators' view of both accounts", Roles: []pipeline.Role{pipeline.RoleWorker},
+	register(Case{Name: "records under hostB's names relayed into hostA's account, read by the operators' view of both accounts", Roles: []access.Role{access.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			now := time.Now().UTC()
 			relays := []struct {
 				stream, target string
 				value          any
 			}{
-				{"KV_" + pipeline.BucketWorkers, "$KV." + pipeline.BucketWorkers + ".hostB.rt-relay",
-					pipeline.WorkerBeat{V: 1, Worker: "rt-relay", Store: "hostB", Host: "FORGED", Concurrency: 1, Started: now, At: now}},
-				{"KV_" + pipeline.BucketLeases, a.B.Keys[pipeline.BucketLeases],
+				{"KV_" + wire.BucketWorkers, "$KV." + wire.BucketWorkers + ".hostB.rt-relay",
+					fleetops.WorkerBeat{V: 1, Worker: "rt-relay", Store: "hostB", Host: "FORGED", Concurrency: 1, Started: now, At: now}},
+				{"KV_" + wire.BucketLeases, a.B.Keys[wire.BucketLeases],
 					map[string]any{"v": 1, "worker": "FORGED", "jobId": "x", "since": now, "sessionId": sourceID, "path": "FORGED"}},
-				{"KV_" + pipeline.BucketSettings, "$KV." + pipeline.BucketSettings + ".paused.hostB",
-					pipeline.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "FORGED", By: "FORGED", At: now}},
-				{pipeline.StreamEvents, pipeline.JobEventSubject("hostB", sourceID, 77),
-					pipeline.Event{V: 1, JobSeq: 77, Store: "hostB", SessionID: sourceID, Kind: pipeline.KindCompact, Outcome: pipeline.OutcomeFailed, Reason: "FORGED", At: now}},
+				{"KV_" + wire.BucketSettings, "$KV." + wire.BucketSettings + ".paused.hostB",
+					fleetops.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "FORGED", By: "FORGED", At: now}},
+				{wire.StreamEvents, wire.JobEventSubject("hostB", sourceID, 77),
+					wire.Event{V: 1, JobSeq: 77, JobRef: wire.JobRef{Store: "hostB", SessionID: sourceID, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: "FORGED"}, At: now}},
 			}
 			for i, r := range relays {
-				src := fmt.Sprintf("$KV.%s.hostA.rt-relay-%d", pipeline.BucketPrepared, i)
+				src := fmt.Sprintf("$KV.%s.hostA.rt-relay-%d", wire.BucketPrepared, i)
 				b, _ := json.Marshal(r.value)
 				if _, err := a.Publish(ctx, src, nil, b); err != nil {
 					return nil, err
 				}
-				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+pipeline.BucketPrepared+"."+src, r.target, nil); err != nil {
+				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+wire.BucketPrepared+"."+src, r.target, nil); err != nil {
 					return nil, err
 				}
 				if err := a.InHostA(ctx, r.stream, r.target); err != nil {
 					return nil, err
 				}
 			}
-			opA, opB := a.f.conn("operator-hostA", pipeline.RoleOperator), a.f.conn("operator-hostB", pipeline.RoleOperator)
+			opA, opB := a.f.conn("operator-hostA", access.RoleOperator), a.f.conn("operator-hostB", access.RoleOperator)
 			defer opA.Close()
 			defer opB.Close()
-			v, err := pipeline.OpenFleetView(ctx, []pipeline.FleetAccount{{Name: "compactor-hostA", Conn: opA, Stores: []string{"hostA"}},
-				{Name: "compactor-hostB", Conn: opB, Stores: []string{"hostB"}}}, pipeline.FleetViewOptions{Events: true})
+			v, err := operator.OpenFleetView(ctx, []operator.FleetAccount{{Name: "compactor-hostA", Conn: opA, Stores: []string{"hostA"}},
+				{Name: "compactor-hostB", Conn: opB, Stores: []string{"hostB"}}}, operator.FleetViewOptions{Events: true})
 			if err != nil {
 				return nil, err
 			}
@@ -175,12 +177,12 @@ func init() {
 
 	// Pause records: no store's key writes one, nor reads another store's; an account's
 	// operator pauses only the stores set up in its account.
-	register(Case{Name: "pause records: written by hostA's worker or agent, read for hostB, hostB paused by hostA's operator", Roles: []pipeline.Role{pipeline.RoleWorker, pipeline.RoleAgent, pipeline.RoleOperator},
+	register(Case{Name: "pause records: written by hostA's worker or agent, read for hostB, hostB paused by hostA's operator", Roles: []access.Role{access.RoleWorker, access.RoleAgent, access.RoleOperator},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
-			if a.Role == pipeline.RoleOperator {
+			if a.Role == access.RoleOperator {
 				js, _ := jetstream.New(a.adminA)
 				count := func() uint64 {
-					s, err := js.Stream(ctx, "KV_"+pipeline.BucketSettings)
+					s, err := js.Stream(ctx, "KV_"+wire.BucketSettings)
 					if err != nil {
 						return 0
 					}
@@ -200,14 +202,14 @@ func init() {
 				}
 				return nil, nil
 			}
-			rec, _ := json.Marshal(pipeline.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "redteam", At: time.Now().UTC()})
+			rec, _ := json.Marshal(fleetops.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "redteam", At: time.Now().UTC()})
 			for _, st := range []string{"hostA", "hostB"} {
-				_, err := a.Publish(ctx, "$KV."+pipeline.BucketSettings+".paused."+st, nil, rec)
+				_, err := a.Publish(ctx, "$KV."+wire.BucketSettings+".paused."+st, nil, rec)
 				if err := a.Refused(err, "a pause record of "+st+" written by hostA's "+string(a.Role)); err != nil {
 					return nil, err
 				}
 			}
-			m, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+pipeline.BucketSettings+".$KV."+pipeline.BucketSettings+".paused.hostB", "", nil)
+			m, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+wire.BucketSettings+".$KV."+wire.BucketSettings+".paused.hostB", "", nil)
 			if err == nil && len(m.Data) > 0 && m.Header.Get("Status") == "" {
 				return nil, fmt.Errorf("leak: hostA's %s read a pause record of hostB: %s", a.Role, m.Data)
 			}

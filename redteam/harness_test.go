@@ -11,6 +11,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"net/http"
 	"os"
 	"os/exec"
@@ -132,8 +135,8 @@ func startFleetIn(t *testing.T, oneAccount bool) *fleet {
 		f.llm[st].SetDefault(fakellm.Behavior{Latency: 150 * time.Millisecond})
 		f.startWorker(st)
 	}
-	f.adminB = f.conn("admin-hostB", pipeline.RoleAdmin)
-	f.agentB = f.conn("agent-hostB", pipeline.RoleAgent, "hostB")
+	f.adminB = f.conn("admin-hostB", access.RoleAdmin)
+	f.agentB = f.conn("agent-hostB", access.RoleAgent, "hostB")
 	plan, errOut, err := run(context.Background(), "plan", filepath.Join(f.roots["hostB"], sourceSession), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", "2000")
 	var p struct {
 		FirstKept string `json:"firstKeptEntryId"`
@@ -229,9 +232,9 @@ func (f *fleet) startWorker(st string) {
 func (f *fleet) seed(user string) string { return filepath.Join(f.creds, user+".nk") }
 
 // conn connects as user, acting as role for stores (its inbox, its refusals said at once).
-func (f *fleet) conn(user string, role pipeline.Role, stores ...string) *nats.Conn {
+func (f *fleet) conn(user string, role access.Role, stores ...string) *nats.Conn {
 	f.t.Helper()
-	n := pipeline.NATSConfig{URL: f.url, NKeySeedFile: f.seed(user), Role: role, Stores: stores, Name: "redteam " + user}
+	n := access.NATSConfig{URL: f.url, NKeySeedFile: f.seed(user), Role: role, Stores: stores, Name: "redteam " + user}
 	nc, err := n.Connect()
 	if err != nil {
 		f.t.Fatal(err)
@@ -271,8 +274,8 @@ func (f *fleet) newSession(store string) *session {
 }
 
 // prepareJob is hostB's preparation of s, as the Pi extension asks for one.
-func (f *fleet) prepareJob(s *session) pipeline.Job {
-	j := pipeline.Job{Kind: pipeline.KindPrepare, Store: "hostB", Path: s.rel, SessionID: s.id, ExpectLeafID: f.leaf, Reason: "extension",
+func (f *fleet) prepareJob(s *session) wire.Job {
+	j := wire.Job{Kind: wire.KindPrepare, Store: "hostB", Path: s.rel, SessionID: s.id, ExpectLeafID: f.leaf, Reason: "extension",
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 6000}
 	j.Normalize(time.Now())
 	return j
@@ -300,44 +303,44 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		}
 		return nil
 	}
-	key := "$KV." + pipeline.BucketPrepared + "." + pipeline.PreparedKey("hostB", s.id)
+	key := "$KV." + wire.BucketPrepared + "." + wire.PreparedKey("hostB", s.id)
 	steps := []struct {
 		name string
 		do   func() error
 	}{
 		{"prepare", func() error {
-			r, err := pipeline.Enqueue(ctx, f.agentB, f.prepareJob(s), true, f.flowTimeout)
+			r, err := fleetops.Enqueue(ctx, f.agentB, f.prepareJob(s), true, f.flowTimeout)
 			if err == nil && r.Event.Outcome != pipeline.OutcomeDone {
 				err = fmt.Errorf("outcome %s: %s %s", r.Event.Outcome, r.Event.Reason, r.Event.Error)
 			}
 			return err
 		}},
 		{"read prepared", func() error {
-			v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+			v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+wire.BucketPrepared, key)
 			if err == nil && v == nil {
 				err = errors.New("no prepared value")
 			}
 			return err
 		}},
 		{"bridge", func() error {
-			req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "hostB", Path: s.rel, SessionID: s.id, LeafID: f.leaf, FirstKeptEntryID: f.cut})
-			m, err := f.agentB.RequestWithContext(ctx, pipeline.BridgeSubject("hostB", s.id), req)
+			req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "hostB", Path: s.rel, SessionID: s.id, LeafID: f.leaf, FirstKeptEntryID: f.cut})
+			m, err := f.agentB.RequestWithContext(ctx, wire.BridgeSubject("hostB", s.id), req)
 			if err != nil {
 				return err
 			}
-			var rep pipeline.BridgeReply
+			var rep wire.BridgeReply
 			if json.Unmarshal(m.Data, &rep) != nil || rep.Error != "" {
 				return fmt.Errorf("reply %s", m.Data)
 			}
 			return nil
 		}},
 		{"hook", func() error {
-			rep, _ := json.Marshal(pipeline.HookReport{V: 1, Store: "hostB", SessionID: s.id, Outcome: pipeline.HookHit, Bridged: true})
-			if err := f.agentB.Publish(pipeline.HookSubject("hostB", s.id), rep); err != nil {
+			rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostB", SessionID: s.id, Outcome: wire.HookHit, Bridged: true})
+			if err := f.agentB.Publish(wire.HookSubject("hostB", s.id), rep); err != nil {
 				return err
 			}
 			for {
-				v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+				v, err := natstest.DirectGet(ctx, f.agentB, "KV_"+wire.BucketPrepared, key)
 				if err != nil || v == nil {
 					return err
 				}
@@ -351,7 +354,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		{"enqueue --wait", func() error {
 			out, errOut, err := f.cli(ctx, "agent-hostB", "enqueue", filepath.Join(f.roots["hostB"], s.rel), "--store-dir", f.roots["hostB"], "--store", "hostB",
 				"--force", "--wait", "--timeout", f.flowTimeout.String())
-			var ev pipeline.Event
+			var ev wire.Event
 			if err == nil && (json.Unmarshal([]byte(out), &ev) != nil || ev.Outcome != pipeline.OutcomeDone) {
 				err = fmt.Errorf("%s", out)
 			}
@@ -427,9 +430,9 @@ func (f *fleet) snapshot(ctx context.Context) snapshot {
 		}
 		slices.Sort(cons)
 		put("consumers "+name, []byte(strings.Join(cons, "\n")))
-		if name == "KV_"+pipeline.BucketWorkers {
-			if m, err := str.GetLastMsgForSubject(ctx, "$KV."+pipeline.BucketWorkers+".hostB._owner"); err == nil {
-				var id pipeline.StoreIdentity
+		if name == "KV_"+wire.BucketWorkers {
+			if m, err := str.GetLastMsgForSubject(ctx, "$KV."+wire.BucketWorkers+".hostB._owner"); err == nil {
+				var id fleetops.StoreIdentity
 				_ = json.Unmarshal(m.Data, &id)
 				b, _ := json.Marshal([]any{id.Store, id.Marker, id.Host, id.Root, id.Dev, id.Ino, id.Shared})
 				put("owner of hostB", b)
@@ -547,12 +550,12 @@ func (f *fleet) metric(store, name string) float64 {
 // quiet waits until store has no job queued or running (its leases released).
 func (f *fleet) quiet(store string) {
 	f.t.Helper()
-	admin := f.conn("admin-"+store, pipeline.RoleAdmin)
+	admin := f.conn("admin-"+store, access.RoleAdmin)
 	js, _ := jetstream.New(admin)
 	waitfor.Until(f.t, store+" quiet", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := js.Consumer(ctx, pipeline.StreamJobs, pipeline.ConsumerName(store))
+		c, err := js.Consumer(ctx, wire.StreamJobs, fleetops.ConsumerName(store))
 		if err != nil {
 			return false
 		}

@@ -7,12 +7,12 @@
 // letter, event) and knows nothing of compaction. This package joins them, and is the
 // only one that does:
 //
-//   - Handler turns a pipeline.Job into an engine.Request and calls Compact,
+//   - Handler turns a wire.Job into an engine.Request and calls Compact,
 //     BranchSummary or Prepare, by the rules of the Pi release the job names (PiVersions);
 //     Bridger does the same for a bridge request (Bridge, Extract), and Assessor for a
 //     sweep's budget check (CheckBudgetAs);
 //   - outcomes.go turns what the engine answers into the job's outcome: its result into a
-//     pipeline.Result, its errors into the pipeline's classes (skip, busy, retry,
+//     wire.Result, its errors into the pipeline's classes (skip, busy, retry,
 //     permanent), in one place;
 //   - RefuseInstructions skips the jobs that carry summary instructions for a store that
 //     refuses them, before anything is read.

@@ -82,7 +82,7 @@ func (pv PiVersions) of(store string) string {
 // forRequest is the Pi release a job or bridge request of the store is served with: the
 // one it names (the agent's), else the store's. unknown is the release when compactor does
 // not know it ("" otherwise), refusal the skip reason when --pi-unknown refuse turns it
-// away. A malformed version is an error (pipeline.Job.Validate refuses one before).
+// away. A malformed version is an error (wire.Job.Validate refuses one before).
 func (pv PiVersions) forRequest(store, named string) (version, unknown, refusal string, err error) {
 	version = named
 	if version == "" {

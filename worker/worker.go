@@ -7,10 +7,14 @@ import (
 	"fmt"
 	"log/slog"
 
+	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Handler works the jobs the pipeline delivers with e, exactly as `compactor compact` (or
@@ -20,31 +24,31 @@ import (
 // compactor_pi_version_unknown_total), or skipped. prepared returns the store of prepared
 // summaries: the service's bucket, which exists once the service has started, hence a
 // function.
-func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
-	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore) pipeline.Handler {
+	return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
 		if err != nil {
-			return pipeline.Result{}, pipeline.Permanent(fmt.Errorf("job: %w", err))
+			return wire.Result{}, pipeline.Permanent(fmt.Errorf("job: %w", err))
 		}
 		if refusal != "" {
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: refusal, PiUnknown: unknown}, nil
+			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: refusal}, PiUnknown: unknown}, nil
 		}
 		req := engine.Request{File: file, Settings: engine.Settings{Pi: pi, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result
 		switch job.Kind {
-		case pipeline.KindBranchSummary:
+		case wire.KindBranchSummary:
 			res, err = e.BranchSummary(ctx, req)
-		case pipeline.KindPrepare:
+		case wire.KindPrepare:
 			res, err = prepareJob(ctx, e, job, req, prepared)
-		case pipeline.KindBase:
+		case wire.KindBase:
 			res, err = baseJob(ctx, e, job, req, prepared)
 		default:
 			res, err = e.Compact(ctx, req)
 		}
 		if err != nil {
-			return pipeline.Result{PiUnknown: unknown}, classify(err)
+			return wire.Result{PiUnknown: unknown}, classify(err)
 		}
 		out := jobResult(res)
 		out.PiUnknown = unknown
@@ -53,8 +57,8 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 }
 
 // prepareJob makes a preparation on top of the session's previous one and stores it.
-func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
-	var store pipeline.PreparedStore
+func prepareJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore) (*engine.Result, error) {
+	var store agents.PreparedStore
 	if prepared != nil {
 		store = prepared()
 	}
@@ -88,7 +92,7 @@ func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req eng
 
 // readBase is the session's base (engine.Base) for the session file at path, nil when there
 // is none, it cannot be read, or it is another file's (a copy under another name).
-func readBase(ctx context.Context, store pipeline.PreparedStore, storeName, sessionID, path string) *engine.Base {
+func readBase(ctx context.Context, store agents.PreparedStore, storeName, sessionID, path string) *engine.Base {
 	if store == nil {
 		return nil
 	}
@@ -106,8 +110,8 @@ func readBase(ctx context.Context, store pipeline.PreparedStore, storeName, sess
 // baseJob makes the model's summary of what an extract answered (engine.MakeBase) and lands
 // it on the session's base: stored when the base still holds the state it was made on,
 // discarded (superseded) when the session moved on meanwhile.
-func baseJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
-	var store pipeline.PreparedStore
+func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore) (*engine.Result, error) {
+	var store agents.PreparedStore
 	if prepared != nil {
 		store = prepared()
 	}
@@ -163,8 +167,8 @@ func baseJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine
 // answer made without a model at that cut (engine.Extract). After an extract it stores the
 // base the extract leaves and, when bases are on, queues the job that has a model summarize
 // the extract's span (a base job, through follow).
-func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
-	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error), logger *slog.Logger) agents.Bridger {
+	return agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
 			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %w", err)}
@@ -173,7 +177,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %s", refusal)}
 		}
 		if req.Extract {
-			var store pipeline.PreparedStore
+			var store agents.PreparedStore
 			if prepared != nil && follow != nil {
 				store = prepared()
 			}
@@ -186,10 +190,10 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 			out.Store, out.Path = req.Store, req.Path
 			if store != nil {
 				made, latest := out.LeftBase(req.LeafID)
-				job := pipeline.Job{Kind: pipeline.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
+				job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
 					ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
 					Counter: "estimate", KeepRecentTokens: req.KeepRecentTokens, PiVersion: req.PiVersion}
-				pipeline.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
+				agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
 			}
 			return json.Marshal(out)
 		}
@@ -200,7 +204,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 		if prep.Path != req.Path || prep.SessionID != req.SessionID {
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
-		var store pipeline.PreparedStore
+		var store agents.PreparedStore
 		if prepared != nil && follow != nil {
 			store = prepared()
 		}
@@ -212,8 +216,8 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
 			// made on the previous compaction's text before its base landed: the next summary
 			// builds on the base and reads this preparation's span again
-			pipeline.AfterReply(ctx, func(ctx context.Context) {
-				leaveBase(ctx, store, nil, made, latest, pipeline.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
+			agents.AfterReply(ctx, func(ctx context.Context) {
+				leaveBase(ctx, store, nil, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
 			})
 		}
 		return json.Marshal(out)
@@ -223,19 +227,19 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 // Assessor adapts the engine's budget check to the pipeline's sweeps, for the Pi release
 // of the store that holds each file. It also fingerprints the settings the budget and a
 // job's effect depend on, so a sweep assesses unchanged files again when they change.
-func Assessor(e *engine.Engine, pv PiVersions) pipeline.Assessor { return assessor{e, pv} }
+func Assessor(e *engine.Engine, pv PiVersions) sweep.Assessor { return assessor{e, pv} }
 
 type assessor struct {
 	e  *engine.Engine
 	pv PiVersions
 }
 
-func (a assessor) Assess(ctx context.Context, file string) (pipeline.Assessment, error) {
+func (a assessor) Assess(ctx context.Context, file string) (sweep.Assessment, error) {
 	b, err := a.e.CheckBudgetAs(ctx, file, a.pv.forFile(file))
 	if err != nil {
-		return pipeline.Assessment{}, err
+		return sweep.Assessment{}, err
 	}
-	return pipeline.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
+	return sweep.Assessment{SessionID: b.SessionID, LeafID: b.LeafID, Tokens: b.Tokens, ContextWindow: b.ContextWindow,
 		OverBudget: b.OverBudget, Version: b.Version, HasAssistant: b.HasAssistant, Compacted: b.LeafIsCompaction}, nil
 }
 
@@ -251,8 +255,8 @@ func (a assessor) SettingsFingerprint() string {
 // stored now: engine.NextBase), then, with follow, queues the base job for it (an
 // extract's). Failures are logged: the value has answered Pi already, and the next extract
 // asks again.
-func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error),
-	made *engine.Base, latest *engine.BaseAnchor, job pipeline.Job, logger *slog.Logger) {
+func leaveBase(ctx context.Context, store agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error),
+	made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base
 		if current != nil {

@@ -3,6 +3,8 @@ package cli
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"os"
 	"path/filepath"
 	"strings"
@@ -11,7 +13,6 @@ import (
 	"github.com/nats-io/nats-server/v2/server"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // compactor auth makes one NATS account per --store group, with JetStream limits that hold
@@ -27,8 +28,8 @@ func TestAuthAccounts(t *testing.T) {
 		t.Fatalf("auth: exit %d\n%s", code, errOut)
 	}
 	for _, want := range []string{`"compactor-a": {`, `"compactor-b+c": {`,
-		fmt.Sprintf("max_file: %d, max_mem: 0, max_streams: %d, max_consumers: %d, max_bytes_required: true", pipeline.AccountStorage(3), pipeline.AccountStreams(), pipeline.AccountConsumers(2)),
-		fmt.Sprintf("is %d bytes in all", 2*pipeline.AccountStorage(3))} {
+		fmt.Sprintf("max_file: %d, max_mem: 0, max_streams: %d, max_consumers: %d, max_bytes_required: true", fleetops.AccountStorage(3), fleetops.AccountStreams(), fleetops.AccountConsumers(2)),
+		fmt.Sprintf("is %d bytes in all", 2*fleetops.AccountStorage(3))} {
 		if !strings.Contains(conf, want) {
 			t.Errorf("the configuration lacks %q:\n%s", want, conf)
 		}
@@ -49,15 +50,15 @@ func TestAuthAccounts(t *testing.T) {
 	var m command.Manifest
 	raw, err := os.ReadFile(filepath.Join(creds, command.ManifestFile))
 	if err != nil || json.Unmarshal(raw, &m) != nil || len(m.Accounts) != 2 || m.Accounts[1].Account != "compactor-b+c" ||
-		m.Accounts[1].Seeds[pipeline.RoleAdmin] != "admin-b+c.nk" {
+		m.Accounts[1].Seeds[access.RoleAdmin] != "admin-b+c.nk" {
 		t.Fatalf("fleet.json: %s (%v)", raw, err)
 	}
-	accts, err := command.FleetAccounts(creds, pipeline.RoleOperator, []string{"c"}, pipeline.NATSConfig{URL: "nats://x"})
+	accts, err := command.FleetAccounts(creds, access.RoleOperator, []string{"c"}, access.NATSConfig{URL: "nats://x"})
 	if err != nil || len(accts) != 1 || accts[0].Account != "compactor-b+c" || !strings.HasSuffix(accts[0].NATS.NKeySeedFile, "operator-b+c.nk") ||
 		strings.Join(accts[0].Stores, ",") != "c" {
 		t.Fatalf("the account of store c: %+v %v", accts, err)
 	}
-	if _, err := command.FleetAccounts(creds, pipeline.RoleOperator, []string{"z"}, pipeline.NATSConfig{}); err == nil || !strings.Contains(err.Error(), "store z") {
+	if _, err := command.FleetAccounts(creds, access.RoleOperator, []string{"z"}, access.NATSConfig{}); err == nil || !strings.Contains(err.Error(), "store z") {
 		t.Errorf("a store of no account: %v", err)
 	}
 	if code, _, errOut := runCLI(t, "auth", "--store", "a", "--store", "a,b", "--json"); code != ExitBadUse || !strings.Contains(errOut, "a store is in one account") {

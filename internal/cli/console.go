@@ -4,6 +4,8 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/operator"
 	"log/slog"
 	"net"
 	"net/http"
@@ -49,7 +51,7 @@ Examples:
 
 func runConsole(ctx context.Context, env *Env) error {
 	fs := command.NewFlagSet(env, "console", "[flags]", consoleHelp)
-	var n pipeline.NATSConfig
+	var n access.NATSConfig
 	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
 	configFile := command.ConfigFlag(fs.FlagSet, env)
@@ -138,14 +140,14 @@ func readFleetOnce(ctx context.Context, c *console.Console) error {
 
 // connectAccounts connects to each account as its operator; on an error, the connections
 // made so far are returned with it, for the caller to close.
-func connectAccounts(accounts []command.FleetAccount) ([]pipeline.FleetAccount, error) {
-	var conns []pipeline.FleetAccount
+func connectAccounts(accounts []command.FleetAccount) ([]operator.FleetAccount, error) {
+	var conns []operator.FleetAccount
 	for _, a := range accounts {
 		nc, err := a.NATS.Connect(nats.MaxReconnects(-1))
 		if err != nil {
 			return conns, command.AccountErr(a.Account, err)
 		}
-		fa := pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
+		fa := operator.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores}
 		if a.Account == "" {
 			fa.Stores = nil // one account: every store of it
 		}
@@ -156,7 +158,7 @@ func connectAccounts(accounts []command.FleetAccount) ([]pipeline.FleetAccount, 
 
 // consoleMux serves the console's pages, /metrics (the fleet's figures, behind
 // metricsToken when set) and /healthz (every account connected).
-func consoleMux(c *console.Console, conns []pipeline.FleetAccount, metricsToken string) *http.ServeMux {
+func consoleMux(c *console.Console, conns []operator.FleetAccount, metricsToken string) *http.ServeMux {
 	reg := prometheus.NewRegistry()
 	reg.MustRegister(console.NewCollector(c.View))
 	mux := http.NewServeMux()
@@ -191,10 +193,10 @@ func serveConsole(ctx context.Context, ln net.Listener, h http.Handler) error {
 
 // newConsole makes the console of a fleet reached through its accounts' connections (the
 // operator's or the admin's of each).
-func newConsole(accounts []pipeline.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
+func newConsole(accounts []operator.FleetAccount, tokens console.Tokens, stores map[string]string, name string, log *slog.Logger) (*console.Console, error) {
 	return console.New(console.Options{
-		Open: func(ctx context.Context) (*pipeline.FleetView, error) {
-			return pipeline.OpenFleetView(ctx, accounts, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+		Open: func(ctx context.Context) (*operator.FleetView, error) {
+			return operator.OpenFleetView(ctx, accounts, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: stores, Name: name, Logger: log,
 	})

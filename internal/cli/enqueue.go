@@ -5,6 +5,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/storepath"
+	"github.com/compactor-dev/compactor/wire"
 	"os"
 	"time"
 
@@ -56,7 +60,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	var (
 		store      = fs.String("store", "", "store name (default: the store containing FILE, or \"default\" with --store-dir)")
 		storeDir   = fs.String("store-dir", "", "root directory of the store")
-		kind       = fs.String("kind", pipeline.KindCompact, "job kind: compact or branch_summary")
+		kind       = fs.String("kind", wire.KindCompact, "job kind: compact or branch_summary")
 		to         = fs.String("to", "", "branch_summary: the entry id being navigated to")
 		from       = fs.String("from", "", "branch_summary: the entry id the branch is left from (default: the leaf)")
 		force      = fs.Bool("force", false, "run even if the session was modified recently (the worker's --idle); a turn in progress is never compacted")
@@ -67,8 +71,8 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		policy     = fs.String("policy", "", "cut-point policy override")
 		keepRecent = fs.Int("keep-recent-tokens", 0, "keepRecentTokens override")
 		instr      = instructionsFlag(fs.FlagSet, "; a store's worker may refuse them (--store-instructions)")
-		dataDir    = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
-		ncfg       pipeline.NATSConfig
+		dataDir    = fs.String("data-dir", access.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
+		ncfg       access.NATSConfig
 	)
 	allowUnserved := command.AllowUnservedFlag(fs)
 	command.BindNATSFlags(fs.FlagSet, &ncfg, env.Getenv)
@@ -80,10 +84,10 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		return command.Usagef("need exactly one session FILE (got %d arguments; see --help)", len(pos))
 	}
 	file := pos[0]
-	if *kind != pipeline.KindCompact && *kind != pipeline.KindBranchSummary {
+	if *kind != wire.KindCompact && *kind != wire.KindBranchSummary {
 		return command.Usagef("--kind %q: want compact or branch_summary", *kind)
 	}
-	if *kind == pipeline.KindBranchSummary && *to == "" {
+	if *kind == wire.KindBranchSummary && *to == "" {
 		return command.Usagef("--kind branch_summary needs --to ID")
 	}
 	if *keepRecent < 0 {
@@ -104,12 +108,12 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err != nil {
 		return err
 	}
-	job := pipeline.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
+	job := wire.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
-	ncfg = pipeline.LocalNATS(*dataDir, ncfg)
-	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", pipeline.RoleAgent, []string{st.Name}
+	ncfg = access.LocalNATS(*dataDir, ncfg)
+	ncfg.Name, ncfg.Role, ncfg.Stores = "compactor enqueue", access.RoleAgent, []string{st.Name}
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -118,7 +122,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if err := command.CheckServed(ctx, env.Stderr, nc, []string{st.Name}, *allowUnserved); err != nil {
 		return err
 	}
-	res, err := pipeline.Enqueue(ctx, nc, job, *wait, *timeout, pipeline.OnWaiting(func(id string, seq uint64) {
+	res, err := fleetops.Enqueue(ctx, nc, job, *wait, *timeout, fleetops.OnWaiting(func(id string, seq uint64) {
 		fmt.Fprintf(env.Stderr, "waiting: another request's job %s (seq %d) is pending on this session; this one is queued when it ends\n", id, seq)
 	}))
 	if err != nil {
@@ -129,7 +133,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 
 // readStoreSession reads file, a session of store st, and returns its path in the store.
 func readStoreSession(st pipeline.Store, file string) (string, *sessionio.Session, error) {
-	rel, err := pipeline.RelPath(st.Dir, file)
+	rel, err := storepath.RelPath(st.Dir, file)
 	if err != nil {
 		if errors.Is(err, os.ErrPermission) {
 			return "", nil, err
@@ -148,7 +152,7 @@ func readStoreSession(st pipeline.Store, file string) (string, *sessionio.Sessio
 
 // reportEnqueued says what became of the request and, with wait, prints the job's result
 // event; a failed job, or a request refused for another's pending job, exits 1.
-func reportEnqueued(env *Env, res pipeline.EnqueueResult, job pipeline.Job, wait bool) error {
+func reportEnqueued(env *Env, res fleetops.EnqueueResult, job wire.Job, wait bool) error {
 	for _, id := range res.WaitedFor {
 		fmt.Fprintf(env.Stderr, "waited for another request's job %s on this session to end first\n", id)
 	}
@@ -186,7 +190,7 @@ func pickStore(file, name, dir string, getenv func(string) string) (pipeline.Sto
 		if name == "" {
 			name = pipeline.DefaultStoreName
 		}
-		if err := pipeline.ValidateStoreName(name); err != nil {
+		if err := wire.ValidateStoreName(name); err != nil {
 			return pipeline.Store{}, command.Usagef("--store: %v", err)
 		}
 		return pipeline.Store{Name: name, Dir: dir}, nil
@@ -199,7 +203,7 @@ func pickStore(file, name, dir string, getenv func(string) string) (pipeline.Sto
 		if name != "" && st.Name != name {
 			continue
 		}
-		if _, err := pipeline.RelPath(st.Dir, file); err == nil {
+		if _, err := storepath.RelPath(st.Dir, file); err == nil {
 			return st, nil
 		}
 		if name != "" {

@@ -2,6 +2,7 @@ package cli
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/access"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -51,7 +52,7 @@ func TestEnvParity(t *testing.T) {
 			getenv := func(k string) string { return c.Env[k] }
 			n := command.NATSFromEnv(getenv)
 			if n.URL == "" {
-				n.URL = pipeline.DefaultClientURL // what a client without a local service uses
+				n.URL = access.DefaultClientURL // what a client without a local service uses
 			}
 			got := map[string]string{"url": n.URL, "user": n.User, "password": n.Password, "token": n.Token, "credsFile": n.CredsFile,
 				"nkeySeedFile": n.NKeySeedFile, "tlsCaFile": n.TLSCA, "tlsCertFile": n.TLSCert, "tlsKeyFile": n.TLSKey,

@@ -3,6 +3,7 @@ package cli
 import (
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/wire"
 	"sort"
 	"strings"
 
@@ -49,7 +50,7 @@ func (s *storeInstructionsFlag) Set(v string) error {
 		return fmt.Errorf("%q: want NAME=allow or NAME=refuse (NAME * for every store)", v)
 	}
 	if name != "*" {
-		if err := pipeline.ValidateStoreName(name); err != nil {
+		if err := wire.ValidateStoreName(name); err != nil {
 			return fmt.Errorf("%q: %w", v, err)
 		}
 	}

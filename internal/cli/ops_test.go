@@ -12,7 +12,11 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The operations flags end to end through the command line: run on --listen with port 0
@@ -51,11 +55,11 @@ func TestRunListenLockAndJoin(t *testing.T) {
 		served <- code
 	}()
 	defer func() { cancel(); <-served }()
-	var info *pipeline.ServiceInfo
+	var info *access.ServiceInfo
 	deadline := time.Now().Add(hangGuard)
 	for info == nil && time.Now().Before(deadline) {
 		time.Sleep(50 * time.Millisecond)
-		info = pipeline.RunningService(data)
+		info = access.RunningService(data)
 	}
 	if info == nil || info.Auth != "token" || strings.HasSuffix(info.ClientURL, ":4222") {
 		t.Fatalf("service file: %+v", info)
@@ -70,7 +74,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var ci *jetstream.ConsumerInfo
 	for time.Now().Before(deadline) {
-		if c, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("default")); err == nil {
+		if c, err := js.Consumer(context.Background(), wire.StreamJobs, fleetops.ConsumerName("default")); err == nil {
 			ci = c.CachedInfo()
 			break
 		}
@@ -81,8 +85,8 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	}
 	var fleet string // written last by the setup
 	for time.Now().Before(deadline) && fleet == "" {
-		if e, err := js.Stream(context.Background(), "KV_"+pipeline.BucketSettings); err == nil {
-			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+pipeline.BucketSettings+".fleet"); err == nil {
+		if e, err := js.Stream(context.Background(), "KV_"+wire.BucketSettings); err == nil {
+			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+wire.BucketSettings+".fleet"); err == nil {
 				fleet = string(m.Data)
 			}
 		}
@@ -91,7 +95,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	if !strings.Contains(fleet, `"maxDeliver":7`) || !strings.Contains(fleet, `"leaseTtl":"30s"`) {
 		t.Fatalf("fleet settings: %s", fleet)
 	}
-	if st, err := js.Stream(context.Background(), pipeline.StreamJobs); err != nil || st.CachedInfo().Config.Duplicates != 5*time.Minute {
+	if st, err := js.Stream(context.Background(), wire.StreamJobs); err != nil || st.CachedInfo().Config.Duplicates != 5*time.Minute {
 		t.Errorf("jobs stream: %v %+v", err, st)
 	}
 
@@ -130,12 +134,12 @@ func TestRunListenLockAndJoin(t *testing.T) {
 func useSkippingHandler(t *testing.T) {
 	old := NewPipelineHandler
 	t.Cleanup(func() { NewPipelineHandler = old })
-	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
-		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
+	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, sweep.Assessor, error) {
+		h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
+			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}}, nil
 		})
-		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
-			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
+		a := sweep.AssessorFunc(func(ctx context.Context, f string) (sweep.Assessment, error) {
+			return sweep.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil
 		})
 		return h, a, nil
 	}

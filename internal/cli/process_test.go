@@ -14,7 +14,6 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/cli/status"
-
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/sessionio"
 )

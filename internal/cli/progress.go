@@ -8,7 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 // progressBar is the command line's one progress bar (sweeps, experiments):
@@ -74,18 +74,18 @@ func (p *progressBar) clear() {
 type sweepProgress struct {
 	bar   *progressBar
 	out   io.Writer
-	alone []pipeline.SweptFile
+	alone []sweep.SweptFile
 }
 
-var _ pipeline.SweepProgress = (*sweepProgress)(nil)
+var _ sweep.Progress = (*sweepProgress)(nil)
 
 func newSweepProgress(stderr, out io.Writer) *sweepProgress {
 	return &sweepProgress{bar: newProgressBar(stderr, "sweep"), out: out}
 }
 
-// Update is called one call at a time (pipeline.SweepProgress), and the report reads
+// Update is called one call at a time (sweep.Progress), and the report reads
 // alone only after the sweep.
-func (s *sweepProgress) Update(done, total int, f pipeline.SweptFile, st pipeline.SweepStats) {
+func (s *sweepProgress) Update(done, total int, f sweep.SweptFile, st sweep.Stats) {
 	switch f.Result {
 	case "enqueued", "already_queued":
 	default:
@@ -94,7 +94,7 @@ func (s *sweepProgress) Update(done, total int, f pipeline.SweptFile, st pipelin
 	s.bar.update(done, total, fmt.Sprintf("%d enqueued", st.Enqueued))
 }
 
-func (s *sweepProgress) Finished(st pipeline.SweepStats) {
+func (s *sweepProgress) Finished(st sweep.Stats) {
 	s.bar.clear()
 	if s.out != nil {
 		fmt.Fprintln(s.out, st.String())

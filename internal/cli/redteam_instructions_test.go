@@ -15,7 +15,10 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The issue's injection, as an agent of the store put it in a job's instructions.
@@ -66,22 +69,22 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
 	var got atomic.Value // the instructions the retried job carried
-	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+	h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
 		if failing.Load() {
-			return pipeline.Result{}, pipeline.Permanent(errors.New("the endpoint refused the model"))
+			return wire.Result{}, pipeline.Permanent(errors.New("the endpoint refused the model"))
 		}
 		got.Store(job.Instructions)
-		return pipeline.Result{}, pipeline.Skip("test")
+		return wire.Result{}, pipeline.Skip("test")
 	})
 	svc := startDLQService(t, store, data, h)
-	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: "s.jsonl",
+	r, err := fleetops.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
 		SessionID: sid, Reason: "agent", Instructions: issueInjection}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("job: %+v %v", r.Event, err)
 	}
 	dd := "--data-dir=" + data
 	code, out, _ := runCLI(t, "dlq", "list", dd, "--json")
-	var recs []pipeline.DeadLetterRecord
+	var recs []operator.DeadLetterRecord
 	if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 1 {
 		t.Fatalf("dlq list: exit %d %s", code, out)
 	}
@@ -89,7 +92,7 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	failing.Store(false)
 
 	code, out, errOut := runCLI(t, "dlq", "retry", seq, dd, "--json")
-	var res []pipeline.RetryResult
+	var res []operator.RetryResult
 	if code != ExitFailed || json.Unmarshal([]byte(out), &res) != nil || len(res) != 1 || res[0].Queued ||
 		!strings.Contains(res[0].Error, "--allow-instructions") || !strings.Contains(res[0].Error, "dlq show "+seq) {
 		t.Fatalf("retry without --allow-instructions: exit %d\n%s\n%s", code, out, errOut)
@@ -117,11 +120,11 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	// refused naming both stores with the flag and without it (never "retry with
 	// --allow-instructions"), and no line says its instructions were passed on.
 	const other = "019a48fc-d300-72c8-a6b9-f316c6e7ab33"
-	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostB", Path: "s.jsonl", SessionID: other, ID: "forged",
+	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: "s.jsonl", SessionID: other, ID: "forged",
 		Instructions: issueInjection, RequestedAt: time.Now().UTC()})
-	dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Job: job, Reason: "failed", At: time.Now().UTC()})
+	dl, _ := json.Marshal(wire.DeadLetter{V: 1, Job: job, Reason: "failed", At: time.Now().UTC()})
 	js, _ := jetstream.New(svc.Conn())
-	ack, err := js.Publish(context.Background(), pipeline.DLQSubject("default", other), dl)
+	ack, err := js.Publish(context.Background(), wire.DLQSubject("default", other), dl)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sweep"
 )
 
 // The JSON documents of `run --once --json` and `sweep --json` (docs/json-output.md).
@@ -35,7 +36,7 @@ type sweepJSON struct {
 	DurationSeconds float64 `json:"durationSeconds"`
 }
 
-func sweepDoc(st pipeline.SweepStats) *sweepJSON {
+func sweepDoc(st sweep.Stats) *sweepJSON {
 	return &sweepJSON{Stores: st.Stores, Files: st.Files, Unchanged: st.Unchanged, Active: st.Active, Assessed: st.Assessed, Retried: st.Retried, Resettled: st.Resettled,
 		OverBudget: st.OverBudget, UnderBudget: st.UnderBudget, Ineligible: st.Ineligible, Enqueued: st.Enqueued,
 		AlreadyQueued: st.AlreadyQueued, Errors: st.Errors, NewerRecords: st.NewerRecords, RemovedRecords: st.Removed, DurationSeconds: seconds(st.Duration)}
@@ -85,7 +86,7 @@ func seconds(d time.Duration) float64 {
 // finalOutcomes are the outcomes a job ends with, in report order.
 var finalOutcomes = []pipeline.Outcome{pipeline.OutcomeDone, pipeline.OutcomeSkipped, pipeline.OutcomeSuperseded, pipeline.OutcomeFailed}
 
-func writeReportJSON(w io.Writer, r *pipeline.Report, alone []pipeline.SweptFile) error {
+func writeReportJSON(w io.Writer, r *pipeline.Report, alone []sweep.SweptFile) error {
 	doc := runReportJSON{Jobs: []jobJSON{}, LeftAlone: []leftAloneJSON{}, Counts: map[string]int{}, DurationSeconds: seconds(r.Duration)}
 	sortSwept(alone)
 	for _, f := range alone {
@@ -113,7 +114,7 @@ const maxNamedAlone = 20
 // writeReportTable prints the jobs as an aligned table, a totals line, and what the sweep
 // left alone and why (naming the files when there are few). idle is the --idle setting,
 // for the hint about active sessions.
-func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone []pipeline.SweptFile) error {
+func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone []sweep.SweptFile) error {
 	if len(r.Rows) > 0 {
 		tw := tabwriter.NewWriter(w, 0, 0, 2, ' ', 0)
 		fmt.Fprintln(tw, "STORE\tPATH\tKIND\tOUTCOME\tTOKENS BEFORE\tTOKENS AFTER\tATTEMPTS\tDURATION\tREASON")
@@ -181,8 +182,8 @@ func writeReportTable(w io.Writer, r *pipeline.Report, idle time.Duration, alone
 	return nil
 }
 
-func sortSwept(files []pipeline.SweptFile) {
-	slices.SortFunc(files, func(a, b pipeline.SweptFile) int { return strings.Compare(a.Store+"/"+a.Path, b.Store+"/"+b.Path) })
+func sortSwept(files []sweep.SweptFile) {
+	slices.SortFunc(files, func(a, b sweep.SweptFile) int { return strings.Compare(a.Store+"/"+a.Path, b.Store+"/"+b.Path) })
 }
 
 // shorten cuts s to n runes, marking the cut.

@@ -4,6 +4,12 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/agents"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"log/slog"
 	"net"
@@ -25,7 +31,7 @@ import (
 // NewPipelineHandler, when set (tests), replaces the real job Handler and sweep Assessor:
 // otherwise worker.Handler and worker.Assessor, around the engine that the summarizer and
 // planning flags build.
-var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error)
+var NewPipelineHandler func(cfg pipeline.Config) (pipeline.Handler, sweep.Assessor, error)
 
 func init() {
 	command.Register(&command.Command{Name: "run", Summary: "work compaction jobs from NATS JetStream (--once: sweep, drain, report)", Run: runRun})
@@ -36,7 +42,7 @@ type serviceFlags struct {
 	stores          command.StoreFlag
 	storePi         storePiFlag
 	storeInstr      storeInstructionsFlag
-	nats            pipeline.NATSConfig
+	nats            access.NATSConfig
 	dataDir         string
 	concurrency     int
 	idle            time.Duration
@@ -232,7 +238,7 @@ type serviceRef struct {
 	atomic.Pointer[pipeline.Service]
 }
 
-func (r *serviceRef) prepared() pipeline.PreparedStore {
+func (r *serviceRef) prepared() agents.PreparedStore {
 	if s := r.Load(); s != nil {
 		return s.Prepared()
 	}
@@ -240,11 +246,11 @@ func (r *serviceRef) prepared() pipeline.PreparedStore {
 }
 
 // follow queues a job the service's worker decided on (pipeline.Service.Follow).
-func (r *serviceRef) follow(ctx context.Context, job pipeline.Job) (pipeline.EnqueueResult, error) {
+func (r *serviceRef) follow(ctx context.Context, job wire.Job) (fleetops.EnqueueResult, error) {
 	if s := r.Load(); s != nil {
 		return s.Follow(ctx, job)
 	}
-	return pipeline.EnqueueResult{}, errors.New("the service has not started")
+	return fleetops.EnqueueResult{}, errors.New("the service has not started")
 }
 
 // compose fills the Handler (workers) and the Assessor: the engine, the same code path as
@@ -287,7 +293,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	}
 	if f.worker {
 		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared))
-		var follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error)
+		var follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
 		if f.eng.rewriteExtracts {
 			follow = svc.follow
 		}
@@ -425,14 +431,14 @@ func (f *serviceFlags) mountConsole(cfg *pipeline.Config, ref *serviceRef) (*con
 		dirs[st.Name] = st.Dir
 	}
 	c, err := console.New(console.Options{
-		Open: func(ctx context.Context) (*pipeline.FleetView, error) {
+		Open: func(ctx context.Context) (*operator.FleetView, error) {
 			svc := ref.Load()
 			if svc == nil || svc.Conn() == nil {
 				return nil, errors.New("the service is starting")
 			}
 			// The service's own account (the embedded server's, or --setup's with the
 			// account's admin key): every store of it.
-			return pipeline.OpenFleetView(ctx, []pipeline.FleetAccount{{Conn: svc.Conn()}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
+			return operator.OpenFleetView(ctx, []operator.FleetAccount{{Conn: svc.Conn()}}, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true, Logger: log})
 		},
 		Tokens: tokens, Stores: dirs, Name: "compactor run", Logger: log,
 	})

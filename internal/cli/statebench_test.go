@@ -15,8 +15,9 @@ import (
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // BenchmarkHostMemory is the issue's "memory of a host watching 1 store of 100 stays flat
@@ -49,7 +50,7 @@ func hostMemory(b *testing.B) {
 	for i := range stores {
 		stores[i] = fmt.Sprintf("s%02d", i)
 	}
-	if _, err := pipeline.Setup(ctx, nc, pipeline.SetupConfig{Stores: stores}, false, false, nil); err != nil {
+	if _, err := fleetops.Setup(ctx, nc, fleetops.SetupConfig{Stores: stores}, false, false, nil); err != nil {
 		b.Fatal(err)
 	}
 	const own = 1000
@@ -106,7 +107,7 @@ func hostMemory(b *testing.B) {
 		}
 		return msgs, bytes
 	}
-	kv := "$KV." + pipeline.BucketSweep + "."
+	kv := "$KV." + wire.BucketSweep + "."
 	written := 0
 	type row struct {
 		others          int

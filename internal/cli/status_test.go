@@ -3,16 +3,17 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/wire"
 	"strings"
 	"testing"
 	"time"
-
-	"github.com/compactor-dev/compactor/internal/cli/status"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
+	"github.com/compactor-dev/compactor/internal/cli/status"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
 )
@@ -25,14 +26,14 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	t.Parallel()
 	url := natstest.StartServer(t).ClientURL()
 	dir := t.TempDir()
-	idle := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-		return pipeline.Result{Outcome: pipeline.OutcomeSkipped}, nil
+	idle := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
+		return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped}}, nil
 	})
 	for _, c := range []struct {
 		version  string
 		versions []int
 	}{{"v0.9.0", []int{1}}, {"v0.10.0", []int{1, 2}}} {
-		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: pipeline.NATSConfig{URL: url}, Setup: true,
+		svc, err := pipeline.New(pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: url}, Setup: true,
 			Idle: -1, Handler: idle, Version: c.version, JobVersions: c.versions})
 		if err != nil {
 			t.Fatal(err)

@@ -21,9 +21,11 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/worker"
 )
 
@@ -90,9 +92,9 @@ func BenchmarkSweep(b *testing.B) {
 	})
 
 	data := b.TempDir()
-	svc, _ := sweepService(b, dir, data, pipeline.NATSConfig{})
+	svc, _ := sweepService(b, dir, data, access.NATSConfig{})
 	// The other processes are clients of svc's embedded server, with its token.
-	local := pipeline.LocalNATS(data, pipeline.NATSConfig{})
+	local := access.LocalNATS(data, access.NATSConfig{})
 	b.Run("first", func(b *testing.B) {
 		if b.N > 1 {
 			b.Skip("one sweep with an empty memo per run: use -benchtime 1x")
@@ -144,7 +146,7 @@ func BenchmarkSweep(b *testing.B) {
 		}
 		defer nc.Close()
 		js, _ := jetstream.New(nc)
-		kv, err := js.KeyValue(context.Background(), pipeline.BucketSweep)
+		kv, err := js.KeyValue(context.Background(), wire.BucketSweep)
 		if err != nil {
 			b.Fatal(err)
 		}
@@ -173,7 +175,7 @@ func BenchmarkSweep(b *testing.B) {
 
 // sweepService starts a Service for the fleet: with dataDir, on its own embedded
 // nats-server (whose URL it returns); with nc's URL, as a client of that server.
-func sweepService(b *testing.B, dir, dataDir string, nc pipeline.NATSConfig) (*pipeline.Service, string) {
+func sweepService(b *testing.B, dir, dataDir string, nc access.NATSConfig) (*pipeline.Service, string) {
 	eng, err := engine.New(summarize.NewExtractive(), engine.Settings{Counter: os.Getenv("SWEEP_BENCH_COUNTER")})
 	if err != nil {
 		b.Fatal(err)

@@ -11,7 +11,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // The issue's "done when": a dead-lettered session is compacted after `compactor dlq
@@ -76,7 +76,7 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 	deadline := time.Now().Add(hangGuard)
 	for {
 		code, out, _ := runCLI(t, "dlq", "list", dd, "--json")
-		var recs []pipeline.DeadLetterRecord
+		var recs []operator.DeadLetterRecord
 		if code == ExitOK && json.Unmarshal([]byte(out), &recs) == nil && len(recs) == 2 {
 			failedAt = map[string]time.Time{}
 			for _, r := range recs {

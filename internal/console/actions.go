@@ -4,6 +4,8 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"html/template"
 	"net"
 	"net/http"
@@ -13,7 +15,6 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/visible"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // The operator's actions, from a form (the page comes back with what was done) or from
@@ -24,8 +25,8 @@ type ActionResult struct {
 	Action string                `json:"action"`
 	OK     bool                  `json:"ok"`
 	Error  string                `json:"error,omitempty"`
-	Retry  *pipeline.RetryResult `json:"retry,omitempty"`
-	Pause  *pipeline.PauseRecord `json:"pause,omitempty"`
+	Retry  *operator.RetryResult `json:"retry,omitempty"`
+	Pause  *fleetops.PauseRecord `json:"pause,omitempty"`
 }
 
 func (c *Console) action(w http.ResponseWriter, r *http.Request) {
@@ -58,7 +59,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 		done, err = c.deadLetterAction(ctx, r, v, act, &res)
 	case "pause", "resume":
 		store := r.PostFormValue("store")
-		var rec pipeline.PauseRecord
+		var rec fleetops.PauseRecord
 		rec, err = v.SetPaused(ctx, store, act == "pause", strings.TrimSpace(r.PostFormValue("reason")), c.actor(r))
 		res.Pause = &rec
 		done = fmt.Sprintf("store %s %sd", store, act)
@@ -76,7 +77,7 @@ func (c *Console) action(w http.ResponseWriter, r *http.Request) {
 }
 
 // deadLetterAction retries or purges the dead letter the form names.
-func (c *Console) deadLetterAction(ctx context.Context, r *http.Request, v *pipeline.FleetView, act string, res *ActionResult) (done string, err error) {
+func (c *Console) deadLetterAction(ctx context.Context, r *http.Request, v *operator.FleetView, act string, res *ActionResult) (done string, err error) {
 	store := r.PostFormValue("store")
 	seq, perr := strconv.ParseUint(r.PostFormValue("seq"), 10, 64)
 	if perr != nil || store == "" {
@@ -140,7 +141,7 @@ func (c *Console) actor(r *http.Request) string {
 
 // api serves a page's data as JSON. Reading needs the viewer's or the operator's
 // credentials (a bearer token, or the browser's session).
-func (c *Console) api(f func(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error)) http.HandlerFunc {
+func (c *Console) api(f func(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error)) http.HandlerFunc {
 	return func(w http.ResponseWriter, r *http.Request) {
 		w.Header().Set("Cache-Control", "no-store")
 		who := c.who(r)
@@ -174,12 +175,12 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	_ = enc.Encode(v)
 }
 
-func (c *Console) apiFleet(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error) {
+func (c *Console) apiFleet(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	_, d, err := c.fleetData(ctx, r, v, who)
 	return d, err
 }
 
-func (c *Console) apiStore(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error) {
+func (c *Console) apiStore(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	name := r.URL.Query().Get("store")
 	if name == "" {
 		return nil, badRequest("a store is named by ?store=STORE")
@@ -187,19 +188,19 @@ func (c *Console) apiStore(ctx context.Context, r *http.Request, v *pipeline.Fle
 	return c.storeOf(ctx, v, name, true)
 }
 
-func (c *Console) apiSession(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error) {
+func (c *Console) apiSession(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.sessionOf(r, v, who)
 }
 
-func (c *Console) apiZeroWait(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error) {
+func (c *Console) apiZeroWait(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.zeroWaitOf(v), nil
 }
 
-func (c *Console) apiCharts(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error) {
+func (c *Console) apiCharts(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.chartsOf(r, v)
 }
 
-func (c *Console) apiDeadLetter(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (any, error) {
+func (c *Console) apiDeadLetter(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (any, error) {
 	return c.deadLetterOf(ctx, r, v)
 }
 

@@ -6,6 +6,10 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"net/http"
 	"net/http/httptest"
@@ -51,7 +55,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 			runtime.GC()
 			runtime.ReadMemStats(&before)
 			t0 := time.Now()
-			view, err := pipeline.OpenFleetView(context.Background(), []pipeline.FleetAccount{{Conn: nc}}, pipeline.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
+			view, err := operator.OpenFleetView(context.Background(), []operator.FleetAccount{{Conn: nc}}, operator.FleetViewOptions{Events: true, DeadLetters: true, Hooks: true})
 			if err != nil {
 				b.Fatal(err)
 			}
@@ -71,7 +75,7 @@ func BenchmarkConsoleFirstPage(b *testing.B) {
 					b.Fatalf("store %s: %d jobs queued, want %d", sv.Store, sv.Queue.Pending, want)
 				}
 			}
-			c, err := console.New(console.Options{Open: func(context.Context) (*pipeline.FleetView, error) { return view, nil },
+			c, err := console.New(console.Options{Open: func(context.Context) (*operator.FleetView, error) { return view, nil },
 				Tokens: console.Tokens{Viewer: strings.Repeat("v", 32), Operator: strings.Repeat("o", 32)}})
 			if err != nil {
 				b.Fatal(err)
@@ -145,10 +149,10 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	ns := natstest.StartServer(b)
 	dirs := map[string]string{"a": b.TempDir(), "b": b.TempDir()}
 	cfg := pipeline.Config{
-		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: pipeline.NATSConfig{URL: ns.ClientURL()}, Setup: true,
+		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: access.NATSConfig{URL: ns.ClientURL()}, Setup: true,
 		MetricsAddr: "127.0.0.1:0",
-		Handler: pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-			return pipeline.Result{}, pipeline.Skip("benchmark")
+		Handler: pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
+			return wire.Result{}, pipeline.Skip("benchmark")
 		}),
 	}
 	svc, err := pipeline.New(cfg)
@@ -169,7 +173,7 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	// fetch): the 2,000 jobs published below stay queued (without this wait, a fetch loop
 	// that read "not paused" less than a second before worked 697 of them in one run).
 	waitFor(b, "the fleet set up and store b paused", func() bool {
-		_, err := pipeline.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
+		_, err := fleetops.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
 		return err == nil
 	})
 	waitFor(b, "store b's worker holding its jobs", func() bool {
@@ -207,15 +211,14 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 		path := "--home-dev-p--/2026-01-01T00-00-00-000Z_" + id + ".jsonl"
 		for k := range perSession {
 			seq++
-			ev := pipeline.Event{V: 1, JobID: fmt.Sprintf("compact:%s:%d", id, k/2), JobSeq: uint64(i*perSession + k/2*2 + 1), Store: store, SessionID: id, Path: path, Kind: pipeline.KindCompact,
-				Attempt: k%2 + 1, Worker: "bench-worker", At: now.Add(-time.Duration(sessions*perSession-int(seq)) * 500 * time.Millisecond)}
+			ev := wire.Event{V: 1, JobID: fmt.Sprintf("compact:%s:%d", id, k/2), JobSeq: uint64(i*perSession + k/2*2 + 1), JobRef: wire.JobRef{Store: store, SessionID: id, Path: path, Kind: wire.KindCompact}, Attempt: k%2 + 1, Worker: "bench-worker", At: now.Add(-time.Duration(sessions*perSession-int(seq)) * 500 * time.Millisecond)}
 			if k%2 == 0 {
 				ev.Outcome, ev.Reason, ev.RetryInMs = pipeline.OutcomeRetry, "llm transient: HTTP 503", 5000
 			} else {
 				ev.Outcome, ev.EntryID, ev.TokensBefore, ev.TokensAfter = pipeline.OutcomeDone, fmt.Sprintf("%08x", seq), 180_000, 22_000
 				ev.LLMTokens, ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens, ev.LLMModel = 160_000, 150_000, 90_000, 10_000, "model-x"
 			}
-			pub(pipeline.JobEventSubject(store, id, ev.JobSeq), ev)
+			pub(wire.JobEventSubject(store, id, ev.JobSeq), ev)
 		}
 		if i%1000 == 999 {
 			flush()
@@ -225,16 +228,16 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	for i := range letters {
 		store := []string{"a", "b"}[i%2]
 		id := fmt.Sprintf("019e%04x-0000-7000-8000-%012x", i>>12, i)
-		job := pipeline.Job{V: 1, ID: "compact:" + id, Kind: pipeline.KindCompact, Store: store, SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl"}
+		job := wire.Job{V: 1, ID: "compact:" + id, Kind: wire.KindCompact, Store: store, SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl"}
 		payload, _ := json.Marshal(job)
-		pub("compactor.dlq."+store+"."+pipeline.SessionToken(id), pipeline.DeadLetter{V: 1, Subject: job.Subject(), JobSeq: uint64(i + 1), Job: payload,
+		pub("compactor.dlq."+store+"."+wire.SessionToken(id), wire.DeadLetter{V: 1, Subject: job.Subject(), JobSeq: uint64(i + 1), Job: payload,
 			Reason: "llm permanent: HTTP 400", Error: "the request is bad", Deliveries: 1, Worker: "bench-worker", At: now})
 	}
 	flush()
 	if sessions > 0 {
 		for i := range 2000 {
 			id := fmt.Sprintf("019f%04x-0000-7000-8000-%012x", i>>12, i)
-			job := pipeline.Job{V: 1, ID: "compact:" + id, Kind: pipeline.KindCompact, Store: "b", SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl",
+			job := wire.Job{V: 1, ID: "compact:" + id, Kind: wire.KindCompact, Store: "b", SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl",
 				RequestedAt: now}
 			pub(job.Subject(), job)
 		}

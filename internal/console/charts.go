@@ -10,7 +10,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // Charts are SVG drawn on the server: no script, no other origin, and presentation
@@ -207,7 +207,7 @@ const (
 	chartBin   = 10 * time.Minute
 )
 
-func (c *Console) chartsOf(r *http.Request, v *pipeline.FleetView) (*ChartsPage, error) {
+func (c *Console) chartsOf(r *http.Request, v *operator.FleetView) (*ChartsPage, error) {
 	snap := v.Snapshot()
 	cp := &ChartsPage{Store: r.URL.Query().Get("store"), Hours: chartHours}
 	for _, st := range snap.Stores {
@@ -284,7 +284,7 @@ func (c *Console) chartsOf(r *http.Request, v *pipeline.FleetView) (*ChartsPage,
 	return cp, nil
 }
 
-func (c *Console) chartsData(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (string, any, error) {
+func (c *Console) chartsData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	cp, err := c.chartsOf(r, v)
 	if err != nil {
 		return "", nil, err

@@ -22,7 +22,7 @@ import (
 	"sync"
 	"time"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 //go:embed assets
@@ -33,7 +33,7 @@ type Options struct {
 	// Open opens the fleet view the console reads; it is called on the first request
 	// (and again after a failure) and its view kept. A `compactor run` opens it on its
 	// own connection once started.
-	Open func(ctx context.Context) (*pipeline.FleetView, error)
+	Open func(ctx context.Context) (*operator.FleetView, error)
 	// Tokens are the viewer's and the operator's.
 	Tokens Tokens
 	// Stores are the directories of the stores this process can read (a session's
@@ -56,7 +56,7 @@ type Console struct {
 	static http.Handler
 
 	mu   sync.Mutex
-	view *pipeline.FleetView
+	view *operator.FleetView
 }
 
 // New makes a console.
@@ -96,10 +96,10 @@ func (c *Console) Close() {
 }
 
 // Fleet returns the fleet view, opening it on first use.
-func (c *Console) Fleet(ctx context.Context) (*pipeline.FleetView, error) { return c.fleet(ctx) }
+func (c *Console) Fleet(ctx context.Context) (*operator.FleetView, error) { return c.fleet(ctx) }
 
 // fleet returns the fleet view, opening it on first use.
-func (c *Console) fleet(ctx context.Context) (*pipeline.FleetView, error) {
+func (c *Console) fleet(ctx context.Context) (*operator.FleetView, error) {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	if c.view != nil {

@@ -17,9 +17,10 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/cli"
 	"github.com/compactor-dev/compactor/internal/fakellm"
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // A fleet for the console's tests, doing real work: `compactor run` with its embedded NATS
@@ -241,10 +242,10 @@ func (f *fleet) status() statusJSON {
 type statusJSON struct {
 	Stores []struct {
 		Store   string                `json:"store"`
-		Workers []pipeline.WorkerBeat `json:"workers"`
-		Queue   *pipeline.StoreQueue  `json:"queue"`
-		Running []pipeline.RunningJob `json:"running"`
-		Paused  *pipeline.PauseRecord `json:"paused"`
+		Workers []fleetops.WorkerBeat `json:"workers"`
+		Queue   *operator.StoreQueue  `json:"queue"`
+		Running []operator.RunningJob `json:"running"`
+		Paused  *fleetops.PauseRecord `json:"paused"`
 	} `json:"stores"`
 	Warnings []string `json:"warnings"`
 }
@@ -318,7 +319,7 @@ func (f *fleet) apiFleet() fleetJSON {
 }
 
 type fleetJSON struct {
-	Stores []pipeline.StoreView `json:"stores"`
+	Stores []operator.StoreView `json:"stores"`
 }
 
 // metrics is the main worker's /metrics.

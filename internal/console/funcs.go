@@ -6,7 +6,8 @@ import (
 	"net/url"
 	"time"
 
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 )
 
 // funcs are the templates' helpers.
@@ -23,9 +24,9 @@ var funcs = template.FuncMap{
 	"svg":     func(c Chart) template.HTML { return c.SVG() },
 	"kinds":   kinds,
 	"trunc":   trunc,
-	"inputs":  func(w *pipeline.WindowCounts) int { return w.InputTokens() },
+	"inputs":  func(w *operator.WindowCounts) int { return w.InputTokens() },
 	"elapsed": func(t time.Time) string { return time.Since(t).Round(time.Second).String() },
-	"first": func(n int, list []pipeline.DeadLetterRecord) []pipeline.DeadLetterRecord {
+	"first": func(n int, list []operator.DeadLetterRecord) []operator.DeadLetterRecord {
 		return list[:min(n, len(list))]
 	},
 	"mean": func(total float64, n int) string {
@@ -34,7 +35,7 @@ var funcs = template.FuncMap{
 		}
 		return fmt.Sprintf("%.0f ms", total/float64(n))
 	},
-	"dur": func(d pipeline.Duration) string { return time.Duration(d).String() },
+	"dur": func(d fleetops.Duration) string { return time.Duration(d).String() },
 	"add": func(a, b int) int { return a + b },
 	"sub": func(a, b int) int { return a - b },
 }
@@ -56,7 +57,7 @@ func age(t time.Time) string {
 }
 
 // kinds writes a queue's kinds as "compact 3 (oldest 12s)".
-func kinds(q pipeline.StoreQueue) string {
+func kinds(q operator.StoreQueue) string {
 	if len(q.Kinds) == 0 {
 		return "-"
 	}

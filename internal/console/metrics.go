@@ -1,6 +1,7 @@
 package console
 
 import (
+	"github.com/compactor-dev/compactor/operator"
 	"github.com/prometheus/client_golang/prometheus"
 
 	"github.com/compactor-dev/compactor/pipeline"
@@ -10,11 +11,11 @@ import (
 // figures no single worker has (a store nobody serves, the oldest job, which a store's
 // worker may not read).
 type Collector struct {
-	view func() *pipeline.FleetView
+	view func() *operator.FleetView
 }
 
 // NewCollector exports the fleet view's figures (none while view returns nil).
-func NewCollector(view func() *pipeline.FleetView) *Collector { return &Collector{view: view} }
+func NewCollector(view func() *operator.FleetView) *Collector { return &Collector{view: view} }
 
 var (
 	descWorkers = prometheus.NewDesc("compactor_fleet_store_workers",
@@ -75,7 +76,7 @@ func (c *Collector) Collect(ch chan<- prometheus.Metric) {
 func MetricNames() []string { return pipeline.DescribedNames(NewCollector(nil)) }
 
 // View is the fleet view the console reads (nil until it is open).
-func (c *Console) View() *pipeline.FleetView {
+func (c *Console) View() *operator.FleetView {
 	c.mu.Lock()
 	defer c.mu.Unlock()
 	return c.view

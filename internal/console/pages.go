@@ -15,7 +15,8 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/visible"
-	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // page is what a page's template gets.
@@ -32,7 +33,7 @@ type page struct {
 }
 
 // dataFunc builds a page's data.
-type dataFunc func(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (title string, data any, err error)
+type dataFunc func(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (title string, data any, err error)
 
 // httpError is an error with its status.
 type httpError struct {
@@ -133,7 +134,7 @@ func (c *Console) fail(w http.ResponseWriter, r *http.Request, who caller, err e
 
 // FleetPage is the fleet page's data (and /api/fleet's).
 type FleetPage struct {
-	pipeline.FleetSnapshot
+	operator.FleetSnapshot
 	Versions []VersionCount `json:"versions"`
 	Warnings []string       `json:"warnings"`
 }
@@ -144,7 +145,7 @@ type VersionCount struct {
 	Workers int    `json:"workers"`
 }
 
-func (c *Console) fleetData(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (string, any, error) {
+func (c *Console) fleetData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	snap := v.Snapshot()
 	fp := FleetPage{FleetSnapshot: snap, Versions: []VersionCount{}, Warnings: []string{}}
 	seen := map[string]map[string]bool{}
@@ -178,11 +179,11 @@ func (c *Console) fleetData(ctx context.Context, r *http.Request, v *pipeline.Fl
 
 // StorePage is a store's page data (and /api/store's).
 type StorePage struct {
-	pipeline.StoreView
-	Queued      []pipeline.QueuedJob        `json:"queued"`
+	operator.StoreView
+	Queued      []operator.QueuedJob        `json:"queued"`
 	QueuedErr   string                      `json:"queuedError,omitempty"`
-	Recent      []pipeline.Event            `json:"recent"`
-	DeadLetters []pipeline.DeadLetterRecord `json:"deadLetters"`
+	Recent      []wire.Event                `json:"recent"`
+	DeadLetters []operator.DeadLetterRecord `json:"deadLetters"`
 	// DeadLettersShown: the first of DeadLetters shown on the page (all in /api).
 	DeadLettersShown int  `json:"-"`
 	HasFiles         bool `json:"hasFiles"`
@@ -193,9 +194,9 @@ const (
 	pageDeadLetters = 100
 )
 
-func (c *Console) storeOf(ctx context.Context, v *pipeline.FleetView, name string, all bool) (*StorePage, error) {
+func (c *Console) storeOf(ctx context.Context, v *operator.FleetView, name string, all bool) (*StorePage, error) {
 	snap := v.Snapshot()
-	var sv *pipeline.StoreView
+	var sv *operator.StoreView
 	for i := range snap.Stores {
 		if snap.Stores[i].Store == name {
 			sv = &snap.Stores[i]
@@ -204,7 +205,7 @@ func (c *Console) storeOf(ctx context.Context, v *pipeline.FleetView, name strin
 	if sv == nil {
 		return nil, notFound("no store %q in this fleet", name)
 	}
-	sp := &StorePage{StoreView: *sv, Recent: []pipeline.Event{}, DeadLetters: []pipeline.DeadLetterRecord{}}
+	sp := &StorePage{StoreView: *sv, Recent: []wire.Event{}, DeadLetters: []operator.DeadLetterRecord{}}
 	_, sp.HasFiles = c.opts.Stores[name]
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -214,7 +215,7 @@ func (c *Console) storeOf(ctx context.Context, v *pipeline.FleetView, name strin
 	}
 	sp.Queued = q
 	if sp.Queued == nil {
-		sp.Queued = []pipeline.QueuedJob{}
+		sp.Queued = []operator.QueuedJob{}
 	}
 	if x := v.Events(); x != nil {
 		sp.Recent = x.Recent(name, pageJobs)
@@ -229,7 +230,7 @@ func (c *Console) storeOf(ctx context.Context, v *pipeline.FleetView, name strin
 	return sp, nil
 }
 
-func (c *Console) storeData(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (string, any, error) {
+func (c *Console) storeData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	name := r.PathValue("store")
 	sp, err := c.storeOf(ctx, v, name, false)
 	if err != nil {
@@ -240,31 +241,31 @@ func (c *Console) storeData(ctx context.Context, r *http.Request, v *pipeline.Fl
 
 // SessionPage is a session's page data (and /api/session's).
 type SessionPage struct {
-	Store     string           `json:"store"`
-	SessionID string           `json:"sessionId"`
-	Events    []pipeline.Event `json:"events"`
-	Jobs      []JobHistory     `json:"jobs"`
-	File      *SessionFile     `json:"file,omitempty"`
-	FileErr   string           `json:"fileError,omitempty"`
-	Chart     template.HTML    `json:"-"`
+	Store     string        `json:"store"`
+	SessionID string        `json:"sessionId"`
+	Events    []wire.Event  `json:"events"`
+	Jobs      []JobHistory  `json:"jobs"`
+	File      *SessionFile  `json:"file,omitempty"`
+	FileErr   string        `json:"fileError,omitempty"`
+	Chart     template.HTML `json:"-"`
 }
 
 // JobHistory is one job of a session: its events (attempts and the final one).
 type JobHistory struct {
-	JobSeq   uint64           `json:"jobSeq"`
-	Kind     string           `json:"kind"`
-	Outcome  string           `json:"outcome"`
-	Reason   string           `json:"reason,omitempty"`
-	Attempts int              `json:"attempts"`
-	Events   []pipeline.Event `json:"events"`
+	JobSeq   uint64       `json:"jobSeq"`
+	Kind     string       `json:"kind"`
+	Outcome  string       `json:"outcome"`
+	Reason   string       `json:"reason,omitempty"`
+	Attempts int          `json:"attempts"`
+	Events   []wire.Event `json:"events"`
 }
 
-func (c *Console) sessionOf(r *http.Request, v *pipeline.FleetView, who caller) (*SessionPage, error) {
+func (c *Console) sessionOf(r *http.Request, v *operator.FleetView, who caller) (*SessionPage, error) {
 	store, id := r.URL.Query().Get("store"), r.URL.Query().Get("id")
 	if store == "" || id == "" {
 		return nil, badRequest("a session is named by ?store=STORE&id=SESSION_ID")
 	}
-	sp := &SessionPage{Store: store, SessionID: id, Events: []pipeline.Event{}, Jobs: []JobHistory{}}
+	sp := &SessionPage{Store: store, SessionID: id, Events: []wire.Event{}, Jobs: []JobHistory{}}
 	if x := v.Events(); x != nil {
 		sp.Events = x.Session(store, id)
 	}
@@ -294,7 +295,7 @@ func (c *Console) sessionOf(r *http.Request, v *pipeline.FleetView, who caller) 
 	return sp, nil
 }
 
-func (c *Console) sessionData(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (string, any, error) {
+func (c *Console) sessionData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	sp, err := c.sessionOf(r, v, who)
 	if err != nil {
 		return "", nil, err
@@ -305,9 +306,9 @@ func (c *Console) sessionData(ctx context.Context, r *http.Request, v *pipeline.
 // ZeroWaitPage is the zero-wait page's data (and /api/zero-wait's).
 type ZeroWaitPage struct {
 	Since  time.Time            `json:"since"`
-	Counts []pipeline.HookCount `json:"counts"`
+	Counts []operator.HookCount `json:"counts"`
 	Totals []HookTotal          `json:"totals"`
-	Recent []pipeline.HookSeen  `json:"recent"`
+	Recent []operator.HookSeen  `json:"recent"`
 }
 
 // HookTotal sums a store's hooks by what answered them.
@@ -320,8 +321,8 @@ type HookTotal struct {
 	BlockedMs float64 `json:"blockedMs"`
 }
 
-func (c *Console) zeroWaitOf(v *pipeline.FleetView) *ZeroWaitPage {
-	zp := &ZeroWaitPage{Counts: []pipeline.HookCount{}, Totals: []HookTotal{}, Recent: []pipeline.HookSeen{}}
+func (c *Console) zeroWaitOf(v *operator.FleetView) *ZeroWaitPage {
+	zp := &ZeroWaitPage{Counts: []operator.HookCount{}, Totals: []HookTotal{}, Recent: []operator.HookSeen{}}
 	h := v.Hooks()
 	if h == nil {
 		return zp
@@ -339,31 +340,31 @@ func (c *Console) zeroWaitOf(v *pipeline.FleetView) *ZeroWaitPage {
 		t.Hooks += c.Hooks
 		t.BlockedMs += c.BlockedMs
 		switch c.Result {
-		case pipeline.HookResultPrepared:
+		case wire.HookResultPrepared:
 			t.Prepared += c.Hooks
-		case pipeline.HookResultExtract:
+		case wire.HookResultExtract:
 			t.Extract += c.Hooks
-		case pipeline.HookResultPi:
+		case wire.HookResultPi:
 			t.Pi += c.Hooks
 		}
 	}
 	return zp
 }
 
-func (c *Console) zeroWaitData(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (string, any, error) {
+func (c *Console) zeroWaitData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	return "Zero-wait", c.zeroWaitOf(v), nil
 }
 
 // DeadLetterPage is a dead letter in full.
 type DeadLetterPage struct {
-	pipeline.DeadLetterRecord
+	operator.DeadLetterRecord
 	JobJSON string `json:"-"`
 	// Instructions are the summary instructions its job carries: a retry passes them on
 	// only when the operator says so.
 	Instructions string `json:"instructions,omitempty"`
 }
 
-func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *pipeline.FleetView) (*DeadLetterPage, error) {
+func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *operator.FleetView) (*DeadLetterPage, error) {
 	store := r.URL.Query().Get("store")
 	seq, err := strconv.ParseUint(r.URL.Query().Get("seq"), 10, 64)
 	if err != nil || store == "" {
@@ -374,7 +375,7 @@ func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *pipeline
 		return nil, notFound("%v", err)
 	}
 	dp := &DeadLetterPage{DeadLetterRecord: rec}
-	if job, err := pipeline.DecodeJob(rec.Job); err == nil {
+	if job, err := wire.DecodeJob(rec.Job); err == nil {
 		dp.Instructions = job.Instructions
 	}
 	if len(rec.Job) > 0 {
@@ -388,7 +389,7 @@ func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *pipeline
 	return dp, nil
 }
 
-func (c *Console) deadLetterData(ctx context.Context, r *http.Request, v *pipeline.FleetView, who caller) (string, any, error) {
+func (c *Console) deadLetterData(ctx context.Context, r *http.Request, v *operator.FleetView, who caller) (string, any, error) {
 	dp, err := c.deadLetterOf(ctx, r, v)
 	if err != nil {
 		return "", nil, err

@@ -22,8 +22,13 @@ import (
 
 	"github.com/nats-io/nats.go"
 
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/storepath"
+	"github.com/compactor-dev/compactor/sweep"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Options configure a Server. Zero values are the defaults.
@@ -35,7 +40,7 @@ type Options struct {
 	// Handler works the jobs. Without one no worker runs: jobs stay queued.
 	Handler pipeline.Handler
 	// Assessor answers sweeps and the after-job re-check (optional).
-	Assessor pipeline.Assessor
+	Assessor sweep.Assessor
 	// Idle is the worker's idle check (default: none, -1, as a test writes its sessions
 	// just before it enqueues them).
 	Idle time.Duration
@@ -104,7 +109,7 @@ func New(opts Options) (*Server, error) {
 		opts.Configure(&cfg)
 	}
 	// Always the embedded server, on a random port, with its store here.
-	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = pipeline.NATSConfig{}, data, "127.0.0.1", -1
+	cfg.NATS, cfg.DataDir, cfg.EmbeddedHost, cfg.EmbeddedPort = access.NATSConfig{}, data, "127.0.0.1", -1
 	s.cfg, s.dataDir = cfg, data
 	if s.Service, err = pipeline.New(cfg); err != nil {
 		s.removeTemp()
@@ -116,7 +121,7 @@ func New(opts Options) (*Server, error) {
 		return nil, err
 	}
 	// The embedded server requires the token it generated into its data directory.
-	if s.Conn, err = pipeline.LocalNATS(data, pipeline.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
+	if s.Conn, err = access.LocalNATS(data, access.NATSConfig{Name: "pipelinetest"}).Connect(); err != nil {
 		s.Service.Close()
 		s.removeTemp()
 		return nil, fmt.Errorf("pipelinetest: connect: %w", err)
@@ -132,8 +137,8 @@ func (s *Server) URL() string { return s.Service.ClientURL() }
 
 // NATS is how a client reaches the server: its URL and the token it requires (a file in
 // its data directory, as `compactor run` generates one).
-func (s *Server) NATS() pipeline.NATSConfig {
-	return pipeline.LocalNATS(s.dataDir, pipeline.NATSConfig{})
+func (s *Server) NATS() access.NATSConfig {
+	return access.LocalNATS(s.dataDir, access.NATSConfig{})
 }
 
 // Resume starts the workers (if they are not running); they run until Close.
@@ -170,26 +175,26 @@ func (s *Server) Close() {
 
 // JobFor is the compact job an on-demand request makes for file as it is now: the store's
 // name, the path relative to its root, the session id and the leaf read from the file.
-func (s *Server) JobFor(file string) (pipeline.Job, error) {
-	rel, err := pipeline.RelPath(s.StoreDir, file)
+func (s *Server) JobFor(file string) (wire.Job, error) {
+	rel, err := storepath.RelPath(s.StoreDir, file)
 	if err != nil {
-		return pipeline.Job{}, err
+		return wire.Job{}, err
 	}
 	sess, err := sessionio.ReadFile(file)
 	if err != nil {
-		return pipeline.Job{}, err
+		return wire.Job{}, err
 	}
 	if sess.Header.ID == "" {
-		return pipeline.Job{}, errors.New("pipelinetest: " + file + ": no session id in the header")
+		return wire.Job{}, errors.New("pipelinetest: " + file + ": no session id in the header")
 	}
-	return pipeline.Job{Kind: pipeline.KindCompact, Store: s.StoreName, Path: rel, SessionID: sess.Header.ID,
+	return wire.Job{Kind: wire.KindCompact, Store: s.StoreName, Path: rel, SessionID: sess.Header.ID,
 		Reason: "test", ExpectLeafID: sess.LeafID()}, nil
 }
 
 // Enqueue publishes job on the server, as `enqueue` does, and with wait waits up to
 // timeout for its final event (EnqueueResult.Event).
-func (s *Server) Enqueue(ctx context.Context, job pipeline.Job, wait bool, timeout time.Duration) (pipeline.EnqueueResult, error) {
-	return pipeline.Enqueue(ctx, s.Conn, job, wait, timeout)
+func (s *Server) Enqueue(ctx context.Context, job wire.Job, wait bool, timeout time.Duration) (fleetops.EnqueueResult, error) {
+	return fleetops.Enqueue(ctx, s.Conn, job, wait, timeout)
 }
 
 func (s *Server) tempDir(what string) (string, error) {

@@ -4,6 +4,9 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"os"
 	"path/filepath"
@@ -13,7 +16,6 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // Command is compactor auth.
@@ -64,14 +66,14 @@ Examples:
 
 // authUser is one user of the generated configuration.
 type authUser struct {
-	Name        string               `json:"user"`
-	Role        pipeline.Role        `json:"role"`
-	Account     string               `json:"account"`
-	Stores      []string             `json:"stores,omitempty"`
-	InboxPrefix string               `json:"inboxPrefix"`
-	NKey        string               `json:"nkey,omitempty"` // public key
-	SeedFile    string               `json:"seedFile,omitempty"`
-	Permissions pipeline.Permissions `json:"permissions"`
+	Name        string             `json:"user"`
+	Role        access.Role        `json:"role"`
+	Account     string             `json:"account"`
+	Stores      []string           `json:"stores,omitempty"`
+	InboxPrefix string             `json:"inboxPrefix"`
+	NKey        string             `json:"nkey,omitempty"` // public key
+	SeedFile    string             `json:"seedFile,omitempty"`
+	Permissions access.Permissions `json:"permissions"`
 }
 
 // authAccount is one host's NATS account: its stores, its limits, its users.
@@ -134,12 +136,12 @@ func run(ctx context.Context, env *command.Env) error {
 		return command.Usagef("--replicas: %d, need 1..5", *replicas)
 	}
 	if storage == 0 {
-		storage = command.ByteSize(pipeline.AccountStorage(*replicas))
+		storage = command.ByteSize(fleetops.AccountStorage(*replicas))
 	}
 	if *maxConns < 1 || *maxSubs < 1 || *maxConsumers < 0 {
 		return command.Usagef("--max-connections, --max-subscriptions and --max-consumers: want at least 1")
 	}
-	accounts, err := authAccounts(want, storeGroups, accountLimits{MaxStorage: int64(storage), MaxStreams: pipeline.AccountStreams(),
+	accounts, err := authAccounts(want, storeGroups, accountLimits{MaxStorage: int64(storage), MaxStreams: fleetops.AccountStreams(),
 		MaxConsumers: *maxConsumers, MaxConnections: *maxConns, MaxSubscriptions: *maxSubs})
 	if err != nil {
 		return command.Usagef("%v", err)
@@ -166,10 +168,10 @@ func run(ctx context.Context, env *command.Env) error {
 }
 
 // parseRoles parses --role.
-func parseRoles(list string) ([]pipeline.Role, error) {
-	var want []pipeline.Role
+func parseRoles(list string) ([]access.Role, error) {
+	var want []access.Role
 	for _, r := range strings.Split(list, ",") {
-		role, err := pipeline.ParseRole(strings.TrimSpace(r))
+		role, err := access.ParseRole(strings.TrimSpace(r))
 		if err != nil {
 			return nil, command.Usagef("--role: %v", err)
 		}
@@ -187,7 +189,7 @@ func parseStoreGroups(groups []string) ([][]string, error) {
 		var names []string
 		for _, n := range strings.Split(g, ",") {
 			n = strings.TrimSpace(n)
-			if err := pipeline.ValidateStoreName(n); err != nil {
+			if err := wire.ValidateStoreName(n); err != nil {
 				return nil, command.Usagef("--store %q: %v", g, err)
 			}
 			if other, ok := seen[n]; ok {
@@ -222,12 +224,12 @@ func writeCredentials(dir string, accounts []authAccount) error {
 }
 
 // authAccounts are the accounts of the store groups, each with a user of each role.
-func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
+func authAccounts(roles []access.Role, groups [][]string, limits accountLimits) ([]authAccount, error) {
 	var out []authAccount
 	for _, g := range groups {
 		a := authAccount{Name: accountName(g), Stores: g, Limits: limits}
 		if a.Limits.MaxConsumers == 0 {
-			a.Limits.MaxConsumers = pipeline.AccountConsumers(len(g))
+			a.Limits.MaxConsumers = fleetops.AccountConsumers(len(g))
 		}
 		suffix := "-" + strings.Join(g, "+")
 		for _, role := range roles {
@@ -235,12 +237,12 @@ func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits
 			if role.PerStore() {
 				stores = g
 			}
-			p, err := pipeline.PermissionsFor(role, stores)
+			p, err := access.PermissionsFor(role, stores)
 			if err != nil {
 				return nil, err
 			}
 			a.Users = append(a.Users, authUser{Name: string(role) + suffix, Role: role, Account: a.Name, Stores: stores,
-				InboxPrefix: pipeline.InboxPrefix(role, stores), Permissions: p})
+				InboxPrefix: access.InboxPrefix(role, stores), Permissions: p})
 		}
 		out = append(out, a)
 	}
@@ -251,7 +253,7 @@ func authAccounts(roles []pipeline.Role, groups [][]string, limits accountLimits
 func manifest(accounts []authAccount) command.Manifest {
 	m := command.Manifest{V: 1}
 	for _, a := range accounts {
-		ma := command.ManifestAccount{Account: a.Name, Stores: a.Stores, Seeds: map[pipeline.Role]string{}}
+		ma := command.ManifestAccount{Account: a.Name, Stores: a.Stores, Seeds: map[access.Role]string{}}
 		for _, u := range a.Users {
 			ma.Seeds[u.Role] = filepath.Base(u.SeedFile)
 		}
@@ -295,11 +297,11 @@ type tlsBlock struct {
 }
 
 // roleNote says what a role's user is for, in the configuration's comments.
-var roleNote = map[pipeline.Role]string{
-	pipeline.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
-	pipeline.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
-	pipeline.RoleWorker:   "compactor run and compactor sweep",
-	pipeline.RoleAgent:    "enqueue and the Pi extension",
+var roleNote = map[access.Role]string{
+	access.RoleAdmin:    "compactor setup: creates and changes the account's streams, buckets and consumers",
+	access.RoleOperator: "compactor dlq, status, events, pause, resume and console, reading across the account's stores",
+	access.RoleWorker:   "compactor run and compactor sweep",
+	access.RoleAgent:    "enqueue and the Pi extension",
 }
 
 // writeServerAuth prints the nats-server configuration.

@@ -6,12 +6,11 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
 	"io"
 	"os"
 	"strings"
 	"sync"
-
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // ApplyConfigFile sets every flag named in a JSON config file that was not given on the
@@ -142,7 +141,7 @@ var configFlags = map[string]string{
 // FlagError rewrites a pipeline.Config validation error to name the flag behind its
 // field. Fields without a flag keep the pipeline's wording.
 func FlagError(err error) error {
-	var ce *pipeline.ConfigError
+	var ce *access.ConfigError
 	if !errors.As(err, &ce) {
 		return err
 	}

@@ -12,7 +12,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/spend"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 var ErrHelp = errors.New("help requested")
@@ -154,21 +157,21 @@ var natsEnv = []struct {
 	flag   string
 	keys   []string
 	secret bool // the flag's default (from the environment) is never printed
-	field  func(*pipeline.NATSConfig) *string
+	field  func(*access.NATSConfig) *string
 	usage  string
 }{
-	{"nats-url", []string{"COMPACTOR_NATS_URL", "NATS_URL"}, false, func(c *pipeline.NATSConfig) *string { return &c.URL }, "NATS server URL(s), comma-separated"},
-	{"nats-user", []string{"COMPACTOR_NATS_USER", "NATS_USER"}, false, func(c *pipeline.NATSConfig) *string { return &c.User }, "NATS user"},
-	{"nats-password", []string{"COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"}, true, func(c *pipeline.NATSConfig) *string { return &c.Password }, "NATS `password` (visible to every user in the process list when given here: prefer the environment)"},
-	{"nats-token", []string{"COMPACTOR_NATS_TOKEN", "NATS_TOKEN"}, true, func(c *pipeline.NATSConfig) *string { return &c.Token }, "NATS `token` (visible to every user in the process list when given here: prefer the environment)"},
-	{"nats-password-file", []string{"COMPACTOR_NATS_PASSWORD_FILE"}, false, func(c *pipeline.NATSConfig) *string { return &c.PasswordFile }, "file holding the NATS password (its content, trimmed)"},
-	{"nats-token-file", []string{"COMPACTOR_NATS_TOKEN_FILE"}, false, func(c *pipeline.NATSConfig) *string { return &c.TokenFile }, "file holding the NATS token (its content, trimmed); without any credentials, a local service's generated token (--data-dir's nats.token) is used"},
-	{"nkey", []string{"COMPACTOR_NATS_NKEY", "NATS_NKEY"}, false, func(c *pipeline.NATSConfig) *string { return &c.NKeySeedFile }, "NATS nkey seed file"},
-	{"creds", []string{"COMPACTOR_NATS_CREDS", "NATS_CREDS"}, false, func(c *pipeline.NATSConfig) *string { return &c.CredsFile }, "NATS credentials file"},
-	{"tls-ca", []string{"COMPACTOR_NATS_TLS_CA", "NATS_CA"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSCA }, "CA certificate for NATS TLS"},
-	{"tls-cert", []string{"COMPACTOR_NATS_TLS_CERT", "NATS_CERT"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSCert }, "client certificate for NATS TLS"},
-	{"tls-key", []string{"COMPACTOR_NATS_TLS_KEY", "NATS_KEY"}, false, func(c *pipeline.NATSConfig) *string { return &c.TLSKey }, "client key for NATS TLS"},
-	{"inbox-prefix", []string{"COMPACTOR_NATS_INBOX_PREFIX"}, false, func(c *pipeline.NATSConfig) *string { return &c.InboxPrefix },
+	{"nats-url", []string{"COMPACTOR_NATS_URL", "NATS_URL"}, false, func(c *access.NATSConfig) *string { return &c.URL }, "NATS server URL(s), comma-separated"},
+	{"nats-user", []string{"COMPACTOR_NATS_USER", "NATS_USER"}, false, func(c *access.NATSConfig) *string { return &c.User }, "NATS user"},
+	{"nats-password", []string{"COMPACTOR_NATS_PASSWORD", "NATS_PASSWORD"}, true, func(c *access.NATSConfig) *string { return &c.Password }, "NATS `password` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-token", []string{"COMPACTOR_NATS_TOKEN", "NATS_TOKEN"}, true, func(c *access.NATSConfig) *string { return &c.Token }, "NATS `token` (visible to every user in the process list when given here: prefer the environment)"},
+	{"nats-password-file", []string{"COMPACTOR_NATS_PASSWORD_FILE"}, false, func(c *access.NATSConfig) *string { return &c.PasswordFile }, "file holding the NATS password (its content, trimmed)"},
+	{"nats-token-file", []string{"COMPACTOR_NATS_TOKEN_FILE"}, false, func(c *access.NATSConfig) *string { return &c.TokenFile }, "file holding the NATS token (its content, trimmed); without any credentials, a local service's generated token (--data-dir's nats.token) is used"},
+	{"nkey", []string{"COMPACTOR_NATS_NKEY", "NATS_NKEY"}, false, func(c *access.NATSConfig) *string { return &c.NKeySeedFile }, "NATS nkey seed file"},
+	{"creds", []string{"COMPACTOR_NATS_CREDS", "NATS_CREDS"}, false, func(c *access.NATSConfig) *string { return &c.CredsFile }, "NATS credentials file"},
+	{"tls-ca", []string{"COMPACTOR_NATS_TLS_CA", "NATS_CA"}, false, func(c *access.NATSConfig) *string { return &c.TLSCA }, "CA certificate for NATS TLS"},
+	{"tls-cert", []string{"COMPACTOR_NATS_TLS_CERT", "NATS_CERT"}, false, func(c *access.NATSConfig) *string { return &c.TLSCert }, "client certificate for NATS TLS"},
+	{"tls-key", []string{"COMPACTOR_NATS_TLS_KEY", "NATS_KEY"}, false, func(c *access.NATSConfig) *string { return &c.TLSKey }, "client key for NATS TLS"},
+	{"inbox-prefix", []string{"COMPACTOR_NATS_INBOX_PREFIX"}, false, func(c *access.NATSConfig) *string { return &c.InboxPrefix },
 		"where replies come (default _INBOX_<role>_<first store>, as `compactor auth` permits each role; docs/security.md)"},
 }
 
@@ -183,8 +186,8 @@ func FirstEnv(getenv func(string) string, keys ...string) string {
 }
 
 // NATSFromEnv is the NATS connection the environment gives, before any flag.
-func NATSFromEnv(getenv func(string) string) pipeline.NATSConfig {
-	var c pipeline.NATSConfig
+func NATSFromEnv(getenv func(string) string) access.NATSConfig {
+	var c access.NATSConfig
 	for _, e := range natsEnv {
 		*e.field(&c) = FirstEnv(getenv, e.keys...)
 	}
@@ -194,7 +197,7 @@ func NATSFromEnv(getenv func(string) string) pipeline.NATSConfig {
 // BindNATSFlags registers the NATS connection flags shared by run, sweep, enqueue and
 // dlq, with defaults from the environment (natsEnv). A secret's default is not printed by
 // --help.
-func BindNATSFlags(fs *flag.FlagSet, c *pipeline.NATSConfig, getenv func(string) string) {
+func BindNATSFlags(fs *flag.FlagSet, c *access.NATSConfig, getenv func(string) string) {
 	*c = NATSFromEnv(getenv)
 	for _, e := range natsEnv {
 		usage := fmt.Sprintf("%s (env %s)", e.usage, strings.Join(e.keys, ", "))
@@ -240,7 +243,7 @@ func ParseStore(spec string) (pipeline.Store, error) {
 	if !ok {
 		return pipeline.Store{}, fmt.Errorf("%q: want NAME=DIR (for example default=%s)", spec, spec)
 	}
-	if err := pipeline.ValidateStoreName(name); err != nil {
+	if err := wire.ValidateStoreName(name); err != nil {
 		return pipeline.Store{}, fmt.Errorf("%q: %w", spec, err)
 	}
 	if dir == "" {
@@ -293,7 +296,7 @@ func EnvStores(getenv func(string) string) ([]pipeline.Store, string, error) {
 }
 
 // SpendFlag is --spend-limit, repeatable: [STORE=]TOKENS/hour or [STORE=]TOKENS/day.
-type SpendFlag []pipeline.SpendLimit
+type SpendFlag []spend.Limit
 
 func (s *SpendFlag) String() string {
 	parts := make([]string, len(*s))
@@ -312,9 +315,9 @@ func (s *SpendFlag) String() string {
 
 func (s *SpendFlag) Set(v string) error {
 	spec := v
-	var l pipeline.SpendLimit
+	var l spend.Limit
 	if store, rest, ok := strings.Cut(spec, "="); ok {
-		if err := pipeline.ValidateStoreName(store); err != nil {
+		if err := wire.ValidateStoreName(store); err != nil {
 			return fmt.Errorf("%q: %v", v, err)
 		}
 		l.Store, spec = store, rest

@@ -4,12 +4,11 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
 	"os"
 	"path/filepath"
 	"slices"
 	"strings"
-
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // A fleet's credentials directory (compactor auth --credentials DIR): each user's nkey seed
@@ -31,7 +30,7 @@ type ManifestAccount struct {
 	Account string   `json:"account"`
 	Stores  []string `json:"stores"`
 	// Seeds are the seed files of the account's users by role, relative to the directory.
-	Seeds map[pipeline.Role]string `json:"seeds"`
+	Seeds map[access.Role]string `json:"seeds"`
 }
 
 // WriteManifest writes DIR/fleet.json (replacing an earlier one: the server's
@@ -56,14 +55,14 @@ func WriteManifest(dir string, m Manifest) error {
 type FleetAccount struct {
 	Account string
 	Stores  []string
-	NATS    pipeline.NATSConfig
+	NATS    access.NATSConfig
 }
 
 // FleetAccounts reads DIR/fleet.json and returns the accounts that hold any of stores (every
 // account when stores is empty), each with the stores of it to act on and base's NATS
 // settings with the role's seed file. An account without a user of role, or a store of
 // no account, is an error naming it.
-func FleetAccounts(dir string, role pipeline.Role, stores []string, base pipeline.NATSConfig) ([]FleetAccount, error) {
+func FleetAccounts(dir string, role access.Role, stores []string, base access.NATSConfig) ([]FleetAccount, error) {
 	raw, err := os.ReadFile(filepath.Join(dir, ManifestFile))
 	if errors.Is(err, os.ErrNotExist) {
 		return nil, Usagef("--credentials %s: no %s in it (the directory compactor auth --credentials wrote)", dir, ManifestFile)

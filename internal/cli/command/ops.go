@@ -3,6 +3,8 @@ package command
 import (
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"math"
 	"net"
 	"strconv"
@@ -88,18 +90,18 @@ type StreamLimits struct {
 
 // BindStreamLimits declares the limits' flags; note ends their usage.
 func BindStreamLimits(fs *flag.FlagSet, l *StreamLimits, note string) {
-	l.JobsMaxBytes, l.EventsMaxBytes = pipeline.DefaultJobsMaxBytes, pipeline.DefaultEventsMaxBytes
-	l.DLQMaxBytes, l.RecordsMaxBytes = pipeline.DefaultDLQMaxBytes, pipeline.DefaultRecordsMaxBytes
-	fs.DurationVar(&l.JobsMaxAge, "jobs-max-age", pipeline.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
+	l.JobsMaxBytes, l.EventsMaxBytes = fleetops.DefaultJobsMaxBytes, fleetops.DefaultEventsMaxBytes
+	l.DLQMaxBytes, l.RecordsMaxBytes = fleetops.DefaultDLQMaxBytes, fleetops.DefaultRecordsMaxBytes
+	fs.DurationVar(&l.JobsMaxAge, "jobs-max-age", fleetops.DefaultJobsMaxAge, "a job still queued this long after it was published is removed, unanswered (a sweep enqueues its session again)"+note)
 	fs.Var(&l.JobsMaxBytes, "jobs-max-bytes", "the most queued jobs COMPACTOR_JOBS holds, in `BYTES` (512MiB, 1GiB, ...); past it an enqueue is refused, saying so"+note)
-	fs.DurationVar(&l.EventsMaxAge, "events-max-age", pipeline.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
+	fs.DurationVar(&l.EventsMaxAge, "events-max-age", fleetops.DefaultEventsMaxAge, "how long job results stay in COMPACTOR_EVENTS"+note)
 	fs.Var(&l.EventsMaxBytes, "events-max-bytes", "the most COMPACTOR_EVENTS holds, in `BYTES` (512MiB, 1GiB, ...); past it the oldest results go"+note)
 	fs.Var(&l.DLQMaxBytes, "dlq-max-bytes", "the most COMPACTOR_DLQ holds, in `BYTES`; past it the oldest dead letters go"+note)
 	fs.Var(&l.RecordsMaxBytes, "records-max-bytes", "the most each bucket (leases, sweep records, attempt counts, prepared summaries, workers, spend counts) holds, in `BYTES`; past it a new key is refused"+note)
 }
 
 // Apply copies the limits into a setup configuration.
-func (l StreamLimits) Apply(sc *pipeline.SetupConfig) {
+func (l StreamLimits) Apply(sc *fleetops.SetupConfig) {
 	sc.JobsMaxAge, sc.JobsMaxBytes, sc.EventsMaxAge, sc.EventsMaxBytes = l.JobsMaxAge, int64(l.JobsMaxBytes), l.EventsMaxAge, int64(l.EventsMaxBytes)
 	sc.DLQMaxBytes, sc.RecordsMaxBytes = int64(l.DLQMaxBytes), int64(l.RecordsMaxBytes)
 }
@@ -141,7 +143,7 @@ func (b *ByteSize) Set(s string) error {
 func BindOpsFlags(fs *flag.FlagSet, env *Env, role OpsRole) *OpsFlags {
 	o := &OpsFlags{fs: fs, role: role}
 	if role == OpsClient || role == OpsSweeper {
-		fs.StringVar(&o.dataDir, "data-dir", pipeline.DefaultDataDir(env.Getenv),
+		fs.StringVar(&o.dataDir, "data-dir", access.DefaultDataDir(env.Getenv),
 			"without --nats-url: the data directory of a compactor run on this machine, whose NATS address it records (env COMPACTOR_DATA_DIR)")
 	}
 	if role == OpsClient {
@@ -150,10 +152,10 @@ func BindOpsFlags(fs *flag.FlagSet, env *Env, role OpsRole) *OpsFlags {
 	if role == OpsWorker {
 		const setupOnly = " (a setting of the fleet: applied by the embedded server's service and --setup, as by compactor setup; a worker without them follows the fleet's)"
 		fs.IntVar(&o.replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has"+setupOnly)
-		fs.DurationVar(&o.ackWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
-		fs.IntVar(&o.maxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
-		fs.DurationVar(&o.leaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
-		fs.DurationVar(&o.dupWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
+		fs.DurationVar(&o.ackWait, "ack-wait", fleetops.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered"+setupOnly)
+		fs.IntVar(&o.maxDeliver, "max-deliver", fleetops.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered"+setupOnly)
+		fs.DurationVar(&o.leaseTTL, "lease-ttl", fleetops.DefaultLeaseTTL, "lifetime of a session's lease, renewed at a third of it; also how long a NATS outage a running job survives"+setupOnly)
+		fs.DurationVar(&o.dupWindow, "duplicate-window", fleetops.DefaultDuplicateWindow, "the same enqueue request within this window is stored once"+setupOnly)
 		BindStreamLimits(fs, &o.limits, setupOnly)
 	}
 	fs.DurationVar(&o.startupTimeout, "startup-timeout", pipeline.DefaultStartupTimeout, "how long to retry at start while JetStream is not ready (a cluster electing leaders)")
@@ -162,7 +164,7 @@ func BindOpsFlags(fs *flag.FlagSet, env *Env, role OpsRole) *OpsFlags {
 	if role == OpsWorker {
 		listen := env.Getenv("COMPACTOR_LISTEN")
 		if listen == "" {
-			listen = pipeline.DefaultEmbeddedHost + ":4222"
+			listen = access.DefaultEmbeddedHost + ":4222"
 		}
 		fs.Var(&o.sync, "nats-sync", "without --nats-url: how often the embedded server syncs JetStream to disk, `always` (every write, before it is acknowledged) or an interval (default nats-server's, 2m); between syncs a power loss (not a crash) can lose what was acknowledged (docs/operations.md)")
 		fs.StringVar(&o.listen, "listen", listen, "without --nats-url: HOST:PORT of the embedded NATS server (port 0: a free port, logged and recorded in --data-dir); it requires a token generated into --data-dir, or the --nats-token-file or --nats-user/--nats-password-file given (env COMPACTOR_LISTEN)")
@@ -199,13 +201,13 @@ func (o *OpsFlags) Config(cfg pipeline.Config, err error) (pipeline.Config, erro
 	}
 	switch {
 	case o.role == OpsWorker && cfg.NATS.URL == "":
-		host, port, err := pipeline.ParseListen(o.listen)
+		host, port, err := access.ParseListen(o.listen)
 		if err != nil {
 			return cfg, Usagef("--listen: %v", err)
 		}
 		cfg.EmbeddedHost, cfg.EmbeddedPort = host, port
 		if o.monitor != "" {
-			mh, mp, err := pipeline.ParseListen(o.monitor)
+			mh, mp, err := access.ParseListen(o.monitor)
 			if err != nil {
 				return cfg, Usagef("--nats-monitor: %v", err)
 			}
@@ -219,15 +221,15 @@ func (o *OpsFlags) Config(cfg pipeline.Config, err error) (pipeline.Config, erro
 			cfg.JoinRunning = true
 		}
 	case o.role != OpsWorker && cfg.NATS.URL == "":
-		cfg.NATS = pipeline.LocalNATS(o.dataDir, cfg.NATS)
+		cfg.NATS = access.LocalNATS(o.dataDir, cfg.NATS)
 	}
 	return cfg, nil
 }
 
 // ClientNATS returns the NATS settings of a client command: the flags, and without
 // --nats-url the local service's address and generated token.
-func (o *OpsFlags) ClientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
-	return pipeline.LocalNATS(o.dataDir, n)
+func (o *OpsFlags) ClientNATS(n access.NATSConfig) access.NATSConfig {
+	return access.LocalNATS(o.dataDir, n)
 }
 
 // OperatorAccount is the NATS settings of the operator of store's account: with
@@ -236,9 +238,9 @@ func (o *OpsFlags) ClientNATS(n pipeline.NATSConfig) pipeline.NATSConfig {
 // the NATS flags as given. what names what the command acts on, for the error that asks
 // for --store. Each account's records are its own (its dead letters' sequences, its
 // pause records, its events): a command acts in one account at a time.
-func (o *OpsFlags) OperatorAccount(n pipeline.NATSConfig, credentials, command, store, what string) (pipeline.NATSConfig, error) {
+func (o *OpsFlags) OperatorAccount(n access.NATSConfig, credentials, command, store, what string) (access.NATSConfig, error) {
 	ncfg := o.ClientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	ncfg.Name, ncfg.Role = "compactor "+command, access.RoleOperator
 	if credentials == "" {
 		return ncfg, nil
 	}
@@ -246,7 +248,7 @@ func (o *OpsFlags) OperatorAccount(n pipeline.NATSConfig, credentials, command, 
 	if store != "" {
 		only = []string{store}
 	}
-	accounts, err := FleetAccounts(credentials, pipeline.RoleOperator, only, ncfg)
+	accounts, err := FleetAccounts(credentials, access.RoleOperator, only, ncfg)
 	if err != nil {
 		return ncfg, err
 	}
@@ -261,13 +263,13 @@ func (o *OpsFlags) OperatorAccount(n pipeline.NATSConfig, credentials, command, 
 // OperatorAccounts are the accounts an operator's command reads across: with credentials,
 // every account of fleet.json (those holding one of stores, when given), each with its
 // operator's seed; without, the one account the NATS flags reach (Account "").
-func (o *OpsFlags) OperatorAccounts(n pipeline.NATSConfig, credentials, command string, stores []string) ([]FleetAccount, error) {
+func (o *OpsFlags) OperatorAccounts(n access.NATSConfig, credentials, command string, stores []string) ([]FleetAccount, error) {
 	ncfg := o.ClientNATS(n)
-	ncfg.Name, ncfg.Role = "compactor "+command, pipeline.RoleOperator
+	ncfg.Name, ncfg.Role = "compactor "+command, access.RoleOperator
 	if credentials == "" {
 		return []FleetAccount{{Stores: stores, NATS: ncfg}}, nil
 	}
-	accounts, err := FleetAccounts(credentials, pipeline.RoleOperator, stores, ncfg)
+	accounts, err := FleetAccounts(credentials, access.RoleOperator, stores, ncfg)
 	if err != nil {
 		return nil, err
 	}

@@ -4,11 +4,10 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/fleetops"
 	"io"
 
 	"github.com/nats-io/nats.go"
-
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // AllowUnservedFlag registers --allow-unserved (enqueue, sweep, dlq retry).
@@ -19,12 +18,12 @@ func AllowUnservedFlag(fs *FlagSet) *bool {
 // CheckServed refuses (exit 1) when a store has no worker, naming the stores that are
 // served; with allow it only warns on w and lets the caller queue.
 func CheckServed(ctx context.Context, w io.Writer, nc *nats.Conn, stores []string, allow bool) error {
-	grace := pipeline.ServedGrace
+	grace := fleetops.ServedGrace
 	if allow {
 		grace = 0 // only to warn: no need to wait for a starting service
 	}
-	err := pipeline.CheckServed(ctx, nc, stores, grace)
-	var ue *pipeline.UnservedError
+	err := fleetops.CheckServed(ctx, nc, stores, grace)
+	var ue *fleetops.UnservedError
 	switch {
 	case err == nil:
 		return nil

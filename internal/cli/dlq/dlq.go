@@ -7,6 +7,10 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"os"
 	"os/user"
@@ -64,8 +68,8 @@ Examples:
 
 // dlqFlags are the flags of every dlq subcommand.
 type dlqFlags struct {
-	nats          pipeline.NATSConfig
-	filter        pipeline.DeadLetterFilter
+	nats          access.NATSConfig
+	filter        operator.DeadLetterFilter
 	asJSON        bool
 	all           bool
 	dryRun        bool
@@ -78,7 +82,7 @@ type dlqFlags struct {
 	credentials   string
 	// account: the NATS settings acted with (the account's operator), for the log of who
 	// passed instructions on.
-	account pipeline.NATSConfig
+	account access.NATSConfig
 }
 
 func run(ctx context.Context, env *command.Env) error {
@@ -105,7 +109,7 @@ func run(ctx context.Context, env *command.Env) error {
 		return err
 	}
 	defer nc.Close()
-	q, err := pipeline.OpenDLQ(ctx, nc)
+	q, err := operator.OpenDLQ(ctx, nc)
 	if err != nil {
 		return err
 	}
@@ -169,7 +173,7 @@ func (f *dlqFlags) parseAction(pos []string) (string, error) {
 		return "", command.Usagef("unknown dlq subcommand %q: want list, show, retry or purge", action)
 	}
 	if f.filter.Store != "" {
-		if err := pipeline.ValidateStoreName(f.filter.Store); err != nil {
+		if err := wire.ValidateStoreName(f.filter.Store); err != nil {
 			return "", command.Usagef("--store: %v", err)
 		}
 	}
@@ -177,7 +181,7 @@ func (f *dlqFlags) parseAction(pos []string) (string, error) {
 }
 
 // act lists, shows, purges or retries the selected dead letters, recs.
-func (f *dlqFlags) act(ctx context.Context, env *command.Env, action string, nc *nats.Conn, q *pipeline.DLQ, recs []pipeline.DeadLetterRecord) error {
+func (f *dlqFlags) act(ctx context.Context, env *command.Env, action string, nc *nats.Conn, q *operator.DLQ, recs []operator.DeadLetterRecord) error {
 	switch {
 	case action == "list" || f.dryRun:
 		if f.dryRun {
@@ -209,7 +213,7 @@ func (f *dlqFlags) act(ctx context.Context, env *command.Env, action string, nc 
 // retryServed retries the dead letters of the stores a worker serves. Those of a store
 // that no worker serves are left where they are, each with the reason in its result,
 // unless --allow-unserved.
-func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DLQ, recs []pipeline.DeadLetterRecord, f *dlqFlags) ([]pipeline.RetryResult, error) {
+func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *operator.DLQ, recs []operator.DeadLetterRecord, f *dlqFlags) ([]operator.RetryResult, error) {
 	var stores []string
 	for _, r := range recs {
 		if !slices.Contains(stores, r.Store) {
@@ -219,14 +223,14 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 	if len(stores) == 0 {
 		return nil, nil
 	}
-	var ue *pipeline.UnservedError
+	var ue *fleetops.UnservedError
 	if err := command.CheckServed(ctx, w, nc, stores, *f.allowUnserved); err != nil {
 		if !errors.As(err, &ue) {
 			return nil, err
 		}
 		fmt.Fprintln(w, err)
 	}
-	var serve []pipeline.DeadLetterRecord
+	var serve []operator.DeadLetterRecord
 	held := map[uint64]string{} // dead letters left for their instructions, with the reason
 	for _, r := range recs {
 		if ue != nil && slices.Contains(ue.Stores, r.Store) {
@@ -239,7 +243,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		serve = append(serve, r)
 	}
 	done := q.Retry(ctx, serve, f.wait, f.timeout)
-	out := make([]pipeline.RetryResult, 0, len(recs))
+	out := make([]operator.RetryResult, 0, len(recs))
 	for _, r := range recs {
 		if len(done) > 0 && done[0].Seq == r.Seq {
 			out, done = append(out, done[0]), done[1:]
@@ -249,7 +253,7 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 		if !ok {
 			why = fmt.Sprintf("not queued: no worker serves store %s (give --allow-unserved to queue anyway)", r.Store)
 		}
-		out = append(out, pipeline.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
+		out = append(out, operator.RetryResult{Seq: r.Seq, Store: r.Store, SessionID: r.SessionID, Path: r.Path, Error: why})
 	}
 	return out, nil
 }
@@ -261,11 +265,11 @@ func retryServed(ctx context.Context, w io.Writer, nc *nats.Conn, q *pipeline.DL
 // a filter that selected many dead letters. A dead letter whose job is another store's
 // or session's is not decided on here: Retry refuses it whatever the flag, naming both
 // stores, and nothing is passed on (nor said to be).
-func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) string {
+func (f *dlqFlags) passInstructions(w io.Writer, r operator.DeadLetterRecord) string {
 	if r.Foreign != "" {
 		return ""
 	}
-	job, err := pipeline.DecodeJob(r.Job)
+	job, err := wire.DecodeJob(r.Job)
 	if err != nil || job.Instructions == "" {
 		return "" // Retry says what is wrong with a job it cannot decode
 	}
@@ -277,10 +281,10 @@ func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) st
 	return ""
 }
 
-func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {
+func writeDeadLetters(w io.Writer, recs []operator.DeadLetterRecord, asJSON bool) error {
 	if asJSON {
 		if recs == nil {
-			recs = []pipeline.DeadLetterRecord{}
+			recs = []operator.DeadLetterRecord{}
 		}
 		enc := json.NewEncoder(command.JSONOut(w))
 		enc.SetIndent("", "  ")
@@ -311,7 +315,7 @@ func writeDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool
 	return err
 }
 
-func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool) error {
+func showDeadLetters(w io.Writer, recs []operator.DeadLetterRecord, asJSON bool) error {
 	if asJSON {
 		return writeDeadLetters(w, recs, true)
 	}
@@ -340,7 +344,7 @@ func showDeadLetters(w io.Writer, recs []pipeline.DeadLetterRecord, asJSON bool)
 }
 
 // writeRetries prints the results and returns how many were not queued or failed again.
-func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int {
+func writeRetries(w io.Writer, results []operator.RetryResult, asJSON bool) int {
 	failed := 0
 	for _, r := range results {
 		if !r.Queued || r.Error != "" || (r.Event != nil && r.Event.Outcome == pipeline.OutcomeFailed) {
@@ -349,7 +353,7 @@ func writeRetries(w io.Writer, results []pipeline.RetryResult, asJSON bool) int 
 	}
 	if asJSON {
 		if results == nil {
-			results = []pipeline.RetryResult{}
+			results = []operator.RetryResult{}
 		}
 		enc := json.NewEncoder(command.JSONOut(w))
 		enc.SetIndent("", "  ")
@@ -415,7 +419,7 @@ func age(d time.Duration) string {
 // name (the nkey's public key, from an nkey seed or a creds file; the user name; "token"),
 // then the OS user and host. The server does not tell a client who it is: this is what
 // the operator's own credentials say.
-func operatorIdentity(c pipeline.NATSConfig) string {
+func operatorIdentity(c access.NATSConfig) string {
 	var nats string
 	switch {
 	case c.NKeySeedFile != "":

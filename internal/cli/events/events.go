@@ -4,13 +4,15 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/operator"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/visible"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // Command is compactor events.
@@ -37,7 +39,7 @@ Examples:
 
 func run(ctx context.Context, env *command.Env) error {
 	fs := command.NewFlagSet(env, "events", "--store STORE [--session ID] [--follow] [flags]", eventsHelp)
-	var n pipeline.NATSConfig
+	var n access.NATSConfig
 	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
 	configFile := command.ConfigFlag(fs.FlagSet, env)
@@ -59,7 +61,7 @@ func run(ctx context.Context, env *command.Env) error {
 	if *store == "" {
 		return command.Usagef("--store is required")
 	}
-	if err := pipeline.ValidateStoreName(*store); err != nil {
+	if err := wire.ValidateStoreName(*store); err != nil {
 		return command.Usagef("--store: %v", err)
 	}
 	ncfg, err := ops.OperatorAccount(n, *credentials, "events", *store, "events")
@@ -73,7 +75,7 @@ func run(ctx context.Context, env *command.Env) error {
 	defer nc.Close()
 	enc := json.NewEncoder(command.JSONOut(env.Stdout))
 	count := 0
-	leftOut, err := pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
+	leftOut, err := operator.SessionEvents(ctx, nc, *store, *session, *follow, func(ev wire.Event) {
 		count++
 		if *asJSON {
 			_ = enc.Encode(ev)
@@ -99,7 +101,7 @@ func run(ctx context.Context, env *command.Env) error {
 
 // writeEvent prints an event on one line, every text a store's worker wrote escaped
 // (visible.Line).
-func writeEvent(w io.Writer, ev pipeline.Event) {
+func writeEvent(w io.Writer, ev wire.Event) {
 	v := visible.Line
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, v(ev.Kind), v(ev.SessionID), ev.Attempt, v(string(ev.Outcome)))

@@ -4,10 +4,12 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // Pause is compactor pause; Resume is compactor resume.
@@ -41,7 +43,7 @@ func pauseOrResume(ctx context.Context, env *command.Env, pause bool) error {
 		name, verb = "pause", "paused"
 	}
 	fs := command.NewFlagSet(env, name, "STORE [flags]", pauseHelp)
-	var n pipeline.NATSConfig
+	var n access.NATSConfig
 	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
 	configFile := command.ConfigFlag(fs.FlagSet, env)
@@ -61,7 +63,7 @@ func pauseOrResume(ctx context.Context, env *command.Env, pause bool) error {
 	if len(pos) != 1 {
 		return command.Usagef("expected one STORE, got %d arguments", len(pos))
 	}
-	if err := pipeline.ValidateStoreName(pos[0]); err != nil {
+	if err := wire.ValidateStoreName(pos[0]); err != nil {
 		return command.Usagef("%v", err)
 	}
 	ncfg, err := ops.OperatorAccount(n, *credentials, name, pos[0], "pause record")
@@ -75,7 +77,7 @@ func pauseOrResume(ctx context.Context, env *command.Env, pause bool) error {
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	rec, err := pipeline.SetPaused(rctx, nc, pos[0], pause, reason, "")
+	rec, err := fleetops.SetPaused(rctx, nc, pos[0], pause, reason, "")
 	if err != nil {
 		return err
 	}

@@ -4,6 +4,9 @@ import (
 	"context"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"log/slog"
 	"maps"
@@ -70,9 +73,9 @@ Examples:
 
 // setupFlags are the flags of compactor setup.
 type setupFlags struct {
-	ncfg                                  pipeline.NATSConfig
+	ncfg                                  access.NATSConfig
 	stores                                command.StringList
-	sc                                    pipeline.SetupConfig
+	sc                                    fleetops.SetupConfig
 	limits                                command.StreamLimits
 	migrate, force, prune, dryRun, asJSON *bool
 	dataDir, credDir, exportTo, importing *string
@@ -100,8 +103,8 @@ func run(ctx context.Context, env *command.Env) error {
 	if err != nil {
 		return err
 	}
-	ncfg := pipeline.LocalNATS(*f.dataDir, f.ncfg)
-	ncfg.Name, ncfg.Role = "compactor setup", pipeline.RoleAdmin
+	ncfg := access.LocalNATS(*f.dataDir, f.ncfg)
+	ncfg.Name, ncfg.Role = "compactor setup", access.RoleAdmin
 	if *f.exportTo != "" {
 		return exportDeployment(ctx, env, ncfg, *f.exportTo, *f.force, *f.asJSON, log)
 	}
@@ -130,7 +133,7 @@ func bindFlags(fs *command.FlagSet, env *command.Env) *setupFlags {
 	f.prune = fs.Bool("prune", false, "remove what the NATS holds of stores not given with --store (retired stores): their consumers, their keys in every bucket, their queued jobs; refused while a worker of one reports")
 	f.dryRun = fs.Bool("dry-run", false, "with --prune: say what would be removed, remove and set up nothing")
 	f.asJSON = fs.Bool("json", false, "print what was set up as JSON")
-	f.dataDir = fs.String("data-dir", pipeline.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
+	f.dataDir = fs.String("data-dir", access.DefaultDataDir(env.Getenv), "without --nats-url: the data directory of a compactor run on this machine, whose NATS it sets up (env COMPACTOR_DATA_DIR)")
 	f.timeout = fs.Duration("startup-timeout", pipeline.DefaultStartupTimeout, "how long to wait for JetStream (a cluster electing leaders)")
 	f.credDir = fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): set up every account in it (or those of --store), each with its admin's seed")
 	f.exportTo = fs.String("export", "", "write what this NATS account holds of compactor's into `FILE`, for --import into accounts of their own (stop the workers first); sets nothing up")
@@ -139,11 +142,11 @@ func bindFlags(fs *command.FlagSet, env *command.Env) *setupFlags {
 	f.configFile = command.ConfigFlag(fs.FlagSet, env)
 	fs.Var(&f.stores, "store", "a store to set up: `NAME` (NAME=DIR is taken too, the directory ignored; repeatable)")
 	fs.IntVar(&sc.Replicas, "replicas", 1, "replicas of every stream and bucket on a clustered NATS (1-5); never lowers what the server already has")
-	fs.DurationVar(&sc.AckWait, "ack-wait", pipeline.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
-	fs.IntVar(&sc.MaxDeliver, "max-deliver", pipeline.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
-	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", pipeline.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
-	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", pipeline.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
-	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", pipeline.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
+	fs.DurationVar(&sc.AckWait, "ack-wait", fleetops.DefaultAckWait, "a job neither answered nor heartbeated for this long is redelivered")
+	fs.IntVar(&sc.MaxDeliver, "max-deliver", fleetops.DefaultMaxDeliver, "handler attempts of a job (crashes included) before it is dead-lettered")
+	fs.DurationVar(&sc.LeaseTTL, "lease-ttl", fleetops.DefaultLeaseTTL, "lifetime of a session's lease, which every worker renews at a third of it; also how long a NATS outage a running job survives")
+	fs.DurationVar(&sc.DuplicateWindow, "duplicate-window", fleetops.DefaultDuplicateWindow, "the same enqueue request within this window is stored once")
+	fs.DurationVar(&sc.PreparedTTL, "prepared-ttl", fleetops.DefaultPreparedTTL, "the longest a prepared summary is kept (it is deleted once used or compacted past)")
 	command.BindStreamLimits(fs.FlagSet, &f.limits, "")
 	return f
 }
@@ -154,7 +157,7 @@ func (f *setupFlags) check(fs *command.FlagSet) error {
 	sc := &f.sc
 	for _, s := range f.stores {
 		name, _, _ := strings.Cut(s, "=")
-		if err := pipeline.ValidateStoreName(name); err != nil {
+		if err := wire.ValidateStoreName(name); err != nil {
 			return command.Usagef("--store %q: %v", s, err)
 		}
 		sc.Stores = append(sc.Stores, name)
@@ -215,11 +218,11 @@ func (f *setupFlags) checkModes() error {
 
 // setUp sets up each account: the one ncfg reaches, or every one of --credentials (those
 // of --store), each with its admin's seed.
-func (f *setupFlags) setUp(ctx context.Context, ncfg pipeline.NATSConfig, log *slog.Logger) ([]setupOutput, error) {
+func (f *setupFlags) setUp(ctx context.Context, ncfg access.NATSConfig, log *slog.Logger) ([]setupOutput, error) {
 	accounts := []command.FleetAccount{{Stores: f.sc.Stores, NATS: ncfg}}
 	if *f.credDir != "" {
 		var err error
-		if accounts, err = command.FleetAccounts(*f.credDir, pipeline.RoleAdmin, f.sc.Stores, ncfg); err != nil {
+		if accounts, err = command.FleetAccounts(*f.credDir, access.RoleAdmin, f.sc.Stores, ncfg); err != nil {
 			return nil, err
 		}
 	}
@@ -250,13 +253,13 @@ type setupStep struct {
 // setupOutput is what setup did in one account.
 type setupOutput struct {
 	Account string `json:"account,omitempty"`
-	*pipeline.SetupResult
-	Imported *pipeline.MoveCounts `json:"imported,omitempty"`
+	*fleetops.SetupResult
+	Imported *fleetops.MoveCounts `json:"imported,omitempty"`
 }
 
 // setupAccount sets up one account (and migrates, prunes or imports first), retrying while
 // JetStream is not ready.
-func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
+func setupAccount(ctx context.Context, ncfg access.NATSConfig, sc fleetops.SetupConfig, st setupStep, timeout time.Duration, log *slog.Logger) (setupOutput, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return setupOutput{}, err
@@ -264,7 +267,7 @@ func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.Set
 	defer nc.Close()
 	var (
 		out    setupOutput
-		pruned []pipeline.PrunedStore
+		pruned []fleetops.PrunedStore
 	)
 	step := func() (setupOutput, error) {
 		if st.importFrom != "" {
@@ -273,17 +276,17 @@ func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.Set
 				return setupOutput{}, fmt.Errorf("--import: %w", err)
 			}
 			defer f.Close()
-			res, c, err := pipeline.Import(ctx, nc, f, sc, log)
+			res, c, err := fleetops.Import(ctx, nc, f, sc, log)
 			return setupOutput{SetupResult: res, Imported: c}, err
 		}
 		if st.prune && pruned == nil {
-			p, err := pipeline.Prune(ctx, nc, sc.Stores, st.dryRun, log)
+			p, err := fleetops.Prune(ctx, nc, sc.Stores, st.dryRun, log)
 			if err != nil || st.dryRun {
-				return setupOutput{SetupResult: &pipeline.SetupResult{Stores: sc.Stores, Pruned: p}}, err
+				return setupOutput{SetupResult: &fleetops.SetupResult{Stores: sc.Stores, Pruned: p}}, err
 			}
 			pruned = p
 		}
-		res, err := pipeline.Setup(ctx, nc, sc, st.migrate, st.force, log)
+		res, err := fleetops.Setup(ctx, nc, sc, st.migrate, st.force, log)
 		if res != nil {
 			res.Pruned = pruned
 		}
@@ -292,7 +295,7 @@ func setupAccount(ctx context.Context, ncfg pipeline.NATSConfig, sc pipeline.Set
 	deadline := time.Now().Add(timeout)
 	for wait := 250 * time.Millisecond; ; wait = min(2*wait, 5*time.Second) {
 		out, err = step()
-		if err == nil || !pipeline.Transient(err) || time.Now().Add(wait).After(deadline) {
+		if err == nil || !fleetops.Transient(err) || time.Now().Add(wait).After(deadline) {
 			break
 		}
 		log.Warn("JetStream not ready; retrying", "retry_in", wait.String(), "err", err)
@@ -353,7 +356,7 @@ func countsText(m map[string]int) string {
 
 // exportDeployment writes the account's deployment into file (replaced whole: written
 // beside it, then renamed), readable by its owner only.
-func exportDeployment(ctx context.Context, env *command.Env, ncfg pipeline.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
+func exportDeployment(ctx context.Context, env *command.Env, ncfg access.NATSConfig, file string, force, asJSON bool, log *slog.Logger) error {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return err
@@ -364,7 +367,7 @@ func exportDeployment(ctx context.Context, env *command.Env, ncfg pipeline.NATSC
 		return fmt.Errorf("--export: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	c, err := pipeline.Export(ctx, nc, tmp, force, log)
+	c, err := fleetops.Export(ctx, nc, tmp, force, log)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -385,13 +388,13 @@ func exportDeployment(ctx context.Context, env *command.Env, ncfg pipeline.NATSC
 
 // settingsFromExport takes the old account's settings from an export for every setup flag
 // not given.
-func settingsFromExport(fs *command.FlagSet, file string, sc *pipeline.SetupConfig, limits *command.StreamLimits) error {
+func settingsFromExport(fs *command.FlagSet, file string, sc *fleetops.SetupConfig, limits *command.StreamLimits) error {
 	f, err := os.Open(file)
 	if err != nil {
 		return fmt.Errorf("--import: %w", err)
 	}
 	defer f.Close()
-	old, err := pipeline.ReadExportSettings(f)
+	old, err := fleetops.ReadExportSettings(f)
 	if err != nil || old == nil {
 		return err
 	}
@@ -414,7 +417,7 @@ func settingsFromExport(fs *command.FlagSet, file string, sc *pipeline.SetupConf
 }
 
 // writePruned says what a prune removed (or would, dryRun).
-func writePruned(w io.Writer, pruned []pipeline.PrunedStore, dryRun bool) {
+func writePruned(w io.Writer, pruned []fleetops.PrunedStore, dryRun bool) {
 	verb := "removed"
 	if dryRun {
 		verb = "would remove"

@@ -5,6 +5,9 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/operator"
 	"io"
 	"slices"
 	"strconv"
@@ -14,7 +17,6 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
 	"github.com/compactor-dev/compactor/internal/visible"
-	"github.com/compactor-dev/compactor/pipeline"
 )
 
 // Command is compactor status.
@@ -54,16 +56,16 @@ type Report struct {
 type StoreStatus struct {
 	Store   string                `json:"store"`
 	Account string                `json:"account,omitempty"`
-	Workers []pipeline.WorkerBeat `json:"workers"`
+	Workers []fleetops.WorkerBeat `json:"workers"`
 	// Queue, Running and Paused: what the operator's view reads (absent when it could not).
-	Queue   *pipeline.StoreQueue  `json:"queue,omitempty"`
-	Running []pipeline.RunningJob `json:"running,omitempty"`
-	Paused  *pipeline.PauseRecord `json:"paused,omitempty"`
+	Queue   *operator.StoreQueue  `json:"queue,omitempty"`
+	Running []operator.RunningJob `json:"running,omitempty"`
+	Paused  *fleetops.PauseRecord `json:"paused,omitempty"`
 }
 
 func run(ctx context.Context, env *command.Env) error {
 	fs := command.NewFlagSet(env, "status", "[flags]", statusHelp)
-	var n pipeline.NATSConfig
+	var n access.NATSConfig
 	command.BindNATSFlags(fs.FlagSet, &n, env.Getenv)
 	ops := command.BindOpsFlags(fs.FlagSet, env, command.OpsClient)
 	configFile := command.ConfigFlag(fs.FlagSet, env)
@@ -88,7 +90,7 @@ func run(ctx context.Context, env *command.Env) error {
 	ncfg.Name = "compactor status"
 	accounts := []command.FleetAccount{{NATS: ncfg, Stores: stores}}
 	if *credentials != "" {
-		if accounts, err = command.FleetAccounts(*credentials, pipeline.RoleOperator, stores, ncfg); err != nil {
+		if accounts, err = command.FleetAccounts(*credentials, access.RoleOperator, stores, ncfg); err != nil {
 			return err
 		}
 	}
@@ -112,7 +114,7 @@ func run(ctx context.Context, env *command.Env) error {
 func readStatus(ctx context.Context, accounts []command.FleetAccount, store string) (Report, error) {
 	vctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	var conns []pipeline.FleetAccount
+	var conns []operator.FleetAccount
 	defer func() {
 		for _, c := range conns {
 			c.Conn.Close()
@@ -121,21 +123,21 @@ func readStatus(ctx context.Context, accounts []command.FleetAccount, store stri
 	for _, a := range accounts {
 		c := a.NATS
 		if c.Role == "" && c.InboxPrefix == "" {
-			c.Role = pipeline.RoleOperator
+			c.Role = access.RoleOperator
 		}
 		nc, err := c.Connect()
 		if err != nil {
 			return Report{}, command.AccountErr(a.Account, err)
 		}
-		conns = append(conns, pipeline.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
+		conns = append(conns, operator.FleetAccount{Name: a.Account, Conn: nc, Stores: a.Stores})
 	}
 	if len(accounts) == 1 && accounts[0].Account == "" {
 		// One account: every store its records name (with --store, that one).
 		conns[0].Stores = nil
 	}
-	v, verr := pipeline.OpenFleetView(vctx, conns, pipeline.FleetViewOptions{})
+	v, verr := operator.OpenFleetView(vctx, conns, operator.FleetViewOptions{})
 	if verr != nil {
-		var pe *pipeline.PermissionError
+		var pe *access.PermissionError
 		if len(accounts) > 1 || accounts[0].Account != "" || !errors.As(verr, &pe) {
 			return Report{}, verr
 		}
@@ -150,7 +152,7 @@ func readStatus(ctx context.Context, accounts []command.FleetAccount, store stri
 	}
 	defer v.Close()
 	snap := v.Snapshot()
-	var beats []pipeline.WorkerBeat
+	var beats []fleetops.WorkerBeat
 	for _, st := range snap.Stores {
 		beats = append(beats, st.Workers...)
 	}
@@ -201,11 +203,11 @@ func withForeign(rep Report, n int) Report {
 // role's inbox, which the credentials alone do not tell: without --inbox-prefix the
 // operator's is tried, then (with --store) the store's worker's and agent's, each refusal
 // at once.
-func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
-	candidates := []pipeline.NATSConfig{ncfg}
+func accountWorkers(ctx context.Context, ncfg access.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
+	candidates := []access.NATSConfig{ncfg}
 	if ncfg.Role == "" && ncfg.InboxPrefix == "" {
 		candidates = nil
-		for _, role := range []pipeline.Role{pipeline.RoleOperator, pipeline.RoleWorker, pipeline.RoleAgent} {
+		for _, role := range []access.Role{access.RoleOperator, access.RoleWorker, access.RoleAgent} {
 			if role.PerStore() && len(stores) == 0 {
 				continue
 			}
@@ -220,7 +222,7 @@ func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []stri
 	var lastErr error
 	for _, c := range candidates {
 		beats, foreign, err := workersAs(ctx, c, stores)
-		var pe *pipeline.PermissionError
+		var pe *access.PermissionError
 		if errors.As(err, &pe) && pe.Op == "subscribe" && strings.HasPrefix(pe.Subject, "_INBOX") {
 			lastErr = err // not this role's inbox: the next
 			continue
@@ -233,7 +235,7 @@ func accountWorkers(ctx context.Context, ncfg pipeline.NATSConfig, stores []stri
 	return nil, 0, lastErr
 }
 
-func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) ([]pipeline.WorkerBeat, int, error) {
+func workersAs(ctx context.Context, ncfg access.NATSConfig, stores []string) ([]fleetops.WorkerBeat, int, error) {
 	nc, err := ncfg.Connect()
 	if err != nil {
 		return nil, 0, err
@@ -241,11 +243,11 @@ func workersAs(ctx context.Context, ncfg pipeline.NATSConfig, stores []string) (
 	defer nc.Close()
 	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
 	defer cancel()
-	return pipeline.Workers(rctx, nc, stores...)
+	return fleetops.Workers(rctx, nc, stores...)
 }
 
 // statusOf groups beats by store (only store's, if given) and says what differs.
-func statusOf(beats []pipeline.WorkerBeat, store string) Report {
+func statusOf(beats []fleetops.WorkerBeat, store string) Report {
 	rep := Report{Stores: []StoreStatus{}, Warnings: []string{}}
 	for _, b := range beats {
 		if store != "" && b.Store != store {
@@ -298,7 +300,7 @@ func statusOf(beats []pipeline.WorkerBeat, store string) Report {
 }
 
 // versionOf is a beat's program version as status shows it.
-func versionOf(b pipeline.WorkerBeat) string {
+func versionOf(b fleetops.WorkerBeat) string {
 	if b.Newer() {
 		return "newer"
 	}
@@ -314,7 +316,7 @@ func orUnknown(s string) string {
 
 // jobVersionsText is a beat's job versions as "1,2"; a beat without them is from a
 // worker that works version 1 only.
-func jobVersionsText(b pipeline.WorkerBeat) string {
+func jobVersionsText(b fleetops.WorkerBeat) string {
 	if b.Newer() {
 		return "?"
 	}
