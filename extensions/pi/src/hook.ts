@@ -9,7 +9,7 @@ import { type CompactorClient, type Deadlined, withDeadline } from "./client.ts"
 import type { Config } from "./config.ts";
 import { errText, failureText } from "./debug.ts";
 import { reportHook } from "./metrics.ts";
-import { noteValue } from "./preparation.ts";
+import { noteValue } from "./landing.ts";
 import { type AtHook, bridgeable, bridgeToPiCut, check, extract } from "./bridge.ts";
 import { type HookReason, type HookReport, type HookResult, preparedKey, type SessionLocation, type ValueMaking, valueMaking } from "./session.ts";
 import { latestCompactionId, location, type Runtime, type SessionState } from "./state.ts";

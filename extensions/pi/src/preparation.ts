@@ -1,23 +1,19 @@
-// A preparation from asking to landing. At each turn_end the trigger (trigger.ts) says whether
-// one is due; if so a prepare job is published (never waited for), and the request stays in
-// flight until its value is seen in the bucket, or it is given up. The pace learns from each
-// landing how long a preparation takes.
+// Asking for a preparation. At each turn_end the trigger (trigger.ts) says whether one is due;
+// if so a prepare job is published (never waited for), and the request stays in flight until
+// it lands (landing.ts) or is given up. The pace learns from each landing how long a
+// preparation takes.
 
 import type { ExtensionContext, SessionEntry } from "@earendil-works/pi-coding-agent";
-import { type CompactorClient, withDeadline } from "./client.ts";
+import type { CompactorClient } from "./client.ts";
 import type { Config } from "./config.ts";
 import { contextEntries, preparableTokens } from "./context.ts";
 import { clock, errText, secs } from "./debug.ts";
 import { entryMessages, estimate, host, project } from "./host.ts";
 import { has } from "./rules.ts";
-import { prepareJob, prepareSubject, preparedKey } from "./session.ts";
+import { followEvents, pollInFlight, requested } from "./landing.ts";
+import { prepareJob, prepareSubject } from "./session.ts";
 import { latestCompactionId, location, type Runtime, type SessionState } from "./state.ts";
 import { type Decision, lostAfterMs, type PaceEstimate, shouldAsk } from "./trigger.ts";
-
-/** How often at most the extension reads the bucket for a preparation in flight. */
-const POLL_EVERY_MS = 1000;
-/** The shortest wait before a poll put off runs (one still running ends within POLL_EVERY_MS). */
-const POLL_RETRY_MIN_MS = 50;
 
 /** turnEnded (turn_end): learn the pace, follow the request in flight, ask when one is due. */
 export function turnEnded(rt: Runtime, ctx: ExtensionContext): void {
@@ -38,67 +34,6 @@ export function turnEnded(rt: Runtime, ctx: ExtensionContext): void {
 	} catch (err) {
 		rt.log(`turn_end: ${errText(err)}`);
 	}
-}
-
-/**
- * pollInFlight looks (at most once a second, in the background) whether the value asked for
- * has landed, and keeps looking once a second until it has or the request is given up
- * (lostAfterMs). A look it may not take now (too soon after the last, or the last still
- * running) is put off rather than dropped. So a value that lands after the run's last turn
- * is seen when it lands, not at the next run's turns, and the next preparation is not held
- * back by a request that has in fact landed.
- */
-function pollInFlight(rt: Runtime, cl: CompactorClient, st: SessionState, now: number): void {
-	if (!st.inFlight || !st.location) return;
-	if (st.polling || now - st.lastPollAt < POLL_EVERY_MS) return pollLater(rt, st, now);
-	st.polling = true;
-	st.lastPollAt = now;
-	const loc = st.location;
-	void withDeadline(cl.getPrepared(preparedKey(loc)), POLL_EVERY_MS)
-		.then((got) => {
-			if (got.ok && got.value !== undefined) noteValue(rt, st, got.value);
-		})
-		.finally(() => {
-			st.polling = false;
-			// not landed yet (or the read failed): look again in a second, until it lands or
-			// is given up, whether or not the agent takes another turn
-			if (st.inFlight) pollLater(rt, st, performance.now());
-		});
-}
-
-/** pollLater makes pollInFlight's next look, once (a single timer), when it may. */
-function pollLater(rt: Runtime, st: SessionState, now: number): void {
-	if (st.pollTimer) return;
-	const wait = Math.max(POLL_RETRY_MIN_MS, st.lastPollAt + POLL_EVERY_MS - now);
-	st.pollTimer = setTimeout(() => {
-		st.pollTimer = undefined;
-		const cl = rt.client;
-		const f = st.inFlight;
-		// the session moved on, the extension closed, or the request landed meanwhile
-		if (rt.state !== st || !cl || !f) return;
-		const at = performance.now();
-		if (at - f.at > lostAfterMs(st.pace.estimate())) return; // the next turn_end gives it up
-		pollInFlight(rt, cl, st, at);
-	}, wait);
-	// a put-off poll never keeps Pi's process alive
-	st.pollTimer.unref?.();
-}
-
-/** noteValue learns from a value read from the bucket: when the request in flight landed, and how long it took. */
-export function noteValue(rt: Runtime, st: SessionState, value: unknown): string {
-	const v = value as { requestedAt?: unknown; createdAt?: unknown; leafId?: unknown };
-	if (typeof v?.requestedAt !== "string" || typeof v.createdAt !== "string") return "";
-	const asked = Date.parse(v.requestedAt);
-	const made = Date.parse(v.createdAt);
-	const took = made - asked;
-	const timing = `requested ${clock(asked)}, ready after ${secs(took)}, ${secs(Date.now() - made)} ago`;
-	const f = st.inFlight;
-	if (f && asked === f.requestedAt) {
-		st.pace.preparationTook(took);
-		st.inFlight = undefined;
-		rt.log(`preparation #${f.nth} landed: leaf ${String(v.leafId)}, ${timing}`);
-	}
-	return timing;
 }
 
 /** What a turn_end looked at to decide: the branch's leaf and cycle, and the context's size. */
@@ -170,18 +105,19 @@ async function publish(rt: Runtime, cl: CompactorClient, st: SessionState, view:
 		rt.log(`prepare: ${st.file} is in none of the stores (or not written yet)`);
 		return;
 	}
-	const requested = new Date();
-	const job = prepareJob(loc, leafId, undefined, st.piSettings.keepRecentTokens, requested, host.VERSION);
-	const outcome = await cl.publishPrepare(prepareSubject(loc), job);
+	// heard before the job is published, so that a fast worker's event is not missed
+	await followEvents(rt, cl, st, loc);
+	const at = new Date();
+	const job = prepareJob(loc, leafId, undefined, st.piSettings.keepRecentTokens, at, host.VERSION);
+	const { outcome, seq } = await cl.prepare(prepareSubject(loc), job);
 	if (outcome === "pending") {
 		// An older preparation of this session is still queued or running (the queue keeps
 		// one per session): ask again at a later turn, once it has landed.
 		rt.log(`prepare #${nth} at leaf ${leafId} (${decision.why}): an earlier preparation is still pending; asking again later`);
 		return;
 	}
-	st.inFlight = { requestedAt: requested.getTime(), at: performance.now(), leafId, nth, compactionId };
-	pollLater(rt, st, performance.now()); // look until it lands, whether or not the agent takes another turn
 	const firstTokens = nth === 1 ? tokens : st.cycle.firstTokens;
 	st.cycle = { compactionId, asks: nth, firstTokens, lastLeafId: leafId };
 	rt.log(`prepare #${nth} requested at leaf ${leafId} (${decision.why}; ${Math.round(pace.tokensPerSecond ?? 0)} tokens/s, latency ${secs(pace.latencyMs)}${pace.latencyMeasured ? "" : " (guess)"}): ${outcome}`);
+	requested(rt, st, { requestedAt: at.getTime(), at: performance.now(), leafId, nth, compactionId, jobId: job.id, jobSeq: seq }, outcome === "duplicate");
 }

@@ -105,6 +105,30 @@ export function prepareSubject(loc: SessionLocation): string {
 }
 
 /**
+ * eventSubject is compactor.events.<store>.<session token> (compactor's pipeline.EventSubject):
+ * each job of the session has its events on <eventSubject>.<job seq>, published by the worker
+ * that worked it.
+ */
+export function eventSubject(loc: SessionLocation): string {
+	return `compactor.events.${loc.store}.${loc.token}`;
+}
+
+/** ResultEvent is the part of a job's event (compactor's pipeline.Event) the extension reads. */
+export interface ResultEvent {
+	v: number;
+	jobId: string;
+	jobSeq: number;
+	store: string;
+	sessionId: string;
+	kind: string;
+	/** done (for a preparation: made and stored), skipped, failed; retry: not the last one. */
+	outcome: string;
+	reason?: string;
+	error?: string;
+	at: string;
+}
+
+/**
  * hookSubject is where the extension reports each run of Pi's session_before_compact hook
  * (compactor counts them: compactor_prepared_lookups_total, compactor_prepared_lookup_seconds).
  */

@@ -9,6 +9,7 @@ import { agentInboxPrefix, type Config, describeNats, type FlagValues, loadConfi
 import { contextEntries, contextTokens } from "./context.ts";
 import { errText, failureText, type Log, secs, setStoreNames, silent, stderrLog } from "./debug.ts";
 import { contextKind, entryMessages, estimate, host, project } from "./host.ts";
+import { type Landing, stopFollowing } from "./landing.ts";
 import { locateSession, type SessionLocation } from "./session.ts";
 import { type Cycle, type InFlight, Pace } from "./trigger.ts";
 import { lastCompactionIndex } from "./validate.ts";
@@ -27,6 +28,8 @@ export interface SessionState {
 	lastPollAt: number;
 	/** A poll put off (one a second at most, or one still running): it runs when it may. */
 	pollTimer: ReturnType<typeof setTimeout> | undefined;
+	/** How a preparation's landing is learnt (undefined until the first request). */
+	landing: Landing | undefined;
 	/** The last decision logged (digits left out), so that the log says each reason once in a row. */
 	lastWhy: string;
 	/** When the current cycle began (performance.now()). */
@@ -65,18 +68,13 @@ export function latestCompactionId(path: SessionEntry[]): string | null {
 	return i >= 0 ? path[i].id : null;
 }
 
-/** stopPolling drops a poll put off for the session (one that would run after it ended). */
-export function stopPolling(st: SessionState | undefined): void {
-	if (st?.pollTimer) clearTimeout(st.pollTimer);
-}
-
 /**
  * bindSession (session_start) reads the configuration and binds the extension to the session
  * Pi starts, or to none (disabled, or a session that is not persisted).
  */
 export function bindSession(rt: Runtime, ctx: ExtensionContext, flags: () => FlagValues): void {
 	try {
-		stopPolling(rt.state);
+		stopFollowing(rt.state);
 		const agentDir = host.getAgentDir();
 		const cfg = loadConfig(process.env, agentDir, flags());
 		rt.cfg = cfg;
@@ -115,6 +113,7 @@ function newSessionState(file: string, ctx: ExtensionContext, cfg: Config, agent
 		polling: false,
 		lastPollAt: -Infinity,
 		pollTimer: undefined,
+		landing: undefined,
 		lastWhy: "",
 		cycleStartedAt: performance.now(),
 		lastCycleMs: undefined,
@@ -150,7 +149,7 @@ export function compacted(rt: Runtime, event: unknown, ctx: ExtensionContext): v
 export async function shutdown(rt: Runtime): Promise<void> {
 	const cl = rt.client;
 	rt.client = undefined;
-	stopPolling(rt.state);
+	stopFollowing(rt.state);
 	rt.state = undefined;
 	if (!cl) return;
 	// Bounded: shutting down must not hang on an unreachable server.
