@@ -17,6 +17,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // settle checks the fleet after a scenario: every file only grew, no leaf was compacted
@@ -117,7 +118,7 @@ func TestClusterNodeKill(t *testing.T) {
 	}
 	waitFor(t, 2*time.Minute, "a quarter of the sessions compacted", func() bool { return llm.llm.Count() >= n/4 })
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	cancel()
 	if err != nil {
 		t.Fatal(err)
@@ -278,10 +279,10 @@ func TestBadFiles(t *testing.T) {
 	deleted := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-0000000de1e7.jsonl", "019c0000-0000-7000-8000-0000000de1e7", src)
 	renamed := f.add(t, "--q--/2026-01-01T00-00-00-000Z_019c0000-0000-7000-8000-00000000ae2a.jsonl", "019c0000-0000-7000-8000-00000000ae2a", src)
 	st := sweepStats(t, logs, sweepArgs(secured, f.dir, "--allow-unserved")...)
-	for _, j := range []pipeline.Job{
-		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/link-out.jsonl", SessionID: "019c0000-0000-7000-8000-0000000000a1", Reason: "chaos"},
-		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},
-		{Kind: pipeline.KindCompact, Store: "default", Path: "--bad--/link-in.jsonl", SessionID: f.ids[inside], Reason: "chaos-alias"},
+	for _, j := range []wire.Job{
+		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/link-out.jsonl", SessionID: "019c0000-0000-7000-8000-0000000000a1", Reason: "chaos"},
+		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/fifo.jsonl", SessionID: "fifo", Reason: "chaos"},
+		{Kind: wire.KindCompact, Store: "default", Path: "--bad--/link-in.jsonl", SessionID: f.ids[inside], Reason: "chaos-alias"},
 	} {
 		if _, err := pipeline.Enqueue(context.Background(), nc, j, false, 10*time.Second); err != nil {
 			t.Fatalf("enqueue %s: %v", j.Path, err)

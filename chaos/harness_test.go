@@ -37,6 +37,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 var (
@@ -506,7 +507,7 @@ func keyFile(t *testing.T) string {
 func queued(js jetstream.JetStream) (uint64, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return 0, err
 	}
@@ -533,7 +534,7 @@ func outcomes(t *testing.T, js jetstream.JetStream) map[string]int {
 func readOutcomes(js jetstream.JetStream) (map[string]int, error) {
 	ctx, cancel := context.WithTimeout(context.Background(), 30*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.StreamEvents)
+	s, err := js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		return nil, err
 	}
@@ -552,7 +553,7 @@ func readOutcomes(js jetstream.JetStream) (map[string]int, error) {
 		if err != nil {
 			return nil, fmt.Errorf("event %d: %w", seq, err)
 		}
-		var ev pipeline.Event
+		var ev wire.Event
 		if json.Unmarshal(m.Data, &ev) == nil {
 			out[string(ev.Outcome)]++
 		}
@@ -565,7 +566,7 @@ func deadLetters(t *testing.T, js jetstream.JetStream) uint64 {
 	for range 10 {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		var s jetstream.Stream
-		s, err = js.Stream(ctx, pipeline.StreamDLQ)
+		s, err = js.Stream(ctx, wire.StreamDLQ)
 		cancel()
 		if err == nil {
 			return s.CachedInfo().State.Msgs

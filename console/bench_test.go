@@ -23,6 +23,7 @@ import (
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The console's first page (the fleet) on a large fleet: 10,000 sessions, 1,000 dead
@@ -147,8 +148,8 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	cfg := pipeline.Config{
 		Stores: []pipeline.Store{{Name: "a", Dir: dirs["a"]}, {Name: "b", Dir: dirs["b"]}}, NATS: pipeline.NATSConfig{URL: ns.ClientURL()}, Setup: true,
 		MetricsAddr: "127.0.0.1:0",
-		Handler: pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
-			return pipeline.Result{}, pipeline.Skip("benchmark")
+		Handler: pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
+			return wire.Result{}, pipeline.Skip("benchmark")
 		}),
 	}
 	svc, err := pipeline.New(cfg)
@@ -207,15 +208,14 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 		path := "--home-dev-p--/2026-01-01T00-00-00-000Z_" + id + ".jsonl"
 		for k := range perSession {
 			seq++
-			ev := pipeline.Event{V: 1, JobID: fmt.Sprintf("compact:%s:%d", id, k/2), JobSeq: uint64(i*perSession + k/2*2 + 1), Store: store, SessionID: id, Path: path, Kind: pipeline.KindCompact,
-				Attempt: k%2 + 1, Worker: "bench-worker", At: now.Add(-time.Duration(sessions*perSession-int(seq)) * 500 * time.Millisecond)}
+			ev := wire.Event{V: 1, JobID: fmt.Sprintf("compact:%s:%d", id, k/2), JobSeq: uint64(i*perSession + k/2*2 + 1), JobRef: wire.JobRef{Store: store, SessionID: id, Path: path, Kind: wire.KindCompact}, Attempt: k%2 + 1, Worker: "bench-worker", At: now.Add(-time.Duration(sessions*perSession-int(seq)) * 500 * time.Millisecond)}
 			if k%2 == 0 {
 				ev.Outcome, ev.Reason, ev.RetryInMs = pipeline.OutcomeRetry, "llm transient: HTTP 503", 5000
 			} else {
 				ev.Outcome, ev.EntryID, ev.TokensBefore, ev.TokensAfter = pipeline.OutcomeDone, fmt.Sprintf("%08x", seq), 180_000, 22_000
 				ev.LLMTokens, ev.LLMInputTokens, ev.LLMCachedInputTokens, ev.LLMOutputTokens, ev.LLMModel = 160_000, 150_000, 90_000, 10_000, "model-x"
 			}
-			pub(pipeline.JobEventSubject(store, id, ev.JobSeq), ev)
+			pub(wire.JobEventSubject(store, id, ev.JobSeq), ev)
 		}
 		if i%1000 == 999 {
 			flush()
@@ -225,16 +225,16 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	for i := range letters {
 		store := []string{"a", "b"}[i%2]
 		id := fmt.Sprintf("019e%04x-0000-7000-8000-%012x", i>>12, i)
-		job := pipeline.Job{V: 1, ID: "compact:" + id, Kind: pipeline.KindCompact, Store: store, SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl"}
+		job := wire.Job{V: 1, ID: "compact:" + id, Kind: wire.KindCompact, Store: store, SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl"}
 		payload, _ := json.Marshal(job)
-		pub("compactor.dlq."+store+"."+pipeline.SessionToken(id), pipeline.DeadLetter{V: 1, Subject: job.Subject(), JobSeq: uint64(i + 1), Job: payload,
+		pub("compactor.dlq."+store+"."+wire.SessionToken(id), wire.DeadLetter{V: 1, Subject: job.Subject(), JobSeq: uint64(i + 1), Job: payload,
 			Reason: "llm permanent: HTTP 400", Error: "the request is bad", Deliveries: 1, Worker: "bench-worker", At: now})
 	}
 	flush()
 	if sessions > 0 {
 		for i := range 2000 {
 			id := fmt.Sprintf("019f%04x-0000-7000-8000-%012x", i>>12, i)
-			job := pipeline.Job{V: 1, ID: "compact:" + id, Kind: pipeline.KindCompact, Store: "b", SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl",
+			job := wire.Job{V: 1, ID: "compact:" + id, Kind: wire.KindCompact, Store: "b", SessionID: id, Path: "--home-dev-p--/" + id + ".jsonl",
 				RequestedAt: now}
 			pub(job.Subject(), job)
 		}

@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/console/consoletest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // xss is what a store's key writes into the records the console shows, in every field it
@@ -61,19 +62,17 @@ func forgeRecords(t testing.TB, f *fleet, pause bool) forged {
 	}
 	now := time.Now().UTC()
 	dlSession := "019dffff-0000-7000-8000-00000000dead"
-	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "b", Path: xss + ".jsonl", SessionID: dlSession, Reason: xss, Instructions: "keep " + xss})
-	fg.dlSeq = put(pipeline.DLQSubject("b", dlSession), pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject("b", dlSession, pipeline.KindCompact), JobSeq: 1,
+	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "b", Path: xss + ".jsonl", SessionID: dlSession, Reason: xss, Instructions: "keep " + xss})
+	fg.dlSeq = put(wire.DLQSubject("b", dlSession), wire.DeadLetter{V: 1, Subject: wire.JobSubject("b", dlSession, wire.KindCompact), JobSeq: 1,
 		Job: job, Reason: xss, Error: xss, Deliveries: 1, Worker: xss, At: now})
-	put(pipeline.JobEventSubject("b", fg.session, 999999), pipeline.Event{V: 1, JobID: xss, JobSeq: 999999, Store: "b", SessionID: fg.session, Path: xss,
-		Kind: pipeline.KindCompact, Outcome: pipeline.OutcomeFailed, Reason: xss, Error: xss, Worker: xss, LLMTokens: 3, LLMInputTokens: 2,
-		LLMOutputTokens: 1, LLMModel: xss, PiUnknown: xss, Attempt: 1, At: now})
+	put(wire.JobEventSubject("b", fg.session, 999999), wire.Event{V: 1, JobID: xss, JobSeq: 999999, JobRef: wire.JobRef{Store: "b", SessionID: fg.session, Path: xss, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: xss, LLMTokens: 3, LLMInputTokens: 2, LLMOutputTokens: 1}, Error: xss, Worker: xss, LLMModel: xss, PiUnknown: xss, Attempt: 1, At: now})
 	put("$KV."+pipeline.BucketWorkers+".b.w-forged", pipeline.WorkerBeat{V: 1, Worker: "w-forged", Store: "b", Host: xss, Version: xss,
 		Concurrency: 1, Started: now, At: now})
-	put("$KV."+pipeline.BucketLeases+"."+pipeline.PreparedKey("b", fg.session), map[string]any{"v": 1, "worker": xss, "jobId": xss, "since": now,
+	put("$KV."+pipeline.BucketLeases+"."+wire.PreparedKey("b", fg.session), map[string]any{"v": 1, "worker": xss, "jobId": xss, "since": now,
 		"sessionId": fg.session, "path": xss, "kind": xss, "delivery": 1})
-	rep, _ := json.Marshal(pipeline.HookReport{V: 1, Store: "b", SessionID: fg.session, Outcome: pipeline.HookMiss, Result: pipeline.HookResultPi,
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "b", SessionID: fg.session, Outcome: wire.HookMiss, Result: wire.HookResultPi,
 		ReasonCode: xss, Reason: xss, PiReason: xss, LatencyMs: 1})
-	if err := nc.Publish(pipeline.HookSubject("b", fg.session), rep); err != nil {
+	if err := nc.Publish(wire.HookSubject("b", fg.session), rep); err != nil {
 		t.Fatal(err)
 	}
 	if pause {

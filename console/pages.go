@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // page is what a page's template gets.
@@ -181,7 +182,7 @@ type StorePage struct {
 	pipeline.StoreView
 	Queued      []pipeline.QueuedJob        `json:"queued"`
 	QueuedErr   string                      `json:"queuedError,omitempty"`
-	Recent      []pipeline.Event            `json:"recent"`
+	Recent      []wire.Event                `json:"recent"`
 	DeadLetters []pipeline.DeadLetterRecord `json:"deadLetters"`
 	// DeadLettersShown: the first of DeadLetters shown on the page (all in /api).
 	DeadLettersShown int  `json:"-"`
@@ -204,7 +205,7 @@ func (c *Console) storeOf(ctx context.Context, v *pipeline.FleetView, name strin
 	if sv == nil {
 		return nil, notFound("no store %q in this fleet", name)
 	}
-	sp := &StorePage{StoreView: *sv, Recent: []pipeline.Event{}, DeadLetters: []pipeline.DeadLetterRecord{}}
+	sp := &StorePage{StoreView: *sv, Recent: []wire.Event{}, DeadLetters: []pipeline.DeadLetterRecord{}}
 	_, sp.HasFiles = c.opts.Stores[name]
 	qctx, cancel := context.WithTimeout(ctx, 3*time.Second)
 	defer cancel()
@@ -240,23 +241,23 @@ func (c *Console) storeData(ctx context.Context, r *http.Request, v *pipeline.Fl
 
 // SessionPage is a session's page data (and /api/session's).
 type SessionPage struct {
-	Store     string           `json:"store"`
-	SessionID string           `json:"sessionId"`
-	Events    []pipeline.Event `json:"events"`
-	Jobs      []JobHistory     `json:"jobs"`
-	File      *SessionFile     `json:"file,omitempty"`
-	FileErr   string           `json:"fileError,omitempty"`
-	Chart     template.HTML    `json:"-"`
+	Store     string        `json:"store"`
+	SessionID string        `json:"sessionId"`
+	Events    []wire.Event  `json:"events"`
+	Jobs      []JobHistory  `json:"jobs"`
+	File      *SessionFile  `json:"file,omitempty"`
+	FileErr   string        `json:"fileError,omitempty"`
+	Chart     template.HTML `json:"-"`
 }
 
 // JobHistory is one job of a session: its events (attempts and the final one).
 type JobHistory struct {
-	JobSeq   uint64           `json:"jobSeq"`
-	Kind     string           `json:"kind"`
-	Outcome  string           `json:"outcome"`
-	Reason   string           `json:"reason,omitempty"`
-	Attempts int              `json:"attempts"`
-	Events   []pipeline.Event `json:"events"`
+	JobSeq   uint64       `json:"jobSeq"`
+	Kind     string       `json:"kind"`
+	Outcome  string       `json:"outcome"`
+	Reason   string       `json:"reason,omitempty"`
+	Attempts int          `json:"attempts"`
+	Events   []wire.Event `json:"events"`
 }
 
 func (c *Console) sessionOf(r *http.Request, v *pipeline.FleetView, who caller) (*SessionPage, error) {
@@ -264,7 +265,7 @@ func (c *Console) sessionOf(r *http.Request, v *pipeline.FleetView, who caller) 
 	if store == "" || id == "" {
 		return nil, badRequest("a session is named by ?store=STORE&id=SESSION_ID")
 	}
-	sp := &SessionPage{Store: store, SessionID: id, Events: []pipeline.Event{}, Jobs: []JobHistory{}}
+	sp := &SessionPage{Store: store, SessionID: id, Events: []wire.Event{}, Jobs: []JobHistory{}}
 	if x := v.Events(); x != nil {
 		sp.Events = x.Session(store, id)
 	}
@@ -339,11 +340,11 @@ func (c *Console) zeroWaitOf(v *pipeline.FleetView) *ZeroWaitPage {
 		t.Hooks += c.Hooks
 		t.BlockedMs += c.BlockedMs
 		switch c.Result {
-		case pipeline.HookResultPrepared:
+		case wire.HookResultPrepared:
 			t.Prepared += c.Hooks
-		case pipeline.HookResultExtract:
+		case wire.HookResultExtract:
 			t.Extract += c.Hooks
-		case pipeline.HookResultPi:
+		case wire.HookResultPi:
 			t.Pi += c.Hooks
 		}
 	}
@@ -374,7 +375,7 @@ func (c *Console) deadLetterOf(ctx context.Context, r *http.Request, v *pipeline
 		return nil, notFound("%v", err)
 	}
 	dp := &DeadLetterPage{DeadLetterRecord: rec}
-	if job, err := pipeline.DecodeJob(rec.Job); err == nil {
+	if job, err := wire.DecodeJob(rec.Job); err == nil {
 		dp.Instructions = job.Instructions
 	}
 	if len(rec.Job) > 0 {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The console in a real browser (headless Chromium through the DevTools protocol), on a
@@ -326,16 +327,16 @@ func TestConsoleInBrowser(t *testing.T) {
 			t.Fatal(err)
 		}
 		defer nc.Close()
-		reports := []pipeline.HookReport{
-			{V: 1, Store: "a", Outcome: pipeline.HookHit, Result: pipeline.HookResultPrepared, ReasonCode: "none", LatencyMs: 3.2},
-			{V: 1, Store: "a", Outcome: pipeline.HookMiss, Result: pipeline.HookResultExtract, ReasonCode: "not-ready", LatencyMs: 41},
-			{V: 1, Store: "b", Outcome: pipeline.HookMiss, Result: pipeline.HookResultPi, ReasonCode: "not-prepared", PiReason: "threshold", LatencyMs: 1.1},
-			{V: 1, Store: "b", Outcome: pipeline.HookHit, Result: pipeline.HookResultPrepared, ReasonCode: "none", LatencyMs: 2.4, Bridged: true},
+		reports := []wire.HookReport{
+			{V: 1, Store: "a", Outcome: wire.HookHit, Result: wire.HookResultPrepared, ReasonCode: "none", LatencyMs: 3.2},
+			{V: 1, Store: "a", Outcome: wire.HookMiss, Result: wire.HookResultExtract, ReasonCode: "not-ready", LatencyMs: 41},
+			{V: 1, Store: "b", Outcome: wire.HookMiss, Result: wire.HookResultPi, ReasonCode: "not-prepared", PiReason: "threshold", LatencyMs: 1.1},
+			{V: 1, Store: "b", Outcome: wire.HookHit, Result: wire.HookResultPrepared, ReasonCode: "none", LatencyMs: 2.4, Bridged: true},
 		}
 		for i, r := range reports {
 			r.SessionID = fmt.Sprintf("019d0000-0000-7000-8000-00000000000%d", i)
 			data, _ := json.Marshal(r)
-			if err := nc.Publish(pipeline.HookSubject(r.Store, r.SessionID), data); err != nil {
+			if err := nc.Publish(wire.HookSubject(r.Store, r.SessionID), data); err != nil {
 				t.Fatal(err)
 			}
 		}

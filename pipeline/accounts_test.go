@@ -18,6 +18,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // layout2 builds a deployment as issue 27's setup left it (layout 2) for stores: the
@@ -27,33 +28,33 @@ func layout2(t *testing.T, js jetstream.JetStream, stores ...string) {
 	t.Helper()
 	ctx := context.Background()
 	for _, sc := range []jetstream.StreamConfig{
-		{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew,
+		{Name: wire.StreamJobs, Subjects: []string{wire.JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew,
 			DiscardNewPerSubject: true, Duplicates: 2 * time.Minute, AllowDirect: true, MaxAge: DefaultJobsMaxAge, MaxBytes: 1 << 30},
-		{Name: StreamEvents, Subjects: []string{eventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: eventsPerJob, AllowDirect: true, MaxBytes: 1 << 30},
-		{Name: StreamDLQ, Subjects: []string{dlqPrefix + ">"}, MaxAge: DefaultDLQMaxAge, Duplicates: 2 * time.Minute},
+		{Name: wire.StreamEvents, Subjects: []string{wire.EventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: eventsPerJob, AllowDirect: true, MaxBytes: 1 << 30},
+		{Name: wire.StreamDLQ, Subjects: []string{wire.DLQPrefix + ">"}, MaxAge: DefaultDLQMaxAge, Duplicates: 2 * time.Minute},
 	} {
 		if _, err := js.CreateStream(ctx, sc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, kc := range []jetstream.KeyValueConfig{{Bucket: BucketSettings}, {Bucket: BucketWorkers, TTL: workerBeatTTL}, {Bucket: BucketLeases, TTL: DefaultLeaseTTL},
-		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: BucketPrepared, TTL: DefaultPreparedTTL}, {Bucket: BucketSpend, TTL: spendTTL}} {
+		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: wire.BucketPrepared, TTL: DefaultPreparedTTL}, {Bucket: BucketSpend, TTL: spendTTL}} {
 		kc.History = 1
 		if _, err := js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, st := range stores {
-		if _, err := js.CreateConsumer(ctx, StreamJobs, consumerConfig(SetupConfig{AckWait: time.Minute}, st)); err != nil {
+		if _, err := js.CreateConsumer(ctx, wire.StreamJobs, consumerConfig(SetupConfig{AckWait: time.Minute}, st)); err != nil {
 			t.Fatal(err)
 		}
-		if _, err := js.CreateConsumer(ctx, StreamDLQ, dlqConsumerConfig(st)); err != nil {
+		if _, err := js.CreateConsumer(ctx, wire.StreamDLQ, dlqConsumerConfig(st)); err != nil {
 			t.Fatal(err)
 		}
 	}
 	rec, _ := json.Marshal(map[string]any{"v": 1, "layout": 2, "leaseTtl": "2s", "ackWait": "1s", "maxDeliver": 5, "duplicateWindow": "2m0s",
 		"preparedTtl": "24h0m0s", "replicas": 1, "stores": stores, "at": time.Now().UTC()})
-	if _, err := js.Publish(ctx, kvSubjectRoot+BucketSettings+"."+settingsKey, rec); err != nil {
+	if _, err := js.Publish(ctx, wire.KVSubjectRoot+BucketSettings+"."+settingsKey, rec); err != nil {
 		t.Fatal(err)
 	}
 }
@@ -75,10 +76,10 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	for i := range queued {
 		rel := fmt.Sprintf("p/s%d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	// Before: a rollup to one key of the prepared values wipes the other's.
-	kv := openBucket(b.js, BucketPrepared)
+	kv := openBucket(b.js, wire.BucketPrepared)
 	for _, k := range []string{"default.a", "other.b"} {
 		if _, err := kv.Put(ctx, k, []byte(`{"v":1}`)); err != nil {
 			t.Fatal(err)
@@ -91,7 +92,7 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 		_, err := b.js.PublishMsg(ctx, m)
 		return err
 	}
-	if err := rollup(kvSubjectRoot + BucketPrepared + ".default.a"); err != nil {
+	if err := rollup(wire.KVSubjectRoot + wire.BucketPrepared + ".default.a"); err != nil {
 		t.Fatal(err)
 	}
 	if _, err := kv.Get(ctx, "other.b"); !errors.Is(err, jetstream.ErrKeyNotFound) {
@@ -127,7 +128,7 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	sweepStream := "KV_" + BucketSweep
 	for _, name := range streamNames(t, b.js) {
 		c := streamInfoOf(t, b.js, name).Config
-		wantDelete, wantPurge := name != StreamDLQ, name == StreamEvents || name == StreamDLQ || name == "KV_"+BucketSettings
+		wantDelete, wantPurge := name != wire.StreamDLQ, name == wire.StreamEvents || name == wire.StreamDLQ || name == "KV_"+BucketSettings
 		switch {
 		case c.AllowRollup:
 			t.Errorf("%s allows rollups", name)
@@ -153,14 +154,14 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	if _, err := kv.Put(ctx, "other.b", []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	if err := rollup(kvSubjectRoot + BucketPrepared + ".default.a"); err == nil || !strings.Contains(err.Error(), "rollup") {
+	if err := rollup(wire.KVSubjectRoot + wire.BucketPrepared + ".default.a"); err == nil || !strings.Contains(err.Error(), "rollup") {
 		t.Errorf("a rollup on layout 3: %v", err)
 	}
 	for name, h := range map[string][2]string{"counter": {"Nats-Incr", "1"}, "schedule": {"Nats-Schedule", "@every 1s"}, "ttl": {"Nats-TTL", "1h"}} {
-		m := nats.NewMsg(kvSubjectRoot + BucketPrepared + ".default.a")
+		m := nats.NewMsg(wire.KVSubjectRoot + wire.BucketPrepared + ".default.a")
 		m.Header.Set(h[0], h[1])
 		if name == "schedule" {
-			m.Header.Set("Nats-Schedule-Target", kvSubjectRoot+BucketPrepared+".other.b")
+			m.Header.Set("Nats-Schedule-Target", wire.KVSubjectRoot+wire.BucketPrepared+".other.b")
 		}
 		if _, err := b.js.PublishMsg(ctx, m); err == nil {
 			t.Errorf("a %s header on a prepared value was taken", name)
@@ -169,13 +170,13 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	if e, err := kv.Get(ctx, "other.b"); err != nil || string(e.Value()) != `{"v":1}` {
 		t.Errorf("the other key after the refused headers: %v", err)
 	}
-	if _, err := b.js.Stream(ctx, StreamJobs); err != nil {
+	if _, err := b.js.Stream(ctx, wire.StreamJobs); err != nil {
 		t.Fatal(err)
 	}
 	if err := b.js.DeleteStream(ctx, "none"); err == nil {
 		t.Fatal("a stream that does not exist was deleted")
 	}
-	str, _ := b.js.Stream(ctx, StreamJobs)
+	str, _ := b.js.Stream(ctx, wire.StreamJobs)
 	if err := str.DeleteMsg(ctx, 1); err == nil || !strings.Contains(err.Error(), "not permitted") {
 		t.Errorf("a job deleted through the API: %v", err)
 	}
@@ -249,14 +250,14 @@ func TestMoveIntoAccounts(t *testing.T) {
 		for i := range perStore {
 			rel := fmt.Sprintf("p/s%d.jsonl", i)
 			sid, leaf := writeSession(t, dirs[st], rel)
-			r, err := Enqueue(ctx, lnc, Job{Kind: KindCompact, Store: st, Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
+			r, err := Enqueue(ctx, lnc, wire.Job{Kind: wire.KindCompact, Store: st, Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
 			if err != nil {
 				t.Fatal(err)
 			}
 			if st == "hostA" && i == 0 {
 				firstA = r.Seq
-				m, _ := directLast(ctx, lnc, StreamJobs, JobSubject(st, sid, KindCompact))
-				var job Job
+				m, _ := directLast(ctx, lnc, wire.StreamJobs, wire.JobSubject(st, sid, wire.KindCompact))
+				var job wire.Job
 				_ = json.Unmarshal(m.Data, &job)
 				if _, err := openBucket(ljs, BucketAttempts).Put(ctx, attemptKey(st, r.Seq, job.ID), countRecord{V: 1, N: 1}.bytes()); err != nil {
 					t.Fatal(err)
@@ -270,7 +271,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 			}
 		}
 		put(BucketSweep, sweepKey(st, "p/s0.jsonl"), rec)
-		put(BucketPrepared, PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
+		put(wire.BucketPrepared, wire.PreparedKey(st, "x-"+st), []byte(`{"v":1,"store":"`+st+`","sessionId":"x-`+st+`"}`))
 		id, err := identify(st, dirs[st], false)
 		if err != nil {
 			t.Fatal(err)
@@ -278,8 +279,8 @@ func TestMoveIntoAccounts(t *testing.T) {
 		owner, _ := json.Marshal(ownerRecord{V: ownerV, StoreIdentity: id})
 		put(BucketWorkers, ownerKey(st), owner) // the store's claim: its worker's directory
 		put(BucketLeases, leaseKey(st, "x-"+st), []byte(`{"v":1,"worker":"gone"}`))
-		dl, _ := json.Marshal(newDeadLetter(JobSubject(st, "dead-"+st, KindCompact), 99, []byte(`{"v":1}`), "failed", nil, 1, "w"))
-		if _, err := ljs.Publish(ctx, DLQSubject(st, "dead-"+st), dl); err != nil {
+		dl, _ := json.Marshal(wire.NewDeadLetter(wire.JobSubject(st, "dead-"+st, wire.KindCompact), 99, []byte(`{"v":1}`), "failed", nil, 1, "w"))
+		if _, err := ljs.Publish(ctx, wire.DLQSubject(st, "dead-"+st), dl); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -289,7 +290,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if c.Jobs != 2*perStore || c.Attempts != 1 || c.DeadLetters != 2 || c.Keys[BucketSweep] != 2 || c.Keys[BucketPrepared] != 2 ||
+	if c.Jobs != 2*perStore || c.Attempts != 1 || c.DeadLetters != 2 || c.Keys[BucketSweep] != 2 || c.Keys[wire.BucketPrepared] != 2 ||
 		c.Keys[BucketWorkers] != 2 || c.Dropped["leases"] != 2 || !slices.Equal(c.Stores, []string{"hostA", "hostB"}) {
 		t.Fatalf("export: %+v", c)
 	}
@@ -304,11 +305,11 @@ func TestMoveIntoAccounts(t *testing.T) {
 				t.Fatalf("import into %s: %+v", acct, ic)
 			}
 		}
-		s, _ := js.Stream(ctx, StreamJobs)
+		s, _ := js.Stream(ctx, wire.StreamJobs)
 		if info, _ := s.Info(ctx); info.State.Msgs != perStore {
 			t.Fatalf("account %s holds %d jobs after two imports, want %d", acct, info.State.Msgs, perStore)
 		}
-		if _, err := openBucket(js, BucketPrepared).Get(ctx, PreparedKey(otherStore(st), "x-"+otherStore(st))); !errors.Is(err, jetstream.ErrKeyNotFound) {
+		if _, err := openBucket(js, wire.BucketPrepared).Get(ctx, wire.PreparedKey(otherStore(st), "x-"+otherStore(st))); !errors.Is(err, jetstream.ErrKeyNotFound) {
 			t.Errorf("account %s holds the other store's prepared value: %v", acct, err)
 		}
 		// The workers of the new account.
@@ -343,8 +344,8 @@ func otherStore(st string) string {
 func accountAttempts(t *testing.T, js jetstream.JetStream, store string) []int {
 	t.Helper()
 	var out []int
-	err := eachMsg(context.Background(), js, StreamEvents, eventsPrefix+store+".>", func(m *jetstream.RawStreamMsg) error {
-		var ev Event
+	err := eachMsg(context.Background(), js, wire.StreamEvents, wire.EventsPrefix+store+".>", func(m *jetstream.RawStreamMsg) error {
+		var ev wire.Event
 		if json.Unmarshal(m.Data, &ev) == nil && ev.Final() {
 			out = append(out, ev.Attempt)
 		}

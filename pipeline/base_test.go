@@ -9,40 +9,13 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // baseJobFor is a base job for the session (the anchor's fields made up).
-func baseJobFor(sid, leaf string) Job {
-	return Job{Kind: KindBase, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Cut: "cut-" + leaf, SummarySHA256: "sha-" + leaf}
-}
-
-// A base job names its compaction, and is written as version 2, which a worker that does
-// not know the kind hands back (versions.go); ids of the other kinds are as they were.
-func TestBaseJobValidation(t *testing.T) {
-	t.Parallel()
-	j := baseJobFor("s1", "l1")
-	j.Normalize(time.Now())
-	if err := j.Validate(); err != nil || j.Subject() != "compactor.jobs.default.s1.base" || j.V != BaseJobVersion {
-		t.Fatalf("base job: %v, subject %s, v%d", err, j.Subject(), j.V)
-	}
-	for _, f := range []func(*Job){func(j *Job) { j.ExpectLeafID = "" }, func(j *Job) { j.Cut = "" }, func(j *Job) { j.SummarySHA256 = "" }} {
-		k := baseJobFor("s1", "l1")
-		f(&k)
-		if err := k.Validate(); err == nil {
-			t.Errorf("a base job without its compaction's name was accepted: %+v", k)
-		}
-	}
-	other := baseJobFor("s1", "l1")
-	other.SummarySHA256 = "another extract"
-	same := baseJobFor("s1", "l1")
-	if other.MsgID() == same.MsgID() {
-		t.Error("two bases for different compactions have one id")
-	}
-	// The id of a compact job is what it was before base jobs (pinned).
-	c := Job{Kind: KindCompact, Store: "default", Path: "p.jsonl", SessionID: "s1", ExpectLeafID: "l1"}
-	if got := c.MsgID(); got != "compact:s1:a48e95be5e327c2805e8a8f7" {
-		t.Errorf("compact job id %s changed", got)
-	}
+func baseJobFor(sid, leaf string) wire.Job {
+	return wire.Job{Kind: wire.KindBase, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Cut: "cut-" + leaf, SummarySHA256: "sha-" + leaf}
 }
 
 // Follow queues a job even when the session's job of that kind is pending: it waits for
@@ -55,7 +28,7 @@ func TestFollowWaitsForThePendingJob(t *testing.T) {
 	var first atomic.Bool
 	var ended atomic.Bool
 	var ran sync.Map
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		ran.Store(job.ExpectLeafID, true)
 		if job.ExpectLeafID == leaf && first.CompareAndSwap(false, true) {
 			select {
@@ -105,7 +78,7 @@ func TestAfterReplyRunsPastTheReply(t *testing.T) {
 	var afters atomic.Int32
 	var done atomic.Int32
 	cfg := b.config(&fakeHandler{})
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		AfterReply(ctx, func(ctx context.Context) {
 			afters.Add(1)
 			select {
@@ -123,12 +96,12 @@ func TestAfterReplyRunsPastTheReply(t *testing.T) {
 	}
 	n := 2 * maxBridges
 	for i := range n {
-		req, _ := json.Marshal(BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, FirstKeptEntryID: fmt.Sprint("k", i), Extract: true})
-		msg, err := b.nc.Request(BridgeSubject("default", sid), req, 10*time.Second)
+		req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, FirstKeptEntryID: fmt.Sprint("k", i), Extract: true})
+		msg, err := b.nc.Request(wire.BridgeSubject("default", sid), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep BridgeReply
+		var rep wire.BridgeReply
 		if err := json.Unmarshal(msg.Data, &rep); err != nil || rep.Error != "" {
 			t.Fatalf("request %d: %s (%d deferred running)", i, msg.Data, afters.Load())
 		}
@@ -189,8 +162,8 @@ func TestBaseStore(t *testing.T) {
 	if err := st.Put(ctx, "default", sid, []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	rep, _ := json.Marshal(HookReport{V: 1, Store: "default", SessionID: sid, Outcome: HookHit, LatencyMs: 3})
-	if err := b.nc.Publish(HookSubject("default", sid), rep); err != nil {
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "default", SessionID: sid, Outcome: wire.HookHit, LatencyMs: 3})
+	if err := b.nc.Publish(wire.HookSubject("default", sid), rep); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the used preparation deleted", func() bool { p, err := st.Get(ctx, "default", sid); return err == nil && p == nil })
@@ -208,14 +181,14 @@ func TestBaseJobBesidePreparation(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	release := make(chan struct{})
 	var baseRan atomic.Bool
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		switch job.Kind {
-		case KindPrepare:
+		case wire.KindPrepare:
 			select {
 			case <-release:
 			case <-ctx.Done():
 			}
-		case KindBase:
+		case wire.KindBase:
 			baseRan.Store(true)
 		}
 		return nil
@@ -223,7 +196,7 @@ func TestBaseJobBesidePreparation(t *testing.T) {
 	s := b.service(b.config(h))
 	b.run(s)
 	ctx := context.Background()
-	if _, err := Enqueue(ctx, b.nc, Job{Kind: KindPrepare, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+	if _, err := Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindPrepare, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the preparation running", func() bool {

@@ -8,6 +8,8 @@ import (
 	"syscall"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // BenchmarkPipeline pushes 500 sessions through the real pipeline (embedded nats-server,
@@ -57,7 +59,7 @@ func benchOnce(b *testing.B, conc, n int, latency time.Duration) {
 			defer wg.Done()
 			for i := g; i < n; i += 8 {
 				s := sessions[i]
-				if _, err := Enqueue(context.Background(), bd.nc, Job{Kind: KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, ExpectLeafID: s.leaf}, false, 0); err != nil {
+				if _, err := Enqueue(context.Background(), bd.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, ExpectLeafID: s.leaf}, false, 0); err != nil {
 					b.Error(err)
 				}
 			}

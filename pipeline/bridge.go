@@ -9,6 +9,7 @@ import (
 
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
 )
@@ -23,55 +24,19 @@ import (
 // in one queue group, so one of them answers; it reads the store's file itself (the
 // request names a path relative to the store root, resolved as a job's is).
 
-// BridgeSubject is where a bridge for the session is asked for.
-func BridgeSubject(store, sessionID string) string {
-	return bridgePrefix + store + "." + SessionToken(sessionID)
-}
-
-// BridgeRequest is the extension's request (JSON).
-type BridgeRequest struct {
-	V         int    `json:"v"`
-	Store     string `json:"store"`
-	Path      string `json:"path"`
-	SessionID string `json:"sessionId"`
-	// LeafID is Pi's leaf when the hook ran, FirstKeptEntryID Pi's own cut.
-	LeafID           string `json:"leafId"`
-	FirstKeptEntryID string `json:"firstKeptEntryId"`
-	// PiVersion is the Pi release the asking agent runs; empty: the store's setting.
-	PiVersion string `json:"piVersion,omitempty"`
-	// Extract asks for the answer made without a model (engine.Extract): the previous
-	// summary plus extractive notes of the span Pi summarizes now, at Pi's cut, whatever the
-	// bucket holds. The hook asks for it when no preparation is valid for the branch.
-	Extract bool `json:"extract,omitempty"`
-	// KeepRecentTokens, ReserveTokens and ContextWindow are Pi's settings at the hook
-	// (preparation.settings, the model's window); 0: the worker's. An extract plans with them.
-	KeepRecentTokens int `json:"keepRecentTokens,omitempty"`
-	ReserveTokens    int `json:"reserveTokens,omitempty"`
-	ContextWindow    int `json:"contextWindow,omitempty"`
-}
-
-// BridgeReply is the answer (JSON): the bridged value, or why there is none. Stale means
-// the preparation does not fit the session's state (not an error of compactor's).
-type BridgeReply struct {
-	V        int             `json:"v"`
-	Prepared json.RawMessage `json:"prepared,omitempty"`
-	Error    string          `json:"error,omitempty"`
-	Stale    bool            `json:"stale,omitempty"`
-}
-
 // Bridger extends a session's prepared summary (the raw COMPACTOR_PREPARED value, nil when
 // there is none) to the request's cut, reading file (the resolved session file), or makes
 // the extract a request with Extract asks for. It returns the new value, or an error;
 // errors that implement interface{ Stale() bool } are reported as stale.
 type Bridger interface {
-	Bridge(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error)
+	Bridge(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error)
 }
 
 // BridgerFunc adapts a function to Bridger.
-type BridgerFunc func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error)
+type BridgerFunc func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error)
 
 // Bridge calls f.
-func (f BridgerFunc) Bridge(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+func (f BridgerFunc) Bridge(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 	return f(ctx, req, file, prepared)
 }
 
@@ -114,7 +79,7 @@ func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscrip
 	sem := make(chan struct{}, maxBridges)
 	var subs []*nats.Subscription
 	for _, st := range s.cfg.Stores {
-		subj := bridgePrefix + st.Name + ".*"
+		subj := wire.BridgePrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-bridge", func(m *nats.Msg) {
 			if delivered(m) || m.Reply == "" {
 				return // not a client's request (see delivered)
@@ -122,7 +87,7 @@ func (s *Service) serveBridges(ctx context.Context, bg *tasks) ([]*nats.Subscrip
 			select {
 			case sem <- struct{}{}:
 			default:
-				s.replyBridge(m, BridgeReply{V: 1, Error: "busy: too many bridges at once"})
+				s.replyBridge(m, wire.BridgeReply{V: wire.BridgeVersion, Error: "busy: too many bridges at once"})
 				return
 			}
 			bg.goTask(func() {
@@ -163,7 +128,7 @@ func extractRequest(data []byte) bool {
 	return json.Unmarshal(data, &r) == nil && r.Extract
 }
 
-func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
+func (s *Service) replyBridge(m *nats.Msg, rep wire.BridgeReply) {
 	b, err := json.Marshal(rep)
 	if err == nil {
 		err = m.Respond(b)
@@ -174,23 +139,23 @@ func (s *Service) replyBridge(m *nats.Msg, rep BridgeReply) {
 }
 
 // bridge handles one request of store st.
-func (s *Service) bridge(bctx context.Context, st Store, subject string, data []byte) BridgeReply {
-	var req BridgeRequest
+func (s *Service) bridge(bctx context.Context, st Store, subject string, data []byte) wire.BridgeReply {
+	var req wire.BridgeRequest
 	if err := json.Unmarshal(data, &req); err != nil {
-		return BridgeReply{V: 1, Error: "not a bridge request: " + err.Error()}
+		return wire.BridgeReply{V: wire.BridgeVersion, Error: "not a bridge request: " + err.Error()}
 	}
-	if req.Store != st.Name || BridgeSubject(st.Name, req.SessionID) != subject {
+	if req.Store != st.Name || wire.BridgeSubject(st.Name, req.SessionID) != subject {
 		err := &ForeignError{Kind: "bridge request", Where: subject, Store: st.Name, Session: sessionTokenOf(subject), NamesStore: req.Store, NamesSession: req.SessionID}
 		s.foreign(st.Name, foreignBridge, err)
-		return BridgeReply{V: 1, Error: err.Error()}
+		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 	}
 	if req.V != 1 || req.SessionID == "" || req.FirstKeptEntryID == "" {
-		return BridgeReply{V: 1, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
+		return wire.BridgeReply{V: wire.BridgeVersion, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
 	}
 	if req.PiVersion != "" {
 		r, err := sessionio.ParseRelease(req.PiVersion)
 		if err != nil {
-			return BridgeReply{V: 1, Error: "bad bridge request: piVersion: " + err.Error()}
+			return wire.BridgeReply{V: wire.BridgeVersion, Error: "bad bridge request: piVersion: " + err.Error()}
 		}
 		if !r.Known() {
 			s.m.countPiUnknown(st.Name, r.String())
@@ -198,27 +163,27 @@ func (s *Service) bridge(bctx context.Context, st Store, subject string, data []
 	}
 	file, err := resolve(s.roots[st.Name], req.Path)
 	if err != nil {
-		return BridgeReply{V: 1, Error: err.Error()}
+		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 	}
 	ctx, cancel := context.WithTimeout(bctx, bridgeTimeout)
 	defer cancel()
 	var raw []byte
 	if !req.Extract {
 		if raw, err = (kvPrepared{kv: s.res.prepared}).Get(ctx, st.Name, req.SessionID); err != nil {
-			return BridgeReply{V: 1, Error: err.Error()}
+			return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 		}
 		if raw == nil {
-			return BridgeReply{V: 1, Error: "nothing prepared", Stale: true}
+			return wire.BridgeReply{V: wire.BridgeVersion, Error: "nothing prepared", Stale: true}
 		}
-		if err := checkPrepared(raw, st.Name, req.SessionID, kvSubjectRoot+BucketPrepared+"."+PreparedKey(st.Name, req.SessionID)); err != nil {
+		if err := checkPrepared(raw, st.Name, req.SessionID, wire.PreparedSubject(st.Name, req.SessionID)); err != nil {
 			s.foreign(st.Name, foreignPrepared, err)
-			return BridgeReply{V: 1, Error: err.Error()}
+			return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error()}
 		}
 	}
 	out, err := s.cfg.Bridger.Bridge(ctx, req, file, raw)
 	if err != nil {
 		var st interface{ Stale() bool }
-		return BridgeReply{V: 1, Error: err.Error(), Stale: errors.As(err, &st) && st.Stale()}
+		return wire.BridgeReply{V: wire.BridgeVersion, Error: err.Error(), Stale: errors.As(err, &st) && st.Stale()}
 	}
-	return BridgeReply{V: 1, Prepared: out}
+	return wire.BridgeReply{V: wire.BridgeVersion, Prepared: out}
 }

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Outcome is how a job ended (or, for OutcomeRetry, how this delivery ended). The words
@@ -24,34 +25,6 @@ const (
 	OutcomeFailed     = outcome.Failed // permanent failure: terminated and dead-lettered
 )
 
-// Result is what a Handler reports for a job. Only metadata: never the summary text.
-type Result struct {
-	Outcome      Outcome `json:"outcome"`
-	Reason       string  `json:"reason,omitempty"`
-	EntryID      string  `json:"entryId,omitempty"`
-	TokensBefore int     `json:"tokensBefore,omitempty"`
-	TokensAfter  int     `json:"tokensAfter,omitempty"`
-	LLMTokens    int     `json:"llmTokens,omitempty"`
-	// LLMInputTokens, LLMCachedInputTokens and LLMOutputTokens split LLMTokens: the
-	// input the endpoint billed, the part of it served from its prompt cache (where it
-	// reports it), and the output.
-	LLMInputTokens       int `json:"llmInputTokens,omitempty"`
-	LLMCachedInputTokens int `json:"llmCachedInputTokens,omitempty"`
-	LLMOutputTokens      int `json:"llmOutputTokens,omitempty"`
-	// LLMModel is the model the tokens were billed by (the model label of the token
-	// metrics); empty: the model the handler's summarizer named through NoteLLMModel.
-	LLMModel string `json:"llmModel,omitempty"`
-	// LeafID is the session's leaf after the job (the new entry for done); the worker's
-	// re-check uses it to tell whether something was appended meanwhile.
-	LeafID string `json:"leafId,omitempty"`
-	// Busy marks a skip for a state that passes by itself (see SkipError.Busy).
-	Busy bool `json:"busy,omitempty"`
-	// PiUnknown is the Pi release the job was worked (or skipped) for when compactor does not
-	// know it (sessionio.Release.Known): it goes into the event and the metric
-	// compactor_pi_version_unknown_total. Set it with or without an error.
-	PiUnknown string `json:"piUnknown,omitempty"`
-}
-
 // Handler does the work of one job on a resolved absolute path. It returns either a Result
 // (Outcome done or skipped; empty means done) or an error, classified by Classify: use
 // Skip, RetryAfter, Retry or Permanent, or return errors that implement
@@ -60,14 +33,14 @@ type Result struct {
 // (a crash between the append and the ack); given job.ExpectLeafID, the handler finds that
 // effect and reports it as done, so a redelivered job never produces a second entry.
 type Handler interface {
-	Handle(ctx context.Context, job Job, file string) (Result, error)
+	Handle(ctx context.Context, job wire.Job, file string) (wire.Result, error)
 }
 
 // HandlerFunc adapts a function to Handler.
-type HandlerFunc func(ctx context.Context, job Job, file string) (Result, error)
+type HandlerFunc func(ctx context.Context, job wire.Job, file string) (wire.Result, error)
 
 // Handle calls f.
-func (f HandlerFunc) Handle(ctx context.Context, job Job, file string) (Result, error) {
+func (f HandlerFunc) Handle(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 	return f(ctx, job, file)
 }
 
@@ -165,7 +138,7 @@ func RedeliveryDelay(attempt int, base, max time.Duration) time.Duration {
 //     treated as transient because MaxDeliver bounds them anyway.
 //   - a retry on the last allowed delivery (attempt ≥ maxDeliver) becomes failed with the
 //     reason "max deliveries", so the message is dead-lettered instead of stuck.
-func Classify(res Result, err error, attempt, maxDeliver int, base, max time.Duration) Decision {
+func Classify(res wire.Result, err error, attempt, maxDeliver int, base, max time.Duration) Decision {
 	d := classify(res, err)
 	if d.Outcome == OutcomeRetry {
 		delay := RedeliveryDelay(attempt, base, max)
@@ -183,7 +156,7 @@ func Classify(res Result, err error, attempt, maxDeliver int, base, max time.Dur
 	return d
 }
 
-func classify(res Result, err error) Decision {
+func classify(res wire.Result, err error) Decision {
 	if err == nil {
 		switch res.Outcome {
 		case "", OutcomeDone:

@@ -14,6 +14,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // cluster is three nats-servers routed to each other on loopback, JetStream clustered,
@@ -130,7 +131,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	run := func(s *Service) { runService(t, s) }
 	a := worker(c.urls(), 3)
 	b := worker(c.urls(), 0) // the default: must not lower the replicas
-	for _, name := range []string{StreamJobs, StreamEvents, StreamDLQ, "KV_" + BucketLeases, "KV_" + BucketSweep, "KV_" + BucketAttempts} {
+	for _, name := range []string{wire.StreamJobs, wire.StreamEvents, wire.StreamDLQ, "KV_" + BucketLeases, "KV_" + BucketSweep, "KV_" + BucketAttempts} {
 		if info := streamInfo(t, js, name); info.Config.Replicas != 3 || len(info.Cluster.Replicas) != 2 {
 			t.Fatalf("%s: %d replicas (%d peers besides the leader), want 3", name, info.Config.Replicas, len(info.Cluster.Replicas))
 		}
@@ -143,7 +144,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		rel := fmt.Sprintf("p%02d/s.jsonl", i)
 		sid, leaf := writeSession(t, dir, rel)
 		files = append(files, filepath.Join(dir, filepath.FromSlash(rel)))
-		r, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
+		r, err := Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}, false, 0)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -161,12 +162,12 @@ func TestClusterLeaderKill(t *testing.T) {
 	}
 	eventually(t, 30*time.Second, "the batch under way", func() bool { return compacted() >= 10 })
 
-	leader := streamInfo(t, js, StreamJobs).Cluster.Leader
+	leader := streamInfo(t, js, wire.StreamJobs).Cluster.Leader
 	victim := c.node(leader)
 	atKill := compacted()
 	c.nodes[victim].Kill()
 	killed := time.Now()
-	t.Logf("killed %s (SIGKILL; leader of %s) after %d of %d jobs", leader, StreamJobs, atKill, jobs)
+	t.Logf("killed %s (SIGKILL; leader of %s) after %d of %d jobs", leader, wire.StreamJobs, atKill, jobs)
 
 	// A worker that starts now meets a cluster electing leaders.
 	var survivors []int
@@ -199,7 +200,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		}
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
-		s, err := js.Stream(ctx, StreamJobs)
+		s, err := js.Stream(ctx, wire.StreamJobs)
 		return err == nil && s.CachedInfo().State.Msgs == 0
 	})
 	total := time.Since(start)
@@ -208,7 +209,7 @@ func TestClusterLeaderKill(t *testing.T) {
 			t.Errorf("%s: %d compactions, want 1", f, n)
 		}
 	}
-	final := map[uint64]Event{}
+	final := map[uint64]wire.Event{}
 	eventually(t, 30*time.Second, "a final event for every job", func() bool {
 		for _, ev := range eventsOf(t, nc) {
 			if ev.Final() {
@@ -250,11 +251,11 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	c, nc, js := newClusterClient(t)
 	dir := t.TempDir()
 	startService(t, Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: NATSConfig{URL: c.urls()}, Setup: true, Idle: -1, Handler: &fakeHandler{}})
-	info := streamInfo(t, js, StreamJobs)
+	info := streamInfo(t, js, wire.StreamJobs)
 	victim := c.node(info.Cluster.Leader)
 	c.nodes[victim].Kill()
 	sid, leaf := writeSession(t, dir, "s.jsonl")
-	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	var (
 		r   EnqueueResult
 		err error

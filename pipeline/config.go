@@ -10,11 +10,11 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
-	"slices"
 	"strconv"
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -517,7 +517,7 @@ func (c Config) withDefaults() Config {
 		c.Replicas = 1
 	}
 	if len(c.JobVersions) == 0 {
-		c.JobVersions = slices.Clone(writtenVersions)
+		c.JobVersions = wire.WrittenVersions()
 	}
 	if c.NATS.URL == "" && !c.Client {
 		c.Setup = true // the embedded server is this service's own
@@ -537,7 +537,7 @@ func (c Config) Validate() error {
 	}
 	seen := map[string]bool{}
 	for i, s := range c.Stores {
-		if err := ValidateStoreName(s.Name); err != nil {
+		if err := wire.ValidateStoreName(s.Name); err != nil {
 			return configError(fmt.Sprintf("Stores[%d].Name", i), "%w", err)
 		}
 		if seen[s.Name] {
@@ -600,7 +600,7 @@ func (c Config) Validate() error {
 		return configError("EmbeddedSync", "%s is negative", c.EmbeddedSync)
 	}
 	for i, st := range c.SharedStores {
-		if err := ValidateStoreName(st); err != nil {
+		if err := wire.ValidateStoreName(st); err != nil {
 			return configError(fmt.Sprintf("SharedStores[%d]", i), "%w", err)
 		}
 	}

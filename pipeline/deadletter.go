@@ -6,6 +6,7 @@ import (
 	"log/slog"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -27,7 +28,7 @@ type deadJob struct {
 	cause      string // the label of compactor_dead_letters_total
 	reason     string
 	err        error
-	ev         Event        // the job's event: identity and attempt (made the failed event here)
+	ev         wire.Event   // the job's event: identity and attempt (made the failed event here)
 	start      time.Time    // when its delivery began
 	log        *slog.Logger // with the job's identity
 }
@@ -40,7 +41,7 @@ type deadJob struct {
 // answered after its event: a worker that dies between the two leaves the job to be
 // delivered again, never a job answered without the event that `enqueue --wait` waits for.
 func (s *Service) deadLetter(ctx context.Context, j deadJob) bool {
-	dl := newDeadLetter(j.subject, j.ev.JobSeq, j.payload, j.reason, j.err, j.deliveries, s.worker)
+	dl := wire.NewDeadLetter(j.subject, j.ev.JobSeq, j.payload, j.reason, j.err, j.deliveries, s.worker)
 	if !answered(j.log, slog.LevelError, "dead letter not written; job kept for redelivery", publishDeadLetter(ctx, s.res.js, dl)) {
 		answered(j.log, slog.LevelWarn, "nak failed", j.msg.NakWithDelay(s.cfg.BackoffBase))
 		return false

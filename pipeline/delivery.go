@@ -9,6 +9,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,9 +29,9 @@ type delivery struct {
 	msg       jetstream.Msg
 	delivered uint64 // JetStream's count, busy and give-back deliveries included
 	start     time.Time
-	ev        Event // the event being built: store, sequence, job fields
+	ev        wire.Event // the event being built: store, sequence, job fields
 	log       *slog.Logger
-	job       Job
+	job       wire.Job
 	file      string // the resolved session file
 	lease     *lease
 	key       string // the job's key in COMPACTOR_ATTEMPTS
@@ -61,13 +62,13 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		return nil
 	}
 	d.delivered = meta.NumDelivered
-	d.ev = Event{V: 1, JobSeq: meta.Sequence.Stream, Store: store, Worker: s.worker}
+	d.ev = wire.Event{V: wire.EventVersion, JobSeq: meta.Sequence.Stream, JobRef: wire.JobRef{Store: store}, Worker: s.worker}
 	s.noteHeld(d.ev.JobSeq, "", false) // delivered again: it is decided anew
 	if v, id, ok := jobHeadOf(msg.Data()); ok && v >= 1 && !slices.Contains(s.cfg.JobVersions, v) {
 		s.unknownVersion(ctx, d, v, id)
 		return nil
 	}
-	job, err := decodeJob(msg.Data(), s.cfg.JobVersions)
+	job, err := wire.DecodeJobFor(msg.Data(), s.cfg.JobVersions)
 	if err == nil && (job.Store != store || job.Subject() != msg.Subject()) {
 		err = fmt.Errorf("job: subject %s does not match its payload (store %q, session %q, kind %q)", msg.Subject(), job.Store, job.SessionID, job.Kind)
 	}
@@ -91,7 +92,7 @@ func (s *Service) admit(ctx context.Context, store string, msg jetstream.Msg) *d
 		return nil
 	}
 	if reason := s.active(d); reason != "" {
-		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason, Busy: true}, Result{})
+		s.finish(ctx, d, Decision{Outcome: OutcomeSkipped, Reason: reason, Busy: true}, wire.Result{})
 		return nil
 	}
 	if !s.takeLease(ctx, d) {
@@ -126,7 +127,7 @@ func (s *Service) locate(d *delivery) (string, error) {
 // active returns why the session is left alone for now (modified within Idle), or "".
 func (s *Service) active(d *delivery) string {
 	// A preparation or a base writes nothing to the session: live sessions are what it is for.
-	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == KindPrepare || d.job.Kind == KindBase {
+	if d.job.Force || s.cfg.Idle <= 0 || d.job.Kind == wire.KindPrepare || d.job.Kind == wire.KindBase {
 		return ""
 	}
 	fi, err := os.Stat(d.file)
@@ -206,7 +207,7 @@ func (s *Service) countAttempt(ctx context.Context, d *delivery) bool {
 	}
 	d.ev.Attempt = n - 1
 	s.finish(ctx, d, Decision{Outcome: OutcomeFailed,
-		Reason: fmt.Sprintf("max deliveries (%d) exhausted: %d attempts ended without an answer (the worker crashed or lost NATS mid-job)", s.cfg.MaxDeliver, n-1)}, Result{})
+		Reason: fmt.Sprintf("max deliveries (%d) exhausted: %d attempts ended without an answer (the worker crashed or lost NATS mid-job)", s.cfg.MaxDeliver, n-1)}, wire.Result{})
 	return false
 }
 
@@ -222,7 +223,7 @@ func (s *Service) refuse(ctx context.Context, d *delivery, cause string, err err
 }
 
 // dead is this delivery's job as a dead job: ev is its event, log carries its identity.
-func (d *delivery) dead(ev Event, log *slog.Logger, cause, reason string, err error) deadJob {
+func (d *delivery) dead(ev wire.Event, log *slog.Logger, cause, reason string, err error) deadJob {
 	return deadJob{msg: d.msg, subject: d.msg.Subject(), payload: d.msg.Data(), deliveries: d.delivered,
 		cause: cause, reason: reason, err: err, ev: ev, start: d.start, log: log}
 }
@@ -257,7 +258,7 @@ func (s *Service) attempt(w work, d *delivery) {
 	}
 	dec := Classify(res, herr, d.attempt, s.cfg.MaxDeliver, s.cfg.BackoffBase, s.cfg.BackoffMax)
 	s.finish(w.book, d, dec, res)
-	if dec.Outcome == OutcomeDone && d.job.Kind == KindCompact && res.EntryID != "" {
+	if dec.Outcome == OutcomeDone && d.job.Kind == wire.KindCompact && res.EntryID != "" {
 		s.forgetPrepared(w.book, d.ev.Store, d.job.SessionID) // compacted past it
 	}
 	if dec.Outcome == OutcomeDone || dec.Outcome == OutcomeSkipped {
@@ -325,7 +326,7 @@ func (s *Service) heartbeat(ctx context.Context, cancel context.CancelFunc, d *d
 // finish ends a delivery: it gives the session's lease back, then records the event and
 // gives JetStream its one answer (an ack, a delayed Nak for a retry, or a dead letter and
 // Term), in the order that loses nothing when the worker dies between two steps.
-func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res Result) {
+func (s *Service) finish(ctx context.Context, d *delivery, dec Decision, res wire.Result) {
 	ev, log, msg := d.ev, d.log, d.msg
 	ev.Outcome, ev.Reason, ev.Busy = dec.Outcome, dec.Reason, dec.Busy
 	ev.EntryID, ev.TokensBefore, ev.TokensAfter, ev.LLMTokens = res.EntryID, res.TokensBefore, res.TokensAfter, res.LLMTokens
@@ -382,8 +383,8 @@ func (d *delivery) releaseLease(ctx context.Context) {
 // refused as "already queued" (the running job's message still occupied the subject). After
 // a compaction, if the session is over budget again and its leaf is not the one this job
 // produced or refused, a new job is enqueued for the new leaf.
-func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file string, res Result) {
-	if s.cfg.Assessor == nil || job.Kind != KindCompact {
+func (s *Service) recheck(ctx context.Context, log *slog.Logger, job wire.Job, file string, res wire.Result) {
+	if s.cfg.Assessor == nil || job.Kind != wire.KindCompact {
 		return
 	}
 	known := res.LeafID
@@ -404,7 +405,7 @@ func (s *Service) recheck(ctx context.Context, log *slog.Logger, job Job, file s
 	if !a.Eligible() || a.LeafID == known {
 		return
 	}
-	next := Job{Kind: KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
+	next := wire.Job{Kind: wire.KindCompact, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "recheck",
 		ExpectLeafID: a.LeafID, OnlyOverBudget: true, Policy: job.Policy, Counter: job.Counter,
 		KeepRecentTokens: job.KeepRecentTokens, Instructions: job.Instructions}
 	r, err := publishJob(ctx, s.res.js, &next)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -43,7 +44,7 @@ type DeadLetterRecord struct {
 	// names) is of another store or session than its own subject (foreign.go). Empty for
 	// every record a worker of the store wrote.
 	Foreign string `json:"foreign,omitempty"`
-	DeadLetter
+	wire.DeadLetter
 }
 
 // DLQ reads COMPACTOR_DLQ and acts on it: list, retry, delete.
@@ -65,10 +66,10 @@ func openDLQ(ctx context.Context, nc *nats.Conn) (*DLQ, error) {
 	if err != nil {
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
-	str, err := js.Stream(ctx, StreamDLQ)
+	str, err := js.Stream(ctx, wire.StreamDLQ)
 	if err != nil {
 		if unavailable(err) {
-			err = diagnose(ctx, js, StreamDLQ, err)
+			err = diagnose(ctx, js, wire.StreamDLQ, err)
 		}
 		return nil, fmt.Errorf("dlq: %w", err)
 	}
@@ -148,19 +149,19 @@ func (f DeadLetterFilter) subject() string {
 		store = f.Store
 	}
 	if f.SessionID != "" {
-		return dlqPrefix + store + "." + SessionToken(f.SessionID)
+		return wire.DLQPrefix + store + "." + wire.SessionToken(f.SessionID)
 	}
 	if f.Store != "" {
-		return dlqPrefix + f.Store + ".>"
+		return wire.DLQPrefix + f.Store + ".>"
 	}
-	return dlqPrefix + ">"
+	return wire.DLQPrefix + ">"
 }
 
 func (f DeadLetterFilter) match(r DeadLetterRecord, now time.Time) bool {
 	if f.Store != "" && r.Store != f.Store {
 		return false
 	}
-	if f.SessionID != "" && r.SessionID != f.SessionID && SessionToken(f.SessionID) != sessionTokenOf(r.Subject) {
+	if f.SessionID != "" && r.SessionID != f.SessionID && wire.SessionToken(f.SessionID) != sessionTokenOf(r.Subject) {
 		return false
 	}
 	if f.Reason != "" && !strings.Contains(strings.ToLower(r.Reason+"\n"+r.Error), strings.ToLower(f.Reason)) {
@@ -181,14 +182,14 @@ func (f DeadLetterFilter) match(r DeadLetterRecord, now time.Time) bool {
 func parseDeadLetter(seq uint64, subject string, data []byte, stored time.Time) DeadLetterRecord {
 	r := DeadLetterRecord{Seq: seq}
 	if err := json.Unmarshal(data, &r.DeadLetter); err != nil {
-		r.DeadLetter = DeadLetter{Reason: "unreadable dead letter: " + err.Error(), JobText: string(data)}
+		r.DeadLetter = wire.DeadLetter{Reason: "unreadable dead letter: " + err.Error(), JobText: string(data)}
 	}
 	if r.At.IsZero() {
 		r.At = stored
 	}
-	rest := strings.TrimPrefix(subject, dlqPrefix)
+	rest := strings.TrimPrefix(subject, wire.DLQPrefix)
 	r.Store, _, _ = strings.Cut(rest, ".")
-	var job Job
+	var job wire.Job
 	if len(r.Job) > 0 && json.Unmarshal(r.Job, &job) == nil {
 		r.SessionID, r.Path, r.Kind = job.SessionID, job.Path, job.Kind
 	}
@@ -204,24 +205,24 @@ func parseDeadLetter(seq uint64, subject string, data []byte, stored time.Time) 
 // its job, or the job subject it names, is another store's or another session's. A dead
 // letter replays only into the store of its subject: a store's worker writes its own
 // store's dead letters and may write anything in them, another store's job included.
-func foreignDeadLetter(seq uint64, subject, store, token, jobSubject string, job Job) string {
+func foreignDeadLetter(seq uint64, subject, store, token, jobSubject string, job wire.Job) string {
 	names := func(what, other string) string {
 		return fmt.Sprintf("dead letter %d on %s is store %s's, but %s store %s: a dead letter replays only into the store of its subject; refused, nothing published",
 			seq, subject, store, what, other)
 	}
 	if jobSubject != "" {
-		jsStore, _, _ := strings.Cut(strings.TrimPrefix(jobSubject, jobsPrefix), ".")
-		if !strings.HasPrefix(jobSubject, jobsPrefix) || jsStore != store {
+		jsStore, _, _ := strings.Cut(strings.TrimPrefix(jobSubject, wire.JobsPrefix), ".")
+		if !strings.HasPrefix(jobSubject, wire.JobsPrefix) || jsStore != store {
 			return names("it names the job subject "+jobSubject+" of", jsStore)
 		}
-		if dlqSubjectFor(jobSubject) != subject {
+		if wire.DLQSubjectFor(jobSubject) != subject {
 			return fmt.Sprintf("dead letter %d on %s names the job subject %s, of another session: refused, nothing published", seq, subject, jobSubject)
 		}
 	}
 	if job.Store != "" && job.Store != store {
 		return names("its job is for", job.Store)
 	}
-	if job.SessionID != "" && SessionToken(job.SessionID) != token {
+	if job.SessionID != "" && wire.SessionToken(job.SessionID) != token {
 		return fmt.Sprintf("dead letter %d on %s (session %s) holds a job of session %s: refused, nothing published", seq, subject, token, job.SessionID)
 	}
 	return ""
@@ -250,7 +251,7 @@ type RetryResult struct {
 	JobSeq uint64 `json:"jobSeq,omitempty"`
 	Error  string `json:"error,omitempty"`
 	// Event is the retried job's final event, when waiting.
-	Event *Event `json:"event,omitempty"`
+	Event *wire.Event `json:"event,omitempty"`
 }
 
 // Retry publishes the job of each record again: the original request (kind, path, leaf,
@@ -273,7 +274,7 @@ func (q *DLQ) Retry(ctx context.Context, recs []DeadLetterRecord, wait bool, tim
 			out = append(out, res)
 			continue
 		}
-		job, err := DecodeJob(r.Job)
+		job, err := wire.DecodeJob(r.Job)
 		if err != nil {
 			res.Error = fmt.Sprintf("the dead letter holds no job that can be retried (%v); purge it", err)
 			out = append(out, res)

@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Dead letters an operator can act on: filters, retry of the original request (a new id,
@@ -17,7 +19,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	var fail sync.Map
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if _, ok := fail.Load(job.SessionID); ok {
 			return Permanent(errors.New("model refused the prompt"))
 		}
@@ -30,7 +32,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 		sid, leaf := writeSession(t, b.dir, rel)
 		fail.Store(sid, true)
 		sids = append(sids, sid)
-		r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf, Reason: "sweep"}, true, 20*time.Second)
+		r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf, Reason: "sweep"}, true, 20*time.Second)
 		if err != nil || r.Event.Outcome != OutcomeFailed {
 			t.Fatalf("job %d: %+v %v", i, r.Event, err)
 		}
@@ -73,7 +75,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 		}
 	}
 	one, _ := q.List(context.Background(), DeadLetterFilter{SessionID: sids[0]})
-	if r := one[0]; r.Store != "default" || r.Path != "s0.jsonl" || r.Kind != KindCompact || r.Deliveries != 1 || !strings.Contains(r.Error, "model refused") {
+	if r := one[0]; r.Store != "default" || r.Path != "s0.jsonl" || r.Kind != wire.KindCompact || r.Deliveries != 1 || !strings.Contains(r.Error, "model refused") {
 		t.Errorf("record %+v", r)
 	}
 
@@ -85,7 +87,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 	if len(res) != 1 || !res[0].Queued || res[0].Error != "" || res[0].Event == nil || res[0].Event.Outcome != OutcomeDone {
 		t.Fatalf("retry: %+v", res)
 	}
-	orig, _ := DecodeJob(one[0].Job)
+	orig, _ := wire.DecodeJob(one[0].Job)
 	if res[0].JobID == orig.ID || !strings.Contains(res[0].JobID, ":retry-") {
 		t.Errorf("retried job id %q: want a new one", res[0].JobID)
 	}

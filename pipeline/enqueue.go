@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -32,13 +33,13 @@ type EnqueueResult struct {
 	// WaitedFor lists the other requests' jobs that ran before this one (wait only).
 	WaitedFor []string `json:"waitedFor,omitempty"`
 	// Event is the job's final event when waiting.
-	Event *Event `json:"event,omitempty"`
+	Event *wire.Event `json:"event,omitempty"`
 }
 
 // publishJob validates and publishes a job. A refusal because the session already has a
 // pending job of that kind is reported as AlreadyQueued with that job's sequence and id
 // (read by a direct get of the job's subject, which a store's roles may make).
-func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueResult, error) {
+func publishJob(ctx context.Context, js jetstream.JetStream, job *wire.Job) (EnqueueResult, error) {
 	job.Normalize(time.Now())
 	if err := job.Validate(); err != nil {
 		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
@@ -48,7 +49,7 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
 	}
 	for attempt := 0; ; attempt++ {
-		ack, err := js.Publish(ctx, job.Subject(), data, jetstream.WithMsgID(job.ID), jetstream.WithExpectStream(StreamJobs))
+		ack, err := js.Publish(ctx, job.Subject(), data, jetstream.WithMsgID(job.ID), jetstream.WithExpectStream(wire.StreamJobs))
 		if err == nil {
 			return EnqueueResult{JobID: job.ID, Seq: ack.Sequence, Duplicate: ack.Duplicate}, nil
 		}
@@ -57,19 +58,19 @@ func publishJob(ctx context.Context, js jetstream.JetStream, job *Job) (EnqueueR
 		}
 		if isStreamFull(err) {
 			return EnqueueResult{}, fmt.Errorf("enqueue %s: not queued: stream %s is full: it holds as many queued jobs as its size limit allows (--jobs-max-bytes of compactor setup); are the stores' workers running (compactor status, compactor_queue_pending)?: %w",
-				job.Subject(), StreamJobs, err)
+				job.Subject(), wire.StreamJobs, err)
 		}
 		if !IsAlreadyQueued(err) {
 			if unavailable(err) {
 				// No responders (no stream takes the subject), a timeout (no leader), ...:
 				// find out which, so the operator reads the real problem.
-				return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), diagnose(ctx, js, StreamJobs, err))
+				return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), diagnose(ctx, js, wire.StreamJobs, err))
 			}
 			return EnqueueResult{}, fmt.Errorf("enqueue %s: %w", job.Subject(), err)
 		}
-		pending, gerr := directLast(ctx, js.Conn(), StreamJobs, job.Subject())
+		pending, gerr := directLast(ctx, js.Conn(), wire.StreamJobs, job.Subject())
 		if gerr == nil {
-			var pj Job
+			var pj wire.Job
 			_ = json.Unmarshal(pending.Data, &pj)
 			return EnqueueResult{JobID: pj.ID, Seq: pending.Sequence, AlreadyQueued: true, Other: pj.ID != job.ID}, nil
 		}
@@ -108,11 +109,11 @@ func OnWaiting(f func(jobID string, seq uint64)) EnqueueOption {
 // known, so that the event of a job that ended before this request (a duplicate of a
 // finished request) is found too. Events are matched by job id and job sequence. Both are
 // requests a store's agent may make; a refusal ends the call at once (*PermissionError).
-func Enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
+func Enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
 	return guard(ctx, nc, func(ctx context.Context) (EnqueueResult, error) { return enqueue(ctx, nc, job, wait, timeout, opts...) })
 }
 
-func enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
+func enqueue(ctx context.Context, nc *nats.Conn, job wire.Job, wait bool, timeout time.Duration, opts ...EnqueueOption) (EnqueueResult, error) {
 	var o enqueueOptions
 	for _, opt := range opts {
 		opt(&o)
@@ -129,14 +130,14 @@ func enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 	if !wait {
 		return publishJob(ctx, js, &job)
 	}
-	if err := ValidateStoreName(job.Store); err != nil {
+	if err := wire.ValidateStoreName(job.Store); err != nil {
 		return EnqueueResult{}, fmt.Errorf("enqueue: %w", err)
 	}
 	if job.SessionID == "" {
 		return EnqueueResult{}, errors.New("enqueue: job: sessionId is empty")
 	}
 	events := make(chan *nats.Msg, 64)
-	sub, err := nc.ChanSubscribe(EventSubject(job.Store, job.SessionID)+".*", events)
+	sub, err := nc.ChanSubscribe(wire.EventSubject(job.Store, job.SessionID)+".*", events)
 	if err != nil {
 		return EnqueueResult{}, fmt.Errorf("enqueue: watch events: %w", err)
 	}
@@ -187,14 +188,14 @@ func enqueue(ctx context.Context, nc *nats.Conn, job Job, wait bool, timeout tim
 // away (a reconnect, a slow-consumer cut) never reaches the subscription, so the stream is
 // read again from time to time (finalPollMin, doubling to finalPollMax). A read that fails
 // is tried again; the last failure is part of the error when ctx ends first.
-func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, store, sessionID string, seq uint64, jobID string) (*Event, error) {
-	final := func(data []byte) *Event {
-		var ev Event
+func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, store, sessionID string, seq uint64, jobID string) (*wire.Event, error) {
+	final := func(data []byte) *wire.Event {
+		var ev wire.Event
 		// An event is the job's only if it names the job's store and session as its subject
 		// does (foreign.go): the subject alone is the store's, its fields are what a worker
 		// of the store wrote.
 		if json.Unmarshal(data, &ev) != nil || ev.JobSeq != seq || ev.JobID != jobID || !ev.Final() ||
-			ev.Store != store || SessionToken(ev.SessionID) != SessionToken(sessionID) {
+			ev.Store != store || wire.SessionToken(ev.SessionID) != wire.SessionToken(sessionID) {
 			return nil
 		}
 		return &ev
@@ -222,7 +223,7 @@ func waitFinal(ctx context.Context, nc *nats.Conn, events <-chan *nats.Msg, stor
 			}
 		case <-poll.C:
 			rctx, cancel := context.WithTimeout(ctx, finalReadTimeout)
-			m, err := directLast(rctx, nc, StreamEvents, JobEventSubject(store, sessionID, seq))
+			m, err := directLast(rctx, nc, wire.StreamEvents, wire.JobEventSubject(store, sessionID, seq))
 			cancel()
 			switch {
 			case err == nil:

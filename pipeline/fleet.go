@@ -8,6 +8,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -90,7 +91,7 @@ func (e *NotSetUpError) Unwrap() error { return e.Err }
 
 // readFleet reads the settings record. Missing: a *NotSetUpError.
 func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := directLast(ctx, nc, "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey)
+	m, err := directLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+settingsKey)
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + BucketSettings + ", key " + settingsKey + ")",
 			Remedy: "no `compactor setup` of this version has run here: run `compactor setup --store NAME...` with the admin's credentials (a deployment of an older compactor: `compactor setup --migrate`), or `compactor run --setup` on a single host"}
@@ -121,7 +122,7 @@ func readFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 // readFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
 // older one to keep its stores).
 func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := directLast(ctx, nc, "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey)
+	m, err := directLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+settingsKey)
 	if err != nil {
 		return nil, err
 	}

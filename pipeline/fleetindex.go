@@ -7,6 +7,8 @@ import (
 	"strings"
 	"sync"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // What a FleetView keeps in memory so that a page never scans a stream: the events (a
@@ -18,9 +20,9 @@ import (
 type EventIndex struct {
 	mu       sync.RWMutex
 	max      int
-	ring     []*Event // FIFO of every event held: ring[head] is the oldest
+	ring     []*wire.Event // FIFO of every event held: ring[head] is the oldest
 	head, n  int
-	sessions map[sessionKey][]*Event
+	sessions map[sessionKey][]*wire.Event
 	stores   map[string]*storeEvents
 	added    uint64
 	// words holds one copy of the strings that repeat across events (stores, workers,
@@ -46,7 +48,7 @@ type sessionKey struct{ store, session string }
 
 // storeEvents are a store's recent final events and its counts per minute.
 type storeEvents struct {
-	recent  []*Event // the last recentJobs final events, oldest first
+	recent  []*wire.Event // the last recentJobs final events, oldest first
 	minutes map[int64]*WindowCounts
 }
 
@@ -58,12 +60,12 @@ const (
 
 // NewEventIndex holds at most max events.
 func NewEventIndex(max int) *EventIndex {
-	return &EventIndex{max: max, ring: make([]*Event, 0, min(max, 1<<16)), sessions: map[sessionKey][]*Event{}, stores: map[string]*storeEvents{},
+	return &EventIndex{max: max, ring: make([]*wire.Event, 0, min(max, 1<<16)), sessions: map[sessionKey][]*wire.Event{}, stores: map[string]*storeEvents{},
 		words: map[string]string{}}
 }
 
 // Add indexes an event (events arrive in the stream's order).
-func (x *EventIndex) Add(ev Event) {
+func (x *EventIndex) Add(ev wire.Event) {
 	e := &ev
 	x.mu.Lock()
 	defer x.mu.Unlock()
@@ -140,11 +142,11 @@ func (x *EventIndex) Added() uint64 {
 }
 
 // Session is a session's events held, oldest first.
-func (x *EventIndex) Session(store, sessionID string) []Event {
+func (x *EventIndex) Session(store, sessionID string) []wire.Event {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	list := x.sessions[sessionKey{store, sessionID}]
-	out := make([]Event, len(list))
+	out := make([]wire.Event, len(list))
 	for i, e := range list {
 		out[i] = *e
 	}
@@ -159,14 +161,14 @@ func (x *EventIndex) Sessions() int {
 }
 
 // Recent are a store's last n final events, newest first.
-func (x *EventIndex) Recent(store string, n int) []Event {
+func (x *EventIndex) Recent(store string, n int) []wire.Event {
 	x.mu.RLock()
 	defer x.mu.RUnlock()
 	st := x.stores[store]
 	if st == nil {
 		return nil
 	}
-	out := make([]Event, 0, min(n, len(st.recent)))
+	out := make([]wire.Event, 0, min(n, len(st.recent)))
 	for i := len(st.recent) - 1; i >= 0 && len(out) < n; i-- {
 		out = append(out, *st.recent[i])
 	}
@@ -204,7 +206,7 @@ func (c WindowCounts) InputTokens() int {
 	return n
 }
 
-func (c *WindowCounts) add(ev Event) {
+func (c *WindowCounts) add(ev wire.Event) {
 	if ev.Final() {
 		c.Jobs++
 	}
@@ -325,7 +327,7 @@ type HookIndex struct {
 
 // HookSeen is a report and when it arrived.
 type HookSeen struct {
-	HookReport
+	wire.HookReport
 	At time.Time `json:"at"`
 }
 
@@ -349,8 +351,8 @@ func NewHookIndex(max int) *HookIndex {
 }
 
 // Add counts a report.
-func (h *HookIndex) Add(r HookReport, at time.Time) {
-	result, reason := r.hookLabels()
+func (h *HookIndex) Add(r wire.HookReport, at time.Time) {
+	result, reason := hookLabels(r)
 	if r.Result == "" {
 		result = "other"
 	}

@@ -12,6 +12,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -271,11 +272,11 @@ func (v *FleetView) openAccount(ctx, runCtx context.Context, a *accountView) err
 	if a.settings, err = readFleet(ctx, a.nc); err != nil {
 		return err
 	}
-	if a.jobs, err = js.Stream(ctx, StreamJobs); err != nil {
+	if a.jobs, err = js.Stream(ctx, wire.StreamJobs); err != nil {
 		if unavailable(err) {
-			err = diagnose(ctx, js, StreamJobs, err)
+			err = diagnose(ctx, js, wire.StreamJobs, err)
 		}
-		return fmt.Errorf("fleet view: stream %s: %w", StreamJobs, err)
+		return fmt.Errorf("fleet view: stream %s: %w", wire.StreamJobs, err)
 	}
 	watches := []struct {
 		bucket, prefix string
@@ -303,19 +304,19 @@ func (v *FleetView) openAccount(ctx, runCtx context.Context, a *accountView) err
 		a.dlq = &deadLetterIndex{q: dlq, byStore: map[string][]DeadLetterRecord{}}
 	}
 	if v.hooks != nil {
-		sub, err := a.nc.Subscribe(hooksPrefix+">", func(m *nats.Msg) {
-			var r HookReport
+		sub, err := a.nc.Subscribe(wire.HooksPrefix+">", func(m *nats.Msg) {
+			var r wire.HookReport
 			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
 				return
 			}
-			if HookSubject(r.Store, r.SessionID) != m.Subject || !a.holds(r.Store) {
+			if wire.HookSubject(r.Store, r.SessionID) != m.Subject || !a.holds(r.Store) {
 				a.refuse()
 				return
 			}
 			v.hooks.Add(r, time.Now())
 		})
 		if err != nil {
-			return fmt.Errorf("fleet view: subscribe %s>: %w", hooksPrefix, err)
+			return fmt.Errorf("fleet view: subscribe %s>: %w", wire.HooksPrefix, err)
 		}
 		v.closers = append(v.closers, func() { _ = sub.Unsubscribe() })
 	}
@@ -405,7 +406,7 @@ func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 	} else {
 		lv.Worker = "(a newer compactor's)"
 	}
-	if !a.holds(store) || (lv.SessionID != "" && SessionToken(lv.SessionID) != token) {
+	if !a.holds(store) || (lv.SessionID != "" && wire.SessionToken(lv.SessionID) != token) {
 		a.refuse()
 		return
 	}
@@ -527,20 +528,20 @@ func (a *accountView) knownStores(settings *FleetSettings) []string {
 func (a *accountView) readQueue(ctx context.Context, store string) StoreQueue {
 	q := StoreQueue{Kinds: []KindQueue{}}
 	var errs []string
-	if c, err := a.js.Consumer(ctx, StreamJobs, ConsumerName(store)); err == nil {
+	if c, err := a.js.Consumer(ctx, wire.StreamJobs, ConsumerName(store)); err == nil {
 		ci := c.CachedInfo()
 		q.Pending, q.InFlight = ci.NumPending, uint64(ci.NumAckPending)
 	} else {
 		errs = append(errs, fmt.Sprintf("consumer %s: %v", ConsumerName(store), err))
 	}
-	if c, err := a.js.Consumer(ctx, StreamDLQ, DLQConsumerName(store)); err == nil {
+	if c, err := a.js.Consumer(ctx, wire.StreamDLQ, DLQConsumerName(store)); err == nil {
 		q.DeadLetters = c.CachedInfo().NumPending
 	} else if !errors.Is(err, jetstream.ErrConsumerNotFound) {
 		errs = append(errs, fmt.Sprintf("consumer %s: %v", DLQConsumerName(store), err))
 	}
-	info, err := a.jobs.Info(ctx, jetstream.WithSubjectFilter(jobsPrefix+store+".>"))
+	info, err := a.jobs.Info(ctx, jetstream.WithSubjectFilter(wire.JobsPrefix+store+".>"))
 	if err != nil {
-		errs = append(errs, fmt.Sprintf("stream %s: %v", StreamJobs, err))
+		errs = append(errs, fmt.Sprintf("stream %s: %v", wire.StreamJobs, err))
 	} else {
 		byKind := map[string]uint64{}
 		for subj, n := range info.State.Subjects {
@@ -548,7 +549,7 @@ func (a *accountView) readQueue(ctx context.Context, store string) StoreQueue {
 		}
 		for kind, n := range byKind {
 			kq := KindQueue{Kind: kind, Jobs: n}
-			if at, err := oldestJob(ctx, a.jobs, jobsPrefix+store+".*."+kind); err == nil && !at.IsZero() {
+			if at, err := oldestJob(ctx, a.jobs, wire.JobsPrefix+store+".*."+kind); err == nil && !at.IsZero() {
 				kq.Oldest = at
 				if q.Oldest.IsZero() || kq.Oldest.Before(q.Oldest) {
 					q.Oldest = kq.Oldest
@@ -671,7 +672,7 @@ func (v *FleetView) Hooks() *HookIndex { return v.hooks }
 // accountOf is the account that holds store: the one whose list names it, else (one
 // account without a list) the only one.
 func (v *FleetView) accountOf(store string) (*accountView, error) {
-	if err := ValidateStoreName(store); err != nil {
+	if err := wire.ValidateStoreName(store); err != nil {
 		return nil, err
 	}
 	if a := v.byStore[store]; a != nil {
@@ -740,7 +741,7 @@ func (v *FleetView) RetryDeadLetter(ctx context.Context, store string, seq uint6
 	if err != nil {
 		return RetryResult{}, err
 	}
-	if job, err := DecodeJob(rec.Job); err == nil && job.Instructions != "" && !allowInstructions {
+	if job, err := wire.DecodeJob(rec.Job); err == nil && job.Instructions != "" && !allowInstructions {
 		return RetryResult{Seq: seq, Store: store}, &InstructionsError{Seq: seq, Instructions: job.Instructions}
 	}
 	res := q.Retry(ctx, []DeadLetterRecord{rec}, false, 0)
@@ -796,7 +797,7 @@ func (v *FleetView) QueuedJobs(ctx context.Context, store string, limit int) ([]
 		return nil, err
 	}
 	var out []QueuedJob
-	filter := jobsPrefix + store + ".>"
+	filter := wire.JobsPrefix + store + ".>"
 	for seq := uint64(1); len(out) < limit; {
 		m, err := a.jobs.GetMsg(ctx, seq, jetstream.WithGetMsgSubject(filter))
 		if errors.Is(err, jetstream.ErrMsgNotFound) {
@@ -806,12 +807,12 @@ func (v *FleetView) QueuedJobs(ctx context.Context, store string, limit int) ([]
 			return out, fmt.Errorf("queued jobs of %s: %w", store, err)
 		}
 		qj := QueuedJob{Seq: m.Sequence, At: m.Time.UTC(), Subject: m.Subject}
-		var j Job
+		var j wire.Job
 		parts := strings.Split(m.Subject, ".")
 		switch {
 		case json.Unmarshal(m.Data, &j) != nil:
 			qj.Foreign = "not a job"
-		case len(parts) != 5 || j.Store != store || SessionToken(j.SessionID) != parts[3] || j.Kind != parts[4]:
+		case len(parts) != 5 || j.Store != store || wire.SessionToken(j.SessionID) != parts[3] || j.Kind != parts[4]:
 			// A worker admits a job only of its subject's store, session and kind (foreign.go).
 			qj.Foreign = fmt.Sprintf("its job names store %q, session %q, kind %q: not its subject's; a worker refuses it", j.Store, j.SessionID, j.Kind)
 		default:
@@ -877,9 +878,9 @@ func (h *queueHistory) add(now time.Time, q StoreQueue) {
 // followEvents feeds the event index from COMPACTOR_EVENTS (every event kept, then each new
 // one), and returns once the backlog is read.
 func (v *FleetView) followEvents(ctx, runCtx context.Context, a *accountView) error {
-	str, err := a.js.Stream(ctx, StreamEvents)
+	str, err := a.js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
-		return fmt.Errorf("fleet view: stream %s: %w", StreamEvents, err)
+		return fmt.Errorf("fleet view: stream %s: %w", wire.StreamEvents, err)
 	}
 	caughtUp := make(chan struct{})
 	var once sync.Once
@@ -888,7 +889,7 @@ func (v *FleetView) followEvents(ctx, runCtx context.Context, a *accountView) er
 	}
 	oc, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {
-		return fmt.Errorf("fleet view: read %s: %w", StreamEvents, err)
+		return fmt.Errorf("fleet view: read %s: %w", wire.StreamEvents, err)
 	}
 	cc, err := oc.Consume(func(m jetstream.Msg) {
 		switch ev, err := eventOn(m.Subject(), m.Data()); {
@@ -906,14 +907,14 @@ func (v *FleetView) followEvents(ctx, runCtx context.Context, a *accountView) er
 		}
 	})
 	if err != nil {
-		return fmt.Errorf("fleet view: read %s: %w", StreamEvents, err)
+		return fmt.Errorf("fleet view: read %s: %w", wire.StreamEvents, err)
 	}
 	v.closers = append(v.closers, cc.Stop)
 	select {
 	case <-caughtUp:
 		return nil
 	case <-ctx.Done():
-		return fmt.Errorf("fleet view: read %s: %w", StreamEvents, ctx.Err())
+		return fmt.Errorf("fleet view: read %s: %w", wire.StreamEvents, ctx.Err())
 	case <-runCtx.Done():
 		return runCtx.Err()
 	}
@@ -922,17 +923,17 @@ func (v *FleetView) followEvents(ctx, runCtx context.Context, a *accountView) er
 // eventOn reads an event published on subject (compactor.events.<store>.<token>.<job
 // seq>): one that names another store, session or job than its subject is a
 // *ForeignError (foreign.go), and is shown nowhere.
-func eventOn(subject string, data []byte) (Event, error) {
-	var ev Event
+func eventOn(subject string, data []byte) (wire.Event, error) {
+	var ev wire.Event
 	if err := json.Unmarshal(data, &ev); err != nil {
 		return ev, fmt.Errorf("event on %s: %w", subject, err)
 	}
-	parts := strings.Split(strings.TrimPrefix(subject, eventsPrefix), ".")
+	parts := strings.Split(strings.TrimPrefix(subject, wire.EventsPrefix), ".")
 	if len(parts) != 3 {
 		return ev, fmt.Errorf("event on %s: not an event subject", subject)
 	}
 	// An event of a job whose payload could not be read names no session.
-	if ev.Store != parts[0] || (ev.SessionID != "" && SessionToken(ev.SessionID) != parts[1]) || strconv.FormatUint(ev.JobSeq, 10) != parts[2] {
+	if ev.Store != parts[0] || (ev.SessionID != "" && wire.SessionToken(ev.SessionID) != parts[1]) || strconv.FormatUint(ev.JobSeq, 10) != parts[2] {
 		return ev, &ForeignError{Kind: "event", Where: subject, Store: parts[0], Session: parts[1], NamesStore: ev.Store, NamesSession: ev.SessionID}
 	}
 	return ev, nil
@@ -941,28 +942,28 @@ func eventOn(subject string, data []byte) (Event, error) {
 // SessionEvents reads a session's events from COMPACTOR_EVENTS (compactor events), oldest
 // first; with follow, it then calls fn with each new one until ctx ends. Events that name
 // another store, session or job than their subject are left out, and counted in leftOut.
-func SessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(Event)) (leftOut int, err error) {
+func SessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(wire.Event)) (leftOut int, err error) {
 	return guard(ctx, nc, func(ctx context.Context) (int, error) {
 		return sessionEvents(ctx, nc, store, sessionID, follow, fn)
 	})
 }
 
-func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(Event)) (int, error) {
+func sessionEvents(ctx context.Context, nc *nats.Conn, store, sessionID string, follow bool, fn func(wire.Event)) (int, error) {
 	leftOut := 0
 	js, err := jetstream.New(nc)
 	if err != nil {
 		return 0, err
 	}
-	str, err := js.Stream(ctx, StreamEvents)
+	str, err := js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		if unavailable(err) {
-			err = diagnose(ctx, js, StreamEvents, err)
+			err = diagnose(ctx, js, wire.StreamEvents, err)
 		}
-		return 0, fmt.Errorf("events: stream %s: %w", StreamEvents, err)
+		return 0, fmt.Errorf("events: stream %s: %w", wire.StreamEvents, err)
 	}
-	filter := eventsPrefix + store + ".>"
+	filter := wire.EventsPrefix + store + ".>"
 	if sessionID != "" {
-		filter = EventSubject(store, sessionID) + ".*"
+		filter = wire.EventSubject(store, sessionID) + ".*"
 	}
 	oc, err := str.OrderedConsumer(ctx, jetstream.OrderedConsumerConfig{FilterSubjects: []string{filter}, DeliverPolicy: jetstream.DeliverAllPolicy})
 	if err != nil {

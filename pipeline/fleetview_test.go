@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The fleet view reads a store's queue as its consumers and stream hold it: the counts
@@ -16,7 +18,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	b := newBundle(t)
 	release := make(chan struct{})
 	started := make(chan string, 8)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		started <- job.SessionID
 		<-release
 		return nil
@@ -32,12 +34,12 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 		}
 	})
 	var ids []string
-	var jobs []Job
+	var jobs []wire.Job
 	for i := range 3 {
 		rel := "p/q" + string(rune('a'+i)) + ".jsonl"
 		sid, leaf := writeSession(t, b.dir, rel)
 		ids = append(ids, sid)
-		jobs = append(jobs, Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		jobs = append(jobs, wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	b.enqueue(jobs[0])
 	b.enqueue(jobs[1])
@@ -61,11 +63,11 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 		return len(sv.Running) == 2 && sv.Queue.Pending == 0 && sv.Queue.InFlight == 2
 	})
 	for _, r := range sv.Running {
-		if !running[r.SessionID] || r.Kind != KindCompact || r.Worker != s.WorkerID() || r.Path == "" || r.Delivery != 1 {
+		if !running[r.SessionID] || r.Kind != wire.KindCompact || r.Worker != s.WorkerID() || r.Path == "" || r.Delivery != 1 {
 			t.Errorf("running job %+v, want one of %v", r, running)
 		}
 	}
-	if len(sv.Queue.Kinds) != 1 || sv.Queue.Kinds[0].Kind != KindCompact || sv.Queue.Kinds[0].Jobs != 2 || sv.Queue.Oldest.IsZero() {
+	if len(sv.Queue.Kinds) != 1 || sv.Queue.Kinds[0].Kind != wire.KindCompact || sv.Queue.Kinds[0].Jobs != 2 || sv.Queue.Oldest.IsZero() {
 		t.Errorf("queue by kind: %+v", sv.Queue)
 	}
 	if len(sv.Workers) != 1 || sv.Workers[0].Worker != s.WorkerID() {
@@ -83,7 +85,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	if len(q) != 3 || !running[q[0].SessionID] || q[2].SessionID != ids[2] || q[0].Kind != KindCompact || q[0].Seq >= q[2].Seq {
+	if len(q) != 3 || !running[q[0].SessionID] || q[2].SessionID != ids[2] || q[0].Kind != wire.KindCompact || q[0].Seq >= q[2].Seq {
 		t.Errorf("queued jobs: %+v", q)
 	}
 	if q, _ := v.QueuedJobs(ctx, "default", 1); len(q) != 1 {
@@ -119,7 +121,7 @@ func TestEventIndexBounded(t *testing.T) {
 	x := NewEventIndex(100)
 	at := time.Now().UTC()
 	for i := range 250 {
-		x.Add(Event{Store: "s", SessionID: "sess-" + string(rune('a'+i%10)), JobSeq: uint64(i), Outcome: OutcomeDone, EntryID: "e", TokensBefore: 10, At: at})
+		x.Add(wire.Event{JobRef: wire.JobRef{Store: "s", SessionID: "sess-" + string(rune('a'+i%10))}, JobSeq: uint64(i), Tally: wire.Tally{Outcome: OutcomeDone, EntryID: "e", TokensBefore: 10}, At: at})
 	}
 	if x.Len() != 100 || x.Added() != 250 {
 		t.Fatalf("len %d, added %d", x.Len(), x.Added())
@@ -144,9 +146,9 @@ func TestEventIndexBounded(t *testing.T) {
 		t.Errorf("recent: %+v", r)
 	}
 	y := NewEventIndex(3)
-	y.Add(Event{Store: "s", SessionID: "gone", Outcome: OutcomeDone, At: at})
+	y.Add(wire.Event{JobRef: wire.JobRef{Store: "s", SessionID: "gone"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: at})
 	for range 3 {
-		y.Add(Event{Store: "s", SessionID: "kept", Outcome: OutcomeDone, At: at})
+		y.Add(wire.Event{JobRef: wire.JobRef{Store: "s", SessionID: "kept"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: at})
 	}
 	if y.Sessions() != 1 || len(y.Session("s", "gone")) != 0 {
 		t.Errorf("a session whose events all went is still held: %d sessions", y.Sessions())
@@ -174,23 +176,23 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 			raw, _ := json.Marshal(v)
 			b.putRaw(bucket, key, string(raw))
 		}
-		put(BucketWorkers, "other.w1", WorkerBeat{V: 1, Worker: "w1", Store: "other", At: now})                     // a store not of the account
-		put(BucketWorkers, "default.w2", WorkerBeat{V: 1, Worker: "w2", Store: "other", At: now})                   // another store than its key's
-		put(BucketLeases, "other."+SessionToken("s1"), leaseValue{V: 1, Worker: "w1", SessionID: "s1", Since: now}) // a store not of the account
-		put(BucketLeases, "default."+SessionToken("s1"), leaseValue{V: 1, Worker: "w1", SessionID: "s2", Since: now})
+		put(BucketWorkers, "other.w1", WorkerBeat{V: 1, Worker: "w1", Store: "other", At: now})                          // a store not of the account
+		put(BucketWorkers, "default.w2", WorkerBeat{V: 1, Worker: "w2", Store: "other", At: now})                        // another store than its key's
+		put(BucketLeases, "other."+wire.SessionToken("s1"), leaseValue{V: 1, Worker: "w1", SessionID: "s1", Since: now}) // a store not of the account
+		put(BucketLeases, "default."+wire.SessionToken("s1"), leaseValue{V: 1, Worker: "w1", SessionID: "s2", Since: now})
 		put(BucketSettings, pauseKey("other"), PauseRecord{V: 1, Store: "other", Paused: true, At: now})
-		for subject, ev := range map[string]Event{
-			JobEventSubject("other", "s1", 5):   {V: 1, JobSeq: 5, Store: "other", SessionID: "s1", Outcome: OutcomeDone, At: now},
-			JobEventSubject("default", "s1", 5): {V: 1, JobSeq: 5, Store: "default", SessionID: "s2", Outcome: OutcomeDone, At: now},
-			JobEventSubject("default", "s1", 6): {V: 1, JobSeq: 5, Store: "default", SessionID: "s1", Outcome: OutcomeDone, At: now},
+		for subject, ev := range map[string]wire.Event{
+			wire.JobEventSubject("other", "s1", 5):   {V: 1, JobSeq: 5, JobRef: wire.JobRef{Store: "other", SessionID: "s1"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: now},
+			wire.JobEventSubject("default", "s1", 5): {V: 1, JobSeq: 5, JobRef: wire.JobRef{Store: "default", SessionID: "s2"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: now},
+			wire.JobEventSubject("default", "s1", 6): {V: 1, JobSeq: 5, JobRef: wire.JobRef{Store: "default", SessionID: "s1"}, Tally: wire.Tally{Outcome: OutcomeDone}, At: now},
 		} {
 			raw, _ := json.Marshal(ev)
 			if _, err := b.js.Publish(ctx, subject, raw); err != nil {
 				t.Fatal(err)
 			}
 		}
-		for subject, r := range map[string]HookReport{HookSubject("other", "s1"): {V: 1, Store: "other", SessionID: "s1", Outcome: HookHit},
-			HookSubject("default", "s1"): {V: 1, Store: "default", SessionID: "s2", Outcome: HookHit}} {
+		for subject, r := range map[string]wire.HookReport{wire.HookSubject("other", "s1"): {V: 1, Store: "other", SessionID: "s1", Outcome: wire.HookHit},
+			wire.HookSubject("default", "s1"): {V: 1, Store: "default", SessionID: "s2", Outcome: wire.HookHit}} {
 			raw, _ := json.Marshal(r)
 			if err := b.nc.Publish(subject, raw); err != nil {
 				t.Fatal(err)
@@ -203,7 +205,7 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 			t.Errorf("list %v: a forged record is shown: %+v; %d sessions, %d hooks", list, snap, v.Events().Sessions(), len(v.Hooks().Recent(10)))
 		}
 		v.Close()
-		for _, k := range []string{"other.w1", "default.w2", "other." + SessionToken("s1"), "default." + SessionToken("s1")} {
+		for _, k := range []string{"other.w1", "default.w2", "other." + wire.SessionToken("s1"), "default." + wire.SessionToken("s1")} {
 			_ = openBucket(b.js, BucketWorkers).Delete(ctx, k)
 			_ = openBucket(b.js, BucketLeases).Delete(ctx, k)
 		}
@@ -227,8 +229,8 @@ func TestFleetViewShowsABaseJobsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	job := Job{Kind: KindBase, Store: "default", SessionID: "s1", Path: "p/s1.jsonl"}
-	raw, _ := json.Marshal(leaseValue{V: leaseV, Worker: "w1", JobID: "j1", SessionID: "s1", Path: job.Path, Kind: KindBase, Since: time.Now().UTC()})
+	job := wire.Job{Kind: wire.KindBase, Store: "default", SessionID: "s1", Path: "p/s1.jsonl"}
+	raw, _ := json.Marshal(leaseValue{V: leaseV, Worker: "w1", JobID: "j1", SessionID: "s1", Path: job.Path, Kind: wire.KindBase, Since: time.Now().UTC()})
 	b.putRaw(BucketLeases, leaseKeyOf("default", job), string(raw))
 	var sv StoreView
 	eventually(t, 10*time.Second, "the base job's lease shown as running", func() bool {
@@ -239,7 +241,7 @@ func TestFleetViewShowsABaseJobsLease(t *testing.T) {
 		sv = snap.Stores[0]
 		return true
 	})
-	if r := sv.Running[0]; r.Kind != KindBase || r.SessionID != "s1" || r.Token != SessionToken("s1") || r.Store != "default" {
+	if r := sv.Running[0]; r.Kind != wire.KindBase || r.SessionID != "s1" || r.Token != wire.SessionToken("s1") || r.Store != "default" {
 		t.Errorf("running base job %+v", r)
 	}
 	if n := v.Snapshot().Accounts[0].LeftOut; n != 0 {

@@ -5,6 +5,8 @@ import (
 	"fmt"
 	"sync"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Work a worker starts in answer to a request it served: what the request leads to but its
@@ -59,7 +61,7 @@ func (a *afterReply) run(ctx context.Context) {
 // one is pending, Follow tries again every second until it has ended (at most 10 minutes,
 // and not past ctx), so that a request made in the moment the pending job ends is not
 // lost. It returns how the job was queued (or that this very job is already pending).
-func (s *Service) Follow(ctx context.Context, job Job) (EnqueueResult, error) {
+func (s *Service) Follow(ctx context.Context, job wire.Job) (EnqueueResult, error) {
 	if s.res == nil || s.res.js == nil {
 		return EnqueueResult{}, fmt.Errorf("follow %s: the service has not started", job.Kind)
 	}

@@ -6,6 +6,8 @@ import (
 	"fmt"
 	"log/slog"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Records are trusted only within their store. What a store's key may write (a hook report,
@@ -59,7 +61,7 @@ func checkPrepared(value []byte, store, sessionID, where string) error {
 	if json.Unmarshal(value, &h) != nil {
 		return nil
 	}
-	if (h.Store != "" && h.Store != store) || (h.SessionID != "" && SessionToken(h.SessionID) != SessionToken(sessionID)) {
+	if (h.Store != "" && h.Store != store) || (h.SessionID != "" && wire.SessionToken(h.SessionID) != wire.SessionToken(sessionID)) {
 		return &ForeignError{Kind: foreignPrepared, Where: where, Store: store, Session: sessionID, NamesStore: orSame(h.Store, store), NamesSession: h.SessionID}
 	}
 	return nil

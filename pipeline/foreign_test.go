@@ -7,6 +7,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Records are trusted only within their store (foreign.go): what a store's key may write
@@ -24,14 +26,14 @@ func TestForeignRecordsRefused(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	release := make(chan struct{})
 	var bridged atomic.Int32
-	cfg := b.config(&fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	cfg := b.config(&fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		if job.Reason == "hold" {
 			<-release
 		}
 		return nil
 	}})
 	cfg.Stores = []Store{{Name: "hostA", Dir: b.dir}}
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		bridged.Add(1)
 		return prepared, nil
 	})
@@ -43,8 +45,8 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err := s.Prepared().Put(ctx, "hostA", sid, []byte(`{"v":1,"store":"hostA","sessionId":"`+sid+`"}`)); err != nil {
 		t.Fatal(err)
 	}
-	rep, _ := json.Marshal(HookReport{V: 1, Store: "hostB", SessionID: sid, Outcome: HookHit})
-	if err := b.nc.Publish(HookSubject("hostA", sid), rep); err != nil {
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostB", SessionID: sid, Outcome: wire.HookHit})
+	if err := b.nc.Publish(wire.HookSubject("hostA", sid), rep); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the foreign hook report counted", func() bool { return count(foreignHook) == 1 })
@@ -53,13 +55,13 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// A bridge request naming hostB; then a prepared value (under hostA's key) naming hostB.
-	ask := func(store string) BridgeReply {
-		req, _ := json.Marshal(BridgeRequest{V: 1, Store: store, Path: "s.jsonl", SessionID: sid, LeafID: leaf, FirstKeptEntryID: leaf})
-		m, err := b.nc.Request(BridgeSubject("hostA", sid), req, 10*time.Second)
+	ask := func(store string) wire.BridgeReply {
+		req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: store, Path: "s.jsonl", SessionID: sid, LeafID: leaf, FirstKeptEntryID: leaf})
+		m, err := b.nc.Request(wire.BridgeSubject("hostA", sid), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var r BridgeReply
+		var r wire.BridgeReply
 		_ = json.Unmarshal(m.Data, &r)
 		return r
 	}
@@ -116,7 +118,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// A final event on hostA's subject naming hostB, before the real one.
-	job := Job{Kind: KindCompact, Store: "hostA", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "hold", Force: true}
+	job := wire.Job{Kind: wire.KindCompact, Store: "hostA", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "hold", Force: true}
 	job.Normalize(time.Now())
 	done := make(chan EnqueueResult, 1)
 	go func() {
@@ -128,14 +130,14 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}()
 	var seq uint64
 	eventually(t, 30*time.Second, "the held job running", func() bool {
-		p, err := directLast(ctx, b.nc, StreamJobs, job.Subject())
+		p, err := directLast(ctx, b.nc, wire.StreamJobs, job.Subject())
 		if err == nil {
 			seq = p.Sequence
 		}
 		return err == nil && len(s.flights.list()) == 1
 	})
-	forged, _ := json.Marshal(Event{V: 1, JobID: job.ID, JobSeq: seq, Store: "hostB", SessionID: sid, Kind: KindCompact, Outcome: OutcomeDone, Reason: "forged"})
-	if err := b.nc.Publish(JobEventSubject("hostA", sid, seq), forged); err != nil {
+	forged, _ := json.Marshal(wire.Event{V: 1, JobID: job.ID, JobSeq: seq, JobRef: wire.JobRef{Store: "hostB", SessionID: sid, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: OutcomeDone, Reason: "forged"}})
+	if err := b.nc.Publish(wire.JobEventSubject("hostA", sid, seq), forged); err != nil {
 		t.Fatal(err)
 	}
 	// Flushed before the job is released: the forged event reaches the wait (and the
@@ -149,9 +151,9 @@ func TestForeignRecordsRefused(t *testing.T) {
 	}
 
 	// A dead letter on hostA's subject holding hostB's job: refused, naming both, no job.
-	hostBJob, _ := json.Marshal(Job{V: 1, Kind: KindCompact, Store: "hostB", Path: "x.jsonl", SessionID: sid, Instructions: "steer hostB", ID: "forged", RequestedAt: time.Now()})
-	dl, _ := json.Marshal(DeadLetter{V: 1, Subject: JobSubject("hostB", sid, KindCompact), Job: hostBJob, Reason: "failed", At: time.Now().UTC()})
-	if _, err := b.js.Publish(ctx, DLQSubject("hostA", sid), dl); err != nil {
+	hostBJob, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: "x.jsonl", SessionID: sid, Instructions: "steer hostB", ID: "forged", RequestedAt: time.Now()})
+	dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject("hostB", sid, wire.KindCompact), Job: hostBJob, Reason: "failed", At: time.Now().UTC()})
+	if _, err := b.js.Publish(ctx, wire.DLQSubject("hostA", sid), dl); err != nil {
 		t.Fatal(err)
 	}
 	q, err := OpenDLQ(ctx, b.nc)
@@ -162,7 +164,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err != nil || len(recs) != 1 {
 		t.Fatalf("dead letters %v, %v", recs, err)
 	}
-	jobs := func() uint64 { return streamInfoOf(t, b.js, StreamJobs).State.Msgs }
+	jobs := func() uint64 { return streamInfoOf(t, b.js, wire.StreamJobs).State.Msgs }
 	before := jobs()
 	res := q.Retry(ctx, recs, false, 0)
 	if len(res) != 1 || res[0].Queued || !strings.Contains(res[0].Error, "store hostA's") || !strings.Contains(res[0].Error, "store hostB") ||

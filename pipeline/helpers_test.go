@@ -22,6 +22,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // bundle is one test's world: a real embedded nats-server on a random port with its store
@@ -209,7 +210,7 @@ func appendLine(file, typ, parent string) (string, error) {
 type fakeHandler struct {
 	delay time.Duration
 	// before runs first; a non-nil error is returned as the handler's.
-	before func(ctx context.Context, job Job, file string) error
+	before func(ctx context.Context, job wire.Job, file string) error
 	// ignoreCtx makes the delay uninterruptible (a worker that does not notice anything).
 	ignoreCtx bool
 
@@ -219,7 +220,7 @@ type fakeHandler struct {
 	maxActive int
 }
 
-func (h *fakeHandler) Handle(ctx context.Context, job Job, file string) (Result, error) {
+func (h *fakeHandler) Handle(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 	h.mu.Lock()
 	h.calls++
 	if h.active == nil {
@@ -235,7 +236,7 @@ func (h *fakeHandler) Handle(ctx context.Context, job Job, file string) (Result,
 	}()
 	if h.before != nil {
 		if err := h.before(ctx, job, file); err != nil {
-			return Result{}, err
+			return wire.Result{}, err
 		}
 	}
 	if h.delay > 0 {
@@ -244,7 +245,7 @@ func (h *fakeHandler) Handle(ctx context.Context, job Job, file string) (Result,
 		} else {
 			select {
 			case <-ctx.Done():
-				return Result{}, ctx.Err()
+				return wire.Result{}, ctx.Err()
 			case <-time.After(h.delay):
 			}
 		}
@@ -252,30 +253,30 @@ func (h *fakeHandler) Handle(ctx context.Context, job Job, file string) (Result,
 	return applyFake(job, file)
 }
 
-func applyFake(job Job, file string) (Result, error) {
+func applyFake(job wire.Job, file string) (wire.Result, error) {
 	data, err := os.ReadFile(file)
 	if err != nil {
-		return Result{}, Permanent(err)
+		return wire.Result{}, Permanent(err)
 	}
 	lines := strings.Split(strings.TrimRight(string(data), "\n"), "\n")
 	var last line
 	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &last); err != nil {
-		return Result{}, Permanent(err)
+		return wire.Result{}, Permanent(err)
 	}
 	if job.ExpectLeafID != "" && last.ID != job.ExpectLeafID {
-		return Result{}, Skip("leaf moved: expected " + job.ExpectLeafID + ", found " + last.ID)
+		return wire.Result{}, Skip("leaf moved: expected " + job.ExpectLeafID + ", found " + last.ID)
 	}
 	typ := "compaction"
-	if job.Kind == KindBranchSummary {
+	if job.Kind == wire.KindBranchSummary {
 		typ = "branch_summary"
 	} else if last.Type == "compaction" {
-		return Result{}, Skip("already compacted")
+		return wire.Result{}, Skip("already compacted")
 	}
 	id, err := appendLine(file, typ, last.ID)
 	if err != nil {
-		return Result{}, err
+		return wire.Result{}, err
 	}
-	return Result{Outcome: OutcomeDone, EntryID: id, LeafID: id, TokensBefore: 1000, TokensAfter: 100, LLMTokens: 50}, nil
+	return wire.Result{Tally: wire.Tally{Outcome: OutcomeDone, EntryID: id, TokensBefore: 1000, TokensAfter: 100, LLMTokens: 50}, LeafID: id}, nil
 }
 
 func (h *fakeHandler) stats() (calls, maxActive int) {
@@ -318,11 +319,11 @@ func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
 }
 
 // deadLetters reads every record in COMPACTOR_DLQ.
-func (b *bundle) deadLetters() []DeadLetter {
+func (b *bundle) deadLetters() []wire.DeadLetter {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := b.js.Stream(ctx, StreamDLQ)
+	st, err := b.js.Stream(ctx, wire.StreamDLQ)
 	if err != nil {
 		return nil
 	}
@@ -330,13 +331,13 @@ func (b *bundle) deadLetters() []DeadLetter {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	var out []DeadLetter
+	var out []wire.DeadLetter
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			continue
 		}
-		var dl DeadLetter
+		var dl wire.DeadLetter
 		if err := json.Unmarshal(m.Data, &dl); err != nil {
 			b.t.Fatal(err)
 		}
@@ -346,11 +347,11 @@ func (b *bundle) deadLetters() []DeadLetter {
 }
 
 // events reads every event in COMPACTOR_EVENTS.
-func (b *bundle) events() []Event {
+func (b *bundle) events() []wire.Event {
 	b.t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	st, err := b.js.Stream(ctx, StreamEvents)
+	st, err := b.js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		return nil
 	}
@@ -358,13 +359,13 @@ func (b *bundle) events() []Event {
 	if err != nil {
 		b.t.Fatal(err)
 	}
-	var out []Event
+	var out []wire.Event
 	for seq := info.State.FirstSeq; seq <= info.State.LastSeq && info.State.Msgs > 0; seq++ {
 		m, err := st.GetMsg(ctx, seq)
 		if err != nil {
 			continue
 		}
-		var ev Event
+		var ev wire.Event
 		if err := json.Unmarshal(m.Data, &ev); err != nil {
 			b.t.Fatal(err)
 		}
@@ -375,7 +376,7 @@ func (b *bundle) events() []Event {
 
 func (b *bundle) pending() uint64 {
 	b.t.Helper()
-	st, err := b.js.Stream(context.Background(), StreamJobs)
+	st, err := b.js.Stream(context.Background(), wire.StreamJobs)
 	if err != nil {
 		b.t.Fatal(err)
 	}
@@ -386,7 +387,7 @@ func (b *bundle) pending() uint64 {
 	return info.State.Msgs
 }
 
-func (b *bundle) enqueue(job Job) EnqueueResult {
+func (b *bundle) enqueue(job wire.Job) EnqueueResult {
 	b.t.Helper()
 	r, err := Enqueue(context.Background(), b.nc, job, false, 10*time.Second)
 	if err != nil {

@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -59,7 +60,7 @@ func (e *errLeaseBusy) Error() string {
 }
 
 // leaseKey is <store>.<session token>.
-func leaseKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
+func leaseKey(store, sessionID string) string { return store + "." + wire.SessionToken(sessionID) }
 
 // leaseKeyOf is the lease a job takes: the session's, but a base job's own
 // (<store>.<session token>.base). A base job writes nothing the session's other jobs read
@@ -67,8 +68,8 @@ func leaseKey(store, sessionID string) string { return store + "." + SessionToke
 // wait for a preparation or a compaction of its session (a lease taken behind another is
 // retried only after the holder's whole remaining time) nor hold them back for a summary's
 // latency. Two base jobs of a session still run one at a time.
-func leaseKeyOf(store string, job Job) string {
-	if job.Kind == KindBase {
+func leaseKeyOf(store string, job wire.Job) string {
+	if job.Kind == wire.KindBase {
 		return leaseKey(store, job.SessionID) + baseLeaseSuffix
 	}
 	return leaseKey(store, job.SessionID)

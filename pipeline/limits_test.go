@@ -6,6 +6,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // What happens at the limits of the jobs and events streams (docs/operations.md, "State
@@ -26,7 +28,7 @@ func TestStreamLimits(t *testing.T) {
 	if f := res.Fleet; time.Duration(f.JobsMaxAge) != 2*time.Second || f.JobsMaxBytes != 4<<10 || f.EventsMaxBytes != 64<<10 || time.Duration(f.EventsMaxAge) != DefaultEventsMaxAge {
 		t.Errorf("fleet settings %+v, want the limits set up", f)
 	}
-	for name, want := range map[string][2]int64{StreamJobs: {int64(2 * time.Second), 4 << 10}, StreamEvents: {int64(DefaultEventsMaxAge), 64 << 10}} {
+	for name, want := range map[string][2]int64{wire.StreamJobs: {int64(2 * time.Second), 4 << 10}, wire.StreamEvents: {int64(DefaultEventsMaxAge), 64 << 10}} {
 		str, err := b.js.Stream(ctx, name)
 		if err != nil {
 			t.Fatal(err)
@@ -40,7 +42,7 @@ func TestStreamLimits(t *testing.T) {
 	queued := 0
 	var full error
 	for i := range 100 {
-		_, err := Enqueue(ctx, b.nc, Job{Kind: KindCompact, Store: "default", Path: fmt.Sprintf("s%03d.jsonl", i), SessionID: fmt.Sprintf("sess-%03d", i)}, false, 5*time.Second)
+		_, err := Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: fmt.Sprintf("s%03d.jsonl", i), SessionID: fmt.Sprintf("sess-%03d", i)}, false, 5*time.Second)
 		if err != nil {
 			full = err
 			break
@@ -59,13 +61,12 @@ func TestStreamLimits(t *testing.T) {
 
 	// Events: more than the limit holds; the oldest go, the stream stays within it.
 	for i := range 400 {
-		ev := Event{V: 1, JobSeq: uint64(i + 1), Store: "default", SessionID: fmt.Sprintf("sess-%03d", i%50), Kind: KindCompact,
-			Outcome: OutcomeDone, Reason: strings.Repeat("r", 200), At: time.Now()}
-		if err := publishEvent(ctx, b.js, JobSubject("default", ev.SessionID, KindCompact), ev); err != nil {
+		ev := wire.Event{V: 1, JobSeq: uint64(i + 1), JobRef: wire.JobRef{Store: "default", SessionID: fmt.Sprintf("sess-%03d", i%50), Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: OutcomeDone, Reason: strings.Repeat("r", 200)}, At: time.Now()}
+		if err := publishEvent(ctx, b.js, wire.JobSubject("default", ev.SessionID, wire.KindCompact), ev); err != nil {
 			t.Fatal(err)
 		}
 	}
-	str, err := b.js.Stream(ctx, StreamEvents)
+	str, err := b.js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		t.Fatal(err)
 	}

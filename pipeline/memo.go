@@ -10,6 +10,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -115,7 +116,7 @@ func (m *memo) apply(e jetstream.KeyValueEntry, log *slog.Logger) {
 		// (of this store, or naming another store's path) is never taken for this one's.
 		delete(m.recs, e.Key())
 		if m.onForeign != nil {
-			m.onForeign(store, &ForeignError{Kind: "sweep record", Where: kvSubjectRoot + BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
+			m.onForeign(store, &ForeignError{Kind: "sweep record", Where: wire.KVSubjectRoot + BucketSweep + "." + e.Key(), Store: store, NamesStore: store,
 				Session: e.Key(), NamesSession: rec.Path})
 		}
 		return
@@ -205,8 +206,8 @@ func SweepBackoff(n int, base, max time.Duration) time.Duration { return Redeliv
 // revision, so a sweep writing at the same moment is never overwritten with stale data.
 // Losing this note (NATS down) costs little: a sweep that enqueues sets a retry time
 // ahead of the outcome (see sweepOne).
-func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev Event) {
-	if ev.Kind != KindCompact || s.res == nil || ev.Path == "" || ValidateStoreName(ev.Store) != nil {
+func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev wire.Event) {
+	if ev.Kind != wire.KindCompact || s.res == nil || ev.Path == "" || wire.ValidateStoreName(ev.Store) != nil {
 		return
 	}
 	key := sweepKey(ev.Store, ev.Path)
@@ -248,7 +249,7 @@ func (s *Service) noteOutcome(ctx context.Context, log *slog.Logger, ev Event) {
 }
 
 // noteOutcome applies a job's final event to the record and reports whether it changed.
-func (r *sweepRecord) noteOutcome(ev Event, now time.Time, base, max time.Duration) bool {
+func (r *sweepRecord) noteOutcome(ev wire.Event, now time.Time, base, max time.Duration) bool {
 	old := *r
 	switch {
 	case ev.Outcome == OutcomeFailed || (ev.Outcome == OutcomeSkipped && ev.Busy):

@@ -15,6 +15,7 @@ import (
 
 	"github.com/nats-io/nats.go/jetstream"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/prometheus/client_golang/prometheus"
 	"github.com/prometheus/client_golang/prometheus/collectors"
 	"github.com/prometheus/client_golang/prometheus/promhttp"
@@ -72,7 +73,7 @@ func (m *metrics) countPiUnknown(store, version string) {
 }
 
 // countLLM adds an event's model usage to the token counters.
-func (m *metrics) countLLM(ev Event) {
+func (m *metrics) countLLM(ev wire.Event) {
 	model := ev.LLMModel
 	if model == "" {
 		model = "unknown"
@@ -249,11 +250,11 @@ func (c *queueCollector) Collect(ch chan<- prometheus.Metric) {
 
 // oldestAge is the age in seconds of the store's oldest job (0: none).
 func (c *queueCollector) oldestAge(ctx context.Context, store string) (float64, bool) {
-	str, err := c.s.res.js.Stream(ctx, StreamJobs)
+	str, err := c.s.res.js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return 0, false
 	}
-	at, err := oldestJob(ctx, str, jobsPrefix+store+".>")
+	at, err := oldestJob(ctx, str, wire.JobsPrefix+store+".>")
 	if err != nil {
 		return 0, false
 	}

@@ -14,6 +14,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -84,7 +85,7 @@ func newMoveCounts() *MoveCounts {
 
 // movedBuckets are the buckets whose keys an export writes: every store bucket but the
 // leases (a worker's, while it works).
-var movedBuckets = []string{BucketSweep, BucketPrepared, BucketWorkers, BucketSpend, BucketAttempts}
+var movedBuckets = []string{BucketSweep, wire.BucketPrepared, BucketWorkers, BucketSpend, BucketAttempts}
 
 // Export writes what the NATS account of nc holds of compactor's (layouts 1 to 3) into w,
 // as JSON lines (see the package's move notes above). It changes nothing. It refuses while a
@@ -131,24 +132,24 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 	}
 	// Jobs, in their order; each job's subject names its store.
 	jobSubjects := map[uint64]string{}
-	err = eachMsg(ctx, js, StreamJobs, jobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
-		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, jobsPrefix), ".")
+	err = eachMsg(ctx, js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
+		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.JobsPrefix), ".")
 		stores[store] = true
 		jobSubjects[m.Sequence] = m.Subject
 		c.Jobs++
 		return enc.Encode(moveRecord{Kind: moveJob, Store: store, Subject: m.Subject, Seq: m.Sequence, Header: movedHeader(m.Header), Data: m.Data})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("export %s: %w", StreamJobs, err)
+		return nil, fmt.Errorf("export %s: %w", wire.StreamJobs, err)
 	}
-	err = eachMsg(ctx, js, StreamDLQ, dlqPrefix+">", func(m *jetstream.RawStreamMsg) error {
-		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, dlqPrefix), ".")
+	err = eachMsg(ctx, js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
+		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.DLQPrefix), ".")
 		stores[store] = true
 		c.DeadLetters++
 		return enc.Encode(moveRecord{Kind: moveDeadLetter, Store: store, Subject: m.Subject, Header: movedHeader(m.Header), Data: m.Data})
 	})
 	if err != nil {
-		return nil, fmt.Errorf("export %s: %w", StreamDLQ, err)
+		return nil, fmt.Errorf("export %s: %w", wire.StreamDLQ, err)
 	}
 	for _, b := range append(slices.Clone(movedBuckets), BucketLeases) {
 		kv, err := js.KeyValue(ctx, b)
@@ -198,7 +199,7 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 		return nil, fmt.Errorf("export: %w", err)
 	}
 	for st := range stores {
-		if ValidateStoreName(st) == nil {
+		if wire.ValidateStoreName(st) == nil {
 			c.Stores = append(c.Stores, st)
 		}
 	}
@@ -233,7 +234,7 @@ func movedKey(bucket, key string, jobSubjects map[uint64]string) (rec moveRecord
 		if err != nil || !queued {
 			return rec, "", "attempt counts of jobs no longer queued"
 		}
-		store, _, _ = strings.Cut(strings.TrimPrefix(subject, jobsPrefix), ".")
+		store, _, _ = strings.Cut(strings.TrimPrefix(subject, wire.JobsPrefix), ".")
 		if parts[0] != "a" && parts[0] != store {
 			return rec, "", "attempt counts of jobs no longer queued"
 		}
@@ -242,7 +243,7 @@ func movedKey(bucket, key string, jobSubjects map[uint64]string) (rec moveRecord
 	store, _, _ = strings.Cut(key, ".")
 	if bucket == BucketSpend && store == spendFleetScope {
 		store = ""
-	} else if ValidateStoreName(store) != nil {
+	} else if wire.ValidateStoreName(store) != nil {
 		return rec, "", "keys of no store"
 	}
 	rec.Key, rec.Store = key, store
@@ -421,7 +422,7 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 		if rec.Kind != moveJob || !mine(rec) {
 			continue
 		}
-		if !strings.HasPrefix(rec.Subject, jobsPrefix+rec.Store+".") {
+		if !strings.HasPrefix(rec.Subject, wire.JobsPrefix+rec.Store+".") {
 			return c, fmt.Errorf("import: job %d: subject %s is not store %s's", rec.Seq, rec.Subject, rec.Store)
 		}
 		seq, already, err := importJob(ctx, js, rec)
@@ -452,11 +453,11 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 			}
 			c.Attempts++
 		case moveDeadLetter:
-			if !strings.HasPrefix(rec.Subject, dlqPrefix+rec.Store+".") {
+			if !strings.HasPrefix(rec.Subject, wire.DLQPrefix+rec.Store+".") {
 				return c, fmt.Errorf("import: dead letter on %s is not store %s's", rec.Subject, rec.Store)
 			}
 			m := &nats.Msg{Subject: rec.Subject, Header: movedHeader(rec.Header), Data: rec.Data}
-			if _, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamDLQ)); err != nil {
+			if _, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(wire.StreamDLQ)); err != nil {
 				return c, fmt.Errorf("import: dead letter on %s: %w", rec.Subject, err)
 			}
 			c.DeadLetters++
@@ -484,14 +485,14 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 // or the same job pending on its subject).
 func importJob(ctx context.Context, js jetstream.JetStream, rec moveRecord) (seq uint64, already bool, err error) {
 	m := &nats.Msg{Subject: rec.Subject, Header: movedHeader(rec.Header), Data: rec.Data}
-	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(StreamJobs))
+	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(wire.StreamJobs))
 	if err == nil {
 		return ack.Sequence, ack.Duplicate, nil
 	}
 	if !IsAlreadyQueued(err) {
 		return 0, false, err
 	}
-	pending, gerr := directLast(ctx, js.Conn(), StreamJobs, rec.Subject)
+	pending, gerr := directLast(ctx, js.Conn(), wire.StreamJobs, rec.Subject)
 	if gerr != nil {
 		return 0, false, fmt.Errorf("%w (and the pending job cannot be read: %v)", err, gerr)
 	}

@@ -10,6 +10,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // jsonLog collects a service's JSON log lines.
@@ -77,7 +79,7 @@ func TestDeadLetterLoggedAtWarn(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	var logs jsonLog
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		return Permanent(errors.New("the model refused the request"))
 	}}
 	cfg := b.config(h)
@@ -85,7 +87,7 @@ func TestDeadLetterLoggedAtWarn(t *testing.T) {
 	s := b.service(cfg)
 	b.run(s)
 	sid, leaf := writeSession(t, b.dir, "p/dead.jsonl")
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "p/dead.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "p/dead.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	eventually(t, 10*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
 	eventually(t, 10*time.Second, "the failed job's line", func() bool { return len(logs.records("job failed")) == 1 })
 	rec := logs.records("job failed")[0]

@@ -17,6 +17,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -107,7 +108,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 	entered := make(chan struct{})
 	proceed := make(chan struct{})
 	var once sync.Once
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		once.Do(func() { close(entered) })
 		select {
 		case <-proceed:
@@ -128,7 +129,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(nc.Close)
-	r, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
+	r, err := Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -184,7 +185,7 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var first atomic.Bool
 	cancelled := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if first.CompareAndSwap(false, true) {
 			<-ctx.Done()
 			close(cancelled)
@@ -197,7 +198,7 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 3*time.Second, 30*time.Second, logs.logger()
 	s := b.service(cfg)
 	b.run(s)
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	eventually(t, 10*time.Second, "the first attempt to start", func() bool { return first.Load() })
 	if err := s.res.leases.Delete(context.Background(), leaseKey("default", sid)); err != nil {
 		t.Fatal(err)
@@ -243,7 +244,7 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	if _, err := Enqueue(context.Background(), nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
+	if _, err := Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
 		t.Fatal(err)
 	}
 	ctx, cancel := context.WithCancel(context.Background())
@@ -308,11 +309,11 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	started, release := make(chan struct{}), make(chan struct{})
 	var calls atomic.Int64
-	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		if calls.Add(1) == 1 {
 			close(started)
 			<-release // deaf to ctx
-			return Result{}, ctx.Err()
+			return wire.Result{}, ctx.Err()
 		}
 		return applyFake(job, file)
 	})
@@ -321,7 +322,7 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 	cfg.ShutdownTimeout = 100 * time.Millisecond
 	cfg.Logger = logs.logger()
 	s := b.service(cfg)
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
@@ -360,18 +361,18 @@ func TestCrashingJobBoundedByMaxDeliver(t *testing.T) {
 	for crash := 1; crash <= maxDeliver+1; crash++ {
 		entered := make(chan struct{})
 		var once sync.Once
-		h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+		h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 			calls.Add(1)
 			once.Do(func() { close(entered) })
 			<-ctx.Done()
-			return Result{}, ctx.Err()
+			return wire.Result{}, ctx.Err()
 		})
 		cfg := b.config(h)
 		cfg.MaxDeliver, cfg.ShutdownTimeout = maxDeliver, 100*time.Millisecond
 		s := b.service(cfg)
 		b.run(s)
 		if crash == 1 {
-			b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 		}
 		if crash > maxDeliver {
 			eventually(t, 30*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
@@ -482,7 +483,7 @@ func TestDataDirLockAndJoin(t *testing.T) {
 // JetStream at all. (A stream offline in a cluster is in cluster_test.go.)
 func TestEnqueueNamesTheProblem(t *testing.T) {
 	t.Parallel()
-	job := Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: "abc"}
+	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: "abc"}
 	for _, tc := range []struct {
 		js   bool
 		kind error
@@ -532,7 +533,7 @@ func TestQueueDepthMetrics(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	release := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if job.Reason == "fail" {
 			return Permanent(errors.New("bad"))
 		}
@@ -543,12 +544,12 @@ func TestQueueDepthMetrics(t *testing.T) {
 	cfg.Concurrency, cfg.MetricsAddr, cfg.AckWait = 1, "127.0.0.1:0", 30*time.Second
 	s := b.service(cfg)
 	sid, leaf := writeSession(t, b.dir, "bad.jsonl")
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "bad.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "fail"})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "bad.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "fail"})
 	b.run(s)
 	eventually(t, 10*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
 	for i := range 3 {
 		sid, leaf := writeSession(t, b.dir, fmt.Sprintf("s%d.jsonl", i))
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: fmt.Sprintf("s%d.jsonl", i), SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: fmt.Sprintf("s%d.jsonl", i), SessionID: sid, ExpectLeafID: leaf})
 	}
 	want := []string{`compactor_queue_pending{store="default"} 2`, `compactor_queue_in_flight{store="default"} 1`, `compactor_queue_dead_letters{store="default"} 1`}
 	eventually(t, 10*time.Second, "queue gauges", func() bool {
@@ -564,7 +565,7 @@ func TestQueueDepthMetrics(t *testing.T) {
 }
 
 // eventsOf reads every event in COMPACTOR_EVENTS through nc.
-func eventsOf(t testing.TB, nc *nats.Conn) []Event {
+func eventsOf(t testing.TB, nc *nats.Conn) []wire.Event {
 	t.Helper()
 	js, _ := jetstream.New(nc)
 	return (&bundle{t: t, js: js}).events()
@@ -591,10 +592,10 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 	b := newBundle(t)
 	release := make(chan struct{})
 	var paying, waiting atomic.Int32
-	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		if job.Reason == "paying" {
 			if err := ReserveLLM(ctx, func() int { return 100 }); err != nil {
-				return Result{}, err
+				return wire.Result{}, err
 			}
 			paying.Add(1)
 		} else {
@@ -603,7 +604,7 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 		<-release // the summary is being written, or the job is still planning
 		if job.Reason != "paying" {
 			if err := ReserveLLM(ctx, func() int { return 100 }); err != nil {
-				return Result{}, err
+				return wire.Result{}, err
 			}
 		}
 		return applyFake(job, file)
@@ -615,7 +616,7 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 	for _, reason := range []string{"paying", "planning"} {
 		sid, leaf := writeSession(t, b.dir, reason+".jsonl")
 		files[reason] = filepath.Join(b.dir, reason+".jsonl")
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: reason + ".jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: reason})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: reason + ".jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: reason})
 	}
 	stop := b.run(s)
 	eventually(t, 10*time.Second, "both jobs running", func() bool { return paying.Load() == 1 && waiting.Load() == 1 })

@@ -12,6 +12,7 @@ import (
 	"slices"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -178,7 +179,7 @@ func checkOwner(ctx context.Context, kv *kvBucket, mine StoreIdentity, claim boo
 			// A record under this store's key that names another store: not an owner of
 			// this one (foreign.go); claimed over like a damaged record.
 			if onForeign != nil {
-				onForeign(&ForeignError{Kind: "owner record", Where: kvSubjectRoot + BucketWorkers + "." + ownerKey(mine.Store), Store: mine.Store,
+				onForeign(&ForeignError{Kind: "owner record", Where: wire.KVSubjectRoot + BucketWorkers + "." + ownerKey(mine.Store), Store: mine.Store,
 					NamesStore: other.Store})
 			}
 			readable = false

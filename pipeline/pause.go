@@ -12,6 +12,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -50,7 +51,7 @@ func pauseKey(store string) string { return pauseKeyPrefix + store }
 // SetPaused writes a store's pause record (the operator's or the admin's right). by says who
 // paused it, reason why (both shown by status and the console).
 func SetPaused(ctx context.Context, nc *nats.Conn, store string, paused bool, reason, by string) (PauseRecord, error) {
-	if err := ValidateStoreName(store); err != nil {
+	if err := wire.ValidateStoreName(store); err != nil {
 		return PauseRecord{}, err
 	}
 	if by == "" {
@@ -89,7 +90,7 @@ func SetPaused(ctx context.Context, nc *nats.Conn, store string, paused bool, re
 
 // ReadPaused reads a store's pause record; a store never paused has none (nil, nil).
 func ReadPaused(ctx context.Context, nc *nats.Conn, store string) (*PauseRecord, error) {
-	m, err := directLast(ctx, nc, "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+pauseKey(store))
+	m, err := directLast(ctx, nc, "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+pauseKey(store))
 	if errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, nil
 	}

@@ -5,6 +5,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Pausing a store: its worker finishes the job it holds, takes no other while paused (the
@@ -15,7 +17,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	b := newBundle(t)
 	release := make(chan struct{})
 	first := make(chan string, 1)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		select {
 		case first <- job.SessionID: // the first job is held until released
 			<-release
@@ -27,10 +29,10 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	var jobs []Job
+	var jobs []wire.Job
 	for i := range 4 {
 		sid, leaf := writeSession(t, b.dir, "p/s"+string(rune('a'+i))+".jsonl")
-		jobs = append(jobs, Job{Kind: KindCompact, Store: "default", Path: "p/s" + string(rune('a'+i)) + ".jsonl", SessionID: sid, ExpectLeafID: leaf})
+		jobs = append(jobs, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "p/s" + string(rune('a'+i)) + ".jsonl", SessionID: sid, ExpectLeafID: leaf})
 	}
 	b.enqueue(jobs[0])
 	held := <-first

@@ -5,6 +5,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Who may do what on a fleet's NATS (docs/security.md). Every subject and key a store owns
@@ -75,33 +77,30 @@ func InboxPrefix(role Role, stores []string) string {
 
 // Subjects and API subjects the templates use.
 const (
-	apiPre        = "$JS.API."
-	directGetPre  = apiPre + "DIRECT.GET."
-	hooksPrefix   = "compactor.hooks."
-	bridgePrefix  = "compactor.bridge."
-	kvSubjectRoot = "$KV."
+	apiPre       = "$JS.API."
+	directGetPre = apiPre + "DIRECT.GET."
 )
 
 // kvKeys is the subject of a bucket's keys under a store: $KV.<bucket>.<store>.>
-func kvKeys(bucket string) string { return kvSubjectRoot + bucket + "." + storeToken + ".>" }
+func kvKeys(bucket string) string { return wire.KVSubjectRoot + bucket + "." + storeToken + ".>" }
 
 // kvDirect is the direct get of a bucket's keys under a store.
 func kvDirect(bucket string) string { return directGetPre + "KV_" + bucket + "." + kvKeys(bucket) }
 
 // storeBuckets are the buckets whose keys are a store's (<store>.<...>).
-var storeBuckets = []string{BucketLeases, BucketAttempts, BucketSweep, BucketPrepared, BucketWorkers, BucketSpend}
+var storeBuckets = []string{BucketLeases, BucketAttempts, BucketSweep, wire.BucketPrepared, BucketWorkers, BucketSpend}
 
 // spendFleetKeys are the fleet-wide spend counts (=fleet.<window>), which every worker with
 // a fleet limit adds to: a worker may write them (the worst it can do is fill the fleet's
 // window, which delays jobs and reveals nothing).
-var spendFleetKeys = kvSubjectRoot + BucketSpend + "." + spendFleetScope + ".>"
+var spendFleetKeys = wire.KVSubjectRoot + BucketSpend + "." + spendFleetScope + ".>"
 
 // templates are each role's permissions, with {store} for the store's name.
 func templates(role Role) Permissions {
-	fleet := directGetPre + "KV_" + BucketSettings + "." + kvSubjectRoot + BucketSettings + "." + settingsKey
+	fleet := directGetPre + "KV_" + BucketSettings + "." + wire.KVSubjectRoot + BucketSettings + "." + settingsKey
 	// A store's pause record (pause.go): its workers read it, the operator writes it.
-	pauseRecord := kvSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
-	jobsInfo := apiPre + "CONSUMER.INFO." + StreamJobs + "." + consumerPfx + storeToken
+	pauseRecord := wire.KVSubjectRoot + BucketSettings + "." + pauseKeyPrefix + storeToken
+	jobsInfo := apiPre + "CONSUMER.INFO." + wire.StreamJobs + "." + consumerPfx + storeToken
 	// A batched direct get names its subjects in its body, not its subject: any of the
 	// account's workers' keys (the account is one host's: docs/security.md).
 	workersBatch := directGetPre + "KV_" + BucketWorkers
@@ -114,13 +113,13 @@ func templates(role Role) Permissions {
 		p := Permissions{}
 		p.Publish = []string{
 			inboxPrefixRoot + string(RoleAgent) + "_" + storeToken + ".>",
-			jobsPrefix + storeToken + ".>", eventsPrefix + storeToken + ".>", dlqPrefix + storeToken + ".>",
-			directGetPre + StreamJobs + "." + jobsPrefix + storeToken + ".>",
+			wire.JobsPrefix + storeToken + ".>", wire.EventsPrefix + storeToken + ".>", wire.DLQPrefix + storeToken + ".>",
+			directGetPre + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
 			jobsInfo,
-			apiPre + "CONSUMER.MSG.NEXT." + StreamJobs + "." + consumerPfx + storeToken,
-			"$JS.ACK." + StreamJobs + "." + consumerPfx + storeToken + ".>",
-			"$JS.ACK.*.*." + StreamJobs + "." + consumerPfx + storeToken + ".>",
-			apiPre + "CONSUMER.INFO." + StreamDLQ + "." + dlqConsumerPfx + storeToken,
+			apiPre + "CONSUMER.MSG.NEXT." + wire.StreamJobs + "." + consumerPfx + storeToken,
+			"$JS.ACK." + wire.StreamJobs + "." + consumerPfx + storeToken + ".>",
+			"$JS.ACK.*.*." + wire.StreamJobs + "." + consumerPfx + storeToken + ".>",
+			apiPre + "CONSUMER.INFO." + wire.StreamDLQ + "." + dlqConsumerPfx + storeToken,
 			// The sweeps' memo: a watch of the store's records (kv.go's Watch), deleted when it
 			// stops.
 			apiPre + "CONSUMER.CREATE.KV_" + BucketSweep + ".*." + kvKeys(BucketSweep),
@@ -134,42 +133,42 @@ func templates(role Role) Permissions {
 			p.Publish = append(p.Publish, kvKeys(b), kvDirect(b))
 		}
 		p.Publish = append(p.Publish, spendFleetKeys, directGetPre+"KV_"+BucketSpend+"."+spendFleetKeys)
-		p.Subscribe = []string{inboxPrefixRoot + string(role) + "_" + storeToken + ".>", bridgePrefix + storeToken + ".*", hooksPrefix + storeToken + ".*"}
+		p.Subscribe = []string{inboxPrefixRoot + string(role) + "_" + storeToken + ".>", wire.BridgePrefix + storeToken + ".*", wire.HooksPrefix + storeToken + ".*"}
 		return p
 	case RoleAgent:
 		return Permissions{
 			Publish: []string{
-				jobsPrefix + storeToken + ".>", bridgePrefix + storeToken + ".*", hooksPrefix + storeToken + ".*",
-				kvDirect(BucketPrepared), kvDirect(BucketWorkers), workersBatch, fleet,
-				directGetPre + StreamJobs + "." + jobsPrefix + storeToken + ".>",
-				directGetPre + StreamEvents + "." + eventsPrefix + storeToken + ".>",
+				wire.JobsPrefix + storeToken + ".>", wire.BridgePrefix + storeToken + ".*", wire.HooksPrefix + storeToken + ".*",
+				kvDirect(wire.BucketPrepared), kvDirect(BucketWorkers), workersBatch, fleet,
+				directGetPre + wire.StreamJobs + "." + wire.JobsPrefix + storeToken + ".>",
+				directGetPre + wire.StreamEvents + "." + wire.EventsPrefix + storeToken + ".>",
 				jobsInfo,
 			},
-			Subscribe: []string{inboxPrefixRoot + string(role) + "_" + storeToken + ".>", eventsPrefix + storeToken + ".>"},
+			Subscribe: []string{inboxPrefixRoot + string(role) + "_" + storeToken + ".>", wire.EventsPrefix + storeToken + ".>"},
 		}
 	case RoleOperator:
 		return Permissions{
 			Publish: []string{
-				jobsPrefix + ">",
+				wire.JobsPrefix + ">",
 				apiPre + "INFO", apiPre + "STREAM.NAMES", apiPre + "STREAM.LIST", apiPre + "STREAM.INFO.*",
 				apiPre + "CONSUMER.NAMES.*", apiPre + "CONSUMER.LIST.*", apiPre + "CONSUMER.INFO.*.*",
 				directGetPre + ">", apiPre + "STREAM.MSG.GET.*",
-				apiPre + "STREAM.MSG.DELETE." + StreamDLQ,
-				apiPre + "CONSUMER.CREATE." + StreamDLQ + ".>", apiPre + "CONSUMER.MSG.NEXT." + StreamDLQ + ".*",
-				apiPre + "CONSUMER.DELETE." + StreamDLQ + ".*",
+				apiPre + "STREAM.MSG.DELETE." + wire.StreamDLQ,
+				apiPre + "CONSUMER.CREATE." + wire.StreamDLQ + ".>", apiPre + "CONSUMER.MSG.NEXT." + wire.StreamDLQ + ".*",
+				apiPre + "CONSUMER.DELETE." + wire.StreamDLQ + ".*",
 				// Pausing and resuming a store (pause.go).
 				pauseRecord[:len(pauseRecord)-len(storeToken)] + "*",
 				// What the console and status follow (fleetview.go): the events, the workers'
 				// beats, the leases of running jobs and the pause records, by ordered consumers.
-				apiPre + "CONSUMER.CREATE." + StreamEvents + ".>", apiPre + "CONSUMER.MSG.NEXT." + StreamEvents + ".*",
-				apiPre + "CONSUMER.DELETE." + StreamEvents + ".*",
+				apiPre + "CONSUMER.CREATE." + wire.StreamEvents + ".>", apiPre + "CONSUMER.MSG.NEXT." + wire.StreamEvents + ".*",
+				apiPre + "CONSUMER.DELETE." + wire.StreamEvents + ".*",
 				apiPre + "CONSUMER.CREATE.KV_" + BucketWorkers + ".>", apiPre + "CONSUMER.CREATE.KV_" + BucketLeases + ".>",
 				apiPre + "CONSUMER.CREATE.KV_" + BucketSettings + ".>",
 				apiPre + "CONSUMER.DELETE.KV_" + BucketWorkers + ".*", apiPre + "CONSUMER.DELETE.KV_" + BucketLeases + ".*",
 				apiPre + "CONSUMER.DELETE.KV_" + BucketSettings + ".*",
 				"$JS.FC.>",
 			},
-			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", eventsPrefix + ">", hooksPrefix + ">"},
+			Subscribe: []string{inboxPrefixRoot + string(RoleOperator) + ".>", wire.EventsPrefix + ">", wire.HooksPrefix + ">"},
 		}
 	case RoleAdmin:
 		return Permissions{Publish: []string{">"}, Subscribe: []string{">"}}
@@ -194,7 +193,7 @@ func PermissionsFor(role Role, stores []string) (Permissions, error) {
 		return Permissions{}, fmt.Errorf("role %s needs a store", role)
 	}
 	for _, st := range stores {
-		if err := ValidateStoreName(st); err != nil {
+		if err := wire.ValidateStoreName(st); err != nil {
 			return Permissions{}, err
 		}
 	}
@@ -279,7 +278,7 @@ func matchTemplate(pattern, subject string) (store string, ok bool) {
 				return "", false
 			}
 			name := tok[len(pre) : len(tok)-len(post)]
-			if ValidateStoreName(name) != nil || (store != "" && store != name) {
+			if wire.ValidateStoreName(name) != nil || (store != "" && store != name) {
 				return "", false
 			}
 			store = name

@@ -14,6 +14,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -43,7 +44,7 @@ func TestManyEnqueuesExactlyOnce(t *testing.T) {
 			defer wg.Done()
 			for i := g; i < 200; i += 8 {
 				s := sessions[i%50]
-				job := Job{Kind: KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, Reason: "test"}
+				job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: s.rel, SessionID: s.sid, Reason: "test"}
 				if i%3 != 0 {
 					job.ExpectLeafID = s.leaf
 				}
@@ -119,15 +120,15 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	i := 0
 	for p := range cases {
 		i++
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: p, SessionID: fmt.Sprintf("%s-%d", sid, i)})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: p, SessionID: fmt.Sprintf("%s-%d", sid, i)})
 	}
 	// A malformed payload, published straight to a job subject.
-	if _, err := b.js.Publish(context.Background(), JobSubject("default", "garbage", KindCompact), []byte("{not json")); err != nil {
+	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "garbage", wire.KindCompact), []byte("{not json")); err != nil {
 		t.Fatal(err)
 	}
 	// A payload whose store disagrees with its subject.
 	bad := `{"v":1,"kind":"compact","store":"other","path":"x.jsonl","sessionId":"s1","requestedAt":"2026-01-01T00:00:00Z","id":"x"}`
-	if _, err := b.js.Publish(context.Background(), JobSubject("default", "s1", KindCompact), []byte(bad)); err != nil {
+	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "s1", wire.KindCompact), []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 15*time.Second, "8 dead letters", func() bool { return len(b.deadLetters()) == 8 })
@@ -169,7 +170,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var mu sync.Mutex
 	var attempts []time.Time
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		mu.Lock()
 		defer mu.Unlock()
 		attempts = append(attempts, time.Now())
@@ -179,7 +180,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 		return nil
 	}}
 	b.run(b.service(b.config(h)))
-	r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestRetryAfterHonoured(t *testing.T) {
 	if gap < 700*time.Millisecond {
 		t.Errorf("retried after %s, before the 700ms hint", gap)
 	}
-	var retry *Event
+	var retry *wire.Event
 	for _, ev := range b.events() {
 		if ev.Outcome == OutcomeRetry {
 			retry = &ev
@@ -217,14 +218,14 @@ func TestCrashedWorkerRedelivered(t *testing.T) {
 	entered := make(chan struct{})
 	wake := make(chan struct{})
 	var once sync.Once
-	crashed := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	crashed := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		once.Do(func() { close(entered) })
 		<-wake // deaf to ctx: a stuck process
 		return nil
 	}}
 	a := b.service(b.config(crashed))
 	stopA := b.run(a)
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-entered
 	a.Conn().Close() // the worker is gone: no heartbeat, no ack, no lease renewal
 
@@ -253,8 +254,8 @@ func TestLeaseSerializesSession(t *testing.T) {
 	h := &fakeHandler{delay: 300 * time.Millisecond}
 	b.run(b.service(b.config(h)))
 	b.run(b.service(b.config(h)))
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid})
-	b.enqueue(Job{Kind: KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: "t1"})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid})
+	b.enqueue(wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: "t1"})
 	eventually(t, 20*time.Second, "both jobs", func() bool {
 		return countType(t, file, "compaction") == 1 && countType(t, file, "branch_summary") == 1 && b.pending() == 0
 	})
@@ -314,7 +315,7 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 		rel := fmt.Sprintf("s%02d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
 		files = append(files, filepath.Join(b.dir, rel))
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	// Worker 1: stage one (jobs finish within the timeout).
 	stop1 := b.run(s1)
@@ -371,7 +372,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var fail sync.Map
 	fail.Store(leaf, true)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if _, ok := fail.Load(job.ExpectLeafID); ok {
 			return errors.New("upstream 500")
 		}
@@ -380,7 +381,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	cfg := b.config(h)
 	cfg.MaxDeliver = 3
 	b.run(b.service(cfg))
-	r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -396,7 +397,7 @@ func TestMaxDeliverExhaustion(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	r2, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
+	r2, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf}, true, 20*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -419,10 +420,10 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	cfg := b.config(h)
 	cfg.MaxDeliver = 1
 	w := b.service(cfg)
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	// Spend the deliveries as give-backs would: fetched and given back at once.
 	ctx := context.Background()
-	cons, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("default"))
+	cons, err := b.js.Consumer(ctx, wire.StreamJobs, ConsumerName("default"))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -449,7 +450,7 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	}
 	eventually(t, 10*time.Second, "the job message gone", func() bool { return b.pending() == 0 })
 	newLeaf, _ := appendLine(file, "message", leaf)
-	r2 := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
+	r2 := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
 	if r2.AlreadyQueued {
 		t.Fatal("subject still blocked")
 	}
@@ -462,7 +463,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	dir := t.TempDir()
 	sid, leaf := writeSession(t, dir, "sessions/--tmp--/a.jsonl")
 	release := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if job.Reason == "slow" {
 			<-release
 		}
@@ -481,7 +482,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	t.Cleanup(func() { cancel(); <-done; s.Close() })
 	nc := s.Conn()
 
-	job := Job{Kind: KindCompact, Store: "default", Path: "sessions/--tmp--/a.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	job := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "sessions/--tmp--/a.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	r, err := Enqueue(context.Background(), nc, job, true, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
@@ -499,7 +500,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 	}
 	// A slow job is running; a second, different request for the session waits for it to
 	// end and then runs itself: it is never answered by another request's result.
-	slow := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
+	slow := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, Reason: "slow", Force: true}
 	r3 := make(chan EnqueueResult, 1)
 	go func() {
 		r, err := Enqueue(context.Background(), nc, slow, true, 10*time.Second)
@@ -509,7 +510,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 		r3 <- r
 	}()
 	eventually(t, 10*time.Second, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
-	other := Job{Kind: KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
+	other := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
 	r4c := make(chan EnqueueResult, 1)
 	waiting := make(chan struct{})
 	go func() {
@@ -545,7 +546,7 @@ func TestTriggerDuringJobRechecked(t *testing.T) {
 	entered := make(chan struct{})
 	release := make(chan struct{})
 	var once sync.Once
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		if job.ExpectLeafID == leaf {
 			once.Do(func() { close(entered) })
 			<-release
@@ -555,14 +556,14 @@ func TestTriggerDuringJobRechecked(t *testing.T) {
 	cfg := b.config(h)
 	cfg.Assessor = leafAssessor
 	b.run(b.service(cfg))
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-entered
 	// The agent writes more and triggers again while the job runs.
 	newLeaf, err := appendLine(file, "message", leaf)
 	if err != nil {
 		t.Fatal(err)
 	}
-	r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
+	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
 	if !r.AlreadyQueued {
 		t.Fatalf("second trigger: %+v, want already queued", r)
 	}
@@ -670,7 +671,7 @@ func TestMetricsAndHealthz(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	if _, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
+	if _, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
@@ -700,16 +701,16 @@ func TestHookReportsMetrics(t *testing.T) {
 	s := b.service(cfg)
 	b.run(s)
 	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
-	for _, r := range []HookReport{
-		{Outcome: HookHit, LatencyMs: 3, Result: HookResultPrepared, ReasonCode: "none", SpanTokens: &SpanTokens{Model: 900, Extract: 100}, Base: "model"},
-		{Outcome: HookHit, LatencyMs: 4, Result: HookResultExtract, ReasonCode: "not-ready", SpanTokens: &SpanTokens{Extract: 2000}, Base: "compaction", BaseRefused: "entries-differ"},
-		{Outcome: HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: HookResultPi, ReasonCode: "stale-leaf", SpanTokens: &SpanTokens{Model: 3000}},
-		{Outcome: HookMiss, LatencyMs: 1, Result: HookResultPi, ReasonCode: "made-up word", Base: "made-up", BaseRefused: "made-up"},
-		{Outcome: HookMiss, LatencyMs: 1}, // an older extension: counted as a lookup only
+	for _, r := range []wire.HookReport{
+		{Outcome: wire.HookHit, LatencyMs: 3, Result: wire.HookResultPrepared, ReasonCode: "none", SpanTokens: &wire.SpanTokens{Model: 900, Extract: 100}, Base: "model"},
+		{Outcome: wire.HookHit, LatencyMs: 4, Result: wire.HookResultExtract, ReasonCode: "not-ready", SpanTokens: &wire.SpanTokens{Extract: 2000}, Base: "compaction", BaseRefused: "entries-differ"},
+		{Outcome: wire.HookStale, Reason: "leaf not on the branch", LatencyMs: 2, Result: wire.HookResultPi, ReasonCode: "stale-leaf", SpanTokens: &wire.SpanTokens{Model: 3000}},
+		{Outcome: wire.HookMiss, LatencyMs: 1, Result: wire.HookResultPi, ReasonCode: "made-up word", Base: "made-up", BaseRefused: "made-up"},
+		{Outcome: wire.HookMiss, LatencyMs: 1}, // an older extension: counted as a lookup only
 	} {
 		r.V, r.Store, r.SessionID = 1, "default", "s1"
 		data, _ := json.Marshal(r)
-		if err := b.nc.Publish(HookSubject("default", "s1"), data); err != nil {
+		if err := b.nc.Publish(wire.HookSubject("default", "s1"), data); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -751,7 +752,7 @@ func TestLeaseReleasedBeforeTheEvent(t *testing.T) {
 	s := b.service(b.config(&fakeHandler{}))
 	b.run(s)
 	for i := range 5 {
-		r, err := Enqueue(context.Background(), b.nc, Job{Kind: KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
+		r, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: fmt.Sprintf("t%d", i)}, true, 20*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}

@@ -10,27 +10,17 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 )
-
-// BucketPrepared holds one prepared summary per session (job kind "prepare"), keyed by
-// PreparedKey. Pi's extension reads it in its session_before_compact hook.
-const BucketPrepared = "COMPACTOR_PREPARED"
 
 // DefaultPreparedTTL is how long a prepared summary is kept at most: a preparation is only
 // useful while its session grows toward its next compaction. It is deleted before that,
 // once used or compacted past (forgetPrepared): a summary holds someone's code, errors and
 // sometimes secrets, and lives no longer than it is needed.
 const DefaultPreparedTTL = 24 * time.Hour
-
-// PreparedKey is the key of a session's prepared summary: <store>.<session token>.
-func PreparedKey(store, sessionID string) string { return store + "." + SessionToken(sessionID) }
-
-// BaseKey is the key of a session's base, beside its prepared summary: <store>.<session
-// token>.base.
-func BaseKey(store, sessionID string) string { return PreparedKey(store, sessionID) + ".base" }
 
 // PreparedStore reads and writes prepared summaries and the sessions' bases (JSON values;
 // the schema belongs to whoever makes them: package engine's Prepared and Base).
@@ -53,12 +43,12 @@ type kvPrepared struct {
 }
 
 func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, error) {
-	e, err := p.kv.Get(ctx, PreparedKey(store, sessionID))
+	e, err := p.kv.Get(ctx, wire.PreparedKey(store, sessionID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("prepared %s: %w", PreparedKey(store, sessionID), err)
+		return nil, fmt.Errorf("prepared %s: %w", wire.PreparedKey(store, sessionID), err)
 	}
 	return e.Value(), nil
 }
@@ -68,7 +58,7 @@ func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, e
 // by an older shape (it is kept, and the skip logged; its readers ignore what they cannot
 // read, and either is only a preparation).
 func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []byte) error {
-	key := PreparedKey(store, sessionID)
+	key := wire.PreparedKey(store, sessionID)
 	mine, _ := recordV(value)
 	for range 5 {
 		e, err := p.kv.Get(ctx, key)
@@ -79,7 +69,7 @@ func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []by
 			}
 		case err != nil:
 		default:
-			if nerr := newerThan(BucketPrepared, key, e.Value(), mine); nerr != nil {
+			if nerr := newerThan(wire.BucketPrepared, key, e.Value(), mine); nerr != nil {
 				p.log.Warn("prepared summary not stored: the session has one of a newer schema version, which is kept", "store", store, "session", sessionID, "err", nerr)
 				return nil
 			}
@@ -96,18 +86,18 @@ func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []by
 }
 
 func (p kvPrepared) GetBase(ctx context.Context, store, sessionID string) ([]byte, error) {
-	e, err := p.kv.Get(ctx, BaseKey(store, sessionID))
+	e, err := p.kv.Get(ctx, wire.BaseKey(store, sessionID))
 	if errors.Is(err, jetstream.ErrKeyNotFound) {
 		return nil, nil
 	}
 	if err != nil {
-		return nil, fmt.Errorf("base %s: %w", BaseKey(store, sessionID), err)
+		return nil, fmt.Errorf("base %s: %w", wire.BaseKey(store, sessionID), err)
 	}
 	return e.Value(), nil
 }
 
 func (p kvPrepared) UpdateBase(ctx context.Context, store, sessionID string, f func(current []byte) ([]byte, error)) error {
-	key := BaseKey(store, sessionID)
+	key := wire.BaseKey(store, sessionID)
 	for range 8 {
 		var cur []byte
 		var rev uint64
@@ -147,121 +137,32 @@ func (s *Service) Prepared() PreparedStore {
 	return kvPrepared{kv: s.res.prepared, log: s.log}
 }
 
-// HookSubject is where Pi's extension reports each run of Pi's session_before_compact hook
-// (a HookReport): compactor.hooks.<store>.<session token>.
-func HookSubject(store, sessionID string) string {
-	return hooksPrefix + store + "." + SessionToken(sessionID)
-}
-
-// Hook outcomes.
-const (
-	HookHit   = "hit"   // a prepared summary was valid and handed to Pi
-	HookMiss  = "miss"  // none was ready within the deadline
-	HookStale = "stale" // one was there but no longer valid for the branch (Reason says why)
-	HookError = "error" // the lookup failed (Reason says why)
-)
-
-// What answered Pi's hook (HookReport.Result): a preparation (bridged to Pi's cut or not),
-// the extract made at hook time without a model (engine.Extract), or nothing (Pi compacted
-// by itself).
-const (
-	HookResultPrepared = "prepared"
-	HookResultExtract  = "extract"
-	HookResultPi       = "pi"
-)
-
-// HookReasons are the reason codes of HookReport.ReasonCode: why the hook did not use a
-// preparation, in a word (the label of compactor_prepared_hook_total; anything else is
-// counted as "other"). "none": a preparation was used.
-var HookReasons = []string{
-	"none",
-	"not-prepared",     // no preparation was ever asked for in this cycle (or none could help)
-	"not-ready",        // one was asked for and had not landed when Pi compacted
-	"other-compaction", // the value builds on another compaction than the branch's latest
-	"stale-leaf",       // its leaf or cut is not on the branch (the branch was switched)
-	"bridge-late",      // the bridge to Pi's cut did not answer within the deadline
-	"bridge-refused",   // the bridge answered with an error, or its value did not pass
-	"instructions",     // /compact with other custom instructions
-	"other-pi",         // made by the rules of another Pi release than the agent's (an upgrade)
-	"entries-differ",   // it summarizes other entries than Pi would
-	"too-big",          // summary and kept part would not fit under the threshold
-	"malformed",        // the value is not one compactor writes
-	"nats",             // NATS or the bucket could not be reached in time
-	"no-store",         // the session's file lies in none of the stores
-	"error",            // anything else that failed
-}
-
-// HookReport is what the extension publishes after Pi's hook ran.
-type HookReport struct {
-	V         int     `json:"v"`
-	Store     string  `json:"store"`
-	SessionID string  `json:"sessionId"`
-	Outcome   string  `json:"outcome"`
-	Reason    string  `json:"reason,omitempty"`
-	LatencyMs float64 `json:"latencyMs"`
-	LeafID    string  `json:"leafId,omitempty"`
-	// Bridged: a hit whose value was extended to Pi's cut (bridge.go), over BridgedEntries.
-	Bridged        bool `json:"bridged,omitempty"`
-	BridgedEntries int  `json:"bridgedEntries,omitempty"`
-	// Result (HookResult*) and ReasonCode (HookReasons) say in a word what answered the hook
-	// and why not a preparation; PiReason is Pi's own (manual, threshold, overflow).
-	Result     string `json:"result,omitempty"`
-	ReasonCode string `json:"reasonCode,omitempty"`
-	PiReason   string `json:"piReason,omitempty"`
-	// Counts are the session's hooks so far by "result/reasonCode" (this one included), as
-	// the extension counts them.
-	Counts map[string]int `json:"counts,omitempty"`
-	// SpanTokens split the span the compaction summarizes (Pi's estimate) into what a model
-	// read and what was only extracted (the extract, a bridge's gap); Pi's own summary is a
-	// model's.
-	SpanTokens *SpanTokens `json:"spanTokens,omitempty"`
-	// Base is what the summary's older part was built on (HookBases) and BaseRefused, in a
-	// word, why the session's base was not used (HookBaseRefusals); empty for Pi's own.
-	Base        string `json:"base,omitempty"`
-	BaseRefused string `json:"baseRefused,omitempty"`
-}
-
-// SpanTokens are a compaction's summarized span in tokens, by what wrote its summary.
-type SpanTokens struct {
-	Model   int `json:"model"`
-	Extract int `json:"extract"`
-}
-
-// HookBases are the words of HookReport.Base (the base label of
-// compactor_summary_base_total; anything else is counted as "other"): the session's base (a
-// model's summary standing in for an extract's text), the previous compaction's own text,
-// nothing before; "pi" for Pi's own summary.
-var HookBases = []string{"model", "compaction", "none", "pi"}
-
-// HookBaseRefusals are the words of HookReport.BaseRefused ("none": not refused).
-var HookBaseRefusals = []string{"none", "other-compaction", "entries-differ", "chain-differs", "malformed", "other-rules"}
-
 // baseLabels are the base and refusal labels of a report, bounded to the known words.
-func (r HookReport) baseLabels() (base, refused string) {
+func baseLabels(r wire.HookReport) (base, refused string) {
 	base, refused = "other", "other"
 	if r.Base == "" {
 		base = "pi"
-	} else if slices.Contains(HookBases, r.Base) {
+	} else if slices.Contains(wire.HookBases, r.Base) {
 		base = r.Base
 	}
 	if r.BaseRefused == "" {
 		refused = "none"
-	} else if slices.Contains(HookBaseRefusals, r.BaseRefused) {
+	} else if slices.Contains(wire.HookBaseRefusals, r.BaseRefused) {
 		refused = r.BaseRefused
 	}
 	return base, refused
 }
 
 // hookLabels are the result and reason labels of a report, bounded to the known words.
-func (r HookReport) hookLabels() (result, reason string) {
+func hookLabels(r wire.HookReport) (result, reason string) {
 	result = r.Result
 	switch result {
-	case HookResultPrepared, HookResultExtract, HookResultPi:
+	case wire.HookResultPrepared, wire.HookResultExtract, wire.HookResultPi:
 	default:
 		result = "other"
 	}
 	reason = "other"
-	if slices.Contains(HookReasons, r.ReasonCode) {
+	if slices.Contains(wire.HookReasons, r.ReasonCode) {
 		reason = r.ReasonCode
 	}
 	return result, reason
@@ -328,7 +229,7 @@ func registered[T prometheus.Collector](reg prometheus.Registerer, c T) T {
 func (s *Service) forgetPrepared(ctx context.Context, store, sessionID string) {
 	ctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
-	if err := s.res.prepared.Delete(ctx, PreparedKey(store, sessionID)); err != nil {
+	if err := s.res.prepared.Delete(ctx, wire.PreparedKey(store, sessionID)); err != nil {
 		s.log.Warn("prepared summary not deleted; it expires by itself", "store", store, "session", sessionID, "err", err)
 	}
 }
@@ -347,13 +248,13 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 	hm := newHookMetrics(s.m.reg)
 	var subs []*nats.Subscription
 	for _, st := range s.cfg.Stores {
-		subj := hooksPrefix + st.Name + ".*"
+		subj := wire.HooksPrefix + st.Name + ".*"
 		sub, err := s.nc.QueueSubscribe(subj, "compactor-hooks", func(m *nats.Msg) {
-			var r HookReport
+			var r wire.HookReport
 			if delivered(m) || json.Unmarshal(m.Data, &r) != nil || r.Outcome == "" {
 				return
 			}
-			if r.Store != st.Name || HookSubject(st.Name, r.SessionID) != m.Subject {
+			if r.Store != st.Name || wire.HookSubject(st.Name, r.SessionID) != m.Subject {
 				s.foreign(st.Name, foreignHook, &ForeignError{Kind: "hook report", Where: m.Subject, Store: st.Name, Session: sessionTokenOf(m.Subject),
 					NamesStore: r.Store, NamesSession: r.SessionID})
 				return
@@ -364,15 +265,15 @@ func (s *Service) watchHookReports(bg *tasks) ([]*nats.Subscription, error) {
 			hm.lookups.WithLabelValues(st.Name, r.Outcome).Inc()
 			hm.latency.WithLabelValues(st.Name).Observe(r.LatencyMs / 1000)
 			if r.Result != "" {
-				result, reason := r.hookLabels()
+				result, reason := hookLabels(r)
 				hm.hooks.WithLabelValues(st.Name, result, reason).Inc()
 			}
-			if r.Outcome == HookHit || r.Result == HookResultPi {
+			if r.Outcome == wire.HookHit || r.Result == wire.HookResultPi {
 				if sp := r.SpanTokens; sp != nil && sp.Model >= 0 && sp.Extract >= 0 {
 					hm.span.WithLabelValues(st.Name, "model").Add(float64(sp.Model))
 					hm.span.WithLabelValues(st.Name, "extract").Add(float64(sp.Extract))
 				}
-				base, refused := r.baseLabels()
+				base, refused := baseLabels(r)
 				hm.bases.WithLabelValues(st.Name, base, refused).Inc()
 			}
 			s.log.Debug("prepared summary lookup", "store", st.Name, "session", r.SessionID, "outcome", r.Outcome, "result", r.Result,

@@ -10,6 +10,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // readyz asks a service's /readyz.
@@ -46,7 +48,7 @@ func TestReadyzFetchLoopsProbesAndDrain(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	release := make(chan struct{})
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		<-release
 		return nil
 	}}
@@ -74,7 +76,7 @@ func TestReadyzFetchLoopsProbesAndDrain(t *testing.T) {
 	// The fetch loop stops fetching: its consumer is gone, every fetch fails.
 	ctx := context.Background()
 	t0 := time.Now()
-	if err := b.js.DeleteConsumer(ctx, StreamJobs, ConsumerName("default")); err != nil {
+	if err := b.js.DeleteConsumer(ctx, wire.StreamJobs, ConsumerName("default")); err != nil {
 		t.Fatal(err)
 	}
 	took := waitReadyz(t, s, 503, "fetch default: no fetch ended well for", t0)
@@ -88,7 +90,7 @@ func TestReadyzFetchLoopsProbesAndDrain(t *testing.T) {
 	s2 := b.service(cfg) // sets the consumer up again
 	stop2 := b.run(s2)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	eventually(t, 10*time.Second, "the job running", func() bool { c, _ := h.stats(); return c == 1 && s2.MetricsAddr() != nil })
 	stopped := make(chan struct{})
 	go func() { stop2(); close(stopped) }()

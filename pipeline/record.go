@@ -4,6 +4,8 @@ import (
 	"context"
 	"log/slog"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // What a job tells the world, from whichever path: its event (with its metrics, its log line
@@ -12,7 +14,7 @@ import (
 // record publishes ev as its job's event (start: when the delivery began), counts it in the
 // metrics and logs it; a final one is also noted for the sweeps and, while RunOnce runs,
 // kept for its report.
-func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev Event, start time.Time) {
+func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, ev wire.Event, start time.Time) {
 	dur := time.Since(start)
 	ev.DurationMs = dur.Milliseconds()
 	ev.At = time.Now().UTC()
@@ -34,10 +36,7 @@ func (s *Service) record(ctx context.Context, log *slog.Logger, subject string, 
 	if ev.Final() {
 		s.mu.Lock()
 		if s.recording {
-			s.rows = append(s.rows, ReportRow{Store: ev.Store, SessionID: ev.SessionID, Path: ev.Path, Kind: ev.Kind, Outcome: ev.Outcome,
-				Reason: ev.Reason, EntryID: ev.EntryID, TokensBefore: ev.TokensBefore, TokensAfter: ev.TokensAfter,
-				LLMTokens: ev.LLMTokens, LLMInputTokens: ev.LLMInputTokens, LLMCachedInputTokens: ev.LLMCachedInputTokens,
-				LLMOutputTokens: ev.LLMOutputTokens, Attempts: ev.Attempt, Duration: dur})
+			s.rows = append(s.rows, wire.ReportRow{JobRef: ev.JobRef, Tally: ev.Tally, Attempts: ev.Attempt, Duration: dur})
 		}
 		s.mu.Unlock()
 	}

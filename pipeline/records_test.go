@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -72,7 +73,7 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 		}
 		unchanged(BucketSweep, key, newer)
 		unchanged(BucketSweep, gone, goneRec)
-		s.noteOutcome(ctx, s.log, Event{Kind: KindCompact, Store: "default", Path: "newer.jsonl", Outcome: OutcomeFailed})
+		s.noteOutcome(ctx, s.log, wire.Event{JobRef: wire.JobRef{Kind: wire.KindCompact, Store: "default", Path: "newer.jsonl"}, Tally: wire.Tally{Outcome: OutcomeFailed}})
 		unchanged(BucketSweep, key, newer)
 	})
 	t.Run("attempt count", func(t *testing.T) {
@@ -107,11 +108,11 @@ func TestNewerRecordsLeftAlone(t *testing.T) {
 	})
 	t.Run("prepared value", func(t *testing.T) {
 		newer := `{"v":2,"store":"default","sessionId":"sess-p"}`
-		b.putRaw(BucketPrepared, PreparedKey("default", "sess-p"), newer)
+		b.putRaw(wire.BucketPrepared, wire.PreparedKey("default", "sess-p"), newer)
 		if err := s.Prepared().Put(ctx, "default", "sess-p", []byte(`{"v":1,"store":"default","sessionId":"sess-p"}`)); err != nil {
 			t.Error(err)
 		}
-		unchanged(BucketPrepared, PreparedKey("default", "sess-p"), newer)
+		unchanged(wire.BucketPrepared, wire.PreparedKey("default", "sess-p"), newer)
 	})
 	t.Run("owner record", func(t *testing.T) {
 		newer := `{"v":2,"store":"other","where":{"id":"x"}}`

@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -108,11 +109,11 @@ func prune(ctx context.Context, js jetstream.JetStream, keep []string, dryRun bo
 func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]string, error) {
 	found := map[string][]string{}
 	note := func(st, where string) {
-		if ValidateStoreName(st) == nil && !slices.Contains(found[st], where) {
+		if wire.ValidateStoreName(st) == nil && !slices.Contains(found[st], where) {
 			found[st] = append(found[st], where)
 		}
 	}
-	for _, stream := range []string{StreamJobs, StreamDLQ} {
+	for _, stream := range []string{wire.StreamJobs, wire.StreamDLQ} {
 		str, err := js.Stream(ctx, stream)
 		if errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
@@ -133,21 +134,21 @@ func storesFound(ctx context.Context, js jetstream.JetStream) (map[string][]stri
 		}
 	}
 	for _, b := range storeBuckets {
-		subjects, err := subjectsOf(ctx, js, "KV_"+b, kvSubjectRoot+b+".>")
+		subjects, err := subjectsOf(ctx, js, "KV_"+b, wire.KVSubjectRoot+b+".>")
 		if err != nil {
 			return nil, err
 		}
 		for subj := range subjects {
-			st, _, _ := strings.Cut(strings.TrimPrefix(subj, kvSubjectRoot+b+"."), ".")
+			st, _, _ := strings.Cut(strings.TrimPrefix(subj, wire.KVSubjectRoot+b+"."), ".")
 			note(st, "keys in "+b)
 		}
 	}
-	jobs, err := subjectsOf(ctx, js, StreamJobs, jobsPrefix+">")
+	jobs, err := subjectsOf(ctx, js, wire.StreamJobs, wire.JobsPrefix+">")
 	if err != nil {
 		return nil, err
 	}
 	for subj := range jobs {
-		st, _, _ := strings.Cut(strings.TrimPrefix(subj, jobsPrefix), ".")
+		st, _, _ := strings.Cut(strings.TrimPrefix(subj, wire.JobsPrefix), ".")
 		note(st, "queued jobs")
 	}
 	if f, err := readFleet(ctx, js.Conn()); err == nil {
@@ -197,7 +198,7 @@ func orDash(s string) string {
 
 // pruneStore counts (and, unless dryRun, removes) one store's consumers, keys and jobs.
 func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dryRun bool) error {
-	for _, c := range []struct{ stream, name string }{{StreamJobs, ConsumerName(p.Store)}, {StreamDLQ, DLQConsumerName(p.Store)}} {
+	for _, c := range []struct{ stream, name string }{{wire.StreamJobs, ConsumerName(p.Store)}, {wire.StreamDLQ, DLQConsumerName(p.Store)}} {
 		_, err := js.Consumer(ctx, c.stream, c.name)
 		if errors.Is(err, jetstream.ErrConsumerNotFound) || errors.Is(err, jetstream.ErrStreamNotFound) {
 			continue
@@ -227,7 +228,7 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		return len(subjects), nil
 	}
 	for _, b := range storeBuckets {
-		n, err := purge("KV_"+b, kvSubjectRoot+b+"."+p.Store+".>")
+		n, err := purge("KV_"+b, wire.KVSubjectRoot+b+"."+p.Store+".>")
 		if err != nil {
 			return err
 		}
@@ -236,7 +237,7 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		}
 	}
 	var err error
-	if p.Jobs, err = purge(StreamJobs, jobsPrefix+p.Store+".>"); err != nil {
+	if p.Jobs, err = purge(wire.StreamJobs, wire.JobsPrefix+p.Store+".>"); err != nil {
 		return err
 	}
 	count := func(stream, filter string) (int, error) {
@@ -247,10 +248,10 @@ func pruneStore(ctx context.Context, js jetstream.JetStream, p *PrunedStore, dry
 		}
 		return n, err
 	}
-	if p.Dead, err = count(StreamDLQ, dlqPrefix+p.Store+".>"); err != nil {
+	if p.Dead, err = count(wire.StreamDLQ, wire.DLQPrefix+p.Store+".>"); err != nil {
 		return err
 	}
-	if p.Events, err = count(StreamEvents, eventsPrefix+p.Store+".>"); err != nil {
+	if p.Events, err = count(wire.StreamEvents, wire.EventsPrefix+p.Store+".>"); err != nil {
 		return err
 	}
 	p.Removed = !dryRun

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -28,14 +29,14 @@ func TestPruneRetiredStores(t *testing.T) {
 	for _, st := range []string{"a", "b", "c"} {
 		b.putRaw(BucketSweep, sweepKey(st, "s.jsonl"), `{"v":1,"path":"s.jsonl"}`)
 		b.putRaw(BucketAttempts, attemptKey(st, 9, "job"), `{"v":1,"n":1}`)
-		b.putRaw(BucketPrepared, PreparedKey(st, "sess"), `{"v":1}`)
+		b.putRaw(wire.BucketPrepared, wire.PreparedKey(st, "sess"), `{"v":1}`)
 		b.putRaw(BucketSpend, st+".spend.h2026010203", `{"v":1,"n":10}`)
 		for i := range 2 {
-			b.enqueue(Job{Kind: KindCompact, Store: st, Path: fmt.Sprintf("s%d.jsonl", i), SessionID: fmt.Sprintf("sess-%s-%d", st, i)})
+			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: st, Path: fmt.Sprintf("s%d.jsonl", i), SessionID: fmt.Sprintf("sess-%s-%d", st, i)})
 		}
 	}
 	b.putRaw(BucketSpend, spendFleetScope+".h2026010203", `{"v":1,"n":30}`)
-	if err := publishDeadLetter(ctx, b.js, newDeadLetter(JobSubject("c", "sess-c-9", KindCompact), 99, []byte(`{}`), "test", nil, 1, "w")); err != nil {
+	if err := publishDeadLetter(ctx, b.js, wire.NewDeadLetter(wire.JobSubject("c", "sess-c-9", wire.KindCompact), 99, []byte(`{}`), "test", nil, 1, "w")); err != nil {
 		t.Fatal(err)
 	}
 	// b's worker reports.
@@ -57,7 +58,7 @@ func TestPruneRetiredStores(t *testing.T) {
 	if err != nil || len(dry) != 1 || dry[0].Store != "c" || dry[0].Removed || dry[0].Jobs != 2 || len(dry[0].Consumers) != 2 || dry[0].Keys[BucketSweep] != 1 {
 		t.Fatalf("dry run keeping a and b: %+v %v, want c's 2 consumers, keys and 2 jobs named, nothing removed", dry, err)
 	}
-	if _, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("c")); err != nil {
+	if _, err := b.js.Consumer(ctx, wire.StreamJobs, ConsumerName("c")); err != nil {
 		t.Fatalf("the dry run removed c's consumer: %v", err)
 	}
 
@@ -78,33 +79,33 @@ func TestPruneRetiredStores(t *testing.T) {
 		t.Fatalf("pruned %+v, want b and c removed, c's dead letter kept", pruned)
 	}
 	for _, st := range []string{"b", "c"} {
-		for _, c := range []struct{ stream, name string }{{StreamJobs, ConsumerName(st)}, {StreamDLQ, DLQConsumerName(st)}} {
+		for _, c := range []struct{ stream, name string }{{wire.StreamJobs, ConsumerName(st)}, {wire.StreamDLQ, DLQConsumerName(st)}} {
 			if _, err := b.js.Consumer(ctx, c.stream, c.name); !errors.Is(err, jetstream.ErrConsumerNotFound) {
 				t.Errorf("consumer %s: %v, want it gone", c.name, err)
 			}
 		}
 		for _, bk := range storeBuckets {
-			if n := len(subjectsIn(t, b, "KV_"+bk, kvSubjectRoot+bk+"."+st+".>")); n != 0 {
+			if n := len(subjectsIn(t, b, "KV_"+bk, wire.KVSubjectRoot+bk+"."+st+".>")); n != 0 {
 				t.Errorf("%s keeps %d keys of store %s", bk, n, st)
 			}
 		}
-		if n := len(subjectsIn(t, b, StreamJobs, jobsPrefix+st+".>")); n != 0 {
+		if n := len(subjectsIn(t, b, wire.StreamJobs, wire.JobsPrefix+st+".>")); n != 0 {
 			t.Errorf("%d jobs of store %s left", n, st)
 		}
 	}
 	// a's, and the fleet's, are untouched.
-	if _, err := b.js.Consumer(ctx, StreamJobs, ConsumerName("a")); err != nil {
+	if _, err := b.js.Consumer(ctx, wire.StreamJobs, ConsumerName("a")); err != nil {
 		t.Errorf("a's consumer: %v", err)
 	}
-	for _, bk := range []string{BucketSweep, BucketAttempts, BucketPrepared, BucketSpend} {
-		if n := len(subjectsIn(t, b, "KV_"+bk, kvSubjectRoot+bk+".a.>")); n != 1 {
+	for _, bk := range []string{BucketSweep, BucketAttempts, wire.BucketPrepared, BucketSpend} {
+		if n := len(subjectsIn(t, b, "KV_"+bk, wire.KVSubjectRoot+bk+".a.>")); n != 1 {
 			t.Errorf("%s holds %d keys of store a, want 1", bk, n)
 		}
 	}
 	if b.rawValue(BucketSpend, spendFleetScope+".h2026010203") == "" {
 		t.Error("the fleet's spend count was removed")
 	}
-	if n := len(subjectsIn(t, b, StreamJobs, jobsPrefix+"a.>")); n != 2 {
+	if n := len(subjectsIn(t, b, wire.StreamJobs, wire.JobsPrefix+"a.>")); n != 2 {
 		t.Errorf("%d jobs of store a, want 2", n)
 	}
 	// b's worker dead-lettered b's two jobs (their files are not in its directory): the

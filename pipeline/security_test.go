@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -31,7 +32,7 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	var calls atomic.Int32
 	started := make(chan struct{}, 8)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, f string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, f string) error {
 		calls.Add(1)
 		started <- struct{}{}
 		select {
@@ -46,7 +47,7 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 6*time.Second, 30*time.Second, logs.logger()
 	a := b.service(cfg) // the admin's setup (run --setup): the fleet's lease TTL is 6 s
 	b.run(a)
-	b.enqueue(Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-started
 
 	var clog logBuffer
@@ -146,14 +147,14 @@ func TestPreparedDeletedOnceUsed(t *testing.T) {
 	}
 	gone := func() bool { v, err := s.Prepared().Get(ctx, "default", sid); return err == nil && v == nil }
 	put()
-	rep, _ := json.Marshal(HookReport{V: 1, Store: "default", SessionID: sid, Outcome: HookHit, LatencyMs: 3})
-	if err := b.nc.Publish(HookSubject("default", sid), rep); err != nil {
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "default", SessionID: sid, Outcome: wire.HookHit, LatencyMs: 3})
+	if err := b.nc.Publish(wire.HookSubject("default", sid), rep); err != nil {
 		t.Fatal(err)
 	}
 	eventually(t, 10*time.Second, "the used summary deleted", gone)
 
 	put()
-	r, err := Enqueue(ctx, b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
+	r, err := Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != OutcomeDone {
 		t.Fatalf("compact: %+v, %v", r, err)
 	}
@@ -170,7 +171,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	sid, _ := writeSession(t, b.dir, "s.jsonl")
 	var bridges atomic.Int32
 	cfg := b.config(&fakeHandler{})
-	cfg.Bridger = BridgerFunc(func(ctx context.Context, req BridgeRequest, file string, prepared []byte) ([]byte, error) {
+	cfg.Bridger = BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, prepared []byte) ([]byte, error) {
 		bridges.Add(1)
 		return prepared, nil
 	})
@@ -180,20 +181,20 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 	if err := s.Prepared().Put(ctx, "default", sid, []byte(`{"v":1}`)); err != nil {
 		t.Fatal(err)
 	}
-	req, _ := json.Marshal(BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
+	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: "s.jsonl", SessionID: sid, LeafID: "x", FirstKeptEntryID: "y"})
 	// Another store's records, delivered into this store's bridge subject.
 	kv := openBucket(b.js, BucketSweep)
 	if _, err := kv.Put(ctx, "other.forged", req); err != nil {
 		t.Fatal(err)
 	}
 	seen := make(chan *nats.Msg, 4)
-	sub, err := b.nc.ChanSubscribe(BridgeSubject("default", sid), seen)
+	sub, err := b.nc.ChanSubscribe(wire.BridgeSubject("default", sid), seen)
 	if err != nil {
 		t.Fatal(err)
 	}
 	defer func() { _ = sub.Unsubscribe() }()
 	if _, err := b.js.CreateConsumer(ctx, "KV_"+BucketSweep, jetstream.ConsumerConfig{Name: "forger", FilterSubject: "$KV." + BucketSweep + ".other.>",
-		DeliverSubject: BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
+		DeliverSubject: wire.BridgeSubject("default", sid), AckPolicy: jetstream.AckNonePolicy}); err != nil {
 		t.Fatal(err)
 	}
 	select {
@@ -205,7 +206,7 @@ func TestDeliveredRequestsIgnored(t *testing.T) {
 		t.Fatal("the forged request was not delivered at all")
 	}
 	// A client's request is answered; it went after the forged one on the same subject.
-	if _, err := b.nc.Request(BridgeSubject("default", sid), req, 10*time.Second); err != nil {
+	if _, err := b.nc.Request(wire.BridgeSubject("default", sid), req, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
 	if n := bridges.Load(); n != 1 {
@@ -268,22 +269,22 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	ctx := context.Background()
 	// Layout 1, as the service before it created it.
 	for _, sc := range []jetstream.StreamConfig{
-		{Name: StreamJobs, Subjects: []string{jobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, Duplicates: 2 * time.Minute},
-		{Name: StreamEvents, Subjects: []string{eventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
-		{Name: StreamDLQ, Subjects: []string{dlqPrefix + ">"}, MaxAge: DefaultDLQMaxAge},
+		{Name: wire.StreamJobs, Subjects: []string{wire.JobsPrefix + ">"}, Retention: jetstream.WorkQueuePolicy, MaxMsgsPerSubject: 1, Discard: jetstream.DiscardNew, DiscardNewPerSubject: true, Duplicates: 2 * time.Minute},
+		{Name: wire.StreamEvents, Subjects: []string{wire.EventsPrefix + ">"}, MaxAge: DefaultEventsMaxAge, MaxMsgsPerSubject: 32},
+		{Name: wire.StreamDLQ, Subjects: []string{wire.DLQPrefix + ">"}, MaxAge: DefaultDLQMaxAge},
 	} {
 		if _, err := b.js.CreateStream(ctx, sc); err != nil {
 			t.Fatal(err)
 		}
 	}
 	for _, kc := range []jetstream.KeyValueConfig{{Bucket: BucketWorkers, TTL: workerBeatTTL}, {Bucket: BucketLeases, TTL: DefaultLeaseTTL},
-		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: BucketPrepared, TTL: DefaultPreparedTTL}} {
+		{Bucket: BucketSweep}, {Bucket: BucketAttempts, TTL: attemptsTTL}, {Bucket: wire.BucketPrepared, TTL: DefaultPreparedTTL}} {
 		kc.History = 1
 		if _, err := b.js.CreateKeyValue(ctx, kc); err != nil {
 			t.Fatal(err)
 		}
 	}
-	if _, err := b.js.CreateConsumer(ctx, StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName("default"), FilterSubject: jobsPrefix + "default.>",
+	if _, err := b.js.CreateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: ConsumerName("default"), FilterSubject: wire.JobsPrefix + "default.>",
 		AckPolicy: jetstream.AckExplicitPolicy, AckWait: time.Minute, MaxDeliver: DefaultMaxDeliver + 50, MaxAckPending: 10000}); err != nil {
 		t.Fatal(err)
 	}
@@ -292,12 +293,12 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	for i := range queued {
 		rel := fmt.Sprintf("p/s%d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		r := b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		seqs = append(seqs, r.Seq)
 		if i == 0 {
-			var job Job
-			str, _ := b.js.Stream(ctx, StreamJobs) // the old stream allows no direct get
-			m, err := str.GetLastMsgForSubject(ctx, JobSubject("default", sid, KindCompact))
+			var job wire.Job
+			str, _ := b.js.Stream(ctx, wire.StreamJobs) // the old stream allows no direct get
+			m, err := str.GetLastMsgForSubject(ctx, wire.JobSubject("default", sid, wire.KindCompact))
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -308,7 +309,7 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 				t.Fatal(err)
 			}
 			lk, _ := b.js.KeyValue(ctx, BucketLeases)
-			if _, err := lk.Put(ctx, "s.default."+SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
+			if _, err := lk.Put(ctx, "s.default."+wire.SessionToken(sid), []byte(`{"worker":"gone"}`)); err != nil {
 				t.Fatal(err)
 			}
 			sw, _ := b.js.KeyValue(ctx, BucketSweep)

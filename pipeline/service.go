@@ -14,6 +14,7 @@ import (
 	"sync/atomic"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -59,7 +60,7 @@ type Service struct {
 
 	mu        sync.Mutex
 	recording bool
-	rows      []ReportRow
+	rows      []wire.ReportRow
 	metrics   net.Addr
 	said      map[string]time.Time // warnings said lately (sayEvery)
 	held      map[uint64]string    // job messages handed back for a lasting reason, by sequence: their subjects (noteHeld)

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -206,7 +207,7 @@ func (e *UnservedError) Error() string {
 		case e.NoBucket:
 			fmt.Fprintf(&b, " (bucket %s does not exist: no `compactor run` of this version has started on this NATS)", BucketWorkers)
 		case slices.Contains(e.NoConsumer, st):
-			fmt.Fprintf(&b, " (it has no consumer %s on %s: no `compactor run --store %s=DIR` has ever started on this NATS)", ConsumerName(st), StreamJobs, st)
+			fmt.Fprintf(&b, " (it has no consumer %s on %s: no `compactor run --store %s=DIR` has ever started on this NATS)", ConsumerName(st), wire.StreamJobs, st)
 		default:
 			fmt.Fprintf(&b, " (no worker has reported for it in the last %s: the services that served it have stopped)", workerBeatTTL)
 		}
@@ -300,7 +301,7 @@ func checkServed(ctx context.Context, nc *nats.Conn, stores []string, grace time
 func checkConsumers(ctx context.Context, js jetstream.JetStream, stores []string) error {
 	var none []string
 	for _, st := range stores {
-		if _, err := js.Consumer(ctx, StreamJobs, ConsumerName(st)); errors.Is(err, jetstream.ErrConsumerNotFound) {
+		if _, err := js.Consumer(ctx, wire.StreamJobs, ConsumerName(st)); errors.Is(err, jetstream.ErrConsumerNotFound) {
 			none = append(none, st)
 		} else if err != nil {
 			return fmt.Errorf("served: consumer %s: %w", ConsumerName(st), err)
@@ -316,7 +317,7 @@ func checkConsumers(ctx context.Context, js jetstream.JetStream, stores []string
 func unservedError(ctx context.Context, js jetstream.JetStream, stores []string) error {
 	e := &UnservedError{Stores: stores, Served: servedNow(ctx, js)}
 	for _, st := range stores {
-		_, err := js.Consumer(ctx, StreamJobs, ConsumerName(st))
+		_, err := js.Consumer(ctx, wire.StreamJobs, ConsumerName(st))
 		if errors.Is(err, jetstream.ErrConsumerNotFound) {
 			e.NoConsumer = append(e.NoConsumer, st)
 		}
@@ -333,14 +334,14 @@ func servedNow(ctx context.Context, js jetstream.JetStream) map[string]int {
 		if err != nil {
 			return nil, err
 		}
-		return str.Info(ctx, jetstream.WithSubjectFilter(kvSubjectRoot+BucketWorkers+".*.*"))
+		return str.Info(ctx, jetstream.WithSubjectFilter(wire.KVSubjectRoot+BucketWorkers+".*.*"))
 	})
 	if err != nil {
 		return nil
 	}
 	out := map[string]int{}
 	for subj := range info.State.Subjects {
-		parts := strings.Split(strings.TrimPrefix(subj, kvSubjectRoot+BucketWorkers+"."), ".")
+		parts := strings.Split(strings.TrimPrefix(subj, wire.KVSubjectRoot+BucketWorkers+"."), ".")
 		if len(parts) == 2 && parts[1] != "_owner" {
 			out[parts[0]]++
 		}
@@ -385,14 +386,14 @@ func whyWaiting(ctx context.Context, js jetstream.JetStream, store, subject stri
 	qctx, cancel := context.WithTimeout(base, 2*time.Second)
 	defer cancel()
 	var parts []string
-	m, err := directLast(qctx, js.Conn(), StreamJobs, subject)
+	m, err := directLast(qctx, js.Conn(), wire.StreamJobs, subject)
 	switch {
 	case errors.Is(err, jetstream.ErrMsgNotFound) || (err == nil && m.Sequence != seq):
 		parts = append(parts, "the job has left the queue (it ended just now, or was removed) but its final event was not seen")
 	case err != nil:
 		parts = append(parts, "whether the job is still queued is unknown ("+err.Error()+")")
 	default:
-		c, cerr := js.Consumer(qctx, StreamJobs, ConsumerName(store))
+		c, cerr := js.Consumer(qctx, wire.StreamJobs, ConsumerName(store))
 		switch {
 		case errors.Is(cerr, jetstream.ErrConsumerNotFound):
 			parts = append(parts, "the job is still queued and no worker has taken it")

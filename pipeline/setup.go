@@ -11,6 +11,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -69,13 +70,13 @@ func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	if !errors.As(err, &ns) || errors.As(err, &newer) {
 		return 0, err // settings of a newer schema are never rewritten by an older setup
 	}
-	if raw, rerr := directLast(ctx, js.Conn(), "KV_"+BucketSettings, kvSubjectRoot+BucketSettings+"."+settingsKey); rerr == nil {
+	if raw, rerr := directLast(ctx, js.Conn(), "KV_"+BucketSettings, wire.KVSubjectRoot+BucketSettings+"."+settingsKey); rerr == nil {
 		var f FleetSettings
 		if json.Unmarshal(raw.Data, &f) == nil && f.Layout > 0 {
 			return f.Layout, nil
 		}
 	}
-	str, err := js.Stream(ctx, StreamJobs)
+	str, err := js.Stream(ctx, wire.StreamJobs)
 	switch {
 	case err == nil && !str.CachedInfo().Config.AllowDirect:
 		return 1, nil
@@ -166,19 +167,19 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 			return nil, nil, &LiveWorkersError{Workers: live}
 		}
 	}
-	jobs, err := js.Stream(ctx, StreamJobs)
+	jobs, err := js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return nil, nil, fmt.Errorf("migrate: %w", err)
 	}
 	var stores []string
 	names := jobs.ConsumerNames(ctx)
 	for name := range names.Name() {
-		if st, ok := strings.CutPrefix(name, consumerPfx); ok && ValidateStoreName(st) == nil && !strings.HasPrefix(name, dlqConsumerPfx) {
+		if st, ok := strings.CutPrefix(name, consumerPfx); ok && wire.ValidateStoreName(st) == nil && !strings.HasPrefix(name, dlqConsumerPfx) {
 			stores = append(stores, st)
 		}
 	}
 	if err := names.Err(); err != nil {
-		return nil, nil, fmt.Errorf("migrate: consumers of %s: %w", StreamJobs, err)
+		return nil, nil, fmt.Errorf("migrate: consumers of %s: %w", wire.StreamJobs, err)
 	}
 	slices.Sort(stores)
 	m.ConsumersFound = len(stores)
@@ -253,7 +254,7 @@ func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *s
 		if err != nil {
 			return "", false // the job is no longer queued: its count goes with it
 		}
-		store, _, _ := strings.Cut(strings.TrimPrefix(msg.Subject, jobsPrefix), ".")
+		store, _, _ := strings.Cut(strings.TrimPrefix(msg.Subject, wire.JobsPrefix), ".")
 		return store + "." + seqText + "." + hash, true
 	}); err != nil {
 		return nil, nil, err

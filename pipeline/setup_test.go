@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 	"golang.org/x/sync/errgroup"
@@ -65,7 +66,7 @@ func TestClientCreatesNothing(t *testing.T) {
 	svc := b.config(&fakeHandler{})
 	startService(t, svc)
 	before := streamNames(t, b.js)
-	jobs := streamInfoOf(t, b.js, StreamJobs)
+	jobs := streamInfoOf(t, b.js, wire.StreamJobs)
 	cfg.DuplicateWindow = 7 * time.Minute // what a client would have set before: now it is not its to set
 	c3, _ := New(cfg)
 	defer c3.Close()
@@ -75,7 +76,7 @@ func TestClientCreatesNothing(t *testing.T) {
 	if after := streamNames(t, b.js); !slices.Equal(before, after) {
 		t.Errorf("streams before the client %v, after %v", before, after)
 	}
-	if got := streamInfoOf(t, b.js, StreamJobs); got.Config.Duplicates != jobs.Config.Duplicates || !got.Created.Equal(jobs.Created) {
+	if got := streamInfoOf(t, b.js, wire.StreamJobs); got.Config.Duplicates != jobs.Config.Duplicates || !got.Created.Equal(jobs.Created) {
 		t.Errorf("the client changed COMPACTOR_JOBS: duplicate window %s -> %s", jobs.Config.Duplicates, got.Config.Duplicates)
 	}
 	if _, err := c3.startWorkers(context.Background()); err == nil {
@@ -152,7 +153,7 @@ func TestServiceChangesOnlyWhatDiffers(t *testing.T) {
 	if !slices.Equal(got, want) {
 		t.Fatalf("changes logged:\n%s\nwant:\n%s", strings.Join(got, "\n"), strings.Join(want, "\n"))
 	}
-	if d := streamInfoOf(t, b.js, StreamJobs).Config.Duplicates; d != 5*time.Minute {
+	if d := streamInfoOf(t, b.js, wire.StreamJobs).Config.Duplicates; d != 5*time.Minute {
 		t.Errorf("COMPACTOR_JOBS duplicate window %s after the update", d)
 	}
 }

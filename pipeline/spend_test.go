@@ -9,6 +9,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // spendLedger is what the "endpoint" billed, by hour of the test's clock and by store,
@@ -25,7 +27,7 @@ type spendLedger struct {
 // estimate is exact): it asks ReserveLLM as the service's summarizer does, bills the
 // tokens in the hour of the clock, and appends its entry.
 func spendHandler(clock *fakeClock, l *spendLedger, size func(path string) int) Handler {
-	return HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	return HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		n := size(job.Path)
 		l.mu.RLock()
 		hour := clock.now().Truncate(time.Hour)
@@ -34,7 +36,7 @@ func spendHandler(clock *fakeClock, l *spendLedger, size func(path string) int) 
 			l.mu.Lock()
 			l.held[job.Path] = hour
 			l.mu.Unlock()
-			return Result{}, err
+			return wire.Result{}, err
 		}
 		l.mu.RUnlock()
 		l.mu.Lock()
@@ -82,7 +84,7 @@ func TestSpendLimitHoldsJobsToTheNextHour(t *testing.T) {
 	for i := range 30 {
 		rel := fmt.Sprintf("s%02d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		paths = append(paths, rel)
 		total += jobSize(rel)
 	}
@@ -197,7 +199,7 @@ func TestSpendLimitPerStore(t *testing.T) {
 		for _, st := range []struct{ name, dir string }{{"default", b.dir}, {"other", other}} {
 			rel := fmt.Sprintf("%s%02d.jsonl", st.name, i)
 			sid, leaf := writeSession(t, st.dir, rel)
-			b.enqueue(Job{Kind: KindCompact, Store: st.name, Path: rel, SessionID: sid, ExpectLeafID: leaf})
+			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: st.name, Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		}
 	}
 	eventually(t, 30*time.Second, "store other done and store default held", func() bool {
@@ -240,10 +242,10 @@ func TestRunOnceLeavesHeldJobsQueued(t *testing.T) {
 	for i := range 3 {
 		rel := fmt.Sprintf("s%d.jsonl", i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		b.enqueue(Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
+		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf})
 	}
 	sid, leaf := writeSession(t, b.dir, "v2.jsonl")
-	j := Job{Kind: KindCompact, Store: "default", Path: "v2.jsonl", SessionID: sid, ExpectLeafID: leaf}
+	j := wire.Job{Kind: wire.KindCompact, Store: "default", Path: "v2.jsonl", SessionID: sid, ExpectLeafID: leaf}
 	j.Normalize(time.Now())
 	b.publishRaw(j, 2)
 	rep, err := s.RunOnce(context.Background())

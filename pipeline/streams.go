@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
@@ -18,9 +19,6 @@ import (
 // deployment, and set up only by the services (`compactor run`), at start: clients open
 // them and say what is missing.
 const (
-	StreamJobs   = "COMPACTOR_JOBS"
-	StreamEvents = "COMPACTOR_EVENTS"
-	StreamDLQ    = "COMPACTOR_DLQ"
 	BucketLeases = "COMPACTOR_LEASES"
 	BucketSweep  = "COMPACTOR_SWEEP"
 	// BucketAttempts counts handler attempts per job message, so a job that crashes its
@@ -172,10 +170,10 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 		}
 	}
 	for _, st := range sc.Stores {
-		if _, err := ensureConsumer(ctx, js, StreamJobs, consumerConfig(sc, st), log); err != nil {
+		if _, err := ensureConsumer(ctx, js, wire.StreamJobs, consumerConfig(sc, st), log); err != nil {
 			return err
 		}
-		if _, err := ensureConsumer(ctx, js, StreamDLQ, dlqConsumerConfig(st), log); err != nil {
+		if _, err := ensureConsumer(ctx, js, wire.StreamDLQ, dlqConsumerConfig(st), log); err != nil {
 			return err
 		}
 	}
@@ -248,7 +246,7 @@ func bind(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Log
 	}
 	r := &resources{js: js, cons: map[string]jetstream.Consumer{}, dlqCons: map[string]jetstream.Consumer{}, fleet: *fleet}
 	r.leases, r.sweep, r.attempts = openBucket(js, BucketLeases), openBucket(js, BucketSweep), openBucket(js, BucketAttempts)
-	r.prepared, r.workers, r.spend = openBucket(js, BucketPrepared), openBucket(js, BucketWorkers), openBucket(js, BucketSpend)
+	r.prepared, r.workers, r.spend = openBucket(js, wire.BucketPrepared), openBucket(js, BucketWorkers), openBucket(js, BucketSpend)
 	probe := cfg.Stores[0].Name
 	buckets := []*kvBucket{r.sweep, r.workers}
 	if !cfg.Client {
@@ -259,19 +257,19 @@ func bind(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Log
 			return nil, probeError("bucket "+b.name, err)
 		}
 	}
-	if _, err := directLast(ctx, js.Conn(), StreamJobs, jobsPrefix+probe+"._probe"); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
-		return nil, probeError("stream "+StreamJobs, err)
+	if _, err := directLast(ctx, js.Conn(), wire.StreamJobs, wire.JobsPrefix+probe+"._probe"); err != nil && !errors.Is(err, jetstream.ErrMsgNotFound) {
+		return nil, probeError("stream "+wire.StreamJobs, err)
 	}
 	if cfg.Client {
 		return r, nil
 	}
 	for _, st := range cfg.Stores {
-		c, err := bindConsumer(ctx, js, StreamJobs, consumerConfig(SetupConfig{}, st.Name))
+		c, err := bindConsumer(ctx, js, wire.StreamJobs, consumerConfig(SetupConfig{}, st.Name))
 		if err != nil {
 			return nil, err
 		}
 		r.cons[st.Name] = c
-		if c, err = bindConsumer(ctx, js, StreamDLQ, dlqConsumerConfig(st.Name)); err != nil {
+		if c, err = bindConsumer(ctx, js, wire.StreamDLQ, dlqConsumerConfig(st.Name)); err != nil {
 			return nil, err
 		}
 		r.dlqCons[st.Name] = c
@@ -356,9 +354,9 @@ const kvDuplicates = 100 * time.Millisecond
 func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	out := []jetstream.StreamConfig{
 		{
-			Name:                 StreamJobs,
+			Name:                 wire.StreamJobs,
 			Description:          "compactor jobs: one pending job per session and kind",
-			Subjects:             []string{jobsPrefix + ">"},
+			Subjects:             []string{wire.JobsPrefix + ">"},
 			Retention:            jetstream.WorkQueuePolicy,
 			MaxAge:               cfg.JobsMaxAge,
 			MaxBytes:             cfg.JobsMaxBytes,
@@ -371,9 +369,9 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			DenyDelete:           true,
 		},
 		{
-			Name:              StreamEvents,
+			Name:              wire.StreamEvents,
 			Description:       "compactor job results (metadata only)",
-			Subjects:          []string{eventsPrefix + ">"},
+			Subjects:          []string{wire.EventsPrefix + ">"},
 			Retention:         jetstream.LimitsPolicy,
 			MaxAge:            cfg.EventsMaxAge,
 			MaxBytes:          cfg.EventsMaxBytes,
@@ -386,9 +384,9 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 			DenyPurge:         true,
 		},
 		{
-			Name:              StreamDLQ,
+			Name:              wire.StreamDLQ,
 			Description:       "compactor dead letters: refused, failed or exhausted jobs",
-			Subjects:          []string{dlqPrefix + ">"},
+			Subjects:          []string{wire.DLQPrefix + ">"},
 			Retention:         jetstream.LimitsPolicy,
 			MaxAge:            DefaultDLQMaxAge,
 			MaxBytes:          cfg.DLQMaxBytes,
@@ -413,7 +411,7 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 // and keeps what it holds.
 func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	kv := func(bucket, desc string, ttl time.Duration, maxBytes int64) jetstream.StreamConfig {
-		return jetstream.StreamConfig{Name: "KV_" + bucket, Description: desc, Subjects: []string{kvSubjectRoot + bucket + ".>"},
+		return jetstream.StreamConfig{Name: "KV_" + bucket, Description: desc, Subjects: []string{wire.KVSubjectRoot + bucket + ".>"},
 			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, MaxAge: ttl, MaxBytes: maxBytes, MaxMsgs: maxBytes / minRecordBytes,
 			Discard: jetstream.DiscardNew, Duplicates: kvDuplicates, AllowDirect: true, DenyDelete: true,
 			Storage: jetstream.FileStorage, Replicas: cfg.Replicas}
@@ -429,7 +427,7 @@ func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 		kv(BucketLeases, "per-session leases of running compactor jobs", cfg.LeaseTTL, rb),
 		sweep,
 		kv(BucketAttempts, "handler attempts per job message (crashes included)", attemptsTTL, rb),
-		kv(BucketPrepared, "compaction summaries prepared ahead of time for live agents (one per session)", cfg.PreparedTTL, rb),
+		kv(wire.BucketPrepared, "compaction summaries prepared ahead of time for live agents (one per session)", cfg.PreparedTTL, rb),
 		kv(BucketSpend, "LLM input tokens per spend-limit window (scope.window keys)", spendTTL, rb),
 	}
 }
@@ -492,7 +490,7 @@ func consumerConfig(cfg SetupConfig, store string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       ConsumerName(store),
 		Description:   "compactor workers of store " + store,
-		FilterSubject: jobsPrefix + store + ".>",
+		FilterSubject: wire.JobsPrefix + store + ".>",
 		AckPolicy:     jetstream.AckExplicitPolicy,
 		AckWait:       cfg.AckWait,
 		MaxDeliver:    -1,
@@ -506,7 +504,7 @@ func dlqConsumerConfig(store string) jetstream.ConsumerConfig {
 	return jetstream.ConsumerConfig{
 		Durable:       DLQConsumerName(store),
 		Description:   "counts the dead letters of store " + store + " (nothing fetches from it)",
-		FilterSubject: dlqPrefix + store + ".>",
+		FilterSubject: wire.DLQPrefix + store + ".>",
 		AckPolicy:     jetstream.AckNonePolicy,
 		DeliverPolicy: jetstream.DeliverAllPolicy,
 	}
@@ -761,12 +759,12 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 		}
 		if !transient(err) {
 			if unavailable(err) {
-				return nil, diagnose(ctx, js, StreamJobs, err)
+				return nil, diagnose(ctx, js, wire.StreamJobs, err)
 			}
 			return nil, err
 		}
 		if time.Now().Add(wait).After(deadline) {
-			return nil, fmt.Errorf("JetStream not ready after %s (%d attempts; --startup-timeout): %w", cfg.StartupTimeout, attempt, diagnose(ctx, js, StreamJobs, err))
+			return nil, fmt.Errorf("JetStream not ready after %s (%d attempts; --startup-timeout): %w", cfg.StartupTimeout, attempt, diagnose(ctx, js, wire.StreamJobs, err))
 		}
 		log.Warn("JetStream not ready; retrying", "attempt", attempt, "retry_in", wait.String(), "err", err)
 		select {

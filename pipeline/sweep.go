@@ -16,6 +16,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"golang.org/x/sync/errgroup"
 )
 
@@ -315,7 +316,7 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 	a, aerr := s.cfg.Assessor.Assess(ctx, abs)
 	add(func() { st.Assessed++ })
 	result := "assessed"
-	var job *Job
+	var job *wire.Job
 	switch {
 	case aerr != nil:
 		rec.Error = aerr.Error()
@@ -329,7 +330,7 @@ func (sw *sweeper) one(ctx context.Context, store, rel, abs string, st *SweepSta
 		result = "ineligible"
 	default:
 		add(func() { st.OverBudget++ })
-		job = &Job{Kind: KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID, OnlyOverBudget: true}
+		job = &wire.Job{Kind: wire.KindCompact, Store: store, Path: rel, SessionID: a.SessionID, Reason: "sweep", ExpectLeafID: a.LeafID, OnlyOverBudget: true}
 		if retry || rec.Misses > 0 {
 			// The same request as the one that failed: a new id, or the duplicate window
 			// could swallow it.

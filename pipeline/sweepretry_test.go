@@ -9,6 +9,8 @@ import (
 	"sync/atomic"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // fingerprinted is leafAssessor with settings that a test can change.
@@ -44,7 +46,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	var failing, busy atomic.Bool
 	failing.Store(true)
 	busy.Store(true)
-	h := &fakeHandler{before: func(ctx context.Context, job Job, file string) error {
+	h := &fakeHandler{before: func(ctx context.Context, job wire.Job, file string) error {
 		switch {
 		case file == failFile && failing.Load():
 			return Permanent(errors.New("the endpoint is down"))

@@ -8,6 +8,8 @@ import (
 	"sync"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // embeddedService starts a Service on its own embedded server (a random port, its data
@@ -78,7 +80,7 @@ func enqueueBench(b *testing.B, s *Service) {
 	n := 0
 	enqueue := func() error {
 		n++
-		_, err := Enqueue(ctx, s.Conn(), Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("sess-%s-%d", randHex(8), n)}, false, 0)
+		_, err := Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("sess-%s-%d", randHex(8), n)}, false, 0)
 		return err
 	}
 	for range 50 { // warm up
@@ -110,7 +112,7 @@ func enqueueBench(b *testing.B, s *Service) {
 	for c := range clients {
 		wg.Go(func() {
 			for i := range each {
-				_, err := Enqueue(ctx, s.Conn(), Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("par-%d-%d", c, i)}, false, 0)
+				_, err := Enqueue(ctx, s.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: fmt.Sprintf("par-%d-%d", c, i)}, false, 0)
 				if err != nil {
 					mu.Lock()
 					errs = append(errs, err)

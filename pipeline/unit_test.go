@@ -8,6 +8,8 @@ import (
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/wire"
 )
 
 type hinted struct{ d time.Duration }
@@ -25,23 +27,23 @@ func TestClassify(t *testing.T) {
 	base, max := time.Second, 8*time.Second
 	cases := []struct {
 		name    string
-		res     Result
+		res     wire.Result
 		err     error
 		attempt int
 		want    Outcome
 		delay   time.Duration
 		reason  string
 	}{
-		{"nil error is done", Result{}, nil, 1, OutcomeDone, 0, ""},
-		{"result skipped", Result{Outcome: OutcomeSkipped, Reason: "v1"}, nil, 1, OutcomeSkipped, 0, "v1"},
-		{"skip error", Result{}, fmt.Errorf("wrap: %w", Skip("already compacted")), 1, OutcomeSkipped, 0, "already compacted"},
-		{"permanent", Result{}, Permanent(errors.New("x")), 1, OutcomeFailed, 0, "x"},
-		{"permanent interface, wrapped", Result{}, fmt.Errorf("llm: %w", fatal{}), 1, OutcomeFailed, 0, "bad request"},
-		{"unknown error retries with backoff", Result{}, errors.New("io"), 3, OutcomeRetry, 4 * time.Second, "io"},
-		{"hint longer than backoff wins", Result{}, fmt.Errorf("llm: %w", hinted{30 * time.Second}), 1, OutcomeRetry, 30 * time.Second, "rate limited"},
-		{"hint shorter than backoff loses", Result{}, RetryAfter(time.Millisecond, errors.New("x")), 2, OutcomeRetry, 2 * time.Second, "x"},
-		{"last delivery turns retry into failure", Result{}, errors.New("io"), 5, OutcomeFailed, 0, "max deliveries (5) exhausted"},
-		{"unknown outcome fails", Result{Outcome: "weird"}, nil, 1, OutcomeFailed, 0, "unknown outcome"},
+		{"nil error is done", wire.Result{}, nil, 1, OutcomeDone, 0, ""},
+		{"result skipped", wire.Result{Tally: wire.Tally{Outcome: OutcomeSkipped, Reason: "v1"}}, nil, 1, OutcomeSkipped, 0, "v1"},
+		{"skip error", wire.Result{}, fmt.Errorf("wrap: %w", Skip("already compacted")), 1, OutcomeSkipped, 0, "already compacted"},
+		{"permanent", wire.Result{}, Permanent(errors.New("x")), 1, OutcomeFailed, 0, "x"},
+		{"permanent interface, wrapped", wire.Result{}, fmt.Errorf("llm: %w", fatal{}), 1, OutcomeFailed, 0, "bad request"},
+		{"unknown error retries with backoff", wire.Result{}, errors.New("io"), 3, OutcomeRetry, 4 * time.Second, "io"},
+		{"hint longer than backoff wins", wire.Result{}, fmt.Errorf("llm: %w", hinted{30 * time.Second}), 1, OutcomeRetry, 30 * time.Second, "rate limited"},
+		{"hint shorter than backoff loses", wire.Result{}, RetryAfter(time.Millisecond, errors.New("x")), 2, OutcomeRetry, 2 * time.Second, "x"},
+		{"last delivery turns retry into failure", wire.Result{}, errors.New("io"), 5, OutcomeFailed, 0, "max deliveries (5) exhausted"},
+		{"unknown outcome fails", wire.Result{Tally: wire.Tally{Outcome: "weird"}}, nil, 1, OutcomeFailed, 0, "unknown outcome"},
 	}
 	for _, c := range cases {
 		d := Classify(c.res, c.err, c.attempt, 5, base, max)
@@ -61,60 +63,6 @@ func TestRedeliveryDelay(t *testing.T) {
 	}
 	if got := RedeliveryDelay(200, time.Second, time.Hour); got != time.Hour {
 		t.Errorf("no overflow: %s", got)
-	}
-}
-
-func TestNames(t *testing.T) {
-	t.Parallel()
-	for _, ok := range []string{"default", "team-a", "x_1"} {
-		if err := ValidateStoreName(ok); err != nil {
-			t.Errorf("%q: %v", ok, err)
-		}
-	}
-	for _, bad := range []string{"", "a.b", "a*", ">", "a b", "é", strings.Repeat("a", 65)} {
-		if err := ValidateStoreName(bad); err == nil {
-			t.Errorf("%q accepted", bad)
-		}
-	}
-	uuid := "019a48fc-d300-72c8-a6b9-f316c6e71060"
-	if SessionToken(uuid) != uuid {
-		t.Error("a UUID is not kept as is")
-	}
-	for _, odd := range []string{"a.b", "x y", "h-abc", "*", "ü"} {
-		tok := SessionToken(odd)
-		if !strings.HasPrefix(tok, "h-") || strings.ContainsAny(tok, ".*> ") || tok == SessionToken(odd+"x") {
-			t.Errorf("SessionToken(%q) = %q", odd, tok)
-		}
-	}
-	if got := JobSubject("s", "a.b", KindCompact); strings.Count(got, ".") != 4 {
-		t.Errorf("subject %q has the wrong number of tokens", got)
-	}
-	j := Job{Kind: KindBranchSummary, Store: "s", SessionID: "id", ExpectLeafID: "l", TargetID: "t"}
-	k := j
-	k.TargetID = "u"
-	if j.MsgID() == k.MsgID() {
-		t.Error("branch summaries with different targets share a message id")
-	}
-}
-
-func TestDecodeJob(t *testing.T) {
-	t.Parallel()
-	for _, bad := range []string{`{`, `{"v":3,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x"}`,
-		`{"v":2,"kind":"base","store":"s","path":"a.jsonl","sessionId":"x"}`,
-		`{"v":1,"kind":"nope","store":"s","path":"a.jsonl","sessionId":"x"}`,
-		`{"v":1,"kind":"branch_summary","store":"s","path":"a.jsonl","sessionId":"x"}`,
-		`{"v":1,"kind":"compact","store":"s.t","path":"a.jsonl","sessionId":"x"}`} {
-		if _, err := DecodeJob([]byte(bad)); err == nil {
-			t.Errorf("accepted %s", bad)
-		}
-	}
-	j, err := DecodeJob([]byte(`{"v":1,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x","future":1}`))
-	if err != nil || j.Path != "a.jsonl" {
-		t.Errorf("valid job: %v %+v", err, j)
-	}
-	j, err = DecodeJob([]byte(`{"v":2,"kind":"base","store":"s","path":"a.jsonl","sessionId":"x","expectLeafId":"l","cut":"c","summarySha256":"d"}`))
-	if err != nil || j.Cut != "c" {
-		t.Errorf("valid base job: %v %+v", err, j)
 	}
 }
 

@@ -13,6 +13,7 @@ import (
 	"sync"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
@@ -50,15 +51,6 @@ func jobHeadOf(data []byte) (v int, id string, ok bool) {
 		return 0, "", false
 	}
 	return *h.V, h.ID, true
-}
-
-// versionList is "1" or "1, 2".
-func versionList(vs []int) string {
-	parts := make([]string, len(vs))
-	for i, v := range vs {
-		parts[i] = strconv.Itoa(v)
-	}
-	return strings.Join(parts, ", ")
 }
 
 // jobVersionsOf are the job versions a worker's beat says it works; a beat without them
@@ -123,7 +115,7 @@ func readBeats(ctx context.Context, kv *kvBucket, store string) (beats []WorkerB
 			continue
 		}
 		if keyStore, keyWorker, _ := strings.Cut(e.Key(), "."); b.Store != keyStore || workerKey(b.Store, b.Worker) != e.Key() {
-			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: kvSubjectRoot + BucketWorkers + "." + e.Key(), Store: keyStore,
+			foreign = append(foreign, &ForeignError{Kind: "worker's beat", Where: wire.KVSubjectRoot + BucketWorkers + "." + e.Key(), Store: keyStore,
 				NamesStore: b.Store, Session: keyWorker, NamesSession: strings.TrimPrefix(workerKey(b.Store, b.Worker), b.Store+".")})
 			continue
 		}
@@ -168,7 +160,7 @@ func (s *Service) unknownVersion(ctx context.Context, d *delivery, v int, jobID 
 		level = slog.LevelWarn
 	}
 	d.log.Log(ctx, level, "job of a schema version this worker does not understand; handed back for a worker that does",
-		"job_version", v, "understood", versionList(s.cfg.JobVersions), "workers_that_understand_it", others, "retry_in_s", seconds(delay))
+		"job_version", v, "understood", wire.VersionList(s.cfg.JobVersions), "workers_that_understand_it", others, "retry_in_s", seconds(delay))
 	s.handBack(ctx, d, handBackVersion, delay, jobID)
 }
 
@@ -263,7 +255,7 @@ func (s *Service) heldQueued(ctx context.Context) int {
 	s.mu.Unlock()
 	n := 0
 	for seq, subject := range held {
-		if m, err := directLast(ctx, s.nc, StreamJobs, subject); errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Sequence != seq {
+		if m, err := directLast(ctx, s.nc, wire.StreamJobs, subject); errors.Is(err, jetstream.ErrMsgNotFound) || err == nil && m.Sequence != seq {
 			s.noteHeld(seq, "", false)
 			continue
 		}

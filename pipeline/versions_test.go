@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
 	dto "github.com/prometheus/client_model/go"
@@ -39,7 +40,7 @@ type workLog struct {
 	wrongV []string            // jobs a worker ran without understanding their version
 }
 
-func (h *versionedHandler) Handle(ctx context.Context, job Job, file string) (Result, error) {
+func (h *versionedHandler) Handle(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 	h.log.mu.Lock()
 	if h.log.byJob == nil {
 		h.log.byJob = map[string][]string{}
@@ -54,7 +55,7 @@ func (h *versionedHandler) Handle(ctx context.Context, job Job, file string) (Re
 
 // publishRaw publishes a job payload as a client of another version would: v is written
 // as given (the new version's enqueuer writes v: 2), with its message id.
-func (b *bundle) publishRaw(job Job, v int) {
+func (b *bundle) publishRaw(job wire.Job, v int) {
 	b.t.Helper()
 	job.Normalize(time.Now())
 	job.V = v
@@ -99,7 +100,7 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	enqueue := func(i, v int) {
 		rel := fmt.Sprintf("v%d/s%03d.jsonl", v, i)
 		sid, leaf := writeSession(t, b.dir, rel)
-		j := Job{Kind: KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}
+		j := wire.Job{Kind: wire.KindCompact, Store: "default", Path: rel, SessionID: sid, ExpectLeafID: leaf}
 		if v == 1 {
 			j.ID = b.enqueue(j).JobID
 		} else {
@@ -188,7 +189,7 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	old := b.service(cfg)
 	b.run(old)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	j := Job{V: 2, Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, RequestedAt: time.Now().UTC()}
+	j := wire.Job{V: 2, Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, RequestedAt: time.Now().UTC()}
 	payload, _ := json.Marshal(j)
 	var raw map[string]any
 	_ = json.Unmarshal(payload, &raw)
@@ -197,7 +198,7 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	if _, err := b.js.Publish(context.Background(), j.Subject(), payload); err != nil {
 		t.Fatal(err)
 	}
-	pending, err := directLast(context.Background(), b.nc, StreamJobs, j.Subject())
+	pending, err := directLast(context.Background(), b.nc, wire.StreamJobs, j.Subject())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -205,7 +206,7 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	eventually(t, 30*time.Second, "the job handed back past its deliveries", func() bool {
 		return counterValue(t, old.m.handedBack.WithLabelValues("default", handBackVersion)) > float64(bound)
 	})
-	if m, err := directLast(context.Background(), b.nc, StreamJobs, j.Subject()); err != nil || m.Sequence != pending.Sequence {
+	if m, err := directLast(context.Background(), b.nc, wire.StreamJobs, j.Subject()); err != nil || m.Sequence != pending.Sequence {
 		t.Fatalf("the waiting job's message: %v %v, want the one published (seq %d)", m, err, pending.Sequence)
 	}
 	if dl := b.deadLetters(); len(dl) > 0 {
@@ -245,12 +246,12 @@ func TestWaitSeesAJobHeldPastTheBound(t *testing.T) {
 		holds int
 	)
 	bound := 1 + maxFreeDeliveries
-	h := HandlerFunc(func(ctx context.Context, job Job, file string) (Result, error) {
+	h := HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		mu.Lock()
 		defer mu.Unlock()
 		if holds <= bound {
 			holds++
-			return Result{}, &HoldError{Reason: "test: the window is full", Delay: 5 * time.Millisecond, why: handBackSpend}
+			return wire.Result{}, &HoldError{Reason: "test: the window is full", Delay: 5 * time.Millisecond, why: handBackSpend}
 		}
 		return applyFake(job, file)
 	})
@@ -259,7 +260,7 @@ func TestWaitSeesAJobHeldPastTheBound(t *testing.T) {
 	s := b.service(cfg)
 	b.run(s)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
-	res, err := Enqueue(context.Background(), b.nc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, time.Minute)
+	res, err := Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, time.Minute)
 	if err != nil {
 		mu.Lock()
 		defer mu.Unlock()
@@ -268,7 +269,7 @@ func TestWaitSeesAJobHeldPastTheBound(t *testing.T) {
 	if res.Event == nil || res.Event.Outcome != OutcomeDone || res.Event.JobSeq != res.Seq || res.Event.Attempt != 1 {
 		t.Errorf("final event %+v of job seq %d, want done at attempt 1, of the same message", res.Event, res.Seq)
 	}
-	info, err := b.js.Stream(context.Background(), StreamJobs)
+	info, err := b.js.Stream(context.Background(), wire.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -8,6 +8,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 )
 
@@ -49,11 +50,11 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, err := Enqueue(context.Background(), wc, Job{Kind: KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
+		r, err := Enqueue(context.Background(), wc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
 		done <- answer{r, err}
 	}()
 	jobs := func() uint64 {
-		st, err := b.js.Stream(context.Background(), StreamJobs)
+		st, err := b.js.Stream(context.Background(), wire.StreamJobs)
 		if err != nil {
 			return 0
 		}

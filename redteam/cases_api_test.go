@@ -9,6 +9,7 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Every API request and subject a store's worker and agent keep (pipeline/permissions.go),
@@ -112,7 +113,7 @@ func init() {
 			for _, c := range []struct{ filter, deliver string }{
 				{"$KV.COMPACTOR_SWEEP.hostB.>", ""},
 				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Jobs},
-				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Keys[pipeline.BucketPrepared]},
+				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Keys[wire.BucketPrepared]},
 				{"$KV.COMPACTOR_SWEEP.hostA.>", a.B.Hook},
 			} {
 				cfg := map[string]any{"name": "rt-watch", "durable_name": "rt-watch", "filter_subject": c.filter, "ack_policy": "none", "deliver_policy": "all"}

@@ -25,6 +25,7 @@ import (
 	"github.com/compactor-dev/compactor/console"
 	"github.com/compactor-dev/compactor/console/consoletest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The web console: `compactor console --credentials DIR` of the fleet (every account's
@@ -142,7 +143,7 @@ func forgeConsoleRecords(ctx context.Context, a *Attacker, text string) (seq uin
 	if seq, sid, err = forgeOperatorRecords(ctx, a, text); err != nil {
 		return 0, "", nil, err
 	}
-	lease := "$KV." + pipeline.BucketLeases + "." + pipeline.PreparedKey("hostA", sid)
+	lease := "$KV." + pipeline.BucketLeases + "." + wire.PreparedKey("hostA", sid)
 	lv, _ := json.Marshal(map[string]any{"v": 1, "worker": text, "jobId": text, "since": time.Now().UTC(), "sessionId": sid, "path": text, "kind": text, "delivery": 1})
 	if _, err := a.Publish(ctx, lease, nil, lv); err != nil {
 		return 0, "", nil, fmt.Errorf("the lease: %w", err)
@@ -150,9 +151,9 @@ func forgeConsoleRecords(ctx context.Context, a *Attacker, text string) (seq uin
 	remove = func() { _, _ = a.Publish(context.Background(), lease, Header{"KV-Operation": "DEL"}, nil) }
 	agent := a.f.conn("agent-hostA", pipeline.RoleAgent, "hostA")
 	defer agent.Close()
-	rep, _ := json.Marshal(pipeline.HookReport{V: 1, Store: "hostA", SessionID: sid, Outcome: pipeline.HookMiss, Result: pipeline.HookResultPi,
+	rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostA", SessionID: sid, Outcome: wire.HookMiss, Result: wire.HookResultPi,
 		ReasonCode: text, Reason: text, PiReason: text, LatencyMs: 1})
-	if err := agent.Publish(pipeline.HookSubject("hostA", sid), rep); err != nil {
+	if err := agent.Publish(wire.HookSubject("hostA", sid), rep); err != nil {
 		remove()
 		return 0, "", nil, err
 	}
@@ -287,10 +288,10 @@ func init() {
 				}
 			}
 			// A dead letter of hostA's (its admin's: the agent writes none) for the actions.
-			dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject("hostA", sourceID, pipeline.KindCompact), JobSeq: 1,
+			dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject("hostA", sourceID, wire.KindCompact), JobSeq: 1,
 				Job: json.RawMessage(`{"v":1,"kind":"compact","store":"hostA","sessionId":"` + sourceID + `","path":"x.jsonl"}`), Reason: "redteam", Deliveries: 1, At: time.Now().UTC()})
 			jsA, _ := jetstream.New(a.adminA)
-			ack, err := jsA.Publish(ctx, pipeline.DLQSubject("hostA", sourceID), dl)
+			ack, err := jsA.Publish(ctx, wire.DLQSubject("hostA", sourceID), dl)
 			if err != nil {
 				return nil, err
 			}
@@ -333,7 +334,7 @@ func init() {
 			if after := settingsSeq(); after != before {
 				return nil, fmt.Errorf("taken: %d settings records written by hostA's %s's refused actions", after-before, a.Role)
 			}
-			str, err := jsA.Stream(ctx, pipeline.StreamDLQ)
+			str, err := jsA.Stream(ctx, wire.StreamDLQ)
 			if err != nil {
 				return nil, err
 			}

@@ -19,6 +19,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The files' race: what hostA's host can do to hostA's own store directory while hostA's
@@ -75,14 +76,14 @@ func (a *Attacker) writeAs(rel, id string) (string, error) {
 }
 
 // compactA is hostA's forced compaction of its session id at rel.
-func compactA(rel, id string) pipeline.Job {
-	return pipeline.Job{Kind: pipeline.KindCompact, Store: "hostA", Path: filepath.ToSlash(rel), SessionID: id, Reason: "redteam", Force: true}
+func compactA(rel, id string) wire.Job {
+	return wire.Job{Kind: wire.KindCompact, Store: "hostA", Path: filepath.ToSlash(rel), SessionID: id, Reason: "redteam", Force: true}
 }
 
 // enqueueA publishes job with the attacker's key and waits for its final event (read with
 // hostA's admin's key), at most jobWait. Each job gets an id of its own: the same request
 // again would be a duplicate of the first, answered by its event.
-func (a *Attacker) enqueueA(ctx context.Context, job pipeline.Job) (*pipeline.Event, error) {
+func (a *Attacker) enqueueA(ctx context.Context, job wire.Job) (*wire.Event, error) {
 	job.ID = "rt-" + newID()
 	var r pipeline.EnqueueResult
 	for deadline := time.Now().Add(jobWait); ; {
@@ -100,11 +101,11 @@ func (a *Attacker) enqueueA(ctx context.Context, job pipeline.Job) (*pipeline.Ev
 		}
 		time.Sleep(20 * time.Millisecond)
 	}
-	subject := pipeline.JobEventSubject("hostA", job.SessionID, r.Seq)
+	subject := wire.JobEventSubject("hostA", job.SessionID, r.Seq)
 	deadline := time.Now().Add(jobWait)
 	for {
-		data, err := directGet(ctx, a.adminA, pipeline.StreamEvents, subject)
-		var ev pipeline.Event
+		data, err := directGet(ctx, a.adminA, wire.StreamEvents, subject)
+		var ev wire.Event
 		if err == nil && data != nil && json.Unmarshal(data, &ev) == nil && ev.JobID == r.JobID && ev.Final() {
 			return &ev, nil
 		}
@@ -118,12 +119,12 @@ func (a *Attacker) enqueueA(ctx context.Context, job pipeline.Job) (*pipeline.Ev
 // duringSummary enqueues job with hostA's summaries held (a.HoldSummary), waits until its
 // summary request reaches hostA's model, runs attack, lets the model answer and returns the
 // job's final event.
-func (a *Attacker) duringSummary(ctx context.Context, job pipeline.Job, attack func() error) (*pipeline.Event, error) {
+func (a *Attacker) duringSummary(ctx context.Context, job wire.Job, attack func() error) (*wire.Event, error) {
 	release := a.HoldSummary()
 	defer release()
 	n := a.ModelA().Count()
 	type ended struct {
-		ev  *pipeline.Event
+		ev  *wire.Event
 		err error
 	}
 	done := make(chan ended, 1)
@@ -147,7 +148,7 @@ func (a *Attacker) duringSummary(ctx context.Context, job pipeline.Job, attack f
 }
 
 // said prints how one of hostA's jobs of an attack ended (the figures of the run).
-func (a *Attacker) said(what string, ev *pipeline.Event) {
+func (a *Attacker) said(what string, ev *wire.Event) {
 	busy := ""
 	if ev.Busy {
 		busy = " (busy)"
@@ -161,7 +162,7 @@ func (a *Attacker) said(what string, ev *pipeline.Event) {
 
 // endedNaming is nil when ev has outcome o and its reason and error together name rel and
 // hold each of want.
-func endedNaming(ev *pipeline.Event, o pipeline.Outcome, rel string, want ...string) error {
+func endedNaming(ev *wire.Event, o pipeline.Outcome, rel string, want ...string) error {
 	text := ev.Reason + " " + ev.Error
 	ok := ev.Outcome == o && strings.Contains(text, filepath.ToSlash(rel))
 	for _, w := range want {
@@ -177,15 +178,15 @@ func endedNaming(ev *pipeline.Event, o pipeline.Outcome, rel string, want ...str
 // reason or error names rel (read with hostA's admin's key).
 func (a *Attacker) deadLetterNaming(ctx context.Context, id, rel string) error {
 	js, _ := jetstream.New(a.adminA)
-	str, err := js.Stream(ctx, pipeline.StreamDLQ)
+	str, err := js.Stream(ctx, wire.StreamDLQ)
 	if err != nil {
 		return err
 	}
-	m, err := str.GetLastMsgForSubject(ctx, pipeline.DLQSubject("hostA", id))
+	m, err := str.GetLastMsgForSubject(ctx, wire.DLQSubject("hostA", id))
 	if err != nil {
 		return fmt.Errorf("no dead letter of hostA's for %s: %w", rel, err)
 	}
-	var dl pipeline.DeadLetter
+	var dl wire.DeadLetter
 	if json.Unmarshal(m.Data, &dl) != nil || !strings.Contains(dl.Reason+dl.Error, filepath.ToSlash(rel)) {
 		return fmt.Errorf("hostA's dead letter does not name %s: %s", rel, m.Data)
 	}

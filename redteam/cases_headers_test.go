@@ -12,22 +12,23 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Every JetStream header that acts beyond its own message (nats-server v2.15.2's
 // stream.go; docs/security.md, "Headers"), on every subject hostA's roles write with
 // JetStream.
 
-var storeBuckets = []string{pipeline.BucketLeases, pipeline.BucketSweep, pipeline.BucketAttempts, pipeline.BucketPrepared,
+var storeBuckets = []string{pipeline.BucketLeases, pipeline.BucketSweep, pipeline.BucketAttempts, wire.BucketPrepared,
 	pipeline.BucketWorkers, pipeline.BucketSpend}
 
 // ownSubjects are the subjects a's role may publish to that a stream takes.
 func ownSubjects(a *Attacker) []string {
-	jobs := pipeline.JobSubject("hostA", "rt-x", pipeline.KindCompact)
+	jobs := wire.JobSubject("hostA", "rt-x", wire.KindCompact)
 	if a.Role == pipeline.RoleAgent {
 		return []string{jobs}
 	}
-	out := []string{jobs, pipeline.JobEventSubject("hostA", "rt-x", 1), pipeline.DLQSubject("hostA", "rt-x")}
+	out := []string{jobs, wire.JobEventSubject("hostA", "rt-x", 1), wire.DLQSubject("hostA", "rt-x")}
 	for _, b := range storeBuckets {
 		out = append(out, "$KV."+b+".hostA.rt-x")
 	}
@@ -164,16 +165,16 @@ func init() {
 	// was dropped as a duplicate before (it shared the jobs stream's window).
 	register(Case{Name: "Nats-Msg-Id of hostB's next preparation on hostA's job", Roles: agentAndWorker,
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
-			subj := pipeline.JobSubject("hostA", "rt-dup", pipeline.KindPrepare)
+			subj := wire.JobSubject("hostA", "rt-dup", wire.KindPrepare)
 			_, _ = a.Publish(ctx, subj, Header{jetstream.MsgIDHeader: a.B.NextPrepareID}, []byte(`{"v":99}`))
-			return nil, a.InHostA(ctx, pipeline.StreamJobs, subj)
+			return nil, a.InHostA(ctx, wire.StreamJobs, subj)
 		}})
 	// Message tracing: the destination is checked against the publisher's permissions,
 	// and a trace to its own inbox shows where its own message went.
 	register(Case{Name: "Nats-Trace-Dest: hostB's subjects, then hostA's own inbox", Roles: agentAndWorker,
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
-			for _, dest := range []string{a.B.Hook, a.B.Jobs, "$KV." + pipeline.BucketPrepared + ".hostB.x"} {
-				_, err := a.Publish(ctx, pipeline.JobSubject("hostA", "rt-x", pipeline.KindCompact), Header{"Nats-Trace-Dest": dest, "Nats-Trace-Only": "true"}, []byte(`{"v":1}`))
+			for _, dest := range []string{a.B.Hook, a.B.Jobs, "$KV." + wire.BucketPrepared + ".hostB.x"} {
+				_, err := a.Publish(ctx, wire.JobSubject("hostA", "rt-x", wire.KindCompact), Header{"Nats-Trace-Dest": dest, "Nats-Trace-Only": "true"}, []byte(`{"v":1}`))
 				_ = err // refused, or the trace dropped: hostB's snapshot says whether anything reached it
 			}
 			inbox := a.NC.NewInbox()
@@ -182,7 +183,7 @@ func init() {
 				return nil, err
 			}
 			defer func() { _ = sub.Unsubscribe() }()
-			_, _ = a.Publish(ctx, pipeline.JobSubject("hostA", "rt-x", pipeline.KindCompact), Header{"Nats-Trace-Dest": inbox, "Nats-Trace-Only": "true"}, []byte(`{"v":1}`))
+			_, _ = a.Publish(ctx, wire.JobSubject("hostA", "rt-x", wire.KindCompact), Header{"Nats-Trace-Dest": inbox, "Nats-Trace-Only": "true"}, []byte(`{"v":1}`))
 			for {
 				m, err := sub.NextMsg(500 * time.Millisecond)
 				if err != nil {
@@ -215,18 +216,18 @@ func (a *Attacker) heldByHostA(ctx context.Context, subject string) bool {
 // hostBJobIDs are the ids of hostB's jobs so far (read by the harness with hostB's admin).
 func hostBJobIDs(ctx context.Context, a *Attacker) []string {
 	js, _ := jetstream.New(a.f.adminB)
-	str, err := js.Stream(ctx, pipeline.StreamEvents)
+	str, err := js.Stream(ctx, wire.StreamEvents)
 	if err != nil {
 		return nil
 	}
 	var out []string
 	info := str.CachedInfo().State
 	for seq := max(info.FirstSeq, 1); seq <= info.LastSeq; {
-		m, err := msgGet(ctx, a.f.adminB, pipeline.StreamEvents, seq)
+		m, err := msgGet(ctx, a.f.adminB, wire.StreamEvents, seq)
 		if err != nil {
 			break
 		}
-		var ev pipeline.Event
+		var ev wire.Event
 		if json.Unmarshal(m.Data, &ev) == nil && ev.JobID != "" {
 			out = append(out, ev.JobID)
 		}

@@ -19,6 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Instructions: a job's `instructions` that reached the summary prompt verbatim would bring
@@ -78,7 +79,7 @@ func (a *Attacker) notAtHostB() error {
 // jobsOfHostA counts the messages of hostA's jobs stream (hostA's admin's key).
 func (a *Attacker) jobsOfHostA(ctx context.Context) (uint64, error) {
 	js, _ := jetstream.New(a.adminA)
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		return 0, err
 	}
@@ -108,7 +109,7 @@ func init() {
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			dir, cleanup := a.scratch("inject")
 			defer cleanup()
-			for _, kind := range []string{pipeline.KindCompact, pipeline.KindPrepare} {
+			for _, kind := range []string{wire.KindCompact, wire.KindPrepare} {
 				rel := filepath.Join(dir, kind+".jsonl")
 				id, err := a.writeA(rel)
 				if err != nil {
@@ -116,7 +117,7 @@ func init() {
 				}
 				j := compactA(rel, id)
 				j.Kind, j.Instructions = kind, injection
-				if kind == pipeline.KindPrepare {
+				if kind == wire.KindPrepare {
 					j.ExpectLeafID, j.KeepRecentTokens, j.Force, j.Policy, j.Counter = a.f.leaf, 6000, false, "pi", "estimate"
 				}
 				n := a.ModelA().Count()
@@ -246,12 +247,12 @@ func init() {
 	register(Case{Name: "instructions: a forged dead letter naming hostB, retried with --allow-instructions", Roles: []pipeline.Role{pipeline.RoleWorker},
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			_, _, id := a.victim()
-			job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostB", Path: a.f.next.rel, SessionID: id, Force: true,
+			job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: a.f.next.rel, SessionID: id, Force: true,
 				Instructions: injection, ID: "rt-forged-" + newID(), RequestedAt: time.Now().UTC()})
 			// On hostA's subject of hostB's session: with the job subject it names, and without.
-			for _, subject := range []string{pipeline.JobSubject("hostB", id, pipeline.KindCompact), ""} {
-				dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: subject, Job: job, Reason: "failed", At: time.Now().UTC()})
-				if _, err := a.Publish(ctx, pipeline.DLQSubject("hostA", id), nil, dl); err != nil {
+			for _, subject := range []string{wire.JobSubject("hostB", id, wire.KindCompact), ""} {
+				dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: subject, Job: job, Reason: "failed", At: time.Now().UTC()})
+				if _, err := a.Publish(ctx, wire.DLQSubject("hostA", id), nil, dl); err != nil {
 					return nil, err
 				}
 			}

@@ -15,6 +15,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // What the operator reads: records hostA's keys write and hostA's operator (or the
@@ -34,17 +35,15 @@ const markup = `"'><img src=x onerror=alert(1)><script>alert(2)</script><a href=
 // returns the dead letter's sequence and the session they name.
 func forgeOperatorRecords(ctx context.Context, a *Attacker, text string) (uint64, string, error) {
 	sid := fmt.Sprintf("019a5d6f-0000-7000-8000-%012x", time.Now().UnixNano()&0xffffffffffff)
-	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostA", Path: text + ".jsonl", SessionID: sid, Reason: text})
-	dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject("hostA", sid, pipeline.KindCompact), JobSeq: 1, Job: job,
+	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostA", Path: text + ".jsonl", SessionID: sid, Reason: text})
+	dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject("hostA", sid, wire.KindCompact), JobSeq: 1, Job: job,
 		Reason: text, Error: text, Deliveries: 1, Worker: text, At: time.Now().UTC()})
-	ack, err := a.Publish(ctx, pipeline.DLQSubject("hostA", sid), nil, dl)
+	ack, err := a.Publish(ctx, wire.DLQSubject("hostA", sid), nil, dl)
 	if err != nil {
 		return 0, "", err
 	}
-	ev, _ := json.Marshal(pipeline.Event{V: 1, JobID: text, JobSeq: 424242, Store: "hostA", SessionID: sid, Path: text, Kind: pipeline.KindCompact,
-		Outcome: pipeline.OutcomeFailed, Reason: text, Error: text, Worker: text, LLMModel: text, LLMTokens: 2, LLMInputTokens: 1, LLMOutputTokens: 1,
-		Attempt: 1, At: time.Now().UTC()})
-	if _, err := a.Publish(ctx, pipeline.JobEventSubject("hostA", sid, 424242), nil, ev); err != nil {
+	ev, _ := json.Marshal(wire.Event{V: 1, JobID: text, JobSeq: 424242, JobRef: wire.JobRef{Store: "hostA", SessionID: sid, Path: text, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: text, LLMTokens: 2, LLMInputTokens: 1, LLMOutputTokens: 1}, Error: text, Worker: text, LLMModel: text, Attempt: 1, At: time.Now().UTC()})
+	if _, err := a.Publish(ctx, wire.JobEventSubject("hostA", sid, 424242), nil, ev); err != nil {
 		return 0, "", err
 	}
 	beat, _ := json.Marshal(pipeline.WorkerBeat{V: 1, Worker: "rt-text", Store: "hostA", Host: text, Version: text, Concurrency: 1,
@@ -113,16 +112,16 @@ func init() {
 					map[string]any{"v": 1, "worker": "FORGED", "jobId": "x", "since": now, "sessionId": sourceID, "path": "FORGED"}},
 				{"KV_" + pipeline.BucketSettings, "$KV." + pipeline.BucketSettings + ".paused.hostB",
 					pipeline.PauseRecord{V: 1, Store: "hostB", Paused: true, Reason: "FORGED", By: "FORGED", At: now}},
-				{pipeline.StreamEvents, pipeline.JobEventSubject("hostB", sourceID, 77),
-					pipeline.Event{V: 1, JobSeq: 77, Store: "hostB", SessionID: sourceID, Kind: pipeline.KindCompact, Outcome: pipeline.OutcomeFailed, Reason: "FORGED", At: now}},
+				{wire.StreamEvents, wire.JobEventSubject("hostB", sourceID, 77),
+					wire.Event{V: 1, JobSeq: 77, JobRef: wire.JobRef{Store: "hostB", SessionID: sourceID, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: "FORGED"}, At: now}},
 			}
 			for i, r := range relays {
-				src := fmt.Sprintf("$KV.%s.hostA.rt-relay-%d", pipeline.BucketPrepared, i)
+				src := fmt.Sprintf("$KV.%s.hostA.rt-relay-%d", wire.BucketPrepared, i)
 				b, _ := json.Marshal(r.value)
 				if _, err := a.Publish(ctx, src, nil, b); err != nil {
 					return nil, err
 				}
-				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+pipeline.BucketPrepared+"."+src, r.target, nil); err != nil {
+				if _, err := a.Request(ctx, "$JS.API.DIRECT.GET.KV_"+wire.BucketPrepared+"."+src, r.target, nil); err != nil {
 					return nil, err
 				}
 				if err := a.InHostA(ctx, r.stream, r.target); err != nil {

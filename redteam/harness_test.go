@@ -33,6 +33,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 var compactorBin string // built from the checkout by TestMain
@@ -283,8 +284,8 @@ func (f *fleet) newSession(store string) *session {
 }
 
 // prepareJob is hostB's preparation of s, as the Pi extension asks for one.
-func (f *fleet) prepareJob(s *session) pipeline.Job {
-	j := pipeline.Job{Kind: pipeline.KindPrepare, Store: "hostB", Path: s.rel, SessionID: s.id, ExpectLeafID: f.leaf, Reason: "extension",
+func (f *fleet) prepareJob(s *session) wire.Job {
+	j := wire.Job{Kind: wire.KindPrepare, Store: "hostB", Path: s.rel, SessionID: s.id, ExpectLeafID: f.leaf, Reason: "extension",
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 6000}
 	j.Normalize(time.Now())
 	return j
@@ -312,7 +313,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		}
 		return nil
 	}
-	key := "$KV." + pipeline.BucketPrepared + "." + pipeline.PreparedKey("hostB", s.id)
+	key := "$KV." + wire.BucketPrepared + "." + wire.PreparedKey("hostB", s.id)
 	steps := []struct {
 		name string
 		do   func() error
@@ -325,31 +326,31 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 			return err
 		}},
 		{"read prepared", func() error {
-			v, err := directGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+			v, err := directGet(ctx, f.agentB, "KV_"+wire.BucketPrepared, key)
 			if err == nil && v == nil {
 				err = errors.New("no prepared value")
 			}
 			return err
 		}},
 		{"bridge", func() error {
-			req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "hostB", Path: s.rel, SessionID: s.id, LeafID: f.leaf, FirstKeptEntryID: f.cut})
-			m, err := f.agentB.RequestWithContext(ctx, pipeline.BridgeSubject("hostB", s.id), req)
+			req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "hostB", Path: s.rel, SessionID: s.id, LeafID: f.leaf, FirstKeptEntryID: f.cut})
+			m, err := f.agentB.RequestWithContext(ctx, wire.BridgeSubject("hostB", s.id), req)
 			if err != nil {
 				return err
 			}
-			var rep pipeline.BridgeReply
+			var rep wire.BridgeReply
 			if json.Unmarshal(m.Data, &rep) != nil || rep.Error != "" {
 				return fmt.Errorf("reply %s", m.Data)
 			}
 			return nil
 		}},
 		{"hook", func() error {
-			rep, _ := json.Marshal(pipeline.HookReport{V: 1, Store: "hostB", SessionID: s.id, Outcome: pipeline.HookHit, Bridged: true})
-			if err := f.agentB.Publish(pipeline.HookSubject("hostB", s.id), rep); err != nil {
+			rep, _ := json.Marshal(wire.HookReport{V: 1, Store: "hostB", SessionID: s.id, Outcome: wire.HookHit, Bridged: true})
+			if err := f.agentB.Publish(wire.HookSubject("hostB", s.id), rep); err != nil {
 				return err
 			}
 			for {
-				v, err := directGet(ctx, f.agentB, "KV_"+pipeline.BucketPrepared, key)
+				v, err := directGet(ctx, f.agentB, "KV_"+wire.BucketPrepared, key)
 				if err != nil || v == nil {
 					return err
 				}
@@ -363,7 +364,7 @@ func (f *fleet) hostBRound(ctx context.Context) (map[string]time.Duration, error
 		{"enqueue --wait", func() error {
 			out, errOut, err := f.cli(ctx, "agent-hostB", "enqueue", filepath.Join(f.roots["hostB"], s.rel), "--store-dir", f.roots["hostB"], "--store", "hostB",
 				"--force", "--wait", "--timeout", f.flowTimeout.String())
-			var ev pipeline.Event
+			var ev wire.Event
 			if err == nil && (json.Unmarshal([]byte(out), &ev) != nil || ev.Outcome != pipeline.OutcomeDone) {
 				err = fmt.Errorf("%s", out)
 			}
@@ -578,7 +579,7 @@ func (f *fleet) quiet(store string) {
 	waitFor(f.t, 2*time.Minute, store+" quiet", func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 		defer cancel()
-		c, err := js.Consumer(ctx, pipeline.StreamJobs, pipeline.ConsumerName(store))
+		c, err := js.Consumer(ctx, wire.StreamJobs, pipeline.ConsumerName(store))
 		if err != nil {
 			return false
 		}

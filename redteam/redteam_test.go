@@ -21,6 +21,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Case is one attack (see the package's documentation, "Adding a case").
@@ -82,9 +83,9 @@ func (f *fleet) attacker(role pipeline.Role) *Attacker {
 	}
 	nc := f.conn(user, role, stores...)
 	js, _ := jetstream.New(nc)
-	tok := pipeline.SessionToken(sourceID)
+	tok := wire.SessionToken(sourceID)
 	keys := map[string]string{}
-	for b, k := range map[string]string{pipeline.BucketPrepared: pipeline.PreparedKey("hostB", sourceID), pipeline.BucketLeases: "hostB." + tok,
+	for b, k := range map[string]string{wire.BucketPrepared: wire.PreparedKey("hostB", sourceID), pipeline.BucketLeases: "hostB." + tok,
 		pipeline.BucketSweep: "hostB.0123456789abcdef0123456789abcdef01234567", pipeline.BucketAttempts: "hostB.1.0123456789abcdef",
 		pipeline.BucketWorkers: "hostB._owner", pipeline.BucketSpend: "hostB.spend.h2026010100"} {
 		keys[b] = "$KV." + b + "." + k
@@ -94,9 +95,9 @@ func (f *fleet) attacker(role pipeline.Role) *Attacker {
 		next = f.prepareJob(f.next).ID
 	}
 	return &Attacker{Role: role, NC: nc, JS: js, Root: f.roots["hostA"], f: f, user: user, adminA: f.conn("admin-hostA", pipeline.RoleAdmin),
-		B: Names{Store: "hostB", Session: sourceID, Token: tok, Jobs: pipeline.JobSubject("hostB", sourceID, pipeline.KindCompact),
-			Events: pipeline.JobEventSubject("hostB", sourceID, 1), DLQ: pipeline.DLQSubject("hostB", sourceID), Keys: keys,
-			Bridge: pipeline.BridgeSubject("hostB", sourceID), Hook: pipeline.HookSubject("hostB", sourceID), NextPrepareID: next}}
+		B: Names{Store: "hostB", Session: sourceID, Token: tok, Jobs: wire.JobSubject("hostB", sourceID, wire.KindCompact),
+			Events: wire.JobEventSubject("hostB", sourceID, 1), DLQ: wire.DLQSubject("hostB", sourceID), Keys: keys,
+			Bridge: wire.BridgeSubject("hostB", sourceID), Hook: wire.HookSubject("hostB", sourceID), NextPrepareID: next}}
 }
 
 // watch runs op with a context that a refusal of the server ends at once; the refusal is
@@ -433,26 +434,26 @@ func TestSnapshotSeesChange(t *testing.T) {
 		change func() error
 	}{
 		{"a prepared value", func() error {
-			_, err := js.Publish(ctx, "$KV."+pipeline.BucketPrepared+".hostB.x", []byte("x"))
+			_, err := js.Publish(ctx, "$KV."+wire.BucketPrepared+".hostB.x", []byte("x"))
 			return err
 		}},
 		{"a job", func() error {
-			_, err := js.Publish(ctx, pipeline.JobSubject("hostB", "x", pipeline.KindCompact), []byte("{}"))
+			_, err := js.Publish(ctx, wire.JobSubject("hostB", "x", wire.KindCompact), []byte("{}"))
 			return err
 		}},
 		{"a dead letter", func() error {
-			_, err := js.Publish(ctx, pipeline.DLQSubject("hostB", "x"), []byte("{}"))
+			_, err := js.Publish(ctx, wire.DLQSubject("hostB", "x"), []byte("{}"))
 			return err
 		}},
 		{"an event", func() error {
-			_, err := js.Publish(ctx, pipeline.JobEventSubject("hostB", "x", 9), []byte("{}"))
+			_, err := js.Publish(ctx, wire.JobEventSubject("hostB", "x", 9), []byte("{}"))
 			return err
 		}},
 		{"a session file", func() error {
 			return os.WriteFile(f.roots["hostB"]+"/"+sourceSession, []byte("x"), 0o644)
 		}},
 		{"a consumer", func() error {
-			_, err := js.CreateConsumer(ctx, pipeline.StreamEvents, jetstream.ConsumerConfig{Durable: "x"})
+			_, err := js.CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{Durable: "x"})
 			return err
 		}},
 	} {

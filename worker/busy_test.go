@@ -12,6 +12,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The worker marks a skip busy from the engine's Result.Busy alone, never from the
@@ -78,7 +79,7 @@ func TestBusySkipsAreMarked(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, herr := Handler(e, PiVersions{}, nil).Handle(context.Background(), pipeline.Job{Kind: pipeline.KindCompact, OnlyOverBudget: true}, file)
+			res, herr := Handler(e, PiVersions{}, nil).Handle(context.Background(), wire.Job{Kind: wire.KindCompact, OnlyOverBudget: true}, file)
 			if herr != nil || res.Outcome != pipeline.OutcomeSkipped {
 				t.Fatalf("handler %+v, %v; want a skip", res, herr)
 			}

@@ -6,6 +6,7 @@ import (
 	"log/slog"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // RefuseInstructions wraps h: a job that carries summary instructions for a store that
@@ -18,11 +19,11 @@ func RefuseInstructions(refuse map[string]bool, log *slog.Logger, h pipeline.Han
 	if len(refuse) == 0 {
 		return h
 	}
-	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+	return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		if job.Instructions != "" && refuses(refuse, job.Store) {
 			log.Warn("job with summary instructions refused: the store takes none", "store", job.Store, "session", job.SessionID,
 				"kind", job.Kind, "job", job.ID, "instructions_bytes", len(job.Instructions))
-			return pipeline.Result{}, pipeline.Skip(fmt.Sprintf("instructions refused: store %s takes no summary instructions (--store-instructions %s=refuse); ask again without them", job.Store, job.Store))
+			return wire.Result{}, pipeline.Skip(fmt.Sprintf("instructions refused: store %s takes no summary instructions (--store-instructions %s=refuse); ask again without them", job.Store, job.Store))
 		}
 		return h.Handle(ctx, job, file)
 	})

@@ -9,6 +9,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The one place where what the engine says becomes a job's outcome: its result becomes the
@@ -18,10 +19,8 @@ import (
 
 // jobResult is the pipeline's view of an engine result. The outcome words are the same
 // in both (docs/json-output.md); LeafID is the new leaf only when the entry became it.
-func jobResult(res *engine.Result) pipeline.Result {
-	out := pipeline.Result{Outcome: res.Outcome, Reason: res.Reason, EntryID: res.EntryID,
-		TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens,
-		LLMInputTokens: res.LLMInputTokens, LLMCachedInputTokens: res.LLMCachedInputTokens, LLMOutputTokens: res.LLMOutputTokens}
+func jobResult(res *engine.Result) wire.Result {
+	out := wire.Result{Tally: wire.Tally{Outcome: res.Outcome, Reason: res.Reason, EntryID: res.EntryID, TokensBefore: res.TokensBefore, TokensAfter: res.TokensAfter, LLMTokens: res.LLMInputTokens + res.LLMOutputTokens, LLMInputTokens: res.LLMInputTokens, LLMCachedInputTokens: res.LLMCachedInputTokens, LLMOutputTokens: res.LLMOutputTokens}}
 	switch res.Outcome {
 	case outcome.Done:
 		out.LeafID = res.EntryID

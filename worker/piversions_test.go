@@ -19,6 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // piBundle is a real worker (embedded NATS, a store in a temp dir, the real engine with a
@@ -63,7 +64,7 @@ func (b *piBundle) log(t *testing.T) string {
 // compact copies the corpus file rel (a path under testdata/corpus) into the store under a
 // session id of its own, and compacts it with Pi's own cut at keepRecentTokens 1000 by the
 // rules of the release the job names. It returns the job's event and the file.
-func (b *piBundle) compact(t *testing.T, rel, id, piVersion string) (*pipeline.Event, string) {
+func (b *piBundle) compact(t *testing.T, rel, id, piVersion string) (*wire.Event, string) {
 	t.Helper()
 	data, err := os.ReadFile(filepath.Join("../testdata/corpus", rel))
 	if err != nil {
@@ -213,7 +214,7 @@ func TestUnknownPiRelease(t *testing.T) {
 	t.Run("malformed", func(t *testing.T) {
 		t.Parallel()
 		for _, v := range []string{"9.9", "not-a-version", strings.Repeat("9", 40), "1.6.0;rm"} {
-			j := pipeline.Job{V: pipeline.JobVersion, Kind: pipeline.KindCompact, Store: "default", Path: "a.jsonl", SessionID: "s", PiVersion: v}
+			j := wire.Job{V: wire.JobVersion, Kind: wire.KindCompact, Store: "default", Path: "a.jsonl", SessionID: "s", PiVersion: v}
 			if err := j.Validate(); v != "9.9" && (err == nil || !strings.Contains(err.Error(), "piVersion")) {
 				t.Errorf("piVersion %q: %v", v, err)
 			} else if v == "9.9" && err != nil {

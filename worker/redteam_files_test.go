@@ -14,6 +14,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The file attacks of issue 32, each run against a real worker (pipelinetest: an embedded
@@ -75,7 +76,7 @@ func treeDigest(t *testing.T, dir string) (string, int64) {
 // duringSummary enqueues j with --force and --wait semantics, waits for its summary
 // request to reach the model (held there), runs attack, then lets the model answer and
 // returns the job's final event.
-func (b *liveBundle) duringSummary(t *testing.T, j pipeline.Job, attack func()) *pipeline.Event {
+func (b *liveBundle) duringSummary(t *testing.T, j wire.Job, attack func()) *wire.Event {
 	t.Helper()
 	hold := make(chan struct{})
 	b.llm.SetDefault(fakellm.Behavior{Hold: hold})
@@ -122,7 +123,7 @@ func inConfinementModes(t *testing.T, f func(t *testing.T)) {
 // original).
 func TestRedteamSymlinkSwapDuringSummary(t *testing.T) {
 	inConfinementModes(t, func(t *testing.T) {
-		for _, kind := range []string{pipeline.KindCompact, pipeline.KindBranchSummary} {
+		for _, kind := range []string{wire.KindCompact, wire.KindBranchSummary} {
 			t.Run(kind, func(t *testing.T) {
 				b := newLiveBundle(t, -1, nil, true)
 				const id = "019a0000-0000-7000-8000-0000000032a1"
@@ -132,7 +133,7 @@ func TestRedteamSymlinkSwapDuringSummary(t *testing.T) {
 				before, size := treeDigest(t, victim.dir)
 				mine, _ := treeDigest(t, b.StoreDir)
 				j := b.job(t, file)
-				if kind == pipeline.KindBranchSummary {
+				if kind == wire.KindBranchSummary {
 					s, err := sessionio.ReadFile(file)
 					if err != nil {
 						t.Fatal(err)
@@ -246,7 +247,7 @@ func TestRedteamSessionIDLookup(t *testing.T) {
 			victim := newOutside(t, "--proj--/"+base, id)
 			before, size := treeDigest(t, victim.dir)
 			tc.plant(t, b.StoreDir, victim.file(), base)
-			j := pipeline.Job{Kind: pipeline.KindCompact, Store: b.StoreName, Path: "--gone--/" + base, SessionID: id, Reason: "test", Force: true}
+			j := wire.Job{Kind: wire.KindCompact, Store: b.StoreName, Path: "--gone--/" + base, SessionID: id, Reason: "test", Force: true}
 			r := b.enqueue(t, j)
 			after, size2 := treeDigest(t, victim.dir)
 			if after != before {

@@ -11,6 +11,7 @@ import (
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Handler works the jobs the pipeline delivers with e, exactly as `compactor compact` (or
@@ -21,30 +22,30 @@ import (
 // summaries: the service's bucket, which exists once the service has started, hence a
 // function.
 func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore) pipeline.Handler {
-	return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+	return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
 		if err != nil {
-			return pipeline.Result{}, pipeline.Permanent(fmt.Errorf("job: %w", err))
+			return wire.Result{}, pipeline.Permanent(fmt.Errorf("job: %w", err))
 		}
 		if refusal != "" {
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: refusal, PiUnknown: unknown}, nil
+			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: refusal}, PiUnknown: unknown}, nil
 		}
 		req := engine.Request{File: file, Settings: engine.Settings{Pi: pi, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result
 		switch job.Kind {
-		case pipeline.KindBranchSummary:
+		case wire.KindBranchSummary:
 			res, err = e.BranchSummary(ctx, req)
-		case pipeline.KindPrepare:
+		case wire.KindPrepare:
 			res, err = prepareJob(ctx, e, job, req, prepared)
-		case pipeline.KindBase:
+		case wire.KindBase:
 			res, err = baseJob(ctx, e, job, req, prepared)
 		default:
 			res, err = e.Compact(ctx, req)
 		}
 		if err != nil {
-			return pipeline.Result{PiUnknown: unknown}, classify(err)
+			return wire.Result{PiUnknown: unknown}, classify(err)
 		}
 		out := jobResult(res)
 		out.PiUnknown = unknown
@@ -53,7 +54,7 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 }
 
 // prepareJob makes a preparation on top of the session's previous one and stores it.
-func prepareJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
+func prepareJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
 	var store pipeline.PreparedStore
 	if prepared != nil {
 		store = prepared()
@@ -106,7 +107,7 @@ func readBase(ctx context.Context, store pipeline.PreparedStore, storeName, sess
 // baseJob makes the model's summary of what an extract answered (engine.MakeBase) and lands
 // it on the session's base: stored when the base still holds the state it was made on,
 // discarded (superseded) when the session moved on meanwhile.
-func baseJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
+func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() pipeline.PreparedStore) (*engine.Result, error) {
 	var store pipeline.PreparedStore
 	if prepared != nil {
 		store = prepared()
@@ -163,8 +164,8 @@ func baseJob(ctx context.Context, e *engine.Engine, job pipeline.Job, req engine
 // answer made without a model at that cut (engine.Extract). After an extract it stores the
 // base the extract leaves and, when bases are on, queues the job that has a model summarize
 // the extract's span (a base job, through follow).
-func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
-	return pipeline.BridgerFunc(func(ctx context.Context, req pipeline.BridgeRequest, file string, raw []byte) ([]byte, error) {
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedStore, follow func(context.Context, wire.Job) (pipeline.EnqueueResult, error), logger *slog.Logger) pipeline.Bridger {
+	return pipeline.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
 			return nil, &engine.InputError{Err: fmt.Errorf("bridge: %w", err)}
@@ -186,7 +187,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 			out.Store, out.Path = req.Store, req.Path
 			if store != nil {
 				made, latest := out.LeftBase(req.LeafID)
-				job := pipeline.Job{Kind: pipeline.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
+				job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
 					ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
 					Counter: "estimate", KeepRecentTokens: req.KeepRecentTokens, PiVersion: req.PiVersion}
 				pipeline.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
@@ -213,7 +214,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() pipeline.PreparedS
 			// made on the previous compaction's text before its base landed: the next summary
 			// builds on the base and reads this preparation's span again
 			pipeline.AfterReply(ctx, func(ctx context.Context) {
-				leaveBase(ctx, store, nil, made, latest, pipeline.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
+				leaveBase(ctx, store, nil, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
 			})
 		}
 		return json.Marshal(out)
@@ -251,8 +252,8 @@ func (a assessor) SettingsFingerprint() string {
 // stored now: engine.NextBase), then, with follow, queues the base job for it (an
 // extract's). Failures are logged: the value has answered Pi already, and the next extract
 // asks again.
-func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error),
-	made *engine.Base, latest *engine.BaseAnchor, job pipeline.Job, logger *slog.Logger) {
+func leaveBase(ctx context.Context, store pipeline.PreparedStore, follow func(context.Context, wire.Job) (pipeline.EnqueueResult, error),
+	made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base
 		if current != nil {

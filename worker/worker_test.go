@@ -23,6 +23,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // fakeOpenAI is the OpenAI summarizer on a fake endpoint, without retries or waits.
@@ -67,7 +68,7 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
 			c.Bridger = Bridger(eng, PiVersions{}, func() pipeline.PreparedStore { return b.Service.Prepared() },
-				func(ctx context.Context, j pipeline.Job) (pipeline.EnqueueResult, error) {
+				func(ctx context.Context, j wire.Job) (pipeline.EnqueueResult, error) {
 					return b.Service.Follow(ctx, j)
 				}, slog.Default())
 		}})
@@ -79,9 +80,9 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 // (version 0) is refused without reading anything.
 func (b *liveBundle) awaitBridges(t *testing.T, id string) {
 	t.Helper()
-	probe, _ := json.Marshal(pipeline.BridgeRequest{Store: "default", SessionID: id})
+	probe, _ := json.Marshal(wire.BridgeRequest{Store: "default", SessionID: id})
 	waitUntil(t, time.Minute, "the service answering bridge requests", func() bool {
-		_, err := b.Conn.Request(pipeline.BridgeSubject("default", id), probe, 5*time.Second)
+		_, err := b.Conn.Request(wire.BridgeSubject("default", id), probe, 5*time.Second)
 		return !errors.Is(err, nats.ErrNoResponders)
 	})
 }
@@ -105,7 +106,7 @@ func (b *liveBundle) session(t *testing.T, rel, id string) string {
 }
 
 // job is an on-demand compact job for the file as it is now.
-func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
+func (b *liveBundle) job(t *testing.T, file string) wire.Job {
 	t.Helper()
 	j, err := b.JobFor(file)
 	if err != nil {
@@ -114,7 +115,7 @@ func (b *liveBundle) job(t *testing.T, file string) pipeline.Job {
 	return j
 }
 
-func (b *liveBundle) enqueue(t *testing.T, j pipeline.Job) pipeline.EnqueueResult {
+func (b *liveBundle) enqueue(t *testing.T, j wire.Job) pipeline.EnqueueResult {
 	t.Helper()
 	r, err := b.Enqueue(context.Background(), j, true, hangGuard)
 	if err != nil {
@@ -196,7 +197,7 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 	// The job is queued (no worker runs yet); then the file moves to another project dir.
 	eventually(t, func() bool {
 		js, _ := b.Conn.JetStream()
-		info, err := js.StreamInfo(pipeline.StreamJobs)
+		info, err := js.StreamInfo(wire.StreamJobs)
 		return err == nil && info.State.Msgs == 1
 	})
 	moved := filepath.Join(b.StoreDir, "--q--", filepath.Base(file))
@@ -221,10 +222,10 @@ func TestLiveRenameWhileQueued(t *testing.T) {
 // again, and the second delivery must find the entry instead of appending another.
 func crashOnce(calls *atomic.Int32) func(pipeline.Handler) pipeline.Handler {
 	return func(h pipeline.Handler) pipeline.Handler {
-		return pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+		return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 			res, err := h.Handle(ctx, job, file)
 			if calls.Add(1) == 1 && err == nil {
-				return pipeline.Result{}, pipeline.Retry(fmt.Errorf("worker crashed after appending %s", res.EntryID))
+				return wire.Result{}, pipeline.Retry(fmt.Errorf("worker crashed after appending %s", res.EntryID))
 			}
 			return res, err
 		})
@@ -233,7 +234,7 @@ func crashOnce(calls *atomic.Int32) func(pipeline.Handler) pipeline.Handler {
 
 func TestLiveRedeliveryFindsTheEntry(t *testing.T) {
 	t.Parallel()
-	for _, kind := range []string{pipeline.KindCompact, pipeline.KindBranchSummary} {
+	for _, kind := range []string{wire.KindCompact, wire.KindBranchSummary} {
 		t.Run(kind, func(t *testing.T) {
 			t.Parallel()
 			var calls atomic.Int32
@@ -242,7 +243,7 @@ func TestLiveRedeliveryFindsTheEntry(t *testing.T) {
 			file := b.session(t, "--p--/a_"+id+".jsonl", id)
 			j := b.job(t, file)
 			typ := sessionio.TypeCompaction
-			if kind == pipeline.KindBranchSummary {
+			if kind == wire.KindBranchSummary {
 				j.Kind, j.TargetID, typ = kind, "bbbb0004", sessionio.TypeBranchSummary
 			}
 			r := b.enqueue(t, j)
@@ -374,7 +375,7 @@ func TestLivePrepareJob(t *testing.T) {
 	appendPi(t, file, piUser("pu000001", j.ExpectLeafID)) // mid-turn, just modified
 	before, _ := os.ReadFile(file)
 	j = b.job(t, file)
-	j.Kind = pipeline.KindPrepare
+	j.Kind = wire.KindPrepare
 	r := b.enqueue(t, j)
 	if r.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("event %+v", r.Event)
@@ -397,7 +398,7 @@ func TestLivePrepareJob(t *testing.T) {
 	// the first request's conversation (append-only: a provider's prompt cache serves it).
 	appendPi(t, file, piAssistant("pa000001", "pu000001"), piUser("pu000002", "pa000001"), piAssistant("pa000002", "pu000002"))
 	j2 := b.job(t, file)
-	j2.Kind = pipeline.KindPrepare
+	j2.Kind = wire.KindPrepare
 	if r := b.enqueue(t, j2); r.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("second: %+v", r.Event)
 	}
@@ -426,7 +427,7 @@ func TestLiveBridge(t *testing.T) {
 	const id = "019a0000-0000-7000-8000-0000000b41d6"
 	file := b.session(t, "--p--/b_"+id+".jsonl", id)
 	j := b.job(t, file)
-	j.Kind, j.Policy, j.Counter, j.KeepRecentTokens = pipeline.KindPrepare, "pi", "estimate", 200
+	j.Kind, j.Policy, j.Counter, j.KeepRecentTokens = wire.KindPrepare, "pi", "estimate", 200
 	if r := b.enqueue(t, j); r.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("prepare: %+v", r.Event)
 	}
@@ -438,18 +439,18 @@ func TestLiveBridge(t *testing.T) {
 	// The agent goes on for two turns; Pi cuts at the newest user message.
 	appendPi(t, file, piUser("pu000011", j.ExpectLeafID), piAssistant("pa000011", "pu000011"), piUser("pu000012", "pa000011"), piAssistant("pa000012", "pu000012"))
 	calls := b.llm.Count()
-	ask := func(cut string, extract ...bool) pipeline.BridgeRequest {
-		return pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000012", FirstKeptEntryID: cut,
+	ask := func(cut string, extract ...bool) wire.BridgeRequest {
+		return wire.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000012", FirstKeptEntryID: cut,
 			Extract: len(extract) > 0 && extract[0], KeepRecentTokens: 200}
 	}
-	send := func(r pipeline.BridgeRequest) pipeline.BridgeReply {
+	send := func(r wire.BridgeRequest) wire.BridgeReply {
 		t.Helper()
 		req, _ := json.Marshal(r)
-		msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+		msg, err := b.Conn.Request(wire.BridgeSubject("default", id), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep pipeline.BridgeReply
+		var rep wire.BridgeReply
 		if err := json.Unmarshal(msg.Data, &rep); err != nil {
 			t.Fatal(err)
 		}
@@ -522,13 +523,13 @@ func TestLiveExtractThenBase(t *testing.T) {
 	appendPi(t, file, piUser("pu000021", j.ExpectLeafID), piAssistant("pa000021", "pu000021"), piUser("pu000022", "pa000021"), piAssistant("pa000022", "pu000022"))
 	extract := func(leaf, cut string) engine.Prepared {
 		t.Helper()
-		req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: leaf, FirstKeptEntryID: cut,
+		req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: leaf, FirstKeptEntryID: cut,
 			Extract: true, KeepRecentTokens: 200})
-		msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+		msg, err := b.Conn.Request(wire.BridgeSubject("default", id), req, 10*time.Second)
 		if err != nil {
 			t.Fatal(err)
 		}
-		var rep pipeline.BridgeReply
+		var rep wire.BridgeReply
 		var ext engine.Prepared
 		if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" || json.Unmarshal(rep.Prepared, &ext) != nil {
 			t.Fatalf("extract: %s", msg.Data)
@@ -571,7 +572,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 	}
 	appendPi(t, file, long("pu000023", "c0000021"), piAssistant("pa000023", "pu000023"), long("pu000024", "pa000023"), piAssistant("pa000024", "pu000024"))
 	pj := b.job(t, file)
-	pj.Kind, pj.Policy, pj.Counter, pj.KeepRecentTokens = pipeline.KindPrepare, "pi", "estimate", 200
+	pj.Kind, pj.Policy, pj.Counter, pj.KeepRecentTokens = wire.KindPrepare, "pi", "estimate", 200
 	if r := b.enqueue(t, pj); r.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("prepare: %+v", r.Event)
 	}
@@ -612,9 +613,9 @@ func TestOutcomeVocabulary(t *testing.T) {
 			t.Errorf("%s: leaf %q (only a done entry becomes the leaf)", o, r.LeafID)
 		}
 	}
-	if engine.KindCompact != pipeline.KindCompact || engine.KindBranchSummary != pipeline.KindBranchSummary || engine.KindPrepare != pipeline.KindPrepare {
+	if engine.KindCompact != wire.KindCompact || engine.KindBranchSummary != wire.KindBranchSummary || engine.KindPrepare != wire.KindPrepare {
 		t.Errorf("kinds differ: %q %q %q / %q %q %q", engine.KindCompact, engine.KindBranchSummary, engine.KindPrepare,
-			pipeline.KindCompact, pipeline.KindBranchSummary, pipeline.KindPrepare)
+			wire.KindCompact, wire.KindBranchSummary, wire.KindPrepare)
 	}
 }
 
@@ -628,10 +629,10 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 	file := b.session(t, "--p--/y_"+id+".jsonl", id)
 	j := b.job(t, file)
 	appendPi(t, file, piUser("pu000031", j.ExpectLeafID), piAssistant("pa000031", "pu000031"), piUser("pu000032", "pa000031"), piAssistant("pa000032", "pu000032"))
-	events := make(chan pipeline.Event, 16)
+	events := make(chan wire.Event, 16)
 	sub, err := b.Conn.Subscribe("compactor.events.default.>", func(m *nats.Msg) {
-		var ev pipeline.Event
-		if json.Unmarshal(m.Data, &ev) == nil && ev.Kind == pipeline.KindBase && ev.Final() {
+		var ev wire.Event
+		if json.Unmarshal(m.Data, &ev) == nil && ev.Kind == wire.KindBase && ev.Final() {
 			events <- ev
 		}
 	})
@@ -643,13 +644,13 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 	hold := make(chan struct{})
 	b.llm.Enqueue(fakellm.Behavior{Hold: hold})
 	calls := b.llm.Count()
-	req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000032", FirstKeptEntryID: "pu000032",
+	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: "pa000032", FirstKeptEntryID: "pu000032",
 		Extract: true, KeepRecentTokens: 200})
-	msg, err := b.Conn.Request(pipeline.BridgeSubject("default", id), req, 10*time.Second)
+	msg, err := b.Conn.Request(wire.BridgeSubject("default", id), req, 10*time.Second)
 	if err != nil {
 		t.Fatal(err)
 	}
-	var rep pipeline.BridgeReply
+	var rep wire.BridgeReply
 	if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" {
 		t.Fatalf("extract: %s", msg.Data)
 	}
@@ -659,7 +660,7 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 		t.Fatal(err)
 	}
 	close(hold)
-	var ev pipeline.Event
+	var ev wire.Event
 	select {
 	case ev = <-events:
 	case <-time.After(hangGuard):

@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nkeys"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {
@@ -133,7 +134,7 @@ func runAuth(ctx context.Context, env *Env) error {
 		var names []string
 		for _, n := range strings.Split(g, ",") {
 			n = strings.TrimSpace(n)
-			if err := pipeline.ValidateStoreName(n); err != nil {
+			if err := wire.ValidateStoreName(n); err != nil {
 				return usageErrorf("--store %q: %v", g, err)
 			}
 			if other, ok := seen[n]; ok {

@@ -18,6 +18,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/worker"
 )
 
@@ -107,7 +108,7 @@ func benchPipeline(b *testing.B, conc, n int, latency time.Duration) {
 	var got, ok atomic.Int64
 	var jobTime atomic.Int64
 	sub, err := svc.Conn().Subscribe("compactor.events.>", func(m *nats.Msg) {
-		var ev pipeline.Event
+		var ev wire.Event
 		if json.Unmarshal(m.Data, &ev) != nil || !ev.Final() {
 			return
 		}

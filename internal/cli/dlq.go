@@ -16,6 +16,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {
@@ -130,7 +131,7 @@ func runDLQ(ctx context.Context, env *Env) error {
 		return usageErrorf("unknown dlq subcommand %q: want list, show, retry or purge", action)
 	}
 	if f.filter.Store != "" {
-		if err := pipeline.ValidateStoreName(f.filter.Store); err != nil {
+		if err := wire.ValidateStoreName(f.filter.Store); err != nil {
 			return usageErrorf("--store: %v", err)
 		}
 	}
@@ -239,7 +240,7 @@ func (f *dlqFlags) passInstructions(w io.Writer, r pipeline.DeadLetterRecord) st
 	if r.Foreign != "" {
 		return ""
 	}
-	job, err := pipeline.DecodeJob(r.Job)
+	job, err := wire.DecodeJob(r.Job)
 	if err != nil || job.Instructions == "" {
 		return "" // Retry says what is wrong with a job it cannot decode
 	}

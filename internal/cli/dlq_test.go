@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // startDLQService runs a service of store "default" at store, with its embedded NATS in
@@ -49,20 +50,20 @@ func TestDLQCommand(t *testing.T) {
 	}
 	var failing atomic.Bool
 	failing.Store(true)
-	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+	h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
 		if failing.Load() {
-			return pipeline.Result{}, pipeline.Permanent(errors.New("the endpoint refused the model"))
+			return wire.Result{}, pipeline.Permanent(errors.New("the endpoint refused the model"))
 		}
 		fh, err := os.OpenFile(f, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			return pipeline.Result{}, err
+			return wire.Result{}, err
 		}
 		defer fh.Close()
 		_, err = fmt.Fprintf(fh, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
-		return pipeline.Result{EntryID: "c0ffee00"}, err
+		return wire.Result{Tally: wire.Tally{EntryID: "c0ffee00"}}, err
 	})
 	svc := startDLQService(t, store, data, h)
-	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: "s.jsonl",
+	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
 		SessionID: sid, ExpectLeafID: "a1b2c3d4", Reason: "sweep"}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("job: %+v %v", r.Event, err)

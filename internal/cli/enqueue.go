@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {
@@ -55,7 +56,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	var (
 		store      = fs.String("store", "", "store name (default: the store containing FILE, or \"default\" with --store-dir)")
 		storeDir   = fs.String("store-dir", "", "root directory of the store")
-		kind       = fs.String("kind", pipeline.KindCompact, "job kind: compact or branch_summary")
+		kind       = fs.String("kind", wire.KindCompact, "job kind: compact or branch_summary")
 		to         = fs.String("to", "", "branch_summary: the entry id being navigated to")
 		from       = fs.String("from", "", "branch_summary: the entry id the branch is left from (default: the leaf)")
 		force      = fs.Bool("force", false, "run even if the session was modified recently (the worker's --idle); a turn in progress is never compacted")
@@ -79,10 +80,10 @@ func runEnqueue(ctx context.Context, env *Env) error {
 		return usageErrorf("need exactly one session FILE (got %d arguments; see --help)", len(pos))
 	}
 	file := pos[0]
-	if *kind != pipeline.KindCompact && *kind != pipeline.KindBranchSummary {
+	if *kind != wire.KindCompact && *kind != wire.KindBranchSummary {
 		return usageErrorf("--kind %q: want compact or branch_summary", *kind)
 	}
-	if *kind == pipeline.KindBranchSummary && *to == "" {
+	if *kind == wire.KindBranchSummary && *to == "" {
 		return usageErrorf("--kind branch_summary needs --to ID")
 	}
 	if *keepRecent < 0 {
@@ -113,7 +114,7 @@ func runEnqueue(ctx context.Context, env *Env) error {
 	if sess.Header.ID == "" {
 		return usageErrorf("%s: no session id in the header", file)
 	}
-	job := pipeline.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
+	job := wire.Job{Kind: *kind, Store: st.Name, Path: rel, SessionID: sess.Header.ID, Reason: *reason,
 		ExpectLeafID: sess.LeafID(), TargetID: *to, FromID: *from, Force: *force, OnlyOverBudget: *onlyOver, Policy: *policy,
 		KeepRecentTokens: *keepRecent, Instructions: *instr}
 
@@ -170,7 +171,7 @@ func pickStore(file, name, dir string, getenv func(string) string) (pipeline.Sto
 		if name == "" {
 			name = pipeline.DefaultStoreName
 		}
-		if err := pipeline.ValidateStoreName(name); err != nil {
+		if err := wire.ValidateStoreName(name); err != nil {
 			return pipeline.Store{}, usageErrorf("--store: %v", err)
 		}
 		return pipeline.Store{Name: name, Dir: dir}, nil

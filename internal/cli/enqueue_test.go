@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 const enqueueSession = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a6b9-f316c6e71060","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}
@@ -23,20 +24,20 @@ const enqueueSession = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a
 // fails for reason "fail", and returns its URL.
 func enqueueService(t *testing.T, dir string, block chan struct{}) []string {
 	t.Helper()
-	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+	h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		if block != nil {
 			<-block
 		}
 		if job.Reason == "fail" {
-			return pipeline.Result{}, pipeline.Permanent(fmt.Errorf("model refused"))
+			return wire.Result{}, pipeline.Permanent(fmt.Errorf("model refused"))
 		}
 		f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			return pipeline.Result{}, err
+			return wire.Result{}, err
 		}
 		defer f.Close()
 		_, err = fmt.Fprintf(f, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
-		return pipeline.Result{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}, err
+		return wire.Result{Tally: wire.Tally{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}}, err
 	})
 	n := pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h}).NATS()
 	return []string{"--nats-url", n.URL, "--nats-token-file", n.TokenFile}
@@ -69,7 +70,7 @@ func TestEnqueueWaitPrintsEvent(t *testing.T) {
 	if code != 0 {
 		t.Fatalf("exit %d: %s", code, errs)
 	}
-	var ev pipeline.Event
+	var ev wire.Event
 	if err := json.Unmarshal([]byte(out), &ev); err != nil {
 		t.Fatalf("stdout %q: %v", out, err)
 	}

@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {
@@ -59,7 +60,7 @@ func runEvents(ctx context.Context, env *Env) error {
 	if *store == "" {
 		return usageErrorf("--store is required")
 	}
-	if err := pipeline.ValidateStoreName(*store); err != nil {
+	if err := wire.ValidateStoreName(*store); err != nil {
 		return usageErrorf("--store: %v", err)
 	}
 	ncfg, err := ops.operatorAccount(n, *credentials, "events", *store, "events")
@@ -73,7 +74,7 @@ func runEvents(ctx context.Context, env *Env) error {
 	defer nc.Close()
 	enc := json.NewEncoder(jsonOut(env.Stdout))
 	count := 0
-	leftOut, err := pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev pipeline.Event) {
+	leftOut, err := pipeline.SessionEvents(ctx, nc, *store, *session, *follow, func(ev wire.Event) {
 		count++
 		if *asJSON {
 			_ = enc.Encode(ev)
@@ -99,7 +100,7 @@ func runEvents(ctx context.Context, env *Env) error {
 
 // writeEvent prints an event on one line, every text a store's worker wrote escaped
 // (visible.Line).
-func writeEvent(w io.Writer, ev pipeline.Event) {
+func writeEvent(w io.Writer, ev wire.Event) {
 	v := visible.Line
 	var b strings.Builder
 	fmt.Fprintf(&b, "%s  job %d  %s  %s  attempt %d  %s", ev.At.Local().Format(time.DateTime), ev.JobSeq, v(ev.Kind), v(ev.SessionID), ev.Attempt, v(string(ev.Outcome)))

@@ -6,13 +6,13 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // An event's line says when a job was served for a Pi release compactor does not know (the
 // piUnknown of --pi-unknown), as text escaped like every other field a worker wrote.
 func TestEventLineNamesAnUnknownPi(t *testing.T) {
-	ev := pipeline.Event{V: 1, JobSeq: 7, Store: "default", SessionID: "s1", Kind: pipeline.KindCompact, Attempt: 1,
-		Outcome: pipeline.OutcomeDone, PiUnknown: "9.9.9", At: time.Unix(0, 0), Worker: "w1"}
+	ev := wire.Event{V: 1, JobSeq: 7, JobRef: wire.JobRef{Store: "default", SessionID: "s1", Kind: wire.KindCompact}, Attempt: 1, Tally: wire.Tally{Outcome: pipeline.OutcomeDone}, PiUnknown: "9.9.9", At: time.Unix(0, 0), Worker: "w1"}
 	var b strings.Builder
 	writeEvent(&b, ev)
 	if !strings.Contains(b.String(), "unknown Pi 9.9.9") {

@@ -13,6 +13,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 var errHelp = errors.New("help requested")
@@ -240,7 +241,7 @@ func parseStore(spec string) (pipeline.Store, error) {
 	if !ok {
 		return pipeline.Store{}, fmt.Errorf("%q: want NAME=DIR (for example default=%s)", spec, spec)
 	}
-	if err := pipeline.ValidateStoreName(name); err != nil {
+	if err := wire.ValidateStoreName(name); err != nil {
 		return pipeline.Store{}, fmt.Errorf("%q: %w", spec, err)
 	}
 	if dir == "" {
@@ -314,7 +315,7 @@ func (s *spendFlag) Set(v string) error {
 	spec := v
 	var l pipeline.SpendLimit
 	if store, rest, ok := strings.Cut(spec, "="); ok {
-		if err := pipeline.ValidateStoreName(store); err != nil {
+		if err := wire.ValidateStoreName(store); err != nil {
 			return fmt.Errorf("%q: %v", v, err)
 		}
 		l.Store, spec = store, rest

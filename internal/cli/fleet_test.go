@@ -28,6 +28,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Issue 27's "done when": a real nats-server started from the configuration `compactor
@@ -443,7 +444,7 @@ func try(a attempt, user string, nc *nats.Conn, f *fleet) (time.Duration, error)
 }
 
 func attemptsOnB(f *fleet) []attempt {
-	tok := pipeline.SessionToken(acmeID)
+	tok := wire.SessionToken(acmeID)
 	js := func(nc *nats.Conn) jetstream.JetStream { j, _ := jetstream.New(nc); return j }
 	request := func(subject string, body []byte) func(context.Context, *nats.Conn) error {
 		return func(ctx context.Context, nc *nats.Conn) error {
@@ -478,17 +479,17 @@ func attemptsOnB(f *fleet) []attempt {
 		out = append(out, attempt{name: name, do: do})
 	}
 	add("fetch B's jobs: bind its consumer", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).Consumer(ctx, pipeline.StreamJobs, pipeline.ConsumerName("hostB"))
+		_, err := js(nc).Consumer(ctx, wire.StreamJobs, pipeline.ConsumerName("hostB"))
 		return err
 	})
 	add("fetch B's jobs: pull from its consumer", request("$JS.API.CONSUMER.MSG.NEXT.COMPACTOR_JOBS.compactor-hostB", []byte(`{"batch":1,"expires":1000000000}`)))
 	add("read B's events: subscribe", subscribe("compactor.events.hostB.>"))
 	add("read B's events: direct get", request("$JS.API.DIRECT.GET.COMPACTOR_EVENTS.compactor.events.hostB."+tok+".1", nil))
 	add("read B's events: a consumer of them", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).CreateConsumer(ctx, pipeline.StreamEvents, jetstream.ConsumerConfig{FilterSubject: "compactor.events.hostB.>"})
+		_, err := js(nc).CreateConsumer(ctx, wire.StreamEvents, jetstream.ConsumerConfig{FilterSubject: "compactor.events.hostB.>"})
 		return err
 	})
-	for _, b := range []string{pipeline.BucketPrepared, pipeline.BucketLeases, pipeline.BucketSweep, pipeline.BucketWorkers, pipeline.BucketAttempts} {
+	for _, b := range []string{wire.BucketPrepared, pipeline.BucketLeases, pipeline.BucketSweep, pipeline.BucketWorkers, pipeline.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("get B's "+b, request("$JS.API.DIRECT.GET.KV_"+b+"."+key, nil))
 		add("list B's "+b, func(ctx context.Context, nc *nats.Conn) error {
@@ -510,7 +511,7 @@ func attemptsOnB(f *fleet) []attempt {
 			return err
 		})
 	}
-	for _, b := range []string{pipeline.BucketLeases, pipeline.BucketPrepared, pipeline.BucketSweep, pipeline.BucketAttempts} {
+	for _, b := range []string{pipeline.BucketLeases, wire.BucketPrepared, pipeline.BucketSweep, pipeline.BucketAttempts} {
 		key := "$KV." + b + ".hostB." + tok
 		add("put B's "+b, func(ctx context.Context, nc *nats.Conn) error {
 			_, err := js(nc).Publish(ctx, key, []byte(`{"worker":"hostA"}`))
@@ -529,12 +530,12 @@ func attemptsOnB(f *fleet) []attempt {
 		_, err := js(nc).PublishMsg(ctx, m, jetstream.WithMsgTTL(time.Hour))
 		return err
 	})
-	add("request B's bridge", request(pipeline.BridgeSubject("hostB", acmeID), []byte(`{"v":1}`)))
+	add("request B's bridge", request(wire.BridgeSubject("hostB", acmeID), []byte(`{"v":1}`)))
 	add("subscribe to B's bridge subject", subscribe("compactor.bridge.hostB.*"))
 	add("subscribe to B's hook subject", subscribe("compactor.hooks.hostB.*"))
-	add("report a hook run of B's", publish(pipeline.HookSubject("hostB", acmeID)))
+	add("report a hook run of B's", publish(wire.HookSubject("hostB", acmeID)))
 	add("publish a job for B", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := pipeline.Enqueue(ctx, nc, pipeline.Job{Kind: pipeline.KindCompact, Store: "hostB", Path: acmeSession, SessionID: acmeID,
+		_, err := pipeline.Enqueue(ctx, nc, wire.Job{Kind: wire.KindCompact, Store: "hostB", Path: acmeSession, SessionID: acmeID,
 			Instructions: "steer hostB's agent", Force: true}, false, 0)
 		return err
 	})
@@ -551,27 +552,27 @@ func attemptsOnB(f *fleet) []attempt {
 		return err
 	})
 	add("update COMPACTOR_JOBS", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).UpdateStream(ctx, jetstream.StreamConfig{Name: pipeline.StreamJobs, Subjects: []string{"compactor.jobs.>"}, Retention: jetstream.WorkQueuePolicy})
+		_, err := js(nc).UpdateStream(ctx, jetstream.StreamConfig{Name: wire.StreamJobs, Subjects: []string{"compactor.jobs.>"}, Retention: jetstream.WorkQueuePolicy})
 		return err
 	})
-	add("delete COMPACTOR_JOBS", func(ctx context.Context, nc *nats.Conn) error { return js(nc).DeleteStream(ctx, pipeline.StreamJobs) })
+	add("delete COMPACTOR_JOBS", func(ctx context.Context, nc *nats.Conn) error { return js(nc).DeleteStream(ctx, wire.StreamJobs) })
 	add("create a bucket", func(ctx context.Context, nc *nats.Conn) error {
 		_, err := js(nc).CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: "STEAL"})
 		return err
 	})
 	add("delete a bucket", func(ctx context.Context, nc *nats.Conn) error {
-		return js(nc).DeleteKeyValue(ctx, pipeline.BucketPrepared)
+		return js(nc).DeleteKeyValue(ctx, wire.BucketPrepared)
 	})
 	add("take over B's consumer", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).UpdateConsumer(ctx, pipeline.StreamJobs, jetstream.ConsumerConfig{Durable: pipeline.ConsumerName("hostB"), FilterSubject: "compactor.jobs.hostA.>"})
+		_, err := js(nc).UpdateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: pipeline.ConsumerName("hostB"), FilterSubject: "compactor.jobs.hostA.>"})
 		return err
 	})
 	add("create a consumer of B's jobs", func(ctx context.Context, nc *nats.Conn) error {
-		_, err := js(nc).CreateConsumer(ctx, pipeline.StreamJobs, jetstream.ConsumerConfig{Durable: "steal", FilterSubject: "compactor.jobs.hostB.>"})
+		_, err := js(nc).CreateConsumer(ctx, wire.StreamJobs, jetstream.ConsumerConfig{Durable: "steal", FilterSubject: "compactor.jobs.hostB.>"})
 		return err
 	})
 	add("delete B's consumer", func(ctx context.Context, nc *nats.Conn) error {
-		return js(nc).DeleteConsumer(ctx, pipeline.StreamJobs, pipeline.ConsumerName("hostB"))
+		return js(nc).DeleteConsumer(ctx, wire.StreamJobs, pipeline.ConsumerName("hostB"))
 	})
 	add("a consumer of B's sweep records", request("$JS.API.CONSUMER.CREATE.KV_COMPACTOR_SWEEP.steal.$KV.COMPACTOR_SWEEP.hostB.>",
 		[]byte(`{"stream_name":"KV_COMPACTOR_SWEEP","config":{"name":"steal","filter_subject":"$KV.COMPACTOR_SWEEP.hostB.>","ack_policy":"none"}}`)))
@@ -591,13 +592,13 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	// A preparation (as the Pi extension asks for one), read back, bridged to a later cut,
 	// then deleted once Pi's hook reported its run.
 	leaf := lastEntryID(t, filepath.Join(root, acmeSession))
-	prep := pipeline.Job{Kind: pipeline.KindPrepare, Store: h, Path: acmeSession, SessionID: acmeID, ExpectLeafID: leaf, Reason: "extension",
+	prep := wire.Job{Kind: wire.KindPrepare, Store: h, Path: acmeSession, SessionID: acmeID, ExpectLeafID: leaf, Reason: "extension",
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 6000}
 	res, err := pipeline.Enqueue(ctx, agent, prep, true, time.Minute)
 	if err != nil || res.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("%s: prepare: %+v %v", h, res.Event, err)
 	}
-	prepared := directGet(t, agent, "KV_"+pipeline.BucketPrepared, "$KV."+pipeline.BucketPrepared+"."+pipeline.PreparedKey(h, acmeID))
+	prepared := directGet(t, agent, "KV_"+wire.BucketPrepared, "$KV."+wire.BucketPrepared+"."+wire.PreparedKey(h, acmeID))
 	if prepared == nil {
 		t.Fatalf("%s: the agent cannot read its prepared summary", h)
 	}
@@ -608,24 +609,24 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	if code != ExitOK || json.Unmarshal([]byte(planOut), &plan) != nil {
 		t.Fatalf("plan: exit %d %s", code, errOut)
 	}
-	req, _ := json.Marshal(pipeline.BridgeRequest{V: 1, Store: h, Path: acmeSession, SessionID: acmeID, LeafID: leaf, FirstKeptEntryID: plan.FirstKept})
-	m, err := agent.Request(pipeline.BridgeSubject(h, acmeID), req, 30*time.Second)
+	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: h, Path: acmeSession, SessionID: acmeID, LeafID: leaf, FirstKeptEntryID: plan.FirstKept})
+	m, err := agent.Request(wire.BridgeSubject(h, acmeID), req, 30*time.Second)
 	if err != nil {
 		t.Fatalf("%s: bridge: %v", h, err)
 	}
-	var rep pipeline.BridgeReply
+	var rep wire.BridgeReply
 	var bridged struct {
 		FirstKept string `json:"firstKeptEntryId"`
 	}
 	if json.Unmarshal(m.Data, &rep) != nil || rep.Error != "" || json.Unmarshal(rep.Prepared, &bridged) != nil || bridged.FirstKept != plan.FirstKept {
 		t.Fatalf("%s: bridge reply %s", h, m.Data)
 	}
-	hook, _ := json.Marshal(pipeline.HookReport{V: 1, Store: h, SessionID: acmeID, Outcome: pipeline.HookHit, Bridged: true})
-	if err := agent.Publish(pipeline.HookSubject(h, acmeID), hook); err != nil {
+	hook, _ := json.Marshal(wire.HookReport{V: 1, Store: h, SessionID: acmeID, Outcome: wire.HookHit, Bridged: true})
+	if err := agent.Publish(wire.HookSubject(h, acmeID), hook); err != nil {
 		t.Fatal(err)
 	}
 	deadline := time.Now().Add(hangGuard)
-	for directGet(t, agent, "KV_"+pipeline.BucketPrepared, "$KV."+pipeline.BucketPrepared+"."+pipeline.PreparedKey(h, acmeID)) != nil {
+	for directGet(t, agent, "KV_"+wire.BucketPrepared, "$KV."+wire.BucketPrepared+"."+wire.PreparedKey(h, acmeID)) != nil {
 		if time.Now().After(deadline) {
 			t.Fatalf("%s: the used summary was not deleted", h)
 		}
@@ -666,14 +667,14 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	// enqueue --wait (the agent's credentials) returns the result: the session prepared
 	// above (under budget, so no sweep took it) compacted on demand.
 	code, out, errOut = f.cli(append([]string{"enqueue", filepath.Join(root, acmeSession), "--store-dir", root, "--store", h, "--force", "--wait", "--timeout", "2m"}, f.args("agent-"+h)...)...)
-	var ev pipeline.Event
+	var ev wire.Event
 	if code != ExitOK || json.Unmarshal([]byte(out), &ev) != nil || ev.Store != h || ev.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("%s: enqueue --wait: exit %d\n%s\n%s", h, code, out, errOut)
 	}
 
 	// A dead letter of the host's, replayed by the operator.
 	late := "late/2026-01-01T00-00-00-000Z_" + h + "-late.jsonl"
-	res, err = pipeline.Enqueue(ctx, agent, pipeline.Job{Kind: pipeline.KindCompact, Store: h, Path: late, SessionID: h + "-late"}, true, time.Minute)
+	res, err = pipeline.Enqueue(ctx, agent, wire.Job{Kind: wire.KindCompact, Store: h, Path: late, SessionID: h + "-late"}, true, time.Minute)
 	if err != nil || res.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("%s: a job for a missing file: %+v %v", h, res.Event, err)
 	}

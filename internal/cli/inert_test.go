@@ -13,6 +13,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/visible"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // evilText is what a store's key may write into a record the operator reads: a screen
@@ -27,8 +28,8 @@ const evilText = "\x1b[2J\x1b[31mFAILED\x1b]8;;https://evil.example/\x07click\x1
 func TestOperatorOutputIsInert(t *testing.T) {
 	t.Parallel()
 	data, store := t.TempDir(), t.TempDir()
-	svc := startDLQService(t, store, data, pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-		return pipeline.Result{}, errors.New("not called: the store is paused")
+	svc := startDLQService(t, store, data, pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
+		return wire.Result{}, errors.New("not called: the store is paused")
 	}))
 	ctx := context.Background()
 	nc := svc.Conn()
@@ -55,19 +56,17 @@ func TestOperatorOutputIsInert(t *testing.T) {
 		beats, _, err := pipeline.Workers(ctx, nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})
-	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "default", Path: evilText + ".jsonl", SessionID: sid, Reason: evilText})
-	publish(pipeline.DLQSubject("default", sid), pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject("default", sid, pipeline.KindCompact), JobSeq: 7,
+	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "default", Path: evilText + ".jsonl", SessionID: sid, Reason: evilText})
+	publish(wire.DLQSubject("default", sid), wire.DeadLetter{V: 1, Subject: wire.JobSubject("default", sid, wire.KindCompact), JobSeq: 7,
 		Job: job, Reason: evilText, Error: evilText, Deliveries: 3, Worker: evilText, At: time.Now().UTC()})
-	publish(pipeline.DLQSubject("default", sid), pipeline.DeadLetter{V: 1, Subject: "compactor.jobs.other\x1b[31m.x.compact", JobSeq: 8,
+	publish(wire.DLQSubject("default", sid), wire.DeadLetter{V: 1, Subject: "compactor.jobs.other\x1b[31m.x.compact", JobSeq: 8,
 		JobText: evilText, Reason: evilText, At: time.Now().UTC()})
-	publish(pipeline.DLQSubject("default", sid), []byte(evilText)) // not even a dead letter
-	publish(pipeline.JobEventSubject("default", sid, 7), pipeline.Event{V: 1, JobID: evilText, JobSeq: 7, Store: "default", SessionID: sid, Path: evilText,
-		Kind: pipeline.KindCompact, Outcome: pipeline.OutcomeFailed, Reason: evilText, Error: evilText, Worker: evilText, EntryID: evilText,
-		LLMTokens: 3, LLMInputTokens: 2, LLMOutputTokens: 1, LLMModel: evilText, Attempt: 1, At: time.Now().UTC()})
+	publish(wire.DLQSubject("default", sid), []byte(evilText)) // not even a dead letter
+	publish(wire.JobEventSubject("default", sid, 7), wire.Event{V: 1, JobID: evilText, JobSeq: 7, JobRef: wire.JobRef{Store: "default", SessionID: sid, Path: evilText, Kind: wire.KindCompact}, Tally: wire.Tally{Outcome: pipeline.OutcomeFailed, Reason: evilText, EntryID: evilText, LLMTokens: 3, LLMInputTokens: 2, LLMOutputTokens: 1}, Error: evilText, Worker: evilText, LLMModel: evilText, Attempt: 1, At: time.Now().UTC()})
 	beat, _ := json.Marshal(pipeline.WorkerBeat{V: 1, Worker: "w-forged", Store: "default", Host: evilText, Version: evilText, Concurrency: 1,
 		Started: time.Now().UTC(), At: time.Now().UTC()})
 	publish("$KV."+pipeline.BucketWorkers+".default.w-forged", beat)
-	publish(pipeline.JobSubject("default", sid, "\x1b[31mkind"), pipeline.Job{V: 1, Kind: "x", Store: "default", SessionID: sid})
+	publish(wire.JobSubject("default", sid, "\x1b[31mkind"), wire.Job{V: 1, Kind: "x", Store: "default", SessionID: sid})
 
 	dd := "--data-dir=" + data
 	code, out, errOut := runCLI(t, "dlq", "list", dd, "--json")

@@ -14,6 +14,7 @@ import (
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Custom summary instructions are data (docs/security.md, "Instructions are data"): every
@@ -54,7 +55,7 @@ func (s *storeInstructionsFlag) Set(v string) error {
 		return fmt.Errorf("%q: want NAME=allow or NAME=refuse (NAME * for every store)", v)
 	}
 	if name != "*" {
-		if err := pipeline.ValidateStoreName(name); err != nil {
+		if err := wire.ValidateStoreName(name); err != nil {
 			return fmt.Errorf("%q: %w", v, err)
 		}
 	}

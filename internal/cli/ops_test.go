@@ -13,6 +13,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The operations flags end to end through the command line: run on --listen with port 0
@@ -70,7 +71,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	js, _ := jetstream.New(nc)
 	var ci *jetstream.ConsumerInfo
 	for time.Now().Before(deadline) {
-		if c, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("default")); err == nil {
+		if c, err := js.Consumer(context.Background(), wire.StreamJobs, pipeline.ConsumerName("default")); err == nil {
 			ci = c.CachedInfo()
 			break
 		}
@@ -91,7 +92,7 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	if !strings.Contains(fleet, `"maxDeliver":7`) || !strings.Contains(fleet, `"leaseTtl":"30s"`) {
 		t.Fatalf("fleet settings: %s", fleet)
 	}
-	if st, err := js.Stream(context.Background(), pipeline.StreamJobs); err != nil || st.CachedInfo().Config.Duplicates != 5*time.Minute {
+	if st, err := js.Stream(context.Background(), wire.StreamJobs); err != nil || st.CachedInfo().Config.Duplicates != 5*time.Minute {
 		t.Errorf("jobs stream: %v %+v", err, st)
 	}
 
@@ -131,8 +132,8 @@ func useSkippingHandler(t *testing.T) {
 	old := NewPipelineHandler
 	t.Cleanup(func() { NewPipelineHandler = old })
 	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
-		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
+		h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
+			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}}, nil
 		})
 		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
 			return pipeline.Assessment{SessionID: "abc", LeafID: "l1", OverBudget: true, Version: 3, HasAssistant: true}, nil

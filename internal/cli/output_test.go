@@ -19,6 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/tokenize"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // plan explains the context's size: the reported usage plus the counted messages add up
@@ -195,8 +196,8 @@ func TestExperimentOutFormat(t *testing.T) {
 // summary line, or its stats document with --json.
 func TestSweepClient(t *testing.T) {
 	t.Parallel()
-	skip := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-		return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}, nil
+	skip := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
+		return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "nothing to do"}}, nil
 	})
 	srv := pipelinetest.Start(t, pipelinetest.Options{Handler: skip}) // a worker serves the store
 	data, err := os.ReadFile(filepath.Join(repoRoot(t), "testdata/corpus/10-tricky-parallel.jsonl"))

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {
@@ -59,7 +60,7 @@ func pauseOrResume(ctx context.Context, env *Env, pause bool) error {
 	if len(pos) != 1 {
 		return usageErrorf("expected one STORE, got %d arguments", len(pos))
 	}
-	if err := pipeline.ValidateStoreName(pos[0]); err != nil {
+	if err := wire.ValidateStoreName(pos[0]); err != nil {
 		return usageErrorf("%v", err)
 	}
 	ncfg, err := ops.operatorAccount(n, *credentials, name, pos[0], "pause record")

@@ -16,6 +16,7 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // The issue's injection, as an agent of the store put it in a job's instructions.
@@ -66,15 +67,15 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	var failing atomic.Bool
 	failing.Store(true)
 	var got atomic.Value // the instructions the retried job carried
-	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+	h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
 		if failing.Load() {
-			return pipeline.Result{}, pipeline.Permanent(errors.New("the endpoint refused the model"))
+			return wire.Result{}, pipeline.Permanent(errors.New("the endpoint refused the model"))
 		}
 		got.Store(job.Instructions)
-		return pipeline.Result{}, pipeline.Skip("test")
+		return wire.Result{}, pipeline.Skip("test")
 	})
 	svc := startDLQService(t, store, data, h)
-	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), pipeline.Job{Kind: pipeline.KindCompact, Store: "default", Path: "s.jsonl",
+	r, err := pipeline.Enqueue(context.Background(), svc.Conn(), wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl",
 		SessionID: sid, Reason: "agent", Instructions: issueInjection}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != pipeline.OutcomeFailed {
 		t.Fatalf("job: %+v %v", r.Event, err)
@@ -117,11 +118,11 @@ func TestRedteamDLQRetryInstructions(t *testing.T) {
 	// refused naming both stores with the flag and without it (never "retry with
 	// --allow-instructions"), and no line says its instructions were passed on.
 	const other = "019a48fc-d300-72c8-a6b9-f316c6e7ab33"
-	job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: "hostB", Path: "s.jsonl", SessionID: other, ID: "forged",
+	job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: "hostB", Path: "s.jsonl", SessionID: other, ID: "forged",
 		Instructions: issueInjection, RequestedAt: time.Now().UTC()})
-	dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Job: job, Reason: "failed", At: time.Now().UTC()})
+	dl, _ := json.Marshal(wire.DeadLetter{V: 1, Job: job, Reason: "failed", At: time.Now().UTC()})
 	js, _ := jetstream.New(svc.Conn())
-	ack, err := js.Publish(context.Background(), pipeline.DLQSubject("default", other), dl)
+	ack, err := js.Publish(context.Background(), wire.DLQSubject("default", other), dl)
 	if err != nil {
 		t.Fatal(err)
 	}

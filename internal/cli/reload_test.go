@@ -15,6 +15,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // SIGHUP reloads what can change safely, in a real process with real signals: the model,
@@ -79,7 +80,7 @@ func TestSIGHUPReloads(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer nc.Close()
-	res, err := pipeline.Enqueue(context.Background(), nc, pipeline.Job{Kind: pipeline.KindCompact, Store: "default",
+	res, err := pipeline.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default",
 		Path: "--home-dev-p--/second.jsonl", SessionID: sid}, true, hangGuard)
 	if err != nil {
 		t.Fatal(err)

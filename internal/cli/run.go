@@ -18,6 +18,7 @@ import (
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/summarize"
+	"github.com/compactor-dev/compactor/wire"
 	"github.com/compactor-dev/compactor/worker"
 )
 
@@ -331,7 +332,7 @@ func (r *serviceRef) prepared() pipeline.PreparedStore {
 }
 
 // follow queues a job the service's worker decided on (pipeline.Service.Follow).
-func (r *serviceRef) follow(ctx context.Context, job pipeline.Job) (pipeline.EnqueueResult, error) {
+func (r *serviceRef) follow(ctx context.Context, job wire.Job) (pipeline.EnqueueResult, error) {
 	if s := r.Load(); s != nil {
 		return s.Follow(ctx, job)
 	}
@@ -385,7 +386,7 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 	}
 	if f.worker {
 		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared))
-		var follow func(context.Context, pipeline.Job) (pipeline.EnqueueResult, error)
+		var follow func(context.Context, wire.Job) (pipeline.EnqueueResult, error)
 		if f.eng.rewriteExtracts {
 			follow = svc.follow
 		}

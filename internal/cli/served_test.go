@@ -15,6 +15,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Two services on one NATS, each serving its own store (hostA, hostB), as in issue 19:
@@ -31,15 +32,15 @@ func TestUnservedStoreSaid(t *testing.T) {
 	t.Cleanup(func() { NewPipelineHandler = old })
 	NewPipelineHandler = func(cfg pipeline.Config) (pipeline.Handler, pipeline.Assessor, error) {
 		served := cfg.Stores[0].Name
-		h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
+		h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
 			if job.Reason == "hold" {
 				select {
 				case <-release:
 				case <-ctx.Done():
-					return pipeline.Result{}, ctx.Err()
+					return wire.Result{}, ctx.Err()
 				}
 			}
-			return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "worked by the service of " + served}, nil
+			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "worked by the service of " + served}}, nil
 		})
 		a := pipeline.AssessorFunc(func(ctx context.Context, f string) (pipeline.Assessment, error) {
 			return pipeline.Assessment{SessionID: "019a0000-0000-7000-8000-0000000000c1", LeafID: "a1", OverBudget: true, Version: 3, HasAssistant: true}, nil
@@ -88,7 +89,7 @@ func TestUnservedStoreSaid(t *testing.T) {
 	// Each store's job is worked by its own service.
 	for _, st := range []string{"hostA", "hostB"} {
 		code, out, errOut := enqueue(files[st], "--store-dir", dirs[st], "--store", st, "--wait", "--timeout", "2m")
-		var ev pipeline.Event
+		var ev wire.Event
 		if code != ExitOK || json.Unmarshal([]byte(out), &ev) != nil || ev.Store != st || ev.Reason != "worked by the service of "+st {
 			t.Fatalf("enqueue for %s: exit %d\n%s\n%s", st, code, out, errOut)
 		}
@@ -141,11 +142,11 @@ func TestUnservedStoreSaid(t *testing.T) {
 	// dlq retry: a dead letter of the unserved store stays, with the reason; one of a
 	// served store is retried.
 	for _, st := range []string{"default", "hostA"} {
-		job, _ := json.Marshal(pipeline.Job{V: 1, Kind: pipeline.KindCompact, Store: st, Path: "--p--/" + st + ".jsonl", SessionID: "019a0000-0000-7000-8000-0000000000d" + st[len(st)-1:],
+		job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: st, Path: "--p--/" + st + ".jsonl", SessionID: "019a0000-0000-7000-8000-0000000000d" + st[len(st)-1:],
 			ID: "dead-" + st, Reason: "test", RequestedAt: time.Now().UTC()})
-		dl, _ := json.Marshal(pipeline.DeadLetter{V: 1, Subject: pipeline.JobSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:], pipeline.KindCompact),
+		dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:], wire.KindCompact),
 			Job: job, Reason: "failed", At: time.Now().UTC()})
-		if _, err := js.Publish(context.Background(), pipeline.DLQSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:]), dl); err != nil {
+		if _, err := js.Publish(context.Background(), wire.DLQSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:]), dl); err != nil {
 			t.Fatal(err)
 		}
 	}
@@ -179,7 +180,7 @@ func jobsOf(t *testing.T, js jetstream.JetStream, store string) uint64 {
 	t.Helper()
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
-	s, err := js.Stream(ctx, pipeline.StreamJobs)
+	s, err := js.Stream(ctx, wire.StreamJobs)
 	if err != nil {
 		t.Fatal(err)
 	}

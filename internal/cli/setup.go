@@ -14,6 +14,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func init() {
@@ -108,7 +109,7 @@ func runSetup(ctx context.Context, env *Env) error {
 	}
 	for _, s := range stores {
 		name, _, _ := strings.Cut(s, "=")
-		if err := pipeline.ValidateStoreName(name); err != nil {
+		if err := wire.ValidateStoreName(name); err != nil {
 			return usageErrorf("--store %q: %v", s, err)
 		}
 		sc.Stores = append(sc.Stores, name)

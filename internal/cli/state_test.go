@@ -11,6 +11,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 func TestByteSizeFlag(t *testing.T) {
@@ -54,7 +55,7 @@ func TestSetupStreamLimits(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	for name, want := range map[string]string{pipeline.StreamJobs: "48h0m0s 268435456", pipeline.StreamEvents: "12h0m0s 67108864"} {
+	for name, want := range map[string]string{wire.StreamJobs: "48h0m0s 268435456", wire.StreamEvents: "12h0m0s 67108864"} {
 		str, err := js.Stream(context.Background(), name)
 		if err != nil {
 			t.Fatal(err)
@@ -88,7 +89,7 @@ func TestSetupPrune(t *testing.T) {
 	}
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
-	if _, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("b")); err != nil {
+	if _, err := js.Consumer(context.Background(), wire.StreamJobs, pipeline.ConsumerName("b")); err != nil {
 		t.Fatalf("the dry run removed b's consumer: %v", err)
 	}
 	code, out, errs = runCLI(t, "setup", "--nats-url", url, "--store", "a", "--prune")
@@ -96,7 +97,7 @@ func TestSetupPrune(t *testing.T) {
 	if code != 0 || !strings.Contains(out, "removed store b") || !strings.Contains(out, "set up (layout 3): stores a;") {
 		t.Fatalf("prune: exit %d: %s%s", code, out, errs)
 	}
-	if _, err := js.Consumer(context.Background(), pipeline.StreamJobs, pipeline.ConsumerName("b")); err == nil {
+	if _, err := js.Consumer(context.Background(), wire.StreamJobs, pipeline.ConsumerName("b")); err == nil {
 		t.Error("b's consumer is still there")
 	}
 }

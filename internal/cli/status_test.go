@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // compactor status shows each store's workers with their version, job versions and jobs in
@@ -22,8 +23,8 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	t.Parallel()
 	url := natstest.StartServer(t).ClientURL()
 	dir := t.TempDir()
-	idle := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, f string) (pipeline.Result, error) {
-		return pipeline.Result{Outcome: pipeline.OutcomeSkipped}, nil
+	idle := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, f string) (wire.Result, error) {
+		return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped}}, nil
 	})
 	for _, c := range []struct {
 		version  string

@@ -24,6 +24,7 @@ import (
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 // Options configure a Server. Zero values are the defaults.
@@ -170,25 +171,25 @@ func (s *Server) Close() {
 
 // JobFor is the compact job an on-demand request makes for file as it is now: the store's
 // name, the path relative to its root, the session id and the leaf read from the file.
-func (s *Server) JobFor(file string) (pipeline.Job, error) {
+func (s *Server) JobFor(file string) (wire.Job, error) {
 	rel, err := pipeline.RelPath(s.StoreDir, file)
 	if err != nil {
-		return pipeline.Job{}, err
+		return wire.Job{}, err
 	}
 	sess, err := sessionio.ReadFile(file)
 	if err != nil {
-		return pipeline.Job{}, err
+		return wire.Job{}, err
 	}
 	if sess.Header.ID == "" {
-		return pipeline.Job{}, errors.New("pipelinetest: " + file + ": no session id in the header")
+		return wire.Job{}, errors.New("pipelinetest: " + file + ": no session id in the header")
 	}
-	return pipeline.Job{Kind: pipeline.KindCompact, Store: s.StoreName, Path: rel, SessionID: sess.Header.ID,
+	return wire.Job{Kind: wire.KindCompact, Store: s.StoreName, Path: rel, SessionID: sess.Header.ID,
 		Reason: "test", ExpectLeafID: sess.LeafID()}, nil
 }
 
 // Enqueue publishes job on the server, as `enqueue` does, and with wait waits up to
 // timeout for its final event (EnqueueResult.Event).
-func (s *Server) Enqueue(ctx context.Context, job pipeline.Job, wait bool, timeout time.Duration) (pipeline.EnqueueResult, error) {
+func (s *Server) Enqueue(ctx context.Context, job wire.Job, wait bool, timeout time.Duration) (pipeline.EnqueueResult, error) {
 	return pipeline.Enqueue(ctx, s.Conn, job, wait, timeout)
 }
 

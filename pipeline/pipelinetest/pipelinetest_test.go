@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
+	"github.com/compactor-dev/compactor/wire"
 )
 
 const session = `{"type":"session","version":3,"id":"019a48fc-d300-72c8-a6b9-f316c6e71060","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp"}
@@ -36,15 +37,15 @@ func writeSession(t testing.TB, dir, rel string) string {
 func TestServer(t *testing.T) {
 	t.Parallel()
 	var calls atomic.Int32
-	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+	h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		calls.Add(1)
 		f, err := os.OpenFile(file, os.O_WRONLY|os.O_APPEND, 0)
 		if err != nil {
-			return pipeline.Result{}, err
+			return wire.Result{}, err
 		}
 		defer f.Close()
 		_, err = fmt.Fprintf(f, `{"type":"compaction","id":"c0ffee00","parentId":%q}`+"\n", job.ExpectLeafID)
-		return pipeline.Result{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}, err
+		return wire.Result{Tally: wire.Tally{EntryID: "c0ffee00", TokensBefore: 900, TokensAfter: 90}}, err
 	})
 	srv, err := pipelinetest.New(pipelinetest.Options{Handler: h, Paused: true})
 	if err != nil {
@@ -70,7 +71,7 @@ func TestServer(t *testing.T) {
 	// The job is queued, and waits: no worker runs.
 	js, _ := srv.Conn.JetStream()
 	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if info, err := js.StreamInfo(pipeline.StreamJobs); err == nil && info.State.Msgs == 1 {
+		if info, err := js.StreamInfo(wire.StreamJobs); err == nil && info.State.Msgs == 1 {
 			break
 		}
 		if time.Now().After(deadline) {
@@ -127,9 +128,9 @@ func (f *fakeTB) Fatalf(format string, args ...any) {
 // A handler is tested against the real service: the job reaches it with its file, and its
 // answer comes back as the job's event.
 func Example() {
-	h := pipeline.HandlerFunc(func(ctx context.Context, job pipeline.Job, file string) (pipeline.Result, error) {
+	h := pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		// A real handler plans, summarizes and appends; this one only says what it got.
-		return pipeline.Result{Outcome: pipeline.OutcomeSkipped, Reason: "seen " + job.Path + " of session " + job.SessionID}, nil
+		return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "seen " + job.Path + " of session " + job.SessionID}}, nil
 	})
 	srv, err := pipelinetest.New(pipelinetest.Options{Handler: h})
 	if err != nil {
