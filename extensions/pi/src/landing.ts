@@ -87,7 +87,13 @@ export function requested(rt: Runtime, st: SessionState, f: InFlight, duplicate:
 function heard(rt: Runtime, st: SessionState, loc: SessionLocation, m: Msg): void {
 	// a stream's delivery to a consumer, not a worker's publish
 	if (m.reply?.startsWith("$JS.ACK.")) return;
-	const ev = finalEvent(m, loc);
+	let data: unknown;
+	try {
+		data = m.json();
+	} catch {
+		return;
+	}
+	const ev = finalEvent(data, loc);
 	if (!ev || rt.state !== st || st.landing?.by !== "events") return;
 	const f = st.inFlight;
 	if (f && f.jobSeq === ev.jobSeq && f.jobId === ev.jobId) return ended(rt, st, f, ev);
@@ -96,16 +102,11 @@ function heard(rt: Runtime, st: SessionState, loc: SessionLocation, m: Msg): voi
 }
 
 /**
- * finalEvent is the message's event when it ends a job of this session: it must name the
+ * finalEvent is data (a parsed event) when it ends a job of this session: it must name the
  * store and session its subject names (its fields are what a worker of the store wrote).
  */
-function finalEvent(m: Msg, loc: SessionLocation): ResultEvent | undefined {
-	let ev: Partial<ResultEvent>;
-	try {
-		ev = m.json<Partial<ResultEvent>>();
-	} catch {
-		return undefined;
-	}
+export function finalEvent(data: unknown, loc: SessionLocation): ResultEvent | undefined {
+	const ev = data as Partial<ResultEvent> | null;
 	if (typeof ev !== "object" || ev === null || typeof ev.jobId !== "string" || typeof ev.jobSeq !== "number" || typeof ev.outcome !== "string") return undefined;
 	if (ev.outcome === "retry" || ev.store !== loc.store || typeof ev.sessionId !== "string" || sessionToken(ev.sessionId) !== loc.token) return undefined;
 	return ev as ResultEvent;

@@ -34,7 +34,7 @@ export function reportHook(rt: Runtime, h: HookState, end: HookEnd): void {
 }
 
 /** hookReport is the report of one run of the hook. */
-function hookReport(h: HookState, making: ValueMaking, st: SessionState, end: HookEnd): HookReport {
+export function hookReport(h: HookState, making: ValueMaking, st: SessionState, end: HookEnd): HookReport {
 	const loc = h.loc as NonNullable<HookState["loc"]>;
 	const report: HookReport = {
 		v: 1, store: loc.store, sessionId: st.sessionId, outcome: h.kind as HookReport["outcome"], latencyMs: end.ms,
