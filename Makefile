@@ -27,7 +27,7 @@ STATICCHECK ?= $(GO) run honnef.co/go/tools/cmd/staticcheck@$(STATICCHECK_VERSIO
 VERSION ?= $(shell git describe --tags --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X github.com/compactor-dev/compactor/internal/cli/command.version=$(VERSION)
 
-.PHONY: all build static image test test-ui bench-ui vet configref identical bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
+.PHONY: all build static image test test-ui bench-ui vet configref wire identical bench bench-read bench-sweep bench-state proptest fuzz interop interop-releases goldens e2e e2e-matrix chaos redteam test-extension demo clean
 
 all: build
 
@@ -72,6 +72,12 @@ test: vet
 # and the environment variables the code names; a test fails when it is out of date.
 configref:
 	$(GO) run ./internal/cmd/genconfigref
+
+# The extension's side of the wire contract (extensions/pi/src/wire.gen.ts and
+# extensions/pi/test/testdata/wire-samples.json), generated from the Go types of package wire
+# (and engine.Prepared); a test fails when it is out of date.
+wire:
+	$(GO) run ./internal/cmd/wirets
 
 # Every output unchanged: what compactor prints for every file of testdata/corpus (context,
 # plan and compact --dry-run, each policy and keep, Pi 0.73.1 and 1.6.0; scripts/identical) at

@@ -1,6 +1,7 @@
 // The extension's only link to compactor: one NATS connection, opened lazily on first use and
 // kept (nats.js reconnects it by itself), through which prepare jobs are published to
-// COMPACTOR_JOBS and prepared values are read from the COMPACTOR_PREPARED bucket.
+// COMPACTOR_JOBS, their result events heard, and prepared values read from the
+// COMPACTOR_PREPARED bucket.
 // Callers bound every call with withDeadline; a call that outlives its deadline is left to
 // finish (or fail) in the background, its result dropped, never an unhandled rejection.
 
@@ -10,6 +11,7 @@ import { type KV, Kvm } from "@nats-io/kv";
 import {
 	connect,
 	credsAuthenticator,
+	type Msg,
 	type NatsConnection,
 	type NodeConnectionOptions,
 	nkeyAuthenticator,
@@ -20,6 +22,18 @@ import { type BridgeReply, type BridgeRequest, ERR_CODE_PENDING, PREPARED_BUCKET
 
 /** How a prepare request ended: stored, already stored (same id), or refused because one is pending. */
 export type PublishOutcome = "queued" | "duplicate" | "pending";
+
+/** A published prepare job: its outcome and, once stored, its stream sequence (its events' last token). */
+export interface Published {
+	outcome: PublishOutcome;
+	/** The job's sequence in COMPACTOR_JOBS (of the first one, for a duplicate); 0 when pending. */
+	seq: number;
+}
+
+/** A subscription the caller ends. */
+export interface Listening {
+	stop(): void;
+}
 
 export interface ClientOptions {
 	/** Give up opening a connection after this long (nats.js `timeout`). */
@@ -66,15 +80,51 @@ export class CompactorClient {
 
 	/** publishPrepare publishes a prepare job with its id as Nats-Msg-Id. */
 	async publishPrepare(subject: string, job: PrepareJob): Promise<PublishOutcome> {
+		return (await this.prepare(subject, job)).outcome;
+	}
+
+	/** prepare publishes a prepare job with its id as Nats-Msg-Id, and says where it is stored. */
+	async prepare(subject: string, job: PrepareJob): Promise<Published> {
 		await this.#connection();
 		const js = this.#js as JetStreamClient;
 		try {
 			const ack = await js.publish(subject, JSON.stringify(job), { msgID: job.id, timeout: this.#opts.publishTimeoutMs });
-			return ack.duplicate ? "duplicate" : "queued";
+			return { outcome: ack.duplicate ? "duplicate" : "queued", seq: ack.seq };
 		} catch (err) {
-			if (err instanceof JetStreamApiError && err.code === ERR_CODE_PENDING) return "pending";
+			if (err instanceof JetStreamApiError && err.code === ERR_CODE_PENDING) return { outcome: "pending", seq: 0 };
 			throw err;
 		}
+	}
+
+	/**
+	 * listen subscribes to subject (core NATS) and hands each message to onMsg until stopped. It
+	 * resolves once the server has the subscription, and rejects when the server refuses it
+	 * (a PermissionViolationError: the refusal comes before the flush's answer); a refusal
+	 * that comes later (a permission changed under a live connection) goes to onRefused.
+	 */
+	async listen(subject: string, onMsg: (m: Msg) => void, onRefused: (err: unknown) => void): Promise<Listening> {
+		const nc = await this.#connection();
+		let refused: unknown;
+		let settled = false;
+		const sub = nc.subscribe(subject, {
+			callback: (err, msg) => {
+				if (!err) return onMsg(msg);
+				if (settled) onRefused(err);
+				else refused = err;
+			},
+		});
+		await nc.flush();
+		settled = true;
+		if (refused !== undefined) throw refused;
+		return {
+			stop: () => {
+				try {
+					if (!sub.isClosed()) sub.unsubscribe();
+				} catch {
+					// the connection is closed: so is the subscription
+				}
+			},
+		};
 	}
 
 	/**

@@ -91,13 +91,7 @@ type Env = Record<string, string | undefined>;
  */
 export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): Config {
 	const problems: string[] = [];
-	const first = (...keys: string[]): string | undefined => {
-		for (const k of keys) {
-			const v = env[k];
-			if (v !== undefined && v !== "") return v;
-		}
-		return undefined;
-	};
+	const first = firstOf(env);
 
 	const switch_ = (first("COMPACTOR_EXTENSION") ?? "on").trim().toLowerCase();
 	const enabled = !(flags.off === true || ["off", "0", "false", "no", "disabled"].includes(switch_));
@@ -106,6 +100,31 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 	const { stores, errors } = parseStores(storesSpec);
 	for (const e of errors) problems.push(`COMPACTOR_STORES: ${e}`);
 
+	const nats = natsSettings(first, flags);
+	const timing = readTiming(first, flags, problems);
+	const off = (raw: string | undefined) => raw !== undefined && ["0", "false", "no", "off"].includes(raw.trim().toLowerCase());
+	const extract = !off(first("COMPACTOR_EXTRACT"));
+	const debugRaw = (first("COMPACTOR_DEBUG") ?? "").trim().toLowerCase();
+	const debug = debugRaw !== "" && !["0", "false", "no", "off"].includes(debugRaw);
+
+	return { enabled, stores, nats, ...timing, extract, debug, problems };
+}
+
+/** A lookup of the first of several environment variables that is set and not empty. */
+type First = (...keys: string[]) => string | undefined;
+
+function firstOf(env: Env): First {
+	return (...keys) => {
+		for (const k of keys) {
+			const v = env[k];
+			if (v !== undefined && v !== "") return v;
+		}
+		return undefined;
+	};
+}
+
+/** natsSettings reads how to reach NATS (COMPACTOR_NATS_*, else the NATS CLI's NATS_*). */
+function natsSettings(first: First, flags: FlagValues): NatsSettings {
 	const nats: NatsSettings = {
 		url: flags.natsUrl ?? first("COMPACTOR_NATS_URL", "NATS_URL") ?? DEFAULT_NATS_URL,
 		user: first("COMPACTOR_NATS_USER", "NATS_USER"),
@@ -123,7 +142,13 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 	if (flags.natsUrl === undefined && first("COMPACTOR_NATS_URL", "NATS_URL") === undefined) {
 		localService(nats, first("COMPACTOR_DATA_DIR") ?? join(homedir(), ".compactor"));
 	}
+	return nats;
+}
 
+type Timing = Pick<Config, "prepareFraction" | "prepareStep" | "prepareLatencyMs" | "deadlineMs" | "extractDeadlineMs">;
+
+/** readTiming reads the trigger's knobs and the deadlines; a bad value is reported and its default used. */
+function readTiming(first: First, flags: FlagValues, problems: string[]): Timing {
 	const num = (name: string, raw: string | undefined, def: number, ok: (n: number) => boolean): number => {
 		if (raw === undefined || raw.trim() === "") return def;
 		const n = Number(raw);
@@ -133,42 +158,15 @@ export function loadConfig(env: Env, agentDir: string, flags: FlagValues = {}): 
 		}
 		return n;
 	};
-	const prepareFraction = num(
-		"COMPACTOR_PREPARE_FRACTION",
-		flags.fraction ?? first("COMPACTOR_PREPARE_FRACTION"),
-		DEFAULT_PREPARE_FRACTION,
-		(n) => n > 0 && n <= 1,
-	);
-	const prepareStep = num(
-		"COMPACTOR_PREPARE_STEP",
-		flags.step ?? first("COMPACTOR_PREPARE_STEP"),
-		DEFAULT_PREPARE_STEP,
-		(n) => n > 0 && n <= 1,
-	);
-	const prepareLatencyMs = num(
-		"COMPACTOR_PREPARE_LATENCY_MS",
-		first("COMPACTOR_PREPARE_LATENCY_MS"),
-		DEFAULT_PREPARE_LATENCY_MS,
-		(n) => n > 0 && n <= 600_000,
-	);
-	const deadlineMs = num(
-		"COMPACTOR_PREPARE_DEADLINE_MS",
-		flags.deadlineMs ?? first("COMPACTOR_PREPARE_DEADLINE_MS"),
-		DEFAULT_DEADLINE_MS,
-		(n) => n >= 0 && n <= 60_000,
-	);
-	const extractDeadlineMs = num(
-		"COMPACTOR_EXTRACT_DEADLINE_MS",
-		first("COMPACTOR_EXTRACT_DEADLINE_MS"),
-		DEFAULT_EXTRACT_DEADLINE_MS,
-		(n) => n >= 0 && n <= 60_000,
-	);
-	const off = (raw: string | undefined) => raw !== undefined && ["0", "false", "no", "off"].includes(raw.trim().toLowerCase());
-	const extract = !off(first("COMPACTOR_EXTRACT"));
-	const debugRaw = (first("COMPACTOR_DEBUG") ?? "").trim().toLowerCase();
-	const debug = debugRaw !== "" && !["0", "false", "no", "off"].includes(debugRaw);
-
-	return { enabled, stores, nats, prepareFraction, prepareStep, prepareLatencyMs, deadlineMs, extract, extractDeadlineMs, debug, problems };
+	const fraction = (n: number) => n > 0 && n <= 1;
+	const deadline = (n: number) => n >= 0 && n <= 60_000;
+	return {
+		prepareFraction: num("COMPACTOR_PREPARE_FRACTION", flags.fraction ?? first("COMPACTOR_PREPARE_FRACTION"), DEFAULT_PREPARE_FRACTION, fraction),
+		prepareStep: num("COMPACTOR_PREPARE_STEP", flags.step ?? first("COMPACTOR_PREPARE_STEP"), DEFAULT_PREPARE_STEP, fraction),
+		prepareLatencyMs: num("COMPACTOR_PREPARE_LATENCY_MS", first("COMPACTOR_PREPARE_LATENCY_MS"), DEFAULT_PREPARE_LATENCY_MS, (n) => n > 0 && n <= 600_000),
+		deadlineMs: num("COMPACTOR_PREPARE_DEADLINE_MS", flags.deadlineMs ?? first("COMPACTOR_PREPARE_DEADLINE_MS"), DEFAULT_DEADLINE_MS, deadline),
+		extractDeadlineMs: num("COMPACTOR_EXTRACT_DEADLINE_MS", first("COMPACTOR_EXTRACT_DEADLINE_MS"), DEFAULT_EXTRACT_DEADLINE_MS, deadline),
+	};
 }
 
 /**

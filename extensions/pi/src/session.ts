@@ -1,14 +1,16 @@
 // Naming a Pi session the way compactor's Go side does: the subject token of its id, the
 // store that holds its file and the file's path relative to that store's root, the KV key
-// of its prepared summary and the prepare job published for it.
+// of its prepared summary and the prepare job published for it. The messages, subject roots
+// and builders are compactor's Go types and functions, generated into wire.gen.ts.
 
 import { createHash } from "node:crypto";
 import { realpath } from "node:fs/promises";
 import { isAbsolute, relative, resolve, sep } from "node:path";
 import type { Store } from "./config.ts";
+import * as wire from "./wire.gen.ts";
 
-export const JOBS_STREAM = "COMPACTOR_JOBS";
-export const PREPARED_BUCKET = "COMPACTOR_PREPARED";
+export const JOBS_STREAM = wire.StreamJobs;
+export const PREPARED_BUCKET = wire.BucketPrepared;
 /** JetStream err_code for "maximum messages per subject exceeded": a job is already pending. */
 export const ERR_CODE_PENDING = 10077;
 
@@ -76,130 +78,74 @@ export async function locateSession(
 
 /** preparedKey is the COMPACTOR_PREPARED key of a session: <store>.<session token>. */
 export function preparedKey(loc: SessionLocation): string {
-	return `${loc.store}.${loc.token}`;
+	return wire.preparedKey(loc.store, loc.token);
 }
 
-/** The JSON payload of a prepare job (compactor's pipeline.Job, kind "prepare"). */
-export interface PrepareJob {
-	v: 1;
-	kind: "prepare";
-	store: string;
-	path: string;
-	sessionId: string;
+/**
+ * The JSON payload of a prepare job: compactor's wire.Job of kind "prepare", planned as Pi
+ * plans (policy pi, Pi's estimate, Pi's keepRecentTokens: the cut Pi would make now), by the
+ * rules of piVersion (Pi's VERSION) when given.
+ */
+export type PrepareJob = wire.Job & {
+	v: typeof wire.JobVersion;
+	kind: typeof wire.KindPrepare;
 	reason: "extension";
-	requestedAt: string;
 	expectLeafId: string;
-	instructions?: string;
-	/** Pi's own cut rule at Pi's keepRecentTokens, counted as Pi counts: the cut Pi would make now. */
 	policy: "pi";
 	counter: "estimate";
 	keepRecentTokens: number;
-	/** The Pi release the agent runs (Pi's VERSION): the worker reads and plans the session by its rules. */
-	piVersion?: string;
-	id: string;
-}
+};
 
 /** prepareSubject is compactor.jobs.<store>.<session token>.prepare. */
 export function prepareSubject(loc: SessionLocation): string {
-	return `compactor.jobs.${loc.store}.${loc.token}.prepare`;
+	return wire.jobSubject(loc.store, loc.token, wire.KindPrepare);
 }
+
+/**
+ * eventSubject is compactor.events.<store>.<session token> (compactor's pipeline.EventSubject):
+ * each job of the session has its events on <eventSubject>.<job seq>, published by the worker
+ * that worked it.
+ */
+export function eventSubject(loc: SessionLocation): string {
+	return wire.eventSubject(loc.store, loc.token);
+}
+
+/** ResultEvent is a job's event (compactor's wire.Event). */
+export type ResultEvent = wire.Event;
 
 /**
  * hookSubject is where the extension reports each run of Pi's session_before_compact hook
  * (compactor counts them: compactor_prepared_lookups_total, compactor_prepared_lookup_seconds).
  */
 export function hookSubject(loc: SessionLocation): string {
-	return `compactor.hooks.${loc.store}.${loc.token}`;
+	return wire.hookSubject(loc.store, loc.token);
 }
 
 /** bridgeSubject is where a preparation is asked for, extended to Pi's cut (compactor.bridge.<store>.<session token>). */
 export function bridgeSubject(loc: SessionLocation): string {
-	return `compactor.bridge.${loc.store}.${loc.token}`;
+	return wire.bridgeSubject(loc.store, loc.token);
 }
 
-/** BridgeRequest is what the hook asks compactor's bridge (pipeline.BridgeRequest). */
-export interface BridgeRequest {
-	v: 1;
-	store: string;
-	path: string;
-	sessionId: string;
-	leafId: string;
-	firstKeptEntryId: string;
-	piVersion?: string;
-	/** Answer from the previous summary plus extractive notes, without the prepared value. */
-	extract?: boolean;
-	/** Pi's settings at the hook (preparation.settings, the model's window), for an extract. */
-	keepRecentTokens?: number;
-	reserveTokens?: number;
-	contextWindow?: number;
-}
+/** BridgeRequest is what the hook asks compactor's bridge (wire.BridgeRequest). */
+export type BridgeRequest = wire.BridgeRequest;
 
-/** BridgeReply is the bridge's answer: the bridged value, or why there is none. */
-export interface BridgeReply {
-	v: 1;
-	prepared?: unknown;
-	error?: string;
-	stale?: boolean;
-}
+/** BridgeReply is the bridge's answer: the bridged value, or why there is none (wire.BridgeReply). */
+export type BridgeReply = wire.BridgeReply;
 
 /** What answered Pi's hook: a preparation, the extract made at hook time, or nothing (Pi's own summary). */
-export type HookResult = "prepared" | "extract" | "pi";
+export type HookResult = wire.HookResult;
 
 /**
- * Why a hook did not use a preparation, in a word (compactor's pipeline.HookReasons; the
- * label of compactor_prepared_hook_total). "none": it did.
+ * Why a hook did not use a preparation, in a word (compactor's wire.HookReasons; the label of
+ * compactor_prepared_hook_total). "none": it did.
  */
-export type HookReason =
-	| "none"
-	| "not-prepared"
-	| "not-ready"
-	| "other-compaction"
-	| "stale-leaf"
-	| "bridge-late"
-	| "bridge-refused"
-	| "instructions"
-	| "other-pi"
-	| "entries-differ"
-	| "too-big"
-	| "malformed"
-	| "nats"
-	| "no-store"
-	| "error";
+export type HookReason = wire.HookReason;
 
-/** HookReport is the message published on hookSubject. */
-export interface HookReport {
-	v: 1;
-	store: string;
-	sessionId: string;
-	outcome: "hit" | "miss" | "stale" | "error";
-	reason?: string;
-	latencyMs: number;
-	leafId?: string;
-	/** A hit whose value was bridged to Pi's cut, and the entries the bridge covered. */
-	bridged?: boolean;
-	bridgedEntries?: number;
-	result?: HookResult;
-	reasonCode?: HookReason;
-	/** Pi's reason for compacting (Pi 1.x: manual, threshold, overflow). */
-	piReason?: string;
-	/** The session's hooks so far by "result/reasonCode", this one included. */
-	counts?: Record<string, number>;
-	/**
-	 * The span the compaction summarizes, in tokens (Pi's estimate): what a model read and what
-	 * was only extracted (the extract, a bridge's gap). Pi's own summary is a model's.
-	 */
-	spanTokens?: SpanTokens;
-	/** What the summary's older part was built on: model (the session's base), compaction, none; absent for Pi's own. */
-	base?: string;
-	/** Why the session's base was not used, in a word (compactor's engine.BaseRefused*). */
-	baseRefused?: string;
-}
+/** HookReport is the message published on hookSubject (wire.HookReport), its words narrowed to compactor's. */
+export type HookReport = wire.HookReport & { outcome: wire.HookOutcome; result?: HookResult; reasonCode?: HookReason };
 
 /** A compaction's summarized span in tokens, by what wrote its summary. */
-export interface SpanTokens {
-	model: number;
-	extract: number;
-}
+export type SpanTokens = wire.SpanTokens;
 
 /** What a value compactor made says about how its summary was written (engine.Prepared's builtOn, spanTokens). */
 export interface ValueMaking {

@@ -79,6 +79,11 @@ export interface InFlight {
 	nth: number;
 	/** The cycle it was asked for: the latest compaction on the branch then. */
 	compactionId: string | null;
+	/** The job's id and its sequence in COMPACTOR_JOBS: its result event names both. */
+	jobId?: string;
+	jobSeq?: number;
+	/** How its landing is learnt: from its result event, or by reading the bucket (src/landing.ts). */
+	heardBy?: "event" | "poll";
 }
 
 /** One compaction cycle of the branch, as far as the trigger is concerned. */

@@ -24,37 +24,25 @@
 // the host Pi has them) are passed in.
 
 import type { SessionEntry, SessionMessageEntry } from "@earendil-works/pi-coding-agent";
+import type * as wire from "./wire.gen.ts";
 
 /** Pi's AgentMessage, named through the entry type that carries it. */
 export type AgentMessage = SessionMessageEntry["message"];
 
-/** The value compactor writes in COMPACTOR_PREPARED (version 1). Only checked fields are typed strictly. */
-export interface PreparedValue {
-	v: 1;
-	store: string;
-	path: string;
-	sessionId: string;
-	leafId: string;
-	firstKeptEntryId: string;
-	previousCompactionId: string | null;
-	boundaryStartEntryId?: string | null;
-	summarizedEntryIds: string[];
-	tokensBefore?: number;
-	summary: string;
-	details: { readFiles: string[]; modifiedFiles: string[] };
-	keptTokensEstimate?: number;
-	summaryTokensEstimate?: number;
-	policy?: string;
-	counter?: string;
-	settings?: { keepRecentTokens?: number; reserveTokens?: number; contextWindow?: number };
-	customInstructions?: string;
-	createdAt?: string;
-	/** The Pi release whose rules made the value (absent in values of compactor before 0.3). */
-	piVersion?: string;
-	llmInputTokens?: number;
-	incremental?: boolean;
-	basedOnLeafId?: string | null;
-}
+/** The fields parseValue requires to be non-empty strings (fields of compactor's engine.Prepared). */
+const REQUIRED_STRINGS = ["store", "sessionId", "leafId", "firstKeptEntryId", "summary"] as const satisfies readonly (keyof wire.Prepared)[];
+
+/**
+ * The value compactor writes in COMPACTOR_PREPARED (version 1; compactor's engine.Prepared,
+ * generated into wire.gen.ts), as parseValue vouches for it: the fields it checks are there
+ * and of their type; any other may be missing (a value of an older compactor).
+ */
+export type PreparedValue = Partial<wire.Prepared> &
+	Pick<wire.Prepared, (typeof REQUIRED_STRINGS)[number] | "previousCompactionId"> & {
+		v: 1;
+		summarizedEntryIds: string[];
+		details: { readFiles: string[]; modifiedFiles: string[] };
+	};
 
 /** What the hook returns to Pi. details keeps Pi's own shape: the file lists at its top level. */
 export interface PreparedCompaction {
@@ -382,7 +370,7 @@ export function parseValue(raw: unknown): PreparedValue | string {
 	if (typeof raw !== "object" || raw === null || Array.isArray(raw)) return "value is not a JSON object";
 	const o = raw as Record<string, unknown>;
 	if (o.v !== 1) return `unsupported version v=${JSON.stringify(o.v)}`;
-	for (const k of ["store", "sessionId", "leafId", "firstKeptEntryId", "summary"] as const) {
+	for (const k of REQUIRED_STRINGS) {
 		if (!isStr(o[k]) || o[k] === "") return `${k} is missing or not a string`;
 	}
 	if (!(o.previousCompactionId === null || isStr(o.previousCompactionId))) return "previousCompactionId is not null or a string";

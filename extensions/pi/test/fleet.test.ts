@@ -1,7 +1,7 @@
 // The extension's client under the permissions `compactor auth` prints (docs/security.md): a real
 // nats-server started from the generated configuration, a real `compactor run` serving store
 // hostA with its worker's key, and the extension with hostA's agent key. Its own store's flow
-// works (prepare, read, bridge, the hook's report deleting the value); another store's is
+// works (prepare, its result event, read, bridge, the hook's report deleting the value); another store's is
 // refused at once by the server, in compactor's words.
 
 import assert from "node:assert/strict";
@@ -11,7 +11,7 @@ import { after, before, describe, test } from "node:test";
 import { PermissionViolationError } from "@nats-io/transport-node";
 import { CompactorClient, notPermitted } from "../src/client.ts";
 import { agentInboxPrefix } from "../src/config.ts";
-import { bridgeSubject, hookSubject, prepareJob, prepareSubject, preparedKey, sessionToken } from "../src/session.ts";
+import { bridgeSubject, eventSubject, hookSubject, prepareJob, prepareSubject, preparedKey, type ResultEvent, sessionToken } from "../src/session.ts";
 import { type Fleet, startFleet } from "./harness/fleet.ts";
 
 const PATH = "--home-dev-acme-api--/2025-11-07T08-30-00-000Z_019a5d6f-cf40-70d8-8e58-66b28cf3290e.jsonl";
@@ -43,10 +43,19 @@ describe("CompactorClient under compactor auth's permissions", () => {
 		try {
 			const lines = readFileSync(join(fleet.storeDir("hostA"), PATH), "utf8").trim().split("\n");
 			const leaf = (JSON.parse(lines[lines.length - 1]) as { id: string }).id;
-			assert.equal(await c.publishPrepare(prepareSubject(locA), prepareJob(locA, leaf, undefined, 6000, new Date())), "queued");
-			const value = (await until("the prepared value", () => c.getPrepared(preparedKey(locA))).catch((err) => {
+			// the worker's result event says the value is stored: heard on hostA's events, which its agent may hear
+			const events: ResultEvent[] = [];
+			const listening = await c.listen(`${eventSubject(locA)}.*`, (m) => events.push(m.json<ResultEvent>()), (err) => assert.fail(String(err)));
+			const job = prepareJob(locA, leaf, undefined, 6000, new Date());
+			const { outcome, seq } = await c.prepare(prepareSubject(locA), job);
+			assert.equal(outcome, "queued");
+			const ev = await until("the job's result event", async () => events.find((e) => e.jobSeq === seq && e.outcome !== "retry")).catch((err) => {
 				throw new Error(`${err}\n${fleet.workerLog()}`);
-			})) as { sessionId: string; firstKeptEntryId: string };
+			});
+			listening.stop();
+			assert.deepEqual([ev.v, ev.jobId, ev.store, ev.sessionId, ev.kind, ev.outcome], [1, job.id, "hostA", ID, "prepare", "done"]);
+			assert.ok(!Number.isNaN(Date.parse(ev.at)), ev.at);
+			const value = (await c.getPrepared(preparedKey(locA))) as { sessionId: string; firstKeptEntryId: string };
 			assert.equal(value.sessionId, ID);
 			const reply = await c.requestBridge(
 				bridgeSubject(locA),
@@ -70,6 +79,7 @@ describe("CompactorClient under compactor auth's permissions", () => {
 				["publish a prepare job for hostB", () => c.publishPrepare(prepareSubject(locB), prepareJob(locB, "x", "steer it", 6000, new Date()))],
 				["read hostB's prepared value", () => c.getPrepared(preparedKey(locB))],
 				["ask hostB's bridge", () => c.requestBridge(bridgeSubject(locB), { v: 1, store: "hostB", path: PATH, sessionId: ID, leafId: "x", firstKeptEntryId: "y" }, 30_000)],
+				["hear hostB's events", () => c.listen(`${eventSubject(locB)}.*`, () => {}, () => {})],
 			];
 			let slowest = 0;
 			for (const [what, f] of attempts) {

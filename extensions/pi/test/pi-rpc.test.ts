@@ -27,6 +27,21 @@ const SETTINGS = { contextWindow: 20_000, reserveTokens: 4_000, keepRecentTokens
 const FILES = { "a.txt": "alpha bravo ".repeat(250), "b.txt": "charlie delta ".repeat(260), "c.txt": "echo foxtrot ".repeat(240) };
 /** Slack for timer and scheduling latency on a busy 2-core machine, on top of the deadline. */
 const SLACK_MS = 150;
+/**
+ * The server's users: a connection without credentials is "test" (may do anything: the tests
+ * and most Pis); "agent" may do anything but hear compactor's events.
+ */
+const AGENT_PASSWORD = "agent-secret";
+const NATS_CONF = `authorization {
+  users = [
+    { user: "test", password: "test-secret" }
+    { user: "agent", password: "${AGENT_PASSWORD}", permissions: { publish: { allow: [">"] }, subscribe: { allow: [">"], deny: ["compactor.events.>"] } } }
+  ]
+}
+no_auth_user: "test"
+`;
+/** How long the stand-in worker takes over the first preparation of a session (a summary takes a while). */
+const WORKER_MS = 3000;
 /** A hung step fails its test instead of hanging the suite. */
 const TEST_TIMEOUT_MS = 180_000;
 
@@ -37,7 +52,15 @@ interface Entry {
 	[k: string]: unknown;
 }
 
-const figures = { hitHookMs: [] as number[], hitRpcMs: [] as number[], autoBlockedMs: [] as number[], fallbackHookMs: new Map<string, number>() };
+const figures = {
+	hitHookMs: [] as number[],
+	hitRpcMs: [] as number[],
+	autoBlockedMs: [] as number[],
+	fallbackHookMs: new Map<string, number>(),
+	/** Reads of the bucket while the first preparation was in flight (the worker took WORKER_MS): by event, by poll. */
+	inFlightReads: [] as number[],
+	polledReads: [] as number[],
+};
 
 function entries(file: string): Entry[] {
 	return readFileSync(file, "utf8")
@@ -58,7 +81,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 	let fm: FakeModel;
 
 	before(async () => {
-		[nats] = await Promise.all([startNats(), compactorBinary()]);
+		[nats] = await Promise.all([startNats({ conf: NATS_CONF }), compactorBinary()]);
 		kv = await new Kvm(nats.nc).open("COMPACTOR_PREPARED");
 		fm = new FakeModel();
 		fm.files = Object.keys(FILES);
@@ -73,7 +96,8 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			`figures: hook on a hit median ${median(f.hitHookMs).toFixed(1)} ms, max ${Math.max(...f.hitHookMs).toFixed(1)} ms over ${f.hitHookMs.length}; ` +
 				`RPC compact round trip on a hit median ${median(f.hitRpcMs).toFixed(1)} ms; ` +
 				`automatic compaction blocked the agent median ${median(f.autoBlockedMs).toFixed(1)} ms, max ${Math.max(...f.autoBlockedMs).toFixed(1)} ms over ${f.autoBlockedMs.length} (compaction_start to compaction_end); ` +
-				`fallback hook times ${[...f.fallbackHookMs].map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ")} ms`,
+				`fallback hook times ${[...f.fallbackHookMs].map(([k, v]) => `${k} ${v.toFixed(1)}`).join(", ")} ms; ` +
+				`bucket reads while a preparation was in flight for ${WORKER_MS} ms: ${f.inFlightReads.join(", ")} (its result event heard), ${f.polledReads.join(", ")} (events not permitted: read once a second)`,
 		);
 	});
 
@@ -193,28 +217,68 @@ describe("the extension in the real Pi (RPC mode)", () => {
 		}
 	});
 
-	test("automatic compaction takes a preparation the extension asked for at turn_end", { timeout: TEST_TIMEOUT_MS }, async () => {
-		const { pi, world } = startPi(nats.url);
+	/** A stand-in for compactor's worker (see standInWorker). */
+	interface StandIn {
+		jobs: Array<{ subject: string; msgId: string | undefined; job: Record<string, unknown>; summary: string; plan: Plan }>;
+		ignored: Array<Record<string, unknown>>;
+		errors: unknown[];
+		/** The first job's value is being held (the worker is "working" on it). */
+		held: () => boolean;
+		/** Lets the first value be written (and its event published). */
+		release: () => void;
+		/** Reads of the session's prepared value (direct gets on the bucket), with when they came. */
+		reads: number[];
+		/** When the first value was written. */
+		firstPutAt: () => number | undefined;
+		/** When the first job was received. */
+		firstJobAt: () => number | undefined;
+		accept: (yes: boolean) => void;
+		stop: () => Promise<void>;
+	}
+
+	/**
+	 * standInWorker answers the extension's prepare jobs as compactor's worker does: plan the file
+	 * at the job's path, write the value, acknowledge the job, publish its result event
+	 * (compactor.events.<store>.<token>.<job seq>). The first value is written only when the test
+	 * releases it. It stops preparing when told to (accept(false)), before the run that triggers
+	 * the compaction, so the value Pi gets is known (a real worker racing Pi's compaction would
+	 * find the session compacted).
+	 */
+	async function standInWorker(pi: PiRpc, world: PiWorld): Promise<StandIn> {
 		const jsm = await jetstreamManager(nats.nc);
 		const durable = `w${Date.now()}`;
 		await jsm.consumers.add("COMPACTOR_JOBS", { durable_name: durable, ack_policy: AckPolicy.Explicit, filter_subject: `compactor.jobs.${STORE}.>` });
 		const consumer = await jetstream(nats.nc).consumers.get("COMPACTOR_JOBS", durable);
-		const jobs: Array<{ subject: string; msgId: string | undefined; job: Record<string, unknown>; summary: string; plan: Plan }> = [];
-		const ignored: Array<Record<string, unknown>> = [];
-		const workerErrors: unknown[] = [];
+		const reads: number[] = [];
+		const readSub = nats.nc.subscribe(`$JS.API.DIRECT.GET.KV_COMPACTOR_PREPARED.$KV.COMPACTOR_PREPARED.${STORE}.>`, {
+			callback: () => {
+				reads.push(performance.now());
+			},
+		});
 		let accepting = true;
-		// The first value is written only when the test says so, after the run that asked for it
-		// has ended: the extension must see it land without another turn.
 		let held = false;
+		let firstPutAt: number | undefined;
+		let firstJobAt: number | undefined;
 		let release = () => {};
 		const released = new Promise<void>((r) => {
 			release = r;
 		});
+		const w: StandIn = {
+			jobs: [], ignored: [], errors: [], reads, held: () => held, release: () => release(), firstPutAt: () => firstPutAt, firstJobAt: () => firstJobAt,
+			accept: (yes) => {
+				accepting = yes;
+			},
+			stop: async () => {
+				release();
+				messages.stop();
+				readSub.unsubscribe();
+				await working;
+				// a work queue takes one consumer per filter: the next test's stand-in needs its place
+				await jsm.consumers.delete("COMPACTOR_JOBS", durable);
+			},
+		};
 		const messages = await consumer.consume();
-		// A stand-in for compactor's worker: plan the file at the job's path, write the value.
-		// It stops preparing before the run that triggers the compaction, so the value Pi gets
-		// is known (a real worker racing Pi's compaction would find the session compacted).
-		const worker = (async () => {
+		const working = (async () => {
 			for await (const m of messages) {
 				const job = m.json<Record<string, unknown>>();
 				try {
@@ -224,29 +288,41 @@ describe("the extension in the real Pi (RPC mode)", () => {
 					}
 					if (!accepting) {
 						m.ack();
-						ignored.push(job);
+						w.ignored.push(job);
 						continue;
 					}
+					firstJobAt ??= performance.now();
 					const file = `${world.sessionDir}/${job.path as string}`;
 					const p = await plan(file, SETTINGS);
-					const summary = `PREPARED automatically #${jobs.length + 1}`;
+					const summary = `PREPARED automatically #${w.jobs.length + 1}`;
 					const value = valueFromPlan(p, {
 						store: STORE, path: job.path as string, sessionId: job.sessionId as string, summary, settings: SETTINGS, requestedAt: job.requestedAt as string,
 					});
-					if (jobs.length === 0) {
+					if (w.jobs.length === 0) {
 						held = true;
 						await released;
+						firstPutAt = performance.now();
 					}
-					await kv.put(`${STORE}.${sessionToken(job.sessionId as string)}`, JSON.stringify(value));
+					const token = sessionToken(job.sessionId as string);
+					await kv.put(`${STORE}.${token}`, JSON.stringify(value));
 					// acknowledged for sure before the test looks, so the session's subject is free again
 					await m.ackAck();
-					jobs.push({ subject: m.subject, msgId: m.headers?.get("Nats-Msg-Id"), job, summary, plan: p });
+					w.jobs.push({ subject: m.subject, msgId: m.headers?.get("Nats-Msg-Id"), job, summary, plan: p });
+					const event = { v: 1, jobId: job.id, jobSeq: m.seq, store: STORE, sessionId: job.sessionId, path: job.path, kind: "prepare", outcome: "done", durationMs: 1, attempt: 1, at: new Date().toISOString() };
+					nats.nc.publish(`compactor.events.${STORE}.${token}.${m.seq}`, JSON.stringify(event));
 				} catch (err) {
-					workerErrors.push(err);
+					w.errors.push(err);
 					m.ack();
 				}
 			}
 		})();
+		return w;
+	}
+
+	test("automatic compaction takes a preparation the extension asked for at turn_end", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url);
+		const worker = await standInWorker(pi, world);
+		const { jobs, ignored } = worker;
 		const summariesBefore = fm.summaryRequests;
 		try {
 			fm.promptTokens = undefined;
@@ -257,9 +333,15 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			// preparation of the cycle is asked for at once, long before the threshold.
 			await pi.prompt("small task 2");
 			// the run is over: no turn follows until the next prompt
-			await waitUntil(() => held, "first prepare job");
-			release();
+			await waitUntil(() => worker.held(), "first prepare job");
+			// the worker takes a while, as a summary does (the extension reads nothing meanwhile)
+			await new Promise((r) => setTimeout(r, WORKER_MS));
+			worker.release();
 			await waitUntil(() => /preparation #1 landed: leaf \S+, requested [\d:.]+, ready after [\d.]+ s/.test(pi.stderr), "the extension sees the value land, with no turn after it");
+			assert.match(pi.stderr, /preparation #1 landed: .* \(its result event\)/, "learnt from the worker's result event");
+			const inFlightReads = worker.reads.filter((t) => t >= (worker.firstJobAt() ?? 0) && t <= (worker.firstPutAt() ?? Infinity)).length;
+			figures.inFlightReads.push(inFlightReads);
+			assert.equal(inFlightReads, 0, "no read of the bucket while the preparation was in flight");
 			await waitUntil(() => jobs.length >= 1, "first prepare job acknowledged");
 			const w = await where(pi, world);
 			const j = jobs[0];
@@ -274,7 +356,7 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			await pi.prompt("one more small step");
 			assert.equal(jobs.length, 1, "no top-up while far from the threshold");
 
-			accepting = false;
+			worker.accept(false);
 			// Past the threshold, under the window: Pi 1.x compacts right after the first answer's
 			// tool result, Pi 0.73 after the run, on its last answer.
 			fm.promptTokens = 17_000;
@@ -303,13 +385,35 @@ describe("the extension in the real Pi (RPC mode)", () => {
 			fm.promptTokens = undefined;
 			for (let i = 0; i < 3 && ignored.length === 0; i++) await pi.prompt(`after the compaction ${i}`);
 			await waitUntil(() => ignored.length >= 1, "the new cycle's request after the compaction");
-			assert.deepEqual(workerErrors, []);
+			assert.deepEqual(worker.errors, []);
 		} finally {
 			fm.promptTokens = undefined;
-			release();
-			messages.stop();
+			await worker.stop();
 			await pi.stop();
-			await worker;
+		}
+	});
+
+	test("events not permitted: the extension says so once, and learns the landing by reading the bucket", { timeout: TEST_TIMEOUT_MS }, async () => {
+		const { pi, world } = startPi(nats.url, { COMPACTOR_NATS_USER: "agent", COMPACTOR_NATS_PASSWORD: AGENT_PASSWORD });
+		const worker = await standInWorker(pi, world);
+		try {
+			fm.promptTokens = undefined;
+			await pi.prompt("small task 1");
+			await pi.prompt("small task 2");
+			await waitUntil(() => worker.held(), "first prepare job");
+			await new Promise((r) => setTimeout(r, WORKER_MS));
+			worker.release();
+			await waitUntil(() => /preparation #1 landed: leaf \S+, requested [\d:.]+, ready after [\d.]+ s, [\d.]+ s ago\n/.test(pi.stderr), "the extension sees the value land, by reading the bucket");
+			assert.doesNotMatch(pi.stderr, /its result event/);
+			assert.equal(pi.stderr.match(/events not permitted/g)?.length, 1, `said once: ${pi.stderr}`);
+			assert.match(pi.stderr, /events not permitted \(not permitted: compactor\.events\.t\.\S+ \(subscribe refused/);
+			const polled = worker.reads.filter((t) => t >= (worker.firstJobAt() ?? 0) && t <= (worker.firstPutAt() ?? Infinity)).length;
+			figures.polledReads.push(polled);
+			assert.ok(polled >= 1, `the bucket was read while the preparation was in flight (${polled})`);
+			assert.deepEqual(worker.errors, []);
+		} finally {
+			await worker.stop();
+			await pi.stop();
 		}
 	});
 

@@ -3,7 +3,7 @@
 // loopback port with JetStream storing into a temporary directory.
 
 import { type ChildProcess, execFile, spawn } from "node:child_process";
-import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync } from "node:fs";
+import { existsSync, mkdirSync, mkdtempSync, readFileSync, rmSync, writeFileSync } from "node:fs";
 import { createServer, type Server } from "node:net";
 import { tmpdir } from "node:os";
 import { dirname, join, resolve } from "node:path";
@@ -57,13 +57,21 @@ export interface NatsServer {
 	stop(): Promise<void>;
 }
 
-/** startNats starts nats-server with JetStream on a random port and creates compactor's resources. */
-export async function startNats(opts: { monitor?: boolean } = {}): Promise<NatsServer> {
+/**
+ * startNats starts nats-server with JetStream on a random port (with conf: that configuration
+ * too, which must let a connection without credentials in) and creates compactor's resources.
+ */
+export async function startNats(opts: { monitor?: boolean; conf?: string } = {}): Promise<NatsServer> {
 	const bin = await natsServerBinary();
 	const port = await freePort();
 	const mport = opts.monitor ? await freePort() : undefined;
 	const store = mkdtempSync(join(tmpdir(), "compactor-pi-ext-js-"));
 	const args = ["-a", "127.0.0.1", "-p", String(port), "-js", "-sd", store];
+	if (opts.conf !== undefined) {
+		// a configuration (users and their permissions) under the flags above
+		writeFileSync(join(store, "server.conf"), opts.conf);
+		args.push("-c", join(store, "server.conf"));
+	}
 	if (mport) args.push("-m", String(mport));
 	const proc = spawn(bin, args, { stdio: ["ignore", "ignore", "pipe"] });
 	let log = "";

@@ -1,0 +1,234 @@
+package main
+
+import (
+	"bytes"
+	"encoding/json"
+	"fmt"
+	"reflect"
+	"slices"
+	"strings"
+	"time"
+)
+
+// A field of a message as JSON has it.
+type field struct {
+	Name string
+	// TS is the field's TypeScript type; Kind its JSON type for a check at run time
+	// (string, number, boolean, object, array, unknown).
+	TS, Kind string
+	// Optional: Go leaves it out when empty (omitempty, omitzero). Nullable: Go writes
+	// null for it when nil (a pointer, slice or map without omitempty).
+	Optional, Nullable bool
+}
+
+var (
+	timeType    = reflect.TypeFor[time.Time]()
+	rawJSONType = reflect.TypeFor[json.RawMessage]()
+)
+
+// fieldsOf lists the JSON fields of struct type t in encoding/json's order: embedded
+// structs without a name of their own are flattened where they stand.
+func fieldsOf(t reflect.Type, named func(reflect.Type) string) ([]field, error) {
+	var out []field
+	for i := range t.NumField() {
+		f := t.Field(i)
+		tag := f.Tag.Get("json")
+		name, opts, _ := strings.Cut(tag, ",")
+		if name == "-" && opts == "" {
+			continue
+		}
+		if f.Anonymous && name == "" && f.Type.Kind() == reflect.Struct {
+			inner, err := fieldsOf(f.Type, named)
+			if err != nil {
+				return nil, err
+			}
+			out = append(out, inner...)
+			continue
+		}
+		if !f.IsExported() {
+			continue
+		}
+		if name == "" {
+			name = f.Name
+		}
+		if strings.Contains(opts, "string") {
+			return nil, fmt.Errorf("%s.%s: the ,string option is not part of the contract", t, f.Name)
+		}
+		ts, kind, nullable, err := tsType(f.Type, named)
+		if err != nil {
+			return nil, fmt.Errorf("%s.%s: %w", t, f.Name, err)
+		}
+		optional := strings.Contains(","+opts+",", ",omitempty,") || strings.Contains(","+opts+",", ",omitzero,")
+		if optional {
+			nullable = false // a nil pointer, slice or map is left out, never null
+		}
+		out = append(out, field{Name: name, TS: ts, Kind: kind, Optional: optional, Nullable: nullable})
+	}
+	return out, nil
+}
+
+// tsType is the TypeScript type of a Go type as encoding/json writes it, its JSON kind, and
+// whether a nil value is written as null.
+func tsType(t reflect.Type, named func(reflect.Type) string) (ts, kind string, nullable bool, err error) {
+	switch {
+	case t == timeType:
+		return "string", "string", false, nil
+	case t == rawJSONType:
+		return "unknown", "unknown", false, nil
+	}
+	switch t.Kind() {
+	case reflect.Bool:
+		return "boolean", "boolean", false, nil
+	case reflect.String:
+		return "string", "string", false, nil
+	case reflect.Int, reflect.Int8, reflect.Int16, reflect.Int32, reflect.Int64,
+		reflect.Uint, reflect.Uint8, reflect.Uint16, reflect.Uint32, reflect.Uint64, reflect.Float32, reflect.Float64:
+		return "number", "number", false, nil
+	case reflect.Interface:
+		return "unknown", "unknown", false, nil
+	case reflect.Pointer:
+		ts, kind, _, err = tsType(t.Elem(), named)
+		return ts, kind, true, err
+	case reflect.Slice, reflect.Array:
+		if t.Elem().Kind() == reflect.Uint8 {
+			return "", "", false, fmt.Errorf("%s: bytes are not part of the contract", t)
+		}
+		elem, _, _, err := tsType(t.Elem(), named)
+		return wrap(elem) + "[]", "array", t.Kind() == reflect.Slice, err
+	case reflect.Map:
+		if t.Key().Kind() != reflect.String {
+			return "", "", false, fmt.Errorf("%s: a map's keys must be strings", t)
+		}
+		elem, _, _, err := tsType(t.Elem(), named)
+		return "Record<string, " + elem + ">", "object", true, err
+	case reflect.Struct:
+		return named(t), "object", false, nil
+	}
+	return "", "", false, fmt.Errorf("%s: kind %s is not part of the contract", t, t.Kind())
+}
+
+func wrap(ts string) string {
+	if strings.ContainsAny(ts, " |") {
+		return "(" + ts + ")"
+	}
+	return ts
+}
+
+// structs collects the struct types the messages name, each once under its Go name; two
+// types of one name must have the same fields (engine.SpanTokens and wire.SpanTokens).
+type structs struct {
+	order  []string
+	fields map[string][]field
+	types  map[string]reflect.Type
+	err    error
+}
+
+func (s *structs) add(name string, t reflect.Type) {
+	if s.fields == nil {
+		s.fields, s.types = map[string][]field{}, map[string]reflect.Type{}
+	}
+	if prev, ok := s.types[name]; ok {
+		if prev != t && s.err == nil {
+			if fs, err := fieldsOf(t, s.name); err != nil || !slices.Equal(fs, s.fields[name]) {
+				s.err = fmt.Errorf("%s and %s are both %s but differ", prev, t, name)
+			}
+		}
+		return
+	}
+	s.types[name] = t
+	s.order = append(s.order, name)
+	fs, err := fieldsOf(t, s.name)
+	if err != nil && s.err == nil {
+		s.err = err
+	}
+	s.fields[name] = fs
+}
+
+// name is the TypeScript name of a struct type a field names (collecting it).
+func (s *structs) name(t reflect.Type) string {
+	s.add(t.Name(), t)
+	return t.Name()
+}
+
+// GenerateTS is extensions/pi/src/wire.gen.ts.
+func GenerateTS() ([]byte, error) {
+	var s structs
+	for _, m := range messages {
+		s.add(m.Name, m.Type)
+	}
+	if s.err != nil {
+		return nil, s.err
+	}
+	var b bytes.Buffer
+	w := func(format string, args ...any) { fmt.Fprintf(&b, format, args...) }
+	w("// Code generated by internal/cmd/wirets (make wire) from compactor's Go wire contract; DO NOT EDIT.\n")
+	w("// The Go types are the definition (package wire, and engine.Prepared for the prepared value):\n")
+	w("// change them there and run `make wire`; a Go test fails while this file is stale.\n\n")
+	if err := writeConstants(w); err != nil {
+		return nil, err
+	}
+	writeBuilders(w)
+	for _, name := range s.order {
+		w("/** %s */\n", s.types[name])
+		w("export interface %s {\n", name)
+		for _, f := range s.fields[name] {
+			opt, null := "", ""
+			if f.Optional {
+				opt = "?"
+			}
+			if f.Nullable {
+				null = " | null"
+			}
+			w("\t%s%s: %s%s;\n", f.Name, opt, f.TS, null)
+		}
+		w("}\n\n")
+	}
+	w("/** A message's JSON fields in Go's order: the JSON type, whether Go may leave it out, whether it may be null. */\n")
+	w("export interface WireField {\n\tname: string;\n\tkind: \"string\" | \"number\" | \"boolean\" | \"object\" | \"array\" | \"unknown\";\n\toptional: boolean;\n\tnullable: boolean;\n}\n\n")
+	w("/** The fields of each message and of each type they hold. */\n")
+	w("export const wireFields: Record<string, readonly WireField[]> = {\n")
+	for _, name := range s.order {
+		w("\t%s: [\n", name)
+		for _, f := range s.fields[name] {
+			w("\t\t{ name: %q, kind: %q, optional: %t, nullable: %t },\n", f.Name, f.Kind, f.Optional, f.Nullable)
+		}
+		w("\t],\n")
+	}
+	w("};\n")
+	return b.Bytes(), nil
+}
+
+func writeConstants(w func(string, ...any)) error {
+	for _, c := range constants {
+		switch v := c.Value.(type) {
+		case string:
+			w("export const %s = %q;\n", c.Name, v)
+		case int:
+			w("export const %s = %d;\n", c.Name, v)
+		case []string:
+			quoted := make([]string, len(v))
+			for i, s := range v {
+				quoted[i] = fmt.Sprintf("%q", s)
+			}
+			w("export const %s = [%s] as const;\n", c.Name, strings.Join(quoted, ", "))
+			if c.Union != "" {
+				w("export type %s = (typeof %s)[number];\n", c.Union, c.Name)
+			}
+		default:
+			return fmt.Errorf("constant %s: a %T is not part of the contract", c.Name, c.Value)
+		}
+	}
+	w("\n")
+	return nil
+}
+
+func writeBuilders(w func(string, ...any)) {
+	for _, bl := range builders {
+		params := make([]string, len(bl.Params))
+		for i, p := range bl.Params {
+			params[i] = p + ": string"
+		}
+		w("/** %s */\n", bl.Doc)
+		w("export function %s(%s): string {\n\treturn `%s`;\n}\n\n", bl.Name, strings.Join(params, ", "), bl.tsTemplate())
+	}
+}
