@@ -2,7 +2,7 @@
 
 package e2e
 
-// Pi's own compaction, measured with the real Pi (issue 10, point 4): how long the agent
+// Pi's own compaction, measured with the real Pi (the baseline zero-wait is measured against): how long the agent
 // is blocked, how many LLM calls run meanwhile, and what Pi sends next. These are the
 // figures a zero-wait route (a Pi extension returning a prepared summary from
 // session_before_compact) is compared against: run the same helpers with

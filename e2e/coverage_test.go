@@ -3,7 +3,7 @@
 package e2e
 
 // Which spans of a session a model has read, in the summary the agent continues from
-// (issue 36: extract now, model later). Measured from outside compactor, on what the
+// (extract now, model later: docs/live-agents.md). Measured from outside compactor, on what the
 // scripted model received and answered: every summary it writes names itself ("Scripted
 // summary <digest>", a digest of its request), and every summary request holds the
 // conversation the model reads (<conversation>) and the previous summary it builds on

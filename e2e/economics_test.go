@@ -191,7 +191,7 @@ func economicsTable(base, with Economics) string {
 	return sb.String()
 }
 
-// checkEconomics holds the run with the extension to issue 26's bar against Pi alone's, for
+// checkEconomics holds the run with the extension to the zero-wait bar against Pi alone's, for
 // a workload whose cycle is several times the summary's latency: the agent waits at most
 // 50 ms (median); at least 95% of compactions come from Pi's hook with no summary call by
 // Pi; at most one compaction more than Pi alone; at most 2 summary requests per compaction;

@@ -2,7 +2,7 @@
 
 package e2e
 
-// The zero-wait workload matrix (issue 26, point 3): windows of 20k, 128k and 200k tokens
+// The zero-wait workload matrix (docs/live-agents.md "The workload matrix"): windows of 20k, 128k and 200k tokens
 // with summary latencies that grow with them (5, 30 and 60 s); tool outputs of about 1k, 10k
 // and 30k tokens a turn, and bursty (mostly 1k, sometimes 30k); agent turns fast (1 s) and
 // slow (10 s). Time is scaled down where a cell would take too long: the summary latency and
@@ -158,7 +158,7 @@ func runCell(t *testing.T, cfg Config, prompts int, with bool) cellRun {
 		keep := fmt.Sprint(cfg.Compaction.KeepRecentTokens)
 		args := []string{"--metrics-addr", "127.0.0.1:0", "--keep-recent-tokens", keep, "--counter", "estimate"}
 		if os.Getenv("E2E_REWRITE_EXTRACTS") == "off" {
-			args = append(args, "--rewrite-extracts=false") // the extract alone, as before issue 36
+			args = append(args, "--rewrite-extracts=false") // the extract alone, without the base
 		}
 		cfg.beforePi = func(env *Env) { svc = env.StartService(url, args...) }
 	}
@@ -287,7 +287,7 @@ func maxOr0(ds []time.Duration) time.Duration {
 	return slices.Max(ds)
 }
 
-// TestZeroWaitMatrix runs every cell (a subtest each) and prints the table of issues 26 and 36.
+// TestZeroWaitMatrix runs every cell (a subtest each) and prints the table of docs/live-agents.md "The workload matrix".
 func TestZeroWaitMatrix(t *testing.T) {
 	var rows []string
 	for _, c := range matrixCells() {
@@ -302,7 +302,7 @@ const longRunPrompts = 86
 // TestZeroWaitLongRun is the matrix's fastest cell (200k-30k-fast: a compaction every third
 // of a summary's latency) over a session long enough for at least 12 compactions: the
 // model's summaries of what the extracts answered keep up with the agent over a session
-// (issue 36). Not in make e2e or the matrix: make e2e-matrix E2E_RUN=TestZeroWaitLongRun.
+// (extract now, model later). Not in make e2e or the matrix: make e2e-matrix E2E_RUN=TestZeroWaitLongRun.
 func TestZeroWaitLongRun(t *testing.T) {
 	var c matrixCell
 	for _, m := range matrixCells() {
@@ -365,7 +365,7 @@ func ms(d time.Duration) string {
 	return fmt.Sprintf("%.0f ms", float64(d.Microseconds())/1000)
 }
 
-// checkCell holds a cell to issue 26's bar. In every cell: at most one compaction more than
+// checkCell holds a cell to the zero-wait bar. In every cell: at most one compaction more than
 // Pi alone, at most 2 summary requests per compaction (those made for the compactions of
 // the run: a preparation for the cycle the run ends in is reported apart), a modelled cost
 // no higher than Pi alone's through the last compaction both runs reached, and no
@@ -389,7 +389,7 @@ func checkCell(t *testing.T, ratio float64, alone, with cellRun, aloneN, withN E
 	if m := medianOr0(with.Blocked); m > 50*time.Millisecond {
 		t.Errorf("compactions blocked the agent %s (median), want <= 50 ms", m)
 	}
-	// Issue 36: every span whose model summary had landed before a later compaction is read
+	// The base: every span whose model summary had landed before a later compaction is read
 	// by a model in that compaction's summary; and the measure itself holds on Pi alone's
 	// run, whose summaries are all a model's.
 	if cv := with.Coverage; cv.LandedCovered != cv.Landed {

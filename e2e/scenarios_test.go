@@ -2,8 +2,8 @@
 
 package e2e
 
-// The live-agent scenarios of issue 9 (point 6), each asserted on the request Pi sends
-// next. They are written against what the issue requires of compactor: no append while a
+// The live-agent scenarios (docs/architecture.md "Live agents"), each asserted on the request Pi sends
+// next. They are written against what a live agent requires of compactor: no append while a
 // turn is in progress (skipped, "turn in progress"), an append that never leaves Pi's
 // entries off its path, and a paid summary salvaged when Pi only appended meanwhile.
 

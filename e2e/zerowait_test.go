@@ -2,7 +2,7 @@
 
 package e2e
 
-// Zero-wait compaction (issue 10) with the real Pi: compactor's workers prepare summaries
+// Zero-wait compaction with the real Pi: compactor's workers prepare summaries
 // in the background (job kind "prepare", bucket COMPACTOR_PREPARED) and the Pi extension in
 // extensions/pi hands them to Pi's session_before_compact hook, so Pi appends the
 // compaction itself without calling its summarizer. Compared with Pi alone on the same
@@ -170,7 +170,7 @@ func median(ds []time.Duration) time.Duration {
 
 // zeroWaitCompare runs the workload with Pi alone and with the extension and compactor,
 // prints the economics table (the whole run, and through the last compaction both runs
-// reached) and holds the run with the extension to issue 26's bar for a workload whose cycle
+// reached) and holds the run with the extension to the zero-wait bar for a workload whose cycle
 // is several times the summary's latency (checkEconomics, on the figures through that
 // compaction).
 func zeroWaitCompare(t *testing.T, cfg Config, prompts int, about string) {

@@ -19,7 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/tokenize"
 )
 
-// Sizes of issue 21's report: a long agent run over 894 files read and 536 modified, about
+// Sizes of a reported run that overflowed: a long agent run over 894 files read and 536 modified, about
 // 104k tokens of context in a 7.5 MiB file, compacted for a 45,000-token window.
 const (
 	bigReadFiles     = 894
@@ -54,7 +54,7 @@ func contextTokens(t *testing.T, file, counter string) (int, *sessionio.Entry) {
 	return cutpoint.ContextTokens(src.Path, src.Release, src.Counter), src.Path[len(src.Path)-1]
 }
 
-// Issue 21's case: 104k tokens compacted for a 45,000-token window with the model's input
+// That run's case: 104k tokens compacted for a 45,000-token window with the model's input
 // limited to 32,000 tokens (the span is summarized in chunks). Untrimmed, the file lists
 // alone (894 + 536 paths) leave the compacted context over the 28,616-token threshold, and
 // the next turn compacts again. It must end at or under the threshold, say what it

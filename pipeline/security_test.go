@@ -22,13 +22,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// Issue 27: host A works with a lease TTL of 6 s (60 s scaled down), host C starts for
-// another store with 1 s (10 s). Before, every start set the streams and buckets up from
-// its own flags: the lease bucket's TTL became 1 s for everyone, A's leases expired before
-// A renewed them (every 2 s), and every attempt of A's job, a paid summary of 5 s, was
-// cancelled: 5 attempts, 5 leases lost, the job dead-lettered, no compaction (measured on
-// 21abee5). Now a worker that is not the admin changes no shared setting, follows the
-// fleet's lease TTL whatever its own flag, and A's job ends at its first attempt.
+// Hosts with their own lease TTLs: host A works with a lease TTL of 6 s (60 s scaled down),
+// host C starts for another store with 1 s (10 s). Were a start to set the streams and
+// buckets up from its own flags, the lease bucket's TTL would become 1 s for everyone, A's
+// leases would expire before A renews them (every 2 s), and every attempt of A's job, a paid
+// summary of 5 s, would be cancelled (measured on 21abee5: 5 attempts, 5 leases lost, the job
+// dead-lettered, no compaction). A worker that is not the admin changes no shared setting
+// and follows the fleet's lease TTL whatever its own flag: A's job ends at its first attempt.
 func TestLeaseTTLIsTheFleets(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)

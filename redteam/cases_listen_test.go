@@ -12,7 +12,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 )
 
-// The smaller findings of issue 32: an embedded server beyond loopback (taking anyone
+// The smaller findings of the red team: an embedded server beyond loopback (taking anyone
 // with --insecure-local, or its token in clear text), and `compactor status` with a
 // store's keys, which waited 10 s before.
 

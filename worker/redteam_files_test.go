@@ -19,7 +19,7 @@ import (
 	"github.com/compactor-dev/compactor/wire"
 )
 
-// The file attacks of issue 32, each run against a real worker (pipelinetest: an embedded
+// The file attacks of the red team (docs/security.md), each run against a real worker (pipelinetest: an embedded
 // nats-server, the engine, a fake model over HTTP) with the store's root confined as
 // `compactor run` confines it. The attacker holds what a store's agent holds: write access
 // to its own store's directory. "Outside" is another store's directory on the same file

@@ -13,8 +13,7 @@ import (
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
-// The Go CLI and the Pi extension read the same environment the same way (issue 25, point
-// 6): every case of extensions/pi/test/testdata/env-parity.json, which the extension's own
+// The Go CLI and the Pi extension read the same environment the same way: every case of extensions/pi/test/testdata/env-parity.json, which the extension's own
 // test reads too.
 func TestEnvParity(t *testing.T) {
 	raw, err := os.ReadFile(filepath.Join("..", "..", "extensions", "pi", "test", "testdata", "env-parity.json"))

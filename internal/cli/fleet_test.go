@@ -35,7 +35,7 @@ import (
 	"github.com/compactor-dev/compactor/wire"
 )
 
-// Issue 27's "done when": a real nats-server started from the configuration `compactor
+// The fleet's permissions, end to end: a real nats-server started from the configuration `compactor
 // auth` generates (once plain, once with TLS; one NATS account per host),
 // two hosts A and B, each account's operator. With A's
 // worker and agent credentials every attempt on B's part is refused at once with the

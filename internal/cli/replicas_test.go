@@ -31,7 +31,7 @@ func replicaTrials(t *testing.T) int {
 	return 1
 }
 
-// The operator's race of issue 19: on a 3-node cluster whose compactor streams were
+// The operator's race on replicas: on a 3-node cluster whose compactor streams were
 // deleted, `compactor run --replicas 3` and a client (`compactor sweep`, typed without
 // --replicas) are started together, in both orders; and two services, --replicas 3 and
 // --replicas 1, are started together. Once the services are ready, every stream and bucket

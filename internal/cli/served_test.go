@@ -20,7 +20,7 @@ import (
 	"github.com/compactor-dev/compactor/wire"
 )
 
-// Two services on one NATS, each serving its own store (hostA, hostB), as in issue 19:
+// Two services on one NATS, each serving its own store (hostA, hostB):
 // jobs go to the service of their store; a job for a store nobody serves ("default", what
 // enqueue --store-dir names a store without --store) is refused, naming the stores that
 // are served, by enqueue, sweep and dlq retry, and nothing is queued; with

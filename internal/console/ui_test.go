@@ -29,7 +29,7 @@ import (
 )
 
 // The console in a real browser (headless Chromium through the DevTools protocol), on a
-// fleet doing real work: make test-ui. Every check of issue 35's "Done when":
+// fleet doing real work: make test-ui. Every check the console promises (docs/operations.md):
 //   - every figure of the fleet page equals status --json and /metrics at the same moment;
 //   - a new compaction appears without a reload within 2 s;
 //   - retrying a dead letter by clicking compacts the session;
