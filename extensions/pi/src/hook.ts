@@ -8,6 +8,7 @@ import type { ExtensionContext, SessionBeforeCompactEvent } from "@earendil-work
 import { type CompactorClient, type Deadlined, withDeadline } from "./client.ts";
 import type { Config } from "./config.ts";
 import { errText, failureText } from "./debug.ts";
+import type { HookState } from "./hookstate.ts";
 import { reportHook } from "./metrics.ts";
 import { noteValue } from "./landing.ts";
 import { type AtHook, bridgeable, bridgeToPiCut, check, extract } from "./bridge.ts";
@@ -15,25 +16,6 @@ import { type HookReason, type HookReport, type HookResult, preparedKey, type Se
 import { latestCompactionId, location, type Runtime, type SessionState } from "./state.ts";
 import type { CheckResult, PreparedCompaction, Refusal } from "./validate.ts";
 
-/** What one run of the hook has come to so far: what its debug line and its report say. */
-export interface HookState {
-	/** The debug line's account ("hit (...)", "miss (...)", "stale (...)"). */
-	outcome: string;
-	/** The report's outcome; undefined: no report (compactor was not asked, or Pi aborted). */
-	kind: HookReport["outcome"] | undefined;
-	/** What answered Pi. */
-	result: HookResult;
-	/** Why no preparation answered, in a word ("none": one did). */
-	reasonCode: HookReason;
-	/** Where compactor finds the session (undefined: in no store, or not looked up). */
-	loc: SessionLocation | undefined;
-	/** The entries a bridge covered, when the answer was bridged to Pi's cut. */
-	bridged: number | undefined;
-	/** When the value read was asked for and made, for the debug line. */
-	timing: string;
-	/** How the summary Pi gets was written (what the value says of itself). */
-	making: ValueMaking;
-}
 
 /** HookRun is one run's state, moved only by its named transitions. */
 export class HookRun {

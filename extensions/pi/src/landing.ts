@@ -26,9 +26,6 @@ const POLL_RETRY_MIN_MS = 50;
 /** Final events kept that named no request in flight yet (one may come before its job's ack is read). */
 const RECENT_EVENTS = 8;
 
-/** How a session learns of landings: its events, or (refused) the bucket. */
-export type Landing = { by: "events"; sub: { stop(): void }; recent: Map<number, ResultEvent> } | { by: "poll" };
-
 /** isRefusal: the server refused the subscription (anything else is a failure to try again). */
 function isRefusal(err: unknown): boolean {
 	return errText(err).startsWith("not permitted: ");
@@ -61,12 +58,6 @@ function refused(rt: Runtime, st: SessionState, err: unknown): void {
 		st.inFlight.heardBy = "poll";
 		pollLater(rt, st, performance.now());
 	}
-}
-
-/** stopFollowing ends what the session follows: its events, and a poll put off. */
-export function stopFollowing(st: SessionState | undefined): void {
-	if (st?.pollTimer) clearTimeout(st.pollTimer);
-	if (st?.landing?.by === "events") st.landing.sub.stop();
 }
 
 /**

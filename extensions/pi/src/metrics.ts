@@ -4,7 +4,7 @@
 
 import type { ExtensionContext, SessionBeforeCompactEvent } from "@earendil-works/pi-coding-agent";
 import { clock, secs } from "./debug.ts";
-import type { HookState } from "./hook.ts";
+import type { HookState } from "./hookstate.ts";
 import { estimate } from "./host.ts";
 import { type HookReport, hookSubject, type ValueMaking } from "./session.ts";
 import type { Runtime, SessionState } from "./state.ts";

@@ -9,10 +9,12 @@ import { agentInboxPrefix, type Config, describeNats, type FlagValues, loadConfi
 import { contextEntries, contextTokens } from "./context.ts";
 import { errText, failureText, type Log, secs, setStoreNames, silent, stderrLog } from "./debug.ts";
 import { contextKind, entryMessages, estimate, host, project } from "./host.ts";
-import { type Landing, stopFollowing } from "./landing.ts";
-import { locateSession, type SessionLocation } from "./session.ts";
+import { locateSession, type ResultEvent, type SessionLocation } from "./session.ts";
 import { type Cycle, type InFlight, Pace } from "./trigger.ts";
 import { lastCompactionIndex } from "./validate.ts";
+
+/** How a session learns of landings: its events, or (refused) the bucket. */
+export type Landing = { by: "events"; sub: { stop(): void }; recent: Map<number, ResultEvent> } | { by: "poll" };
 
 /** What the extension keeps about the session it is bound to. */
 export interface SessionState {
@@ -155,4 +157,10 @@ export async function shutdown(rt: Runtime): Promise<void> {
 	// Bounded: shutting down must not hang on an unreachable server.
 	const r = await withDeadline(cl.close(), 1000);
 	if (!r.ok) rt.log(`close: ${failureText(r)}`);
+}
+
+/** stopFollowing ends what the session follows: its events, and a poll put off. */
+export function stopFollowing(st: SessionState | undefined): void {
+	if (st?.pollTimer) clearTimeout(st.pollTimer);
+	if (st?.landing?.by === "events") st.landing.sub.stop();
 }

@@ -11,7 +11,7 @@ import { join } from "node:path";
 import { describe, test } from "node:test";
 import type { ExtensionContext, SessionBeforeCompactEvent } from "@earendil-works/pi-coding-agent";
 import { type AtHook, bridgeRequest } from "../src/bridge.ts";
-import type { HookState } from "../src/hook.ts";
+import type { HookState } from "../src/hookstate.ts";
 import { finalEvent } from "../src/landing.ts";
 import { hookReport } from "../src/metrics.ts";
 import { bridgeSubject, eventSubject, hookSubject, prepareJob, prepareSubject, preparedKey, type SessionLocation, sessionToken, valueMaking } from "../src/session.ts";
