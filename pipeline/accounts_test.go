@@ -20,6 +20,8 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -112,8 +114,8 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 	if _, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{Stores: []string{"default"}}, false, false, nil); !errors.As(err, new(*fleetops.OldLayoutError)) {
 		t.Fatalf("setup without --migrate: %v", err)
 	}
-	var log logBuffer
-	res, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{}, true, false, log.logger())
+	var log proctest.Buffer
+	res, err := fleetops.Setup(ctx, b.nc, fleetops.SetupConfig{}, true, false, logger(&log))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -186,7 +188,7 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 
 	w2 := b.service(worker)
 	b.run(w2)
-	eventually(t, 30*time.Second, "every queued job worked", func() bool {
+	waitfor.Until(t, "every queued job worked", func() bool {
 		done := 0
 		for i := range queued {
 			done += countType(t, filepath.Join(b.dir, fmt.Sprintf("p/s%d.jsonl", i)), "compaction")
@@ -320,7 +322,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 			LeaseBusyDelay: 200 * time.Millisecond, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second, Handler: &fakeHandler{}}
 		w := startService(t, cfg)
 		runService(t, w)
-		eventually(t, 30*time.Second, "every moved job of "+st+" worked", func() bool {
+		waitfor.Until(t, "every moved job of "+st+" worked", func() bool {
 			done := 0
 			for i := range perStore {
 				done += countType(t, filepath.Join(dirs[st], fmt.Sprintf("p/s%d.jsonl", i)), "compaction")
@@ -329,7 +331,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 		})
 		if st == "hostA" {
 			// A job's final event is published after its compaction is written: wait for it.
-			eventually(t, 30*time.Second, fmt.Sprintf("the final event of the job with a counted attempt (old seq %d) at attempt 2", firstA), func() bool {
+			waitfor.Until(t, fmt.Sprintf("the final event of the job with a counted attempt (old seq %d) at attempt 2", firstA), func() bool {
 				return slices.Contains(accountAttempts(t, js, st), 2)
 			})
 		}

@@ -12,6 +12,7 @@ import (
 
 	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -47,7 +48,7 @@ func TestFollowWaitsForThePendingJob(t *testing.T) {
 	if _, err := s.Follow(ctx, baseJobFor(sid, leaf)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the first job running", func() bool { _, ok := ran.Load(leaf); return ok })
+	waitfor.Until(t, "the first job running", func() bool { _, ok := ran.Load(leaf); return ok })
 	done := make(chan fleetops.EnqueueResult, 1)
 	go func() {
 		r, err := s.Follow(ctx, baseJobFor(sid, "l2"))
@@ -66,7 +67,7 @@ func TestFollowWaitsForThePendingJob(t *testing.T) {
 	if !ended.Load() || r.AlreadyQueued || r.Seq == 0 {
 		t.Fatalf("Follow returned %+v before the pending job ended (%v)", r, ended.Load())
 	}
-	eventually(t, 10*time.Second, "the followed job run", func() bool { _, ok := ran.Load("l2"); return ok })
+	waitfor.Until(t, "the followed job run", func() bool { _, ok := ran.Load("l2"); return ok })
 }
 
 // Work deferred past a bridge's reply (AfterReply) runs after the reply is sent and holds no
@@ -111,9 +112,9 @@ func TestAfterReplyRunsPastTheReply(t *testing.T) {
 	if done.Load() != 0 {
 		t.Fatal("deferred work ended before it was released")
 	}
-	eventually(t, 10*time.Second, "every deferred function running", func() bool { return afters.Load() == int32(n) })
+	waitfor.Until(t, "every deferred function running", func() bool { return afters.Load() == int32(n) })
 	close(release)
-	eventually(t, 10*time.Second, "every deferred function done", func() bool { return done.Load() == int32(n) })
+	waitfor.Until(t, "every deferred function done", func() bool { return done.Load() == int32(n) })
 	// Outside a bridge request, AfterReply runs its function at once.
 	ran := false
 	agents.AfterReply(context.Background(), func(context.Context) { ran = true })
@@ -168,7 +169,7 @@ func TestBaseStore(t *testing.T) {
 	if err := b.nc.Publish(wire.HookSubject("default", sid), rep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the used preparation deleted", func() bool { p, err := st.Get(ctx, "default", sid); return err == nil && p == nil })
+	waitfor.Until(t, "the used preparation deleted", func() bool { p, err := st.Get(ctx, "default", sid); return err == nil && p == nil })
 	if v2, err := st.GetBase(ctx, "default", sid); err != nil || string(v2) != string(v) {
 		t.Fatalf("the base after the hook report: %q %v", v2, err)
 	}
@@ -201,7 +202,7 @@ func TestBaseJobBesidePreparation(t *testing.T) {
 	if _, err := fleetops.Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindPrepare, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, false, 0); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the preparation running", func() bool {
+	waitfor.Until(t, "the preparation running", func() bool {
 		h.mu.Lock()
 		defer h.mu.Unlock()
 		return h.active[sid] == 1
@@ -209,7 +210,7 @@ func TestBaseJobBesidePreparation(t *testing.T) {
 	if _, err := s.Follow(ctx, baseJobFor(sid, leaf)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the base job run while the preparation holds the session", baseRan.Load)
+	waitfor.Until(t, "the base job run while the preparation holds the session", baseRan.Load)
 	close(release)
 	h.mu.Lock()
 	defer h.mu.Unlock()

@@ -16,6 +16,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -83,7 +84,7 @@ func (c *cluster) node(name string) int {
 func streamInfo(t testing.TB, js jetstream.JetStream, name string) *jetstream.StreamInfo {
 	t.Helper()
 	var info *jetstream.StreamInfo
-	eventually(t, 30*time.Second, "info of "+name, func() bool {
+	waitfor.Until(t, "info of "+name, func() bool {
 		ctx, cancel := context.WithTimeout(context.Background(), 2*time.Second)
 		defer cancel()
 		s, err := js.Stream(ctx, name)
@@ -162,7 +163,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		}
 		return n
 	}
-	eventually(t, 30*time.Second, "the batch under way", func() bool { return compacted() >= 10 })
+	waitfor.Until(t, "the batch under way", func() bool { return compacted() >= 10 })
 
 	leader := streamInfo(t, js, wire.StreamJobs).Cluster.Leader
 	victim := c.node(leader)
@@ -188,7 +189,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		lateStarted <- err
 	}()
 	// Beyond the jobs the two workers were running at the kill (3 each), new deliveries.
-	eventually(t, 40*time.Second, "work to resume on two nodes", func() bool { return compacted() > atKill+6 })
+	waitfor.Until(t, "work to resume on two nodes", func() bool { return compacted() > atKill+6 })
 	t.Logf("new jobs done %.1fs after the kill", time.Since(killed).Seconds())
 	if err := <-lateStarted; err != nil {
 		t.Fatalf("worker started during the election: %v", err)
@@ -196,7 +197,7 @@ func TestClusterLeaderKill(t *testing.T) {
 	c.nodes[victim].Start()
 	t.Logf("%s restarted %.1fs after the kill", leader, time.Since(killed).Seconds())
 
-	eventually(t, 60*time.Second, "every job done and the queue empty", func() bool {
+	waitfor.Until(t, "every job done and the queue empty", func() bool {
 		if compacted() != jobs {
 			return false
 		}
@@ -212,7 +213,7 @@ func TestClusterLeaderKill(t *testing.T) {
 		}
 	}
 	final := map[uint64]wire.Event{}
-	eventually(t, 30*time.Second, "a final event for every job", func() bool {
+	waitfor.Until(t, "a final event for every job", func() bool {
 		for _, ev := range eventsOf(t, nc) {
 			if ev.Final() {
 				final[ev.JobSeq] = ev
@@ -262,7 +263,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 		r   fleetops.EnqueueResult
 		err error
 	)
-	eventually(t, 30*time.Second, "enqueue to name the offline stream", func() bool {
+	waitfor.Until(t, "enqueue to name the offline stream", func() bool {
 		r, err = fleetops.Enqueue(context.Background(), nc, job, false, 10*time.Second)
 		return errors.Is(err, fleetops.ErrStreamOffline)
 	})
@@ -271,7 +272,7 @@ func TestClusterR1StreamOfflineNamed(t *testing.T) {
 	}
 	t.Logf("with %s down: %v", info.Cluster.Leader, err)
 	c.nodes[victim].Start()
-	eventually(t, 30*time.Second, "enqueue to work again", func() bool {
+	waitfor.Until(t, "enqueue to work again", func() bool {
 		r, err = fleetops.Enqueue(context.Background(), nc, job, false, 5*time.Second)
 		return err == nil
 	})

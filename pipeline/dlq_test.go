@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -42,7 +43,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 	if _, err := b.js.Publish(context.Background(), "compactor.jobs.default.junk.compact", []byte("not json")); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "4 dead letters", func() bool { return len(b.deadLetters()) == 4 })
+	waitfor.Until(t, "4 dead letters", func() bool { return len(b.deadLetters()) == 4 })
 
 	q, err := operator.OpenDLQ(context.Background(), b.nc)
 	if err != nil {
@@ -116,7 +117,7 @@ func TestDLQListRetryDelete(t *testing.T) {
 			t.Errorf("retry %+v", r)
 		}
 	}
-	eventually(t, 20*time.Second, "the other two sessions compacted", func() bool {
+	waitfor.Until(t, "the other two sessions compacted", func() bool {
 		return countType(t, filepath.Join(b.dir, "s1.jsonl"), "compaction") == 1 && countType(t, filepath.Join(b.dir, "s2.jsonl"), "compaction") == 1
 	})
 	if got := count(operator.DeadLetterFilter{}); got != 0 {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -53,7 +54,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	}
 	defer v.Close()
 	var sv operator.StoreView
-	eventually(t, 10*time.Second, "the running jobs' leases and the queue", func() bool {
+	waitfor.Until(t, "the running jobs' leases and the queue", func() bool {
 		if err := v.Refresh(ctx); err != nil {
 			t.Fatal(err)
 		}
@@ -81,7 +82,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	if p := v.Snapshot().Stores[0].Paused; p == nil || p.Reason != "why" {
 		t.Errorf("pause: %+v", p)
 	}
-	eventually(t, 10*time.Second, "the worker sees the pause", func() bool { return s.pausedNow("default") != nil })
+	waitfor.Until(t, "the worker sees the pause", func() bool { return s.pausedNow("default") != nil })
 	b.enqueue(jobs[2])
 	q, err := v.QueuedJobs(ctx, "default", 50)
 	if err != nil {
@@ -95,7 +96,7 @@ func TestFleetViewReadsTheQueue(t *testing.T) {
 	}
 	released = true
 	close(release)
-	eventually(t, 10*time.Second, "the held jobs' final events indexed", func() bool {
+	waitfor.Until(t, "the held jobs' final events indexed", func() bool {
 		n := 0
 		for _, id := range ids {
 			for _, ev := range v.Events().Session("default", id) {
@@ -160,7 +161,7 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 				t.Fatal(err)
 			}
 		}
-		eventually(t, 10*time.Second, "every forged record left out", func() bool { return v.Snapshot().Accounts[0].LeftOut >= 10 })
+		waitfor.Until(t, "every forged record left out", func() bool { return v.Snapshot().Accounts[0].LeftOut >= 10 })
 		snap := v.Snapshot()
 		if len(snap.Stores) != 1 || snap.Stores[0].Store != "default" || len(snap.Stores[0].Workers) != 1 || len(snap.Stores[0].Running) != 0 ||
 			snap.Stores[0].Paused != nil || v.Events().Sessions() != 0 || len(v.Hooks().Recent(10)) != 0 {
@@ -195,7 +196,7 @@ func TestFleetViewShowsABaseJobsLease(t *testing.T) {
 	raw, _ := json.Marshal(fleetops.LeaseRecord{V: fleetops.LeaseV, Worker: "w1", JobID: "j1", SessionID: "s1", Path: job.Path, Kind: wire.KindBase, Since: time.Now().UTC()})
 	b.putRaw(wire.BucketLeases, leaseKeyOf("default", job), string(raw))
 	var sv operator.StoreView
-	eventually(t, 10*time.Second, "the base job's lease shown as running", func() bool {
+	waitfor.Until(t, "the base job's lease shown as running", func() bool {
 		snap := v.Snapshot()
 		if len(snap.Stores) != 1 || len(snap.Stores[0].Running) != 1 {
 			return false

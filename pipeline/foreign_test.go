@@ -10,6 +10,7 @@ import (
 
 	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
@@ -53,7 +54,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if err := b.nc.Publish(wire.HookSubject("hostA", sid), rep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the foreign hook report counted", func() bool { return count(agents.ForeignHook) == 1 })
+	waitfor.Until(t, "the foreign hook report counted", func() bool { return count(agents.ForeignHook) == 1 })
 	if v, _ := s.Prepared().Get(ctx, "hostA", sid); v == nil {
 		t.Error("a hook report naming another store deleted the prepared value")
 	}
@@ -104,7 +105,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 	if _, err := s.res.sweep.Put(ctx, key, rec); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the foreign sweep record counted", func() bool { return count(foreignSweep) == 1 })
+	waitfor.Until(t, "the foreign sweep record counted", func() bool { return count(foreignSweep) == 1 })
 	if _, ok := m.Record(key); ok {
 		t.Error("a sweep record of another path taken for s.jsonl's")
 	}
@@ -133,7 +134,7 @@ func TestForeignRecordsRefused(t *testing.T) {
 		done <- r
 	}()
 	var seq uint64
-	eventually(t, 30*time.Second, "the held job running", func() bool {
+	waitfor.Until(t, "the held job running", func() bool {
 		p, err := fleetops.DirectLast(ctx, b.nc, wire.StreamJobs, job.Subject())
 		if err == nil {
 			seq = p.Sequence

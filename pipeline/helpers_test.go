@@ -24,6 +24,7 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -108,20 +109,15 @@ func runService(t testing.TB, s *Service) (stop func()) {
 		}
 		return true
 	}
-	deadline := time.Now().Add(hangGuard)
-wait:
-	for !up() {
+	waitfor.Until(t, "the service's workers started", func() bool {
 		select {
 		case err := <-done:
 			done <- err // stop reports it
-			break wait
+			return true
 		default:
+			return up()
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("the service's workers did not start within %s", hangGuard)
-		}
-		time.Sleep(5 * time.Millisecond)
-	}
+	})
 	var once sync.Once
 	stop = func() {
 		once.Do(func() {
@@ -306,21 +302,6 @@ var leafAssessor = sweep.AssessorFunc(func(ctx context.Context, file string) (sw
 		OverBudget: last.Type != "compaction", Version: hdr.Version, HasAssistant: true, Compacted: last.Type == "compaction"}, nil
 })
 
-// eventually polls cond until it holds. d only guards against a hang: a test waits for
-// its condition, not for a duration, so on a loaded machine (a CPU hog, one core, -race) it
-// waits at least hangGuard before it gives up.
-func eventually(t testing.TB, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	d = max(d, hangGuard)
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
 // deadLetters reads every record in COMPACTOR_DLQ.
 func (b *bundle) deadLetters() []wire.DeadLetter {
 	b.t.Helper()
@@ -410,6 +391,3 @@ func get(t testing.TB, s *Service, path string) (int, string) {
 	body, _ := io.ReadAll(resp.Body)
 	return resp.StatusCode, string(body)
 }
-
-// hangGuard is the least time eventually waits for a condition before it fails the test.
-const hangGuard = 2 * time.Minute

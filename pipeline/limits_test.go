@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -58,7 +59,7 @@ func TestStreamLimits(t *testing.T) {
 		t.Errorf("%d jobs pending, want the %d queued before the limit", b.pending(), queued)
 	}
 	// The jobs' age limit removes them, unanswered.
-	eventually(t, 30*time.Second, "the jobs older than the jobs' age limit removed", func() bool { return b.pending() == 0 })
+	waitfor.Until(t, "the jobs older than the jobs' age limit removed", func() bool { return b.pending() == 0 })
 
 	// Events: more than the limit holds; the oldest go, the stream stays within it.
 	for i := range 400 {

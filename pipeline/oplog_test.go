@@ -11,11 +11,13 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
 // jsonLog collects a service's JSON log lines.
-type jsonLog struct{ logBuffer }
+type jsonLog struct{ proctest.Buffer }
 
 // records are the log lines with msg (every line when msg is "").
 func (l *jsonLog) records(msg string) []map[string]any {
@@ -30,7 +32,7 @@ func (l *jsonLog) records(msg string) []map[string]any {
 }
 
 func (l *jsonLog) logger() *slog.Logger {
-	return slog.New(slog.NewJSONHandler(&l.logBuffer, &slog.HandlerOptions{Level: slog.LevelDebug}))
+	return slog.New(slog.NewJSONHandler(&l.Buffer, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
 // Every sweep logs one line at info level with its counts, and, when it enqueued nothing,
@@ -48,7 +50,7 @@ func TestSweepSaysWhyNothingWasEnqueued(t *testing.T) {
 	writeSession(t, b.dir, "p/fresh.jsonl") // just written: active under --idle 10m
 	s := b.service(cfg)
 	b.run(s)
-	eventually(t, 10*time.Second, "the first sweep's line", func() bool { return len(logs.records("sweep done")) == 1 })
+	waitfor.Until(t, "the first sweep's line", func() bool { return len(logs.records("sweep done")) == 1 })
 	rec := logs.records("sweep done")[0]
 	if rec["level"] != "INFO" || rec["files"] != 1.0 || rec["active"] != 1.0 || rec["enqueued"] != 0.0 {
 		t.Errorf("sweep line: %v", rec)
@@ -88,8 +90,8 @@ func TestDeadLetterLoggedAtWarn(t *testing.T) {
 	b.run(s)
 	sid, leaf := writeSession(t, b.dir, "p/dead.jsonl")
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "p/dead.jsonl", SessionID: sid, ExpectLeafID: leaf})
-	eventually(t, 10*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
-	eventually(t, 10*time.Second, "the failed job's line", func() bool { return len(logs.records("job failed")) == 1 })
+	waitfor.Until(t, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
+	waitfor.Until(t, "the failed job's line", func() bool { return len(logs.records("job failed")) == 1 })
 	rec := logs.records("job failed")[0]
 	if rec["level"] != "WARN" || !strings.Contains(rec["error"].(string), "the model refused the request") || rec["reason"] == "" {
 		t.Errorf("failed job logged as %v", rec)

@@ -19,6 +19,8 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats-server/v2/server"
@@ -26,67 +28,13 @@ import (
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// natsNode is an embedded nats-server that a test can stop and start again on the same
-// port and store: an outage as clients see it. A Port of -1 picks a free port below the
-// kernel's ephemeral range (no other process is handed it between a stop and a start),
-// which is kept for restarts.
-type natsNode struct {
-	t    testing.TB
-	opts server.Options
-	ns   *server.Server
+// logger is a Service's logger writing to buf, so that a test can wait for a line.
+func logger(buf *proctest.Buffer) *slog.Logger {
+	return slog.New(slog.NewTextHandler(buf, &slog.HandlerOptions{Level: slog.LevelDebug}))
 }
 
-func startNode(t testing.TB, opts server.Options) *natsNode {
-	t.Helper()
-	if opts.Port == -1 {
-		opts.Port = natstest.FreePorts(t, 1)[0]
-	}
-	n := &natsNode{t: t, opts: opts}
-	n.start()
-	t.Cleanup(n.stop)
-	return n
-}
-
-func (n *natsNode) start() {
-	n.t.Helper()
-	o := n.opts
-	n.ns = natstest.StartServerWith(n.t, &o)
-}
-
-func (n *natsNode) stop() {
-	if n.ns != nil {
-		n.ns.Shutdown()
-		n.ns.WaitForShutdown()
-		n.ns = nil
-	}
-}
-
-func (n *natsNode) url() string { return fmt.Sprintf("nats://127.0.0.1:%d", n.opts.Port) }
-
-// logBuffer collects a Service's log lines so a test can wait for one.
-type logBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (l *logBuffer) Write(p []byte) (int, error) {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.Write(p)
-}
-
-func (l *logBuffer) String() string {
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	return l.buf.String()
-}
-
-func (l *logBuffer) logger() *slog.Logger {
-	return slog.New(slog.NewTextHandler(l, &slog.HandlerOptions{Level: slog.LevelDebug}))
-}
-
-func singleNode(t testing.TB, jetStream bool) *natsNode {
-	return startNode(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir()})
+func singleNode(t testing.TB, jetStream bool) *natstest.Restartable {
+	return natstest.StartRestartable(t, server.Options{Host: "127.0.0.1", Port: -1, JetStream: jetStream, StoreDir: t.TempDir()})
 }
 
 // A renewal that fails because JetStream does not answer (here: the server came back
@@ -99,7 +47,7 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 	dir := t.TempDir()
 	file := filepath.Join(dir, "s.jsonl")
 	sid, leaf := writeSession(t, dir, "s.jsonl")
-	var logs logBuffer
+	var logs proctest.Buffer
 	entered := make(chan struct{})
 	proceed := make(chan struct{})
 	var once sync.Once
@@ -112,14 +60,14 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 			return ctx.Err()
 		}
 	}}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.URL()}, Setup: true, Idle: -1,
 		// The lease must outlast two server restarts (one without JetStream) and a reconnect
 		// after its first failed renewal (at TTL/3), under -race on a loaded machine.
 		AckWait: 30 * time.Second, LeaseTTL: 18 * time.Second, BackoffBase: 50 * time.Millisecond, BackoffMax: time.Second,
-		ShutdownTimeout: 5 * time.Second, Handler: h, Logger: logs.logger()}
+		ShutdownTimeout: 5 * time.Second, Handler: h, Logger: logger(&logs)}
 	runService(t, startService(t, cfg))
 
-	nc, err := nats.Connect(n.url(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
+	nc, err := nats.Connect(n.URL(), nats.MaxReconnects(-1), nats.ReconnectWait(100*time.Millisecond))
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -130,21 +78,21 @@ func TestLeaseSurvivesJetStreamOutage(t *testing.T) {
 	}
 	<-entered
 	// The outage: JetStream gone, the server (and the connection) back without it.
-	n.stop()
-	js := n.opts
-	n.opts.JetStream = false
-	n.start()
-	eventually(t, 20*time.Second, "a failed renewal", func() bool {
+	n.Stop()
+	js := n.Opts
+	n.Opts.JetStream = false
+	n.Start()
+	waitfor.Until(t, "a failed renewal", func() bool {
 		return strings.Contains(logs.String(), "lease renewal failed; retrying while the lease lasts")
 	})
-	n.stop()
-	n.opts = js
-	n.start()
-	eventually(t, 20*time.Second, "the lease renewed after the outage", func() bool {
+	n.Stop()
+	n.Opts = js
+	n.Start()
+	waitfor.Until(t, "the lease renewed after the outage", func() bool {
 		return strings.Contains(logs.String(), "lease renewed again")
 	})
 	close(proceed)
-	eventually(t, 20*time.Second, "the job's final event", func() bool {
+	waitfor.Until(t, "the job's final event", func() bool {
 		for _, ev := range eventsOf(t, nc) {
 			if ev.JobSeq == r.Seq && ev.Final() {
 				if ev.Outcome != OutcomeDone || ev.Attempt != 1 {
@@ -188,13 +136,13 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 		}
 		return nil
 	}}
-	var logs logBuffer
+	var logs proctest.Buffer
 	cfg := b.config(h)
-	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 3*time.Second, 30*time.Second, logs.logger()
+	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 3*time.Second, 30*time.Second, logger(&logs)
 	s := b.service(cfg)
 	b.run(s)
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
-	eventually(t, 10*time.Second, "the first attempt to start", func() bool { return first.Load() })
+	waitfor.Until(t, "the first attempt to start", func() bool { return first.Load() })
 	if err := s.res.leases.Delete(context.Background(), leaseKey("default", sid)); err != nil {
 		t.Fatal(err)
 	}
@@ -203,7 +151,7 @@ func TestLeaseLostCancelsJob(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("handler not cancelled after its lease was deleted")
 	}
-	eventually(t, 20*time.Second, "the retried job", func() bool { return countType(t, file, "compaction") == 1 && b.pending() == 0 })
+	waitfor.Until(t, "the retried job", func() bool { return countType(t, file, "compaction") == 1 && b.pending() == 0 })
 	if !strings.Contains(logs.String(), "lease lost; cancelling job") {
 		t.Errorf("no lease-lost line:\n%s", logs.String())
 	}
@@ -229,12 +177,12 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 		return sweep.Assessment{}, ctx.Err()
 	})
 	h := &fakeHandler{delay: time.Minute}
-	logs := &logBuffer{}
-	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.url()}, Setup: true, Idle: -1,
+	logs := &proctest.Buffer{}
+	cfg := Config{Stores: []Store{{Name: "default", Dir: dir}}, NATS: access.NATSConfig{URL: n.URL()}, Setup: true, Idle: -1,
 		AckWait: 30 * time.Second, LeaseTTL: 9 * time.Second, ShutdownTimeout: time.Second, SweepEvery: time.Hour,
-		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logs.logger()}
+		MetricsAddr: "127.0.0.1:0", Handler: h, Assessor: slowAssessor, Logger: logger(logs)}
 	s := startService(t, cfg)
-	nc, err := nats.Connect(n.url())
+	nc, err := nats.Connect(n.URL())
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -245,11 +193,11 @@ func TestShutdownBoundedWithNATSDown(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	runDone := make(chan error, 1)
 	go func() { runDone <- s.Run(ctx) }()
-	eventually(t, 10*time.Second, "the job and the sweep to start", func() bool {
+	waitfor.Until(t, "the job and the sweep to start", func() bool {
 		c, _ := h.stats()
 		return c == 1 && assessing.Load() > 0
 	})
-	n.stop() // NATS is gone for good
+	n.Stop() // NATS is gone for good
 	start := time.Now()
 	cancel()
 	runReturned(t, runDone, "with NATS down")
@@ -312,10 +260,10 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 		}
 		return applyFake(job, file)
 	})
-	logs := &logBuffer{}
+	logs := &proctest.Buffer{}
 	cfg := b.config(h)
 	cfg.ShutdownTimeout = 100 * time.Millisecond
-	cfg.Logger = logs.logger()
+	cfg.Logger = logger(logs)
 	s := b.service(cfg)
 	r := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	ctx, cancel := context.WithCancel(context.Background())
@@ -336,10 +284,10 @@ func TestRunLeavesDeafHandlerBehind(t *testing.T) {
 		t.Fatalf("the job left behind is not named in the log:\n%s", logs.String())
 	}
 	release <- struct{}{} // the handler returns
-	eventually(t, 10*time.Second, "the left-behind job's goroutine to end", func() bool { return s.running.count() == 0 })
+	waitfor.Until(t, "the left-behind job's goroutine to end", func() bool { return s.running.count() == 0 })
 	b.run(b.service(b.config(h)))
 	file := filepath.Join(b.dir, "s.jsonl")
-	eventually(t, 20*time.Second, "the job done by another worker", func() bool {
+	waitfor.Until(t, "the job done by another worker", func() bool {
 		return countType(t, file, "compaction") == 1 && b.pending() == 0
 	})
 }
@@ -370,7 +318,7 @@ func TestCrashingJobBoundedByMaxDeliver(t *testing.T) {
 			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 		}
 		if crash > maxDeliver {
-			eventually(t, 30*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
+			waitfor.Until(t, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
 			break
 		}
 		select {
@@ -388,7 +336,7 @@ func TestCrashingJobBoundedByMaxDeliver(t *testing.T) {
 		t.Errorf("handler called %d times, want %d", c, maxDeliver)
 	}
 	t.Logf("dead-lettered after %d deliveries (MaxDeliver %d; busy-lease deliveries included)", dl.Deliveries, maxDeliver)
-	eventually(t, 10*time.Second, "the job message gone", func() bool { return b.pending() == 0 })
+	waitfor.Until(t, "the job message gone", func() bool { return b.pending() == 0 })
 }
 
 // One data directory, one server: a second service fails at once and says who holds it;
@@ -488,7 +436,7 @@ func TestEnqueueNamesTheProblem(t *testing.T) {
 		{false, fleetops.ErrNoJetStream, "JetStream is unavailable"},
 	} {
 		n := singleNode(t, tc.js)
-		nc, err := nats.Connect(n.url())
+		nc, err := nats.Connect(n.URL())
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -541,13 +489,13 @@ func TestQueueDepthMetrics(t *testing.T) {
 	sid, leaf := writeSession(t, b.dir, "bad.jsonl")
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "bad.jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: "fail"})
 	b.run(s)
-	eventually(t, 10*time.Second, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
+	waitfor.Until(t, "the dead letter", func() bool { return len(b.deadLetters()) == 1 })
 	for i := range 3 {
 		sid, leaf := writeSession(t, b.dir, fmt.Sprintf("s%d.jsonl", i))
 		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: fmt.Sprintf("s%d.jsonl", i), SessionID: sid, ExpectLeafID: leaf})
 	}
 	want := []string{`compactor_queue_pending{store="default"} 2`, `compactor_queue_in_flight{store="default"} 1`, `compactor_queue_dead_letters{store="default"} 1`}
-	eventually(t, 10*time.Second, "queue gauges", func() bool {
+	waitfor.Until(t, "queue gauges", func() bool {
 		body := scrape(t, s)
 		for _, w := range want {
 			if !strings.Contains(body, w) {
@@ -569,7 +517,7 @@ func eventsOf(t testing.TB, nc *nats.Conn) []wire.Event {
 // scrape returns the text of s's /metrics.
 func scrape(t testing.TB, s *Service) string {
 	t.Helper()
-	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	waitfor.Until(t, "metrics server", func() bool { return s.MetricsAddr() != nil })
 	resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
 	if err != nil {
 		t.Fatal(err)
@@ -614,10 +562,10 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: reason + ".jsonl", SessionID: sid, ExpectLeafID: leaf, Reason: reason})
 	}
 	stop := b.run(s)
-	eventually(t, 10*time.Second, "both jobs running", func() bool { return paying.Load() == 1 && waiting.Load() == 1 })
+	waitfor.Until(t, "both jobs running", func() bool { return paying.Load() == 1 && waiting.Load() == 1 })
 	stopped := make(chan struct{})
 	go func() { stop(); close(stopped) }()
-	eventually(t, 10*time.Second, "the stop to begin", func() bool { return s.draining.Load() })
+	waitfor.Until(t, "the stop to begin", func() bool { return s.draining.Load() })
 	close(release)
 	<-stopped
 	if n := countType(t, files["paying"], "compaction"); n != 1 {
@@ -634,7 +582,7 @@ func TestStopHandsBackJobsNotPaying(t *testing.T) {
 	// Handed back at once and without an attempt: a new worker takes it now (AckWait is
 	// 1s here; the job's attempt count is checked by its event).
 	b.run(b.service(b.config(&fakeHandler{})))
-	eventually(t, 20*time.Second, "the handed-back job done by another worker", func() bool {
+	waitfor.Until(t, "the handed-back job done by another worker", func() bool {
 		return countType(t, files["planning"], "compaction") == 1
 	})
 	for _, ev := range b.events() {

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -43,14 +44,14 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	if _, err := fleetops.SetPaused(ctx, b.nc, "default", true, "incident 42", "the test"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "the worker sees the pause", func() bool { return s.pausedNow("default") != nil })
+	waitfor.Until(t, "the worker sees the pause", func() bool { return s.pausedNow("default") != nil })
 	t.Logf("pause seen by the worker %s after it was written", time.Since(t0).Round(time.Millisecond))
 	for _, j := range jobs[1:] {
 		b.enqueue(j)
 	}
 	// The fetch loop goes round several times while paused: nothing more is taken.
 	turns := s.pauses.held.Load()
-	eventually(t, 5*time.Second, "three turns of the paused fetch loop", func() bool { return s.pauses.held.Load() >= turns+3 })
+	waitfor.Until(t, "three turns of the paused fetch loop", func() bool { return s.pauses.held.Load() >= turns+3 })
 	if calls, _ := h.stats(); calls != 1 {
 		t.Fatalf("%d jobs handled while paused, want only the one held before", calls)
 	}
@@ -64,14 +65,14 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	if _, body := get(t, s, "/metrics"); !strings.Contains(body, `compactor_store_paused{store="default"} 1`) {
 		t.Error("/metrics does not say the store is paused")
 	}
-	eventually(t, 30*time.Second, "the worker's beat says paused", func() bool {
+	waitfor.Until(t, "the worker's beat says paused", func() bool {
 		beats, _, err := fleetops.Workers(ctx, b.nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})
 
 	// The job held finishes while paused.
 	close(release)
-	eventually(t, 10*time.Second, "the held job's event", func() bool {
+	waitfor.Until(t, "the held job's event", func() bool {
 		for _, ev := range b.events() {
 			if ev.SessionID == held && ev.Final() {
 				return true
@@ -86,7 +87,7 @@ func TestPauseHoldsTheQueueAndResumeDrains(t *testing.T) {
 	if _, err := fleetops.SetPaused(ctx, b.nc, "default", false, "", "the test"); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "every job done after the resume", func() bool {
+	waitfor.Until(t, "every job done after the resume", func() bool {
 		done := 0
 		for _, ev := range b.events() {
 			if ev.Outcome == OutcomeDone {

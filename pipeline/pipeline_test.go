@@ -15,6 +15,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -70,7 +71,7 @@ func TestManyEnqueuesExactlyOnce(t *testing.T) {
 	}
 	wg.Wait()
 	t.Logf("enqueue answers: %v", counts)
-	eventually(t, 30*time.Second, "all sessions compacted and queue empty", func() bool {
+	waitfor.Until(t, "all sessions compacted and queue empty", func() bool {
 		for _, s := range sessions {
 			if countType(t, filepath.Join(b.dir, s.rel), "compaction") == 0 {
 				return false
@@ -133,7 +134,7 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "s1", wire.KindCompact), []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 15*time.Second, "8 dead letters", func() bool { return len(b.deadLetters()) == 8 })
+	waitfor.Until(t, "8 dead letters", func() bool { return len(b.deadLetters()) == 8 })
 	var reasons []string
 	for _, dl := range b.deadLetters() {
 		reasons = append(reasons, dl.Reason)
@@ -233,7 +234,7 @@ func TestCrashedWorkerRedelivered(t *testing.T) {
 
 	good := &fakeHandler{}
 	b.run(b.service(b.config(good)))
-	eventually(t, 20*time.Second, "the redelivered job to complete", func() bool {
+	waitfor.Until(t, "the redelivered job to complete", func() bool {
 		return countType(t, file, "compaction") == 1 && b.pending() == 0
 	})
 	close(wake) // the stuck handler wakes up and tries to append: refused, leaf moved
@@ -258,7 +259,7 @@ func TestLeaseSerializesSession(t *testing.T) {
 	b.run(b.service(b.config(h)))
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid})
 	b.enqueue(wire.Job{Kind: wire.KindBranchSummary, Store: "default", Path: "s.jsonl", SessionID: sid, TargetID: "t1"})
-	eventually(t, 20*time.Second, "both jobs", func() bool {
+	waitfor.Until(t, "both jobs", func() bool {
 		return countType(t, file, "compaction") == 1 && countType(t, file, "branch_summary") == 1 && b.pending() == 0
 	})
 	if _, maxActive := h.stats(); maxActive != 1 {
@@ -296,7 +297,7 @@ func TestLeaseAcquireRelease(t *testing.T) {
 	}
 	// Abandoned: expires by itself after the bucket TTL.
 	_ = l2
-	eventually(t, 10*time.Second, "abandoned lease to expire", func() bool {
+	waitfor.Until(t, "abandoned lease to expire", func() bool {
 		l, err := acquireLease(ctx, kv, 2*time.Second, leaseKey("default", "sess"), "sess", "w3", "j3")
 		return err == nil && l != nil
 	})
@@ -321,7 +322,7 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 	}
 	// Worker 1: stage one (jobs finish within the timeout).
 	stop1 := b.run(s1)
-	eventually(t, 10*time.Second, "a job to start", func() bool { c, _ := h1.stats(); return c > 0 })
+	waitfor.Until(t, "a job to start", func() bool { c, _ := h1.stats(); return c > 0 })
 	stop1()
 	if s1.running.count() != 0 {
 		t.Fatal("jobs still in flight after Run returned")
@@ -333,7 +334,7 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 	cfg2.ShutdownTimeout = 100 * time.Millisecond
 	s2 := b.service(cfg2)
 	stop2 := b.run(s2)
-	eventually(t, 10*time.Second, "jobs to start", func() bool { c, _ := h2.stats(); return c >= 3 })
+	waitfor.Until(t, "jobs to start", func() bool { c, _ := h2.stats(); return c >= 3 })
 	stop2()
 	given := 0
 	for _, f := range files {
@@ -345,7 +346,7 @@ func TestGracefulShutdownLosesNoJob(t *testing.T) {
 	// Worker 3 finishes the rest.
 	h3 := &fakeHandler{}
 	b.run(b.service(b.config(h3)))
-	eventually(t, 20*time.Second, "all jobs done", func() bool {
+	waitfor.Until(t, "all jobs done", func() bool {
 		for _, f := range files {
 			if countType(t, f, "compaction") != 1 {
 				return false
@@ -442,7 +443,7 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 		}
 	}
 	b.run(w)
-	eventually(t, 20*time.Second, "the exhausted job's dead letter", func() bool { return len(b.deadLetters()) == 1 })
+	waitfor.Until(t, "the exhausted job's dead letter", func() bool { return len(b.deadLetters()) == 1 })
 	dl := b.deadLetters()[0]
 	if dl.JobSeq != r.Seq || !strings.Contains(dl.Reason, "max deliveries exhausted after 52 deliveries") {
 		t.Errorf("dead letter = %+v", dl)
@@ -450,7 +451,7 @@ func TestDeliveriesBoundedAtAdmission(t *testing.T) {
 	if calls, _ := h.stats(); calls != 0 {
 		t.Errorf("the handler ran %d times on an exhausted job", calls)
 	}
-	eventually(t, 10*time.Second, "the job message gone", func() bool { return b.pending() == 0 })
+	waitfor.Until(t, "the job message gone", func() bool { return b.pending() == 0 })
 	newLeaf, _ := appendLine(file, "message", leaf)
 	r2 := b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: newLeaf})
 	if r2.AlreadyQueued {
@@ -511,7 +512,7 @@ func TestEnqueueWaitEmbedded(t *testing.T) {
 		}
 		r3 <- r
 	}()
-	eventually(t, 10*time.Second, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
+	waitfor.Until(t, "slow job to start", func() bool { c, _ := h.stats(); return c == 2 })
 	other := wire.Job{Kind: wire.KindCompact, Store: "default", Path: job.Path, SessionID: sid, ExpectLeafID: "feedbeef"}
 	r4c := make(chan fleetops.EnqueueResult, 1)
 	waiting := make(chan struct{})
@@ -570,7 +571,7 @@ func TestTriggerDuringJobRechecked(t *testing.T) {
 		t.Fatalf("second trigger: %+v, want already queued", r)
 	}
 	close(release)
-	eventually(t, 15*time.Second, "the new leaf compacted", func() bool {
+	waitfor.Until(t, "the new leaf compacted", func() bool {
 		ls := readLines(t, file)
 		return ls[len(ls)-1].Type == "compaction" && b.pending() == 0
 	})
@@ -676,12 +677,12 @@ func TestMetricsAndHealthz(t *testing.T) {
 	if _, err := fleetops.Enqueue(context.Background(), b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid}, true, 10*time.Second); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	waitfor.Until(t, "metrics server", func() bool { return s.MetricsAddr() != nil })
 	if code, body := get(t, s, "/healthz"); code != 200 || body != "ok\n" {
 		t.Errorf("/healthz = %d %q", code, body)
 	}
 	wants := []string{`compactor_jobs_total{kind="compact",outcome="done",store="default"} 1`, "compactor_llm_tokens_total", "compactor_jobs_in_flight 0", "compactor_job_duration_seconds_bucket"}
-	eventually(t, 5*time.Second, "metrics after the job (in-runningJob drops just after the event)", func() bool {
+	waitfor.Until(t, "metrics after the job (in-runningJob drops just after the event)", func() bool {
 		_, body := get(t, s, "/metrics")
 		for _, want := range wants {
 			if !strings.Contains(body, want) {
@@ -702,7 +703,7 @@ func TestHookReportsMetrics(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	waitfor.Until(t, "metrics server", func() bool { return s.MetricsAddr() != nil })
 	for _, r := range []wire.HookReport{
 		{Outcome: wire.HookHit, LatencyMs: 3, Result: wire.HookResultPrepared, ReasonCode: "none", SpanTokens: &wire.SpanTokens{Model: 900, Extract: 100}, Base: "model"},
 		{Outcome: wire.HookHit, LatencyMs: 4, Result: wire.HookResultExtract, ReasonCode: "not-ready", SpanTokens: &wire.SpanTokens{Extract: 2000}, Base: "compaction", BaseRefused: "entries-differ"},
@@ -728,7 +729,7 @@ func TestHookReportsMetrics(t *testing.T) {
 		`compactor_summary_base_total{base="compaction",refused="entries-differ",store="default"} 1`,
 		`compactor_summary_base_total{base="pi",refused="none",store="default"} 1`,
 		`compactor_summary_base_total{base="other",refused="other",store="default"} 1`}
-	eventually(t, 5*time.Second, "hook metrics", func() bool {
+	waitfor.Until(t, "hook metrics", func() bool {
 		resp, err := http.Get("http://" + s.MetricsAddr().String() + "/metrics")
 		if err != nil {
 			return false

@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -111,7 +112,7 @@ func TestSweepRemovesRecordsOfDeletedFiles(t *testing.T) {
 		t.Errorf("another store's records: %d, want 1 (untouched)", r)
 	}
 	// The delete markers expire: the store's part of the bucket ends with its records.
-	eventually(t, 30*time.Second, "the delete markers to expire", func() bool {
+	waitfor.Until(t, "the delete markers to expire", func() bool {
 		_, msgs := b.sweepRecords("default")
 		return msgs == want
 	})

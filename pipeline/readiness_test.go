@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -23,7 +24,7 @@ func readyz(t testing.TB, s *Service) (int, string) { return get(t, s, "/readyz"
 func waitReadyz(t testing.TB, s *Service, code int, want string, since time.Time) time.Duration {
 	t.Helper()
 	var body string
-	eventually(t, 5*time.Second, "/readyz "+want, func() bool {
+	waitfor.Until(t, "/readyz "+want, func() bool {
 		var c int
 		c, body = readyz(t, s)
 		return c == code && strings.Contains(body, want)
@@ -64,7 +65,7 @@ func TestReadyzFetchLoopsProbesAndDrain(t *testing.T) {
 	}}}
 	s := b.service(cfg)
 	stop := b.run(s)
-	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	waitfor.Until(t, "metrics server", func() bool { return s.MetricsAddr() != nil })
 	waitReadyz(t, s, 200, "fetch default: ok\nstore default: writable\nllm: ok", time.Now())
 
 	// A probe that fails: not ready, with its error; answering again: ready, the error kept.
@@ -92,7 +93,7 @@ func TestReadyzFetchLoopsProbesAndDrain(t *testing.T) {
 	stop2 := b.run(s2)
 	sid, leaf := writeSession(t, b.dir, "s.jsonl")
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
-	eventually(t, 10*time.Second, "the job running", func() bool { c, _ := h.stats(); return c == 1 && s2.MetricsAddr() != nil })
+	waitfor.Until(t, "the job running", func() bool { c, _ := h.stats(); return c == 1 && s2.MetricsAddr() != nil })
 	stopped := make(chan struct{})
 	go func() { stop2(); close(stopped) }()
 	waitReadyz(t, s2, 503, "draining: the worker is stopping", time.Now())
@@ -131,7 +132,7 @@ func TestReadyzStoreReadOnly(t *testing.T) {
 	cfg.MetricsAddr = "127.0.0.1:0"
 	s := b.service(cfg)
 	b.run(s)
-	eventually(t, 5*time.Second, "metrics server", func() bool { return s.MetricsAddr() != nil })
+	waitfor.Until(t, "metrics server", func() bool { return s.MetricsAddr() != nil })
 	waitReadyz(t, s, 200, "store default: writable", time.Now())
 	t0 := time.Now()
 	readOnly()

@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/spend"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
@@ -45,10 +46,10 @@ func (b *bundle) rawValue(bucket, key string) string {
 func TestNewerRecordsLeftAlone(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
-	logs := &logBuffer{}
+	logs := &proctest.Buffer{}
 	cfg := b.config(&fakeHandler{})
 	cfg.Assessor = leafAssessor
-	cfg.Logger = logs.logger()
+	cfg.Logger = logger(logs)
 	cfg.SpendLimits = []spend.Limit{{Window: time.Hour, Tokens: 1000}}
 	s := b.service(cfg)
 	ctx := context.Background()

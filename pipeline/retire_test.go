@@ -6,10 +6,10 @@ import (
 	"fmt"
 	"slices"
 	"testing"
-	"time"
 
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
@@ -48,7 +48,7 @@ func TestPruneRetiredStores(t *testing.T) {
 	bcfg.Setup = false
 	bsvc := b.service(bcfg)
 	stopB := b.run(bsvc)
-	eventually(t, 10*time.Second, "b's worker reported", func() bool {
+	waitfor.Until(t, "b's worker reported", func() bool {
 		beats, _, err := fleetops.ReadBeats(ctx, fleetops.OpenBucket(b.js, wire.BucketWorkers), "b")
 		return err == nil && len(beats) == 1
 	})

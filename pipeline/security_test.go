@@ -16,6 +16,8 @@ import (
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
@@ -46,17 +48,17 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 		}
 		return nil
 	}}
-	var logs logBuffer
+	var logs proctest.Buffer
 	cfg := b.config(h)
-	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 6*time.Second, 30*time.Second, logs.logger()
+	cfg.LeaseTTL, cfg.AckWait, cfg.Logger = 6*time.Second, 30*time.Second, logger(&logs)
 	a := b.service(cfg) // the admin's setup (run --setup): the fleet's lease TTL is 6 s
 	b.run(a)
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf})
 	<-started
 
-	var clog logBuffer
+	var clog proctest.Buffer
 	c := b.config(&fakeHandler{})
-	c.Stores, c.Setup, c.LeaseTTL, c.Logger = []Store{{Name: "default", Dir: b.dir}}, false, time.Second, clog.logger()
+	c.Stores, c.Setup, c.LeaseTTL, c.Logger = []Store{{Name: "default", Dir: b.dir}}, false, time.Second, logger(&clog)
 	cs := b.service(c) // a worker: binds, changes nothing
 	b.run(cs)
 	str, err := b.js.Stream(context.Background(), "KV_"+wire.BucketLeases)
@@ -72,7 +74,7 @@ func TestLeaseTTLIsTheFleets(t *testing.T) {
 	if cs.leaseTTL() != 6*time.Second || !strings.Contains(clog.String(), "using the fleet's lease TTL") {
 		t.Errorf("the worker's lease TTL is %s; its log:\n%s", cs.leaseTTL(), clog.String())
 	}
-	eventually(t, 30*time.Second, "the job to end", func() bool { return countType(t, file, "compaction") == 1 && b.pending() == 0 })
+	waitfor.Until(t, "the job to end", func() bool { return countType(t, file, "compaction") == 1 && b.pending() == 0 })
 	if n := calls.Load(); n != 1 || strings.Contains(logs.String(), "lease lost") || strings.Contains(clog.String(), "lease lost") {
 		t.Errorf("handler calls %d (want 1), lease lost: %v", n, strings.Contains(logs.String()+clog.String(), "lease lost"))
 	}
@@ -155,14 +157,14 @@ func TestPreparedDeletedOnceUsed(t *testing.T) {
 	if err := b.nc.Publish(wire.HookSubject("default", sid), rep); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the used summary deleted", gone)
+	waitfor.Until(t, "the used summary deleted", gone)
 
 	put()
 	r, err := fleetops.Enqueue(ctx, b.nc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, 20*time.Second)
 	if err != nil || r.Event.Outcome != OutcomeDone {
 		t.Fatalf("compact: %+v, %v", r, err)
 	}
-	eventually(t, 10*time.Second, "the summary compacted past deleted", gone)
+	waitfor.Until(t, "the summary compacted past deleted", gone)
 }
 
 // A user that may create a consumer on its own records can have it deliver them to any
@@ -349,7 +351,7 @@ func TestMigrationKeepsQueuedJobs(t *testing.T) {
 	}
 	w2 := b.service(worker)
 	b.run(w2)
-	eventually(t, 30*time.Second, "every queued job worked", func() bool {
+	waitfor.Until(t, "every queued job worked", func() bool {
 		done := 0
 		for i := range queued {
 			done += countType(t, filepath.Join(b.dir, fmt.Sprintf("p/s%d.jsonl", i)), "compaction")

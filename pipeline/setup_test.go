@@ -10,6 +10,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -124,9 +125,9 @@ func TestServiceChangesOnlyWhatDiffers(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
 	start := func(dup, ackWait time.Duration) string {
-		var log logBuffer
+		var log proctest.Buffer
 		cfg := b.config(&fakeHandler{})
-		cfg.DuplicateWindow, cfg.AckWait, cfg.Logger = dup, ackWait, log.logger()
+		cfg.DuplicateWindow, cfg.AckWait, cfg.Logger = dup, ackWait, logger(&log)
 		startService(t, cfg)
 		return log.String()
 	}

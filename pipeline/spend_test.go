@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/spend"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -93,7 +94,7 @@ func TestSpendLimitHoldsJobsToTheNextHour(t *testing.T) {
 	for {
 		hour := clock.now()
 		// The hour is over for the test once every job left has been held in it.
-		eventually(t, 30*time.Second, "every job left held in "+hour.Format("15:04"), func() bool {
+		waitfor.Until(t, "every job left held in "+hour.Format("15:04"), func() bool {
 			ledger.mu.RLock()
 			defer ledger.mu.RUnlock()
 			for _, p := range paths {
@@ -121,7 +122,7 @@ func TestSpendLimitHoldsJobsToTheNextHour(t *testing.T) {
 			t.Fatal("jobs still held after 20 hours")
 		}
 	}
-	eventually(t, 30*time.Second, "every job's final event", func() bool {
+	waitfor.Until(t, "every job's final event", func() bool {
 		n := 0
 		for _, ev := range b.events() {
 			if ev.Final() {
@@ -203,7 +204,7 @@ func TestSpendLimitPerStore(t *testing.T) {
 			b.enqueue(wire.Job{Kind: wire.KindCompact, Store: st.name, Path: rel, SessionID: sid, ExpectLeafID: leaf})
 		}
 	}
-	eventually(t, 30*time.Second, "store other done and store default held", func() bool {
+	waitfor.Until(t, "store other done and store default held", func() bool {
 		ledger.mu.RLock()
 		defer ledger.mu.RUnlock()
 		done, held := 0, 0

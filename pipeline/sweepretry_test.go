@@ -10,6 +10,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -29,7 +30,7 @@ func sweepAndWait(t *testing.T, b *bundle, s *Service) sweep.Stats {
 	if err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the queue to drain", func() bool { return b.pending() == 0 && s.running.count() == 0 })
+	waitfor.Until(t, "the queue to drain", func() bool { return b.pending() == 0 && s.running.count() == 0 })
 	return st
 }
 
@@ -79,7 +80,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 		r, _ := s.memo.Record(sweep.Key("default", rel))
 		return r
 	}
-	eventually(t, 5*time.Second, "the outcomes noted in the memo", func() bool {
+	waitfor.Until(t, "the outcomes noted in the memo", func() bool {
 		return rec("fail.jsonl").Misses == 1 && rec("busy.jsonl").Misses == 1
 	})
 	if r := rec("fail.jsonl"); r.LastOutcome != "failed" || r.RetryAt.Before(t0.Add(base-time.Second)) {
@@ -100,7 +101,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 	if st.Retried != 2 || st.Enqueued != 2 {
 		t.Fatalf("sweep after the backoff: %+v", st)
 	}
-	eventually(t, 5*time.Second, "the second misses noted", func() bool {
+	waitfor.Until(t, "the second misses noted", func() bool {
 		return rec("fail.jsonl").Misses == 2 && rec("busy.jsonl").Misses == 2
 	})
 	if r := rec("busy.jsonl"); r.RetryAt.Before(t1.Add(2*base - time.Second)) {
@@ -126,7 +127,7 @@ func TestSweepRetriesAfterBackoff(t *testing.T) {
 			t.Errorf("%s: %d compactions, want 1", f, n)
 		}
 	}
-	eventually(t, 5*time.Second, "the misses cleared", func() bool {
+	waitfor.Until(t, "the misses cleared", func() bool {
 		return rec("fail.jsonl").Misses == 0 && rec("busy.jsonl").Misses == 0
 	})
 	// Compacted files changed: assessed once (not over budget), then unchanged for good.

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go/jetstream"
 	"github.com/prometheus/client_golang/prometheus"
@@ -118,7 +119,7 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 	// The new version starts beside it, and its enqueuers write v2 jobs.
 	newSvc := b.service(newCfg)
 	b.run(newSvc)
-	eventually(t, 10*time.Second, "both workers' beats", func() bool {
+	waitfor.Until(t, "both workers' beats", func() bool {
 		beats, _, err := fleetops.ReadBeats(context.Background(), newSvc.res.workers, "default")
 		return err == nil && len(beats) == 2
 	})
@@ -128,7 +129,7 @@ func TestRollingUpgradeRoutesJobsByVersion(t *testing.T) {
 			enqueue(50+i/2, 1)
 		}
 	}
-	eventually(t, 60*time.Second, "every job's final event", func() bool {
+	waitfor.Until(t, "every job's final event", func() bool {
 		final := 0
 		for _, ev := range b.events() {
 			if ev.Final() {
@@ -204,7 +205,7 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 		t.Fatal(err)
 	}
 	bound := cfg.MaxDeliver + fleetops.MaxFreeDeliveries
-	eventually(t, 30*time.Second, "the job handed back past its deliveries", func() bool {
+	waitfor.Until(t, "the job handed back past its deliveries", func() bool {
 		return counterValue(t, old.m.handedBack.WithLabelValues("default", handBackVersion)) > float64(bound)
 	})
 	if m, err := fleetops.DirectLast(context.Background(), b.nc, wire.StreamJobs, j.Subject()); err != nil || m.Sequence != pending.Sequence {
@@ -216,7 +217,7 @@ func TestUnknownVersionWaitsPastTheDeliveryBound(t *testing.T) {
 	newCfg := b.config(&versionedHandler{worker: "new", versions: []int{1, 2}, log: wl})
 	newCfg.JobVersions = []int{1, 2}
 	b.run(b.service(newCfg))
-	eventually(t, 30*time.Second, "the job done by the new worker", func() bool {
+	waitfor.Until(t, "the job done by the new worker", func() bool {
 		return countType(t, filepath.Join(b.dir, "s.jsonl"), "compaction") == 1
 	})
 	wl.mu.Lock()

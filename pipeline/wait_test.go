@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 )
@@ -51,7 +52,7 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 	}
 	done := make(chan answer, 1)
 	go func() {
-		r, err := fleetops.Enqueue(context.Background(), wc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, hangGuard)
+		r, err := fleetops.Enqueue(context.Background(), wc, wire.Job{Kind: wire.KindCompact, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf}, true, waitfor.HangGuard)
 		done <- answer{r, err}
 	}()
 	jobs := func() uint64 {
@@ -62,7 +63,7 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 		return st.CachedInfo().State.Msgs
 	}
 	// Queued: the waiter subscribed to the events before it published the job.
-	eventually(t, 10*time.Second, "the job queued", func() bool { return jobs() == 1 })
+	waitfor.Until(t, "the job queued", func() bool { return jobs() == 1 })
 
 	d.open.Store(false)
 	cid, err := wc.GetClientID()
@@ -72,11 +73,11 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 	if err := b.ns.DisconnectClientByID(cid); err != nil {
 		t.Fatal(err)
 	}
-	eventually(t, 10*time.Second, "the waiter's connection cut", func() bool { return !wc.IsConnected() })
+	waitfor.Until(t, "the waiter's connection cut", func() bool { return !wc.IsConnected() })
 
 	// The job ends (its event published just before its ack) while the waiter is away.
 	b.run(s)
-	eventually(t, 10*time.Second, "the job answered", func() bool { return jobs() == 0 })
+	waitfor.Until(t, "the job answered", func() bool { return jobs() == 0 })
 	// The gate was shut before the cut: still away now is away the whole time.
 	if wc.IsConnected() {
 		t.Fatal("the waiter was not away while the job ended")
@@ -89,7 +90,7 @@ func TestEnqueueWaitSeesEventPublishedWhileAway(t *testing.T) {
 		if a.err != nil || a.r.Event == nil || a.r.Event.Outcome != OutcomeDone {
 			t.Fatalf("enqueue --wait after the reconnect: %+v, %v", a.r, a.err)
 		}
-	case <-time.After(hangGuard + 10*time.Second):
-		t.Fatalf("enqueue --wait did not return within %s", hangGuard+10*time.Second)
+	case <-time.After(waitfor.HangGuard + 10*time.Second):
+		t.Fatalf("enqueue --wait did not return within %s", waitfor.HangGuard+10*time.Second)
 	}
 }

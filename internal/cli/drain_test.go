@@ -6,6 +6,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 )
@@ -32,21 +34,21 @@ func drained(t *testing.T, n int, latency time.Duration, extra ...string) (reque
 	llm.SetDefault(fakellm.Behavior{Latency: latency})
 	store, files := overBudgetStore(t, n)
 	p := drainRun(t, bin, url, store, llm.URL(), append([]string{"--sweep-every", "1h"}, extra...)...)
-	waitUntil(t, time.Minute, "every summary in flight at the endpoint", func() bool {
-		if p.exited() {
-			t.Fatalf("run exited (%d):\n%s", p.code, p.logs.String())
+	waitfor.Until(t, "every summary in flight at the endpoint", func() bool {
+		if p.Exited() {
+			t.Fatalf("run exited (%d):\n%s", p.Code(), p.logs.String())
 		}
 		return llm.Count() >= n
 	})
 	start := time.Now()
 	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
+	if code := p.Await(t); code != 0 {
 		t.Fatalf("run exit %d after SIGTERM:\n%s", code, p.logs.String())
 	}
 	stopped = time.Since(start)
 	first, _ := compactions(t, files)
 	again := drainRun(t, bin, url, store, llm.URL(), append([]string{"--once"}, extra...)...)
-	if code := again.wait(t); code != 0 {
+	if code := again.Await(t); code != 0 {
 		t.Fatalf("run --once after the restart: exit %d:\n%s", code, again.logs.String())
 	}
 	total, perFile := compactions(t, files)

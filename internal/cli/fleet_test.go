@@ -22,6 +22,9 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/pisession"
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/nats-io/nats-server/v2/server"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -307,7 +310,7 @@ func operatorsWindow(t *testing.T, f *fleet) {
 		t.Errorf("worker of hostA reading its pause record: %+v, %v", r, err)
 	}
 	opA := accounts[0].Conn
-	waitUntil(t, time.Minute, "hostA's worker says paused in its beat", func() bool {
+	waitfor.Until(t, "hostA's worker says paused in its beat", func() bool {
 		beats, _, err := fleetops.Workers(ctx, opA)
 		for _, b := range beats {
 			if b.Store == "hostA" {
@@ -316,7 +319,7 @@ func operatorsWindow(t *testing.T, f *fleet) {
 		}
 		return false
 	})
-	waitUntil(t, time.Minute, "the view sees hostA paused, hostB not", func() bool {
+	waitfor.Until(t, "the view sees hostA paused, hostB not", func() bool {
 		snap := v.Snapshot()
 		return snap.Stores[0].Paused != nil && snap.Stores[1].Paused == nil
 	})
@@ -348,7 +351,7 @@ func operatorsWindow(t *testing.T, f *fleet) {
 	c := startCLI(append([]string{"console", "--listen", "127.0.0.1:0", "--token-dir", tokens, "--log-format", "json"}, creds...))
 	defer c.stop(t)
 	var addr string
-	waitUntil(t, time.Minute, "the console listening", func() bool {
+	waitfor.Until(t, "the console listening", func() bool {
 		if c.ended() {
 			t.Fatalf("console exited %d:\n%s", c.code, c.log.String())
 		}
@@ -429,7 +432,7 @@ func try(a attempt, user string, nc *nats.Conn, f *fleet) (time.Duration, error)
 		}
 		return time.Since(start), fmt.Errorf("exit %d: %s%s", code, out, errOut)
 	}
-	ctx, cancel := context.WithTimeout(context.Background(), hangGuard)
+	ctx, cancel := context.WithTimeout(context.Background(), waitfor.HangGuard)
 	defer cancel()
 	wctx, stop := access.RefusalsOf(nc).Watch(ctx)
 	defer stop()
@@ -595,16 +598,19 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 
 	// A preparation (as the Pi extension asks for one), read back, bridged to a later cut,
 	// then deleted once Pi's hook reported its run.
-	leaf := lastEntryID(t, filepath.Join(root, acmeSession))
+	leaf, err := pisession.LastEntryID(filepath.Join(root, acmeSession))
+	if err != nil {
+		t.Fatal(err)
+	}
 	prep := wire.Job{Kind: wire.KindPrepare, Store: h, Path: acmeSession, SessionID: acmeID, ExpectLeafID: leaf, Reason: "extension",
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 6000}
 	res, err := fleetops.Enqueue(ctx, agent, prep, true, time.Minute)
 	if err != nil || res.Event.Outcome != pipeline.OutcomeDone {
 		t.Fatalf("%s: prepare: %+v %v", h, res.Event, err)
 	}
-	prepared := directGet(t, agent, "KV_"+wire.BucketPrepared, "$KV."+wire.BucketPrepared+"."+wire.PreparedKey(h, acmeID))
-	if prepared == nil {
-		t.Fatalf("%s: the agent cannot read its prepared summary", h)
+	preparedKey := "$KV." + wire.BucketPrepared + "." + wire.PreparedKey(h, acmeID)
+	if prepared, err := natstest.DirectGet(ctx, agent, "KV_"+wire.BucketPrepared, preparedKey); err != nil || prepared == nil {
+		t.Fatalf("%s: the agent cannot read its prepared summary: %v", h, err)
 	}
 	code, planOut, errOut := f.cli("plan", filepath.Join(root, acmeSession), "--json", "--policy", "pi", "--counter", "estimate", "--keep-recent-tokens", "2000")
 	var plan struct {
@@ -629,13 +635,13 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	if err := agent.Publish(wire.HookSubject(h, acmeID), hook); err != nil {
 		t.Fatal(err)
 	}
-	deadline := time.Now().Add(hangGuard)
-	for directGet(t, agent, "KV_"+wire.BucketPrepared, "$KV."+wire.BucketPrepared+"."+wire.PreparedKey(h, acmeID)) != nil {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the used summary was not deleted", h)
+	waitfor.Until(t, h+": the used summary deleted", func() bool {
+		prepared, err := natstest.DirectGet(ctx, agent, "KV_"+wire.BucketPrepared, preparedKey)
+		if err != nil {
+			t.Fatalf("direct get %s: %v", preparedKey, err)
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return prepared == nil
+	})
 
 	// A sweep (the worker's credentials) compacts what is over budget: 4 of the 7 example
 	// sessions at these settings.
@@ -644,12 +650,7 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	if code != ExitOK || !strings.Contains(out, "4 enqueued") {
 		t.Fatalf("%s: sweep: exit %d\n%s\n%s", h, code, out, errOut)
 	}
-	for compactionsUnder(t, root) < before+4 {
-		if time.Now().After(deadline) {
-			t.Fatalf("%s: the sweep's jobs were not compacted: %d compactions", h, compactionsUnder(t, root)-before)
-		}
-		time.Sleep(100 * time.Millisecond)
-	}
+	waitfor.Until(t, h+": the sweep's 4 jobs compacted", func() bool { return compactionsUnder(t, root) >= before+4 })
 	swept := compactionsUnder(t, root) - before
 	// A session deleted: the next sweep (the worker's credentials) removes its record, the
 	// marker expiring (the bucket allows it since this setup).
@@ -698,36 +699,6 @@ func ownFlows(t *testing.T, f *fleet, h string) {
 	}
 	t.Logf("%s: prepared and bridged to %s, deleted once used; sweep compacted %d sessions, then removed the record of a deleted one; enqueue --wait: %s; the operator replayed dead letter %d: %s",
 		h, plan.FirstKept, swept, ev.Outcome, retried[0].Seq, retried[0].Event.Outcome)
-}
-
-// directGet reads the last message of subject, nil when there is none (or it is a KV
-// delete marker).
-func directGet(t *testing.T, nc *nats.Conn, stream, subject string) []byte {
-	t.Helper()
-	m, err := nc.Request("$JS.API.DIRECT.GET."+stream+"."+subject, nil, 10*time.Second)
-	if err != nil {
-		t.Fatalf("direct get %s: %v", subject, err)
-	}
-	if m.Header.Get("Status") == "404" || m.Header.Get("KV-Operation") != "" {
-		return nil
-	}
-	return m.Data
-}
-
-func lastEntryID(t *testing.T, file string) string {
-	t.Helper()
-	data, err := os.ReadFile(file)
-	if err != nil {
-		t.Fatal(err)
-	}
-	lines := strings.Split(strings.TrimSpace(string(data)), "\n")
-	var e struct {
-		ID string `json:"id"`
-	}
-	if err := json.Unmarshal([]byte(lines[len(lines)-1]), &e); err != nil {
-		t.Fatal(err)
-	}
-	return e.ID
 }
 
 // compactionsUnder counts the compaction entries compactor appended under root.

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/nats-io/nats.go/jetstream"
 
 	"github.com/compactor-dev/compactor/fleetops"
@@ -54,7 +56,7 @@ func TestOperatorOutputIsInert(t *testing.T) {
 	if _, err := fleetops.SetPaused(ctx, nc, "default", true, evilText, evilText); err != nil {
 		t.Fatal(err)
 	}
-	waitUntil(t, 10*time.Second, "the worker sees the pause", func() bool {
+	waitfor.Until(t, "the worker sees the pause", func() bool {
 		beats, _, err := fleetops.Workers(ctx, nc)
 		return err == nil && len(beats) == 1 && beats[0].Paused
 	})

@@ -9,6 +9,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -56,12 +58,11 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	}()
 	defer func() { cancel(); <-served }()
 	var info *access.ServiceInfo
-	deadline := time.Now().Add(hangGuard)
-	for info == nil && time.Now().Before(deadline) {
-		time.Sleep(50 * time.Millisecond)
+	waitfor.Until(t, "the service file", func() bool {
 		info = access.RunningService(data)
-	}
-	if info == nil || info.Auth != "token" || strings.HasSuffix(info.ClientURL, ":4222") {
+		return info != nil
+	})
+	if info.Auth != "token" || strings.HasSuffix(info.ClientURL, ":4222") {
 		t.Fatalf("service file: %+v", info)
 	}
 
@@ -73,25 +74,25 @@ func TestRunListenLockAndJoin(t *testing.T) {
 	defer nc.Close()
 	js, _ := jetstream.New(nc)
 	var ci *jetstream.ConsumerInfo
-	for time.Now().Before(deadline) {
-		if c, err := js.Consumer(context.Background(), wire.StreamJobs, fleetops.ConsumerName("default")); err == nil {
+	waitfor.Until(t, "the consumer", func() bool {
+		c, err := js.Consumer(context.Background(), wire.StreamJobs, fleetops.ConsumerName("default"))
+		if err == nil {
 			ci = c.CachedInfo()
-			break
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	if ci == nil || ci.Config.AckWait != 2*time.Minute || ci.Config.MaxDeliver != -1 {
+		return err == nil
+	})
+	if ci.Config.AckWait != 2*time.Minute || ci.Config.MaxDeliver != -1 {
 		t.Fatalf("consumer config: %+v", ci)
 	}
 	var fleet string // written last by the setup
-	for time.Now().Before(deadline) && fleet == "" {
+	waitfor.Until(t, "the fleet settings", func() bool {
 		if e, err := js.Stream(context.Background(), "KV_"+wire.BucketSettings); err == nil {
 			if m, err := e.GetLastMsgForSubject(context.Background(), "$KV."+wire.BucketSettings+".fleet"); err == nil {
 				fleet = string(m.Data)
 			}
 		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return fleet != ""
+	})
 	if !strings.Contains(fleet, `"maxDeliver":7`) || !strings.Contains(fleet, `"leaseTtl":"30s"`) {
 		t.Fatalf("fleet settings: %s", fleet)
 	}

@@ -15,6 +15,9 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/cli/status"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/testbin"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -34,26 +37,13 @@ var built struct {
 func compactorBinary(t testing.TB) (path, version string) {
 	t.Helper()
 	built.once.Do(func() {
-		root, err := filepath.Abs("../..")
-		if err != nil {
-			built.err = err
-			return
-		}
-		if built.dir, built.err = os.MkdirTemp("", "compactor-cli-bin"); built.err != nil {
-			return
-		}
-		out, err := exec.Command("git", "-C", root, "describe", "--tags", "--always", "--dirty").Output()
+		out, err := exec.Command("git", "-C", "../..", "describe", "--tags", "--always", "--dirty").Output()
 		built.version = strings.TrimSpace(string(out))
 		if err != nil || built.version == "" {
 			built.version = "test-build" // not a git checkout
 		}
+		built.dir, built.err = testbin.BuildWith("-X github.com/compactor-dev/compactor/internal/cli/command.version="+built.version, "compactor")
 		built.path = filepath.Join(built.dir, "compactor")
-		cmd := exec.Command("go", "build", "-ldflags", "-X github.com/compactor-dev/compactor/internal/cli/command.version="+built.version,
-			"-o", built.path, "./cmd/compactor")
-		cmd.Dir = root
-		if out, err := cmd.CombinedOutput(); err != nil {
-			built.err = fmt.Errorf("go build ./cmd/compactor: %v\n%s", err, out)
-		}
 	})
 	if built.err != nil {
 		t.Fatal(built.err)
@@ -61,52 +51,26 @@ func compactorBinary(t testing.TB) (path, version string) {
 	return built.path, built.version
 }
 
-// process is a compactor process and its stderr.
+// process is a compactor process and its output (stdout and stderr).
 type process struct {
-	cmd  *exec.Cmd
-	logs *syncBuffer
-	done chan struct{}
-	code int
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	*proctest.Proc
+	logs *proctest.Buffer
 }
 
 // startProcess runs the binary with args, in an environment of its own (no key in it, HOME
-// a temporary directory); it is killed when the test ends if it still runs.
+// a temporary directory); it is killed when the test ends if it still runs, and its log is
+// printed when the test failed.
 func startProcess(t testing.TB, bin string, args ...string) *process {
 	t.Helper()
-	p := &process{cmd: exec.Command(bin, args...), logs: &syncBuffer{}, done: make(chan struct{})}
-	p.cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
-	p.cmd.Stdout, p.cmd.Stderr = p.logs, p.logs
-	if err := p.cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	go func() {
-		_ = p.cmd.Wait()
-		p.code = p.cmd.ProcessState.ExitCode()
-		close(p.done)
-	}()
+	cmd := exec.Command(bin, args...)
+	cmd.Env = []string{"PATH=" + os.Getenv("PATH"), "HOME=" + t.TempDir()}
+	p := &process{logs: &proctest.Buffer{}}
+	cmd.Stdout, cmd.Stderr = p.logs, p.logs
+	p.Proc = proctest.Start(t, cmd)
 	t.Cleanup(func() {
-		select {
-		case <-p.done:
-		default:
-			_ = p.cmd.Process.Kill()
-			<-p.done
+		p.Kill()
+		if t.Failed() {
+			t.Logf("%s's log:\n%s", cmd.Args[1], p.logs.String())
 		}
 	})
 	return p
@@ -114,45 +78,20 @@ func startProcess(t testing.TB, bin string, args ...string) *process {
 
 func (p *process) signal(t testing.TB, sig syscall.Signal) {
 	t.Helper()
-	if err := p.cmd.Process.Signal(sig); err != nil {
+	if err := p.Cmd.Process.Signal(sig); err != nil {
 		t.Fatal(err)
-	}
-}
-
-// wait waits for the process to exit (hangGuard at most) and returns its exit code.
-func (p *process) wait(t testing.TB) int {
-	t.Helper()
-	select {
-	case <-p.done:
-		return p.code
-	case <-time.After(hangGuard):
-		t.Fatalf("%s did not exit within %s; its log:\n%s", p.cmd.Args[1], hangGuard, p.logs.String())
-		return -1
-	}
-}
-
-func (p *process) exited() bool {
-	select {
-	case <-p.done:
-		return true
-	default:
-		return false
 	}
 }
 
 // waitLog waits until the process has logged a line holding every part.
 func (p *process) waitLog(t testing.TB, what string, parts ...string) {
 	t.Helper()
-	deadline := time.Now().Add(hangGuard)
-	for !hasLine(p.logs.String(), parts...) {
-		if p.exited() {
-			t.Fatalf("%s exited (%d) before %s; its log:\n%s", p.cmd.Args[1], p.code, what, p.logs.String())
+	waitfor.Until(t, what, func() bool {
+		if p.Exited() {
+			t.Fatalf("%s exited (%d) before %s; its log:\n%s", p.Cmd.Args[1], p.Code(), what, p.logs.String())
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s; the log:\n%s", hangGuard, what, p.logs.String())
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
+		return hasLine(p.logs.String(), parts...)
+	})
 }
 
 // hasLine reports whether a line of logs holds every part.
@@ -237,9 +176,9 @@ func TestStampedVersionInBeats(t *testing.T) {
 	url := natstest.StartServer(t).ClientURL()
 	p := startProcess(t, bin, "run", "--setup", "--nats-url", url, "--store", "default="+t.TempDir(), "--data-dir", t.TempDir(), "--log-format", "json")
 	var rep status.Report
-	waitUntil(t, time.Minute, "the worker's beat", func() bool {
-		if p.exited() {
-			t.Fatalf("run exited (%d):\n%s", p.code, p.logs.String())
+	waitfor.Until(t, "the worker's beat", func() bool {
+		if p.Exited() {
+			t.Fatalf("run exited (%d):\n%s", p.Code(), p.logs.String())
 		}
 		out, err := exec.Command(bin, "status", "--nats-url", url, "--json").Output()
 		if err != nil {
@@ -254,7 +193,7 @@ func TestStampedVersionInBeats(t *testing.T) {
 	}
 	t.Logf("compactor version: %s; beat: %+v", strings.TrimSpace(string(out)), rep.Stores[0].Workers[0])
 	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
+	if code := p.Await(t); code != 0 {
 		t.Errorf("exit %d", code)
 	}
 }

@@ -8,6 +8,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 )
@@ -48,13 +50,13 @@ func TestReadyzLLMRefusesKey(t *testing.T) {
 	}
 	t.Cleanup(func() { run.stop(t) })
 	var addr string
-	waitUntil(t, 10*time.Second, "the metrics server", func() bool { addr = metricsAddr(run.log.String()); return addr != "" })
+	waitfor.Until(t, "the metrics server", func() bool { addr = metricsAddr(run.log.String()); return addr != "" })
 	readyz := func() (int, string) { return httpGet(t, "http://"+addr+"/readyz") }
 	wait := func(code int, want string) {
 		t.Helper()
 		start := time.Now()
 		var body string
-		waitUntil(t, 5*time.Second, "/readyz "+want, func() bool {
+		waitfor.Until(t, "/readyz "+want, func() bool {
 			var c int
 			c, body = readyz()
 			return c == code && strings.Contains(body, want)

@@ -8,7 +8,8 @@ import (
 	"strings"
 	"syscall"
 	"testing"
-	"time"
+
+	"github.com/compactor-dev/compactor/internal/waitfor"
 
 	"github.com/nats-io/nats.go"
 
@@ -47,9 +48,9 @@ func TestSIGHUPReloads(t *testing.T) {
 	write(keyFile, "key-1\n")
 	write(cfgFile, config("model-a", "info", 4))
 	p := startProcess(t, bin, "run", "--config", cfgFile)
-	waitUntil(t, time.Minute, "the first session compacted with the first settings", func() bool {
-		if p.exited() {
-			t.Fatalf("run exited (%d):\n%s", p.code, p.logs.String())
+	waitfor.Until(t, "the first session compacted with the first settings", func() bool {
+		if p.Exited() {
+			t.Fatalf("run exited (%d):\n%s", p.Code(), p.logs.String())
 		}
 		n, _ := compactions(t, files)
 		return n == 1
@@ -82,7 +83,7 @@ func TestSIGHUPReloads(t *testing.T) {
 	}
 	defer nc.Close()
 	res, err := fleetops.Enqueue(context.Background(), nc, wire.Job{Kind: wire.KindCompact, Store: "default",
-		Path: "--home-dev-p--/second.jsonl", SessionID: sid}, true, hangGuard)
+		Path: "--home-dev-p--/second.jsonl", SessionID: sid}, true, waitfor.HangGuard)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -103,11 +104,11 @@ func TestSIGHUPReloads(t *testing.T) {
 	write(cfgFile, "{not json")
 	p.signal(t, syscall.SIGHUP)
 	p.waitLog(t, "the broken configuration refused", "reload refused", "the running ones are kept")
-	if p.exited() {
+	if p.Exited() {
 		t.Fatalf("run exited after SIGHUP:\n%s", p.logs.String())
 	}
 	p.signal(t, syscall.SIGTERM)
-	if code := p.wait(t); code != 0 {
+	if code := p.Await(t); code != 0 {
 		t.Fatalf("exit %d:\n%s", code, p.logs.String())
 	}
 }
@@ -124,7 +125,7 @@ func TestSIGHUPNothingChanged(t *testing.T) {
 	for i := range 2 {
 		p.signal(t, syscall.SIGHUP)
 		var line string
-		waitUntil(t, time.Minute, "the reload", func() bool {
+		waitfor.Until(t, "the reload", func() bool {
 			n := 0
 			for l := range strings.Lines(p.logs.String()) {
 				if strings.Contains(l, "settings reloaded") {

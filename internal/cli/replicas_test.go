@@ -11,6 +11,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 
@@ -230,7 +232,7 @@ func deleteStreams(t *testing.T, js jetstream.JetStream) {
 	}
 	// A cluster's stream list can still name a stream for a moment after its deletion was
 	// answered: wait for it to be gone rather than fail the trial on it.
-	waitUntil(t, hangGuard, "the deleted streams gone from the list", func() bool { return len(compactorStreams(t, js)) == 0 })
+	waitfor.Until(t, "the deleted streams gone from the list", func() bool { return len(compactorStreams(t, js)) == 0 })
 }
 
 // replicasBelow names the compactor streams and buckets with fewer than want replicas
@@ -255,21 +257,3 @@ func replicasBelow(t *testing.T, js jetstream.JetStream, want int) []string {
 	}
 	return bad
 }
-
-// waitUntil polls cond until it holds. d only guards against a hang: a test waits for
-// its condition, not for a duration, so on a loaded machine (a CPU hog, one core, -race) it
-// waits at least hangGuard before it fails the test.
-func waitUntil(t *testing.T, d time.Duration, what string, cond func() bool) {
-	t.Helper()
-	d = max(d, hangGuard)
-	deadline := time.Now().Add(d)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out after %s waiting for %s", d, what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
-}
-
-// hangGuard is the least time waitUntil waits for a condition before it fails the test.
-const hangGuard = 2 * time.Minute

@@ -5,6 +5,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/natstest"
 )
@@ -29,9 +31,9 @@ func TestSpendLimitHoldsJobsInRun(t *testing.T) {
 	}
 	t.Cleanup(func() { run.stop(t) })
 	var addr string
-	waitUntil(t, 10*time.Second, "the metrics server", func() bool { addr = metricsAddr(run.log.String()); return addr != "" })
+	waitfor.Until(t, "the metrics server", func() bool { addr = metricsAddr(run.log.String()); return addr != "" })
 	metrics := func() string { _, body := httpGet(t, "http://"+addr+"/metrics"); return body }
-	waitUntil(t, time.Minute, "one job done and the two others held", func() bool {
+	waitfor.Until(t, "one job done and the two others held", func() bool {
 		// The admitted job is done once its event is recorded (its outcome, then its tokens),
 		// which follows its append.
 		n, _ := compactions(t, files)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/wire"
 )
 
@@ -86,13 +87,12 @@ func hostMemory(b *testing.B) {
 		return metric(`compactor_sweep_files_total{result="assessed",store="s00"}`) + metric(`compactor_sweep_files_total{result="unchanged",store="s00"}`)
 	}
 	waitFor := func(what string, cond func() bool) {
-		deadline := time.Now().Add(3 * time.Minute)
-		for !cond() {
-			if worker.exited() || time.Now().After(deadline) {
-				b.Fatalf("waiting for %s; the worker's log:\n%s", what, worker.logs.String())
+		waitfor.UntilGuard(b, 3*time.Minute, what, func() bool {
+			if worker.Exited() {
+				b.Fatalf("the worker exited (%d) while waiting for %s", worker.Code(), what)
 			}
-			time.Sleep(100 * time.Millisecond)
-		}
+			return cond()
+		})
 	}
 	waitFor("the first sweep of s00", func() bool { return metric(`compactor_sweep_files_total{result="assessed",store="s00"}`) >= own })
 	delivered := func() (msgs, bytes int64) {
@@ -142,7 +142,7 @@ func hostMemory(b *testing.B) {
 		rows = append(rows, row{others: level, heapMB: heap[2] / 1e6, rssMB: rss[2] / 1e6, msgs: msgs, kilobytes: bytes / 1000})
 	}
 	worker.signal(b, 15)
-	worker.wait(b)
+	worker.Await(b)
 	// For scale: a host that holds every store's records in its memo, a worker of all 100
 	// stores (the other 99 with empty directories), at 100,000 records.
 	args := []string{"run", "--nats-url", url, "--store", "s00=" + dir, "--sweep-every", "1s", "--context-window", "2000000",
@@ -159,7 +159,7 @@ func hostMemory(b *testing.B) {
 	}
 	slices.Sort(allHeap)
 	worker.signal(b, 15)
-	worker.wait(b)
+	worker.Await(b)
 	var out strings.Builder
 	fmt.Fprintf(&out, "a worker of store s00 (%d sessions, swept every second) while 99 other stores' sweep records grow:\n", own)
 	fmt.Fprintf(&out, "  %-16s %-14s %-12s %s\n", "others' records", "heap in use", "RSS", "delivered to the worker since its start")

@@ -3,11 +3,13 @@ package cli
 import (
 	"context"
 	"encoding/json"
-	"github.com/compactor-dev/compactor/access"
-	"github.com/compactor-dev/compactor/wire"
 	"strings"
 	"testing"
 	"time"
+
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/internal/waitfor"
+	"github.com/compactor-dev/compactor/wire"
 
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
@@ -50,7 +52,7 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	t.Cleanup(func() { run.stop(t) })
 
 	var rep status.Report
-	waitUntil(t, 10*time.Second, "three workers reported", func() bool {
+	waitfor.Until(t, "three workers reported", func() bool {
 		code, out, errs := runCLI(t, "status", "--nats-url", url, "--json")
 		if code != 0 {
 			t.Fatalf("status --json: exit %d: %s", code, errs)

@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/internal/waitfor"
+
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/operator"
 )
@@ -73,22 +75,18 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 
 	dd := "--data-dir=" + data
 	var failedAt map[string]time.Time
-	deadline := time.Now().Add(hangGuard)
-	for {
+	waitfor.Until(t, "two dead letters listed by dlq list", func() bool {
 		code, out, _ := runCLI(t, "dlq", "list", dd, "--json")
 		var recs []operator.DeadLetterRecord
-		if code == ExitOK && json.Unmarshal([]byte(out), &recs) == nil && len(recs) == 2 {
-			failedAt = map[string]time.Time{}
-			for _, r := range recs {
-				failedAt[r.SessionID] = r.At
-			}
-			break
+		if code != ExitOK || json.Unmarshal([]byte(out), &recs) != nil || len(recs) != 2 {
+			return false
 		}
-		if time.Now().After(deadline) {
-			t.Fatalf("two dead letters not listed after %s: exit %d\n%s", hangGuard, code, out)
+		failedAt = map[string]time.Time{}
+		for _, r := range recs {
+			failedAt[r.SessionID] = r.At
 		}
-		time.Sleep(100 * time.Millisecond)
-	}
+		return true
+	})
 	compactions := func(name string) int {
 		b, err := os.ReadFile(files[name])
 		if err != nil {
@@ -109,14 +107,8 @@ func TestDeadLetterRetriedByHandAndBySweep(t *testing.T) {
 		t.Fatalf("after dlq retry: %d compactions, want 1", n)
 	}
 
-	var compactedAt time.Time
-	for deadline := time.Now().Add(hangGuard); compactedAt.IsZero(); time.Sleep(50 * time.Millisecond) {
-		if compactions("bySweep") > 0 {
-			compactedAt = time.Now()
-		} else if time.Now().After(deadline) {
-			t.Fatalf("the dead-lettered session was not compacted by a sweep within %s", hangGuard)
-		}
-	}
+	waitfor.Until(t, "the dead-lettered session compacted by a sweep", func() bool { return compactions("bySweep") > 0 })
+	compactedAt := time.Now()
 	waited := compactedAt.Sub(failedAt[ids["bySweep"]])
 	t.Logf("compacted by a sweep %s after its dead letter (backoff %s)", waited.Round(10*time.Millisecond), backoff)
 	if waited < backoff-500*time.Millisecond {

@@ -26,6 +26,7 @@ import (
 
 	"github.com/compactor-dev/compactor/internal/console"
 	"github.com/compactor-dev/compactor/internal/natstest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -172,11 +173,11 @@ func bigFleet(b testing.TB, sessions, perSession, letters int) string {
 	// worker's fetch loop holding (its gauge set as it reads the pause, before it would
 	// fetch): the 2,000 jobs published below stay queued (without this wait, a fetch loop
 	// that read "not paused" less than a second before worked 697 of them in one run).
-	waitFor(b, "the fleet set up and store b paused", func() bool {
+	waitfor.Until(b, "the fleet set up and store b paused", func() bool {
 		_, err := fleetops.SetPaused(context.Background(), nc, "b", true, "benchmark", "bench")
 		return err == nil
 	})
-	waitFor(b, "store b's worker holding its jobs", func() bool {
+	waitfor.Until(b, "store b's worker holding its jobs", func() bool {
 		addr := svc.MetricsAddr()
 		if addr == nil {
 			return false

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 )
 
 // The console over HTTP on a fleet doing real work: who may read and act, the headers,
@@ -17,7 +18,7 @@ import (
 // what a viewer does not see.
 func TestConsoleOverHTTP(t *testing.T) {
 	f := startFleet(t, fleetOptions{sessions: 2})
-	waitFor(t, "the four sessions compacted", func() bool { return f.done() == 4 })
+	waitfor.Until(t, "the four sessions compacted", func() bool { return f.done() == 4 })
 
 	anon := f.client()
 	t.Run("reading needs a token", func(t *testing.T) {
@@ -169,7 +170,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 			map[string]string{"Origin": f.console}); code != http.StatusSeeOther {
 			t.Fatalf("pause: %d %s", code, body)
 		}
-		waitFor(t, "the workers of store a say paused", func() bool {
+		waitfor.Until(t, "the workers of store a say paused", func() bool {
 			for _, s := range f.status().Stores {
 				if s.Store == "a" {
 					return s.Paused != nil && len(s.Workers) > 0 && s.Workers[0].Paused
@@ -183,7 +184,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 		if code != 0 {
 			t.Fatalf("enqueue: %d %s %s", code, out, errs)
 		}
-		waitFor(t, "the job queued", func() bool { return f.apiFleet().Stores[0].Queue.Pending == 1 })
+		waitfor.Until(t, "the job queued", func() bool { return f.apiFleet().Stores[0].Queue.Pending == 1 })
 		// The paused worker goes round its loop without taking it.
 		if !strings.Contains(f.metrics(), `compactor_store_paused{store="a"} 1`) {
 			t.Error("/metrics does not say store a is paused")
@@ -198,7 +199,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 			map[string]string{"Origin": f.console}); code != http.StatusSeeOther {
 			t.Fatalf("resume: %d %s", code, body)
 		}
-		waitFor(t, "the queued job done after the resume", func() bool { return compactions(t, file) == 1 })
+		waitfor.Until(t, "the queued job done after the resume", func() bool { return compactions(t, file) == 1 })
 	})
 
 	t.Run("retry a dead letter", func(t *testing.T) {
@@ -208,7 +209,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 			t.Fatalf("enqueue: %d %s %s", code, out, errs)
 		}
 		var seq string
-		waitFor(t, "the dead letter on the store page", func() bool {
+		waitfor.Until(t, "the dead letter on the store page", func() bool {
 			_, _, body := f.get(operator, "/store/b", "")
 			m := regexp.MustCompile(`<tr data-seq="(\d+)"`).FindStringSubmatch(body)
 			if m != nil {
@@ -225,7 +226,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 		if code, body := f.post(operator, "/action/retry", withCSRF(url.Values{"store": {"b"}, "seq": {seq}, "back": {"/store/b"}}, opCSRF), map[string]string{"Origin": f.console}); code != http.StatusSeeOther {
 			t.Fatalf("retry: %d %s", code, body)
 		}
-		waitFor(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })
+		waitfor.Until(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })
 	})
 
 	t.Run("charts", func(t *testing.T) {
@@ -237,7 +238,7 @@ func TestConsoleOverHTTP(t *testing.T) {
 		}
 		// Every compaction in the files is counted (its event comes just after the file's line).
 		var counted float64
-		waitFor(t, "the chart counting every compaction of the files", func() bool {
+		waitfor.Until(t, "the chart counting every compaction of the files", func() bool {
 			var cp struct {
 				Charts []struct {
 					Series []struct {

@@ -13,13 +13,14 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"sync"
 	"testing"
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/cli"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/proctest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/operator"
 )
 
@@ -53,25 +54,8 @@ type proc struct {
 	cancel context.CancelFunc
 	done   chan struct{}
 	code   int
-	out    syncBuffer
-	log    syncBuffer
-}
-
-type syncBuffer struct {
-	mu  sync.Mutex
-	buf bytes.Buffer
-}
-
-func (b *syncBuffer) Write(p []byte) (int, error) {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.Write(p)
-}
-
-func (b *syncBuffer) String() string {
-	b.mu.Lock()
-	defer b.mu.Unlock()
-	return b.buf.String()
+	out    proctest.Buffer
+	log    proctest.Buffer
 }
 
 // start runs `compactor ARGS` until the test ends.
@@ -97,7 +81,7 @@ func start(t testing.TB, args ...string) *proc {
 func (p *proc) logged(t testing.TB, msg string) map[string]any {
 	t.Helper()
 	var rec map[string]any
-	waitFor(t, "the log line "+msg, func() bool {
+	waitfor.Until(t, "the log line "+msg, func() bool {
 		select {
 		case <-p.done:
 			t.Fatalf("%s exited (%d):\n%s", p.args[0], p.code, p.log.String())
@@ -119,22 +103,10 @@ func (p *proc) logged(t testing.TB, msg string) map[string]any {
 func run(t testing.TB, args ...string) (int, string, string) {
 	t.Helper()
 	var out, errb bytes.Buffer
-	ctx, cancel := context.WithTimeout(context.Background(), 2*time.Minute)
+	ctx, cancel := context.WithTimeout(context.Background(), waitfor.HangGuard)
 	defer cancel()
 	code := cli.Run(ctx, &cli.Env{Args: args, Stdout: &out, Stderr: &errb, Getenv: func(string) string { return "" }})
 	return code, out.String(), errb.String()
-}
-
-// waitFor polls cond until it holds; the limit only guards against a hang.
-func waitFor(t testing.TB, what string, cond func() bool) {
-	t.Helper()
-	deadline := time.Now().Add(2 * time.Minute)
-	for !cond() {
-		if time.Now().After(deadline) {
-			t.Fatalf("timed out waiting for %s", what)
-		}
-		time.Sleep(20 * time.Millisecond)
-	}
 }
 
 // fleetOptions shape a fleet.
@@ -350,7 +322,7 @@ func (f *fleet) done() int {
 // console and status both see it.
 func (f *fleet) waitQuiet() {
 	f.t.Helper()
-	waitFor(f.t, "a quiet fleet", func() bool {
+	waitfor.Until(f.t, "a quiet fleet", func() bool {
 		for _, sv := range f.apiFleet().Stores {
 			if sv.Queue.Pending+sv.Queue.InFlight > 0 || len(sv.Running) > 0 {
 				return false

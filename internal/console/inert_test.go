@@ -17,6 +17,7 @@ import (
 	"github.com/nats-io/nats.go"
 
 	"github.com/compactor-dev/compactor/internal/console/consoletest"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 )
 
@@ -95,7 +96,7 @@ func forgeRecords(t testing.TB, f *fleet, pause bool) forged {
 // builds no markup and the Content-Security-Policy requires Trusted Types.
 func TestConsoleRendersRecordsInert(t *testing.T) {
 	f := startFleet(t, fleetOptions{sessions: 1})
-	waitFor(t, "the two sessions compacted", func() bool { return f.done() == 2 })
+	waitfor.Until(t, "the two sessions compacted", func() bool { return f.done() == 2 })
 	op := f.client()
 	if code := f.login(op, f.operator); code != http.StatusSeeOther {
 		t.Fatalf("login: %d", code)
@@ -110,8 +111,12 @@ func TestConsoleRendersRecordsInert(t *testing.T) {
 		{"/zero-wait", "the hook report"}, {"/charts?store=b", "the event's model"}, {dl, "the dead letter in full"},
 	}
 	var missing string
-	deadline := time.Now().Add(time.Minute)
-	for {
+	defer func() { // what was missing when the wait gave up
+		if missing != "" {
+			t.Logf("not every forged record is in the console:%s", missing)
+		}
+	}()
+	waitfor.Until(t, "every forged record in the console", func() bool {
 		missing = ""
 		for _, p := range pages {
 			if _, _, body := f.get(op, p.path, ""); !strings.Contains(body, xssEscaped) {
@@ -121,14 +126,8 @@ func TestConsoleRendersRecordsInert(t *testing.T) {
 		if _, _, body := f.get(op, "/store/b", ""); !strings.Contains(body, "Paused") || strings.Count(body, xssEscaped) < 4 {
 			missing += "\n/store/b: not every record:\n" + body
 		}
-		if missing == "" {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatalf("not every forged record is in the console:%s", missing)
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
+		return missing == ""
+	})
 	for _, p := range pages {
 		for _, partial := range []bool{false, true} {
 			req, _ := http.NewRequest(http.MethodGet, f.console+p.path, nil)

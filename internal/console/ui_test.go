@@ -24,6 +24,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -118,7 +119,7 @@ func (b *browser) run(t testing.TB, steps ...chromedp.Action[chromedp.Void]) {
 func (b *browser) click(t testing.TB, sel string) {
 	t.Helper()
 	var last error
-	waitFor(t, "a click on "+sel, func() bool {
+	waitfor.Until(t, "a click on "+sel, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, 30*time.Second)
 		defer cancel()
 		last = chromedp.Do(ctx, chromedp.Click(chromedp.CSS(sel)))
@@ -144,7 +145,7 @@ func eval[T any](t testing.TB, b *browser, js string, opts ...chromedp.EvaluateO
 // waitJS waits until the expression is true in the page (polled by the test, not slept).
 func (b *browser) waitJS(t testing.TB, what, js string) {
 	t.Helper()
-	waitFor(t, what, func() bool {
+	waitfor.Until(t, what, func() bool {
 		ctx, cancel := context.WithTimeout(b.ctx, 10*time.Second)
 		defer cancel()
 		ok, err := chromedp.Run(ctx, chromedp.Evaluate[bool](js))
@@ -176,7 +177,7 @@ func (b *browser) figures(t testing.TB) map[string]map[string]string {
 
 func TestConsoleInBrowser(t *testing.T) {
 	f := startFleet(t, fleetOptions{sessions: 2})
-	waitFor(t, "the four sessions compacted", func() bool { return f.done() == 4 })
+	waitfor.Until(t, "the four sessions compacted", func() bool { return f.done() == 4 })
 	f.waitQuiet()
 	b := newBrowser(t)
 	b.login(t, f.console, f.operator)
@@ -189,7 +190,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		var page map[string]map[string]string
 		var st statusJSON
 		var metrics string
-		waitFor(t, "the page, status and /metrics at one moment", func() bool {
+		waitfor.Until(t, "the page, status and /metrics at one moment", func() bool {
 			p1 := b.figures(t)
 			st, metrics = f.status(), f.metrics()
 			p2 := b.figures(t)
@@ -265,7 +266,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.waitJS(t, "the dead letter on the store page", fmt.Sprintf(`document.querySelector(%q) !== null`, sel))
 		b.click(t, sel)
 		b.run(t, chromedp.WaitVisible(chromedp.CSS(`p.notice`)))
-		waitFor(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })
+		waitfor.Until(t, "the retried session compacted", func() bool { return compactions(t, file) == 1 })
 		b.waitJS(t, "the dead letter gone from the page", fmt.Sprintf(`document.querySelector('#deadletters tr[data-session=%q]') === null`, id))
 	})
 
@@ -276,12 +277,12 @@ func TestConsoleInBrowser(t *testing.T) {
 		b.run(t, chromedp.WaitVisible(chromedp.ID(`paused`)))
 		// The worker says it in /readyz once its fetch loop has read the pause.
 		t0 := time.Now()
-		waitFor(t, "store a's worker paused (its /readyz)", func() bool {
+		waitfor.Until(t, "store a's worker paused (its /readyz)", func() bool {
 			_, _, body := f.get(http.DefaultClient, "/readyz", "")
 			return strings.Contains(body, "store a: paused since")
 		})
 		t.Logf("the worker took no more jobs %s after the click's answer (its /readyz says paused)", time.Since(t0).Round(time.Millisecond))
-		waitFor(t, "store a's worker's beat says paused", func() bool {
+		waitfor.Until(t, "store a's worker's beat says paused", func() bool {
 			for _, s := range f.status().Stores {
 				if s.Store == "a" {
 					return len(s.Workers) == 1 && s.Workers[0].Paused
@@ -301,7 +302,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		// A beat of the worker written after the jobs were queued still says paused, and no
 		// job was taken: a paused worker's loop reads the pause before each fetch.
 		queued := time.Now()
-		waitFor(t, "a beat of store a's worker after the jobs were queued", func() bool { return f.beatsOf("a").After(queued) })
+		waitfor.Until(t, "a beat of store a's worker after the jobs were queued", func() bool { return f.beatsOf("a").After(queued) })
 		for _, file := range files {
 			if compactions(t, file) != 0 {
 				t.Fatal("a job of the paused store ran")
@@ -312,7 +313,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		}
 		b.click(t, `#resume`)
 		b.run(t, chromedp.WaitVisible(chromedp.ID(`pause`)))
-		waitFor(t, "the queue drained after the resume", func() bool {
+		waitfor.Until(t, "the queue drained after the resume", func() bool {
 			for _, file := range files {
 				if compactions(t, file) != 1 {
 					return false
@@ -406,7 +407,7 @@ func TestConsoleInBrowser(t *testing.T) {
 		delete(b.statuses, target) // the operator's own pause, earlier
 		b.mu.Unlock()
 		b.run(t, chromedp.Navigate(evil.URL))
-		waitFor(t, "the form's post answered", func() bool {
+		waitfor.Until(t, "the form's post answered", func() bool {
 			b.mu.Lock()
 			defer b.mu.Unlock()
 			_, ok := b.statuses[target]
@@ -501,7 +502,7 @@ func TestConsoleInBrowser(t *testing.T) {
 func (f *fleet) waitDoneEvent(store, id string) time.Time {
 	f.t.Helper()
 	var at time.Time
-	waitFor(f.t, "the session's done event", func() bool {
+	waitfor.Until(f.t, "the session's done event", func() bool {
 		for _, ev := range f.events(store) {
 			if ev["sessionId"] == id && ev["outcome"] == "done" {
 				at, _ = time.Parse(time.RFC3339Nano, ev["at"].(string))

@@ -28,3 +28,16 @@ func TestBuildNamesAMissingCommand(t *testing.T) {
 		t.Fatalf("Build of a missing command: %q %v", dir, err)
 	}
 }
+
+// BuildWith passes its linker flags: a version stamped with -X is the one the binary reports.
+func TestBuildWithStampsTheVersion(t *testing.T) {
+	dir, err := BuildWith("-X "+module+"/internal/cli/command.version=v0.0.0-testbin", "compactor")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(dir)
+	out, err := exec.Command(filepath.Join(dir, "compactor"), "--version").CombinedOutput()
+	if !strings.Contains(string(out), "v0.0.0-testbin") {
+		t.Fatalf("compactor --version: %v\n%s", err, out)
+	}
+}

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/internal/waitfor"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/wire"
@@ -71,14 +72,10 @@ func TestServer(t *testing.T) {
 	}()
 	// The job is queued, and waits: no worker runs.
 	js, _ := srv.Conn.JetStream()
-	for deadline := time.Now().Add(2 * time.Minute); ; time.Sleep(10 * time.Millisecond) {
-		if info, err := js.StreamInfo(wire.StreamJobs); err == nil && info.State.Msgs == 1 {
-			break
-		}
-		if time.Now().After(deadline) {
-			t.Fatal("the job was not queued")
-		}
-	}
+	waitfor.Until(t, "the job queued", func() bool {
+		info, err := js.StreamInfo(wire.StreamJobs)
+		return err == nil && info.State.Msgs == 1
+	})
 	if calls.Load() != 0 {
 		t.Fatal("a paused server ran a job")
 	}
