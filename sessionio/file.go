@@ -32,6 +32,10 @@ import (
 // beneath its root, more than one hard link, not a regular file. Nothing is read or written.
 var ErrUnsafeFile = errors.New("unsafe session file")
 
+// ErrChanged: the session is not the one the caller planned against (its size or leaf
+// moved, or the file was replaced); nothing was written.
+var ErrChanged = errors.New("session changed since it was planned")
+
 // ErrReplaced is what a ReplacedError is (errors.Is).
 var ErrReplaced = errors.New("session file replaced")
 
@@ -137,6 +141,28 @@ func (f *File) admit(st os.FileInfo, write bool) error {
 	return nil
 }
 
+// OpenAppend opens the file for appending (O_RDWR|O_APPEND: the append reads it back
+// through the same descriptor), admitted as a write is. Errors are *FileError naming the
+// file.
+func (f *File) OpenAppend() (*os.File, error) {
+	fh, _, err := f.open(os.O_RDWR | os.O_APPEND)
+	return fh, err
+}
+
+// AdmitWrite checks st, one fstat of a descriptor OpenAppend returned, right before a
+// write through it: a regular file, a name left, one hard link beneath a root, the device
+// and inode of the first open.
+func (f *File) AdmitWrite(st os.FileInfo) error { return f.admit(st, true) }
+
+// Unnamed is the ReplacedError of a file whose stat st (of a descriptor open on it) shows
+// no name left, or nil when it has one.
+func Unnamed(st os.FileInfo) error {
+	if linksOf(st) != 0 {
+		return nil
+	}
+	return &ReplacedError{Was: identify(st).String(), Now: "deleted"}
+}
+
 // Stat opens the file as a read does and returns its stat (pinning it, or checking it is
 // the pinned file); a file by name is stat'ed as os.Stat does.
 func (f *File) Stat() (os.FileInfo, error) {
@@ -210,3 +236,7 @@ func (f *File) CheckWritable() error {
 	}
 	return fh.Close()
 }
+
+// CheckWritable reports, without writing anything, whether file can be opened for
+// appending: compactor checks this before it pays for a summary.
+func CheckWritable(file string) error { return Named(file).CheckWritable() }
