@@ -66,10 +66,11 @@
 //
 // session.go and entry.go are the types a read returns, context.go builds Pi's context from a
 // path (BuildContext), activity.go tells whether Pi is mid-turn, file.go is the one file a
-// job reads and appends to (pinned by device and inode, confined beneath a store's root).
+// job reads and appends to (pinned by device and inode, confined beneath a store's root:
+// package internal/confine opens it there).
 //
 // Beside it: sessionio/liveappend appends a compaction or branch summary as one fsynced
-// line next to a live Pi, sessionio/jsonscan validates a line and locates its members, sessionio/jsjson
-// writes JSON byte for byte as JavaScript does, and sessionio/fileops tracks the files a
-// summary lists.
+// line next to a live Pi, sessionio/jsonscan validates a line and locates its members,
+// sessionio/jsjson writes JSON byte for byte as JavaScript does, and sessionio/fileops
+// tracks the files a summary lists.
 package sessionio

@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
+	"github.com/compactor-dev/compactor/sessionio/internal/confine"
 	"io"
 	"os"
 	"path/filepath"
@@ -30,7 +31,26 @@ import (
 
 // ErrUnsafeFile is the cause of a File refused as unsafe: a symlink or an escape on the way
 // beneath its root, more than one hard link, not a regular file. Nothing is read or written.
-var ErrUnsafeFile = errors.New("unsafe session file")
+var ErrUnsafeFile = confine.ErrUnsafe
+
+// ConfineMode is how a File beneath a root is opened (package internal/confine).
+type ConfineMode = confine.Mode
+
+// The confinements: ConfineOpenat2, openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (Linux
+// 5.6 and later); ConfineRoot, os.Root (escapes refused, symlinks inside the root followed).
+const (
+	ConfineOpenat2 = confine.Openat2
+	ConfineRoot    = confine.Root
+)
+
+// Confinement says how Files beneath a root are opened in this process, and, when it is
+// not openat2, why not.
+func Confinement() (ConfineMode, string) { return confine.Current() }
+
+// SetConfinement forces a mode for this process (ConfineRoot where openat2 must not be
+// used; tests of both modes), and returns the one it replaces. ConfineOpenat2 where the
+// probe found none is refused.
+func SetConfinement(m ConfineMode) (ConfineMode, error) { return confine.Set(m) }
 
 // ErrChanged: the session is not the one the caller planned against (its size or leaf
 // moved, or the file was replaced); nothing was written.
@@ -96,7 +116,7 @@ func (f *File) open(flag int) (*os.File, os.FileInfo, error) {
 	if f.root == "" {
 		fh, err = os.OpenFile(f.name, flag, 0)
 	} else {
-		fh, err = openBeneath(f.root, f.rel, flag)
+		fh, err = confine.OpenBeneath(f.root, f.rel, flag)
 	}
 	if err != nil {
 		return nil, nil, &FileError{File: f.name, Err: err}
@@ -106,7 +126,7 @@ func (f *File) open(flag int) (*os.File, os.FileInfo, error) {
 		err = f.admit(st, flag&(os.O_WRONLY|os.O_RDWR) != 0)
 	}
 	if err == nil && f.root != "" {
-		err = blocking(fh) // opened non-blocking, so that a FIFO put in its place cannot hang the open
+		err = confine.Blocking(fh) // opened non-blocking, so that a FIFO put in its place cannot hang the open
 	}
 	if err != nil {
 		fh.Close()
