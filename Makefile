@@ -7,7 +7,7 @@ PKGS     := ./...
 # The packages whose tests run the live Pi when COMPACTOR_INTEROP=1 (contexts, plans, appends
 # loaded by Pi): `make interop` runs the ones that depend on the release for each Pi of the
 # matrix, the rest once. The other packages do not depend on Pi and run in `make test`.
-INTEROP_PKGS := ./cutpoint/ ./sessionio/ ./engine/ ./internal/cli/
+INTEROP_PKGS := ./cutpoint/ ./sessionio/ ./sessionio/liveappend/ ./engine/ ./internal/cli/
 
 # The Pi harness and its version matrix (interop/pi/versions.txt, newest last = the default).
 PI_HARNESS ?= $(abspath interop/pi/pi)
@@ -65,7 +65,7 @@ vet:
 test: vet
 	$(GO) test -race -count=1 -timeout 9m $(PKGS)
 	@# The live-writer race at full size (1,000 appends), without the race detector's slowdown.
-	@out=$$($(GO) test -count=1 -run 'TestAppendRacesLiveWriter' -v ./sessionio/ 2>&1); code=$$?; \
+	@out=$$($(GO) test -count=1 -run 'TestAppendRacesLiveWriter' -v ./sessionio/liveappend/ 2>&1); code=$$?; \
 	  echo "$$out" | grep -E 'appends wrote|live_test|^(ok|FAIL|--- FAIL)'; exit $$code
 
 # The configuration reference (docs/configuration.md), generated from every command's flags
@@ -232,7 +232,7 @@ CHAOS_RUN ?= .
 chaos:
 	$(PI_HARNESS) install
 	$(GO) test -tags chaos -count=1 -v -timeout 10m -run '$(CHAOS_RUN)' ./chaos/
-	COMPACTOR_INTEROP=1 $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/
+	COMPACTOR_INTEROP=1 $(GO) test -count=1 -v -timeout 5m -run 'TestAppendFullDisk' ./sessionio/liveappend/
 
 # The red-team suite (redteam/, docs/security.md "The red-team suite"): a real nats-server
 # from `compactor auth`'s configuration, stores hostA and hostB set up and served by real

@@ -30,7 +30,7 @@ import (
 //
 // The restore entry (written when a Pi line lands between compactor's final check and its
 // write) needs a line placed at that instant, which only a hook inside the append can do:
-// sessionio's TestAppendFullDisk covers it on a real full tmpfs too, and `make chaos` runs it
+// sessionio/liveappend's TestAppendFullDisk covers it on a real full tmpfs too, and `make chaos` runs it
 // with the real Pi.
 func TestFullDisk(t *testing.T) {
 	src, err := os.ReadFile(filepath.Join("..", "testdata", "corpus", "07-long-outputs.jsonl"))

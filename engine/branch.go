@@ -7,6 +7,7 @@ import (
 
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -51,14 +52,14 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 	if err := checkSummary(out.Summary); err != nil {
 		return nil, err
 	}
-	nb := sessionio.NewBranchSummary{ParentID: b.parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles}
+	nb := liveappend.NewBranchSummary{ParentID: b.parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles}
 	if r.Has(sessionio.BranchFromLeaf) {
 		nb.FromID = b.from // the leaf that was left (before 0.84.3: the summary's parent)
 	}
 	if r.Has(sessionio.SummaryUsage) {
 		nb.Usage = summaryUsage(out)
 	}
-	ap, err := j.file.AppendBranchSummary(ctx, sessionio.ExpectOf(j.src.Session), nb)
+	ap, err := liveappend.BranchSummary(ctx, j.file, liveappend.ExpectOf(j.src.Session), nb)
 	if errors.Is(err, sessionio.ErrChanged) {
 		// The branch summary hangs off a fixed entry, not the leaf; but an agent that wrote
 		// meanwhile is still on the branch being left, and its next entry would leave the

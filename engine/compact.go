@@ -8,6 +8,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 )
 
@@ -64,7 +65,7 @@ func (e *Engine) Compact(ctx context.Context, req Request) (*Result, error) {
 func (e *Engine) appendCompaction(ctx context.Context, j *job, p *cutpoint.Plan, cs cutpoint.Settings, out summarize.SummaryOutput) (*Result, error) {
 	res := j.res
 	summaryTokens := j.src.Counter.Count(&sessionio.Message{Role: sessionio.RoleCompactionSummary, Summary: out.Summary})
-	compaction := sessionio.NewCompaction{
+	compaction := liveappend.NewCompaction{
 		Summary: out.Summary, FirstKeptEntryID: p.FirstKeptEntryID, TokensBefore: p.TokensBefore,
 		ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles,
 	}
@@ -74,7 +75,7 @@ func (e *Engine) appendCompaction(ctx context.Context, j *job, p *cutpoint.Plan,
 		if res.TokensAfter >= p.TokensBefore {
 			return nil, &GuardError{Reason: fmt.Sprintf("the compacted context would not be smaller (%d tokens after, %d before)", res.TokensAfter, p.TokensBefore)}
 		}
-		ap, err := j.file.AppendCompaction(ctx, sessionio.ExpectOf(j.src.Session), compaction)
+		ap, err := liveappend.Compaction(ctx, j.file, liveappend.ExpectOf(j.src.Session), compaction)
 		if err == nil {
 			res.EntryID, res.ParentID = ap.ID, ap.ParentID
 			return j.appended(ap), nil
@@ -155,9 +156,9 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 
 // piFields fills what the session's Pi writes into a compaction besides the fields every
 // release writes: from 0.86 (SystemMessages) the systemMessage checkpoint (Pi's current
-// system message of the context being compacted; sessionio.AppendCompaction stamps it with
+// system message of the context being compacted; liveappend.Compaction stamps it with
 // the entry's time), from 0.81 (SummaryUsage) the summary's usage.
-func piFields(compaction *sessionio.NewCompaction, src *Source, out summarize.SummaryOutput) {
+func piFields(compaction *liveappend.NewCompaction, src *Source, out summarize.SummaryOutput) {
 	if src.Release.Has(sessionio.SystemMessages) {
 		compaction.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
 	}

@@ -109,7 +109,7 @@ type Result struct {
 	Salvaged bool `json:"salvaged,omitempty"`
 	// Found: the entry was already in the file (a redelivered job); nothing was written.
 	Found bool `json:"found,omitempty"`
-	// Intruders and Restores: see sessionio.Appended (superseded outcomes).
+	// Intruders and Restores: see liveappend.Appended (superseded outcomes).
 	Intruders []string       `json:"intruders,omitempty"`
 	Restores  []string       `json:"restores,omitempty"`
 	Note      string         `json:"note,omitempty"`

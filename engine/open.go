@@ -9,6 +9,7 @@ import (
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -231,7 +232,7 @@ func (j *job) found(id string) *Result {
 
 // appended ends a job whose entry was appended: done, with the note to reload, or
 // superseded when a live agent's lines landed around it.
-func (j *job) appended(ap *sessionio.Appended) *Result {
+func (j *job) appended(ap *liveappend.Appended) *Result {
 	j.res.Intruders, j.res.Restores = ap.Intruders, ap.Restores
 	if ap.Superseded() {
 		j.res.Reason = supersededReason(ap)
@@ -242,7 +243,7 @@ func (j *job) appended(ap *sessionio.Appended) *Result {
 }
 
 // supersededReason says where a live agent's lines landed around an appended entry.
-func supersededReason(ap *sessionio.Appended) string {
+func supersededReason(ap *liveappend.Appended) string {
 	switch {
 	case len(ap.Intruders) > 0:
 		return fmt.Sprintf("the agent appended %d entries just before this one (%v): it is on a side branch, and restore entry %v gives the leaf back to the agent; nothing was lost", len(ap.Intruders), ap.Intruders, ap.Restores)

@@ -1,5 +1,6 @@
 // Package sessionio reads Pi session files (append-only JSONL trees: docs/pi-format.md)
-// exactly as Pi reads them, and appends to them; it never rewrites one.
+// exactly as Pi reads them; it never writes one (package sessionio/liveappend appends to
+// them).
 //
 // # Two readers, one way to read a line
 //
@@ -64,12 +65,12 @@
 // # The rest
 //
 // session.go and entry.go are the types a read returns, context.go builds Pi's context from a
-// path (BuildContext), activity.go tells whether Pi is mid-turn. append.go appends a
-// compaction or branch summary as one fsynced line next to a live Pi (appendsettle.go: where
-// the line landed, and the restore entries that give a live Pi its leaf back; appendline.go:
-// the one write every line goes through).
+// path (BuildContext), activity.go tells whether Pi is mid-turn, file.go is the one file a
+// job reads and appends to (pinned by device and inode, confined beneath a store's root:
+// package internal/confine opens it there).
 //
-// Beside it: sessionio/jsonscan validates a line and locates its members, sessionio/jsjson
-// writes JSON byte for byte as JavaScript does, and sessionio/fileops tracks the files a
-// summary lists.
+// Beside it: sessionio/liveappend appends a compaction or branch summary as one fsynced
+// line next to a live Pi, sessionio/jsonscan validates a line and locates its members,
+// sessionio/jsjson writes JSON byte for byte as JavaScript does, and sessionio/fileops
+// tracks the files a summary lists.
 package sessionio

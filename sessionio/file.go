@@ -4,6 +4,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/compactor-dev/compactor/sessionio/internal/checkpoint"
+	"github.com/compactor-dev/compactor/sessionio/internal/confine"
 	"io"
 	"os"
 	"path/filepath"
@@ -30,7 +31,30 @@ import (
 
 // ErrUnsafeFile is the cause of a File refused as unsafe: a symlink or an escape on the way
 // beneath its root, more than one hard link, not a regular file. Nothing is read or written.
-var ErrUnsafeFile = errors.New("unsafe session file")
+var ErrUnsafeFile = confine.ErrUnsafe
+
+// ConfineMode is how a File beneath a root is opened (package internal/confine).
+type ConfineMode = confine.Mode
+
+// The confinements: ConfineOpenat2, openat2 with RESOLVE_BENEATH|RESOLVE_NO_SYMLINKS (Linux
+// 5.6 and later); ConfineRoot, os.Root (escapes refused, symlinks inside the root followed).
+const (
+	ConfineOpenat2 = confine.Openat2
+	ConfineRoot    = confine.Root
+)
+
+// Confinement says how Files beneath a root are opened in this process, and, when it is
+// not openat2, why not.
+func Confinement() (ConfineMode, string) { return confine.Current() }
+
+// SetConfinement forces a mode for this process (ConfineRoot where openat2 must not be
+// used; tests of both modes), and returns the one it replaces. ConfineOpenat2 where the
+// probe found none is refused.
+func SetConfinement(m ConfineMode) (ConfineMode, error) { return confine.Set(m) }
+
+// ErrChanged: the session is not the one the caller planned against (its size or leaf
+// moved, or the file was replaced); nothing was written.
+var ErrChanged = errors.New("session changed since it was planned")
 
 // ErrReplaced is what a ReplacedError is (errors.Is).
 var ErrReplaced = errors.New("session file replaced")
@@ -92,7 +116,7 @@ func (f *File) open(flag int) (*os.File, os.FileInfo, error) {
 	if f.root == "" {
 		fh, err = os.OpenFile(f.name, flag, 0)
 	} else {
-		fh, err = openBeneath(f.root, f.rel, flag)
+		fh, err = confine.OpenBeneath(f.root, f.rel, flag)
 	}
 	if err != nil {
 		return nil, nil, &FileError{File: f.name, Err: err}
@@ -102,7 +126,7 @@ func (f *File) open(flag int) (*os.File, os.FileInfo, error) {
 		err = f.admit(st, flag&(os.O_WRONLY|os.O_RDWR) != 0)
 	}
 	if err == nil && f.root != "" {
-		err = blocking(fh) // opened non-blocking, so that a FIFO put in its place cannot hang the open
+		err = confine.Blocking(fh) // opened non-blocking, so that a FIFO put in its place cannot hang the open
 	}
 	if err != nil {
 		fh.Close()
@@ -135,6 +159,28 @@ func (f *File) admit(st os.FileInfo, write bool) error {
 		return &ReplacedError{Was: f.id.String(), Now: id.String()}
 	}
 	return nil
+}
+
+// OpenAppend opens the file for appending (O_RDWR|O_APPEND: the append reads it back
+// through the same descriptor), admitted as a write is. Errors are *FileError naming the
+// file.
+func (f *File) OpenAppend() (*os.File, error) {
+	fh, _, err := f.open(os.O_RDWR | os.O_APPEND)
+	return fh, err
+}
+
+// AdmitWrite checks st, one fstat of a descriptor OpenAppend returned, right before a
+// write through it: a regular file, a name left, one hard link beneath a root, the device
+// and inode of the first open.
+func (f *File) AdmitWrite(st os.FileInfo) error { return f.admit(st, true) }
+
+// Unnamed is the ReplacedError of a file whose stat st (of a descriptor open on it) shows
+// no name left, or nil when it has one.
+func Unnamed(st os.FileInfo) error {
+	if linksOf(st) != 0 {
+		return nil
+	}
+	return &ReplacedError{Was: identify(st).String(), Now: "deleted"}
 }
 
 // Stat opens the file as a read does and returns its stat (pinning it, or checking it is
@@ -210,3 +256,7 @@ func (f *File) CheckWritable() error {
 	}
 	return fh.Close()
 }
+
+// CheckWritable reports, without writing anything, whether file can be opened for
+// appending: compactor checks this before it pays for a summary.
+func CheckWritable(file string) error { return Named(file).CheckWritable() }

@@ -8,6 +8,7 @@ import (
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -39,7 +40,7 @@ func jobResult(res *engine.Result) wire.Result {
 // classify turns engine, sessionio and summarize errors into pipeline classes.
 func classify(err error) error {
 	switch {
-	case errors.Is(err, sessionio.ErrNotV3), errors.Is(err, sessionio.ErrNoAssistant), errors.Is(err, sessionio.ErrAlreadyCompacted):
+	case errors.Is(err, liveappend.ErrNotV3), errors.Is(err, liveappend.ErrNoAssistant), errors.Is(err, liveappend.ErrAlreadyCompacted):
 		return pipeline.Skip(err.Error())
 	case errors.Is(err, sessionio.ErrUnsafeFile):
 		// A symlink, an escape from the store's root or a hard link appeared where the job's
@@ -52,7 +53,7 @@ func classify(err error) error {
 		// requester asking again). Decided on the error's identity; the text is for people.
 		return pipeline.SkipBusy("busy: " + err.Error())
 	case errors.Is(err, sessionio.ErrEmpty), errors.Is(err, sessionio.ErrNoHeader), errors.Is(err, sessionio.ErrCycle),
-		errors.Is(err, sessionio.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
+		errors.Is(err, liveappend.ErrInvalidEntry), errors.Is(err, os.ErrNotExist):
 		return pipeline.Permanent(err)
 	case errors.Is(err, summarize.ErrEmptyCompletion):
 		// An empty answer is a fault of the moment (an overloaded model or proxy), not of

@@ -1,4 +1,4 @@
-package sessionio
+package liveappend
 
 import (
 	"bufio"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -33,9 +34,9 @@ func appendLikePi(file, line string) error { return pisession.Append(file, line)
 
 // checkPiEntriesOnPath loads the file as Pi would (leaf = last entry line) and fails if any
 // of the ids Pi wrote is not on the path from that leaf.
-func checkPiEntriesOnPath(t *testing.T, file string, piIDs []string) *Session {
+func checkPiEntriesOnPath(t *testing.T, file string, piIDs []string) *sessionio.Session {
 	t.Helper()
-	s, err := ReadFile(file)
+	s, err := sessionio.ReadFile(file)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -79,7 +80,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := writeTemp(t, base)
-			s, _ := ReadFile(p)
+			s, _ := sessionio.ReadFile(p)
 			var piIDs []string
 			done := map[string]bool{}
 			testHooks.Store(p, func(point string) {
@@ -97,7 +98,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 				}
 			})
 			t.Cleanup(func() { testHooks.Delete(p) })
-			ap, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+			ap, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -109,16 +110,16 @@ func TestAppendInterleavedWriter(t *testing.T) {
 			}
 			s2 := checkPiEntriesOnPath(t, p, append([]string{"a", "b"}, piIDs...))
 			path := mustPath(t, s2, "")
-			onPath := slices.ContainsFunc(path, func(e *Entry) bool { return e.ID == ap.ID })
+			onPath := slices.ContainsFunc(path, func(e *sessionio.Entry) bool { return e.ID == ap.ID })
 			if onPath != tc.wantLeafIsOurs {
 				t.Fatalf("compaction on the loaded path: %v, want %v", onPath, tc.wantLeafIsOurs)
 			}
 			if tc.wantRests > 0 {
 				last := path[len(path)-1]
-				if last.ID != ap.Restores[len(ap.Restores)-1] || last.Type != TypeCustom || last.CustomType != RestoreCustomType {
+				if last.ID != ap.Restores[len(ap.Restores)-1] || last.Type != sessionio.TypeCustom || last.CustomType != RestoreCustomType {
 					t.Fatalf("leaf %s (%s), want the last restore entry", last.ID, last.Type)
 				}
-				if got := BuildContext(path, pi073); len(got.Messages) != 2+len(piIDs) {
+				if got := sessionio.BuildContext(path, pi073); len(got.Messages) != 2+len(piIDs) {
 					t.Fatalf("context has %d messages, want the %d entries Pi wrote", len(got.Messages), 2+len(piIDs))
 				}
 			}
@@ -137,7 +138,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 	t.Parallel()
 	base := hdr + "\n" + user("a", "", "hi") + "\n" + asst("b", "a", "yo") + "\n"
 	p := writeTemp(t, base)
-	s, _ := ReadFile(p)
+	s, _ := sessionio.ReadFile(p)
 	testHooks.Store(p, func(point string) {
 		if point == "write" {
 			if err := appendLikePi(p, piLine("p1", "b", 2)); err != nil {
@@ -146,7 +147,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 		}
 	})
 	t.Cleanup(func() { testHooks.Delete(p) })
-	ap, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+	ap, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -180,7 +181,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 	if err := json.Unmarshal(piOut, &pi); err != nil {
 		t.Fatal(err)
 	}
-	s2, err := Parse(want, golden)
+	s2, err := sessionio.Parse(want, golden)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -192,7 +193,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 	if s2.LeafID() != pi.LeafID || !slices.Equal(ids, pi.PathIDs) {
 		t.Fatalf("leaf %s path %v; Pi: leaf %s path %v", s2.LeafID(), ids, pi.LeafID, pi.PathIDs)
 	}
-	if !jsonEqual(t, rawMessages(BuildContext(path, pi073).Messages), pi.Messages) {
+	if !jsonEqual(t, rawMessages(sessionio.BuildContext(path, pi073).Messages), pi.Messages) {
 		t.Fatal("context differs from Pi's")
 	}
 	if os.Getenv("COMPACTOR_INTEROP") == "1" {
@@ -233,7 +234,7 @@ func runPiWriter() {
 	spec := strings.Split(os.Getenv(piWriterEnv), "|") // file|seed
 	file := spec[0]
 	seed, _ := strconv.ParseUint(spec[1], 10, 64)
-	s, err := ReadFile(file)
+	s, err := sessionio.ReadFile(file)
 	if err != nil {
 		fmt.Fprintln(os.Stderr, err)
 		os.Exit(1)
@@ -337,12 +338,12 @@ func raceRound(t *testing.T, round, want int, st *raceStats) {
 			t.Fatalf("round %d: the writer stopped: %v", round, err)
 		}
 		// As a worker's job does: read and append through one File beneath the store's root.
-		f := Beneath(filepath.Dir(p), filepath.Base(p))
-		s, err := f.Read(Options{Light: true})
+		f := sessionio.Beneath(filepath.Dir(p), filepath.Base(p))
+		s, err := f.Read(sessionio.Options{Light: true})
 		if err != nil {
 			t.Fatal(err)
 		}
-		ap, err := f.AppendCompaction(ctxb, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+		ap, err := Compaction(ctxb, f, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 		switch {
 		case errors.Is(err, ErrChanged):
 			st.changed++

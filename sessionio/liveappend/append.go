@@ -1,4 +1,4 @@
-package sessionio
+package liveappend
 
 import (
 	"bytes"
@@ -13,13 +13,12 @@ import (
 
 	"github.com/google/uuid"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
 
 // Reasons an append is refused. Nothing is written in any of these cases.
 var (
-	// ErrChanged: the file's size or leaf is not what the caller planned against.
-	ErrChanged = errors.New("session changed since it was planned")
 	// ErrNotV3: compactor never appends to v1/v2 files (Pi would rewrite them on load).
 	ErrNotV3 = errors.New("session is not format version 3")
 	// ErrNoAssistant: Pi duplicates the content of a file without an assistant message on
@@ -30,6 +29,10 @@ var (
 	// ErrInvalidEntry: the entry to append would not be one Pi can use.
 	ErrInvalidEntry = errors.New("invalid entry")
 )
+
+// ErrChanged (sessionio.ErrChanged): the file's size or leaf is not what the caller planned
+// against, or the file was replaced.
+var ErrChanged = sessionio.ErrChanged
 
 // ChangedError details ErrChanged.
 type ChangedError struct {
@@ -54,7 +57,7 @@ type Expect struct {
 }
 
 // ExpectOf returns the Expect for a session as it was read.
-func ExpectOf(s *Session) Expect { return Expect{Size: s.Size, LeafID: s.LeafID()} }
+func ExpectOf(s *sessionio.Session) Expect { return Expect{Size: s.Size, LeafID: s.LeafID()} }
 
 // NewCompaction is a compaction entry to append after the leaf.
 type NewCompaction struct {
@@ -66,8 +69,8 @@ type NewCompaction struct {
 	// Pi 1.x's fields (nil: left out, as Pi 0.73 writes them): the summary's usage, and the
 	// systemMessage checkpoint (CurrentSystemMessage of the context being compacted), which
 	// is written with the entry's own time as its timestamp.
-	Usage         *Usage
-	SystemMessage *Message
+	Usage         *sessionio.Usage
+	SystemMessage *sessionio.Message
 }
 
 // NewBranchSummary is a branch_summary entry. It hangs off ParentID (the entry the user
@@ -81,7 +84,7 @@ type NewBranchSummary struct {
 	ReadFiles     []string
 	ModifiedFiles []string
 	// Usage is the summary's usage (Pi 1.x; nil: left out).
-	Usage *Usage
+	Usage *sessionio.Usage
 }
 
 // Appended describes an entry that was written and where it landed.
@@ -121,26 +124,22 @@ var (
 	randomID = func() string { return uuid.NewString()[:8] }
 )
 
-// AppendCompaction appends a compaction entry to file if the file still matches expect.
-func AppendCompaction(ctx context.Context, file string, expect Expect, c NewCompaction) (*Appended, error) {
-	return Named(file).AppendCompaction(ctx, expect, c)
-}
-
-// AppendCompaction is AppendCompaction for this file: the file of the job's reads.
-func (f *File) AppendCompaction(ctx context.Context, expect Expect, c NewCompaction) (*Appended, error) {
-	return appendEntry(ctx, f, expect, func(s *Session) (parent string, path []*Entry, build func(id, ts string) jsjson.Fields, err error) {
+// Compaction appends a compaction entry to f, the file of the job's reads, if the file
+// still matches expect.
+func Compaction(ctx context.Context, f *sessionio.File, expect Expect, c NewCompaction) (*Appended, error) {
+	return appendEntry(ctx, f, expect, func(s *sessionio.Session) (parent string, path []*sessionio.Entry, build func(id, ts string) jsjson.Fields, err error) {
 		path, err = s.Path("")
 		if err != nil {
 			return "", nil, nil, err
 		}
 		leaf := path[len(path)-1]
-		if leaf.Type == TypeCompaction {
+		if leaf.Type == sessionio.TypeCompaction {
 			return "", nil, nil, ErrAlreadyCompacted
 		}
 		if c.Summary == "" {
 			return "", nil, nil, fmt.Errorf("%w: empty summary", ErrInvalidEntry)
 		}
-		var kept *Entry
+		var kept *sessionio.Entry
 		for _, e := range path {
 			if e.ID == c.FirstKeptEntryID {
 				kept = e
@@ -149,12 +148,12 @@ func (f *File) AppendCompaction(ctx context.Context, expect Expect, c NewCompact
 		if kept == nil {
 			return "", nil, nil, fmt.Errorf("%w: firstKeptEntryId %q is not on the current path", ErrInvalidEntry, c.FirstKeptEntryID)
 		}
-		if kept.IsMessage(RoleToolResult) {
+		if kept.IsMessage(sessionio.RoleToolResult) {
 			return "", nil, nil, fmt.Errorf("%w: firstKeptEntryId %q is a toolResult; keeping it would orphan it", ErrInvalidEntry, c.FirstKeptEntryID)
 		}
 		return leaf.ID, path, func(id, ts string) jsjson.Fields {
 			fs := jsjson.Fields{
-				{Key: "type", Value: TypeCompaction},
+				{Key: "type", Value: sessionio.TypeCompaction},
 				{Key: "id", Value: id},
 				{Key: "parentId", Value: leaf.ID},
 				{Key: "timestamp", Value: ts},
@@ -162,11 +161,11 @@ func (f *File) AppendCompaction(ctx context.Context, expect Expect, c NewCompact
 				{Key: "firstKeptEntryId", Value: c.FirstKeptEntryID},
 				{Key: "tokensBefore", Value: c.TokensBefore},
 				{Key: "details", Value: fileDetails(c.ReadFiles, c.ModifiedFiles)},
-				{Key: "usage", Value: c.Usage.value()},
+				{Key: "usage", Value: usageValue(c.Usage)},
 				{Key: "fromHook", Value: false},
 			}
 			if c.SystemMessage != nil {
-				t, _ := ParseJSDate(ts)
+				t, _ := sessionio.ParseJSDate(ts)
 				fs = append(fs, jsjson.Field{Key: "systemMessage", Value: c.SystemMessage.WithTimestamp(t).Raw})
 			}
 			return fs
@@ -174,18 +173,14 @@ func (f *File) AppendCompaction(ctx context.Context, expect Expect, c NewCompact
 	})
 }
 
-// AppendBranchSummary appends a branch_summary entry to file if it still matches expect.
-func AppendBranchSummary(ctx context.Context, file string, expect Expect, b NewBranchSummary) (*Appended, error) {
-	return Named(file).AppendBranchSummary(ctx, expect, b)
-}
-
-// AppendBranchSummary is AppendBranchSummary for this file: the file of the job's reads.
-func (f *File) AppendBranchSummary(ctx context.Context, expect Expect, b NewBranchSummary) (*Appended, error) {
-	return appendEntry(ctx, f, expect, func(s *Session) (string, []*Entry, func(id, ts string) jsjson.Fields, error) {
+// BranchSummary appends a branch_summary entry to f, the file of the job's reads, if it
+// still matches expect.
+func BranchSummary(ctx context.Context, f *sessionio.File, expect Expect, b NewBranchSummary) (*Appended, error) {
+	return appendEntry(ctx, f, expect, func(s *sessionio.Session) (string, []*sessionio.Entry, func(id, ts string) jsjson.Fields, error) {
 		if b.Summary == "" {
 			return "", nil, nil, fmt.Errorf("%w: empty summary", ErrInvalidEntry)
 		}
-		var path []*Entry
+		var path []*sessionio.Entry
 		if b.ParentID != "" {
 			if s.Get(b.ParentID) == nil {
 				return "", nil, nil, fmt.Errorf("%w: parent %q is not in the file", ErrInvalidEntry, b.ParentID)
@@ -205,23 +200,23 @@ func (f *File) AppendBranchSummary(ctx context.Context, expect Expect, b NewBran
 				fromID = b.FromID
 			}
 			return jsjson.Fields{
-				{Key: "type", Value: TypeBranchSummary},
+				{Key: "type", Value: sessionio.TypeBranchSummary},
 				{Key: "id", Value: id},
 				{Key: "parentId", Value: parent},
 				{Key: "timestamp", Value: ts},
 				{Key: "fromId", Value: fromID},
 				{Key: "summary", Value: b.Summary},
 				{Key: "details", Value: fileDetails(b.ReadFiles, b.ModifiedFiles)},
-				{Key: "usage", Value: b.Usage.value()},
+				{Key: "usage", Value: usageValue(b.Usage)},
 				{Key: "fromHook", Value: false},
 			}
 		}, nil
 	})
 }
 
-// value is the usage as Pi writes it (pi-ai's Usage: the token counts, then cost, all of
-// whose figures are 0 here), or jsjson.Omit{} for none.
-func (u *Usage) value() any {
+// usageValue is u as Pi writes it (pi-ai's Usage: the token counts, then cost, all of whose
+// figures are 0 here), or jsjson.Omit{} for none.
+func usageValue(u *sessionio.Usage) any {
 	if u == nil {
 		return jsjson.Omit{}
 	}
@@ -248,7 +243,7 @@ func fileDetails(read, modified []string) jsjson.Fields {
 	return jsjson.Fields{{Key: "readFiles", Value: read}, {Key: "modifiedFiles", Value: modified}}
 }
 
-type planFunc func(s *Session) (parent string, path []*Entry, build func(id, ts string) jsjson.Fields, err error)
+type planFunc func(s *sessionio.Session) (parent string, path []*sessionio.Entry, build func(id, ts string) jsjson.Fields, err error)
 
 // testHooks maps a file to a function a test wants called at the named points of
 // appendEntry on that file ("check": after the reservation, just before the final check;
@@ -309,11 +304,11 @@ func hook(file, point string) {
 // the last entry line is one another writer wrote, or a restore entry whose parent is the
 // newest entry another writer wrote: every entry on the other writer's branch is on the
 // path Pi loads.
-func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (*Appended, error) {
+func appendEntry(ctx context.Context, src *sessionio.File, expect Expect, plan planFunc) (*Appended, error) {
 	file := src.Name()
-	f, _, err := src.open(os.O_RDWR | os.O_APPEND)
+	f, err := src.OpenAppend()
 	if err != nil {
-		var fe *FileError
+		var fe *sessionio.FileError
 		if errors.As(err, &fe) && fe.File == file {
 			err = fe.Err
 		}
@@ -344,8 +339,10 @@ func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (
 	}
 	// A rename over the file in the instant between the final check and the write sent the
 	// line to a file with no name left: say so rather than report an entry nobody will read.
-	if st, err := f.Stat(); err == nil && linksOf(st) == 0 {
-		return nil, appendError(file, fmt.Errorf("the entry was written to the file read, but that file has no name left (replaced by a rename or deleted as it was written): the session does not hold it: %w", &ReplacedError{Was: identify(st).String(), Now: "deleted"}))
+	if st, err := f.Stat(); err == nil {
+		if err := sessionio.Unnamed(st); err != nil {
+			return nil, appendError(file, fmt.Errorf("the entry was written to the file read, but that file has no name left (replaced by a rename or deleted as it was written): the session does not hold it: %w", err))
+		}
 	}
 	if err := settle(ctx, src, f, scanFrom, expect, s, ap); err != nil {
 		return nil, appendError(file, err)
@@ -355,13 +352,13 @@ func appendEntry(ctx context.Context, src *File, expect Expect, plan planFunc) (
 
 // appendError is err of an append to file, as appendEntry reports it.
 func appendError(file string, err error) error {
-	return &FileError{File: file, Err: fmt.Errorf("append: %w", err)}
+	return &sessionio.FileError{File: file, Err: fmt.Errorf("append: %w", err)}
 }
 
 // readExpected reads the locked file f and checks it against expect and the general rules
 // (version 3, an assistant message). Everything that takes time happens here, before the
 // final check.
-func readExpected(f *os.File, file string, expect Expect) ([]byte, *Session, error) {
+func readExpected(f *os.File, file string, expect Expect) ([]byte, *sessionio.Session, error) {
 	st, err := f.Stat()
 	if err != nil {
 		return nil, nil, appendError(file, err)
@@ -374,7 +371,7 @@ func readExpected(f *os.File, file string, expect Expect) ([]byte, *Session, err
 		return nil, nil, appendError(file, err)
 	}
 	// Light: the checks below need ids, parents, types, roles and timestamps, not content.
-	s, err := ParseWith(data, file, Options{Light: true})
+	s, err := sessionio.ParseWith(data, file, sessionio.Options{Light: true})
 	if err != nil {
 		return nil, nil, err
 	}
@@ -392,12 +389,12 @@ func readExpected(f *os.File, file string, expect Expect) ([]byte, *Session, err
 
 // planLine plans the entry on s (read from data) and encodes its line: the entry as it will
 // be appended, and the bytes to write (with the newline the file lacks, if it does).
-func planLine(s *Session, data []byte, plan planFunc) (*Appended, []byte, error) {
+func planLine(s *sessionio.Session, data []byte, plan planFunc) (*Appended, []byte, error) {
 	parent, path, build, err := plan(s)
 	if err != nil {
 		return nil, nil, err
 	}
-	id := s.newID()
+	id := newID(s)
 	ts := timestampAfter(path)
 	line, err := jsjson.Marshal(build(id, ts))
 	if err != nil {
@@ -414,14 +411,14 @@ func planLine(s *Session, data []byte, plan planFunc) (*Appended, []byte, error)
 
 // finalCheck is the check appendLine makes between the reservation and the write: one
 // fstat of f, which must still be the file read, under its name, of expect.Size.
-func finalCheck(src *File, f *os.File, expect Expect) func() error {
+func finalCheck(src *sessionio.File, f *os.File, expect Expect) func() error {
 	return func() error {
 		hook(src.Name(), "check")
 		st, err := f.Stat()
 		if err != nil {
 			return err
 		}
-		if err := src.admit(st, true); err != nil {
+		if err := src.AdmitWrite(st); err != nil {
 			return err
 		}
 		if st.Size() != expect.Size {
@@ -453,10 +450,10 @@ func lockFile(ctx context.Context, f *os.File) error {
 
 // newID returns 8 lowercase hex characters not used in the file, as Pi does (random, with
 // up to 100 tries, then a full UUID).
-func (s *Session) newID() string {
+func newID(s *sessionio.Session) string {
 	for range 100 {
 		id := randomID()
-		if s.byID[id] == nil {
+		if s.Get(id) == nil {
 			return id
 		}
 	}
@@ -467,11 +464,11 @@ func (s *Session) newID() string {
 // needed so that it is not earlier than any entry or message timestamp on the path: Pi
 // ignores usage from assistant messages newer than the latest compaction, so an early
 // timestamp would make it compact again at once.
-func timestampAfter(path []*Entry) string {
+func timestampAfter(path []*sessionio.Entry) string {
 	t := now().UTC().Truncate(time.Millisecond)
 	latest := float64(t.UnixMilli())
 	for _, e := range path {
-		if ms, ok := ParseJSDate(e.Timestamp); ok && ms > latest {
+		if ms, ok := sessionio.ParseJSDate(e.Timestamp); ok && ms > latest {
 			latest = ms
 		}
 		if e.Message != nil && e.Message.Timestamp > latest {
@@ -480,7 +477,3 @@ func timestampAfter(path []*Entry) string {
 	}
 	return time.UnixMilli(int64(latest)).UTC().Format("2006-01-02T15:04:05.000Z")
 }
-
-// CheckWritable reports, without writing anything, whether file can be opened for
-// appending: compactor checks this before it pays for a summary.
-func CheckWritable(file string) error { return Named(file).CheckWritable() }

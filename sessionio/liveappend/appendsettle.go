@@ -1,4 +1,4 @@
-package sessionio
+package liveappend
 
 import (
 	"bytes"
@@ -9,6 +9,7 @@ import (
 	"os"
 	"time"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
@@ -25,7 +26,7 @@ const maxRestores = 16
 // starts at from, the start of the file's last line at the final check; lines that start
 // before expect.Size were in the file then (the planned leaf, or a torn tail that a Pi
 // line may have been glued onto, which Pi skips).
-func settle(ctx context.Context, src *File, f *os.File, from int64, expect Expect, s *Session, ap *Appended) error {
+func settle(ctx context.Context, src *sessionio.File, f *os.File, from int64, expect Expect, s *sessionio.Session, ap *Appended) error {
 	lastOther := expect.LeafID
 	ours := map[string]bool{ap.ID: true}
 	for round := 0; ; round++ {
@@ -48,9 +49,9 @@ func settle(ctx context.Context, src *File, f *os.File, from int64, expect Expec
 		if round >= maxRestores {
 			return fmt.Errorf("another writer kept appending: leaf not restored after %d restore entries", maxRestores)
 		}
-		rid := s.newID()
+		rid := newID(s)
 		for ours[rid] {
-			rid = s.newID()
+			rid = newID(s)
 		}
 		if err := appendRestore(src, f, ap, rid, l.other); err != nil {
 			return err
@@ -105,13 +106,13 @@ func locate(region []regionLine, from, size int64, ap *Appended, ours map[string
 
 // appendRestore appends the restore entry rid, whose parent is other, the newest entry of
 // another writer, to the file ap's entry went to, still under its name.
-func appendRestore(src *File, f *os.File, ap *Appended, rid, other string) error {
+func appendRestore(src *sessionio.File, f *os.File, ap *Appended, rid, other string) error {
 	rts := now().UTC().Truncate(time.Millisecond).Format("2006-01-02T15:04:05.000Z")
 	if rts < ap.Timestamp {
 		rts = ap.Timestamp
 	}
 	rline, err := jsjson.Marshal(jsjson.Fields{
-		{Key: "type", Value: TypeCustom},
+		{Key: "type", Value: sessionio.TypeCustom},
 		{Key: "customType", Value: RestoreCustomType},
 		{Key: "data", Value: jsjson.Fields{{Key: "sideBranch", Value: ap.ID}, {Key: "leaf", Value: other}}},
 		{Key: "id", Value: rid},
@@ -131,7 +132,7 @@ func appendRestore(src *File, f *os.File, ap *Appended, rid, other string) error
 		if err != nil {
 			return err
 		}
-		return src.admit(st, true)
+		return src.AdmitWrite(st)
 	}
 	if err := appendLine(lineFileOf(src.Name(), f), st.Size(), append(rline, '\n'), still); err != nil {
 		return fmt.Errorf("restore entry: %w", err)

@@ -1,4 +1,4 @@
-package sessionio
+package liveappend
 
 import (
 	"bytes"

@@ -1,5 +1,5 @@
 //go:build !race
 
-package sessionio
+package liveappend
 
 const raceEnabled = false

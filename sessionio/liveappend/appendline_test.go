@@ -1,9 +1,10 @@
-package sessionio
+package liveappend
 
 import (
 	"bytes"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio"
 	"io"
 	"os"
 	"path/filepath"
@@ -215,7 +216,7 @@ func testAppendFullDisk(t *testing.T, reserved bool) {
 		if want := string(before) + line + "\n"; string(after) != want {
 			t.Fatalf("after Pi's next line the file is not the file before plus that line (%d bytes, want %d)", len(after), len(want))
 		}
-		s, err := ReadFile(p)
+		s, err := sessionio.ReadFile(p)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -231,26 +232,26 @@ func testAppendFullDisk(t *testing.T, reserved bool) {
 
 	t.Run("compaction", func(t *testing.T) {
 		onFullDisk(t, onTmpfs(t), base, "b", func(t *testing.T, p string, fill func()) error {
-			s, _ := ReadFile(p)
+			s, _ := sessionio.ReadFile(p)
 			fill()
-			_, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: big, FirstKeptEntryID: "a", TokensBefore: 5})
+			_, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: big, FirstKeptEntryID: "a", TokensBefore: 5})
 			return err
 		})
 	})
 	t.Run("branch summary", func(t *testing.T) {
 		onFullDisk(t, onTmpfs(t), base, "b", func(t *testing.T, p string, fill func()) error {
-			s, _ := ReadFile(p)
+			s, _ := sessionio.ReadFile(p)
 			fill()
-			_, err := AppendBranchSummary(ctxb, p, ExpectOf(s), NewBranchSummary{ParentID: "a", Summary: big})
+			_, err := BranchSummary(ctxb, sessionio.Named(p), ExpectOf(s), NewBranchSummary{ParentID: "a", Summary: big})
 			return err
 		})
 	})
 	t.Run("compaction after a torn tail", func(t *testing.T) {
 		// Pi's next line would be glued to its own torn tail: only the file is checked.
 		onFullDisk(t, onTmpfs(t), base+`{"type":"message","id":"tor`, "", func(t *testing.T, p string, fill func()) error {
-			s, _ := ReadFile(p)
+			s, _ := sessionio.ReadFile(p)
 			fill()
-			_, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: big, FirstKeptEntryID: "a", TokensBefore: 5})
+			_, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: big, FirstKeptEntryID: "a", TokensBefore: 5})
 			return err
 		})
 	})
@@ -258,8 +259,8 @@ func testAppendFullDisk(t *testing.T, reserved bool) {
 		// The compaction line's length, from the same append on a scratch copy (ids and
 		// times are fixed-width in tests).
 		scratch := writeTemp(t, base)
-		s0, _ := ReadFile(scratch)
-		ap0, err := AppendCompaction(ctxb, scratch, ExpectOf(s0), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+		s0, _ := sessionio.ReadFile(scratch)
+		ap0, err := Compaction(ctxb, sessionio.Named(scratch), ExpectOf(s0), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -267,7 +268,7 @@ func testAppendFullDisk(t *testing.T, reserved bool) {
 		const slack = 60 // room left in the last page for the restore line (~170 bytes)
 		p := onTmpfs(t)
 		onFullDisk(t, p, base, "p1", func(t *testing.T, p string, fill func()) error {
-			s, _ := ReadFile(p)
+			s, _ := sessionio.ReadFile(p)
 			testHooks.Store(p, func(point string) {
 				switch point {
 				case "write": // Pi's line, sized so that ours then ends slack bytes short of a page
@@ -284,7 +285,7 @@ func testAppendFullDisk(t *testing.T, reserved bool) {
 				}
 			})
 			defer testHooks.Delete(p)
-			_, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
+			_, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 5})
 			if err != nil && !strings.Contains(err.Error(), "restore entry") {
 				t.Errorf("the error does not say the restore entry failed: %v", err)
 			}
@@ -367,17 +368,17 @@ func BenchmarkAppendLine(b *testing.B) {
 // an assistant line are appended as Pi does, so the leaf is not a compaction; the file is
 // reset every 200 appends.
 func BenchmarkAppendCompaction(b *testing.B) {
-	src, err := os.ReadFile("../testdata/corpus/02-tools-parallel-errors-images.jsonl")
+	src, err := os.ReadFile("../../testdata/corpus/02-tools-parallel-errors-images.jsonl")
 	if err != nil {
 		b.Fatal(err)
 	}
-	s0, err := Parse(src, "src")
+	s0, err := sessionio.Parse(src, "src")
 	if err != nil {
 		b.Fatal(err)
 	}
 	first := ""
 	for _, e := range s0.Entries {
-		if e.IsMessage(RoleUser) {
+		if e.IsMessage(sessionio.RoleUser) {
 			first = e.ID
 			break
 		}
@@ -401,7 +402,7 @@ func BenchmarkAppendCompaction(b *testing.B) {
 						b.Fatal(err)
 					}
 				}
-				s, err := ReadFileWith(p, Options{Light: true})
+				s, err := sessionio.ReadFileWith(p, sessionio.Options{Light: true})
 				if err != nil {
 					b.Fatal(err)
 				}
@@ -409,11 +410,11 @@ func BenchmarkAppendCompaction(b *testing.B) {
 				if err := appendLikePi(p, user(u, s.LeafID(), "more")+"\n"+asst(a, u, "done")); err != nil {
 					b.Fatal(err)
 				}
-				if s, err = ReadFileWith(p, Options{Light: true}); err != nil {
+				if s, err = sessionio.ReadFileWith(p, sessionio.Options{Light: true}); err != nil {
 					b.Fatal(err)
 				}
 				b.StartTimer()
-				if _, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: summary, FirstKeptEntryID: first, TokensBefore: 9}); err != nil {
+				if _, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: summary, FirstKeptEntryID: first, TokensBefore: 9}); err != nil {
 					b.Fatal(err)
 				}
 			}

@@ -1,6 +1,6 @@
 //go:build !linux
 
-package sessionio
+package liveappend
 
 import (
 	"errors"

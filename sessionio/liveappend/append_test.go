@@ -1,4 +1,4 @@
-package sessionio
+package liveappend
 
 import (
 	"bytes"
@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -68,7 +69,7 @@ func TestAppendRefusesAndWritesNothing(t *testing.T) {
 		t.Run(tc.name, func(t *testing.T) {
 			t.Parallel()
 			p := writeTemp(t, tc.content)
-			s, err := ReadFile(p)
+			s, err := sessionio.ReadFile(p)
 			if err != nil {
 				t.Fatal(err)
 			}
@@ -77,7 +78,7 @@ func TestAppendRefusesAndWritesNothing(t *testing.T) {
 				tc.mutate(p)
 			}
 			before, _ := os.ReadFile(p)
-			_, err = AppendCompaction(ctxb, p, exp, tc.c)
+			_, err = Compaction(ctxb, sessionio.Named(p), exp, tc.c)
 			if !errors.Is(err, tc.want) {
 				t.Fatalf("got %v, want %v", err, tc.want)
 			}
@@ -98,8 +99,8 @@ func TestAppendToolResultCutRefused(t *testing.T) {
 		`{"type":"message","id":"b","parentId":"a","timestamp":"2025-01-01T00:00:02.000Z","message":{"role":"assistant","content":[{"type":"toolCall","id":"t1","name":"read","arguments":{"path":"x"}}],"provider":"p","model":"m","stopReason":"toolUse","timestamp":2}}` + "\n" +
 		`{"type":"message","id":"c","parentId":"b","timestamp":"2025-01-01T00:00:03.000Z","message":{"role":"toolResult","toolCallId":"t1","toolName":"read","content":[{"type":"text","text":"data"}],"isError":false,"timestamp":3}}` + "\n"
 	p := writeTemp(t, content)
-	s, _ := ReadFile(p)
-	_, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "c"})
+	s, _ := sessionio.ReadFile(p)
+	_, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "c"})
 	if !errors.Is(err, ErrInvalidEntry) || !strings.Contains(err.Error(), "toolResult") {
 		t.Fatalf("got %v", err)
 	}
@@ -122,8 +123,8 @@ func TestAppendAddsMissingNewlineAndTimestampNotEarlier(t *testing.T) {
 	late := strings.Replace(asst("b", "a", "yo"), `"timestamp":2}`, `"timestamp":4102444800000}`, 1) // year 2100
 	// No final newline:
 	p := writeTemp(t, hdr+"\n"+user("a", "", "hi")+"\n"+late)
-	s, _ := ReadFile(p)
-	ap, err := AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 3})
+	s, _ := sessionio.ReadFile(p)
+	ap, err := Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: "S", FirstKeptEntryID: "a", TokensBefore: 3})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -134,7 +135,7 @@ func TestAppendAddsMissingNewlineAndTimestampNotEarlier(t *testing.T) {
 	if !bytes.HasSuffix(data, append(append([]byte(late+"\n"), ap.Line...), '\n')) {
 		t.Fatalf("missing newline not inserted before the entry:\n%s", data[len(data)-300:])
 	}
-	s2, err := ReadFile(p)
+	s2, err := sessionio.ReadFile(p)
 	if err != nil || s2.LeafID() != ap.ID || s2.Get("b") == nil {
 		t.Fatalf("reread: %v leaf %q", err, s2.LeafID())
 	}
@@ -143,12 +144,12 @@ func TestAppendAddsMissingNewlineAndTimestampNotEarlier(t *testing.T) {
 func TestAppendConcurrentWritersOneWins(t *testing.T) {
 	t.Parallel()
 	p := writeTemp(t, hdr+"\n"+user("a", "", "hi")+"\n"+asst("b", "a", "yo")+"\n")
-	s, _ := ReadFile(p)
+	s, _ := sessionio.ReadFile(p)
 	exp := ExpectOf(s)
 	errs := make(chan error, 8)
 	for range 8 {
 		go func() {
-			_, err := AppendCompaction(ctxb, p, exp, NewCompaction{Summary: "S", FirstKeptEntryID: "a"})
+			_, err := Compaction(ctxb, sessionio.Named(p), exp, NewCompaction{Summary: "S", FirstKeptEntryID: "a"})
 			errs <- err
 		}()
 	}
@@ -176,8 +177,8 @@ func TestAppendConcurrentWritersOneWins(t *testing.T) {
 // With COMPACTOR_INTEROP=1 it also runs the real Pi (interop/pi/pi context) on every result
 // and compares; with COMPACTOR_UPDATE=1 it rewrites the golden lines.
 func TestAppendCorpusLoadsInPi(t *testing.T) {
-	files, _ := filepath.Glob("../testdata/corpus/*.jsonl")
-	files = append(files, "../testdata/corpus/pi-generated/synthetic-v3-session.jsonl")
+	files, _ := filepath.Glob("../../testdata/corpus/*.jsonl")
+	files = append(files, "../../testdata/corpus/pi-generated/synthetic-v3-session.jsonl")
 	interop := os.Getenv("COMPACTOR_INTEROP") == "1"
 	update := os.Getenv("COMPACTOR_UPDATE") == "1"
 	for _, src := range files {
@@ -189,18 +190,18 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 					t.Fatal(err)
 				}
 				p := writeTemp(t, string(data))
-				s, err := ReadFile(p)
+				s, err := sessionio.ReadFile(p)
 				if err != nil {
 					t.Fatal(err)
 				}
 				path := mustPath(t, s, "")
-				old := BuildContext(path, pi073)
+				old := sessionio.BuildContext(path, pi073)
 				leaf := path[len(path)-1]
 				var ap *Appended
 				var want []json.RawMessage
 				switch kind {
 				case "branch_summary":
-					ap, err = AppendBranchSummary(ctxb, p, ExpectOf(s), NewBranchSummary{ParentID: leaf.ID, Summary: "Explored a branch.\nSummary é ✓ \u2028 <tag>&", ReadFiles: []string{"a.go"}, ModifiedFiles: []string{}})
+					ap, err = BranchSummary(ctxb, sessionio.Named(p), ExpectOf(s), NewBranchSummary{ParentID: leaf.ID, Summary: "Explored a branch.\nSummary é ✓ \u2028 <tag>&", ReadFiles: []string{"a.go"}, ModifiedFiles: []string{}})
 					if err != nil {
 						t.Fatal(err)
 					}
@@ -208,35 +209,35 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 					want = append(want, json.RawMessage(fmt.Sprintf(`{"role":"branchSummary","summary":%s,"fromId":%q,"timestamp":%d}`,
 						mustJSON("Explored a branch.\nSummary é ✓ \u2028 <tag>&"), leaf.ID, mustMillis(t, ap.Timestamp))))
 				case "compaction":
-					if leaf.Type == TypeCompaction {
+					if leaf.Type == sessionio.TypeCompaction {
 						t.Skip("leaf is a compaction: compactor refuses to compact it again (tested elsewhere)")
 					}
 					first := ""
 					for i, id := range old.EntryIDs {
-						if old.Messages[i].Role != RoleCompactionSummary {
+						if old.Messages[i].Role != sessionio.RoleCompactionSummary {
 							first = id
 							break
 						}
 					}
-					ap, err = AppendCompaction(ctxb, p, ExpectOf(s), NewCompaction{Summary: "Everything so far.", FirstKeptEntryID: first, TokensBefore: 1234, ReadFiles: []string{"x"}, ModifiedFiles: []string{"y"}})
+					ap, err = Compaction(ctxb, sessionio.Named(p), ExpectOf(s), NewCompaction{Summary: "Everything so far.", FirstKeptEntryID: first, TokensBefore: 1234, ReadFiles: []string{"x"}, ModifiedFiles: []string{"y"}})
 					if err != nil {
 						t.Fatal(err)
 					}
 					want = append(want, json.RawMessage(fmt.Sprintf(`{"role":"compactionSummary","summary":"Everything so far.","tokensBefore":1234,"timestamp":%d}`, mustMillis(t, ap.Timestamp))))
 					for _, m := range old.Messages {
-						if m.Role != RoleCompactionSummary {
+						if m.Role != sessionio.RoleCompactionSummary {
 							want = append(want, m.Raw)
 						}
 					}
 				}
-				s2, err := ReadFile(p)
+				s2, err := sessionio.ReadFile(p)
 				if err != nil {
 					t.Fatal(err)
 				}
 				if s2.LeafID() != ap.ID {
 					t.Fatalf("leaf after append %q, want %q", s2.LeafID(), ap.ID)
 				}
-				got := rawMessages(BuildContext(mustPath(t, s2, ""), pi073).Messages)
+				got := rawMessages(sessionio.BuildContext(mustPath(t, s2, ""), pi073).Messages)
 				if !jsonEqual(t, got, want) {
 					t.Fatalf("context after append is not the old context plus the entry's effect")
 				}
@@ -261,7 +262,7 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 	}
 }
 
-func rawMessages(ms []*Message) []json.RawMessage {
+func rawMessages(ms []*sessionio.Message) []json.RawMessage {
 	out := make([]json.RawMessage, 0, len(ms))
 	for _, m := range ms {
 		out = append(out, m.Raw)
@@ -271,7 +272,7 @@ func rawMessages(ms []*Message) []json.RawMessage {
 
 func mustMillis(t *testing.T, ts string) int64 {
 	t.Helper()
-	ms, ok := ParseJSDate(ts)
+	ms, ok := sessionio.ParseJSDate(ts)
 	if !ok {
 		t.Fatalf("bad timestamp %q", ts)
 	}

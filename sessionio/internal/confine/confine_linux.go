@@ -1,4 +1,4 @@
-package sessionio
+package confine
 
 import (
 	"errors"
@@ -9,19 +9,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
-// probeConfinement asks the kernel for openat2 once.
-func probeConfinement() (ConfineMode, string) {
+// probe asks the kernel for openat2.
+func probe() (Mode, string) {
 	fd, err := unix.Openat2(unix.AT_FDCWD, "/", &unix.OpenHow{Flags: unix.O_PATH | unix.O_DIRECTORY | unix.O_CLOEXEC})
 	if err != nil {
-		return ConfineRoot, fmt.Sprintf("openat2: %v (Linux before 5.6, or a seccomp filter that does not allow it)", err)
+		return Root, fmt.Sprintf("openat2: %v (Linux before 5.6, or a seccomp filter that does not allow it)", err)
 	}
 	unix.Close(fd)
-	return ConfineOpenat2, ""
+	return Openat2, ""
 }
 
-// openBeneath opens rel beneath root as the process's confinement says, non-blocking.
-func openBeneath(root, rel string, flag int) (*os.File, error) {
-	if m, _ := Confinement(); m != ConfineOpenat2 {
+// OpenBeneath opens rel beneath root as the process's mode says, non-blocking (Blocking
+// makes it blocking again once it is known to be a regular file).
+func OpenBeneath(root, rel string, flag int) (*os.File, error) {
+	if m, _ := Current(); m != Openat2 {
 		return openInRoot(root, rel, flag)
 	}
 	dir, err := unix.Open(root, unix.O_PATH|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
@@ -41,11 +42,11 @@ func openBeneath(root, rel string, flag int) (*os.File, error) {
 	}
 	switch {
 	case errors.Is(err, unix.ELOOP):
-		return nil, fmt.Errorf("%w: a symlink on the way, which compactor does not follow beneath a store's root (openat2: %v)", ErrUnsafeFile, err)
+		return nil, fmt.Errorf("%w: a symlink on the way, which compactor does not follow beneath a store's root (openat2: %v)", ErrUnsafe, err)
 	case errors.Is(err, unix.EXDEV):
-		return nil, fmt.Errorf("%w: the path leads out of the store's root (openat2: %v)", ErrUnsafeFile, err)
+		return nil, fmt.Errorf("%w: the path leads out of the store's root (openat2: %v)", ErrUnsafe, err)
 	case errors.Is(err, unix.EISDIR), errors.Is(err, unix.ENXIO): // a directory; a FIFO or socket opened to write
-		return nil, fmt.Errorf("%w: not a regular file (openat2: %v)", ErrUnsafeFile, err)
+		return nil, fmt.Errorf("%w: not a regular file (openat2: %v)", ErrUnsafe, err)
 	case err != nil:
 		return nil, &os.PathError{Op: "openat2", Path: filepath.Join(root, rel), Err: err}
 	}
