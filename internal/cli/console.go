@@ -64,15 +64,8 @@ func runConsole(ctx context.Context, env *Env) error {
 	fs.Var(&stores, "store", "a store's directory on this host, `NAME=DIR`, to show its sessions' compactions and token charts (repeatable)")
 	logFormat := fs.String("log-format", "", "log format text|json (default: text on a terminal, json otherwise)")
 	logLevel := fs.String("log-level", "info", "log level debug|info|warn|error")
-	pos, err := fs.ParseArgs(env.Args)
-	if err != nil {
+	if _, err := fs.ParseConfigured(env.Args, configFile, false); err != nil {
 		return err
-	}
-	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	if err := checkListen(*listen, *remote, "--listen", "--remote"); err != nil {
 		return err

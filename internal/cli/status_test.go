@@ -3,6 +3,8 @@ package cli
 import (
 	"context"
 	"encoding/json"
+	"os"
+	"path/filepath"
 	"strings"
 	"testing"
 	"time"
@@ -111,6 +113,30 @@ func TestStatusShowsVersionSkew(t *testing.T) {
 	for _, want := range []string{"store other: 2 workers", "w-next", "newer", "warning: worker w-next of store other reports in a beat of schema version 2"} {
 		if !strings.Contains(out, want) {
 			t.Errorf("status output lacks %q", want)
+		}
+	}
+}
+
+// The operator's commands read --config once their command line is parsed: a setting the
+// command does not have is refused naming the file, and an argument they do not take is
+// refused, before any connection is tried.
+func TestOperatorCommandsReadTheirConfig(t *testing.T) {
+	t.Parallel()
+	conf := filepath.Join(t.TempDir(), "compactor.json")
+	if err := os.WriteFile(conf, []byte(`{"no-such-setting": 1}`), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	for _, args := range [][]string{{"status"}, {"events", "--store", "a"}, {"console"}, {"pause", "a"}} {
+		code, _, errOut := runCLI(t, append(args, "--config", conf)...)
+		if code != ExitBadUse || !strings.Contains(errOut, "--config "+conf+`: unknown setting "no-such-setting"`) {
+			t.Errorf("%v --config: exit %d, %q; want %d naming the file and the setting", args, code, errOut, ExitBadUse)
+		}
+		if args[0] == "pause" {
+			continue
+		}
+		code, _, errOut = runCLI(t, append(args, "extra")...)
+		if code != ExitBadUse || !strings.Contains(errOut, `unexpected argument "extra"`) {
+			t.Errorf("%v extra: exit %d, %q; want %d, unexpected argument", args, code, errOut, ExitBadUse)
 		}
 	}
 }

@@ -117,6 +117,24 @@ type FlagSet struct {
 	usage func(io.Writer)
 }
 
+// ParseConfigured is ParseArgs for a command that also reads --config (configFile, the flag
+// being parsed, read once the command line is): the file's settings
+// apply to the flags not given on the command line (those of the service alone skipped),
+// and an argument is refused unless the command takes positional ones (takesArgs).
+func (fs *FlagSet) ParseConfigured(args []string, configFile *string, takesArgs bool) ([]string, error) {
+	pos, err := fs.ParseArgs(args)
+	if err != nil {
+		return nil, err
+	}
+	if err := ApplyConfigFile(fs.FlagSet, *configFile, ServiceSetting); err != nil {
+		return nil, err
+	}
+	if !takesArgs && len(pos) > 0 {
+		return nil, Usagef("unexpected argument %q", pos[0])
+	}
+	return pos, nil
+}
+
 // ParseArgs parses args allowing flags and positional arguments in any order (compactor plan
 // FILE --json as well as compactor plan --json FILE) and returns the positional ones.
 func (fs *FlagSet) ParseArgs(args []string) ([]string, error) {

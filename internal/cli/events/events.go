@@ -48,15 +48,8 @@ func run(ctx context.Context, env *command.Env) error {
 	follow := fs.Bool("follow", false, "then print new events as they come, until interrupted")
 	asJSON := fs.Bool("json", false, "print one JSON event per line")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in --store's account with its operator's seed")
-	pos, err := fs.ParseArgs(env.Args)
-	if err != nil {
+	if _, err := fs.ParseConfigured(env.Args, configFile, false); err != nil {
 		return err
-	}
-	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	if *store == "" {
 		return command.Usagef("--store is required")

@@ -53,11 +53,8 @@ func pauseOrResume(ctx context.Context, env *command.Env, pause bool) error {
 	}
 	asJSON := fs.Bool("json", false, "print the record written as JSON")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): act in STORE's account with its operator's seed")
-	pos, err := fs.ParseArgs(env.Args)
+	pos, err := fs.ParseConfigured(env.Args, configFile, true)
 	if err != nil {
-		return err
-	}
-	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
 		return err
 	}
 	if len(pos) != 1 {

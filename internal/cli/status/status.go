@@ -72,15 +72,8 @@ func run(ctx context.Context, env *command.Env) error {
 	store := fs.String("store", "", "only this store's workers (with a store's worker or agent credentials: its own)")
 	credentials := fs.String("credentials", "", "the fleet's credentials directory (compactor auth --credentials): every account's workers (or those of --store), with each operator's seed")
 	asJSON := fs.Bool("json", false, "print JSON instead of a table")
-	pos, err := fs.ParseArgs(env.Args)
-	if err != nil {
+	if _, err := fs.ParseConfigured(env.Args, configFile, false); err != nil {
 		return err
-	}
-	if err := command.ApplyConfigFile(fs.FlagSet, *configFile, command.ServiceSetting); err != nil {
-		return err
-	}
-	if len(pos) > 0 {
-		return command.Usagef("unexpected argument %q", pos[0])
 	}
 	var stores []string
 	if *store != "" {
@@ -90,6 +83,7 @@ func run(ctx context.Context, env *command.Env) error {
 	ncfg.Name = "compactor status"
 	accounts := []command.FleetAccount{{NATS: ncfg, Stores: stores}}
 	if *credentials != "" {
+		var err error
 		if accounts, err = command.FleetAccounts(*credentials, access.RoleOperator, stores, ncfg); err != nil {
 			return err
 		}
