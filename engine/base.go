@@ -99,6 +99,21 @@ type Base struct {
 	LLMCachedInputTokens int       `json:"llmCachedInputTokens,omitempty"`
 	LLMOutputTokens      int       `json:"llmOutputTokens,omitempty"`
 	LLMCalls             int       `json:"llmCalls,omitempty"`
+	// Parts is how many model summaries Summary joins (0 or 1: one text): the spans' own
+	// summaries (Segments) joined where they continued it. A merge makes it one again.
+	Parts int `json:"parts,omitempty"`
+	// Segments are models' summaries of single spans after FromEntryID, made while an
+	// earlier span's summary was still being made (segment.go); the next summary builds on
+	// Summary and those that continue it.
+	Segments []Segment `json:"segments,omitempty"`
+
+	// spanOnly: this value carries one new segment (Segments[0]) for Land to add, nothing
+	// else; consumed are the segments its text holds now, dropped when it lands.
+	spanOnly bool
+	consumed []BaseAnchor
+	// stateSHA256 and stateFromID (a value an extract leaves, when segments were joined to
+	// the stored text) are that stored text's digest and end.
+	stateSHA256, stateFromID string
 }
 
 // BaseAnchor names a compaction by what the file shows of it.
@@ -183,6 +198,9 @@ type BuiltOn struct {
 	Via string `json:"via,omitempty"`
 	// Refused is why a base that was there was not used (BaseRefused*), empty otherwise.
 	Refused string `json:"refused,omitempty"`
+	// Segments is how many models' summaries of single spans continued the base's text
+	// (Base.Segments).
+	Segments int `json:"segments,omitempty"`
 }
 
 // SpanTokens splits the span a value summarizes for Pi (its summarized entries), by Pi's
@@ -206,10 +224,27 @@ type basis struct {
 	// latest is the anchor of the path's latest compaction (nil without one): a base for it
 	// may land after this basis was read (NextBase).
 	latest *BaseAnchor
+	// parts is how many model summaries text joins; segments how many of the base's
+	// segments were joined to it here (consumed names them).
+	parts    int
+	segments int
+	consumed []BaseAnchor
+	// storedSHA256 and storedFromID are the stored base's own text's digest and end, before
+	// segments were joined (a value made on the basis lands on that state: Base.Land).
+	storedSHA256, storedFromID string
+}
+
+// state is the stored state a value made on b is based on: the base's own text and end,
+// whatever segments were joined to it.
+func (b basis) state() (sha, fromID string) {
+	if b.segments > 0 {
+		return b.storedSHA256, b.storedFromID
+	}
+	return SHA256(b.text), b.fromID
 }
 
 func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
-	bo := &BuiltOn{Source: b.source, ReadAgainTokens: readAgain, BaseMadeAt: b.madeAt, Refused: b.refused}
+	bo := &BuiltOn{Source: b.source, ReadAgainTokens: readAgain, BaseMadeAt: b.madeAt, Refused: b.refused, Segments: b.segments}
 	if b.source != SourceNone {
 		bo.SHA256 = SHA256(b.text)
 	}
@@ -311,7 +346,8 @@ func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessi
 	if _, err := spansFrom(path, r, from, ci); err != nil {
 		return refuse(BaseRefusedChainDiffers)
 	}
-	return basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest}
+	bs := basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest, parts: b.parts()}
+	return extendBySegments(path, r, ci, bs, b.Segments)
 }
 
 // spansFrom are the messages the compactions on path[:upTo+1] summarized from path index
@@ -369,14 +405,26 @@ func spansFrom(path []*sessionio.Entry, r sessionio.Release, from, upTo int) ([]
 // when a model's base for the compaction before landed since the extract read the store,
 // the new compaction builds on that one instead (its spans were read again by the
 // extract, but its text is what the next summary should build on).
+//
+// The stored base's segments stay with the base kept (those the extract's text holds go).
 func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
+	if current != nil && current.SessionID == made.SessionID && current.sameRulesAs(made) {
+		withSegments := *made
+		withSegments.Segments = withoutConsumed(current.Segments, made.consumed)
+		made = &withSegments
+	}
 	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) || !current.sameRulesAs(made) {
 		return made
 	}
-	if SHA256(current.Summary) == SHA256(made.Summary) && current.FromEntryID == made.FromEntryID {
+	stateSHA, stateFrom := SHA256(made.Summary), made.FromEntryID
+	if made.stateSHA256 != "" {
+		stateSHA, stateFrom = made.stateSHA256, made.stateFromID // segments were joined to the stored text
+	}
+	if SHA256(current.Summary) == stateSHA && current.FromEntryID == stateFrom {
 		return made
 	}
 	next := *made
+	next.Parts, next.Segments = current.Parts, current.Segments // the text is current's: so are its segments
 	next.Summary, next.Details, next.FromEntryID, next.Source = current.Summary, current.Details, current.FromEntryID, current.Source
 	next.ExtractOn = false // the extract was made on what was there before
 	next.BasedOnSHA256, next.BasedOnFromEntryID = current.BasedOnSHA256, current.BasedOnFromEntryID
@@ -392,18 +440,26 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 // while b was being made, from the same text: b is a better start for it). Anything else
 // means the session moved on (a preparation or another base replaced what b was made on,
 // or the branch changed): b is discarded.
+//
+// A value carrying one segment (a span summarized alone) is added to the stored base's
+// segments instead (landSpan). Segments stored beside the base stay with what lands, but
+// those its text holds now.
 func (b *Base) Land(current *Base) (*Base, string) {
+	if b.spanOnly {
+		return b.landSpan(current)
+	}
 	if current == nil {
 		return b, ""
 	}
 	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID && b.sameRulesAs(current)
+	next := *b
+	next.Segments = withoutConsumed(current.Segments, b.consumed)
 	switch {
 	case current.Anchor.Equal(b.Anchor) && same:
-		return b, ""
+		return &next, ""
 	case current.Anchor.Equal(b.Anchor) && current.Complete():
 		return nil, "duplicate"
 	case same:
-		next := *b
 		next.Anchor = current.Anchor
 		return &next, ""
 	}

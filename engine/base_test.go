@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
@@ -406,10 +407,10 @@ func TestBaseLand(t *testing.T) {
 	a2 := BaseAnchor{LeafID: "l2", FirstKeptEntryID: "k2", SummarySHA256: "s2"}
 	state := &Base{Anchor: a, Summary: "extract text", FromEntryID: "f0", Source: SourceCompaction}
 	b := &Base{Anchor: a, Summary: "model", FromEntryID: "k1", Source: SourceModel, BasedOnSHA256: SHA256("extract text"), BasedOnFromEntryID: "f0"}
-	if got, why := b.Land(state); got != b || why != "" {
+	if got, why := b.Land(state); got == nil || !reflect.DeepEqual(*got, *b) || why != "" {
 		t.Fatalf("on its own state: %v %s", got, why)
 	}
-	if got, why := b.Land(nil); got != b || why != "" {
+	if got, why := b.Land(nil); got == nil || !reflect.DeepEqual(*got, *b) || why != "" {
 		t.Fatalf("on nothing: %v %s", got, why)
 	}
 	carried := *state

@@ -101,7 +101,11 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
 			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
 		Summary: text, Details: PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)},
-		FromEntryID: bs.fromID, Source: bs.source, PiVersion: p.PiVersion, CreatedAt: bs.madeAt, ExtractOn: p.extract}
+		FromEntryID: bs.fromID, Source: bs.source, PiVersion: p.PiVersion, CreatedAt: bs.madeAt, ExtractOn: p.extract,
+		Parts: bs.parts, consumed: bs.consumed}
+	if bs.segments > 0 {
+		b.stateSHA256, b.stateFromID = bs.state()
+	}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
 	}

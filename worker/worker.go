@@ -24,7 +24,10 @@ import (
 // compactor_pi_version_unknown_total), or skipped. prepared returns the store of prepared
 // summaries: the service's bucket, which exists once the service has started, hence a
 // function.
-func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore) pipeline.Handler {
+//
+// q queues the jobs a base job asks for (a merge after a span's summary landed); its zero
+// value queues none.
+func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, q Queues) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
 		if err != nil {
@@ -43,7 +46,7 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 		case wire.KindPrepare:
 			res, err = prepareJob(ctx, e, job, req, prepared)
 		case wire.KindBase:
-			res, err = baseJob(ctx, e, job, req, prepared)
+			res, err = baseJob(ctx, e, job, req, prepared, q)
 		default:
 			res, err = e.Compact(ctx, req)
 		}
@@ -110,7 +113,11 @@ func readBase(ctx context.Context, store agents.PreparedStore, storeName, sessio
 // baseJob makes the model's summary of what an extract answered (engine.MakeBase) and lands
 // it on the session's base: stored when the base still holds the state it was made on,
 // discarded (superseded) when the session moved on meanwhile.
-func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore) (*engine.Result, error) {
+//
+// A job of a slot (wire.Job.Slot) summarizes its span alone when the spans before it are
+// not a model's yet; once that summary lands, it asks for a merge (slot 0), which folds the
+// base's texts into one unless the session's slot-0 job pending does it.
+func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore, q Queues) (*engine.Result, error) {
 	var store agents.PreparedStore
 	if prepared != nil {
 		store = prepared()
@@ -130,12 +137,14 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 		}
 	}
 	b, res, err := e.MakeBase(ctx, engine.BaseRequest{File: req.File, Settings: req.Settings, RequestedAt: job.RequestedAt,
-		Anchor: engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256}}, cur)
+		Anchor:   engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256},
+		SpanOnly: job.Slot > 0, Merge: job.Merge}, cur)
 	if err != nil || b == nil {
 		return res, err
 	}
 	b.Store, b.Path = job.Store, job.Path
 	why := ""
+	var landed *engine.Base
 	err = store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base
 		if current != nil {
@@ -145,12 +154,15 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 			}
 		}
 		next, w := b.Land(c)
-		why = w
+		why, landed = w, next
 		if next == nil {
 			return nil, nil
 		}
 		return json.Marshal(next)
 	})
+	if err == nil && why == "" && b.SpanOnly() && q.Queue != nil {
+		askMerge(ctx, q, job, landed)
+	}
 	switch {
 	case err != nil:
 		// Paid for: not made again for a store that failed to take it (the next extract asks
@@ -167,7 +179,7 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 // answer made without a model at that cut (engine.Extract). After an extract it stores the
 // base the extract leaves and, when bases are on, queues the job that has a model summarize
 // the extract's span (a base job, through follow).
-func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error), logger *slog.Logger) agents.Bridger {
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, q Queues, logger *slog.Logger) agents.Bridger {
 	return agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
@@ -178,7 +190,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 		}
 		if req.Extract {
 			var store agents.PreparedStore
-			if prepared != nil && follow != nil {
+			if prepared != nil && q.Follow != nil {
 				store = prepared()
 			}
 			base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
@@ -193,7 +205,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 				job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
 					ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
 					Counter: "estimate", KeepRecentTokens: req.KeepRecentTokens, PiVersion: req.PiVersion}
-				agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
+				agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, q, made, latest, job, logger) })
 			}
 			return json.Marshal(out)
 		}
@@ -205,7 +217,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
 		var store agents.PreparedStore
-		if prepared != nil && follow != nil {
+		if prepared != nil && q.Follow != nil {
 			store = prepared()
 		}
 		base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
@@ -217,7 +229,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 			// made on the previous compaction's text before its base landed: the next summary
 			// builds on the base and reads this preparation's span again
 			agents.AfterReply(ctx, func(ctx context.Context) {
-				leaveBase(ctx, store, nil, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
+				leaveBase(ctx, store, Queues{}, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
 			})
 		}
 		return json.Marshal(out)
@@ -252,11 +264,12 @@ func (a assessor) SettingsFingerprint() string {
 }
 
 // leaveBase stores the base a value leaves for the compaction Pi writes with it (on what is
-// stored now: engine.NextBase), then, with follow, queues the base job for it (an
-// extract's). Failures are logged: the value has answered Pi already, and the next extract
-// asks again.
-func leaveBase(ctx context.Context, store agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error),
-	made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
+// stored now: engine.NextBase), then, with q, queues the base job for it (an extract's): in
+// the first free slot, so that it starts now beside the session's other base jobs (its span
+// alone if the spans before it are still being summarized), or, with every slot taken, as
+// the session's slot-0 job, which waits for the one pending. Failures are logged: the value
+// has answered Pi already, and the next extract asks again.
+func leaveBase(ctx context.Context, store agents.PreparedStore, q Queues, made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base
 		if current != nil {
@@ -271,14 +284,51 @@ func leaveBase(ctx context.Context, store agents.PreparedStore, follow func(cont
 		logger.Warn("the base a compaction leaves was not stored; the next summary builds on the compaction's text", "store", job.Store, "session", job.SessionID, "err", err)
 		return
 	}
-	if follow == nil {
+	if q.Follow == nil {
 		return
 	}
-	r, err := follow(ctx, job)
+	for slot := 1; q.Queue != nil && slot <= wire.BaseSpanSlots; slot++ {
+		j := job
+		j.Slot = slot
+		r, err := q.Queue(ctx, j)
+		if err != nil {
+			logger.Warn("base job not queued", "store", job.Store, "session", job.SessionID, "slot", slot, "err", err)
+			return
+		}
+		if !r.AlreadyQueued || !r.Other {
+			logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "slot", slot, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
+			return
+		}
+	}
+	r, err := q.Follow(ctx, job)
 	switch {
 	case err != nil:
 		logger.Warn("base job not queued", "store", job.Store, "session", job.SessionID, "err", err)
 	default:
-		logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
+		logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "slot", 0, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
+	}
+}
+
+// Queues queue the jobs a worker decides on: Follow waits while the session's job of that
+// kind (and slot) is pending, Queue does not (pipeline.Service.Follow and Queue). A nil
+// function queues nothing.
+type Queues struct {
+	Follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
+	Queue  func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
+}
+
+// askMerge queues the merge of the session's base (stored: what is stored now) after a
+// span's summary landed; a slot-0 job already pending builds on the same texts, so it is
+// asked once, without waiting.
+func askMerge(ctx context.Context, q Queues, job wire.Job, stored *engine.Base) {
+	if stored == nil {
+		return
+	}
+	a := stored.Anchor
+	m := wire.Job{Kind: wire.KindBase, Merge: true, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "merge",
+		ExpectLeafID: a.LeafID, Cut: a.FirstKeptEntryID, SummarySHA256: a.SummarySHA256,
+		Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens, PiVersion: job.PiVersion}
+	if _, err := q.Queue(ctx, m); err != nil {
+		slog.Default().Warn("merge of the session's base not queued", "store", job.Store, "session", job.SessionID, "err", err)
 	}
 }
