@@ -99,9 +99,6 @@ type Base struct {
 	LLMCachedInputTokens int       `json:"llmCachedInputTokens,omitempty"`
 	LLMOutputTokens      int       `json:"llmOutputTokens,omitempty"`
 	LLMCalls             int       `json:"llmCalls,omitempty"`
-	// Parts is how many model summaries Summary joins (0 or 1: one text): the spans' own
-	// summaries (Segments) joined where they continued it. A merge makes it one again.
-	Parts int `json:"parts,omitempty"`
 	// Segments are models' summaries of single spans after FromEntryID, made while an
 	// earlier span's summary was still being made (segment.go); the next summary builds on
 	// Summary and those that continue it.
@@ -111,9 +108,6 @@ type Base struct {
 	// else; consumed are the segments its text holds now, dropped when it lands.
 	spanOnly bool
 	consumed []BaseAnchor
-	// stateSHA256 and stateFromID (a value an extract leaves, when segments were joined to
-	// the stored text) are that stored text's digest and end.
-	stateSHA256, stateFromID string
 }
 
 // BaseAnchor names a compaction by what the file shows of it.
@@ -229,18 +223,32 @@ type basis struct {
 	parts    int
 	segments int
 	consumed []BaseAnchor
-	// storedSHA256 and storedFromID are the stored base's own text's digest and end, before
-	// segments were joined (a value made on the basis lands on that state: Base.Land).
-	storedSHA256, storedFromID string
+	// stored is the stored base's own text, file lists and end before segments were joined
+	// (set when one was): what a value made on the basis is based on (Base.Land) and what an
+	// extract leaves as the base's text (the segments stay segments).
+	stored *storedText
 }
 
-// state is the stored state a value made on b is based on: the base's own text and end,
-// whatever segments were joined to it.
-func (b basis) state() (sha, fromID string) {
-	if b.segments > 0 {
-		return b.storedSHA256, b.storedFromID
+type storedText struct {
+	text    string
+	details PreparedDetails
+	fromID  string
+	source  string
+	madeAt  time.Time
+}
+
+// own is the stored base's own text, file lists and end, whatever segments were joined.
+func (b basis) own() storedText {
+	if b.stored != nil {
+		return *b.stored
 	}
-	return SHA256(b.text), b.fromID
+	return storedText{text: b.text, details: b.details, fromID: b.fromID, source: b.source, madeAt: b.madeAt}
+}
+
+// state is the stored state a value made on b is based on (Base.BasedOn*).
+func (b basis) state() (sha, fromID string) {
+	o := b.own()
+	return SHA256(o.text), o.fromID
 }
 
 func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
@@ -347,6 +355,7 @@ func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessi
 		return refuse(BaseRefusedChainDiffers)
 	}
 	bs := basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest, parts: b.parts()}
+	bs = bs.namedOn(path)
 	return extendBySegments(path, r, ci, bs, b.Segments)
 }
 
@@ -416,15 +425,11 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) || !current.sameRulesAs(made) {
 		return made
 	}
-	stateSHA, stateFrom := SHA256(made.Summary), made.FromEntryID
-	if made.stateSHA256 != "" {
-		stateSHA, stateFrom = made.stateSHA256, made.stateFromID // segments were joined to the stored text
-	}
-	if SHA256(current.Summary) == stateSHA && current.FromEntryID == stateFrom {
+	if SHA256(current.Summary) == SHA256(made.Summary) && current.FromEntryID == made.FromEntryID {
 		return made
 	}
 	next := *made
-	next.Parts, next.Segments = current.Parts, current.Segments // the text is current's: so are its segments
+	next.Segments = current.Segments
 	next.Summary, next.Details, next.FromEntryID, next.Source = current.Summary, current.Details, current.FromEntryID, current.Source
 	next.ExtractOn = false // the extract was made on what was there before
 	next.BasedOnSHA256, next.BasedOnFromEntryID = current.BasedOnSHA256, current.BasedOnFromEntryID

@@ -51,15 +51,12 @@ type Segment struct {
 	LLMCalls             int       `json:"llmCalls,omitempty"`
 }
 
-// parts is how many model summaries the base's text joins (an empty text: none).
+// parts is how many summaries the base's own text is (an empty text: none).
 func (b *Base) parts() int {
-	switch {
-	case b.Summary == "":
+	if b.Summary == "" {
 		return 0
-	case b.Parts < 1:
-		return 1
 	}
-	return b.Parts
+	return 1
 }
 
 // SegmentSeparator joins a text and the segments that continue it.
@@ -94,8 +91,8 @@ func extendBySegments(path []*sessionio.Entry, r sessionio.Release, upTo int, bs
 		if !ok || n.cut <= bs.from {
 			return bs
 		}
-		if bs.segments == 0 {
-			bs.storedSHA256, bs.storedFromID = SHA256(bs.text), path[bs.from].ID
+		if bs.stored == nil {
+			bs.stored = &storedText{text: bs.text, details: bs.details, fromID: path[bs.from].ID, source: bs.source, madeAt: bs.madeAt}
 		}
 		if bs.text == "" {
 			bs.text = n.seg.Summary
@@ -223,7 +220,7 @@ func (e *Engine) mergeBase(ctx context.Context, j *job, req BaseRequest, current
 	switch {
 	case bs.refused != "":
 		return nil, j.skip(fmt.Sprintf("%s: the session's base is not used, nothing to merge", bs.refused)), nil
-	case bs.parts < 2:
+	case bs.segments == 0 || bs.parts < 2:
 		return nil, j.skip("nothing to merge: the base's text is one summary"), nil
 	}
 	cs := j.src.Settings(j.cfg.KeepRecentTokens, j.cfg.ReserveTokens)
@@ -237,7 +234,7 @@ func (e *Engine) mergeBase(ctx context.Context, j *job, req BaseRequest, current
 	text, _, _ := withoutFileLists(out.Text)
 	b := &Base{V: BaseVersion, Store: current.Store, Path: current.Path, SessionID: sid, Anchor: current.Anchor, Summary: text, Details: bs.details,
 		FromEntryID: bs.fromID, Source: bs.source, PiVersion: r.String(), BasedOnSHA256: SHA256(current.Summary), BasedOnFromEntryID: current.FromEntryID,
-		Parts: 1, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(), consumed: bs.consumed,
+		RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(), consumed: bs.consumed,
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
 	res := j.res
 	res.FirstKeptEntryID = current.Anchor.FirstKeptEntryID

@@ -23,6 +23,13 @@ func (w *baseWorld) makeSpanJob(anchor BaseAnchor) *Base {
 	return b
 }
 
+// x4Anchor names the compaction Pi writes with x (the base's anchor after the extract).
+func x4Anchor(t *testing.T, w *baseWorld, x *Prepared) BaseAnchor {
+	t.Helper()
+	made, _ := x.LeftBase(w.leaf)
+	return made.Anchor
+}
+
 func (w *baseWorld) land(b *Base) string {
 	next, why := b.Land(w.stored)
 	if next != nil {
@@ -88,8 +95,8 @@ func TestSegmentsWhenFasterThanTheModel(t *testing.T) {
 					t.Fatalf("the extract's text lacks the model's summary of span %d (steps %v):\n%s", k+1, spans[k], x4.Summary)
 				}
 			}
-			if w.stored.Parts != 3 || len(w.stored.Segments) != 0 {
-				t.Fatalf("the base the extract left joins %d texts and keeps %d segments, want 3 and 0", w.stored.Parts, len(w.stored.Segments))
+			if len(w.stored.Segments) != 2 || w.stored.FromEntryID != anchors[0].FirstKeptEntryID || !w.stored.Anchor.Equal(x4Anchor(t, w, x4)) {
+				t.Fatalf("the base the extract left: from %s, %d segments; want the first compaction's text and its 2 segments", w.stored.FromEntryID, len(w.stored.Segments))
 			}
 			w.leaf = piWrites(t, w.file, "c0000004", w.leaf, x4)
 
@@ -103,8 +110,8 @@ func TestSegmentsWhenFasterThanTheModel(t *testing.T) {
 			if w.model.count() != calls+1 || req.Task != summarize.TaskMerge || len(req.Messages) != 0 || strings.Count(req.PreviousSummary, "Model summary") != 3 {
 				t.Fatalf("the merge asked %s with %d messages on:\n%s", req.Task, len(req.Messages), req.PreviousSummary)
 			}
-			if why := w.land(m); why != "" || w.stored.Parts != 1 || w.stored.Summary != m.Summary || !strings.Contains(m.Summary, "Model summary 4 of steps []") {
-				t.Fatalf("the merge did not land as one text (%s): parts %d:\n%s", why, w.stored.Parts, w.stored.Summary)
+			if why := w.land(m); why != "" || len(w.stored.Segments) != 0 || w.stored.Summary != m.Summary || w.stored.FromEntryID != anchors[2].FirstKeptEntryID || !strings.Contains(m.Summary, "Model summary 4 of steps []") {
+				t.Fatalf("the merge did not land as one text through the third compaction (%s): %d segments, from %s:\n%s", why, len(w.stored.Segments), w.stored.FromEntryID, w.stored.Summary)
 			}
 			// Nothing left to merge.
 			if b, res, _ := w.eng.MakeBase(context.Background(), BaseRequest{File: w.file, Merge: true, Settings: Settings{Pi: w.pi, Counter: tokenize.CounterEstimate}}, w.stored); b != nil || !strings.Contains(res.Reason, "one summary") {

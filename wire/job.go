@@ -151,8 +151,8 @@ func (j *Job) Subject() string {
 }
 
 // BaseSpanSlots is how many base jobs of a session may summarize spans alone at once
-// (Job.Slot): enough for compactions four times as frequent as a summary's latency.
-const BaseSpanSlots = 4
+// (Job.Slot): enough for compactions six times as frequent as a summary's latency.
+const BaseSpanSlots = 6
 
 // MsgID is the de-duplication id (Nats-Msg-Id). It covers everything that changes what
 // the job does: kind, store, path, session, leaf, target and source, force, the budget
