@@ -201,11 +201,13 @@ func (e *LimitsError) Error() string {
 
 // accountSweepWatches is the room setup gives the watches of the sweep records:
 // SweepWatches of the account's stores (those set up before, which the fleet's settings
-// keep, and this setup's), within the account's consumer limit. An account whose limit
-// leaves less (made by an older `compactor auth`, or a lower --max-consumers) gets what is
-// left after its stores' consumers and the operator's reads, never less than the 64 it
-// had (or the account's whole limit, when lower), with a warning: a worker of more stores
-// than that cannot watch them all until the account's limit is raised and setup runs again.
+// keep, and this setup's), within the account's max_consumers. The server applies that
+// limit to each stream of the account, not to their sum (nats-server 2.15: a stream may
+// hold as many consumers as the lower of its own limit and the account's, and a stream
+// whose own limit is higher than the account's is refused), so the bucket gets at most the
+// account's limit. An account whose limit is lower than its stores need (a lower
+// --max-consumers) keeps that, with a warning: a worker of more stores than it allows
+// watches is refused the rest until the limit is raised and setup runs again.
 func accountSweepWatches(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) int {
 	stores := slices.Clone(sc.Stores)
 	if f, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
@@ -217,15 +219,11 @@ func accountSweepWatches(ctx context.Context, js jetstream.JetStream, sc SetupCo
 	}
 	want := SweepWatches(len(stores))
 	info, err := js.AccountInfo(ctx)
-	if err != nil || info.Limits.MaxConsumers <= 0 {
-		return want // no limit, or not known here: the server checks
+	if err != nil || info.Limits.MaxConsumers <= 0 || info.Limits.MaxConsumers >= want {
+		return want // no limit, enough, or not known here: the server checks
 	}
 	limit := info.Limits.MaxConsumers
-	got := max(limit-2*len(stores)-operatorConsumers, min(minSweepWatches, limit))
-	if got >= want {
-		return want
-	}
-	log.Warn("the account's consumer limit leaves the watches of the sweep records less room than its stores need: a worker of more stores than that is refused the rest (maximum consumers limit reached) and does not sweep them; raise the account's limit (compactor auth of this version, or --max-consumers) and run compactor setup again",
-		"stores", len(stores), "sweep_watches", got, "needed", want, "account_max_consumers", limit, "needed_account_max_consumers", AccountConsumers(len(stores)))
-	return got
+	log.Warn("the account's max_consumers is lower than the watches of the sweep records its stores need: a worker of more stores than that is refused the rest (maximum consumers limit reached) and does not sweep them; raise the account's limit (compactor auth of this version, or --max-consumers) and run compactor setup again",
+		"stores", len(stores), "account_max_consumers", limit, "sweep_watches_needed", want, "needed_account_max_consumers", AccountConsumers(len(stores)))
+	return limit
 }

@@ -62,9 +62,8 @@ func TestWorkerOfManyStoresSweepsAndWorks(t *testing.T) {
 // (8 each, at least 64): a setup of more stores later counts those set up before (the
 // fleet's settings keep them) and logs the change. The bucket and the limit are the
 // account's: an account that fills its own sweep records' consumers takes nothing from
-// another's. An account whose consumer limit is an older `compactor auth`'s keeps the 64
-// its limit leaves room for, and setup says what to raise; a worker refused a watch then
-// says the same.
+// another's. An account whose max_consumers is lower than its stores need gets that much,
+// and setup says what to raise; a worker refused a watch then says the same.
 func TestSweepWatchesFollowTheAccountsStores(t *testing.T) {
 	t.Parallel()
 	const n = 80
@@ -137,20 +136,33 @@ func TestSweepWatchesFollowTheAccountsStores(t *testing.T) {
 		t.Fatalf("A holds %d watches, want %d", consumers, n)
 	}
 
+	// An account whose max_consumers an older auth counted (64 watches whatever its
+	// stores): the server applies it to each stream, so the bucket gets all of it, which
+	// holds the watches of three workers of its 80 stores but not of a fourth.
 	ncOld, jsOld := connectAs(t, url, "OLD")
 	var oldLog proctest.Buffer
 	if _, err := fleetops.Setup(ctx, ncOld, fleetops.SetupConfig{Stores: stores}, false, false, logger(&oldLog)); err != nil {
 		t.Fatal(err)
 	}
-	if limit, _ := sweepLimit(jsOld); limit != 64 {
-		t.Fatalf("an account of %d stores with an older auth's limit (%d): the sweep records allow %d consumers, want the 64 it leaves room for", n, 2*n+64+24, limit)
+	oldLimit := 2*n + 64 + 24
+	if limit, _ := sweepLimit(jsOld); limit != oldLimit {
+		t.Fatalf("an account of %d stores with an older auth's max_consumers (%d): the sweep records allow %d consumers, want all of it", n, oldLimit, limit)
 	}
 	if !strings.Contains(oldLog.String(), "--max-consumers") || !strings.Contains(oldLog.String(), fmt.Sprintf("needed_account_max_consumers=%d", fleetops.AccountConsumers(n))) {
 		t.Errorf("setup in an account with too few consumers did not say what to raise:\n%s", oldLog.String())
 	}
-	_, err = sweep.OpenMemo(ctx, fleetops.OpenBucket(jsOld, wire.BucketSweep), stores, slog.New(slog.DiscardHandler), nil)
-	if err == nil || !strings.Contains(err.Error(), "maximum consumers limit reached") || !strings.Contains(err.Error(), "compactor setup") {
-		t.Fatalf("a memo of %d stores in an account with room for 64 watches: %v", n, err)
+	for i := range oldLimit/n + 1 {
+		m, err := sweep.OpenMemo(ctx, fleetops.OpenBucket(jsOld, wire.BucketSweep), stores, slog.New(slog.DiscardHandler), nil)
+		if i < oldLimit/n {
+			if err != nil {
+				t.Fatalf("memo %d of %d stores in an account with room for %d watches: %v", i+1, n, oldLimit, err)
+			}
+			defer m.Close()
+			continue
+		}
+		if err == nil || !strings.Contains(err.Error(), "maximum consumers limit reached") || !strings.Contains(err.Error(), "compactor setup") {
+			t.Fatalf("memo %d of %d stores in an account with room for %d watches: %v", i+1, n, oldLimit, err)
+		}
+		t.Logf("refused: %v", err)
 	}
-	t.Logf("refused: %v", err)
 }
