@@ -1,6 +1,7 @@
 package cutpoint
 
 import (
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 )
@@ -24,17 +25,17 @@ func OverBudget(contextTokens int, s Settings) bool {
 // and latest compaction (a usage measured before an edit or a compaction is not the context's
 // size any more); otherwise the count of the projection's messages, its system messages
 // folded into one current system message (sessionio.CurrentSystemMessage).
-func ContextTokens(path []*sessionio.Entry, r sessionio.Release, c Counter) int {
+func ContextTokens(path []*sessionio.Entry, r pi.Release, c Counter) int {
 	r = r.Or()
-	if !r.Has(sessionio.ContextEdits) {
+	if !r.Has(pi.ContextEdits) {
 		return MessagesTokens(sessionio.BuildContext(path, r).Messages, r, c)
 	}
 	return ProjectedTokens(sessionio.Project(path, r), path, c)
 }
 
 // MessagesTokens is ContextTokens (before 0.87) for an already built list of context messages.
-func MessagesTokens(msgs []*sessionio.Message, r sessionio.Release, c Counter) int {
-	skipZero := r.Or().Has(sessionio.ZeroUsageSkipped)
+func MessagesTokens(msgs []*sessionio.Message, r pi.Release, c Counter) int {
+	skipZero := r.Or().Has(pi.ZeroUsageSkipped)
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if m := msgs[i]; m != nil && m.HasValidUsage() && (!skipZero || m.Usage.ContextTokens() > 0) {
@@ -106,7 +107,7 @@ func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Coun
 // (NestedCallsFileOps) the calls a tool result's codemode script made.
 func (s *segment) addFileOps(fo *fileops.FileOps, m *sessionio.Message) {
 	fo.AddFromMessage(m)
-	if s.r.Has(sessionio.NestedCallsFileOps) {
+	if s.r.Has(pi.NestedCallsFileOps) {
 		fo.AddFromNestedCalls(m)
 	}
 }
@@ -194,7 +195,7 @@ func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
 			}
 		}
 	}
-	if sg.r.Has(sessionio.NoPlanWhenNothingToSummarize) && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
+	if sg.r.Has(pi.NoPlanWhenNothingToSummarize) && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
 		return notPrepared(path, ReasonNothingToSummarize, policy, s, c)
 	}
 	for i := k.firstKept; i < len(sg.items); i++ {

@@ -18,6 +18,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
@@ -33,7 +34,7 @@ type Settings struct {
 	// budget, as in Pi with a window of 0).
 	ContextWindow int
 	// Release is the Pi release whose rules the plan follows (zero: the newest).
-	Release sessionio.Release
+	Release pi.Release
 }
 
 // Pi's DEFAULT_COMPACTION_SETTINGS.
@@ -113,7 +114,7 @@ type Plan struct {
 	Policy   string
 	Counter  string
 	// Release is the Pi release whose rules made the plan.
-	Release sessionio.Release
+	Release pi.Release
 
 	FirstKeptEntryID    string
 	FirstKeptEntryIndex int

@@ -7,6 +7,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
@@ -159,10 +160,10 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 // system message of the context being compacted; liveappend.Compaction stamps it with
 // the entry's time), from 0.81 (SummaryUsage) the summary's usage.
 func piFields(compaction *liveappend.NewCompaction, src *Source, out summarize.SummaryOutput) {
-	if src.Release.Has(sessionio.SystemMessages) {
+	if src.Release.Has(pi.SystemMessages) {
 		compaction.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
 	}
-	if src.Release.Has(sessionio.SummaryUsage) {
+	if src.Release.Has(pi.SummaryUsage) {
 		compaction.Usage = summaryUsage(out)
 	}
 }
@@ -184,7 +185,7 @@ func summaryUsage(out summarize.SummaryOutput) *sessionio.Usage {
 // summary should have read (an omitted failure, a replaced message), so the summary no
 // longer applies.
 func editOfSummarized(entries []*sessionio.Entry, p *cutpoint.Plan) *sessionio.Entry {
-	if !p.Release.Has(sessionio.ContextEdits) {
+	if !p.Release.Has(pi.ContextEdits) {
 		return nil
 	}
 	summarized := map[string]bool{}

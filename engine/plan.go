@@ -7,6 +7,7 @@ import (
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -35,7 +36,7 @@ type Source struct {
 	// given.
 	Counter tokenize.Counter
 	// Release is the Pi release whose rules the session is read, planned and written by.
-	Release sessionio.Release
+	Release pi.Release
 	// Override is Pi's compaction.modelOverrides entry (from 0.86, ModelOverrides) for the session's model (nil:
 	// none, or a Pi without them).
 	Override *ModelOverride
@@ -214,7 +215,7 @@ func Plan(file string, s Settings, o LoadOptions) (*Planned, error) {
 //
 // With checkpoints the rest of the file is read too (its whole-file facts are kept), so that a
 // checkpoint can be written: the next plan of the file reads only what was appended.
-func loadPath(f *sessionio.File, counter string, contextWindow int, d sessionio.Release, cks *sessionio.Checkpoints) (*Source, error) {
+func loadPath(f *sessionio.File, counter string, contextWindow int, d pi.Release, cks *sessionio.Checkpoints) (*Source, error) {
 	if strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
 	}

@@ -7,6 +7,8 @@ import (
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // BuildContext builds the context for a path (root first, as Path returns it) exactly as
@@ -22,7 +24,7 @@ import (
 //     custom_message a "custom" message, a branch_summary with a non-empty summary a
 //     "branchSummary" message; every other type emits nothing;
 //   - Pi 1.x: context edits, system messages and compaction checkpoints (Projection).
-func BuildContext(path []*Entry, r Release) *Context {
+func BuildContext(path []*Entry, r pi.Release) *Context {
 	return Project(path, r).Context()
 }
 

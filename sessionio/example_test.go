@@ -5,6 +5,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -23,7 +24,7 @@ func ExampleBuildContext() {
 		return
 	}
 	path, _ := s.Path("") // "" = the leaf: the last entry line
-	ctx := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
+	ctx := sessionio.BuildContext(path, pi.MustParseRelease("0.73.1"))
 	fmt.Println("leaf:", s.LeafID(), "path:", len(path), "entries")
 	for i, m := range ctx.Messages {
 		fmt.Println(ctx.EntryIDs[i], m.Role, m.Content.Text)
@@ -64,7 +65,7 @@ func ExampleReadTail() {
 		fmt.Println(err)
 		return
 	}
-	ctx := t.Context(sessionio.MustParseRelease("0.73.1"))
+	ctx := t.Context(pi.MustParseRelease("0.73.1"))
 	fmt.Println("path:", len(t.Path), "entries, complete:", t.Complete)
 	fmt.Printf("read the last %d of %d bytes, from %.27s...\n", t.Size-t.ReadFrom, t.Size, file[t.ReadFrom:])
 	for i, m := range ctx.Messages {

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
 
@@ -24,7 +25,7 @@ type Projected struct {
 // entries from its firstKeptEntryId up to it (nothing when that id is not on the path, as for
 // a retain-none compaction, whose firstKeptEntryId is its own id) and then every entry after
 // it; without one, Entries is the whole path. What each entry puts there depends on the
-// release (sessionio.Behaviour): with SystemMessages the kept range leaves system messages
+// release (pi.Behaviour): with SystemMessages the kept range leaves system messages
 // out (the compaction's checkpoint replaces them) and a compaction contributes its
 // systemMessage before its summary; with EntryMessages a message without content gets an
 // empty one, and (ResentSummary) an older compaction kept in the range contributes again;
@@ -32,7 +33,7 @@ type Projected struct {
 // replacement omits the target's messages, an object replaces their content) and only the
 // newest compaction contributes.
 type Projection struct {
-	Release       Release
+	Release       pi.Release
 	Entries       []Projected
 	ThinkingLevel string
 	Model         *ModelRef
@@ -43,7 +44,7 @@ type Projection struct {
 
 // Project builds the projection of path (root first, as Session.Path returns it) under
 // release r's rules.
-func Project(path []*Entry, r Release) *Projection {
+func Project(path []*Entry, r pi.Release) *Projection {
 	r = r.Or()
 	p := &Projection{Release: r, ThinkingLevel: "off", Compaction: -1}
 	compIdx := -1
@@ -61,7 +62,7 @@ func Project(path []*Entry, r Release) *Projection {
 			compIdx = i
 		}
 	}
-	dropKeptSystem := r.Has(SystemMessages)
+	dropKeptSystem := r.Has(pi.SystemMessages)
 	entries := make([]Projected, 0, len(path)-max(0, compIdx)+1)
 	if compIdx < 0 {
 		for i, e := range path {
@@ -84,7 +85,7 @@ func Project(path []*Entry, r Release) *Projection {
 			entries = append(entries, Projected{Entry: e, Index: compIdx + 1 + i})
 		}
 	}
-	if !r.Has(EntryMessages) {
+	if !r.Has(pi.EntryMessages) {
 		for k := range entries {
 			entries[k].Messages = messagesBefore0804(entries[k].Entry, k == 0 && compIdx >= 0)
 		}
@@ -92,7 +93,7 @@ func Project(path []*Entry, r Release) *Projection {
 		return p
 	}
 	var edits map[string]*Entry // the latest context edit of each target
-	if r.Has(ContextEdits) {
+	if r.Has(pi.ContextEdits) {
 		edits = map[string]*Entry{}
 		for _, pe := range entries {
 			if pe.Entry.Type == TypeContextEdit {
@@ -102,7 +103,7 @@ func Project(path []*Entry, r Release) *Projection {
 	}
 	for k := range entries {
 		e := entries[k].Entry
-		if e.Type == TypeCompaction && k > 0 && !r.Has(ResentSummary) {
+		if e.Type == TypeCompaction && k > 0 && !r.Has(pi.ResentSummary) {
 			continue // an older compaction kept in the newest one's range contributes nothing
 		}
 		entries[k].Messages = applyEdit(entryMessages(e, r), edits[e.ID])
@@ -142,7 +143,7 @@ func messagesBefore0804(e *Entry, latestCompaction bool) []*Message {
 // before for most entries, with an empty content filled in where a user, assistant or tool
 // result message (and, with SystemMessages, a system message) has none, and a custom_message's;
 // a compaction's systemMessage checkpoint before its summary (SystemMessages).
-func entryMessages(e *Entry, r Release) []*Message {
+func entryMessages(e *Entry, r pi.Release) []*Message {
 	switch e.Type {
 	case TypeMessage:
 		m := e.Message
@@ -152,7 +153,7 @@ func entryMessages(e *Entry, r Release) []*Message {
 		if m.ContentNull {
 			switch m.Role {
 			case RoleSystem:
-				if r.Has(SystemMessages) {
+				if r.Has(pi.SystemMessages) {
 					return []*Message{withContent(m, json.RawMessage(`""`))}
 				}
 			case RoleUser, RoleAssistant, RoleToolResult:
@@ -172,7 +173,7 @@ func entryMessages(e *Entry, r Release) []*Message {
 		}
 		return []*Message{AsMessage(e)}
 	case TypeCompaction:
-		if e.SystemMessage != nil && r.Has(SystemMessages) {
+		if e.SystemMessage != nil && r.Has(pi.SystemMessages) {
 			return []*Message{e.SystemMessage, AsMessage(e)}
 		}
 		return []*Message{AsMessage(e)}
@@ -183,8 +184,8 @@ func entryMessages(e *Entry, r Release) []*Message {
 // MessagesOf is what entry e puts into the context of Pi r without any context edit
 // (sessionEntryToContextMessages; before 0.80.4, what its buildSessionContext took from it,
 // a compaction counted as the latest).
-func MessagesOf(e *Entry, r Release) []*Message {
-	if !r.Or().Has(EntryMessages) {
+func MessagesOf(e *Entry, r pi.Release) []*Message {
+	if !r.Or().Has(pi.EntryMessages) {
 		return messagesBefore0804(e, true)
 	}
 	return entryMessages(e, r.Or())
@@ -192,7 +193,7 @@ func MessagesOf(e *Entry, r Release) []*Message {
 
 // ProjectEntry is Pi's projectContextEntry (>= 0.87): what entry e puts into a context with
 // its latest context edit (nil: none) applied.
-func ProjectEntry(e, edit *Entry) []*Message { return applyEdit(entryMessages(e, Latest), edit) }
+func ProjectEntry(e, edit *Entry) []*Message { return applyEdit(entryMessages(e, pi.Latest), edit) }
 
 // applyEdit is Pi's projectContextEntry: without an edit the messages as they are; a null
 // replacement omits them; an object's content replaces the content of user, assistant, tool

@@ -8,6 +8,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // The tail read's API: what a caller asks for (Need), how the lines are kept (TailOptions),
@@ -133,7 +135,7 @@ func (t *Tail) Version() int { return t.Header.Version }
 
 // Context builds the context from Path under dialect d's rules (exact for what the read's
 // Need settled).
-func (t *Tail) Context(r Release) *Context { return BuildContext(t.Path, r) }
+func (t *Tail) Context(r pi.Release) *Context { return BuildContext(t.Path, r) }
 
 // ReadTail reads what need asks for from the end of a session file, backwards, and stops as
 // soon as it is settled; it reads the whole file only when need asks for it (NeedFile,

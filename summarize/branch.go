@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 )
@@ -107,7 +108,7 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 // reproduce Pi. From 1.5.0 (BranchHonoursEdits) Pi honours the branch's context edits: the
 // latest edit of a message or custom_message among entries omits it or replaces its
 // content.
-func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r sessionio.Release) ([]*sessionio.Message, *FileOps, int) {
+func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r pi.Release) ([]*sessionio.Message, *FileOps, int) {
 	fileOps := fileops.New()
 	edits := map[string]*sessionio.Entry{}
 	for _, e := range entries {
@@ -118,7 +119,7 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 			edits[e.TargetID] = e
 		}
 	}
-	if !r.Has(sessionio.BranchHonoursEdits) {
+	if !r.Has(pi.BranchHonoursEdits) {
 		edits = nil
 	}
 	var rev []*sessionio.Message
@@ -157,11 +158,11 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 
 // branchMaxTokens is the output limit of a branch summary of Pi r: BranchMaxTokens, 4,096
 // from 0.85.0 (BranchOutput4096), the model's own from 1.4.0 (ModelOutputLimit).
-func branchMaxTokens(r sessionio.Release) int {
+func branchMaxTokens(r pi.Release) int {
 	switch {
-	case r.Has(sessionio.ModelOutputLimit):
+	case r.Has(pi.ModelOutputLimit):
 		return 0 // the model's own limit
-	case r.Has(sessionio.BranchOutput4096):
+	case r.Has(pi.BranchOutput4096):
 		return 4096
 	}
 	return BranchMaxTokens
@@ -190,7 +191,7 @@ type BranchOptions struct {
 	ReplaceInstructions bool
 	// Release is the Pi whose rules the summary follows (zero: the newest): the output limit
 	// (branchMaxTokens) and the serialization.
-	Release sessionio.Release
+	Release pi.Release
 }
 
 // BranchSummary writes the summary of a prepared branch (PrepareBranch's messages and

@@ -3,7 +3,7 @@ package summarize
 import (
 	"strings"
 
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // The prompt texts below are this project's own wording. Only their structure follows
@@ -187,7 +187,7 @@ func instructions(req Request) string {
 		if update {
 			base = TurnPrefixUpdatePrompt
 		}
-		if req.CustomInstructions == "" || !req.Release.Has(sessionio.TurnPrefixInstructions) {
+		if req.CustomInstructions == "" || !req.Release.Has(pi.TurnPrefixInstructions) {
 			return base
 		}
 	case TaskBranch:

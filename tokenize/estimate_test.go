@@ -8,6 +8,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -35,9 +36,9 @@ type estimateGolden struct {
 // before 0.80.4 each message entry's message; then (ContextMessagesWeigh) the messages each
 // entry puts into the context, and from 0.87 (ContextEdits) into the projection (nil for an
 // entry that puts none there).
-func perEntry(path []*sessionio.Entry, r sessionio.Release, est Counter) []*int {
+func perEntry(path []*sessionio.Entry, r pi.Release, est Counter) []*int {
 	out := make([]*int, len(path))
-	if !r.Has(sessionio.ContextMessagesWeigh) {
+	if !r.Has(pi.ContextMessagesWeigh) {
 		for i, e := range path {
 			if e.Type == sessionio.TypeMessage {
 				n := est.Count(e.Message)
@@ -46,7 +47,7 @@ func perEntry(path []*sessionio.Entry, r sessionio.Release, est Counter) []*int 
 		}
 		return out
 	}
-	if !r.Has(sessionio.ContextEdits) {
+	if !r.Has(pi.ContextEdits) {
 		for i, e := range path {
 			if msgs := sessionio.MessagesOf(e, r); len(msgs) > 0 {
 				n := 0
@@ -82,7 +83,7 @@ func TestEstimateMatchesPi(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range versions {
-		r := sessionio.MustParseRelease(v)
+		r := pi.MustParseRelease(v)
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
 			checkEstimateGoldens(t, r)
@@ -90,7 +91,7 @@ func TestEstimateMatchesPi(t *testing.T) {
 	}
 }
 
-func checkEstimateGoldens(t *testing.T, d sessionio.Release) {
+func checkEstimateGoldens(t *testing.T, d pi.Release) {
 	data, err := os.ReadFile(filepath.Join("testdata", "estimate-goldens", d.String()+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +195,7 @@ func TestEstimateRules(t *testing.T) {
 		{"unknown role", `{"role":"hookMessage","content":"abcdefgh"}`, 0, 0, 0},
 		{"empty", `{"role":"user","content":""}`, 0, 0, 0},
 	}
-	pi073, pi086 := EstimateFor(sessionio.MustParseRelease("0.73.1")), EstimateFor(sessionio.MustParseRelease("0.86.1"))
+	pi073, pi086 := EstimateFor(pi.MustParseRelease("0.73.1")), EstimateFor(pi.MustParseRelease("0.86.1"))
 	for _, tc := range tests {
 		if got := pi073.Count(msg(t, tc.raw)); got != tc.want073 {
 			t.Errorf("%s (Pi 0.73): %d, want %d", tc.name, got, tc.want073)

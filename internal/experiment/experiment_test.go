@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -196,7 +197,7 @@ func TestReplayContextIsRecounted(t *testing.T) {
 	var bad []string
 	checkContextHook = func(path []*sessionio.Entry, tokens int) {
 		steps++
-		ctx := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
+		ctx := sessionio.BuildContext(path, pi.MustParseRelease("0.73.1"))
 		want := 0
 		for _, m := range ctx.Messages {
 			want += counter.Count(m)

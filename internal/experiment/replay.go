@@ -7,6 +7,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
@@ -102,7 +103,7 @@ func (run *replayRun) grow(e *sessionio.Entry) {
 	ss := run.ss
 	run.rp = append(run.rp, e)
 	run.tokens += ss.entryTokens(e)
-	if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(sessionio.ContextEdits) {
+	if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(pi.ContextEdits) {
 		// From Pi 0.87 an edit changes what an earlier entry weighs; count the context again.
 		run.tokens = 0
 		for _, m := range sessionio.Project(run.rp[run.from:], ss.src.Release).Messages() {
