@@ -3,6 +3,7 @@ package cutpoint
 import (
 	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 )
 
 // Pi is Pi's own cut, exactly, for the release the settings name: prepareCompaction with its
@@ -102,7 +103,7 @@ func (s *segment) startsTurn(k int) bool {
 func (s *segment) recoveryLeftovers(cutIdx int) bool {
 	suffix := s.items[cutIdx+1:]
 	intrinsic := func(it *item) bool {
-		return it.e.Type != sessionio.TypeContextEdit && len(sessionio.MessagesOf(it.e, s.r)) > 0
+		return it.e.Type != sessionio.TypeContextEdit && len(picontext.MessagesOf(it.e, s.r)) > 0
 	}
 	omitted := func(it *item) bool { return intrinsic(it) && len(it.msgs) == 0 }
 	omittedIDs := map[string]bool{}

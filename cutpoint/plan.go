@@ -16,6 +16,7 @@ package cutpoint
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 
 	"github.com/compactor-dev/compactor/pi"
@@ -247,7 +248,7 @@ func CountPath(path []*sessionio.Entry, c Counter) []int {
 	out := make([]int, len(path))
 	for i, e := range path {
 		out[i] = -1
-		if m := sessionio.AsMessage(e); m != nil {
+		if m := picontext.AsMessage(e); m != nil {
 			out[i] = c.Count(m)
 		}
 	}

@@ -3,6 +3,7 @@ package cutpoint
 import (
 	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 )
 
 // A segment is the range a compaction cuts, as the Pi release of the plan sees it: the
@@ -15,7 +16,7 @@ import (
 // compaction, else 0), the previous compaction itself included. Before 0.80.4 each entry
 // brings the message Pi's compaction would summarize (none for a compaction); from 0.80.4
 // (sessionio.EntryMessages) what it puts into the context (a compaction its summary). From
-// 0.87 Pi cuts its projection (sessionio.Projection): the range is everything after the
+// 0.87 Pi cuts its projection (picontext.Projection): the range is everything after the
 // compaction the context starts with, system messages of the kept part are gone, an entry a
 // context edit omits brings no message, one it replaces brings the new content.
 type segment struct {
@@ -50,7 +51,7 @@ func newSegment(path []*sessionio.Entry, r pi.Release) *segment {
 		for i := s.start; i < len(path); i++ {
 			it := item{e: path[i], at: i}
 			if r.Has(pi.EntryMessages) {
-				it.msgs = sessionio.MessagesOf(path[i], r)
+				it.msgs = picontext.MessagesOf(path[i], r)
 			} else if m := messageOf(path[i]); m != nil {
 				it.msgs = []*sessionio.Message{m}
 			}
@@ -58,7 +59,7 @@ func newSegment(path []*sessionio.Entry, r pi.Release) *segment {
 		}
 		return s
 	}
-	proj := sessionio.Project(path, r)
+	proj := picontext.Project(path, r)
 	from := 0
 	for k, pe := range proj.Entries {
 		if pe.Entry.Type == sessionio.TypeCompaction && len(pe.Messages) > 0 {
@@ -106,7 +107,7 @@ func messageOf(e *sessionio.Entry) *sessionio.Message {
 	if e.Type == sessionio.TypeCompaction {
 		return nil
 	}
-	return sessionio.AsMessage(e)
+	return picontext.AsMessage(e)
 }
 
 // index returns the item of the entry at path index at, -1 when it is not in the range.

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 	"time"
 
@@ -219,7 +220,7 @@ type gapMessage struct {
 func gapMessages(path []*sessionio.Entry, from, to int, r pi.Release) []gapMessage {
 	var out []gapMessage
 	if r.Has(pi.ContextEdits) {
-		for _, pe := range sessionio.Project(path, r).Entries {
+		for _, pe := range picontext.Project(path, r).Entries {
 			if pe.Index < from || pe.Index >= to || pe.Entry.Type == sessionio.TypeCompaction {
 				continue
 			}
@@ -235,10 +236,10 @@ func gapMessages(path []*sessionio.Entry, from, to int, r pi.Release) []gapMessa
 		if en.Type == sessionio.TypeCompaction {
 			continue // a summary of a compaction is never summarized again (Pi's rule)
 		}
-		m := sessionio.AsMessage(en)
+		m := picontext.AsMessage(en)
 		if r.Has(pi.EntryMessages) {
 			m = nil
-			if msgs := sessionio.MessagesOf(en, r); len(msgs) > 0 {
+			if msgs := picontext.MessagesOf(en, r); len(msgs) > 0 {
 				m = msgs[0]
 			}
 		}

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
@@ -161,7 +162,7 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 // the entry's time), from 0.81 (SummaryUsage) the summary's usage.
 func piFields(compaction *liveappend.NewCompaction, src *Source, out summarize.SummaryOutput) {
 	if src.Release.Has(pi.SystemMessages) {
-		compaction.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
+		compaction.SystemMessage = picontext.CurrentSystemMessage(picontext.Project(src.Path, src.Release).Messages())
 	}
 	if src.Release.Has(pi.SummaryUsage) {
 		compaction.Usage = summaryUsage(out)

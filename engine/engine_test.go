@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -77,7 +78,7 @@ func keptIDs(path []*sessionio.Entry, firstKept string) []string {
 	for i, e := range path {
 		pos[e.ID] = i
 	}
-	c := sessionio.BuildContext(path, pi.MustParseRelease("0.73.1"))
+	c := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 	var out []string
 	for i, id := range c.EntryIDs {
 		if c.Messages[i].Role == sessionio.RoleCompactionSummary {
@@ -141,7 +142,7 @@ func TestCompactCorpus(t *testing.T) {
 					t.Errorf("summary does not come from the endpoint: %.80q", leaf.Summary)
 				}
 				path, _ := s.Path("")
-				c := sessionio.BuildContext(path, pi.MustParseRelease("0.73.1"))
+				c := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 				if c.Messages[0].Role != sessionio.RoleCompactionSummary || c.Messages[0].Summary != leaf.Summary {
 					t.Fatalf("context does not start with our summary")
 				}
@@ -365,7 +366,7 @@ func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entr
 		t.Errorf("summary lacks Pi's preamble")
 	}
 	path, _ := s2.Path("")
-	c := sessionio.BuildContext(path, d)
+	c := picontext.Build(path, d)
 	last := c.Messages[len(c.Messages)-1]
 	if last.Role != sessionio.RoleBranchSummary || last.FromID != wantFrom {
 		t.Fatalf("context does not end with the branch summary")

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -74,7 +75,7 @@ func TestAppendsLoadAsPlannedInEveryPi(t *testing.T) {
 // appended is a compaction compactor wrote, and the context it gives under compactor's rules.
 type appended struct {
 	name, file, leaf string
-	ctx              *sessionio.Context
+	ctx              *picontext.Context
 }
 
 // appendLoadsAsPlanned compacts a copy (at dst) of src under Pi d and checks the session it
@@ -130,7 +131,7 @@ func appendLoadsAsPlanned(t *testing.T, src, dst string, d pi.Release, sum summa
 		t.Errorf("Pi %s: usage %s (Pi writes the summary's usage from 0.81, SummaryUsage)", d, leaf.Usage)
 	}
 	path, _ := s.Path("")
-	c := sessionio.BuildContext(path, d)
+	c := picontext.Build(path, d)
 	i := 0
 	if leaf.SystemMessage != nil {
 		if c.Messages[0].Role != sessionio.RoleSystem {
@@ -218,7 +219,7 @@ func promisedKept(path []*sessionio.Entry, firstKept string, d pi.Release) []str
 	}
 	edited := map[int][]*sessionio.Message{}
 	if d.Has(pi.ContextEdits) {
-		for _, pe := range sessionio.Project(path, d).Entries {
+		for _, pe := range picontext.Project(path, d).Entries {
 			edited[pe.Index] = pe.Messages
 		}
 	}
@@ -229,7 +230,7 @@ func promisedKept(path []*sessionio.Entry, firstKept string, d pi.Release) []str
 			d.Has(pi.SystemMessages) && e.IsMessage(sessionio.RoleSystem) {
 			continue
 		}
-		msgs := sessionio.MessagesOf(e, d)
+		msgs := picontext.MessagesOf(e, d)
 		if m, ok := edited[i]; ok {
 			msgs = m
 		} else if d.Has(pi.ContextEdits) {

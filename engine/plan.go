@@ -2,6 +2,7 @@ package engine
 
 import (
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 	"time"
 
@@ -134,7 +135,7 @@ func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 // resolve fills the model (the latest model_change or assistant message on the path, as
 // Pi's context takes it) and the counter for its encoding.
 func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Cache) error {
-	if m := sessionio.ModelOf(src.Path); m != nil {
+	if m := picontext.ModelOf(src.Path); m != nil {
 		src.ModelRef = m
 		src.Model = configs.Resolve(m.Provider, m.ModelID, contextWindow)
 	} else {

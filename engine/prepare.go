@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"slices"
 	"time"
 
@@ -327,7 +328,7 @@ func messagesBetween(path []*sessionio.Entry, from, to int, r pi.Release) []*ses
 func keptTokens(path []*sessionio.Entry, first int, r pi.Release, c cutpoint.Counter) int {
 	n := 0
 	if r.Has(pi.ContextEdits) {
-		for _, pe := range sessionio.Project(path, r).Entries {
+		for _, pe := range picontext.Project(path, r).Entries {
 			if pe.Index >= first && pe.Entry.Type != sessionio.TypeCompaction {
 				for _, m := range pe.Messages {
 					n += c.Count(m)
@@ -341,7 +342,7 @@ func keptTokens(path []*sessionio.Entry, first int, r pi.Release, c cutpoint.Cou
 			if e.Type == sessionio.TypeCompaction && !r.Has(pi.ResentSummary) {
 				continue
 			}
-			for _, m := range sessionio.MessagesOf(e, r) {
+			for _, m := range picontext.MessagesOf(e, r) {
 				if !(m.Role == sessionio.RoleSystem && r.Has(pi.SystemMessages)) {
 					n += c.Count(m)
 				}

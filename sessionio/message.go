@@ -301,7 +301,7 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []jsonscan.Member, li
 		case "timestamp":
 			m.Timestamp, m.HasTimestamp = 0, false
 			fe.num(key, v, &m.Timestamp)
-			_, m.HasTimestamp = jsonNumber(v)
+			_, m.HasTimestamp = jsonscan.Number(v)
 		case "toolCallId":
 			fe.str(key, v, &m.ToolCallID)
 		case "toolName":

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -69,7 +70,7 @@ func contextSize(path []*sessionio.Entry) [2]int {
 // buildSessionContext): the usage of the newest message with valid usage plus the estimate
 // of every message after it.
 func contextSize073(path []*sessionio.Entry) int {
-	msgs := sessionio.BuildContext(path, pi.MustParseRelease("0.73.1")).Messages
+	msgs := picontext.Build(path, pi.MustParseRelease("0.73.1")).Messages
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i] != nil && msgs[i].HasValidUsage() {
@@ -179,7 +180,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 	}
 	// Context, as each Pi builds it.
 	for _, d := range readerReleases {
-		got, want := sessionio.BuildContext(t.Path, d), sessionio.BuildContext(f.path, d)
+		got, want := picontext.Build(t.Path, d), picontext.Build(f.path, d)
 		if need&sessionio.NeedMessages != 0 || t.Complete {
 			if len(got.Messages) != len(want.Messages) || !reflect.DeepEqual(got.EntryIDs, want.EntryIDs) {
 				fatal("need %b, Pi %s: %d context messages %v, full %d %v", need, d, len(got.Messages), got.EntryIDs, len(want.Messages), want.EntryIDs)
@@ -191,7 +192,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 			}
 		}
 	}
-	got, want := sessionio.BuildContext(t.Path, pi.MustParseRelease("0.73.1")), sessionio.BuildContext(f.path, pi.MustParseRelease("0.73.1"))
+	got, want := picontext.Build(t.Path, pi.MustParseRelease("0.73.1")), picontext.Build(f.path, pi.MustParseRelease("0.73.1"))
 	if need&sessionio.NeedUsage != 0 && rd.o.DecodeContent {
 		dpath, _ := f.dec.Path("")
 		if g, w := contextSize(decodedOnDisk(t.Path, data)), contextSize(dpath); g != w {
@@ -237,7 +238,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 				fatal("need %b: after Extend, path[%d] = %q, full %q", need, i, e.ID, f.path[i].ID)
 			}
 		}
-		if c := sessionio.BuildContext(t.Path, pi.MustParseRelease("0.73.1")); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
+		if c := picontext.Build(t.Path, pi.MustParseRelease("0.73.1")); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
 			c.ThinkingLevel != want.ThinkingLevel || !reflect.DeepEqual(c.Model, want.Model) {
 			fatal("need %b: after Extend, context %d messages %q %v, full %d %q %v", need, len(c.Messages), c.ThinkingLevel, c.Model, len(want.Messages), want.ThinkingLevel, want.Model)
 		}
@@ -290,7 +291,7 @@ func rawOf(m *sessionio.Message, data []byte) []byte {
 	if m.Raw == nil && m.At.Len > 0 {
 		raw := data[m.At.Off : m.At.Off+m.At.Len]
 		if m.ContentRaw != nil {
-			return sessionio.ReplaceMember(raw, "content", m.ContentRaw)
+			return picontext.ReplaceMember(raw, "content", m.ContentRaw)
 		}
 		return raw
 	}

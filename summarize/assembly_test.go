@@ -3,6 +3,7 @@ package summarize
 import (
 	"context"
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"strings"
 	"sync"
@@ -263,7 +264,7 @@ func TestExtractive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := sessionio.BuildContext(path, pi.MustParseRelease("0.73.1"))
+	ctx := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 	x := NewExtractive()
 	span := SerializeConversation(ctx.Messages, pi.MustParseRelease("0.73.1"))
 	res, err := x.Summarize(context.Background(), Request{Task: TaskHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})

@@ -3,6 +3,7 @@ package summarize
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 
 	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -93,7 +94,7 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 		}
 		return e.Message
 	case sessionio.TypeCustomMessage, sessionio.TypeBranchSummary, sessionio.TypeCompaction:
-		return sessionio.AsMessage(e)
+		return picontext.AsMessage(e)
 	}
 	return nil
 }
@@ -129,7 +130,7 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 		m := branchMessage(e)
 		if edit := edits[e.ID]; edit != nil && m != nil && (e.Type == sessionio.TypeMessage || e.Type == sessionio.TypeCustomMessage) {
 			m = nil
-			if ms := sessionio.ProjectEntry(e, edit); len(ms) > 0 {
+			if ms := picontext.ProjectEntry(e, edit); len(ms) > 0 {
 				m = ms[0]
 			}
 		}

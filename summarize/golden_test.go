@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"os"
 	"path/filepath"
@@ -236,7 +237,7 @@ func messagesFor(t *testing.T, s *sessionio.Session, ids []string) []*sessionio.
 		if e == nil {
 			t.Fatalf("entry %s not found", id)
 		}
-		m := sessionio.AsMessage(e)
+		m := picontext.AsMessage(e)
 		if m == nil {
 			t.Fatalf("entry %s (%s) yields no message", id, e.Type)
 		}
@@ -277,7 +278,7 @@ func TestSerializeContextGolden(t *testing.T) {
 	t.Parallel()
 	forEachGolden(t, func(t *testing.T, d pi.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
-		ctx := sessionio.Project(pathTo(t, s, g.LeafID), d).Context()
+		ctx := picontext.Project(pathTo(t, s, g.LeafID), d).Context()
 		if !slices.Equal(ctx.EntryIDs, g.Context.IDs) {
 			t.Fatalf("context of %s: entries %v, Pi %s %v", name, ctx.EntryIDs, d, g.Context.IDs)
 		}

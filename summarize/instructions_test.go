@@ -1,6 +1,7 @@
 package summarize
 
 import (
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 	"testing"
 
@@ -94,7 +95,7 @@ func TestInstructionsPromptCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := sessionio.BuildContext(path, pi.Latest).Messages
+	msgs := picontext.Build(path, pi.Latest).Messages
 	tk, err := tokenize.NewFor(tokenize.CounterTiktoken, tokenize.O200KBase, pi.Latest)
 	if err != nil {
 		t.Fatal(err)

@@ -2,6 +2,7 @@ package tokenize
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"path/filepath"
 	"strings"
@@ -49,7 +50,7 @@ func perEntry(path []*sessionio.Entry, r pi.Release, est Counter) []*int {
 	}
 	if !r.Has(pi.ContextEdits) {
 		for i, e := range path {
-			if msgs := sessionio.MessagesOf(e, r); len(msgs) > 0 {
+			if msgs := picontext.MessagesOf(e, r); len(msgs) > 0 {
 				n := 0
 				for _, m := range msgs {
 					n += est.Count(m)
@@ -59,7 +60,7 @@ func perEntry(path []*sessionio.Entry, r pi.Release, est Counter) []*int {
 		}
 		return out
 	}
-	for _, pe := range sessionio.Project(path, r).Entries {
+	for _, pe := range picontext.Project(path, r).Entries {
 		if len(pe.Messages) == 0 {
 			continue
 		}

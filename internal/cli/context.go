@@ -8,6 +8,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"os"
 	"sort"
@@ -119,7 +120,7 @@ func newContextOutput(file string, t *sessionio.Tail, d pi.Release) (contextOutp
 	for _, e := range path {
 		out.PathIDs = append(out.PathIDs, e.ID)
 	}
-	c := sessionio.BuildContext(path, d)
+	c := picontext.Build(path, d)
 	msgs = c.Messages
 	out.Context.ThinkingLevel = c.ThinkingLevel
 	out.Context.Model = c.Model
@@ -170,7 +171,7 @@ func writeContextJSON(stdout io.Writer, out *contextOutput, msgs []*sessionio.Me
 			if _, err := f.ReadAt(raw, m.At.Off); err != nil {
 				return fmt.Errorf("%s: read a message: %w", t.File, err)
 			}
-			w.Write(sessionio.ReplaceMember(raw, "content", m.ContentRaw))
+			w.Write(picontext.ReplaceMember(raw, "content", m.ContentRaw))
 			continue
 		}
 		if _, err := io.Copy(w, io.NewSectionReader(f, m.At.Off, m.At.Len)); err != nil {

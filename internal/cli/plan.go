@@ -7,6 +7,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"strings"
 
@@ -254,7 +255,7 @@ type contextParts struct {
 
 func splitContext(path []*sessionio.Entry, d pi.Release, c tokenize.Counter) contextParts {
 	var cp contextParts
-	ctx := sessionio.BuildContext(path, d)
+	ctx := picontext.Build(path, d)
 	last := -1
 	for i := len(ctx.Messages) - 1; i >= 0; i-- {
 		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() && (!d.Has(pi.ZeroUsageSkipped) || m.Usage.ContextTokens() > 0) {
