@@ -10,6 +10,7 @@ import (
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/activity"
 	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -137,7 +138,7 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 	if ok, why := extends(j.src.Path, src.Path); !ok {
 		return nil, nil, BusyChanged, "the session changed while its summary was written: " + why, nil
 	}
-	act := src.Session.ActivityOn(src.Path)
+	act := activity.OnPath(src.Session, src.Path)
 	if act.TurnInProgress {
 		return nil, nil, BusyTurn, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
 	}

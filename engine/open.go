@@ -10,6 +10,7 @@ import (
 	"github.com/compactor-dev/compactor/outcome"
 	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/activity"
 	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -304,7 +305,7 @@ func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
 // as abandoned: it is compacted, and an incomplete last line is only warned about (Pi skips
 // it; a newline is written before the new entry). --force does not override this.
 func live(src *Source, s Settings) (skip string, cause BusyCause, warnings []string) {
-	act := src.Session.ActivityOn(src.Path)
+	act := activity.OnPath(src.Session, src.Path)
 	age := time.Since(src.ModTime)
 	recent := age < s.AbandonedAfter
 	ago := age.Round(time.Second)
