@@ -13,7 +13,7 @@
 // It writes the table into docs/compatibility.md (between the releases markers) and exits 0
 // when every release matches on everything, 1 when one differs (naming the release and the
 // first difference), 2 when a published release is one compactor does not know yet
-// (sessionio's known releases) though it matches.
+// (package pi's known releases) though it matches.
 //
 //	go run ./internal/cmd/pireleases [-releases all|newest|x.y.z,...] [-doc docs/compatibility.md] [-clean]
 //
