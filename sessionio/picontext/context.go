@@ -70,8 +70,7 @@ func AsMessage(e *sessionio.Entry) *sessionio.Message {
 	// found without validating it again.
 	var buf [16]jsonscan.Member
 	ms := jsonscan.TrustedMembers(e.Raw, buf[:0])
-	member := func(key string) []byte { return jsonscan.Lookup(ms, key) }
-	ts, tsOK := jsDate(member("timestamp"))
+	ts, tsOK := jsDate(jsonscan.Lookup(ms, "timestamp"))
 	tsRaw := []byte("null")
 	if tsOK {
 		tsRaw = []byte(formatJSNumber(ts))
@@ -82,26 +81,26 @@ func AsMessage(e *sessionio.Entry) *sessionio.Message {
 	case sessionio.TypeCustomMessage:
 		m.Role = sessionio.RoleCustom
 		m.CustomType = e.CustomType
-		_ = m.Content.UnmarshalJSON(member("content"))
+		_ = m.Content.UnmarshalJSON(jsonscan.Lookup(ms, "content"))
 		ob.add("role", quotedCustom)
-		ob.add("customType", member("customType"))
-		ob.add("content", member("content"))
-		ob.add("display", member("display"))
-		ob.add("details", member("details"))
+		ob.add("customType", jsonscan.Lookup(ms, "customType"))
+		ob.add("content", jsonscan.Lookup(ms, "content"))
+		ob.add("display", jsonscan.Lookup(ms, "display"))
+		ob.add("details", jsonscan.Lookup(ms, "details"))
 	case sessionio.TypeBranchSummary:
 		m.Role = sessionio.RoleBranchSummary
 		m.Summary = e.Summary
 		m.FromID = e.FromID
 		ob.add("role", quotedBranchSummary)
-		ob.add("summary", member("summary"))
-		ob.add("fromId", member("fromId"))
+		ob.add("summary", jsonscan.Lookup(ms, "summary"))
+		ob.add("fromId", jsonscan.Lookup(ms, "fromId"))
 	case sessionio.TypeCompaction:
 		m.Role = sessionio.RoleCompactionSummary
 		m.Summary = e.Summary
 		m.TokensBefore = e.TokensBefore
 		ob.add("role", quotedCompactionSummary)
-		ob.add("summary", member("summary"))
-		ob.add("tokensBefore", member("tokensBefore"))
+		ob.add("summary", jsonscan.Lookup(ms, "summary"))
+		ob.add("tokensBefore", jsonscan.Lookup(ms, "tokensBefore"))
 	}
 	ob.add("timestamp", tsRaw)
 	m.Raw = ob.bytes()
