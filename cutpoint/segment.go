@@ -15,7 +15,7 @@ import (
 // from the previous compaction's firstKeptEntryId on the path (else the entry after that
 // compaction, else 0), the previous compaction itself included. Before 0.80.4 each entry
 // brings the message Pi's compaction would summarize (none for a compaction); from 0.80.4
-// (sessionio.EntryMessages) what it puts into the context (a compaction its summary). From
+// (pi.EntryMessages) what it puts into the context (a compaction its summary). From
 // 0.87 Pi cuts its projection (picontext.Projection): the range is everything after the
 // compaction the context starts with, system messages of the kept part are gone, an entry a
 // context edit omits brings no message, one it replaces brings the new content.

@@ -440,7 +440,7 @@ func TestBackoffAndRetryAfterParsing(t *testing.T) {
 
 // TestOpenAITruncatedSummaryByRelease: a summary that stopped at its output limit
 // (finish_reason "length") is incomplete. Pi writes it before 0.84.4 and refuses it from
-// 0.84.4 (sessionio.TruncatedSummaryRefused): a permanent failure that still reports the
+// 0.84.4 (pi.TruncatedSummaryRefused): a permanent failure that still reports the
 // tokens the call cost.
 func TestOpenAITruncatedSummaryByRelease(t *testing.T) {
 	t.Parallel()

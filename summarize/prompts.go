@@ -177,7 +177,7 @@ const (
 // block (quoteFocus: instructions.go); for a branch, custom instructions alone when
 // ReplaceInstructions is set (a library caller's own prompt, never a job's).
 // Pi adds custom instructions to history and branch requests, and from 1.4.0
-// (sessionio.TurnPrefixInstructions) to the turn prefix too.
+// (pi.TurnPrefixInstructions) to the turn prefix too.
 func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""

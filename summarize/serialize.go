@@ -31,7 +31,7 @@ const ToolResultMaxChars = 2000
 
 // SerializeConversation renders messages as the plain text Pi puts inside
 // <conversation> tags: Pi's convertToLlm followed by its serializeConversation, byte for
-// byte, as Pi r does it (sessionio.ThinkingOmitted, StringToolResultSerialized,
+// byte, as Pi r does it (pi.ThinkingOmitted, StringToolResultSerialized,
 // SurrogateSafeTruncation). Rendering the span as labelled text (rather than as chat turns)
 // keeps the model from continuing the conversation instead of summarizing it.
 func SerializeConversation(msgs []*sessionio.Message, r pi.Release) string {
