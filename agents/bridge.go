@@ -9,7 +9,7 @@ import (
 
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/outcome"
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/prometheus/client_golang/prometheus"
@@ -138,7 +138,7 @@ func (s *Env) bridge(bctx context.Context, st, subject string, data []byte) wire
 		return wire.BridgeReply{V: wire.BridgeVersion, Error: fmt.Sprintf("bad bridge request (v %d, store %q, session %q, cut %q)", req.V, req.Store, req.SessionID, req.FirstKeptEntryID)}
 	}
 	if req.PiVersion != "" {
-		r, err := sessionio.ParseRelease(req.PiVersion)
+		r, err := pi.ParseRelease(req.PiVersion)
 		if err != nil {
 			return wire.BridgeReply{V: wire.BridgeVersion, Error: "bad bridge request: piVersion: " + err.Error()}
 		}

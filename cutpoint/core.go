@@ -1,8 +1,10 @@
 package cutpoint
 
 import (
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 )
 
 // OverBudget is Pi's shouldCompact (with compaction enabled): the context is over budget
@@ -23,18 +25,18 @@ func OverBudget(contextTokens int, s Settings) bool {
 // an assistant's usage counts only when its entry comes after the path's latest context edit
 // and latest compaction (a usage measured before an edit or a compaction is not the context's
 // size any more); otherwise the count of the projection's messages, its system messages
-// folded into one current system message (sessionio.CurrentSystemMessage).
-func ContextTokens(path []*sessionio.Entry, r sessionio.Release, c Counter) int {
+// folded into one current system message (picontext.CurrentSystemMessage).
+func ContextTokens(path []*sessionio.Entry, r pi.Release, c Counter) int {
 	r = r.Or()
-	if !r.Has(sessionio.ContextEdits) {
-		return MessagesTokens(sessionio.BuildContext(path, r).Messages, r, c)
+	if !r.Has(pi.ContextEdits) {
+		return MessagesTokens(picontext.Build(path, r).Messages, r, c)
 	}
-	return ProjectedTokens(sessionio.Project(path, r), path, c)
+	return ProjectedTokens(picontext.Project(path, r), path, c)
 }
 
 // MessagesTokens is ContextTokens (before 0.87) for an already built list of context messages.
-func MessagesTokens(msgs []*sessionio.Message, r sessionio.Release, c Counter) int {
-	skipZero := r.Or().Has(sessionio.ZeroUsageSkipped)
+func MessagesTokens(msgs []*sessionio.Message, r pi.Release, c Counter) int {
+	skipZero := r.Or().Has(pi.ZeroUsageSkipped)
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if m := msgs[i]; m != nil && m.HasValidUsage() && (!skipZero || m.Usage.ContextTokens() > 0) {
@@ -55,7 +57,7 @@ func MessagesTokens(msgs []*sessionio.Message, r sessionio.Release, c Counter) i
 }
 
 // ProjectedTokens is ContextTokens (from 0.87) for a projection of path.
-func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Counter) int {
+func ProjectedTokens(proj *picontext.Projection, path []*sessionio.Entry, c Counter) int {
 	// The newest usage Pi takes, and the entry it came from.
 	usageK, usageM := -1, -1
 	for k := len(proj.Entries) - 1; k >= 0 && usageK < 0; k-- {
@@ -91,7 +93,7 @@ func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Coun
 	}
 	msgs := proj.Messages()
 	total := 0
-	if sys := sessionio.CurrentSystemMessage(msgs); sys != nil {
+	if sys := picontext.CurrentSystemMessage(msgs); sys != nil {
 		total += c.Count(sys)
 	}
 	for _, m := range msgs {
@@ -106,7 +108,7 @@ func ProjectedTokens(proj *sessionio.Projection, path []*sessionio.Entry, c Coun
 // (NestedCallsFileOps) the calls a tool result's codemode script made.
 func (s *segment) addFileOps(fo *fileops.FileOps, m *sessionio.Message) {
 	fo.AddFromMessage(m)
-	if s.r.Has(sessionio.NestedCallsFileOps) {
+	if s.r.Has(pi.NestedCallsFileOps) {
 		fo.AddFromNestedCalls(m)
 	}
 }
@@ -194,7 +196,7 @@ func assemble(sg *segment, k cut, policy string, s Settings, c Counter) *Plan {
 			}
 		}
 	}
-	if sg.r.Has(sessionio.NoPlanWhenNothingToSummarize) && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
+	if sg.r.Has(pi.NoPlanWhenNothingToSummarize) && len(p.Summarize) == 0 && len(p.Prefix) == 0 {
 		return notPrepared(path, ReasonNothingToSummarize, policy, s, c)
 	}
 	for i := k.firstKept; i < len(sg.items); i++ {

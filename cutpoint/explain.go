@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -52,7 +53,7 @@ func Explain(path []*sessionio.Entry, p *Plan, s Settings, c Counter) string {
 
 // explainRange says where the range to cut starts (after the last compaction, or where it
 // kept entries) and, for a release with context edits, what it holds.
-func explainRange(w func(string, ...any), path []*sessionio.Entry, sg *segment, r sessionio.Release) {
+func explainRange(w func(string, ...any), path []*sessionio.Entry, sg *segment, r pi.Release) {
 	prevIdx, start := sg.prevAt, sg.start
 	switch {
 	case sg.prev == nil:
@@ -63,7 +64,7 @@ func explainRange(w func(string, ...any), path []*sessionio.Entry, sg *segment, 
 		w("The last compaction (%s, index %d) kept entries from %s (index %d): the range starts there; its summary is updated, nothing before it is summarized again.",
 			sg.prev.ID, prevIdx, path[start].ID, start)
 	}
-	if r.Has(sessionio.ContextEdits) {
+	if r.Has(pi.ContextEdits) {
 		w("Pi %s rules: the range is what Pi's projection puts into the context (context edits applied, the kept part's system messages left to the compaction's checkpoint).", r)
 	}
 }
@@ -99,7 +100,7 @@ func explainPi(w func(string, ...any), path []*sessionio.Entry, p *Plan, s Setti
 		}
 	}
 	switch {
-	case cp < 0 && p.Release.Has(sessionio.TrailingToolResultsKeepLastCut):
+	case cp < 0 && p.Release.Has(pi.TrailingToolResultsKeepLastCut):
 		w("No valid cut point follows it (only tool results): Pi %s keeps its last cut point.", p.Release)
 	case cp < 0:
 		w("No valid cut point follows it (only tool results): Pi falls back to its first cut point and summarizes nothing.")

@@ -6,9 +6,9 @@ import (
 	"fmt"
 	"strings"
 
-	"github.com/compactor-dev/compactor/sessionio"
-
 	"pgregory.net/rapid"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // sessionGen writes a random but well-formed Pi v3 session as JSONL bytes: a tree with
@@ -236,7 +236,7 @@ func (g *sessionGen) retainNone() {
 // entries and user images only from 0.86 (SystemMessages), context edits and retain-none
 // compactions only from 0.87 (ContextEdits): older releases never write them, and compactor
 // refuses to append to a file that has them under their rules.
-func genSession(t *rapid.T, d sessionio.Release) []byte {
+func genSession(t *rapid.T, d pi.Release) []byte {
 	g := &sessionGen{t: t, parent: map[string]string{}, kind: map[string]string{}}
 	g.buf.WriteString(`{"type":"session","version":3,"id":"019ad9b0-0000-7000-8000-000000000001","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/tmp/p"}` + "\n")
 	if rapid.Bool().Draw(t, "startSettings") {
@@ -250,11 +250,11 @@ func genSession(t *rapid.T, d sessionio.Release) []byte {
 			continue
 		}
 		maxOp := 19
-		if d.Has(sessionio.SystemMessages) {
+		if d.Has(pi.SystemMessages) {
 			maxOp = 25
 		}
 		op := rapid.IntRange(0, maxOp).Draw(t, "op")
-		if !d.Has(sessionio.ContextEdits) && (op == 21 || op == 22 || op == 25) {
+		if !d.Has(pi.ContextEdits) && (op == 21 || op == 22 || op == 25) {
 			op = 0 // Pi 0.86 writes no context edit and no retain-none compaction
 		}
 		switch op {

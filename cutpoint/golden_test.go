@@ -7,6 +7,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -84,7 +85,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range versions {
-		d, err := sessionio.ParseRelease(v)
+		d, err := pi.ParseRelease(v)
 		if err != nil {
 			t.Fatalf("matrix version %s: %v", v, err)
 		}
@@ -95,7 +96,7 @@ func TestPiPolicyMatchesOracle(t *testing.T) {
 	}
 }
 
-func piPolicyMatchesGoldens(t *testing.T, version string, d sessionio.Release) {
+func piPolicyMatchesGoldens(t *testing.T, version string, d pi.Release) {
 	dir, err := pigolden.Expected()
 	if err != nil {
 		t.Fatal(err)

@@ -4,6 +4,7 @@ import (
 	"fmt"
 	"slices"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -224,7 +225,7 @@ func describe(e *sessionio.Entry) string {
 // InsideToolSpan reports whether entry index i of path lies strictly inside a tool span
 // of the range after the path's previous compaction, under release r: a cut there separates
 // a tool call from one of its results. It identifies Pi's documented breach of invariant 2.
-func InsideToolSpan(path []*sessionio.Entry, i int, r sessionio.Release) bool {
+func InsideToolSpan(path []*sessionio.Entry, i int, r pi.Release) bool {
 	sg := newSegment(path, r)
 	k := sg.index(i)
 	if k < 0 {

@@ -1,6 +1,10 @@
 package cutpoint
 
-import "github.com/compactor-dev/compactor/sessionio"
+import (
+	"github.com/compactor-dev/compactor/pi"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
+)
 
 // Pi is Pi's own cut, exactly, for the release the settings name: prepareCompaction with its
 // findCutPoint, findValidCutPoints and findTurnStartIndex, weighing messages with any
@@ -9,7 +13,7 @@ import "github.com/compactor-dev/compactor/sessionio"
 // Walking back from the end it adds up what entries weigh until keepRecentTokens is reached,
 // then moves FORWARD to the next valid cut point (never backward), pulls the cut back over the
 // entries in front of it that put nothing into the context, and marks the turn as split
-// unless the cut starts a turn. The releases differ in the details (sessionio.Behaviour):
+// unless the cut starts a turn. The releases differ in the details (pi.Behaviour):
 //
 //   - before 0.80.4, Pi weighs "message" entries only (custom_message and branch_summary
 //     entries are cut points but weigh nothing), pulls back over custom messages and branch
@@ -65,13 +69,13 @@ func (s *segment) piFindCut(keep int, c Counter) cut {
 					break
 				}
 			}
-			if !found && s.r.Has(sessionio.TrailingToolResultsKeepLastCut) {
+			if !found && s.r.Has(pi.TrailingToolResultsKeepLastCut) {
 				cutIdx = cps[len(cps)-1]
 			}
 			break
 		}
 	}
-	if crossed && s.r.Has(sessionio.ContextEdits) && s.recoveryLeftovers(cutIdx) {
+	if crossed && s.r.Has(pi.ContextEdits) && s.recoveryLeftovers(cutIdx) {
 		cutIdx++
 	}
 	cutIdx = s.pullBack(cutIdx)
@@ -86,7 +90,7 @@ func (s *segment) piFindCut(keep int, c Counter) cut {
 // at a user message does (a cut at a bash or custom message is a split turn with an empty
 // prefix), from 0.80.4 (ContextMessagesWeigh) a cut at any turn start.
 func (s *segment) startsTurn(k int) bool {
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		return s.items[k].e.IsMessage(sessionio.RoleUser)
 	}
 	return s.turnStart(k)
@@ -99,7 +103,7 @@ func (s *segment) startsTurn(k int) bool {
 func (s *segment) recoveryLeftovers(cutIdx int) bool {
 	suffix := s.items[cutIdx+1:]
 	intrinsic := func(it *item) bool {
-		return it.e.Type != sessionio.TypeContextEdit && len(sessionio.MessagesOf(it.e, s.r)) > 0
+		return it.e.Type != sessionio.TypeContextEdit && len(picontext.MessagesOf(it.e, s.r)) > 0
 	}
 	omitted := func(it *item) bool { return intrinsic(it) && len(it.msgs) == 0 }
 	omittedIDs := map[string]bool{}

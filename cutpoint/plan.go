@@ -16,8 +16,10 @@ package cutpoint
 import (
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
@@ -33,7 +35,7 @@ type Settings struct {
 	// budget, as in Pi with a window of 0).
 	ContextWindow int
 	// Release is the Pi release whose rules the plan follows (zero: the newest).
-	Release sessionio.Release
+	Release pi.Release
 }
 
 // Pi's DEFAULT_COMPACTION_SETTINGS.
@@ -113,7 +115,7 @@ type Plan struct {
 	Policy   string
 	Counter  string
 	// Release is the Pi release whose rules made the plan.
-	Release sessionio.Release
+	Release pi.Release
 
 	FirstKeptEntryID    string
 	FirstKeptEntryIndex int
@@ -246,7 +248,7 @@ func CountPath(path []*sessionio.Entry, c Counter) []int {
 	out := make([]int, len(path))
 	for i, e := range path {
 		out[i] = -1
-		if m := sessionio.AsMessage(e); m != nil {
+		if m := picontext.AsMessage(e); m != nil {
 			out[i] = c.Count(m)
 		}
 	}

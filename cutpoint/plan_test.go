@@ -9,6 +9,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 	"pgregory.net/rapid"
@@ -41,7 +42,7 @@ func TestOverBudget(t *testing.T) {
 func TestPlanJSONShapes(t *testing.T) {
 	t.Parallel()
 	pi073 := DefaultSettings()
-	pi073.Release = sessionio.MustParseRelease("0.73.1")
+	pi073.Release = pi.MustParseRelease("0.73.1")
 	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "09-ends-with-compaction.jsonl"))
 	// Pi 0.73 counts the usage of a kept answer from before the compaction; Pi 1.6 does not,
 	// and estimates the projection instead (2602 is what Pi 1.6.0 prints for this file).
@@ -66,7 +67,7 @@ func TestPlanJSONShapes(t *testing.T) {
 	}
 
 	path, _ = loadPath(t, filepath.Join(repoTestdata, "corpus", "01-minimal.jsonl"))
-	p, _ := Pi{}.Plan(path, pi073, tokenize.EstimateFor(sessionio.MustParseRelease("0.73.1")))
+	p, _ := Pi{}.Plan(path, pi073, tokenize.EstimateFor(pi.MustParseRelease("0.73.1")))
 	var m map[string]any
 	b, _ := json.Marshal(p)
 	if err := json.Unmarshal(b, &m); err != nil {
@@ -104,9 +105,9 @@ func TestDifferentialAgainstPi(t *testing.T) {
 		n = v
 	}
 	// The Pi the harness runs (PI_VERSION; the old oracle is 0.73.1).
-	dialect := sessionio.MustParseRelease("0.73.1")
+	dialect := pi.MustParseRelease("0.73.1")
 	if v := os.Getenv("PI_VERSION"); v != "" {
-		d, err := sessionio.ParseRelease(v)
+		d, err := pi.ParseRelease(v)
 		if err != nil {
 			t.Fatal(err)
 		}

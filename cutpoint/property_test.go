@@ -5,6 +5,7 @@ import (
 	"os"
 	"testing"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 	"pgregory.net/rapid"
@@ -42,7 +43,7 @@ var counters = func() []Counter {
 
 // drawCase parses a random session and draws settings and a counter.
 func drawCase(t *rapid.T) ([]*sessionio.Entry, Settings, Counter) {
-	d := rapid.SampledFrom(sessionio.Releases()).Draw(t, "release")
+	d := rapid.SampledFrom(pi.Releases()).Draw(t, "release")
 	data := genSession(t, d)
 	s, err := sessionio.Parse(data, "gen.jsonl")
 	if err != nil {

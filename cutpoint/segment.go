@@ -1,22 +1,26 @@
 package cutpoint
 
-import "github.com/compactor-dev/compactor/sessionio"
+import (
+	"github.com/compactor-dev/compactor/pi"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
+)
 
 // A segment is the range a compaction cuts, as the Pi release of the plan sees it: the
 // entries from where the previous compaction's kept part begins to the leaf, each with the
 // messages it puts into the context. Every policy, the invariants and the explanation work on
 // it, so that one algorithm serves every Pi release.
 //
-// Before 0.87 (sessionio.ContextEdits) Pi cuts the path itself: the range is path[start:],
+// Before 0.87 (pi.ContextEdits) Pi cuts the path itself: the range is path[start:],
 // from the previous compaction's firstKeptEntryId on the path (else the entry after that
 // compaction, else 0), the previous compaction itself included. Before 0.80.4 each entry
 // brings the message Pi's compaction would summarize (none for a compaction); from 0.80.4
-// (sessionio.EntryMessages) what it puts into the context (a compaction its summary). From
-// 0.87 Pi cuts its projection (sessionio.Projection): the range is everything after the
+// (pi.EntryMessages) what it puts into the context (a compaction its summary). From
+// 0.87 Pi cuts its projection (picontext.Projection): the range is everything after the
 // compaction the context starts with, system messages of the kept part are gone, an entry a
 // context edit omits brings no message, one it replaces brings the new content.
 type segment struct {
-	r    sessionio.Release
+	r    pi.Release
 	path []*sessionio.Entry
 	// items are the range, in context order; items[k].at is the entry's index on the path.
 	items []item
@@ -35,10 +39,10 @@ type item struct {
 }
 
 // newSegment builds the segment of path under release r.
-func newSegment(path []*sessionio.Entry, r sessionio.Release) *segment {
+func newSegment(path []*sessionio.Entry, r pi.Release) *segment {
 	r = r.Or()
 	s := &segment{r: r, path: path, prevAt: -1}
-	if !r.Has(sessionio.ContextEdits) {
+	if !r.Has(pi.ContextEdits) {
 		s.prevAt, s.start = boundary(path)
 		if s.prevAt >= 0 {
 			s.prev = path[s.prevAt]
@@ -46,8 +50,8 @@ func newSegment(path []*sessionio.Entry, r sessionio.Release) *segment {
 		s.items = make([]item, 0, len(path)-s.start)
 		for i := s.start; i < len(path); i++ {
 			it := item{e: path[i], at: i}
-			if r.Has(sessionio.EntryMessages) {
-				it.msgs = sessionio.MessagesOf(path[i], r)
+			if r.Has(pi.EntryMessages) {
+				it.msgs = picontext.MessagesOf(path[i], r)
 			} else if m := messageOf(path[i]); m != nil {
 				it.msgs = []*sessionio.Message{m}
 			}
@@ -55,7 +59,7 @@ func newSegment(path []*sessionio.Entry, r sessionio.Release) *segment {
 		}
 		return s
 	}
-	proj := sessionio.Project(path, r)
+	proj := picontext.Project(path, r)
 	from := 0
 	for k, pe := range proj.Entries {
 		if pe.Entry.Type == sessionio.TypeCompaction && len(pe.Messages) > 0 {
@@ -103,7 +107,7 @@ func messageOf(e *sessionio.Entry) *sessionio.Message {
 	if e.Type == sessionio.TypeCompaction {
 		return nil
 	}
-	return sessionio.AsMessage(e)
+	return picontext.AsMessage(e)
 }
 
 // index returns the item of the entry at path index at, -1 when it is not in the range.
@@ -124,7 +128,7 @@ func (s *segment) index(at int) int {
 // call. Never a compaction.
 func (s *segment) validCut(k int) bool {
 	it := &s.items[k]
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		return isValidCut(it.e)
 	}
 	if it.e.Type == sessionio.TypeCompaction {
@@ -146,7 +150,7 @@ func (s *segment) validCut(k int) bool {
 // branchSummary or compactionSummary message.
 func (s *segment) turnStart(k int) bool {
 	it := &s.items[k]
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		return isTurnStart(it.e)
 	}
 	if it.e.Type == sessionio.TypeCompaction {
@@ -165,7 +169,7 @@ func (s *segment) turnStart(k int) bool {
 // user reports whether item k is a user message (from 0.80.4: in its context messages).
 func (s *segment) user(k int) bool {
 	it := &s.items[k]
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		return it.e.IsMessage(sessionio.RoleUser)
 	}
 	for _, m := range it.msgs {
@@ -185,7 +189,7 @@ func (s *segment) visible(k int) bool {
 	if it.e.Type == sessionio.TypeCompaction {
 		return true
 	}
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		return it.e.Type == sessionio.TypeMessage
 	}
 	return len(it.msgs) > 0
@@ -196,7 +200,7 @@ func (s *segment) visible(k int) bool {
 // context messages weigh something.
 func (s *segment) weighs(k int, c Counter) (int, bool) {
 	w := s.weight(k, c)
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		return w, s.items[k].e.Type == sessionio.TypeMessage
 	}
 	return w, w > 0
@@ -208,7 +212,7 @@ func (s *segment) weighs(k int, c Counter) (int, bool) {
 // messages, an older compaction's summary, system messages included).
 func (s *segment) weight(k int, c Counter) int {
 	it := &s.items[k]
-	if !s.r.Has(sessionio.ContextMessagesWeigh) {
+	if !s.r.Has(pi.ContextMessagesWeigh) {
 		if it.e.Type != sessionio.TypeMessage || it.e.Message == nil {
 			return 0
 		}
@@ -238,7 +242,7 @@ func (s *segment) summarized(k int) []*sessionio.Message {
 	if it.e.Type == sessionio.TypeCompaction {
 		return nil
 	}
-	if !s.r.Has(sessionio.SystemMessages) {
+	if !s.r.Has(pi.SystemMessages) {
 		return it.msgs
 	}
 	var out []*sessionio.Message

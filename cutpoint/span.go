@@ -3,6 +3,7 @@ package cutpoint
 import (
 	"fmt"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -26,7 +27,7 @@ type Span struct {
 // SpanAt returns the span of a compaction cut at cutID on path under the rules of release r. It fails
 // when the cut is not in the range (not on the path, or before the previous compaction's
 // kept boundary).
-func SpanAt(path []*sessionio.Entry, r sessionio.Release, cutID string) (*Span, error) {
+func SpanAt(path []*sessionio.Entry, r pi.Release, cutID string) (*Span, error) {
 	sg := newSegment(path, r)
 	k := -1
 	for i, it := range sg.items {
@@ -51,6 +52,6 @@ func SpanAt(path []*sessionio.Entry, r sessionio.Release, cutID string) (*Span, 
 // RangeStart is the path index where the range of the path's next compaction starts: the
 // latest compaction's kept boundary (Pi 1.x: the first entry of its projection after that
 // compaction), 0 without one; len(path) when the range is empty.
-func RangeStart(path []*sessionio.Entry, r sessionio.Release) int {
+func RangeStart(path []*sessionio.Entry, r pi.Release) int {
 	return newSegment(path, r).start
 }

@@ -6,6 +6,7 @@ import (
 	"slices"
 	"testing"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -33,7 +34,7 @@ func TestSpanAtIsThePlansSpan(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		for _, d := range sessionio.RuleSets() {
+		for _, d := range pi.RuleSets() {
 			for _, keep := range []int{200, 2000, 8000} {
 				st := DefaultSettings()
 				st.Release, st.KeepRecentTokens, st.ContextWindow = d, keep, 1
@@ -79,7 +80,7 @@ func TestSpanAtRefusesACutOutsideTheRange(t *testing.T) {
 	if comp == nil {
 		t.Fatal("no compaction on the path")
 	}
-	for _, d := range sessionio.RuleSets() {
+	for _, d := range pi.RuleSets() {
 		if _, err := SpanAt(path, d, path[0].ID); err == nil {
 			t.Errorf("%s: the header's first entry, before the latest compaction's boundary, was accepted", d)
 		}

@@ -1,10 +1,11 @@
 package cutpoint
 
 import (
-	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 	"path/filepath"
 	"testing"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // TestTrickyParallel shows what each policy does with corpus file 10: three parallel tool
@@ -16,7 +17,7 @@ func TestTrickyParallel(t *testing.T) {
 	t.Parallel()
 	path, _ := loadPath(t, filepath.Join(repoTestdata, "corpus", "10-tricky-parallel.jsonl"))
 	s := DefaultSettings()
-	s.Release = sessionio.MustParseRelease("0.73.1")
+	s.Release = pi.MustParseRelease("0.73.1")
 	kept := map[string]int{}
 	for _, name := range Names() {
 		pol, err := ByName(name)

@@ -1,6 +1,9 @@
 package cutpoint
 
-import "github.com/compactor-dev/compactor/sessionio"
+import (
+	"github.com/compactor-dev/compactor/pi"
+	"github.com/compactor-dev/compactor/sessionio"
+)
 
 // IsValidCut reports whether e may be the first kept entry of a compaction (the
 // findValidCutPoints of Pi before 0.80.4): never a tool result, which must stay after its
@@ -11,7 +14,7 @@ func IsValidCut(e *sessionio.Entry) bool { return e != nil && isValidCut(e) }
 // compaction under release r, as Pi would accept it from its own cut: a valid cut point, or
 // an entry Pi's cut was pulled back onto (one that puts nothing into the context, followed by
 // such entries up to a valid cut point).
-func ValidCutAt(path []*sessionio.Entry, i int, r sessionio.Release) bool {
+func ValidCutAt(path []*sessionio.Entry, i int, r pi.Release) bool {
 	sg := newSegment(path, r)
 	k := sg.index(i)
 	if k < 0 {

@@ -24,6 +24,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/internal/scriptllm"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -163,7 +164,7 @@ func spansOf(t *testing.T, file string) []compactionSpanTasks {
 	if err != nil {
 		t.Fatal(err)
 	}
-	d, err := sessionio.ParseRelease(piVersion)
+	d, err := pi.ParseRelease(piVersion)
 	if err != nil {
 		t.Fatal(err)
 	}

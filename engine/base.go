@@ -9,6 +9,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -280,7 +281,7 @@ func latestCompaction(path []*sessionio.Entry) int {
 }
 
 // anchorOf names the compaction at path[ci] as a base would.
-func anchorOf(path []*sessionio.Entry, ci int, r sessionio.Release) (BaseAnchor, error) {
+func anchorOf(path []*sessionio.Entry, ci int, r pi.Release) (BaseAnchor, error) {
 	c := path[ci]
 	sp, err := cutpoint.SpanAt(path[:ci], r, c.FirstKeptEntryID)
 	if err != nil {
@@ -298,11 +299,11 @@ func anchorOf(path []*sessionio.Entry, ci int, r sessionio.Release) (BaseAnchor,
 // it was made by the same rules, stands for the path's latest compaction and every check
 // holds; else that compaction's own text from where the next range starts (or nothing,
 // without a compaction).
-func resolveBasis(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
+func resolveBasis(path []*sessionio.Entry, r pi.Release, b *Base, sessionID string) basis {
 	return resolveBasisOn(path, r, b, sessionID).namedOn(path)
 }
 
-func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessionID string) basis {
+func resolveBasisOn(path []*sessionio.Entry, r pi.Release, b *Base, sessionID string) basis {
 	ci := latestCompaction(path)
 	def := basis{from: cutpoint.RangeStart(path, r), source: SourceNone}
 	if ci >= 0 {
@@ -363,7 +364,7 @@ func resolveBasisOn(path []*sessionio.Entry, r sessionio.Release, b *Base, sessi
 // from on, each span as its compaction read it (on the path it was appended to), oldest
 // first: nothing when from is the latest one's cut. from may lie inside a span (a bridged
 // preparation's cut: the gap after it is read).
-func spansFrom(path []*sessionio.Entry, r sessionio.Release, from, upTo int) ([]*sessionio.Message, error) {
+func spansFrom(path []*sessionio.Entry, r pi.Release, from, upTo int) ([]*sessionio.Message, error) {
 	var spans [][]*sessionio.Message
 	found := false
 	for ci := upTo; ci >= 0 && !found; ci-- {
@@ -477,6 +478,6 @@ func (b *Base) sameRulesAs(o *Base) bool {
 	if b.PiVersion == "" || o.PiVersion == "" {
 		return true
 	}
-	r, err := sessionio.ParseRelease(o.PiVersion)
+	r, err := pi.ParseRelease(o.PiVersion)
 	return err == nil && sameRules(b.PiVersion, r)
 }

@@ -13,6 +13,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -180,7 +181,7 @@ func (w *baseWorld) spanSteps(cut string) []int {
 	path, _ := s.Path("")
 	for i, e := range path {
 		if e.Type == sessionio.TypeCompaction && e.FirstKeptEntryID == cut {
-			d, _ := sessionio.ParseRelease(w.pi)
+			d, _ := pi.ParseRelease(w.pi)
 			sp, err := cutpoint.SpanAt(path[:i], d, cut)
 			if err != nil {
 				w.t.Fatal(err)

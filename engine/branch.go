@@ -6,6 +6,7 @@ import (
 	"fmt"
 
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
@@ -53,10 +54,10 @@ func (e *Engine) BranchSummary(ctx context.Context, req Request) (*Result, error
 		return nil, err
 	}
 	nb := liveappend.NewBranchSummary{ParentID: b.parent, Summary: out.Summary, ReadFiles: out.ReadFiles, ModifiedFiles: out.ModifiedFiles}
-	if r.Has(sessionio.BranchFromLeaf) {
+	if r.Has(pi.BranchFromLeaf) {
 		nb.FromID = b.from // the leaf that was left (before 0.84.3: the summary's parent)
 	}
-	if r.Has(sessionio.SummaryUsage) {
+	if r.Has(pi.SummaryUsage) {
 		nb.Usage = summaryUsage(out)
 	}
 	ap, err := liveappend.BranchSummary(ctx, j.file, liveappend.ExpectOf(j.src.Session), nb)

@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
@@ -166,7 +168,7 @@ type bridgeGap struct {
 
 // gapOf is the gap path[from:to) as Pi r summarizes it, with the file lists of details
 // (the preparation's) and the gap.
-func gapOf(path []*sessionio.Entry, from, to int, r sessionio.Release, details PreparedDetails) bridgeGap {
+func gapOf(path []*sessionio.Entry, from, to int, r pi.Release, details PreparedDetails) bridgeGap {
 	g := bridgeGap{fileOps: fileops.New()}
 	for _, gm := range gapMessages(path, from, to, r) {
 		g.ids = append(g.ids, gm.id)
@@ -178,7 +180,7 @@ func gapOf(path []*sessionio.Entry, from, to int, r sessionio.Release, details P
 
 // modelTokens is how much of prep's span a model read: its SpanTokens, or for a
 // preparation of an older version (made by its model) the span counted on path.
-func modelTokens(path []*sessionio.Entry, r sessionio.Release, prep *Prepared, est tokenize.Counter) int {
+func modelTokens(path []*sessionio.Entry, r pi.Release, prep *Prepared, est tokenize.Counter) int {
 	model := 0
 	if prep.SpanTokens != nil {
 		model = prep.SpanTokens.Model
@@ -215,10 +217,10 @@ type gapMessage struct {
 // compactions excluded, from 0.86 (SystemMessages) system messages too; from 0.87
 // (ContextEdits) its projection's, from 0.80.4 (EntryMessages) the first message an entry
 // puts into the context, before that the message made from the entry.
-func gapMessages(path []*sessionio.Entry, from, to int, r sessionio.Release) []gapMessage {
+func gapMessages(path []*sessionio.Entry, from, to int, r pi.Release) []gapMessage {
 	var out []gapMessage
-	if r.Has(sessionio.ContextEdits) {
-		for _, pe := range sessionio.Project(path, r).Entries {
+	if r.Has(pi.ContextEdits) {
+		for _, pe := range picontext.Project(path, r).Entries {
 			if pe.Index < from || pe.Index >= to || pe.Entry.Type == sessionio.TypeCompaction {
 				continue
 			}
@@ -234,14 +236,14 @@ func gapMessages(path []*sessionio.Entry, from, to int, r sessionio.Release) []g
 		if en.Type == sessionio.TypeCompaction {
 			continue // a summary of a compaction is never summarized again (Pi's rule)
 		}
-		m := sessionio.AsMessage(en)
-		if r.Has(sessionio.EntryMessages) {
+		m := picontext.AsMessage(en)
+		if r.Has(pi.EntryMessages) {
 			m = nil
-			if msgs := sessionio.MessagesOf(en, r); len(msgs) > 0 {
+			if msgs := picontext.MessagesOf(en, r); len(msgs) > 0 {
 				m = msgs[0]
 			}
 		}
-		if m != nil && !(m.Role == sessionio.RoleSystem && r.Has(sessionio.SystemMessages)) {
+		if m != nil && !(m.Role == sessionio.RoleSystem && r.Has(pi.SystemMessages)) {
 			out = append(out, gapMessage{en.ID, m})
 		}
 	}

@@ -11,6 +11,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -126,7 +127,7 @@ func TestBridgeRefuses(t *testing.T) {
 	offBranch.LeafID = "deadbeef"
 	otherRules := *prep
 	otherRules.PiVersion = "1.0.3" // thinking still serialized: not what the session's Pi 1.6.0 asks
-	if prep.PiVersion != sessionio.Latest.String() {
+	if prep.PiVersion != pi.Latest.String() {
 		t.Fatalf("a preparation says the release whose rules made it: %q", prep.PiVersion)
 	}
 	for _, tc := range []struct {

@@ -4,10 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/activity"
 	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -135,7 +138,7 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 	if ok, why := extends(j.src.Path, src.Path); !ok {
 		return nil, nil, BusyChanged, "the session changed while its summary was written: " + why, nil
 	}
-	act := src.Session.ActivityOn(src.Path)
+	act := activity.OnPath(src.Session, src.Path)
 	if act.TurnInProgress {
 		return nil, nil, BusyTurn, "turn in progress: " + act.Reason + " (the session changed while its summary was written)", nil
 	}
@@ -159,10 +162,10 @@ func (e *Engine) salvage(j *job, p *cutpoint.Plan) (_ *Source, _ *cutpoint.Plan,
 // system message of the context being compacted; liveappend.Compaction stamps it with
 // the entry's time), from 0.81 (SummaryUsage) the summary's usage.
 func piFields(compaction *liveappend.NewCompaction, src *Source, out summarize.SummaryOutput) {
-	if src.Release.Has(sessionio.SystemMessages) {
-		compaction.SystemMessage = sessionio.CurrentSystemMessage(sessionio.Project(src.Path, src.Release).Messages())
+	if src.Release.Has(pi.SystemMessages) {
+		compaction.SystemMessage = picontext.CurrentSystemMessage(picontext.Project(src.Path, src.Release).Messages())
 	}
-	if src.Release.Has(sessionio.SummaryUsage) {
+	if src.Release.Has(pi.SummaryUsage) {
 		compaction.Usage = summaryUsage(out)
 	}
 }
@@ -184,7 +187,7 @@ func summaryUsage(out summarize.SummaryOutput) *sessionio.Usage {
 // summary should have read (an omitted failure, a replaced message), so the summary no
 // longer applies.
 func editOfSummarized(entries []*sessionio.Entry, p *cutpoint.Plan) *sessionio.Entry {
-	if !p.Release.Has(sessionio.ContextEdits) {
+	if !p.Release.Has(pi.ContextEdits) {
 		return nil
 	}
 	summarized := map[string]bool{}

@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -17,6 +18,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -76,7 +78,7 @@ func keptIDs(path []*sessionio.Entry, firstKept string) []string {
 	for i, e := range path {
 		pos[e.ID] = i
 	}
-	c := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
+	c := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 	var out []string
 	for i, id := range c.EntryIDs {
 		if c.Messages[i].Role == sessionio.RoleCompactionSummary {
@@ -140,7 +142,7 @@ func TestCompactCorpus(t *testing.T) {
 					t.Errorf("summary does not come from the endpoint: %.80q", leaf.Summary)
 				}
 				path, _ := s.Path("")
-				c := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
+				c := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 				if c.Messages[0].Role != sessionio.RoleCompactionSummary || c.Messages[0].Summary != leaf.Summary {
 					t.Fatalf("context does not start with our summary")
 				}
@@ -323,9 +325,9 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 	if len(targets) < 2 {
 		t.Fatalf("want a user and an assistant target off the current path, got %d", len(targets))
 	}
-	releases := sessionio.RuleSets()
+	releases := pi.RuleSets()
 	if v := os.Getenv("PI_VERSION"); interop && v != "" { // make interop: the live Pi's release too
-		if r, err := sessionio.ParseRelease(v); err == nil && !slices.Contains(releases, r) {
+		if r, err := pi.ParseRelease(v); err == nil && !slices.Contains(releases, r) {
 			releases = append(releases, r)
 		}
 	}
@@ -340,7 +342,7 @@ func TestBranchSummaryWherePiPutsIt(t *testing.T) {
 
 // branchSummaryWherePiPutsIt: the entry hangs where Pi's /tree navigation puts it; its
 // fromId is that same entry before Pi 0.84.3 and the leaf that was left from it (BranchFromLeaf).
-func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entry, d sessionio.Release, leaf string) {
+func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entry, d pi.Release, leaf string) {
 	file := copyFile(t, src)
 	eng, _ := New(summarize.NewExtractive(), Settings{Pi: d.String()})
 	res, err := eng.BranchSummary(context.Background(), Request{File: file, TargetID: target.ID})
@@ -352,7 +354,7 @@ func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entr
 		wantParent = target.ParentID
 	}
 	wantFrom := wantParent
-	if d.Has(sessionio.BranchFromLeaf) {
+	if d.Has(pi.BranchFromLeaf) {
 		wantFrom = leaf
 	}
 	s2, _ := sessionio.ReadFile(file)
@@ -364,7 +366,7 @@ func branchSummaryWherePiPutsIt(t *testing.T, src string, target *sessionio.Entr
 		t.Errorf("summary lacks Pi's preamble")
 	}
 	path, _ := s2.Path("")
-	c := sessionio.BuildContext(path, d)
+	c := picontext.Build(path, d)
 	last := c.Messages[len(c.Messages)-1]
 	if last.Role != sessionio.RoleBranchSummary || last.FromID != wantFrom {
 		t.Fatalf("context does not end with the branch summary")

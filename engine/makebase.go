@@ -8,6 +8,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
@@ -147,7 +148,7 @@ func spanTarget(anchor BaseAnchor, current *Base, sid string) (target BaseAnchor
 // notCompactedThere says why no base is made for target (at li on path; rec the stored
 // base standing for it, nil if none), "" when one is: the leaf is not on the branch, Pi
 // went on without the extract, the base is complete, or it was made by other rules.
-func notCompactedThere(path []*sessionio.Entry, li int, target BaseAnchor, rec *Base, r sessionio.Release) string {
+func notCompactedThere(path []*sessionio.Entry, li int, target BaseAnchor, rec *Base, r pi.Release) string {
 	if li < 0 {
 		return fmt.Sprintf("moved-on: leaf %s, where the compaction was made, is not on the session's branch", target.LeafID)
 	}
@@ -169,7 +170,7 @@ func notCompactedThere(path []*sessionio.Entry, li int, target BaseAnchor, rec *
 // baseReading is what a base job reads on pre, the path Pi compacted: the basis it builds on
 // and the messages from the basis's end through the compaction's span; or why it reads
 // nothing. A target named by a job alone gets its span's entries from the file.
-func baseReading(path, pre []*sessionio.Entry, r sessionio.Release, target *BaseAnchor, rec, current *Base, sid string) (bs basis, sp *cutpoint.Span, msgs []*sessionio.Message, why string) {
+func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor, rec, current *Base, sid string) (bs basis, sp *cutpoint.Span, msgs []*sessionio.Message, why string) {
 	sp, err := cutpoint.SpanAt(pre, r, target.FirstKeptEntryID)
 	if err != nil {
 		return bs, nil, nil, "moved-on: " + err.Error()
@@ -219,7 +220,7 @@ func baseReading(path, pre []*sessionio.Entry, r sessionio.Release, target *Base
 
 // addSpan adds to fo the file lists of details and those the messages msgs mention, and
 // returns msgs' estimated tokens (Pi r's chars/4).
-func addSpan(fo *fileops.FileOps, details PreparedDetails, msgs []*sessionio.Message, r sessionio.Release) int {
+func addSpan(fo *fileops.FileOps, details PreparedDetails, msgs []*sessionio.Message, r pi.Release) int {
 	for _, f := range details.ReadFiles {
 		fo.AddRead(f)
 	}
@@ -230,7 +231,7 @@ func addSpan(fo *fileops.FileOps, details PreparedDetails, msgs []*sessionio.Mes
 	tokens := 0
 	for _, m := range msgs {
 		fo.AddFromMessage(m)
-		if r.Has(sessionio.NestedCallsFileOps) {
+		if r.Has(pi.NestedCallsFileOps) {
 			fo.AddFromNestedCalls(m)
 		}
 		tokens += est.Count(m)

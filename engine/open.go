@@ -8,7 +8,9 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/activity"
 	"github.com/compactor-dev/compactor/sessionio/liveappend"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -141,27 +143,27 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 // 0.87 (ContextEdits) a context edit or a compaction that keeps nothing. Such a file comes
 // from an agent running a newer Pi, which reads it differently; compactor writes nothing to
 // it under the older rules.
-func newerPi(src *Source) (*sessionio.Entry, string, sessionio.Release) {
+func newerPi(src *Source) (*sessionio.Entry, string, pi.Release) {
 	r := src.Release
-	if r.Has(sessionio.ContextEdits) || src.Session == nil {
+	if r.Has(pi.ContextEdits) || src.Session == nil {
 		return nil, "", r
 	}
 	for _, e := range src.Session.Entries {
-		if !r.Has(sessionio.SystemMessages) {
+		if !r.Has(pi.SystemMessages) {
 			switch {
 			case e.Type == sessionio.TypeUsage:
-				return e, "a usage entry", sessionio.SystemMessages.Since()
+				return e, "a usage entry", pi.SystemMessages.Since()
 			case e.IsMessage(sessionio.RoleSystem):
-				return e, "a system message", sessionio.SystemMessages.Since()
+				return e, "a system message", pi.SystemMessages.Since()
 			case e.Type == sessionio.TypeCompaction && e.SystemMessage != nil:
-				return e, "a compaction with a systemMessage checkpoint", sessionio.SystemMessages.Since()
+				return e, "a compaction with a systemMessage checkpoint", pi.SystemMessages.Since()
 			}
 		}
 		switch {
 		case e.Type == sessionio.TypeContextEdit:
-			return e, "a context_edit entry", sessionio.ContextEdits.Since()
+			return e, "a context_edit entry", pi.ContextEdits.Since()
 		case e.Type == sessionio.TypeCompaction && e.FirstKeptEntryID == e.ID:
-			return e, "a retain-none compaction", sessionio.ContextEdits.Since()
+			return e, "a retain-none compaction", pi.ContextEdits.Since()
 		}
 	}
 	return nil, "", r
@@ -303,7 +305,7 @@ func plan(src *Source, s Settings) (*cutpoint.Plan, cutpoint.Settings, error) {
 // as abandoned: it is compacted, and an incomplete last line is only warned about (Pi skips
 // it; a newline is written before the new entry). --force does not override this.
 func live(src *Source, s Settings) (skip string, cause BusyCause, warnings []string) {
-	act := src.Session.ActivityOn(src.Path)
+	act := activity.OnPath(src.Session, src.Path)
 	age := time.Since(src.ModTime)
 	recent := age < s.AbandonedAfter
 	ago := age.Round(time.Second)

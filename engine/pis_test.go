@@ -5,6 +5,7 @@ import (
 	"context"
 	"encoding/json"
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -15,6 +16,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 )
@@ -40,7 +42,7 @@ func TestAppendsLoadAsPlannedInEveryPi(t *testing.T) {
 	}
 	llm := fakellm.Start(t)
 	for _, v := range versions {
-		d, err := sessionio.ParseRelease(v)
+		d, err := pi.ParseRelease(v)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -73,12 +75,12 @@ func TestAppendsLoadAsPlannedInEveryPi(t *testing.T) {
 // appended is a compaction compactor wrote, and the context it gives under compactor's rules.
 type appended struct {
 	name, file, leaf string
-	ctx              *sessionio.Context
+	ctx              *picontext.Context
 }
 
 // appendLoadsAsPlanned compacts a copy (at dst) of src under Pi d and checks the session it
 // leaves; it returns what was written, nil when nothing was.
-func appendLoadsAsPlanned(t *testing.T, src, dst string, d sessionio.Release, sum summarize.Summarizer) *appended {
+func appendLoadsAsPlanned(t *testing.T, src, dst string, d pi.Release, sum summarize.Summarizer) *appended {
 	t.Helper()
 	data, err := os.ReadFile(src)
 	if err != nil {
@@ -125,11 +127,11 @@ func appendLoadsAsPlanned(t *testing.T, src, dst string, d sessionio.Release, su
 	if leaf.ID != res.EntryID || leaf.Type != sessionio.TypeCompaction || leaf.ParentID != before.LeafID() {
 		t.Fatalf("leaf %s (%s), want the new compaction %s after %s", leaf.ID, leaf.Type, res.EntryID, before.LeafID())
 	}
-	if d.Has(sessionio.SummaryUsage) != (leaf.Usage != nil) {
+	if d.Has(pi.SummaryUsage) != (leaf.Usage != nil) {
 		t.Errorf("Pi %s: usage %s (Pi writes the summary's usage from 0.81, SummaryUsage)", d, leaf.Usage)
 	}
 	path, _ := s.Path("")
-	c := sessionio.BuildContext(path, d)
+	c := picontext.Build(path, d)
 	i := 0
 	if leaf.SystemMessage != nil {
 		if c.Messages[0].Role != sessionio.RoleSystem {
@@ -150,7 +152,7 @@ func appendLoadsAsPlanned(t *testing.T, src, dst string, d sessionio.Release, su
 // appendsLoadInPi asks the real Pi d about every file compactor wrote a compaction to, in one
 // process (interop/pi/appends.mjs): it must build the context compactor promised, with the
 // compaction as its leaf, and its own SessionManager must write the same line.
-func appendsLoadInPi(t *testing.T, d sessionio.Release, dir string, written []*appended) {
+func appendsLoadInPi(t *testing.T, d pi.Release, dir string, written []*appended) {
 	t.Helper()
 	list := make([]string, len(written))
 	for i, a := range written {
@@ -208,7 +210,7 @@ func appendsLoadInPi(t *testing.T, d sessionio.Release, dir string, written []*a
 // system messages aside from 0.86 (SystemMessages: the new compaction's checkpoint replaces
 // them), an older compaction's messages only where Pi sends them again (ResentSummary), and
 // from 0.87 (ContextEdits) with the context edits applied.
-func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Release) []string {
+func promisedKept(path []*sessionio.Entry, firstKept string, d pi.Release) []string {
 	at := -1
 	for i, e := range path {
 		if e.ID == firstKept {
@@ -216,22 +218,22 @@ func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Release
 		}
 	}
 	edited := map[int][]*sessionio.Message{}
-	if d.Has(sessionio.ContextEdits) {
-		for _, pe := range sessionio.Project(path, d).Entries {
+	if d.Has(pi.ContextEdits) {
+		for _, pe := range picontext.Project(path, d).Entries {
 			edited[pe.Index] = pe.Messages
 		}
 	}
 	var out []string
 	for i := max(at, 0); i < len(path); i++ {
 		e := path[i]
-		if e.Type == sessionio.TypeCompaction && !d.Has(sessionio.ResentSummary) ||
-			d.Has(sessionio.SystemMessages) && e.IsMessage(sessionio.RoleSystem) {
+		if e.Type == sessionio.TypeCompaction && !d.Has(pi.ResentSummary) ||
+			d.Has(pi.SystemMessages) && e.IsMessage(sessionio.RoleSystem) {
 			continue
 		}
-		msgs := sessionio.MessagesOf(e, d)
+		msgs := picontext.MessagesOf(e, d)
 		if m, ok := edited[i]; ok {
 			msgs = m
-		} else if d.Has(sessionio.ContextEdits) {
+		} else if d.Has(pi.ContextEdits) {
 			msgs = nil // outside the projection: before the latest compaction's kept range
 		}
 		for range msgs {
@@ -243,7 +245,7 @@ func promisedKept(path []*sessionio.Entry, firstKept string, d sessionio.Release
 
 // liveFor reports whether the real Pi of dialect d is asked (make interop runs the tests once
 // per Pi of the matrix, PI_VERSION naming it; unset: every Pi).
-func liveFor(d sessionio.Release) bool {
+func liveFor(d pi.Release) bool {
 	v := os.Getenv("PI_VERSION")
 	return interop && (v == "" || v == d.String())
 }

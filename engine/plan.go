@@ -2,11 +2,13 @@ package engine
 
 import (
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 	"time"
 
 	"github.com/compactor-dev/compactor/configs"
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -35,7 +37,7 @@ type Source struct {
 	// given.
 	Counter tokenize.Counter
 	// Release is the Pi release whose rules the session is read, planned and written by.
-	Release sessionio.Release
+	Release pi.Release
 	// Override is Pi's compaction.modelOverrides entry (from 0.86, ModelOverrides) for the session's model (nil:
 	// none, or a Pi without them).
 	Override *ModelOverride
@@ -133,7 +135,7 @@ func Load(file string, s Settings, o LoadOptions) (*Source, error) {
 // resolve fills the model (the latest model_change or assistant message on the path, as
 // Pi's context takes it) and the counter for its encoding.
 func (src *Source) resolve(counter string, contextWindow int, cache *tokenize.Cache) error {
-	if m := sessionio.ModelOf(src.Path); m != nil {
+	if m := picontext.ModelOf(src.Path); m != nil {
 		src.ModelRef = m
 		src.Model = configs.Resolve(m.Provider, m.ModelID, contextWindow)
 	} else {
@@ -214,7 +216,7 @@ func Plan(file string, s Settings, o LoadOptions) (*Planned, error) {
 //
 // With checkpoints the rest of the file is read too (its whole-file facts are kept), so that a
 // checkpoint can be written: the next plan of the file reads only what was appended.
-func loadPath(f *sessionio.File, counter string, contextWindow int, d sessionio.Release, cks *sessionio.Checkpoints) (*Source, error) {
+func loadPath(f *sessionio.File, counter string, contextWindow int, d pi.Release, cks *sessionio.Checkpoints) (*Source, error) {
 	if strings.EqualFold(strings.TrimSpace(counter), tokenize.CounterTiktoken) {
 		tokenize.Preload(tokenize.O200KBase) // most models' encoding: it loads while the file is read
 	}

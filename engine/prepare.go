@@ -3,11 +3,13 @@ package engine
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"slices"
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -265,10 +267,10 @@ func newPrepared(src *Source, p *cutpoint.Plan, cs cutpoint.Settings, req Reques
 }
 
 // sameRules reports whether a preparation made by the rules of Pi release made (its
-// PiVersion) asks and cuts as r does: the same behaviours (sessionio.Release.Rules). An
+// PiVersion) asks and cuts as r does: the same behaviours (pi.Release.Rules). An
 // empty or unreadable version is not the same.
-func sameRules(made string, r sessionio.Release) bool {
-	m, err := sessionio.ParseRelease(made)
+func sameRules(made string, r pi.Release) bool {
+	m, err := pi.ParseRelease(made)
 	return made != "" && err == nil && slices.Equal(m.Rules(), r.Rules())
 }
 
@@ -309,7 +311,7 @@ func sameBuiltOn(was, now *BuiltOn, p *cutpoint.Plan) bool {
 // (gapMessages: compaction entries excluded; from 0.87 Pi reads its projection, context
 // edits applied, system messages left to the compaction's checkpoint, entries outside the
 // context left out).
-func messagesBetween(path []*sessionio.Entry, from, to int, r sessionio.Release) []*sessionio.Message {
+func messagesBetween(path []*sessionio.Entry, from, to int, r pi.Release) []*sessionio.Message {
 	gap := gapMessages(path, from, to, r)
 	out := make([]*sessionio.Message, len(gap))
 	for i, g := range gap {
@@ -323,10 +325,10 @@ func messagesBetween(path []*sessionio.Entry, from, to int, r sessionio.Release)
 // 0.80.4 (EntryMessages) what every entry puts into the context (an older compaction's
 // summary too, ResentSummary; the kept range's system messages not, SystemMessages); before,
 // the messages a summary would read.
-func keptTokens(path []*sessionio.Entry, first int, r sessionio.Release, c cutpoint.Counter) int {
+func keptTokens(path []*sessionio.Entry, first int, r pi.Release, c cutpoint.Counter) int {
 	n := 0
-	if r.Has(sessionio.ContextEdits) {
-		for _, pe := range sessionio.Project(path, r).Entries {
+	if r.Has(pi.ContextEdits) {
+		for _, pe := range picontext.Project(path, r).Entries {
 			if pe.Index >= first && pe.Entry.Type != sessionio.TypeCompaction {
 				for _, m := range pe.Messages {
 					n += c.Count(m)
@@ -335,13 +337,13 @@ func keptTokens(path []*sessionio.Entry, first int, r sessionio.Release, c cutpo
 		}
 		return n
 	}
-	if r.Has(sessionio.EntryMessages) {
+	if r.Has(pi.EntryMessages) {
 		for _, e := range path[min(first, len(path)):] {
-			if e.Type == sessionio.TypeCompaction && !r.Has(sessionio.ResentSummary) {
+			if e.Type == sessionio.TypeCompaction && !r.Has(pi.ResentSummary) {
 				continue
 			}
-			for _, m := range sessionio.MessagesOf(e, r) {
-				if !(m.Role == sessionio.RoleSystem && r.Has(sessionio.SystemMessages)) {
+			for _, m := range picontext.MessagesOf(e, r) {
+				if !(m.Role == sessionio.RoleSystem && r.Has(pi.SystemMessages)) {
 					n += c.Count(m)
 				}
 			}

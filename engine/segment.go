@@ -8,6 +8,7 @@ import (
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/outcome"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/summarize"
@@ -65,7 +66,7 @@ const SegmentSeparator = "\n\n---\n\n"
 // extendBySegments joins to bs (resolved on path, whose latest compaction the base stands
 // for is at index upTo) the segments that continue it, oldest first: each for a compaction
 // on path[:upTo+1] whose span starts where the text ends.
-func extendBySegments(path []*sessionio.Entry, r sessionio.Release, upTo int, bs basis, segs []Segment) basis {
+func extendBySegments(path []*sessionio.Entry, r pi.Release, upTo int, bs basis, segs []Segment) basis {
 	if len(segs) == 0 || bs.from < 0 {
 		return bs
 	}

@@ -7,6 +7,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -20,8 +21,8 @@ import (
 // takes KeepRecentTokens and ReserveTokens as given, 0 included (Plan says why).
 type Settings struct {
 	// Pi is the Pi release whose rules the session follows ("1.6.0", "0.80.3"; "" or
-	// "latest": the newest known, sessionio.Latest): how its context is built, planned,
-	// counted with Pi's estimate, summarized and written (sessionio.Release). A release
+	// "latest": the newest known, pi.Latest): how its context is built, planned,
+	// counted with Pi's estimate, summarized and written (pi.Release). A release
 	// compactor does not know is worked with the behaviours its number falls in; saying so
 	// (or refusing it) is the caller's policy (docs/compatibility.md).
 	Pi               string
@@ -114,18 +115,18 @@ func set[T cmp.Ordered](v, base T) T {
 
 // Release is the Pi release the settings follow (the newest when Pi is unset or invalid:
 // Validate refuses an invalid one).
-func (s Settings) Release() sessionio.Release {
-	r, err := sessionio.ParseRelease(s.Pi)
+func (s Settings) Release() pi.Release {
+	r, err := pi.ParseRelease(s.Pi)
 	if err != nil {
-		return sessionio.Latest
+		return pi.Latest
 	}
 	return r
 }
 
 // override is Pi's modelOverrides entry for the model ("provider/modelId", exactly), nil
 // for none or before 0.86 (ModelOverrides).
-func (s Settings) override(m *sessionio.ModelRef, r sessionio.Release) *ModelOverride {
-	if m == nil || !r.Has(sessionio.ModelOverrides) {
+func (s Settings) override(m *sessionio.ModelRef, r pi.Release) *ModelOverride {
+	if m == nil || !r.Has(pi.ModelOverrides) {
 		return nil
 	}
 	if o, ok := s.ModelOverrides[m.Provider+"/"+m.ModelID]; ok {
@@ -140,7 +141,7 @@ func (s Settings) withDefaults() Settings { return s.over(defaults) }
 // Validate names the first bad field.
 func (s Settings) Validate() error {
 	d := s.withDefaults()
-	if _, err := sessionio.ParseRelease(d.Pi); err != nil {
+	if _, err := pi.ParseRelease(d.Pi); err != nil {
 		return fmt.Errorf("settings: pi-version: %w", err)
 	}
 	if _, err := cutpoint.ByName(d.Policy); err != nil {

@@ -415,6 +415,14 @@ func DirectLast(ctx context.Context, nc *nats.Conn, stream, subject string) (*je
 	return rawOf(r, subject)
 }
 
+// IsMaxConsumers matches a consumer refused because its stream or its account holds as
+// many consumers as its limit allows (10026), from either client API.
+func IsMaxConsumers(err error) bool {
+	var legacy *nats.APIError
+	return apiCode(err) == jetstream.JSErrCodeMaximumConsumersLimit ||
+		errors.As(err, &legacy) && legacy.ErrorCode == nats.ErrorCode(jetstream.JSErrCodeMaximumConsumersLimit)
+}
+
 // IsWrongLastSeq matches a compare-and-set refusal by its code (10071, or 10164 on
 // replicated streams), whatever the client wrapped around it.
 func IsWrongLastSeq(err error) bool {

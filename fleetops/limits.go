@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"log/slog"
+	"slices"
 	"strings"
 	"time"
 
@@ -30,9 +31,24 @@ const (
 	minRecordBytes     = 512
 )
 
-// SweepWatches bounds the consumers of the sweep records' bucket: one watch per worker
-// process and per running sweep of each store (the only consumers a store's role creates).
-const SweepWatches = 64
+// The consumers of the sweep records' bucket are the sweeps' watches, the only consumers a
+// store's role creates: each process that sweeps (a worker, a `compactor sweep`) watches
+// each of its stores' records with a consumer of its own, whose filter is that store's keys
+// (what a worker's permissions allow: docs/security.md). A process of n stores holds n.
+const (
+	// minSweepWatches is the least room for them in an account, whatever its stores: 64
+	// processes of one store at once.
+	minSweepWatches = 64
+	// sweepWatchesPerStore is the room per store of the account: that many processes
+	// serving every store at once (a worker, a sweep, a worker restarting while the
+	// server has not yet removed its predecessor's watches, other hosts of a shared store).
+	sweepWatchesPerStore = 8
+)
+
+// SweepWatches bounds the consumers of the sweep records' bucket of an account of stores
+// stores: 8 per store, at least 64. The bucket is the account's own (an account per host),
+// so this is the room of the account's processes, which no other account's can take.
+func SweepWatches(stores int) int { return max(minSweepWatches, sweepWatchesPerStore*stores) }
 
 // settingsMaxBytes bounds the settings' bucket: one record.
 const settingsMaxBytes = 1 << 20
@@ -104,12 +120,12 @@ func streamConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 }
 
 // bucketConfigs are the streams of the buckets setup sets up, the settings' and the
-// workers' first. They are KV buckets as the client libraries read them (subjects
+// workers' first, with room for sweepWatches watches of the sweep records. They are KV buckets as the client libraries read them (subjects
 // $KV.<bucket>.>, one message per key, direct gets), made here rather than by the client
 // library, whose buckets allow rollups: a value published with Nats-Rollup: all wiped
 // every key of the bucket. A full bucket refuses a write (a new key, or a larger value)
 // and keeps what it holds.
-func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
+func bucketConfigs(cfg SetupConfig, sweepWatches int) []jetstream.StreamConfig {
 	kv := func(bucket, desc string, ttl time.Duration, maxBytes int64) jetstream.StreamConfig {
 		return jetstream.StreamConfig{Name: "KV_" + bucket, Description: desc, Subjects: []string{wire.KVSubjectRoot + bucket + ".>"},
 			Retention: jetstream.LimitsPolicy, MaxMsgsPerSubject: 1, MaxAge: ttl, MaxBytes: maxBytes, MaxMsgs: maxBytes / minRecordBytes,
@@ -118,7 +134,7 @@ func bucketConfigs(cfg SetupConfig) []jetstream.StreamConfig {
 	}
 	rb := cfg.RecordsMaxBytes
 	sweep := kv(wire.BucketSweep, "what the last sweep saw of each session file", 0, rb)
-	sweep.AllowMsgTTL, sweep.MaxConsumers = true, SweepWatches // markers that expire (prune in pipeline/sweeper.go); the stores' watches
+	sweep.AllowMsgTTL, sweep.MaxConsumers = true, sweepWatches // markers that expire (prune in pipeline/sweeper.go); the stores' watches
 	settings := kv(wire.BucketSettings, "the fleet's settings, written by compactor setup", 0, settingsMaxBytes)
 	settings.DenyPurge = true
 	return []jetstream.StreamConfig{
@@ -144,7 +160,7 @@ func fitsAccount(ctx context.Context, js jetstream.JetStream, sc SetupConfig, lo
 		return nil // not known here: the server checks
 	}
 	mine := map[string]int64{}
-	for _, c := range append(bucketConfigs(sc), streamConfigs(sc)...) {
+	for _, c := range append(bucketConfigs(sc, 0), streamConfigs(sc)...) {
 		mine[c.Name] = c.MaxBytes * int64(max(c.Replicas, 1))
 	}
 	var want, others int64
@@ -181,4 +197,33 @@ type LimitsError struct {
 func (e *LimitsError) Error() string {
 	return fmt.Sprintf("the limits of compactor's streams and buckets reserve %d bytes (replicas included) and the account's other streams %d, more than the account's JetStream storage (%d): lower --jobs-max-bytes, --events-max-bytes, --dlq-max-bytes or --records-max-bytes, or raise the account's storage (compactor auth --max-storage); nothing was set up",
 		e.Need, e.Others, e.Account)
+}
+
+// accountSweepWatches is the room setup gives the watches of the sweep records:
+// SweepWatches of the account's stores (those set up before, which the fleet's settings
+// keep, and this setup's), within the account's max_consumers. The server applies that
+// limit to each stream of the account, not to their sum (nats-server 2.15: a stream may
+// hold as many consumers as the lower of its own limit and the account's, and a stream
+// whose own limit is higher than the account's is refused), so the bucket gets at most the
+// account's limit. An account whose limit is lower than its stores need (a lower
+// --max-consumers) keeps that, with a warning: a worker of more stores than it allows
+// watches is refused the rest until the limit is raised and setup runs again.
+func accountSweepWatches(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) int {
+	stores := slices.Clone(sc.Stores)
+	if f, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
+		for _, st := range f.Stores {
+			if !slices.Contains(stores, st) {
+				stores = append(stores, st)
+			}
+		}
+	}
+	want := SweepWatches(len(stores))
+	info, err := js.AccountInfo(ctx)
+	if err != nil || info.Limits.MaxConsumers <= 0 || info.Limits.MaxConsumers >= want {
+		return want // no limit, enough, or not known here: the server checks
+	}
+	limit := info.Limits.MaxConsumers
+	log.Warn("the account's max_consumers is lower than the watches of the sweep records its stores need: a worker of more stores than that is refused the rest (maximum consumers limit reached) and does not sweep them; raise the account's limit (compactor auth of this version, or --max-consumers) and run compactor setup again",
+		"stores", len(stores), "account_max_consumers", limit, "sweep_watches_needed", want, "needed_account_max_consumers", AccountConsumers(len(stores)))
+	return limit
 }

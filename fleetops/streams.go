@@ -70,7 +70,7 @@ func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *sl
 	if err := fitsAccount(ctx, js, sc, log); err != nil {
 		return err
 	}
-	for _, cfg := range append(bucketConfigs(sc), streamConfigs(sc)...) {
+	for _, cfg := range append(bucketConfigs(sc, accountSweepWatches(ctx, js, sc, log)), streamConfigs(sc)...) {
 		if _, err := ensureStream(ctx, js, cfg, log); err != nil {
 			return err
 		}

@@ -150,7 +150,7 @@ func TestStreamsHaveOnlyTheSettingsTheyNeed(t *testing.T) {
 		case strings.HasPrefix(name, "KV_") && (c.Duplicates != fleetops.KVDuplicates || !c.AllowDirect):
 			t.Errorf("%s: duplicate window %s, direct %v", name, c.Duplicates, c.AllowDirect)
 		}
-		if name == sweepStream && c.MaxConsumers != fleetops.SweepWatches {
+		if name == sweepStream && c.MaxConsumers != fleetops.SweepWatches(len(res.Stores)) {
 			t.Errorf("%s: max_consumers %d", name, c.MaxConsumers)
 		}
 	}

@@ -54,8 +54,8 @@ type metrics struct {
 
 // maxPiVersionLabels bounds the distinct versions compactor_pi_version_unknown_total keeps:
 // the version comes from jobs, which any tenant may send, so after this many the rest are
-// counted as "other". Versions are validated first (sessionio.ParseRelease: x.y.z, at most
-// sessionio.MaxReleaseLen characters) and normalized ("v9.9.9" and "9.9.9" are one).
+// counted as "other". Versions are validated first (pi.ParseRelease: x.y.z, at most
+// pi.MaxReleaseLen characters) and normalized ("v9.9.9" and "9.9.9" are one).
 const maxPiVersionLabels = 16
 
 // countPiUnknown counts one job or bridge request served for version, which compactor does

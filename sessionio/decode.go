@@ -5,7 +5,6 @@ import (
 	"encoding/json"
 	"fmt"
 	"github.com/compactor-dev/compactor/sessionio/jsonscan"
-	"strconv"
 )
 
 // fields are the raw values of the members of an entry line that compactor reads (the last
@@ -164,7 +163,7 @@ func (d *decoder) entry(f *fields, line []byte, lineNo int, msg []jsonscan.Membe
 	case TypeCompaction, TypeBranchSummary:
 		e.Summary = str(f.summary, "summary")
 		e.FirstKeptEntryID = str(f.firstKeptEntryID, "firstKeptEntryId")
-		e.TokensBefore, _ = jsonNumber(f.tokensBefore)
+		e.TokensBefore, _ = jsonscan.Number(f.tokensBefore)
 		e.Details = nonNull(f.details)
 		e.FromHook = jsonTruthy(f.fromHook)
 		e.FromID = str(f.fromID, "fromId")
@@ -232,7 +231,7 @@ func header(f *fields, line []byte) (Header, bool) {
 	h.Timestamp, _ = jsonscan.String(f.timestamp)
 	h.Cwd, _ = jsonscan.String(f.cwd)
 	h.ParentSession, _ = jsonscan.String(f.parentSession)
-	if v, ok := jsonNumber(f.version); ok {
+	if v, ok := jsonscan.Number(f.version); ok {
 		h.Version = int(v)
 	}
 	return h, true
@@ -266,7 +265,7 @@ func decodeUsage(v []byte) (*Usage, bool) {
 		if string(m.Val) == "null" {
 			continue
 		}
-		x, ok := jsonNumber(m.Val)
+		x, ok := jsonscan.Number(m.Val)
 		if !ok {
 			return nil, false
 		}
@@ -275,26 +274,13 @@ func decodeUsage(v []byte) (*Usage, bool) {
 	return &u, true
 }
 
-// jsonNumber decodes a validated JSON number literal; false for other values and for numbers
-// a float64 cannot hold (encoding/json's range error).
-func jsonNumber(raw []byte) (float64, bool) {
-	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
-		return 0, false
-	}
-	v, err := strconv.ParseFloat(string(raw), 64)
-	if err != nil {
-		return 0, false
-	}
-	return v, true
-}
-
 // jsonTruthy is JavaScript truthiness for a JSON value.
 func jsonTruthy(raw []byte) bool {
 	switch string(raw) {
 	case "", "null", "false", `""`, "0", "-0":
 		return false
 	default:
-		if v, ok := jsonNumber(raw); ok {
+		if v, ok := jsonscan.Number(raw); ok {
 			return v != 0
 		}
 		return true

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"os"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // ErrPaddedHeader is CheckLoads' error: the header line has characters around its JSON that
@@ -18,11 +20,11 @@ var ErrPaddedHeader = errors.New("no valid session header for this Pi")
 // line with such characters around its JSON is skipped and the file refused ("not a valid
 // session"). Everything both refuse (no header at all, an empty file) is left to the read,
 // which says so. Only the first non-blank line is read.
-func CheckLoads(file string, r Release) error { return Named(file).CheckLoads(r) }
+func CheckLoads(file string, r pi.Release) error { return Named(file).CheckLoads(r) }
 
 // CheckLoads is CheckLoads for this file.
-func (src *File) CheckLoads(r Release) error {
-	if !r.Has(LineLoader) {
+func (src *File) CheckLoads(r pi.Release) error {
+	if !r.Has(pi.LineLoader) {
 		return nil
 	}
 	file := src.Name()

@@ -13,7 +13,7 @@
 // from the leaf (the last line) and stops as soon as its Need is met: the context's messages,
 // the model, the thinking level, a usage Pi's budget formula takes, the root, or the whole
 // file. For everything the Need settles its Tail equals the full read's Path and
-// BuildContext; TestTailMatchesFullRead, TestCheckpointMatchesFullRead and
+// picontext.Build; TestTailMatchesFullRead, TestCheckpointMatchesFullRead and
 // FuzzTailMatchesFullRead check that on the corpus and on generated trees, with every Need
 // and with read sizes that split lines anywhere.
 //
@@ -64,13 +64,14 @@
 //
 // # The rest
 //
-// session.go and entry.go are the types a read returns, context.go builds Pi's context from a
-// path (BuildContext), activity.go tells whether Pi is mid-turn, file.go is the one file a
-// job reads and appends to (pinned by device and inode, confined beneath a store's root:
-// package internal/confine opens it there).
+// session.go and entry.go are the types a read returns, file.go is the one file a job reads
+// and appends to (pinned by device and inode, confined beneath a store's root: package
+// internal/confine opens it there). Which Pi release's rules apply is package pi's
+// (dialect.go asks it whether that Pi loads a file).
 //
-// Beside it: sessionio/liveappend appends a compaction or branch summary as one fsynced
-// line next to a live Pi, sessionio/jsonscan validates a line and locates its members,
-// sessionio/jsjson writes JSON byte for byte as JavaScript does, and sessionio/fileops
-// tracks the files a summary lists.
+// Beside it: sessionio/picontext builds the context Pi sends its model from a path read
+// here, sessionio/activity tells from it whether Pi is mid-turn, sessionio/liveappend
+// appends a compaction or branch summary as one fsynced line next to a live Pi,
+// sessionio/jsonscan validates a line and locates its members, sessionio/jsjson writes JSON
+// byte for byte as JavaScript does, and sessionio/fileops tracks the files a summary lists.
 package sessionio

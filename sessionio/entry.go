@@ -1,6 +1,11 @@
 package sessionio
 
-import "encoding/json"
+import (
+	"encoding/json"
+	"slices"
+
+	"github.com/compactor-dev/compactor/pi"
+)
 
 // Entry types Pi writes. Other types are kept, indexed and may be the leaf, but never
 // enter the context or the cut-point logic.
@@ -20,6 +25,22 @@ const (
 	TypeContextEdit = "context_edit"
 	TypeUsage       = "usage"
 )
+
+// EntryTypes lists the session entry types Pi r declares (the header's "session" included),
+// sorted: every release's, usage from 0.86 (SystemMessages), context_edit from 0.87
+// (ContextEdits). make interop-releases compares them with each release's own declarations.
+func EntryTypes(r pi.Release) []string {
+	ts := []string{TypeSession, TypeMessage, TypeModelChange, TypeThinkingLevelChange, TypeCompaction, TypeBranchSummary,
+		TypeCustom, TypeCustomMessage, TypeLabel, TypeSessionInfo}
+	if r.Has(pi.SystemMessages) {
+		ts = append(ts, TypeUsage)
+	}
+	if r.Has(pi.ContextEdits) {
+		ts = append(ts, TypeContextEdit)
+	}
+	slices.Sort(ts)
+	return ts
+}
 
 // Entry is one non-header line of a session file.
 //

@@ -1,10 +1,14 @@
-package sessionio
+package sessionio_test
 
 import (
 	"errors"
 	"os"
 	"path/filepath"
 	"testing"
+
+	"github.com/compactor-dev/compactor/pi"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 )
 
 // FuzzParse feeds arbitrary bytes to the reader. It must never panic or hang; it either
@@ -18,12 +22,14 @@ func FuzzParse(f *testing.F) {
 			f.Add(data)
 		}
 	}
-	f.Add([]byte(hdr + "\n" + user("a", "a", "cycle") + "\n"))
+	f.Add([]byte(`{"type":"session","version":3,"id":"s1","timestamp":"2025-01-01T00:00:00.000Z","cwd":"/x"}` + "\n" +
+		`{"type":"message","id":"a","parentId":"a","timestamp":"2025-01-01T00:00:01.000Z","message":{"role":"user","content":"cycle","timestamp":1}}` + "\n"))
+	pi073 := pi.MustParseRelease("0.73.1")
 	f.Fuzz(func(t *testing.T, data []byte) {
-		s, err := Parse(data, "fuzz.jsonl")
+		s, err := sessionio.Parse(data, "fuzz.jsonl")
 		if err != nil {
-			var fe *FileError
-			if !errors.As(err, &fe) || !(errors.Is(err, ErrEmpty) || errors.Is(err, ErrNoHeader) || errors.Is(err, ErrCycle)) {
+			var fe *sessionio.FileError
+			if !errors.As(err, &fe) || !(errors.Is(err, sessionio.ErrEmpty) || errors.Is(err, sessionio.ErrNoHeader) || errors.Is(err, sessionio.ErrCycle)) {
 				t.Fatalf("unexpected error %T %v", err, err)
 			}
 			return
@@ -33,7 +39,7 @@ func FuzzParse(f *testing.F) {
 			if err != nil {
 				t.Fatalf("path to %q: %v", e.ID, err)
 			}
-			c := BuildContext(p, pi073)
+			c := picontext.Build(p, pi073)
 			if len(c.Messages) != len(c.EntryIDs) {
 				t.Fatalf("messages %d, entry ids %d", len(c.Messages), len(c.EntryIDs))
 			}

@@ -318,7 +318,7 @@ type known struct {
 
 // skeleton reports whether lines from here on are needed for their place on the path only:
 // the context's lines are behind, the model is settled (the entry that set it is closer to the
-// leaf than any still to read, so BuildContext's answer cannot change), an assistant is known
+// leaf than any still to read, so picontext.Build's answer cannot change), an assistant is known
 // to exist and no whole-file fact is asked for. Their messages are then not decoded (a
 // quarter of the time of a long history): such entries have a nil Message.
 func (k *known) skeleton() bool {

@@ -8,6 +8,8 @@ import (
 	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"slices"
 	"strconv"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // Message roles as Pi writes them (AgentMessage union). Roles compactor does not know
@@ -25,6 +27,17 @@ const (
 	// ToolsRemoved). Pi 0.73 has no such role.
 	RoleSystem = "system"
 )
+
+// Roles lists the message roles Pi r declares, sorted: every release's, system from 0.86
+// (SystemMessages).
+func Roles(r pi.Release) []string {
+	rs := []string{RoleUser, RoleAssistant, RoleToolResult, RoleBashExecution, RoleCustom, RoleBranchSummary, RoleCompactionSummary}
+	if r.Has(pi.SystemMessages) {
+		rs = append(rs, RoleSystem)
+	}
+	slices.Sort(rs)
+	return rs
+}
 
 // Content block types.
 const (
@@ -288,7 +301,7 @@ func decodeMessageInto(m *Message, raw json.RawMessage, ms []jsonscan.Member, li
 		case "timestamp":
 			m.Timestamp, m.HasTimestamp = 0, false
 			fe.num(key, v, &m.Timestamp)
-			_, m.HasTimestamp = jsonNumber(v)
+			_, m.HasTimestamp = jsonscan.Number(v)
 		case "toolCallId":
 			fe.str(key, v, &m.ToolCallID)
 		case "toolName":

@@ -34,7 +34,7 @@ func (s *Session) migrateV1(all []*Entry, fki map[*Entry][]byte) {
 		}
 		var drop []string
 		if raw := fki[e]; len(raw) > 0 {
-			if idx, ok := jsonNumber(raw); ok {
+			if idx, ok := jsonscan.Number(raw); ok {
 				if j := int(idx); float64(j) == idx && j >= 0 && j < len(all) && all[j] != nil {
 					e.FirstKeptEntryID = all[j].ID
 					fields = append(fields, kv{"firstKeptEntryId", mustJSON(e.FirstKeptEntryID)})

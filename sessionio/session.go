@@ -72,12 +72,3 @@ type ModelRef struct {
 	Provider string `json:"provider"`
 	ModelID  string `json:"modelId"`
 }
-
-// Context is what Pi's buildSessionContext returns for a leaf.
-type Context struct {
-	Messages      []*Message
-	ThinkingLevel string
-	Model         *ModelRef
-	// EntryIDs[i] is the id of the entry Messages[i] came from.
-	EntryIDs []string
-}

@@ -26,13 +26,13 @@ type Need uint8
 const (
 	// NeedMessages: Path reaches back to the first entry the context's messages come from
 	// (the latest compaction's first kept entry; the root when the path has no compaction
-	// or the first kept entry is not on it), so BuildContext(Path).Messages is exact.
+	// or the first kept entry is not on it), so picontext.Build(Path).Messages is exact.
 	NeedMessages Need = 1 << iota
 	// NeedModel: Path holds the latest model_change or assistant message of the path (or is
-	// complete), so BuildContext(Path).Model is exact.
+	// complete), so picontext.Build(Path).Model is exact.
 	NeedModel
 	// NeedThinking: Path holds the latest thinking_level_change of the path (or is
-	// complete), so BuildContext(Path).ThinkingLevel is exact. Pi writes the thinking level
+	// complete), so picontext.Build(Path).ThinkingLevel is exact. Pi writes the thinking level
 	// when a session starts and again only when it changes, so this often means the root.
 	NeedThinking
 	// NeedRoot: Path is the whole path (pathIds, path indices).
@@ -49,7 +49,7 @@ const (
 	// the end. With TailOptions.DecodeContent the messages of Path are decoded.
 	NeedUsage
 
-	// NeedContext is what BuildContext needs to give exactly the full read's context.
+	// NeedContext is what picontext.Build needs to give exactly the full read's context.
 	NeedContext = NeedMessages | NeedModel | NeedThinking
 )
 
@@ -81,7 +81,7 @@ type TailOptions struct {
 // the model, the thinking level or the root) carry their ids, types and decoded fields but
 // no raw bytes (Raw, Message.Raw, Details, Content and Display are nil), and those read once
 // the model was settled (without NeedFile) no message either (Message is nil): what
-// BuildContext takes from them is decided by later entries. Entries taken from a
+// picontext.Build takes from them is decided by later entries. Entries taken from a
 // checkpoint's history (ReadTailWith) that the context did not need carry their id, parent,
 // type, timestamp and line only.
 type Tail struct {
@@ -131,15 +131,11 @@ type Tail struct {
 // Version is the format version found on disk.
 func (t *Tail) Version() int { return t.Header.Version }
 
-// Context builds the context from Path under dialect d's rules (exact for what the read's
-// Need settled).
-func (t *Tail) Context(r Release) *Context { return BuildContext(t.Path, r) }
-
 // ReadTail reads what need asks for from the end of a session file, backwards, and stops as
 // soon as it is settled; it reads the whole file only when need asks for it (NeedFile,
 // NeedRoot), when the path leads there (a session without compaction, a thinking level set
 // at the start with NeedThinking) or when it falls back to a full read. The result equals
-// the full read's (ReadFile + Path + BuildContext) for everything need settled; the tests
+// the full read's (ReadFile + Path + picontext.Build) for everything need settled; the tests
 // check that on the corpus and on generated trees. One difference is deliberate: a parentId
 // cycle is an error (ErrCycle) when it is among the lines read, as in the full read, but one
 // wholly in history the read never reached is not seen (the full read rejects any cycle; Pi's

@@ -6,6 +6,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"math/rand/v2"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"pgregory.net/rapid"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -61,14 +63,14 @@ var reads = []tailRead{
 // contextSize is Pi's measure of a path's context for both Pis: Pi 0.73's (below) and Pi
 // 1.x's (cutpoint.ContextTokens over the projection).
 func contextSize(path []*sessionio.Entry) [2]int {
-	return [2]int{contextSize073(path), cutpoint.ContextTokens(path, sessionio.Latest, tokenize.EstimateFor(sessionio.Latest))}
+	return [2]int{contextSize073(path), cutpoint.ContextTokens(path, pi.Latest, tokenize.EstimateFor(pi.Latest))}
 }
 
 // contextSize073 is Pi 0.73's measure of a path's context (estimateContextTokens over
 // buildSessionContext): the usage of the newest message with valid usage plus the estimate
 // of every message after it.
 func contextSize073(path []*sessionio.Entry) int {
-	msgs := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1")).Messages
+	msgs := picontext.Build(path, pi.MustParseRelease("0.73.1")).Messages
 	last := -1
 	for i := len(msgs) - 1; i >= 0; i-- {
 		if msgs[i] != nil && msgs[i].HasValidUsage() {
@@ -80,7 +82,7 @@ func contextSize073(path []*sessionio.Entry) int {
 	if last >= 0 {
 		total = int(msgs[last].Usage.ContextTokens())
 	}
-	est := tokenize.EstimateFor(sessionio.MustParseRelease("0.73.1"))
+	est := tokenize.EstimateFor(pi.MustParseRelease("0.73.1"))
 	for _, m := range msgs[last+1:] {
 		if m != nil {
 			total += est.Count(m)
@@ -178,7 +180,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 	}
 	// Context, as each Pi builds it.
 	for _, d := range readerReleases {
-		got, want := sessionio.BuildContext(t.Path, d), sessionio.BuildContext(f.path, d)
+		got, want := picontext.Build(t.Path, d), picontext.Build(f.path, d)
 		if need&sessionio.NeedMessages != 0 || t.Complete {
 			if len(got.Messages) != len(want.Messages) || !reflect.DeepEqual(got.EntryIDs, want.EntryIDs) {
 				fatal("need %b, Pi %s: %d context messages %v, full %d %v", need, d, len(got.Messages), got.EntryIDs, len(want.Messages), want.EntryIDs)
@@ -190,7 +192,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 			}
 		}
 	}
-	got, want := sessionio.BuildContext(t.Path, sessionio.MustParseRelease("0.73.1")), sessionio.BuildContext(f.path, sessionio.MustParseRelease("0.73.1"))
+	got, want := picontext.Build(t.Path, pi.MustParseRelease("0.73.1")), picontext.Build(f.path, pi.MustParseRelease("0.73.1"))
 	if need&sessionio.NeedUsage != 0 && rd.o.DecodeContent {
 		dpath, _ := f.dec.Path("")
 		if g, w := contextSize(decodedOnDisk(t.Path, data)), contextSize(dpath); g != w {
@@ -236,7 +238,7 @@ func checkTailWith(fatalf func(string, ...any), data []byte, f full, rd tailRead
 				fatal("need %b: after Extend, path[%d] = %q, full %q", need, i, e.ID, f.path[i].ID)
 			}
 		}
-		if c := sessionio.BuildContext(t.Path, sessionio.MustParseRelease("0.73.1")); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
+		if c := picontext.Build(t.Path, pi.MustParseRelease("0.73.1")); len(c.Messages) != msgs && need&sessionio.NeedMessages != 0 ||
 			c.ThinkingLevel != want.ThinkingLevel || !reflect.DeepEqual(c.Model, want.Model) {
 			fatal("need %b: after Extend, context %d messages %q %v, full %d %q %v", need, len(c.Messages), c.ThinkingLevel, c.Model, len(want.Messages), want.ThinkingLevel, want.Model)
 		}
@@ -289,7 +291,7 @@ func rawOf(m *sessionio.Message, data []byte) []byte {
 	if m.Raw == nil && m.At.Len > 0 {
 		raw := data[m.At.Off : m.At.Off+m.At.Len]
 		if m.ContentRaw != nil {
-			return sessionio.ReplaceMember(raw, "content", m.ContentRaw)
+			return picontext.ReplaceMember(raw, "content", m.ContentRaw)
 		}
 		return raw
 	}
@@ -318,7 +320,7 @@ func windowOf(path []*sessionio.Entry) int {
 // one for each way Pi builds a context (the path before 0.80.4; what each entry puts into it,
 // an older compaction's summary again, until 0.87; the projection). The reader reads the same
 // bytes for every release; the rules only choose what of the path they use.
-var readerReleases = []sessionio.Release{sessionio.MustParseRelease("0.75.5"), sessionio.MustParseRelease("0.86.1"), sessionio.Latest}
+var readerReleases = []pi.Release{pi.MustParseRelease("0.75.5"), pi.MustParseRelease("0.86.1"), pi.Latest}
 
 // checkPlans runs every policy on the tail's path and on the full path: the plans must be the
 // same, path indices shifted by the part of the path the tail read did not need.
@@ -328,7 +330,7 @@ func checkPlans(fatal func(string, ...any), need sessionio.Need, t *sessionio.Ta
 	}
 }
 
-func checkPlansOf(fatal func(string, ...any), need sessionio.Need, t *sessionio.Tail, fullPath []*sessionio.Entry, off int, d sessionio.Release) {
+func checkPlansOf(fatal func(string, ...any), need sessionio.Need, t *sessionio.Tail, fullPath []*sessionio.Entry, off int, d pi.Release) {
 	estimate := tokenize.EstimateFor(d)
 	for _, name := range cutpoint.Names() {
 		pol, _ := cutpoint.ByName(name)

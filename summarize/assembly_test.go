@@ -3,12 +3,14 @@ package summarize
 import (
 	"context"
 	"errors"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"strings"
 	"sync"
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -43,13 +45,13 @@ func TestCompactionSummaryShapes(t *testing.T) {
 	t.Parallel()
 	hist := []*sessionio.Message{userMsg("a"), readCall("b.go")}
 	prefix := []*sessionio.Message{userMsg("c")}
-	f := ExtractFileOps(sessionio.MustParseRelease("0.73.1"), nil, hist, prefix)
+	f := ExtractFileOps(pi.MustParseRelease("0.73.1"), nil, hist, prefix)
 	f.AddEdited("z.go")
 
 	r := &recorder{}
 	out, err := CompactionSummary(context.Background(), r, CompactionInput{
 		MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev",
-		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f, Release: sessionio.MustParseRelease("0.73.1"),
+		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f, Release: pi.MustParseRelease("0.73.1"),
 	})
 	if err != nil {
 		t.Fatal(err)
@@ -79,19 +81,19 @@ func TestCompactionSummaryShapes(t *testing.T) {
 	r = &recorder{}
 	if _, err := CompactionSummary(context.Background(), r, CompactionInput{
 		MessagesToSummarize: hist, TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev",
-		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f, Release: sessionio.Latest,
+		CustomInstructions: "focus", ReserveTokens: 1000, FileOps: f, Release: pi.Latest,
 	}); err != nil {
 		t.Fatal(err)
 	}
 	for _, q := range r.reqs {
-		if q.MaxTokens != 0 || q.CustomInstructions != "focus" || q.Release != sessionio.Latest {
+		if q.MaxTokens != 0 || q.CustomInstructions != "focus" || q.Release != pi.Latest {
 			t.Errorf("Pi 1.6 %s request %+v", q.Task, q)
 		}
 	}
 
 	// Split turn with no history: "No prior history." and the previous summary is dropped.
 	r = &recorder{}
-	out, err = CompactionSummary(context.Background(), r, CompactionInput{TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev", Release: sessionio.MustParseRelease("0.73.1")})
+	out, err = CompactionSummary(context.Background(), r, CompactionInput{TurnPrefix: prefix, IsSplitTurn: true, PreviousSummary: "prev", Release: pi.MustParseRelease("0.73.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -125,11 +127,11 @@ func TestPromptLayout(t *testing.T) {
 	if p != want {
 		t.Fatalf("prompt %q", p)
 	}
-	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "ignored", Release: sessionio.MustParseRelease("0.73.1")}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "ignored", Release: pi.MustParseRelease("0.73.1")}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt {
 		t.Fatalf("turn prefix prompt (Pi 0.73) %q", p)
 	}
 	// Pi 1.4+ gives the turn prefix the custom instructions too.
-	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "focus", Release: sessionio.Latest}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt+"\n\n"+focusRules+"\n<focus-request>\nfocus\n</focus-request>" {
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: "focus", Release: pi.Latest}); p != "<conversation>\n[User]: hi\n</conversation>\n\n"+TurnPrefixPrompt+"\n\n"+focusRules+"\n<focus-request>\nfocus\n</focus-request>" {
 		t.Fatalf("turn prefix prompt (Pi 1.6) %q", p)
 	}
 	if p := BuildPrompt(Request{Task: TaskBranch, Messages: msgs, CustomInstructions: "only this", ReplaceInstructions: true}); !strings.HasSuffix(p, "</conversation>\n\nonly this") {
@@ -233,9 +235,9 @@ func TestBranchSummaryAssembly(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs, f, _ := PrepareBranch(entries, 0, tokenize.EstimateFor(sessionio.MustParseRelease("0.73.1")), sessionio.MustParseRelease("0.73.1"))
+	msgs, f, _ := PrepareBranch(entries, 0, tokenize.EstimateFor(pi.MustParseRelease("0.73.1")), pi.MustParseRelease("0.73.1"))
 	r := &recorder{}
-	out, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{CustomInstructions: "x", Release: sessionio.MustParseRelease("0.73.1")})
+	out, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{CustomInstructions: "x", Release: pi.MustParseRelease("0.73.1")})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -247,7 +249,7 @@ func TestBranchSummaryAssembly(t *testing.T) {
 		t.Fatalf("request %+v", r.reqs[0])
 	}
 	// Pi 1.6 leaves the output limit to the model.
-	if _, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{Release: sessionio.Latest}); err != nil || r.reqs[1].MaxTokens != 0 {
+	if _, err = BranchSummary(context.Background(), r, msgs, f, BranchOptions{Release: pi.Latest}); err != nil || r.reqs[1].MaxTokens != 0 {
 		t.Fatalf("Pi 1.6 branch request %+v (%v)", r.reqs[1], err)
 	}
 	if _, _, err := CollectBranch(s, s.LeafID(), "nope"); err == nil {
@@ -262,9 +264,9 @@ func TestExtractive(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	ctx := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
+	ctx := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 	x := NewExtractive()
-	span := SerializeConversation(ctx.Messages, sessionio.MustParseRelease("0.73.1"))
+	span := SerializeConversation(ctx.Messages, pi.MustParseRelease("0.73.1"))
 	res, err := x.Summarize(context.Background(), Request{Task: TaskHistory, Messages: ctx.Messages, MaxTokens: HistoryMaxTokens(DefaultReserveTokens)})
 	if err != nil {
 		t.Fatal(err)

@@ -3,7 +3,9 @@ package summarize
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 )
@@ -92,7 +94,7 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 		}
 		return e.Message
 	case sessionio.TypeCustomMessage, sessionio.TypeBranchSummary, sessionio.TypeCompaction:
-		return sessionio.AsMessage(e)
+		return picontext.AsMessage(e)
 	}
 	return nil
 }
@@ -107,7 +109,7 @@ func branchMessage(e *sessionio.Entry) *sessionio.Message {
 // reproduce Pi. From 1.5.0 (BranchHonoursEdits) Pi honours the branch's context edits: the
 // latest edit of a message or custom_message among entries omits it or replaces its
 // content.
-func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r sessionio.Release) ([]*sessionio.Message, *FileOps, int) {
+func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageCounter, r pi.Release) ([]*sessionio.Message, *FileOps, int) {
 	fileOps := fileops.New()
 	edits := map[string]*sessionio.Entry{}
 	for _, e := range entries {
@@ -118,7 +120,7 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 			edits[e.TargetID] = e
 		}
 	}
-	if !r.Has(sessionio.BranchHonoursEdits) {
+	if !r.Has(pi.BranchHonoursEdits) {
 		edits = nil
 	}
 	var rev []*sessionio.Message
@@ -128,7 +130,7 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 		m := branchMessage(e)
 		if edit := edits[e.ID]; edit != nil && m != nil && (e.Type == sessionio.TypeMessage || e.Type == sessionio.TypeCustomMessage) {
 			m = nil
-			if ms := sessionio.ProjectEntry(e, edit); len(ms) > 0 {
+			if ms := picontext.ProjectEntry(e, edit); len(ms) > 0 {
 				m = ms[0]
 			}
 		}
@@ -157,11 +159,11 @@ func PrepareBranch(entries []*sessionio.Entry, tokenBudget int, counter MessageC
 
 // branchMaxTokens is the output limit of a branch summary of Pi r: BranchMaxTokens, 4,096
 // from 0.85.0 (BranchOutput4096), the model's own from 1.4.0 (ModelOutputLimit).
-func branchMaxTokens(r sessionio.Release) int {
+func branchMaxTokens(r pi.Release) int {
 	switch {
-	case r.Has(sessionio.ModelOutputLimit):
+	case r.Has(pi.ModelOutputLimit):
 		return 0 // the model's own limit
-	case r.Has(sessionio.BranchOutput4096):
+	case r.Has(pi.BranchOutput4096):
 		return 4096
 	}
 	return BranchMaxTokens
@@ -190,7 +192,7 @@ type BranchOptions struct {
 	ReplaceInstructions bool
 	// Release is the Pi whose rules the summary follows (zero: the newest): the output limit
 	// (branchMaxTokens) and the serialization.
-	Release sessionio.Release
+	Release pi.Release
 }
 
 // BranchSummary writes the summary of a prepared branch (PrepareBranch's messages and

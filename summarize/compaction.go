@@ -6,6 +6,7 @@ import (
 
 	"golang.org/x/sync/errgroup"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -25,7 +26,7 @@ type CompactionInput struct {
 	// when to compact).
 	ReserveTokens int
 	// Release is the Pi whose rules the summary follows (zero: the newest).
-	Release sessionio.Release
+	Release pi.Release
 	// FileOps are the plan's file operations (ExtractFileOps); nil means none.
 	FileOps *FileOps
 	// BaseHistory, when set, is a history summary already made of the span's beginning
@@ -103,7 +104,7 @@ func historyRequest(in CompactionInput, reserve int) Request {
 		MaxTokens:          HistoryMaxTokens(reserve),
 		Release:            in.Release,
 	}
-	if in.Release.Has(sessionio.ModelOutputLimit) {
+	if in.Release.Has(pi.ModelOutputLimit) {
 		history.MaxTokens = 0 // the model's own limit
 	}
 	if in.BaseHistory != nil {
@@ -123,10 +124,10 @@ func turnPrefixRequest(in CompactionInput, reserve int) Request {
 		MaxTokens: TurnPrefixMaxTokens(reserve),
 		Release:   in.Release,
 	}
-	if in.Release.Has(sessionio.ModelOutputLimit) {
+	if in.Release.Has(pi.ModelOutputLimit) {
 		req.MaxTokens = 0
 	}
-	if in.Release.Has(sessionio.TurnPrefixInstructions) {
+	if in.Release.Has(pi.TurnPrefixInstructions) {
 		req.CustomInstructions = in.CustomInstructions
 	}
 	return req
@@ -146,7 +147,7 @@ func splitTurnSummaries(ctx context.Context, s Summarizer, in CompactionInput, r
 			hist = r
 			return nil
 		})
-	} else if in.PreviousSummary != "" && in.Release.Has(sessionio.SplitTurnKeepsPreviousSummary) {
+	} else if in.PreviousSummary != "" && in.Release.Has(pi.SplitTurnKeepsPreviousSummary) {
 		hist = Result{Text: in.PreviousSummary}
 	} else {
 		hist = Result{Text: NoPriorHistory}
@@ -179,12 +180,12 @@ func (o *SummaryOutput) add(r Result) {
 // MergeSummaries folds consecutive summaries of one session (joined oldest first, as
 // previous) into one summary with one request (TaskMerge), under the output limit a history
 // summary has by the rules of release r with reserve tokens reserved.
-func MergeSummaries(ctx context.Context, s Summarizer, previous string, reserve int, r sessionio.Release) (Result, error) {
+func MergeSummaries(ctx context.Context, s Summarizer, previous string, reserve int, r pi.Release) (Result, error) {
 	if reserve <= 0 {
 		reserve = DefaultReserveTokens
 	}
 	req := Request{Task: TaskMerge, PreviousSummary: previous, MaxTokens: HistoryMaxTokens(reserve), Release: r}
-	if r.Has(sessionio.ModelOutputLimit) {
+	if r.Has(pi.ModelOutputLimit) {
 		req.MaxTokens = 0
 	}
 	res, err := s.Summarize(ctx, req)

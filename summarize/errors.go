@@ -57,7 +57,7 @@ var (
 	// ErrMalformedResponse: the endpoint's answer was not the JSON of a chat completion.
 	ErrMalformedResponse = errors.New("malformed response")
 	// ErrTruncatedSummary: the summary stopped at its output limit (finish_reason "length"),
-	// which Pi refuses from 0.84.4 (sessionio.TruncatedSummaryRefused).
+	// which Pi refuses from 0.84.4 (pi.TruncatedSummaryRefused).
 	ErrTruncatedSummary = errors.New("summary stopped at its output limit")
 )
 

@@ -1,6 +1,7 @@
 package summarize
 
 import (
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 )
@@ -15,13 +16,13 @@ type FileOps = fileops.FileOps
 // prefix of a split turn), and from 0.99 (NestedCallsFileOps) the calls a tool result's
 // codemode script made (nestedCalls). prevCompaction may be nil. It is what cutpoint's plans
 // hold in FileOps.
-func ExtractFileOps(r sessionio.Release, prevCompaction *sessionio.Entry, lists ...[]*sessionio.Message) *FileOps {
+func ExtractFileOps(r pi.Release, prevCompaction *sessionio.Entry, lists ...[]*sessionio.Message) *FileOps {
 	f := fileops.New()
 	f.SeedFromCompaction(prevCompaction)
 	for _, msgs := range lists {
 		for _, m := range msgs {
 			f.AddFromMessage(m)
-			if r.Has(sessionio.NestedCallsFileOps) {
+			if r.Has(pi.NestedCallsFileOps) {
 				f.AddFromNestedCalls(m)
 			}
 		}

@@ -7,6 +7,7 @@ import (
 	"encoding/hex"
 	"encoding/json"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"os"
 	"path/filepath"
@@ -16,6 +17,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -145,21 +147,21 @@ func loadCorpus(t testing.TB, name string) *sessionio.Session {
 }
 
 // goldenReleases are the Pi releases with goldens: the matrix (interop/pi/versions.txt).
-func goldenReleases(t *testing.T) []sessionio.Release {
+func goldenReleases(t *testing.T) []pi.Release {
 	t.Helper()
 	vs, err := pigolden.Versions()
 	if err != nil {
 		t.Fatal(err)
 	}
-	out := make([]sessionio.Release, len(vs))
+	out := make([]pi.Release, len(vs))
 	for i, v := range vs {
-		out[i] = sessionio.MustParseRelease(v)
+		out[i] = pi.MustParseRelease(v)
 	}
 	return out
 }
 
 // loadGoldens reads the goldens of Pi d (the golden store testdata/golden/, pigolden.Read).
-func loadGoldens(t *testing.T, d sessionio.Release) map[string]*golden {
+func loadGoldens(t *testing.T, d pi.Release) map[string]*golden {
 	t.Helper()
 	names, err := pigolden.Names(filepath.Join("testdata", "golden"), d.String())
 	if err != nil || len(names) == 0 {
@@ -185,7 +187,7 @@ func loadGoldens(t *testing.T, d sessionio.Release) map[string]*golden {
 
 // forEachGolden runs fn as a parallel subtest "<version>/<golden>" for every golden of every
 // release of the matrix.
-func forEachGolden(t *testing.T, fn func(t *testing.T, d sessionio.Release, name string, g *golden)) {
+func forEachGolden(t *testing.T, fn func(t *testing.T, d pi.Release, name string, g *golden)) {
 	for _, d := range goldenReleases(t) {
 		for name, g := range loadGoldens(t, d) {
 			t.Run(d.String()+"/"+name, func(t *testing.T) {
@@ -235,7 +237,7 @@ func messagesFor(t *testing.T, s *sessionio.Session, ids []string) []*sessionio.
 		if e == nil {
 			t.Fatalf("entry %s not found", id)
 		}
-		m := sessionio.AsMessage(e)
+		m := picontext.AsMessage(e)
 		if m == nil {
 			t.Fatalf("entry %s (%s) yields no message", id, e.Type)
 		}
@@ -274,9 +276,9 @@ func corpusName(g *golden) string { return g.File }
 // from, as the dialect's Pi builds it) and its serialization.
 func TestSerializeContextGolden(t *testing.T) {
 	t.Parallel()
-	forEachGolden(t, func(t *testing.T, d sessionio.Release, name string, g *golden) {
+	forEachGolden(t, func(t *testing.T, d pi.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
-		ctx := sessionio.Project(pathTo(t, s, g.LeafID), d).Context()
+		ctx := picontext.Project(pathTo(t, s, g.LeafID), d).Context()
 		if !slices.Equal(ctx.EntryIDs, g.Context.IDs) {
 			t.Fatalf("context of %s: entries %v, Pi %s %v", name, ctx.EntryIDs, d, g.Context.IDs)
 		}
@@ -291,7 +293,7 @@ func TestSerializeContextGolden(t *testing.T) {
 // order, the sorted lists and the formatted block.
 func TestCutGolden(t *testing.T) {
 	t.Parallel()
-	forEachGolden(t, func(t *testing.T, d sessionio.Release, name string, g *golden) {
+	forEachGolden(t, func(t *testing.T, d pi.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
 		est := tokenize.EstimateFor(d)
 		n := 0
@@ -365,7 +367,7 @@ func TestBranchGolden(t *testing.T) {
 			t.Errorf("only %d branch goldens of Pi %s", total, d)
 		}
 	}
-	forEachGolden(t, func(t *testing.T, d sessionio.Release, name string, g *golden) {
+	forEachGolden(t, func(t *testing.T, d pi.Release, name string, g *golden) {
 		s := loadCorpus(t, corpusName(g))
 		est := tokenize.EstimateFor(d)
 		for _, b := range g.Branches {
@@ -417,7 +419,7 @@ func TestSerializeSyntheticV3Golden(t *testing.T) {
 	// compaction f0398941 keeps 75c27ff3 (an assistant): the turn started at 8651b18c,
 	// so the history is everything before it that yields a message.
 	ids := []string{"abd4e31a", "e1aeb4c4", "b576be37", "8c71f6e5", "448287a6", "9ef025ce", "1bccc52e", "74d2b0e0"}
-	got := SerializeConversation(messagesFor(t, s, ids), sessionio.MustParseRelease("0.73.1"))
+	got := SerializeConversation(messagesFor(t, s, ids), pi.MustParseRelease("0.73.1"))
 	if got != string(want) {
 		t.Fatalf("serializeConversation differs from Pi:\n got %q\nwant %q", got, want)
 	}

@@ -1,9 +1,11 @@
 package summarize
 
 import (
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -23,7 +25,7 @@ func TestRedteamInstructionsQuoted(t *testing.T) {
 	for _, req := range []Request{
 		{Task: TaskHistory, Messages: msgs, CustomInstructions: injection},
 		{Task: TaskUpdate, Messages: msgs, PreviousSummary: "## Goal\nold", CustomInstructions: injection},
-		{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Release: sessionio.Latest},
+		{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Release: pi.Latest},
 		{Task: TaskBranch, Messages: msgs, CustomInstructions: injection},
 	} {
 		p := BuildPrompt(req)
@@ -49,7 +51,7 @@ func TestRedteamInstructionsQuoted(t *testing.T) {
 		}
 	}
 	// Pi 0.73 gives the turn prefix no instructions at all.
-	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Release: sessionio.MustParseRelease("0.73.1")}); strings.Contains(p, "focus-request") {
+	if p := BuildPrompt(Request{Task: TaskTurnPrefix, Messages: msgs, CustomInstructions: injection, Release: pi.MustParseRelease("0.73.1")}); strings.Contains(p, "focus-request") {
 		t.Errorf("Pi 0.73's turn prefix carries instructions")
 	}
 }
@@ -93,8 +95,8 @@ func TestInstructionsPromptCost(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	msgs := sessionio.BuildContext(path, sessionio.Latest).Messages
-	tk, err := tokenize.NewFor(tokenize.CounterTiktoken, tokenize.O200KBase, sessionio.Latest)
+	msgs := picontext.Build(path, pi.Latest).Messages
+	tk, err := tokenize.NewFor(tokenize.CounterTiktoken, tokenize.O200KBase, pi.Latest)
 	if err != nil {
 		t.Fatal(err)
 	}

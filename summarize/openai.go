@@ -4,7 +4,6 @@ import (
 	"context"
 	"errors"
 	"fmt"
-	"github.com/compactor-dev/compactor/sessionio"
 	"log/slog"
 	"math"
 	"math/rand/v2"
@@ -17,6 +16,8 @@ import (
 
 	openai "github.com/sashabaranov/go-openai"
 	"golang.org/x/time/rate"
+
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // OpenAIConfig configures a summarizer on one OpenAI-compatible chat-completions
@@ -207,7 +208,7 @@ func (o *OpenAI) Summarize(ctx context.Context, req Request) (Result, error) {
 		},
 	}
 	res, err := r.run(ctx, req)
-	if err == nil && res.Truncated && req.Release.Has(sessionio.TruncatedSummaryRefused) {
+	if err == nil && res.Truncated && req.Release.Has(pi.TruncatedSummaryRefused) {
 		// Pi refuses such a summary from 0.84.4 rather than write an incomplete checkpoint;
 		// the tokens were spent all the same, and the result says so.
 		return res, &Error{Kind: KindPermanent, cause: ErrTruncatedSummary,

@@ -12,6 +12,7 @@ import (
 	"time"
 
 	"github.com/compactor-dev/compactor/internal/fakellm"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -439,7 +440,7 @@ func TestBackoffAndRetryAfterParsing(t *testing.T) {
 
 // TestOpenAITruncatedSummaryByRelease: a summary that stopped at its output limit
 // (finish_reason "length") is incomplete. Pi writes it before 0.84.4 and refuses it from
-// 0.84.4 (sessionio.TruncatedSummaryRefused): a permanent failure that still reports the
+// 0.84.4 (pi.TruncatedSummaryRefused): a permanent failure that still reports the
 // tokens the call cost.
 func TestOpenAITruncatedSummaryByRelease(t *testing.T) {
 	t.Parallel()
@@ -447,12 +448,12 @@ func TestOpenAITruncatedSummaryByRelease(t *testing.T) {
 	srv.SetDefault(fakellm.Behavior{FinishReason: "length"})
 	c, _, _ := newClient(t, srv, nil)
 	req := simpleReq()
-	req.Release = sessionio.MustParseRelease("0.84.3")
+	req.Release = pi.MustParseRelease("0.84.3")
 	res, err := c.Summarize(context.Background(), req)
 	if err != nil || !res.Truncated || res.Text == "" {
 		t.Fatalf("Pi 0.84.3 takes a truncated summary: %+v, %v", res, err)
 	}
-	req.Release = sessionio.MustParseRelease("0.84.4")
+	req.Release = pi.MustParseRelease("0.84.4")
 	res, err = c.Summarize(context.Background(), req)
 	var e *Error
 	if !errors.As(err, &e) || e.Kind != KindPermanent || !errors.Is(err, ErrTruncatedSummary) || !strings.Contains(err.Error(), "Pi 0.84.4 refuses") {

@@ -3,7 +3,7 @@ package summarize
 import (
 	"strings"
 
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // The prompt texts below are this project's own wording. Only their structure follows
@@ -214,7 +214,7 @@ const (
 // block (quoteFocus: instructions.go); for a branch, custom instructions alone when
 // ReplaceInstructions is set (a library caller's own prompt, never a job's).
 // Pi adds custom instructions to history and branch requests, and from 1.4.0
-// (sessionio.TurnPrefixInstructions) to the turn prefix too.
+// (pi.TurnPrefixInstructions) to the turn prefix too.
 func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""
@@ -226,7 +226,7 @@ func instructions(req Request) string {
 		if update {
 			base = TurnPrefixUpdatePrompt
 		}
-		if req.CustomInstructions == "" || !req.Release.Has(sessionio.TurnPrefixInstructions) {
+		if req.CustomInstructions == "" || !req.Release.Has(pi.TurnPrefixInstructions) {
 			return base
 		}
 	case TaskBranch:

@@ -9,6 +9,7 @@ import (
 	"unicode/utf16"
 	"unicode/utf8"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
@@ -30,20 +31,20 @@ const ToolResultMaxChars = 2000
 
 // SerializeConversation renders messages as the plain text Pi puts inside
 // <conversation> tags: Pi's convertToLlm followed by its serializeConversation, byte for
-// byte, as Pi r does it (sessionio.ThinkingOmitted, StringToolResultSerialized,
+// byte, as Pi r does it (pi.ThinkingOmitted, StringToolResultSerialized,
 // SurrogateSafeTruncation). Rendering the span as labelled text (rather than as chat turns)
 // keeps the model from continuing the conversation instead of summarizing it.
-func SerializeConversation(msgs []*sessionio.Message, r sessionio.Release) string {
+func SerializeConversation(msgs []*sessionio.Message, r pi.Release) string {
 	return strings.Join(SerializeParts(msgs, r), "\n\n")
 }
 
 // SerializeParts returns the parts SerializeConversation joins with "\n\n", in order. A
 // message yields zero to three parts. The chunked summarizer splits a span at these
 // boundaries.
-func SerializeParts(msgs []*sessionio.Message, r sessionio.Release) []string {
+func SerializeParts(msgs []*sessionio.Message, r pi.Release) []string {
 	parts := make([]string, 0, len(msgs))
-	rules := serialRules{thinking: !r.Has(sessionio.ThinkingOmitted), stringResults: r.Has(sessionio.StringToolResultSerialized),
-		wholePairs: r.Has(sessionio.SurrogateSafeTruncation)}
+	rules := serialRules{thinking: !r.Has(pi.ThinkingOmitted), stringResults: r.Has(pi.StringToolResultSerialized),
+		wholePairs: r.Has(pi.SurrogateSafeTruncation)}
 	for _, m := range msgs {
 		parts = appendParts(parts, m, rules)
 	}

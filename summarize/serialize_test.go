@@ -5,6 +5,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -39,10 +40,10 @@ func TestSerializeDialectRules(t *testing.T) {
 		if err != nil {
 			t.Fatalf("%s: decode: %v", tc.name, err)
 		}
-		if got := SerializeConversation([]*sessionio.Message{m}, sessionio.MustParseRelease("0.73.1")); got != tc.want073 {
+		if got := SerializeConversation([]*sessionio.Message{m}, pi.MustParseRelease("0.73.1")); got != tc.want073 {
 			t.Errorf("%s (Pi 0.73): %q, want %q", tc.name, got, tc.want073)
 		}
-		if got := SerializeConversation([]*sessionio.Message{m}, sessionio.Latest); got != tc.want16 {
+		if got := SerializeConversation([]*sessionio.Message{m}, pi.Latest); got != tc.want16 {
 			t.Errorf("%s (Pi 1.6): %q, want %q", tc.name, got, tc.want16)
 		}
 	}

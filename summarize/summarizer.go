@@ -17,6 +17,7 @@ import (
 	"fmt"
 	"math"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -73,7 +74,7 @@ type Request struct {
 	MaxTokens int
 	// Release is the Pi whose serialization and prompt rules the request follows (zero: the
 	// newest).
-	Release sessionio.Release
+	Release pi.Release
 }
 
 // Result is a summary and what it cost.

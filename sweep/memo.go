@@ -19,7 +19,8 @@ import (
 // Memo is this process's copy of its stores' part of COMPACTOR_SWEEP, so a sweep decides
 // "unchanged" with a stat and a map lookup instead of one NATS round trip per file. It is
 // loaded by one KV watcher per store (each of the store's keys only, as a store's worker
-// may watch), started at the first sweep and kept until Close: a watcher delivers every
+// may watch: a process of n stores holds n consumers of the bucket, which setup gives room
+// for, fleetops.SweepWatches), started at the first sweep and kept until Close: a watcher delivers every
 // record once, then every later write by any process (other sweepers, the workers that
 // note job outcomes). A copy a moment behind is harmless: a record it lacks only makes
 // the sweep read that file again.
@@ -54,10 +55,14 @@ func OpenMemo(ctx context.Context, kv *fleetops.Bucket, stores []string, log *sl
 		}
 		cancel()
 	}
-	for _, st := range stores {
+	for i, st := range stores {
 		w, err := kv.Watch(wctx, st)
 		if err != nil {
 			m.stop()
+			if fleetops.IsMaxConsumers(err) {
+				return nil, fmt.Errorf("sweep memo: watch %s of store %s (watch %d of this process's %d): %w: the bucket's room for watches follows the stores set up in this account (8 each, at least 64, within the account's consumer limit): run `compactor setup` of this version with every store of the account, and raise the account's limit if setup warns that it is too low (compactor auth --max-consumers)",
+					wire.BucketSweep, st, i+1, len(stores), err)
+			}
 			return nil, fmt.Errorf("sweep memo: watch %s of store %s: %w", wire.BucketSweep, st, err)
 		}
 		watchers = append(watchers, w)

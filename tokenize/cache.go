@@ -56,7 +56,7 @@ func NewCache(maxEntries int) *Cache {
 // before. Only "message" entries count, as in Pi's cut-point walk (findCutPoint adds
 // estimateTokens for type "message" only): every other entry type, custom_message and
 // branch_summary included, is 0 here. To count what an entry contributes to a built
-// context, use Message with sessionio.AsMessage(e) instead.
+// context, use Message with picontext.AsMessage(e) instead.
 func (c *Cache) Entry(counter Counter, e *sessionio.Entry) int {
 	if e == nil || e.Type != sessionio.TypeMessage || e.Message == nil {
 		return 0

@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"path/filepath"
 	"sync"
 	"sync/atomic"
@@ -72,7 +73,7 @@ func TestCacheEntry(t *testing.T) {
 	// built message can be counted and cached via Message.
 	for _, e := range s.Entries {
 		if e.Type == sessionio.TypeCustomMessage {
-			m := sessionio.AsMessage(e)
+			m := picontext.AsMessage(e)
 			if got, want := c.Message(Estimate(), m), Estimate().Count(m); got != want || want == 0 {
 				t.Errorf("custom_message %s: %d, want %d (> 0)", e.ID, got, want)
 			}

@@ -9,7 +9,7 @@
 // "estimate" is Pi's estimateTokens (pi-coding-agent compaction.ts), reproduced exactly so
 // that the "pi" cut policy picks the cut Pi picks: ceil(chars/4), chars counted in UTF-16
 // code units (JavaScript's String length). The releases differ in two roles
-// (EstimateFor(r); sessionio.UserImagesWeigh, sessionio.SystemMessagesWeigh): "estimate"
+// (EstimateFor(r); pi.UserImagesWeigh, pi.SystemMessagesWeigh): "estimate"
 // counts as the newest Pi, "estimate@0.76.0" as 0.76.0 to 0.86.x, "estimate@0.73.0" as older:
 //
 //	user               content string, or the sum of the text blocks; images 4800 chars
@@ -60,6 +60,7 @@ import (
 	"fmt"
 	"strings"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -96,14 +97,14 @@ func CheckCounter(name string) error {
 	return fmt.Errorf("tokenize: unknown counter %q (want %q or %q)", name, CounterEstimate, CounterTiktoken)
 }
 
-// New returns the counter called name for the newest Pi: NewFor with sessionio.Latest.
+// New returns the counter called name for the newest Pi: NewFor with pi.Latest.
 func New(name, encoding string) (Counter, error) {
-	return NewFor(name, encoding, sessionio.Latest)
+	return NewFor(name, encoding, pi.Latest)
 }
 
 // NewFor returns the counter called name: "estimate" (Pi r's rules; encoding ignored) or
 // "tiktoken" with encoding "o200k_base" or "cl100k_base" ("" means o200k_base).
-func NewFor(name, encoding string, r sessionio.Release) (Counter, error) {
+func NewFor(name, encoding string, r pi.Release) (Counter, error) {
 	switch strings.ToLower(strings.TrimSpace(name)) {
 	case CounterEstimate:
 		return EstimateFor(r), nil

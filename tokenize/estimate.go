@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
 )
@@ -14,15 +15,15 @@ type estimate struct {
 	userImages, system bool
 }
 
-// Estimate returns Pi's estimateTokens as the newest Pi computes it (sessionio.Latest):
+// Estimate returns Pi's estimateTokens as the newest Pi computes it (pi.Latest):
 // ceil(chars/4) over UTF-16 code units, with the per-role rules in the package doc. It
 // matches the real Pi on every message entry of the corpus (TestEstimateMatchesPi).
-func Estimate() Counter { return EstimateFor(sessionio.Latest) }
+func Estimate() Counter { return EstimateFor(pi.Latest) }
 
 // EstimateFor returns Pi's estimateTokens as Pi r computes it. Counters whose counts differ
 // have different names.
-func EstimateFor(r sessionio.Release) Counter {
-	return estimate{userImages: r.Has(sessionio.UserImagesWeigh), system: r.Has(sessionio.SystemMessagesWeigh)}
+func EstimateFor(r pi.Release) Counter {
+	return estimate{userImages: r.Has(pi.UserImagesWeigh), system: r.Has(pi.SystemMessagesWeigh)}
 }
 
 // Name is "estimate" for the newest Pi's rules, else "estimate@" and the first release that
@@ -33,7 +34,7 @@ func (e estimate) Name() string {
 	case e.system:
 		return CounterEstimate
 	case e.userImages:
-		return CounterEstimate + "@" + sessionio.UserImagesWeigh.Since().String()
+		return CounterEstimate + "@" + pi.UserImagesWeigh.Since().String()
 	}
 	return CounterEstimate + "@0.73.0"
 }

@@ -2,12 +2,14 @@ package tokenize
 
 import (
 	"encoding/json"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
 
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -35,9 +37,9 @@ type estimateGolden struct {
 // before 0.80.4 each message entry's message; then (ContextMessagesWeigh) the messages each
 // entry puts into the context, and from 0.87 (ContextEdits) into the projection (nil for an
 // entry that puts none there).
-func perEntry(path []*sessionio.Entry, r sessionio.Release, est Counter) []*int {
+func perEntry(path []*sessionio.Entry, r pi.Release, est Counter) []*int {
 	out := make([]*int, len(path))
-	if !r.Has(sessionio.ContextMessagesWeigh) {
+	if !r.Has(pi.ContextMessagesWeigh) {
 		for i, e := range path {
 			if e.Type == sessionio.TypeMessage {
 				n := est.Count(e.Message)
@@ -46,9 +48,9 @@ func perEntry(path []*sessionio.Entry, r sessionio.Release, est Counter) []*int 
 		}
 		return out
 	}
-	if !r.Has(sessionio.ContextEdits) {
+	if !r.Has(pi.ContextEdits) {
 		for i, e := range path {
-			if msgs := sessionio.MessagesOf(e, r); len(msgs) > 0 {
+			if msgs := picontext.MessagesOf(e, r); len(msgs) > 0 {
 				n := 0
 				for _, m := range msgs {
 					n += est.Count(m)
@@ -58,7 +60,7 @@ func perEntry(path []*sessionio.Entry, r sessionio.Release, est Counter) []*int 
 		}
 		return out
 	}
-	for _, pe := range sessionio.Project(path, r).Entries {
+	for _, pe := range picontext.Project(path, r).Entries {
 		if len(pe.Messages) == 0 {
 			continue
 		}
@@ -82,7 +84,7 @@ func TestEstimateMatchesPi(t *testing.T) {
 		t.Fatal(err)
 	}
 	for _, v := range versions {
-		r := sessionio.MustParseRelease(v)
+		r := pi.MustParseRelease(v)
 		t.Run(v, func(t *testing.T) {
 			t.Parallel()
 			checkEstimateGoldens(t, r)
@@ -90,7 +92,7 @@ func TestEstimateMatchesPi(t *testing.T) {
 	}
 }
 
-func checkEstimateGoldens(t *testing.T, d sessionio.Release) {
+func checkEstimateGoldens(t *testing.T, d pi.Release) {
 	data, err := os.ReadFile(filepath.Join("testdata", "estimate-goldens", d.String()+".json"))
 	if err != nil {
 		t.Fatal(err)
@@ -194,7 +196,7 @@ func TestEstimateRules(t *testing.T) {
 		{"unknown role", `{"role":"hookMessage","content":"abcdefgh"}`, 0, 0, 0},
 		{"empty", `{"role":"user","content":""}`, 0, 0, 0},
 	}
-	pi073, pi086 := EstimateFor(sessionio.MustParseRelease("0.73.1")), EstimateFor(sessionio.MustParseRelease("0.86.1"))
+	pi073, pi086 := EstimateFor(pi.MustParseRelease("0.73.1")), EstimateFor(pi.MustParseRelease("0.86.1"))
 	for _, tc := range tests {
 		if got := pi073.Count(msg(t, tc.raw)); got != tc.want073 {
 			t.Errorf("%s (Pi 0.73): %d, want %d", tc.name, got, tc.want073)

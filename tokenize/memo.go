@@ -37,7 +37,7 @@ func NewMemo(c Counter) *Memo {
 
 // NewSessionMemo returns a memoizing count (named name) for the messages of one session:
 // the messages of entries are keyed by identity (they live as long as the session), any
-// other message by its raw bytes (messages that sessionio.AsMessage synthesizes afresh on
+// other message by its raw bytes (messages that picontext.AsMessage synthesizes afresh on
 // every call: custom messages, branch and compaction summaries); a message without raw
 // bytes is counted each time.
 func NewSessionMemo(name string, entries []*sessionio.Entry, count func(*sessionio.Message) int) *Memo {

@@ -1,6 +1,7 @@
 package tokenize
 
 import (
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"os/exec"
 	"sync"
@@ -112,7 +113,7 @@ func TestSessionMemoCountsOnce(t *testing.T) {
 	calls, synthesized := 0, 0
 	for range 3 {
 		for _, e := range s.Entries {
-			msg := sessionio.AsMessage(e)
+			msg := picontext.AsMessage(e)
 			if msg == nil {
 				continue
 			}
@@ -122,7 +123,7 @@ func TestSessionMemoCountsOnce(t *testing.T) {
 		}
 	}
 	for _, e := range s.Entries {
-		if msg := sessionio.AsMessage(e); msg != nil {
+		if msg := picontext.AsMessage(e); msg != nil {
 			calls++
 			if msg != e.Message {
 				synthesized++

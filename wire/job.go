@@ -11,7 +11,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // JobVersion is the version of the job payload this package writes, and the one its workers
@@ -132,7 +132,7 @@ func (j *Job) ValidateFor(versions []int) error {
 	if j.PiVersion != "" {
 		// Any well-formed release is accepted (an unknown one is served as --pi-unknown
 		// says); a malformed or overlong one never reaches a worker's logs or metrics.
-		if _, err := sessionio.ParseRelease(j.PiVersion); err != nil {
+		if _, err := pi.ParseRelease(j.PiVersion); err != nil {
 			return fmt.Errorf("job: piVersion: %w", err)
 		}
 	}

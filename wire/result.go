@@ -39,7 +39,7 @@ type Result struct {
 	// Busy marks a skip for a state that passes by itself (a turn or a write in progress).
 	Busy bool `json:"busy,omitempty"`
 	// PiUnknown is the Pi release the job was worked (or skipped) for when compactor does not
-	// know it (sessionio.Release.Known): it goes into the event and the metric
+	// know it (pi.Release.Known): it goes into the event and the metric
 	// compactor_pi_version_unknown_total. Set it with or without an error.
 	PiUnknown string `json:"piUnknown,omitempty"`
 }

@@ -10,12 +10,12 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // Which Pi a session follows. A session file does not say which Pi wrote it, and the
-// releases read, plan and write differently (sessionio.Release): a store says which Pi its
+// releases read, plan and write differently (pi.Release): a store says which Pi its
 // agents run (--pi-version for all, --store-pi for one), the newest by default, and a job
 // from an agent may say it itself (the extension sends the Pi it runs in). A release
 // compactor has not proven is never served silently: the policy (--pi-unknown) says what
@@ -88,7 +88,7 @@ func (pv PiVersions) forRequest(store, named string) (version, unknown, refusal 
 	if version == "" {
 		version = pv.of(store)
 	}
-	r, err := sessionio.ParseRelease(version)
+	r, err := pi.ParseRelease(version)
 	if err != nil {
 		return "", "", "", fmt.Errorf("piVersion: %w", err)
 	}

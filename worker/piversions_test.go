@@ -17,6 +17,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/fakellm"
 	"github.com/compactor-dev/compactor/internal/pigolden"
 	"github.com/compactor-dev/compactor/internal/waitfor"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/pipeline"
 	"github.com/compactor-dev/compactor/pipeline/pipelinetest"
 	"github.com/compactor-dev/compactor/sessionio"
@@ -186,7 +187,7 @@ func TestUnknownPiRelease(t *testing.T) {
 			t.Fatalf("event %+v, want done with piUnknown 9.9.9", ev)
 		}
 		got, tokens := firstKept(t, file)
-		if want, wantTokens := piCut(t, sessionio.Latest.String(), golden); got != want || tokens != wantTokens {
+		if want, wantTokens := piCut(t, pi.Latest.String(), golden); got != want || tokens != wantTokens {
 			t.Fatalf("kept from %s, tokensBefore %d; the newest release's cut keeps from %s, %d", got, tokens, want, wantTokens)
 		}
 		if !regexp.MustCompile(`level=WARN msg="unknown Pi release" store=default pi_version=9\.9\.9 warning="Pi 9\.9\.9 is newer than every release compactor knows`).MatchString(b.log(t)) {

@@ -8,11 +8,13 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"os"
 	"sort"
 
 	"github.com/compactor-dev/compactor/internal/cli/command"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -47,8 +49,8 @@ func runContext(ctx context.Context, env *Env) error {
 (after the latest compaction on the path), the thinking level and the model. With --leaf,
 build it for another entry instead of the file's leaf (the last entry line).`)
 	asJSON := fs.Bool("json", false, "print JSON (the same fields as Pi's harness prints: interop/pi)")
-	var pi piFlags
-	piVersionFlag(fs.FlagSet, &pi, env.Getenv)
+	var piv piFlags
+	piVersionFlag(fs.FlagSet, &piv, env.Getenv)
 	leaf := fs.String("leaf", "", "build the context for this entry id instead of the current leaf")
 	var cks string
 	checkpointFlag(fs.FlagSet, &cks, env)
@@ -60,12 +62,12 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 	if err != nil {
 		return err
 	}
-	warning, err := pi.check()
+	warning, err := piv.check()
 	if err != nil {
 		return err
 	}
 	warnTo(env.Stderr, warning)
-	d, _ := sessionio.ParseRelease(pi.version)
+	d, _ := pi.ParseRelease(piv.version)
 	if err := sessionio.CheckLoads(file, d); err != nil {
 		return inputError(err)
 	}
@@ -97,7 +99,7 @@ build it for another entry instead of the file's leaf (the last entry line).`)
 
 // newContextOutput is the context of t's path as Pi builds it under release d, and its
 // messages.
-func newContextOutput(file string, t *sessionio.Tail, d sessionio.Release) (contextOutput, []*sessionio.Message) {
+func newContextOutput(file string, t *sessionio.Tail, d pi.Release) (contextOutput, []*sessionio.Message) {
 	out := contextOutput{
 		File: file, Version: t.Version(), EntryCount: t.EntryCount, Labels: t.Labels,
 		Diagnostics: t.Diagnostics, PathIDs: []string{}, MessageEntryIDs: []string{},
@@ -118,7 +120,7 @@ func newContextOutput(file string, t *sessionio.Tail, d sessionio.Release) (cont
 	for _, e := range path {
 		out.PathIDs = append(out.PathIDs, e.ID)
 	}
-	c := sessionio.BuildContext(path, d)
+	c := picontext.Build(path, d)
 	msgs = c.Messages
 	out.Context.ThinkingLevel = c.ThinkingLevel
 	out.Context.Model = c.Model
@@ -169,7 +171,7 @@ func writeContextJSON(stdout io.Writer, out *contextOutput, msgs []*sessionio.Me
 			if _, err := f.ReadAt(raw, m.At.Off); err != nil {
 				return fmt.Errorf("%s: read a message: %w", t.File, err)
 			}
-			w.Write(sessionio.ReplaceMember(raw, "content", m.ContentRaw))
+			w.Write(picontext.ReplaceMember(raw, "content", m.ContentRaw))
 			continue
 		}
 		if _, err := io.Copy(w, io.NewSectionReader(f, m.At.Off, m.At.Len)); err != nil {

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"strings"
 	"unicode/utf8"
@@ -226,7 +227,7 @@ func (in *inspector) line(w io.Writer, e *sessionio.Entry, depth int) {
 		}
 	}
 	tok := ""
-	if m := sessionio.AsMessage(e); m != nil {
+	if m := picontext.AsMessage(e); m != nil {
 		tok = fmt.Sprintf("%7d", in.r.Counter.Count(m))
 	}
 	kind := e.Type
@@ -394,7 +395,7 @@ func (in *inspector) writeJSON(w io.Writer, rows []inspectRow) error {
 		if e.Type == sessionio.TypeMessage && e.Message != nil {
 			je.Role = e.Message.Role
 		}
-		if m := sessionio.AsMessage(e); m != nil {
+		if m := picontext.AsMessage(e); m != nil {
 			n := r.Counter.Count(m)
 			je.Tokens = &n
 		}

@@ -12,8 +12,8 @@ import (
 
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/cli/command"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/pipeline"
-	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/worker"
 )
 
@@ -30,10 +30,10 @@ type piFlags struct {
 // piVersionFlag registers --pi-version (env COMPACTOR_PI_VERSION; default the newest Pi) and
 // --pi-unknown (env COMPACTOR_PI_UNKNOWN).
 func piVersionFlag(fs *flag.FlagSet, dst *piFlags, getenv func(string) string) {
-	rs := sessionio.Releases()
+	rs := pi.Releases()
 	fs.StringVar(&dst.version, "pi-version", getenv("COMPACTOR_PI_VERSION"),
 		fmt.Sprintf("the Pi release whose rules sessions follow: any x.y.z (compactor knows every release from %s to %s), x.y (its newest known patch) or latest (default: %s; env COMPACTOR_PI_VERSION); see docs/compatibility.md",
-			rs[0], sessionio.Latest, sessionio.Latest))
+			rs[0], pi.Latest, pi.Latest))
 	unknown := getenv("COMPACTOR_PI_UNKNOWN")
 	if unknown == "" {
 		unknown = worker.PiUnknownWarn
@@ -54,7 +54,7 @@ func (p piFlags) check() (warning string, err error) {
 // checkRelease checks the version a flag gives (what names the flag, "--store-pi host1" for
 // instance) under the --pi-unknown policy.
 func checkRelease(what, version, policy string) (warning string, err error) {
-	r, err := sessionio.ParseRelease(version)
+	r, err := pi.ParseRelease(version)
 	if err != nil {
 		return "", command.Usagef("%s: %v", what, err)
 	}
@@ -91,7 +91,7 @@ func (s *storePiFlag) Set(v string) error {
 	if !ok || name == "" {
 		return fmt.Errorf("%q: want NAME=VERSION (for example host1=0.80.3)", v)
 	}
-	if _, err := sessionio.ParseRelease(version); err != nil {
+	if _, err := pi.ParseRelease(version); err != nil {
 		return fmt.Errorf("%q: %w", v, err)
 	}
 	if *s == nil {

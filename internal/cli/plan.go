@@ -7,12 +7,14 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"strings"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
 	"github.com/compactor-dev/compactor/internal/cli/command"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -251,17 +253,17 @@ type contextParts struct {
 	stale, staleAfter string
 }
 
-func splitContext(path []*sessionio.Entry, d sessionio.Release, c tokenize.Counter) contextParts {
+func splitContext(path []*sessionio.Entry, d pi.Release, c tokenize.Counter) contextParts {
 	var cp contextParts
-	ctx := sessionio.BuildContext(path, d)
+	ctx := picontext.Build(path, d)
 	last := -1
 	for i := len(ctx.Messages) - 1; i >= 0; i-- {
-		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() && (!d.Has(sessionio.ZeroUsageSkipped) || m.Usage.ContextTokens() > 0) {
+		if m := ctx.Messages[i]; m != nil && m.HasValidUsage() && (!d.Has(pi.ZeroUsageSkipped) || m.Usage.ContextTokens() > 0) {
 			last = i
 			break
 		}
 	}
-	if d.Has(sessionio.ContextEdits) && last >= 0 {
+	if d.Has(pi.ContextEdits) && last >= 0 {
 		at, invalidated := -1, -1
 		for i, e := range path {
 			if e.ID == ctx.EntryIDs[last] {

@@ -2,6 +2,7 @@ package console
 
 import (
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"os"
 	"path/filepath"
@@ -149,7 +150,7 @@ func sessionView(s *sessionio.Session, rel string) (*SessionFile, error) {
 		index[e.ID] = i
 		t := 0
 		if e.Type != sessionio.TypeCompaction {
-			if m := sessionio.AsMessage(e); m != nil {
+			if m := picontext.AsMessage(e); m != nil {
 				t = count.Count(m)
 			}
 		}
@@ -167,7 +168,7 @@ func sessionView(s *sessionio.Session, rel string) (*SessionFile, error) {
 				f.PathPoints[k].Cut = true
 			}
 			summary := 0
-			if m := sessionio.AsMessage(e); m != nil {
+			if m := picontext.AsMessage(e); m != nil {
 				summary = count.Count(m)
 			}
 			f.PathPoints[i].Tokens = summary

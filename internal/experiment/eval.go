@@ -2,6 +2,7 @@ package experiment
 
 import (
 	"context"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"sync"
 
 	"github.com/compactor-dev/compactor/cutpoint"
@@ -28,7 +29,7 @@ func (ev *evaluator) compacted(p *cutpoint.Plan, comp *sessionio.Entry, kept []*
 	probes := deriveProbes(span, ev.numbers)
 	// Message entries' messages live as long as the session, and their text is kept;
 	// the others (custom messages, summaries) are made afresh at every AsMessage.
-	fresh := []*sessionio.Message{sessionio.AsMessage(comp)}
+	fresh := []*sessionio.Message{picontext.AsMessage(comp)}
 	stable := make([]*sessionio.Message, 0, len(kept))
 	for _, e := range kept {
 		switch m := contextMessage(e); {
@@ -64,7 +65,7 @@ func (ev *evaluator) result() *ReplayEval {
 	return &out
 }
 
-// contextMessage is what an entry puts into Pi's context (sessionio.BuildContext): a
+// contextMessage is what an entry puts into Pi's context (picontext.Build): a
 // message, a custom_message, a branch_summary with a summary; nil for the rest (a
 // compaction's summary enters only as the latest one, which the caller adds).
 func contextMessage(e *sessionio.Entry) *sessionio.Message {
@@ -72,10 +73,10 @@ func contextMessage(e *sessionio.Entry) *sessionio.Message {
 	case sessionio.TypeMessage:
 		return e.Message
 	case sessionio.TypeCustomMessage:
-		return sessionio.AsMessage(e)
+		return picontext.AsMessage(e)
 	case sessionio.TypeBranchSummary:
 		if e.Summary != "" {
-			return sessionio.AsMessage(e)
+			return picontext.AsMessage(e)
 		}
 	}
 	return nil

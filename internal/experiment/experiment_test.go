@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/compactor-dev/compactor/internal/pigolden"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -14,6 +15,7 @@ import (
 	"testing"
 
 	"github.com/compactor-dev/compactor/cutpoint"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/tokenize"
 )
@@ -187,7 +189,7 @@ func TestCorpusRunsEverything(t *testing.T) {
 }
 
 // TestReplayContextIsRecounted: the context size the replay tracks incrementally equals a
-// full recount of the replayed path's context (BuildContext, every message counted), at
+// full recount of the replayed path's context (picontext.Build, every message counted), at
 // every step of every corpus session that compacts, with synthetic compactions in place.
 func TestReplayContextIsRecounted(t *testing.T) {
 	// Not parallel: it sets a package hook.
@@ -196,7 +198,7 @@ func TestReplayContextIsRecounted(t *testing.T) {
 	var bad []string
 	checkContextHook = func(path []*sessionio.Entry, tokens int) {
 		steps++
-		ctx := sessionio.BuildContext(path, sessionio.MustParseRelease("0.73.1"))
+		ctx := picontext.Build(path, pi.MustParseRelease("0.73.1"))
 		want := 0
 		for _, m := range ctx.Messages {
 			want += counter.Count(m)

@@ -3,6 +3,7 @@ package experiment
 import (
 	"strings"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -38,7 +39,7 @@ func textCounter(c tokenize.Counter) func(string) int {
 // serializedCounter counts what one message costs inside the summarizer's prompt: the
 // tokens of its text as summarize.SerializeConversation renders it (tool results clipped
 // to summarize.ToolResultMaxChars), plus the "\n\n" that joins it to its neighbours.
-func serializedCounter(text func(string) int, r sessionio.Release) func(*sessionio.Message) int {
+func serializedCounter(text func(string) int, r pi.Release) func(*sessionio.Message) int {
 	return func(m *sessionio.Message) int {
 		parts := summarize.SerializeParts([]*sessionio.Message{m}, r)
 		if len(parts) == 0 {

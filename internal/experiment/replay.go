@@ -3,10 +3,12 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"strings"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/engine"
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/fileops"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
@@ -102,10 +104,10 @@ func (run *replayRun) grow(e *sessionio.Entry) {
 	ss := run.ss
 	run.rp = append(run.rp, e)
 	run.tokens += ss.entryTokens(e)
-	if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(sessionio.ContextEdits) {
+	if e.Type == sessionio.TypeContextEdit && ss.src.Release.Has(pi.ContextEdits) {
 		// From Pi 0.87 an edit changes what an earlier entry weighs; count the context again.
 		run.tokens = 0
-		for _, m := range sessionio.Project(run.rp[run.from:], ss.src.Release).Messages() {
+		for _, m := range picontext.Project(run.rp[run.from:], ss.src.Release).Messages() {
 			run.tokens += ss.mc.Count(m)
 		}
 	}
@@ -165,7 +167,7 @@ func (run *replayRun) compact(ctx context.Context, e *sessionio.Entry) error {
 	if err != nil {
 		return err
 	}
-	summaryTokens := ss.mc.Count(sessionio.AsMessage(comp))
+	summaryTokens := ss.mc.Count(picontext.AsMessage(comp))
 	after := summaryTokens + kept
 	if after >= run.tokens {
 		row.Refused++
@@ -273,7 +275,7 @@ func (r *sessionRunner) summary(ctx context.Context, ss *session, p *cutpoint.Pl
 }
 
 // compactionEntry builds an in-memory compaction entry as Pi would append it after leaf,
-// with Raw written like Pi's line so sessionio.AsMessage and BuildContext read it.
+// with Raw written like Pi's line so picontext.AsMessage and picontext.Build read it.
 func compactionEntry(id string, leaf *sessionio.Entry, summary, firstKept string, tokensBefore int, readFiles, modifiedFiles []string) (*sessionio.Entry, error) {
 	if readFiles == nil {
 		readFiles = []string{}

@@ -3,6 +3,7 @@ package experiment
 import (
 	"context"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"runtime/debug"
 	"strings"
 	"sync"
@@ -272,7 +273,7 @@ func (r *sessionRunner) snapshot(ss *session, keep int) ([]SnapshotRow, error) {
 
 // entryTokens is what an entry puts into the context, counted once per session: a
 // message, a custom_message, or a branch_summary with a non-empty summary (what
-// sessionio.BuildContext emits). Compaction entries count as their summary only where a
+// picontext.Build emits). Compaction entries count as their summary only where a
 // replay puts them, so they are 0 here.
 func (ss *session) entryTokens(e *sessionio.Entry) int {
 	if n, ok := ss.ctxTok[e]; ok {
@@ -283,10 +284,10 @@ func (ss *session) entryTokens(e *sessionio.Entry) int {
 	case sessionio.TypeMessage:
 		n = ss.mc.Count(e.Message)
 	case sessionio.TypeCustomMessage:
-		n = ss.mc.Count(sessionio.AsMessage(e))
+		n = ss.mc.Count(picontext.AsMessage(e))
 	case sessionio.TypeBranchSummary:
 		if e.Summary != "" {
-			n = ss.mc.Count(sessionio.AsMessage(e))
+			n = ss.mc.Count(picontext.AsMessage(e))
 		}
 	}
 	ss.ctxTok[e] = n

@@ -2,6 +2,7 @@ package jsonscan
 
 import (
 	"bytes"
+	"strconv"
 	"unicode/utf16"
 	"unicode/utf8"
 	"unsafe"
@@ -214,6 +215,35 @@ func String(raw []byte) (string, bool) {
 		return "", false
 	}
 	return Unquote(raw), true
+}
+
+// Number decodes a validated JSON number literal; false for other values and for numbers
+// a float64 cannot hold (encoding/json's range error).
+func Number(raw []byte) (float64, bool) {
+	if len(raw) == 0 || (raw[0] != '-' && (raw[0] < '0' || raw[0] > '9')) {
+		return 0, false
+	}
+	v, err := strconv.ParseFloat(string(raw), 64)
+	if err != nil {
+		return 0, false
+	}
+	return v, true
+}
+
+// Lookup is Get for keys written with escapes too: each key is compared as JSON.parse
+// reads it ("\u0063ontent" is "content"), and the last member of that name wins.
+func Lookup(ms []Member, key string) []byte {
+	for i := len(ms) - 1; i >= 0; i-- {
+		k := ms[i].Key
+		if bytes.IndexByte(k, '\\') >= 0 {
+			if Key(k) == key {
+				return ms[i].Val
+			}
+		} else if string(k) == key {
+			return ms[i].Val
+		}
+	}
+	return nil
 }
 
 // Key returns a member's key, decoding escapes if it has any.

@@ -5,6 +5,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"io"
 	"os"
 	"sync"
@@ -165,8 +166,8 @@ func Compaction(ctx context.Context, f *sessionio.File, expect Expect, c NewComp
 				{Key: "fromHook", Value: false},
 			}
 			if c.SystemMessage != nil {
-				t, _ := sessionio.ParseJSDate(ts)
-				fs = append(fs, jsjson.Field{Key: "systemMessage", Value: c.SystemMessage.WithTimestamp(t).Raw})
+				t, _ := picontext.ParseJSDate(ts)
+				fs = append(fs, jsjson.Field{Key: "systemMessage", Value: picontext.WithTimestamp(c.SystemMessage, t).Raw})
 			}
 			return fs
 		}, nil
@@ -468,7 +469,7 @@ func timestampAfter(path []*sessionio.Entry) string {
 	t := now().UTC().Truncate(time.Millisecond)
 	latest := float64(t.UnixMilli())
 	for _, e := range path {
-		if ms, ok := sessionio.ParseJSDate(e.Timestamp); ok && ms > latest {
+		if ms, ok := picontext.ParseJSDate(e.Timestamp); ok && ms > latest {
 			latest = ms
 		}
 		if e.Message != nil && e.Message.Timestamp > latest {

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -195,7 +196,7 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 					t.Fatal(err)
 				}
 				path := mustPath(t, s, "")
-				old := sessionio.BuildContext(path, pi073)
+				old := picontext.Build(path, pi073)
 				leaf := path[len(path)-1]
 				var ap *Appended
 				var want []json.RawMessage
@@ -237,7 +238,7 @@ func TestAppendCorpusLoadsInPi(t *testing.T) {
 				if s2.LeafID() != ap.ID {
 					t.Fatalf("leaf after append %q, want %q", s2.LeafID(), ap.ID)
 				}
-				got := rawMessages(sessionio.BuildContext(mustPath(t, s2, ""), pi073).Messages)
+				got := rawMessages(picontext.Build(mustPath(t, s2, ""), pi073).Messages)
 				if !jsonEqual(t, got, want) {
 					t.Fatalf("context after append is not the old context plus the entry's effect")
 				}
@@ -272,7 +273,7 @@ func rawMessages(ms []*sessionio.Message) []json.RawMessage {
 
 func mustMillis(t *testing.T, ts string) int64 {
 	t.Helper()
-	ms, ok := sessionio.ParseJSDate(ts)
+	ms, ok := picontext.ParseJSDate(ts)
 	if !ok {
 		t.Fatalf("bad timestamp %q", ts)
 	}

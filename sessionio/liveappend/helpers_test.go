@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"testing"
 
+	"github.com/compactor-dev/compactor/pi"
 	"github.com/compactor-dev/compactor/sessionio"
 )
 
@@ -41,4 +42,4 @@ func mustJSON(v any) []byte {
 }
 
 // pi073 is Pi 0.73.1, whose rules the tests compare with the newest.
-var pi073 = sessionio.MustParseRelease("0.73.1")
+var pi073 = pi.MustParseRelease("0.73.1")

@@ -7,6 +7,7 @@ import (
 	"errors"
 	"fmt"
 	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/picontext"
 	"math/rand/v2"
 	"os"
 	"os/exec"
@@ -119,7 +120,7 @@ func TestAppendInterleavedWriter(t *testing.T) {
 				if last.ID != ap.Restores[len(ap.Restores)-1] || last.Type != sessionio.TypeCustom || last.CustomType != RestoreCustomType {
 					t.Fatalf("leaf %s (%s), want the last restore entry", last.ID, last.Type)
 				}
-				if got := sessionio.BuildContext(path, pi073); len(got.Messages) != 2+len(piIDs) {
+				if got := picontext.Build(path, pi073); len(got.Messages) != 2+len(piIDs) {
 					t.Fatalf("context has %d messages, want the %d entries Pi wrote", len(got.Messages), 2+len(piIDs))
 				}
 			}
@@ -193,7 +194,7 @@ func TestAppendRestoreGolden(t *testing.T) {
 	if s2.LeafID() != pi.LeafID || !slices.Equal(ids, pi.PathIDs) {
 		t.Fatalf("leaf %s path %v; Pi: leaf %s path %v", s2.LeafID(), ids, pi.LeafID, pi.PathIDs)
 	}
-	if !jsonEqual(t, rawMessages(sessionio.BuildContext(path, pi073).Messages), pi.Messages) {
+	if !jsonEqual(t, rawMessages(picontext.Build(path, pi073).Messages), pi.Messages) {
 		t.Fatal("context differs from Pi's")
 	}
 	if os.Getenv("COMPACTOR_INTEROP") == "1" {

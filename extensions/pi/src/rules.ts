@@ -1,5 +1,5 @@
 // Pi's rules that the extension cannot see in what the host Pi exports, by the first release
-// that has each (compactor's sessionio.Behaviour names them; docs/compatibility.md).
+// that has each (compactor's pi.Behaviour names them; docs/compatibility.md).
 
 /** The first release with each rule. */
 const SINCE = {

@@ -111,7 +111,7 @@ func run(ctx context.Context, env *command.Env) error {
 	replicas := fs.Int("replicas", 1, "the replicas compactor setup will give the streams (--replicas of setup): the default --max-storage holds them")
 	var storage command.ByteSize
 	fs.Var(&storage, "max-storage", "each account's JetStream file storage, in `BYTES` (default: what compactor setup's default limits reserve, with --replicas)")
-	maxConsumers := fs.Int("max-consumers", 0, "each account's consumers (default: two per store, the watches of its sweep records and the operator's reads)")
+	maxConsumers := fs.Int("max-consumers", 0, "each account's consumers (default: two per store, the watches of its sweep records, 8 per store and at least 64, and the operator's 24 reads)")
 	maxConns := fs.Int("max-connections", 1024, "each account's connections at once (its agents, workers and commands)")
 	maxSubs := fs.Int("max-subscriptions", 65536, "each account's subscriptions at once")
 	pos, err := fs.ParseArgs(env.Args)

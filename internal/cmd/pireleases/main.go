@@ -13,7 +13,7 @@
 // It writes the table into docs/compatibility.md (between the releases markers) and exits 0
 // when every release matches on everything, 1 when one differs (naming the release and the
 // first difference), 2 when a published release is one compactor does not know yet
-// (sessionio's known releases) though it matches.
+// (package pi's known releases) though it matches.
 //
 //	go run ./internal/cmd/pireleases [-releases all|newest|x.y.z,...] [-doc docs/compatibility.md] [-clean]
 //
@@ -28,6 +28,7 @@ import (
 	"errors"
 	"flag"
 	"fmt"
+	"github.com/compactor-dev/compactor/sessionio"
 	"io"
 	"os"
 	"os/exec"
@@ -38,7 +39,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/pi"
 )
 
 // Markers around the generated table in the doc.
@@ -179,7 +180,7 @@ func summarize(out io.Writer, results []*result, took time.Duration) error {
 			annotate(out, "error", fmt.Sprintf("Pi %s differs from compactor: %s (docs/compatibility.md, \"When Pi moves\")", r.Release, r.First))
 		case !r.Known:
 			unknown++
-			annotate(out, "warning", fmt.Sprintf("Pi %s is published and matches, but compactor does not know it yet: add it to sessionio's knownReleases (docs/compatibility.md, \"When Pi moves\")", r.Release))
+			annotate(out, "warning", fmt.Sprintf("Pi %s is published and matches, but compactor does not know it yet: add it to pi's knownReleases (docs/compatibility.md, \"When Pi moves\")", r.Release))
 		}
 	}
 	fmt.Fprintf(out, "pireleases: %d releases in %s: %d differ, %d match but are unknown to compactor\n", len(results), took.Round(time.Second), differ, unknown)
@@ -214,7 +215,7 @@ func published() ([]string, error) {
 			return nil, fmt.Errorf("npm view %s versions: %w", pkg, err)
 		}
 		for _, v := range vs {
-			r, err := sessionio.ParseRelease(v)
+			r, err := pi.ParseRelease(v)
 			if err != nil || strings.Contains(v, "-") || r.Package() != pkg || !atLeast(v, "0.73.0") {
 				continue
 			}
@@ -242,7 +243,7 @@ func compareVersions(a, b string) int {
 // check runs every comparison for release v.
 func check(root, harness, work, cliTest, engineTest, v string, clean bool) *result {
 	start := time.Now()
-	rel := sessionio.MustParseRelease(v)
+	rel := pi.MustParseRelease(v)
 	r := &result{Release: v, Known: rel.Known()}
 	defer func() { r.Took = time.Since(start) }()
 	env := []string{"PI_VERSION=" + v, "PI_HARNESS=" + harness}
@@ -282,7 +283,7 @@ func (r *result) fail(format string, args ...any) {
 
 // checkTypes compares the entry types and roles the release declares with the ones
 // compactor's rules for it know.
-func (r *result) checkTypes(root, harness string, env []string, rel sessionio.Release) {
+func (r *result) checkTypes(root, harness string, env []string, rel pi.Release) {
 	b, err := command(root, env, harness, "types", "--compact").Output()
 	var types struct{ EntryTypes, Roles []string }
 	if err == nil {
@@ -291,10 +292,10 @@ func (r *result) checkTypes(root, harness string, env []string, rel sessionio.Re
 	switch {
 	case err != nil:
 		r.fail("interop/pi/pi types: %v", err)
-	case !slices.Equal(types.EntryTypes, rel.EntryTypes()):
-		r.fail("declares the entry types %v; compactor knows %v for it", types.EntryTypes, rel.EntryTypes())
-	case !slices.Equal(types.Roles, rel.Roles()):
-		r.fail("declares the message roles %v; compactor knows %v for it", types.Roles, rel.Roles())
+	case !slices.Equal(types.EntryTypes, sessionio.EntryTypes(rel)):
+		r.fail("declares the entry types %v; compactor knows %v for it", types.EntryTypes, sessionio.EntryTypes(rel))
+	case !slices.Equal(types.Roles, sessionio.Roles(rel)):
+		r.fail("declares the message roles %v; compactor knows %v for it", types.Roles, sessionio.Roles(rel))
 	default:
 		r.TypesOK = true
 	}

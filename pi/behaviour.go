@@ -1,4 +1,4 @@
-package sessionio
+package pi
 
 import "slices"
 
@@ -212,31 +212,4 @@ func RuleSets() []Release {
 		out = append(out, r)
 	}
 	return out
-}
-
-// EntryTypes lists the session entry types Pi r declares (the header's "session" included),
-// sorted: every release's, usage from 0.86 (SystemMessages), context_edit from 0.87
-// (ContextEdits). make interop-releases compares them with each release's own declarations.
-func (r Release) EntryTypes() []string {
-	ts := []string{TypeSession, TypeMessage, TypeModelChange, TypeThinkingLevelChange, TypeCompaction, TypeBranchSummary,
-		TypeCustom, TypeCustomMessage, TypeLabel, TypeSessionInfo}
-	if r.Has(SystemMessages) {
-		ts = append(ts, TypeUsage)
-	}
-	if r.Has(ContextEdits) {
-		ts = append(ts, TypeContextEdit)
-	}
-	slices.Sort(ts)
-	return ts
-}
-
-// Roles lists the message roles Pi r declares, sorted: every release's, system from 0.86
-// (SystemMessages).
-func (r Release) Roles() []string {
-	rs := []string{RoleUser, RoleAssistant, RoleToolResult, RoleBashExecution, RoleCustom, RoleBranchSummary, RoleCompactionSummary}
-	if r.Has(SystemMessages) {
-		rs = append(rs, RoleSystem)
-	}
-	slices.Sort(rs)
-	return rs
 }

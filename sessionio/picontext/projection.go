@@ -1,20 +1,22 @@
-package sessionio
+package picontext
 
 import (
 	"encoding/json"
-	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 
+	"github.com/compactor-dev/compactor/pi"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
 
 // Projected is one entry of a context as Pi builds it, with the messages it puts there (none
 // for most entry types, for an entry a context edit omits, and for an older compaction kept
 // inside the newest one's range).
 type Projected struct {
-	Entry *Entry
+	Entry *sessionio.Entry
 	// Index is the entry's position on the path it was projected from.
 	Index    int
-	Messages []*Message
+	Messages []*sessionio.Message
 }
 
 // Projection is the context Pi builds for a path, entry by entry: Pi's buildSessionProjection
@@ -24,7 +26,7 @@ type Projected struct {
 // entries from its firstKeptEntryId up to it (nothing when that id is not on the path, as for
 // a retain-none compaction, whose firstKeptEntryId is its own id) and then every entry after
 // it; without one, Entries is the whole path. What each entry puts there depends on the
-// release (sessionio.Behaviour): with SystemMessages the kept range leaves system messages
+// release (pi.Behaviour): with SystemMessages the kept range leaves system messages
 // out (the compaction's checkpoint replaces them) and a compaction contributes its
 // systemMessage before its summary; with EntryMessages a message without content gets an
 // empty one, and (ResentSummary) an older compaction kept in the range contributes again;
@@ -32,10 +34,10 @@ type Projected struct {
 // replacement omits the target's messages, an object replaces their content) and only the
 // newest compaction contributes.
 type Projection struct {
-	Release       Release
+	Release       pi.Release
 	Entries       []Projected
 	ThinkingLevel string
-	Model         *ModelRef
+	Model         *sessionio.ModelRef
 	// Compaction is the index in Entries of the compaction whose summary the context starts
 	// with (0), or -1 without one.
 	Compaction int
@@ -43,25 +45,25 @@ type Projection struct {
 
 // Project builds the projection of path (root first, as Session.Path returns it) under
 // release r's rules.
-func Project(path []*Entry, r Release) *Projection {
+func Project(path []*sessionio.Entry, r pi.Release) *Projection {
 	r = r.Or()
 	p := &Projection{Release: r, ThinkingLevel: "off", Compaction: -1}
 	compIdx := -1
 	for i, e := range path {
 		switch e.Type {
-		case TypeThinkingLevelChange:
+		case sessionio.TypeThinkingLevelChange:
 			p.ThinkingLevel = e.ThinkingLevel
-		case TypeModelChange:
-			p.Model = &ModelRef{Provider: e.Provider, ModelID: e.ModelID}
-		case TypeMessage:
-			if e.Message != nil && e.Message.Role == RoleAssistant {
-				p.Model = &ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
+		case sessionio.TypeModelChange:
+			p.Model = &sessionio.ModelRef{Provider: e.Provider, ModelID: e.ModelID}
+		case sessionio.TypeMessage:
+			if e.Message != nil && e.Message.Role == sessionio.RoleAssistant {
+				p.Model = &sessionio.ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
 			}
-		case TypeCompaction:
+		case sessionio.TypeCompaction:
 			compIdx = i
 		}
 	}
-	dropKeptSystem := r.Has(SystemMessages)
+	dropKeptSystem := r.Has(pi.SystemMessages)
 	entries := make([]Projected, 0, len(path)-max(0, compIdx)+1)
 	if compIdx < 0 {
 		for i, e := range path {
@@ -76,7 +78,7 @@ func Project(path []*Entry, r Release) *Projection {
 			if e.ID == c.FirstKeptEntryID {
 				found = true
 			}
-			if found && !(dropKeptSystem && e.IsMessage(RoleSystem)) {
+			if found && !(dropKeptSystem && e.IsMessage(sessionio.RoleSystem)) {
 				entries = append(entries, Projected{Entry: e, Index: i})
 			}
 		}
@@ -84,25 +86,25 @@ func Project(path []*Entry, r Release) *Projection {
 			entries = append(entries, Projected{Entry: e, Index: compIdx + 1 + i})
 		}
 	}
-	if !r.Has(EntryMessages) {
+	if !r.Has(pi.EntryMessages) {
 		for k := range entries {
 			entries[k].Messages = messagesBefore0804(entries[k].Entry, k == 0 && compIdx >= 0)
 		}
 		p.Entries = entries
 		return p
 	}
-	var edits map[string]*Entry // the latest context edit of each target
-	if r.Has(ContextEdits) {
-		edits = map[string]*Entry{}
+	var edits map[string]*sessionio.Entry // the latest context edit of each target
+	if r.Has(pi.ContextEdits) {
+		edits = map[string]*sessionio.Entry{}
 		for _, pe := range entries {
-			if pe.Entry.Type == TypeContextEdit {
+			if pe.Entry.Type == sessionio.TypeContextEdit {
 				edits[pe.Entry.TargetID] = pe.Entry
 			}
 		}
 	}
 	for k := range entries {
 		e := entries[k].Entry
-		if e.Type == TypeCompaction && k > 0 && !r.Has(ResentSummary) {
+		if e.Type == sessionio.TypeCompaction && k > 0 && !r.Has(pi.ResentSummary) {
 			continue // an older compaction kept in the newest one's range contributes nothing
 		}
 		entries[k].Messages = applyEdit(entryMessages(e, r), edits[e.ID])
@@ -114,18 +116,18 @@ func Project(path []*Entry, r Release) *Projection {
 // messagesBefore0804 is what an entry puts into the context of a Pi before 0.80.4: a message
 // entry its message, a custom_message a custom message, a branch_summary with a summary a
 // branchSummary message, the latest compaction (first) its summary; nothing else.
-func messagesBefore0804(e *Entry, latestCompaction bool) []*Message {
+func messagesBefore0804(e *sessionio.Entry, latestCompaction bool) []*sessionio.Message {
 	switch e.Type {
-	case TypeMessage:
+	case sessionio.TypeMessage:
 		if e.Message == nil {
 			return nil
 		}
-	case TypeCustomMessage:
-	case TypeBranchSummary:
+	case sessionio.TypeCustomMessage:
+	case sessionio.TypeBranchSummary:
 		if e.Summary == "" {
 			return nil
 		}
-	case TypeCompaction:
+	case sessionio.TypeCompaction:
 		if !latestCompaction {
 			return nil
 		}
@@ -133,7 +135,7 @@ func messagesBefore0804(e *Entry, latestCompaction bool) []*Message {
 		return nil
 	}
 	if m := AsMessage(e); m != nil {
-		return []*Message{m}
+		return []*sessionio.Message{m}
 	}
 	return nil
 }
@@ -142,40 +144,40 @@ func messagesBefore0804(e *Entry, latestCompaction bool) []*Message {
 // before for most entries, with an empty content filled in where a user, assistant or tool
 // result message (and, with SystemMessages, a system message) has none, and a custom_message's;
 // a compaction's systemMessage checkpoint before its summary (SystemMessages).
-func entryMessages(e *Entry, r Release) []*Message {
+func entryMessages(e *sessionio.Entry, r pi.Release) []*sessionio.Message {
 	switch e.Type {
-	case TypeMessage:
+	case sessionio.TypeMessage:
 		m := e.Message
 		if m == nil {
 			return nil
 		}
 		if m.ContentNull {
 			switch m.Role {
-			case RoleSystem:
-				if r.Has(SystemMessages) {
-					return []*Message{withContent(m, json.RawMessage(`""`))}
+			case sessionio.RoleSystem:
+				if r.Has(pi.SystemMessages) {
+					return []*sessionio.Message{withContent(m, json.RawMessage(`""`))}
 				}
-			case RoleUser, RoleAssistant, RoleToolResult:
-				return []*Message{withContent(m, json.RawMessage(`[]`))}
+			case sessionio.RoleUser, sessionio.RoleAssistant, sessionio.RoleToolResult:
+				return []*sessionio.Message{withContent(m, json.RawMessage(`[]`))}
 			}
 		}
-		return []*Message{m}
-	case TypeCustomMessage:
+		return []*sessionio.Message{m}
+	case sessionio.TypeCustomMessage:
 		m := AsMessage(e)
 		if len(e.Content) == 0 || string(e.Content) == "null" {
 			m = withContent(m, json.RawMessage(`[]`))
 		}
-		return []*Message{m}
-	case TypeBranchSummary:
+		return []*sessionio.Message{m}
+	case sessionio.TypeBranchSummary:
 		if e.Summary == "" {
 			return nil
 		}
-		return []*Message{AsMessage(e)}
-	case TypeCompaction:
-		if e.SystemMessage != nil && r.Has(SystemMessages) {
-			return []*Message{e.SystemMessage, AsMessage(e)}
+		return []*sessionio.Message{AsMessage(e)}
+	case sessionio.TypeCompaction:
+		if e.SystemMessage != nil && r.Has(pi.SystemMessages) {
+			return []*sessionio.Message{e.SystemMessage, AsMessage(e)}
 		}
-		return []*Message{AsMessage(e)}
+		return []*sessionio.Message{AsMessage(e)}
 	}
 	return nil
 }
@@ -183,8 +185,8 @@ func entryMessages(e *Entry, r Release) []*Message {
 // MessagesOf is what entry e puts into the context of Pi r without any context edit
 // (sessionEntryToContextMessages; before 0.80.4, what its buildSessionContext took from it,
 // a compaction counted as the latest).
-func MessagesOf(e *Entry, r Release) []*Message {
-	if !r.Or().Has(EntryMessages) {
+func MessagesOf(e *sessionio.Entry, r pi.Release) []*sessionio.Message {
+	if !r.Or().Has(pi.EntryMessages) {
 		return messagesBefore0804(e, true)
 	}
 	return entryMessages(e, r.Or())
@@ -192,14 +194,16 @@ func MessagesOf(e *Entry, r Release) []*Message {
 
 // ProjectEntry is Pi's projectContextEntry (>= 0.87): what entry e puts into a context with
 // its latest context edit (nil: none) applied.
-func ProjectEntry(e, edit *Entry) []*Message { return applyEdit(entryMessages(e, Latest), edit) }
+func ProjectEntry(e, edit *sessionio.Entry) []*sessionio.Message {
+	return applyEdit(entryMessages(e, pi.Latest), edit)
+}
 
 // applyEdit is Pi's projectContextEntry: without an edit the messages as they are; a null
 // replacement omits them; an object's content replaces the content of user, assistant, tool
 // result and custom messages (a string becomes one text block for an assistant or a tool
 // result). A replacement Pi could not apply (not an object with a string or array content:
 // Pi would fail on it) leaves the messages as they are.
-func applyEdit(msgs []*Message, edit *Entry) []*Message {
+func applyEdit(msgs []*sessionio.Message, edit *sessionio.Entry) []*sessionio.Message {
 	if edit == nil {
 		return msgs
 	}
@@ -210,15 +214,15 @@ func applyEdit(msgs []*Message, edit *Entry) []*Message {
 	if !ok {
 		return msgs
 	}
-	out := make([]*Message, len(msgs))
+	out := make([]*sessionio.Message, len(msgs))
 	for i, m := range msgs {
 		switch m.Role {
-		case RoleUser, RoleCustom:
+		case sessionio.RoleUser, sessionio.RoleCustom:
 			out[i] = withContent(m, content)
-		case RoleAssistant, RoleToolResult:
+		case sessionio.RoleAssistant, sessionio.RoleToolResult:
 			c := content
 			if len(c) > 0 && c[0] == '"' {
-				b, _ := jsjson.Marshal([]any{jsjson.Fields{{Key: "type", Value: BlockText}, {Key: "text", Value: json.RawMessage(c)}}})
+				b, _ := jsjson.Marshal([]any{jsjson.Fields{{Key: "type", Value: sessionio.BlockText}, {Key: "text", Value: json.RawMessage(c)}}})
 				c = b
 			}
 			out[i] = withContent(m, c)
@@ -245,11 +249,11 @@ func replacementContent(raw json.RawMessage) (json.RawMessage, bool) {
 
 // withContent is `{...m, content}`: a copy of m whose content is content (a JSON string or
 // array), in the content member's place (at the end when m has none).
-func withContent(m *Message, content json.RawMessage) *Message {
+func withContent(m *sessionio.Message, content json.RawMessage) *sessionio.Message {
 	c := *m
 	c.Projected = true
 	c.ContentNull = false
-	c.Content, _ = decodeContent(content)
+	_ = c.Content.UnmarshalJSON(content)
 	if m.Raw == nil { // left on disk: the writer puts content in when it copies the bytes out
 		c.ContentRaw = content
 		return &c
@@ -276,12 +280,12 @@ func ReplaceMember(obj json.RawMessage, key string, val json.RawMessage) json.Ra
 }
 
 // Messages are the projection's messages, in context order.
-func (p *Projection) Messages() []*Message {
+func (p *Projection) Messages() []*sessionio.Message {
 	n := 0
 	for _, pe := range p.Entries {
 		n += len(pe.Messages)
 	}
-	out := make([]*Message, 0, n)
+	out := make([]*sessionio.Message, 0, n)
 	for _, pe := range p.Entries {
 		out = append(out, pe.Messages...)
 	}

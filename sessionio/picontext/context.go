@@ -1,15 +1,27 @@
-package sessionio
+package picontext
 
 import (
 	"bytes"
 	"encoding/json"
-	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"math"
 	"strconv"
 	"time"
+
+	"github.com/compactor-dev/compactor/pi"
+	"github.com/compactor-dev/compactor/sessionio"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
 
-// BuildContext builds the context for a path (root first, as Path returns it) exactly as
+// Context is what Pi's buildSessionContext returns for a leaf.
+type Context struct {
+	Messages      []*sessionio.Message
+	ThinkingLevel string
+	Model         *sessionio.ModelRef
+	// EntryIDs[i] is the id of the entry Messages[i] came from.
+	EntryIDs []string
+}
+
+// Build builds the context for a path (root first, as Path returns it) exactly as
 // Pi's buildSessionContext does for the path's last entry, under dialect d's rules (see
 // Projection):
 //
@@ -22,21 +34,21 @@ import (
 //     custom_message a "custom" message, a branch_summary with a non-empty summary a
 //     "branchSummary" message; every other type emits nothing;
 //   - Pi 1.x: context edits, system messages and compaction checkpoints (Projection).
-func BuildContext(path []*Entry, r Release) *Context {
+func Build(path []*sessionio.Entry, r pi.Release) *Context {
 	return Project(path, r).Context()
 }
 
 // ModelOf is the model a path's context names (its latest model_change or assistant
-// message), nil when it names none: BuildContext(path, d).Model for any d, without building
+// message), nil when it names none: Build(path, d).Model for any d, without building
 // the context.
-func ModelOf(path []*Entry) *ModelRef {
+func ModelOf(path []*sessionio.Entry) *sessionio.ModelRef {
 	for i := len(path) - 1; i >= 0; i-- {
 		e := path[i]
 		switch {
-		case e.Type == TypeModelChange:
-			return &ModelRef{Provider: e.Provider, ModelID: e.ModelID}
-		case e.Type == TypeMessage && e.Message != nil && e.Message.Role == RoleAssistant:
-			return &ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
+		case e.Type == sessionio.TypeModelChange:
+			return &sessionio.ModelRef{Provider: e.Provider, ModelID: e.ModelID}
+		case e.Type == sessionio.TypeMessage && e.Message != nil && e.Message.Role == sessionio.RoleAssistant:
+			return &sessionio.ModelRef{Provider: e.Message.Provider, ModelID: e.Message.Model}
 		}
 	}
 	return nil
@@ -44,52 +56,51 @@ func ModelOf(path []*Entry) *ModelRef {
 
 // AsMessage converts an entry to the message Pi builds from it: a message entry's own
 // message; custom_message → role "custom"; branch_summary → role "branchSummary" (even
-// with an empty summary: callers that must drop those, like BuildContext, do so);
+// with an empty summary: callers that must drop those, like Build, do so);
 // compaction → role "compactionSummary". Other types give nil.
-func AsMessage(e *Entry) *Message {
+func AsMessage(e *sessionio.Entry) *sessionio.Message {
 	switch e.Type {
-	case TypeMessage:
+	case sessionio.TypeMessage:
 		return e.Message
-	case TypeCustomMessage, TypeBranchSummary, TypeCompaction:
+	case sessionio.TypeCustomMessage, sessionio.TypeBranchSummary, sessionio.TypeCompaction:
 	default:
 		return nil
 	}
 	// e.Raw is a validated line (or the migration's re-encoding of one): its members are
 	// found without validating it again.
-	var f fields
 	var buf [16]jsonscan.Member
-	f.pick(jsonscan.TrustedMembers(e.Raw, buf[:0]))
-	ts, tsOK := jsDate(f.timestamp)
+	ms := jsonscan.TrustedMembers(e.Raw, buf[:0])
+	ts, tsOK := jsDate(jsonscan.Lookup(ms, "timestamp"))
 	tsRaw := []byte("null")
 	if tsOK {
 		tsRaw = []byte(formatJSNumber(ts))
 	}
 	var ob objBuilder
-	m := &Message{Timestamp: ts}
+	m := &sessionio.Message{Timestamp: ts}
 	switch e.Type {
-	case TypeCustomMessage:
-		m.Role = RoleCustom
+	case sessionio.TypeCustomMessage:
+		m.Role = sessionio.RoleCustom
 		m.CustomType = e.CustomType
-		m.Content, _ = decodeContent(f.content)
+		_ = m.Content.UnmarshalJSON(jsonscan.Lookup(ms, "content"))
 		ob.add("role", quotedCustom)
-		ob.add("customType", f.customType)
-		ob.add("content", f.content)
-		ob.add("display", f.display)
-		ob.add("details", f.details)
-	case TypeBranchSummary:
-		m.Role = RoleBranchSummary
+		ob.add("customType", jsonscan.Lookup(ms, "customType"))
+		ob.add("content", jsonscan.Lookup(ms, "content"))
+		ob.add("display", jsonscan.Lookup(ms, "display"))
+		ob.add("details", jsonscan.Lookup(ms, "details"))
+	case sessionio.TypeBranchSummary:
+		m.Role = sessionio.RoleBranchSummary
 		m.Summary = e.Summary
 		m.FromID = e.FromID
 		ob.add("role", quotedBranchSummary)
-		ob.add("summary", f.summary)
-		ob.add("fromId", f.fromID)
-	case TypeCompaction:
-		m.Role = RoleCompactionSummary
+		ob.add("summary", jsonscan.Lookup(ms, "summary"))
+		ob.add("fromId", jsonscan.Lookup(ms, "fromId"))
+	case sessionio.TypeCompaction:
+		m.Role = sessionio.RoleCompactionSummary
 		m.Summary = e.Summary
 		m.TokensBefore = e.TokensBefore
 		ob.add("role", quotedCompactionSummary)
-		ob.add("summary", f.summary)
-		ob.add("tokensBefore", f.tokensBefore)
+		ob.add("summary", jsonscan.Lookup(ms, "summary"))
+		ob.add("tokensBefore", jsonscan.Lookup(ms, "tokensBefore"))
 	}
 	ob.add("timestamp", tsRaw)
 	m.Raw = ob.bytes()
@@ -98,9 +109,9 @@ func AsMessage(e *Entry) *Message {
 
 // Roles of synthesized messages as JSON strings.
 var (
-	quotedCustom            = []byte(`"` + RoleCustom + `"`)
-	quotedBranchSummary     = []byte(`"` + RoleBranchSummary + `"`)
-	quotedCompactionSummary = []byte(`"` + RoleCompactionSummary + `"`)
+	quotedCustom            = []byte(`"` + sessionio.RoleCustom + `"`)
+	quotedBranchSummary     = []byte(`"` + sessionio.RoleBranchSummary + `"`)
+	quotedCompactionSummary = []byte(`"` + sessionio.RoleCompactionSummary + `"`)
 )
 
 // objBuilder writes a JSON object from raw values, skipping absent ones (JS undefined).
@@ -133,7 +144,7 @@ func (o *objBuilder) bytes() json.RawMessage {
 // JavaScript parses them (a date alone is UTC, a date-time without an offset is local
 // time); anything else is NaN (ok=false).
 func jsDate(raw json.RawMessage) (float64, bool) {
-	if v, ok := jsonNumber(raw); ok {
+	if v, ok := jsonscan.Number(raw); ok {
 		if math.Abs(v) > 8.64e15 {
 			return 0, false
 		}

@@ -1,9 +1,11 @@
-package sessionio
+package activity
 
 import (
 	"fmt"
 	"regexp"
 	"strings"
+
+	"github.com/compactor-dev/compactor/sessionio"
 )
 
 // Activity is what a session file alone says about its agent at the leaf. Pi keeps its
@@ -29,18 +31,18 @@ type Activity struct {
 	TornLine int
 }
 
-// Activity classifies the current leaf's path (see Activity).
-func (s *Session) Activity() Activity {
+// Of classifies the path of s's current leaf (see Activity).
+func Of(s *sessionio.Session) Activity {
 	path, err := s.Path("")
 	if err != nil {
-		return Activity{TornLine: s.tornLine()}
+		return Activity{TornLine: tornLine(s)}
 	}
-	return s.ActivityOn(path)
+	return OnPath(s, path)
 }
 
-// ActivityOn is Activity for the current leaf's path when the caller has it already.
-func (s *Session) ActivityOn(path []*Entry) Activity {
-	a := Activity{TornLine: s.tornLine()}
+// OnPath is Of for the current leaf's path when the caller has it already.
+func OnPath(s *sessionio.Session, path []*sessionio.Entry) Activity {
+	a := Activity{TornLine: tornLine(s)}
 	a.TurnInProgress, a.Reason, a.EntryID = TurnInProgress(path)
 	if !a.TurnInProgress {
 		a.Retrying, a.Reason, a.EntryID = retryPending(path)
@@ -63,21 +65,21 @@ var piRetries = regexp.MustCompile(`(?i)` + strings.Join([]string{
 // retryPending reports whether the newest message on path is an assistant answer that
 // ended in an error Pi retries by itself (see Activity.Retrying). Context-overflow errors
 // are not retried but compacted by Pi, which then continues: they count too.
-func retryPending(path []*Entry) (bool, string, string) {
+func retryPending(path []*sessionio.Entry) (bool, string, string) {
 	for i := len(path) - 1; i >= 0; i-- {
 		e := path[i]
 		switch e.Type {
-		case TypeMessage:
-		case TypeCompaction, TypeBranchSummary, TypeCustomMessage:
+		case sessionio.TypeMessage:
+		case sessionio.TypeCompaction, sessionio.TypeBranchSummary, sessionio.TypeCustomMessage:
 			return false, "", ""
 		default:
 			continue
 		}
 		m := e.Message
-		if m != nil && m.Role == RoleSystem {
+		if m != nil && m.Role == sessionio.RoleSystem {
 			continue // Pi 1.x's prompt state, written before a request: not an answer
 		}
-		if m == nil || m.Role != RoleAssistant || m.StopReason != "error" {
+		if m == nil || m.Role != sessionio.RoleAssistant || m.StopReason != "error" {
 			return false, "", ""
 		}
 		if m.ErrorMessage == "" || !piRetries.MatchString(m.ErrorMessage) && !overflowError(m.ErrorMessage) {
@@ -98,13 +100,13 @@ func overflowError(msg string) bool {
 
 // tornLine returns the line of a malformed last line when the file does not end with a
 // newline, else 0.
-func (s *Session) tornLine() int {
+func tornLine(s *sessionio.Session) int {
 	if s.EndsWithNewline || len(s.Diagnostics) == 0 {
 		return 0
 	}
 	last := 0
 	for _, d := range s.Diagnostics {
-		if d.Kind == DiagMalformedLine && d.Line > last {
+		if d.Kind == sessionio.DiagMalformedLine && d.Line > last {
 			last = d.Line
 		}
 	}
@@ -125,32 +127,32 @@ func (s *Session) tornLine() int {
 //   - toolResult: the results go back to the model, which answers next;
 //   - assistant with tool calls (not aborted, not an error): the tools are running;
 //   - any other assistant message: the run is over.
-func TurnInProgress(path []*Entry) (inProgress bool, reason, entryID string) {
+func TurnInProgress(path []*sessionio.Entry) (inProgress bool, reason, entryID string) {
 	for i := len(path) - 1; i >= 0; i-- {
 		e := path[i]
 		switch e.Type {
-		case TypeCompaction, TypeBranchSummary:
+		case sessionio.TypeCompaction, sessionio.TypeBranchSummary:
 			return false, "", ""
-		case TypeCustomMessage:
+		case sessionio.TypeCustomMessage:
 			return true, fmt.Sprintf("extension message %s is waiting for the model", e.ID), e.ID
-		case TypeMessage:
+		case sessionio.TypeMessage:
 		default:
 			continue
 		}
 		m := e.Message
-		if m == nil || m.Role == RoleSystem {
+		if m == nil || m.Role == sessionio.RoleSystem {
 			continue // Pi 1.x writes its prompt's changes just before the request they go with
 		}
 		switch m.Role {
-		case RoleUser:
+		case sessionio.RoleUser:
 			return true, fmt.Sprintf("user message %s is waiting for the model", e.ID), e.ID
-		case RoleCustom:
+		case sessionio.RoleCustom:
 			return true, fmt.Sprintf("custom message %s is waiting for the model", e.ID), e.ID
-		case RoleBashExecution:
+		case sessionio.RoleBashExecution:
 			return true, fmt.Sprintf("bash execution %s has no answer yet", e.ID), e.ID
-		case RoleToolResult:
+		case sessionio.RoleToolResult:
 			return true, fmt.Sprintf("tool result %s is going back to the model", e.ID), e.ID
-		case RoleAssistant:
+		case sessionio.RoleAssistant:
 			if m.StopReason == "aborted" || m.StopReason == "error" {
 				return false, "", ""
 			}
@@ -168,7 +170,7 @@ func TurnInProgress(path []*Entry) (inProgress bool, reason, entryID string) {
 // hasToolCalls reports whether an assistant message calls tools. A light read leaves the
 // content undecoded; then the stop reason Pi gives a tool-calling answer ("toolUse")
 // stands in.
-func hasToolCalls(m *Message) bool {
+func hasToolCalls(m *sessionio.Message) bool {
 	if len(m.Content.Blocks) == 0 {
 		return m.StopReason == "toolUse"
 	}

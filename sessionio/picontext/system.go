@@ -1,11 +1,12 @@
-package sessionio
+package picontext
 
 import (
 	"encoding/json"
-	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 	"strings"
 
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sessionio/jsjson"
+	"github.com/compactor-dev/compactor/sessionio/jsonscan"
 )
 
 // CurrentSystemMessage is Pi 1.x's getCurrentSystemMessage: every system message of msgs
@@ -19,14 +20,14 @@ import (
 // order (null removes one; a removed name set again goes last, as in a JavaScript Map); tools
 // resolved by name (toolsRemoved first, then toolsAdded, message by message; a tool declared
 // again keeps its place); the timestamp of the first system message that has one.
-func CurrentSystemMessage(msgs []*Message) *Message {
+func CurrentSystemMessage(msgs []*sessionio.Message) *sessionio.Message {
 	var texts []string
 	var sections orderedMap[string]
 	var tools orderedMap[json.RawMessage]
 	var ts float64
 	hasTS := false
 	for _, m := range msgs {
-		if m == nil || m.Role != RoleSystem {
+		if m == nil || m.Role != sessionio.RoleSystem {
 			continue
 		}
 		if !hasTS && m.HasTimestamp {
@@ -52,14 +53,14 @@ func CurrentSystemMessage(msgs []*Message) *Message {
 	if !hasTS && tools.len() == 0 {
 		return nil
 	}
-	out := &Message{Role: RoleSystem, Content: Content{IsString: true, Text: strings.Join(texts, "\n\n")},
+	out := &sessionio.Message{Role: sessionio.RoleSystem, Content: sessionio.Content{IsString: true, Text: strings.Join(texts, "\n\n")},
 		Timestamp: ts, HasTimestamp: true}
-	fs := jsjson.Fields{{Key: "role", Value: RoleSystem}, {Key: "content", Value: out.Content.Text}}
+	fs := jsjson.Fields{{Key: "role", Value: sessionio.RoleSystem}, {Key: "content", Value: out.Content.Text}}
 	if sections.len() > 0 {
 		obj := make(jsjson.Fields, 0, sections.len())
 		for _, k := range sections.keys() {
 			v := sections.vals[k]
-			out.Sections = append(out.Sections, Section{Name: k, Value: &v})
+			out.Sections = append(out.Sections, sessionio.Section{Name: k, Value: &v})
 			obj = append(obj, jsjson.Field{Key: k, Value: v})
 		}
 		fs = append(fs, jsjson.Field{Key: "sections", Value: obj})
@@ -82,7 +83,7 @@ func CurrentSystemMessage(msgs []*Message) *Message {
 
 // WithTimestamp returns a copy of a message whose timestamp is ts, in the timestamp member's
 // place: `{...m, timestamp: ts}`.
-func (m *Message) WithTimestamp(ts float64) *Message {
+func WithTimestamp(m *sessionio.Message, ts float64) *sessionio.Message {
 	c := *m
 	c.Timestamp, c.HasTimestamp = ts, true
 	c.Raw = ReplaceMember(m.Raw, "timestamp", json.RawMessage(jsjson.AppendNumber(nil, ts)))
@@ -91,13 +92,13 @@ func (m *Message) WithTimestamp(ts float64) *Message {
 
 // contentText is Pi's contentText with its default separator: a string content as it is,
 // the text blocks of an array joined by newlines.
-func contentText(c Content) string {
+func contentText(c sessionio.Content) string {
 	if c.IsString {
 		return c.Text
 	}
 	var parts []string
 	for _, b := range c.Blocks {
-		if b.Type == BlockText {
+		if b.Type == sessionio.BlockText {
 			parts = append(parts, b.Text)
 		}
 	}

@@ -1,4 +1,4 @@
-package sessionio
+package pi
 
 import (
 	"fmt"

@@ -1,4 +1,0 @@
-package sessionio
-
-// pi073 is Pi 0.73.1, whose rules the tests compare with the newest.
-var pi073 = MustParseRelease("0.73.1")
