@@ -86,9 +86,11 @@ type Job struct {
 	// jobs: its compaction's span is summarized alone when the spans before it are still
 	// being summarized. 0: the session's one base job that builds on everything before it.
 	Slot int `json:"slot,omitempty"`
-	// Merge (a base job of slot 0): fold the session's base text and the spans' own
-	// summaries that continue it into one summary (a request reading model text only).
-	Merge bool `json:"merge,omitempty"`
+	// Merge, when set (a base job of slot 0), asks to fold the session's base text and the
+	// spans' own summaries that continue it into one summary (a request reading model text
+	// only); its value names the stored state that asked (a digest), so that a merge asked
+	// again after the base changed is a new job, not a duplicate of the one that ran.
+	Merge string `json:"merge,omitempty"`
 	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
 	ID string `json:"id"`
 }
@@ -123,8 +125,8 @@ func (j *Job) ValidateFor(versions []int) error {
 	if j.Slot != 0 && (j.Kind != KindBase || j.Slot < 0 || j.Slot > BaseSpanSlots) {
 		return fmt.Errorf("job: slot %d: only a base job has one, from 1 to %d", j.Slot, BaseSpanSlots)
 	}
-	if j.Merge && (j.Kind != KindBase || j.Slot != 0) {
-		return errors.New("job: merge is for a base job of slot 0")
+	if j.Merge != "" && (j.Kind != KindBase || j.Slot != 0 || len(j.Merge) > 64) {
+		return errors.New("job: merge is for a base job of slot 0, and names a state in at most 64 characters")
 	}
 	if j.KeepRecentTokens < 0 {
 		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
@@ -170,8 +172,8 @@ func (j *Job) MsgID() string {
 	if j.Cut != "" || j.SummarySHA256 != "" {
 		fields = append(fields, j.Cut, j.SummarySHA256) // only then: the ids of other jobs stay as they were
 	}
-	if j.Merge {
-		fields = append(fields, "merge") // not the slot: the same span asked for in two slots is one job
+	if j.Merge != "" {
+		fields = append(fields, "merge", j.Merge) // not the slot: the same span asked for in two slots is one job
 	}
 	ident, _ := json.Marshal(fields)
 	sum := sha256.Sum256(ident)

@@ -95,16 +95,19 @@ func TestBaseJobValidation(t *testing.T) {
 		t.Errorf("slot 2: %v, subject %s, id %s (slot 0's %s)", err, slotted.Subject(), slotted.MsgID(), same.MsgID())
 	}
 	merge := baseJobFor("s1", "l1")
-	merge.Merge = true
-	if err := merge.Validate(); err != nil || merge.Subject() != same.Subject() || merge.MsgID() == same.MsgID() {
+	merge.Merge = "s1"
+	again := merge
+	again.Merge = "s2"
+	if err := merge.Validate(); err != nil || merge.Subject() != same.Subject() || merge.MsgID() == same.MsgID() || merge.MsgID() == again.MsgID() {
 		t.Errorf("merge: %v, subject %s, id %s", err, merge.Subject(), merge.MsgID())
 	}
 	for name, f := range map[string]func(*Job){
 		"slot 5":           func(j *Job) { j.Slot = BaseSpanSlots + 1 },
 		"slot -1":          func(j *Job) { j.Slot = -1 },
 		"a compact's slot": func(j *Job) { j.Kind = KindCompact; j.Slot = 1 },
-		"a slot's merge":   func(j *Job) { j.Slot = 1; j.Merge = true },
-		"a prepare merge":  func(j *Job) { j.Kind = KindPrepare; j.Merge = true },
+		"a slot's merge":   func(j *Job) { j.Slot = 1; j.Merge = "s" },
+		"a prepare merge":  func(j *Job) { j.Kind = KindPrepare; j.Merge = "s" },
+		"a long merge":     func(j *Job) { j.Merge = strings.Repeat("s", 65) },
 	} {
 		k := baseJobFor("s1", "l1")
 		f(&k)

@@ -115,8 +115,9 @@ func readBase(ctx context.Context, store agents.PreparedStore, storeName, sessio
 // discarded (superseded) when the session moved on meanwhile.
 //
 // A job of a slot (wire.Job.Slot) summarizes its span alone when the spans before it are
-// not a model's yet; once that summary lands, it asks for a merge (slot 0), which folds the
-// base's texts into one unless the session's slot-0 job pending does it.
+// not a model's yet. Whenever what lands leaves segments beside the base's text, the job asks
+// for a merge (slot 0), which folds those that continue the text into one summary (a slot-0
+// job pending does it when it runs).
 func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore, q Queues) (*engine.Result, error) {
 	var store agents.PreparedStore
 	if prepared != nil {
@@ -138,7 +139,7 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 	}
 	b, res, err := e.MakeBase(ctx, engine.BaseRequest{File: req.File, Settings: req.Settings, RequestedAt: job.RequestedAt,
 		Anchor:   engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256},
-		SpanOnly: job.Slot > 0, Merge: job.Merge}, cur)
+		SpanOnly: job.Slot > 0, Merge: job.Merge != ""}, cur)
 	if err != nil || b == nil {
 		return res, err
 	}
@@ -160,7 +161,9 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 		}
 		return json.Marshal(next)
 	})
-	if err == nil && why == "" && b.SpanOnly() && q.Queue != nil {
+	if err == nil && why == "" && landed != nil && len(landed.Segments) > 0 {
+		// whatever landed (a segment, the text a segment continues, a merge that left some),
+		// segments may continue the text now: a merge folds them (it skips when none does)
 		askMerge(ctx, q, job, landed)
 	}
 	switch {
@@ -317,18 +320,23 @@ type Queues struct {
 	Queue  func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
 }
 
-// askMerge queues the merge of the session's base (stored: what is stored now) after a
-// span's summary landed; a slot-0 job already pending builds on the same texts, so it is
-// asked once, without waiting.
+// askMerge queues the merge of the session's base (stored: what is stored now) after
+// something landed beside segments. A slot-0 job pending may have read the base before this
+// landing, so the merge is queued once that one has ended (Follow), in the background: the
+// job that asked has done its work. A merge that finds nothing to fold skips without a
+// request.
 func askMerge(ctx context.Context, q Queues, job wire.Job, stored *engine.Base) {
-	if stored == nil {
+	if stored == nil || q.Follow == nil {
 		return
 	}
 	a := stored.Anchor
-	m := wire.Job{Kind: wire.KindBase, Merge: true, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "merge",
+	state := engine.SHA256(fmt.Sprintf("%s\n%s\n%d", stored.Summary, stored.FromEntryID, len(stored.Segments)))[:16]
+	m := wire.Job{Kind: wire.KindBase, Merge: state, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "merge",
 		ExpectLeafID: a.LeafID, Cut: a.FirstKeptEntryID, SummarySHA256: a.SummarySHA256,
 		Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens, PiVersion: job.PiVersion}
-	if _, err := q.Queue(ctx, m); err != nil {
-		slog.Default().Warn("merge of the session's base not queued", "store", job.Store, "session", job.SessionID, "err", err)
-	}
+	go func() {
+		if _, err := q.Follow(context.WithoutCancel(ctx), m); err != nil {
+			slog.Default().Warn("merge of the session's base not queued", "store", job.Store, "session", job.SessionID, "err", err)
+		}
+	}()
 }

@@ -530,7 +530,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 		var base engine.Base
 		waitfor.Until(t, "the base for the compaction at "+cut, func() bool {
 			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
-			return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
 		})
 		return base
 	}
@@ -586,10 +586,19 @@ func TestLiveExtractThenBase(t *testing.T) {
 // is still being answered (its own slot), reads its span alone, and lands beside it as a
 // segment; a merge then folds the two model texts into one with a request that reads no
 // conversation. Real worker, NATS and an OpenAI-compatible server that holds its answers.
+// Either may land first: the span's summary before the one it continues, or after.
 func TestLiveSpansInFlight(t *testing.T) {
 	t.Parallel()
+	for i, spanFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("span first ", spanFirst), func(t *testing.T) {
+			t.Parallel()
+			liveSpansInFlight(t, fmt.Sprintf("019a0000-0000-7000-8000-0000005e6a0%d", i), spanFirst)
+		})
+	}
+}
+
+func liveSpansInFlight(t *testing.T, id string, spanFirst bool) {
 	b := newLiveBundle(t, time.Hour, nil, true)
-	const id = "019a0000-0000-7000-8000-0000005e6a01"
 	file := b.session(t, "--p--/x_"+id+".jsonl", id)
 	j := b.job(t, file)
 	long := func(id, parent, what string) string {
@@ -598,8 +607,8 @@ func TestLiveSpansInFlight(t *testing.T) {
 	}
 	appendPi(t, file, long("pu000021", j.ExpectLeafID, "Span one."), piAssistant("pa000021", "pu000021"), long("pu000022", "pa000021", "Kept."), piAssistant("pa000022", "pu000022"))
 	b.awaitBridges(t, id)
-	gate := make(chan struct{})
-	b.llm.SetDefault(fakellm.Behavior{Hold: gate})
+	first, second := make(chan struct{}), make(chan struct{})
+	b.llm.Enqueue(fakellm.Behavior{Hold: first}, fakellm.Behavior{Hold: second})
 	calls := b.llm.Count()
 	x1 := b.extract(t, j.Path, id, "pa000022", "pu000022")
 	piCompaction(t, file, "c0000021", "pa000022", x1)
@@ -609,15 +618,26 @@ func TestLiveSpansInFlight(t *testing.T) {
 	piCompaction(t, file, "c0000022", "pa000024", x2)
 	waitfor.Until(t, "the second base job's request, beside the first", func() bool { return b.llm.Count() == calls+2 })
 	reqs := b.llm.Requests()
-	second := reqs[calls+1].Messages
-	if p := second[len(second)-1].Content; !strings.Contains(p, "Span two.") || strings.Contains(p, "Span one.") || strings.Contains(p, "<previous-summary>") {
+	msgs := reqs[calls+1].Messages
+	if p := msgs[len(msgs)-1].Content; !strings.Contains(p, "Span two.") || strings.Contains(p, "Span one.") || strings.Contains(p, "<previous-summary>") {
 		t.Fatalf("the second span's request, made while the first was in flight, is not its span alone:\n%s", p)
 	}
-	b.llm.SetDefault(fakellm.Behavior{})
-	close(gate)
+	if spanFirst {
+		close(second)
+		waitfor.Until(t, "the second span's summary stored as a segment", func() bool {
+			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+			var cur engine.Base
+			return err == nil && raw != nil && json.Unmarshal(raw, &cur) == nil && len(cur.Segments) == 1
+		})
+		close(first)
+	} else {
+		close(first)
+		close(second)
+	}
 	var base engine.Base
 	waitfor.Until(t, "one model text through the second compaction", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+		base = engine.Base{} // a field the JSON leaves out must not keep an earlier read's value
 		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() &&
 			base.FromEntryID == "pu000024" && len(base.Segments) == 0
 	})

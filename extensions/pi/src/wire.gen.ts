@@ -80,7 +80,7 @@ export interface Job {
 	cut?: string;
 	summarySha256?: string;
 	slot?: number;
-	merge?: boolean;
+	merge?: string;
 	id: string;
 }
 
@@ -264,7 +264,7 @@ export const wireFields: Record<string, readonly WireField[]> = {
 		{ name: "cut", kind: "string", optional: true, nullable: false },
 		{ name: "summarySha256", kind: "string", optional: true, nullable: false },
 		{ name: "slot", kind: "number", optional: true, nullable: false },
-		{ name: "merge", kind: "boolean", optional: true, nullable: false },
+		{ name: "merge", kind: "string", optional: true, nullable: false },
 		{ name: "id", kind: "string", optional: false, nullable: false },
 	],
 	Event: [
