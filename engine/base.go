@@ -104,6 +104,10 @@ type Base struct {
 	// earlier span's summary was still being made (segment.go); the next summary builds on
 	// Summary and those that continue it.
 	Segments []Segment `json:"segments,omitempty"`
+	// Pending are the compactions whose base jobs were asked for and have not ended: a base
+	// job reads its span alone only when the span before it is one of them (its job covers
+	// what lies before), never past a span no job will read (a bridge's gap).
+	Pending []PendingSpan `json:"pending,omitempty"`
 
 	// spanOnly: this value carries one new segment (Segments[0]) for Land to add, nothing
 	// else; consumed are the segments its text holds now, dropped when it lands.
@@ -421,6 +425,7 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 	if current != nil && current.SessionID == made.SessionID && current.sameRulesAs(made) {
 		withSegments := *made
 		withSegments.Segments = withoutConsumed(current.Segments, made.consumed)
+		withSegments.Pending = current.Pending
 		made = &withSegments
 	}
 	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) || !current.sameRulesAs(made) {
@@ -460,6 +465,7 @@ func (b *Base) Land(current *Base) (*Base, string) {
 	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID && b.sameRulesAs(current)
 	next := *b
 	next.Segments = withoutConsumed(current.Segments, b.consumed)
+	next.Pending = current.Pending
 	switch {
 	case current.Anchor.Equal(b.Anchor) && same:
 		return &next, ""

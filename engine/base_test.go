@@ -11,6 +11,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/pi"
@@ -148,7 +149,8 @@ func (w *baseWorld) extract() *Prepared {
 		w.t.Fatalf("the extract called the model (%d calls) or says its span is a model's: %+v", w.model.count()-calls, got.SpanTokens)
 	}
 	made, latest := got.LeftBase(w.leaf)
-	w.stored = NextBase(w.stored, made, latest)
+	// as the worker does: its base job is asked for, pending until it ends
+	w.stored = NextBase(w.stored, made, latest).WithPending(made.Anchor.FirstKeptEntryID, time.Now())
 	return got
 }
 

@@ -69,8 +69,8 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	if why != "" {
 		return nil, j.skip(why), nil
 	}
-	if req.SpanOnly && (bs.from < sp.StartIndex || bs.segments > 0) {
-		// the spans before are being summarized, or their summaries are segments a merge
+	if req.SpanOnly && (bs.segments > 0 || bs.from < sp.StartIndex && current.pendingBefore(sp, time.Now())) {
+		// the span before is being summarized, or the summaries before are segments a merge
 		// folds: on a text that may change meanwhile, the span's summary lands as a segment
 		return e.makeSpan(ctx, j, req, target, pre, sp)
 	}

@@ -247,3 +247,54 @@ func (e *Engine) mergeBase(ctx context.Context, j *job, req BaseRequest, current
 // SpanOnly reports whether b carries one span's summary alone (a segment for Land to add),
 // not a base.
 func (b *Base) SpanOnly() bool { return b.spanOnly }
+
+// PendingSpan is a compaction whose base job was asked for (Base.Pending).
+type PendingSpan struct {
+	// Cut is the compaction's firstKeptEntryId.
+	Cut string    `json:"cut"`
+	At  time.Time `json:"at"`
+}
+
+// pendingFor bounds how long a base job asked for counts as pending: one that never ended
+// (its worker died, it was dead-lettered) stops holding the spans after it to their own
+// text.
+const pendingFor = 15 * time.Minute
+
+// WithPending is b with the compaction at cut pending from now on (a base job asked for it).
+func (b *Base) WithPending(cut string, now time.Time) *Base {
+	next := *b
+	next.Pending = append(livePending(b.Pending, now, cut), PendingSpan{Cut: cut, At: now.UTC()})
+	return &next
+}
+
+// WithoutPending is b with the compaction at cut no longer pending (its job ended).
+func (b *Base) WithoutPending(cut string) *Base {
+	next := *b
+	next.Pending = livePending(b.Pending, time.Now(), cut)
+	return &next
+}
+
+// livePending are the entries of ps that are not stale, less the one for cut.
+func livePending(ps []PendingSpan, now time.Time, cut string) []PendingSpan {
+	var out []PendingSpan
+	for _, p := range ps {
+		if p.Cut != cut && now.Sub(p.At) < pendingFor {
+			out = append(out, p)
+		}
+	}
+	return out
+}
+
+// pendingBefore reports whether the compaction before the span sp (its previous
+// compaction) has a base job pending in b.
+func (b *Base) pendingBefore(sp *cutpoint.Span, now time.Time) bool {
+	if b == nil || sp.Previous == nil {
+		return false
+	}
+	for _, p := range b.Pending {
+		if p.Cut == sp.Previous.FirstKeptEntryID && now.Sub(p.At) < pendingFor {
+			return true
+		}
+	}
+	return false
+}

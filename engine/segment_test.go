@@ -6,6 +6,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compactor-dev/compactor/summarize"
 	"github.com/compactor-dev/compactor/tokenize"
@@ -34,6 +35,13 @@ func (w *baseWorld) land(b *Base) string {
 	next, why := b.Land(w.stored)
 	if next != nil {
 		w.stored = next
+	}
+	if !b.spanOnly || why == "" {
+		cut := b.Anchor.FirstKeptEntryID
+		if b.spanOnly {
+			cut = b.Segments[0].Anchor.FirstKeptEntryID
+		}
+		w.stored = w.stored.WithoutPending(cut) // the job has ended
 	}
 	return why
 }
@@ -158,5 +166,40 @@ func TestSegmentsOnlyWhereTheyContinue(t *testing.T) {
 	w.stored.Segments = []Segment{stray}
 	if x := w.extract(); x.BuiltOn.Segments != 0 {
 		t.Fatalf("a segment of a compaction not on the branch was used: %+v", x.BuiltOn)
+	}
+}
+
+// A span-only job reads its span alone only when the span before it has a base job pending:
+// with none (a compaction whose span no job will read, such as one answered by a bridged
+// preparation, or one whose job ended), it builds on the text before it and reads what lies
+// between, as a base job always did.
+func TestSpanOnlyWhenTheSpanBeforeIsPending(t *testing.T) {
+	t.Parallel()
+	w := newBaseWorld(t, "1.6.0", "019a0000-0000-7000-8000-00000005e6c0")
+	var anchors []BaseAnchor
+	var spans [][]int
+	for k := 1; k <= 2; k++ {
+		x := w.extract()
+		anchors = append(anchors, w.stored.Anchor)
+		w.leaf = piWrites(t, w.file, fmt.Sprintf("c000000%d", k), w.leaf, x)
+		spans = append(spans, w.spanSteps(x.FirstKeptEntryID))
+		w.grow(12)
+	}
+	// The first compaction's job ended without storing anything (it skipped, or its worker
+	// gave up): nothing will read its span but the second's job.
+	w.stored = w.stored.WithoutPending(anchors[0].FirstKeptEntryID)
+	b := w.makeSpanJob(anchors[1])
+	req := w.model.last()
+	if b.spanOnly || !slices.Equal(steps(req.Messages), append(slices.Clone(spans[0]), spans[1]...)) {
+		t.Fatalf("with no job pending before it, the job read steps %v alone=%v; want both spans %v %v", steps(req.Messages), b.spanOnly, spans[0], spans[1])
+	}
+	// Pending again (and stale after pendingFor): alone, then not.
+	w.stored = w.stored.WithPending(anchors[0].FirstKeptEntryID, time.Now())
+	if b := w.makeSpanJob(anchors[1]); !b.spanOnly {
+		t.Fatal("the span before has a job pending: the job did not read its span alone")
+	}
+	w.stored = w.stored.WithPending(anchors[0].FirstKeptEntryID, time.Now().Add(-pendingFor))
+	if b := w.makeSpanJob(anchors[1]); b.spanOnly {
+		t.Fatal("a pending job older than pendingFor still held the span after it to its own text")
 	}
 }

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/configs"
@@ -141,23 +143,26 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 		Anchor:   engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256},
 		SpanOnly: job.Slot > 0, Merge: job.Merge != ""}, cur)
 	if err != nil || b == nil {
+		if err == nil {
+			endPending(ctx, store, job) // skipped: the spans after it no longer wait for it
+		}
 		return res, err
 	}
 	b.Store, b.Path = job.Store, job.Path
 	why := ""
 	var landed *engine.Base
 	err = store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
-		var c *engine.Base
-		if current != nil {
-			var cb engine.Base
-			if json.Unmarshal(current, &cb) == nil && cb.Path == job.Path {
-				c = &cb
-			}
-		}
+		c := decodeBase(current, job.Path)
 		next, w := b.Land(c)
 		why, landed = w, next
 		if next == nil {
+			next = c // not stored: the job has ended all the same
+		}
+		if next == nil {
 			return nil, nil
+		}
+		if job.Merge == "" {
+			next = next.WithoutPending(job.Cut)
 		}
 		return json.Marshal(next)
 	})
@@ -175,6 +180,36 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 		res.Outcome, res.Reason = outcome.Superseded, fmt.Sprintf("%s: the session's base changed while it was made; not stored (%s)", why, res.Reason)
 	}
 	return res, nil
+}
+
+// decodeBase is the stored base (raw) of the session file at path, nil when there is none
+// or it is another file's.
+func decodeBase(raw []byte, path string) *engine.Base {
+	if raw == nil {
+		return nil
+	}
+	var b engine.Base
+	if json.Unmarshal(raw, &b) != nil || b.Path != path {
+		return nil
+	}
+	return &b
+}
+
+// endPending records that job, a base job for a span, has ended without storing anything.
+func endPending(ctx context.Context, store agents.PreparedStore, job wire.Job) {
+	if job.Merge != "" {
+		return
+	}
+	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
+		c := decodeBase(current, job.Path)
+		if c == nil || !slices.ContainsFunc(c.Pending, func(p engine.PendingSpan) bool { return p.Cut == job.Cut }) {
+			return nil, nil
+		}
+		return json.Marshal(c.WithoutPending(job.Cut))
+	})
+	if err != nil {
+		slog.Default().Debug("base job's end not recorded", "store", job.Store, "session", job.SessionID, "err", err)
+	}
 }
 
 // Bridger answers the extension's bridge requests with e: the session's preparation
@@ -281,7 +316,11 @@ func leaveBase(ctx context.Context, store agents.PreparedStore, q Queues, made *
 				c = &cb
 			}
 		}
-		return json.Marshal(engine.NextBase(c, made, latest))
+		next := engine.NextBase(c, made, latest)
+		if q.Follow != nil {
+			next = next.WithPending(made.Anchor.FirstKeptEntryID, time.Now()) // its base job is asked for below
+		}
+		return json.Marshal(next)
 	})
 	if err != nil {
 		logger.Warn("the base a compaction leaves was not stored; the next summary builds on the compaction's text", "store", job.Store, "session", job.SessionID, "err", err)

@@ -530,7 +530,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 		var base engine.Base
 		waitfor.Until(t, "the base for the compaction at "+cut, func() bool {
 			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
-		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
+			return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.Anchor.FirstKeptEntryID == cut
 		})
 		return base
 	}
