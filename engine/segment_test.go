@@ -24,6 +24,21 @@ func (w *baseWorld) makeSpanJob(anchor BaseAnchor) *Base {
 	return b
 }
 
+// extractedCompactions has Pi compact n times with the extract (no base lands between them),
+// the agent going on after each, and returns each compaction's anchor and the steps of its
+// span.
+func (w *baseWorld) extractedCompactions(n int) (anchors []BaseAnchor, spans [][]int) {
+	w.t.Helper()
+	for k := 1; k <= n; k++ {
+		x := w.extract()
+		anchors = append(anchors, w.stored.Anchor)
+		w.leaf = piWrites(w.t, w.file, fmt.Sprintf("c000000%d", k), w.leaf, x)
+		spans = append(spans, w.spanSteps(x.FirstKeptEntryID))
+		w.grow(12)
+	}
+	return anchors, spans
+}
+
 // x4Anchor names the compaction Pi writes with x (the base's anchor after the extract).
 func x4Anchor(t *testing.T, w *baseWorld, x *Prepared) BaseAnchor {
 	t.Helper()
@@ -58,15 +73,7 @@ func TestSegmentsWhenFasterThanTheModel(t *testing.T) {
 		t.Run(pi, func(t *testing.T) {
 			t.Parallel()
 			w := newBaseWorld(t, pi, fmt.Sprintf("019a0000-0000-7000-8000-00000005e6a%d", i))
-			var anchors []BaseAnchor
-			var spans [][]int
-			for k := 1; k <= 3; k++ {
-				x := w.extract()
-				anchors = append(anchors, w.stored.Anchor)
-				w.leaf = piWrites(t, w.file, fmt.Sprintf("c000000%d", k), w.leaf, x)
-				spans = append(spans, w.spanSteps(x.FirstKeptEntryID))
-				w.grow(12)
-			}
+			anchors, spans := w.extractedCompactions(3)
 			// All three jobs start before any lands.
 			var jobs []*Base
 			for k, a := range anchors {
@@ -135,13 +142,7 @@ func TestSegmentsWhenFasterThanTheModel(t *testing.T) {
 func TestSegmentsOnlyWhereTheyContinue(t *testing.T) {
 	t.Parallel()
 	w := newBaseWorld(t, "1.6.0", "019a0000-0000-7000-8000-00000005e6b0")
-	var anchors []BaseAnchor
-	for k := 1; k <= 2; k++ {
-		x := w.extract()
-		anchors = append(anchors, w.stored.Anchor)
-		w.leaf = piWrites(t, w.file, fmt.Sprintf("c000000%d", k), w.leaf, x)
-		w.grow(12)
-	}
+	anchors, _ := w.extractedCompactions(2)
 	seg := w.makeSpanJob(anchors[1])
 	if !seg.spanOnly {
 		t.Fatal("the second span's job did not run alone while the first is not a model's")
@@ -176,15 +177,7 @@ func TestSegmentsOnlyWhereTheyContinue(t *testing.T) {
 func TestSpanOnlyWhenTheSpanBeforeIsPending(t *testing.T) {
 	t.Parallel()
 	w := newBaseWorld(t, "1.6.0", "019a0000-0000-7000-8000-00000005e6c0")
-	var anchors []BaseAnchor
-	var spans [][]int
-	for k := 1; k <= 2; k++ {
-		x := w.extract()
-		anchors = append(anchors, w.stored.Anchor)
-		w.leaf = piWrites(t, w.file, fmt.Sprintf("c000000%d", k), w.leaf, x)
-		spans = append(spans, w.spanSteps(x.FirstKeptEntryID))
-		w.grow(12)
-	}
+	anchors, spans := w.extractedCompactions(2)
 	// The first compaction's job ended without storing anything (it skipped, or its worker
 	// gave up): nothing will read its span but the second's job.
 	w.stored = w.stored.WithoutPending(anchors[0].FirstKeptEntryID)
