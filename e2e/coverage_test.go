@@ -209,8 +209,9 @@ type coverage struct {
 	OlderL, OlderLCovered   int
 	Older2L, Older2LCovered int
 	Pairs, PairsCovered     int
-	// Missed lists the landed pairs not covered (for the report).
-	Missed []string
+	// Missed lists the landed pairs not covered (for the report); MissedOlder the pairs older
+	// than one latency not covered, with when the span's model summary was answered.
+	Missed, MissedOlder []string
 }
 
 func pct(n, of int) string {
@@ -275,6 +276,14 @@ func coverageOf(t *testing.T, e *Env, comps []AutoCompaction, spans []compaction
 			count(&c.Pairs, &c.PairsCovered)
 			if age >= latency {
 				count(&c.OlderL, &c.OlderLCovered)
+				if !covered {
+					landed := "not answered"
+					if at := p.landed(cs[j].Tasks); !at.IsZero() {
+						landed = fmt.Sprintf("answered %s after compaction %d's end", at.Sub(spans[n].End).Round(time.Millisecond), n+1)
+					}
+					c.MissedOlder = append(c.MissedOlder, fmt.Sprintf("span of compaction %d (prompts %v), %s before compaction %d, its model summary %s",
+						n+1, cs[j].Tasks, age.Round(time.Millisecond), m+1, landed))
+				}
 			}
 			if age >= 2*latency {
 				count(&c.Older2L, &c.Older2LCovered)

@@ -221,6 +221,9 @@ func runCell(t *testing.T, cfg Config, prompts int, with bool) cellRun {
 	for _, miss := range r.Coverage.Missed {
 		figure(t, name+".coverage.missed", miss)
 	}
+	for _, miss := range r.Coverage.MissedOlder {
+		figure(t, name+".coverage.missed-older", miss)
+	}
 	keepSession(t, e, name)
 	if svc != nil {
 		for _, m := range []string{"compactor_prepared_hook_total", "compactor_bridges_total", "compactor_llm_input_tokens_total", "compactor_llm_cached_input_tokens_total",

@@ -206,7 +206,7 @@ func startNATSServer(t testing.TB) *server.Server {
 func (e *Env) StartService(url string, extra ...string) *Proc {
 	e.t.Helper()
 	args := append([]string{"run", "--nats-url", url, "--nkey", natsKey(url, "worker-default"), "--store", "default=" + e.SessionDir,
-		"--data-dir", e.t.TempDir(), "--log-format", "json", "--log-level", "debug", "--concurrency", "2"}, e.llmFlags()...)
+		"--data-dir", e.t.TempDir(), "--log-format", "json", "--log-level", "debug"}, e.llmFlags()...)
 	p := StartProc(e.t, llmEnv, compactorBin(), append(args, extra...)...)
 	waitfor.Until(e.t, "compactor run ready", func() bool {
 		if p.Exited() {

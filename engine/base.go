@@ -100,6 +100,19 @@ type Base struct {
 	LLMCachedInputTokens int       `json:"llmCachedInputTokens,omitempty"`
 	LLMOutputTokens      int       `json:"llmOutputTokens,omitempty"`
 	LLMCalls             int       `json:"llmCalls,omitempty"`
+	// Segments are models' summaries of single spans after FromEntryID, made while an
+	// earlier span's summary was still being made (segment.go); the next summary builds on
+	// Summary and those that continue it.
+	Segments []Segment `json:"segments,omitempty"`
+	// Pending are the compactions whose base jobs were asked for and have not ended: a base
+	// job reads its span alone only when the span before it is one of them (its job covers
+	// what lies before), never past a span no job will read (a bridge's gap).
+	Pending []PendingSpan `json:"pending,omitempty"`
+
+	// spanOnly: this value carries one new segment (Segments[0]) for Land to add, nothing
+	// else; consumed are the segments its text holds now, dropped when it lands.
+	spanOnly bool
+	consumed []BaseAnchor
 }
 
 // BaseAnchor names a compaction by what the file shows of it.
@@ -184,6 +197,9 @@ type BuiltOn struct {
 	Via string `json:"via,omitempty"`
 	// Refused is why a base that was there was not used (BaseRefused*), empty otherwise.
 	Refused string `json:"refused,omitempty"`
+	// Segments is how many models' summaries of single spans continued the base's text
+	// (Base.Segments).
+	Segments int `json:"segments,omitempty"`
 }
 
 // SpanTokens splits the span a value summarizes for Pi (its summarized entries), by Pi's
@@ -207,10 +223,41 @@ type basis struct {
 	// latest is the anchor of the path's latest compaction (nil without one): a base for it
 	// may land after this basis was read (NextBase).
 	latest *BaseAnchor
+	// parts is how many model summaries text joins; segments how many of the base's
+	// segments were joined to it here (consumed names them).
+	parts    int
+	segments int
+	consumed []BaseAnchor
+	// stored is the stored base's own text, file lists and end before segments were joined
+	// (set when one was): what a value made on the basis is based on (Base.Land) and what an
+	// extract leaves as the base's text (the segments stay segments).
+	stored *storedText
+}
+
+type storedText struct {
+	text    string
+	details PreparedDetails
+	fromID  string
+	source  string
+	madeAt  time.Time
+}
+
+// own is the stored base's own text, file lists and end, whatever segments were joined.
+func (b basis) own() storedText {
+	if b.stored != nil {
+		return *b.stored
+	}
+	return storedText{text: b.text, details: b.details, fromID: b.fromID, source: b.source, madeAt: b.madeAt}
+}
+
+// state is the stored state a value made on b is based on (Base.BasedOn*).
+func (b basis) state() (sha, fromID string) {
+	o := b.own()
+	return SHA256(o.text), o.fromID
 }
 
 func (b basis) builtOn(path []*sessionio.Entry, readAgain int) *BuiltOn {
-	bo := &BuiltOn{Source: b.source, ReadAgainTokens: readAgain, BaseMadeAt: b.madeAt, Refused: b.refused}
+	bo := &BuiltOn{Source: b.source, ReadAgainTokens: readAgain, BaseMadeAt: b.madeAt, Refused: b.refused, Segments: b.segments}
 	if b.source != SourceNone {
 		bo.SHA256 = SHA256(b.text)
 	}
@@ -312,7 +359,9 @@ func resolveBasisOn(path []*sessionio.Entry, r pi.Release, b *Base, sessionID st
 	if _, err := spansFrom(path, r, from, ci); err != nil {
 		return refuse(BaseRefusedChainDiffers)
 	}
-	return basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest}
+	bs := basis{text: b.Summary, details: b.Details, from: from, source: b.Source, madeAt: b.CreatedAt, extractOn: b.ExtractOn, latest: def.latest, parts: b.parts()}
+	bs = bs.namedOn(path)
+	return extendBySegments(path, r, ci, bs, b.Segments)
 }
 
 // spansFrom are the messages the compactions on path[:upTo+1] summarized from path index
@@ -370,7 +419,15 @@ func spansFrom(path []*sessionio.Entry, r pi.Release, from, upTo int) ([]*sessio
 // when a model's base for the compaction before landed since the extract read the store,
 // the new compaction builds on that one instead (its spans were read again by the
 // extract, but its text is what the next summary should build on).
+//
+// The stored base's segments stay with the base kept (those the extract's text holds go).
 func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
+	if current != nil && current.SessionID == made.SessionID && current.sameRulesAs(made) {
+		withSegments := *made
+		withSegments.Segments = withoutConsumed(current.Segments, made.consumed)
+		withSegments.Pending = current.Pending
+		made = &withSegments
+	}
 	if current == nil || builtOnLatest == nil || !current.Anchor.Equal(*builtOnLatest) || !current.sameRulesAs(made) {
 		return made
 	}
@@ -378,6 +435,7 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 		return made
 	}
 	next := *made
+	next.Segments = current.Segments
 	next.Summary, next.Details, next.FromEntryID, next.Source = current.Summary, current.Details, current.FromEntryID, current.Source
 	next.ExtractOn = false // the extract was made on what was there before
 	next.BasedOnSHA256, next.BasedOnFromEntryID = current.BasedOnSHA256, current.BasedOnFromEntryID
@@ -393,18 +451,27 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 // while b was being made, from the same text: b is a better start for it). Anything else
 // means the session moved on (a preparation or another base replaced what b was made on,
 // or the branch changed): b is discarded.
+//
+// A value carrying one segment (a span summarized alone) is added to the stored base's
+// segments instead (landSpan). Segments stored beside the base stay with what lands, but
+// those its text holds now.
 func (b *Base) Land(current *Base) (*Base, string) {
+	if b.spanOnly {
+		return b.landSpan(current)
+	}
 	if current == nil {
 		return b, ""
 	}
 	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID && b.sameRulesAs(current)
+	next := *b
+	next.Segments = withoutConsumed(current.Segments, b.consumed)
+	next.Pending = current.Pending
 	switch {
 	case current.Anchor.Equal(b.Anchor) && same:
-		return b, ""
+		return &next, ""
 	case current.Anchor.Equal(b.Anchor) && current.Complete():
 		return nil, "duplicate"
 	case same:
-		next := *b
 		next.Anchor = current.Anchor
 		return &next, ""
 	}

@@ -5,11 +5,13 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"reflect"
 	"regexp"
 	"slices"
 	"strings"
 	"sync"
 	"testing"
+	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/pi"
@@ -147,7 +149,8 @@ func (w *baseWorld) extract() *Prepared {
 		w.t.Fatalf("the extract called the model (%d calls) or says its span is a model's: %+v", w.model.count()-calls, got.SpanTokens)
 	}
 	made, latest := got.LeftBase(w.leaf)
-	w.stored = NextBase(w.stored, made, latest)
+	// as the worker does: its base job is asked for, pending until it ends
+	w.stored = NextBase(w.stored, made, latest).WithPending(made.Anchor.FirstKeptEntryID, time.Now())
 	return got
 }
 
@@ -407,10 +410,10 @@ func TestBaseLand(t *testing.T) {
 	a2 := BaseAnchor{LeafID: "l2", FirstKeptEntryID: "k2", SummarySHA256: "s2"}
 	state := &Base{Anchor: a, Summary: "extract text", FromEntryID: "f0", Source: SourceCompaction}
 	b := &Base{Anchor: a, Summary: "model", FromEntryID: "k1", Source: SourceModel, BasedOnSHA256: SHA256("extract text"), BasedOnFromEntryID: "f0"}
-	if got, why := b.Land(state); got != b || why != "" {
+	if got, why := b.Land(state); got == nil || !reflect.DeepEqual(*got, *b) || why != "" {
 		t.Fatalf("on its own state: %v %s", got, why)
 	}
-	if got, why := b.Land(nil); got != b || why != "" {
+	if got, why := b.Land(nil); got == nil || !reflect.DeepEqual(*got, *b) || why != "" {
 		t.Fatalf("on nothing: %v %s", got, why)
 	}
 	carried := *state

@@ -88,12 +88,15 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 	if leafID == "" {
 		leafID = p.LeafID
 	}
-	text, read, modified := withoutFileLists(bs.text)
+	// The base's own text: the segments joined to it stay segments (the state in-flight base
+	// jobs were made on does not change).
+	own := bs.own()
+	text, read, modified := withoutFileLists(own.text)
 	fo := fileops.New()
-	for _, f := range append(slices.Clone(bs.details.ReadFiles), read...) {
+	for _, f := range append(slices.Clone(own.details.ReadFiles), read...) {
 		fo.AddRead(f)
 	}
-	for _, f := range append(slices.Clone(bs.details.ModifiedFiles), modified...) {
+	for _, f := range append(slices.Clone(own.details.ModifiedFiles), modified...) {
 		fo.AddEdited(f)
 	}
 	read, modified = fo.Lists()
@@ -101,7 +104,7 @@ func (p *Prepared) LeftBase(leafID string) (made *Base, builtOnLatest *BaseAncho
 		Anchor: BaseAnchor{LeafID: leafID, PreviousCompactionID: p.PreviousCompactionID, FirstKeptEntryID: p.FirstKeptEntryID,
 			SummarizedEntryIDs: append([]string{}, p.SummarizedEntryIDs...), SummarySHA256: SHA256(p.Summary)},
 		Summary: text, Details: PreparedDetails{ReadFiles: nonNil(read), ModifiedFiles: nonNil(modified)},
-		FromEntryID: bs.fromID, Source: bs.source, PiVersion: p.PiVersion, CreatedAt: bs.madeAt, ExtractOn: p.extract}
+		FromEntryID: own.fromID, Source: own.source, PiVersion: p.PiVersion, CreatedAt: own.madeAt, ExtractOn: p.extract && bs.segments == 0}
 	if b.CreatedAt.IsZero() {
 		b.CreatedAt = p.CreatedAt
 	}

@@ -28,6 +28,12 @@ type BaseRequest struct {
 	// Settings: Pi, the counter and the output limit (ReserveTokens) as the extract's.
 	Settings    Settings
 	RequestedAt time.Time
+	// SpanOnly: when the spans before the compaction's are not a model's yet (their own
+	// summaries are being made), summarize its span alone, as a segment (segment.go).
+	SpanOnly bool
+	// Merge: fold the base's text and the segments that continue it into one summary (one
+	// request reading only model text); Anchor is not used.
+	Merge bool
 }
 
 // MakeBase makes the model's summary for the session's base (see the top of base.go):
@@ -44,15 +50,29 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	src, path := j.src, j.src.Path
 	sid := src.Session.Header.ID
 	r := src.Release
+	if req.Merge {
+		return e.mergeBase(ctx, j, req, current)
+	}
 	target, rec := baseTarget(path, req.Anchor, current, sid)
+	stored := rec // the base whose text the summary builds on
+	if req.SpanOnly {
+		// its own compaction's span, on what is stored now (the base of a newer compaction
+		// holds the text the older spans have)
+		target, rec, stored = spanTarget(req.Anchor, current, sid)
+	}
 	li := entryIndex(path, target.LeafID)
 	if why := notCompactedThere(path, li, target, rec, r); why != "" {
 		return nil, j.skip(why), nil
 	}
 	pre := path[:li+1] // the path Pi compacted
-	bs, msgs, why := baseReading(path, pre, r, &target, rec, current, sid)
+	bs, sp, msgs, why := baseReading(path, pre, r, &target, stored, current, sid)
 	if why != "" {
 		return nil, j.skip(why), nil
+	}
+	if req.SpanOnly && (bs.segments > 0 || bs.from < sp.StartIndex && current.pendingBefore(sp, time.Now())) {
+		// the span before is being summarized, or the summaries before are segments a merge
+		// folds: on a text that may change meanwhile, the span's summary lands as a segment
+		return e.makeSpan(ctx, j, req, target, pre, sp)
 	}
 	fo := fileops.New()
 	tokens := addSpan(fo, bs.details, msgs, r)
@@ -75,9 +95,10 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 	text, _, _ := withoutFileLists(out.Summary)
 	b := &Base{V: BaseVersion, SessionID: sid, Anchor: target, Summary: text,
 		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
-		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, PiVersion: r.String(), BasedOnSHA256: SHA256(bs.text), BasedOnFromEntryID: bs.fromID,
-		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(),
+		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, PiVersion: r.String(),
+		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(), consumed: bs.consumed,
 		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
+	b.BasedOnSHA256, b.BasedOnFromEntryID = bs.state()
 	if rec != nil {
 		b.Store, b.Path = rec.Store, rec.Path
 	}
@@ -111,6 +132,19 @@ func baseTarget(path []*sessionio.Entry, anchor BaseAnchor, current *Base, sid s
 	return target, rec
 }
 
+// spanTarget is what a span-only job summarizes and on what: its own compaction (anchor),
+// with the stored base (current) as the text before it; the base is also the record of the
+// compaction when it stands for that one.
+func spanTarget(anchor BaseAnchor, current *Base, sid string) (target BaseAnchor, rec, stored *Base) {
+	if current == nil || current.V != BaseVersion || current.SessionID != sid {
+		return anchor, nil, nil
+	}
+	if current.Anchor.names(anchor) {
+		return current.Anchor, current, current
+	}
+	return anchor, nil, current
+}
+
 // notCompactedThere says why no base is made for target (at li on path; rec the stored
 // base standing for it, nil if none), "" when one is: the leaf is not on the branch, Pi
 // went on without the extract, the base is complete, or it was made by other rules.
@@ -136,16 +170,16 @@ func notCompactedThere(path []*sessionio.Entry, li int, target BaseAnchor, rec *
 // baseReading is what a base job reads on pre, the path Pi compacted: the basis it builds on
 // and the messages from the basis's end through the compaction's span; or why it reads
 // nothing. A target named by a job alone gets its span's entries from the file.
-func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor, rec, current *Base, sid string) (bs basis, msgs []*sessionio.Message, why string) {
+func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor, rec, current *Base, sid string) (bs basis, sp *cutpoint.Span, msgs []*sessionio.Message, why string) {
 	sp, err := cutpoint.SpanAt(pre, r, target.FirstKeptEntryID)
 	if err != nil {
-		return bs, nil, "moved-on: " + err.Error()
+		return bs, nil, nil, "moved-on: " + err.Error()
 	}
 	prevID := ""
 	if sp.Previous != nil {
 		prevID = sp.Previous.ID
 	}
-	if rec == nil {
+	if target.SummarizedEntryIDs == nil {
 		// A job alone names the compaction by its parent, cut and digest: the rest is the file's.
 		target.SummarizedEntryIDs, target.PreviousCompactionID = sp.EntryIDs, nil
 		if prevID != "" {
@@ -153,13 +187,17 @@ func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor,
 		}
 	}
 	if prevID != deref(target.PreviousCompactionID) || !slices.Equal(sp.EntryIDs, target.SummarizedEntryIDs) {
-		return bs, nil, fmt.Sprintf("%s: the compaction at %s does not summarize what the extract did", BaseRefusedEntriesDiffer, target.FirstKeptEntryID)
+		return bs, sp, nil, fmt.Sprintf("%s: the compaction at %s does not summarize what the extract did", BaseRefusedEntriesDiffer, target.FirstKeptEntryID)
 	}
 	if rec != nil {
-		bs = basis{text: rec.Summary, details: rec.Details, from: entryIndex(path, rec.FromEntryID), fromID: rec.FromEntryID, source: rec.Source}
-		if bs.from < 0 || bs.from > sp.StartIndex {
-			return bs, nil, fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)
+		bs = basis{text: rec.Summary, details: rec.Details, from: entryIndex(path, rec.FromEntryID), fromID: rec.FromEntryID, source: rec.Source, parts: rec.parts()}
+		if bs.from >= sp.CutIndex && rec.Source == SourceModel {
+			return bs, sp, nil, "done: the base holds a model's summary of the compaction at " + target.FirstKeptEntryID
 		}
+		if bs.from < 0 || bs.from > sp.StartIndex {
+			return bs, sp, nil, fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)
+		}
+		bs = extendBySegments(pre, r, len(pre)-1, bs, rec.Segments).namedOn(pre)
 	} else {
 		bs = resolveBasis(pre, r, current, sid)
 	}
@@ -168,13 +206,16 @@ func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor,
 		older, err = nil, nil
 	}
 	if err != nil {
-		return bs, nil, fmt.Sprintf("%s: %v", BaseRefusedChainDiffers, err)
+		return bs, sp, nil, fmt.Sprintf("%s: %v", BaseRefusedChainDiffers, err)
+	}
+	if bs.from >= sp.CutIndex {
+		return bs, sp, nil, "done: the base and its segments hold a model's summary of the compaction at " + target.FirstKeptEntryID
 	}
 	msgs = append(older, sp.Messages...)
 	if len(msgs) == 0 {
-		return bs, nil, "nothing to summarize: the compaction summarized no message"
+		return bs, sp, nil, "nothing to summarize: the compaction summarized no message"
 	}
-	return bs, msgs, ""
+	return bs, sp, msgs, ""
 }
 
 // addSpan adds to fo the file lists of details and those the messages msgs mention, and

@@ -417,10 +417,13 @@ func (a *accountView) applyLease(e jetstream.KeyValueEntry) {
 }
 
 // leaseKeyParts reads a lease key's store and session token (a base job's lease is its
-// session's key with baseLeaseSuffix: leaseKeyOf).
+// session's key with BaseLeaseSuffix and, for a slot, the slot's number).
 func leaseKeyParts(key string) (store, token string) {
 	store, token, _ = strings.Cut(key, ".")
-	return store, strings.TrimSuffix(token, fleetops.BaseLeaseSuffix)
+	if i := strings.Index(token, fleetops.BaseLeaseSuffix); i >= 0 && strings.Trim(token[i+len(fleetops.BaseLeaseSuffix):], "0123456789") == "" {
+		token = token[:i]
+	}
+	return store, token
 }
 
 // applyPause keeps a store's pause record (its store is its key's).

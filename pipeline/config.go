@@ -20,7 +20,7 @@ import (
 // Defaults. Every zero field of Config takes the value here (see Config.withDefaults).
 const (
 	DefaultStoreName       = "default"
-	DefaultConcurrency     = 4
+	DefaultConcurrency     = 8
 	DefaultIdle            = 10 * time.Minute
 	DefaultLeaseBusyDelay  = 5 * time.Second
 	DefaultBackoffBase     = 5 * time.Second

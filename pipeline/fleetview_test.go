@@ -3,6 +3,7 @@ package pipeline
 import (
 	"context"
 	"encoding/json"
+	"fmt"
 	"strings"
 	"testing"
 	"time"
@@ -179,10 +180,17 @@ func TestFleetViewTrustsAnAccountForItsStores(t *testing.T) {
 	}
 }
 
-// A base job's lease (its session's key with ".base", leaseKeyOf) is a running job of its
-// session like any other, not a record naming another session than its key's.
+// A base job's lease (its session's key with ".base", and a slot's number for a job of a
+// slot: leaseKeyOf) is a running job of its session like any other, not a record naming
+// another session than its key's.
 func TestFleetViewShowsABaseJobsLease(t *testing.T) {
 	t.Parallel()
+	for _, slot := range []int{0, 3} {
+		t.Run(fmt.Sprint("slot ", slot), func(t *testing.T) { t.Parallel(); fleetViewShowsABaseJobsLease(t, slot) })
+	}
+}
+
+func fleetViewShowsABaseJobsLease(t *testing.T, slot int) {
 	b := newBundle(t)
 	s := b.service(b.config(&fakeHandler{}))
 	b.run(s)
@@ -192,7 +200,7 @@ func TestFleetViewShowsABaseJobsLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer v.Close()
-	job := wire.Job{Kind: wire.KindBase, Store: "default", SessionID: "s1", Path: "p/s1.jsonl"}
+	job := wire.Job{Kind: wire.KindBase, Store: "default", SessionID: "s1", Path: "p/s1.jsonl", Slot: slot}
 	raw, _ := json.Marshal(fleetops.LeaseRecord{V: fleetops.LeaseV, Worker: "w1", JobID: "j1", SessionID: "s1", Path: job.Path, Kind: wire.KindBase, Since: time.Now().UTC()})
 	b.putRaw(wire.BucketLeases, leaseKeyOf("default", job), string(raw))
 	var sv operator.StoreView

@@ -46,3 +46,13 @@ func (s *Service) Follow(ctx context.Context, job wire.Job) (fleetops.EnqueueRes
 		}
 	}
 }
+
+// Queue queues a job this worker decided on once, without waiting for a pending job of its
+// kind to end: AlreadyQueued says one is pending (a base job that is fine to fold into the
+// pending one, such as a merge).
+func (s *Service) Queue(ctx context.Context, job wire.Job) (fleetops.EnqueueResult, error) {
+	if s.res == nil || s.res.js == nil {
+		return fleetops.EnqueueResult{}, fmt.Errorf("queue %s: the service has not started", job.Kind)
+	}
+	return fleetops.PublishJob(ctx, s.res.js, &job)
+}

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"strconv"
 	"time"
 
 	"github.com/compactor-dev/compactor/fleetops"
@@ -53,9 +54,13 @@ func leaseKey(store, sessionID string) string { return store + "." + wire.Sessio
 // or write but the base itself, which it updates with a compare-and-set; it must neither
 // wait for a preparation or a compaction of its session (a lease taken behind another is
 // retried only after the holder's whole remaining time) nor hold them back for a summary's
-// latency. Two base jobs of a session still run one at a time.
+// latency. Two base jobs of one slot (wire.Job.Slot) of a session still run one at a time;
+// each slot has its own lease (<store>.<session token>.base<slot>).
 func leaseKeyOf(store string, job wire.Job) string {
 	if job.Kind == wire.KindBase {
+		if job.Slot > 0 {
+			return leaseKey(store, job.SessionID) + fleetops.BaseLeaseSuffix + strconv.Itoa(job.Slot)
+		}
 		return leaseKey(store, job.SessionID) + fleetops.BaseLeaseSuffix
 	}
 	return leaseKey(store, job.SessionID)

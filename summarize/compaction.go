@@ -176,3 +176,21 @@ func (o *SummaryOutput) add(r Result) {
 	o.CachedInputTokens += r.CachedInputTokens
 	o.Calls += r.Calls
 }
+
+// MergeSummaries folds consecutive summaries of one session (joined oldest first, as
+// previous) into one summary with one request (TaskMerge), under the output limit a history
+// summary has by the rules of release r with reserve tokens reserved.
+func MergeSummaries(ctx context.Context, s Summarizer, previous string, reserve int, r pi.Release) (Result, error) {
+	if reserve <= 0 {
+		reserve = DefaultReserveTokens
+	}
+	req := Request{Task: TaskMerge, PreviousSummary: previous, MaxTokens: HistoryMaxTokens(reserve), Release: r}
+	if r.Has(pi.ModelOutputLimit) {
+		req.MaxTokens = 0
+	}
+	res, err := s.Summarize(ctx, req)
+	if err != nil {
+		return Result{}, fmt.Errorf("merge summaries: %w", err)
+	}
+	return res, nil
+}

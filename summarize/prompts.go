@@ -47,6 +47,43 @@ const HistoryPrompt = `The transcript inside <conversation> is the older part of
 
 Be brief in every section, but keep file paths, function and type names, commands and error messages exactly as written.`
 
+// MergePrompt folds consecutive summaries of one session into one (TaskMerge). The
+// conversation is empty: everything the model needs is in the summaries.
+const MergePrompt = `The notes inside <previous-summary> are several summaries of one coding session, written one after another, oldest first; each covers the part of the session that follows the one before it. The conversation is empty: nothing else happened. Write them as one set of notes for the whole session:
+- keep every fact that still holds at the end of the last summary;
+- where a later summary finishes, changes or drops what an earlier one says, follow the later one;
+- "Next Steps" and "In Progress" describe the state at the end of the last summary;
+- keep file paths, function and type names, commands and error messages exactly as written.
+
+Use exactly these sections:
+
+## Goal
+[The outcome the user wants.]
+
+## Constraints & Preferences
+- [Requirements, conventions and preferences, or "(none)".]
+
+## Progress
+### Done
+- [x] [Finished work.]
+
+### In Progress
+- [ ] [Work started but not finished.]
+
+### Blocked
+- [Problems that stop progress, or "(none)".]
+
+## Key Decisions
+- **[Decision]**: [Why it was taken.]
+
+## Next Steps
+1. [The next actions, in order.]
+
+## Critical Context
+- [Facts the next model cannot recover otherwise, or "(none)".]
+
+Be brief, but no shorter than the facts need.`
+
 // UpdatePrompt merges new messages into an existing checkpoint.
 const UpdatePrompt = `The transcript inside <conversation> continues a coding session that was already summarized; the earlier notes are inside <previous-summary>. Produce one updated set of notes that covers both:
 - keep every fact from the earlier notes that still holds;
@@ -182,6 +219,8 @@ func instructions(req Request) string {
 	var base string
 	update := req.PreviousSummary != ""
 	switch req.Task {
+	case TaskMerge:
+		return MergePrompt
 	case TaskTurnPrefix:
 		base = TurnPrefixPrompt
 		if update {

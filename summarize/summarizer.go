@@ -36,6 +36,11 @@ const (
 	TaskTurnPrefix
 	// TaskBranch summarizes a branch the user is leaving.
 	TaskBranch
+	// TaskMerge folds PreviousSummary, several consecutive summaries of one session (oldest
+	// first, each covering what follows the one before), into one; Messages are empty. The
+	// summaries of spans made one by one, while the agent compacted faster than a model
+	// summarizes, become one text the size of one summary.
+	TaskMerge
 )
 
 func (k Task) String() string {
@@ -48,6 +53,8 @@ func (k Task) String() string {
 		return "turn-prefix"
 	case TaskBranch:
 		return "branch"
+	case TaskMerge:
+		return "merge"
 	}
 	return fmt.Sprintf("task(%d)", int(k))
 }

@@ -82,6 +82,15 @@ type Job struct {
 	// is for: its firstKeptEntryId and the SHA-256 (hex) of the summary Pi was handed.
 	Cut           string `json:"cut,omitempty"`
 	SummarySHA256 string `json:"summarySha256,omitempty"`
+	// Slot (a base job, 1 to BaseSpanSlots) runs the job beside the session's other base
+	// jobs: its compaction's span is summarized alone when the spans before it are still
+	// being summarized. 0: the session's one base job that builds on everything before it.
+	Slot int `json:"slot,omitempty"`
+	// Merge, when set (a base job of slot 0), asks to fold the session's base text and the
+	// spans' own summaries that continue it into one summary (a request reading model text
+	// only); its value names the stored state that asked (a digest), so that a merge asked
+	// again after the base changed is a new job, not a duplicate of the one that ran.
+	Merge string `json:"merge,omitempty"`
 	// ID is the message id used for JetStream de-duplication (Nats-Msg-Id), see MsgID.
 	ID string `json:"id"`
 }
@@ -113,6 +122,12 @@ func (j *Job) ValidateFor(versions []int) error {
 	if j.Kind == KindBase && (j.ExpectLeafID == "" || j.Cut == "" || j.SummarySHA256 == "") {
 		return errors.New("job: base needs expectLeafId, cut and summarySha256")
 	}
+	if j.Slot != 0 && (j.Kind != KindBase || j.Slot < 0 || j.Slot > BaseSpanSlots) {
+		return fmt.Errorf("job: slot %d: only a base job has one, from 1 to %d", j.Slot, BaseSpanSlots)
+	}
+	if j.Merge != "" && (j.Kind != KindBase || j.Slot != 0 || len(j.Merge) > 64) {
+		return errors.New("job: merge is for a base job of slot 0, and names a state in at most 64 characters")
+	}
 	if j.KeepRecentTokens < 0 {
 		return fmt.Errorf("job: keepRecentTokens %d is negative", j.KeepRecentTokens)
 	}
@@ -127,7 +142,19 @@ func (j *Job) ValidateFor(versions []int) error {
 }
 
 // Subject is the subject the job is published on.
-func (j *Job) Subject() string { return JobSubject(j.Store, j.SessionID, j.Kind) }
+// A base job of a slot is on its own subject (compactor.jobs.<store>.<token>.base<slot>):
+// the queue keeps one job per subject, so a session has at most 1 + BaseSpanSlots base jobs
+// pending or running.
+func (j *Job) Subject() string {
+	if j.Slot > 0 {
+		return JobSubject(j.Store, j.SessionID, j.Kind+strconv.Itoa(j.Slot))
+	}
+	return JobSubject(j.Store, j.SessionID, j.Kind)
+}
+
+// BaseSpanSlots is how many base jobs of a session may summarize spans alone at once
+// (Job.Slot): enough for compactions six times as frequent as a summary's latency.
+const BaseSpanSlots = 6
 
 // MsgID is the de-duplication id (Nats-Msg-Id). It covers everything that changes what
 // the job does: kind, store, path, session, leaf, target and source, force, the budget
@@ -144,6 +171,9 @@ func (j *Job) MsgID() string {
 	}
 	if j.Cut != "" || j.SummarySHA256 != "" {
 		fields = append(fields, j.Cut, j.SummarySHA256) // only then: the ids of other jobs stay as they were
+	}
+	if j.Merge != "" {
+		fields = append(fields, "merge", j.Merge) // not the slot: the same span asked for in two slots is one job
 	}
 	ident, _ := json.Marshal(fields)
 	sum := sha256.Sum256(ident)

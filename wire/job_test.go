@@ -62,7 +62,7 @@ func TestDecodeJob(t *testing.T) {
 
 // baseJobFor is a base job for the session (the anchor's fields made up).
 func baseJobFor(sid, leaf string) Job {
-	return Job{Kind: KindBase, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Cut: "cut-" + leaf, SummarySHA256: "sha-" + leaf}
+	return Job{V: BaseJobVersion, Kind: KindBase, Store: "default", Path: "s.jsonl", SessionID: sid, ExpectLeafID: leaf, Cut: "cut-" + leaf, SummarySHA256: "sha-" + leaf}
 }
 
 // A base job names its compaction, and is written as version 2, which a worker that does
@@ -86,6 +86,34 @@ func TestBaseJobValidation(t *testing.T) {
 	same := baseJobFor("s1", "l1")
 	if other.MsgID() == same.MsgID() {
 		t.Error("two bases for different compactions have one id")
+	}
+	// A slot's job: its own subject, the same id (the same span asked for in two slots is one
+	// job); a merge is another job; slots and merges only where they mean something.
+	slotted := baseJobFor("s1", "l1")
+	slotted.Slot = 2
+	if err := slotted.Validate(); err != nil || slotted.Subject() != "compactor.jobs.default.s1.base2" || slotted.MsgID() != same.MsgID() {
+		t.Errorf("slot 2: %v, subject %s, id %s (slot 0's %s)", err, slotted.Subject(), slotted.MsgID(), same.MsgID())
+	}
+	merge := baseJobFor("s1", "l1")
+	merge.Merge = "s1"
+	again := merge
+	again.Merge = "s2"
+	if err := merge.Validate(); err != nil || merge.Subject() != same.Subject() || merge.MsgID() == same.MsgID() || merge.MsgID() == again.MsgID() {
+		t.Errorf("merge: %v, subject %s, id %s", err, merge.Subject(), merge.MsgID())
+	}
+	for name, f := range map[string]func(*Job){
+		"slot 5":           func(j *Job) { j.Slot = BaseSpanSlots + 1 },
+		"slot -1":          func(j *Job) { j.Slot = -1 },
+		"a compact's slot": func(j *Job) { j.Kind = KindCompact; j.Slot = 1 },
+		"a slot's merge":   func(j *Job) { j.Slot = 1; j.Merge = "s" },
+		"a prepare merge":  func(j *Job) { j.Kind = KindPrepare; j.Merge = "s" },
+		"a long merge":     func(j *Job) { j.Merge = strings.Repeat("s", 65) },
+	} {
+		k := baseJobFor("s1", "l1")
+		f(&k)
+		if err := k.Validate(); err == nil {
+			t.Errorf("%s was accepted", name)
+		}
 	}
 	// The id of a compact job is what it was before base jobs (pinned).
 	c := Job{Kind: KindCompact, Store: "default", Path: "p.jsonl", SessionID: "s1", ExpectLeafID: "l1"}

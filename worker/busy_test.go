@@ -79,7 +79,7 @@ func TestBusySkipsAreMarked(t *testing.T) {
 					t.Fatal(err)
 				}
 			}
-			res, herr := Handler(e, PiVersions{}, nil).Handle(context.Background(), wire.Job{Kind: wire.KindCompact, OnlyOverBudget: true}, file)
+			res, herr := Handler(e, PiVersions{}, nil, Queues{}).Handle(context.Background(), wire.Job{Kind: wire.KindCompact, OnlyOverBudget: true}, file)
 			if herr != nil || res.Outcome != pipeline.OutcomeSkipped {
 				t.Fatalf("handler %+v, %v; want a skip", res, herr)
 			}

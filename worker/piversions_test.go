@@ -47,7 +47,7 @@ func newPiBundle(t *testing.T, policy string) *piBundle {
 	t.Cleanup(func() { logs.Close() })
 	logger := slog.New(slog.NewTextHandler(logs, &slog.HandlerOptions{Level: slog.LevelInfo}))
 	pv := NewPiVersions("", nil, policy, nil, logger)
-	srv := pipelinetest.Start(t, pipelinetest.Options{Handler: Handler(eng, pv, nil), Configure: func(c *pipeline.Config) {
+	srv := pipelinetest.Start(t, pipelinetest.Options{Handler: Handler(eng, pv, nil, Queues{}), Configure: func(c *pipeline.Config) {
 		c.MetricsAddr, c.Logger = "127.0.0.1:0", logger
 	}})
 	return &piBundle{Server: srv, logFile: logFile}

@@ -6,6 +6,8 @@ import (
 	"errors"
 	"fmt"
 	"log/slog"
+	"slices"
+	"time"
 
 	"github.com/compactor-dev/compactor/agents"
 	"github.com/compactor-dev/compactor/configs"
@@ -24,7 +26,10 @@ import (
 // compactor_pi_version_unknown_total), or skipped. prepared returns the store of prepared
 // summaries: the service's bucket, which exists once the service has started, hence a
 // function.
-func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore) pipeline.Handler {
+//
+// q queues the jobs a base job asks for (a merge after a span's summary landed); its zero
+// value queues none.
+func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, q Queues) pipeline.Handler {
 	return pipeline.HandlerFunc(func(ctx context.Context, job wire.Job, file string) (wire.Result, error) {
 		pi, unknown, refusal, err := pv.forRequest(job.Store, job.PiVersion)
 		if err != nil {
@@ -43,7 +48,7 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 		case wire.KindPrepare:
 			res, err = prepareJob(ctx, e, job, req, prepared)
 		case wire.KindBase:
-			res, err = baseJob(ctx, e, job, req, prepared)
+			res, err = baseJob(ctx, e, job, req, prepared, q)
 		default:
 			res, err = e.Compact(ctx, req)
 		}
@@ -110,7 +115,12 @@ func readBase(ctx context.Context, store agents.PreparedStore, storeName, sessio
 // baseJob makes the model's summary of what an extract answered (engine.MakeBase) and lands
 // it on the session's base: stored when the base still holds the state it was made on,
 // discarded (superseded) when the session moved on meanwhile.
-func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore) (*engine.Result, error) {
+//
+// A job of a slot (wire.Job.Slot) summarizes its span alone when the spans before it are
+// not a model's yet. Whenever what lands leaves segments beside the base's text, the job asks
+// for a merge (slot 0), which folds those that continue the text into one summary (a slot-0
+// job pending does it when it runs).
+func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Request, prepared func() agents.PreparedStore, q Queues) (*engine.Result, error) {
 	var store agents.PreparedStore
 	if prepared != nil {
 		store = prepared()
@@ -130,27 +140,37 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 		}
 	}
 	b, res, err := e.MakeBase(ctx, engine.BaseRequest{File: req.File, Settings: req.Settings, RequestedAt: job.RequestedAt,
-		Anchor: engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256}}, cur)
+		Anchor:   engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256},
+		SpanOnly: job.Slot > 0, Merge: job.Merge != ""}, cur)
 	if err != nil || b == nil {
+		if err == nil {
+			endPending(ctx, store, job) // skipped: the spans after it no longer wait for it
+		}
 		return res, err
 	}
 	b.Store, b.Path = job.Store, job.Path
 	why := ""
+	var landed *engine.Base
 	err = store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
-		var c *engine.Base
-		if current != nil {
-			var cb engine.Base
-			if json.Unmarshal(current, &cb) == nil && cb.Path == job.Path {
-				c = &cb
-			}
-		}
+		c := decodeBase(current, job.Path)
 		next, w := b.Land(c)
-		why = w
+		why, landed = w, next
+		if next == nil {
+			next = c // not stored: the job has ended all the same
+		}
 		if next == nil {
 			return nil, nil
 		}
+		if job.Merge == "" {
+			next = next.WithoutPending(job.Cut)
+		}
 		return json.Marshal(next)
 	})
+	if err == nil && why == "" && landed != nil && len(landed.Segments) > 0 {
+		// whatever landed (a segment, the text a segment continues, a merge that left some),
+		// segments may continue the text now: a merge folds them (it skips when none does)
+		askMerge(ctx, q, job, landed)
+	}
 	switch {
 	case err != nil:
 		// Paid for: not made again for a store that failed to take it (the next extract asks
@@ -162,12 +182,42 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 	return res, nil
 }
 
+// decodeBase is the stored base (raw) of the session file at path, nil when there is none
+// or it is another file's.
+func decodeBase(raw []byte, path string) *engine.Base {
+	if raw == nil {
+		return nil
+	}
+	var b engine.Base
+	if json.Unmarshal(raw, &b) != nil || b.Path != path {
+		return nil
+	}
+	return &b
+}
+
+// endPending records that job, a base job for a span, has ended without storing anything.
+func endPending(ctx context.Context, store agents.PreparedStore, job wire.Job) {
+	if job.Merge != "" {
+		return
+	}
+	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
+		c := decodeBase(current, job.Path)
+		if c == nil || !slices.ContainsFunc(c.Pending, func(p engine.PendingSpan) bool { return p.Cut == job.Cut }) {
+			return nil, nil
+		}
+		return json.Marshal(c.WithoutPending(job.Cut))
+	})
+	if err != nil {
+		slog.Default().Debug("base job's end not recorded", "store", job.Store, "session", job.SessionID, "err", err)
+	}
+}
+
 // Bridger answers the extension's bridge requests with e: the session's preparation
 // extended to the cut Pi makes now (engine.Bridge), or, when the request asks for it, the
 // answer made without a model at that cut (engine.Extract). After an extract it stores the
 // base the extract leaves and, when bases are on, queues the job that has a model summarize
 // the extract's span (a base job, through follow).
-func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error), logger *slog.Logger) agents.Bridger {
+func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedStore, q Queues, logger *slog.Logger) agents.Bridger {
 	return agents.BridgerFunc(func(ctx context.Context, req wire.BridgeRequest, file string, raw []byte) ([]byte, error) {
 		pi, _, refusal, err := pv.forRequest(req.Store, req.PiVersion)
 		if err != nil {
@@ -178,7 +228,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 		}
 		if req.Extract {
 			var store agents.PreparedStore
-			if prepared != nil && follow != nil {
+			if prepared != nil && q.Follow != nil {
 				store = prepared()
 			}
 			base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
@@ -193,7 +243,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 				job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "extract",
 					ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
 					Counter: "estimate", KeepRecentTokens: req.KeepRecentTokens, PiVersion: req.PiVersion}
-				agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, follow, made, latest, job, logger) })
+				agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, q, made, latest, job, logger) })
 			}
 			return json.Marshal(out)
 		}
@@ -205,7 +255,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 			return nil, &engine.StaleError{Reason: fmt.Sprintf("prepared for %s (session %s), asked for %s (session %s)", prep.Path, prep.SessionID, req.Path, req.SessionID)}
 		}
 		var store agents.PreparedStore
-		if prepared != nil && follow != nil {
+		if prepared != nil && q.Follow != nil {
 			store = prepared()
 		}
 		base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
@@ -217,7 +267,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 			// made on the previous compaction's text before its base landed: the next summary
 			// builds on the base and reads this preparation's span again
 			agents.AfterReply(ctx, func(ctx context.Context) {
-				leaveBase(ctx, store, nil, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
+				leaveBase(ctx, store, Queues{}, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
 			})
 		}
 		return json.Marshal(out)
@@ -252,11 +302,12 @@ func (a assessor) SettingsFingerprint() string {
 }
 
 // leaveBase stores the base a value leaves for the compaction Pi writes with it (on what is
-// stored now: engine.NextBase), then, with follow, queues the base job for it (an
-// extract's). Failures are logged: the value has answered Pi already, and the next extract
-// asks again.
-func leaveBase(ctx context.Context, store agents.PreparedStore, follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error),
-	made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
+// stored now: engine.NextBase), then, with q, queues the base job for it (an extract's): in
+// the first free slot, so that it starts now beside the session's other base jobs (its span
+// alone if the spans before it are still being summarized), or, with every slot taken, as
+// the session's slot-0 job, which waits for the one pending. Failures are logged: the value
+// has answered Pi already, and the next extract asks again.
+func leaveBase(ctx context.Context, store agents.PreparedStore, q Queues, made *engine.Base, latest *engine.BaseAnchor, job wire.Job, logger *slog.Logger) {
 	err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
 		var c *engine.Base
 		if current != nil {
@@ -265,20 +316,66 @@ func leaveBase(ctx context.Context, store agents.PreparedStore, follow func(cont
 				c = &cb
 			}
 		}
-		return json.Marshal(engine.NextBase(c, made, latest))
+		next := engine.NextBase(c, made, latest)
+		if q.Follow != nil {
+			next = next.WithPending(made.Anchor.FirstKeptEntryID, time.Now()) // its base job is asked for below
+		}
+		return json.Marshal(next)
 	})
 	if err != nil {
 		logger.Warn("the base a compaction leaves was not stored; the next summary builds on the compaction's text", "store", job.Store, "session", job.SessionID, "err", err)
 		return
 	}
-	if follow == nil {
+	if q.Follow == nil {
 		return
 	}
-	r, err := follow(ctx, job)
+	for slot := 1; q.Queue != nil && slot <= wire.BaseSpanSlots; slot++ {
+		j := job
+		j.Slot = slot
+		r, err := q.Queue(ctx, j)
+		if err != nil {
+			logger.Warn("base job not queued", "store", job.Store, "session", job.SessionID, "slot", slot, "err", err)
+			return
+		}
+		if !r.AlreadyQueued || !r.Other {
+			logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "slot", slot, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
+			return
+		}
+	}
+	r, err := q.Follow(ctx, job)
 	switch {
 	case err != nil:
 		logger.Warn("base job not queued", "store", job.Store, "session", job.SessionID, "err", err)
 	default:
-		logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
+		logger.Debug("base job queued", "store", job.Store, "session", job.SessionID, "slot", 0, "job", r.JobID, "duplicate", r.Duplicate, "already_queued", r.AlreadyQueued)
 	}
+}
+
+// Queues queue the jobs a worker decides on: Follow waits while the session's job of that
+// kind (and slot) is pending, Queue does not (pipeline.Service.Follow and Queue). A nil
+// function queues nothing.
+type Queues struct {
+	Follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
+	Queue  func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
+}
+
+// askMerge queues the merge of the session's base (stored: what is stored now) after
+// something landed beside segments. A slot-0 job pending may have read the base before this
+// landing, so the merge is queued once that one has ended (Follow), in the background: the
+// job that asked has done its work. A merge that finds nothing to fold skips without a
+// request.
+func askMerge(ctx context.Context, q Queues, job wire.Job, stored *engine.Base) {
+	if stored == nil || q.Follow == nil {
+		return
+	}
+	a := stored.Anchor
+	state := engine.SHA256(fmt.Sprintf("%s\n%s\n%d", stored.Summary, stored.FromEntryID, len(stored.Segments)))[:16]
+	m := wire.Job{Kind: wire.KindBase, Merge: state, Store: job.Store, Path: job.Path, SessionID: job.SessionID, Reason: "merge",
+		ExpectLeafID: a.LeafID, Cut: a.FirstKeptEntryID, SummarySHA256: a.SummarySHA256,
+		Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens, PiVersion: job.PiVersion}
+	go func() {
+		if _, err := q.Follow(context.WithoutCancel(ctx), m); err != nil {
+			slog.Default().Warn("merge of the session's base not queued", "store", job.Store, "session", job.SessionID, "err", err)
+		}
+	}()
 }

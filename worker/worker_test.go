@@ -64,17 +64,18 @@ func newLiveBundle(t *testing.T, idle time.Duration, wrap func(pipeline.Handler)
 	// `compactor run` does (engine.Roots).
 	dir := t.TempDir()
 	eng.Roots = pipeline.StoreRoots([]pipeline.Store{{Name: pipeline.DefaultStoreName, Dir: dir}})
-	h := Handler(eng, PiVersions{}, func() agents.PreparedStore { return b.Service.Prepared() })
+	q := Queues{
+		Follow: func(ctx context.Context, j wire.Job) (fleetops.EnqueueResult, error) { return b.Service.Follow(ctx, j) },
+		Queue:  func(ctx context.Context, j wire.Job) (fleetops.EnqueueResult, error) { return b.Service.Queue(ctx, j) },
+	}
+	h := Handler(eng, PiVersions{}, func() agents.PreparedStore { return b.Service.Prepared() }, q)
 	if wrap != nil {
 		h = wrap(h)
 	}
 	b.Server = pipelinetest.Start(t, pipelinetest.Options{StoreDir: dir, Handler: h, Assessor: Assessor(eng, PiVersions{}), Idle: idle, Paused: !start,
 		Configure: func(c *pipeline.Config) {
 			c.BackoffBase, c.BackoffMax = 100*time.Millisecond, time.Second
-			c.Bridger = Bridger(eng, PiVersions{}, func() agents.PreparedStore { return b.Service.Prepared() },
-				func(ctx context.Context, j wire.Job) (fleetops.EnqueueResult, error) {
-					return b.Service.Follow(ctx, j)
-				}, slog.Default())
+			c.Bridger = Bridger(eng, PiVersions{}, func() agents.PreparedStore { return b.Service.Prepared() }, q, slog.Default())
 		}})
 	return b
 }
@@ -485,6 +486,33 @@ func TestLiveBridge(t *testing.T) {
 	}
 }
 
+// extract asks the worker for the extract at cut (Pi's hook, answered without a model).
+func (b *liveBundle) extract(t *testing.T, path, id, leaf, cut string) engine.Prepared {
+	t.Helper()
+	req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: path, SessionID: id, LeafID: leaf, FirstKeptEntryID: cut,
+		Extract: true, KeepRecentTokens: 200})
+	msg, err := b.Conn.Request(wire.BridgeSubject("default", id), req, 10*time.Second)
+	if err != nil {
+		t.Fatal(err)
+	}
+	var rep wire.BridgeReply
+	var ext engine.Prepared
+	if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" || json.Unmarshal(rep.Prepared, &ext) != nil {
+		t.Fatalf("extract: %s", msg.Data)
+	}
+	return ext
+}
+
+// piCompaction appends the compaction Pi writes with the value p, as cid, child of parent.
+func piCompaction(t *testing.T, file, cid, parent string, p engine.Prepared) string {
+	t.Helper()
+	d, _ := json.Marshal(p.Details)
+	line, _ := json.Marshal(map[string]any{"type": "compaction", "id": cid, "parentId": parent, "timestamp": "2026-01-01T00:00:03.000Z",
+		"summary": p.Summary, "firstKeptEntryId": p.FirstKeptEntryID, "tokensBefore": p.TokensBefore, "details": json.RawMessage(d), "fromHook": true})
+	appendPi(t, file, string(line))
+	return cid
+}
+
 // The extract answers Pi's hook without a model and asks for the model's summary of the same
 // span; Pi writes the compaction with the extract's text; the base lands, and the next
 // preparation builds on it, reading only the span after the compaction. A second extract
@@ -496,21 +524,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 	file := b.session(t, "--p--/x_"+id+".jsonl", id)
 	j := b.job(t, file)
 	appendPi(t, file, piUser("pu000021", j.ExpectLeafID), piAssistant("pa000021", "pu000021"), piUser("pu000022", "pa000021"), piAssistant("pa000022", "pu000022"))
-	extract := func(leaf, cut string) engine.Prepared {
-		t.Helper()
-		req, _ := json.Marshal(wire.BridgeRequest{V: 1, Store: "default", Path: j.Path, SessionID: id, LeafID: leaf, FirstKeptEntryID: cut,
-			Extract: true, KeepRecentTokens: 200})
-		msg, err := b.Conn.Request(wire.BridgeSubject("default", id), req, 10*time.Second)
-		if err != nil {
-			t.Fatal(err)
-		}
-		var rep wire.BridgeReply
-		var ext engine.Prepared
-		if json.Unmarshal(msg.Data, &rep) != nil || rep.Error != "" || json.Unmarshal(rep.Prepared, &ext) != nil {
-			t.Fatalf("extract: %s", msg.Data)
-		}
-		return ext
-	}
+	extract := func(leaf, cut string) engine.Prepared { return b.extract(t, j.Path, id, leaf, cut) }
 	complete := func(cut string) engine.Base {
 		t.Helper()
 		var base engine.Base
@@ -520,13 +534,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 		})
 		return base
 	}
-	compaction := func(cid, parent string, p engine.Prepared) string {
-		d, _ := json.Marshal(p.Details)
-		line, _ := json.Marshal(map[string]any{"type": "compaction", "id": cid, "parentId": parent, "timestamp": "2026-01-01T00:00:03.000Z",
-			"summary": p.Summary, "firstKeptEntryId": p.FirstKeptEntryID, "tokensBefore": p.TokensBefore, "details": json.RawMessage(d), "fromHook": true})
-		appendPi(t, file, string(line))
-		return cid
-	}
+	compaction := func(cid, parent string, p engine.Prepared) string { return piCompaction(t, file, cid, parent, p) }
 	b.awaitBridges(t, id)
 	calls := b.llm.Count()
 	x1 := extract("pa000022", "pu000022")
@@ -571,6 +579,79 @@ func TestLiveExtractThenBase(t *testing.T) {
 	compaction("c0000022", "pa000024", x2)
 	if b2 := complete("pu000024"); b2.BasedOnSHA256 != engine.SHA256(base.Summary) {
 		t.Fatalf("the second base was made on %s, not on the first", b2.BasedOnSHA256)
+	}
+}
+
+// Faster than the model: the second compaction's base job starts while the first's request
+// is still being answered (its own slot), reads its span alone, and lands beside it as a
+// segment; a merge then folds the two model texts into one with a request that reads no
+// conversation. Real worker, NATS and an OpenAI-compatible server that holds its answers.
+// Either may land first: the span's summary before the one it continues, or after.
+func TestLiveSpansInFlight(t *testing.T) {
+	t.Parallel()
+	for i, spanFirst := range []bool{false, true} {
+		t.Run(fmt.Sprint("span first ", spanFirst), func(t *testing.T) {
+			t.Parallel()
+			liveSpansInFlight(t, fmt.Sprintf("019a0000-0000-7000-8000-0000005e6a0%d", i), spanFirst)
+		})
+	}
+}
+
+func liveSpansInFlight(t *testing.T, id string, spanFirst bool) {
+	b := newLiveBundle(t, time.Hour, nil, true)
+	file := b.session(t, "--p--/x_"+id+".jsonl", id)
+	j := b.job(t, file)
+	long := func(id, parent, what string) string {
+		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
+			id, parent, what+" "+strings.Repeat("look at the notes again. ", 60))
+	}
+	appendPi(t, file, long("pu000021", j.ExpectLeafID, "Span one."), piAssistant("pa000021", "pu000021"), long("pu000022", "pa000021", "Kept."), piAssistant("pa000022", "pu000022"))
+	b.awaitBridges(t, id)
+	first, second := make(chan struct{}), make(chan struct{})
+	b.llm.Enqueue(fakellm.Behavior{Hold: first}, fakellm.Behavior{Hold: second})
+	calls := b.llm.Count()
+	x1 := b.extract(t, j.Path, id, "pa000022", "pu000022")
+	piCompaction(t, file, "c0000021", "pa000022", x1)
+	waitfor.Until(t, "the first base job's request", func() bool { return b.llm.Count() == calls+1 })
+	appendPi(t, file, long("pu000023", "c0000021", "Span two."), piAssistant("pa000023", "pu000023"), long("pu000024", "pa000023", "Kept again."), piAssistant("pa000024", "pu000024"))
+	x2 := b.extract(t, j.Path, id, "pa000024", "pu000024")
+	piCompaction(t, file, "c0000022", "pa000024", x2)
+	waitfor.Until(t, "the second base job's request, beside the first", func() bool { return b.llm.Count() == calls+2 })
+	reqs := b.llm.Requests()
+	msgs := reqs[calls+1].Messages
+	if p := msgs[len(msgs)-1].Content; !strings.Contains(p, "Span two.") || strings.Contains(p, "Span one.") || strings.Contains(p, "<previous-summary>") {
+		t.Fatalf("the second span's request, made while the first was in flight, is not its span alone:\n%s", p)
+	}
+	if spanFirst {
+		close(second)
+		waitfor.Until(t, "the second span's summary stored as a segment", func() bool {
+			raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+			var cur engine.Base
+			return err == nil && raw != nil && json.Unmarshal(raw, &cur) == nil && len(cur.Segments) == 1
+		})
+		close(first)
+	} else {
+		close(first)
+		close(second)
+	}
+	var base engine.Base
+	waitfor.Until(t, "one model text through the second compaction", func() bool {
+		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+		base = engine.Base{} // a field the JSON leaves out must not keep an earlier read's value
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() &&
+			base.FromEntryID == "pu000024" && len(base.Segments) == 0
+	})
+	reqs = b.llm.Requests()
+	if len(reqs) != calls+3 {
+		t.Fatalf("%d model requests for two spans, want 3 (each span, a merge)", len(reqs)-calls)
+	}
+	merge := reqs[calls+2].Messages
+	p := merge[len(merge)-1].Content
+	if !strings.Contains(p, summarize.MergePrompt[:60]) || !strings.Contains(p, engine.SegmentSeparator) || strings.Contains(p, "Span one.") || strings.Contains(p, "Span two.") {
+		t.Fatalf("the merge request does not fold the two model texts alone:\n%s", p)
+	}
+	if strings.Contains(base.Summary, engine.SegmentSeparator) || base.LLMCalls != 1 {
+		t.Fatalf("the base is not the merge's one text (%d calls): %q", base.LLMCalls, base.Summary)
 	}
 }
 

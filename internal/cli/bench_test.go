@@ -89,7 +89,7 @@ func benchPipeline(b *testing.B, conc, n int, latency time.Duration) {
 	}
 	svc, err := pipeline.New(pipeline.Config{
 		Stores: []pipeline.Store{{Name: "default", Dir: store}}, DataDir: filepath.Join(dir, "nats"), EmbeddedPort: -1,
-		Concurrency: conc, Idle: -1, Handler: worker.Handler(eng, worker.PiVersions{}, nil), Assessor: worker.Assessor(eng, worker.PiVersions{}),
+		Concurrency: conc, Idle: -1, Handler: worker.Handler(eng, worker.PiVersions{}, nil, worker.Queues{}), Assessor: worker.Assessor(eng, worker.PiVersions{}),
 	})
 	if err != nil {
 		b.Fatal(err)

@@ -75,7 +75,7 @@ func (f *summarizerFlags) registerEndpoint(fs *flag.FlagSet) {
 	fs.DurationVar(&f.timeout, "llm-timeout", 120*time.Second, "timeout of one LLM request")
 	fs.StringVar(&f.maxTokensKey, "max-tokens-field", "max_tokens", "how the output limit is sent: max_tokens or max_completion_tokens")
 	fs.IntVar(&f.maxInput, "llm-max-input-tokens", 0, "the summarizer model's input window; larger spans are summarized in chunks (0 = unknown)")
-	fs.IntVar(&f.concurrency, "llm-concurrency", 4, "LLM requests in flight at most")
+	fs.IntVar(&f.concurrency, "llm-concurrency", 8, "LLM requests in flight at most")
 	fs.Float64Var(&f.rps, "llm-rps", 0, "LLM requests per second at most (0 = no limit)")
 }
 

@@ -253,6 +253,14 @@ func (r *serviceRef) follow(ctx context.Context, job wire.Job) (fleetops.Enqueue
 	return fleetops.EnqueueResult{}, errors.New("the service has not started")
 }
 
+// queue queues a job the service's worker decided on, once (pipeline.Service.Queue).
+func (r *serviceRef) queue(ctx context.Context, job wire.Job) (fleetops.EnqueueResult, error) {
+	if s := r.Load(); s != nil {
+		return s.Queue(ctx, job)
+	}
+	return fleetops.EnqueueResult{}, errors.New("the service has not started")
+}
+
 // compose fills the Handler (workers) and the Assessor: the engine, the same code path as
 // `compactor compact`, configured by the summarizer and planning flags. A sweep only
 // checks budgets and needs no summarizer.
@@ -292,12 +300,12 @@ func (f *serviceFlags) compose(cfg pipeline.Config, env *Env, svc *serviceRef) (
 		return cfg, err
 	}
 	if f.worker {
-		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared))
-		var follow func(context.Context, wire.Job) (fleetops.EnqueueResult, error)
+		var q worker.Queues
 		if f.eng.rewriteExtracts {
-			follow = svc.follow
+			q = worker.Queues{Follow: svc.follow, Queue: svc.queue}
 		}
-		cfg.Bridger = worker.Bridger(eng, pv, svc.prepared, follow, cfg.Logger)
+		cfg.Handler = worker.RefuseInstructions(f.storeInstr, cfg.Logger, worker.Handler(eng, pv, svc.prepared, q))
+		cfg.Bridger = worker.Bridger(eng, pv, svc.prepared, q, cfg.Logger)
 		cfg.Logger.Info("summarizer", f.sum.logAttrs(f.eng)...)
 	}
 	return cfg, nil

@@ -181,7 +181,7 @@ func sweepService(b *testing.B, dir, dataDir string, nc access.NATSConfig) (*pip
 		b.Fatal(err)
 	}
 	cfg := pipeline.Config{Stores: []pipeline.Store{{Name: "default", Dir: dir}}, Idle: -1, Assessor: worker.Assessor(eng, worker.PiVersions{}),
-		Handler: worker.Handler(eng, worker.PiVersions{}, nil), NATS: nc, DataDir: dataDir, EmbeddedPort: -1}
+		Handler: worker.Handler(eng, worker.PiVersions{}, nil, worker.Queues{}), NATS: nc, DataDir: dataDir, EmbeddedPort: -1}
 	svc, err := pipeline.New(cfg)
 	if err != nil {
 		b.Fatal(err)

@@ -82,6 +82,7 @@ export function describeMaking(m: ValueMaking): string {
 		if (m.baseRefused) notes.push(`refused: ${m.baseRefused}`);
 		if (m.readAgainTokens) notes.push(`${m.readAgainTokens} tokens of older spans read again`);
 		if (m.via) notes.push(`via compaction ${m.via}`);
+		if (m.segments) notes.push(`${m.segments} span summaries joined`);
 		if (notes.length) out += ` (${notes.join(", ")})`;
 	}
 	if (m.spanTokens) {

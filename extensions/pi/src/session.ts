@@ -156,6 +156,8 @@ export interface ValueMaking {
 	readAgainTokens?: number;
 	/** The previous compaction whose text an extract updated (itself an extract on that base). */
 	via?: string;
+	/** How many models' summaries of single spans continued the base's text. */
+	segments?: number;
 }
 
 /** valueMaking reads builtOn and spanTokens from a value (anything: nothing it cannot read is trusted). */
@@ -171,6 +173,7 @@ export function valueMaking(value: unknown): ValueMaking {
 		if (typeof b.baseMadeAt === "string" && !Number.isNaN(Date.parse(b.baseMadeAt))) out.baseMadeAt = b.baseMadeAt;
 		if (isCount(b.readAgainTokens) && b.readAgainTokens > 0) out.readAgainTokens = b.readAgainTokens;
 		if (typeof b.via === "string" && /^[\w-]{1,64}$/.test(b.via)) out.via = b.via;
+		if (isCount(b.segments) && b.segments > 0) out.segments = b.segments;
 	}
 	return out;
 }

@@ -79,6 +79,8 @@ export interface Job {
 	piVersion?: string;
 	cut?: string;
 	summarySha256?: string;
+	slot?: number;
+	merge?: string;
 	id: string;
 }
 
@@ -228,6 +230,7 @@ export interface BuiltOn {
 	baseMadeAt?: string;
 	via?: string;
 	refused?: string;
+	segments?: number;
 }
 
 /** A message's JSON fields in Go's order: the JSON type, whether Go may leave it out, whether it may be null. */
@@ -260,6 +263,8 @@ export const wireFields: Record<string, readonly WireField[]> = {
 		{ name: "piVersion", kind: "string", optional: true, nullable: false },
 		{ name: "cut", kind: "string", optional: true, nullable: false },
 		{ name: "summarySha256", kind: "string", optional: true, nullable: false },
+		{ name: "slot", kind: "number", optional: true, nullable: false },
+		{ name: "merge", kind: "string", optional: true, nullable: false },
 		{ name: "id", kind: "string", optional: false, nullable: false },
 	],
 	Event: [
@@ -389,5 +394,6 @@ export const wireFields: Record<string, readonly WireField[]> = {
 		{ name: "baseMadeAt", kind: "string", optional: true, nullable: false },
 		{ name: "via", kind: "string", optional: true, nullable: false },
 		{ name: "refused", kind: "string", optional: true, nullable: false },
+		{ name: "segments", kind: "number", optional: true, nullable: false },
 	],
 };

@@ -225,6 +225,8 @@ describe("what a value says of its making", () => {
 		assert.deepEqual(valueMaking(v), { spanTokens: { model: 0, extract: 5400 }, base: "model", baseMadeAt: "2026-12-06T07:27:55.100Z", readAgainTokens: 1200 });
 		assert.deepEqual(valueMaking({ builtOn: { source: "none", via: "c0ffee01" } }), { base: "none", via: "c0ffee01" });
 		assert.deepEqual(valueMaking({ builtOn: { source: "none", via: "a b" } }), { base: "none" });
+		assert.deepEqual(valueMaking({ builtOn: { source: "model", segments: 2 } }), { base: "model", segments: 2 });
+		assert.deepEqual(valueMaking({ builtOn: { source: "model", segments: -2 } }), { base: "model" });
 		assert.deepEqual(valueMaking({ builtOn: { source: "compaction", refused: "entries-differ" }, spanTokens: { model: 900, extract: 100 } }), {
 			spanTokens: { model: 900, extract: 100 },
 			base: "compaction",
