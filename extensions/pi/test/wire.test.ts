@@ -77,7 +77,7 @@ describe("the wire contract, Go and the extension", () => {
 		const bridged = parseValue(m.BridgeReply.prepared);
 		assert.equal(typeof bridged, "object", String(bridged));
 		assert.deepEqual(valueMaking(m.Prepared), {
-			spanTokens: { model: 9000, extract: 400 }, base: "model", baseRefused: "entries-differ", baseMadeAt: "2026-12-07T03:03:05.6Z", readAgainTokens: 20, via: "c0mp4ct1",
+			spanTokens: { model: 9000, extract: 400 }, base: "model", baseRefused: "entries-differ", baseMadeAt: "2026-12-07T03:03:05.6Z", readAgainTokens: 20, via: "c0mp4ct1", segments: 2,
 		});
 		// a worker's result event ends the request it names
 		const ev = finalEvent(m.Event, loc({ store: m.Event.store as string, sessionId: m.Event.sessionId as string }));

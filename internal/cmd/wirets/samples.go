@@ -42,7 +42,7 @@ func samplePrepared() engine.Prepared {
 		LLMInputTokens: 9000, LLMCachedInputTokens: 4000, LLMOutputTokens: 300, LLMCalls: 1,
 		Incremental: true, BasedOnLeafID: &based, History: "A history.", HistoryEndEntryID: "f1r57k3p",
 		Bridge:     &engine.BridgeInfo{FromEntryID: "f1r57k3p", Messages: 3, TokensEstimate: 400, Items: 2, Sections: 1, DurationMS: 1.5},
-		BuiltOn:    &engine.BuiltOn{Source: "model", SHA256: "ab12", FromEntryID: "b0und4ry", ReadAgainTokens: 20, BaseMadeAt: sampleAt.Add(-time.Minute), Via: "c0mp4ct1", Refused: "entries-differ"},
+		BuiltOn:    &engine.BuiltOn{Source: "model", SHA256: "ab12", FromEntryID: "b0und4ry", ReadAgainTokens: 20, BaseMadeAt: sampleAt.Add(-time.Minute), Via: "c0mp4ct1", Refused: "entries-differ", Segments: 2},
 		SpanTokens: &engine.SpanTokens{Model: 9000, Extract: 400},
 	}
 }
@@ -50,12 +50,17 @@ func samplePrepared() engine.Prepared {
 // sampleMessages are a Go-encoded message of every kind, every field set.
 func sampleMessages() (map[string]any, error) {
 	job := wire.Job{
-		V: wire.JobVersion, Kind: wire.KindPrepare, Store: sampleStore, Path: "--home-dev--/2026-12-07_019a5d6f.jsonl", SessionID: sampleIDs[0],
+		V: wire.BaseJobVersion, Kind: wire.KindBase, Store: sampleStore, Path: "--home-dev--/2026-12-07_019a5d6f.jsonl", SessionID: sampleIDs[0],
 		Reason: "extension", RequestedAt: sampleAt, ExpectLeafID: "1eaf0002", TargetID: "t4rg3t", FromID: "fr0m", Force: true, OnlyOverBudget: true,
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 1500, Instructions: "focus", PiVersion: "1.6.0", Cut: "f1r57k3p", SummarySHA256: "ab12",
+		Slot: 2, Merge: "5ta7e",
 	}
 	job.ID = job.MsgID()
-	if err := job.Validate(); err != nil {
+	// Every field set: a slot and a merge are never asked together, so the sample is valid
+	// but for that.
+	valid := job
+	valid.Merge = ""
+	if err := valid.Validate(); err != nil {
 		return nil, fmt.Errorf("sample job: %w", err)
 	}
 	prepared, err := json.Marshal(samplePrepared())
