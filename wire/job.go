@@ -24,8 +24,14 @@ const JobVersion = 1
 // refusing it as an invalid job. A version-1 payload of kind base is accepted too.
 const BaseJobVersion = 2
 
+// SpanJobVersion is the version a base job of a slot, or a merge, is written in (Job.Slot,
+// Job.Merge). A worker before slots would refuse a slot's job (its subject is not the one
+// such a worker computes) and dead-letter it; by its version it hands it back instead, for a
+// worker that knows slots.
+const SpanJobVersion = 3
+
 // writtenVersions are the versions this package writes.
-var writtenVersions = []int{JobVersion, BaseJobVersion}
+var writtenVersions = []int{JobVersion, BaseJobVersion, SpanJobVersion}
 
 // WrittenVersions are the job versions this package writes, the ones a worker works unless
 // told otherwise.
@@ -125,6 +131,9 @@ func (j *Job) ValidateFor(versions []int) error {
 	if j.Slot != 0 && (j.Kind != KindBase || j.Slot < 0 || j.Slot > BaseSpanSlots) {
 		return fmt.Errorf("job: slot %d: only a base job has one, from 1 to %d", j.Slot, BaseSpanSlots)
 	}
+	if (j.Slot != 0 || j.Merge != "") != (j.V == SpanJobVersion) {
+		return fmt.Errorf("job: version %d is for a base job of a slot or a merge, and they are written in it (v=%d, slot %d, merge %q)", SpanJobVersion, j.V, j.Slot, j.Merge)
+	}
 	if j.Merge != "" && (j.Kind != KindBase || j.Slot != 0 || len(j.Merge) > 64) {
 		return errors.New("job: merge is for a base job of slot 0, and names a state in at most 64 characters")
 	}
@@ -186,6 +195,9 @@ func (j *Job) Normalize(now time.Time) {
 		j.V = JobVersion
 		if j.Kind == KindBase {
 			j.V = BaseJobVersion
+		}
+		if j.Slot != 0 || j.Merge != "" {
+			j.V = SpanJobVersion
 		}
 	}
 	if j.RequestedAt.IsZero() {

@@ -41,7 +41,8 @@ func TestNames(t *testing.T) {
 
 func TestDecodeJob(t *testing.T) {
 	t.Parallel()
-	for _, bad := range []string{`{`, `{"v":3,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x"}`,
+	for _, bad := range []string{`{`, `{"v":4,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x"}`,
+		`{"v":3,"kind":"compact","store":"s","path":"a.jsonl","sessionId":"x"}`,
 		`{"v":2,"kind":"base","store":"s","path":"a.jsonl","sessionId":"x"}`,
 		`{"v":1,"kind":"nope","store":"s","path":"a.jsonl","sessionId":"x"}`,
 		`{"v":1,"kind":"branch_summary","store":"s","path":"a.jsonl","sessionId":"x"}`,
@@ -91,11 +92,23 @@ func TestBaseJobValidation(t *testing.T) {
 	// job); a merge is another job; slots and merges only where they mean something.
 	slotted := baseJobFor("s1", "l1")
 	slotted.Slot = 2
+	if err := slotted.Validate(); err == nil {
+		t.Error("a slot's job of version 2 was accepted: a worker before slots would dead-letter it")
+	}
+	slotted.V = 0
+	slotted.Normalize(time.Now())
+	if slotted.V != SpanJobVersion {
+		t.Errorf("a slot's job is written as v%d, want v%d", slotted.V, SpanJobVersion)
+	}
+	slotted.ID = ""
 	if err := slotted.Validate(); err != nil || slotted.Subject() != "compactor.jobs.default.s1.base2" || slotted.MsgID() != same.MsgID() {
 		t.Errorf("slot 2: %v, subject %s, id %s (slot 0's %s)", err, slotted.Subject(), slotted.MsgID(), same.MsgID())
 	}
 	merge := baseJobFor("s1", "l1")
 	merge.Merge = "s1"
+	merge.V = 0
+	merge.Normalize(time.Now())
+	merge.ID = ""
 	again := merge
 	again.Merge = "s2"
 	if err := merge.Validate(); err != nil || merge.Subject() != same.Subject() || merge.MsgID() == same.MsgID() || merge.MsgID() == again.MsgID() {
@@ -110,6 +123,7 @@ func TestBaseJobValidation(t *testing.T) {
 		"a long merge":     func(j *Job) { j.Merge = strings.Repeat("s", 65) },
 	} {
 		k := baseJobFor("s1", "l1")
+		k.V = SpanJobVersion
 		f(&k)
 		if err := k.Validate(); err == nil {
 			t.Errorf("%s was accepted", name)

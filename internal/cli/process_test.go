@@ -188,8 +188,8 @@ func TestStampedVersionInBeats(t *testing.T) {
 		// the store is listed as soon as it is set up; its worker once its first beat lands
 		return json.Unmarshal(out, &rep) == nil && len(rep.Stores) == 1 && len(rep.Stores[0].Workers) > 0
 	})
-	if b := rep.Stores[0].Workers[0]; b.Version != version || fmt.Sprint(b.JobVersions) != "[1 2]" {
-		t.Errorf("beat version %q, job versions %v; want %q, [1 2]", b.Version, b.JobVersions, version)
+	if b := rep.Stores[0].Workers[0]; b.Version != version || fmt.Sprint(b.JobVersions) != "[1 2 3]" {
+		t.Errorf("beat version %q, job versions %v; want %q, [1 2 3]", b.Version, b.JobVersions, version)
 	}
 	t.Logf("compactor version: %s; beat: %+v", strings.TrimSpace(string(out)), rep.Stores[0].Workers[0])
 	p.signal(t, syscall.SIGTERM)

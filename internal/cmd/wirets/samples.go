@@ -50,7 +50,7 @@ func samplePrepared() engine.Prepared {
 // sampleMessages are a Go-encoded message of every kind, every field set.
 func sampleMessages() (map[string]any, error) {
 	job := wire.Job{
-		V: wire.BaseJobVersion, Kind: wire.KindBase, Store: sampleStore, Path: "--home-dev--/2026-12-07_019a5d6f.jsonl", SessionID: sampleIDs[0],
+		V: wire.SpanJobVersion, Kind: wire.KindBase, Store: sampleStore, Path: "--home-dev--/2026-12-07_019a5d6f.jsonl", SessionID: sampleIDs[0],
 		Reason: "extension", RequestedAt: sampleAt, ExpectLeafID: "1eaf0002", TargetID: "t4rg3t", FromID: "fr0m", Force: true, OnlyOverBudget: true,
 		Policy: "pi", Counter: "estimate", KeepRecentTokens: 1500, Instructions: "focus", PiVersion: "1.6.0", Cut: "f1r57k3p", SummarySHA256: "ab12",
 		Slot: 2, Merge: "5ta7e",
