@@ -108,6 +108,10 @@ type Base struct {
 	// job reads its span alone only when the span before it is one of them (its job covers
 	// what lies before), never past a span no job will read (a bridge's gap).
 	Pending []PendingSpan `json:"pending,omitempty"`
+	// Awaiting is a preparation of the span after the anchor's alone, made while the base job
+	// before it was in flight: joined to the base's text once that reaches its span
+	// (compose.go). A new compaction drops it.
+	Awaiting *Awaiting `json:"awaiting,omitempty"`
 
 	// spanOnly: this value carries one new segment (Segments[0]) for Land to add, nothing
 	// else; consumed are the segments its text holds now, dropped when it lands.
@@ -465,7 +469,7 @@ func (b *Base) Land(current *Base) (*Base, string) {
 	same := SHA256(current.Summary) == b.BasedOnSHA256 && current.FromEntryID == b.BasedOnFromEntryID && b.sameRulesAs(current)
 	next := *b
 	next.Segments = withoutConsumed(current.Segments, b.consumed)
-	next.Pending = current.Pending
+	next.Pending, next.Awaiting = current.Pending, current.Awaiting
 	switch {
 	case current.Anchor.Equal(b.Anchor) && same:
 		return &next, ""

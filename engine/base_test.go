@@ -472,7 +472,9 @@ func TestBridgeAfterTheBaseLanded(t *testing.T) {
 	w.grow(10)
 	settings := Request{File: w.file, Settings: Settings{Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate, KeepRecentTokens: baseKeep}}
 	early := settings
-	early.Base = w.stored // the base is not made yet: the preparation builds on the extract's text
+	// the base is not made yet and no job is asked for it (a worker without a queue): the
+	// preparation builds on the extract's text
+	early.Base = w.stored.WithoutPending(x1.FirstKeptEntryID)
 	prep, _, err := w.eng.Prepare(context.Background(), early, nil)
 	if err != nil || prep == nil || prep.BuiltOn.Source == SourceModel {
 		t.Fatalf("prepare: %v, built on %+v", err, prep.BuiltOn)

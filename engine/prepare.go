@@ -90,6 +90,9 @@ type Prepared struct {
 	// leavesOwn: a bridged preparation leaves its own text, before the bridge, as the base
 	// (Bridge): nothing stored stands in for it.
 	leavesOwn bool
+	// spanFrom is set on a preparation of its own span alone (compose.go): the entry where
+	// that span starts, where the base's text must end for the two to be joined.
+	spanFrom string
 }
 
 // PreparedDetails are the compaction's details as Pi stores them.
@@ -142,12 +145,17 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	// no model has summarized yet (base.go).
 	bs := resolveBasis(src.Path, src.Release, req.Base, src.Session.Header.ID)
 	_, extractive := e.Summarizer.(*summarize.Extractive)
-	builtOn, err := buildOnBasis(src, p, &bs, extractive, &in)
-	if err != nil {
+	spanAlone := !extractive && spanWhilePending(req.Base, bs, p, time.Now())
+	var builtOn *BuiltOn
+	if spanAlone {
+		// the spans before this one are being read by a base job: this preparation reads its
+		// own span alone, and is joined to that job's text once it lands (Compose)
+		in.PreviousSummary = ""
+	} else if builtOn, err = buildOnBasis(src, p, &bs, extractive, &in); err != nil {
 		return nil, nil, err
 	}
 	var basedOn *string
-	if j.cfg.PrepareUpdate != PrepareIncremental {
+	if j.cfg.PrepareUpdate != PrepareIncremental || spanAlone {
 		prev = nil
 	}
 	if from, ok := incrementalFrom(prev, src, p, req, historyEnd, builtOn); ok {
@@ -171,6 +179,9 @@ func (e *Engine) Prepare(ctx context.Context, req Request, prev *Prepared) (*Pre
 	res.Plan, historyEnd = p, historyEndOf(p) // a later cut moves the history's end
 	pr := newPrepared(src, p, cs, req, out, extractive, src.Path[historyEnd].ID)
 	pr.Incremental, pr.BasedOnLeafID, pr.BuiltOn, pr.basis = basedOn != nil, basedOn, builtOn, &bs
+	if spanAlone {
+		pr.spanFrom, pr.basis, pr.History, pr.HistoryEndEntryID = src.Path[p.BoundaryStartIndex].ID, nil, "", ""
+	}
 	res.FirstKeptEntryID = p.FirstKeptEntryID
 	res.Summarized = len(pr.SummarizedEntryIDs)
 	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls

@@ -1,6 +1,7 @@
 package worker
 
 import (
+	"cmp"
 	"context"
 	"encoding/json"
 	"errors"
@@ -85,6 +86,24 @@ func prepareJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.
 		return res, err
 	}
 	pr.Store, pr.Path, pr.RequestedAt = job.Store, job.Path, job.RequestedAt
+	if a := engine.AwaitingOf(pr); a != nil {
+		// its own span alone, while the base job before it is in flight: kept beside the base
+		// and joined to it once the base's text reaches the span (now, if it does already)
+		if err := store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
+			c := decodeBase(current, job.Path)
+			if c == nil {
+				return nil, nil
+			}
+			next := *c
+			next.Awaiting = a
+			return json.Marshal(&next)
+		}); err != nil {
+			return nil, pipeline.Retry(err)
+		}
+		composeAwaiting(ctx, e, store, job, req.File, req.Settings.Pi)
+		res.Reason = "its own span alone, joined to the base when the base job before it lands"
+		return res, nil
+	}
 	b, err := json.Marshal(pr)
 	if err != nil {
 		return nil, fmt.Errorf("prepare: %w", err)
@@ -166,6 +185,9 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 		}
 		return json.Marshal(next)
 	})
+	if err == nil && why == "" && landed != nil && landed.Awaiting != nil {
+		composeAwaiting(ctx, e, store, job, req.File, req.Settings.Pi)
+	}
 	if err == nil && why == "" && landed != nil && len(landed.Segments) > 0 {
 		// whatever landed (a segment, the text a segment continues, a merge that left some),
 		// segments may continue the text now: a merge folds them (it skips when none does)
@@ -193,6 +215,50 @@ func decodeBase(raw []byte, path string) *engine.Base {
 		return nil
 	}
 	return &b
+}
+
+// composeAwaiting joins the preparation waiting beside the session's base (engine.Compose)
+// when the base's text reaches its span, and stores the result as the session's
+// preparation, unless a newer one is stored. Failures are logged: the preparation is lost,
+// and Pi's hook is answered as if none had been made.
+func composeAwaiting(ctx context.Context, e *engine.Engine, store agents.PreparedStore, job wire.Job, file, pi string) {
+	log := slog.Default().With("store", job.Store, "session", job.SessionID)
+	b := readBase(ctx, store, job.Store, job.SessionID, job.Path)
+	if b == nil || b.Awaiting == nil {
+		return
+	}
+	pr, why, err := e.Compose(file, pi, b.Awaiting, b)
+	if err != nil || pr == nil {
+		log.Debug("the preparation of a span alone is not joined", "why", why, "err", err)
+		return
+	}
+	if raw, err := store.Get(ctx, job.Store, job.SessionID); err == nil && raw != nil {
+		var cur engine.Prepared
+		if json.Unmarshal(raw, &cur) == nil && cur.Path == job.Path && cur.CreatedAt.After(pr.CreatedAt) {
+			return // a newer preparation is stored
+		}
+	}
+	raw, err := json.Marshal(pr)
+	if err == nil {
+		err = store.Put(ctx, job.Store, job.SessionID, raw)
+	}
+	if err != nil {
+		log.Warn("the joined preparation was not stored", "err", err)
+		return
+	}
+	a := b.Awaiting
+	err = store.UpdateBase(ctx, job.Store, job.SessionID, func(current []byte) ([]byte, error) {
+		c := decodeBase(current, job.Path)
+		if c == nil || c.Awaiting == nil || c.Awaiting.Prepared.LeafID != a.Prepared.LeafID || !c.Awaiting.Prepared.CreatedAt.Equal(a.Prepared.CreatedAt) {
+			return nil, nil
+		}
+		next := *c
+		next.Awaiting = nil
+		return json.Marshal(&next)
+	})
+	if err != nil {
+		log.Debug("the joined preparation was not cleared from the base", "err", err)
+	}
 }
 
 // endPending records that job, a base job for a span, has ended without storing anything.
@@ -264,11 +330,13 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 			return nil, err
 		}
 		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
-			// made on the previous compaction's text before its base landed: the next summary
-			// builds on the base and reads this preparation's span again
-			agents.AfterReply(ctx, func(ctx context.Context) {
-				leaveBase(ctx, store, Queues{}, made, latest, wire.Job{Store: req.Store, Path: req.Path, SessionID: req.SessionID}, logger)
-			})
+			// a gap the bridge only extracted, or a preparation made on the previous
+			// compaction's text before its base landed: a base job has a model read what the
+			// base's text does not cover now, so that the span is a model's within a latency
+			job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "bridge",
+				ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
+				Counter: "estimate", KeepRecentTokens: cmp.Or(req.KeepRecentTokens, prep.Settings.KeepRecentTokens), PiVersion: req.PiVersion}
+			agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, q, made, latest, job, logger) })
 		}
 		return json.Marshal(out)
 	})
