@@ -729,3 +729,65 @@ func TestLiveBaseDiscardedWhenTheSessionMovedOn(t *testing.T) {
 		t.Fatalf("the stored base was replaced: %s", got)
 	}
 }
+
+// A preparation asked while the previous compaction's base job is still being answered reads
+// its own span alone (not the span that job reads), waits beside the base, and is stored as
+// the session's preparation once the base lands: the base's text joined to its own. Real
+// worker, NATS and an OpenAI-compatible server that holds the base job's answer.
+func TestLivePreparationBesideABaseJob(t *testing.T) {
+	t.Parallel()
+	const id = "019a0000-0000-7000-8000-0000000c0de1"
+	b := newLiveBundle(t, time.Hour, nil, true)
+	file := b.session(t, "--p--/z_"+id+".jsonl", id)
+	j := b.job(t, file)
+	long := func(id, parent, what string) string {
+		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
+			id, parent, what+" "+strings.Repeat("look at the notes again. ", 60))
+	}
+	appendPi(t, file, long("pu000041", j.ExpectLeafID, "Span one."), piAssistant("pa000041", "pu000041"), long("pu000042", "pa000041", "Kept."), piAssistant("pa000042", "pu000042"))
+	b.awaitBridges(t, id)
+	hold := make(chan struct{})
+	b.llm.Enqueue(fakellm.Behavior{Hold: hold})
+	calls := b.llm.Count()
+	x1 := b.extract(t, j.Path, id, "pa000042", "pu000042")
+	piCompaction(t, file, "c0000041", "pa000042", x1)
+	waitfor.Until(t, "the base job's request", func() bool { return b.llm.Count() == calls+1 })
+	appendPi(t, file, long("pu000043", "c0000041", "Span two."), piAssistant("pa000043", "pu000043"), long("pu000044", "pa000043", "Kept again."), piAssistant("pa000044", "pu000044"))
+	pj := b.job(t, file)
+	pj.Kind, pj.Policy, pj.Counter, pj.KeepRecentTokens = wire.KindPrepare, "pi", "estimate", 200
+	if r := b.enqueue(t, pj); r.Event.Outcome != pipeline.OutcomeDone {
+		t.Fatalf("prepare: %+v", r.Event)
+	}
+	reqs := b.llm.Requests()
+	if len(reqs) != calls+2 {
+		t.Fatalf("%d model requests, want the base job's and the preparation's", len(reqs)-calls)
+	}
+	p := reqs[calls+1].Messages
+	if c := p[len(p)-1].Content; !strings.Contains(c, "Span two.") || strings.Contains(c, "Span one.") || strings.Contains(c, "<previous-summary>") {
+		t.Fatalf("the preparation, made while the base job read span one, is not of its span alone:\n%s", c)
+	}
+	if raw, err := b.Service.Prepared().Get(context.Background(), "default", id); err != nil || raw != nil {
+		t.Fatalf("a preparation is stored before the base it builds on landed: %s %v", raw, err)
+	}
+	close(hold)
+	var pr engine.Prepared
+	waitfor.Until(t, "the joined preparation", func() bool {
+		raw, err := b.Service.Prepared().Get(context.Background(), "default", id)
+		pr = engine.Prepared{}
+		return err == nil && raw != nil && json.Unmarshal(raw, &pr) == nil
+	})
+	var base engine.Base
+	raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+	if err != nil || json.Unmarshal(raw, &base) != nil || !base.Complete() {
+		t.Fatalf("base: %s %v", raw, err)
+	}
+	if !strings.HasPrefix(pr.Summary, base.Summary+engine.SegmentSeparator) || pr.BuiltOn == nil || pr.BuiltOn.Source != engine.SourceModel ||
+		pr.PreviousCompactionID == nil || *pr.PreviousCompactionID != "c0000041" || b.llm.Count() != calls+2 {
+		t.Fatalf("the stored preparation is not the base joined to the span (%d requests): built on %+v\n%s", b.llm.Count()-calls, pr.BuiltOn, pr.Summary)
+	}
+	waitfor.Until(t, "the base keeps nothing waiting", func() bool {
+		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
+		base = engine.Base{}
+		return err == nil && json.Unmarshal(raw, &base) == nil && base.Awaiting == nil
+	})
+}
