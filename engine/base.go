@@ -391,21 +391,7 @@ func spansFrom(path []*sessionio.Entry, r pi.Release, from, upTo int) ([]*sessio
 		case sp.CutIndex < from:
 			return nil, fmt.Errorf("entry %s lies after the cut of compaction %s", path[from].ID, c.ID)
 		}
-		msgs := sp.Messages
-		if sp.StartIndex < from {
-			// from lies inside this span: its messages from that entry on
-			at := map[string]int{}
-			for i, e := range path[sp.StartIndex:sp.CutIndex] {
-				at[e.ID] = sp.StartIndex + i
-			}
-			msgs = nil
-			for k, id := range sp.EntryIDs {
-				if at[id] >= from {
-					msgs = append(msgs, sp.Messages[k])
-				}
-			}
-		}
-		spans = append(spans, msgs)
+		spans = append(spans, spanFrom(path, sp, from))
 		found = sp.StartIndex <= from
 	}
 	if !found {
@@ -416,6 +402,26 @@ func spansFrom(path []*sessionio.Entry, r pi.Release, from, upTo int) ([]*sessio
 		out = append(out, spans[i]...)
 	}
 	return out, nil
+}
+
+// spanFrom are the messages of span sp (on path) from path index from on: the whole span
+// when from lies at or before its start, the part after a bridged preparation's cut when
+// from lies inside it.
+func spanFrom(path []*sessionio.Entry, sp *cutpoint.Span, from int) []*sessionio.Message {
+	if from <= sp.StartIndex {
+		return sp.Messages
+	}
+	at := map[string]int{}
+	for i, e := range path[sp.StartIndex:sp.CutIndex] {
+		at[e.ID] = sp.StartIndex + i
+	}
+	var msgs []*sessionio.Message
+	for k, id := range sp.EntryIDs {
+		if at[id] >= from {
+			msgs = append(msgs, sp.Messages[k])
+		}
+	}
+	return msgs
 }
 
 // NextBase is the base to keep for the compaction Pi is about to write with an extract

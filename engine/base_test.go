@@ -518,6 +518,16 @@ func TestBridgeAfterTheBaseLanded(t *testing.T) {
 	}
 	// The next preparation builds on it and reads the gap.
 	w.leaf = piWrites(t, w.file, "c0000002", w.leaf, bridged)
+	// Its base job has a model read the gap alone, on the preparation's text: the span is a
+	// model's whole.
+	job := BaseAnchor{LeafID: own.Anchor.LeafID, FirstKeptEntryID: own.Anchor.FirstKeptEntryID, SummarySHA256: own.Anchor.SummarySHA256}
+	gapBase, res, err := w.eng.MakeBase(context.Background(), BaseRequest{File: w.file, Anchor: job, SpanOnly: true, Settings: Settings{Pi: w.pi, Counter: tokenize.CounterEstimate}}, own)
+	if err != nil || gapBase == nil || !gapBase.Complete() || w.model.last().PreviousSummary != ownText {
+		t.Fatalf("the bridged compaction's base job: %v %+v (%s)", err, gapBase, res.Reason)
+	}
+	if got := steps(w.model.last().Messages); len(got) == 0 || len(got) > bridged.Bridge.Messages {
+		t.Fatalf("the base job read steps %v, not the gap of %d messages", got, bridged.Bridge.Messages)
+	}
 	w.grow(12)
 	next := settings
 	next.Base = own

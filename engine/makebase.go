@@ -194,7 +194,9 @@ func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor,
 		if bs.from >= sp.CutIndex && rec.Source == SourceModel {
 			return bs, sp, nil, "done: the base holds a model's summary of the compaction at " + target.FirstKeptEntryID
 		}
-		if bs.from < 0 || bs.from > sp.StartIndex {
+		// a bridged preparation's own text ends inside the span it was bridged over: the job
+		// reads the gap after it
+		if bs.from < 0 || bs.from > sp.StartIndex && (rec.Source != SourceModel || bs.from >= sp.CutIndex) {
 			return bs, sp, nil, fmt.Sprintf("%s: the base's text ends at %s, not on the branch before the compaction's span", BaseRefusedChainDiffers, rec.FromEntryID)
 		}
 		bs = extendBySegments(pre, r, len(pre)-1, bs, rec.Segments).namedOn(pre)
@@ -211,7 +213,7 @@ func baseReading(path, pre []*sessionio.Entry, r pi.Release, target *BaseAnchor,
 	if bs.from >= sp.CutIndex {
 		return bs, sp, nil, "done: the base and its segments hold a model's summary of the compaction at " + target.FirstKeptEntryID
 	}
-	msgs = append(older, sp.Messages...)
+	msgs = append(older, spanFrom(pre, sp, bs.from)...)
 	if len(msgs) == 0 {
 		return bs, sp, nil, "nothing to summarize: the compaction summarized no message"
 	}
