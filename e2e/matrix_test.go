@@ -398,6 +398,12 @@ func checkCell(t *testing.T, ratio float64, alone, with cellRun, aloneN, withN E
 	if cv := with.Coverage; cv.LandedCovered != cv.Landed {
 		t.Errorf("%d of %d earlier spans whose model summary had landed are in a model's summary of the later compaction: %v", cv.LandedCovered, cv.Landed, cv.Missed)
 	}
+	// Extract now, model later: every span that ended one summary latency or more before a
+	// later compaction is a model's in that compaction's summary (its base job, or the
+	// preparation's own request, had the time to land).
+	if cv := with.Coverage; cv.OlderLCovered != cv.OlderL {
+		t.Errorf("%d of %d earlier spans older than one summary latency are in a model's summary of the later compaction: %v", cv.OlderLCovered, cv.OlderL, cv.MissedOlder)
+	}
 	if cv := alone.Coverage; cv.PairsCovered != cv.Pairs || cv.Pairs == 0 {
 		t.Errorf("Pi alone: %d of %d earlier spans in a model's summary (the measure is wrong)", cv.PairsCovered, cv.Pairs)
 	}
