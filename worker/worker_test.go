@@ -555,11 +555,7 @@ func TestLiveExtractThenBase(t *testing.T) {
 		t.Fatalf("the base's request does not hold the extract's span:\n%s", last[len(last)-1].Content)
 	}
 	// The agent goes on; a preparation builds on the model's summary.
-	long := func(id, parent string) string {
-		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
-			id, parent, "Next: "+strings.Repeat("look at the notes again. ", 60))
-	}
-	appendPi(t, file, long("pu000023", "c0000021"), piAssistant("pa000023", "pu000023"), long("pu000024", "pa000023"), piAssistant("pa000024", "pu000024"))
+	appendPi(t, file, longUser("pu000023", "c0000021", "Next:"), piAssistant("pa000023", "pu000023"), longUser("pu000024", "pa000023", "Next:"), piAssistant("pa000024", "pu000024"))
 	pj := b.job(t, file)
 	pj.Kind, pj.Policy, pj.Counter, pj.KeepRecentTokens = wire.KindPrepare, "pi", "estimate", 200
 	if r := b.enqueue(t, pj); r.Event.Outcome != pipeline.OutcomeDone {
@@ -607,11 +603,7 @@ func liveSpansInFlight(t *testing.T, id string, spanFirst bool) {
 	b := newLiveBundle(t, time.Hour, nil, true)
 	file := b.session(t, "--p--/x_"+id+".jsonl", id)
 	j := b.job(t, file)
-	long := func(id, parent, what string) string {
-		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
-			id, parent, what+" "+strings.Repeat("look at the notes again. ", 60))
-	}
-	appendPi(t, file, long("pu000021", j.ExpectLeafID, "Span one."), piAssistant("pa000021", "pu000021"), long("pu000022", "pa000021", "Kept."), piAssistant("pa000022", "pu000022"))
+	appendPi(t, file, longUser("pu000021", j.ExpectLeafID, "Span one."), piAssistant("pa000021", "pu000021"), longUser("pu000022", "pa000021", "Kept."), piAssistant("pa000022", "pu000022"))
 	b.awaitBridges(t, id)
 	first, second := make(chan struct{}), make(chan struct{})
 	b.llm.Enqueue(fakellm.Behavior{Hold: first}, fakellm.Behavior{Hold: second})
@@ -619,7 +611,7 @@ func liveSpansInFlight(t *testing.T, id string, spanFirst bool) {
 	x1 := b.extract(t, j.Path, id, "pa000022", "pu000022")
 	piCompaction(t, file, "c0000021", "pa000022", x1)
 	waitfor.Until(t, "the first base job's request", func() bool { return b.llm.Count() == calls+1 })
-	appendPi(t, file, long("pu000023", "c0000021", "Span two."), piAssistant("pa000023", "pu000023"), long("pu000024", "pa000023", "Kept again."), piAssistant("pa000024", "pu000024"))
+	appendPi(t, file, longUser("pu000023", "c0000021", "Span two."), piAssistant("pa000023", "pu000023"), longUser("pu000024", "pa000023", "Kept again."), piAssistant("pa000024", "pu000024"))
 	x2 := b.extract(t, j.Path, id, "pa000024", "pu000024")
 	piCompaction(t, file, "c0000022", "pa000024", x2)
 	waitfor.Until(t, "the second base job's request, beside the first", func() bool { return b.llm.Count() == calls+2 })
@@ -746,11 +738,7 @@ func TestLivePreparationBesideABaseJob(t *testing.T) {
 	b := newLiveBundle(t, time.Hour, nil, true)
 	file := b.session(t, "--p--/z_"+id+".jsonl", id)
 	j := b.job(t, file)
-	long := func(id, parent, what string) string {
-		return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
-			id, parent, what+" "+strings.Repeat("look at the notes again. ", 60))
-	}
-	appendPi(t, file, long("pu000041", j.ExpectLeafID, "Span one."), piAssistant("pa000041", "pu000041"), long("pu000042", "pa000041", "Kept."), piAssistant("pa000042", "pu000042"))
+	appendPi(t, file, longUser("pu000041", j.ExpectLeafID, "Span one."), piAssistant("pa000041", "pu000041"), longUser("pu000042", "pa000041", "Kept."), piAssistant("pa000042", "pu000042"))
 	b.awaitBridges(t, id)
 	hold := make(chan struct{})
 	b.llm.Enqueue(fakellm.Behavior{Hold: hold})
@@ -758,7 +746,7 @@ func TestLivePreparationBesideABaseJob(t *testing.T) {
 	x1 := b.extract(t, j.Path, id, "pa000042", "pu000042")
 	piCompaction(t, file, "c0000041", "pa000042", x1)
 	waitfor.Until(t, "the base job's request", func() bool { return b.llm.Count() == calls+1 })
-	appendPi(t, file, long("pu000043", "c0000041", "Span two."), piAssistant("pa000043", "pu000043"), long("pu000044", "pa000043", "Kept again."), piAssistant("pa000044", "pu000044"))
+	appendPi(t, file, longUser("pu000043", "c0000041", "Span two."), piAssistant("pa000043", "pu000043"), longUser("pu000044", "pa000043", "Kept again."), piAssistant("pa000044", "pu000044"))
 	pj := b.job(t, file)
 	pj.Kind, pj.Policy, pj.Counter, pj.KeepRecentTokens = wire.KindPrepare, "pi", "estimate", 200
 	if r := b.enqueue(t, pj); r.Event.Outcome != pipeline.OutcomeDone {
@@ -796,4 +784,11 @@ func TestLivePreparationBesideABaseJob(t *testing.T) {
 		base = engine.Base{}
 		return err == nil && json.Unmarshal(raw, &base) == nil && base.Awaiting == nil
 	})
+}
+
+// longUser is a user message of Pi's with id and parent, what followed by some 1,500
+// characters: long enough for a cut to keep it apart from the turns before.
+func longUser(id, parent, what string) string {
+	return fmt.Sprintf(`{"type":"message","id":%q,"parentId":%q,"timestamp":"2026-01-01T00:00:04.000Z","message":{"role":"user","content":[{"type":"text","text":%q}],"timestamp":1767225604000}}`,
+		id, parent, what+" "+strings.Repeat("look at the notes again. ", 60))
 }
