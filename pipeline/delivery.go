@@ -124,7 +124,17 @@ func (s *Service) locate(d *delivery) (string, error) {
 			d.ev.Path, d.job.Path = rel, rel
 		}
 	}
-	return file, err
+	if err != nil {
+		return file, err
+	}
+	// The session a job names is the file's: its lease, its records (preparation, base,
+	// attempts) and its bounds (one job per session, kind and slot) are keyed by that id, so
+	// a job naming another id for the same file would hold other leases and records than
+	// the file's jobs do.
+	if id, herr := storepath.HeaderID(root, d.job.Path); herr == nil && id != "" && id != d.job.SessionID {
+		return "", fmt.Errorf("session file %q holds session %s, the job names session %s", d.job.Path, id, d.job.SessionID)
+	}
+	return file, nil
 }
 
 // active returns why the session is left alone for now (modified within Idle), or "".

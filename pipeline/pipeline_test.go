@@ -90,8 +90,9 @@ func TestManyEnqueuesExactlyOnce(t *testing.T) {
 	}
 }
 
-// Paths outside the store, a symlink escaping it, a non-.jsonl file, a directory and a
-// malformed payload are dead-lettered with the reason; nothing is written.
+// Paths outside the store, a symlink escaping it, a non-.jsonl file, a directory, a file
+// of another session than the job names and a malformed payload are dead-lettered with the
+// reason; nothing is written.
 func TestUnsafeJobsDeadLettered(t *testing.T) {
 	t.Parallel()
 	b := newBundle(t)
@@ -109,6 +110,7 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 		t.Fatal(err)
 	}
 	rel, _ := filepath.Rel(b.dir, outside)
+	mineID, _ := writeSession(t, b.dir, "mine.jsonl")
 	h := &fakeHandler{}
 	b.run(b.service(b.config(h)))
 
@@ -125,6 +127,9 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 		i++
 		b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: p, SessionID: fmt.Sprintf("%s-%d", sid, i)})
 	}
+	// A file of the store, under another session id than its header's: the id's lease,
+	// records and bounds are not the file's.
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "mine.jsonl", SessionID: mineID + "-other"})
 	// A malformed payload, published straight to a job subject.
 	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "garbage", wire.KindCompact), []byte("{not json")); err != nil {
 		t.Fatal(err)
@@ -134,7 +139,7 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "s1", wire.KindCompact), []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Until(t, "8 dead letters", func() bool { return len(b.deadLetters()) == 8 })
+	waitfor.Until(t, "9 dead letters", func() bool { return len(b.deadLetters()) == 9 })
 	var reasons []string
 	for _, dl := range b.deadLetters() {
 		reasons = append(reasons, dl.Reason)
@@ -148,7 +153,7 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 			t.Errorf("no dead letter for %q with %q in:\n%s", p, frag, all)
 		}
 	}
-	for _, frag := range []string{"invalid job: job: malformed payload", "does not match its payload"} {
+	for _, frag := range []string{"invalid job: job: malformed payload", "does not match its payload", "holds session " + mineID + ", the job names session " + mineID + "-other"} {
 		if !strings.Contains(all, frag) {
 			t.Errorf("no dead letter with %q in:\n%s", frag, all)
 		}

@@ -162,6 +162,12 @@ func Refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 	}
 }
 
+// HeaderID is the session id in the header line of the file rel under root, read beneath
+// root as a job reads its file ("" when the first line is no session header).
+func HeaderID(root, rel string) (string, error) {
+	return headerID(sessionio.Beneath(root, rel))
+}
+
 // headerID returns the id in a file's header line ("" if it has none), and the error of a
 // file that cannot be opened.
 func headerID(file *sessionio.File) (string, error) {
