@@ -70,6 +70,13 @@
 // neither run a console, nor pass for the console's tokens (as a bearer token or a login),
 // nor act (the API's actions, pause, resume, dlq), and hostA's own worker serves no console.
 //
+// Base jobs (cases_basejobs_test.go): every field of a base job a worker acts on (store,
+// path, session, anchor, slot, merge, version), published raw on hostA's subjects naming
+// hostB's store, file and compaction, or malformed; each job's end is read from its event
+// (a.endOf, with hostA's admin's key; a.tryJob publishes and waits). The bound holds
+// hostA's model (a.HoldSummary) while many base jobs of one session are published, and
+// reads how many the session's subjects hold (a.sessionJobs).
+//
 // REDTEAM_RUN=REGEXP runs the cases whose names match it only (while writing a case).
 //
 // The tests carry the build tag redteam: `make test` does not run them.
