@@ -196,10 +196,9 @@ func init() {
 	// hostA's root (refused: 2 hard links, not a regular file); each of those with the anchor
 	// of hostB's last compaction of its source session (read from hostB's file as the host
 	// sees it: a tenant's keys cannot read it, a shared host can) and with a made-up one.
-	// Then hostB's session id on a file of hostA's own: worked on hostA's file alone
-	// (skipped, the anchor names nothing there; hostB's anchor names the entries hostA's
-	// copy of the same session holds, so it may be summarized: hostA's text, hostA's
-	// model). Then the malformed: slots out of range (7, -1, 99), a payload's slot other than
+	// Then hostB's session id on a file of hostA's own: refused at delivery, the file's
+	// header names hostA's session (a job's id keys its lease, records and bounds, so it
+	// must be its file's). Then the malformed: slots out of range (7, -1, 99), a payload's slot other than
 	// its subject's, a slot or a merge in version 2 or 1, version 3 with neither, a merge
 	// with a slot or over 64 characters, a compaction with a slot: each refused as an
 	// invalid job, dead-lettered. No refused job asks hostA's model for anything; hostB's
@@ -279,13 +278,14 @@ func init() {
 			if m := a.ModelA().Count() - n; m != 0 {
 				errs = append(errs, fmt.Errorf("%d summaries asked for refused jobs", m))
 			}
-			// hostB's session id on hostA's own file: the worker acts on hostA's file only.
+			// hostB's session id on hostA's own file: refused at delivery, the file's header
+			// names another session (the id's lease and records are not the file's).
 			n = a.ModelA().Count()
 			for _, an := range anchors {
 				for _, j := range everySlot(mine, vid, an.an) {
 					ev, err := a.tryJob(ctx, j.Subject(), j)
-					if err == nil && ev.Outcome == pipeline.OutcomeFailed {
-						err = fmt.Errorf("%s %q (error %q)", ev.Outcome, ev.Reason, ev.Error)
+					if err == nil && (ev.Outcome != pipeline.OutcomeFailed || !strings.Contains(ev.Reason, "holds session")) {
+						err = fmt.Errorf("taken: %s %q (error %q); want refused, the file holds another session", ev.Outcome, ev.Reason, ev.Error)
 					}
 					if err != nil {
 						errs = append(errs, fmt.Errorf("hostB's session id on hostA's file, %s, %s: %w", an.name, slotName(j), err))
@@ -294,7 +294,9 @@ func init() {
 					counts[fmt.Sprintf("hostB's session id on hostA's file, %s, %s", an.name, ev.Outcome)]++
 				}
 			}
-			counts["summaries of hostA's file for hostB's session id"] = a.ModelA().Count() - n
+			if m := a.ModelA().Count() - n; m != 0 {
+				errs = append(errs, fmt.Errorf("%d summaries of hostA's file for hostB's session id", m))
+			}
 			n = a.ModelA().Count()
 			// The malformed: a payload's slot, merge or version that no worker may act on.
 			good := baseJobA(mine, mineID, madeUp, 2, "")
@@ -365,11 +367,9 @@ func init() {
 	// slot 0's subject). The other subjects of the session take a message each (an agent
 	// may publish on compactor.jobs.hostA.>), bounded only by hostA's jobs stream (the
 	// limits case), and each is refused at delivery without a model call (its subject is
-	// not its payload's). The bound is per session id named: a job's session id is not
-	// checked against the file's header, so other ids for the same file are other
-	// subjects, worked on hostA's file (its own text and model, within its spend limits;
-	// copying the file under a new id does as much). The case checks 7 and the refusals,
-	// and prints what the other ids got.
+	// not its payload's). Other session ids for the same file are other subjects, taken by
+	// the queue and refused at delivery (the file's header names another session), without
+	// a model call: the bound of 7 is per session file. The case checks 7 and the refusals.
 	register(Case{Name: "the bound of base jobs of one of hostA's sessions: 50 of every slot and distinct merges, other subjects, other session ids", Roles: agentAndWorker,
 		Attack: func(ctx context.Context, a *Attacker) (func(), error) {
 			dir, cleanup := a.scratch("basebound")
@@ -475,6 +475,9 @@ func init() {
 					outcomes[string(ev.Outcome)]++
 					if ev.LLMTokens > 0 {
 						paid, tokens = paid+1, tokens+ev.LLMTokens
+					}
+					if ev.Outcome != pipeline.OutcomeFailed || !strings.Contains(ev.Reason, "holds session") {
+						errs = append(errs, fmt.Errorf("a job under another session id for the same file, %s: %s %q; want refused, the file holds another session", subject, ev.Outcome, ev.Reason))
 					}
 				}
 				fmt.Printf("=== red team: base jobs' bound (%s): the jobs under other session ids for the same file ended %v, %d of them with a model's summary (%d tokens)\n",
