@@ -115,6 +115,7 @@ func (e *Engine) Bridge(ctx context.Context, req BridgeRequest, prep *Prepared) 
 		out.SpanTokens.Extract += prep.SpanTokens.Extract
 	}
 	out.leaveBase(src, req.Base, prep, from, len(gap.msgs) > 0 && model > 0)
+	out.askBase = out.basis != nil && fastPace(src, prep, time.Now())
 	out.Bridge = &BridgeInfo{FromEntryID: prep.FirstKeptEntryID, Messages: len(gap.msgs), TokensEstimate: gap.tokens,
 		Items: br.Added, Sections: br.Sections, DurationMS: float64(time.Since(start).Microseconds()) / 1000}
 	return &out, nil
@@ -206,6 +207,38 @@ func (out *Prepared) leaveBase(src *Source, b *Base, prep *Prepared, from int, a
 		out.leavesOwn = true
 	}
 }
+
+// A bridged compaction's base job (a model reading what the text it leaves does not cover:
+// the gap, or the preparation's span) is asked at once only when compactions come less than
+// fastPaceLatencies summary latencies apart. At a slower pace the next compaction is
+// prepared, and the next preparation reads the same entries anyway, in time: a job of its
+// own would be a third request in the cycle. At a faster one the next compaction is
+// likely answered by the extract, which would leave them a model's only a latency after it.
+const fastPaceLatencies = 2
+
+// fastPace reports whether the session compacts less than fastPaceLatencies summary
+// latencies apart, judged by the cycle that ends now (since the path's latest compaction,
+// or the session's start) and the latency of the preparation prep (from when it was asked
+// to when it was made; a preparation not asked by a job says nothing: false).
+func fastPace(src *Source, prep *Prepared, now time.Time) bool {
+	latency := prep.CreatedAt.Sub(prep.RequestedAt)
+	if prep.RequestedAt.IsZero() || latency <= 0 {
+		return false
+	}
+	since := src.Session.Header.Timestamp
+	if ci := latestCompaction(src.Path); ci >= 0 {
+		since = src.Path[ci].Timestamp
+	}
+	at, err := time.Parse(time.RFC3339Nano, since)
+	if err != nil {
+		return true // no cycle to judge by: the span is a model's within a latency
+	}
+	return now.Sub(at) < fastPaceLatencies*latency
+}
+
+// AsksBaseJob reports whether the base a bridged value leaves (LeftBase) should be read by a
+// model at once, by a base job (fastPace).
+func (p *Prepared) AsksBaseJob() bool { return p.askBase }
 
 // gapMessage is a message of a bridge's gap and the entry it came from.
 type gapMessage struct {

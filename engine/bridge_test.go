@@ -9,6 +9,7 @@ import (
 	"slices"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/compactor-dev/compactor/cutpoint"
 	"github.com/compactor-dev/compactor/pi"
@@ -175,4 +176,41 @@ func indexTurn(path []*sessionio.Entry, i int) int {
 	var n int
 	fmt.Sscanf(path[i].ID[1:], "%d", &n)
 	return n
+}
+
+// A bridged compaction asks a base job for its gap at once only when compactions come less
+// than two summary latencies apart: the cycle since the latest compaction (or the session's
+// start) against the preparation's latency.
+func TestFastPace(t *testing.T) {
+	t.Parallel()
+	now := time.Date(2026, 12, 7, 10, 0, 0, 0, time.UTC)
+	ts := func(d time.Duration) string { return now.Add(-d).Format(time.RFC3339Nano) }
+	src := func(start string, compactedAt ...string) *Source {
+		s := &Source{Session: &sessionio.Session{Header: sessionio.Header{Timestamp: start}}}
+		s.Path = []*sessionio.Entry{{ID: "u1", Type: sessionio.TypeMessage}}
+		for i, at := range compactedAt {
+			s.Path = append(s.Path, &sessionio.Entry{ID: fmt.Sprint("c", i), Type: sessionio.TypeCompaction, Timestamp: at})
+		}
+		return s
+	}
+	prep := func(latency time.Duration) *Prepared {
+		return &Prepared{RequestedAt: now.Add(-time.Hour), CreatedAt: now.Add(-time.Hour + latency)}
+	}
+	for _, c := range []struct {
+		name string
+		src  *Source
+		prep *Prepared
+		want bool
+	}{
+		{"1.5 latencies since the latest compaction", src(ts(time.Hour), ts(time.Minute), ts(15*time.Second)), prep(10 * time.Second), true},
+		{"2.5 latencies since the latest compaction", src(ts(time.Hour), ts(25*time.Second)), prep(10 * time.Second), false},
+		{"no compaction: since the session's start", src(ts(15 * time.Second)), prep(10 * time.Second), true},
+		{"no compaction, an old session", src(ts(time.Hour)), prep(10 * time.Second), false},
+		{"a preparation not asked by a job", src(ts(time.Second)), &Prepared{CreatedAt: now}, false},
+		{"no timestamp to judge by", src("", "not a time"), prep(10 * time.Second), true},
+	} {
+		if got := fastPace(c.src, c.prep, now); got != c.want {
+			t.Errorf("%s: fast pace %v, want %v", c.name, got, c.want)
+		}
+	}
 }

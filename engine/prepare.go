@@ -90,6 +90,8 @@ type Prepared struct {
 	// leavesOwn: a bridged preparation leaves its own text, before the bridge, as the base
 	// (Bridge): nothing stored stands in for it.
 	leavesOwn bool
+	// askBase: a bridged value whose base is to be read by a model at once (AsksBaseJob).
+	askBase bool
 	// spanFrom is set on a preparation of its own span alone (compose.go): the entry where
 	// that span starts, where the base's text must end for the two to be joined.
 	spanFrom string

@@ -331,12 +331,17 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 		}
 		if made, latest := out.LeftBase(req.LeafID); made != nil && store != nil {
 			// a gap the bridge only extracted, or a preparation made on the previous
-			// compaction's text before its base landed: a base job has a model read what the
-			// base's text does not cover now, so that the span is a model's within a latency
+			// compaction's text before its base landed: at a fast pace a base job has a model
+			// read what the base's text does not cover now, so that the span is a model's
+			// within a latency (at a slower one the next preparation reads it)
 			job := wire.Job{Kind: wire.KindBase, Store: req.Store, Path: req.Path, SessionID: req.SessionID, Reason: "bridge",
 				ExpectLeafID: made.Anchor.LeafID, Cut: made.Anchor.FirstKeptEntryID, SummarySHA256: made.Anchor.SummarySHA256,
 				Counter: "estimate", KeepRecentTokens: cmp.Or(req.KeepRecentTokens, prep.Settings.KeepRecentTokens), PiVersion: req.PiVersion}
-			agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, q, made, latest, job, logger) })
+			jobs := Queues{}
+			if out.AsksBaseJob() {
+				jobs = q
+			}
+			agents.AfterReply(ctx, func(ctx context.Context) { leaveBase(ctx, store, jobs, made, latest, job, logger) })
 		}
 		return json.Marshal(out)
 	})

@@ -448,20 +448,15 @@ func TestLiveBridge(t *testing.T) {
 	if b.llm.Count() != calls {
 		t.Fatal("a bridge called the model")
 	}
-	// The bridge leaves the preparation's own text as the session's base, from its cut, and
-	// asks the base job that has a model read the gap on that text: the span is a model's
-	// within a summary's latency.
-	waitfor.Until(t, "the base job of the bridge's gap", func() bool {
+	// The bridge leaves the preparation's own text as the session's base, from its cut: at
+	// this pace (the session's last cycle is months, the preparation's latency a moment)
+	// the next summary has the model read the gap, and no base job is asked.
+	waitfor.Until(t, "the base the bridge leaves", func() bool {
 		raw, err := b.Service.Prepared().GetBase(context.Background(), "default", id)
 		var base engine.Base
-		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Complete() && base.FromEntryID == "pu000012" &&
-			base.BasedOnSHA256 == engine.SHA256(prep.History) && base.BasedOnFromEntryID == prep.FirstKeptEntryID &&
-			base.Anchor.SummarySHA256 == engine.SHA256(got.Summary)
+		return err == nil && raw != nil && json.Unmarshal(raw, &base) == nil && base.Summary == prep.History &&
+			base.FromEntryID == prep.FirstKeptEntryID && base.Anchor.SummarySHA256 == engine.SHA256(got.Summary)
 	})
-	if reqs := b.llm.Requests(); len(reqs) != calls+1 || !strings.Contains(reqs[calls].Messages[len(reqs[calls].Messages)-1].Content, "<previous-summary>") {
-		t.Fatalf("%d model requests after the bridge, want the gap's on the preparation's text", len(reqs)-calls)
-	}
-	calls = b.llm.Count()
 	// A preparation that lies after the requested cut is stale.
 	if rep := send(ask(prep.BoundaryStartEntryID)); !rep.Stale && rep.Error == "" {
 		t.Fatalf("bridge to a cut before the preparation's: %+v", rep)
