@@ -16,6 +16,7 @@ import (
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/operator"
 	"github.com/compactor-dev/compactor/pipeline"
+	"github.com/compactor-dev/compactor/sessionio"
 	"github.com/compactor-dev/compactor/sweep"
 	"github.com/compactor-dev/compactor/wire"
 )
@@ -45,18 +46,23 @@ func TestUnservedStoreSaid(t *testing.T) {
 			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: "worked by the service of " + served}}, nil
 		})
 		a := sweep.AssessorFunc(func(ctx context.Context, f string) (sweep.Assessment, error) {
-			return sweep.Assessment{SessionID: "019a0000-0000-7000-8000-0000000000c1", LeafID: "a1", OverBudget: true, Version: 3, HasAssistant: true}, nil
+			s, err := sessionio.ReadFile(f) // the session a job names is its file's
+			if err != nil {
+				return sweep.Assessment{}, err
+			}
+			return sweep.Assessment{SessionID: s.Header.ID, LeafID: "a1", OverBudget: true, Version: 3, HasAssistant: true}, nil
 		})
 		return h, a, nil
 	}
 	dirs := map[string]string{}
-	files := map[string]string{}
+	files, ids := map[string]string{}, map[string]string{}
 	for i, st := range []string{"hostA", "hostB", "default", "hold"} {
 		dirs[st] = t.TempDir()
 		if st == "hold" { // a second session of store hostB
 			dirs[st] = dirs["hostB"]
 		}
 		id := "019a0000-0000-7000-8000-00000000000" + string(rune('1'+i))
+		ids[st] = id
 		files[st] = filepath.Join(dirs[st], "--p--", st+".jsonl")
 		if err := os.MkdirAll(filepath.Dir(files[st]), 0o755); err != nil {
 			t.Fatal(err)
@@ -144,11 +150,12 @@ func TestUnservedStoreSaid(t *testing.T) {
 	// dlq retry: a dead letter of the unserved store stays, with the reason; one of a
 	// served store is retried.
 	for _, st := range []string{"default", "hostA"} {
-		job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: st, Path: "--p--/" + st + ".jsonl", SessionID: "019a0000-0000-7000-8000-0000000000d" + st[len(st)-1:],
+		sid := ids[st] // the session its file holds
+		job, _ := json.Marshal(wire.Job{V: 1, Kind: wire.KindCompact, Store: st, Path: "--p--/" + st + ".jsonl", SessionID: sid,
 			ID: "dead-" + st, Reason: "test", RequestedAt: time.Now().UTC()})
-		dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:], wire.KindCompact),
+		dl, _ := json.Marshal(wire.DeadLetter{V: 1, Subject: wire.JobSubject(st, sid, wire.KindCompact),
 			Job: job, Reason: "failed", At: time.Now().UTC()})
-		if _, err := js.Publish(context.Background(), wire.DLQSubject(st, "019a0000-0000-7000-8000-0000000000d"+st[len(st)-1:]), dl); err != nil {
+		if _, err := js.Publish(context.Background(), wire.DLQSubject(st, sid), dl); err != nil {
 			t.Fatal(err)
 		}
 	}
