@@ -94,12 +94,9 @@ type Base struct {
 	Messages       int `json:"messages,omitempty"`
 	TokensEstimate int `json:"tokensEstimate,omitempty"`
 	// RequestedAt is when the extract that asked for it answered; CreatedAt when it was made.
-	RequestedAt          time.Time `json:"requestedAt,omitzero"`
-	CreatedAt            time.Time `json:"createdAt"`
-	LLMInputTokens       int       `json:"llmInputTokens,omitempty"`
-	LLMCachedInputTokens int       `json:"llmCachedInputTokens,omitempty"`
-	LLMOutputTokens      int       `json:"llmOutputTokens,omitempty"`
-	LLMCalls             int       `json:"llmCalls,omitempty"`
+	RequestedAt time.Time `json:"requestedAt,omitzero"`
+	CreatedAt   time.Time `json:"createdAt"`
+	modelUsage
 	// Segments are models' summaries of single spans after FromEntryID, made while an
 	// earlier span's summary was still being made (segment.go); the next summary builds on
 	// Summary and those that continue it.
@@ -450,7 +447,7 @@ func NextBase(current, made *Base, builtOnLatest *BaseAnchor) *Base {
 	next.ExtractOn = false // the extract was made on what was there before
 	next.BasedOnSHA256, next.BasedOnFromEntryID = current.BasedOnSHA256, current.BasedOnFromEntryID
 	next.Messages, next.TokensEstimate, next.CreatedAt = current.Messages, current.TokensEstimate, current.CreatedAt
-	next.LLMInputTokens, next.LLMCachedInputTokens, next.LLMOutputTokens, next.LLMCalls = current.LLMInputTokens, current.LLMCachedInputTokens, current.LLMOutputTokens, current.LLMCalls
+	next.modelUsage = current.modelUsage
 	return &next
 }
 

@@ -41,15 +41,8 @@ func AwaitingOf(p *Prepared) *Awaiting {
 // spanWhilePending reports whether a preparation of plan p on basis bs would read spans
 // again that the base job of the branch's latest compaction is reading now (b.Pending).
 func spanWhilePending(b *Base, bs basis, p *cutpoint.Plan, now time.Time) bool {
-	if b == nil || bs.refused != "" || bs.latest == nil || p.PreviousCompactionID == "" || bs.from >= p.BoundaryStartIndex {
-		return false
-	}
-	for _, ps := range b.Pending {
-		if ps.Cut == bs.latest.FirstKeptEntryID && now.Sub(ps.At) < pendingFor {
-			return true
-		}
-	}
-	return false
+	return bs.refused == "" && bs.latest != nil && p.PreviousCompactionID != "" && bs.from < p.BoundaryStartIndex &&
+		b.pendingAt(bs.latest.FirstKeptEntryID, now)
 }
 
 // Compose joins the span-alone preparation a to the session's base b on the session file

@@ -97,7 +97,7 @@ func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (
 		Details:     PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
 		FromEntryID: target.FirstKeptEntryID, Source: SourceModel, PiVersion: r.String(),
 		Messages: len(msgs), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(), consumed: bs.consumed,
-		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
+		modelUsage: usageOf(out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls)}
 	b.BasedOnSHA256, b.BasedOnFromEntryID = bs.state()
 	if rec != nil {
 		b.Store, b.Path = rec.Store, rec.Path

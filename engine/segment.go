@@ -42,14 +42,24 @@ type Segment struct {
 	Summary string          `json:"summary"`
 	Details PreparedDetails `json:"details"`
 
-	Messages             int       `json:"messages,omitempty"`
-	TokensEstimate       int       `json:"tokensEstimate,omitempty"`
-	RequestedAt          time.Time `json:"requestedAt,omitzero"`
-	CreatedAt            time.Time `json:"createdAt"`
-	LLMInputTokens       int       `json:"llmInputTokens,omitempty"`
-	LLMCachedInputTokens int       `json:"llmCachedInputTokens,omitempty"`
-	LLMOutputTokens      int       `json:"llmOutputTokens,omitempty"`
-	LLMCalls             int       `json:"llmCalls,omitempty"`
+	Messages       int       `json:"messages,omitempty"`
+	TokensEstimate int       `json:"tokensEstimate,omitempty"`
+	RequestedAt    time.Time `json:"requestedAt,omitzero"`
+	CreatedAt      time.Time `json:"createdAt"`
+	modelUsage
+}
+
+// modelUsage is what a model's summary of a base or a segment cost, as the endpoint reported
+// it (summed over every call).
+type modelUsage struct {
+	LLMInputTokens       int `json:"llmInputTokens,omitempty"`
+	LLMCachedInputTokens int `json:"llmCachedInputTokens,omitempty"`
+	LLMOutputTokens      int `json:"llmOutputTokens,omitempty"`
+	LLMCalls             int `json:"llmCalls,omitempty"`
+}
+
+func usageOf(input, cached, output, calls int) modelUsage {
+	return modelUsage{LLMInputTokens: input, LLMCachedInputTokens: cached, LLMOutputTokens: output, LLMCalls: calls}
 }
 
 // parts is how many summaries the base's own text is (an empty text: none).
@@ -198,10 +208,9 @@ func (e *Engine) makeSpan(ctx context.Context, j *job, req BaseRequest, target B
 	seg := Segment{Anchor: target, FromEntryID: pre[sp.StartIndex].ID, Summary: text,
 		Details:  PreparedDetails{ReadFiles: nonNil(out.ReadFiles), ModifiedFiles: nonNil(out.ModifiedFiles)},
 		Messages: len(sp.Messages), TokensEstimate: tokens, RequestedAt: req.RequestedAt, CreatedAt: now,
-		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
+		modelUsage: usageOf(out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls)}
 	b := &Base{V: BaseVersion, SessionID: j.src.Session.Header.ID, Anchor: target, Source: SourceModel, PiVersion: r.String(),
-		Segments: []Segment{seg}, RequestedAt: req.RequestedAt, CreatedAt: now, spanOnly: true,
-		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
+		Segments: []Segment{seg}, RequestedAt: req.RequestedAt, CreatedAt: now, spanOnly: true, modelUsage: seg.modelUsage}
 	res := j.res
 	res.FirstKeptEntryID = target.FirstKeptEntryID
 	res.Summarized = len(sp.Messages)
@@ -236,7 +245,7 @@ func (e *Engine) mergeBase(ctx context.Context, j *job, req BaseRequest, current
 	b := &Base{V: BaseVersion, Store: current.Store, Path: current.Path, SessionID: sid, Anchor: current.Anchor, Summary: text, Details: bs.details,
 		FromEntryID: bs.fromID, Source: bs.source, PiVersion: r.String(), BasedOnSHA256: SHA256(current.Summary), BasedOnFromEntryID: current.FromEntryID,
 		RequestedAt: req.RequestedAt, CreatedAt: time.Now().UTC(), consumed: bs.consumed,
-		LLMInputTokens: out.InputTokens, LLMCachedInputTokens: out.CachedInputTokens, LLMOutputTokens: out.OutputTokens, LLMCalls: out.Calls}
+		modelUsage: usageOf(out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls)}
 	res := j.res
 	res.FirstKeptEntryID = current.Anchor.FirstKeptEntryID
 	res.LLMInputTokens, res.LLMCachedInputTokens, res.LLMOutputTokens, res.LLMCalls = out.InputTokens, out.CachedInputTokens, out.OutputTokens, out.Calls
@@ -288,11 +297,16 @@ func livePending(ps []PendingSpan, now time.Time, cut string) []PendingSpan {
 // pendingBefore reports whether the compaction before the span sp (its previous
 // compaction) has a base job pending in b.
 func (b *Base) pendingBefore(sp *cutpoint.Span, now time.Time) bool {
-	if b == nil || sp.Previous == nil {
+	return sp.Previous != nil && b.pendingAt(sp.Previous.FirstKeptEntryID, now)
+}
+
+// pendingAt reports whether the compaction at cut has a base job pending in b.
+func (b *Base) pendingAt(cut string, now time.Time) bool {
+	if b == nil {
 		return false
 	}
 	for _, p := range b.Pending {
-		if p.Cut == sp.Previous.FirstKeptEntryID && now.Sub(p.At) < pendingFor {
+		if p.Cut == cut && now.Sub(p.At) < pendingFor {
 			return true
 		}
 	}

@@ -47,6 +47,23 @@ const HistoryPrompt = `The transcript inside <conversation> is the older part of
 
 Be brief in every section, but keep file paths, function and type names, commands and error messages exactly as written.`
 
+// stateSections are the sections after "Done" that a merge and an update ask for alike:
+// the state at the end of what the notes cover.
+const stateSections = `### In Progress
+- [ ] [Work started but not finished.]
+
+### Blocked
+- [Problems that stop progress, or "(none)".]
+
+## Key Decisions
+- **[Decision]**: [Why it was taken.]
+
+## Next Steps
+1. [The next actions, in order.]
+
+## Critical Context
+- [Facts the next model cannot recover otherwise, or "(none)".]`
+
 // MergePrompt folds consecutive summaries of one session into one (TaskMerge). The
 // conversation is empty: everything the model needs is in the summaries.
 const MergePrompt = `The notes inside <previous-summary> are several summaries of one coding session, written one after another, oldest first; each covers the part of the session that follows the one before it. The conversation is empty: nothing else happened. Write them as one set of notes for the whole session:
@@ -67,20 +84,7 @@ Use exactly these sections:
 ### Done
 - [x] [Finished work.]
 
-### In Progress
-- [ ] [Work started but not finished.]
-
-### Blocked
-- [Problems that stop progress, or "(none)".]
-
-## Key Decisions
-- **[Decision]**: [Why it was taken.]
-
-## Next Steps
-1. [The next actions, in order.]
-
-## Critical Context
-- [Facts the next model cannot recover otherwise, or "(none)".]
+` + stateSections + `
 
 Be brief, but no shorter than the facts need.`
 
@@ -104,20 +108,7 @@ Use exactly these sections:
 ### Done
 - [x] [Finished work, earlier and new.]
 
-### In Progress
-- [ ] [Work started but not finished.]
-
-### Blocked
-- [Problems that stop progress, or "(none)".]
-
-## Key Decisions
-- **[Decision]**: [Why it was taken.]
-
-## Next Steps
-1. [The next actions, in order.]
-
-## Critical Context
-- [Facts the next model cannot recover otherwise, or "(none)".]`
+` + stateSections
 
 // TurnPrefixPrompt summarizes the beginning of a single turn too large to keep whole;
 // the end of that turn stays in the context verbatim.
