@@ -210,7 +210,7 @@ func (e *LimitsError) Error() string {
 // watches is refused the rest until the limit is raised and setup runs again.
 func accountSweepWatches(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) int {
 	stores := slices.Clone(sc.Stores)
-	if f, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
+	if f, err := ReadFleetAnyLayout(ctx, js.Conn()); err == nil {
 		for _, st := range f.Stores {
 			if !slices.Contains(stores, st) {
 				stores = append(stores, st)

@@ -114,9 +114,9 @@ func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	return &f, nil
 }
 
-// readFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
+// ReadFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
 // older one to keep its stores).
-func readFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
+func ReadFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
 	m, err := DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey)
 	if err != nil {
 		return nil, err

@@ -56,10 +56,10 @@ func (e *LiveWorkersError) Error() string {
 		strings.Join(e.Workers, "; "), wire.BucketWorkers, WorkerBeatTTL)
 }
 
-// layoutOf tells which layout the NATS holds: 0 nothing of compactor's (or a setup of this
+// LayoutOf tells which layout the NATS holds: 0 nothing of compactor's (or a setup of this
 // layout under way: its streams allow direct gets from their creation), 1 the layout before
 // the fleet's settings (a jobs stream without direct gets), else the settings' own.
-func layoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
+func LayoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
 	f, err := ReadFleet(ctx, js.Conn())
 	if err == nil {
 		return f.Layout, nil
@@ -110,7 +110,7 @@ func Setup(ctx context.Context, nc *nats.Conn, sc SetupConfig, migrate, force bo
 }
 
 func SetupWith(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migrate, force bool, log *slog.Logger) (*SetupResult, error) {
-	layout, err := layoutOf(ctx, js)
+	layout, err := LayoutOf(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -124,7 +124,7 @@ func SetupWith(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migr
 		// The same subjects and keys: ensure below updates every stream and bucket in place
 		// (its changes are logged, one line per setting). Queued jobs and keys stay.
 		res.Migrated = &Migration{From: 2}
-		if old, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
+		if old, err := ReadFleetAnyLayout(ctx, js.Conn()); err == nil {
 			for _, st := range old.Stores {
 				if !slices.Contains(sc.Stores, st) {
 					sc.Stores = append(sc.Stores, st)
@@ -162,7 +162,7 @@ func SetupWith(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migr
 func migrateKeys(ctx context.Context, js jetstream.JetStream, force bool, log *slog.Logger) (*Migration, []string, error) {
 	m := &Migration{From: 1}
 	if !force {
-		if live, err := liveWorkers(ctx, js); err != nil {
+		if live, err := LiveWorkers(ctx, js); err != nil {
 			return nil, nil, err
 		} else if len(live) > 0 {
 			return nil, nil, &LiveWorkersError{Workers: live}
@@ -278,8 +278,8 @@ func migrateBucket(ctx context.Context, js jetstream.JetStream, bucket string, r
 	return moved, dropped, nil
 }
 
-// liveWorkers names the workers that reported within the last workerBeatTTL.
-func liveWorkers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
+// LiveWorkers names the workers that reported within the last workerBeatTTL.
+func LiveWorkers(ctx context.Context, js jetstream.JetStream) ([]string, error) {
 	kv, err := js.KeyValue(ctx, wire.BucketWorkers)
 	if errors.Is(err, jetstream.ErrBucketNotFound) {
 		return nil, nil

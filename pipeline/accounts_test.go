@@ -19,6 +19,7 @@ import (
 
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/fleetops/move"
 	"github.com/compactor-dev/compactor/internal/natstest"
 	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/internal/waitfor"
@@ -291,7 +292,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 	}
 
 	var file bytes.Buffer
-	c, err := fleetops.Export(ctx, lnc, &file, false, nil)
+	c, err := move.Export(ctx, lnc, &file, false, nil)
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -302,7 +303,7 @@ func TestMoveIntoAccounts(t *testing.T) {
 	for acct, st := range map[string]string{"A": "hostA", "B": "hostB"} {
 		nc, js := connectAs(t, url, acct)
 		for range 2 { // again: nothing twice
-			_, ic, err := fleetops.Import(ctx, nc, bytes.NewReader(file.Bytes()), fleetops.SetupConfig{Stores: []string{st}}, nil)
+			_, ic, err := move.Import(ctx, nc, bytes.NewReader(file.Bytes()), fleetops.SetupConfig{Stores: []string{st}}, nil)
 			if err != nil {
 				t.Fatal(err)
 			}

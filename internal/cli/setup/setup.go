@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/fleetops/move"
 	"github.com/compactor-dev/compactor/wire"
 	"io"
 	"log/slog"
@@ -254,7 +255,7 @@ type setupStep struct {
 type setupOutput struct {
 	Account string `json:"account,omitempty"`
 	*fleetops.SetupResult
-	Imported *fleetops.MoveCounts `json:"imported,omitempty"`
+	Imported *move.Counts `json:"imported,omitempty"`
 }
 
 // setupAccount sets up one account (and migrates, prunes or imports first), retrying while
@@ -276,7 +277,7 @@ func setupAccount(ctx context.Context, ncfg access.NATSConfig, sc fleetops.Setup
 				return setupOutput{}, fmt.Errorf("--import: %w", err)
 			}
 			defer f.Close()
-			res, c, err := fleetops.Import(ctx, nc, f, sc, log)
+			res, c, err := move.Import(ctx, nc, f, sc, log)
 			return setupOutput{SetupResult: res, Imported: c}, err
 		}
 		if st.prune && pruned == nil {
@@ -367,7 +368,7 @@ func exportDeployment(ctx context.Context, env *command.Env, ncfg access.NATSCon
 		return fmt.Errorf("--export: %w", err)
 	}
 	defer os.Remove(tmp.Name())
-	c, err := fleetops.Export(ctx, nc, tmp, force, log)
+	c, err := move.Export(ctx, nc, tmp, force, log)
 	if cerr := tmp.Close(); err == nil {
 		err = cerr
 	}
@@ -394,7 +395,7 @@ func settingsFromExport(fs *command.FlagSet, file string, sc *fleetops.SetupConf
 		return fmt.Errorf("--import: %w", err)
 	}
 	defer f.Close()
-	old, err := fleetops.ReadExportSettings(f)
+	old, err := move.ReadExportSettings(f)
 	if err != nil || old == nil {
 		return err
 	}

@@ -1,28 +1,7 @@
-package fleetops
-
-import (
-	"bufio"
-	"context"
-	"encoding/json"
-	"errors"
-	"fmt"
-	"io"
-	"log/slog"
-	"slices"
-	"strconv"
-	"strings"
-	"time"
-
-	"github.com/compactor-dev/compactor/access"
-	"github.com/compactor-dev/compactor/wire"
-	"github.com/nats-io/nats.go"
-	"github.com/nats-io/nats.go/jetstream"
-)
-
-// Moving a deployment into NATS accounts of their own (docs/upgrading.md). Before layout 3
-// every host of a fleet shared one NATS account, where any store's keys could write into
-// every stream of the account through JetStream's replies (docs/security.md). Layout 3
-// gives each host its own account; what the shared account holds moves in two steps around
+// Package move moves a deployment into NATS accounts of their own (docs/upgrading.md).
+// Before layout 3 every host of a fleet shared one NATS account, where any store's keys
+// could write into every stream of the account through JetStream's replies
+// (docs/security.md). Layout 3 gives each host its own account; what the shared account holds moves in two steps around
 // the server's new configuration, because an account's streams cannot be reached from
 // another account (and the default account loses JetStream once accounts are configured):
 //
@@ -38,18 +17,38 @@ import (
 //
 // Leases are not moved (no worker holds one: they stopped), nor workers' beats (their
 // workers report again), nor events (the results of jobs that ended).
+package move
 
-// moveRecord is one line of an export.
-type moveRecord struct {
-	Kind     string         `json:"kind"` // settings, job, attempts, deadLetter, key
-	Store    string         `json:"store,omitempty"`
-	Subject  string         `json:"subject,omitempty"`
-	Seq      uint64         `json:"seq,omitempty"` // a job's sequence in the exported stream (its attempt count's too)
-	Header   nats.Header    `json:"header,omitempty"`
-	Data     []byte         `json:"data,omitempty"`
-	Bucket   string         `json:"bucket,omitempty"`
-	Key      string         `json:"key,omitempty"`
-	Settings *FleetSettings `json:"settings,omitempty"`
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"slices"
+	"strconv"
+	"strings"
+
+	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
+	"github.com/compactor-dev/compactor/wire"
+	"github.com/nats-io/nats.go"
+	"github.com/nats-io/nats.go/jetstream"
+)
+
+// record is one line of an export.
+type record struct {
+	Kind     string                  `json:"kind"` // settings, job, attempts, deadLetter, key
+	Store    string                  `json:"store,omitempty"`
+	Subject  string                  `json:"subject,omitempty"`
+	Seq      uint64                  `json:"seq,omitempty"` // a job's sequence in the exported stream (its attempt count's too)
+	Header   nats.Header             `json:"header,omitempty"`
+	Data     []byte                  `json:"data,omitempty"`
+	Bucket   string                  `json:"bucket,omitempty"`
+	Key      string                  `json:"key,omitempty"`
+	Settings *fleetops.FleetSettings `json:"settings,omitempty"`
 }
 
 // Move kinds.
@@ -61,9 +60,9 @@ const (
 	moveKey        = "key"
 )
 
-// MoveCounts says what an export wrote or an import wrote (or, for another account's
+// Counts says what an export wrote or an import wrote (or, for another account's
 // stores, left).
-type MoveCounts struct {
+type Counts struct {
 	Stores      []string       `json:"stores"`
 	Jobs        int            `json:"jobs"`
 	Attempts    int            `json:"attemptCounts"`
@@ -79,8 +78,8 @@ type MoveCounts struct {
 	Dropped map[string]int `json:"dropped,omitempty"`
 }
 
-func newMoveCounts() *MoveCounts {
-	return &MoveCounts{Keys: map[string]int{}, Left: map[string]int{}, Dropped: map[string]int{}}
+func newCounts() *Counts {
+	return &Counts{Keys: map[string]int{}, Left: map[string]int{}, Dropped: map[string]int{}}
 }
 
 // movedBuckets are the buckets whose keys an export writes: every store bucket but the
@@ -90,11 +89,11 @@ var movedBuckets = []string{wire.BucketSweep, wire.BucketPrepared, wire.BucketWo
 // Export writes what the NATS account of nc holds of compactor's (layouts 1 to 3) into w,
 // as JSON lines (see the package's move notes above). It changes nothing. It refuses while a
 // worker reported within the last 30 s, unless force. The admin's credentials.
-func Export(ctx context.Context, nc *nats.Conn, w io.Writer, force bool, log *slog.Logger) (*MoveCounts, error) {
+func Export(ctx context.Context, nc *nats.Conn, w io.Writer, force bool, log *slog.Logger) (*Counts, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return access.Guard(ctx, nc, func(ctx context.Context) (*MoveCounts, error) {
+	return access.Guard(ctx, nc, func(ctx context.Context) (*Counts, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return nil, err
@@ -103,8 +102,8 @@ func Export(ctx context.Context, nc *nats.Conn, w io.Writer, force bool, log *sl
 	})
 }
 
-func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool, log *slog.Logger) (*MoveCounts, error) {
-	layout, err := layoutOf(ctx, js)
+func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool, log *slog.Logger) (*Counts, error) {
+	layout, err := fleetops.LayoutOf(ctx, js)
 	if err != nil {
 		return nil, err
 	}
@@ -112,19 +111,19 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 		return nil, errors.New("export: this NATS account holds no compactor deployment (no settings record, no jobs stream)")
 	}
 	if !force {
-		if live, err := liveWorkers(ctx, js); err != nil {
+		if live, err := fleetops.LiveWorkers(ctx, js); err != nil {
 			return nil, fmt.Errorf("export: %w", err)
 		} else if len(live) > 0 {
-			return nil, &LiveWorkersError{Workers: live}
+			return nil, &fleetops.LiveWorkersError{Workers: live}
 		}
 	}
 	bw := bufio.NewWriter(w)
-	x := &exporter{js: js, enc: json.NewEncoder(bw), c: newMoveCounts(), stores: map[string]bool{}, jobSubjects: map[uint64]string{}}
-	if f, err := readFleetAnyLayout(ctx, js.Conn()); err == nil {
+	x := &exporter{js: js, enc: json.NewEncoder(bw), c: newCounts(), stores: map[string]bool{}, jobSubjects: map[uint64]string{}}
+	if f, err := fleetops.ReadFleetAnyLayout(ctx, js.Conn()); err == nil {
 		for _, st := range f.Stores {
 			x.stores[st] = true
 		}
-		if err := x.enc.Encode(moveRecord{Kind: moveSettings, Settings: f}); err != nil {
+		if err := x.enc.Encode(record{Kind: moveSettings, Settings: f}); err != nil {
 			return nil, err
 		}
 	}
@@ -155,7 +154,7 @@ func export(ctx context.Context, js jetstream.JetStream, w io.Writer, force bool
 type exporter struct {
 	js          jetstream.JetStream
 	enc         *json.Encoder
-	c           *MoveCounts
+	c           *Counts
 	stores      map[string]bool
 	jobSubjects map[uint64]string
 }
@@ -163,21 +162,21 @@ type exporter struct {
 // streams exports the jobs, in their order (each job's subject names its store), and the
 // dead letters.
 func (x *exporter) streams(ctx context.Context) error {
-	err := EachMsg(ctx, x.js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
+	err := fleetops.EachMsg(ctx, x.js, wire.StreamJobs, wire.JobsPrefix+">", func(m *jetstream.RawStreamMsg) error {
 		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.JobsPrefix), ".")
 		x.stores[store] = true
 		x.jobSubjects[m.Sequence] = m.Subject
 		x.c.Jobs++
-		return x.enc.Encode(moveRecord{Kind: moveJob, Store: store, Subject: m.Subject, Seq: m.Sequence, Header: movedHeader(m.Header), Data: m.Data})
+		return x.enc.Encode(record{Kind: moveJob, Store: store, Subject: m.Subject, Seq: m.Sequence, Header: movedHeader(m.Header), Data: m.Data})
 	})
 	if err != nil {
 		return fmt.Errorf("export %s: %w", wire.StreamJobs, err)
 	}
-	err = EachMsg(ctx, x.js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
+	err = fleetops.EachMsg(ctx, x.js, wire.StreamDLQ, wire.DLQPrefix+">", func(m *jetstream.RawStreamMsg) error {
 		store, _, _ := strings.Cut(strings.TrimPrefix(m.Subject, wire.DLQPrefix), ".")
 		x.stores[store] = true
 		x.c.DeadLetters++
-		return x.enc.Encode(moveRecord{Kind: moveDeadLetter, Store: store, Subject: m.Subject, Header: movedHeader(m.Header), Data: m.Data})
+		return x.enc.Encode(record{Kind: moveDeadLetter, Store: store, Subject: m.Subject, Header: movedHeader(m.Header), Data: m.Data})
 	})
 	if err != nil {
 		return fmt.Errorf("export %s: %w", wire.StreamDLQ, err)
@@ -235,8 +234,8 @@ func (x *exporter) bucket(ctx context.Context, b string) error {
 // movedKey is the record of a bucket's key in an export, in layout 3's form (layout 1's
 // keys are read as `setup --migrate` moves them): a store's key, or a fleet-wide spend
 // count (store ""). why says why a key is not moved.
-func movedKey(bucket, key string, jobSubjects map[uint64]string) (rec moveRecord, store, why string) {
-	rec = moveRecord{Kind: moveKey, Bucket: bucket, Key: key}
+func movedKey(bucket, key string, jobSubjects map[uint64]string) (rec record, store, why string) {
+	rec = record{Kind: moveKey, Bucket: bucket, Key: key}
 	switch bucket {
 	case wire.BucketLeases:
 		return rec, "", "leases"
@@ -262,7 +261,7 @@ func movedKey(bucket, key string, jobSubjects map[uint64]string) (rec moveRecord
 		if parts[0] != "a" && parts[0] != store {
 			return rec, "", "attempt counts of jobs no longer queued"
 		}
-		return moveRecord{Kind: moveAttempts, Store: store, Subject: subject, Seq: seq, Key: parts[2]}, store, ""
+		return record{Kind: moveAttempts, Store: store, Subject: subject, Seq: seq, Key: parts[2]}, store, ""
 	}
 	store, _, _ = strings.Cut(key, ".")
 	if bucket == wire.BucketSpend && store == wire.SpendFleetScope {
@@ -292,79 +291,4 @@ func movedHeader(h nats.Header) nats.Header {
 		return nil
 	}
 	return out
-}
-
-// EachMsg calls f with every message of stream under filter, in order (a read by
-// sequence, the next message on the filter each time: the admin's request). A stream that
-// does not exist has none.
-func EachMsg(ctx context.Context, js jetstream.JetStream, stream, filter string, f func(*jetstream.RawStreamMsg) error) error {
-	str, err := js.Stream(ctx, stream)
-	if errors.Is(err, jetstream.ErrStreamNotFound) {
-		return nil
-	}
-	if err != nil {
-		return err
-	}
-	info, err := str.Info(ctx)
-	if err != nil {
-		return err
-	}
-	for seq := max(info.State.FirstSeq, 1); seq <= info.State.LastSeq; {
-		m, err := msgGet(ctx, js.Conn(), stream, seq, filter)
-		if errors.Is(err, jetstream.ErrMsgNotFound) {
-			return nil
-		}
-		if err != nil {
-			return err
-		}
-		if err := f(m); err != nil {
-			return err
-		}
-		seq = m.Sequence + 1
-	}
-	return nil
-}
-
-// msgGet reads the first message of stream at seq or after on filter with the JSON API
-// ($JS.API.STREAM.MSG.GET, the admin's and the operator's): its sequence is the server's
-// field, never a header the message may carry (a direct get's answer puts the server's
-// headers after the message's own, and the client library reads the first).
-func msgGet(ctx context.Context, nc *nats.Conn, stream string, seq uint64, filter string) (*jetstream.RawStreamMsg, error) {
-	req, _ := json.Marshal(map[string]any{"seq": seq, "next_by_subj": filter})
-	rctx, cancel := context.WithTimeout(ctx, 10*time.Second)
-	defer cancel()
-	r, err := nc.RequestWithContext(rctx, access.APIPrefix+"STREAM.MSG.GET."+stream, req)
-	if err != nil {
-		return nil, err
-	}
-	var resp struct {
-		Error *jetstream.APIError `json:"error"`
-		Msg   *struct {
-			Subject string    `json:"subject"`
-			Seq     uint64    `json:"seq"`
-			Header  []byte    `json:"hdrs"`
-			Data    []byte    `json:"data"`
-			Time    time.Time `json:"time"`
-		} `json:"message"`
-	}
-	if err := json.Unmarshal(r.Data, &resp); err != nil {
-		return nil, fmt.Errorf("get %s %d: %w", stream, seq, err)
-	}
-	if resp.Error != nil {
-		if resp.Error.ErrorCode == jetstream.JSErrCodeMessageNotFound {
-			return nil, jetstream.ErrMsgNotFound
-		}
-		return nil, resp.Error
-	}
-	if resp.Msg == nil {
-		return nil, jetstream.ErrMsgNotFound
-	}
-	m := &jetstream.RawStreamMsg{Subject: resp.Msg.Subject, Sequence: resp.Msg.Seq, Data: resp.Msg.Data, Time: resp.Msg.Time, Header: nats.Header{}}
-	if len(resp.Msg.Header) > 0 {
-		hm, err := nats.DecodeHeadersMsg(resp.Msg.Header)
-		if err == nil {
-			m.Header = hm
-		}
-	}
-	return m, nil
 }

@@ -1,4 +1,4 @@
-package fleetops
+package move
 
 import (
 	"bufio"
@@ -14,19 +14,20 @@ import (
 	"strings"
 
 	"github.com/compactor-dev/compactor/access"
+	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/wire"
 	"github.com/nats-io/nats.go"
 	"github.com/nats-io/nats.go/jetstream"
 )
 
-// The import half of a move (see move.go): an export written into a new account.
+// The import half of a move (see export.go): an export written into a new account.
 
 // ReadExportSettings returns the fleet's settings an export holds (nil when it holds
 // none), so that an import sets up the new accounts as the old one was.
-func ReadExportSettings(r io.Reader) (*FleetSettings, error) {
+func ReadExportSettings(r io.Reader) (*fleetops.FleetSettings, error) {
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for {
-		var rec moveRecord
+		var rec record
 		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
 			return nil, nil
 		} else if err != nil {
@@ -42,7 +43,7 @@ func ReadExportSettings(r io.Reader) (*FleetSettings, error) {
 // writes into it what the export r holds of those stores (the package's move notes);
 // records of other stores are left (counted by store), for the import into their own
 // account. The admin's credentials.
-func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc SetupConfig, log *slog.Logger) (*SetupResult, *MoveCounts, error) {
+func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc fleetops.SetupConfig, log *slog.Logger) (*fleetops.SetupResult, *Counts, error) {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
@@ -53,10 +54,10 @@ func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc SetupConfig, log
 	if err := sc.ValidLimits(); err != nil {
 		return nil, nil, err
 	}
-	var recs []moveRecord
+	var recs []record
 	dec := json.NewDecoder(bufio.NewReader(r))
 	for line := 1; ; line++ {
-		var rec moveRecord
+		var rec record
 		if err := dec.Decode(&rec); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil {
@@ -65,15 +66,15 @@ func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc SetupConfig, log
 		recs = append(recs, rec)
 	}
 	type result struct {
-		res *SetupResult
-		c   *MoveCounts
+		res *fleetops.SetupResult
+		c   *Counts
 	}
 	out, err := access.Guard(ctx, nc, func(ctx context.Context) (result, error) {
 		js, err := jetstream.New(nc)
 		if err != nil {
 			return result{}, err
 		}
-		res, err := SetupWith(ctx, js, sc, false, false, log)
+		res, err := fleetops.SetupWith(ctx, js, sc, false, false, log)
 		if err != nil {
 			return result{}, err
 		}
@@ -83,10 +84,10 @@ func Import(ctx context.Context, nc *nats.Conn, r io.Reader, sc SetupConfig, log
 	return out.res, out.c, err
 }
 
-func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecord, stores []string, log *slog.Logger) (*MoveCounts, error) {
-	c := newMoveCounts()
+func importRecords(ctx context.Context, js jetstream.JetStream, recs []record, stores []string, log *slog.Logger) (*Counts, error) {
+	c := newCounts()
 	c.Stores = slices.Clone(stores)
-	mine := func(rec moveRecord) bool {
+	mine := func(rec record) bool {
 		if rec.Store == "" || slices.Contains(stores, rec.Store) {
 			return true
 		}
@@ -124,7 +125,7 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 				continue
 			}
 			key := rec.Store + "." + strconv.FormatUint(seq, 10) + "." + rec.Key
-			if _, err := OpenBucket(js, wire.BucketAttempts).Put(ctx, key, rec.Data); err != nil {
+			if _, err := fleetops.OpenBucket(js, wire.BucketAttempts).Put(ctx, key, rec.Data); err != nil {
 				return c, fmt.Errorf("import: attempt count %s: %w", key, err)
 			}
 			c.Attempts++
@@ -142,7 +143,7 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 				(rec.Store == "" && !strings.HasPrefix(rec.Key, wire.SpendFleetScope+".")) {
 				return c, fmt.Errorf("import: key %s of bucket %s is not store %s's", rec.Key, rec.Bucket, rec.Store)
 			}
-			if _, err := OpenBucket(js, rec.Bucket).Put(ctx, rec.Key, rec.Data); err != nil {
+			if _, err := fleetops.OpenBucket(js, rec.Bucket).Put(ctx, rec.Key, rec.Data); err != nil {
 				return c, fmt.Errorf("import: %s %s: %w", rec.Bucket, rec.Key, err)
 			}
 			c.Keys[rec.Bucket]++
@@ -159,16 +160,16 @@ func importRecords(ctx context.Context, js jetstream.JetStream, recs []moveRecor
 // importJob publishes an exported job and returns its sequence in this account's stream;
 // already says that an earlier import wrote it (its message id within the duplicate window,
 // or the same job pending on its subject).
-func importJob(ctx context.Context, js jetstream.JetStream, rec moveRecord) (seq uint64, already bool, err error) {
+func importJob(ctx context.Context, js jetstream.JetStream, rec record) (seq uint64, already bool, err error) {
 	m := &nats.Msg{Subject: rec.Subject, Header: movedHeader(rec.Header), Data: rec.Data}
 	ack, err := js.PublishMsg(ctx, m, jetstream.WithExpectStream(wire.StreamJobs))
 	if err == nil {
 		return ack.Sequence, ack.Duplicate, nil
 	}
-	if !IsAlreadyQueued(err) {
+	if !fleetops.IsAlreadyQueued(err) {
 		return 0, false, err
 	}
-	pending, gerr := DirectLast(ctx, js.Conn(), wire.StreamJobs, rec.Subject)
+	pending, gerr := fleetops.DirectLast(ctx, js.Conn(), wire.StreamJobs, rec.Subject)
 	if gerr != nil {
 		return 0, false, fmt.Errorf("%w (and the pending job cannot be read: %v)", err, gerr)
 	}
