@@ -43,7 +43,12 @@ func (p kvPrepared) Get(ctx context.Context, store, sessionID string) ([]byte, e
 func (p kvPrepared) Put(ctx context.Context, store, sessionID string, value []byte) error {
 	key := wire.PreparedKey(store, sessionID)
 	mine, _ := fleetops.RecordV(value)
-	for range 5 {
+	for n := range 5 {
+		if n > 0 {
+			if err := fleetops.AfterConflict(ctx, n); err != nil {
+				return fmt.Errorf("prepared %s: %w", key, err)
+			}
+		}
 		e, err := p.kv.Get(ctx, key)
 		switch {
 		case errors.Is(err, jetstream.ErrKeyNotFound):
@@ -81,7 +86,12 @@ func (p kvPrepared) GetBase(ctx context.Context, store, sessionID string) ([]byt
 
 func (p kvPrepared) UpdateBase(ctx context.Context, store, sessionID string, f func(current []byte) ([]byte, error)) error {
 	key := wire.BaseKey(store, sessionID)
-	for range 8 {
+	for n := range 8 {
+		if n > 0 {
+			if err := fleetops.AfterConflict(ctx, n); err != nil {
+				return fmt.Errorf("base %s: %w", key, err)
+			}
+		}
 		var cur []byte
 		var rev uint64
 		e, err := p.kv.Get(ctx, key)

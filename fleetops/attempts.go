@@ -56,7 +56,12 @@ func AddCount(ctx context.Context, kv *Bucket, what, key string, delta, limit in
 // version cannot read (a newer schema version: a *NewerRecordError, or a damaged value) is
 // not written.
 func UpdateCount(ctx context.Context, kv *Bucket, what, key string, change func(*CountRecord) bool) (CountRecord, error) {
-	for range 10 {
+	for n := range 10 {
+		if n > 0 {
+			if err := AfterConflict(ctx, n); err != nil {
+				return CountRecord{}, fmt.Errorf("%s %s: %w", what, key, err)
+			}
+		}
 		e, err := kv.Get(ctx, key)
 		if errors.Is(err, jetstream.ErrKeyNotFound) {
 			c := CountRecord{V: CountV}

@@ -423,6 +423,27 @@ func IsMaxConsumers(err error) bool {
 		errors.As(err, &legacy) && legacy.ErrorCode == nats.ErrorCode(jetstream.JSErrCodeMaximumConsumersLimit)
 }
 
+// ConflictWait is how long a compare-and-set loop waits before it reads a record again
+// after its write lost (n = 1 after the first loss), a pure function of n. A write loses to
+// another writer, or because the read it was based on was answered by a follower that had
+// not applied the last write yet (a replicated stream's followers answer direct gets): read
+// again at once, the same follower, the nearest, gives the same stale answer.
+func ConflictWait(n int) time.Duration {
+	return min(5*time.Millisecond<<min(max(n-1, 0), 16), 500*time.Millisecond)
+}
+
+// AfterConflict waits ConflictWait(n), or until ctx ends (its error).
+func AfterConflict(ctx context.Context, n int) error {
+	t := time.NewTimer(ConflictWait(n))
+	defer t.Stop()
+	select {
+	case <-ctx.Done():
+		return ctx.Err()
+	case <-t.C:
+		return nil
+	}
+}
+
 // IsWrongLastSeq matches a compare-and-set refusal by its code (10071, or 10164 on
 // replicated streams), whatever the client wrapped around it.
 func IsWrongLastSeq(err error) bool {

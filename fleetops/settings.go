@@ -84,9 +84,42 @@ func (e *NotSetUpError) Error() string {
 
 func (e *NotSetUpError) Unwrap() error { return e.Err }
 
-// ReadFleet reads the settings record. Missing: a *NotSetUpError.
+// absentFor is how long ReadFleet keeps asking before it calls the settings record
+// missing, and absentWait the wait before each read again (absentWait(1) first): a
+// replicated stream's followers answer direct gets, and one that has not applied a setup's
+// write yet answers "no message" (and, while the stream's servers elect a leader, nothing
+// answers at all). A record written a moment ago, by this process or a setup started just
+// before it, is thus read as missing for some milliseconds, seconds on a loaded cluster; a
+// missing record is rare and ends the start, so it is worth a few seconds to confirm.
+const absentFor = 3 * time.Second
+
+func absentWait(n int) time.Duration { return min(25*time.Millisecond<<(n-1), 800*time.Millisecond) }
+
+// ReadFleet reads the settings record. Missing, also when asked again for absentFor: a
+// *NotSetUpError.
 func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey)
+	missing := func(err error) bool {
+		return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound)
+	}
+	m, err := readFleetRaw(ctx, nc)
+	for n, until := 1, time.Now().Add(absentFor); missing(err) && time.Now().Add(absentWait(n)).Before(until); n++ {
+		select {
+		case <-ctx.Done():
+			return nil, fmt.Errorf("fleet settings: %w", ctx.Err())
+		case <-time.After(absentWait(n)):
+		}
+		m, err = readFleetRaw(ctx, nc)
+	}
+	return fleetOf(m, err)
+}
+
+// readFleetRaw is one read of the settings record.
+func readFleetRaw(ctx context.Context, nc *nats.Conn) (*jetstream.RawStreamMsg, error) {
+	return DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey)
+}
+
+// fleetOf is the settings record of one read's answer m, err.
+func fleetOf(m *jetstream.RawStreamMsg, err error) (*FleetSettings, error) {
 	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound) {
 		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + wire.BucketSettings + ", key " + wire.SettingsKey + ")",
 			Remedy: "no `compactor setup` of this version has run here: run `compactor setup --store NAME...` with the admin's credentials (a deployment of an older compactor: `compactor setup --migrate`), or `compactor run --setup` on a single host"}
@@ -133,10 +166,13 @@ func ReadFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, err
 
 // settingsRecord is f as the settings record holds it: this version and layout, when and
 // by whom.
-func settingsRecord(f FleetSettings) ([]byte, error) {
+func settingsRecord(f FleetSettings) ([]byte, error) { return json.Marshal(stamped(f)) }
+
+// stamped is f with this version and layout, when and by whom.
+func stamped(f FleetSettings) FleetSettings {
 	host, _ := os.Hostname()
 	f.V, f.Layout, f.At, f.By = settingsV, Layout, time.Now().UTC(), fmt.Sprintf("%s pid %d", host, os.Getpid())
-	return json.Marshal(f)
+	return f
 }
 
 // writeFleet writes the settings record (the admin's).

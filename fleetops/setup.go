@@ -60,7 +60,9 @@ func (e *LiveWorkersError) Error() string {
 // layout under way: its streams allow direct gets from their creation), 1 the layout before
 // the fleet's settings (a jobs stream without direct gets), else the settings' own.
 func LayoutOf(ctx context.Context, js jetstream.JetStream) (int, error) {
-	f, err := ReadFleet(ctx, js.Conn())
+	// One read, not ReadFleet's confirmed absence: what a stale answer costs here is the
+	// checks below and an ensure that changes nothing, and a fresh NATS has no record.
+	f, err := fleetOf(readFleetRaw(ctx, js.Conn()))
 	if err == nil {
 		return f.Layout, nil
 	}
@@ -144,10 +146,9 @@ func SetupWith(ctx context.Context, js jetstream.JetStream, sc SetupConfig, migr
 			}
 		}
 	}
-	if err := ensure(ctx, js, sc, log); err != nil {
-		return nil, err
-	}
-	f, err := ReadFleet(ctx, js.Conn())
+	// The record as this setup wrote it: a read of it at once may be answered by a follower
+	// that has not applied the write yet.
+	f, err := ensure(ctx, js, sc, log)
 	if err != nil {
 		return nil, err
 	}

@@ -66,43 +66,43 @@ func DLQConsumerName(store string) string { return wire.DLQConsumerPrefix + stor
 // Before it creates anything it checks that the limits fit the account's JetStream
 // storage (fitsAccount). The fleet's settings record keeps every store set up so far in
 // this account, with this setup's values.
-func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) error {
+func ensure(ctx context.Context, js jetstream.JetStream, sc SetupConfig, log *slog.Logger) (*FleetSettings, error) {
 	if err := fitsAccount(ctx, js, sc, log); err != nil {
-		return err
+		return nil, err
 	}
 	for _, cfg := range append(bucketConfigs(sc, accountSweepWatches(ctx, js, sc, log)), streamConfigs(sc)...) {
 		if _, err := ensureStream(ctx, js, cfg, log); err != nil {
-			return err
+			return nil, err
 		}
 	}
 	for _, st := range sc.Stores {
 		if _, err := ensureConsumer(ctx, js, wire.StreamJobs, StoreConsumerConfig(sc, st), log); err != nil {
-			return err
+			return nil, err
 		}
 		if _, err := ensureConsumer(ctx, js, wire.StreamDLQ, DLQConsumerConfig(st), log); err != nil {
-			return err
+			return nil, err
 		}
 	}
-	stores, err := writeFleetAdding(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
+	f, err := writeFleetAdding(ctx, js, FleetSettings{LeaseTTL: Duration(sc.LeaseTTL), AckWait: Duration(sc.AckWait), MaxDeliver: sc.MaxDeliver,
 		DuplicateWindow: Duration(sc.DuplicateWindow), PreparedTTL: Duration(sc.PreparedTTL), Replicas: sc.Replicas, Stores: slices.Clone(sc.Stores),
 		JobsMaxAge: Duration(sc.JobsMaxAge), JobsMaxBytes: sc.JobsMaxBytes, EventsMaxAge: Duration(sc.EventsMaxAge), EventsMaxBytes: sc.EventsMaxBytes,
 		DLQMaxBytes: sc.DLQMaxBytes, RecordsMaxBytes: sc.RecordsMaxBytes})
 	if err != nil {
-		return err
+		return nil, err
 	}
-	if len(stores) > 1 {
+	if len(f.Stores) > 1 {
 		log.Info("stores that share this NATS account trust each other: each store's keys can reach what the others hold through JetStream's replies; give each host its own account (compactor auth, docs/security.md)",
-			"stores", strings.Join(stores, ","))
+			"stores", strings.Join(f.Stores, ","))
 	}
-	return nil
+	return f, nil
 }
 
 // writeFleetAdding writes the settings record f with the stores it already lists added to
-// f's, and returns them. The record is read and written as one step (written only if no
-// other setup wrote it in between, else read again): two setups of different stores at
-// once both keep theirs (a store missing from the record is one the operator's view does
-// not show).
-func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettings) ([]string, error) {
+// f's, and returns the record written. The record is read and written as one step (written
+// only if no other setup wrote it in between, else read again after ConflictWait): two
+// setups of different stores at once both keep theirs (a store missing from the record is
+// one the operator's view does not show).
+func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettings) (*FleetSettings, error) {
 	kv := OpenBucket(js, wire.BucketSettings)
 	mine := slices.Clone(f.Stores)
 	for attempt := 0; ; attempt++ {
@@ -126,15 +126,19 @@ func writeFleetAdding(ctx context.Context, js jetstream.JetStream, f FleetSettin
 		}
 		slices.Sort(stores)
 		f.Stores = stores
-		b, err := settingsRecord(f)
+		w := stamped(f)
+		b, err := json.Marshal(w)
 		if err != nil {
 			return nil, err
 		}
 		_, err = kv.Update(ctx, wire.SettingsKey, b, rev)
 		if err == nil {
-			return stores, nil
+			return &w, nil
 		}
 		if !IsWrongLastSeq(err) || attempt == 20 {
+			return nil, fmt.Errorf("write fleet settings: %w", err)
+		}
+		if err := AfterConflict(ctx, attempt+1); err != nil {
 			return nil, fmt.Errorf("write fleet settings: %w", err)
 		}
 	}

@@ -46,11 +46,14 @@ func (c Config) setupConfig() fleetops.SetupConfig {
 // that it is there: the fleet's settings, each bucket and the jobs stream (a direct get in
 // the first store's part of each: the requests a store's roles may make), and each
 // store's consumers. It creates and changes nothing. What is missing or different is a
-// *NotSetUpError that names it and the command that sets it up.
-func bind(ctx context.Context, js jetstream.JetStream, cfg Config, log *slog.Logger) (*resources, error) {
-	settings, err := fleetops.ReadFleet(ctx, js.Conn())
-	if err != nil {
-		return nil, err
+// *NotSetUpError that names it and the command that sets it up. settings are the fleet's
+// settings as this process's own setup just wrote them (nil: read them).
+func bind(ctx context.Context, js jetstream.JetStream, cfg Config, settings *fleetops.FleetSettings, log *slog.Logger) (*resources, error) {
+	if settings == nil {
+		var err error
+		if settings, err = fleetops.ReadFleet(ctx, js.Conn()); err != nil {
+			return nil, err
+		}
 	}
 	r := &resources{js: js, cons: map[string]jetstream.Consumer{}, dlqCons: map[string]jetstream.Consumer{}, fleet: *settings}
 	r.leases, r.sweep, r.attempts = fleetops.OpenBucket(js, wire.BucketLeases), fleetops.OpenBucket(js, wire.BucketSweep), fleetops.OpenBucket(js, wire.BucketAttempts)
@@ -133,14 +136,17 @@ func ensureUntil(ctx context.Context, js jetstream.JetStream, cfg Config, log *s
 	wait := 250 * time.Millisecond
 	for attempt := 1; ; attempt++ {
 		res, err := access.Guard(ctx, js.Conn(), func(ctx context.Context) (*resources, error) {
+			var written *fleetops.FleetSettings
 			if cfg.Setup && !cfg.Client {
 				// The embedded server is this service's own: an older layout on it is
 				// migrated at once (a migration refuses while other workers serve).
-				if _, err := fleetops.SetupWith(ctx, js, cfg.setupConfig(), cfg.NATS.URL == "", false, log); err != nil {
+				sr, err := fleetops.SetupWith(ctx, js, cfg.setupConfig(), cfg.NATS.URL == "", false, log)
+				if err != nil {
 					return nil, err
 				}
+				written = sr.Fleet
 			}
-			res, err := bind(ctx, js, cfg, log)
+			res, err := bind(ctx, js, cfg, written, log)
 			if err == nil && then != nil {
 				err = then(ctx, res)
 			}

@@ -9,6 +9,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/compactor-dev/compactor/access"
 	"github.com/compactor-dev/compactor/fleetops"
 	"github.com/compactor-dev/compactor/internal/proctest"
 	"github.com/compactor-dev/compactor/wire"
@@ -193,5 +194,55 @@ func TestSetupsAtOnceKeepEveryStore(t *testing.T) {
 	}
 	if len(f.Stores) != n+1 {
 		t.Errorf("the settings record lists %d stores after %d setups at once: %v", len(f.Stores), n+1, f.Stores)
+	}
+}
+
+// A settings record read as missing is read again before the start gives up: a replicated
+// stream's followers answer direct gets, and one that has not applied a setup's write yet
+// answers "no message" (TestReplicasNeverLowered's `run --setup` was refused so in CI:
+// "this NATS holds no fleet settings" after its own setup had written them). Here the
+// record is absent when ReadFleet first reads it and written once that read is seen.
+func TestFleetSettingsAbsentAtFirstRead(t *testing.T) {
+	t.Parallel()
+	b := newBundle(t)
+	ctx := context.Background()
+	// The settings bucket, as a bucket of the library's defaults, without the record (the
+	// setup below makes it the setup's own).
+	if _, err := b.js.CreateKeyValue(ctx, jetstream.KeyValueConfig{Bucket: wire.BucketSettings}); err != nil {
+		t.Fatal(err)
+	}
+	key := wire.KVSubjectRoot + wire.BucketSettings + "." + wire.SettingsKey
+	if _, err := fleetops.DirectLast(ctx, b.nc, "KV_"+wire.BucketSettings, key); !errors.Is(err, jetstream.ErrMsgNotFound) {
+		t.Fatalf("the record is not absent before the read: %v", err)
+	}
+	// A second connection sees the reads (the server answers them; this one does not) and
+	// sets up again after the first.
+	watcher, err := nats.Connect(b.url)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer watcher.Close()
+	reads := make(chan struct{}, 64)
+	if _, err := watcher.Subscribe(access.DirectGetPrefix+"KV_"+wire.BucketSettings+"."+key, func(*nats.Msg) { reads <- struct{}{} }); err != nil {
+		t.Fatal(err)
+	}
+	if err := watcher.Flush(); err != nil {
+		t.Fatal(err)
+	}
+	wrote := make(chan error, 1)
+	go func() {
+		<-reads
+		_, err := fleetops.Setup(ctx, watcher, fleetops.SetupConfig{Stores: []string{"first"}}, false, false, nil)
+		wrote <- err
+	}()
+	f, err := fleetops.ReadFleet(ctx, b.nc)
+	if werr := <-wrote; werr != nil {
+		t.Fatal(werr)
+	}
+	if err != nil {
+		t.Fatalf("a record written after the first read was reported missing: %v", err)
+	}
+	if !slices.Equal(f.Stores, []string{"first"}) || len(reads) == 0 {
+		t.Errorf("read %v after %d more reads", f.Stores, len(reads))
 	}
 }

@@ -217,7 +217,10 @@ func NoteOutcome(ctx context.Context, log *slog.Logger, records *fleetops.Bucket
 		return
 	}
 	key := Key(ev.Store, ev.Path)
-	for range 3 {
+	for n := range 3 {
+		if n > 0 && fleetops.AfterConflict(ctx, n) != nil {
+			return
+		}
 		e, err := records.Get(ctx, key)
 		if err != nil {
 			if !errors.Is(err, jetstream.ErrKeyNotFound) {
