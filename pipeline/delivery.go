@@ -130,8 +130,13 @@ func (s *Service) locate(d *delivery) (string, error) {
 	// The session a job names is the file's: its lease, its records (preparation, base,
 	// attempts) and its bounds (one job per session, kind and slot) are keyed by that id, so
 	// a job naming another id for the same file would hold other leases and records than
-	// the file's jobs do.
-	if id, herr := storepath.HeaderID(root, d.job.Path); herr == nil && id != "" && id != d.job.SessionID {
+	// the file's jobs do. The header is found as the read finds it (after blank lines, of
+	// any length); one that cannot be read is refused, else the check could be passed by.
+	id, err := storepath.HeaderID(root, d.job.Path)
+	if err != nil {
+		return "", fmt.Errorf("session file header: %w", err)
+	}
+	if id != "" && id != d.job.SessionID {
 		return "", fmt.Errorf("session file %q holds session %s, the job names session %s", d.job.Path, id, d.job.SessionID)
 	}
 	return file, nil

@@ -111,6 +111,15 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	}
 	rel, _ := filepath.Rel(b.dir, outside)
 	mineID, _ := writeSession(t, b.dir, "mine.jsonl")
+	// Headers the read finds past a 4 KB first line: after blank lines, and 8 KB long; and
+	// a header line too long to read.
+	longHeader := "\n \n" + `{"type":"session","version":3,"id":"long-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/` + strings.Repeat("x", 8<<10) + `"}` + "\n"
+	hugeHeader := `{"type":"session","version":3,"id":"huge-1","timestamp":"2026-01-01T00:00:00.000Z","cwd":"/` + strings.Repeat("x", 2<<20) + `"}` + "\n"
+	for name, text := range map[string]string{"long.jsonl": longHeader, "huge.jsonl": hugeHeader} {
+		if err := os.WriteFile(filepath.Join(b.dir, name), []byte(text), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	h := &fakeHandler{}
 	b.run(b.service(b.config(h)))
 
@@ -130,6 +139,8 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	// A file of the store, under another session id than its header's: the id's lease,
 	// records and bounds are not the file's.
 	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "mine.jsonl", SessionID: mineID + "-other"})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "long.jsonl", SessionID: "long-1-other"})
+	b.enqueue(wire.Job{Kind: wire.KindCompact, Store: "default", Path: "huge.jsonl", SessionID: "huge-1-other"})
 	// A malformed payload, published straight to a job subject.
 	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "garbage", wire.KindCompact), []byte("{not json")); err != nil {
 		t.Fatal(err)
@@ -139,7 +150,7 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 	if _, err := b.js.Publish(context.Background(), wire.JobSubject("default", "s1", wire.KindCompact), []byte(bad)); err != nil {
 		t.Fatal(err)
 	}
-	waitfor.Until(t, "9 dead letters", func() bool { return len(b.deadLetters()) == 9 })
+	waitfor.Until(t, "11 dead letters", func() bool { return len(b.deadLetters()) == 11 })
 	var reasons []string
 	for _, dl := range b.deadLetters() {
 		reasons = append(reasons, dl.Reason)
@@ -153,7 +164,8 @@ func TestUnsafeJobsDeadLettered(t *testing.T) {
 			t.Errorf("no dead letter for %q with %q in:\n%s", p, frag, all)
 		}
 	}
-	for _, frag := range []string{"invalid job: job: malformed payload", "does not match its payload", "holds session " + mineID + ", the job names session " + mineID + "-other"} {
+	for _, frag := range []string{"invalid job: job: malformed payload", "does not match its payload", "holds session " + mineID + ", the job names session " + mineID + "-other",
+		"holds session long-1, the job names session long-1-other", "session file header: huge.jsonl:1: the header line is longer than"} {
 		if !strings.Contains(all, frag) {
 			t.Errorf("no dead letter with %q in:\n%s", frag, all)
 		}

@@ -1,9 +1,6 @@
 package storepath
 
 import (
-	"bufio"
-	"bytes"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -139,7 +136,7 @@ func Refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 		if err != nil {
 			return nil
 		}
-		id, err := headerID(sessionio.Beneath(root, r))
+		id, err := sessionio.Beneath(root, r).HeaderID()
 		switch {
 		case errors.Is(err, sessionio.ErrUnsafeFile):
 			refused = append(refused, fmt.Sprintf("%s (%v)", filepath.ToSlash(r), errors.Unwrap(err)))
@@ -163,28 +160,16 @@ func Refind(root, oldRel, sessionID string) (rel, abs string, err error) {
 }
 
 // HeaderID is the session id in the header line of the file rel under root, read beneath
-// root as a job reads its file ("" when the first line is no session header).
+// root as a job reads its file ("" when its header line is no session header; an error
+// when the file cannot be opened or its header line is too long to read).
 func HeaderID(root, rel string) (string, error) {
-	return headerID(sessionio.Beneath(root, rel))
-}
-
-// headerID returns the id in a file's header line ("" if it has none), and the error of a
-// file that cannot be opened.
-func headerID(file *sessionio.File) (string, error) {
-	f, err := file.Open()
-	if err != nil {
-		return "", err
+	id, err := sessionio.Beneath(root, rel).HeaderID()
+	if fe := (*sessionio.FileError)(nil); errors.As(err, &fe) {
+		named := *fe
+		named.File = filepath.ToSlash(rel) // the job's name for it, not the worker's path
+		err = &named
 	}
-	defer f.Close()
-	line, _ := bufio.NewReaderSize(f, 4096).ReadSlice('\n')
-	var h struct {
-		Type string `json:"type"`
-		ID   string `json:"id"`
-	}
-	if json.Unmarshal(bytes.TrimPrefix(line, []byte("\xef\xbb\xbf")), &h) != nil || h.Type != "session" {
-		return "", nil
-	}
-	return h.ID, nil
+	return id, err
 }
 
 // Root is the real path of the root dir of store name: absolute, symlinks resolved.
