@@ -38,6 +38,12 @@ func New(s summarize.Summarizer, settings Settings) (*Engine, error) {
 // Request is one compaction, branch summary or preparation.
 type Request struct {
 	File string
+	// SessionID is the session the requester names (a job's): a file whose header names
+	// another is refused (*InputError) before anything is paid for. The pipeline checks it
+	// at admission too; this check is on the read the request works, so a file put in the
+	// place of the one admitted is not worked under the admitted id. "" checks nothing (a
+	// person naming a file).
+	SessionID string
 	// Settings override the engine's for this request: the fields set here win (see
 	// Settings for the rule); jobs set Policy, Counter and KeepRecentTokens.
 	Settings     Settings

@@ -16,6 +16,8 @@ import (
 // made, or none could be ready: the agent compacts more often than a summary takes).
 type ExtractRequest struct {
 	File string
+	// SessionID: as Request's (the session the agent's request names).
+	SessionID string
 	// LeafID is Pi's leaf when the hook ran ("" = the file's leaf).
 	LeafID string
 	// FirstKeptEntryID is Pi's own cut (the hook's preparation.firstKeptEntryId).
@@ -47,7 +49,7 @@ func (e *Engine) Extract(ctx context.Context, req ExtractRequest) (*Prepared, er
 	x.Settings.PrepareUpdate = PrepareFull
 	set := Settings{Pi: req.Pi, Policy: cutpoint.PolicyPi, Counter: tokenize.CounterEstimate,
 		KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow}
-	prep, res, err := x.Prepare(ctx, Request{File: req.File, Settings: set, Base: req.Base}, nil)
+	prep, res, err := x.Prepare(ctx, Request{File: req.File, SessionID: req.SessionID, Settings: set, Base: req.Base}, nil)
 	if err != nil {
 		return nil, err
 	}

@@ -22,6 +22,8 @@ import (
 // "base").
 type BaseRequest struct {
 	File string
+	// SessionID: as Request's.
+	SessionID string
 	// Anchor is the compaction the extract was handed to Pi for (its summary's SHA-256 is
 	// the extract's).
 	Anchor BaseAnchor
@@ -43,7 +45,7 @@ type BaseRequest struct {
 // through Land. A skip (the compaction is not on the branch, Pi wrote another one, the base
 // already covers it, nothing to read) returns no Base and a Result saying why.
 func (e *Engine) MakeBase(ctx context.Context, req BaseRequest, current *Base) (*Base, *Result, error) {
-	j, res, err := e.open(baseJob, Request{File: req.File, Settings: req.Settings}, nil)
+	j, res, err := e.open(baseJob, Request{File: req.File, SessionID: req.SessionID, Settings: req.Settings}, nil)
 	if j == nil {
 		return nil, res, err
 	}

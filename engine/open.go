@@ -106,6 +106,9 @@ func (e *Engine) open(kind jobKind, req Request, resolve func(*job) (*Result, er
 	if err != nil {
 		return nil, nil, err
 	}
+	if req.SessionID != "" && src.Session.Header.ID != req.SessionID {
+		return nil, nil, &InputError{Err: fmt.Errorf("the session file holds session %s, the request names session %s", src.Session.Header.ID, req.SessionID)}
+	}
 	j := &job{kind: kind, req: req, cfg: cfg, file: file, src: src, start: start,
 		res: &Result{Kind: kind.name, File: req.File, SessionID: src.Session.Header.ID, Model: src.Model.ModelID,
 			ModelKnown: src.Model.Known, ContextWindow: src.Model.ContextWindow, Counter: src.Counter.Name()}}

@@ -39,7 +39,7 @@ func Handler(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 		if refusal != "" {
 			return wire.Result{Tally: wire.Tally{Outcome: pipeline.OutcomeSkipped, Reason: refusal}, PiUnknown: unknown}, nil
 		}
-		req := engine.Request{File: file, Settings: engine.Settings{Pi: pi, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
+		req := engine.Request{File: file, SessionID: job.SessionID, Settings: engine.Settings{Pi: pi, Policy: job.Policy, Counter: job.Counter, KeepRecentTokens: job.KeepRecentTokens},
 			Instructions: job.Instructions, OnlyOverBudget: job.OnlyOverBudget, ExpectLeafID: job.ExpectLeafID,
 			TargetID: job.TargetID, FromID: job.FromID}
 		var res *engine.Result
@@ -158,7 +158,7 @@ func baseJob(ctx context.Context, e *engine.Engine, job wire.Job, req engine.Req
 			cur = &b
 		}
 	}
-	b, res, err := e.MakeBase(ctx, engine.BaseRequest{File: req.File, Settings: req.Settings, RequestedAt: job.RequestedAt,
+	b, res, err := e.MakeBase(ctx, engine.BaseRequest{File: req.File, SessionID: req.SessionID, Settings: req.Settings, RequestedAt: job.RequestedAt,
 		Anchor:   engine.BaseAnchor{LeafID: job.ExpectLeafID, FirstKeptEntryID: job.Cut, SummarySHA256: job.SummarySHA256},
 		SpanOnly: job.Slot > 0, Merge: job.Merge != ""}, cur)
 	if err != nil || b == nil {
@@ -298,7 +298,7 @@ func Bridger(e *engine.Engine, pv PiVersions, prepared func() agents.PreparedSto
 				store = prepared()
 			}
 			base := readBase(ctx, store, req.Store, req.SessionID, req.Path)
-			out, err := e.Extract(ctx, engine.ExtractRequest{File: file, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID,
+			out, err := e.Extract(ctx, engine.ExtractRequest{File: file, SessionID: req.SessionID, LeafID: req.LeafID, FirstKeptEntryID: req.FirstKeptEntryID,
 				KeepRecentTokens: req.KeepRecentTokens, ReserveTokens: req.ReserveTokens, ContextWindow: req.ContextWindow, Pi: pi, Base: base})
 			if err != nil {
 				return nil, err
