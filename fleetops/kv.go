@@ -428,13 +428,19 @@ func IsMaxConsumers(err error) bool {
 // another writer, or because the read it was based on was answered by a follower that had
 // not applied the last write yet (a replicated stream's followers answer direct gets): read
 // again at once, the same follower, the nearest, gives the same stale answer.
-func ConflictWait(n int) time.Duration {
-	return min(5*time.Millisecond<<min(max(n-1, 0), 16), 500*time.Millisecond)
-}
+func ConflictWait(n int) time.Duration { return doubling(5*time.Millisecond, 500*time.Millisecond, n) }
 
 // AfterConflict waits ConflictWait(n), or until ctx ends (its error).
-func AfterConflict(ctx context.Context, n int) error {
-	t := time.NewTimer(ConflictWait(n))
+func AfterConflict(ctx context.Context, n int) error { return wait(ctx, ConflictWait(n)) }
+
+// doubling is first for n = 1, twice as long for each n after, at most ceiling.
+func doubling(first, ceiling time.Duration, n int) time.Duration {
+	return min(first<<min(max(n-1, 0), 16), ceiling)
+}
+
+// wait waits d, or until ctx ends (its error).
+func wait(ctx context.Context, d time.Duration) error {
+	t := time.NewTimer(d)
 	defer t.Stop()
 	select {
 	case <-ctx.Done():

@@ -93,20 +93,21 @@ func (e *NotSetUpError) Unwrap() error { return e.Err }
 // missing record is rare and ends the start, so it is worth a few seconds to confirm.
 const absentFor = 3 * time.Second
 
-func absentWait(n int) time.Duration { return min(25*time.Millisecond<<(n-1), 800*time.Millisecond) }
+func absentWait(n int) time.Duration { return doubling(25*time.Millisecond, 800*time.Millisecond, n) }
+
+// absent reports whether a read of the settings record found none: no message, or no
+// server answering for the bucket.
+func absent(err error) bool {
+	return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound)
+}
 
 // ReadFleet reads the settings record. Missing, also when asked again for absentFor: a
 // *NotSetUpError.
 func ReadFleet(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	missing := func(err error) bool {
-		return errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound)
-	}
 	m, err := readFleetRaw(ctx, nc)
-	for n, until := 1, time.Now().Add(absentFor); missing(err) && time.Now().Add(absentWait(n)).Before(until); n++ {
-		select {
-		case <-ctx.Done():
-			return nil, fmt.Errorf("fleet settings: %w", ctx.Err())
-		case <-time.After(absentWait(n)):
+	for n, until := 1, time.Now().Add(absentFor); absent(err) && time.Now().Add(absentWait(n)).Before(until); n++ {
+		if werr := wait(ctx, absentWait(n)); werr != nil {
+			return nil, fmt.Errorf("fleet settings: %w", werr)
 		}
 		m, err = readFleetRaw(ctx, nc)
 	}
@@ -120,7 +121,7 @@ func readFleetRaw(ctx context.Context, nc *nats.Conn) (*jetstream.RawStreamMsg, 
 
 // fleetOf is the settings record of one read's answer m, err.
 func fleetOf(m *jetstream.RawStreamMsg, err error) (*FleetSettings, error) {
-	if errors.Is(err, nats.ErrNoResponders) || errors.Is(err, jetstream.ErrMsgNotFound) {
+	if absent(err) {
 		return nil, &NotSetUpError{What: "this NATS holds no fleet settings (bucket " + wire.BucketSettings + ", key " + wire.SettingsKey + ")",
 			Remedy: "no `compactor setup` of this version has run here: run `compactor setup --store NAME...` with the admin's credentials (a deployment of an older compactor: `compactor setup --migrate`), or `compactor run --setup` on a single host"}
 	}
@@ -150,7 +151,7 @@ func fleetOf(m *jetstream.RawStreamMsg, err error) (*FleetSettings, error) {
 // ReadFleetAnyLayout reads the settings record whatever the layout it names (setup reads an
 // older one to keep its stores).
 func ReadFleetAnyLayout(ctx context.Context, nc *nats.Conn) (*FleetSettings, error) {
-	m, err := DirectLast(ctx, nc, "KV_"+wire.BucketSettings, wire.KVSubjectRoot+wire.BucketSettings+"."+wire.SettingsKey)
+	m, err := readFleetRaw(ctx, nc)
 	if err != nil {
 		return nil, err
 	}
